@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: MIT
+# ntbsock — one GNU Makefile for the library, the command, tests and benchmarks.
+#
+# Layout of build/: build/obj/<dir>/<file>.o (PIC objects), build/libntbsock-core.a (util, conf,
+# ntb, transport), build/libntbsock.so (preload + core), build/ntbsock (tools + core),
+# build/tests/test_* (CMocka unit tests, one per tests/unit/test_*.c).
+#
+# Sources are discovered by directory, so adding a file needs no Makefile edit.
+
+VERSION := 0.1.0
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+MANDIR  ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+DESTDIR ?=
+
+CC      ?= gcc
+CFLAGS  ?= -O2 -g
+PKG_CONFIG ?= pkg-config
+PKGS    := libconfig liburcu-bp libpci
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+BUILD   ?= build
+OBJ     := $(BUILD)/obj
+
+# pkg-config is only consulted for targets that compile; `make deps` must work without it.
+pkg_cflags = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+pkg_libs   = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -I. \
+              -DNTBSOCK_VERSION='"$(VERSION)"' -MMD -MP $(CFLAGS)
+LDLIBS_ALL  = $(pkg_libs) -lpthread -ldl -lm
+
+CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c transport/*.c))
+PRELOAD_SRCS := $(sort $(wildcard preload/*.c))
+TOOL_SRCS    := $(sort $(wildcard tools/*.c))
+UNIT_SRCS    := $(sort $(wildcard tests/unit/test_*.c))
+HELPER_SRCS  := $(sort $(wildcard tests/helpers/*.c))
+
+CORE_OBJS    := $(CORE_SRCS:%.c=$(OBJ)/%.o)
+PRELOAD_OBJS := $(PRELOAD_SRCS:%.c=$(OBJ)/%.o)
+TOOL_OBJS    := $(TOOL_SRCS:%.c=$(OBJ)/%.o)
+UNIT_BINS    := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+HELPER_BINS  := $(HELPER_SRCS:tests/helpers/%.c=$(BUILD)/tests/%)
+
+CORE_LIB := $(BUILD)/libntbsock-core.a
+SO       := $(BUILD)/libntbsock.so
+TOOL     := $(BUILD)/ntbsock
+# The export map is generated from the X-macro list of intercepted calls (preload/).
+EXPORT_MAP := $(BUILD)/libntbsock.map
+
+.PHONY: all deps check check-unit check-integration check-layering check-ivshmem \
+        demo bench install uninstall clean help
+
+all: $(SO) $(TOOL)
+
+help:
+	@echo "make            build $(SO) and $(TOOL)"
+	@echo "make deps       install the Debian packages the project needs (apt-get, as root)"
+	@echo "make check      build and run every unit and integration test"
+	@echo "make demo       the comparison against kernel TCP (iperf3, sockperf)"
+	@echo "make bench      the full benchmark into bench/results/"
+	@echo "make install    install under PREFIX=$(PREFIX) (DESTDIR honoured)"
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) -c -o $@ $<
+
+$(CORE_LIB): $(CORE_OBJS)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(EXPORT_MAP): preload/intercept.def preload/gen_map.sh
+	@mkdir -p $(@D)
+	$(Q)sh preload/gen_map.sh preload/intercept.def > $@
+
+$(SO): $(PRELOAD_OBJS) $(CORE_LIB) $(EXPORT_MAP)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -fPIC -Wl,--version-script=$(EXPORT_MAP) -Wl,-z,defs -Wl,-z,now \
+	    -o $@ $(PRELOAD_OBJS) $(CORE_LIB) $(LDLIBS_ALL)
+
+$(TOOL): $(TOOL_OBJS) $(CORE_LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $(TOOL_OBJS) $(CORE_LIB) $(LDLIBS_ALL)
+
+# Unit tests link the core archive; tests of preload/ sources link the preload objects too.
+$(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB) $(PRELOAD_OBJS)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  TEST    $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null) \
+	    -o $@ $< $(if $(findstring test_pl_,$*),$(PRELOAD_OBJS)) $(CORE_LIB) \
+	    $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null) $(LDLIBS_ALL)
+
+# Helper programs used by integration tests (tests/helpers/*.c), one binary each.
+$(BUILD)/tests/%: tests/helpers/%.c $(CORE_LIB)
+	@mkdir -p $(@D)
+	@$(if $(Q),echo "  HELPER  $@")
+	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) -o $@ $< $(CORE_LIB) $(LDLIBS_ALL)
+
+# --- dependencies (Debian 12) ------------------------------------------------------------------
+# Each entry is a Debian package; `make deps` installs the missing ones and is silent otherwise.
+DEB_PKGS := gcc make pkg-config libpci-dev liburcu-dev libconfig-dev libcmocka-dev \
+            iperf3 sockperf socat iproute2 pciutils procps psmisc coreutils python3 \
+            qemu-system-x86 linux-image-amd64 busybox-static cpio gzip \
+            clang libclang-rt-14-dev gnuplot-nox
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "deps: installing$$missing"; \
+	    if [ "$$(id -u)" != 0 ]; then echo "deps: not root; install these packages:$$missing" >&2; exit 1; fi; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null \
+	      || { echo "deps: apt-get failed for:$$missing" >&2; exit 1; }; \
+	fi
+
+# --- tests -------------------------------------------------------------------------------------
+check: deps
+	$(Q)$(MAKE) --no-print-directory all $(UNIT_BINS) $(HELPER_BINS)
+	$(Q)$(MAKE) --no-print-directory check-layering check-unit check-integration
+
+check-layering:
+	$(Q)sh tests/check_layering.sh
+
+check-unit: $(UNIT_BINS)
+	$(Q)sh tests/run_unit.sh $(UNIT_BINS)
+
+check-integration: all $(HELPER_BINS)
+	$(Q)sh tests/run_integration.sh
+
+check-ivshmem: deps all $(HELPER_BINS)
+	$(Q)sh tests/integration/ivshmem/run.sh
+
+# --- demo / bench ------------------------------------------------------------------------------
+demo: deps all
+	$(Q)sh bench/demo.sh
+
+bench: deps all
+	$(Q)sh bench/bench.sh
+
+# --- install -----------------------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/ntbsock $(DESTDIR)$(MANDIR)/man1 \
+	    $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(SYSCONFDIR)
+	install -m 0755 $(TOOL) $(DESTDIR)$(BINDIR)/ntbsock
+	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/ntbsock/libntbsock.so
+	install -m 0644 man/ntbsock.1 $(DESTDIR)$(MANDIR)/man1/ntbsock.1
+	install -m 0644 man/ntbsock.conf.5 $(DESTDIR)$(MANDIR)/man5/ntbsock.conf.5
+	install -m 0644 man/ntbsock.7 $(DESTDIR)$(MANDIR)/man7/ntbsock.7
+	install -m 0644 conf/examples/ntbsock.conf $(DESTDIR)$(SYSCONFDIR)/ntbsock.conf.example
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/ntbsock $(DESTDIR)$(LIBDIR)/ntbsock/libntbsock.so \
+	    $(DESTDIR)$(MANDIR)/man1/ntbsock.1 $(DESTDIR)$(MANDIR)/man5/ntbsock.conf.5 \
+	    $(DESTDIR)$(MANDIR)/man7/ntbsock.7 $(DESTDIR)$(SYSCONFDIR)/ntbsock.conf.example
+	-rmdir $(DESTDIR)$(LIBDIR)/ntbsock
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(OBJ) $(BUILD)/tests -name '*.d' 2>/dev/null)

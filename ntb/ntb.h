@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/* ntb/ — the link layer: one link joins this host to one peer host through two memory windows,
+ * doorbells, scratchpads and a link state, in the vocabulary of Linux's include/linux/ntb.h.
+ *
+ * Rules (DESIGN.md §3): never read the outbound window; every polled word lives in the inbound
+ * window or our inbound control page; one writer per shared word; payload, barrier, then the
+ * word that publishes it; everything read from inbound memory is untrusted.
+ *
+ * Functions return 0, a count, or a negative errno; none touches errno. No function here
+ * reads the environment or a config file: the caller fills struct ntb_link_params. */
+#ifndef NTBSOCK_NTB_H
+#define NTBSOCK_NTB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define NTB_NAME_MAX     63
+#define NTB_PATH_MAX     255
+#define NTB_SPAD_COUNT   16
+
+enum ntb_backend {
+	NTB_BACKEND_SHM = 0,
+	NTB_BACKEND_PCI = 1,
+};
+
+/* Fault injection on outbound-window writes (the `fault` decorator). Rates in [0,1]. */
+struct ntb_fault_params {
+	bool     enabled;
+	double   drop;     /* probability a window write is silently skipped */
+	double   corrupt;  /* probability a window write lands with one bit flipped */
+	uint32_t delay_us; /* each window write is delayed by up to this many µs (0: none) */
+	uint64_t seed;     /* same seed + same write sequence → same faults */
+};
+
+struct ntb_link_params {
+	char             name[NTB_NAME_MAX + 1];
+	enum ntb_backend backend;
+	int              side;          /* 0 or 1; -1: claim a free side (shm only) */
+	size_t           window_size;   /* bytes per direction; a multiple of 4096 */
+	/* shm */
+	char             path[NTB_PATH_MAX + 1]; /* "" → /dev/shm/ntbsock-<name> */
+	mode_t           mode;          /* creation mode, 0 → 0600 */
+	gid_t            group;         /* (gid_t)-1 → leave as created */
+	bool             allow_foreign_owner; /* accept a file owned by another uid */
+	/* pci */
+	char             device[NTB_NAME_MAX + 1]; /* "0000:00:04.0", "1af4:1110" or "class:0500" */
+	int              bar;           /* -1 → the profile's default (ivshmem: 2) */
+	/* link state */
+	uint32_t         heartbeat_ms;  /* 0 → 100 */
+	uint32_t         link_timeout_ms; /* peer silent this long → down; 0 → 500 */
+	struct ntb_fault_params fault;
+};
+
+/* Fill P with defaults (side -1, 16 MiB windows, mode 0600, heartbeat 100 ms, timeout 500 ms). */
+void ntb_link_params_init(struct ntb_link_params *p);
+
+struct ntb_link;
+
+/* Open (and for shm, create if absent) the link described by P. The region header is
+ * validated: a foreign, truncated or mismatched region is -EPROTO/-EINVAL/-EEXIST, never
+ * mapped blindly. The link starts disabled (ntb_link_enable()). */
+int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link);
+
+/* Announce link down to the peer, release our side, unmap. Accepts NULL. */
+void ntb_link_close(struct ntb_link *link);
+
+/* A human-readable last error for open failures ("shm file /dev/shm/x: owned by uid 5"). */
+const char *ntb_strerror_detail(void);
+
+/* --- windows ---------------------------------------------------------------------------- */
+
+/* Our inbound window: local memory the peer writes; read only here. */
+const volatile void *ntb_in_window(const struct ntb_link *link, size_t *ret_size);
+
+/* Size of the outbound window (the peer's inbound window); never read through. */
+size_t ntb_out_size(const struct ntb_link *link);
+
+/* Copy LEN bytes from SRC to outbound offset OFF. -EINVAL when out of bounds.
+ * The fault decorator, when enabled, may drop, corrupt or delay the write. */
+int ntb_write(struct ntb_link *link, size_t off, const void *src, size_t len);
+
+/* Single aligned stores (OFF must be aligned to the width): used to publish indices and
+ * sequence bytes. Also subject to the fault decorator. */
+int ntb_write8(struct ntb_link *link, size_t off, uint8_t v);
+int ntb_write32(struct ntb_link *link, size_t off, uint32_t v);
+int ntb_write64(struct ntb_link *link, size_t off, uint64_t v);
+
+/* Order all previous window writes before any later one (payload before publish). */
+void ntb_to_peer_barrier(struct ntb_link *link);
+
+/* Drain write-combining buffers (sfence on a WC mapping; compiler+store fence on shm). */
+void ntb_wc_flush(struct ntb_link *link);
+
+/* --- doorbells ---------------------------------------------------------------------------- */
+
+/* Ring the peer: bump the doorbell counter in the peer's control page and wake its waiters. */
+int ntb_peer_db_ring(struct ntb_link *link);
+
+/* Current value of our inbound doorbell counter (written by the peer). */
+uint32_t ntb_db_read(const struct ntb_link *link);
+
+/* Wait until our doorbell counter differs from SEEN, or TIMEOUT_MS passes (-1: forever).
+ * Returns 0 when rung, -ETIMEDOUT, -EINTR, or -ENOLINK when the link went down. */
+int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms);
+
+/* A pollable fd that turns readable on a doorbell, or -ENOTSUP: the shm and pci backends
+ * have none, and the caller polls ntb_db_read() / sleeps in ntb_db_wait() instead. */
+int ntb_db_fd(const struct ntb_link *link);
+
+/* --- scratchpads ---------------------------------------------------------------------------- */
+
+int ntb_spad_count(const struct ntb_link *link);
+/* Read our inbound scratchpad IDX (written by the peer). */
+int ntb_spad_read(const struct ntb_link *link, int idx, uint32_t *ret_val);
+/* Write the peer's scratchpad IDX. */
+int ntb_peer_spad_write(struct ntb_link *link, int idx, uint32_t val);
+
+/* --- link state ---------------------------------------------------------------------------- */
+
+/* Start the handshake: publish our epoch (new on every open) and heartbeat. */
+int ntb_link_enable(struct ntb_link *link);
+/* Announce down; the peer sees it at its next check. */
+int ntb_link_disable(struct ntb_link *link);
+
+/* Refresh: write our heartbeat if due, look at the peer's. Cheap; call from wait loops and
+ * from one helper thread at least every heartbeat_ms. Returns ntb_link_is_up(). */
+bool ntb_link_tick(struct ntb_link *link);
+
+/* Both sides enabled and the peer's heartbeat fresh. */
+bool ntb_link_is_up(struct ntb_link *link);
+
+/* Wait for link up; 0, -ETIMEDOUT or -EINTR. */
+int ntb_link_wait_up(struct ntb_link *link, int timeout_ms);
+
+int ntb_link_side(const struct ntb_link *link);          /* 0 or 1 */
+uint32_t ntb_link_epoch(const struct ntb_link *link);    /* ours, new per open */
+uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
+const char *ntb_link_name(const struct ntb_link *link);
+enum ntb_backend ntb_link_backend(const struct ntb_link *link);
+
+/* Statistics of the fault decorator (all zero when disabled). */
+struct ntb_fault_stats {
+	uint64_t writes, dropped, corrupted, delayed;
+};
+void ntb_fault_stats(const struct ntb_link *link, struct ntb_fault_stats *ret_stats);
+
+/* --- DMA queue (DESIGN.md §3) ----------------------------------------------------------------
+ * Idle → enqueue → Gather → post → Posted → wait/poll → Done | Error; abort: Posted → Aborted;
+ * reset: Done/Aborted/Error → Idle. Illegal transitions return -EBUSY or -EINVAL and change
+ * nothing. The CPU-copy engine writes through ntb_write(), so faults apply. */
+enum ntb_dmaq_state {
+	NTB_DMAQ_IDLE, NTB_DMAQ_GATHER, NTB_DMAQ_POSTED,
+	NTB_DMAQ_DONE, NTB_DMAQ_ABORTED, NTB_DMAQ_ERROR,
+};
+struct ntb_dmaq;
+int ntb_dmaq_create(struct ntb_link *link, unsigned max_entries, struct ntb_dmaq **ret_q);
+void ntb_dmaq_destroy(struct ntb_dmaq *q);
+int ntb_dmaq_enqueue(struct ntb_dmaq *q, size_t dst_off, const void *src, size_t len);
+int ntb_dmaq_post(struct ntb_dmaq *q);
+/* Poll: -EINPROGRESS while posted, 0 when Done, the transfer's error when Error. */
+int ntb_dmaq_poll(struct ntb_dmaq *q);
+int ntb_dmaq_wait(struct ntb_dmaq *q, int timeout_ms);
+int ntb_dmaq_abort(struct ntb_dmaq *q);
+int ntb_dmaq_reset(struct ntb_dmaq *q);
+enum ntb_dmaq_state ntb_dmaq_state(const struct ntb_dmaq *q);
+const char *ntb_dmaq_state_name(enum ntb_dmaq_state s);
+
+/* --- PCI discovery (for `ntbsock check --pci`) ---------------------------------------------- */
+struct ntb_pci_dev_info {
+	char     bdf[16];     /* "0000:00:04.0" */
+	uint16_t vendor, device;
+	char     profile[32]; /* "ivshmem" */
+	int      bar;
+	uint64_t bar_size;
+};
+/* Fill up to MAX entries with devices a profile matches; returns the count or -errno. */
+int ntb_pci_list(struct ntb_pci_dev_info *ret_devs, int max);
+
+#endif

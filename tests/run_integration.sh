@@ -1,0 +1,23 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Run every tests/integration/test_*.sh (each under its own timeout); print PASS/FAIL/SKIP per
+# test and a total; exit non-zero if any failed. A test exits 0 (pass), 77 (skip, with a
+# line containing SKIP saying why) or anything else (fail).
+cd "$(dirname "$0")/.." || exit 1
+fail=0; pass=0; skip=0; failed=""
+for t in tests/integration/test_*.sh; do
+	[ -e "$t" ] || continue
+	name=$(basename "$t" .sh)
+	start=$(date +%s)
+	log=$(mktemp)
+	timeout 600 sh "$t" >"$log" 2>&1; rc=$?
+	secs=$(( $(date +%s) - start ))
+	case $rc in
+	0)  pass=$((pass + 1)); echo "PASS $name (${secs}s)";;
+	77) skip=$((skip + 1)); echo "SKIP $name: $(grep -m1 SKIP "$log")";;
+	*)  fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name (rc=$rc, ${secs}s)"; tail -n 40 "$log";;
+	esac
+	rm -f "$log"
+done
+echo "integration: $pass passed, $skip skipped, $fail failed${failed:+ ($failed )}"
+[ $fail -eq 0 ]

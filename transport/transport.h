@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/* transport/ — reliable byte streams over NTB message queues (DESIGN.md §4–§6): inline, short
+ * and long protocols, CRC32C, retransmission with [RT]'s receive contexts, connection set-up
+ * over each link's control mailbox. The API preload/ builds sockets on.
+ *
+ * Every function returns 0, a count, or a negative errno and never touches errno. Nothing
+ * here reads the environment or a config file. Calls never block unless they take a
+ * timeout; blocking socket semantics are built by preload/ from tp_wait().
+ *
+ * Threads: a tp_conn may be used by several threads at once (send and recv concurrently);
+ * the library serialises what must be. At most one helper thread per process (heartbeat,
+ * timers, mailbox, doorbell → event fd), asleep unless there is work. */
+#ifndef NTBSOCK_TRANSPORT_H
+#define NTBSOCK_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "ntb/ntb.h"
+
+/* Tunables (conf/ fills them from the config file; tp_params_init() gives the defaults). */
+struct tp_params {
+	uint32_t queue_size;      /* data ring bytes per direction per connection (pow2) */
+	uint32_t inline_slots;    /* inline ring slots per direction (pow2) */
+	uint32_t inline_max;      /* ≤ 116: writes up to this go inline */
+	uint32_t short_max;       /* writes up to this go short; above: long */
+	uint32_t contexts;        /* receive contexts per link (default 256) */
+	uint32_t cnct_timeout_ms; /* TimerCnct */
+	uint32_t send_timeout_ms; /* TimerSendData */
+	uint32_t recv_timeout_ms; /* TimerRcvData */
+	uint32_t detect_timeout_ms; /* TimerDetect */
+	uint32_t max_err;         /* MaxErr */
+	uint32_t spin_us;         /* busy-poll budget before sleeping */
+	uint32_t setup_timeout_ms; /* whole connect handshake before falling back */
+};
+void tp_params_init(struct tp_params *p);
+
+/* --- links ------------------------------------------------------------------------------- */
+
+struct tp_link;
+
+/* Open the transport on top of a new ntb link (opened from LP). Several processes of one host
+ * may open the same link; they share its receive-context pool and mailbox. */
+int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
+		 struct tp_link **ret_link);
+void tp_link_close(struct tp_link *link);
+bool tp_link_is_up(struct tp_link *link);
+struct ntb_link *tp_link_ntb(struct tp_link *link);
+
+/* --- connection keys ------------------------------------------------------------------------
+ * Opaque to transport: preload/ fills it with the TCP 4-tuple in a canonical order (client
+ * address and port, then server address and port), so both ends build the same key. */
+struct tp_key {
+	uint8_t bytes[40];
+};
+
+/* Why a connection did not get NTB (preload/ adds the reasons it decides itself). */
+enum tp_reason {
+	TP_REASON_NONE = 0,        /* it is ntb */
+	TP_REASON_NOT_CONFIGURED,  /* no peer / link for that address (preload) */
+	TP_REASON_RULE_TCP,        /* a rule says tcp (preload) */
+	TP_REASON_NO_LISTENER,     /* peer host advertises no ntbsock listener on that port */
+	TP_REASON_NO_CONTEXT,      /* the peer refused a receive context MaxErr times */
+	TP_REASON_TIMEOUT,         /* set-up timed out */
+	TP_REASON_LINK_DOWN,       /* link not up */
+	TP_REASON_PEER_ERROR,      /* the peer answered with an error */
+	TP_REASON_LOCAL_ERROR,     /* out of memory, etc. */
+};
+const char *tp_reason_str(enum tp_reason r);
+
+/* --- listeners ------------------------------------------------------------------------------- */
+
+/* Advertise PORT to the peer host: connects from the peer to it will try NTB. Reference
+ * counted per host (pre-forked workers share one); tp_unlisten() drops one reference. */
+int tp_listen(struct tp_link *link, uint16_t port);
+int tp_unlisten(struct tp_link *link, uint16_t port);
+/* Does the peer host advertise a listener on PORT? */
+bool tp_peer_listens(struct tp_link *link, uint16_t port);
+
+/* --- connections ------------------------------------------------------------------------------ */
+
+struct tp_conn;
+
+/* Client side, before the TCP connect: ask the peer for a receive context keyed by KEY
+ * (Apply/Ack/Nack with priorities, §6). On success *RET_CONN is reserved on both sides;
+ * the caller then makes the TCP connection and calls tp_conn_confirm() (or tp_conn_abort()
+ * when the TCP connect failed). On failure returns a negative errno and sets *RET_REASON. */
+int tp_connect(struct tp_link *link, const struct tp_key *key, int timeout_ms,
+	       struct tp_conn **ret_conn, enum tp_reason *ret_reason);
+int tp_conn_confirm(struct tp_conn *c);
+
+/* Server side, after the kernel's accept(): attach to the connection the client reserved
+ * under KEY. -ENOENT when there is none (a TCP-only client: the socket stays TCP). */
+int tp_attach(struct tp_link *link, const struct tp_key *key, struct tp_conn **ret_conn);
+
+/* Send from IOV (all or part); returns bytes queued (≥ 1) or -EAGAIN when the queue is
+ * full, -EPIPE after shutdown(SHUT_WR)/peer gone, -ECONNRESET when reset. Bytes queued are
+ * retransmittable until acknowledged. */
+ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt);
+
+#define TP_RECV_PEEK 0x1
+/* Receive into IOV: bytes (≥ 1), 0 at end of stream (after all data), -EAGAIN when nothing
+ * is pending, -ECONNRESET. With TP_RECV_PEEK the bytes stay queued. */
+ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags);
+
+/* Readiness bits, as poll(2) would report them for the socket. */
+#define TP_EV_IN    0x1  /* bytes or EOF pending */
+#define TP_EV_OUT   0x2  /* queue has room */
+#define TP_EV_RDHUP 0x4  /* peer shut down its write side (EOF reached or pending) */
+#define TP_EV_HUP   0x8  /* both directions finished */
+#define TP_EV_ERR   0x10 /* reset / failed; tp_conn_error() says why */
+unsigned tp_poll(struct tp_conn *c);
+
+/* Wait until (tp_poll(c) & EVENTS) or TIMEOUT_MS (-1 forever): spin for the configured
+ * budget, then sleep on the doorbell. Returns the ready bits, 0 on timeout, -EINTR. */
+int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms);
+
+/* A per-process fd that turns readable whenever some connection's readiness may have changed
+ * (the helper thread signals it on doorbells and timers). Use it to sleep in poll/epoll
+ * beside kernel fds; read it (tp_event_ack()) before re-checking tp_poll(). */
+int tp_event_fd(void);
+void tp_event_ack(void);
+
+/* Pending bytes to read (FIONREAD) and unacknowledged bytes sent (SIOCOUTQ). */
+size_t tp_readable_bytes(struct tp_conn *c);
+size_t tp_unacked_bytes(struct tp_conn *c);
+
+/* How: SHUT_RD, SHUT_WR, SHUT_RDWR. SHUT_WR sends an in-band FIN after the last byte. */
+int tp_shutdown(struct tp_conn *c, int how);
+
+/* Orderly close: FIN after the queued data, then release (contexts return when both
+ * directions are done or by timeout). Accepts NULL. */
+void tp_close(struct tp_conn *c);
+
+/* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
+void tp_abort(struct tp_conn *c);
+
+/* Pending error of a failed connection (0, -ECONNRESET, -ETIMEDOUT, ...). */
+int tp_conn_error(struct tp_conn *c);
+
+/* fork support: after fork(), the child calls tp_atfork_child() before touching any
+ * connection; connections stay usable in both (each direction used by one process at a
+ * time is the caller's business, as for kernel sockets). */
+void tp_atfork_child(void);
+
+struct tp_stats {
+	uint64_t tx_bytes, rx_bytes;
+	uint64_t tx_msgs_inline, tx_msgs_short, tx_msgs_long;
+	uint64_t rx_msgs_inline, rx_msgs_short, rx_msgs_long;
+	uint64_t retransmits, crc_errors;
+	uint32_t tx_queue_fill, rx_queue_fill; /* bytes in flight / pending */
+};
+void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats);
+
+#endif
