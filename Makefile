@@ -135,17 +135,17 @@ check-unit: $(UNIT_BINS)
 	$(Q)sh tests/run_unit.sh $(UNIT_BINS)
 
 check-integration: all $(HELPER_BINS)
-	$(Q)sh tests/run_integration.sh
+	$(Q)BUILD=$(BUILD) sh tests/run_integration.sh
 
 check-ivshmem: deps all $(HELPER_BINS)
-	$(Q)sh tests/integration/ivshmem/run.sh
+	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/run.sh
 
 # --- demo / bench ------------------------------------------------------------------------------
 demo: deps all
-	$(Q)sh bench/demo.sh
+	$(Q)BUILD=$(BUILD) sh bench/demo.sh
 
 bench: deps all
-	$(Q)sh bench/bench.sh
+	$(Q)BUILD=$(BUILD) sh bench/bench.sh
 
 # --- install -----------------------------------------------------------------------------------
 install: all
