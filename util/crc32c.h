@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* CRC32C (Castagnoli, iSCSI polynomial 0x1EDC6F41) with runtime CPU dispatch. */
+#ifndef NTBSOCK_UTIL_CRC32C_H
+#define NTBSOCK_UTIL_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * crc32c() - checksum @len bytes at @buf, continuing from @crc.
+ * Start with crc = 0. The initial and final inversion are done inside, so
+ * crc32c(crc32c(0, a, la), b, lb) == crc32c(0, a||b, la + lb), and
+ * crc32c(0, "123456789", 9) == 0xE3069283. Any alignment, any length (0 returns @crc).
+ * Thread-safe; the implementation is chosen once per process from CPUID.
+ */
+uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
+
+/*
+ * crc32c_copy() - copy @len bytes from @src to @dst and return the checksum of them,
+ * continuing from @crc, in one pass over the data. Same result as
+ * memcpy(dst, src, len); crc32c(crc, src, len). @dst and @src must not overlap.
+ * The bytes checksummed are those read from @src (never re-read from @dst, which may be
+ * a window that is slow to read).
+ */
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
+
+/*
+ * crc32c_combine() - given crc1 = crc32c(0, A) and crc2 = crc32c(0, B) with |B| = @len2,
+ * return crc32c(0, A||B). O(log len2) carry-less multiplications; cheap.
+ */
+uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2);
+
+/* crc32c_impl_name() - the implementation in use: "sse4.2-3way", "portable", ... */
+const char *crc32c_impl_name(void);
+
+#endif
