@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/* CRC32C public entry points: one-time selection of the implementation, and combine. */
+#include <stdatomic.h>
+
+#include "util/compiler.h"
+#include "util/crc32c.h"
+#include "util/crc32c_int.h"
+
+const struct crc32c_impl *const crc32c_impls[] = {
+#if defined(__x86_64__) && defined(__GNUC__)
+	&crc32c_impl_sse42,
+#endif
+	&crc32c_impl_portable,
+	NULL,
+};
+
+/*
+ * The selected implementation; NULL until the first call. Written by crc32c_select()
+ * in whatever thread gets there first (racing threads store the same value), read by
+ * every entry point. No constructor: this library is preloaded into arbitrary programs
+ * and may be called before constructors have run.
+ */
+static _Atomic(const struct crc32c_impl *) crc32c_active;
+
+static const struct crc32c_impl *crc32c_select(void)
+{
+	const struct crc32c_impl *impl = &crc32c_impl_portable;
+
+	for (size_t i = 0; crc32c_impls[i]; i++) {
+		if (crc32c_impls[i]->supported()) {
+			impl = crc32c_impls[i];
+			break;
+		}
+	}
+	/* Pairs with the acquire in crc32c_get(); the impl structs are constant anyway. */
+	atomic_store_explicit(&crc32c_active, impl, memory_order_release);
+	return impl;
+}
+
+static inline const struct crc32c_impl *crc32c_get(void)
+{
+	/* Pairs with the release in crc32c_select(). */
+	const struct crc32c_impl *impl =
+		atomic_load_explicit(&crc32c_active, memory_order_acquire);
+
+	return likely(impl) ? impl : crc32c_select();
+}
+
+uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
+{
+	return crc32c_get()->crc(crc, buf, len);
+}
+
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	return crc32c_get()->copy(crc, dst, src, len);
+}
+
+const char *crc32c_impl_name(void)
+{
+	return crc32c_get()->name;
+}
+
+uint32_t crc32c_multmodp(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, p = 0;
+
+	/* Bit 31 of a reflected polynomial is x^0: walk a from low to high degree. */
+	for (; m; m >>= 1) {
+		if (a & m)
+			p ^= b;
+		b = (b & 1) ? (b >> 1) ^ CRC32C_POLY_REFLECTED : b >> 1;
+	}
+	return p;
+}
+
+uint32_t crc32c_shift(uint32_t crc, size_t len)
+{
+	for (unsigned k = 0; len; k++, len >>= 1) {
+		if (len & 1)
+			crc = crc32c_multmodp(crc32c_x8n_table[k], crc);
+	}
+	return crc;
+}
+
+/*
+ * With the inversions, crc(A||B) = crc(A) * x^(8|B|) ^ crc(B): the ~0 initial values
+ * and final xors cancel, so no correction term is needed.
+ */
+uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2)
+{
+	return crc32c_shift(crc1, len2) ^ crc2;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/* Internals of CRC32C shared by its implementations and its unit test. */
+#ifndef NTBSOCK_UTIL_CRC32C_INT_H
+#define NTBSOCK_UTIL_CRC32C_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The Castagnoli polynomial 0x1EDC6F41, bit-reflected. */
+#define CRC32C_POLY_REFLECTED 0x82F63B78u
+
+/*
+ * One implementation. @crc and @copy have the public semantics of crc32c() and
+ * crc32c_copy() (inversion inside). @supported() says whether this CPU can run it;
+ * it must be cheap, thread-safe and free of side effects.
+ */
+struct crc32c_impl {
+	const char *name;
+	int (*supported)(void);
+	uint32_t (*crc)(uint32_t crc, const void *buf, size_t len);
+	uint32_t (*copy)(uint32_t crc, void *dst, const void *src, size_t len);
+};
+
+/* Every implementation compiled in, best first, NULL-terminated; the last is portable. */
+extern const struct crc32c_impl *const crc32c_impls[];
+
+extern const struct crc32c_impl crc32c_impl_portable;
+#if defined(__x86_64__) && defined(__GNUC__)
+extern const struct crc32c_impl crc32c_impl_sse42;
+#endif
+
+/* The portable slicing-by-8 path, callable directly (tests, reference). */
+uint32_t crc32c_portable(uint32_t crc, const void *buf, size_t len);
+uint32_t crc32c_copy_portable(uint32_t crc, void *dst, const void *src, size_t len);
+
+/* crc32c_shift() - @crc * x^(8 * @len) mod P: the register after @len zero bytes (raw). */
+uint32_t crc32c_shift(uint32_t crc, size_t len);
+
+/* crc32c_multmodp() - a * b mod P for bit-reflected polynomials. */
+uint32_t crc32c_multmodp(uint32_t a, uint32_t b);
+
+/* Generated tables (util/crc32c_table.c). */
+extern const uint32_t crc32c_table[8][256];
+extern const uint32_t crc32c_x8n_table[64];
+
+#endif
