@@ -34,7 +34,8 @@ pkg_cflags = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 pkg_libs   = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -I. \
-              -DNTBSOCK_VERSION='"$(VERSION)"' -MMD -MP $(CFLAGS)
+              -DNTBSOCK_VERSION='"$(VERSION)"' -DNTBSOCK_LIBDIR='"$(LIBDIR)"' \
+              -DNTBSOCK_BINDIR='"$(BINDIR)"' -MMD -MP $(CFLAGS)
 LDLIBS_ALL  = $(pkg_libs) -lpthread -ldl -lm
 
 CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c transport/*.c))

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/* tools/ — private declarations shared by the files of the ntbsock command: the subcommand
+ * table, the subcommands, and small helpers that the unit tests exercise directly.
+ *
+ * Exit codes of every subcommand: 0 success, 1 failure (invalid config, run-time error),
+ * 2 usage error; `run` also returns 126 (program not executable) and 127 (program not
+ * found), as a shell does. */
+#ifndef NTBSOCK_TOOLS_INT_H
+#define NTBSOCK_TOOLS_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define TOOL_EXIT_OK      0
+#define TOOL_EXIT_FAIL    1
+#define TOOL_EXIT_USAGE   2
+#define TOOL_EXIT_NOEXEC  126
+#define TOOL_EXIT_NOTFOUND 127
+
+struct tool_cmd {
+	const char *name;
+	const char *summary;   /* one line for `ntbsock --help` */
+	const char *usage;     /* full help text of the subcommand */
+	int (*fn)(int argc, char **argv); /* argv[0] is the subcommand name */
+};
+
+/* The subcommand called NAME, or NULL. */
+const struct tool_cmd *tool_find_cmd(const char *name);
+
+/* Print CMD's help text to OUT. */
+void tool_print_usage(const struct tool_cmd *cmd, FILE *out);
+
+/* Report a usage error for subcommand NAME ("ntbsock NAME: MSG" + hint) and return 2. */
+int tool_usage_error(const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+int cmd_run(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_stat(int argc, char **argv);
+int cmd_perf(int argc, char **argv);
+
+/* --- run_env.c: finding the library and building the child's environment ------------------ */
+
+/* Build the new LD_PRELOAD value: LIB first, then every entry of EXISTING (entries separated
+ * by ':' or ' ', as ld.so accepts) except empty ones and copies of LIB, joined with ':'.
+ * EXISTING may be NULL. Writes into BUF (LEN bytes); returns 0 or -ENAMETOOLONG. */
+int tool_preload_join(const char *lib, const char *existing, char *buf, size_t len);
+
+/* Candidate paths of libntbsock.so for an ntbsock executable at EXE (absolute), in the order
+ * they are tried: the directory of EXE (build tree), then the installed location
+ * LIBDIR/ntbsock/libntbsock.so — relative to a DESTDIR-style root when EXE sits in
+ * ROOT/BINDIR — then EXE/../lib/ntbsock/libntbsock.so. LIBDIR or BINDIR may be NULL.
+ * Fills up to MAX paths of CAP bytes each into PATHS; returns the number filled. */
+int tool_lib_candidates(const char *exe, const char *libdir, const char *bindir,
+			char paths[][4096], int max);
+
+/* Find libntbsock.so: $NTBSOCK_LIB when set (must exist), else the first existing candidate
+ * for /proc/self/exe. Writes the absolute path into BUF; returns 0, or -ENOENT with a message
+ * naming the places tried in ERRBUF. */
+int tool_find_library(char *buf, size_t len, char *errbuf, size_t errlen);
+
+/* --- parse.c: option values ------------------------------------------------------------------- */
+
+/* Parse a size list "64,4K,1M" (each a conf_parse_size() size ≥ 1, at most MAX entries) into
+ * RET_SIZES; returns the count or -EINVAL / -E2BIG. */
+int tool_parse_size_list(const char *s, size_t *ret_sizes, int max);
+
+/* Parse a positive decimal count ≤ LIMIT; returns 0 or -EINVAL / -ERANGE. */
+int tool_parse_count(const char *s, uint64_t limit, uint64_t *ret);
+
+/* --- output helpers --------------------------------------------------------------------------- */
+
+/* Write S as a JSON string literal (with quotes) to OUT. */
+void tool_json_string(FILE *out, const char *s);
+
+#endif
