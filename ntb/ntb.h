@@ -51,6 +51,10 @@ struct ntb_link_params {
 	uint32_t         heartbeat_ms;  /* 0 → 100 */
 	uint32_t         link_timeout_ms; /* peer silent this long → down; 0 → 500 */
 	struct ntb_fault_params fault;
+	/* Added: map and read the link state only (e.g. `ntbsock check`): no create, no claim,
+	 * no writes at all, enable and window writes fail; side -1 → 0. Does not disturb a live
+	 * link. */
+	bool             inspect_only;
 };
 
 /* Fill P with defaults (side -1, 16 MiB windows, mode 0600, heartbeat 100 ms, timeout 500 ms). */
