@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for util/crc32c: known answers, every implementation against the reference. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "util/crc32c.h"
+#include "util/crc32c_int.h"
+
+#define MAX_SMALL 4096
+#define LARGE ((3u << 20) + 64)
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng(void)
+{
+	/* xorshift64*: deterministic, so a failure reproduces. */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+static void fill_random(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(rng() >> 32);
+}
+
+/* Bit-at-a-time definition of CRC32C, independent of every table and instruction. */
+static uint32_t crc_bitwise(uint32_t crc, const uint8_t *p, size_t n)
+{
+	crc = ~crc;
+	while (n--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (CRC32C_POLY_REFLECTED & (0u - (crc & 1)));
+	}
+	return ~crc;
+}
+
+/* Supported implementations, each tested on its own (the portable one included). */
+static size_t supported_impls(const struct crc32c_impl **out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; crc32c_impls[i] && n < max; i++)
+		if (crc32c_impls[i]->supported())
+			out[n++] = crc32c_impls[i];
+	return n;
+}
+
+static void test_known_answers(void **state)
+{
+	/* RFC 3720 B.4 and the common check value. */
+	static const uint8_t read_pdu[48] = {
+		0x01, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00,
+		0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x18, 0x28, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	};
+	const struct crc32c_impl *impls[8];
+	size_t n = supported_impls(impls, 8);
+	uint8_t zeros[32], ones[32], inc[32], dec[32];
+
+	(void)state;
+	memset(zeros, 0, sizeof(zeros));
+	memset(ones, 0xff, sizeof(ones));
+	for (int i = 0; i < 32; i++) {
+		inc[i] = (uint8_t)i;
+		dec[i] = (uint8_t)(31 - i);
+	}
+	assert_true(n >= 1);
+	for (size_t i = 0; i <= n; i++) {
+		/* i == n tests the public, dispatched entry point. */
+		uint32_t (*f)(uint32_t, const void *, size_t) = i < n ? impls[i]->crc : crc32c;
+
+		assert_int_equal(f(0, "123456789", 9), 0xE3069283);
+		assert_int_equal(f(0, zeros, 32), 0x8A9136AA);
+		assert_int_equal(f(0, ones, 32), 0x62A8AB43);
+		assert_int_equal(f(0, inc, 32), 0x46DD794E);
+		assert_int_equal(f(0, dec, 32), 0x113FDB5C);
+		assert_int_equal(f(0, read_pdu, 48), 0xD9963A56);
+		assert_int_equal(f(0, "", 0), 0);
+		assert_int_equal(f(0x12345678, NULL, 0), 0x12345678);
+	}
+	assert_int_equal(crc_bitwise(0, (const uint8_t *)"123456789", 9), 0xE3069283);
+}
+
+static void test_tables(void **state)
+{
+	(void)state;
+	for (unsigned b = 0; b < 256; b++) {
+		uint8_t buf[8] = { (uint8_t)b };
+
+		for (int k = 0; k < 8; k++) {
+			/* Raw register (no inversions) after byte b and k zero bytes. */
+			uint32_t raw = ~crc_bitwise(~0u, buf, (size_t)k + 1);
+
+			assert_int_equal(crc32c_table[k][b], raw);
+		}
+	}
+	/* x^8 reflected is bit 31 - 8; each next entry is the square of the previous. */
+	assert_int_equal(crc32c_x8n_table[0], 1u << 23);
+	for (int k = 1; k < 64; k++)
+		assert_int_equal(crc32c_x8n_table[k],
+				 crc32c_multmodp(crc32c_x8n_table[k - 1], crc32c_x8n_table[k - 1]));
+}
+
+static void test_impl_name(void **state)
+{
+	const struct crc32c_impl *impls[8];
+	size_t n = supported_impls(impls, 8);
+	const char *name = crc32c_impl_name();
+
+	(void)state;
+	assert_true(n >= 1);
+	assert_non_null(name);
+	/* The best supported implementation (first in the list) must be the one selected. */
+	assert_string_equal(name, impls[0]->name);
+	assert_string_equal(crc32c_impl_portable.name, "portable");
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul"))
+		assert_string_not_equal(name, "portable");
+#endif
+}
+
+/* Portable path against the bit-at-a-time definition. */
+static void test_portable_vs_bitwise(void **state)
+{
+	uint8_t *buf = malloc(MAX_SMALL + 64);
+
+	(void)state;
+	assert_non_null(buf);
+	fill_random(buf, MAX_SMALL + 64);
+	for (size_t len = 0; len <= 600; len++) {
+		size_t off = rng() % 64;
+		uint32_t init = (uint32_t)rng();
+
+		assert_int_equal(crc32c_portable(init, buf + off, len),
+				 crc_bitwise(init, buf + off, len));
+	}
+	assert_int_equal(crc32c_portable(7, buf + 3, MAX_SMALL), crc_bitwise(7, buf + 3, MAX_SMALL));
+	free(buf);
+}
+
+/* Every implementation equals the portable one for all lengths 0..4096, any offset. */
+static void test_impls_small(void **state)
+{
+	const struct crc32c_impl *impls[8];
+	size_t n = supported_impls(impls, 8);
+	uint8_t *buf = malloc(MAX_SMALL + 64);
+
+	(void)state;
+	assert_non_null(buf);
+	fill_random(buf, MAX_SMALL + 64);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t len = 0; len <= MAX_SMALL; len++) {
+			size_t off = rng() % 64;
+			uint32_t init = (uint32_t)rng();
+
+			assert_int_equal(impls[i]->crc(init, buf + off, len),
+					 crc32c_portable(init, buf + off, len));
+			assert_int_equal(impls[i]->crc(0, buf + (len & 7), len),
+					 crc32c_portable(0, buf + (len & 7), len));
+		}
+	}
+	free(buf);
+}
+
+/* Large buffers cross every block size the fast paths use (12 KiB lanes and more). */
+static void test_impls_large(void **state)
+{
+	static const size_t lens[] = { 12287, 12288, 12289, 3 * 12288 + 1535, 65536, 65536 + 191,
+				       1 << 20, (1 << 20) + 13, LARGE - 64 };
+	const struct crc32c_impl *impls[8];
+	size_t n = supported_impls(impls, 8);
+	uint8_t *buf = malloc(LARGE);
+
+	(void)state;
+	assert_non_null(buf);
+	fill_random(buf, LARGE);
+	for (size_t j = 0; j < sizeof(lens) / sizeof(lens[0]); j++) {
+		for (size_t off = 0; off < 64; off += 9) {
+			uint32_t ref = crc32c_portable(0, buf + off, lens[j]);
+
+			for (size_t i = 0; i < n; i++)
+				assert_int_equal(impls[i]->crc(0, buf + off, lens[j]), ref);
+			assert_int_equal(crc32c(0, buf + off, lens[j]), ref);
+		}
+	}
+	/* One large buffer against the definition itself, not only against portable. */
+	assert_int_equal(crc32c(0, buf + 5, (1 << 20) + 3), crc_bitwise(0, buf + 5, (1 << 20) + 3));
+	free(buf);
+}
+
+static void test_chaining(void **state)
+{
+	const struct crc32c_impl *impls[8];
+	size_t n = supported_impls(impls, 8);
+	size_t total = 20000;
+	uint8_t *buf = malloc(total);
+
+	(void)state;
+	assert_non_null(buf);
+	fill_random(buf, total);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t whole = impls[i]->crc(0, buf, total);
+
+		for (int t = 0; t < 300; t++) {
+			size_t cut1 = rng() % (total + 1), cut2 = rng() % (total + 1);
+			uint32_t c;
+
+			if (cut1 > cut2) {
+				size_t x = cut1;
+
+				cut1 = cut2;
+				cut2 = x;
+			}
+			c = impls[i]->crc(0, buf, cut1);
+			c = impls[i]->crc(c, buf + cut1, cut2 - cut1);
+			c = impls[i]->crc(c, buf + cut2, total - cut2);
+			assert_int_equal(c, whole);
+		}
+		for (size_t cut = 0; cut <= 300; cut++)
+			assert_int_equal(impls[i]->crc(impls[i]->crc(0, buf, cut), buf + cut, 300 - cut),
+					 impls[i]->crc(0, buf, 300));
+	}
+	free(buf);
+}
+
+/* crc32c_copy: same value as crc32c, exact copy, no byte outside [dst, dst + len) touched. */
+static void check_copy(const struct crc32c_impl *impl, uint8_t *dst_area, const uint8_t *src,
+		       size_t len, size_t dst_off)
+{
+	uint32_t init = (uint32_t)rng();
+	uint8_t *dst = dst_area + dst_off;
+
+	memset(dst_area, 0xA5, len + 128);
+	assert_int_equal(impl->copy(init, dst, src, len), crc32c_portable(init, src, len));
+	assert_memory_equal(dst, src, len);
+	for (size_t k = 0; k < dst_off; k++)
+		assert_int_equal(dst_area[k], 0xA5);
+	for (size_t k = dst_off + len; k < len + 128; k++)
+		assert_int_equal(dst_area[k], 0xA5);
+}
+
+static void test_copy(void **state)
+{
+	const struct crc32c_impl *impls[8];
+	size_t n = supported_impls(impls, 8);
+	uint8_t *src = malloc(LARGE), *dst = malloc(LARGE + 128);
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(dst);
+	fill_random(src, LARGE);
+	for (size_t i = 0; i <= n; i++) {
+		/* i == n: the public, dispatched entry point. */
+		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy };
+		const struct crc32c_impl *impl = i < n ? impls[i] : &pub;
+
+		for (size_t len = 0; len <= MAX_SMALL; len++)
+			check_copy(impl, dst, src + (rng() % 64), len, rng() % 64);
+		for (size_t s = 0; s < 8; s++)
+			for (size_t d = 0; d < 8; d++)
+				check_copy(impl, dst, src + s, 3 * 4096 + 64 * 3 + 13, d);
+		check_copy(impl, dst, src + 3, LARGE - 64, 61);
+		check_copy(impl, dst, src, 1 << 20, 0);
+	}
+	free(src);
+	free(dst);
+}
+
+static void test_combine(void **state)
+{
+	size_t total = 70000;
+	uint8_t *buf = malloc(total);
+
+	(void)state;
+	assert_non_null(buf);
+	fill_random(buf, total);
+	for (int t = 0; t < 200; t++) {
+		size_t cut = t < 3 ? (size_t[]){ 0, total, 1 }[t] : rng() % (total + 1);
+		uint32_t a = crc32c(0, buf, cut), b = crc32c(0, buf + cut, total - cut);
+
+		assert_int_equal(crc32c_combine(a, b, total - cut), crc32c(0, buf, total));
+	}
+	/* Shifting composes: shift by m then n equals shift by m + n, even beyond 4 GiB. */
+	for (int t = 0; t < 100; t++) {
+		uint32_t c = (uint32_t)rng();
+		size_t m = rng() >> 20, k = rng() >> 20;
+
+		assert_int_equal(crc32c_shift(crc32c_shift(c, m), k), crc32c_shift(c, m + k));
+	}
+	/* Shifting the raw register by n bytes is processing n zero bytes. */
+	memset(buf, 0, 5000);
+	for (size_t len = 0; len < 5000; len += 37) {
+		uint32_t c = (uint32_t)rng();
+
+		assert_int_equal(crc32c_shift(c, len), ~crc32c(~c, buf, len));
+	}
+	free(buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_known_answers),
+		cmocka_unit_test(test_tables),
+		cmocka_unit_test(test_impl_name),
+		cmocka_unit_test(test_portable_vs_bitwise),
+		cmocka_unit_test(test_impls_small),
+		cmocka_unit_test(test_impls_large),
+		cmocka_unit_test(test_chaining),
+		cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_combine),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
