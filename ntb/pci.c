@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/* The pci backend: finds the device with libpci, maps its shared-memory BAR from sysfs and
+ * drives the common region layout (ntb_int.h) in it; doorbells are polled (no interrupts). */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ntb/ntb_int.h"
+#include "ntb/pci_int.h"
+#include "util/log.h"
+
+struct pci_priv {
+	struct ntb_pci_found   dev;
+	struct ntb_pci_bar_map map;
+	int bar;
+};
+
+static int pci_open(struct ntb_link *link)
+{
+	const struct ntb_link_params *p = &link->params;
+	struct ntb_pci_selector sel;
+	struct pci_priv *pp;
+	char err[512];
+	int rc;
+
+	if (ntb_pci_parse_selector(p->device, &sel) < 0) {
+		ntb_set_detail("pci link %s: bad device \"%s\" (want a BDF like 0000:00:04.0, "
+			       "vendor:device like 1af4:1110, or class:0500)", p->name, p->device);
+		return -EINVAL;
+	}
+	/* Side claiming by pid liveness only works among the processes of one host; across a
+	 * PCI link the other side's pids are meaningless, so the side must be configured. */
+	if (p->side != 0 && p->side != 1) {
+		ntb_set_detail("pci link %s: side must be 0 or 1 (automatic side claiming is for "
+			       "the shm backend only)", p->name);
+		return -EINVAL;
+	}
+	if (p->bar < -1 || p->bar >= NTB_PCI_BARS) {
+		ntb_set_detail("pci link %s: bar %d out of range 0..5", p->name, p->bar);
+		return -EINVAL;
+	}
+	pp = calloc(1, sizeof(*pp));
+	if (pp == NULL) {
+		ntb_set_detail("pci link %s: out of memory", p->name);
+		return -ENOMEM;
+	}
+	rc = ntb_pci_find(&sel, p->bar >= 0, &pp->dev, err, sizeof(err));
+	if (rc < 0) {
+		ntb_set_detail("pci link %s: device \"%s\": %s", p->name, p->device, err);
+		goto err_free;
+	}
+	pp->bar = p->bar >= 0 ? p->bar : pp->dev.profile->mem_bar;
+	rc = ntb_pci_map_bar(pp->dev.bdf, pp->bar, &pp->map, err, sizeof(err));
+	if (rc < 0) {
+		ntb_set_detail("pci link %s: %s", p->name, err);
+		goto err_free;
+	}
+	link->base = (uint8_t *)pp->map.base;
+	link->map_size = pp->map.size;
+	link->wc = pp->map.wc;
+	link->caps = 0; /* no FUTEX_WAKE: our doorbells wake nobody, the peer polls */
+	link->side_hint = p->side;
+	link->priv = pp;
+	/* Side 0 initialises a zeroed BAR; side 1 waits for it (-EAGAIN). */
+	rc = ntb_region_prepare(link->base, link->map_size, p->window_size, p->side == 0,
+				&link->hdr);
+	if (rc < 0)
+		goto err_unmap;
+	LOG(LL_DEBUG, "ntb/pci: link %s on %s (%04x:%04x, %s) BAR%d %zu bytes%s, window %llu",
+	    p->name, pp->dev.bdf, pp->dev.vendor, pp->dev.device,
+	    pp->dev.profile ? pp->dev.profile->name : "no profile", pp->bar, pp->map.size,
+	    pp->map.wc ? " WC" : "", (unsigned long long)link->hdr.win_size);
+	return 0;
+
+err_unmap:
+	ntb_pci_unmap_bar(&pp->map);
+	link->base = NULL;
+	link->map_size = 0;
+	link->priv = NULL;
+err_free:
+	free(pp);
+	return rc;
+}
+
+static void pci_close(struct ntb_link *link)
+{
+	struct pci_priv *pp = link->priv;
+
+	if (pp == NULL)
+		return;
+	ntb_pci_unmap_bar(&pp->map);
+	free(pp);
+	link->priv = NULL;
+	link->base = NULL;
+	link->map_size = 0;
+}
+
+/* A store fence: on a write-combining mapping, drains the WC buffers so that every earlier
+ * store reaches the device before any later one (pairs with the peer's acquire load of the
+ * published word). On an uncached or cached mapping, x86 keeps store order; the release fence
+ * stops the compiler from reordering. */
+static void pci_wc_flush(struct ntb_link *link)
+{
+	if (link->wc) {
+#if defined(__x86_64__) || defined(__i386__)
+		__asm__ __volatile__("sfence" ::: "memory");
+#else
+		atomic_thread_fence(memory_order_seq_cst);
+#endif
+	} else {
+		atomic_thread_fence(memory_order_release);
+	}
+}
+
+/* Payload before publish: the same fence (pairs with the acquire load of the published
+ * index/flag on the peer). */
+static void pci_to_peer_barrier(struct ntb_link *link)
+{
+	pci_wc_flush(link);
+}
+
+/* ivshmem-plain has no interrupts: poll the doorbell word with a growing sleep (50 µs doubling
+ * to 1 ms) until it changes or SLICE_MS passes. The word lives in our inbound control page,
+ * i.e. local memory, so polling it costs no link traffic (DESIGN.md rule 1). */
+static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
+			     int slice_ms)
+{
+	uint64_t deadline = ntb_now_ns() + (uint64_t)(slice_ms > 0 ? slice_ms : 1) * 1000000ull;
+	long sleep_ns = 50000;
+
+	(void)link;
+	for (;;) {
+		/* acquire: pairs with the peer's release store of the doorbell in its ring */
+		if (atomic_load_explicit(db, memory_order_acquire) != seen)
+			return 0;
+		uint64_t now = ntb_now_ns();
+		if (now >= deadline)
+			return 0;
+		if ((uint64_t)sleep_ns > deadline - now)
+			sleep_ns = (long)(deadline - now);
+		struct timespec ts = { 0, sleep_ns };
+		if (nanosleep(&ts, NULL) < 0 && errno == EINTR)
+			return -EINTR;
+		if (sleep_ns < 1000000)
+			sleep_ns *= 2;
+	}
+}
+
+const struct ntb_backend_ops ntb_pci_ops = {
+	.name = "pci",
+	.open = pci_open,
+	.close = pci_close,
+	.write = NULL, /* plain stores into the mapped BAR */
+	.to_peer_barrier = pci_to_peer_barrier,
+	.wc_flush = pci_wc_flush,
+	.db_wake = NULL, /* nothing to wake: the peer polls */
+	.db_wait_slice = pci_db_wait_slice,
+	.check_mapping = NULL,
+};
