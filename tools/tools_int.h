@@ -8,9 +8,11 @@
 #ifndef NTBSOCK_TOOLS_INT_H
 #define NTBSOCK_TOOLS_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define TOOL_EXIT_OK      0
 #define TOOL_EXIT_FAIL    1
@@ -68,6 +70,40 @@ int tool_parse_size_list(const char *s, size_t *ret_sizes, int max);
 
 /* Parse a positive decimal count ≤ LIMIT; returns 0 or -EINVAL / -ERANGE. */
 int tool_parse_count(const char *s, uint64_t limit, uint64_t *ret);
+
+/* --- cmd_check.c: shared with stat and perf --------------------------------------------------- */
+
+struct conf_link;
+struct ntb_link_params;
+
+/* Copy a config link into ntb link parameters (the structs map 1:1). */
+void tool_link_params_from_conf(const struct conf_link *cl, struct ntb_link_params *p);
+
+/* "16 MiB", "4 KiB", "12345 B" (the largest binary unit that divides V). */
+const char *tool_size_str(uint64_t v, char *buf, size_t len);
+
+/* --- stat_fmt.c: `ntbsock stat` output ------------------------------------------------------- */
+
+/* One connection as `ntbsock stat` shows it. */
+struct tool_stat_row {
+	pid_t    pid;
+	int      fd;
+	char     local[64], remote[64];   /* "127.0.0.1:5201", "[::1]:80" */
+	bool     ntb;                     /* mode: ntb, or tcp with REASON */
+	char     reason[96];              /* why tcp ("" for ntb) */
+	char     link[64];                /* link name ("" for tcp) */
+	uint64_t tx_bytes, rx_bytes;
+	uint64_t tx_msgs[3], rx_msgs[3];  /* inline, short, long */
+	uint64_t retransmits, crc_errors;
+	uint32_t tx_queue_fill, rx_queue_fill;
+};
+
+/* Print ROWS as the human table (a header line, then one line per connection; "no
+ * connections" when N is 0). */
+void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n);
+
+/* Print ROWS as one JSON document: {"connections":[{...},...]}. */
+void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n);
 
 /* --- output helpers --------------------------------------------------------------------------- */
 

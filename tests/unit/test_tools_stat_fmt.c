@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of tools/stat_fmt.c: the table and JSON output of `ntbsock stat`. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tools/parse.c"
+#include "tools/stat_fmt.c"
+
+static struct tool_stat_row rows[2] = {
+	{ .pid = 4242, .fd = 7, .local = "127.0.0.1:40000", .remote = "127.0.0.2:5201",
+	  .ntb = true, .link = "ab", .tx_bytes = 1048576, .rx_bytes = 37,
+	  .tx_msgs = { 1, 2, 8 }, .rx_msgs = { 3, 0, 0 }, .retransmits = 5, .crc_errors = 2,
+	  .tx_queue_fill = 4096, .rx_queue_fill = 0 },
+	{ .pid = 4243, .fd = 9, .local = "127.0.0.1:40001", .remote = "127.0.0.2:22",
+	  .ntb = false, .reason = "rule 2 says \"tcp\"", .tx_bytes = 10, .rx_bytes = 20 },
+};
+
+static char *capture(void (*fn)(FILE *, const struct tool_stat_row *, int), int n)
+{
+	/* static: open_memstream() keeps pointers to them until fclose() */
+	static char *buf;
+	static size_t len;
+	FILE *f;
+
+	buf = NULL;
+	len = 0;
+	f = open_memstream(&buf, &len);
+	fn(f, rows, n);
+	fclose(f);
+	return buf;
+}
+
+static void test_table_empty(void **state)
+{
+	char *s = capture(tool_stat_print_table, 0);
+
+	(void)state;
+	assert_string_equal(s, "no connections\n");
+	free(s);
+}
+
+static void test_table_rows(void **state)
+{
+	char *s = capture(tool_stat_print_table, 2);
+	char *l1, *l2;
+
+	(void)state;
+	assert_true(strncmp(s, "PID ", 4) == 0);
+	l1 = strchr(s, '\n') + 1;
+	l2 = strchr(l1, '\n') + 1;
+	/* one header and two rows */
+	assert_non_null(strchr(l2, '\n'));
+	assert_string_equal(strchr(l2, '\n'), "\n");
+	assert_true(strncmp(l1, "4242 ", 5) == 0);
+	assert_non_null(strstr(l1, " ntb "));
+	assert_non_null(strstr(l1, " 1048576 "));
+	assert_non_null(strstr(l1, " 1/2/8 "));
+	assert_non_null(strstr(l1, " 3/0/0 "));
+	assert_non_null(strstr(l1, " 4096/0 "));
+	assert_true(l2 - l1 > 5 && strstr(l1, " ab\n") != NULL);
+	assert_true(strncmp(l2, "4243 ", 5) == 0);
+	assert_non_null(strstr(l2, " tcp "));
+	assert_non_null(strstr(l2, "rule 2 says \"tcp\"\n"));
+	free(s);
+}
+
+static void test_json(void **state)
+{
+	char *s = capture(tool_stat_print_json, 2);
+
+	(void)state;
+	assert_string_equal(s,
+		"{\"connections\":[\n"
+		"  {\"pid\":4242,\"fd\":7,\"local\":\"127.0.0.1:40000\",\"remote\":\"127.0.0.2:5201\","
+		"\"mode\":\"ntb\",\"reason\":\"\",\"link\":\"ab\","
+		"\"tx\":{\"bytes\":1048576,\"msgs\":{\"inline\":1,\"short\":2,\"long\":8},"
+		"\"queue_fill\":4096},"
+		"\"rx\":{\"bytes\":37,\"msgs\":{\"inline\":3,\"short\":0,\"long\":0},"
+		"\"queue_fill\":0},\"retransmits\":5,\"crc_errors\":2},\n"
+		"  {\"pid\":4243,\"fd\":9,\"local\":\"127.0.0.1:40001\",\"remote\":\"127.0.0.2:22\","
+		"\"mode\":\"tcp\",\"reason\":\"rule 2 says \\\"tcp\\\"\",\"link\":\"\","
+		"\"tx\":{\"bytes\":10,\"msgs\":{\"inline\":0,\"short\":0,\"long\":0},"
+		"\"queue_fill\":0},"
+		"\"rx\":{\"bytes\":20,\"msgs\":{\"inline\":0,\"short\":0,\"long\":0},"
+		"\"queue_fill\":0},\"retransmits\":0,\"crc_errors\":0}\n"
+		"]}\n");
+	free(s);
+	s = capture(tool_stat_print_json, 0);
+	assert_string_equal(s, "{\"connections\":[]}\n");
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_table_empty),
+		cmocka_unit_test(test_table_rows),
+		cmocka_unit_test(test_json),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

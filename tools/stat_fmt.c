@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+/* Output of `ntbsock stat`: the human table and the JSON document. */
+#include "tools/tools_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+static const char *const proto_names[3] = { "inline", "short", "long" };
+
+void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
+{
+	char tx_msgs[64], rx_msgs[64], fill[32];
+
+	if (n == 0) {
+		fprintf(out, "no connections\n");
+		return;
+	}
+	fprintf(out, "%-7s %-4s %-21s %-21s %-4s %12s %12s %-20s %-20s %5s %5s %-13s %s\n",
+		"PID", "FD", "LOCAL", "REMOTE", "MODE", "TX_BYTES", "RX_BYTES",
+		"TX_MSGS(i/s/l)", "RX_MSGS(i/s/l)", "RETX", "CRC", "QFILL(tx/rx)", "LINK/REASON");
+	for (int i = 0; i < n; i++) {
+		const struct tool_stat_row *r = &rows[i];
+
+		snprintf(tx_msgs, sizeof(tx_msgs), "%" PRIu64 "/%" PRIu64 "/%" PRIu64,
+			 r->tx_msgs[0], r->tx_msgs[1], r->tx_msgs[2]);
+		snprintf(rx_msgs, sizeof(rx_msgs), "%" PRIu64 "/%" PRIu64 "/%" PRIu64,
+			 r->rx_msgs[0], r->rx_msgs[1], r->rx_msgs[2]);
+		snprintf(fill, sizeof(fill), "%" PRIu32 "/%" PRIu32, r->tx_queue_fill,
+			 r->rx_queue_fill);
+		fprintf(out, "%-7d %-4d %-21s %-21s %-4s %12" PRIu64 " %12" PRIu64
+			" %-20s %-20s %5" PRIu64 " %5" PRIu64 " %-13s %s\n",
+			(int)r->pid, r->fd, r->local, r->remote, r->ntb ? "ntb" : "tcp",
+			r->tx_bytes, r->rx_bytes, r->ntb ? tx_msgs : "-", r->ntb ? rx_msgs : "-",
+			r->retransmits, r->crc_errors, r->ntb ? fill : "-",
+			r->ntb ? r->link : r->reason);
+	}
+}
+
+static void json_msgs(FILE *out, const uint64_t msgs[3])
+{
+	fputc('{', out);
+	for (int p = 0; p < 3; p++)
+		fprintf(out, "%s\"%s\":%" PRIu64, p ? "," : "", proto_names[p], msgs[p]);
+	fputc('}', out);
+}
+
+void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n)
+{
+	fprintf(out, "{\"connections\":[");
+	for (int i = 0; i < n; i++) {
+		const struct tool_stat_row *r = &rows[i];
+
+		fprintf(out, "%s\n  {\"pid\":%d,\"fd\":%d,\"local\":", i ? "," : "", (int)r->pid,
+			r->fd);
+		tool_json_string(out, r->local);
+		fprintf(out, ",\"remote\":");
+		tool_json_string(out, r->remote);
+		fprintf(out, ",\"mode\":\"%s\",\"reason\":", r->ntb ? "ntb" : "tcp");
+		tool_json_string(out, r->reason);
+		fprintf(out, ",\"link\":");
+		tool_json_string(out, r->link);
+		fprintf(out, ",\"tx\":{\"bytes\":%" PRIu64 ",\"msgs\":", r->tx_bytes);
+		json_msgs(out, r->tx_msgs);
+		fprintf(out, ",\"queue_fill\":%" PRIu32 "},\"rx\":{\"bytes\":%" PRIu64 ",\"msgs\":",
+			r->tx_queue_fill, r->rx_bytes);
+		json_msgs(out, r->rx_msgs);
+		fprintf(out, ",\"queue_fill\":%" PRIu32 "},\"retransmits\":%" PRIu64
+			",\"crc_errors\":%" PRIu64 "}",
+			r->rx_queue_fill, r->retransmits, r->crc_errors);
+	}
+	fprintf(out, "%s]}\n", n ? "\n" : "");
+}
