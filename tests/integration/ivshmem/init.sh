@@ -1,0 +1,17 @@
+#!/bin/busybox sh
+# SPDX-License-Identifier: MIT
+# /init of the ivshmem test guest (run.sh fills in @BYTES@, @WINDOW@, @TIMEOUT@): list the
+# PCI devices a profile matches, run the pci side of the exchange, print its result on the
+# serial console and power off.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev
+echo "GUEST-UP $(uname -r)"
+/bin/ivshmem_xfer --list
+/bin/ivshmem_xfer --side 1 --device 1af4:1110 --window @WINDOW@ --bytes @BYTES@ \
+	--timeout @TIMEOUT@
+echo "GUEST-EXIT rc=$?"
+sync
+poweroff -f
