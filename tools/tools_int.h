@@ -105,6 +105,42 @@ void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n);
 /* Print ROWS as one JSON document: {"connections":[{...},...]}. */
 void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n);
 
+/* --- perf_ref.c: reference measurements, CPUs ----------------------------------------------- */
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t tool_now_ns(void);
+
+/* The first two CPUs this process may run on; -ENODEV when there is only one. */
+int tool_pick_cpus(int *ret_a, int *ret_b);
+
+/* Pin the calling process to CPU (no-op when CPU < 0); 0 or -errno. */
+int tool_pin_cpu(int cpu);
+
+/* Single-core memcpy bandwidth in MB/s (10^6 bytes/s) copying between two BUF_SIZE buffers
+ * for at least MIN_NS nanoseconds. 0 or -ENOMEM. */
+int tool_ref_memcpy(size_t buf_size, uint64_t min_ns, double *ret_mbps);
+
+/* One-way cache-line latency in µs: this process (pinned to CPU_A for the measurement,
+ * then restored) and a forked child (pinned to CPU_B) ping-pong one shared cache line
+ * ROUNDS times; one-way = round trip / 2. CPU_A < 0: no pinning (the sides yield while
+ * waiting). 0 or a negative errno. */
+int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway_us);
+
+/* --- perf_data.c: payload pattern and statistics ---------------------------------------------- */
+
+/* Messages are windows into one pseudo-random pattern buffer: message number N of a run
+ * starts at tool_pattern_offset(N), so reordered, duplicated or lost messages show up as a
+ * mismatch. The buffer needs tool_pattern_len(MAX_SIZE) bytes. */
+#define TOOL_PATTERN_STRIDE 8u
+#define TOOL_PATTERN_PERIOD 4093u /* prime: offsets repeat only after this many messages */
+size_t tool_pattern_len(size_t max_size);
+size_t tool_pattern_offset(uint64_t msg_no);
+/* Fill BUF with LEN pseudo-random bytes from SEED (xorshift64*). */
+void tool_pattern_fill(uint8_t *buf, size_t len, uint64_t seed);
+
+/* The P-th percentile (0..100, nearest rank) of N samples; sorts SAMPLES. 0 when N is 0. */
+uint64_t tool_percentile(uint64_t *samples, size_t n, double p);
+
 /* --- output helpers --------------------------------------------------------------------------- */
 
 /* Write S as a JSON string literal (with quotes) to OUT. */

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of tools/perf_data.c and tools/perf_ref.c: payload pattern, percentiles, and the
+ * reference measurements' plumbing (values, not speed). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tools/perf_data.c"
+#include "tools/perf_ref.c"
+
+static void test_pattern_deterministic_and_seeded(void **state)
+{
+	uint8_t a[4096], b[4096], c[4096];
+	int same = 0;
+
+	(void)state;
+	tool_pattern_fill(a, sizeof(a), 7);
+	tool_pattern_fill(b, sizeof(b), 7);
+	tool_pattern_fill(c, sizeof(c), 8);
+	assert_memory_equal(a, b, sizeof(a));
+	assert_memory_not_equal(a, c, sizeof(a));
+	/* not a constant or short-period fill: bytes 8 apart mostly differ */
+	for (size_t i = 0; i + 8 < sizeof(a); i++)
+		same += a[i] == a[i + 8];
+	assert_true(same < 64);
+}
+
+static void test_pattern_offsets_distinguish_neighbours(void **state)
+{
+	size_t len = tool_pattern_len(256);
+	uint8_t *buf = malloc(len);
+
+	(void)state;
+	assert_int_equal(len, 256 + TOOL_PATTERN_PERIOD * TOOL_PATTERN_STRIDE);
+	assert_int_equal(tool_pattern_offset(0), 0);
+	assert_int_equal(tool_pattern_offset(1), TOOL_PATTERN_STRIDE);
+	assert_int_equal(tool_pattern_offset(TOOL_PATTERN_PERIOD), 0);
+	assert_int_equal(tool_pattern_offset(TOOL_PATTERN_PERIOD - 1),
+			 (TOOL_PATTERN_PERIOD - 1) * TOOL_PATTERN_STRIDE);
+	tool_pattern_fill(buf, len, 1);
+	/* message n and n+1 (a swap or a duplicate) never look the same at 64 bytes */
+	for (uint64_t n = 0; n < TOOL_PATTERN_PERIOD; n++) {
+		assert_true(tool_pattern_offset(n) + 256 <= len);
+		assert_memory_not_equal(buf + tool_pattern_offset(n),
+					buf + tool_pattern_offset(n + 1), 64);
+	}
+	free(buf);
+}
+
+static void test_percentile(void **state)
+{
+	uint64_t s[100];
+
+	(void)state;
+	for (int i = 0; i < 100; i++)
+		s[i] = (uint64_t)(100 - i); /* 100..1, unsorted */
+	assert_int_equal(tool_percentile(s, 100, 50), 50);
+	assert_int_equal(tool_percentile(s, 100, 99), 99);
+	assert_int_equal(tool_percentile(s, 100, 100), 100);
+	assert_int_equal(tool_percentile(s, 100, 0), 1);
+	uint64_t one = 42;
+	assert_int_equal(tool_percentile(&one, 1, 99), 42);
+	assert_int_equal(tool_percentile(NULL, 0, 50), 0);
+	uint64_t three[3] = { 30, 10, 20 };
+	assert_int_equal(tool_percentile(three, 3, 50), 20);
+	assert_int_equal(three[0], 10); /* sorted in place */
+}
+
+static void test_reference_values(void **state)
+{
+	double mbps = 0, us = 0;
+	int a = -1, b = -1;
+
+	(void)state;
+	assert_int_equal(tool_ref_memcpy(1 << 20, 1000000, &mbps), 0);
+	assert_true(mbps > 0);
+	if (tool_pick_cpus(&a, &b) == 0) {
+		assert_true(a >= 0 && b > a);
+	} else {
+		a = b = -1;
+	}
+	assert_int_equal(tool_ref_cacheline(a, b, 1000, &us), 0);
+	assert_true(us > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pattern_deterministic_and_seeded),
+		cmocka_unit_test(test_pattern_offsets_distinguish_neighbours),
+		cmocka_unit_test(test_percentile),
+		cmocka_unit_test(test_reference_values),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

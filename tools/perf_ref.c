@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+/* `ntbsock perf` reference measurements: single-core memcpy bandwidth and the cache-line
+ * round trip between two processes pinned to different cores — the physical limits the
+ * transport is compared with. Also CPU selection and pinning. */
+#include "tools/tools_int.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t tool_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int tool_pick_cpus(int *ret_a, int *ret_b)
+{
+	cpu_set_t set;
+	int found = 0, cpus[2] = { -1, -1 };
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return -errno;
+	for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
+		if (CPU_ISSET(c, &set))
+			cpus[found++] = c;
+	if (found < 2)
+		return -ENODEV;
+	*ret_a = cpus[0];
+	*ret_b = cpus[1];
+	return 0;
+}
+
+int tool_pin_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return 0;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
+}
+
+int tool_ref_memcpy(size_t buf_size, uint64_t min_ns, double *ret_mbps)
+{
+	char *src = malloc(buf_size), *dst = malloc(buf_size);
+	uint64_t start, elapsed, bytes = 0;
+
+	if (!src || !dst) {
+		free(src);
+		free(dst);
+		return -ENOMEM;
+	}
+	memset(src, 0x5a, buf_size);
+	memset(dst, 0xa5, buf_size);
+	memcpy(dst, src, buf_size); /* warm the caches and the page tables */
+	start = tool_now_ns();
+	do {
+		for (int i = 0; i < 8; i++) {
+			memcpy(dst, src, buf_size);
+			/* keep the copy from being elided: the source changes a little each time */
+			src[(bytes / buf_size) % buf_size]++;
+			bytes += buf_size;
+		}
+		elapsed = tool_now_ns() - start;
+	} while (elapsed < min_ns);
+	/* read the destination so the compiler must perform the copies */
+	if (dst[0] != src[0])
+		bytes++;
+	*ret_mbps = (double)bytes / ((double)elapsed / 1e9) / 1e6;
+	free(src);
+	free(dst);
+	return 0;
+}
+
+/* The shared cache line: SEQ is written by both sides in turn (odd by the initiator, even by
+ * the responder); only one side writes at a time, so a plain atomic store suffices. */
+struct pingpong_line {
+	uint64_t seq;
+	char pad[64 - sizeof(uint64_t)];
+} __attribute__((aligned(64)));
+
+/* Wait until LINE->seq == WANT; spin, yielding when we share one core with the other side. */
+static void wait_seq(struct pingpong_line *line, uint64_t want, bool yield)
+{
+	/* acquire: pairs with the release store of the other side in pingpong() */
+	while (__atomic_load_n(&line->seq, __ATOMIC_ACQUIRE) != want) {
+		if (yield)
+			sched_yield();
+		else
+			__builtin_ia32_pause();
+	}
+}
+
+int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway_us)
+{
+	struct pingpong_line *line;
+	bool yield = cpu_a < 0 || cpu_a == cpu_b;
+	uint64_t start, elapsed;
+	pid_t child;
+	int status, rc = 0;
+
+	line = mmap(NULL, sizeof(*line), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (line == MAP_FAILED)
+		return -errno;
+	line->seq = 0;
+	child = fork();
+	if (child < 0) {
+		rc = -errno;
+		munmap(line, sizeof(*line));
+		return rc;
+	}
+	if (child == 0) {
+		tool_pin_cpu(cpu_b);
+		for (uint64_t i = 0; i < rounds; i++) {
+			wait_seq(line, 2 * i + 1, yield);
+			/* release: pairs with the acquire load in the initiator's wait_seq() */
+			__atomic_store_n(&line->seq, 2 * i + 2, __ATOMIC_RELEASE);
+		}
+		_exit(0);
+	}
+	cpu_set_t saved;
+	bool restore = sched_getaffinity(0, sizeof(saved), &saved) == 0;
+
+	tool_pin_cpu(cpu_a);
+	start = tool_now_ns();
+	for (uint64_t i = 0; i < rounds; i++) {
+		/* release: pairs with the acquire load in the responder's wait_seq() */
+		__atomic_store_n(&line->seq, 2 * i + 1, __ATOMIC_RELEASE);
+		wait_seq(line, 2 * i + 2, yield);
+	}
+	elapsed = tool_now_ns() - start;
+	if (restore)
+		sched_setaffinity(0, sizeof(saved), &saved);
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		rc = -ECHILD;
+	munmap(line, sizeof(*line));
+	if (rc == 0)
+		*ret_oneway_us = (double)elapsed / rounds / 2.0 / 1000.0;
+	return rc;
+}
