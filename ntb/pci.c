@@ -32,7 +32,7 @@ static int pci_open(struct ntb_link *link)
 	}
 	/* Side claiming by pid liveness only works among the processes of one host; across a
 	 * PCI link the other side's pids are meaningless, so the side must be configured. */
-	if (p->side != 0 && p->side != 1) {
+	if (!(p->side == 0 || p->side == 1 || (p->side == -1 && p->inspect_only))) {
 		ntb_set_detail("pci link %s: side must be 0 or 1 (automatic side claiming is for "
 			       "the shm backend only)", p->name);
 		return -EINVAL;
@@ -61,11 +61,11 @@ static int pci_open(struct ntb_link *link)
 	link->map_size = pp->map.size;
 	link->wc = pp->map.wc;
 	link->caps = 0; /* no FUTEX_WAKE: our doorbells wake nobody, the peer polls */
-	link->side_hint = p->side;
+	link->side_hint = p->side < 0 ? 0 : p->side;
 	link->priv = pp;
-	/* Side 0 initialises a zeroed BAR; side 1 waits for it (-EAGAIN). */
-	rc = ntb_region_prepare(link->base, link->map_size, p->window_size, p->side == 0,
-				&link->hdr);
+	/* Side 0 initialises a zeroed BAR; side 1 and inspectors wait for it (-EAGAIN). */
+	rc = ntb_region_prepare(link->base, link->map_size, p->window_size,
+				p->side == 0 && !p->inspect_only, &link->hdr);
 	if (rc < 0)
 		goto err_unmap;
 	LOG(LL_DEBUG, "ntb/pci: link %s on %s (%04x:%04x, %s) BAR%d %zu bytes%s, window %llu",
