@@ -144,6 +144,28 @@ uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
 const char *ntb_link_name(const struct ntb_link *link);
 enum ntb_backend ntb_link_backend(const struct ntb_link *link);
 
+/* Added: is the mapping still backed? shm: -EIO when the file was truncated below the region
+ * (accesses would SIGBUS), -ESTALE when the path no longer names our file (unlinked or
+ * replaced); pci: 0. Not on the fast path; call from housekeeping, e.g. when the link is down. */
+int ntb_link_check_mapping(struct ntb_link *link);
+
+/* Added: a snapshot of the link state for display (`ntbsock check`); refreshes like
+ * ntb_link_tick(). Works on inspect_only handles (then `enabled`/`epoch` are those our side
+ * announced). claims[s]: handles holding side s (processes of that host). */
+struct ntb_link_info {
+	enum ntb_backend backend;
+	int      side;
+	size_t   window_size, region_size, map_size;
+	bool     up, enabled, peer_enabled;
+	uint32_t epoch, peer_epoch;     /* peer_epoch: 0 while down */
+	uint32_t peer_epoch_word;       /* the peer's epoch word even while down */
+	uint32_t peer_heartbeat;
+	int64_t  peer_hb_age_ms;        /* since this handle saw it change; -1: not yet */
+	int      claims[2];
+	char     location[NTB_PATH_MAX + 1]; /* shm path or pci device */
+};
+int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret_info);
+
 /* Statistics of the fault decorator (all zero when disabled). */
 struct ntb_fault_stats {
 	uint64_t writes, dropped, corrupted, delayed;

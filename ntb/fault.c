@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/* The fault decorator: drops, corrupts (one bit flipped) or delays outbound window writes at
+ * configured rates, from a per-link seeded PRNG, so the same seed and the same sequence of
+ * writes give the same faults. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ntb/ntb_int.h"
+
+struct ntb_fault {
+	struct ntb_fault_params p;
+	pthread_mutex_t mu;      /* PRNG and stats; the decorator is a test tool, not fast path */
+	uint64_t state;          /* splitmix64 */
+	struct ntb_fault_stats st;
+};
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static double unit(uint64_t *s)
+{
+	return (double)(splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+int ntb_fault_create(const struct ntb_fault_params *p, struct ntb_fault **ret_f)
+{
+	struct ntb_fault *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->p = *p;
+	f->state = p->seed;
+	pthread_mutex_init(&f->mu, NULL);
+	*ret_f = f;
+	return 0;
+}
+
+void ntb_fault_destroy(struct ntb_fault *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+}
+
+void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret)
+{
+	pthread_mutex_lock((pthread_mutex_t *)&f->mu);
+	*ret = f->st;
+	pthread_mutex_unlock((pthread_mutex_t *)&f->mu);
+}
+
+/* Store LEN bytes: a single store for aligned 1/4/8-byte values (ntb_write8/32/64 keep their
+ * single-store semantics under the decorator), else the raw write. */
+static void emit(struct ntb_link *link, size_t off, const void *src, size_t len)
+{
+	if (!link->ops->write && len == 8 && off % 8 == 0) {
+		uint64_t v;
+		memcpy(&v, src, 8);
+		__atomic_store_n((uint64_t *)(link->out + off), v, __ATOMIC_RELAXED);
+	} else if (!link->ops->write && len == 4 && off % 4 == 0) {
+		uint32_t v;
+		memcpy(&v, src, 4);
+		__atomic_store_n((uint32_t *)(link->out + off), v, __ATOMIC_RELAXED);
+	} else {
+		ntb_raw_write(link, off, src, len);
+	}
+}
+
+static void delay_us(uint32_t us)
+{
+	struct timespec ts = { 0, (long)us * 1000L };
+	if (us >= 1000000) {
+		ts.tv_sec = us / 1000000;
+		ts.tv_nsec = (long)(us % 1000000) * 1000L;
+	}
+	nanosleep(&ts, NULL);
+}
+
+void ntb_fault_write(struct ntb_link *link, size_t off, const void *src, size_t len)
+{
+	struct ntb_fault *f = link->fault;
+	uint32_t delay = 0;
+	bool drop, corrupt;
+	uint64_t bit = 0;
+
+	/* Draw order is fixed (delay?, drop, corrupt?, bit?) so the fault sequence depends only
+	 * on the seed and the sequence of writes (their lengths). */
+	pthread_mutex_lock(&f->mu);
+	f->st.writes++;
+	if (f->p.delay_us) {
+		delay = (uint32_t)(splitmix64(&f->state) % ((uint64_t)f->p.delay_us + 1));
+		if (delay)
+			f->st.delayed++;
+	}
+	drop = unit(&f->state) < f->p.drop;
+	corrupt = !drop && len > 0 && unit(&f->state) < f->p.corrupt;
+	if (corrupt)
+		bit = splitmix64(&f->state) % ((uint64_t)len * 8);
+	if (drop)
+		f->st.dropped++;
+	if (corrupt)
+		f->st.corrupted++;
+	pthread_mutex_unlock(&f->mu);
+
+	if (delay)
+		delay_us(delay);
+	if (drop)
+		return;
+	if (!corrupt) {
+		emit(link, off, src, len);
+		return;
+	}
+	/* Never read the outbound window (rule 1): flip the bit in a private copy of the byte
+	 * (or of the whole value for single-store writes). */
+	if (len <= 8) {
+		uint8_t tmp[8];
+		memcpy(tmp, src, len);
+		tmp[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		emit(link, off, tmp, len);
+	} else {
+		uint8_t b = ((const uint8_t *)src)[bit / 8] ^ (uint8_t)(1u << (bit % 8));
+		ntb_raw_write(link, off, src, len);
+		ntb_raw_write(link, off + bit / 8, &b, 1);
+	}
+}

@@ -1,0 +1,791 @@
+/* SPDX-License-Identifier: MIT */
+/* Link open/close, side claiming with crash recovery, per-side sessions and epochs, heartbeat
+ * link state, windows, barriers, doorbells and scratchpads — the backend-independent part of
+ * ntb/ (layout and protocol described in ntb_int.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntb/ntb_int.h"
+#include "util/log.h"
+
+static __thread char detail_buf[256];
+
+void ntb_set_detail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail_buf, sizeof(detail_buf), fmt, ap);
+	va_end(ap);
+	LOG(LL_DEBUG, "ntb: %s", detail_buf);
+}
+
+NTB_EXPORT const char *ntb_strerror_detail(void)
+{
+	return detail_buf;
+}
+
+uint64_t ntb_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_us(unsigned us)
+{
+	struct timespec ts = { us / 1000000, (long)(us % 1000000) * 1000L };
+	nanosleep(&ts, NULL);
+}
+
+NTB_EXPORT void ntb_link_params_init(struct ntb_link_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->backend = NTB_BACKEND_SHM;
+	p->side = -1;
+	p->window_size = 16u << 20;
+	p->mode = 0600;
+	p->group = (gid_t)-1;
+	p->bar = -1;
+	p->heartbeat_ms = 100;
+	p->link_timeout_ms = 500;
+}
+
+/* --- process liveness ------------------------------------------------------------------------ */
+
+/* Start time (field 22 of /proc/PID/stat) and state; 0 = no such process / unreadable. */
+static uint64_t proc_starttime(pid_t pid, char *ret_state)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
+	if (!p || p[1] != ' ')
+		return 0;
+	p += 2;
+	if (ret_state)
+		*ret_state = *p;
+	/* p is at field 3 (state); advance to field 22 */
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return 0;
+		p++;
+	}
+	return strtoull(p, NULL, 10);
+}
+
+/* Is PID (claimed with STARTTIME, 0 = unknown) still the same live, non-zombie process? */
+static bool pid_alive(pid_t pid, uint64_t starttime)
+{
+	if (pid <= 0)
+		return false;
+	char state = 0;
+	uint64_t st = proc_starttime(pid, &state);
+	if (st == 0) {
+		/* No /proc (or hidden): fall back to kill(0). */
+		if (kill(pid, 0) == 0)
+			return true;
+		return errno != ESRCH;
+	}
+	if (state == 'Z' || state == 'X')
+		return false;
+	return starttime == 0 || st == starttime;
+}
+
+/* --- the side lock (local atomics among one side's processes) ---------------------------------- */
+
+static int side_lock(struct ntb_side_local *l)
+{
+	uint32_t me = (uint32_t)getpid();
+	uint64_t start = ntb_now_ns();
+	for (unsigned i = 0;; i++) {
+		uint32_t expect = 0;
+		/* Acquire: pairs with the release in side_unlock(). */
+		if (atomic_compare_exchange_weak_explicit(&l->lock, &expect, me,
+							  memory_order_acquire,
+							  memory_order_relaxed))
+			return 0;
+		if (expect != 0 && i % 16 == 15 && !pid_alive((pid_t)expect, 0) &&
+		    atomic_compare_exchange_strong_explicit(&l->lock, &expect, me,
+							    memory_order_acquire,
+							    memory_order_relaxed)) {
+			LOG(LL_DEBUG, "ntb: stole side lock from dead pid %u", expect);
+			return 0;
+		}
+		if (ntb_now_ns() - start > 3000000000ull)
+			return -EDEADLK;
+		if (i < 64)
+			sched_yield();
+		else
+			sleep_us(200);
+	}
+}
+
+static void side_unlock(struct ntb_side_local *l)
+{
+	/* Release: our slot/session updates before the lock is seen free. */
+	atomic_store_explicit(&l->lock, 0, memory_order_release);
+}
+
+static bool slot_live(struct ntb_side_slot *s)
+{
+	uint64_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+	if (!owner)
+		return false;
+	return pid_alive((pid_t)(owner & 0xffffffffu),
+			 atomic_load_explicit(&s->starttime, memory_order_relaxed));
+}
+
+/* Under the side lock: free the slots of dead processes; return the number of live ones. */
+static int side_reap(struct ntb_side_local *l, int *ret_enabled)
+{
+	int live = 0, enabled = 0;
+	for (int i = 0; i < NTB_SIDE_SLOTS; i++) {
+		struct ntb_side_slot *s = &l->slots[i];
+		if (!atomic_load_explicit(&s->owner, memory_order_acquire))
+			continue;
+		if (!slot_live(s)) {
+			LOG(LL_DEBUG, "ntb: reaping slot %d of dead pid %llu", i,
+			    (unsigned long long)(atomic_load(&s->owner) & 0xffffffffu));
+			atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
+			atomic_store_explicit(&s->owner, 0, memory_order_release);
+			continue;
+		}
+		live++;
+		if (atomic_load_explicit(&s->enabled, memory_order_relaxed))
+			enabled++;
+	}
+	if (ret_enabled)
+		*ret_enabled = enabled;
+	return live;
+}
+
+static uint32_t random_epoch(uint32_t not_this)
+{
+	uint32_t e = 0;
+	while (e == 0 || e == not_this) {
+		if (getrandom(&e, sizeof(e), GRND_NONBLOCK) != sizeof(e)) {
+			uint64_t x = ntb_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&e;
+			x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
+			e = (uint32_t)x;
+		}
+	}
+	return e;
+}
+
+/* Under the side lock: take a free slot; start a new session when none is live. */
+static int side_claim_locked(struct ntb_link *link, struct ntb_side_local *l, int live)
+{
+	if (live == 0) {
+		uint32_t old = atomic_load_explicit(&l->session_epoch, memory_order_relaxed);
+		atomic_store_explicit(&l->session_epoch, random_epoch(old), memory_order_relaxed);
+		atomic_store_explicit(&l->hb_due_ns, 0, memory_order_relaxed);
+	}
+	for (int i = 0; i < NTB_SIDE_SLOTS; i++) {
+		struct ntb_side_slot *s = &l->slots[i];
+		if (atomic_load_explicit(&s->owner, memory_order_relaxed))
+			continue;
+		uint32_t gen = atomic_fetch_add_explicit(&l->generation, 1,
+							 memory_order_relaxed) + 1;
+		uint64_t owner = ((uint64_t)gen << 32) | (uint32_t)getpid();
+		atomic_store_explicit(&s->starttime, proc_starttime(getpid(), NULL),
+				      memory_order_relaxed);
+		atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
+		/* Release: starttime before owner; pairs with the acquire in slot_live(). */
+		atomic_store_explicit(&s->owner, owner, memory_order_release);
+		link->slot = i;
+		link->owner = owner;
+		link->epoch = atomic_load_explicit(&l->session_epoch, memory_order_relaxed);
+		return 0;
+	}
+	return -EUSERS;
+}
+
+static struct ntb_side_local *local_of(struct ntb_link *link, int side)
+{
+	return (struct ntb_side_local *)(link->base + link->hdr.local_off[side]);
+}
+
+/* Claim LINK->params.side, or (side -1) a side with no live process. */
+static int side_claim(struct ntb_link *link)
+{
+	int want = link->params.side;
+	int order[2] = { 0, 1 };
+	if (want < 0 && link->side_hint == 1) {
+		order[0] = 1;
+		order[1] = 0;
+	}
+	for (int k = 0; k < 2; k++) {
+		int side = want >= 0 ? want : order[k];
+		struct ntb_side_local *l = local_of(link, side);
+		int rc = side_lock(l);
+		if (rc) {
+			ntb_set_detail("link %s: side %d lock held by a live process for 3 s",
+				       link->params.name, side);
+			return rc;
+		}
+		int live = side_reap(l, NULL);
+		if (want < 0 && live > 0) {
+			side_unlock(l);
+			continue;
+		}
+		rc = side_claim_locked(link, l, live);
+		side_unlock(l);
+		if (rc) {
+			ntb_set_detail("link %s: side %d has all %d slots in use",
+				       link->params.name, side, NTB_SIDE_SLOTS);
+			return rc;
+		}
+		link->side = side;
+		return 0;
+	}
+	ntb_set_detail("link %s: both sides are in use by live processes", link->params.name);
+	return -EBUSY;
+}
+
+static void side_release(struct ntb_link *link)
+{
+	if (link->slot < 0)
+		return;
+	struct ntb_side_local *l = link->local;
+	struct ntb_side_slot *s = &l->slots[link->slot];
+	bool locked = side_lock(l) == 0;
+	/* Only clear the slot if it is still ours (a reaper may have taken it if we looked
+	 * dead, which cannot happen while we run, but be exact). */
+	uint64_t expect = link->owner;
+	atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
+	atomic_compare_exchange_strong_explicit(&s->owner, &expect, 0, memory_order_release,
+						memory_order_relaxed);
+	if (locked)
+		side_unlock(l);
+	link->slot = -1;
+}
+
+/* --- open / close ---------------------------------------------------------------------------- */
+
+static int check_params(const struct ntb_link_params *p)
+{
+	size_t n = strnlen(p->name, sizeof(p->name));
+	if (n == 0 || n > NTB_NAME_MAX) {
+		ntb_set_detail("link name empty or longer than %d", NTB_NAME_MAX);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char c = p->name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.') || (i == 0 && c == '.')) {
+			ntb_set_detail("link name \"%.*s\": only letters, digits, - _ . allowed",
+				       (int)n, p->name);
+			return -EINVAL;
+		}
+	}
+	if (p->side < -1 || p->side > 1) {
+		ntb_set_detail("link %s: side %d (want 0, 1 or -1)", p->name, p->side);
+		return -EINVAL;
+	}
+	if (p->window_size % NTB_PAGE || p->window_size > (UINT64_C(1) << 40)) {
+		ntb_set_detail("link %s: window size %zu not a multiple of 4096 (or > 1 TiB)",
+			       p->name, p->window_size);
+		return -EINVAL;
+	}
+	if (p->backend != NTB_BACKEND_SHM && p->backend != NTB_BACKEND_PCI) {
+		ntb_set_detail("link %s: unknown backend %d", p->name, (int)p->backend);
+		return -EINVAL;
+	}
+	const struct ntb_fault_params *f = &p->fault;
+	if (f->enabled && (!(f->drop >= 0.0 && f->drop <= 1.0) ||
+			   !(f->corrupt >= 0.0 && f->corrupt <= 1.0) || f->delay_us > 1000000)) {
+		ntb_set_detail("link %s: fault rates must be in [0,1], delay ≤ 1 s", p->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void link_layout(struct ntb_link *link)
+{
+	int s = link->side, o = 1 - s;
+	link->local = local_of(link, s);
+	link->peer_local = local_of(link, o);
+	link->ctrl_in = (struct ntb_ctrl_page *)(link->base + link->hdr.ctrl_off[s]);
+	link->ctrl_out = (struct ntb_ctrl_page *)(link->base + link->hdr.ctrl_off[o]);
+	link->in = link->base + link->hdr.win_off[s];
+	link->out = link->base + link->hdr.win_off[o];
+	link->win_size = link->hdr.win_size;
+	link->out_size = link->inspect ? 0 : link->win_size;
+}
+
+NTB_EXPORT int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link)
+{
+	int rc;
+
+	detail_buf[0] = 0;
+	if (!p || !ret_link)
+		return -EINVAL;
+	rc = check_params(p);
+	if (rc)
+		return rc;
+	struct ntb_link *link = calloc(1, sizeof(*link));
+	if (!link) {
+		ntb_set_detail("out of memory");
+		return -ENOMEM;
+	}
+	link->params = *p;
+	if (!link->params.heartbeat_ms)
+		link->params.heartbeat_ms = 100;
+	if (!link->params.link_timeout_ms)
+		link->params.link_timeout_ms = 500;
+	if (link->params.link_timeout_ms <= link->params.heartbeat_ms) {
+		ntb_set_detail("link %s: link_timeout_ms %u must exceed heartbeat_ms %u", p->name,
+			       link->params.link_timeout_ms, link->params.heartbeat_ms);
+		free(link);
+		return -EINVAL;
+	}
+	link->inspect = p->inspect_only;
+	if (link->inspect && link->params.side < 0)
+		link->params.side = 0;
+	link->slot = -1;
+	link->side_hint = -1;
+	link->hb_period_ns = (uint64_t)link->params.heartbeat_ms * 1000000u;
+	link->timeout_ns = (uint64_t)link->params.link_timeout_ms * 1000000u;
+	link->ops = p->backend == NTB_BACKEND_PCI ? &ntb_pci_ops : &ntb_shm_ops;
+
+	rc = link->ops->open(link);
+	if (rc)
+		goto err_free;
+	if (link->inspect) {
+		link->side = link->params.side;
+	} else {
+		rc = side_claim(link);
+		if (rc)
+			goto err_close;
+	}
+	link_layout(link);
+	if (!link->inspect && p->fault.enabled) {
+		rc = ntb_fault_create(&p->fault, &link->fault);
+		if (rc) {
+			ntb_set_detail("link %s: fault decorator: out of memory", p->name);
+			goto err_release;
+		}
+	}
+	/* Start observing: the current heartbeat value is "old" until it changes. */
+	link->peer_hb_last = atomic_load_explicit(&link->ctrl_in->heartbeat.v,
+						  memory_order_acquire);
+	link->peer_hb_change_ns = 0;
+	LOG(LL_DEBUG, "ntb: link %s open (%s, side %d, windows %zu, epoch %08x%s)", p->name,
+	    link->ops->name, link->side, link->win_size, link->epoch,
+	    link->inspect ? ", inspect" : "");
+	*ret_link = link;
+	return 0;
+
+err_release:
+	side_release(link);
+err_close:
+	link->ops->close(link);
+err_free:
+	free(link);
+	return rc;
+}
+
+NTB_EXPORT void ntb_link_close(struct ntb_link *link)
+{
+	if (!link)
+		return;
+	if (!link->inspect) {
+		ntb_link_disable(link);
+		side_release(link);
+	}
+	ntb_fault_destroy(link->fault);
+	link->ops->close(link);
+	free(link);
+}
+
+NTB_EXPORT int ntb_link_check_mapping(struct ntb_link *link)
+{
+	if (!link)
+		return -EINVAL;
+	return link->ops->check_mapping ? link->ops->check_mapping(link) : 0;
+}
+
+/* --- windows and barriers -------------------------------------------------------------------- */
+
+NTB_EXPORT const volatile void *ntb_in_window(const struct ntb_link *link, size_t *ret_size)
+{
+	if (ret_size)
+		*ret_size = link->win_size;
+	return link->in;
+}
+
+NTB_EXPORT size_t ntb_out_size(const struct ntb_link *link)
+{
+	return link->out_size;
+}
+
+static int bounds_error(const struct ntb_link *link)
+{
+	return link->inspect ? -EPERM : -EINVAL;
+}
+
+NTB_EXPORT int ntb_write(struct ntb_link *link, size_t off, const void *src, size_t len)
+{
+	if (unlikely(off > link->out_size || len > link->out_size - off))
+		return bounds_error(link);
+	if (unlikely(link->fault))
+		ntb_fault_write(link, off, src, len);
+	else if (link->ops->write)
+		link->ops->write(link, off, src, len);
+	else
+		memcpy(link->out + off, src, len);
+	return 0;
+}
+
+/* One aligned store of WIDTH bytes (single instruction on x86-64). */
+#define NTB_WRITE_N(fn, type)                                                              \
+	NTB_EXPORT int fn(struct ntb_link *link, size_t off, type v)                         \
+	{                                                                                   \
+		if (unlikely(off % sizeof(type) || off > link->out_size ||                    \
+			     sizeof(type) > link->out_size - off))                          \
+			return off % sizeof(type) ? -EINVAL : bounds_error(link);           \
+		if (unlikely(link->fault) || link->ops->write)                               \
+			ntb_fault_or_raw_store(link, off, &v, sizeof(type));                \
+		else                                                                        \
+			__atomic_store_n((type *)(link->out + off), v, __ATOMIC_RELAXED);    \
+		return 0;                                                                   \
+	}
+
+static void ntb_fault_or_raw_store(struct ntb_link *link, size_t off, const void *v, size_t len)
+{
+	if (link->fault)
+		ntb_fault_write(link, off, v, len);
+	else
+		link->ops->write(link, off, v, len);
+}
+
+NTB_WRITE_N(ntb_write8, uint8_t)
+NTB_WRITE_N(ntb_write32, uint32_t)
+NTB_WRITE_N(ntb_write64, uint64_t)
+
+NTB_EXPORT void ntb_to_peer_barrier(struct ntb_link *link)
+{
+	if (link->ops->to_peer_barrier) {
+		link->ops->to_peer_barrier(link);
+		return;
+	}
+	/* Payload stores before the publishing store. On a write-back mapping x86 keeps stores
+	 * in order (glibc fences its own non-temporal copies), so a release fence suffices; a
+	 * WC mapping needs sfence. Pairs with the reader's acquire load of the published word. */
+	if (link->wc)
+		__builtin_ia32_sfence();
+	else
+		atomic_thread_fence(memory_order_release);
+}
+
+NTB_EXPORT void ntb_wc_flush(struct ntb_link *link)
+{
+	if (link->ops->wc_flush) {
+		link->ops->wc_flush(link);
+		return;
+	}
+	/* Drains write-combining buffers; on shm this is a store fence plus compiler barrier. */
+	__builtin_ia32_sfence();
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+/* --- link state ----------------------------------------------------------------------------- */
+
+static void write_heartbeat(struct ntb_link *link)
+{
+	uint64_t v = atomic_fetch_add_explicit(&link->local->hb_seq, 1, memory_order_relaxed) + 1;
+	/* Release: epoch/enable/caps before the heartbeat; pairs with the acquire load of the
+	 * heartbeat in observe_peer(). */
+	atomic_store_explicit(&link->ctrl_out->heartbeat.v, (uint32_t)v, memory_order_release);
+}
+
+NTB_EXPORT int ntb_link_enable(struct ntb_link *link)
+{
+	if (link->inspect)
+		return -EPERM;
+	if (link->enabled)
+		return 0;
+	int rc = side_lock(link->local);
+	if (rc)
+		return rc;
+	atomic_store_explicit(&link->local->slots[link->slot].enabled, 1, memory_order_relaxed);
+	struct ntb_ctrl_page *c = link->ctrl_out;
+	atomic_store_explicit(&c->caps.v, link->caps, memory_order_relaxed);
+	atomic_store_explicit(&c->writer_pid.v, (uint32_t)getpid(), memory_order_relaxed);
+	atomic_store_explicit(&c->epoch.v, link->epoch, memory_order_relaxed);
+	/* Release: epoch before enable; pairs with the acquire load of enable in observe_peer(). */
+	atomic_store_explicit(&c->enable.v, 1, memory_order_release);
+	write_heartbeat(link);
+	atomic_store_explicit(&link->local->hb_due_ns, ntb_now_ns() + link->hb_period_ns,
+			      memory_order_relaxed);
+	side_unlock(link->local);
+	link->enabled = true;
+	return 0;
+}
+
+NTB_EXPORT int ntb_link_disable(struct ntb_link *link)
+{
+	if (link->inspect)
+		return -EPERM;
+	if (!link->enabled)
+		return 0;
+	int locked = side_lock(link->local);
+	int enabled = 0;
+	atomic_store_explicit(&link->local->slots[link->slot].enabled, 0, memory_order_relaxed);
+	side_reap(link->local, &enabled);
+	/* The last enabled handle of the side announces down (pairs with observe_peer()). */
+	if (enabled == 0)
+		atomic_store_explicit(&link->ctrl_out->enable.v, 0, memory_order_release);
+	if (locked == 0)
+		side_unlock(link->local);
+	link->enabled = false;
+	link->up = false;
+	link->peer_epoch = 0;
+	return 0;
+}
+
+static void observe_peer(struct ntb_link *link, uint64_t now)
+{
+	struct ntb_ctrl_page *c = link->ctrl_in;
+	/* Acquire: pairs with the release store of the heartbeat in write_heartbeat(). */
+	uint32_t hb = atomic_load_explicit(&c->heartbeat.v, memory_order_acquire);
+	if (hb != link->peer_hb_last) {
+		link->peer_hb_last = hb;
+		link->peer_hb_change_ns = now;
+	}
+	/* Acquire: pairs with the release store of enable in ntb_link_enable(). */
+	uint32_t en = atomic_load_explicit(&c->enable.v, memory_order_acquire);
+	uint32_t ep = atomic_load_explicit(&c->epoch.v, memory_order_relaxed);
+	bool fresh = link->peer_hb_change_ns && now - link->peer_hb_change_ns <= link->timeout_ns;
+	bool ours = link->inspect ? atomic_load_explicit(&link->ctrl_out->enable.v,
+							  memory_order_relaxed) == 1
+				  : link->enabled;
+	bool up = ours && en == 1 && ep != 0 && fresh;
+	if (up != link->up || (up && ep != link->peer_epoch))
+		LOG(LL_DEBUG, "ntb: link %s %s (peer epoch %08x)", link->params.name,
+		    up ? "up" : "down", ep);
+	link->up = up;
+	link->peer_epoch = up ? ep : 0;
+}
+
+NTB_EXPORT bool ntb_link_tick(struct ntb_link *link)
+{
+	uint64_t now = ntb_now_ns();
+	if (link->enabled) {
+		uint64_t due = atomic_load_explicit(&link->local->hb_due_ns, memory_order_relaxed);
+		/* One heartbeat per period for the whole side: the CAS winner writes it. */
+		if (now >= due &&
+		    atomic_compare_exchange_strong_explicit(&link->local->hb_due_ns, &due,
+							    now + link->hb_period_ns,
+							    memory_order_relaxed,
+							    memory_order_relaxed))
+			write_heartbeat(link);
+	}
+	observe_peer(link, now);
+	return link->up;
+}
+
+NTB_EXPORT bool ntb_link_is_up(struct ntb_link *link)
+{
+	return ntb_link_tick(link);
+}
+
+NTB_EXPORT int ntb_link_wait_up(struct ntb_link *link, int timeout_ms)
+{
+	uint64_t start = ntb_now_ns();
+	for (;;) {
+		if (ntb_link_tick(link))
+			return 0;
+		uint64_t el = ntb_now_ns() - start;
+		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000u)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 5000000 };
+		if (nanosleep(&ts, NULL) && errno == EINTR)
+			return -EINTR;
+	}
+}
+
+NTB_EXPORT int ntb_link_side(const struct ntb_link *link)
+{
+	return link->side;
+}
+
+NTB_EXPORT uint32_t ntb_link_epoch(const struct ntb_link *link)
+{
+	return link->epoch;
+}
+
+NTB_EXPORT uint32_t ntb_link_peer_epoch(const struct ntb_link *link)
+{
+	return link->peer_epoch;
+}
+
+NTB_EXPORT const char *ntb_link_name(const struct ntb_link *link)
+{
+	return link->params.name;
+}
+
+NTB_EXPORT enum ntb_backend ntb_link_backend(const struct ntb_link *link)
+{
+	return link->params.backend;
+}
+
+NTB_EXPORT int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
+{
+	if (!link || !ret)
+		return -EINVAL;
+	struct ntb_link_info info;
+	memset(&info, 0, sizeof(info));
+	info.up = ntb_link_tick(link);
+	info.backend = link->params.backend;
+	info.side = link->side;
+	info.window_size = link->win_size;
+	info.region_size = link->hdr.region_size;
+	info.map_size = link->map_size;
+	info.enabled = link->inspect ? atomic_load(&link->ctrl_out->enable.v) == 1
+				     : link->enabled;
+	info.epoch = link->inspect ? atomic_load(&link->local->session_epoch) : link->epoch;
+	info.peer_epoch = link->peer_epoch;
+	info.peer_enabled = atomic_load(&link->ctrl_in->enable.v) == 1;
+	info.peer_epoch_word = atomic_load(&link->ctrl_in->epoch.v);
+	info.peer_heartbeat = link->peer_hb_last;
+	info.peer_hb_age_ms = link->peer_hb_change_ns
+		? (int64_t)((ntb_now_ns() - link->peer_hb_change_ns) / 1000000u) : -1;
+	for (int s = 0; s < 2; s++) {
+		struct ntb_side_local *l = local_of(link, s);
+		for (int i = 0; i < NTB_SIDE_SLOTS; i++)
+			if (atomic_load_explicit(&l->slots[i].owner, memory_order_relaxed))
+				info.claims[s]++;
+	}
+	snprintf(info.location, sizeof(info.location), "%s",
+		 link->params.backend == NTB_BACKEND_PCI ? link->params.device : link->params.path);
+	*ret = info;
+	return 0;
+}
+
+/* --- doorbells -------------------------------------------------------------------------------- */
+
+NTB_EXPORT int ntb_peer_db_ring(struct ntb_link *link)
+{
+	if (link->inspect)
+		return -EPERM;
+	uint32_t v = atomic_fetch_add_explicit(&link->local->db_seq, 1, memory_order_relaxed) + 1;
+	/* Release: window writes before the doorbell; pairs with the acquire in ntb_db_read(). */
+	atomic_store_explicit(&link->ctrl_out->doorbell.v, v, memory_order_release);
+	if (link->ops->db_wake)
+		link->ops->db_wake(link, &link->ctrl_out->doorbell.v);
+	return 0;
+}
+
+NTB_EXPORT uint32_t ntb_db_read(const struct ntb_link *link)
+{
+	/* Acquire: pairs with the release store in the peer's ntb_peer_db_ring(). */
+	return atomic_load_explicit(&link->ctrl_in->doorbell.v, memory_order_acquire);
+}
+
+NTB_EXPORT int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
+{
+	_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
+	uint64_t start = ntb_now_ns();
+	int rc;
+
+	if (!link->inspect)
+		/* seq_cst: the waiter half of the Dekker pair with the ringer's fence + load of
+		 * db_waiters in the shm backend's db_wake (increment, then re-read the word). */
+		atomic_fetch_add_explicit(&link->local->db_waiters, 1, memory_order_seq_cst);
+	for (;;) {
+		if (atomic_load_explicit(db, memory_order_seq_cst) != seen) {
+			rc = 0;
+			break;
+		}
+		if (!ntb_link_tick(link)) {
+			rc = -ENOLINK;
+			break;
+		}
+		int slice = (int)link->params.heartbeat_ms;
+		if (timeout_ms >= 0) {
+			uint64_t el = (ntb_now_ns() - start) / 1000000u;
+			if (el >= (uint64_t)timeout_ms) {
+				rc = -ETIMEDOUT;
+				break;
+			}
+			if ((uint64_t)slice > timeout_ms - el)
+				slice = (int)(timeout_ms - el);
+		}
+		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v,
+						       memory_order_relaxed) & NTB_CAP_FUTEX_WAKE;
+		if (link->ops->db_wait_slice && peer_wakes) {
+			rc = link->ops->db_wait_slice(link, db, seen, slice);
+		} else {
+			/* The peer cannot wake us (pci): poll in short slices. */
+			struct timespec ts = { 0, 1000000 };
+			rc = nanosleep(&ts, NULL) && errno == EINTR ? -EINTR : 0;
+		}
+		if (rc == -EINTR)
+			break;
+	}
+	if (!link->inspect)
+		atomic_fetch_sub_explicit(&link->local->db_waiters, 1, memory_order_relaxed);
+	return rc;
+}
+
+NTB_EXPORT int ntb_db_fd(const struct ntb_link *link)
+{
+	(void)link;
+	return -ENOTSUP;
+}
+
+/* --- scratchpads ------------------------------------------------------------------------------ */
+
+NTB_EXPORT int ntb_spad_count(const struct ntb_link *link)
+{
+	(void)link;
+	return NTB_SPAD_COUNT;
+}
+
+NTB_EXPORT int ntb_spad_read(const struct ntb_link *link, int idx, uint32_t *ret_val)
+{
+	if (idx < 0 || idx >= NTB_SPAD_COUNT || !ret_val)
+		return -EINVAL;
+	/* Acquire: pairs with the release in the peer's ntb_peer_spad_write(). */
+	*ret_val = atomic_load_explicit(&link->ctrl_in->spad[idx].v, memory_order_acquire);
+	return 0;
+}
+
+NTB_EXPORT int ntb_peer_spad_write(struct ntb_link *link, int idx, uint32_t val)
+{
+	if (idx < 0 || idx >= NTB_SPAD_COUNT)
+		return -EINVAL;
+	if (link->inspect)
+		return -EPERM;
+	/* Release: earlier writes before the scratchpad; pairs with ntb_spad_read(). */
+	atomic_store_explicit(&link->ctrl_out->spad[idx].v, val, memory_order_release);
+	return 0;
+}
+
+NTB_EXPORT void ntb_fault_stats(const struct ntb_link *link, struct ntb_fault_stats *ret_stats)
+{
+	if (link->fault)
+		ntb_fault_get_stats(link->fault, ret_stats);
+	else
+		memset(ret_stats, 0, sizeof(*ret_stats));
+}

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/* The shm backend: the region lives in a shared-memory file (default /dev/shm/ntbsock-<name>)
+ * created race-free by the first opener; doorbells are futex wake-ups on the shared word. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntb/ntb_int.h"
+#include "util/log.h"
+
+struct shm_priv {
+	int   fd;
+	dev_t dev;
+	ino_t ino;
+};
+
+static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, (uint32_t *)uaddr, op, val, ts, NULL, 0);
+}
+
+/* Create the file under a temporary name, initialise it, then link() it into place (atomic;
+ * EEXIST: another opener won). Returns 0, -EEXIST (use the existing file), or -errno. */
+static int shm_create(struct ntb_link *nl, const char *path)
+{
+	const struct ntb_link_params *p = &nl->params;
+	mode_t mode = p->mode ? p->mode : 0600;
+	char tmp[NTB_PATH_MAX + 64];
+	uint32_t rnd = (uint32_t)(ntb_now_ns() ^ ((uint64_t)getpid() << 16));
+	struct ntb_region_hdr h;
+	int rc;
+
+	if (p->window_size == 0) {
+		ntb_set_detail("shm file %s absent and window_size is 0: nothing to create", path);
+		return -ENOENT;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%08x", path, (int)getpid(), rnd);
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0) {
+		rc = -errno;
+		ntb_set_detail("shm file %s: cannot create: %s", tmp, strerror(errno));
+		return rc;
+	}
+	size_t size = ntb_region_size_for(p->window_size);
+	/* The umask may have narrowed the mode; the configured mode is applied exactly. */
+	if (fchmod(fd, mode) < 0 ||
+	    (p->group != (gid_t)-1 && fchown(fd, (uid_t)-1, p->group) < 0) ||
+	    ftruncate(fd, (off_t)size) < 0) {
+		rc = -errno;
+		ntb_set_detail("shm file %s: cannot set mode/group/size: %s", tmp, strerror(errno));
+		goto err_unlink;
+	}
+	void *base = mmap(NULL, NTB_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		ntb_set_detail("shm file %s: mmap: %s", tmp, strerror(errno));
+		goto err_unlink;
+	}
+	ntb_region_hdr_build(&h, p->window_size);
+	h.init_word = NTB_INIT_DONE;
+	memcpy(base, &h, sizeof(h));
+	/* Release: header fields before magic; pairs with the acquire in ntb_region_validate().
+	 * (link() below publishes the whole file anyway.) */
+	__atomic_store_n(&((struct ntb_region_hdr *)base)->magic, NTB_REGION_MAGIC,
+			 __ATOMIC_RELEASE);
+	munmap(base, NTB_HDR_SIZE);
+	close(fd);
+	if (link(tmp, path) < 0) {
+		rc = errno == EEXIST ? -EEXIST : -errno;
+		if (rc != -EEXIST)
+			ntb_set_detail("shm file %s: link into place: %s", path, strerror(errno));
+		unlink(tmp);
+		return rc;
+	}
+	unlink(tmp);
+	LOG(LL_DEBUG, "ntb: created %s (%zu bytes, mode %04o)", path, size, (unsigned)mode);
+	return 0;
+
+err_unlink:
+	close(fd);
+	unlink(tmp);
+	return rc;
+}
+
+static int shm_open_backend(struct ntb_link *link)
+{
+	struct ntb_link_params *p = &link->params;
+	bool inspect = p->inspect_only;
+	char path[NTB_PATH_MAX + 1];
+	int fd = -1, rc;
+
+	if (p->path[0])
+		snprintf(path, sizeof(path), "%s", p->path);
+	else if (snprintf(path, sizeof(path), "/dev/shm/ntbsock-%s", p->name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(p->path, path, sizeof(path)); /* resolved, for ntb_link_info() */
+
+	for (int attempt = 0; attempt < 4; attempt++) {
+		fd = open(path, (inspect ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0)
+			break;
+		rc = -errno;
+		if (errno != ENOENT || inspect) {
+			ntb_set_detail("shm file %s: %s", path,
+				       errno == ELOOP ? "is a symbolic link (refused)"
+						      : strerror(errno));
+			return rc;
+		}
+		rc = shm_create(link, path);
+		if (rc && rc != -EEXIST)
+			return rc;
+	}
+	if (fd < 0) {
+		ntb_set_detail("shm file %s: appears and disappears", path);
+		return -EAGAIN;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		ntb_set_detail("shm file %s: fstat: %s", path, strerror(errno));
+		goto err_close;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		ntb_set_detail("shm file %s: not a regular file", path);
+		rc = -EINVAL;
+		goto err_close;
+	}
+	if (st.st_uid != geteuid() && !p->allow_foreign_owner) {
+		ntb_set_detail("shm file %s: owned by uid %u, not us (uid %u); refused",
+			       path, (unsigned)st.st_uid, (unsigned)geteuid());
+		rc = -EPERM;
+		goto err_close;
+	}
+	if ((size_t)st.st_size < NTB_HDR_SIZE) {
+		ntb_set_detail("shm file %s: %lld bytes, too small for a header: truncated or foreign",
+			       path, (long long)st.st_size);
+		rc = -EINVAL;
+		goto err_close;
+	}
+	size_t size = (size_t)st.st_size;
+	void *base = mmap(NULL, size, inspect ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+			  fd, 0);
+	if (base == MAP_FAILED) {
+		rc = -errno;
+		ntb_set_detail("shm file %s: mmap %zu bytes: %s", path, size, strerror(errno));
+		goto err_close;
+	}
+	rc = ntb_region_prepare(base, size, p->window_size, !inspect && p->side != 1, &link->hdr);
+	if (rc) {
+		char why[200];
+		snprintf(why, sizeof(why), "%s", ntb_strerror_detail());
+		ntb_set_detail("shm file %s: %s", path, why);
+		munmap(base, size);
+		goto err_close;
+	}
+	struct shm_priv *sp = calloc(1, sizeof(*sp));
+	if (!sp) {
+		munmap(base, size);
+		rc = -ENOMEM;
+		goto err_close;
+	}
+	sp->fd = fd;
+	sp->dev = st.st_dev;
+	sp->ino = st.st_ino;
+	link->priv = sp;
+	link->base = base;
+	link->map_size = size;
+	link->wc = false;
+	link->caps = NTB_CAP_FUTEX_WAKE;
+	link->side_hint = -1;
+	return 0;
+
+err_close:
+	close(fd);
+	return rc;
+}
+
+static void shm_close(struct ntb_link *link)
+{
+	struct shm_priv *sp = link->priv;
+	if (link->base)
+		munmap(link->base, link->map_size);
+	if (sp) {
+		close(sp->fd);
+		free(sp);
+	}
+	link->base = NULL;
+	link->priv = NULL;
+}
+
+static void shm_db_wake(struct ntb_link *link, _Atomic uint32_t *peer_db)
+{
+	/* Full fence: the doorbell store before the load of db_waiters — the ringer half of the
+	 * Dekker pair with ntb_db_wait()'s seq_cst increment and re-read. */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&link->peer_local->db_waiters, memory_order_relaxed))
+		futex(peer_db, FUTEX_WAKE, INT_MAX, NULL); /* shared (not private): other processes */
+}
+
+static int shm_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
+			     int slice_ms)
+{
+	(void)link;
+	if (slice_ms <= 0)
+		return 0;
+	struct timespec ts = { slice_ms / 1000, (long)(slice_ms % 1000) * 1000000L };
+	if (futex(db, FUTEX_WAIT, seen, &ts) < 0 && errno == EINTR)
+		return -EINTR;
+	return 0; /* woken, value already changed (EAGAIN) or slice over (ETIMEDOUT) */
+}
+
+static int shm_check_mapping(struct ntb_link *link)
+{
+	struct shm_priv *sp = link->priv;
+	struct stat st, pst;
+	if (fstat(sp->fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size < link->hdr.region_size) {
+		ntb_set_detail("shm file %s truncated to %lld bytes (region needs %llu)",
+			       link->params.path, (long long)st.st_size,
+			       (unsigned long long)link->hdr.region_size);
+		return -EIO;
+	}
+	if (stat(link->params.path, &pst) < 0 || pst.st_dev != sp->dev || pst.st_ino != sp->ino) {
+		ntb_set_detail("shm file %s no longer names our mapping (removed or replaced)",
+			       link->params.path);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+const struct ntb_backend_ops ntb_shm_ops = {
+	.name = "shm",
+	.open = shm_open_backend,
+	.close = shm_close,
+	.db_wake = shm_db_wake,
+	.db_wait_slice = shm_db_wait_slice,
+	.check_mapping = shm_check_mapping,
+};
