@@ -2,10 +2,36 @@
 /* Output of `ntbsock stat`: the human table and the JSON document. */
 #include "tools/tools_int.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *const proto_names[3] = { "inline", "short", "long" };
+
+/* One 18-byte half of a key: a 16-byte IPv6 address (IPv4 as ::ffff:a.b.c.d) and a port in
+ * network byte order. */
+static void key_half_str(const uint8_t *p, char *buf, size_t len)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	char a[INET6_ADDRSTRLEN];
+	unsigned port = (unsigned)p[16] << 8 | p[17];
+
+	if (memcmp(p, mapped, 12) == 0) {
+		inet_ntop(AF_INET, p + 12, a, sizeof(a));
+		snprintf(buf, len, "%s:%u", a, port);
+	} else {
+		inet_ntop(AF_INET6, p, a, sizeof(a));
+		snprintf(buf, len, "[%s]:%u", a, port);
+	}
+}
+
+void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *remote,
+			size_t len)
+{
+	key_half_str(key + (server ? 18 : 0), local, len);
+	key_half_str(key + (server ? 0 : 18), remote, len);
+}
 
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
 {

@@ -98,6 +98,12 @@ struct tool_stat_row {
 	uint32_t tx_queue_fill, rx_queue_fill;
 };
 
+/* Decode a connection key as preload/ builds it (client address and port, then server address
+ * and port; each a 16-byte IPv6 address — IPv4 mapped as ::ffff:a.b.c.d — and a big-endian
+ * port) into "addr:port" strings seen from the client's or the server's end. */
+void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *remote,
+			size_t len);
+
 /* Print ROWS as the human table (a header line, then one line per connection; "no
  * connections" when N is 0). */
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n);

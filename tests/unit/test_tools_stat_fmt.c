@@ -93,12 +93,36 @@ static void test_json(void **state)
 	free(s);
 }
 
+static void test_key_endpoints(void **state)
+{
+	uint8_t key[40] = { 0 };
+	char local[64], remote[64];
+
+	(void)state;
+	/* client 127.0.0.1:40000, server 127.0.0.2:5201 */
+	memcpy(key, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x01\x9c\x40", 18);
+	memcpy(key + 18, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x02\x14\x51", 18);
+	tool_key_endpoints(key, false, local, remote, sizeof(local));
+	assert_string_equal(local, "127.0.0.1:40000");
+	assert_string_equal(remote, "127.0.0.2:5201");
+	tool_key_endpoints(key, true, local, remote, sizeof(local));
+	assert_string_equal(local, "127.0.0.2:5201");
+	assert_string_equal(remote, "127.0.0.1:40000");
+	/* IPv6 ::1 port 80 as the server */
+	memset(key + 18, 0, 18);
+	key[18 + 15] = 1;
+	key[18 + 17] = 80;
+	tool_key_endpoints(key, false, local, remote, sizeof(local));
+	assert_string_equal(remote, "[::1]:80");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table_empty),
 		cmocka_unit_test(test_table_rows),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_key_endpoints),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
