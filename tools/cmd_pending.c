@@ -10,6 +10,5 @@ static int pending(const char *name)
 	return TOOL_EXIT_FAIL;
 }
 
-int cmd_check(int argc, char **argv) { (void)argc; (void)argv; return pending("check"); }
 int cmd_stat(int argc, char **argv) { (void)argc; (void)argv; return pending("stat"); }
 int cmd_perf(int argc, char **argv) { (void)argc; (void)argv; return pending("perf"); }

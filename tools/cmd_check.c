@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+/* `ntbsock check`: validate a config, print its resolved view and the state of each link. */
+#include "tools/tools_int.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "conf/conf.h"
+#include "ntb/ntb.h"
+
+#define PCI_LIST_MAX 64
+
+/* "16 MiB", "4 KiB", "12345 B". */
+const char *tool_size_str(uint64_t v, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int u = 0;
+
+	while (u < 4 && v >= 1024 && v % 1024 == 0) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
+	return buf;
+}
+
+void tool_link_params_from_conf(const struct conf_link *cl, struct ntb_link_params *p)
+{
+	ntb_link_params_init(p);
+	snprintf(p->name, sizeof(p->name), "%s", cl->name);
+	p->backend = cl->backend == CONF_BACKEND_PCI ? NTB_BACKEND_PCI : NTB_BACKEND_SHM;
+	p->side = cl->side;
+	p->window_size = cl->window_size;
+	snprintf(p->path, sizeof(p->path), "%s", cl->path);
+	p->mode = cl->mode;
+	p->group = cl->group;
+	p->allow_foreign_owner = cl->allow_foreign_owner;
+	snprintf(p->device, sizeof(p->device), "%s", cl->device);
+	p->bar = cl->bar;
+	p->heartbeat_ms = cl->heartbeat_ms;
+	p->link_timeout_ms = cl->link_timeout_ms;
+	p->fault.enabled = cl->fault.enabled;
+	p->fault.drop = cl->fault.drop;
+	p->fault.corrupt = cl->fault.corrupt;
+	p->fault.delay_us = cl->fault.delay_us;
+	p->fault.seed = cl->fault.seed;
+}
+
+static void print_side(int side, int claims, bool enabled, uint32_t epoch)
+{
+	printf("    side %d: claimed by %d handle%s, %s", side, claims, claims == 1 ? "" : "s",
+	       enabled ? "enabled" : "not enabled");
+	if (enabled && epoch)
+		printf(", epoch %#010x", epoch);
+	printf("\n");
+}
+
+/* Open the link in inspect mode (no side claimed, nothing written) and describe it. Returns
+ * 0, or a negative errno when the link exists but cannot be inspected. */
+static int print_link_state(const struct conf_link *cl)
+{
+	struct ntb_link_params p;
+	struct ntb_link_info info;
+	struct ntb_link *link;
+	struct stat st;
+	char size[32];
+	int rc, view;
+
+	printf("  %s: backend %s, window %s, ", cl->name, conf_backend_name(cl->backend),
+	       tool_size_str(cl->window_size, size, sizeof(size)));
+	if (cl->backend == CONF_BACKEND_SHM) {
+		printf("file %s\n", cl->path);
+		if (stat(cl->path, &st) != 0) {
+			if (errno == ENOENT) {
+				printf("    not created (no process has opened it)\n");
+				return 0;
+			}
+			printf("    error: %s\n", strerror(errno));
+			return -errno;
+		}
+	} else {
+		printf("device %s\n", cl->device[0] ? cl->device : "(first profile match)");
+	}
+	tool_link_params_from_conf(cl, &p);
+	p.inspect_only = true;
+	p.fault.enabled = false;
+	rc = ntb_link_open(&p, &link);
+	if (rc < 0) {
+		const char *detail = ntb_strerror_detail();
+
+		printf("    error: cannot inspect: %s\n",
+		       detail && *detail ? detail : strerror(-rc));
+		return rc;
+	}
+	/* Up means the peer's heartbeat moves: watch it for up to the link timeout. */
+	ntb_link_wait_up(link, (int)(cl->link_timeout_ms ? cl->link_timeout_ms : 500));
+	rc = ntb_link_info(link, &info);
+	if (rc < 0) {
+		printf("    error: %s\n", strerror(-rc));
+		ntb_link_close(link);
+		return rc;
+	}
+	view = info.side;
+	printf("    link %s", info.up ? "up" : "down");
+	if (info.up)
+		printf(", peer epoch %#010x", info.peer_epoch);
+	printf("; this host uses %s\n",
+	       cl->side < 0 ? "a free side" : (cl->side == 0 ? "side 0" : "side 1"));
+	print_side(view, info.claims[view], info.enabled, info.epoch);
+	print_side(1 - view, info.claims[1 - view], info.peer_enabled, info.peer_epoch_word);
+	ntb_link_close(link);
+	return 0;
+}
+
+static int list_pci(void)
+{
+	struct ntb_pci_dev_info devs[PCI_LIST_MAX];
+	char size[32];
+	int n = ntb_pci_list(devs, PCI_LIST_MAX);
+
+	printf("\nPCI devices a backend profile matches:\n");
+	if (n < 0) {
+		printf("  cannot list PCI devices: %s\n", strerror(-n));
+		return n;
+	}
+	if (n == 0)
+		printf("  none\n");
+	for (int i = 0; i < n; i++)
+		printf("  %s  %04x:%04x  profile %s, BAR%d %s\n", devs[i].bdf, devs[i].vendor,
+		       devs[i].device, devs[i].profile, devs[i].bar,
+		       tool_size_str(devs[i].bar_size, size, sizeof(size)));
+	return 0;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "conf", required_argument, NULL, 'c' },
+		{ "pci", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *conf_arg = NULL;
+	char path[PATH_MAX];
+	struct conf_error err;
+	struct conf *conf = NULL;
+	bool pci = false;
+	int opt, rc;
+
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			conf_arg = optarg;
+			break;
+		case 'p':
+			pci = true;
+			break;
+		case 'h':
+			tool_print_usage(tool_find_cmd("check"), stdout);
+			return TOOL_EXIT_OK;
+		default:
+			return tool_usage_error("check", "unknown option or missing argument: '%s'",
+						argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return tool_usage_error("check", "unexpected argument '%s'", argv[optind]);
+
+	rc = conf_find_path(conf_arg, path, sizeof(path));
+	if (rc == -ENOENT) {
+		fprintf(stderr, "ntbsock check: no config: none given with -c, NTBSOCK_CONF is not "
+				"set and %s does not exist (the library would pass every socket "
+				"to the kernel)\n", CONF_DEFAULT_PATH);
+		if (pci)
+			list_pci();
+		return TOOL_EXIT_FAIL;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "ntbsock check: config path: %s\n", strerror(-rc));
+		return TOOL_EXIT_FAIL;
+	}
+	memset(&err, 0, sizeof(err));
+	rc = conf_load(path, &conf, &err);
+	if (rc == 0)
+		rc = conf_apply_env(conf, &err);
+	if (rc < 0) {
+		fprintf(stderr, "ntbsock check: %s\n", err.text[0] ? err.text : strerror(-rc));
+		conf_free(conf);
+		return TOOL_EXIT_FAIL;
+	}
+
+	conf_print(conf, stdout);
+	printf("\nlink state:\n");
+	if (conf->n_links == 0)
+		printf("  no links\n");
+	for (int i = 0; i < conf->n_links; i++)
+		print_link_state(&conf->links[i]);
+	if (pci)
+		list_pci();
+	printf("\n%s: valid\n", path);
+	conf_free(conf);
+	return TOOL_EXIT_OK;
+}
