@@ -137,11 +137,11 @@ int ntb_region_init(void *base, size_t mapped_size, size_t win_size, int timeout
 	uint32_t expect = 0;
 	uint32_t me = (uint32_t)getpid();
 
-	if (ntb_region_size_for(win_size) > mapped_size || win_size == 0 || win_size % NTB_PAGE)
-		return -EINVAL;
 	uint64_t magic = __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE);
 	if (magic == NTB_REGION_MAGIC)
 		return 0;
+	if (ntb_region_size_for(win_size) > mapped_size || win_size == 0 || win_size % NTB_PAGE)
+		return -EINVAL;
 	/* Serialise initialisers on the init word (local atomics: only side-0-capable openers
 	 * of one host initialise, see ntb_int.h). */
 	if (__atomic_compare_exchange_n(&hdr->init_word, &expect, me, false, __ATOMIC_ACQ_REL,
