@@ -11,7 +11,7 @@ mount -t devtmpfs dev /dev
 echo "GUEST-UP $(uname -r)"
 /bin/ivshmem_xfer --list
 /bin/ivshmem_xfer --side 1 --device 1af4:1110 --window @WINDOW@ --bytes @BYTES@ \
-	--timeout @TIMEOUT@
+	--timeout @TIMEOUT@ --verbose
 echo "GUEST-EXIT rc=$?"
 sync
 poweroff -f

@@ -95,7 +95,7 @@ wait "$HOST_PID"; hrc=$?
 HOST_PID=
 secs=$(( $(date +%s) - start ))
 
-tr -d '\r' < "$TMP/guest.log" | grep -a 'IVSHMEM-\|GUEST-' > "$TMP/guest.lines"
+tr -d '\r' < "$TMP/guest.log" | grep -a 'IVSHMEM-\|GUEST-\|ntbsock\[' > "$TMP/guest.lines"
 echo "--- host"; cat "$TMP/host.log"
 echo "--- guest (qemu rc=$qrc, ${secs}s)"; cat "$TMP/guest.lines"
 
@@ -109,6 +109,8 @@ grep -aq 'IVSHMEM-LIST 0000:00:0[0-9a-f].0 1af4:1110 ivshmem bar2 67108864' "$TM
 	fail "guest: ntb_pci_list() did not report the ivshmem device with a 64 MiB BAR2"
 grep -aq 'IVSHMEM-OPEN side=1 backend=pci .* db_fd=-95' "$TMP/guest.lines" ||
 	fail "guest: pci link did not open (or ntb_db_fd did not say -ENOTSUP)"
+grep -aq 'ntb/pci: mapped /sys/bus/pci/devices/.*/resource2_wc (67108864 bytes, WC)' \
+	"$TMP/guest.lines" || fail "guest: BAR2 (prefetchable) was not mapped through resource2_wc"
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 [ "$(field "$g" status)" = ok ] || fail "guest side failed: $g"
 [ "$(field "$h" status)" = ok ] || fail "host side failed (rc=$hrc): $h"
