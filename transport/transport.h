@@ -51,10 +51,19 @@ struct ntb_link *tp_link_ntb(struct tp_link *link);
 
 /* --- connection keys ------------------------------------------------------------------------
  * Opaque to transport: preload/ fills it with the TCP 4-tuple in a canonical order (client
- * address and port, then server address and port), so both ends build the same key. */
+ * address and port, then server address and port), so both ends build the same key.
+ * ADDED CONTRACT: transport reads exactly one thing inside it: bytes 38..39 are the SERVER
+ * port in network byte order (used to check that the server host listens on it); see
+ * tp_key_server_port(). Suggested full layout: 0..15 client address (IPv4-mapped IPv6),
+ * 16..17 client port, 18..33 server address, 34..37 zero, 38..39 server port. */
 struct tp_key {
 	uint8_t bytes[40];
 };
+#define TP_KEY_PORT_OFF 38
+static inline uint16_t tp_key_server_port(const struct tp_key *k)
+{
+	return (uint16_t)((k->bytes[TP_KEY_PORT_OFF] << 8) | k->bytes[TP_KEY_PORT_OFF + 1]);
+}
 
 /* Why a connection did not get NTB (preload/ adds the reasons it decides itself). */
 enum tp_reason {
@@ -90,6 +99,9 @@ struct tp_conn;
 int tp_connect(struct tp_link *link, const struct tp_key *key, int timeout_ms,
 	       struct tp_conn **ret_conn, enum tp_reason *ret_reason);
 int tp_conn_confirm(struct tp_conn *c);
+/* ADDED: the TCP connect failed after tp_connect() succeeded: release the reservation on both
+ * sides (the peer sees a reset). Same as tp_abort(). Accepts NULL. */
+void tp_conn_abort(struct tp_conn *c);
 
 /* Server side, after the kernel's accept(): attach to the connection the client reserved
  * under KEY. -ENOENT when there is none (a TCP-only client: the socket stays TCP). */
@@ -153,5 +165,24 @@ struct tp_stats {
 	uint32_t tx_queue_fill, rx_queue_fill; /* bytes in flight / pending */
 };
 void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats);
+
+/* ADDED: record the owning process and fd of C for `ntbsock stat` (preload calls it once the
+ * fd is known; the pid is normally getpid()). */
+void tp_conn_set_owner(struct tp_conn *c, int pid, int fd);
+
+/* ADDED: live connections of all processes of this host on the link LP names (LP->name/path;
+ * LP->side 0/1, or -1 for both sides' tables). Reads the host-local tables directly: no link
+ * is opened, nothing is written. Fills up to MAX entries; returns the total count (may exceed
+ * MAX) or a negative errno. */
+struct tp_stat_entry {
+	int pid, fd;            /* fd -1 when unknown; pid 0 for a set-up not yet attached */
+	int side;               /* link side of this host */
+	uint32_t slot;          /* receive context */
+	const char *state;      /* "open", "pending" (server, not yet accepted), "connecting" */
+	const char *role;       /* "client" or "server" */
+	struct tp_key key;
+	struct tp_stats stats;
+};
+int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max);
 
 #endif
