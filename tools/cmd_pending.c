@@ -3,6 +3,7 @@
 #include "tools/tools_int.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static int pending(const char *name)
 {
@@ -10,5 +11,11 @@ static int pending(const char *name)
 	return TOOL_EXIT_FAIL;
 }
 
-int cmd_stat(int argc, char **argv) { (void)argc; (void)argv; return pending("stat"); }
-int cmd_perf(int argc, char **argv) { (void)argc; (void)argv; return pending("perf"); }
+int cmd_perf(int argc, char **argv)
+{
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		tool_print_usage(tool_find_cmd("perf"), stdout);
+		return TOOL_EXIT_OK;
+	}
+	return pending("perf");
+}
