@@ -1,0 +1,605 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for ntb/link.c and ntb/shm.c in one process: parameters, file creation and
+ * validation, side claiming and crash recovery, sessions and epochs, link state, windows,
+ * doorbells, scratchpads, inspect-only handles, mapping checks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ntb/ntb_int.h"
+
+#define WIN (256u * 1024)
+
+static char path[128];
+static int path_no;
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-link-%d-%d", (int)getpid(), path_no++);
+	unlink(path);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(path);
+	return 0;
+}
+
+static void params(struct ntb_link_params *p, int side)
+{
+	ntb_link_params_init(p);
+	snprintf(p->name, sizeof(p->name), "test");
+	snprintf(p->path, sizeof(p->path), "%s", path);
+	p->side = side;
+	p->window_size = WIN;
+	p->heartbeat_ms = 10;
+	p->link_timeout_ms = 100;
+}
+
+static struct ntb_link *open_side(int side)
+{
+	struct ntb_link_params p;
+	struct ntb_link *l = NULL;
+	params(&p, side);
+	int rc = ntb_link_open(&p, &l);
+	if (rc)
+		fail_msg("open side %d: %d %s", side, rc, ntb_strerror_detail());
+	return l;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Tick both until both are up or 2 s pass. */
+static bool both_up(struct ntb_link *a, struct ntb_link *b)
+{
+	for (int i = 0; i < 400; i++) {
+		bool ua = ntb_link_tick(a), ub = ntb_link_tick(b);
+		if (ua && ub)
+			return true;
+		sleep_ms(5);
+	}
+	return false;
+}
+
+static void test_params_init(void **state)
+{
+	(void)state;
+	struct ntb_link_params p;
+	memset(&p, 0x5a, sizeof(p));
+	ntb_link_params_init(&p);
+	assert_int_equal(p.side, -1);
+	assert_int_equal(p.window_size, 16u << 20);
+	assert_int_equal(p.mode, 0600);
+	assert_int_equal(p.group, (gid_t)-1);
+	assert_int_equal(p.bar, -1);
+	assert_int_equal(p.heartbeat_ms, 100);
+	assert_int_equal(p.link_timeout_ms, 500);
+	assert_int_equal(p.backend, NTB_BACKEND_SHM);
+	assert_false(p.fault.enabled);
+	assert_false(p.inspect_only);
+	assert_false(p.allow_foreign_owner);
+	assert_string_equal(p.path, "");
+}
+
+static void test_bad_params(void **state)
+{
+	(void)state;
+	struct ntb_link_params p;
+	struct ntb_link *l = (struct ntb_link *)0x1;
+
+	params(&p, 0); p.name[0] = 0;
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	params(&p, 0); snprintf(p.name, sizeof(p.name), "../etc");
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	assert_non_null(strstr(ntb_strerror_detail(), "only letters"));
+	params(&p, 2);
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	params(&p, 0); p.window_size = 5000;
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	params(&p, 0); p.link_timeout_ms = 10;
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	params(&p, 0); p.fault.enabled = true; p.fault.drop = 1.5;
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	params(&p, 0); p.backend = (enum ntb_backend)7;
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	assert_int_equal(ntb_link_open(NULL, &l), -EINVAL);
+	assert_ptr_equal(l, (struct ntb_link *)0x1); /* ret_link untouched on failure */
+	assert_int_equal(access(path, F_OK), -1);  /* nothing created */
+	ntb_link_close(NULL);
+}
+
+static void test_create_file(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
+	assert_int_equal((size_t)st.st_size, ntb_region_size_for(WIN));
+	assert_int_equal(st.st_uid, geteuid());
+	assert_int_equal(ntb_link_side(a), 0);
+	assert_string_equal(ntb_link_name(a), "test");
+	assert_int_equal(ntb_link_backend(a), NTB_BACKEND_SHM);
+	assert_int_not_equal(ntb_link_epoch(a), 0);
+	assert_int_equal(ntb_link_peer_epoch(a), 0);
+	assert_int_equal(ntb_out_size(a), WIN);
+	size_t in_size = 0;
+	assert_non_null(ntb_in_window(a, &in_size));
+	assert_int_equal(in_size, WIN);
+	assert_int_equal(ntb_spad_count(a), NTB_SPAD_COUNT);
+	assert_int_equal(ntb_db_fd(a), -ENOTSUP);
+	assert_int_equal(ntb_link_check_mapping(a), 0);
+	struct ntb_fault_stats fs;
+	memset(&fs, 0xff, sizeof(fs));
+	ntb_fault_stats(a, &fs);
+	assert_int_equal(fs.writes + fs.dropped + fs.corrupted + fs.delayed, 0);
+	ntb_link_close(a);
+	/* no temporary files left behind */
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "ls %s.tmp.* 2>/dev/null | grep -q .", path);
+	assert_int_not_equal(system(cmd), 0);
+	/* the file stays for the peer */
+	assert_int_equal(access(path, F_OK), 0);
+}
+
+static void test_create_mode(void **state)
+{
+	(void)state;
+	struct ntb_link_params p;
+	struct ntb_link *a;
+	struct stat st;
+	params(&p, 0);
+	p.mode = 0660;
+	p.group = getegid();
+	assert_int_equal(ntb_link_open(&p, &a), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0660);
+	assert_int_equal(st.st_gid, getegid());
+	ntb_link_close(a);
+}
+
+static void test_two_sides_up(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	assert_int_equal(ntb_link_side(b), 1);
+	assert_int_not_equal(ntb_link_epoch(a), ntb_link_epoch(b));
+	assert_false(ntb_link_tick(a));
+	assert_int_equal(ntb_link_wait_up(a, 30), -ETIMEDOUT);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_enable(a), 0); /* idempotent */
+	sleep_ms(30);
+	assert_false(ntb_link_tick(a)); /* peer not enabled */
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_true(both_up(a, b));
+	assert_true(ntb_link_is_up(a));
+	assert_int_equal(ntb_link_peer_epoch(a), ntb_link_epoch(b));
+	assert_int_equal(ntb_link_peer_epoch(b), ntb_link_epoch(a));
+	assert_int_equal(ntb_link_wait_up(b, 1000), 0);
+
+	struct ntb_link_info info;
+	assert_int_equal(ntb_link_info(a, &info), 0);
+	assert_true(info.up);
+	assert_true(info.enabled);
+	assert_true(info.peer_enabled);
+	assert_int_equal(info.side, 0);
+	assert_int_equal(info.window_size, WIN);
+	assert_int_equal(info.epoch, ntb_link_epoch(a));
+	assert_int_equal(info.peer_epoch, ntb_link_epoch(b));
+	assert_int_equal(info.claims[0], 1);
+	assert_int_equal(info.claims[1], 1);
+	assert_string_equal(info.location, path);
+	assert_true(info.peer_hb_age_ms >= 0 && info.peer_hb_age_ms < 1000);
+
+	/* disable: the peer sees down at its next check */
+	assert_int_equal(ntb_link_disable(b), 0);
+	assert_false(ntb_link_tick(a));
+	assert_int_equal(ntb_link_peer_epoch(a), 0);
+	assert_false(ntb_link_tick(b));
+	/* re-enable: same epoch (same session) */
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_true(both_up(a, b));
+	assert_int_equal(ntb_link_peer_epoch(a), ntb_link_epoch(b));
+
+	/* heartbeat staleness: b stops ticking → a sees down after the timeout */
+	uint64_t t0 = ntb_now_ns();
+	while (ntb_link_tick(a)) {
+		sleep_ms(5);
+		assert_true(ntb_now_ns() - t0 < 1000000000ull);
+	}
+	uint64_t took = ntb_now_ns() - t0;
+	assert_true(took >= 50000000ull); /* not before roughly the timeout */
+	assert_true(ntb_link_tick(b) || true);
+	assert_true(both_up(a, b)); /* resumes */
+
+	/* close: the last handle of side 1 announces down at once */
+	ntb_link_close(b);
+	assert_false(ntb_link_tick(a));
+	ntb_link_close(a);
+}
+
+static void test_claims_and_sessions(void **state)
+{
+	(void)state;
+	struct ntb_link *a1 = open_side(-1), *b1 = open_side(-1);
+	assert_int_equal(ntb_link_side(a1), 0);
+	assert_int_equal(ntb_link_side(b1), 1);
+	struct ntb_link_params p;
+	struct ntb_link *x;
+	params(&p, -1);
+	assert_int_equal(ntb_link_open(&p, &x), -EBUSY);
+	assert_non_null(strstr(ntb_strerror_detail(), "both sides"));
+	/* an explicit side joins the side's session (several processes of one host) */
+	struct ntb_link *a2 = open_side(0);
+	assert_int_equal(ntb_link_epoch(a2), ntb_link_epoch(a1));
+	uint32_t e_a = ntb_link_epoch(a1), e_b = ntb_link_epoch(b1);
+
+	assert_int_equal(ntb_link_enable(a1), 0);
+	assert_int_equal(ntb_link_enable(a2), 0);
+	assert_int_equal(ntb_link_enable(b1), 0);
+	assert_true(both_up(a1, b1));
+	assert_true(both_up(a2, b1));
+	/* one of two handles of side 0 closes: the link stays up, same epoch */
+	ntb_link_close(a1);
+	assert_true(ntb_link_tick(b1));
+	assert_int_equal(ntb_link_peer_epoch(b1), e_a);
+	assert_true(both_up(a2, b1));
+	assert_int_equal(ntb_link_peer_epoch(b1), e_a);
+	/* the last one closes: session ends; a new opener starts a new epoch */
+	ntb_link_close(a2);
+	assert_false(ntb_link_tick(b1));
+	struct ntb_link *a3 = open_side(0);
+	assert_int_not_equal(ntb_link_epoch(a3), e_a);
+	assert_int_not_equal(ntb_link_epoch(a3), 0);
+	assert_int_equal(ntb_link_enable(a3), 0);
+	assert_true(both_up(a3, b1));
+	assert_int_equal(ntb_link_peer_epoch(b1), ntb_link_epoch(a3));
+	assert_int_equal(ntb_link_epoch(b1), e_b);
+	ntb_link_close(a3);
+	ntb_link_close(b1);
+}
+
+static void test_dead_claim_reaped(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0);
+	uint32_t e = ntb_link_epoch(a);
+	/* Forge a claim on side 1 by a process that does not exist and a stale lock. */
+	struct ntb_side_local *l1 = (struct ntb_side_local *)(a->base + a->hdr.local_off[1]);
+	atomic_store(&l1->slots[5].owner, (7ull << 32) | 4000000u);
+	atomic_store(&l1->slots[5].enabled, 1);
+	atomic_store(&l1->lock, 4000001u);
+	/* and a claim on side 0 by a live process with a wrong start time (recycled pid) */
+	struct ntb_side_local *l0 = a->local;
+	atomic_store(&l0->slots[9].owner, (3ull << 32) | (uint32_t)getppid());
+	atomic_store(&l0->slots[9].starttime, 1);
+	struct ntb_link *b = open_side(-1); /* side 0 is live (us), side 1 reclaimable */
+	assert_int_equal(ntb_link_side(b), 1);
+	assert_int_equal(atomic_load(&l1->slots[5].owner), 0);
+	assert_int_equal(atomic_load(&l1->lock), 0);
+	ntb_link_close(a);
+	/* a's close reaped the recycled-pid slot, so side 0 starts a new session */
+	struct ntb_link *a2 = open_side(0);
+	assert_int_equal(atomic_load(&l0->slots[9].owner), 0);
+	assert_int_not_equal(ntb_link_epoch(a2), e);
+	ntb_link_close(a2);
+	ntb_link_close(b);
+}
+
+static void test_windows(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	size_t sz;
+	const volatile uint8_t *bin = ntb_in_window(b, &sz);
+	const volatile uint8_t *ain = ntb_in_window(a, &sz);
+	uint8_t buf[1000];
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (uint8_t)(i * 7 + 1);
+	assert_int_equal(ntb_write(a, 100, buf, sizeof(buf)), 0);
+	ntb_to_peer_barrier(a);
+	ntb_wc_flush(a);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		assert_int_equal(bin[100 + i], buf[i]);
+	assert_int_equal(ain[100], 0); /* a's own inbound window untouched */
+	assert_int_equal(ntb_write(a, WIN - 10, buf, 10), 0);
+	assert_int_equal(bin[WIN - 1], buf[9]);
+	assert_int_equal(ntb_write(a, 0, buf, 0), 0);
+	assert_int_equal(ntb_write(a, WIN, buf, 0), 0);
+	/* bounds */
+	assert_int_equal(ntb_write(a, WIN - 9, buf, 10), -EINVAL);
+	assert_int_equal(ntb_write(a, WIN + 1, buf, 0), -EINVAL);
+	assert_int_equal(ntb_write(a, SIZE_MAX - 2, buf, 10), -EINVAL);
+	assert_int_equal(ntb_write(a, 8, buf, SIZE_MAX), -EINVAL);
+	/* single stores */
+	assert_int_equal(ntb_write8(b, 3, 0xab), 0);
+	assert_int_equal(ntb_write32(b, 8, 0x12345678u), 0);
+	assert_int_equal(ntb_write64(b, 16, 0x1122334455667788ull), 0);
+	assert_int_equal(ain[3], 0xab);
+	assert_int_equal(*(const volatile uint32_t *)(ain + 8), 0x12345678u);
+	assert_int_equal(*(const volatile uint64_t *)(ain + 16), 0x1122334455667788ull);
+	assert_int_equal(ntb_write8(b, WIN - 1, 1), 0);
+	assert_int_equal(ntb_write8(b, WIN, 1), -EINVAL);
+	assert_int_equal(ntb_write32(b, 6, 1), -EINVAL);  /* misaligned */
+	assert_int_equal(ntb_write64(b, 12, 1), -EINVAL); /* misaligned */
+	assert_int_equal(ntb_write32(b, WIN, 1), -EINVAL);
+	assert_int_equal(ntb_write64(b, WIN - 8, 5), 0);
+	assert_int_equal(ntb_write64(b, WIN, 5), -EINVAL);
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
+static void test_spads(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	uint32_t v = 99;
+	for (int i = 0; i < NTB_SPAD_COUNT; i++)
+		assert_int_equal(ntb_peer_spad_write(a, i, 0x1000u + (uint32_t)i), 0);
+	for (int i = 0; i < NTB_SPAD_COUNT; i++) {
+		assert_int_equal(ntb_spad_read(b, i, &v), 0);
+		assert_int_equal(v, 0x1000u + (uint32_t)i);
+		assert_int_equal(ntb_spad_read(a, i, &v), 0);
+		assert_int_equal(v, 0); /* a's own inbound scratchpads */
+	}
+	v = 7;
+	assert_int_equal(ntb_spad_read(b, -1, &v), -EINVAL);
+	assert_int_equal(ntb_spad_read(b, NTB_SPAD_COUNT, &v), -EINVAL);
+	assert_int_equal(v, 7);
+	assert_int_equal(ntb_peer_spad_write(a, NTB_SPAD_COUNT, 1), -EINVAL);
+	assert_int_equal(ntb_peer_spad_write(a, -3, 1), -EINVAL);
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
+struct ringer { struct ntb_link *l; int delay_ms; };
+
+static void *ring_later(void *arg)
+{
+	struct ringer *r = arg;
+	sleep_ms(r->delay_ms);
+	ntb_peer_db_ring(r->l);
+	return NULL;
+}
+
+static void test_doorbells(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	uint32_t seen = ntb_db_read(b);
+	assert_int_equal(ntb_peer_db_ring(a), 0);
+	assert_int_not_equal(ntb_db_read(b), seen);
+	assert_int_equal(ntb_db_read(a), 0);
+	/* already rung: returns at once, even while the link is down */
+	assert_int_equal(ntb_db_wait(b, seen, 1000), 0);
+	seen = ntb_db_read(b);
+	/* link down: -ENOLINK */
+	assert_int_equal(ntb_db_wait(b, seen, 1000), -ENOLINK);
+	ntb_link_enable(a);
+	ntb_link_enable(b);
+	assert_true(both_up(a, b));
+	assert_int_equal(ntb_db_wait(b, seen, 30), -ETIMEDOUT);
+	/* a ring from another thread wakes the futex waiter */
+	pthread_t th;
+	struct ringer r = { a, 50 };
+	pthread_create(&th, NULL, ring_later, &r);
+	uint64_t t0 = ntb_now_ns();
+	int rc;
+	do { /* keep a's heartbeat alive is a's thread job; tick a here in slices */
+		ntb_link_tick(a);
+		rc = ntb_db_wait(b, seen, 20);
+	} while (rc == -ETIMEDOUT && ntb_now_ns() - t0 < 2000000000ull);
+	assert_int_equal(rc, 0);
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&b->local->db_waiters), 0);
+	/* every ring changes the value */
+	for (int i = 0; i < 100; i++) {
+		uint32_t s = ntb_db_read(b);
+		ntb_peer_db_ring(a);
+		assert_int_not_equal(ntb_db_read(b), s);
+	}
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
+static void test_inspect(void **state)
+{
+	(void)state;
+	struct ntb_link_params p;
+	struct ntb_link *i;
+	params(&p, -1);
+	p.inspect_only = true;
+	assert_int_equal(ntb_link_open(&p, &i), -ENOENT); /* never creates */
+	assert_int_equal(access(path, F_OK), -1);
+
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	ntb_link_enable(a);
+	ntb_link_enable(b);
+	assert_true(both_up(a, b));
+	p.window_size = 0; /* accept whatever the file has */
+	assert_int_equal(ntb_link_open(&p, &i), 0);
+	assert_int_equal(ntb_link_side(i), 0);
+	assert_int_equal(ntb_out_size(i), 0);
+	struct ntb_link_info info;
+	for (int k = 0; k < 100 && !ntb_link_tick(i); k++) {
+		ntb_link_tick(a);
+		ntb_link_tick(b);
+		sleep_ms(5);
+	}
+	assert_int_equal(ntb_link_info(i, &info), 0);
+	assert_true(info.up);
+	assert_int_equal(info.peer_epoch, ntb_link_epoch(b));
+	assert_int_equal(info.epoch, ntb_link_epoch(a));
+	assert_int_equal(info.claims[0], 1); /* the inspector claimed nothing */
+	assert_int_equal(info.claims[1], 1);
+	/* it cannot write anything */
+	uint8_t x = 1;
+	assert_int_equal(ntb_write(i, 0, &x, 1), -EPERM);
+	assert_int_equal(ntb_write32(i, 0, 1), -EPERM);
+	assert_int_equal(ntb_link_enable(i), -EPERM);
+	assert_int_equal(ntb_link_disable(i), -EPERM);
+	assert_int_equal(ntb_peer_db_ring(i), -EPERM);
+	assert_int_equal(ntb_peer_spad_write(i, 0, 1), -EPERM);
+	ntb_link_close(i);
+	/* the live link is undisturbed */
+	assert_true(ntb_link_tick(a));
+	assert_true(ntb_link_tick(b));
+	assert_int_equal(ntb_link_peer_epoch(b), ntb_link_epoch(a));
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
+static void write_file(const char *data, size_t len, size_t total)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)total), 0);
+	if (len)
+		assert_int_equal(pwrite(fd, data, len, 0), (ssize_t)len);
+	close(fd);
+}
+
+static void test_bad_files(void **state)
+{
+	(void)state;
+	struct ntb_link_params p;
+	struct ntb_link *l;
+	params(&p, 0);
+
+	/* foreign content */
+	write_file("#!/bin/sh\necho hello\n", 21, ntb_region_size_for(WIN));
+	assert_int_equal(ntb_link_open(&p, &l), -EPROTO);
+	assert_non_null(strstr(ntb_strerror_detail(), path));
+	assert_non_null(strstr(ntb_strerror_detail(), "not an ntbsock region"));
+	/* too small */
+	write_file("x", 1, 100);
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	assert_non_null(strstr(ntb_strerror_detail(), "truncated"));
+	/* a valid header but the file cut short */
+	unlink(path);
+	l = open_side(0);
+	ntb_link_close(l);
+	assert_int_equal(truncate(path, (off_t)ntb_region_size_for(WIN) - 4096), 0);
+	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	assert_non_null(strstr(ntb_strerror_detail(), "truncated"));
+	/* wrong version */
+	unlink(path);
+	l = open_side(0);
+	ntb_link_close(l);
+	int fd = open(path, O_RDWR);
+	uint32_t v2 = 2;
+	assert_int_equal(pwrite(fd, &v2, 4, 8), 4);
+	close(fd);
+	assert_int_equal(ntb_link_open(&p, &l), -EPROTONOSUPPORT);
+	/* window size mismatch */
+	unlink(path);
+	l = open_side(0);
+	ntb_link_close(l);
+	p.window_size = 2 * WIN;
+	assert_int_equal(ntb_link_open(&p, &l), -EMSGSIZE);
+	p.window_size = WIN;
+	/* a symbolic link is refused */
+	char target[160];
+	snprintf(target, sizeof(target), "%s-target", path);
+	rename(path, target);
+	assert_int_equal(symlink(target, path), 0);
+	assert_int_equal(ntb_link_open(&p, &l), -ELOOP);
+	assert_non_null(strstr(ntb_strerror_detail(), "symbolic link"));
+	unlink(path);
+	unlink(target);
+	/* not a regular file */
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_true(ntb_link_open(&p, &l) < 0);
+	rmdir(path);
+}
+
+static void test_foreign_owner(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	struct ntb_link_params p;
+	struct ntb_link *l = open_side(0);
+	ntb_link_close(l);
+	assert_int_equal(chown(path, 12345, 12345), 0);
+	params(&p, 0);
+	assert_int_equal(ntb_link_open(&p, &l), -EPERM);
+	assert_non_null(strstr(ntb_strerror_detail(), "owned by uid 12345"));
+	p.allow_foreign_owner = true;
+	assert_int_equal(ntb_link_open(&p, &l), 0);
+	ntb_link_close(l);
+}
+
+/* A zero-filled file (as QEMU's memory-backend-file creates it): side 0 initialises. */
+static void test_zero_file(void **state)
+{
+	(void)state;
+	struct ntb_link_params p;
+	struct ntb_link *a, *b;
+	write_file(NULL, 0, 1u << 20);
+	params(&p, 1);
+	p.window_size = 0;
+	assert_int_equal(ntb_link_open(&p, &b), -EAGAIN);
+	assert_non_null(strstr(ntb_strerror_detail(), "not initialised"));
+	params(&p, 0);
+	p.window_size = 0;
+	assert_int_equal(ntb_link_open(&p, &a), 0);
+	assert_int_equal(ntb_out_size(a), 256u * 1024);
+	params(&p, 1);
+	p.window_size = 256u * 1024;
+	assert_int_equal(ntb_link_open(&p, &b), 0);
+	struct stat st;
+	stat(path, &st);
+	assert_int_equal(st.st_size, 1u << 20); /* never resized */
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
+static void test_check_mapping(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0);
+	assert_int_equal(ntb_link_check_mapping(a), 0);
+	assert_int_equal(truncate(path, 8192), 0);
+	assert_int_equal(ntb_link_check_mapping(a), -EIO);
+	assert_non_null(strstr(ntb_strerror_detail(), "truncated"));
+	assert_int_equal(truncate(path, (off_t)ntb_region_size_for(WIN)), 0);
+	assert_int_equal(ntb_link_check_mapping(a), 0);
+	unlink(path);
+	assert_int_equal(ntb_link_check_mapping(a), -ESTALE);
+	ntb_link_close(a);
+	assert_int_equal(ntb_link_check_mapping(NULL), -EINVAL);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_params_init),      T(test_bad_params),     T(test_create_file),
+		T(test_create_mode),      T(test_two_sides_up),   T(test_claims_and_sessions),
+		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
+		T(test_doorbells),        T(test_inspect),        T(test_bad_files),
+		T(test_foreign_owner),    T(test_zero_file),      T(test_check_mapping),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
