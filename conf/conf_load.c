@@ -37,12 +37,18 @@ static int load_text(const char *file, const char *text, size_t len, const char 
 		goto err_free;
 
 	config_init(&cfg);
-	config_set_include_dir(&cfg, include_dir);
+	if (include_dir) /* libconfig 1.5 strdup()s it unchecked */
+		config_set_include_dir(&cfg, include_dir);
 	if (!config_read_string(&cfg, text)) {
 		const char *ef = config_error_file(&cfg);
 
+		const char *et = config_error_text(&cfg);
+
+		/* libconfig's bison parser just says "syntax error": tell what usually causes it. */
+		if (!et || strcmp(et, "syntax error") == 0)
+			et = "unexpected text (a missing ';', '=', quote or bracket?)";
 		conf_err_set(ret_err, ef ? ef : file, config_error_line(&cfg), NULL, NULL,
-			     "syntax error: %s", config_error_text(&cfg));
+			     "syntax error: %s", et);
 		rc = -EINVAL;
 		goto err_destroy;
 	}

@@ -279,8 +279,10 @@ int conf_scan_text(struct conf_ctx *ctx, const char *file, const char *text, siz
 			for (sc.p++; sc.p < sc.end && *sc.p != '"' && *sc.p != '\n'; sc.p++)
 				if (*sc.p == '\\' && sc.p + 1 < sc.end && sc.p[1] != '\n')
 					sc.p++;
-			if (sc.p < sc.end && *sc.p == '"')
-				sc.p++;
+			if (sc.p >= sc.end || *sc.p != '"')
+				return scan_err(&sc, NULL, 0, "syntax error: unterminated string (a "
+							    "string cannot span lines)");
+			sc.p++;
 		} else if (c == '@' && (size_t)(sc.end - sc.p) >= 8 &&
 			   strncmp(sc.p, "@include", 8) == 0 && at_line_start(&sc, text)) {
 			rc = scan_include(&sc);
