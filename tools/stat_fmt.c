@@ -9,13 +9,14 @@
 
 static const char *const proto_names[3] = { "inline", "short", "long" };
 
-/* One 18-byte half of a key: a 16-byte IPv6 address (IPv4 as ::ffff:a.b.c.d) and a port in
- * network byte order. */
-static void key_half_str(const uint8_t *p, char *buf, size_t len)
+/* An endpoint of a key: a 16-byte IPv6 address (IPv4 as ::ffff:a.b.c.d) at ADDR and a port in
+ * network byte order at PORT. */
+static void key_half_str(const uint8_t *addr, const uint8_t *port_be, char *buf, size_t len)
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	const uint8_t *p = addr;
 	char a[INET6_ADDRSTRLEN];
-	unsigned port = (unsigned)p[16] << 8 | p[17];
+	unsigned port = (unsigned)port_be[0] << 8 | port_be[1];
 
 	if (memcmp(p, mapped, 12) == 0) {
 		inet_ntop(AF_INET, p + 12, a, sizeof(a));
@@ -29,8 +30,15 @@ static void key_half_str(const uint8_t *p, char *buf, size_t len)
 void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *remote,
 			size_t len)
 {
-	key_half_str(key + (server ? 18 : 0), local, len);
-	key_half_str(key + (server ? 0 : 18), remote, len);
+	char client[64], srv[64];
+	/* transport.h's layout puts the server port at 38..39 (34..37 zero); an older layout
+	 * had it right after the server address, at 34..35. */
+	const uint8_t *srv_port = (key[38] | key[39]) ? key + 38 : key + 34;
+
+	key_half_str(key, key + 16, client, sizeof(client));
+	key_half_str(key + 18, srv_port, srv, sizeof(srv));
+	snprintf(local, len, "%s", server ? srv : client);
+	snprintf(remote, len, "%s", server ? client : srv);
 }
 
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
@@ -41,8 +49,8 @@ void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
 		fprintf(out, "no connections\n");
 		return;
 	}
-	fprintf(out, "%-7s %-4s %-21s %-21s %-4s %12s %12s %-20s %-20s %5s %5s %-13s %s\n",
-		"PID", "FD", "LOCAL", "REMOTE", "MODE", "TX_BYTES", "RX_BYTES",
+	fprintf(out, "%-7s %-4s %-21s %-21s %-4s %-10s %12s %12s %-20s %-20s %5s %5s %-13s %s\n",
+		"PID", "FD", "LOCAL", "REMOTE", "MODE", "STATE", "TX_BYTES", "RX_BYTES",
 		"TX_MSGS(i/s/l)", "RX_MSGS(i/s/l)", "RETX", "CRC", "QFILL(tx/rx)", "LINK/REASON");
 	for (int i = 0; i < n; i++) {
 		const struct tool_stat_row *r = &rows[i];
@@ -53,9 +61,10 @@ void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
 			 r->rx_msgs[0], r->rx_msgs[1], r->rx_msgs[2]);
 		snprintf(fill, sizeof(fill), "%" PRIu32 "/%" PRIu32, r->tx_queue_fill,
 			 r->rx_queue_fill);
-		fprintf(out, "%-7d %-4d %-21s %-21s %-4s %12" PRIu64 " %12" PRIu64
+		fprintf(out, "%-7d %-4d %-21s %-21s %-4s %-10s %12" PRIu64 " %12" PRIu64
 			" %-20s %-20s %5" PRIu64 " %5" PRIu64 " %-13s %s\n",
 			(int)r->pid, r->fd, r->local, r->remote, r->ntb ? "ntb" : "tcp",
+			r->state[0] ? r->state : "-",
 			r->tx_bytes, r->rx_bytes, r->ntb ? tx_msgs : "-", r->ntb ? rx_msgs : "-",
 			r->retransmits, r->crc_errors, r->ntb ? fill : "-",
 			r->ntb ? r->link : r->reason);
@@ -81,7 +90,9 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n)
 		tool_json_string(out, r->local);
 		fprintf(out, ",\"remote\":");
 		tool_json_string(out, r->remote);
-		fprintf(out, ",\"mode\":\"%s\",\"reason\":", r->ntb ? "ntb" : "tcp");
+		fprintf(out, ",\"mode\":\"%s\",\"state\":", r->ntb ? "ntb" : "tcp");
+		tool_json_string(out, r->state);
+		fprintf(out, ",\"reason\":");
 		tool_json_string(out, r->reason);
 		fprintf(out, ",\"link\":");
 		tool_json_string(out, r->link);

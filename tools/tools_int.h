@@ -90,6 +90,7 @@ struct tool_stat_row {
 	int      fd;
 	char     local[64], remote[64];   /* "127.0.0.1:5201", "[::1]:80" */
 	bool     ntb;                     /* mode: ntb, or tcp with REASON */
+	char     state[16];               /* "open", "pending", "connecting"; "" unknown */
 	char     reason[96];              /* why tcp ("" for ntb) */
 	char     link[64];                /* link name ("" for tcp) */
 	uint64_t tx_bytes, rx_bytes;
@@ -98,9 +99,9 @@ struct tool_stat_row {
 	uint32_t tx_queue_fill, rx_queue_fill;
 };
 
-/* Decode a connection key as preload/ builds it (client address and port, then server address
- * and port; each a 16-byte IPv6 address — IPv4 mapped as ::ffff:a.b.c.d — and a big-endian
- * port) into "addr:port" strings seen from the client's or the server's end. */
+/* Decode a connection key (transport.h's layout: 0..15 client address, 16..17 client port,
+ * 18..33 server address, 38..39 server port — addresses as IPv6, IPv4 mapped ::ffff:a.b.c.d,
+ * ports big-endian) into "addr:port" strings seen from the client's or the server's end. */
 void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *remote,
 			size_t len);
 

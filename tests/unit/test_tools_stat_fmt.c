@@ -11,7 +11,7 @@
 
 static struct tool_stat_row rows[2] = {
 	{ .pid = 4242, .fd = 7, .local = "127.0.0.1:40000", .remote = "127.0.0.2:5201",
-	  .ntb = true, .link = "ab", .tx_bytes = 1048576, .rx_bytes = 37,
+	  .ntb = true, .state = "open", .link = "ab", .tx_bytes = 1048576, .rx_bytes = 37,
 	  .tx_msgs = { 1, 2, 8 }, .rx_msgs = { 3, 0, 0 }, .retransmits = 5, .crc_errors = 2,
 	  .tx_queue_fill = 4096, .rx_queue_fill = 0 },
 	{ .pid = 4243, .fd = 9, .local = "127.0.0.1:40001", .remote = "127.0.0.2:22",
@@ -55,7 +55,7 @@ static void test_table_rows(void **state)
 	assert_non_null(strchr(l2, '\n'));
 	assert_string_equal(strchr(l2, '\n'), "\n");
 	assert_true(strncmp(l1, "4242 ", 5) == 0);
-	assert_non_null(strstr(l1, " ntb "));
+	assert_non_null(strstr(l1, " ntb  open "));
 	assert_non_null(strstr(l1, " 1048576 "));
 	assert_non_null(strstr(l1, " 1/2/8 "));
 	assert_non_null(strstr(l1, " 3/0/0 "));
@@ -75,13 +75,13 @@ static void test_json(void **state)
 	assert_string_equal(s,
 		"{\"connections\":[\n"
 		"  {\"pid\":4242,\"fd\":7,\"local\":\"127.0.0.1:40000\",\"remote\":\"127.0.0.2:5201\","
-		"\"mode\":\"ntb\",\"reason\":\"\",\"link\":\"ab\","
+		"\"mode\":\"ntb\",\"state\":\"open\",\"reason\":\"\",\"link\":\"ab\","
 		"\"tx\":{\"bytes\":1048576,\"msgs\":{\"inline\":1,\"short\":2,\"long\":8},"
 		"\"queue_fill\":4096},"
 		"\"rx\":{\"bytes\":37,\"msgs\":{\"inline\":3,\"short\":0,\"long\":0},"
 		"\"queue_fill\":0},\"retransmits\":5,\"crc_errors\":2},\n"
 		"  {\"pid\":4243,\"fd\":9,\"local\":\"127.0.0.1:40001\",\"remote\":\"127.0.0.2:22\","
-		"\"mode\":\"tcp\",\"reason\":\"rule 2 says \\\"tcp\\\"\",\"link\":\"\","
+		"\"mode\":\"tcp\",\"state\":\"\",\"reason\":\"rule 2 says \\\"tcp\\\"\",\"link\":\"\","
 		"\"tx\":{\"bytes\":10,\"msgs\":{\"inline\":0,\"short\":0,\"long\":0},"
 		"\"queue_fill\":0},"
 		"\"rx\":{\"bytes\":20,\"msgs\":{\"inline\":0,\"short\":0,\"long\":0},"
@@ -99,21 +99,24 @@ static void test_key_endpoints(void **state)
 	char local[64], remote[64];
 
 	(void)state;
-	/* client 127.0.0.1:40000, server 127.0.0.2:5201 */
+	/* client 127.0.0.1:40000, server 127.0.0.2:5201 (port at 38..39) */
 	memcpy(key, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x01\x9c\x40", 18);
-	memcpy(key + 18, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x02\x14\x51", 18);
+	memcpy(key + 18, "\0\0\0\0\0\0\0\0\0\0\xff\xff\x7f\0\0\x02", 16);
+	key[38] = 0x14;
+	key[39] = 0x51;
 	tool_key_endpoints(key, false, local, remote, sizeof(local));
 	assert_string_equal(local, "127.0.0.1:40000");
 	assert_string_equal(remote, "127.0.0.2:5201");
 	tool_key_endpoints(key, true, local, remote, sizeof(local));
 	assert_string_equal(local, "127.0.0.2:5201");
 	assert_string_equal(remote, "127.0.0.1:40000");
-	/* IPv6 ::1 port 80 as the server */
-	memset(key + 18, 0, 18);
+	/* IPv6 ::1 port 80 as the server, port right after the address (older layout) */
+	memset(key + 18, 0, 22);
 	key[18 + 15] = 1;
 	key[18 + 17] = 80;
 	tool_key_endpoints(key, false, local, remote, sizeof(local));
 	assert_string_equal(remote, "[::1]:80");
+	assert_string_equal(local, "127.0.0.1:40000");
 }
 
 int main(void)
