@@ -10,6 +10,8 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs dev /dev
 echo "GUEST-UP $(uname -r)"
 /bin/ivshmem_xfer --list
+# `ntbsock check --pci` as a user would run it (present when run.sh found build/ntbsock)
+[ -x /bin/ntbsock ] && /bin/ntbsock check --pci 2>&1 | sed 's/^/GUEST-CHECK /'
 /bin/ivshmem_xfer --side 1 --device 1af4:1110 --window @WINDOW@ --bytes @BYTES@ \
 	--timeout @TIMEOUT@ --verbose
 echo "GUEST-EXIT rc=$?"

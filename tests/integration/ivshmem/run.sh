@@ -55,8 +55,12 @@ ROOT=$TMP/root
 mkdir -p "$ROOT/bin" "$ROOT/proc" "$ROOT/sys" "$ROOT/dev" "$ROOT/tmp" || fail "mkdir"
 cp "$BUSYBOX" "$ROOT/bin/busybox" || fail "copy busybox"
 cp "$XFER" "$ROOT/bin/ivshmem_xfer" || fail "copy $XFER"
-# The program's shared libraries and the dynamic loader, at their own paths.
-for lib in $(ldd "$XFER" | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}'); do
+# `ntbsock check --pci` runs in the guest too when the command is built.
+TOOL=$BUILD/ntbsock
+[ -x "$TOOL" ] && { cp "$TOOL" "$ROOT/bin/ntbsock" || fail "copy $TOOL"; }
+# The programs' shared libraries and the dynamic loader, at their own paths.
+for lib in $( (ldd "$XFER"; [ -x "$TOOL" ] && ldd "$TOOL") |
+		awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}' | sort -u); do
 	mkdir -p "$ROOT$(dirname "$lib")" && cp -L "$lib" "$ROOT$lib" || fail "copy $lib"
 done
 sed -e "s/@BYTES@/$BYTES/" -e "s/@WINDOW@/$WINDOW/" -e "s/@TIMEOUT@/$((GUEST_TIMEOUT - 20))/" \
@@ -111,6 +115,10 @@ grep -aq 'IVSHMEM-OPEN side=1 backend=pci .* db_fd=-95' "$TMP/guest.lines" ||
 	fail "guest: pci link did not open (or ntb_db_fd did not say -ENOTSUP)"
 grep -aq 'ntb/pci: mapped /sys/bus/pci/devices/.*/resource2_wc (67108864 bytes, WC)' \
 	"$TMP/guest.lines" || fail "guest: BAR2 (prefetchable) was not mapped through resource2_wc"
+if [ -x "$TOOL" ]; then
+	grep -aq 'GUEST-CHECK .*1af4:1110.*ivshmem' "$TMP/guest.lines" ||
+		fail "guest: ntbsock check --pci did not list the ivshmem device"
+fi
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 [ "$(field "$g" status)" = ok ] || fail "guest side failed: $g"
 [ "$(field "$h" status)" = ok ] || fail "host side failed (rc=$hrc): $h"
