@@ -88,7 +88,7 @@ static void pci_params(struct ntb_link_params *p, int side, const char *device)
 	p->side = side;
 	p->window_size = WIN;
 	p->heartbeat_ms = 20;
-	p->link_timeout_ms = 300;
+	p->link_timeout_ms = 2000;
 	snprintf(p->device, sizeof(p->device), "%s", device);
 }
 
@@ -100,7 +100,7 @@ static void shm_params(struct ntb_link_params *p, int side)
 	p->side = side;
 	p->window_size = WIN;
 	p->heartbeat_ms = 20;
-	p->link_timeout_ms = 300;
+	p->link_timeout_ms = 2000;
 	snprintf(p->path, sizeof(p->path), "%s", bar_path);
 }
 
