@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+/* Initialisation: resolve the real functions, load the config, choose active or pass-through.
+ * Runs from the constructor and, through pthread_once, from the first wrapper called. */
+#include "preload/pl_int.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+__thread int pl_depth __attribute__((tls_model("initial-exec")));
+_Atomic int pl_mode;
+struct conf *pl_conf;
+struct tp_params pl_tpp;
+
+static pthread_once_t pl_once = PTHREAD_ONCE_INIT;
+
+static void pl_resolve(void)
+{
+#define PL_CALL(name, ret, params, args)                                                 \
+	do {                                                                             \
+		void *p = dlsym(RTLD_NEXT, #name);                                       \
+		if (p)                                                                   \
+			*(void **)&pl_real.name = p;                                     \
+	} while (0);
+#include "preload/intercept.def"
+#undef PL_CALL
+}
+
+/* No config, or a broken one: say so once, at the level the environment asks for. */
+static void pl_env_log_level(void)
+{
+	const char *lv = getenv("NTBSOCK_LOG");
+	int l = lv && *lv ? log_parse_level(lv) : -EINVAL;
+	if (l >= 0)
+		log_set_level(l);
+	const char *lf = getenv("NTBSOCK_LOG_FILE");
+	if (lf && *lf)
+		log_set_file(lf);
+}
+
+static int pl_load_conf(void)
+{
+	char path[CONF_PATH_MAX + 1];
+	struct conf_error err;
+	struct conf *c = NULL;
+	int r;
+
+	pl_env_log_level();
+	r = conf_find_path(NULL, path, sizeof(path));
+	if (r == -ENOENT) {
+		LOG(LL_INFO, "no config (NTBSOCK_CONF unset, %s absent): all sockets use the kernel",
+		    CONF_DEFAULT_PATH);
+		return r;
+	}
+	if (r < 0) {
+		LOG(LL_WARN, "config path: %s: all sockets use the kernel", strerror(-r));
+		return r;
+	}
+	memset(&err, 0, sizeof(err));
+	r = conf_load(path, &c, &err);
+	if (r == 0)
+		r = conf_apply_env(c, &err);
+	if (r < 0) {
+		LOG(LL_WARN, "config %s: %s: all sockets use the kernel", path,
+		    err.text[0] ? err.text : strerror(-r));
+		conf_free(c);
+		return r;
+	}
+	log_set_level(c->log_level);
+	if (c->log_file[0])
+		log_set_file(c->log_file);
+	if (c->disabled) {
+		LOG(LL_INFO, "disabled (NTBSOCK_DISABLE=1): all sockets use the kernel");
+		conf_free(c);
+		return -ECANCELED;
+	}
+	pl_tp_params(&c->tunables, &pl_tpp);
+	pl_conf = c;
+	LOG(LL_DEBUG, "config %s: host %s, %d link(s), %d peer(s)", path, c->host_name, c->n_links,
+	    c->n_peers);
+	return 0;
+}
+
+void pl_init_once(void)
+{
+	int mode = PL_MODE_PASS;
+
+	PL_ENTER();
+	pl_resolve();
+	if (pl_load_conf() == 0) {
+		pl_fdtab_init();
+		if (pl_fds) {
+			mode = PL_MODE_ACTIVE;
+			pthread_atfork(NULL, NULL, pl_atfork_child);
+		}
+		else
+			LOG(LL_WARN, "out of memory for the fd table: all sockets use the kernel");
+	}
+	PL_LEAVE();
+	atomic_store_explicit(&pl_mode, mode, memory_order_release); /* pairs with pl_active() */
+}
+
+void pl_init_slow(void)
+{
+	pthread_once(&pl_once, pl_init_once);
+}
+
+__attribute__((constructor)) static void pl_ctor(void)
+{
+	if (!pl_depth)
+		pl_init_slow();
+}
+
+int64_t pl_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int pl_ms_left(int64_t deadline_ns)
+{
+	if (deadline_ns < 0)
+		return -1;
+	int64_t left = deadline_ns - pl_now_ns();
+	if (left <= 0)
+		return 0;
+	return (int)((left + 999999) / 1000000);
+}

@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: MIT */
+/* preload/ private header: the real-function table, init and recursion guard, the fd table
+ * (fd → struct pl_sock), links, and the entry points the wrapper files share. */
+#ifndef NTBSOCK_PRELOAD_PL_INT_H
+#define NTBSOCK_PRELOAD_PL_INT_H
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conf/conf.h"
+#include "transport/transport.h"
+#include "util/compiler.h"
+#include "util/log.h"
+
+/* --- real functions (generated from intercept.def) ------------------------------------------ */
+
+#define PL_CALL(name, ret, params, args) ret (*name) params;
+struct pl_real_table {
+#include "preload/intercept.def"
+};
+#undef PL_CALL
+
+/* Starts as the syscall() fallbacks (pl_sys.c); pl_init_once() overwrites each entry with the
+ * dlsym(RTLD_NEXT) result (one pointer-sized store each) before pl_mode is published. */
+extern struct pl_real_table pl_real;
+
+/* Recursion guard: > 0 while this thread runs our own code that may call libc (conf loading,
+ * transport calls); wrappers then go straight to the real function. */
+extern __thread int pl_depth __attribute__((tls_model("initial-exec")));
+
+/* 0: not initialised; 1: pass-through (no/broken config, disabled); 2: active. Published with
+ * release at the end of pl_init_once(), read with acquire by pl_init(). */
+extern _Atomic int pl_mode;
+enum { PL_MODE_NONE = 0, PL_MODE_PASS = 1, PL_MODE_ACTIVE = 2 };
+
+void pl_init_slow(void);
+
+/* Make sure init ran (constructor, else first wrapper). True when sockets may be NTB. */
+static inline bool pl_active(void)
+{
+	int m = atomic_load_explicit(&pl_mode, memory_order_acquire); /* pairs with pl_init_once */
+	if (unlikely(m == PL_MODE_NONE)) {
+		if (pl_depth)
+			return false;
+		pl_init_slow();
+		m = atomic_load_explicit(&pl_mode, memory_order_acquire);
+	}
+	return m == PL_MODE_ACTIVE && pl_depth == 0;
+}
+
+#define PL_ENTER() (pl_depth++)
+#define PL_LEAVE() (pl_depth--)
+
+/* Return R (>= 0) or set errno from a negative errno and return -1: the one place. */
+static inline long pl_ret(long r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+/* --- config and links ------------------------------------------------------------------------- */
+
+extern struct conf *pl_conf;        /* loaded config (active mode only) */
+extern struct tp_params pl_tpp;
+
+/* The transport link for conf link INDEX, opened on first use. With WAIT_UP, a link opened less
+ * than a moment ago is given the set-up timeout to come up. NULL when it cannot be opened. */
+struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh);
+
+/* Convert config structs to layer params (pl_setup.c). */
+void pl_link_params(const struct conf_link *cl, struct ntb_link_params *ret);
+void pl_tp_params(const struct conf_tunables *t, struct tp_params *ret);
+
+/* --- sockets ---------------------------------------------------------------------------------- */
+
+enum pl_kind { PL_LISTENER = 1, PL_CONN = 2, PL_EPOLL = 3 };
+enum pl_cstate { PL_CS_PENDING = 0, PL_CS_OPEN = 1, PL_CS_FAILED = 2 };
+
+struct pl_epoll;
+
+/* One tracked object, shared by every fd that refers to it (dup). Memory is type-stable: a
+ * freed pl_sock goes to a free list and is reused, never returned to malloc, so a lock-free
+ * lookup that races with a close can always read refs safely (see pl_sock_get()).
+ *
+ *   field        written by                          read by
+ *   refs         lookup (inc), put (dec)             everybody (atomic)
+ *   gen          alloc (before install)              epoll shadows
+ *   state        connect/check_pending (under lock)  data path (acquire)
+ *   nonblock     fcntl/ioctl wrappers                data path (relaxed)
+ *   others       set before the install (release), then read-only, or under lock */
+struct pl_sock {
+	_Atomic int refs;
+	_Atomic unsigned gen;
+	struct pl_sock *next_free;
+	enum pl_kind kind;
+	_Atomic int state;
+	_Atomic int nonblock;        /* O_NONBLOCK of the open file description */
+	_Atomic int rcvtimeo_ms;     /* SO_RCVTIMEO, 0 = none */
+	_Atomic int sndtimeo_ms;
+	_Atomic int linger_abort;    /* SO_LINGER on with 0 s: close resets */
+	_Atomic unsigned rx_gen;     /* bumped on every receive (edge-triggered epoll) */
+	_Atomic unsigned tx_gen;     /* bumped on every send */
+	pthread_mutex_t lock;
+	struct tp_conn *conn;
+	int link_index;
+	uint16_t port;               /* listener: advertised port */
+	int pending_err;             /* failed non-blocking connect: SO_ERROR once */
+	char desc[128];              /* "127.0.0.1:40000 -> 127.0.0.2:5201" for logs */
+	struct pl_epoll *ep;         /* PL_EPOLL */
+};
+
+struct pl_sock *pl_sock_alloc(enum pl_kind kind);
+void pl_sock_put(struct pl_sock *s);
+struct pl_sock *pl_sock_get(int fd);
+/* Install S at FD (takes a new reference); drops whatever was there. */
+void pl_fd_install(int fd, struct pl_sock *s);
+/* Remove FD's entry and return it (the caller owns the slot's reference), or NULL. */
+struct pl_sock *pl_fd_take(int fd);
+/* Drop a stale entry at a newly created FD. */
+static inline void pl_fd_fresh(int fd);
+int pl_fd_max(void);
+void pl_fdtab_init(void);
+void pl_fdtab_atfork_child(void);
+extern _Atomic(struct pl_sock *) *pl_fds;
+extern int pl_nfds;
+extern _Atomic int pl_nsocks;
+extern _Atomic int pl_fd_hi;   /* tracked objects alive: 0 → wrappers skip lookups */
+
+static inline void pl_fd_fresh(int fd)
+{
+	if (unlikely(pl_fds && fd >= 0 && fd < pl_nfds &&
+		     atomic_load_explicit(&pl_fds[fd], memory_order_relaxed))) {
+		struct pl_sock *s = pl_fd_take(fd);
+		if (s)
+			pl_sock_put(s);
+	}
+}
+
+/* Lookup on the data path: NULL for every fd that is not ours (one load). */
+static inline struct pl_sock *pl_lookup(int fd)
+{
+	if (likely(atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0))
+		return NULL;
+	if (!pl_active())
+		return NULL;
+	return pl_sock_get(fd);
+}
+
+/* A PENDING connection: see whether the kernel connect finished; confirm or fail. Returns the
+ * resulting state. */
+int pl_check_pending(struct pl_sock *s, int fd);
+
+/* True when S carries data over NTB (open connection). Resolves a pending connect first. */
+static inline bool pl_is_ntb(struct pl_sock *s, int fd)
+{
+	if (s->kind != PL_CONN)
+		return false;
+	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
+	if (unlikely(st == PL_CS_PENDING))
+		st = pl_check_pending(s, fd);
+	return st == PL_CS_OPEN;
+}
+
+/* --- set-up (pl_setup.c) --------------------------------------------------------------------- */
+
+void pl_init_once(void);
+int pl_connect(int fd, const struct sockaddr *addr, socklen_t len);
+void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags);
+void pl_listened(int fd);
+/* Build the canonical key: client address and port, then server address and port. IPv4 and
+ * IPv4-mapped IPv6 give the same key. -EAFNOSUPPORT for other families. */
+int pl_key_build(const struct sockaddr *client, const struct sockaddr *server,
+		 struct tp_key *ret_key);
+void pl_sock_release(struct pl_sock *s);
+void pl_atfork_child(void);
+/* Cache the socket options the data path needs (O_NONBLOCK, timeouts, linger) from FD. */
+void pl_sock_load_opts(struct pl_sock *s, int fd);
+
+/* --- data (pl_io.c) ---------------------------------------------------------------------------- */
+
+ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, int flags);
+ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, int flags);
+
+/* --- readiness (pl_poll.c) --------------------------------------------------------------------- */
+
+/* poll(2) bits of a tracked fd in user space (PL_CONN open, PL_EPOLL with ready entries). */
+unsigned pl_sock_revents(struct pl_sock *s, int fd);
+int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+		 const sigset_t *mask);
+void pl_epoll_free(struct pl_epoll *ep);
+
+/* Milliseconds left until DEADLINE_NS (CLOCK_MONOTONIC), -1 when none. */
+int64_t pl_now_ns(void);
+int pl_ms_left(int64_t deadline_ns);
+
+#endif

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: MIT
+/* Data calls: read/write/send/recv and their vector, message, multi-message, sendfile, splice
+ * and _FORTIFY_SOURCE variants. NTB connections go to the transport with kernel socket
+ * semantics (blocking, timeouts, flags, SIGPIPE); every other fd goes to libc unchanged. */
+#include "preload/pl_int.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PL_IOV_WIN 64
+
+static size_t iov_total(const struct iovec *iov, int iovcnt, bool *ret_bad)
+{
+	size_t t = 0;
+	*ret_bad = iovcnt < 0 || (iovcnt > 0 && !iov);
+	for (int i = 0; i < iovcnt && !*ret_bad; i++) {
+		if (t + iov[i].iov_len < t || iov[i].iov_len > SSIZE_MAX)
+			*ret_bad = true;
+		t += iov[i].iov_len;
+	}
+	if (t > SSIZE_MAX)
+		*ret_bad = true;
+	return t;
+}
+
+/* Up to PL_IOV_WIN entries of IOV starting at byte OFF, empty entries dropped. */
+static int iov_window(const struct iovec *iov, int iovcnt, size_t off, struct iovec *out)
+{
+	int i = 0, n = 0;
+
+	while (i < iovcnt && off >= iov[i].iov_len) {
+		off -= iov[i].iov_len;
+		i++;
+	}
+	for (; i < iovcnt && n < PL_IOV_WIN; i++) {
+		out[n].iov_base = (char *)iov[i].iov_base + off;
+		out[n].iov_len = iov[i].iov_len - off;
+		off = 0;
+		if (out[n].iov_len)
+			n++;
+	}
+	return n;
+}
+
+/* Where an I/O call on S goes: 1 NTB, 0 the kernel (not a connection, or a failed connect),
+ * or a negative errno while a connect is still in progress. */
+static int pl_route_io(struct pl_sock *s, int fd, bool nonblock)
+{
+	if (s->kind != PL_CONN)
+		return 0;
+	for (;;) {
+		int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
+		if (st == PL_CS_PENDING)
+			st = pl_check_pending(s, fd);
+		if (st == PL_CS_OPEN)
+			return 1;
+		if (st == PL_CS_FAILED)
+			return 0;
+		if (nonblock)
+			return -EAGAIN;
+		/* Never let a blocking kernel send run on it: bytes would enter the TCP stream. */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (pl_real.poll(&p, 1, -1) < 0 && errno == EINTR)
+			return -EINTR;
+	}
+}
+
+static int64_t deadline_of(int ms)
+{
+	return ms > 0 ? pl_now_ns() + (int64_t)ms * 1000000 : -1;
+}
+
+ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	bool bad;
+	size_t total = iov_total(iov, iovcnt, &bad), done = 0;
+	bool nb = (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+	int64_t deadline = -2;
+	struct iovec win[PL_IOV_WIN];
+
+	(void)fd;
+	if (bad)
+		return -EINVAL;
+	if (total == 0)
+		return 0;
+	PL_ENTER();
+	for (;;) {
+		const struct iovec *v = iov;
+		int n = iovcnt;
+		if (done || iovcnt > PL_IOV_WIN) {
+			n = iov_window(iov, iovcnt, done, win);
+			v = win;
+		}
+		ssize_t r = tp_send(s->conn, v, n);
+		if (r > 0) {
+			done += (size_t)r;
+			if (done >= total)
+				break;
+			continue;
+		}
+		if (r == 0 || r == -EAGAIN) {
+			if (nb)
+				break;
+			if (deadline == -2)
+				deadline = deadline_of(atomic_load_explicit(&s->sndtimeo_ms,
+									     memory_order_relaxed));
+			int w = tp_wait(s->conn, TP_EV_OUT | TP_EV_ERR | TP_EV_HUP, pl_ms_left(deadline));
+			if (w > 0)
+				continue;
+			if (w == 0)
+				r = -EAGAIN; /* SO_SNDTIMEO expired */
+			else
+				r = w;
+		}
+		if (done)
+			break;
+		PL_LEAVE();
+		if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
+			raise(SIGPIPE);
+		return r;
+	}
+	PL_LEAVE();
+	if (!done)
+		return -EAGAIN;
+	atomic_fetch_add_explicit(&s->tx_gen, 1, memory_order_relaxed);
+	return (ssize_t)done;
+}
+
+ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	bool bad;
+	size_t total = iov_total(iov, iovcnt, &bad), done = 0;
+	bool nb = (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
+	bool peek = flags & MSG_PEEK;
+	bool waitall = (flags & MSG_WAITALL) && !peek && !nb;
+	int64_t deadline = -2;
+	struct iovec win[PL_IOV_WIN];
+	ssize_t r = 0;
+
+	(void)fd;
+	if (bad)
+		return -EINVAL;
+	if (flags & MSG_OOB)
+		return -EINVAL;   /* no urgent data on an NTB stream, as the kernel without any */
+	if (flags & MSG_ERRQUEUE)
+		return -EAGAIN;
+	if (total == 0)
+		return 0;
+	PL_ENTER();
+	for (;;) {
+		const struct iovec *v = iov;
+		int n = iovcnt;
+		if (done || iovcnt > PL_IOV_WIN) {
+			n = iov_window(iov, iovcnt, done, win);
+			v = win;
+		}
+		r = tp_recv(s->conn, v, n, peek ? TP_RECV_PEEK : 0);
+		if (r > 0) {
+			done += (size_t)r;
+			if (!waitall || done >= total)
+				break;
+			continue;
+		}
+		if (r == 0)
+			break; /* end of stream */
+		if (r != -EAGAIN || nb || (done && !waitall))
+			break;
+		if (deadline == -2)
+			deadline = deadline_of(atomic_load_explicit(&s->rcvtimeo_ms, memory_order_relaxed));
+		int w = tp_wait(s->conn, TP_EV_IN | TP_EV_ERR | TP_EV_HUP | TP_EV_RDHUP,
+				pl_ms_left(deadline));
+		if (w > 0)
+			continue;
+		r = w == 0 ? -EAGAIN : w;
+		break;
+	}
+	PL_LEAVE();
+	if (done) {
+		if (!peek)
+			atomic_fetch_add_explicit(&s->rx_gen, 1, memory_order_relaxed);
+		return (ssize_t)done;
+	}
+	return r;
+}
+
+/* --- wrappers ------------------------------------------------------------------------------------ */
+
+/* Look FD up; when it is an NTB connection run EXPR (which uses s) and return its result the
+ * libc way; otherwise fall through to the real call after the macro. */
+#define PL_IO(fd, nonblock_flags, expr)                                                  \
+	do {                                                                             \
+		struct pl_sock *s = pl_lookup(fd);                                       \
+		if (unlikely(s != NULL)) {                                               \
+			bool nb_ = ((nonblock_flags) & MSG_DONTWAIT) ||                  \
+				   atomic_load_explicit(&s->nonblock, memory_order_relaxed); \
+			int how_ = pl_route_io(s, (fd), nb_);                            \
+			long r_ = how_ < 0 ? how_ : 0;                                   \
+			if (how_ > 0)                                                    \
+				r_ = (long)(expr);                                       \
+			pl_sock_put(s);                                                  \
+			if (how_ != 0)                                                   \
+				return pl_ret(r_);                                       \
+		}                                                                        \
+	} while (0)
+
+NTB_EXPORT ssize_t read(int fd, void *buf, size_t len)
+{
+	struct iovec v = { buf, len };
+	PL_IO(fd, 0, pl_recv(s, fd, &v, 1, 0));
+	return pl_real.read(fd, buf, len);
+}
+
+NTB_EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
+{
+	if (len > buflen)
+		abort(); /* what glibc's __chk_fail does, without its message */
+	return read(fd, buf, len);
+}
+
+NTB_EXPORT ssize_t write(int fd, const void *buf, size_t len)
+{
+	struct iovec v = { (void *)buf, len };
+	PL_IO(fd, 0, pl_send(s, fd, &v, 1, 0));
+	return pl_real.write(fd, buf, len);
+}
+
+NTB_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	PL_IO(fd, 0, pl_recv(s, fd, iov, iovcnt, 0));
+	return pl_real.readv(fd, iov, iovcnt);
+}
+
+NTB_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	PL_IO(fd, 0, pl_send(s, fd, iov, iovcnt, 0));
+	return pl_real.writev(fd, iov, iovcnt);
+}
+
+NTB_EXPORT ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	struct iovec v = { (void *)buf, len };
+	PL_IO(fd, flags, pl_send(s, fd, &v, 1, flags));
+	return pl_real.send(fd, buf, len, flags);
+}
+
+NTB_EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+	struct iovec v = { buf, len };
+	PL_IO(fd, flags, pl_recv(s, fd, &v, 1, flags));
+	return pl_real.recv(fd, buf, len, flags);
+}
+
+NTB_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flags)
+{
+	if (len > buflen)
+		abort();
+	return recv(fd, buf, len, flags);
+}
+
+NTB_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+			  __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	struct iovec v = { (void *)buf, len };
+	/* A connected stream ignores the address, as TCP does. */
+	PL_IO(fd, flags, pl_send(s, fd, &v, 1, flags));
+	return pl_real.sendto(fd, buf, len, flags, addr, alen);
+}
+
+static ssize_t recv_noaddr(struct pl_sock *s, int fd, void *buf, size_t len, int flags,
+			   socklen_t *alen)
+{
+	struct iovec v = { buf, len };
+	ssize_t r = pl_recv(s, fd, &v, 1, flags);
+	if (r >= 0 && alen)
+		*alen = 0; /* a stream has no source address per read: the kernel reports none */
+	return r;
+}
+
+NTB_EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR_ARG addr,
+			    socklen_t *alen)
+{
+	PL_IO(fd, flags, recv_noaddr(s, fd, buf, len, flags, alen));
+	return pl_real.recvfrom(fd, buf, len, flags, addr, alen);
+}
+
+NTB_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int flags,
+				  __SOCKADDR_ARG addr, socklen_t *alen)
+{
+	if (len > buflen)
+		abort();
+	return recvfrom(fd, buf, len, flags, addr, alen);
+}
+
+static ssize_t send_msg(struct pl_sock *s, int fd, const struct msghdr *msg, int flags)
+{
+	if (!msg)
+		return -EFAULT;
+	if (msg->msg_controllen)
+		return -EOPNOTSUPP; /* no ancillary data over NTB: fail clearly */
+	return pl_send(s, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+}
+
+static ssize_t recv_msg(struct pl_sock *s, int fd, struct msghdr *msg, int flags)
+{
+	if (!msg)
+		return -EFAULT;
+	ssize_t r = pl_recv(s, fd, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r >= 0) {
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return r;
+}
+
+NTB_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	PL_IO(fd, flags, send_msg(s, fd, msg, flags));
+	return pl_real.sendmsg(fd, msg, flags);
+}
+
+NTB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	PL_IO(fd, flags, recv_msg(s, fd, msg, flags));
+	return pl_real.recvmsg(fd, msg, flags);
+}
+
+static long send_mmsg(struct pl_sock *s, int fd, struct mmsghdr *vec, unsigned vlen, int flags)
+{
+	unsigned i;
+	for (i = 0; i < vlen && i < 1024; i++) {
+		ssize_t r = send_msg(s, fd, &vec[i].msg_hdr, flags);
+		if (r < 0)
+			return i ? (long)i : r;
+		vec[i].msg_len = (unsigned)r;
+	}
+	return (long)i;
+}
+
+static long recv_mmsg(struct pl_sock *s, int fd, struct mmsghdr *vec, unsigned vlen, int flags,
+		      struct timespec *tmo)
+{
+	int64_t deadline = tmo ? pl_now_ns() + tmo->tv_sec * 1000000000LL + tmo->tv_nsec : -1;
+	int f = flags & ~MSG_WAITFORONE;
+	unsigned i;
+
+	for (i = 0; i < vlen && i < 1024; i++) {
+		ssize_t r = recv_msg(s, fd, &vec[i].msg_hdr, f);
+		if (r < 0)
+			return i ? (long)i : r;
+		vec[i].msg_len = (unsigned)r;
+		if (r == 0)
+			return (long)i + 1;
+		if (flags & MSG_WAITFORONE)
+			f |= MSG_DONTWAIT;
+		if (deadline >= 0 && pl_now_ns() >= deadline)
+			return (long)i + 1;
+	}
+	return (long)i;
+}
+
+NTB_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	PL_IO(fd, flags, send_mmsg(s, fd, vec, vlen, flags));
+	return pl_real.sendmmsg(fd, vec, vlen, flags);
+}
+
+NTB_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+			struct timespec *tmo)
+{
+	PL_IO(fd, flags, recv_mmsg(s, fd, vec, vlen, flags, tmo));
+	return pl_real.recvmmsg(fd, vec, vlen, flags, tmo);
+}
+
+/* --- sendfile / splice onto (or from) an NTB socket ------------------------------------------ */
+
+#define PL_COPY_CHUNK (256 * 1024)
+
+/* Read from IN_FD at *POS (or its file position) and send; the file position / *POS advance
+ * by the bytes actually sent. */
+static long send_file(struct pl_sock *s, int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	off_t pos = offset ? *offset : lseek(in_fd, 0, SEEK_CUR);
+	bool seekable = offset || pos >= 0;
+	size_t chunk = count < PL_COPY_CHUNK ? count : PL_COPY_CHUNK;
+	size_t sent = 0;
+	long err = 0;
+	char *buf;
+
+	if (count == 0)
+		return 0;
+	buf = malloc(chunk);
+	if (!buf)
+		return -ENOMEM;
+	while (sent < count) {
+		size_t want = count - sent < chunk ? count - sent : chunk;
+		ssize_t n = seekable ? pread(in_fd, buf, want, pos + (off_t)sent)
+				     : pl_real.read(in_fd, buf, want);
+		if (n <= 0) {
+			err = n < 0 ? -errno : 0;
+			break;
+		}
+		struct iovec v = { buf, (size_t)n };
+		ssize_t w = pl_send(s, out_fd, &v, 1, sent ? MSG_NOSIGNAL : 0);
+		if (w < 0) {
+			err = w;
+			break;
+		}
+		sent += (size_t)w;
+		if (w < n)
+			break; /* non-blocking and the queue is full */
+	}
+	free(buf);
+	if (seekable) {
+		if (offset)
+			*offset = pos + (off_t)sent;
+		else
+			lseek(in_fd, pos + (off_t)sent, SEEK_SET);
+	}
+	return sent ? (long)sent : err;
+}
+
+NTB_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	PL_IO(out_fd, 0, send_file(s, out_fd, in_fd, offset, count));
+	return pl_real.sendfile(out_fd, in_fd, offset, count);
+}
+
+NTB_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
+{
+	PL_IO(out_fd, 0, send_file(s, out_fd, in_fd, (off_t *)offset, count));
+	return pl_real.sendfile64(out_fd, in_fd, offset, count);
+}
+
+/* Pipe → NTB: whatever is read from the pipe is sent completely (blocking), so nothing is lost. */
+static long splice_out(struct pl_sock *s, int out_fd, int in_fd, size_t len)
+{
+	size_t chunk = len < PL_COPY_CHUNK ? len : PL_COPY_CHUNK;
+	char *buf = malloc(chunk ? chunk : 1);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t n = pl_real.read(in_fd, buf, chunk);
+	long r = n < 0 ? -errno : 0;
+	size_t sent = 0;
+	while (n > 0 && sent < (size_t)n) {
+		struct iovec v = { buf + sent, (size_t)n - sent };
+		ssize_t w = pl_send(s, out_fd, &v, 1, 0);
+		if (w == -EAGAIN) {
+			PL_ENTER();
+			tp_wait(s->conn, TP_EV_OUT | TP_EV_ERR | TP_EV_HUP, -1);
+			PL_LEAVE();
+			continue;
+		}
+		if (w < 0) {
+			r = w;
+			break;
+		}
+		sent += (size_t)w;
+	}
+	free(buf);
+	return sent ? (long)sent : r;
+}
+
+/* NTB → pipe: peek, write what the pipe takes, then consume exactly that much. */
+static long splice_in(struct pl_sock *s, int in_fd, int out_fd, size_t len, unsigned flags)
+{
+	size_t chunk = len < PL_COPY_CHUNK ? len : PL_COPY_CHUNK;
+	char *buf = malloc(chunk ? chunk : 1);
+	if (!buf)
+		return -ENOMEM;
+	struct iovec v = { buf, chunk };
+	ssize_t n = pl_recv(s, in_fd, &v, 1, MSG_PEEK | ((flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0));
+	long r = n;
+	if (n > 0) {
+		ssize_t w = pl_real.write(out_fd, buf, (size_t)n);
+		if (w < 0) {
+			r = -errno;
+		} else {
+			v.iov_len = (size_t)w;
+			r = w ? pl_recv(s, in_fd, &v, 1, MSG_DONTWAIT) : 0;
+		}
+	}
+	free(buf);
+	return r;
+}
+
+NTB_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+			  unsigned int flags)
+{
+	PL_IO(fd_out, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0,
+	      off_in ? -ESPIPE : splice_out(s, fd_out, fd_in, len));
+	PL_IO(fd_in, (flags & SPLICE_F_NONBLOCK) ? MSG_DONTWAIT : 0,
+	      off_out ? -ESPIPE : splice_in(s, fd_in, fd_out, len, flags));
+	return pl_real.splice(fd_in, off_in, fd_out, off_out, len, flags);
+}

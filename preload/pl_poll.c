@@ -1,0 +1,717 @@
+// SPDX-License-Identifier: MIT
+/* Readiness: poll/ppoll/select/pselect/epoll over NTB fds mixed with kernel fds. NTB readiness
+ * is read in user space (tp_poll); when nothing is ready the thread spins for the configured
+ * budget, then sleeps in the real call with the transport's event fd added, and re-checks.
+ * epoll keeps a user-space shadow of the NTB fds registered in each epoll set. */
+#include "preload/pl_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PL_REV_KERNEL (1u << 31) /* this fd's readiness comes from the kernel (pending connect) */
+#define PL_SLEEP_CAP_MS 100      /* bound on a sleep: covers a wake-up another waiter consumed */
+#define PL_EP_TAG 0x6e7462736f636b21ULL /* epoll data of our event fd inside an epoll set */
+
+static unsigned tp_to_poll(unsigned ev)
+{
+	unsigned r = 0;
+	if (ev & TP_EV_IN)
+		r |= POLLIN | POLLRDNORM;
+	if (ev & TP_EV_OUT)
+		r |= POLLOUT | POLLWRNORM;
+	if (ev & TP_EV_RDHUP)
+		r |= POLLRDHUP;
+	if (ev & TP_EV_HUP)
+		r |= POLLHUP;
+	if (ev & TP_EV_ERR)
+		r |= POLLERR;
+	return r;
+}
+
+/* --- epoll shadow --------------------------------------------------------------------------------- */
+
+struct pl_ep_entry {
+	int fd;
+	struct pl_sock *s;   /* not a reference: validated against the fd table by gen */
+	unsigned gen;
+	uint32_t events;
+	epoll_data_t data;
+	bool disabled;       /* EPOLLONESHOT fired */
+	unsigned last;       /* EPOLLET: mask seen at the last wait */
+	unsigned rx_seen, tx_seen;
+};
+
+/* Who touches what: everything under LOCK (epoll_ctl and the waits of this set). */
+struct pl_epoll {
+	pthread_mutex_t lock;
+	struct pl_ep_entry *v;
+	int n, cap;
+	unsigned rr;         /* where the next collection starts (fairness) */
+	bool evfd_added;
+};
+
+void pl_epoll_free(struct pl_epoll *ep)
+{
+	if (!ep)
+		return;
+	free(ep->v);
+	free(ep);
+}
+
+static int ep_find(struct pl_epoll *ep, int fd)
+{
+	for (int i = 0; i < ep->n; i++)
+		if (ep->v[i].fd == fd)
+			return i;
+	return -1;
+}
+
+static void ep_remove(struct pl_epoll *ep, int i)
+{
+	ep->v[i] = ep->v[ep->n - 1];
+	ep->n--;
+}
+
+static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending);
+
+unsigned pl_sock_revents(struct pl_sock *s, int fd)
+{
+	if (s->kind == PL_EPOLL) {
+		if (!s->ep)
+			return PL_REV_KERNEL;
+		pthread_mutex_lock(&s->ep->lock);
+		unsigned m = ep_ready_mask(s->ep, NULL);
+		pthread_mutex_unlock(&s->ep->lock);
+		return m ? POLLIN : PL_REV_KERNEL;
+	}
+	if (s->kind != PL_CONN)
+		return PL_REV_KERNEL;
+	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
+	if (st == PL_CS_PENDING)
+		st = pl_check_pending(s, fd);
+	if (st != PL_CS_OPEN)
+		return PL_REV_KERNEL;
+	PL_ENTER();
+	unsigned ev = tp_poll(s->conn);
+	PL_LEAVE();
+	return tp_to_poll(ev);
+}
+
+/* Is S (found at FD) carried in user space? Failed connects and listeners are kernel fds. */
+static bool user_space(struct pl_sock *s)
+{
+	if (s->kind == PL_CONN)
+		return atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_FAILED;
+	return s->kind == PL_EPOLL && s->ep && s->ep->n > 0;
+}
+
+/* --- poll ------------------------------------------------------------------------------------------ */
+
+static int64_t ts_deadline(const struct timespec *tmo)
+{
+	if (!tmo)
+		return -1;
+	return pl_now_ns() + tmo->tv_sec * 1000000000LL + tmo->tv_nsec;
+}
+
+/* Sleep length for the real call: the time left, capped; 0 while spinning. */
+static int sleep_ms(int64_t deadline, int64_t spin_until, bool cap_short)
+{
+	int64_t now = pl_now_ns();
+	if (now < spin_until)
+		return 0;
+	int ms = pl_ms_left(deadline);
+	int cap = cap_short ? 1 : PL_SLEEP_CAP_MS;
+	if (ms < 0 || ms > cap)
+		ms = cap;
+	return ms;
+}
+
+static int64_t spin_deadline(void)
+{
+	return pl_now_ns() + (int64_t)pl_tpp.spin_us * 1000;
+}
+
+int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+		 const sigset_t *mask)
+{
+	struct pl_sock *sstack[32], **socks = sstack;
+	struct pollfd kstack[33], *kfds = kstack;
+	bool any = false;
+	int ret = 0;
+
+	if (nfds > 32) {
+		socks = calloc(nfds, sizeof(*socks));
+		kfds = calloc(nfds + 1, sizeof(*kfds));
+		if (!socks || !kfds) {
+			free(socks);
+			free(kfds);
+			return pl_real.ppoll(fds, nfds, tmo, mask);
+		}
+	}
+	for (nfds_t i = 0; i < nfds; i++) {
+		socks[i] = fds[i].fd >= 0 ? pl_sock_get(fds[i].fd) : NULL;
+		if (socks[i] && !user_space(socks[i])) {
+			pl_sock_put(socks[i]);
+			socks[i] = NULL;
+		}
+		any |= socks[i] != NULL;
+	}
+	if (!any) {
+		ret = pl_real.ppoll(fds, nfds, tmo, mask);
+		goto out;
+	}
+
+	int64_t deadline = ts_deadline(tmo);
+	int64_t spin_until = deadline == pl_now_ns() ? 0 : spin_deadline();
+	PL_ENTER();
+	int evfd = tp_event_fd();
+	PL_LEAVE();
+	for (;;) {
+		int nready = 0;
+		bool pending = false;
+
+		PL_ENTER();
+		tp_event_ack(); /* before the re-check: a doorbell after it makes evfd readable again */
+		PL_LEAVE();
+		for (nfds_t i = 0; i < nfds; i++) {
+			kfds[i] = fds[i];
+			kfds[i].revents = 0;
+			fds[i].revents = 0;
+			if (!socks[i])
+				continue;
+			unsigned rev = pl_sock_revents(socks[i], fds[i].fd);
+			if (rev & PL_REV_KERNEL) {
+				pending |= socks[i]->kind == PL_CONN;
+				continue; /* the kernel answers for it */
+			}
+			kfds[i].fd = -1;
+			fds[i].revents = (short)(rev & ((unsigned)fds[i].events | POLLERR | POLLHUP));
+			if (fds[i].revents)
+				nready++;
+		}
+		kfds[nfds].fd = evfd;
+		kfds[nfds].events = POLLIN;
+		kfds[nfds].revents = 0;
+		int ms = nready ? 0 : sleep_ms(deadline, spin_until, evfd < 0);
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+		int r = pl_real.ppoll(kfds, nfds + 1, &ts, mask);
+		if (r < 0) {
+			ret = nready ? nready : -1;
+			break;
+		}
+		for (nfds_t i = 0; r > 0 && i < nfds; i++) {
+			if (kfds[i].fd < 0 || !kfds[i].revents)
+				continue;
+			fds[i].revents = kfds[i].revents;
+			if (socks[i] && socks[i]->kind == PL_CONN) {
+				/* A pending connect completed: its readiness is now NTB's. */
+				unsigned rev = pl_sock_revents(socks[i], fds[i].fd);
+				if (!(rev & PL_REV_KERNEL))
+					fds[i].revents = (short)(rev & ((unsigned)fds[i].events |
+									POLLERR | POLLHUP));
+			}
+			if (fds[i].revents)
+				nready++;
+		}
+		(void)pending;
+		if (nready) {
+			ret = nready;
+			break;
+		}
+		if (deadline >= 0 && pl_now_ns() >= deadline) {
+			ret = 0;
+			break;
+		}
+	}
+out:
+	for (nfds_t i = 0; i < nfds; i++)
+		pl_sock_put(socks[i]);
+	if (socks != sstack) {
+		free(socks);
+		free(kfds);
+	}
+	return ret;
+}
+
+static bool poll_has_ours(struct pollfd *fds, nfds_t nfds)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 || !pl_active())
+		return false;
+	(void)fds;
+	(void)nfds;
+	return true;
+}
+
+NTB_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	if (!poll_has_ours(fds, nfds))
+		return pl_real.poll(fds, nfds, timeout);
+	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+	return pl_poll_impl(fds, nfds, timeout < 0 ? NULL : &ts, NULL);
+}
+
+NTB_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+		     const sigset_t *mask)
+{
+	if (!poll_has_ours(fds, nfds))
+		return pl_real.ppoll(fds, nfds, tmo, mask);
+	return pl_poll_impl(fds, nfds, tmo, mask);
+}
+
+NTB_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		abort();
+	return poll(fds, nfds, timeout);
+}
+
+NTB_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+			   const sigset_t *mask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		abort();
+	return ppoll(fds, nfds, tmo, mask);
+}
+
+/* --- select ----------------------------------------------------------------------------------------- */
+
+#define POLLIN_SET (POLLRDNORM | POLLRDBAND | POLLIN | POLLHUP | POLLERR)
+#define POLLOUT_SET (POLLWRBAND | POLLWRNORM | POLLOUT | POLLERR)
+
+static bool select_has_ours(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 || !pl_active())
+		return false;
+	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
+	for (int fd = 0; fd < nfds && fd < hi && fd < FD_SETSIZE; fd++) {
+		if (!((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))))
+			continue;
+		struct pl_sock *s = pl_sock_get(fd);
+		bool ours = s && user_space(s);
+		pl_sock_put(s);
+		if (ours)
+			return true;
+	}
+	return false;
+}
+
+static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
+		       const sigset_t *mask)
+{
+	struct pollfd pstack[64], *p = pstack;
+	int n = 0, cap = 64;
+
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+		if (rd && FD_ISSET(fd, rd))
+			ev |= POLLIN;
+		if (wr && FD_ISSET(fd, wr))
+			ev |= POLLOUT;
+		if (ex && FD_ISSET(fd, ex))
+			ev |= POLLPRI;
+		if (!ev)
+			continue;
+		if (n == cap) {
+			struct pollfd *np = malloc(sizeof(*np) * FD_SETSIZE);
+			if (!np)
+				return -ENOMEM;
+			memcpy(np, p, sizeof(*np) * (size_t)n);
+			p = np;
+			cap = FD_SETSIZE;
+		}
+		p[n].fd = fd;
+		p[n].events = ev;
+		p[n].revents = 0;
+		n++;
+	}
+	int r = pl_poll_impl(p, (nfds_t)n, tmo, mask);
+	if (r < 0) {
+		r = -errno;
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		if (p[i].revents & POLLNVAL) {
+			r = -EBADF;
+			goto out;
+		}
+	if (rd)
+		FD_ZERO(rd);
+	if (wr)
+		FD_ZERO(wr);
+	if (ex)
+		FD_ZERO(ex);
+	r = 0;
+	for (int i = 0; i < n; i++) {
+		if (rd && (p[i].events & POLLIN) && (p[i].revents & POLLIN_SET)) {
+			FD_SET(p[i].fd, rd);
+			r++;
+		}
+		if (wr && (p[i].events & POLLOUT) && (p[i].revents & POLLOUT_SET)) {
+			FD_SET(p[i].fd, wr);
+			r++;
+		}
+		if (ex && (p[i].events & POLLPRI) && (p[i].revents & POLLPRI)) {
+			FD_SET(p[i].fd, ex);
+			r++;
+		}
+	}
+out:
+	if (p != pstack)
+		free(p);
+	return r;
+}
+
+NTB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tmo)
+{
+	if (!select_has_ours(nfds, rd, wr, ex))
+		return pl_real.select(nfds, rd, wr, ex, tmo);
+	struct timespec ts, *tp = NULL;
+	if (tmo) {
+		if (tmo->tv_sec < 0 || tmo->tv_usec < 0)
+			return (int)pl_ret(-EINVAL);
+		ts.tv_sec = tmo->tv_sec;
+		ts.tv_nsec = tmo->tv_usec * 1000;
+		tp = &ts;
+	}
+	int64_t start = pl_now_ns();
+	int r = select_impl(nfds, rd, wr, ex, tp, NULL);
+	if (tmo) {
+		/* Linux writes back the time left. */
+		int64_t left = (int64_t)tmo->tv_sec * 1000000 + tmo->tv_usec -
+			       (pl_now_ns() - start) / 1000;
+		if (left < 0)
+			left = 0;
+		tmo->tv_sec = left / 1000000;
+		tmo->tv_usec = left % 1000000;
+	}
+	return (int)pl_ret(r);
+}
+
+NTB_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
+		       const sigset_t *mask)
+{
+	if (!select_has_ours(nfds, rd, wr, ex))
+		return pl_real.pselect(nfds, rd, wr, ex, tmo, mask);
+	return (int)pl_ret(select_impl(nfds, rd, wr, ex, tmo, mask));
+}
+
+/* --- epoll ------------------------------------------------------------------------------------------- */
+
+NTB_EXPORT int epoll_create(int size)
+{
+	bool act = pl_active();
+	int fd = pl_real.epoll_create(size);
+	if (act && fd >= 0)
+		pl_fd_fresh(fd);
+	return fd;
+}
+
+NTB_EXPORT int epoll_create1(int flags)
+{
+	bool act = pl_active();
+	int fd = pl_real.epoll_create1(flags);
+	if (act && fd >= 0)
+		pl_fd_fresh(fd);
+	return fd;
+}
+
+/* The shadow of EPFD, created on first use (a new PL_EPOLL object at EPFD). */
+static struct pl_sock *ep_get(int epfd, bool create)
+{
+	struct pl_sock *s = pl_sock_get(epfd);
+	if (s || !create)
+		return s;
+	s = pl_sock_alloc(PL_EPOLL);
+	if (!s)
+		return NULL;
+	s->ep = calloc(1, sizeof(*s->ep));
+	if (!s->ep) {
+		pl_sock_put(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->ep->lock, NULL);
+	pl_fd_install(epfd, s);
+	return s;
+}
+
+static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct pl_sock *t,
+			 struct epoll_event *ev)
+{
+	struct pl_epoll *ep = ep_s->ep;
+	int r = 0;
+
+	if (op != EPOLL_CTL_DEL && !ev)
+		return -EFAULT;
+	pthread_mutex_lock(&ep->lock);
+	int i = ep_find(ep, fd);
+	if (i >= 0 && (pl_fds[fd] != ep->v[i].s ||
+		       atomic_load_explicit(&ep->v[i].s->gen, memory_order_relaxed) != ep->v[i].gen)) {
+		ep_remove(ep, i); /* stale: the fd was closed and reused */
+		i = -1;
+	}
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (i >= 0) {
+			r = -EEXIST;
+			break;
+		}
+		if (ep->n == ep->cap) {
+			int nc = ep->cap ? ep->cap * 2 : 16;
+			struct pl_ep_entry *nv = realloc(ep->v, sizeof(*nv) * (size_t)nc);
+			if (!nv) {
+				r = -ENOMEM;
+				break;
+			}
+			ep->v = nv;
+			ep->cap = nc;
+		}
+		i = ep->n++;
+		memset(&ep->v[i], 0, sizeof(ep->v[i]));
+		ep->v[i].fd = fd;
+		ep->v[i].s = t;
+		ep->v[i].gen = atomic_load_explicit(&t->gen, memory_order_relaxed);
+		ep->v[i].events = ev->events;
+		ep->v[i].data = ev->data;
+		ep->v[i].rx_seen = atomic_load_explicit(&t->rx_gen, memory_order_relaxed) - 1;
+		ep->v[i].tx_seen = atomic_load_explicit(&t->tx_gen, memory_order_relaxed) - 1;
+		break;
+	case EPOLL_CTL_MOD:
+		if (i < 0) {
+			r = -ENOENT;
+			break;
+		}
+		ep->v[i].events = ev->events;
+		ep->v[i].data = ev->data;
+		ep->v[i].disabled = false;
+		ep->v[i].last = 0;
+		break;
+	case EPOLL_CTL_DEL:
+		if (i < 0)
+			r = -ENOENT;
+		else
+			ep_remove(ep, i);
+		break;
+	default:
+		r = -EINVAL;
+	}
+	if (r == 0 && !ep->evfd_added) {
+		PL_ENTER();
+		int evfd = tp_event_fd();
+		PL_LEAVE();
+		struct epoll_event e = { .events = EPOLLIN, .data.u64 = PL_EP_TAG };
+		if (evfd >= 0 && pl_real.epoll_ctl(epfd, EPOLL_CTL_ADD, evfd, &e) == 0)
+			ep->evfd_added = true;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return r;
+}
+
+NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct pl_sock *t = pl_lookup(fd);
+	if (!t)
+		return pl_real.epoll_ctl(epfd, op, fd, ev);
+	if (!(t->kind == PL_CONN || (t->kind == PL_EPOLL && t->ep)) ||
+	    (t->kind == PL_CONN &&
+	     atomic_load_explicit(&t->state, memory_order_acquire) == PL_CS_FAILED)) {
+		pl_sock_put(t);
+		return pl_real.epoll_ctl(epfd, op, fd, ev);
+	}
+	if (fd == epfd) {
+		pl_sock_put(t);
+		return (int)pl_ret(-EINVAL);
+	}
+	int r = 0;
+	if (t->kind == PL_EPOLL) {
+		/* A nested epoll set: the kernel sees its kernel fds, the shadow its NTB fds. */
+		r = pl_real.epoll_ctl(epfd, op, fd, ev);
+		if (r < 0) {
+			pl_sock_put(t);
+			return r;
+		}
+	}
+	struct pl_sock *ep_s = ep_get(epfd, op == EPOLL_CTL_ADD);
+	if (!ep_s || ep_s->kind != PL_EPOLL || !ep_s->ep) {
+		r = ep_s ? -EINVAL : (op == EPOLL_CTL_ADD ? -ENOMEM : -ENOENT);
+	} else {
+		r = ep_ctl_shadow(epfd, ep_s, op, fd, t, ev);
+	}
+	pl_sock_put(ep_s);
+	pl_sock_put(t);
+	return (int)pl_ret(r);
+}
+
+/* Under ep->lock: OR of the poll bits of every enabled entry that is ready now (for nesting). */
+static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending)
+{
+	unsigned m = 0;
+	for (int i = 0; i < ep->n; i++) {
+		struct pl_ep_entry *e = &ep->v[i];
+		if (e->disabled)
+			continue;
+		unsigned rev = pl_sock_revents(e->s, e->fd);
+		if (rev & PL_REV_KERNEL) {
+			if (ret_pending && e->s->kind == PL_CONN)
+				*ret_pending = true;
+			continue;
+		}
+		m |= rev & (e->events | EPOLLERR | EPOLLHUP);
+	}
+	return m;
+}
+
+/* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. */
+static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, bool *ret_pending)
+{
+	int n = 0;
+	int cnt = ep->n;
+
+	for (int k = 0; k < cnt && n < max && ep->n > 0; k++) {
+		int i = (int)((ep->rr + (unsigned)k) % (unsigned)ep->n);
+		struct pl_ep_entry *e = &ep->v[i];
+		struct pl_sock *cur = pl_sock_get(e->fd);
+		bool valid = cur == e->s &&
+			     atomic_load_explicit(&e->s->gen, memory_order_relaxed) == e->gen;
+		if (!valid) {
+			/* Closed: the kernel drops closed fds from epoll sets, so do we. */
+			pl_sock_put(cur);
+			ep_remove(ep, i);
+			cnt--;
+			k--;
+			continue;
+		}
+		if (e->disabled) {
+			pl_sock_put(cur);
+			continue;
+		}
+		unsigned rev = pl_sock_revents(cur, e->fd);
+		if (rev & PL_REV_KERNEL) {
+			if (cur->kind == PL_CONN)
+				*ret_pending = true;
+			pl_sock_put(cur);
+			continue;
+		}
+		unsigned want = rev & (e->events | EPOLLERR | EPOLLHUP);
+		unsigned report = want;
+		if (e->events & EPOLLET) {
+			unsigned rx = atomic_load_explicit(&cur->rx_gen, memory_order_relaxed);
+			unsigned tx = atomic_load_explicit(&cur->tx_gen, memory_order_relaxed);
+			unsigned edge = want & ~e->last;
+			/* Data consumed or sent since the last report: a new edge may have passed
+			 * unseen between two waits, so report again (spurious ET events are allowed,
+			 * lost ones are not). */
+			if ((want & EPOLLIN) && rx != e->rx_seen)
+				edge |= EPOLLIN;
+			if ((want & EPOLLOUT) && tx != e->tx_seen)
+				edge |= EPOLLOUT;
+			e->last = want;
+			e->rx_seen = rx;
+			e->tx_seen = tx;
+			report = edge ? want : 0;
+		}
+		pl_sock_put(cur);
+		if (!report)
+			continue;
+		evs[n].events = report;
+		evs[n].data = e->data;
+		n++;
+		if (e->events & EPOLLONESHOT)
+			e->disabled = true;
+	}
+	ep->rr++;
+	return n;
+}
+
+/* Drop our event fd's entries from a kernel result; returns the new count. */
+static int ep_filter(struct epoll_event *evs, int n, bool *ret_woken)
+{
+	int j = 0;
+	for (int i = 0; i < n; i++) {
+		if (evs[i].data.u64 == PL_EP_TAG) {
+			*ret_woken = true;
+			continue;
+		}
+		evs[j++] = evs[i];
+	}
+	return j;
+}
+
+#define PL_EP_NOT_OURS (-1000)
+
+static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo,
+		   const sigset_t *mask)
+{
+	struct pl_sock *s = pl_lookup(epfd);
+
+	if (!s || s->kind != PL_EPOLL || !s->ep) {
+		pl_sock_put(s);
+		return PL_EP_NOT_OURS;
+	}
+	if (max <= 0 || !evs) {
+		pl_sock_put(s);
+		return (int)pl_ret(-EINVAL);
+	}
+	struct pl_epoll *ep = s->ep;
+	int64_t deadline = ts_deadline(tmo);
+	int64_t spin_until = (tmo && !tmo->tv_sec && !tmo->tv_nsec) ? 0 : spin_deadline();
+	int ret;
+
+	for (;;) {
+		bool pending = false, woken = false;
+		PL_ENTER();
+		tp_event_ack(); /* before the re-check (see pl_poll_impl) */
+		PL_LEAVE();
+		pthread_mutex_lock(&ep->lock);
+		int n = ep_collect(ep, evs, max, &pending);
+		bool evfd_ok = ep->evfd_added;
+		pthread_mutex_unlock(&ep->lock);
+		int ms = n ? 0 : sleep_ms(deadline, spin_until, pending || !evfd_ok);
+		int r = pl_real.epoll_pwait(epfd, evs + n, max - n, ms, mask);
+		if (r < 0) {
+			ret = n ? n : -1;
+			break;
+		}
+		r = ep_filter(evs + n, r, &woken);
+		if (n + r > 0) {
+			ret = n + r;
+			break;
+		}
+		if (deadline >= 0 && pl_now_ns() >= deadline) {
+			ret = 0;
+			break;
+		}
+	}
+	pl_sock_put(s);
+	return ret;
+}
+
+NTB_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int maxevents, int timeout)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+		return pl_real.epoll_wait(epfd, evs, maxevents, timeout);
+	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+	int r = ep_wait(epfd, evs, maxevents, timeout < 0 ? NULL : &ts, NULL);
+	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_wait(epfd, evs, maxevents, timeout);
+}
+
+NTB_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int maxevents, int timeout,
+			   const sigset_t *mask)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+		return pl_real.epoll_pwait(epfd, evs, maxevents, timeout, mask);
+	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+	int r = ep_wait(epfd, evs, maxevents, timeout < 0 ? NULL : &ts, mask);
+	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_pwait(epfd, evs, maxevents, timeout, mask);
+}
+
+NTB_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int maxevents,
+			    const struct timespec *tmo, const sigset_t *mask)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+		return pl_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
+	int r = ep_wait(epfd, evs, maxevents, tmo, mask);
+	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
+}

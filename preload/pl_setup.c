@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: MIT
+/* Connection set-up (DESIGN.md §5): route a connect() to ntb or tcp, reserve the NTB path
+ * before the kernel connect, attach accepted connections, advertise listeners, and log one
+ * line per connection saying which path it took and why. */
+#include "preload/pl_int.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+
+/* --- config → layer parameters --------------------------------------------------------------- */
+
+void pl_link_params(const struct conf_link *cl, struct ntb_link_params *p)
+{
+	ntb_link_params_init(p);
+	snprintf(p->name, sizeof(p->name), "%s", cl->name);
+	p->backend = cl->backend == CONF_BACKEND_PCI ? NTB_BACKEND_PCI : NTB_BACKEND_SHM;
+	p->side = cl->side;
+	p->window_size = cl->window_size;
+	snprintf(p->path, sizeof(p->path), "%s", cl->path);
+	p->mode = cl->mode;
+	p->group = cl->group;
+	p->allow_foreign_owner = cl->allow_foreign_owner;
+	snprintf(p->device, sizeof(p->device), "%s", cl->device);
+	p->bar = cl->bar;
+	p->heartbeat_ms = cl->heartbeat_ms;
+	p->link_timeout_ms = cl->link_timeout_ms;
+	p->fault.enabled = cl->fault.enabled;
+	p->fault.drop = cl->fault.drop;
+	p->fault.corrupt = cl->fault.corrupt;
+	p->fault.delay_us = cl->fault.delay_us;
+	p->fault.seed = cl->fault.seed;
+}
+
+void pl_tp_params(const struct conf_tunables *t, struct tp_params *p)
+{
+	tp_params_init(p);
+	p->queue_size = t->queue_size;
+	p->inline_slots = t->inline_slots;
+	p->inline_max = t->inline_max;
+	p->short_max = t->short_max;
+	p->contexts = t->contexts;
+	p->cnct_timeout_ms = t->cnct_timeout_ms;
+	p->send_timeout_ms = t->send_timeout_ms;
+	p->recv_timeout_ms = t->recv_timeout_ms;
+	p->detect_timeout_ms = t->detect_timeout_ms;
+	p->max_err = t->max_err;
+	p->spin_us = t->spin_us;
+	p->setup_timeout_ms = t->setup_timeout_ms;
+}
+
+/* --- links --------------------------------------------------------------------------------------- */
+
+struct pl_link {
+	struct tp_link *tp;
+	int64_t opened_ns;
+	int64_t failed_ns;   /* last open failure: retried after a second */
+};
+static struct pl_link pl_links[CONF_MAX_LINKS];
+static pthread_mutex_t pl_link_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define PL_FRESH_NS 3000000000LL /* a link opened this recently may still be coming up */
+
+struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh)
+{
+	struct tp_link *tl;
+	int64_t now = pl_now_ns();
+
+	if (!pl_conf || index < 0 || index >= pl_conf->n_links || index >= CONF_MAX_LINKS)
+		return NULL;
+	pthread_mutex_lock(&pl_link_lock);
+	struct pl_link *l = &pl_links[index];
+	if (!l->tp && (!l->failed_ns || now - l->failed_ns > 1000000000LL)) {
+		struct ntb_link_params lp;
+		pl_link_params(&pl_conf->links[index], &lp);
+		PL_ENTER();
+		int r = tp_link_open(&lp, &pl_tpp, &l->tp);
+		PL_LEAVE();
+		if (r < 0) {
+			l->tp = NULL;
+			l->failed_ns = now;
+			const char *d = ntb_strerror_detail();
+			bool has = d && *d;
+			LOG(LL_WARN, "link %s: cannot open: %s%s%s", lp.name, strerror(-r),
+			    has ? ": " : "", has ? d : "");
+		} else {
+			l->opened_ns = now;
+			LOG(LL_DEBUG, "link %s: opened", lp.name);
+		}
+	}
+	tl = l->tp;
+	bool fresh = tl && now - l->opened_ns < PL_FRESH_NS;
+	pthread_mutex_unlock(&pl_link_lock);
+	if (tl && wait_up && fresh && !tp_link_is_up(tl)) {
+		int ms = (int)pl_tpp.setup_timeout_ms;
+		PL_ENTER();
+		ntb_link_wait_up(tp_link_ntb(tl), ms > 0 ? ms : 1000);
+		PL_LEAVE();
+	}
+	if (ret_fresh)
+		*ret_fresh = fresh;
+	return tl;
+}
+
+/* --- keys ----------------------------------------------------------------------------------------- */
+
+/* 16-byte address (IPv4 as IPv4-mapped IPv6) at ADDR, port in network order at PORT. */
+static int key_part(const struct sockaddr *sa, uint8_t *addr, uint8_t *port)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		memcpy(addr, mapped, 12);
+		memcpy(addr + 12, &in->sin_addr, 4);
+		memcpy(port, &in->sin_port, 2);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		memcpy(addr, &in6->sin6_addr, 16);
+		memcpy(port, &in6->sin6_port, 2);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+/* Layout (transport reads only the server port, tp_key_server_port()): 0..15 client address,
+ * 16..17 client port, 18..33 server address, 34..37 zero, 38..39 server port. */
+int pl_key_build(const struct sockaddr *client, const struct sockaddr *server,
+		 struct tp_key *ret_key)
+{
+	struct tp_key k;
+
+	memset(&k, 0, sizeof(k));
+	if (!client || !server || key_part(client, k.bytes, k.bytes + 16) < 0 ||
+	    key_part(server, k.bytes + 18, k.bytes + TP_KEY_PORT_OFF) < 0)
+		return -EAFNOSUPPORT;
+	*ret_key = k;
+	return 0;
+}
+
+static void addr_str(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, a, sizeof(a));
+		port = ntohs(in->sin_port);
+		snprintf(buf, len, "%s:%u", a, port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, a, sizeof(a));
+		port = ntohs(in6->sin6_port);
+		snprintf(buf, len, "[%s]:%u", a, port);
+	} else {
+		snprintf(buf, len, "?");
+	}
+}
+
+static void desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to)
+{
+	char a[60], b[60];
+	addr_str(from, a, sizeof(a));
+	addr_str(to, b, sizeof(b));
+	snprintf(buf, len, "%s -> %s", a, b);
+}
+
+static uint16_t sa_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
+}
+
+static bool sa_is_any(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+	if (sa->sa_family == AF_INET6)
+		return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+	return true;
+}
+
+static bool is_tcp_stream(int fd)
+{
+	int type = 0, proto = 0;
+	socklen_t l1 = sizeof(type), l2 = sizeof(proto);
+
+	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l1) < 0 || type != SOCK_STREAM)
+		return false;
+	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l2) < 0)
+		return false;
+	return proto == IPPROTO_TCP;
+}
+
+/* Bind FD to this host's address (family of DST, ephemeral port) so the 4-tuple is known
+ * before the kernel connect, and the peer recognises our source address. */
+static int bind_host_addr(int fd, const struct sockaddr *dst)
+{
+	int fam_sock = dst->sa_family;
+	bool want_v4 = dst->sa_family == AF_INET ||
+		       (dst->sa_family == AF_INET6 &&
+			IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)dst)->sin6_addr));
+
+	for (int i = 0; i < pl_conf->n_host_addrs; i++) {
+		const struct conf_addr *ha = &pl_conf->host_addrs[i];
+		struct sockaddr_storage ss;
+		socklen_t len;
+
+		memset(&ss, 0, sizeof(ss));
+		if (want_v4 && ha->family == AF_INET && fam_sock == AF_INET) {
+			struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+			in->sin_family = AF_INET;
+			in->sin_addr = ha->u.v4;
+			len = sizeof(*in);
+		} else if (want_v4 && ha->family == AF_INET && fam_sock == AF_INET6) {
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+			in6->sin6_family = AF_INET6;
+			in6->sin6_addr.s6_addr[10] = 0xff;
+			in6->sin6_addr.s6_addr[11] = 0xff;
+			memcpy(&in6->sin6_addr.s6_addr[12], &ha->u.v4, 4);
+			len = sizeof(*in6);
+		} else if (!want_v4 && ha->family == AF_INET6 && fam_sock == AF_INET6) {
+			struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+			in6->sin6_family = AF_INET6;
+			in6->sin6_addr = ha->u.v6;
+			len = sizeof(*in6);
+		} else {
+			continue;
+		}
+		if (pl_real.bind(fd, (struct sockaddr *)&ss, len) == 0)
+			return 0;
+		return -errno;
+	}
+	return -EADDRNOTAVAIL;
+}
+
+static const char *route_reason_tcp(const struct conf_route *rt)
+{
+	return rt->reason[0] ? rt->reason : "rule says tcp";
+}
+
+static void set_state(struct pl_sock *s, int st)
+{
+	/* release pairs with the acquire in pl_is_ntb(): conn is set before. */
+	atomic_store_explicit(&s->state, st, memory_order_release);
+}
+
+static int tv_ms(const struct timeval *tv)
+{
+	int64_t ms = (int64_t)tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000;
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
+void pl_sock_load_opts(struct pl_sock *s, int fd)
+{
+	struct timeval tv;
+	struct linger lg;
+	socklen_t l;
+	int saved = errno;
+
+	int fl = pl_real.fcntl(fd, F_GETFL);
+	atomic_store_explicit(&s->nonblock, fl >= 0 && (fl & O_NONBLOCK), memory_order_relaxed);
+	l = sizeof(tv);
+	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0)
+		atomic_store_explicit(&s->rcvtimeo_ms, tv_ms(&tv), memory_order_relaxed);
+	l = sizeof(tv);
+	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0)
+		atomic_store_explicit(&s->sndtimeo_ms, tv_ms(&tv), memory_order_relaxed);
+	l = sizeof(lg);
+	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0)
+		atomic_store_explicit(&s->linger_abort, lg.l_onoff && lg.l_linger == 0,
+				      memory_order_relaxed);
+	errno = saved;
+}
+
+/* --- connect ------------------------------------------------------------------------------------- */
+
+/* Returns the kernel connect's result the libc way (0 or -1 + errno), having tried NTB first. */
+int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
+{
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	struct conf_route rt;
+	enum tp_reason why = TP_REASON_NONE;
+	const char *reason = NULL;
+	struct tp_conn *conn = NULL;
+	struct tp_link *link;
+	struct tp_key key;
+	char desc[128];
+	int saved_errno = errno;
+	int r;
+
+	if (!is_tcp_stream(fd)) {
+		errno = saved_errno;
+		return pl_real.connect(fd, dst, dlen);
+	}
+
+	PL_ENTER();
+	r = conf_route(pl_conf, dst, dlen, &rt);
+	PL_LEAVE();
+	addr_str(dst, desc, sizeof(desc));
+	if (r < 0 || rt.action != CONF_ACTION_NTB) {
+		LOG(LL_INFO, "fd %d -> %s: tcp (%s)", fd, desc,
+		    r < 0 ? "not an IP address" : route_reason_tcp(&rt));
+		errno = saved_errno;
+		return pl_real.connect(fd, dst, dlen);
+	}
+	bool fresh = false;
+	link = pl_link_get(rt.link_index, true, &fresh);
+	if (!link || !tp_link_is_up(link)) {
+		why = TP_REASON_LINK_DOWN;
+		goto tcp;
+	}
+	uint16_t port = sa_port(dst);
+	if (!tp_peer_listens(link, port)) {
+		/* A link that just came up may not have the peer's listeners yet. */
+		int64_t until = pl_now_ns() + (int64_t)pl_tpp.setup_timeout_ms * 1000000;
+		bool ok = false;
+		while (fresh && pl_now_ns() < until && !(ok = tp_peer_listens(link, port)))
+			usleep(1000);
+		if (!ok) {
+			why = TP_REASON_NO_LISTENER;
+			goto tcp;
+		}
+	}
+	if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
+		reason = "getsockname failed";
+		goto tcp;
+	}
+	if (sa_port((struct sockaddr *)&local) == 0) {
+		r = bind_host_addr(fd, dst);
+		if (r < 0) {
+			reason = r == -EADDRNOTAVAIL ? "no host address of that family"
+						     : "cannot bind the host address";
+			goto tcp;
+		}
+		llen = sizeof(local);
+		if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
+			reason = "getsockname failed";
+			goto tcp;
+		}
+	} else if (sa_is_any((struct sockaddr *)&local)) {
+		reason = "socket bound to the wildcard address";
+		goto tcp;
+	}
+	desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
+	if (pl_key_build((struct sockaddr *)&local, dst, &key) < 0) {
+		reason = "not an IP address";
+		goto tcp;
+	}
+	PL_ENTER();
+	r = tp_connect(link, &key, (int)pl_tpp.setup_timeout_ms, &conn, &why);
+	PL_LEAVE();
+	if (r < 0) {
+		if (why == TP_REASON_NONE)
+			why = TP_REASON_LOCAL_ERROR;
+		goto tcp;
+	}
+
+	struct pl_sock *s = pl_sock_alloc(PL_CONN);
+	if (!s) {
+		tp_abort(conn);
+		reason = "out of memory";
+		goto tcp;
+	}
+	pl_sock_load_opts(s, fd);
+	s->conn = conn;
+	s->link_index = rt.link_index;
+	snprintf(s->desc, sizeof(s->desc), "%s", desc);
+	pl_fd_install(fd, s);
+	PL_ENTER();
+	tp_conn_set_owner(conn, (int)getpid(), fd);
+	PL_LEAVE();
+
+	errno = saved_errno;
+	r = pl_real.connect(fd, dst, dlen);
+	if (r == 0) {
+		PL_ENTER();
+		r = tp_conn_confirm(conn);
+		PL_LEAVE();
+		if (r < 0) {
+			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
+			    strerror(-r));
+			struct pl_sock *t = pl_fd_take(fd);
+			set_state(s, PL_CS_FAILED);
+			pl_sock_put(t);
+			pl_sock_put(s);
+			errno = saved_errno;
+			return 0;
+		}
+		set_state(s, PL_CS_OPEN);
+		LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, desc, pl_conf->links[rt.link_index].name);
+		pl_sock_put(s);
+		errno = saved_errno;
+		return 0;
+	}
+	int e = errno;
+	if (e == EINPROGRESS || e == EINTR || e == EALREADY) {
+		/* Completes in the background: confirmed by pl_check_pending(). */
+		pl_sock_put(s);
+		errno = e;
+		return -1;
+	}
+	struct pl_sock *t = pl_fd_take(fd);
+	pl_sock_put(t);       /* releases conn: tp_abort (state is still PENDING) */
+	pl_sock_put(s);
+	errno = e;
+	return -1;
+
+tcp:
+	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, desc, reason ? reason : tp_reason_str(why));
+	if (pl_conf->fallback == CONF_FALLBACK_ERROR) {
+		errno = why == TP_REASON_LINK_DOWN ? ENETUNREACH : ECONNREFUSED;
+		return -1;
+	}
+	errno = saved_errno;
+	return pl_real.connect(fd, dst, dlen);
+}
+
+int pl_check_pending(struct pl_sock *s, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int st;
+
+	pthread_mutex_lock(&s->lock);
+	st = atomic_load_explicit(&s->state, memory_order_acquire);
+	if (st != PL_CS_PENDING)
+		goto out;
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	if (pl_real.poll(&p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR | POLLHUP)))
+		goto out;
+	if (pl_real.getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		PL_ENTER();
+		int r = tp_conn_confirm(s->conn);
+		PL_LEAVE();
+		if (r == 0) {
+			st = PL_CS_OPEN;
+			LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, s->desc,
+			    pl_conf->links[s->link_index].name);
+		} else {
+			st = PL_CS_FAILED;
+			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, s->desc,
+			    strerror(-r));
+		}
+	} else {
+		int err = 0;
+		socklen_t el = sizeof(err);
+		pl_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		s->pending_err = err ? err : ECONNREFUSED;
+		st = PL_CS_FAILED;
+		LOG(LL_DEBUG, "fd %d %s: connect failed: %s", fd, s->desc, strerror(s->pending_err));
+	}
+	if (st == PL_CS_FAILED) {
+		PL_ENTER();
+		tp_abort(s->conn);
+		PL_LEAVE();
+		s->conn = NULL;
+	}
+	set_state(s, st);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return st;
+}
+
+/* --- accept / listen ----------------------------------------------------------------------------- */
+
+void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
+{
+	struct sockaddr_storage cli, srv;
+	socklen_t cl = sizeof(cli), sl = sizeof(srv);
+	const struct conf_peer *peer;
+	struct tp_conn *conn = NULL;
+	struct tp_key key;
+	char desc[128] = "?";
+	const char *reason = NULL;
+	int r;
+
+	(void)listener;
+	if (pl_real.getpeername(nfd, (struct sockaddr *)&cli, &cl) < 0 ||
+	    pl_real.getsockname(nfd, (struct sockaddr *)&srv, &sl) < 0) {
+		reason = "getpeername failed";
+		goto tcp;
+	}
+	desc_pair(desc, sizeof(desc), (struct sockaddr *)&srv, (struct sockaddr *)&cli);
+	PL_ENTER();
+	peer = conf_peer_by_addr(pl_conf, (struct sockaddr *)&cli);
+	PL_LEAVE();
+	if (!peer) {
+		reason = "not configured: no peer for the client address";
+		goto tcp;
+	}
+	struct tp_link *link = pl_link_get(peer->link_index, false, NULL);
+	if (!link) {
+		reason = tp_reason_str(TP_REASON_LINK_DOWN);
+		goto tcp;
+	}
+	if (pl_key_build((struct sockaddr *)&cli, (struct sockaddr *)&srv, &key) < 0) {
+		reason = "not an IP address";
+		goto tcp;
+	}
+	PL_ENTER();
+	r = tp_attach(link, &key, &conn);
+	PL_LEAVE();
+	if (r == -ENOENT) {
+		reason = "client did not set up ntb";
+		goto tcp;
+	}
+	if (r < 0) {
+		reason = "peer error";
+		goto tcp;
+	}
+	struct pl_sock *s = pl_sock_alloc(PL_CONN);
+	if (!s) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		reason = "out of memory";
+		goto tcp;
+	}
+	s->conn = conn;
+	s->link_index = peer->link_index;
+	snprintf(s->desc, sizeof(s->desc), "%s", desc);
+	pl_sock_load_opts(s, nfd);
+	atomic_store_explicit(&s->nonblock, !!(flags & SOCK_NONBLOCK), memory_order_relaxed);
+	atomic_store_explicit(&s->state, PL_CS_OPEN, memory_order_relaxed);
+	pl_fd_install(nfd, s);
+	PL_ENTER();
+	tp_conn_set_owner(conn, (int)getpid(), nfd);
+	PL_LEAVE();
+	pl_sock_put(s);
+	LOG(LL_INFO, "fd %d %s: ntb (link %s, accepted on fd %d)", nfd, desc,
+	    pl_conf->links[peer->link_index].name, fd);
+	return;
+tcp:
+	LOG(LL_INFO, "fd %d %s: tcp (%s, accepted on fd %d)", nfd, desc, reason, fd);
+}
+
+void pl_listened(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct pl_sock *s = pl_sock_get(fd);
+
+	if (s) {
+		pl_sock_put(s);  /* listen() again on a listener: already advertised */
+		return;
+	}
+	if (!is_tcp_stream(fd) || pl_real.getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+		return;
+	s = pl_sock_alloc(PL_LISTENER);
+	if (!s)
+		return;
+	s->port = sa_port((struct sockaddr *)&ss);
+	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		struct tp_link *l = pl_link_get(i, false, NULL);
+		if (!l)
+			continue;
+		PL_ENTER();
+		int r = tp_listen(l, s->port);
+		PL_LEAVE();
+		if (r < 0)
+			LOG(LL_WARN, "fd %d: cannot advertise port %u on link %s: %s", fd, s->port,
+			    pl_conf->links[i].name, strerror(-r));
+		else
+			LOG(LL_DEBUG, "fd %d: port %u advertised on link %s", fd, s->port,
+			    pl_conf->links[i].name);
+	}
+	pl_fd_install(fd, s);
+	pl_sock_put(s);
+}
+
+/* The last reference is gone: end the connection / withdraw the listener. */
+void pl_sock_release(struct pl_sock *s)
+{
+	PL_ENTER();
+	switch (s->kind) {
+	case PL_CONN:
+		if (s->conn) {
+			if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN ||
+			    atomic_load_explicit(&s->linger_abort, memory_order_relaxed))
+				tp_abort(s->conn);
+			else
+				tp_close(s->conn);
+		}
+		s->conn = NULL;
+		break;
+	case PL_LISTENER:
+		for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
+			if (pl_links[i].tp)
+				tp_unlisten(pl_links[i].tp, s->port);
+		break;
+	case PL_EPOLL:
+		pl_epoll_free(s->ep);
+		s->ep = NULL;
+		break;
+	}
+	PL_LEAVE();
+}
+
+/* fork(): the child takes its own reference on every advertised port (pre-forked workers),
+ * and lets the transport fix up its per-process state. */
+void pl_atfork_child(void)
+{
+	pthread_mutex_init(&pl_link_lock, NULL);
+	pl_fdtab_atfork_child();
+	PL_ENTER();
+	tp_atfork_child();
+	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
+	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
+		struct pl_sock *s = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed);
+		if (s && s->kind == PL_CONN && s->conn)
+			tp_conn_set_owner(s->conn, (int)getpid(), fd);
+		if (!s || s->kind != PL_LISTENER)
+			continue;
+		bool seen = false; /* once per listener object, not per fd */
+		for (int j = 0; j < fd && !seen; j++)
+			seen = atomic_load_explicit(&pl_fds[j], memory_order_relaxed) == s;
+		for (int i = 0; !seen && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
+			if (pl_links[i].tp)
+				tp_listen(pl_links[i].tp, s->port);
+	}
+	PL_LEAVE();
+}

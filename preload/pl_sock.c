@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: MIT
+/* Socket control calls: creation, connect/accept/listen hooks, close and dup families, fcntl,
+ * ioctl, socket options, fork. Each keeps the fd table in step with the kernel's fds. */
+#include "preload/pl_int.h"
+
+#include <linux/sockios.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+
+NTB_EXPORT int socket(int domain, int type, int protocol)
+{
+	bool act = pl_active();
+	int fd = pl_real.socket(domain, type, protocol);
+	if (act && fd >= 0)
+		pl_fd_fresh(fd);
+	return fd;
+}
+
+NTB_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	const struct sockaddr *sa = addr.__sockaddr__;
+
+	if (!pl_active() || !sa || len < sizeof(sa_family_t) ||
+	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+		return pl_real.connect(fd, addr, len);
+	struct pl_sock *s = pl_sock_get(fd);
+	if (s) {
+		/* connect() again on a connection we track (non-blocking completion check). */
+		int r = pl_real.connect(fd, addr, len);
+		int e = errno;
+		if (s->kind == PL_CONN && (r == 0 || e == EISCONN)) {
+			int st = pl_check_pending(s, fd);
+			if (st == PL_CS_FAILED && s->pending_err) {
+				r = -1;
+				e = s->pending_err;
+			}
+		}
+		pl_sock_put(s);
+		errno = e;
+		return r;
+	}
+	return pl_connect(fd, sa, len);
+}
+
+static int do_accept(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags, bool four)
+{
+	struct pl_sock *s = pl_lookup(fd);
+	int nfd = four ? pl_real.accept4(fd, addr, len, flags) : pl_real.accept(fd, addr, len);
+
+	if (nfd >= 0 && pl_fds) {
+		pl_fd_fresh(nfd);
+		if (s && s->kind == PL_LISTENER) {
+			int saved = errno;
+			pl_accepted(fd, nfd, s, flags);
+			errno = saved;
+		}
+	}
+	pl_sock_put(s);
+	return nfd;
+}
+
+NTB_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	return do_accept(fd, addr, len, 0, false);
+}
+
+NTB_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
+{
+	return do_accept(fd, addr, len, flags, true);
+}
+
+NTB_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	return pl_real.bind(fd, addr, len);
+}
+
+NTB_EXPORT int listen(int fd, int backlog)
+{
+	int r = pl_real.listen(fd, backlog);
+	if (r == 0 && pl_active()) {
+		int saved = errno;
+		pl_listened(fd);
+		errno = saved;
+	}
+	return r;
+}
+
+NTB_EXPORT int close(int fd)
+{
+	/* Out of the table first: a concurrent socket() reusing FD must not find us. */
+	struct pl_sock *s = pl_fds ? pl_fd_take(fd) : NULL;
+	int r = pl_real.close(fd);
+	if (s) {
+		int saved = errno;
+		pl_sock_put(s);
+		errno = saved;
+	}
+	return r;
+}
+
+NTB_EXPORT int shutdown(int fd, int how)
+{
+	struct pl_sock *s = pl_lookup(fd);
+	if (s) {
+		long r = 1;
+		if (s->kind == PL_CONN && pl_is_ntb(s, fd)) {
+			if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+				r = -EINVAL;
+			} else {
+				PL_ENTER();
+				r = tp_shutdown(s->conn, how);
+				PL_LEAVE();
+			}
+		}
+		pl_sock_put(s);
+		if (r <= 0)
+			return (int)pl_ret(r);
+	}
+	return pl_real.shutdown(fd, how);
+}
+
+/* After a successful dup into NEWFD: NEWFD refers to what OLDFD does. */
+static void dup_track(int oldfd, int newfd)
+{
+	if (!pl_fds || newfd < 0 || newfd == oldfd)
+		return;
+	int saved = errno;
+	struct pl_sock *prev = pl_fd_take(newfd); /* dup2/dup3 closed whatever NEWFD was */
+	pl_sock_put(prev);
+	struct pl_sock *s = pl_sock_get(oldfd);
+	if (s) {
+		pl_fd_install(newfd, s);
+		pl_sock_put(s);
+	}
+	errno = saved;
+}
+
+NTB_EXPORT int dup(int fd)
+{
+	int r = pl_real.dup(fd);
+	dup_track(fd, r);
+	return r;
+}
+
+NTB_EXPORT int dup2(int fd, int fd2)
+{
+	int r = pl_real.dup2(fd, fd2);
+	dup_track(fd, r);
+	return r;
+}
+
+NTB_EXPORT int dup3(int fd, int fd2, int flags)
+{
+	int r = pl_real.dup3(fd, fd2, flags);
+	dup_track(fd, r);
+	return r;
+}
+
+static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, unsigned long arg)
+{
+	int r = real(fd, cmd, arg);
+	if (r < 0 || !pl_fds)
+		return r;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+		dup_track(fd, r);
+	} else if (cmd == F_SETFL) {
+		struct pl_sock *s = pl_lookup(fd);
+		if (s) {
+			atomic_store_explicit(&s->nonblock, !!(arg & O_NONBLOCK), memory_order_relaxed);
+			pl_sock_put(s);
+		}
+	}
+	return r;
+}
+
+NTB_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	unsigned long arg = va_arg(ap, unsigned long); /* every fcntl argument fits a register */
+	va_end(ap);
+	return do_fcntl(pl_real.fcntl, fd, cmd, arg);
+}
+
+NTB_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	unsigned long arg = va_arg(ap, unsigned long);
+	va_end(ap);
+	return do_fcntl(pl_real.fcntl64, fd, cmd, arg);
+}
+
+NTB_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+
+	struct pl_sock *s = pl_lookup(fd);
+	if (s) {
+		long r = 1;
+		if (req == FIONBIO) {
+			r = pl_real.ioctl(fd, req, arg);
+			if (r == 0 && arg)
+				atomic_store_explicit(&s->nonblock, *(int *)arg != 0, memory_order_relaxed);
+			r = r < 0 ? -errno : 0;
+		} else if ((req == FIONREAD || req == SIOCOUTQ) && pl_is_ntb(s, fd)) {
+			size_t n;
+			PL_ENTER();
+			n = req == FIONREAD ? tp_readable_bytes(s->conn) : tp_unacked_bytes(s->conn);
+			PL_LEAVE();
+			if (!arg) {
+				r = -EFAULT;
+			} else {
+				*(int *)arg = n > INT32_MAX ? INT32_MAX : (int)n;
+				r = 0;
+			}
+		}
+		pl_sock_put(s);
+		if (r <= 0)
+			return (int)pl_ret(r);
+	}
+	return pl_real.ioctl(fd, req, arg);
+}
+
+NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct pl_sock *s = (level == SOL_SOCKET && name == SO_ERROR) ? pl_lookup(fd) : NULL;
+	if (s && s->kind == PL_CONN) {
+		long r = 1;
+		int err = 0;
+		int st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (st == PL_CS_PENDING)
+			st = pl_check_pending(s, fd);
+		if (st == PL_CS_FAILED) {
+			err = s->pending_err;
+			s->pending_err = 0;
+			if (err) {
+				/* Reported once; afterwards the socket is plain kernel TCP. */
+				struct pl_sock *t = pl_fd_take(fd);
+				if (t == s)
+					pl_sock_put(t);
+				else if (t)
+					pl_fd_install(fd, t), pl_sock_put(t);
+			}
+			r = 0;
+		} else if (st == PL_CS_OPEN) {
+			PL_ENTER();
+			err = -tp_conn_error(s->conn);
+			PL_LEAVE();
+			r = 0;
+		} else {
+			r = 0; /* in progress: no error yet */
+		}
+		pl_sock_put(s);
+		if (r == 0) {
+			if (!val || !len || *len < sizeof(int))
+				return (int)pl_ret(-EINVAL);
+			*(int *)val = err;
+			*len = sizeof(int);
+			return 0;
+		}
+	} else {
+		pl_sock_put(s);
+	}
+	return pl_real.getsockopt(fd, level, name, val, len);
+}
+
+NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	int r = pl_real.setsockopt(fd, level, name, val, len);
+	if (r == 0 && level == SOL_SOCKET &&
+	    (name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_LINGER)) {
+		struct pl_sock *s = pl_lookup(fd);
+		if (s) {
+			pl_sock_load_opts(s, fd);
+			pl_sock_put(s);
+		}
+	}
+	return r;
+}
+
+NTB_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	return pl_real.getsockname(fd, addr, len);
+}
+
+NTB_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	return pl_real.getpeername(fd, addr, len);
+}
+
+NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	int r = pl_real.close_range(first, last, flags);
+	if (r == 0 && pl_fds && !(flags & CLOSE_RANGE_CLOEXEC)) {
+		int saved = errno;
+		unsigned hi = (unsigned)atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
+		for (unsigned fd = first; fd <= last && fd < hi; fd++)
+			pl_sock_put(pl_fd_take((int)fd));
+		errno = saved;
+	}
+	return r;
+}
+
+/* The child handler runs from pthread_atfork (registered at init), so fork() from anywhere in
+ * the program gets it. */
+NTB_EXPORT pid_t fork(void)
+{
+	pl_active();
+	return pl_real.fork();
+}
+
+/* vfork's child would run our code on the parent's stack: give it fork semantics. */
+NTB_EXPORT pid_t vfork(void)
+{
+	return fork();
+}

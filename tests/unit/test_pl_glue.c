@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: MIT
+/* Unit tests of preload/ glue that needs no link: the canonical connection key, config →
+ * layer parameter conversion, and the fd table's reference counting and recycling. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "preload/pl_int.h"
+
+static struct sockaddr_in v4(const char *a, uint16_t port)
+{
+	struct sockaddr_in in;
+	memset(&in, 0, sizeof(in));
+	in.sin_family = AF_INET;
+	in.sin_port = htons(port);
+	inet_pton(AF_INET, a, &in.sin_addr);
+	return in;
+}
+
+static struct sockaddr_in6 v6(const char *a, uint16_t port)
+{
+	struct sockaddr_in6 in6;
+	memset(&in6, 0, sizeof(in6));
+	in6.sin6_family = AF_INET6;
+	in6.sin6_port = htons(port);
+	inet_pton(AF_INET6, a, &in6.sin6_addr);
+	return in6;
+}
+
+static void test_key_layout(void **state)
+{
+	(void)state;
+	struct sockaddr_in c = v4("127.0.0.1", 40000), s = v4("127.0.0.2", 5201);
+	struct tp_key k;
+
+	assert_int_equal(pl_key_build((struct sockaddr *)&c, (struct sockaddr *)&s, &k), 0);
+	static const uint8_t want_c[18] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
+					    127, 0, 0, 1, 40000 >> 8, 40000 & 0xff };
+	assert_memory_equal(k.bytes, want_c, 18);
+	static const uint8_t want_s[16] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff,
+					    127, 0, 0, 2 };
+	assert_memory_equal(k.bytes + 18, want_s, 16);
+	assert_int_equal(k.bytes[34] | k.bytes[35] | k.bytes[36] | k.bytes[37], 0);
+	assert_int_equal(tp_key_server_port(&k), 5201);
+}
+
+static void test_key_mapped_equals_v4(void **state)
+{
+	(void)state;
+	struct sockaddr_in c4 = v4("127.0.0.1", 1234), s4 = v4("127.0.0.2", 80);
+	struct sockaddr_in6 c6 = v6("::ffff:127.0.0.1", 1234), s6 = v6("::ffff:127.0.0.2", 80);
+	struct tp_key a, b, c;
+
+	assert_int_equal(pl_key_build((struct sockaddr *)&c4, (struct sockaddr *)&s4, &a), 0);
+	assert_int_equal(pl_key_build((struct sockaddr *)&c6, (struct sockaddr *)&s6, &b), 0);
+	assert_memory_equal(a.bytes, b.bytes, sizeof(a.bytes));
+	/* Both ends build it from their own view: client (local, remote) = server (remote, local). */
+	assert_int_equal(pl_key_build((struct sockaddr *)&c4, (struct sockaddr *)&s6, &c), 0);
+	assert_memory_equal(a.bytes, c.bytes, sizeof(a.bytes));
+	/* Swapping ends gives a different key. */
+	assert_int_equal(pl_key_build((struct sockaddr *)&s4, (struct sockaddr *)&c4, &c), 0);
+	assert_memory_not_equal(a.bytes, c.bytes, sizeof(a.bytes));
+}
+
+static void test_key_v6_and_bad_family(void **state)
+{
+	(void)state;
+	struct sockaddr_in6 c = v6("fd00::1", 7), s = v6("fd00::2", 65535);
+	struct sockaddr un = { .sa_family = AF_UNIX };
+	struct tp_key k, untouched;
+
+	assert_int_equal(pl_key_build((struct sockaddr *)&c, (struct sockaddr *)&s, &k), 0);
+	assert_memory_equal(k.bytes, &c.sin6_addr, 16);
+	assert_memory_equal(k.bytes + 18, &s.sin6_addr, 16);
+	assert_int_equal(tp_key_server_port(&k), 65535);
+	memset(&untouched, 0xaa, sizeof(untouched));
+	k = untouched;
+	assert_int_equal(pl_key_build(&un, (struct sockaddr *)&s, &k), -EAFNOSUPPORT);
+	assert_memory_equal(k.bytes, untouched.bytes, sizeof(k.bytes)); /* ret_* untouched */
+	assert_int_equal(pl_key_build(NULL, (struct sockaddr *)&s, &k), -EAFNOSUPPORT);
+}
+
+static void test_params_conversion(void **state)
+{
+	(void)state;
+	struct conf_link cl;
+	struct conf_tunables t;
+	struct ntb_link_params lp;
+	struct tp_params tp;
+
+	memset(&cl, 0, sizeof(cl));
+	strcpy(cl.name, "ab");
+	cl.backend = CONF_BACKEND_SHM;
+	cl.side = 1;
+	cl.window_size = 64 << 20;
+	strcpy(cl.path, "/dev/shm/x");
+	cl.mode = 0640;
+	cl.group = 5;
+	cl.bar = -1;
+	cl.heartbeat_ms = 7;
+	cl.link_timeout_ms = 77;
+	cl.fault.enabled = true;
+	cl.fault.drop = 0.25;
+	cl.fault.seed = 99;
+	pl_link_params(&cl, &lp);
+	assert_string_equal(lp.name, "ab");
+	assert_int_equal(lp.backend, NTB_BACKEND_SHM);
+	assert_int_equal(lp.side, 1);
+	assert_int_equal(lp.window_size, 64 << 20);
+	assert_string_equal(lp.path, "/dev/shm/x");
+	assert_int_equal(lp.mode, 0640);
+	assert_int_equal(lp.group, 5);
+	assert_int_equal(lp.heartbeat_ms, 7);
+	assert_int_equal(lp.link_timeout_ms, 77);
+	assert_true(lp.fault.enabled);
+	assert_true(lp.fault.drop == 0.25);
+	assert_int_equal(lp.fault.seed, 99);
+
+	conf_tunables_defaults(&t);
+	t.queue_size = 1 << 22;
+	t.spin_us = 123;
+	t.setup_timeout_ms = 456;
+	pl_tp_params(&t, &tp);
+	assert_int_equal(tp.queue_size, 1 << 22);
+	assert_int_equal(tp.inline_max, t.inline_max);
+	assert_int_equal(tp.contexts, t.contexts);
+	assert_int_equal(tp.spin_us, 123);
+	assert_int_equal(tp.setup_timeout_ms, 456);
+}
+
+static void test_fdtab_refcount(void **state)
+{
+	(void)state;
+	if (!pl_fds)
+		pl_fdtab_init();
+	assert_non_null(pl_fds);
+	int base = atomic_load(&pl_nsocks);
+
+	struct pl_sock *s = pl_sock_alloc(PL_LISTENER); /* no transport object behind it */
+	assert_non_null(s);
+	assert_int_equal(atomic_load(&pl_nsocks), base + 1);
+	pl_fd_install(100, s);
+	pl_fd_install(101, s); /* a dup */
+	pl_sock_put(s);        /* the creator's reference */
+	assert_int_equal(atomic_load(&s->refs), 2);
+
+	struct pl_sock *g = pl_sock_get(100);
+	assert_ptr_equal(g, s);
+	assert_int_equal(atomic_load(&s->refs), 3);
+	pl_sock_put(g);
+	assert_null(pl_sock_get(102));
+	assert_null(pl_sock_get(-1));
+	assert_null(pl_sock_get(pl_nfds));
+
+	pl_sock_put(pl_fd_take(100));
+	assert_null(pl_sock_get(100));
+	assert_ptr_equal(pl_sock_get(101), s);
+	pl_sock_put(s);
+	unsigned gen = atomic_load(&s->gen);
+	pl_sock_put(pl_fd_take(101)); /* last reference: back to the pool */
+	assert_int_equal(atomic_load(&pl_nsocks), base);
+
+	/* The pool hands the same memory out again, with a new generation. */
+	struct pl_sock *t = pl_sock_alloc(PL_LISTENER);
+	assert_ptr_equal(t, s);
+	assert_int_not_equal(atomic_load(&t->gen), gen);
+	pl_fd_install(100, t);
+	/* Installing over a slot drops what was there. */
+	struct pl_sock *u = pl_sock_alloc(PL_LISTENER);
+	pl_fd_install(100, u);
+	assert_ptr_equal(pl_sock_get(100), u);
+	pl_sock_put(u);
+	pl_sock_put(t); /* creator's ref; the slot's went with the overwrite */
+	pl_sock_put(u);
+	pl_sock_put(pl_fd_take(100));
+	assert_int_equal(atomic_load(&pl_nsocks), base);
+	assert_true(atomic_load(&pl_fd_hi) >= 102);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_key_layout),
+		cmocka_unit_test(test_key_mapped_equals_v4),
+		cmocka_unit_test(test_key_v6_and_bad_family),
+		cmocka_unit_test(test_params_conversion),
+		cmocka_unit_test(test_fdtab_refcount),
+	};
+	return cmocka_run_group_tests_name("pl_glue", tests, NULL, NULL);
+}
