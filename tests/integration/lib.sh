@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: MIT
+# Shared helpers for integration tests (sourced): demo hosts A (127.0.0.1) and B (127.0.0.2)
+# with a private link file, the kernel's loopback byte counters, port waits, cleanup by pid.
+#
+#   . "$(dirname "$0")/lib.sh"; pl_setup NAME
+#   pl_bg a iperf3 -s ...        # start under the library as host A; pid recorded for cleanup
+#   pl_run b iperf3 -c ...       # run in the foreground as host B
+#   pl_wait_port 127.0.0.2 5201  # until something listens there
+#   before=$(pl_lo_bytes) ... pl_assert_lo_below $before BYTES
+#   pl_assert_log a 'ntb (link'  # host A's log (NTBSOCK_LOG=info) has that text
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD;; esac
+PL_LIB=$BUILD/libntbsock.so
+PL_PIDS=""
+PL_TMP=""
+PL_LINK=""
+
+pl_skip() { echo "SKIP: $*"; exit 77; }
+pl_fail() {
+	echo "FAIL: $*"
+	for f in "$PL_TMP"/*.log; do
+		[ -s "$f" ] || continue
+		echo "--- $f (last 30 lines)"; tail -n 30 "$f"
+	done
+	exit 1
+}
+pl_need() { for c in "$@"; do command -v "$c" >/dev/null 2>&1 || pl_skip "$c not installed"; done; }
+
+pl_cleanup() {
+	for p in $PL_PIDS; do kill "$p" 2>/dev/null; done
+	sleep 0.2
+	for p in $PL_PIDS; do kill -9 "$p" 2>/dev/null; done
+	[ -n "$PL_LINK" ] && rm -f "$PL_LINK"
+	[ -n "$PL_TMP" ] && rm -rf "$PL_TMP"
+}
+
+# pl_setup NAME: private dir, link file and configs a.conf / b.conf; cleanup on exit.
+pl_setup() {
+	[ -f "$PL_LIB" ] || pl_skip "$PL_LIB not built"
+	PL_TMP=$(mktemp -d "/tmp/ntbsock-test-$1-XXXXXX")
+	PL_LINK=/dev/shm/ntbsock-test-$1-$$
+	trap pl_cleanup EXIT
+	trap 'exit 1' INT TERM
+	for h in a b; do
+		sed "s#/dev/shm/ntbsock-demo#$PL_LINK#" "$ROOT/conf/examples/demo-$h.conf" >"$PL_TMP/$h.conf"
+	done
+}
+
+# pl_env HOST: the environment of a program of host HOST (a, b, or none = library, no config).
+pl_env() {
+	case $1 in
+	a|b) echo "NTBSOCK_CONF=$PL_TMP/$1.conf NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/$1.log LD_PRELOAD=$PL_LIB";;
+	none) echo "NTBSOCK_CONF= NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/none.log LD_PRELOAD=$PL_LIB";;
+	plain) echo "NTBSOCK_UNUSED=1";;
+	esac
+}
+
+# pl_run HOST CMD...: run in the foreground (under `timeout` of PL_TIMEOUT seconds, default 120).
+pl_run() {
+	h=$1; shift
+	env $(pl_env "$h") timeout "${PL_TIMEOUT:-120}" "$@"
+}
+
+# pl_bg HOST CMD...: start in the background, output to $PL_TMP/HOST-bg-N.out; sets PL_LAST.
+pl_bg() {
+	h=$1; shift
+	n=$(echo $PL_PIDS | wc -w)
+	env $(pl_env "$h") timeout "${PL_TIMEOUT:-120}" "$@" >"$PL_TMP/$h-bg-$n.out" 2>&1 &
+	PL_LAST=$!
+	PL_PIDS="$PL_PIDS $PL_LAST"
+}
+
+# pl_wait_port ADDR PORT [SECONDS]: wait until a TCP listener is on ADDR:PORT.
+pl_wait_port() {
+	i=0; max=$(( ${3:-10} * 10 ))
+	while [ $i -lt $max ]; do
+		ss -Hltn "sport = :$2" 2>/dev/null | grep -q "$1:$2" && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	pl_fail "nothing listens on $1:$2"
+}
+
+# Bytes received + transmitted on lo so far.
+pl_lo_bytes() { awk '/^ *lo:/ { sub(/.*lo:/, ""); split($0, f, " "); print f[1] + f[9] }' /proc/net/dev; }
+
+# pl_assert_lo_below BEFORE MAX: lo moved by fewer than MAX bytes since BEFORE.
+pl_assert_lo_below() {
+	d=$(( $(pl_lo_bytes) - $1 ))
+	echo "lo moved $d bytes (limit $2)"
+	[ "$d" -lt "$2" ] || pl_fail "kernel loopback carried $d bytes (limit $2): not over NTB"
+}
+
+# pl_assert_log HOST TEXT: HOST's log contains TEXT (fixed string).
+pl_assert_log() { grep -qF -- "$2" "$PL_TMP/$1.log" 2>/dev/null || pl_fail "log $1 lacks '$2'"; }
+pl_refute_log() { ! grep -qF -- "$2" "$PL_TMP/$1.log" 2>/dev/null || pl_fail "log $1 has '$2'"; }
+pl_count_log() { grep -cF -- "$2" "$PL_TMP/$1.log" 2>/dev/null || true; }
+
+# A free-ish port per test run (tests may run while others use fixed ports).
+pl_port() { echo $(( 20000 + ($$ * 7 + ${1:-0}) % 30000 )); }
