@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/compiler.h"
 #include "util/log.h"
@@ -231,7 +232,15 @@ static int scan_all(struct ntb_pci_found **ret_arr, char *err, size_t errlen)
 	jmp_buf jb;
 	struct pci_dev *d;
 	volatile int cap = 0;
+	char devdir[NTB_PATH_MAX + 16];
+	struct stat st;
 
+	/* No PCI bus in sysfs (a container, a non-PCI machine): no devices, not a libpci error. */
+	snprintf(devdir, sizeof(devdir), "%s/devices", sysfs_root);
+	if (stat(devdir, &st) < 0 && errno == ENOENT) {
+		*ret_arr = NULL;
+		return 0;
+	}
 	trap_msg[0] = '\0';
 	if (setjmp(jb) != 0) {
 		trap_jmp = NULL;
@@ -307,13 +316,15 @@ struct find_ctx {
 	const struct ntb_pci_selector *sel;
 	bool allow_no_profile;
 	struct ntb_pci_found *ret;
-	int seen; /* devices the selector matched, with or without profile */
+	int seen;  /* devices the selector matched, with or without profile */
+	int total; /* devices scanned */
 };
 
 static int find_cb(const struct ntb_pci_found *f, void *arg)
 {
 	struct find_ctx *c = arg;
 
+	c->total++;
 	if (!ntb_pci_selector_match(c->sel, f))
 		return 0;
 	c->seen++;
@@ -335,12 +346,15 @@ int ntb_pci_find(const struct ntb_pci_selector *sel, bool allow_no_profile,
 		return rc;
 	if (rc == 0) {
 		if (err != NULL) {
-			if (c.seen > 0)
+			if (c.total == 0)
+				snprintf(err, errlen, "no PCI devices at all (%s/devices is empty or "
+					 "missing)", sysfs_root);
+			else if (c.seen > 0)
 				snprintf(err, errlen, "%d PCI device(s) match, but no device profile "
 					 "knows them (set the BAR explicitly)", c.seen);
 			else
-				snprintf(err, errlen, "no PCI device matches (libpci sees %s)",
-					 sysfs_root);
+				snprintf(err, errlen, "none of the %d PCI devices under %s matches",
+					 c.total, sysfs_root);
 		}
 		return -ENODEV;
 	}

@@ -281,7 +281,7 @@ static void test_find(void **state)
 
 	assert_int_equal(ntb_pci_parse_selector("0000:00:09.0", &s), 0);
 	assert_int_equal(ntb_pci_find(&s, true, &f, err, sizeof(err)), -ENODEV);
-	assert_non_null(strstr(err, "no PCI device matches"));
+	assert_non_null(strstr(err, "none of the 3 PCI devices"));
 }
 
 /* libpci's fatal errors must come back as -EIO; the process must not exit. Each case runs
@@ -295,26 +295,44 @@ static void test_libpci_fatal_no_exit(void **state)
 
 	(void)state;
 	assert_int_equal(ntb_pci_parse_selector("", &s), 0);
-	for (int round = 0; round < 2; round++) {
-		/* the devices directory does not exist: libpci "Cannot open" */
-		ntb_pci_set_sysfs_root("/nonexistent/ntbsock-test");
-		err[0] = '\0';
-		assert_int_equal(ntb_pci_find(&s, true, &f, err, sizeof(err)), -EIO);
-		assert_non_null(strstr(err, "libpci:"));
-		assert_int_equal(ntb_pci_list(d, 2), -EIO);
-		ntb_pci_set_sysfs_root(root);
-	}
-	/* a device directory whose name libpci cannot parse: another fatal error */
+	/* a device directory whose name libpci cannot parse: libpci calls its fatal-error
+	 * callback ("Couldn't parse entry name"), whose default exits the program */
 	snprintf(dir, sizeof(dir), "%s/devices/garbage", root);
 	assert_int_equal(mkdir(dir, 0755), 0);
 	for (int round = 0; round < 2; round++) {
 		err[0] = '\0';
 		assert_int_equal(ntb_pci_find(&s, true, &f, err, sizeof(err)), -EIO);
+		assert_non_null(strstr(err, "libpci:"));
 		assert_non_null(strstr(err, "garbage"));
+		assert_int_equal(ntb_pci_list(d, 2), -EIO);
 	}
 	assert_int_equal(rmdir(dir), 0);
+	/* a device without its mandatory "vendor" file: another fatal error */
+	snprintf(dir, sizeof(dir), "%s/devices/0000:00:05.0/vendor", root);
+	assert_int_equal(unlink(dir), 0);
+	err[0] = '\0';
+	assert_int_equal(ntb_pci_find(&s, true, &f, err, sizeof(err)), -EIO);
+	assert_non_null(strstr(err, "vendor"));
+	write_file(strcat(strcpy(dir, root), "/devices/0000:00:05.0"), "vendor", "0x1af4\n");
 	/* and the library works again afterwards */
 	assert_int_equal(ntb_pci_list(d, 2), 2);
+}
+
+/* No PCI bus in sysfs (containers): an empty list, and a sentence saying so. */
+static void test_no_pci_bus(void **state)
+{
+	struct ntb_pci_selector s;
+	struct ntb_pci_found f;
+	struct ntb_pci_dev_info d[2];
+	char err[256];
+
+	(void)state;
+	ntb_pci_set_sysfs_root("/nonexistent/ntbsock-test");
+	assert_int_equal(ntb_pci_list(d, 2), 0);
+	assert_int_equal(ntb_pci_parse_selector("1af4:1110", &s), 0);
+	assert_int_equal(ntb_pci_find(&s, false, &f, err, sizeof(err)), -ENODEV);
+	assert_non_null(strstr(err, "no PCI devices at all"));
+	ntb_pci_set_sysfs_root(root);
 }
 
 /* --- BAR mapping ------------------------------------------------------------------------------- */
@@ -452,6 +470,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_list, setup_tree, teardown_tree),
 		cmocka_unit_test_setup_teardown(test_find, setup_tree, teardown_tree),
 		cmocka_unit_test_setup_teardown(test_libpci_fatal_no_exit, setup_tree, teardown_tree),
+		cmocka_unit_test_setup_teardown(test_no_pci_bus, setup_tree, teardown_tree),
 		cmocka_unit_test_setup_teardown(test_map_wc_and_write_through, setup_tree,
 						teardown_tree),
 		cmocka_unit_test_setup_teardown(test_map_errors, setup_tree, teardown_tree),

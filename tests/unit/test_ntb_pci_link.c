@@ -244,7 +244,7 @@ static void test_open_errors(void **state)
 	pci_params(&p, -1, BDF);
 	expect_open_error(&p, -EINVAL, "side must be 0 or 1");
 	pci_params(&p, 0, "1af4:9999");
-	expect_open_error(&p, -ENODEV, "no PCI device matches");
+	expect_open_error(&p, -ENODEV, "none of the 1 PCI devices");
 	pci_params(&p, 0, "0000:00:03.0");
 	p.bar = 1; /* unimplemented BAR */
 	expect_open_error(&p, -EINVAL, "not an assigned memory BAR");
@@ -258,9 +258,14 @@ static void test_open_errors(void **state)
 	expect_open_error(&p, -EBUSY, "unbind");
 	assert_int_equal(unlink(path), 0);
 
-	ntb_pci_set_sysfs_root("/nonexistent/ntbsock-test");
+	snprintf(path, sizeof(path), "%s/devices/not-a-bdf", root);
+	assert_int_equal(mkdir(path, 0700), 0); /* libpci fatal error while scanning */
 	pci_params(&p, 0, BDF);
 	expect_open_error(&p, -EIO, "libpci");
+	assert_int_equal(rmdir(path), 0);
+	ntb_pci_set_sysfs_root("/nonexistent/ntbsock-test");
+	pci_params(&p, 0, BDF);
+	expect_open_error(&p, -ENODEV, "no PCI devices at all");
 	ntb_pci_set_sysfs_root(root);
 	assert_true(bar_header_zero()); /* no failed open wrote anything */
 }
