@@ -261,9 +261,11 @@ static int side_claim(struct ntb_link *link)
 	return -EBUSY;
 }
 
+static bool owns_slot(const struct ntb_link *link);
+
 static void side_release(struct ntb_link *link)
 {
-	if (link->slot < 0)
+	if (!owns_slot(link))
 		return;
 	struct ntb_side_local *l = link->local;
 	struct ntb_side_slot *s = &l->slots[link->slot];
@@ -386,9 +388,10 @@ NTB_EXPORT int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **
 		}
 	}
 	/* Start observing: the current heartbeat value is "old" until it changes. */
-	link->peer_hb_last = atomic_load_explicit(&link->ctrl_in->heartbeat.v,
-						  memory_order_acquire);
-	link->peer_hb_change_ns = 0;
+	atomic_store_explicit(&link->peer_hb_last,
+			      atomic_load_explicit(&link->ctrl_in->heartbeat.v, memory_order_acquire),
+			      memory_order_relaxed);
+	atomic_store_explicit(&link->peer_hb_change_ns, 0, memory_order_relaxed);
 	LOG(LL_DEBUG, "ntb: link %s open (%s, side %d, windows %zu, epoch %08x%s)", p->name,
 	    link->ops->name, link->side, link->win_size, link->epoch,
 	    link->inspect ? ", inspect" : "");
@@ -518,16 +521,25 @@ static void write_heartbeat(struct ntb_link *link)
 	atomic_store_explicit(&link->ctrl_out->heartbeat.v, (uint32_t)v, memory_order_release);
 }
 
+/* Does this process own LINK's claim slot? (A forked child inherits the handle, not the
+ * claim, until ntb_link_atfork_child().) */
+static bool owns_slot(const struct ntb_link *link)
+{
+	return link->slot >= 0 && (uint32_t)link->owner == (uint32_t)getpid();
+}
+
 NTB_EXPORT int ntb_link_enable(struct ntb_link *link)
 {
 	if (link->inspect)
 		return -EPERM;
-	if (link->enabled)
+	if (atomic_load(&link->enabled))
 		return 0;
 	int rc = side_lock(link->local);
 	if (rc)
 		return rc;
-	atomic_store_explicit(&link->local->slots[link->slot].enabled, 1, memory_order_relaxed);
+	if (owns_slot(link))
+		atomic_store_explicit(&link->local->slots[link->slot].enabled, 1,
+				      memory_order_relaxed);
 	struct ntb_ctrl_page *c = link->ctrl_out;
 	atomic_store_explicit(&c->caps.v, link->caps, memory_order_relaxed);
 	atomic_store_explicit(&c->writer_pid.v, (uint32_t)getpid(), memory_order_relaxed);
@@ -537,8 +549,8 @@ NTB_EXPORT int ntb_link_enable(struct ntb_link *link)
 	write_heartbeat(link);
 	atomic_store_explicit(&link->local->hb_due_ns, ntb_now_ns() + link->hb_period_ns,
 			      memory_order_relaxed);
+	atomic_store(&link->enabled, true);
 	side_unlock(link->local);
-	link->enabled = true;
 	return 0;
 }
 
@@ -546,21 +558,53 @@ NTB_EXPORT int ntb_link_disable(struct ntb_link *link)
 {
 	if (link->inspect)
 		return -EPERM;
-	if (!link->enabled)
+	if (!atomic_load(&link->enabled))
 		return 0;
 	int locked = side_lock(link->local);
 	int enabled = 0;
-	atomic_store_explicit(&link->local->slots[link->slot].enabled, 0, memory_order_relaxed);
+	if (owns_slot(link))
+		atomic_store_explicit(&link->local->slots[link->slot].enabled, 0,
+				      memory_order_relaxed);
 	side_reap(link->local, &enabled);
 	/* The last enabled handle of the side announces down (pairs with observe_peer()). */
 	if (enabled == 0)
 		atomic_store_explicit(&link->ctrl_out->enable.v, 0, memory_order_release);
+	atomic_store(&link->enabled, false);
+	atomic_store(&link->up, false);
+	atomic_store(&link->peer_epoch, 0);
 	if (locked == 0)
 		side_unlock(link->local);
-	link->enabled = false;
-	link->up = false;
-	link->peer_epoch = 0;
 	return 0;
+}
+
+NTB_EXPORT int ntb_link_atfork_child(struct ntb_link *link)
+{
+	if (!link)
+		return -EINVAL;
+	if (link->inspect || owns_slot(link))
+		return 0;
+	link->slot = -1;
+	struct ntb_side_local *l = link->local;
+	int rc = side_lock(l);
+	if (rc)
+		return rc;
+	int live = side_reap(l, NULL);
+	if (atomic_load_explicit(&l->session_epoch, memory_order_relaxed) != link->epoch) {
+		/* Our side restarted between the fork and now: this handle is stale. */
+		side_unlock(l);
+		ntb_set_detail("link %s: side %d restarted since the fork", link->params.name,
+			       link->side);
+		return -ESTALE;
+	}
+	/* Join the session (never start a new one: the epoch must stay). */
+	rc = side_claim_locked(link, l, live > 0 ? live : 1);
+	if (rc == 0 && atomic_load(&link->enabled))
+		atomic_store_explicit(&l->slots[link->slot].enabled, 1, memory_order_relaxed);
+	side_unlock(l);
+	if (rc)
+		ntb_set_detail("link %s: side %d has all %d slots in use", link->params.name,
+			       link->side, NTB_SIDE_SLOTS);
+	return rc;
 }
 
 static void observe_peer(struct ntb_link *link, uint64_t now)
@@ -568,29 +612,32 @@ static void observe_peer(struct ntb_link *link, uint64_t now)
 	struct ntb_ctrl_page *c = link->ctrl_in;
 	/* Acquire: pairs with the release store of the heartbeat in write_heartbeat(). */
 	uint32_t hb = atomic_load_explicit(&c->heartbeat.v, memory_order_acquire);
-	if (hb != link->peer_hb_last) {
-		link->peer_hb_last = hb;
-		link->peer_hb_change_ns = now;
+	if (hb != atomic_load_explicit(&link->peer_hb_last, memory_order_relaxed)) {
+		atomic_store_explicit(&link->peer_hb_last, hb, memory_order_relaxed);
+		atomic_store_explicit(&link->peer_hb_change_ns, now, memory_order_relaxed);
 	}
+	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
 	/* Acquire: pairs with the release store of enable in ntb_link_enable(). */
 	uint32_t en = atomic_load_explicit(&c->enable.v, memory_order_acquire);
 	uint32_t ep = atomic_load_explicit(&c->epoch.v, memory_order_relaxed);
-	bool fresh = link->peer_hb_change_ns && now - link->peer_hb_change_ns <= link->timeout_ns;
+	/* A racing tick may have stored a later `changed` than our `now`: that is fresh too. */
+	bool fresh = changed && (now < changed || now - changed <= link->timeout_ns);
 	bool ours = link->inspect ? atomic_load_explicit(&link->ctrl_out->enable.v,
 							  memory_order_relaxed) == 1
-				  : link->enabled;
+				  : atomic_load_explicit(&link->enabled, memory_order_relaxed);
 	bool up = ours && en == 1 && ep != 0 && fresh;
-	if (up != link->up || (up && ep != link->peer_epoch))
+	bool was = atomic_exchange_explicit(&link->up, up, memory_order_relaxed);
+	uint32_t old_ep = atomic_exchange_explicit(&link->peer_epoch, up ? ep : 0,
+						   memory_order_relaxed);
+	if (up != was || (up && ep != old_ep))
 		LOG(LL_DEBUG, "ntb: link %s %s (peer epoch %08x)", link->params.name,
 		    up ? "up" : "down", ep);
-	link->up = up;
-	link->peer_epoch = up ? ep : 0;
 }
 
 NTB_EXPORT bool ntb_link_tick(struct ntb_link *link)
 {
 	uint64_t now = ntb_now_ns();
-	if (link->enabled) {
+	if (atomic_load_explicit(&link->enabled, memory_order_relaxed)) {
 		uint64_t due = atomic_load_explicit(&link->local->hb_due_ns, memory_order_relaxed);
 		/* One heartbeat per period for the whole side: the CAS winner writes it. */
 		if (now >= due &&
@@ -601,7 +648,7 @@ NTB_EXPORT bool ntb_link_tick(struct ntb_link *link)
 			write_heartbeat(link);
 	}
 	observe_peer(link, now);
-	return link->up;
+	return atomic_load_explicit(&link->up, memory_order_relaxed);
 }
 
 NTB_EXPORT bool ntb_link_is_up(struct ntb_link *link)
@@ -636,7 +683,7 @@ NTB_EXPORT uint32_t ntb_link_epoch(const struct ntb_link *link)
 
 NTB_EXPORT uint32_t ntb_link_peer_epoch(const struct ntb_link *link)
 {
-	return link->peer_epoch;
+	return atomic_load_explicit(&link->peer_epoch, memory_order_relaxed);
 }
 
 NTB_EXPORT const char *ntb_link_name(const struct ntb_link *link)
@@ -662,14 +709,15 @@ NTB_EXPORT int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
 	info.region_size = link->hdr.region_size;
 	info.map_size = link->map_size;
 	info.enabled = link->inspect ? atomic_load(&link->ctrl_out->enable.v) == 1
-				     : link->enabled;
+				     : atomic_load(&link->enabled);
 	info.epoch = link->inspect ? atomic_load(&link->local->session_epoch) : link->epoch;
-	info.peer_epoch = link->peer_epoch;
+	info.peer_epoch = atomic_load(&link->peer_epoch);
 	info.peer_enabled = atomic_load(&link->ctrl_in->enable.v) == 1;
 	info.peer_epoch_word = atomic_load(&link->ctrl_in->epoch.v);
-	info.peer_heartbeat = link->peer_hb_last;
-	info.peer_hb_age_ms = link->peer_hb_change_ns
-		? (int64_t)((ntb_now_ns() - link->peer_hb_change_ns) / 1000000u) : -1;
+	info.peer_heartbeat = atomic_load(&link->peer_hb_last);
+	uint64_t changed = atomic_load(&link->peer_hb_change_ns), now = ntb_now_ns();
+	info.peer_hb_age_ms = changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u)
+				      : -1;
 	for (int s = 0; s < 2; s++) {
 		struct ntb_side_local *l = local_of(link, s);
 		for (int i = 0; i < NTB_SIDE_SLOTS; i++)

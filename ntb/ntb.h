@@ -64,11 +64,25 @@ struct ntb_link;
 
 /* Open (and for shm, create if absent) the link described by P. The region header is
  * validated: a foreign, truncated or mismatched region is -EPROTO/-EINVAL/-EEXIST, never
- * mapped blindly. The link starts disabled (ntb_link_enable()). */
+ * mapped blindly. The link starts disabled (ntb_link_enable()).
+ * Also: -EPROTONOSUPPORT (region version), -EMSGSIZE (window size differs from P's; 0 in P
+ * accepts any), -EAGAIN (region all zero and we are side 1: side 0 initialises it), -EPERM
+ * (shm file owned by another uid), -ELOOP (symlink), -EBUSY (side -1, both sides live).
+ * ntb_strerror_detail() says why in one line. Several processes may open the same side (all
+ * processes of one host share it); they share the side's session epoch (see ntb_int.h).
+ * All functions but open/close/atfork may be called from several threads on one handle;
+ * struct ntb_dmaq is single-owner. */
 int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link);
 
 /* Announce link down to the peer, release our side, unmap. Accepts NULL. */
 void ntb_link_close(struct ntb_link *link);
+
+/* Added: call in a forked child that keeps using LINK (the handle is inherited, the claim on
+ * the side is not): claims a slot for the child in the same session, so the side stays alive
+ * (same epoch) when the parent exits. 0, -EUSERS (no free slot: the handle still works but
+ * does not keep the side alive), -ESTALE (the side restarted meanwhile). Without it, the
+ * child's close/disable never touches the parent's claim. */
+int ntb_link_atfork_child(struct ntb_link *link);
 
 /* A human-readable last error for open failures ("shm file /dev/shm/x: owned by uid 5"). */
 const char *ntb_strerror_detail(void);

@@ -295,12 +295,13 @@ struct ntb_link {
 	int     slot;                      /* -1: none */
 	uint64_t owner;
 	uint32_t epoch;                    /* session epoch */
-	bool    enabled;
-	/* this process's view of the peer */
-	uint32_t peer_hb_last;
-	uint64_t peer_hb_change_ns;        /* 0: no change observed yet */
-	uint32_t peer_epoch;               /* 0 while down */
-	bool    up;
+	_Atomic bool enabled;              /* this handle; changed under the side lock */
+	/* this process's view of the peer: written by any thread that ticks (relaxed; every
+	 * value a racing tick stores is a valid observation) */
+	_Atomic uint32_t peer_hb_last;
+	_Atomic uint64_t peer_hb_change_ns; /* 0: no change observed yet */
+	_Atomic uint32_t peer_epoch;       /* 0 while down */
+	_Atomic bool up;
 	uint64_t hb_period_ns, timeout_ns;
 	/* fault decorator (NULL: plain writes) */
 	struct ntb_fault *fault;

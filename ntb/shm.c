@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -74,7 +75,12 @@ static int shm_create(struct ntb_link *nl, const char *path)
 			 __ATOMIC_RELEASE);
 	munmap(base, NTB_HDR_SIZE);
 	close(fd);
-	if (link(tmp, path) < 0) {
+	/* link() fails if PATH exists: atomic create-if-absent of an initialised file. Where
+	 * hard links are not supported, renameat2(RENAME_NOREPLACE) does the same. */
+	int lrc = link(tmp, path);
+	if (lrc < 0 && (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP))
+		lrc = renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE);
+	if (lrc < 0) {
 		rc = errno == EEXIST ? -EEXIST : -errno;
 		if (rc != -EEXIST)
 			ntb_set_detail("shm file %s: link into place: %s", path, strerror(errno));

@@ -365,6 +365,90 @@ static void test_gib_ring(void **state)
 	ntb_link_close(l);
 }
 
+
+/* --- fork: the child keeps the side alive after the parent's handle closes ------------------ */
+static int fork_sync[2];
+
+static bool both_up(struct ntb_link *a, struct ntb_link *b)
+{
+	for (int i = 0; i < 400; i++) {
+		bool ua = ntb_link_tick(a), ub = ntb_link_tick(b);
+		if (ua && ub)
+			return true;
+		sleep_ms(5);
+	}
+	return false;
+}
+
+static void test_fork_keeps_session(void **state)
+{
+	(void)state;
+	struct ntb_link_params p;
+	struct ntb_link *a, *b;
+	params(&p, 0, 20, 200);
+	assert_int_equal(ntb_link_open(&p, &a), 0);
+	assert_int_equal(ntb_link_enable(a), 0);
+	params(&p, 1, 20, 200);
+	assert_int_equal(ntb_link_open(&p, &b), 0);
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_true(both_up(a, b));
+	uint32_t ea = ntb_link_epoch(a);
+	assert_int_equal(pipe(fork_sync), 0);
+
+	/* 1. a child that does NOT call atfork and closes: the parent's claim survives */
+	pid_t pid = fork();
+	if (pid == 0) {
+		ntb_link_close(a); /* must not release the parent's slot nor announce down */
+		_exit(0);
+	}
+	assert_int_equal(reap(pid), 0);
+	struct ntb_link_info info;
+	assert_int_equal(ntb_link_info(b, &info), 0);
+	assert_int_equal(info.claims[0], 1);
+	assert_true(both_up(a, b));
+
+	/* 2. a child that calls atfork keeps the session (same epoch) when the parent closes */
+	pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (ntb_link_atfork_child(a))
+			_exit(30);
+		char c = 0;
+		if (write(fork_sync[1], &c, 1) != 1)
+			_exit(31);
+		uint32_t quit = 0;
+		for (int i = 0; i < 2000 && !quit; i++) {
+			ntb_link_tick(a);
+			ntb_spad_read(a, SP_QUIT, &quit);
+			sleep_ms(5);
+		}
+		ntb_link_close(a);
+		_exit(quit ? 0 : 32);
+	}
+	char c;
+	assert_int_equal(read(fork_sync[0], &c, 1), 1);
+	assert_int_equal(ntb_link_info(b, &info), 0);
+	assert_int_equal(info.claims[0], 2);
+	ntb_link_close(a); /* parent's handle goes; the child still holds side 0 enabled */
+	for (int i = 0; i < 60; i++) { /* 3 × the link timeout */
+		assert_true(ntb_link_tick(b));
+		assert_int_equal(ntb_link_peer_epoch(b), ea);
+		sleep_ms(10);
+	}
+	/* a new opener of side 0 joins the child's session */
+	params(&p, 0, 20, 200);
+	assert_int_equal(ntb_link_open(&p, &a), 0);
+	assert_int_equal(ntb_link_epoch(a), ea);
+	ntb_peer_spad_write(b, SP_QUIT, 1);
+	assert_int_equal(reap(pid), 0);
+	ntb_link_close(a);
+	/* the child closed last and announced down */
+	assert_false(ntb_link_tick(b));
+	ntb_link_close(b);
+	close(fork_sync[0]);
+	close(fork_sync[1]);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -373,6 +457,7 @@ int main(void)
 		T(test_link_up_and_quit),
 		T(test_doorbell_wakeup),
 		T(test_crash_and_restart),
+		T(test_fork_keeps_session),
 		T(test_gib_ring),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
