@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared helpers of the transport tests (included by tests/unit/test_tp_*.c and
+ * tests/helpers/tp_*.c): a two-sided shm link in one process or two, keys, byte streams. */
+#ifndef NTBSOCK_TP_TESTLIB_H
+#define NTBSOCK_TP_TESTLIB_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ntb/ntb.h"
+#include "transport/transport.h"
+
+static inline void tl_params(struct ntb_link_params *lp, const char *path, int side, size_t win)
+{
+	ntb_link_params_init(lp);
+	snprintf(lp->name, sizeof(lp->name), "tptest");
+	snprintf(lp->path, sizeof(lp->path), "%s", path);
+	lp->side = side;
+	lp->window_size = win;
+	lp->link_timeout_ms = 1000;
+}
+
+static inline void tl_unlink(const char *path)
+{
+	char p[512];
+
+	unlink(path);
+	snprintf(p, sizeof(p), "%s.side0", path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s.side1", path);
+	unlink(p);
+}
+
+static inline int tl_open(const char *path, int side, size_t win, const struct tp_params *tpp,
+			  struct tp_link **ret)
+{
+	struct ntb_link_params lp;
+
+	tl_params(&lp, path, side, win);
+	return tp_link_open(&lp, tpp, ret);
+}
+
+static inline void tl_key(struct tp_key *k, uint16_t cport, uint16_t sport)
+{
+	memset(k, 0, sizeof(*k));
+	k->bytes[0] = 127;
+	k->bytes[3] = 1;
+	k->bytes[16] = (uint8_t)(cport >> 8);
+	k->bytes[17] = (uint8_t)cport;
+	k->bytes[38] = (uint8_t)(sport >> 8);
+	k->bytes[39] = (uint8_t)sport;
+}
+
+static inline uint64_t tl_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Wait for the link to be up and the peer to advertise PORT. */
+static inline int tl_wait_listen(struct tp_link *l, uint16_t port, int timeout_ms)
+{
+	uint64_t end = tl_now_ms() + (uint64_t)timeout_ms;
+
+	while (tl_now_ms() < end) {
+		if (tp_link_is_up(l) && tp_peer_listens(l, port))
+			return 0;
+		usleep(2000);
+	}
+	return -ETIMEDOUT;
+}
+
+static inline uint64_t tl_rand(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+/* Deterministic stream content: byte i of stream SEED. */
+static inline void tl_fill(uint8_t *buf, size_t len, uint64_t seed, uint64_t off)
+{
+	for (size_t i = 0; i < len; i++) {
+		uint64_t x = (off + i) * 0x9E3779B97F4A7C15ull ^ seed;
+
+		buf[i] = (uint8_t)(x >> 29 ^ x >> 7);
+	}
+}
+
+static inline uint64_t tl_hash(uint64_t h, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* Send all of BUF (blocking through tp_wait). 0 or a negative errno. */
+static inline int tl_send_all(struct tp_conn *c, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		struct iovec v = { (void *)p, len };
+		ssize_t n = tp_send(c, &v, 1);
+
+		if (n == -EAGAIN) {
+			int r = tp_wait(c, TP_EV_OUT, 10000);
+
+			if (r == 0)
+				return -ETIMEDOUT;
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Receive into BUF up to LEN bytes (at least 1, blocking): count, 0 at EOF, or -errno. */
+static inline ssize_t tl_recv_some(struct tp_conn *c, void *buf, size_t len, int timeout_ms)
+{
+	for (;;) {
+		struct iovec v = { buf, len };
+		ssize_t n = tp_recv(c, &v, 1, 0);
+
+		if (n != -EAGAIN)
+			return n;
+		int r = tp_wait(c, TP_EV_IN, timeout_ms);
+
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (r < 0)
+			return r;
+	}
+}
+
+#endif

@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/* Transport end to end in one process (both link sides): set-up, byte streams in both
+ * directions with random write sizes, byte-exact (hash), with and without faults, FIN, reset. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/helpers/tp_testlib.h"
+
+struct pair {
+	char path[128];
+	struct tp_link *a, *b;     /* side 0 (client host), side 1 (server host) */
+	struct tp_conn *ca, *cb;
+};
+
+static void pair_open(struct pair *p, const char *name, const struct tp_params *tpp,
+		      const struct ntb_fault_params *fault)
+{
+	struct ntb_link_params lp;
+	struct tp_key k;
+	enum tp_reason why;
+	int rc;
+
+	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
+	tl_unlink(p->path);
+	tl_params(&lp, p->path, 0, 16u << 20);
+	if (fault)
+		lp.fault = *fault;
+	assert_int_equal(tp_link_open(&lp, tpp, &p->a), 0);
+	tl_params(&lp, p->path, 1, 16u << 20);
+	if (fault) {
+		lp.fault = *fault;
+		lp.fault.seed ^= 0x5555;
+	}
+	assert_int_equal(tp_link_open(&lp, tpp, &p->b), 0);
+	assert_int_equal(tp_listen(p->b, 5000), 0);
+	assert_int_equal(tl_wait_listen(p->a, 5000, 5000), 0);
+	tl_key(&k, 40000, 5000);
+	rc = tp_connect(p->a, &k, 5000, &p->ca, &why);
+	assert_int_equal(rc, 0);
+	assert_int_equal(why, TP_REASON_NONE);
+	assert_int_equal(tp_conn_confirm(p->ca), 0);
+	assert_int_equal(tp_attach(p->b, &k, &p->cb), 0);
+}
+
+static void pair_close(struct pair *p)
+{
+	tp_link_close(p->a);
+	tp_link_close(p->b);
+	tl_unlink(p->path);
+}
+
+struct stream_arg {
+	struct tp_conn *c;
+	uint64_t seed, total, hash;
+	int maxw;
+	int rc;
+};
+
+static void *sender(void *arg)
+{
+	struct stream_arg *s = arg;
+	uint8_t *buf = malloc(1 << 20);
+	uint64_t off = 0, rnd = s->seed | 1;
+
+	s->hash = 0xcbf29ce484222325ull;
+	while (off < s->total) {
+		size_t n = 1 + tl_rand(&rnd) % (uint64_t)s->maxw;
+
+		if (tl_rand(&rnd) % 4 == 0)
+			n = 1 + n % 117; /* plenty of inline-sized writes */
+		if (n > s->total - off)
+			n = s->total - off;
+		tl_fill(buf, n, s->seed, off);
+		s->hash = tl_hash(s->hash, buf, n);
+		s->rc = tl_send_all(s->c, buf, n);
+		if (s->rc)
+			break;
+		off += n;
+	}
+	free(buf);
+	return NULL;
+}
+
+static void *receiver(void *arg)
+{
+	struct stream_arg *s = arg;
+	uint8_t *buf = malloc(1 << 20), *want = malloc(1 << 20);
+	uint64_t off = 0, rnd = s->seed * 7 + 1;
+
+	s->hash = 0xcbf29ce484222325ull;
+	s->rc = 0;
+	while (off < s->total) {
+		size_t cap = 1 + tl_rand(&rnd) % (uint64_t)s->maxw;
+		ssize_t n = tl_recv_some(s->c, buf, cap, 10000);
+
+		if (n <= 0) {
+			s->rc = n == 0 ? -EPIPE : (int)n;
+			break;
+		}
+		tl_fill(want, (size_t)n, s->seed, off);
+		if (memcmp(want, buf, (size_t)n)) {
+			s->rc = -EBADMSG;
+			break;
+		}
+		s->hash = tl_hash(s->hash, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	free(buf);
+	free(want);
+	return NULL;
+}
+
+/* Stream TOTAL bytes each way at once; assert byte-exact. */
+static void duplex(struct pair *p, uint64_t total, int maxw)
+{
+	struct stream_arg s1 = { .c = p->ca, .seed = 11, .total = total, .maxw = maxw };
+	struct stream_arg r1 = { .c = p->cb, .seed = 11, .total = total, .maxw = maxw };
+	struct stream_arg s2 = { .c = p->cb, .seed = 22, .total = total, .maxw = maxw };
+	struct stream_arg r2 = { .c = p->ca, .seed = 22, .total = total, .maxw = maxw };
+	pthread_t t[4];
+
+	pthread_create(&t[0], NULL, sender, &s1);
+	pthread_create(&t[1], NULL, receiver, &r1);
+	pthread_create(&t[2], NULL, sender, &s2);
+	pthread_create(&t[3], NULL, receiver, &r2);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(s1.rc, 0);
+	assert_int_equal(r1.rc, 0);
+	assert_int_equal(s2.rc, 0);
+	assert_int_equal(r2.rc, 0);
+	assert_true(s1.hash == r1.hash);
+	assert_true(s2.hash == r2.hash);
+}
+
+static void test_basic_exchange(void **state)
+{
+	struct pair p;
+	char buf[64];
+	struct iovec v = { (void *)"hello", 5 };
+	ssize_t n;
+
+	(void)state;
+	pair_open(&p, "basic", NULL, NULL);
+	assert_int_equal(tp_send(p.ca, &v, 1), 5);
+	n = tl_recv_some(p.cb, buf, sizeof(buf), 2000);
+	assert_int_equal(n, 5);
+	assert_memory_equal(buf, "hello", 5);
+	v.iov_base = (void *)"world!";
+	v.iov_len = 6;
+	assert_int_equal(tp_send(p.cb, &v, 1), 6);
+	n = tl_recv_some(p.ca, buf, sizeof(buf), 2000);
+	assert_int_equal(n, 6);
+	assert_memory_equal(buf, "world!", 6);
+	/* FIN: the peer reads EOF after the data */
+	assert_int_equal(tp_send(p.ca, &v, 1), 6);
+	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0);
+	assert_int_equal(tl_recv_some(p.cb, buf, sizeof(buf), 2000), 6);
+	assert_int_equal(tl_recv_some(p.cb, buf, sizeof(buf), 2000), 0);
+	assert_true(tp_poll(p.cb) & TP_EV_RDHUP);
+	assert_int_equal(tp_send(p.ca, &v, 1), -EPIPE);
+	/* the other direction still works after the half-close */
+	assert_int_equal(tp_send(p.cb, &v, 1), 6);
+	assert_int_equal(tl_recv_some(p.ca, buf, sizeof(buf), 2000), 6);
+	pair_close(&p);
+}
+
+static void test_stream_clean(void **state)
+{
+	struct pair p;
+	struct tp_stats st;
+	struct tp_params tpp;
+
+	(void)state;
+	tp_params_init(&tpp);
+	tpp.contexts = 16; /* 512 KiB rings: long messages happen */
+	pair_open(&p, "clean", &tpp, NULL);
+	duplex(&p, 64u << 20, 200000);
+	tp_conn_stats(p.ca, &st);
+	assert_true(st.tx_bytes == 64u << 20);
+	print_message("clean: msgs inline %llu short %llu long %llu\n", (unsigned long long)st.tx_msgs_inline,
+		      (unsigned long long)st.tx_msgs_short, (unsigned long long)st.tx_msgs_long);
+	assert_true(st.tx_msgs_inline > 0 && st.tx_msgs_short > 0 && st.tx_msgs_long > 0);
+	assert_true(st.retransmits == 0 && st.crc_errors == 0);
+	pair_close(&p);
+}
+
+static void test_stream_fault(void **state)
+{
+	struct pair p;
+	struct tp_stats sa, sb;
+	struct ntb_fault_params f = { .enabled = true, .drop = 0.01, .corrupt = 0.01, .seed = 42 };
+
+	(void)state;
+	pair_open(&p, "fault", NULL, &f);
+	duplex(&p, 16u << 20, 70000);
+	tp_conn_stats(p.ca, &sa);
+	tp_conn_stats(p.cb, &sb);
+	print_message("fault: retransmits %llu/%llu crc errors %llu/%llu\n",
+		      (unsigned long long)sa.retransmits, (unsigned long long)sb.retransmits,
+		      (unsigned long long)sa.crc_errors, (unsigned long long)sb.crc_errors);
+	assert_true(sa.retransmits + sb.retransmits > 0);
+	pair_close(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_basic_exchange),
+		cmocka_unit_test(test_stream_clean),
+		cmocka_unit_test(test_stream_fault),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

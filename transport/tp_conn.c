@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: MIT */
+/* Connections: listeners, set-up ([RT] Apply/Ack/Nack, sender side), attach, readiness,
+ * waiting, shutdown, close and abort. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+/* --- listeners ------------------------------------------------------------------------------ */
+
+int tp_listen(struct tp_link *l, uint16_t port)
+{
+	struct tp_host *h = l->host;
+	int me = getpid(), free_i = -1, rc = 0;
+
+	tp_host_lock(l);
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
+		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
+			h->listen[i].count++;
+			goto out;
+		}
+		if (!h->listen[i].count && free_i < 0)
+			free_i = (int)i;
+	}
+	if (free_i < 0) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	h->listen[free_i].pid = me;
+	h->listen[free_i].port = port;
+	h->listen[free_i].count = 1;
+	tp_listen_publish(l, false);
+out:
+	tp_host_unlock(l);
+	return rc;
+}
+
+int tp_unlisten(struct tp_link *l, uint16_t port)
+{
+	struct tp_host *h = l->host;
+	int me = getpid(), rc = -ENOENT;
+
+	tp_host_lock(l);
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
+		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
+			h->listen[i].count--;
+			rc = 0;
+			break;
+		}
+	}
+	tp_listen_publish(l, false);
+	tp_host_unlock(l);
+	return rc;
+}
+
+bool tp_peer_listens(struct tp_link *l, uint16_t port)
+{
+	uint32_t bits;
+
+	if (!tp_cw_check(ntb_link_peer_epoch(l->ntb), tp_in_word(l, TP_OFF_LISTEN + (port / 32u) * 8u),
+			 &bits))
+		return false;
+	return bits & (1u << (port % 32u));
+}
+
+/* --- set-up ----------------------------------------------------------------------------------- */
+
+static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
+{
+	struct tp_host_entry *e = &l->host->e[slot];
+	struct tp_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->link = l;
+	c->slot = slot;
+	c->ent = e;
+	c->st = &e->stats;
+	c->nonce_in = e->nonce;
+	c->nonce_out = e->peer_nonce;
+	c->out.slot_off = e->peer_slot_off;
+	c->out.inline_n = e->peer_inline_n;
+	c->out.log2n = (uint32_t)__builtin_ctz(e->peer_inline_n);
+	c->out.qsize = e->peer_qsize;
+	c->peer_epoch = e->peer_epoch;
+	c->tx_epoch = (uint16_t)e->epoch;
+	c->rx_epoch = (uint16_t)e->epoch;
+	c->used = true;
+	if (tp_conn_init_queues(c)) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
+{
+	struct tp_host_entry *e = &l->host->e[slot];
+	struct tp_pkt p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = TP_PKT_APPLY;
+	p.msgid = t->msgid;
+	p.pri = t->pri;
+	p.client_slot = slot;
+	p.client_nonce = e->nonce;
+	p.slot_off = TP_OFF_SLOTS + slot * l->slot_size;
+	p.inline_n = l->geom.inline_n;
+	p.qsize = l->geom.qsize;
+	p.key = e->key;
+	e->result = 0;
+	tp_mbox_send(l, &p);
+}
+
+int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+	       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+{
+	const struct tp_params *pp = &l->params;
+	struct tp_tcxt t = { .state = TP_TC_CONNECTING };
+	uint64_t start = tp_now_ms(), deadline, sent_ms;
+	struct tp_host_entry *e;
+	struct tp_conn *c;
+	int slot;
+
+	if (timeout_ms < 0 || (uint32_t)timeout_ms > pp->setup_timeout_ms)
+		timeout_ms = (int)pp->setup_timeout_ms;
+	deadline = start + (uint64_t)timeout_ms;
+	if (!ntb_link_tick(l->ntb)) {
+		*ret_reason = TP_REASON_LINK_DOWN;
+		return -ENOLINK;
+	}
+	if (!tp_peer_listens(l, tp_key_server_port(key))) {
+		*ret_reason = TP_REASON_NO_LISTENER;
+		return -ECONNREFUSED;
+	}
+	tp_host_lock(l);
+	tp_mbox_process(l);
+	slot = tp_slot_alloc(l, TP_ES_CONNECTING, getpid());
+	if (slot < 0) {
+		tp_host_unlock(l);
+		*ret_reason = TP_REASON_NO_CONTEXT;
+		return -EAGAIN;
+	}
+	e = &l->host->e[slot];
+	e->key = *key;
+	e->role = 0;
+	t.msgid = e->msgid = l->host->msgid_next++;
+	apply_send(l, (uint32_t)slot, &t);
+	tp_host_unlock(l);
+	sent_ms = tp_now_ms();
+	for (;;) {
+		uint32_t seen = ntb_db_read(l->ntb), res;
+		uint64_t now;
+
+		tp_host_lock(l);
+		tp_mbox_process(l);
+		/* acquire: pairs with the release store of result in on_answer() */
+		res = __atomic_load_n(&e->result, __ATOMIC_ACQUIRE);
+		now = tp_now_ms();
+		if (res == TP_PKT_ACK) {
+			tp_rt_tcxt_event(&t, TP_EV_ACK, t.msgid, pp->max_err);
+		} else if (res == TP_PKT_NACK) {
+			enum tp_rt_event ev = e->result_reason == TP_REASON_NO_LISTENER ?
+				TP_EV_NACK_NOLISTEN : TP_EV_NACK;
+
+			if (e->result_reason == TP_REASON_PEER_ERROR) {
+				t.state = TP_TC_FAILED;
+				t.reason = TP_REASON_PEER_ERROR;
+			} else if (tp_rt_tcxt_event(&t, ev, t.msgid, pp->max_err * 8u)) {
+				/* Nack: CnctPRI + 1 and Apply again after a short pause */
+				tp_host_unlock(l);
+				usleep(200u + 100u * (t.pri % 16u));
+				tp_host_lock(l);
+				apply_send(l, (uint32_t)slot, &t);
+				sent_ms = now;
+			}
+		} else if (now - sent_ms >= pp->cnct_timeout_ms) {
+			if (tp_rt_tcxt_event(&t, TP_EV_TIMER, t.msgid, pp->max_err)) {
+				apply_send(l, (uint32_t)slot, &t); /* TimerCnct: same MsgID */
+				sent_ms = now;
+			}
+		}
+		if (t.state == TP_TC_CONNECTING && now >= deadline) {
+			t.state = TP_TC_FAILED;
+			t.reason = TP_REASON_TIMEOUT;
+		}
+		if (t.state == TP_TC_SENDING) {
+			if (!tp_geom_valid(l, e->peer_slot_off, e->peer_inline_n, e->peer_qsize)) {
+				t.state = TP_TC_FAILED;
+				t.reason = TP_REASON_PEER_ERROR;
+			} else {
+				e->state = TP_ES_OPEN;
+			}
+		}
+		if (t.state == TP_TC_FAILED) {
+			if (e->result == TP_PKT_ACK) /* answered after all: tell the peer */
+				tp_write_st(l, e->peer_slot_off, e->peer_nonce, TP_ST_RST);
+			tp_slot_free(l, (uint32_t)slot);
+			tp_host_unlock(l);
+			*ret_reason = t.reason;
+			LOG(LL_DEBUG, "transport: connect failed: %s", tp_reason_str(t.reason));
+			return t.reason == TP_REASON_TIMEOUT ? -ETIMEDOUT : -ECONNREFUSED;
+		}
+		tp_host_unlock(l);
+		if (t.state == TP_TC_SENDING)
+			break;
+		ntb_db_wait(l->ntb, seen, 2);
+	}
+	c = conn_new(l, (uint32_t)slot);
+	if (!c) {
+		tp_host_lock(l);
+		tp_write_st(l, e->peer_slot_off, e->peer_nonce, TP_ST_RST);
+		tp_slot_free(l, (uint32_t)slot);
+		tp_host_unlock(l);
+		*ret_reason = TP_REASON_LOCAL_ERROR;
+		return -ENOMEM;
+	}
+	tp_conn_register(c);
+	*ret_conn = c;
+	*ret_reason = TP_REASON_NONE;
+	return 0;
+}
+
+int tp_conn_confirm(struct tp_conn *c)
+{
+	return c ? atomic_load(&c->error) : -EINVAL;
+}
+
+int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_conn)
+{
+	struct tp_host *h = l->host;
+	struct tp_conn *c;
+	int slot = -1;
+
+	tp_host_lock(l);
+	tp_mbox_process(l);
+	for (uint32_t i = 0; i < h->contexts; i++) {
+		if (h->e[i].state == TP_ES_PENDING && !memcmp(&h->e[i].key, key, sizeof(*key))) {
+			slot = (int)i;
+			break;
+		}
+	}
+	if (slot < 0) {
+		tp_host_unlock(l);
+		return -ENOENT;
+	}
+	h->e[slot].state = TP_ES_OPEN;
+	h->e[slot].pid = getpid();
+	h->e[slot].owners[0] = getpid();
+	tp_host_unlock(l);
+	c = conn_new(l, (uint32_t)slot);
+	if (!c) {
+		tp_host_lock(l);
+		tp_write_st(l, h->e[slot].peer_slot_off, h->e[slot].peer_nonce, TP_ST_RST);
+		tp_slot_free(l, (uint32_t)slot);
+		tp_host_unlock(l);
+		return -ENOMEM;
+	}
+	tp_conn_register(c);
+	*ret_conn = c;
+	return 0;
+}
+
+void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
+{
+	if (!c)
+		return;
+	c->ent->pid = pid;
+	c->ent->fd = fd;
+}
+
+/* --- readiness --------------------------------------------------------------------------------- */
+
+static void set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
+{
+	if (*cur == on)
+		return;
+	*cur = on;
+	tp_out_word(c->link, c->out.slot_off + word, c->nonce_out, on);
+	ntb_wc_flush(c->link->ntb);
+	/* the flag store before our re-check of the rings: Dekker pair with the fence in
+	 * wake_peer() on the peer */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+static unsigned poll_bits(struct tp_conn *c, bool arm)
+{
+	unsigned ev = 0;
+	int err = atomic_load(&c->error);
+
+	if (err)
+		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
+	pthread_mutex_lock(&c->rx_lock);
+	c->used = true;
+	tp_rx_progress(c);
+	if (arm && c->rec_head == c->rec_tail && !c->eof) {
+		/* nothing to read: ask the peer to ring, then look once more */
+		set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+		tp_rx_progress(c);
+	}
+	if (c->rec_head != c->rec_tail || c->eof) {
+		ev |= TP_EV_IN;
+		set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
+	}
+	if (c->fin_rcvd_v)
+		ev |= TP_EV_RDHUP;
+	pthread_mutex_unlock(&c->rx_lock);
+	pthread_mutex_lock(&c->tx_lock);
+	tp_tx_feedback(c);
+	bool room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
+		    c->out.qsize - (c->tx_d - c->fb_rx_d) > 1024u;
+	if (arm && !room && !c->wr_shut) {
+		set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+		tp_tx_feedback(c);
+		room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
+		       c->out.qsize - (c->tx_d - c->fb_rx_d) > 1024u;
+	}
+	if (room || c->wr_shut) {
+		ev |= TP_EV_OUT;
+		set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+	}
+	bool wr_done = c->wr_shut && c->fin_sent;
+	pthread_mutex_unlock(&c->tx_lock);
+	if (!(ev & TP_EV_IN) && tp_conn_peer_lost(c))
+		ev |= TP_EV_IN | TP_EV_ERR | TP_EV_HUP; /* recv reports EOF or ECONNRESET */
+	if ((ev & TP_EV_RDHUP) && wr_done)
+		ev |= TP_EV_HUP;
+	return ev;
+}
+
+unsigned tp_poll(struct tp_conn *c)
+{
+	/* arm the peer's doorbell for what is not ready: the caller may sleep on tp_event_fd() */
+	return poll_bits(c, true);
+}
+
+int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
+{
+	uint64_t start = tp_now_ms();
+	struct timespec t0, t1;
+	unsigned ev;
+
+	events |= TP_EV_ERR | TP_EV_HUP;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		ev = poll_bits(c, false);
+		if (ev & events)
+			return (int)(ev & events);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if ((t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000 >=
+		    (long)c->link->params.spin_us)
+			break;
+		__builtin_ia32_pause();
+	}
+	for (;;) {
+		uint32_t seen = ntb_db_read(c->link->ntb);
+		uint64_t now = tp_now_ms();
+		int slice = 50, rc;
+
+		ev = poll_bits(c, true);
+		if (ev & events)
+			return (int)(ev & events);
+		if (timeout_ms >= 0) {
+			if (now - start >= (uint64_t)timeout_ms)
+				return 0;
+			if ((uint64_t)slice > start + (uint64_t)timeout_ms - now)
+				slice = (int)(start + (uint64_t)timeout_ms - now);
+		}
+		rc = ntb_db_wait(c->link->ntb, seen, slice);
+		if (rc == -EINTR)
+			return -EINTR;
+		if (rc == -ENOLINK || rc == -EINVAL)
+			usleep((useconds_t)slice * 1000u);
+		tp_conn_timers(c, tp_now_ms());
+	}
+}
+
+size_t tp_readable_bytes(struct tp_conn *c)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&c->rx_lock);
+	tp_rx_progress(c);
+	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
+		n += c->recs[h % TP_RECS].len;
+	n -= c->rec_off;
+	pthread_mutex_unlock(&c->rx_lock);
+	return n;
+}
+
+size_t tp_unacked_bytes(struct tp_conn *c)
+{
+	size_t n;
+
+	pthread_mutex_lock(&c->tx_lock);
+	tp_tx_feedback(c);
+	n = (size_t)(c->tx_d - c->fb_rx_d) + (size_t)(c->tx_i - c->fb_rx_i) * 128u;
+	pthread_mutex_unlock(&c->tx_lock);
+	return n;
+}
+
+/* --- end of a connection ----------------------------------------------------------------------- */
+
+int tp_shutdown(struct tp_conn *c, int how)
+{
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+		return -EINVAL;
+	if (how != SHUT_WR) {
+		pthread_mutex_lock(&c->rx_lock);
+		c->rd_shut = true;
+		pthread_mutex_unlock(&c->rx_lock);
+	}
+	if (how != SHUT_RD) {
+		pthread_mutex_lock(&c->tx_lock);
+		if (!c->wr_shut) {
+			c->wr_shut = true;
+			if (!atomic_load(&c->error))
+				tp_tx_fin(c); /* -EAGAIN: the timers send it when room frees */
+		}
+		pthread_mutex_unlock(&c->tx_lock);
+	}
+	return 0;
+}
+
+/* Do other live processes (fork) still own C? Then closing here only drops our share. */
+static bool shared_elsewhere(struct tp_conn *c)
+{
+	int me = getpid();
+	bool other = false;
+
+	tp_host_lock(c->link);
+	for (int i = 0; i < TP_OWNERS; i++)
+		if (c->ent->owners[i] && c->ent->owners[i] != me &&
+		    tp_pid_alive(c->ent->owners[i]))
+			other = true;
+	tp_host_unlock(c->link);
+	return other;
+}
+
+void tp_close(struct tp_conn *c)
+{
+	if (!c)
+		return;
+	if (shared_elsewhere(c)) {
+		tp_conn_release(c, 0);
+		return;
+	}
+	tp_shutdown(c, SHUT_WR);
+	c->closed_ms = tp_now_ms();
+	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
+	atomic_store(&c->closed, true);
+}
+
+void tp_abort(struct tp_conn *c)
+{
+	if (!c)
+		return;
+	if (shared_elsewhere(c)) {
+		tp_conn_release(c, 0);
+		return;
+	}
+	atomic_store(&c->error, -ECONNRESET);
+	tp_conn_release(c, TP_ST_RST);
+}
+
+void tp_conn_abort(struct tp_conn *c)
+{
+	tp_abort(c);
+}
+
+int tp_conn_error(struct tp_conn *c)
+{
+	return atomic_load(&c->error);
+}
+
+void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)
+{
+	*ret_stats = *c->st;
+	ret_stats->tx_queue_fill = (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u;
+	ret_stats->rx_queue_fill = (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u;
+}

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: MIT */
+/* The host-local table: receive-context pool, listener refcounts, set-ups and live connections,
+ * shared by the processes of one host through a small shm file beside the link file. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+uint64_t tp_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint32_t tp_random32(void)
+{
+	uint32_t v = 0;
+
+	while (v == 0) {
+		if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			v = (uint32_t)(ts.tv_nsec ^ (getpid() << 16) ^ ts.tv_sec);
+		}
+	}
+	return v;
+}
+
+/* Does a live process own entry E? (forked children join the owner list) */
+bool tp_entry_owned(struct tp_host_entry *e)
+{
+	bool any = false;
+
+	for (int i = 0; i < TP_OWNERS; i++) {
+		if (e->owners[i] && !tp_pid_alive(e->owners[i]))
+			e->owners[i] = 0;
+		any |= e->owners[i] != 0;
+	}
+	return any;
+}
+
+bool tp_pid_alive(int pid)
+{
+	if (pid <= 0)
+		return false;
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+int tp_host_path(const struct ntb_link_params *lp, int side, char *buf, size_t len)
+{
+	int n;
+
+	if (lp->path[0])
+		n = snprintf(buf, len, "%s.side%d", lp->path, side);
+	else
+		n = snprintf(buf, len, "/dev/shm/ntbsock-%s.side%d", lp->name, side);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static size_t host_size_for(uint32_t contexts)
+{
+	return ALIGN_UP(sizeof(struct tp_host) + contexts * sizeof(struct tp_host_entry),
+			(size_t)4096);
+}
+
+static void host_init(struct tp_host *h, uint32_t contexts, uint32_t epoch, size_t size)
+{
+	pthread_mutexattr_t a;
+
+	memset(h, 0, size);
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&h->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	h->version = TP_HOST_VERSION;
+	h->size = (uint32_t)size;
+	h->contexts = contexts;
+	h->session_epoch = epoch;
+	h->free_num = contexts;
+	h->msgid_next = tp_random32();
+	/* release: the magic publishes the initialised table to openers that skip the flock
+	 * (tp_stat_list reads); pairs with the acquire load there. */
+	__atomic_store_n(&h->magic, TP_HOST_MAGIC, __ATOMIC_RELEASE);
+}
+
+int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
+{
+	char path[NTB_PATH_MAX + 32];
+	size_t size = host_size_for(l->contexts);
+	struct tp_host *h;
+	struct stat st;
+	uint32_t epoch = ntb_link_epoch(l->ntb);
+	int fd, rc;
+
+	rc = tp_host_path(lp, ntb_link_side(l->ntb), path, sizeof(path));
+	if (rc)
+		return rc;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, lp->mode ? lp->mode : 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX) < 0) {
+		rc = -errno;
+		goto err_close;
+	}
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto err_unlock;
+	}
+	if ((size_t)st.st_size < size && ftruncate(fd, (off_t)size) < 0) {
+		rc = -errno;
+		goto err_unlock;
+	}
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED) {
+		rc = -errno;
+		goto err_unlock;
+	}
+	/* A table from an earlier session of this side (every process of it gone) or from another
+	 * layout is rebuilt; the flock serialises openers. */
+	if (h->magic != TP_HOST_MAGIC || h->version != TP_HOST_VERSION ||
+	    h->session_epoch != epoch || h->size != size) {
+		if (h->magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
+			LOG(LL_DEBUG, "transport: %s: contexts %u differ from the host's %u", path,
+			    l->contexts, h->contexts);
+			rc = -EINVAL;
+			goto err_unmap;
+		}
+		host_init(h, l->contexts, epoch, size);
+	}
+	flock(fd, LOCK_UN);
+	l->host = h;
+	l->host_size = size;
+	l->host_fd = fd;
+	return 0;
+err_unmap:
+	munmap(h, size);
+err_unlock:
+	flock(fd, LOCK_UN);
+err_close:
+	close(fd);
+	return rc;
+}
+
+void tp_host_close(struct tp_link *l)
+{
+	if (l->host)
+		munmap(l->host, l->host_size);
+	if (l->host_fd >= 0)
+		close(l->host_fd);
+	l->host = NULL;
+	l->host_fd = -1;
+}
+
+void tp_host_lock(struct tp_link *l)
+{
+	int rc = pthread_mutex_lock(&l->host->lock);
+
+	if (rc == EOWNERDEAD) /* the holder died: its updates are whole or harmless */
+		pthread_mutex_consistent(&l->host->lock);
+}
+
+bool tp_host_trylock(struct tp_link *l)
+{
+	int rc = pthread_mutex_trylock(&l->host->lock);
+
+	if (rc == EOWNERDEAD) {
+		pthread_mutex_consistent(&l->host->lock);
+		return true;
+	}
+	return rc == 0;
+}
+
+void tp_host_unlock(struct tp_link *l)
+{
+	pthread_mutex_unlock(&l->host->lock);
+}
+
+int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
+{
+	struct tp_host *h = l->host;
+	int best = -1;
+
+	/* The free slot released longest ago: late writes of its previous peer have stopped. */
+	for (uint32_t i = 0; i < h->contexts; i++) {
+		if (h->e[i].state != TP_ES_FREE)
+			continue;
+		if (best < 0 || h->e[i].released_ms < h->e[best].released_ms)
+			best = (int)i;
+	}
+	if (best < 0)
+		return -ENOSPC;
+	struct tp_host_entry *e = &h->e[best];
+	memset(e, 0, sizeof(*e));
+	e->state = state;
+	e->pid = pid;
+	e->owners[0] = pid;
+	e->nonce = tp_random32();
+	e->created_ms = tp_now_ms();
+	e->fd = -1;
+	h->free_num--;
+	return best;
+}
+
+void tp_slot_free(struct tp_link *l, uint32_t slot)
+{
+	struct tp_host_entry *e = &l->host->e[slot];
+
+	if (e->state == TP_ES_FREE)
+		return;
+	e->state = TP_ES_FREE;
+	e->pid = 0;
+	memset(e->owners, 0, sizeof(e->owners));
+	e->released_ms = tp_now_ms();
+	l->host->free_num++;
+}
+
+void tp_listen_publish(struct tp_link *l, bool force)
+{
+	struct tp_host *h = l->host;
+	uint32_t seed = ntb_link_epoch(l->ntb);
+	uint32_t *bits = calloc(TP_LISTEN_WORDS, sizeof(*bits));
+
+	if (!bits)
+		return;
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
+		if (h->listen[i].count)
+			bits[h->listen[i].port / 32u] |= 1u << (h->listen[i].port % 32u);
+	for (uint32_t w = 0; w < TP_LISTEN_WORDS; w++) {
+		if (bits[w] == h->listen_pub[w] && !(force && bits[w]))
+			continue;
+		h->listen_pub[w] = bits[w];
+		tp_out_word(l, TP_OFF_LISTEN + w * 8u, seed, bits[w]);
+	}
+	free(bits);
+}
+
+void tp_host_reclaim(struct tp_link *l)
+{
+	struct tp_host *h = l->host;
+	uint64_t now = tp_now_ms();
+	uint32_t peer_epoch = ntb_link_peer_epoch(l->ntb);
+	uint64_t pend_ms = 2u * l->params.setup_timeout_ms + 1000u;
+	bool lchanged = false;
+
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
+		if (h->listen[i].count && !tp_pid_alive(h->listen[i].pid)) {
+			h->listen[i].count = 0;
+			lchanged = true;
+		}
+	}
+	if (lchanged)
+		tp_listen_publish(l, false);
+	for (uint32_t i = 0; i < h->contexts; i++) {
+		struct tp_host_entry *e = &h->e[i];
+		bool gone = false;
+
+		switch (e->state) {
+		case TP_ES_FREE:
+			continue;
+		case TP_ES_PENDING:
+			gone = now - e->created_ms > pend_ms ||
+			       (peer_epoch && peer_epoch != e->peer_epoch);
+			break;
+		case TP_ES_CONNECTING:
+		case TP_ES_OPEN:
+			gone = !tp_entry_owned(e);
+			break;
+		}
+		if (!gone)
+			continue;
+		LOG(LL_DEBUG, "transport: reclaim slot %u (state %u pid %d)", i, e->state, e->pid);
+		if (e->state != TP_ES_CONNECTING && e->peer_slot_off)
+			tp_write_st(l, e->peer_slot_off, e->peer_nonce, TP_ST_GONE);
+		tp_slot_free(l, i);
+	}
+}
+
+static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, uint32_t slot,
+		      int side)
+{
+	memset(o, 0, sizeof(*o));
+	o->pid = e->pid;
+	o->fd = e->fd;
+	o->slot = slot;
+	o->side = side;
+	o->state = e->state == TP_ES_OPEN ? "open" : e->state == TP_ES_PENDING ? "pending"
+		 : "connecting";
+	o->role = e->role ? "server" : "client";
+	o->key = e->key;
+	memcpy(&o->stats, &e->stats, sizeof(o->stats));
+}
+
+int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max)
+{
+	int n = 0;
+
+	for (int side = 0; side < 2; side++) {
+		char path[NTB_PATH_MAX + 32];
+		struct stat st;
+		struct tp_host *h;
+		int fd;
+
+		if (lp->side >= 0 && side != lp->side)
+			continue;
+		if (tp_host_path(lp, side, path, sizeof(path)))
+			return -ENAMETOOLONG;
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(struct tp_host)) {
+			close(fd);
+			continue;
+		}
+		h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		if (h == MAP_FAILED)
+			continue;
+		/* acquire: pairs with the release store of the magic in host_init() */
+		if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == TP_HOST_MAGIC &&
+		    h->version == TP_HOST_VERSION && h->size <= (size_t)st.st_size &&
+		    host_size_for(h->contexts) <= (size_t)st.st_size) {
+			for (uint32_t i = 0; i < h->contexts; i++) {
+				struct tp_host_entry e = h->e[i];
+
+				if (e.state == TP_ES_FREE)
+					continue;
+				if (e.state != TP_ES_PENDING && !tp_entry_owned(&e))
+					continue;
+				if (n < max)
+					stat_fill(&out[n], &e, i, side);
+				n++;
+			}
+		}
+		munmap(h, (size_t)st.st_size);
+	}
+	return n;
+}

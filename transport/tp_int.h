@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+/* transport/ internals: the wire layout of a receiver's inbound window, the host-local table
+ * shared by the processes of one host, and the process-local connection state.
+ *
+ * ---------------------------------------------------------------------------------------------
+ * INBOUND WINDOW OF HOST X (written only by the peer host Y; X only reads it)
+ *
+ *   0x00000  unit    reserved
+ *   0x00080  word    MBOX_TX: Y's producer index of the mailbox below        (checked word)
+ *   0x00100  word    MBOX_RX: Y's consumer index of X's mailbox in Y's window (checked word)
+ *   0x01000  16 KiB  listener bitmap: ports Y listens on, 2048 checked words of 32 bits
+ *   0x08000  32 KiB  mailbox: TP_MBOX_SLOTS packets of 128 B (Apply/Ack/Nack), from Y
+ *   0x10000  slots   contexts × slot_size; slot i belongs to X's receive context i
+ *
+ *   Slot i (one connection: X receives Y's bytes here, and Y's feedback on X's bytes):
+ *   +0x000 TX unit  (Y as sender of the Y→X queue)       tx_d, epoch|detect, next_msn, tx_wait
+ *   +0x080 FB unit  (Y as receiver of the X→Y queue)     rx_d, rx_i, ack_msn, epoch|detack,
+ *                                                        rx_wait
+ *   +0x100 ST unit  (Y's host, owner or reclaimer)       flags: RST / GONE
+ *   +0x200 inline ring: inline_n × 128-byte slots (byte 127 = sequence, written last)
+ *   +0x200 + inline_n*128: data ring, q bytes (power of two): descriptor (16 B) + data
+ *
+ * Every word above is a "checked word": 64-bit single store, low 32 bits the value, high 32
+ * bits crc32c(seed, value) where seed is the slot's nonce (chosen by X when it allocated the
+ * slot and told to Y in Apply/Ack) or, for the control area, Y's session epoch. A dropped
+ * write leaves the older value (every index is monotonic and republished by timers), a
+ * corrupted or stale (previous connection) word fails its check and is ignored.
+ *
+ * Messages carry MSN and CRC32C seeded with the slot nonce over payload and header, so stale
+ * bytes of an earlier connection in a reused slot never validate.
+ *
+ * WHO WRITES / WHO READS (DESIGN rule 2: one writer per shared word)
+ *   field                 writer                                reader
+ *   X.slot[i].TX unit     Y's process owning the connection     X's owner (rx path)
+ *   X.slot[i].rings       Y's owner (send path, retransmit)     X's owner (rx path)
+ *   X.slot[i].FB unit     Y's owner (rx path, timers)           X's owner (tx path)
+ *   X.slot[i].ST unit     Y's owner (abort/close), Y's reclaim  X's owner
+ *   X.MBOX_TX/ring        Y's processes under Y's host lock     X's processes under X's lock
+ *   X.MBOX_RX             Y's processes under Y's host lock     X's processes under X's lock
+ *   X.listen bitmap       Y's processes under Y's host lock     X's processes (no lock)
+ *   host table (file)     X's processes under host->lock        X's processes, ntbsock stat
+ *   entry.stats           owner process (relaxed stores)        ntbsock stat (torn ok)
+ *   tp_conn tx side       threads under c->tx_lock              same
+ *   tp_conn rx side       threads under c->rx_lock              same
+ *
+ * HOST-LOCAL TABLE: /dev/shm/ntbsock-<link>.side<N> (or <path>.side<N>), created by the first
+ * opener under flock(), guarded by a robust process-shared mutex (a holder that died is
+ * recovered with pthread_mutex_consistent()). Entries whose pid is dead are reclaimed by any
+ * process of the host (helper thread, every ~500 ms): the slot returns to the pool and the
+ * peer is told GONE.
+ * --------------------------------------------------------------------------------------------- */
+#ifndef NTBSOCK_TP_INT_H
+#define NTBSOCK_TP_INT_H
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "transport/transport.h"
+#include "util/compiler.h"
+
+/* --- window layout ------------------------------------------------------------------------ */
+#define TP_OFF_MBOX_TX    0x00080u
+#define TP_OFF_MBOX_RX    0x00100u
+#define TP_OFF_LISTEN     0x01000u
+#define TP_LISTEN_WORDS   2048u          /* 65536 ports / 32 */
+#define TP_OFF_MBOX       0x08000u
+#define TP_MBOX_SLOTS     256u
+#define TP_MBOX_PKT       128u
+#define TP_OFF_SLOTS      0x10000u
+
+#define TP_SLOT_TX        0x000u
+#define TP_SLOT_FB        0x080u
+#define TP_SLOT_ST        0x100u
+#define TP_SLOT_RINGS     0x200u
+
+/* TX unit words */
+#define TP_W_TX_D         (TP_SLOT_TX + 0x00)
+#define TP_W_TX_EPOCH     (TP_SLOT_TX + 0x08) /* epoch (low 16) | detect seq (high 16) */
+#define TP_W_TX_NEXT_MSN  (TP_SLOT_TX + 0x10)
+#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender sleeps waiting for feedback */
+/* FB unit words */
+#define TP_W_FB_RX_D      (TP_SLOT_FB + 0x00)
+#define TP_W_FB_RX_I      (TP_SLOT_FB + 0x08)
+#define TP_W_FB_ACK_MSN   (TP_SLOT_FB + 0x10)
+#define TP_W_FB_EPOCH     (TP_SLOT_FB + 0x18) /* retry epoch (low 16) | detect ack (high 16) */
+#define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver sleeps waiting for data */
+/* ST unit */
+#define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
+#define TP_ST_RST         0x1u  /* peer aborted the connection */
+#define TP_ST_GONE        0x2u  /* peer process died / released without FIN exchange */
+
+/* --- inline slots (DESIGN §4 table) ------------------------------------------------------- */
+#define TP_INLINE_MAX     116u
+#define TP_INL_LEN        116u  /* u16 payload length */
+#define TP_INL_MSN        118u  /* u32 */
+#define TP_INL_CRC        122u  /* u32 */
+#define TP_INL_FLAGS      126u  /* u8 */
+#define TP_INL_SEQ        127u  /* u8, written last */
+#define TP_MSG_FIN        0x1u  /* message flag: end of stream after this message's bytes */
+
+/* Payload offset of an inline message of LEN bytes (0 ≤ LEN ≤ 116): 112, 64 or 0. */
+static inline unsigned tp_inline_off(unsigned len)
+{
+	return len <= 4 ? 112 : len <= 52 ? 64 : 0;
+}
+/* Bytes copied to the window: offset … 127. */
+static inline unsigned tp_inline_copy(unsigned len) { return 128 - tp_inline_off(len); }
+
+/* Sequence byte of inline ring position POS (free-running) in a ring of 2^LOG2N slots:
+ * changes every lap, never 0 (fresh memory never looks written). BASE varies per connection. */
+static inline uint8_t tp_inline_seq(uint32_t pos, unsigned log2n, uint32_t base)
+{
+	return (uint8_t)(((pos >> log2n) + base) % 255u + 1u);
+}
+
+/* --- data ring descriptor ------------------------------------------------------------------ */
+#define TP_DESC_SIZE      16u
+#define TP_DATA_ALIGN     16u
+enum tp_msg_type { TP_MT_SHORT = 1, TP_MT_LONG = 2 };
+struct tp_desc {
+	uint8_t  type;   /* TP_MT_* */
+	uint8_t  flags;  /* TP_MSG_FIN */
+	uint16_t pad;
+	uint32_t len;    /* payload bytes */
+	uint32_t msn;
+	uint32_t crc;    /* crc32c(nonce, payload ‖ bytes 0..11 of this descriptor) */
+};
+static_assert(sizeof(struct tp_desc) == TP_DESC_SIZE, "desc size");
+static_assert(offsetof(struct tp_desc, crc) == 12, "desc layout");
+
+/* Offset (from the descriptor) of a message's payload, and its whole footprint in the ring. */
+static inline uint32_t tp_payload_gap(uint8_t type, uint32_t pos)
+{
+	if (type == TP_MT_LONG)
+		return (uint32_t)(ALIGN_UP(pos + TP_DESC_SIZE, 128u) - pos);
+	return TP_DESC_SIZE;
+}
+static inline uint32_t tp_footprint(uint8_t type, uint32_t pos, uint32_t len)
+{
+	return tp_payload_gap(type, pos) + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+}
+
+/* --- mailbox packets ---------------------------------------------------------------------- */
+enum tp_pkt_type { TP_PKT_APPLY = 1, TP_PKT_ACK = 2, TP_PKT_NACK = 3 };
+struct tp_pkt {
+	uint32_t seq;          /* producer index + 1 */
+	uint8_t  type;
+	uint8_t  reason;       /* NACK: enum tp_reason */
+	uint16_t pad;
+	uint32_t msgid;
+	uint32_t pri;          /* APPLY: CnctPRI */
+	uint32_t client_slot;
+	uint32_t server_slot;
+	uint32_t client_nonce;
+	uint32_t server_nonce;
+	uint32_t slot_off;     /* geometry of the sender's slot (APPLY: client's, ACK: server's) */
+	uint32_t inline_n;
+	uint32_t qsize;
+	uint32_t epoch;        /* ACK: initial epoch (RRetryNum) */
+	struct tp_key key;
+	uint8_t  reserved[124 - 88];
+	uint32_t crc;          /* crc32c(writer session epoch, bytes 0..123) */
+};
+static_assert(sizeof(struct tp_pkt) == TP_MBOX_PKT, "pkt size");
+static_assert(offsetof(struct tp_pkt, key) == 48, "pkt layout");
+
+/* --- pure helpers (tp_wire.c) ------------------------------------------------------------- */
+uint64_t tp_cw_make(uint32_t seed, uint32_t value);
+bool tp_cw_check(uint32_t seed, uint64_t word, uint32_t *ret_value);
+/* Build inline slot content for LEN bytes at SLOT (128 B); the payload is already at
+ * SLOT + tp_inline_off(len) (copied by the caller, crc = crc32c(nonce, payload)). */
+void tp_inline_finish(uint8_t *slot, unsigned len, uint32_t msn, uint8_t flags, uint8_t seq,
+		      uint32_t payload_crc);
+/* Validate a private copy of an inline slot; 0 and header fields, or -EBADMSG. */
+int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint32_t *ret_msn,
+		    uint8_t *ret_flags);
+uint32_t tp_inline_hdr_crc(uint32_t payload_crc, const uint8_t *slot);
+uint32_t tp_desc_crc(uint32_t payload_crc, const struct tp_desc *d);
+void tp_pkt_seal(struct tp_pkt *p, uint32_t seed);
+bool tp_pkt_valid(const struct tp_pkt *p, uint32_t seed, uint32_t want_seq);
+
+/* --- [RT] decisions as pure functions (tp_rt.c) ------------------------------------------- */
+struct tp_rt_pool {
+	uint32_t free_num;  /* RCxtFreeNum */
+	uint32_t pri;       /* RCxtPRI */
+};
+/* Receiver of a new Apply with priority CNCT_PRI: true → allocate (pool updated), false →
+ * Nack (RCxtPRI raised). */
+bool tp_rt_admit(struct tp_rt_pool *pool, uint32_t cnct_pri);
+
+/* Sender's TCxt during set-up. */
+enum tp_tcxt_state { TP_TC_CONNECTING, TP_TC_SENDING, TP_TC_FAILED };
+struct tp_tcxt {
+	enum tp_tcxt_state state;
+	uint32_t msgid, pri, err;
+	enum tp_reason reason;
+};
+enum tp_rt_event { TP_EV_ACK, TP_EV_NACK, TP_EV_NACK_NOLISTEN, TP_EV_TIMER };
+/* Apply EVENT (for MSGID) to T; returns true if an Apply must be (re)sent. */
+bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, uint32_t max_err);
+
+/* Receiver's view of the retry epoch: a data message / detect is accepted only when the
+ * sender's published epoch equals ours. Returns true when the sender's epoch has caught up. */
+static inline bool tp_rt_epoch_ok(uint16_t rx_epoch, uint16_t tx_epoch) { return rx_epoch == tx_epoch; }
+/* Sender: should it adopt (retransmit for) a feedback epoch? (16-bit serial arithmetic) */
+static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
+{
+	return (int16_t)(fb_epoch - tx_epoch) > 0;
+}
+
+/* --- host-local table --------------------------------------------------------------------- */
+#define TP_HOST_MAGIC     0x54534f48504e5354ULL
+#define TP_HOST_VERSION   1u
+#define TP_MAX_LISTEN     1024u
+#define TP_MAX_CONTEXTS   4096u
+#define TP_OWNERS         4
+
+enum tp_entry_state {
+	TP_ES_FREE = 0,
+	TP_ES_CONNECTING,  /* client: slot reserved, Apply sent, waiting for Ack */
+	TP_ES_PENDING,     /* server: Ack sent, waiting for tp_attach() */
+	TP_ES_OPEN,        /* owned by a process */
+};
+
+struct tp_host_entry {
+	uint32_t state;
+	int32_t  pid;          /* owner (CONNECTING/OPEN), 0 for PENDING */
+	int32_t  owners[4];    /* processes sharing it (fork); dead ones are dropped */
+	int32_t  fd;           /* informational (tp_conn_set_owner) */
+	uint32_t role;         /* 0 client, 1 server */
+	struct tp_key key;
+	uint32_t nonce;        /* ours: seeds what the peer writes into this slot */
+	uint32_t peer_slot, peer_nonce, peer_slot_off, peer_inline_n, peer_qsize;
+	uint32_t msgid, pri, epoch;
+	uint32_t peer_epoch;   /* the peer's ntb session when set up */
+	uint32_t result;       /* client: 0 waiting, TP_PKT_ACK, TP_PKT_NACK */
+	uint32_t result_reason;
+	uint64_t created_ms, released_ms;
+	struct tp_stats stats;
+};
+
+struct tp_host_listen {
+	int32_t  pid;
+	uint16_t port;
+	uint16_t count;
+};
+
+struct tp_host {
+	uint64_t magic;
+	uint32_t version, size;
+	uint32_t contexts, session_epoch;
+	pthread_mutex_t lock;
+	/* everything below under lock */
+	uint32_t peer_epoch;   /* peer session the mailbox indices belong to */
+	uint32_t free_num, rcxt_pri;
+	uint32_t msgid_next;
+	uint32_t mbox_prod;    /* packets we wrote into the peer's mailbox */
+	uint32_t mbox_cons;    /* packets we consumed from ours */
+	uint32_t listen_pub[TP_LISTEN_WORDS]; /* bitmap as last published */
+	struct tp_host_listen listen[TP_MAX_LISTEN];
+	struct tp_host_entry e[];
+};
+
+/* --- process-local state ------------------------------------------------------------------ */
+struct tp_geom {
+	uint32_t slot_off, inline_n, log2n, qsize;
+};
+
+struct tp_link {
+	struct ntb_link *ntb;
+	struct tp_params params;
+	struct tp_host *host;
+	size_t host_size;
+	int host_fd;
+	const volatile uint8_t *in;
+	size_t in_size, out_size;
+	struct tp_geom geom;      /* our slots' geometry */
+	uint32_t slot_size;
+	uint32_t contexts;
+	struct tp_link *next_link; /* process list */
+	pthread_mutex_t conns_lock;
+	struct tp_conn *conns;     /* process-local list, for timers */
+	uint64_t last_maint_ms;
+	uint32_t db_seen;
+	int refs;
+};
+
+struct tp_rec {          /* a validated inbound message, private copy */
+	uint32_t msn, len, pos, payload; /* pos: ring position (inline index or data offset) */
+	uint32_t footprint;
+	uint8_t  ring, flags; /* ring 0 inline, 1 data */
+	uint8_t  type;
+};
+#define TP_RECS 1024u
+
+struct tp_conn {
+	struct tp_link *link;
+	struct tp_conn *next;     /* link->conns */
+	uint32_t slot;            /* our receive slot */
+	struct tp_host_entry *ent;
+	struct tp_geom out;       /* peer slot geometry */
+	uint32_t nonce_in, nonce_out, seq_base_in, seq_base_out;
+	uint32_t peer_epoch;
+	atomic_int error;         /* 0 or -errno */
+	atomic_bool closed;       /* tp_close() called; helper finishes */
+	bool used;                /* touched by this process since fork: its timers run here */
+	uint64_t closed_ms;
+	bool released;
+	/* --- send side (tx_lock) */
+	pthread_mutex_t tx_lock;
+	uint32_t msn_next, tx_i, tx_d;
+	uint32_t fb_rx_i, fb_rx_d, fb_ack;
+	uint16_t tx_epoch, detect_seq;
+	uint8_t *sh_inline, *sh_data;
+	bool wr_shut, fin_sent, tx_wait_set;
+	uint32_t fin_msn;
+	uint32_t terr;
+	uint64_t last_ack_ms, last_tx_pub_ms;
+	bool tx_dirty;
+	/* --- receive side (rx_lock) */
+	pthread_mutex_t rx_lock;
+	uint32_t v_i, v_d, v_msn;     /* validation cursor */
+	uint32_t c_i, c_d;            /* consumed (released) cursor */
+	uint32_t pub_i, pub_d;        /* released as last published */
+	uint16_t rx_epoch, det_seen;
+	bool gated, rx_wait_set, rd_shut, fin_rcvd_v, eof, fb_dirty;
+	uint32_t rerr;
+	uint64_t gate_deadline_ms;
+	struct tp_rec recs[TP_RECS];
+	uint32_t rec_head, rec_tail; /* free-running */
+	uint32_t rec_off;            /* bytes consumed of recs[rec_head] */
+	struct tp_stats local_stats; /* when ent is NULL */
+	struct tp_stats *st;
+};
+
+/* tp_host.c */
+int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp);
+void tp_host_close(struct tp_link *l);
+void tp_host_lock(struct tp_link *l);
+bool tp_host_trylock(struct tp_link *l);
+void tp_host_unlock(struct tp_link *l);
+bool tp_pid_alive(int pid);
+bool tp_entry_owned(struct tp_host_entry *e);
+int tp_host_path(const struct ntb_link_params *lp, int side, char *buf, size_t len);
+uint64_t tp_now_ms(void);
+uint32_t tp_random32(void);
+/* Under lock: allocate a free slot (state → STATE, pid), returns index or -ENOSPC. */
+int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid);
+void tp_slot_free(struct tp_link *l, uint32_t slot);
+/* Under lock: republish the listener bitmap words that changed (or all when FORCE). */
+void tp_listen_publish(struct tp_link *l, bool force);
+/* Under lock: reclaim entries of dead processes and expired pending set-ups. */
+void tp_host_reclaim(struct tp_link *l);
+
+/* tp_mbox.c */
+int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);  /* under lock */
+bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n, uint32_t q);
+void tp_mbox_process(struct tp_link *l);                 /* under lock */
+
+/* tp_data.c */
+int tp_conn_init_queues(struct tp_conn *c);
+void tp_conn_free_queues(struct tp_conn *c);
+void tp_conn_timers(struct tp_conn *c, uint64_t now);
+void tp_rx_progress(struct tp_conn *c);
+int tp_tx_fin(struct tp_conn *c);
+void tp_tx_feedback(struct tp_conn *c);
+uint32_t tp_st_flags(struct tp_conn *c);
+void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
+bool tp_conn_peer_lost(struct tp_conn *c);
+uint64_t tp_in_word(const struct tp_link *l, uint32_t off);
+void tp_out_word(struct tp_link *l, uint32_t off, uint32_t seed, uint32_t v);
+
+/* tp_link.c */
+void tp_helper_start(void);
+void tp_event_signal(void);
+void tp_conn_register(struct tp_conn *c);
+void tp_conn_unregister(struct tp_conn *c);
+void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
+
+#endif

@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: MIT */
+/* Links of this process, the per-process helper thread (heartbeat, mailbox, timers, doorbell →
+ * event fd), parameters and fork support. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+void tp_params_init(struct tp_params *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->queue_size = 0;          /* auto: the largest power of two the window allows, ≤ 1 MiB */
+	p->inline_slots = 64;
+	p->inline_max = TP_INLINE_MAX;
+	p->short_max = 16384;
+	p->contexts = 256;
+	p->cnct_timeout_ms = 200;
+	p->send_timeout_ms = 100;
+	p->recv_timeout_ms = 50;
+	p->detect_timeout_ms = 100;
+	p->max_err = 32;
+	p->spin_us = 50;
+	p->setup_timeout_ms = 2000;
+}
+
+const char *tp_reason_str(enum tp_reason r)
+{
+	switch (r) {
+	case TP_REASON_NONE: return "ntb";
+	case TP_REASON_NOT_CONFIGURED: return "not configured";
+	case TP_REASON_RULE_TCP: return "rule says tcp";
+	case TP_REASON_NO_LISTENER: return "no listener";
+	case TP_REASON_NO_CONTEXT: return "no receive context";
+	case TP_REASON_TIMEOUT: return "timeout";
+	case TP_REASON_LINK_DOWN: return "link down";
+	case TP_REASON_PEER_ERROR: return "peer error";
+	case TP_REASON_LOCAL_ERROR: return "local error";
+	}
+	return "unknown";
+}
+
+/* --- process state ------------------------------------------------------------------------- */
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* links list, helper start */
+static struct tp_link *g_links;
+static int g_efd = -1;
+static bool g_helper;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+int tp_event_fd(void)
+{
+	pthread_mutex_lock(&g_lock);
+	if (g_efd < 0)
+		g_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	pthread_mutex_unlock(&g_lock);
+	return g_efd < 0 ? -EMFILE : g_efd;
+}
+
+void tp_event_ack(void)
+{
+	uint64_t v;
+
+	if (g_efd >= 0 && read(g_efd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: nothing pending */
+	}
+}
+
+void tp_event_signal(void)
+{
+	uint64_t one = 1;
+
+	if (g_efd >= 0 && write(g_efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN: counter saturated, already readable */
+	}
+}
+
+void tp_conn_register(struct tp_conn *c)
+{
+	pthread_mutex_lock(&c->link->conns_lock);
+	c->next = c->link->conns;
+	c->link->conns = c;
+	pthread_mutex_unlock(&c->link->conns_lock);
+}
+
+void tp_conn_unregister(struct tp_conn *c)
+{
+	pthread_mutex_lock(&c->link->conns_lock);
+	for (struct tp_conn **pp = &c->link->conns; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->link->conns_lock);
+}
+
+/* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
+ * tell the peer when the connection did not end with both FINs. Frees C. */
+void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
+{
+	struct tp_link *l = c->link;
+	struct tp_host_entry *e = c->ent;
+	int me = getpid();
+	bool last = true;
+
+	tp_conn_unregister(c);
+	tp_host_lock(l);
+	for (int i = 0; i < TP_OWNERS; i++)
+		if (e->owners[i] == me)
+			e->owners[i] = 0;
+	last = !tp_entry_owned(e);
+	if (last) {
+		if (st_flags)
+			tp_write_st(l, c->out.slot_off, c->nonce_out, st_flags);
+		tp_slot_free(l, c->slot);
+	} else if (e->pid == me) {
+		for (int i = 0; i < TP_OWNERS; i++)
+			if (e->owners[i])
+				e->pid = e->owners[i];
+	}
+	tp_host_unlock(l);
+	tp_conn_free_queues(c);
+	free(c);
+}
+
+/* Is a closed connection finished: FIN acknowledged and the peer's FIN seen (or gone)? */
+static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
+{
+	bool acked, peer_done;
+
+	*ret_flags = 0;
+	if (atomic_load(&c->error))
+		return true;
+	if (now - c->closed_ms > 5000u + c->link->params.setup_timeout_ms) {
+		*ret_flags = TP_ST_GONE;
+		return true;
+	}
+	acked = c->fin_sent && c->fb_ack - c->fin_msn - 1u < (1u << 31);
+	peer_done = c->fin_rcvd_v;
+	if (tp_conn_peer_lost(c))
+		return true;
+	if (acked && peer_done)
+		return true;
+	if (acked && now - c->closed_ms > 1000u) {
+		*ret_flags = TP_ST_GONE; /* we stopped reading: the peer's later sends fail */
+		return true;
+	}
+	return false;
+}
+
+static void link_service(struct tp_link *l, uint64_t now, bool rung)
+{
+	struct tp_conn *done = NULL, *c, *next;
+
+	ntb_link_tick(l->ntb);
+	if ((rung || now - l->last_maint_ms >= 100) && tp_host_trylock(l)) {
+		tp_mbox_process(l);
+		if (now - l->last_maint_ms >= 500) {
+			tp_host_reclaim(l);
+			if (now / 2000 != l->last_maint_ms / 2000)
+				tp_listen_publish(l, true);
+			l->last_maint_ms = now;
+		}
+		tp_host_unlock(l);
+	}
+	pthread_mutex_lock(&l->conns_lock);
+	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
+		uint32_t fl;
+
+		if (c->used || atomic_load(&c->closed))
+			tp_conn_timers(c, now);
+		if (atomic_load(&c->closed) && linger_done(c, now, &fl)) {
+			*pp = c->next;
+			c->next = done;
+			c->closed_ms = fl; /* reuse: flags for the release below */
+			done = c;
+			continue;
+		}
+		pp = &c->next;
+	}
+	pthread_mutex_unlock(&l->conns_lock);
+	for (c = done; c; c = next) {
+		next = c->next;
+		c->next = NULL;
+		pthread_mutex_lock(&l->conns_lock);
+		c->next = l->conns; /* tp_conn_release() unregisters */
+		l->conns = c;
+		pthread_mutex_unlock(&l->conns_lock);
+		tp_conn_release(c, (uint32_t)c->closed_ms);
+	}
+}
+
+static void *helper_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct tp_link *first;
+		uint32_t seen = 0;
+		bool signal = false;
+		int rc = 0;
+
+		pthread_mutex_lock(&g_lock);
+		first = g_links;
+		if (first)
+			seen = first->db_seen;
+		pthread_mutex_unlock(&g_lock);
+		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
+		if (first)
+			rc = ntb_db_wait(first->ntb, seen, 100);
+		if (!first || rc == -ENOLINK || rc == -EINVAL || rc == -ENOTSUP)
+			usleep(100000);
+		uint64_t now = tp_now_ms();
+
+		pthread_mutex_lock(&g_lock);
+		for (struct tp_link *l = g_links; l; l = l->next_link) {
+			uint32_t db = ntb_db_read(l->ntb);
+			bool rung = db != l->db_seen;
+
+			l->db_seen = db;
+			signal |= rung;
+			link_service(l, now, rung);
+		}
+		pthread_mutex_unlock(&g_lock);
+		if (signal)
+			tp_event_signal();
+	}
+	return NULL;
+}
+
+static void atfork_parent(void)
+{
+	/* The child may take over connections: timers run where a connection is used next. */
+	for (struct tp_link *l = g_links; l; l = l->next_link)
+		for (struct tp_conn *c = l->conns; c; c = c->next)
+			c->used = false;
+}
+
+static void atfork_init(void)
+{
+	pthread_atfork(NULL, atfork_parent, tp_atfork_child);
+}
+
+void tp_helper_start(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+
+	if (g_helper)
+		return;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&a, 256 * 1024);
+	if (pthread_create(&t, &a, helper_main, NULL) == 0)
+		g_helper = true;
+	pthread_attr_destroy(&a);
+}
+
+void tp_atfork_child(void)
+{
+	int me = getpid();
+
+	pthread_mutex_init(&g_lock, NULL);
+	g_helper = false;
+	if (g_efd >= 0) {
+		/* own event counter, same fd number (callers may have cached it) */
+		int nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+		if (nfd >= 0) {
+			dup3(nfd, g_efd, O_CLOEXEC);
+			close(nfd);
+		}
+	}
+	for (struct tp_link *l = g_links; l; l = l->next_link) {
+		pthread_mutex_init(&l->conns_lock, NULL);
+		tp_host_lock(l);
+		for (struct tp_conn *c = l->conns; c; c = c->next) {
+			pthread_mutex_init(&c->tx_lock, NULL);
+			pthread_mutex_init(&c->rx_lock, NULL);
+			c->used = false;
+			for (int i = 0; i < TP_OWNERS; i++) {
+				if (c->ent->owners[i] == me)
+					break;
+				if (!c->ent->owners[i] || !tp_pid_alive(c->ent->owners[i])) {
+					c->ent->owners[i] = me;
+					break;
+				}
+			}
+		}
+		tp_host_unlock(l);
+	}
+	if (g_links)
+		tp_helper_start();
+}
+
+/* --- links ----------------------------------------------------------------------------------- */
+
+static int link_geometry(struct tp_link *l)
+{
+	const struct tp_params *p = &l->params;
+	uint32_t n = p->inline_slots, base, avail, q;
+
+	if (p->contexts == 0 || p->contexts > TP_MAX_CONTEXTS || n < 2 || (n & (n - 1)) ||
+	    n > 65536 || p->inline_max > TP_INLINE_MAX)
+		return -EINVAL;
+	if (l->in_size <= TP_OFF_SLOTS || l->out_size != l->in_size)
+		return -ENOSPC;
+	base = TP_SLOT_RINGS + n * 128u;
+	avail = (uint32_t)((l->in_size - TP_OFF_SLOTS) / p->contexts);
+	if (avail < base + 4096u)
+		return -ENOSPC;
+	for (q = 4096; (uint64_t)q * 2 <= avail - base && q < (1u << 30); q *= 2)
+		;
+	if (p->queue_size) {
+		if ((p->queue_size & (p->queue_size - 1)) || p->queue_size < 4096)
+			return -EINVAL;
+		if (p->queue_size > q) {
+			LOG(LL_DEBUG, "transport: queue_size %u does not fit: window %zu / %u contexts "
+			    "leaves %u", p->queue_size, l->in_size, p->contexts, q);
+			return -ENOSPC;
+		}
+		q = p->queue_size;
+	} else if (q > (1u << 20)) {
+		q = 1u << 20;
+	}
+	l->contexts = p->contexts;
+	l->geom.inline_n = n;
+	l->geom.log2n = (uint32_t)__builtin_ctz(n);
+	l->geom.qsize = q;
+	l->slot_size = base + q;
+	return 0;
+}
+
+int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
+		 struct tp_link **ret_link)
+{
+	struct tp_link *l = calloc(1, sizeof(*l));
+	int rc;
+
+	if (!l)
+		return -ENOMEM;
+	pthread_once(&g_atfork_once, atfork_init);
+	if (tpp)
+		l->params = *tpp;
+	else
+		tp_params_init(&l->params);
+	if (l->params.max_err == 0)
+		l->params.max_err = 1;
+	l->host_fd = -1;
+	pthread_mutex_init(&l->conns_lock, NULL);
+	rc = ntb_link_open(lp, &l->ntb);
+	if (rc)
+		goto err_free;
+	l->in = ntb_in_window(l->ntb, &l->in_size);
+	l->out_size = ntb_out_size(l->ntb);
+	rc = link_geometry(l);
+	if (rc)
+		goto err_ntb;
+	rc = ntb_link_enable(l->ntb);
+	if (rc)
+		goto err_ntb;
+	rc = tp_host_open(l, lp);
+	if (rc)
+		goto err_ntb;
+	l->db_seen = ntb_db_read(l->ntb);
+	l->geom.slot_off = TP_OFF_SLOTS;
+	tp_event_fd();
+	pthread_mutex_lock(&g_lock);
+	l->next_link = g_links;
+	g_links = l;
+	tp_helper_start();
+	pthread_mutex_unlock(&g_lock);
+	tp_host_lock(l);
+	tp_listen_publish(l, true);
+	tp_host_unlock(l);
+	*ret_link = l;
+	return 0;
+err_ntb:
+	ntb_link_close(l->ntb);
+err_free:
+	free(l);
+	return rc;
+}
+
+void tp_link_close(struct tp_link *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&g_lock);
+	for (struct tp_link **pp = &g_links; *pp; pp = &(*pp)->next_link) {
+		if (*pp == l) {
+			*pp = l->next_link;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g_lock);
+	while (l->conns)
+		tp_abort(l->conns);
+	tp_host_lock(l);
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
+		if (l->host->listen[i].pid == getpid())
+			l->host->listen[i].count = 0;
+	tp_listen_publish(l, false);
+	tp_host_unlock(l);
+	tp_host_close(l);
+	ntb_link_close(l->ntb);
+	free(l);
+}
+
+bool tp_link_is_up(struct tp_link *l)
+{
+	return ntb_link_tick(l->ntb);
+}
+
+struct ntb_link *tp_link_ntb(struct tp_link *l)
+{
+	return l->ntb;
+}

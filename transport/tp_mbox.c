@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/* The link's control mailbox: Apply/Ack/Nack packets in the peer's inbound window, sent and
+ * consumed under the host lock, and the receiver half of [RT]'s set-up (context admission). */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
+{
+	struct tp_host *h = l->host;
+	uint32_t seed = ntb_link_epoch(l->ntb);
+	uint32_t off = TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) * TP_MBOX_PKT;
+	uint32_t peer_cons;
+
+	if (tp_cw_check(ntb_link_peer_epoch(l->ntb), tp_in_word(l, TP_OFF_MBOX_RX), &peer_cons) &&
+	    h->mbox_prod - peer_cons >= TP_MBOX_SLOTS && h->mbox_prod - peer_cons < (1u << 31))
+		return -EAGAIN; /* the peer has not consumed: the caller's timer retries */
+	p->seq = h->mbox_prod + 1;
+	tp_pkt_seal(p, seed);
+	ntb_write(l->ntb, off, p, sizeof(*p));
+	/* packet before the index that publishes it; pairs with the acquire load of MBOX_TX in
+	 * tp_mbox_process() on the peer */
+	ntb_to_peer_barrier(l->ntb);
+	h->mbox_prod++;
+	tp_out_word(l, TP_OFF_MBOX_TX, seed, h->mbox_prod);
+	ntb_wc_flush(l->ntb);
+	ntb_peer_db_ring(l->ntb);
+	return 0;
+}
+
+static bool host_listens(struct tp_host *h, uint16_t port)
+{
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
+		if (h->listen[i].count && h->listen[i].port == port &&
+		    tp_pid_alive(h->listen[i].pid))
+			return true;
+	return false;
+}
+
+/* Is the geometry a peer announced for its slot inside our outbound window and sane? */
+bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n, uint32_t q)
+{
+	uint64_t end = (uint64_t)slot_off + TP_SLOT_RINGS + (uint64_t)inline_n * 128u + q;
+
+	return slot_off >= TP_OFF_SLOTS && slot_off % 128u == 0 && inline_n >= 2 &&
+	       inline_n <= 65536 && (inline_n & (inline_n - 1)) == 0 && q >= 4096 &&
+	       (q & (q - 1)) == 0 && q <= (1u << 30) && end <= l->out_size;
+}
+
+static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint8_t reason,
+		  const struct tp_host_entry *e, uint32_t slot)
+{
+	struct tp_pkt p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = type;
+	p.reason = reason;
+	p.msgid = in->msgid;
+	p.client_slot = in->client_slot;
+	p.client_nonce = in->client_nonce;
+	p.key = in->key;
+	if (e) {
+		p.server_slot = slot;
+		p.server_nonce = e->nonce;
+		p.slot_off = TP_OFF_SLOTS + slot * l->slot_size;
+		p.inline_n = l->geom.inline_n;
+		p.qsize = l->geom.qsize;
+		p.epoch = e->epoch;
+	}
+	tp_mbox_send(l, &p);
+}
+
+static void on_apply(struct tp_link *l, const struct tp_pkt *p)
+{
+	struct tp_host *h = l->host;
+	struct tp_rt_pool pool;
+	int slot;
+
+	/* An Apply matching a context we hold: same MsgID → repeat the Ack, else drop it. */
+	for (uint32_t i = 0; i < h->contexts; i++) {
+		struct tp_host_entry *e = &h->e[i];
+
+		if ((e->state == TP_ES_PENDING || e->state == TP_ES_OPEN) && e->role == 1 &&
+		    e->peer_slot == p->client_slot && e->peer_nonce == p->client_nonce) {
+			if (e->msgid == p->msgid)
+				reply(l, p, TP_PKT_ACK, 0, e, i);
+			return;
+		}
+	}
+	if (!host_listens(h, tp_key_server_port(&p->key))) {
+		reply(l, p, TP_PKT_NACK, TP_REASON_NO_LISTENER, NULL, 0);
+		return;
+	}
+	if (!tp_geom_valid(l, p->slot_off, p->inline_n, p->qsize) ||
+	    p->client_slot >= (l->out_size - TP_OFF_SLOTS) / 128u) {
+		reply(l, p, TP_PKT_NACK, TP_REASON_PEER_ERROR, NULL, 0);
+		return;
+	}
+	pool.free_num = h->free_num;
+	pool.pri = h->rcxt_pri;
+	if (!tp_rt_admit(&pool, p->pri)) {
+		h->rcxt_pri = pool.pri;
+		reply(l, p, TP_PKT_NACK, TP_REASON_NO_CONTEXT, NULL, 0);
+		return;
+	}
+	h->rcxt_pri = pool.pri;
+	slot = tp_slot_alloc(l, TP_ES_PENDING, 0);
+	if (slot < 0) {
+		reply(l, p, TP_PKT_NACK, TP_REASON_NO_CONTEXT, NULL, 0);
+		return;
+	}
+	struct tp_host_entry *e = &h->e[slot];
+	e->role = 1;
+	e->key = p->key;
+	e->peer_slot = p->client_slot;
+	e->peer_nonce = p->client_nonce;
+	e->peer_slot_off = p->slot_off;
+	e->peer_inline_n = p->inline_n;
+	e->peer_qsize = p->qsize;
+	e->msgid = p->msgid;
+	e->pri = p->pri;
+	e->epoch = 0;
+	e->peer_epoch = ntb_link_peer_epoch(l->ntb);
+	LOG(LL_DEBUG, "transport: Apply msgid %u pri %u → slot %d", p->msgid, p->pri, slot);
+	reply(l, p, TP_PKT_ACK, 0, e, (uint32_t)slot);
+}
+
+static void on_answer(struct tp_link *l, const struct tp_pkt *p)
+{
+	struct tp_host *h = l->host;
+	struct tp_host_entry *e;
+
+	if (p->client_slot >= h->contexts)
+		return;
+	e = &h->e[p->client_slot];
+	if (e->state != TP_ES_CONNECTING || e->msgid != p->msgid || e->nonce != p->client_nonce ||
+	    e->result)
+		return; /* stale, duplicated or foreign */
+	if (p->type == TP_PKT_ACK) {
+		e->peer_slot = p->server_slot;
+		e->peer_nonce = p->server_nonce;
+		e->peer_slot_off = p->slot_off;
+		e->peer_inline_n = p->inline_n;
+		e->peer_qsize = p->qsize;
+		e->epoch = p->epoch;
+		e->peer_epoch = ntb_link_peer_epoch(l->ntb);
+	}
+	e->result_reason = p->reason;
+	/* release: the answer fields before the result word the connecting thread polls;
+	 * pairs with the acquire load in tp_connect() */
+	__atomic_store_n(&e->result, p->type, __ATOMIC_RELEASE);
+}
+
+void tp_mbox_process(struct tp_link *l)
+{
+	struct tp_host *h = l->host;
+	uint32_t peer_epoch = ntb_link_peer_epoch(l->ntb);
+	uint32_t ptx, start;
+
+	if (!peer_epoch)
+		return;
+	if (h->peer_epoch != peer_epoch) {
+		/* a new peer session: its mailbox indices start over, and so do ours */
+		h->peer_epoch = peer_epoch;
+		h->mbox_cons = 0;
+		h->mbox_prod = 0;
+		tp_listen_publish(l, true);
+	}
+	/* acquire: MBOX_TX before the packets it publishes; pairs with the barrier in
+	 * tp_mbox_send() on the peer */
+	if (!tp_cw_check(peer_epoch, tp_in_word(l, TP_OFF_MBOX_TX), &ptx))
+		return;
+	if (ptx - h->mbox_cons > TP_MBOX_SLOTS) /* lost track (or hostile): skip ahead */
+		h->mbox_cons = ptx - TP_MBOX_SLOTS;
+	start = h->mbox_cons;
+	while (h->mbox_cons != ptx) {
+		struct tp_pkt p;
+		uint32_t off = TP_OFF_MBOX + (h->mbox_cons % TP_MBOX_SLOTS) * TP_MBOX_PKT;
+
+		memcpy(&p, (const void *)(l->in + off), sizeof(p));
+		h->mbox_cons++;
+		if (!tp_pkt_valid(&p, peer_epoch, h->mbox_cons))
+			continue; /* dropped or corrupted: the sender's TimerCnct repeats it */
+		if (p.type == TP_PKT_APPLY)
+			on_apply(l, &p);
+		else if (p.type == TP_PKT_ACK || p.type == TP_PKT_NACK)
+			on_answer(l, &p);
+	}
+	if (start != h->mbox_cons)
+		tp_out_word(l, TP_OFF_MBOX_RX, ntb_link_epoch(l->ntb), h->mbox_cons);
+}

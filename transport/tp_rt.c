@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/* [RT]'s connection-context decisions as pure functions (DESIGN §6), unit-tested row by row. */
+#include "transport/tp_int.h"
+
+/* RCxtFreeNum > 0 and (CnctPRI ≥ RCxtPRI or RCxtFreeNum > 1) → allocate; if CnctPRI ≥ RCxtPRI
+ * then RCxtPRI = 0. Otherwise RCxtPRI = max(RCxtPRI, CnctPRI) and Nack: the last free context
+ * is kept for the most-refused sender, so nobody starves. */
+bool tp_rt_admit(struct tp_rt_pool *pool, uint32_t cnct_pri)
+{
+	if (pool->free_num > 0 && (cnct_pri >= pool->pri || pool->free_num > 1)) {
+		pool->free_num--;
+		if (cnct_pri >= pool->pri)
+			pool->pri = 0;
+		return true;
+	}
+	if (cnct_pri > pool->pri)
+		pool->pri = cnct_pri;
+	return false;
+}
+
+bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, uint32_t max_err)
+{
+	if (t->state != TP_TC_CONNECTING)
+		return false;            /* duplicates and late answers change nothing */
+	switch (ev) {
+	case TP_EV_ACK:
+		if (msgid != t->msgid)
+			return false;    /* stale answer of another attempt */
+		t->state = TP_TC_SENDING;
+		return false;
+	case TP_EV_NACK:
+		if (msgid != t->msgid)
+			return false;
+		t->pri++;
+		if (++t->err >= max_err) {
+			t->state = TP_TC_FAILED;
+			t->reason = TP_REASON_NO_CONTEXT;
+			return false;
+		}
+		return true;
+	case TP_EV_NACK_NOLISTEN:
+		if (msgid != t->msgid)
+			return false;
+		t->state = TP_TC_FAILED;
+		t->reason = TP_REASON_NO_LISTENER;
+		return false;
+	case TP_EV_TIMER:
+		if (++t->err >= max_err) {
+			t->state = TP_TC_FAILED;
+			t->reason = TP_REASON_TIMEOUT;
+			return false;
+		}
+		return true;
+	}
+	return false;
+}
