@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: MIT
+/* Socket-semantics checker for preload/: a client and a server run a fixed script over one TCP
+ * connection (MSG_PEEK, FIONREAD, SO_RCVTIMEO, MSG_DONTWAIT, MSG_WAITALL, dup, sendmmsg,
+ * sendfile, splice, select, readv/writev, shutdown, EOF, EPIPE) and check every result the way
+ * the kernel gives it. Run it without the library to check the checker.
+ *   pl_sem server ADDR PORT      pl_sem client ADDR PORT */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static int step;
+
+#define CHECK(cond, ...)                                                                 \
+	do {                                                                             \
+		if (!(cond)) {                                                           \
+			fprintf(stderr, "pl_sem %s: step %d: FAILED: %s (errno %s): ",   \
+				role, step, #cond, strerror(errno));                     \
+			fprintf(stderr, __VA_ARGS__);                                    \
+			fprintf(stderr, "\n");                                           \
+			exit(1);                                                         \
+		}                                                                        \
+	} while (0)
+
+static const char *role = "?";
+
+static void ok(const char *what)
+{
+	printf("%s ok %d %s\n", role, step, what);
+	fflush(stdout);
+	step++;
+}
+
+static void read_all(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+		CHECK(r > 0, "read_all got %zd after %zu of %zu", r, got, n);
+		got += (size_t)r;
+	}
+}
+
+static void write_all(int fd, const void *buf, size_t n)
+{
+	size_t put = 0;
+	while (put < n) {
+		ssize_t r = write(fd, (const char *)buf + put, n - put);
+		CHECK(r > 0, "write_all");
+		put += (size_t)r;
+	}
+}
+
+static void sync_byte_send(int fd, char c) { write_all(fd, &c, 1); }
+static void sync_byte_recv(int fd, char want)
+{
+	char c = 0;
+	read_all(fd, &c, 1);
+	CHECK(c == want, "sync byte %c, want %c", c, want);
+}
+
+static unsigned char pat(size_t i) { return (unsigned char)(i * 131 + (i >> 8) * 7 + 3); }
+
+static struct sockaddr_in addr_of(const char *a, const char *p)
+{
+	struct sockaddr_in sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)atoi(p));
+	inet_pton(AF_INET, a, &sa.sin_addr);
+	return sa;
+}
+
+static void server(int fd)
+{
+	char buf[256];
+	int n = -1;
+
+	/* 0: writev from the client arrives whole; FIONREAD sees it; MSG_PEEK leaves it. */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLIN), "poll POLLIN");
+	for (int i = 0; i < 1000; i++) {
+		CHECK(ioctl(fd, FIONREAD, &n) == 0, "FIONREAD");
+		if (n == 11)
+			break;
+		usleep(2000);
+	}
+	CHECK(n == 11, "FIONREAD %d", n);
+	CHECK(recv(fd, buf, 5, MSG_PEEK) == 5 && !memcmp(buf, "hello", 5), "peek");
+	CHECK(recv(fd, buf, sizeof(buf), 0) == 11 && !memcmp(buf, "hello world", 11), "recv");
+	ok("writev/FIONREAD/MSG_PEEK");
+
+	/* 1: nothing pending: MSG_DONTWAIT → EAGAIN; SO_RCVTIMEO → EAGAIN. */
+	errno = 0;
+	CHECK(recv(fd, buf, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN, "dontwait");
+	struct timeval tv = { 0, 200000 };
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "rcvtimeo");
+	errno = 0;
+	CHECK(recv(fd, buf, 1, 0) == -1 && errno == EAGAIN, "rcvtimeo recv");
+	tv.tv_usec = 0;
+	CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "rcvtimeo off");
+	sync_byte_send(fd, 'A');
+	ok("MSG_DONTWAIT/SO_RCVTIMEO");
+
+	/* 2: MSG_WAITALL collects 100000 bytes sent in pieces. */
+	static unsigned char big[100000];
+	CHECK(recv(fd, big, sizeof(big), MSG_WAITALL) == (ssize_t)sizeof(big), "waitall");
+	for (size_t i = 0; i < sizeof(big); i++)
+		CHECK(big[i] == pat(i), "waitall byte %zu", i);
+	ok("MSG_WAITALL");
+
+	/* 3: a dup shares the connection; closing the original keeps it open. */
+	int d = dup(fd);
+	CHECK(d >= 0, "dup");
+	CHECK(close(fd) == 0, "close original");
+	fd = d;
+	write_all(fd, "dup", 3);
+	ok("dup");
+
+	/* 4: sendmmsg from the client: 6 bytes. */
+	CHECK(recv(fd, buf, 6, MSG_WAITALL) == 6 && !memcmp(buf, "abbccc", 6), "mmsg");
+	ok("sendmmsg");
+
+	/* 5: sendfile 1 MiB to the client. */
+	char tmpl[] = "/tmp/pl_sem_XXXXXX";
+	int f = mkstemp(tmpl);
+	CHECK(f >= 0, "mkstemp");
+	unlink(tmpl);
+	static unsigned char mb[1 << 20];
+	for (size_t i = 0; i < sizeof(mb); i++)
+		mb[i] = pat(i + 5);
+	write_all(f, mb, sizeof(mb));
+	off_t off = 0;
+	size_t sent = 0;
+	while (sent < sizeof(mb)) {
+		ssize_t r = sendfile(fd, f, &off, sizeof(mb) - sent);
+		CHECK(r > 0, "sendfile");
+		sent += (size_t)r;
+	}
+	CHECK(off == (off_t)sizeof(mb), "sendfile offset");
+	close(f);
+	ok("sendfile");
+
+	/* 6: splice from the client's pipe: 4096 bytes. */
+	static unsigned char pg[4096];
+	read_all(fd, pg, sizeof(pg));
+	for (size_t i = 0; i < sizeof(pg); i++)
+		CHECK(pg[i] == pat(i + 9), "splice byte %zu", i);
+	ok("splice");
+
+	/* 7: the client selects; we send one byte a bit later. */
+	sync_byte_recv(fd, 'S');
+	usleep(100000);
+	sync_byte_send(fd, 'T');
+	ok("select");
+
+	/* 8: half-close: our FIN, then the client still talks to us. */
+	write_all(fd, "last", 4);
+	CHECK(shutdown(fd, SHUT_WR) == 0, "shutdown");
+	read_all(fd, buf, 3);
+	CHECK(!memcmp(buf, "bye", 3), "after half-close");
+	ok("shutdown(SHUT_WR)");
+
+	/* 9: the client closes: EOF. */
+	CHECK(read(fd, buf, sizeof(buf)) == 0, "EOF");
+	p.fd = fd;
+	p.events = POLLIN | POLLRDHUP;
+	CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLIN), "POLLIN at EOF");
+	ok("EOF");
+	close(fd);
+}
+
+static void client(int fd)
+{
+	char buf[256];
+
+	/* 0 */
+	struct iovec iov[2] = { { "hello ", 6 }, { "world", 5 } };
+	CHECK(writev(fd, iov, 2) == 11, "writev");
+	ok("writev");
+	/* 1 */
+	sync_byte_recv(fd, 'A');
+	ok("sync");
+	/* 2: 100000 bytes in pieces, with pauses */
+	static unsigned char big[100000];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = pat(i);
+	for (size_t o = 0; o < sizeof(big); o += 25000) {
+		write_all(fd, big + o, 25000);
+		usleep(20000);
+	}
+	ok("pieces");
+	/* 3 */
+	read_all(fd, buf, 3);
+	CHECK(!memcmp(buf, "dup", 3), "dup bytes");
+	ok("dup");
+	/* 4 */
+	struct iovec v[3] = { { "a", 1 }, { "bb", 2 }, { "ccc", 3 } };
+	struct mmsghdr mm[3];
+	memset(mm, 0, sizeof(mm));
+	for (int i = 0; i < 3; i++) {
+		mm[i].msg_hdr.msg_iov = &v[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	CHECK(sendmmsg(fd, mm, 3, 0) == 3 && mm[2].msg_len == 3, "sendmmsg");
+	ok("sendmmsg");
+	/* 5 */
+	static unsigned char mb[1 << 20];
+	CHECK(recv(fd, mb, sizeof(mb), MSG_WAITALL) == (ssize_t)sizeof(mb), "sendfile bytes");
+	for (size_t i = 0; i < sizeof(mb); i++)
+		CHECK(mb[i] == pat(i + 5), "sendfile byte %zu", i);
+	ok("sendfile");
+	/* 6 */
+	int pp[2];
+	CHECK(pipe(pp) == 0, "pipe");
+	static unsigned char pg[4096];
+	for (size_t i = 0; i < sizeof(pg); i++)
+		pg[i] = pat(i + 9);
+	write_all(pp[1], pg, sizeof(pg));
+	size_t moved = 0;
+	while (moved < sizeof(pg)) {
+		ssize_t r = splice(pp[0], NULL, fd, NULL, sizeof(pg) - moved, 0);
+		CHECK(r > 0, "splice");
+		moved += (size_t)r;
+	}
+	close(pp[0]);
+	close(pp[1]);
+	ok("splice");
+	/* 7 */
+	fd_set rd;
+	FD_ZERO(&rd);
+	FD_SET(fd, &rd);
+	struct timeval tv = { 0, 0 };
+	CHECK(select(fd + 1, &rd, NULL, NULL, &tv) == 0, "select: nothing yet");
+	sync_byte_send(fd, 'S');
+	FD_SET(fd, &rd);
+	tv.tv_sec = 10;
+	CHECK(select(fd + 1, &rd, NULL, NULL, &tv) == 1 && FD_ISSET(fd, &rd), "select readable");
+	sync_byte_recv(fd, 'T');
+	ok("select");
+	/* 8: data, then EOF from the server's SHUT_WR; we may still send. */
+	read_all(fd, buf, 4);
+	CHECK(!memcmp(buf, "last", 4), "last");
+	CHECK(read(fd, buf, sizeof(buf)) == 0, "EOF after SHUT_WR");
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	CHECK(poll(&p, 1, 1000) == 1 && (p.revents & POLLIN) && (p.revents & POLLRDHUP),
+	      "POLLIN|POLLRDHUP at EOF (revents %#x)", p.revents);
+	write_all(fd, "bye", 3);
+	ok("half-close");
+	/* 9 */
+	close(fd);
+	ok("close");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: pl_sem server|client ADDR PORT\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	role = argv[1];
+	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(s >= 0, "socket");
+	if (!strcmp(role, "server")) {
+		int one = 1;
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		CHECK(bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind");
+		CHECK(listen(s, 8) == 0, "listen");
+		int c = accept(s, NULL, NULL);
+		CHECK(c >= 0, "accept");
+		server(c);
+		close(s);
+	} else {
+		int r = -1;
+		for (int i = 0; i < 100 && r < 0; i++) {
+			r = connect(s, (struct sockaddr *)&sa, sizeof(sa));
+			if (r < 0) {
+				close(s);
+				usleep(50000);
+				s = socket(AF_INET, SOCK_STREAM, 0);
+			}
+		}
+		CHECK(r == 0, "connect");
+		client(s);
+	}
+	printf("%s: all ok\n", role);
+	return 0;
+}
