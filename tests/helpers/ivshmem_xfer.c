@@ -3,7 +3,7 @@
  * shm backend on the host and on the pci backend inside the QEMU guest (same region layout).
  *
  * Usage: ivshmem_xfer --side N (--path FILE | --device SEL) [--window BYTES] [--bytes N]
- *                     [--timeout SEC] [--name NAME] [--verbose]
+ *                     [--timeout SEC] [--name NAME] [--verbose] [--expect-down]
  *        ivshmem_xfer --list      print the PCI devices a profile matches (ntb_pci_list())
  *
  * Each side sends N bytes of a pseudo-random stream (seeded by its side) to the peer and
@@ -14,7 +14,8 @@
  *   0x100  struct result: the peer's final report (magic last)
  *   W/2 .. W          ring of W/2 bytes carrying the peer's stream
  * Prints "IVSHMEM-OPEN ..." once the link is open and "IVSHMEM-RESULT ... status=ok|fail"
- * at the end; exits 0 only on success. */
+ * at the end; exits 0 only on success. With --expect-down, after the exchange it also waits
+ * until the peer's close is seen as link down and prints "IVSHMEM-DOWN after=MS". */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -120,11 +121,13 @@ int main(int argc, char **argv)
 		{ "name", required_argument, NULL, 'n' },
 		{ "list", no_argument, NULL, 'l' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "expect-down", no_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ntb_link_params p;
 	struct ntb_link *link;
 	uint64_t total = 16u << 20, timeout_s = 120;
+	bool expect_down = false;
 	int c, rc;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -144,6 +147,7 @@ int main(int argc, char **argv)
 		case 'n': snprintf(p.name, sizeof(p.name), "%s", optarg); break;
 		case 'l': return list_devices();
 		case 'v': log_set_level(LL_DEBUG); break;
+		case 'D': expect_down = true; break;
 		default: usage();
 		}
 	}
@@ -289,8 +293,21 @@ int main(int argc, char **argv)
 	       " crc_sent=%08x crc_recv=%08x peer_crc_recv=%08x errors=%u peer_errors=%u ms=%"
 	       PRIu64 " status=%s\n", side, bk, sent, recvd, crc_sent, crc_recv, peer.crc_recv,
 	       errors, peer.errors, ms, ok ? "ok" : "fail");
-	/* Linger briefly so the peer sees our result before we announce link down. */
-	usleep(200000);
+	if (ok && expect_down) {
+		/* The peer closes after its linger below: its disable must reach us. */
+		uint64_t t0 = now_ms();
+		while (ntb_link_tick(link) && now_ms() < deadline)
+			usleep(10000);
+		if (ntb_link_is_up(link)) {
+			printf("IVSHMEM-ERROR side=%d the peer's close was not seen\n", side);
+			ok = false;
+		} else {
+			printf("IVSHMEM-DOWN side=%d after=%" PRIu64 "\n", side, now_ms() - t0);
+		}
+	} else {
+		/* Linger briefly so the peer sees our result before we announce link down. */
+		usleep(200000);
+	}
 	ntb_link_close(link);
 	free(sbuf);
 	free(rbuf);

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # /init of the ivshmem test guest (run.sh fills in @BYTES@, @WINDOW@, @TIMEOUT@): list the
 # PCI devices a profile matches, run the pci side of the exchange, print its result on the
-# serial console and power off.
+# serial console, see the host's close as link down, and power off.
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
@@ -13,7 +13,7 @@ echo "GUEST-UP $(uname -r)"
 # `ntbsock check --pci` as a user would run it (present when run.sh found build/ntbsock)
 [ -x /bin/ntbsock ] && /bin/ntbsock check --pci 2>&1 | sed 's/^/GUEST-CHECK /'
 /bin/ivshmem_xfer --side 1 --device 1af4:1110 --window @WINDOW@ --bytes @BYTES@ \
-	--timeout @TIMEOUT@ --verbose
+	--timeout @TIMEOUT@ --verbose --expect-down
 echo "GUEST-EXIT rc=$?"
 sync
 poweroff -f

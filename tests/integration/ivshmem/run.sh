@@ -119,6 +119,8 @@ if [ -x "$TOOL" ]; then
 	grep -aq 'GUEST-CHECK .*1af4:1110.*ivshmem' "$TMP/guest.lines" ||
 		fail "guest: ntbsock check --pci did not list the ivshmem device"
 fi
+grep -aq 'IVSHMEM-DOWN side=1' "$TMP/guest.lines" ||
+	fail "guest: the host's link close was not seen as link down"
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 [ "$(field "$g" status)" = ok ] || fail "guest side failed: $g"
 [ "$(field "$h" status)" = ok ] || fail "host side failed (rc=$hrc): $h"
