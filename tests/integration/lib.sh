@@ -87,7 +87,7 @@ pl_wait_port() {
 }
 
 # Bytes received + transmitted on lo so far.
-pl_lo_bytes() { awk '/^ *lo:/ { sub(/.*lo:/, ""); split($0, f, " "); print f[1] + f[9] }' /proc/net/dev; }
+pl_lo_bytes() { awk '/^ *lo:/ { sub(/.*lo:/, ""); split($0, f, " "); printf "%.0f\n", f[1] + f[9] }' /proc/net/dev; }
 
 # pl_assert_lo_below BEFORE MAX: lo moved by fewer than MAX bytes since BEFORE.
 pl_assert_lo_below() {
