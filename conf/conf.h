@@ -118,20 +118,21 @@ struct conf_rule {
 	int                line;
 };
 
-/* Tunables; map 1:1 onto struct tp_params. Defaults in man/ntbsock.conf.5 and conf_defaults(). */
+/* Tunables; map 1:1 onto struct tp_params, with the same defaults as tp_params_init()
+ * (conf_tunables_defaults(); man/ntbsock.conf.5). */
 struct conf_tunables {
-	uint32_t queue_size;       /* default 1M, power of two, 4K..1G */
-	uint32_t inline_slots;     /* default 256, power of two, 2..65536 */
+	uint32_t queue_size;       /* 0 (default): auto; else a power of two, 4K..1G */
+	uint32_t inline_slots;     /* default 64, power of two, 2..65536 */
 	uint32_t inline_max;       /* default 116, 0..116 */
-	uint32_t short_max;        /* default 16K, 0..queue_size */
-	uint32_t contexts;         /* default 256, 1..65536 */
-	uint32_t cnct_timeout_ms;  /* default 100 */
-	uint32_t send_timeout_ms;  /* default 200 */
-	uint32_t recv_timeout_ms;  /* default 200 */
+	uint32_t short_max;        /* default 16K, 0..1G, ≤ queue_size when that is set */
+	uint32_t contexts;         /* default 256, 1..4096 */
+	uint32_t cnct_timeout_ms;  /* default 200 */
+	uint32_t send_timeout_ms;  /* default 100 */
+	uint32_t recv_timeout_ms;  /* default 50 */
 	uint32_t detect_timeout_ms; /* default 100 */
-	uint32_t max_err;          /* default 8 */
+	uint32_t max_err;          /* default 32 */
 	uint32_t spin_us;          /* default 50 */
-	uint32_t setup_timeout_ms; /* default 1000 */
+	uint32_t setup_timeout_ms; /* default 2000 */
 };
 
 enum conf_fallback {

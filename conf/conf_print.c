@@ -95,7 +95,10 @@ static void print_rules(FILE *out, const struct conf *c)
 static void print_tunables(FILE *out, const struct conf_tunables *t)
 {
 	fprintf(out, "tunables:\n");
-	print_size(out, "queue_size", t->queue_size);
+	if (t->queue_size)
+		print_size(out, "queue_size", t->queue_size);
+	else
+		fprintf(out, "    %-20s auto\n", "queue_size");
 	fprintf(out, "    %-20s %u\n", "inline_slots", t->inline_slots);
 	fprintf(out, "    %-20s %u\n", "inline_max", t->inline_max);
 	print_size(out, "short_max", t->short_max);

@@ -87,18 +87,19 @@ static int parse_host(struct conf_ctx *ctx, const config_setting_t *root)
 
 void conf_tunables_defaults(struct conf_tunables *t)
 {
-	t->queue_size = 1 * MIB;
-	t->inline_slots = 256;
+	/* Keep equal to tp_params_init() (transport/tp_link.c). */
+	t->queue_size = 0; /* auto: the largest power of two the window allows, at most 1 MiB */
+	t->inline_slots = 64;
 	t->inline_max = 116;
 	t->short_max = 16 * KIB;
 	t->contexts = 256;
-	t->cnct_timeout_ms = 100;
-	t->send_timeout_ms = 200;
-	t->recv_timeout_ms = 200;
+	t->cnct_timeout_ms = 200;
+	t->send_timeout_ms = 100;
+	t->recv_timeout_ms = 50;
 	t->detect_timeout_ms = 100;
-	t->max_err = 8;
+	t->max_err = 32;
 	t->spin_us = 50;
-	t->setup_timeout_ms = 1000;
+	t->setup_timeout_ms = 2000;
 }
 
 static int get_u32(struct conf_ctx *ctx, const config_setting_t *g, const char *key, bool size,
@@ -107,6 +108,29 @@ static int get_u32(struct conf_ctx *ctx, const config_setting_t *g, const char *
 	uint64_t v;
 	int rc = conf_get_u64(ctx, g, key, false, size, lo, hi, &v);
 
+	if (rc == 0)
+		*field = (uint32_t)v;
+	return rc < 0 ? rc : 0;
+}
+
+/* queue_size: "auto" or 0 (default), or a size 4K..1G. */
+static int get_queue_size(struct conf_ctx *ctx, const config_setting_t *g, uint32_t *field)
+{
+	const config_setting_t *s = config_setting_get_member(g, "queue_size");
+	uint64_t v;
+	int rc;
+
+	if (s && config_setting_type(s) == CONFIG_TYPE_STRING &&
+	    strcmp(config_setting_get_string(s), "auto") == 0) {
+		*field = 0;
+		return 0;
+	}
+	if (s && (config_setting_type(s) == CONFIG_TYPE_INT ||
+		  config_setting_type(s) == CONFIG_TYPE_INT64) && config_setting_get_int64(s) == 0) {
+		*field = 0;
+		return 0;
+	}
+	rc = conf_get_u64(ctx, g, "queue_size", false, true, 4 * KIB, 1 * GIB, &v);
 	if (rc == 0)
 		*field = (uint32_t)v;
 	return rc < 0 ? rc : 0;
@@ -127,11 +151,11 @@ static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 		return 0;
 	if ((rc = conf_want_group(ctx, g)) || (rc = conf_check_keys(ctx, g, keys)))
 		return rc;
-	if ((rc = get_u32(ctx, g, "queue_size", true, 4 * KIB, 1 * GIB, &t->queue_size)) ||
+	if ((rc = get_queue_size(ctx, g, &t->queue_size)) ||
 	    (rc = get_u32(ctx, g, "inline_slots", false, 2, 65536, &t->inline_slots)) ||
 	    (rc = get_u32(ctx, g, "inline_max", false, 0, 116, &t->inline_max)) ||
 	    (rc = get_u32(ctx, g, "short_max", true, 0, 1 * GIB, &t->short_max)) ||
-	    (rc = get_u32(ctx, g, "contexts", false, 1, 65536, &t->contexts)) ||
+	    (rc = get_u32(ctx, g, "contexts", false, 1, 4096, &t->contexts)) ||
 	    (rc = get_u32(ctx, g, "cnct_timeout_ms", false, 1, 600000, &t->cnct_timeout_ms)) ||
 	    (rc = get_u32(ctx, g, "send_timeout_ms", false, 1, 600000, &t->send_timeout_ms)) ||
 	    (rc = get_u32(ctx, g, "recv_timeout_ms", false, 1, 600000, &t->recv_timeout_ms)) ||
@@ -140,13 +164,13 @@ static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 	    (rc = get_u32(ctx, g, "spin_us", false, 0, 1000000, &t->spin_us)) ||
 	    (rc = get_u32(ctx, g, "setup_timeout_ms", false, 1, 600000, &t->setup_timeout_ms)))
 		return rc;
-	if (!is_pow2(t->queue_size))
+	if (t->queue_size && !is_pow2(t->queue_size))
 		return conf_err_at(ctx, config_setting_get_member(g, "queue_size"),
 				   "must be a power of two");
 	if (!is_pow2(t->inline_slots))
 		return conf_err_at(ctx, config_setting_get_member(g, "inline_slots"),
 				   "must be a power of two");
-	if (t->short_max > t->queue_size) {
+	if (t->queue_size && t->short_max > t->queue_size) {
 		char q[32];
 
 		conf_fmt_size(t->queue_size, q, sizeof(q));
@@ -312,6 +336,27 @@ static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struc
 	return 0;
 }
 
+/* The window must hold every receive context's rings. Mirrors transport's layout
+ * (tp_int.h: a 64 KiB header, then per context 512 bytes of ring heads, the inline ring and
+ * the data ring of queue_size, at least 4 KiB when auto); transport re-checks at open. */
+static int check_window_fits(struct conf_ctx *ctx, const config_setting_t *g,
+			     const struct conf_link *l)
+{
+	const struct conf_tunables *t = &ctx->c->tunables;
+	uint64_t q = t->queue_size ? t->queue_size : 4 * KIB;
+	uint64_t need = 64 * KIB + (uint64_t)t->contexts * (512 + 128ull * t->inline_slots + q);
+	const config_setting_t *s = config_setting_get_member(g, "window_size");
+	char w[32], n[32], qs[32];
+
+	if (l->window_size >= need)
+		return 0;
+	conf_fmt_size(l->window_size, w, sizeof(w));
+	conf_fmt_size(need, n, sizeof(n));
+	conf_fmt_size(q, qs, sizeof(qs));
+	return conf_err_at(ctx, s ? s : g, "window %s too small for tunables (%u contexts x %s "
+			   "queues + %u inline slots need %s)", w, t->contexts, qs, t->inline_slots, n);
+}
+
 static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
 {
 	static const char *const keys[] = {
@@ -367,15 +412,8 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 		return conf_err_at(ctx, s, "link_timeout_ms (%u) must be greater than heartbeat_ms (%u)",
 				   l->link_timeout_ms, l->heartbeat_ms);
 	}
-	if (l->window_size <= ctx->c->tunables.queue_size) {
-		const config_setting_t *s = config_setting_get_member(g, "window_size");
-		char w[32], q[32];
-
-		conf_fmt_size(l->window_size, w, sizeof(w));
-		conf_fmt_size(ctx->c->tunables.queue_size, q, sizeof(q));
-		return conf_err_at(ctx, s ? s : g, "window %s must be larger than tunables.queue_size (%s)",
-				   w, q);
-	}
+	if ((rc = check_window_fits(ctx, g, l)))
+		return rc;
 	return parse_fault(ctx, g, &l->fault);
 }
 

@@ -206,9 +206,11 @@ static void test_example_full(void **state)
 	assert_memory_equal(&c->tunables, &d, sizeof(d));
 	assert_int_equal(d.contexts, 256);
 	assert_int_equal(d.inline_max, 116);
-	assert_int_equal(d.queue_size, 1u << 20);
+	assert_int_equal(d.queue_size, 0); /* auto */
 	assert_int_equal(d.short_max, 16u << 10);
-	assert_int_equal(d.inline_slots, 256);
+	assert_int_equal(d.inline_slots, 64);
+	assert_int_equal(d.max_err, 32);
+	assert_int_equal(d.setup_timeout_ms, 2000);
 	assert_int_equal(c->fallback, CONF_FALLBACK_TCP);
 	assert_int_equal(c->log_level, LL_WARN);
 	conf_free(c);
@@ -249,7 +251,7 @@ static void test_sizes_and_values(void **state)
 		    "  group = 0; fault = { drop = 0; corrupt = 0.5; delay_us = 5; seed = 12345678901L; }; },\n"
 		    "  { name = \"y\"; backend = \"shm\"; window_size = \"1G\"; },\n"
 		    "  { name = \"z\"; backend = \"pci\"; device = \"0000:00:04.0\"; side = 0; } );\n"
-		    "tunables = { queue_size = \"64K\"; short_max = 4096; inline_slots = 64; inline_max = 0;\n"
+		    "tunables = { queue_size = \"32K\"; short_max = 4096; inline_slots = 64; inline_max = 0;\n"
 		    "  contexts = 1; max_err = 1000; spin_us = 0; setup_timeout_ms = 600000; };\n"
 		    "fallback = \"error\";\n"
 		    "log = { level = \"debug\"; file = \"/tmp/x.log\"; };\n");
@@ -266,7 +268,7 @@ static void test_sizes_and_values(void **state)
 	assert_int_equal(c->links[2].backend, CONF_BACKEND_PCI);
 	assert_string_equal(c->links[2].device, "0000:00:04.0");
 	assert_int_equal(c->links[2].bar, -1);
-	assert_int_equal(c->tunables.queue_size, 65536);
+	assert_int_equal(c->tunables.queue_size, 32768);
 	assert_int_equal(c->tunables.short_max, 4096);
 	assert_int_equal(c->tunables.inline_slots, 64);
 	assert_int_equal(c->tunables.inline_max, 0);
@@ -274,7 +276,7 @@ static void test_sizes_and_values(void **state)
 	assert_int_equal(c->tunables.max_err, 1000);
 	assert_int_equal(c->tunables.spin_us, 0);
 	assert_int_equal(c->tunables.setup_timeout_ms, 600000);
-	assert_int_equal(c->tunables.cnct_timeout_ms, 100); /* untouched default */
+	assert_int_equal(c->tunables.cnct_timeout_ms, 200); /* untouched default */
 	assert_int_equal(c->fallback, CONF_FALLBACK_ERROR);
 	assert_int_equal(c->log_level, LL_DEBUG);
 	assert_string_equal(c->log_file, "/tmp/x.log");
@@ -361,12 +363,14 @@ static const struct bad_case bad_cases[] = {
 	{ H LNK("window_size = 99999999999L;"), 3, "out of range (allowed 64K..64G) (value '99999999999')" },
 	{ H LNK("window_size = \"64Q\";"), 3, "not a size (an integer, or a string like \"64M\") (value '64Q')" },
 	{ H LNK("window_size = -4096;"), 3, "out of range (allowed 64K..64G) (value '-4096')" },
-	{ H LNK("window_size = \"64K\";"), 3, "window 64K must be larger than tunables.queue_size (1M)" },
+	{ H LNK("window_size = \"1M\";"), 3, "key 'links[0].window_size': window 1M too small for tunables (256 contexts x 4K queues + 64 inline slots need 3264K) (value '1M')" },
+	{ H "tunables = { queue_size = \"1M\"; contexts = 64; };\n" LNK("window_size = \"64M\";"), 4, "window 64M too small for tunables (64 contexts x 1M queues + 64 inline slots need" },
+	{ H "tunables = { queue_size = 3; };\n", 2, "out of range (allowed 4K..1G) (value '3')" },
 	{ H "tunables = {\n queue_size = \"3M\"; };\n", 3, "key 'tunables.queue_size': must be a power of two (value '3M')" },
 	{ H "tunables = { inline_slots = 100; };\n", 2, "key 'tunables.inline_slots': must be a power of two (value '100')" },
 	{ H "tunables = { inline_max = 117; };\n", 2, "key 'tunables.inline_max': out of range (allowed 0..116) (value '117')" },
-	{ H "tunables = { contexts = 0; };\n", 2, "out of range (allowed 1..65536) (value '0')" },
-	{ H "tunables = { contexts = -5; };\n", 2, "out of range (allowed 1..65536) (value '-5')" },
+	{ H "tunables = { contexts = 0; };\n", 2, "out of range (allowed 1..4096) (value '0')" },
+	{ H "tunables = { contexts = -5; };\n", 2, "out of range (allowed 1..4096) (value '-5')" },
 	{ H "tunables = { queue_size = \"64K\"; short_max = \"128K\"; };\n", 2, "key 'tunables.short_max': must not exceed queue_size (64K)" },
 	{ H "tunables = { max_err = 1001; };\n", 2, "out of range (allowed 1..1000)" },
 	{ H LNK("fault = { drop = 1.5; };"), 3, "key 'links[0].fault.drop': out of range (allowed 0..1) (value '1.5')" },
@@ -936,7 +940,8 @@ static void test_print(void **state)
 	assert_non_null(strstr(out, "  rule 1: match 0.0.0.0/0 ports 22 -> tcp\n"));
 	assert_non_null(strstr(out, "  rule 3: match fd00::/64 ports any -> ntb\n"));
 	assert_non_null(strstr(out, "    contexts             256\n"));
-	assert_non_null(strstr(out, "    setup_timeout_ms     1000 ms\n"));
+	assert_non_null(strstr(out, "    setup_timeout_ms     2000 ms\n"));
+	assert_non_null(strstr(out, "    queue_size           auto\n"));
 	assert_non_null(strstr(out, "fallback: tcp\n"));
 	assert_non_null(strstr(out, "log: level warn, file (stderr)\n"));
 	free(out);
