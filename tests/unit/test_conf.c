@@ -96,6 +96,9 @@ static void route(const struct conf *c, const char *ip, uint16_t port, struct co
 	assert_int_equal(conf_route(c, (struct sockaddr *)&ss, len, r), 0);
 }
 
+static void expect_route(const struct conf *c, const char *ip, uint16_t port,
+			 enum conf_action action, const char *peer, int rule, const char *reason);
+
 /* --- examples ------------------------------------------------------------------------------ */
 
 static void check_demo(const char *path, const char *host, const char *self, const char *peer,
@@ -213,6 +216,31 @@ static void test_example_full(void **state)
 	assert_int_equal(d.setup_timeout_ms, 2000);
 	assert_int_equal(c->fallback, CONF_FALLBACK_TCP);
 	assert_int_equal(c->log_level, LL_WARN);
+	conf_free(c);
+}
+
+static void test_example_ivshmem(void **state)
+{
+	struct conf *c = NULL;
+	struct conf_error e;
+	int rc;
+
+	(void)state;
+	rc = conf_load(EX("ivshmem.conf"), &c, &e);
+	if (rc)
+		fail_msg("%s", e.text);
+	assert_int_equal(c->links[0].backend, CONF_BACKEND_PCI);
+	assert_string_equal(c->links[0].device, "1af4:1110");
+	assert_int_equal(c->links[0].bar, 2);
+	assert_true(c->links[0].fault.enabled);
+	assert_true(c->links[0].fault.drop == 0.001);
+	assert_int_equal(c->links[0].fault.seed, 1);
+	expect_route(c, "10.0.0.2", 22, CONF_ACTION_TCP, "guest2", 0, "rule 1 says tcp");
+	expect_route(c, "10.0.0.2", 80, CONF_ACTION_NTB, "guest2", 1, "rule 2 says ntb");
+	assert_int_equal(c->tunables.contexts, 32);
+	assert_int_equal(c->fallback, CONF_FALLBACK_ERROR);
+	assert_int_equal(c->log_level, LL_INFO);
+	assert_string_equal(c->log_file, "/var/log/ntbsock.log");
 	conf_free(c);
 }
 
@@ -955,6 +983,7 @@ int main(void)
 		cmocka_unit_test(test_example_demo_a),
 		cmocka_unit_test(test_example_demo_b),
 		cmocka_unit_test(test_example_full),
+		cmocka_unit_test(test_example_ivshmem),
 		cmocka_unit_test(test_defaults_minimal),
 		cmocka_unit_test(test_sizes_and_values),
 		cmocka_unit_test(test_bad_configs),
