@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +52,13 @@ static int fault_field(const char *key, size_t klen, const char *val, struct con
 	if ((klen == 4 && !strncmp(key, "drop", 4)) || (klen == 7 && !strncmp(key, "corrupt", 7))) {
 		double d;
 
+		/* '.' as the decimal point whatever the program's locale */
+		locale_t cloc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+
 		errno = 0;
-		d = strtod(val, &end);
+		d = cloc ? strtod_l(val, &end, cloc) : strtod(val, &end);
+		if (cloc)
+			freelocale(cloc);
 		if (*end || errno || !isfinite(d) || d < 0 || d > 1) {
 			snprintf(errbuf, len, "%.*s: '%s' is not a rate in 0..1", (int)klen, key, val);
 			return -EINVAL;

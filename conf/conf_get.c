@@ -9,6 +9,34 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Edit distance of A and B, capped: enough to suggest a key for a typo. */
+static int distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int row[64], prev;
+
+	if (la >= 63 || lb >= 63)
+		return 99;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		prev = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int cur = row[j];
+			int best = prev + (a[i - 1] != b[j - 1]);
+
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
 int conf_check_keys(struct conf_ctx *ctx, const config_setting_t *g, const char *const *keys)
 {
 	int n = config_setting_length(g);
@@ -21,8 +49,22 @@ int conf_check_keys(struct conf_ctx *ctx, const config_setting_t *g, const char 
 		for (const char *const *k = keys; *k && name; k++)
 			if (strcmp(*k, name) == 0)
 				known = true;
-		if (!known)
+		if (!known) {
+			const char *best = NULL;
+			int best_d = 3; /* suggest only close matches */
+
+			for (const char *const *k = keys; *k && name; k++) {
+				int d = distance(name, *k);
+
+				if (d < best_d) {
+					best_d = d;
+					best = *k;
+				}
+			}
+			if (best)
+				return conf_err_at(ctx, m, "unknown key (did you mean '%s'?)", best);
 			return conf_err_at(ctx, m, "unknown key");
+		}
 	}
 	return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +20,20 @@ void conf_free(struct conf *c)
 	free(c);
 }
 
+static void restore_locale(locale_t cloc, locale_t oldloc)
+{
+	if (!cloc)
+		return;
+	uselocale(oldloc);
+	freelocale(cloc);
+}
+
 /* Parse TEXT (LEN bytes, NUL-terminated) named FILE; includes are looked up in INCLUDE_DIR. */
 static int load_text(const char *file, const char *text, size_t len, const char *include_dir,
 		     struct conf **ret_conf, struct conf_error *ret_err)
 {
 	struct conf_ctx ctx = { .file = file, .err = ret_err };
+	locale_t cloc, oldloc = (locale_t)0;
 	config_t cfg;
 	int rc;
 
@@ -36,6 +46,11 @@ static int load_text(const char *file, const char *text, size_t len, const char 
 	if (rc)
 		goto err_free;
 
+	/* Numbers in the file use '.', whatever locale the host program has set: parse in "C".
+	 * (newlocale failing just leaves the thread's locale in place.) */
+	cloc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+	if (cloc)
+		oldloc = uselocale(cloc);
 	config_init(&cfg);
 	if (include_dir) /* libconfig 1.5 strdup()s it unchecked */
 		config_set_include_dir(&cfg, include_dir);
@@ -59,11 +74,13 @@ static int load_text(const char *file, const char *text, size_t len, const char 
 	if (rc)
 		goto err_destroy;
 	config_destroy(&cfg);
+	restore_locale(cloc, oldloc);
 	*ret_conf = ctx.c;
 	return 0;
 
 err_destroy:
 	config_destroy(&cfg);
+	restore_locale(cloc, oldloc);
 err_free:
 	conf_free(ctx.c);
 	return rc;

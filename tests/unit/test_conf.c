@@ -359,8 +359,8 @@ static const struct bad_case bad_cases[] = {
 	/* unknown keys at every level */
 	{ H "bogus = 1;\n", 2, "t.conf:2: key 'bogus': unknown key (value '1')" },
 	{ "host = { name = \"A\";\n colour = \"red\"; };\n", 2, "t.conf:2: key 'host.colour': unknown key (value 'red')" },
-	{ H LNK("windowsize = \"64M\";"), 3, "t.conf:3: key 'links[0].windowsize': unknown key (value '64M')" },
-	{ H LNK("fault = { drop = 0.1;\n dropp = 0.2; };"), 4, "key 'links[0].fault.dropp': unknown key" },
+	{ H LNK("windowsize = \"64M\";"), 3, "t.conf:3: key 'links[0].windowsize': unknown key (did you mean 'window_size'?) (value '64M')" },
+	{ H LNK("fault = { drop = 0.1;\n dropp = 0.2; };"), 4, "key 'links[0].fault.dropp': unknown key (did you mean 'drop'?)" },
 	{ H "tunables = {\n queue = 5; };\n", 3, "key 'tunables.queue': unknown key (value '5')" },
 	{ H "log = { level = \"info\";\n path = \"/x\"; };\n", 3, "key 'log.path': unknown key" },
 	{ H L "peers = ( { name = \"B\"; addresses = [ \"10.0.0.2\" ]; link = \"ab\";\n port = 1; } );\n", 4,
