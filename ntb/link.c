@@ -769,7 +769,9 @@ NTB_EXPORT int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 			rc = -ENOLINK;
 			break;
 		}
-		int slice = (int)link->params.heartbeat_ms;
+		/* Sleep at most half a heartbeat so our own heartbeat (written by the tick above)
+		 * keeps its period while we wait. */
+		int slice = (int)(link->params.heartbeat_ms + 1) / 2;
 		if (timeout_ms >= 0) {
 			uint64_t el = (ntb_now_ns() - start) / 1000000u;
 			if (el >= (uint64_t)timeout_ms) {
