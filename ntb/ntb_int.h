@@ -59,6 +59,9 @@
  *   - enabled count (number of enabled handles): the link is announced down (enable = 0)
  *     when the last enabled handle of the side disables or closes; a crash of the last one
  *     is seen through heartbeat staleness.
+ *   A forked child inherits the handle but not the claim; ntb_link_atfork_child() gives it its
+ *   own slot in the same session. Claims are checked against pids of this pid namespace
+ *   (processes of one side must share it). At most NTB_SIDE_SLOTS handles per side.
  *   The peer is UP for a process when: our handle is enabled, the peer's enable word is 1,
  *   its epoch is non-zero, and its heartbeat word changed within link_timeout_ms of this
  *   process's monotonic clock (every process observes independently; a fresh opener needs to

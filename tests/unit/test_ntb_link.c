@@ -48,7 +48,7 @@ static void params(struct ntb_link_params *p, int side)
 	p->side = side;
 	p->window_size = WIN;
 	p->heartbeat_ms = 10;
-	p->link_timeout_ms = 100;
+	p->link_timeout_ms = 300;
 }
 
 static struct ntb_link *open_side(int side)

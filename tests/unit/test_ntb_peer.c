@@ -385,10 +385,10 @@ static void test_fork_keeps_session(void **state)
 	(void)state;
 	struct ntb_link_params p;
 	struct ntb_link *a, *b;
-	params(&p, 0, 20, 200);
+	params(&p, 0, 20, 400);
 	assert_int_equal(ntb_link_open(&p, &a), 0);
 	assert_int_equal(ntb_link_enable(a), 0);
-	params(&p, 1, 20, 200);
+	params(&p, 1, 20, 400);
 	assert_int_equal(ntb_link_open(&p, &b), 0);
 	assert_int_equal(ntb_link_enable(b), 0);
 	assert_true(both_up(a, b));
@@ -430,13 +430,13 @@ static void test_fork_keeps_session(void **state)
 	assert_int_equal(ntb_link_info(b, &info), 0);
 	assert_int_equal(info.claims[0], 2);
 	ntb_link_close(a); /* parent's handle goes; the child still holds side 0 enabled */
-	for (int i = 0; i < 60; i++) { /* 3 × the link timeout */
+	for (int i = 0; i < 100; i++) { /* 2.5 × the link timeout */
 		assert_true(ntb_link_tick(b));
 		assert_int_equal(ntb_link_peer_epoch(b), ea);
 		sleep_ms(10);
 	}
 	/* a new opener of side 0 joins the child's session */
-	params(&p, 0, 20, 200);
+	params(&p, 0, 20, 400);
 	assert_int_equal(ntb_link_open(&p, &a), 0);
 	assert_int_equal(ntb_link_epoch(a), ea);
 	ntb_peer_spad_write(b, SP_QUIT, 1);
