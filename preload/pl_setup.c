@@ -59,6 +59,13 @@ struct pl_link {
 	int64_t failed_ns;   /* last open failure: retried after a second */
 };
 static struct pl_link pl_links[CONF_MAX_LINKS];
+static pthread_once_t pl_atfork_once = PTHREAD_ONCE_INIT;
+static void pl_atfork_links_child(void);
+
+static void pl_atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, pl_atfork_links_child);
+}
 static pthread_mutex_t pl_link_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define PL_FRESH_NS 3000000000LL /* a link opened this recently may still be coming up */
@@ -88,6 +95,9 @@ struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh)
 		} else {
 			l->opened_ns = now;
 			LOG(LL_DEBUG, "link %s: opened", lp.name);
+			/* After the transport's own fork handler (registered as it opened the link):
+			 * child handlers run in registration order. */
+			pthread_once(&pl_atfork_once, pl_atfork_register);
 		}
 	}
 	tl = l->tp;
@@ -608,14 +618,19 @@ void pl_sock_release(struct pl_sock *s)
 	PL_LEAVE();
 }
 
-/* fork(): the child takes its own reference on every advertised port (pre-forked workers),
- * and lets the transport fix up its per-process state. */
+/* fork(), early handler: our own locks. */
 void pl_atfork_child(void)
 {
 	pthread_mutex_init(&pl_link_lock, NULL);
 	pl_fdtab_atfork_child();
+}
+
+/* fork(), after the transport's handler (which registers itself and calls tp_atfork_child(),
+ * so we do not call it twice): the child takes its own reference on every advertised port
+ * (pre-forked workers) and owns its inherited connections for `ntbsock stat`. */
+static void pl_atfork_links_child(void)
+{
 	PL_ENTER();
-	tp_atfork_child();
 	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
 		struct pl_sock *s = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed);

@@ -305,12 +305,36 @@ NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	return r;
 }
 
-/* The child handler runs from pthread_atfork (registered at init), so fork() from anywhere in
- * the program gets it. */
+/* The child's handlers run from pthread_atfork (the transport makes the child a co-owner of
+ * every connection there). The parent must not go on before they ran: a parent that accepts,
+ * forks and at once closes its copy would otherwise be the last owner and end the connection
+ * under the child. So the child reports through a pipe once fork() returned in it. */
 NTB_EXPORT pid_t fork(void)
 {
-	pl_active();
-	return pl_real.fork();
+	int pfd[2];
+
+	if (!pl_active() || atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 ||
+	    pipe2(pfd, O_CLOEXEC) < 0)
+		return pl_real.fork();
+	pid_t pid = pl_real.fork();
+	int saved = errno;
+	if (pid == 0) {
+		char c = 1;
+		while (pl_real.write(pfd[1], &c, 1) < 0 && errno == EINTR)
+			;
+	} else if (pid > 0) {
+		pl_real.close(pfd[1]);
+		pfd[1] = -1;
+		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
+		/* Readable when the child wrote, or EOF if it died first; 5 s is a safety bound. */
+		while (pl_real.poll(&p, 1, 5000) < 0 && errno == EINTR)
+			;
+	}
+	pl_real.close(pfd[0]);
+	if (pfd[1] >= 0)
+		pl_real.close(pfd[1]);
+	errno = saved;
+	return pid;
 }
 
 /* vfork's child would run our code on the parent's stack: give it fork semantics. */

@@ -1,0 +1,40 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Echo servers under the library on host B, a many-connection non-blocking client on host A:
+#  - edge-triggered epoll server, 1000 concurrent clients (more than the 32 receive contexts:
+#    the excess must fall back to TCP with "no receive context", and all must echo exactly);
+#  - fork-per-connection server (the child serves what the parent accepted and closed);
+#  - pre-forked workers sharing one listener.
+. "$(dirname "$0")/lib.sh"
+pl_need ss
+pl_setup echo
+ECHO=$BUILD/tests/pl_echo
+[ -x "$ECHO" ] || pl_skip "$ECHO not built"
+ulimit -n 4096 2>/dev/null || true
+[ "$(ulimit -n)" -ge 2100 ] || pl_skip "needs 2100 fds (ulimit -n is $(ulimit -n))"
+ctx=32
+
+n=0
+run() { # NCONN BYTES SERVER-MODE [ARGS]
+	nconn=$1; bytes=$2; shift 2
+	n=$((n + 1))
+	port=$(pl_port $n)
+	: >"$PL_TMP/a.log"
+	pl_bg b "$ECHO" "$1" 127.0.0.2 $port $2
+	srv=$PL_LAST
+	pl_wait_port 127.0.0.2 $port
+	pl_run a "$ECHO" client 127.0.0.2 $port $nconn $bytes || pl_fail "client vs $1 server failed"
+	kill $srv 2>/dev/null
+	ntb=$(pl_count_log a ': ntb (link')
+	noctx=$(pl_count_log a 'tcp (no receive context)')
+	echo "$1 server: $nconn clients: $ntb ntb, $noctx tcp (no receive context)"
+	[ "$ntb" -ge 1 ] || pl_fail "$1: no ntb connection"
+	[ $((ntb + noctx)) -eq "$nconn" ] || pl_fail "$1: $ntb + $noctx != $nconn connections"
+}
+
+run 1000 20000 et
+[ "$ntb" -eq $ctx ] || pl_fail "et: $ntb ntb connections, want all $ctx contexts used"
+run 20 200000 fork
+run 20 200000 prefork 4
+pl_assert_log b "ntb (link"
+echo "echo servers: ok"
