@@ -336,10 +336,19 @@ static void link_layout(struct ntb_link *link)
 
 NTB_EXPORT int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link)
 {
+	if (!p)
+		return -EINVAL;
+	return ntb_link_open_ops(p, p->backend == NTB_BACKEND_PCI ? &ntb_pci_ops : &ntb_shm_ops,
+				 ret_link);
+}
+
+int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_ops *ops,
+		      struct ntb_link **ret_link)
+{
 	int rc;
 
 	detail_buf[0] = 0;
-	if (!p || !ret_link)
+	if (!p || !ret_link || !ops || !ops->open || !ops->close)
 		return -EINVAL;
 	rc = check_params(p);
 	if (rc)
@@ -367,7 +376,7 @@ NTB_EXPORT int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **
 	link->side_hint = -1;
 	link->hb_period_ns = (uint64_t)link->params.heartbeat_ms * 1000000u;
 	link->timeout_ns = (uint64_t)link->params.link_timeout_ms * 1000000u;
-	link->ops = p->backend == NTB_BACKEND_PCI ? &ntb_pci_ops : &ntb_shm_ops;
+	link->ops = ops;
 
 	rc = link->ops->open(link);
 	if (rc)

@@ -267,6 +267,11 @@ struct ntb_backend_ops {
 	int  (*check_mapping)(struct ntb_link *link);
 };
 
+/* ntb_link_open() with an explicit ops table (P->backend is then only reported): for tests
+ * with a fake or wrapped backend. */
+int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_ops *ops,
+		      struct ntb_link **ret_link);
+
 extern const struct ntb_backend_ops ntb_shm_ops;
 extern const struct ntb_backend_ops ntb_pci_ops; /* ntb/pci.c (the pci helper's) */
 

@@ -590,6 +590,96 @@ static void test_check_mapping(void **state)
 	assert_int_equal(ntb_link_check_mapping(NULL), -EINVAL);
 }
 
+
+/* --- a wrapped backend: shm mapping, but behaving like pci (no futex wakes, WC) -------------- */
+static int calls_write, calls_barrier, calls_flush, calls_check;
+
+static int wrapped_open(struct ntb_link *l)
+{
+	int rc = ntb_shm_ops.open(l);
+	if (rc == 0) {
+		l->caps = 0; /* like pci: our doorbells wake nobody */
+		l->wc = true;
+	}
+	return rc;
+}
+
+static void wrapped_write(struct ntb_link *l, size_t off, const void *src, size_t len)
+{
+	calls_write++;
+	memcpy(l->out + off, src, len);
+}
+
+static void wrapped_barrier(struct ntb_link *l) { (void)l; calls_barrier++; }
+static void wrapped_flush(struct ntb_link *l) { (void)l; calls_flush++; }
+static int wrapped_check(struct ntb_link *l) { (void)l; calls_check++; return -ENXIO; }
+
+static const struct ntb_backend_ops wrapped_ops = {
+	.name = "wrapped",
+	.open = wrapped_open,
+	.close = NULL, /* set in the test from ntb_shm_ops */
+};
+
+static void test_backend_ops_dispatch(void **state)
+{
+	(void)state;
+	struct ntb_backend_ops ops = wrapped_ops;
+	ops.close = ntb_shm_ops.close;
+	ops.write = wrapped_write;
+	ops.to_peer_barrier = wrapped_barrier;
+	ops.wc_flush = wrapped_flush;
+	ops.check_mapping = wrapped_check;
+	struct ntb_link_params p;
+	struct ntb_link *a, *b;
+	params(&p, 0);
+	p.heartbeat_ms = 4000; /* a futex sleep slice would be 2 s */
+	p.link_timeout_ms = 10000;
+	assert_int_equal(ntb_link_open_ops(&p, NULL, &a), -EINVAL);
+	assert_int_equal(ntb_link_open_ops(&p, &ops, &a), 0);
+	params(&p, 1);
+	p.heartbeat_ms = 4000;
+	p.link_timeout_ms = 10000;
+	assert_int_equal(ntb_link_open(&p, &b), 0);
+	size_t sz;
+	const volatile uint8_t *bin = ntb_in_window(b, &sz);
+
+	uint8_t buf[16] = { 9, 8, 7 };
+	assert_int_equal(ntb_write(a, 64, buf, sizeof(buf)), 0);
+	assert_int_equal(calls_write, 1);
+	assert_int_equal(bin[65], 8);
+	assert_int_equal(ntb_write32(a, 128, 0xcafef00du), 0);
+	assert_int_equal(calls_write, 2);
+	assert_int_equal(*(const volatile uint32_t *)(bin + 128), 0xcafef00du);
+	ntb_to_peer_barrier(a);
+	ntb_wc_flush(a);
+	ntb_wc_flush(a);
+	assert_int_equal(calls_barrier, 1);
+	assert_int_equal(calls_flush, 2);
+	assert_int_equal(ntb_link_check_mapping(a), -ENXIO);
+	assert_int_equal(calls_check, 1);
+	/* the plain shm handle does not go through them */
+	assert_int_equal(ntb_write(b, 0, buf, 4), 0);
+	ntb_to_peer_barrier(b);
+	assert_int_equal(calls_write + calls_barrier, 3);
+
+	/* A shm waiter whose peer cannot wake futexes polls: a ring from the wrapped side is
+	 * seen long before a futex slice (2 s) would end. */
+	ntb_link_enable(a);
+	ntb_link_enable(b);
+	assert_true(both_up(a, b));
+	uint32_t seen = ntb_db_read(b);
+	pthread_t th;
+	struct ringer r = { a, 50 };
+	pthread_create(&th, NULL, ring_later, &r);
+	uint64_t t0 = ntb_now_ns();
+	assert_int_equal(ntb_db_wait(b, seen, 8000), 0);
+	uint64_t ms = (ntb_now_ns() - t0) / 1000000u;
+	pthread_join(th, NULL);
+	assert_true(ms < 1500);
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -600,6 +690,7 @@ int main(void)
 		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
 		T(test_doorbells),        T(test_inspect),        T(test_bad_files),
 		T(test_foreign_owner),    T(test_zero_file),      T(test_check_mapping),
+		T(test_backend_ops_dispatch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
