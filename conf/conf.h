@@ -40,7 +40,7 @@
 struct conf_error {
 	char file[CONF_PATH_MAX + 1];
 	int  line;
-	char key[128];     /* dotted path, e.g. "links.[0].window_size" or "links.ab.window_size" */
+	char key[128];     /* dotted path with list indices, e.g. "links[0].window_size" */
 	char value[128];   /* the offending value as written (truncated) */
 	char msg[256];
 	char text[1024];
@@ -57,8 +57,8 @@ struct conf_addr {
 };
 
 struct conf_prefix {
-	struct conf_addr addr; /* host bits beyond len are zero */
-	int              len;  /* 0..32 (IPv4) or 0..128 (IPv6) */
+	struct conf_addr addr; /* host bits beyond len are zero; family AF_UNSPEC: "any" */
+	int              len;  /* 0..32 (IPv4) or 0..128 (IPv6); 0 for "any" */
 };
 
 /* Fault injection of one link; maps 1:1 onto struct ntb_fault_params. */
@@ -113,7 +113,8 @@ enum conf_action {
 
 struct conf_rule {
 	struct conf_prefix match;
-	uint16_t           port_lo, port_hi; /* inclusive; "1-65535" → 1..65535; "any" → 0..65535 */
+	uint16_t           port_lo, port_hi; /* inclusive; "1-65535" → 1..65535; "any" (default)
+					      * → 0..65535 */
 	enum conf_action   action;
 	int                line;
 };
@@ -168,9 +169,11 @@ struct conf {
 int conf_find_path(const char *explicit_path, char *buf, size_t len);
 
 /* Parse and validate the file at PATH. On success *RET_CONF is a new, fully resolved config
- * (free with conf_free()). On failure returns -ENOENT (file missing), -EACCES, -EINVAL (syntax
- * or validation error), -EFBIG (over 1 MiB) or -ENOMEM, and fills *RET_ERR (may be NULL).
- * Never crashes on any input. Does not apply the environment (conf_apply_env()). */
+ * (free with conf_free()). On failure returns -ENOENT (file missing), -EACCES, -EISDIR,
+ * -EINVAL (syntax or validation error, or not a regular file), -EFBIG (over 1 MiB),
+ * -ENAMETOOLONG or -ENOMEM, and fills *RET_ERR (may be NULL). Never crashes on any input.
+ * Does not apply the environment (conf_apply_env()). @include "X" is looked up in PATH's
+ * directory. */
 int conf_load(const char *path, struct conf **ret_conf, struct conf_error *ret_err);
 
 /* Same, from a string; NAME is used as the file name in errors (NULL → "<string>").
