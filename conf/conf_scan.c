@@ -301,5 +301,8 @@ int conf_scan_text(struct conf_ctx *ctx, const char *file, const char *text, siz
 			sc.p++;
 		}
 	}
+	/* libconfig 1.5 keeps a setting's line in an unsigned short */
+	if (sc.line > 65535)
+		return scan_err(&sc, NULL, 0, "syntax error: too many lines (at most 65535)");
 	return 0;
 }

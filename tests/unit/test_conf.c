@@ -554,6 +554,19 @@ static void test_files_and_includes(void **state)
 	assert_int_equal(conf_load(main_path, &c, &e), -EINVAL);
 	assert_int_equal(e.line, 3);
 	assert_non_null(strstr(e.text, "binary data (NUL byte)"));
+	/* too many lines for libconfig's line numbers */
+	{
+		size_t n = 70000;
+		char *many = malloc(n + sizeof(H));
+
+		assert_non_null(many);
+		memcpy(many, H, sizeof(H) - 1);
+		memset(many + sizeof(H) - 1, '\n', n);
+		write_file(main_path, many, n + sizeof(H) - 1);
+		free(many);
+	}
+	assert_int_equal(conf_load(main_path, &c, &e), -EINVAL);
+	assert_non_null(strstr(e.text, "too many lines (at most 65535)"));
 	/* too large */
 	{
 		size_t n = (1u << 20) + 10;
