@@ -449,6 +449,92 @@ static void test_fork_keeps_session(void **state)
 	close(fork_sync[1]);
 }
 
+
+/* --- concurrent first openers: one file, one session, auto sides distinct ------------------- */
+#define RACERS 8
+
+static void test_concurrent_open(void **state)
+{
+	(void)state;
+	for (int mode = 0; mode < 2; mode++) { /* 0: all explicit side 0; 1: all side -1 */
+		int go[2], res[2], done[2];
+		assert_int_equal(pipe(go), 0);
+		assert_int_equal(pipe(res), 0);
+		assert_int_equal(pipe(done), 0);
+		unlink(path);
+		pid_t pids[RACERS];
+		for (int i = 0; i < RACERS; i++) {
+			pids[i] = fork();
+			assert_true(pids[i] >= 0);
+			if (pids[i] == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				close(go[1]);
+				close(done[1]);
+				char c;
+				if (read(go[0], &c, 1) != 0) /* EOF = go */
+					_exit(40);
+				struct ntb_link_params p;
+				struct ntb_link *l = NULL;
+				params(&p, mode ? -1 : 0, 100, 500);
+				int rc = ntb_link_open(&p, &l);
+				uint32_t msg[3] = { (uint32_t)rc, 0, 0 };
+				if (rc == 0) {
+					msg[1] = (uint32_t)ntb_link_side(l);
+					msg[2] = ntb_link_epoch(l);
+				}
+				if (write(res[1], msg, sizeof(msg)) != sizeof(msg))
+					_exit(41);
+				if (read(done[0], &c, 1) != 0)
+					_exit(42);
+				ntb_link_close(l);
+				_exit(0);
+			}
+		}
+		close(go[0]);
+		close(done[0]);
+		close(res[1]);
+		close(go[1]); /* all start at once */
+		uint32_t epochs[RACERS];
+		int ok = 0, busy = 0, side_count[2] = { 0, 0 };
+		for (int i = 0; i < RACERS; i++) {
+			uint32_t msg[3];
+			assert_int_equal(read(res[0], msg, sizeof(msg)), (ssize_t)sizeof(msg));
+			if ((int)msg[0] == 0) {
+				assert_true(msg[1] <= 1);
+				assert_int_not_equal(msg[2], 0);
+				epochs[ok++] = msg[2];
+				side_count[msg[1]]++;
+			} else {
+				assert_int_equal((int)msg[0], -EBUSY);
+				busy++;
+			}
+		}
+		close(done[1]);
+		for (int i = 0; i < RACERS; i++)
+			assert_int_equal(reap(pids[i]), 0);
+		close(res[0]);
+		if (mode == 0) {
+			assert_int_equal(ok, RACERS);
+			for (int i = 1; i < ok; i++)
+				assert_int_equal(epochs[i], epochs[0]); /* one session */
+		} else {
+			assert_int_equal(ok, 2);
+			assert_int_equal(busy, RACERS - 2);
+			assert_int_equal(side_count[0], 1);
+			assert_int_equal(side_count[1], 1);
+		}
+		/* a sane file remains, and no temporaries */
+		struct ntb_link_params p;
+		struct ntb_link *l;
+		params(&p, 0, 100, 500);
+		assert_int_equal(ntb_link_open(&p, &l), 0);
+		ntb_link_close(l);
+		char cmd[256];
+		snprintf(cmd, sizeof(cmd), "ls %s.tmp.* 2>/dev/null | grep -q .", path);
+		assert_int_not_equal(system(cmd), 0);
+	}
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -458,6 +544,7 @@ int main(void)
 		T(test_doorbell_wakeup),
 		T(test_crash_and_restart),
 		T(test_fork_keeps_session),
+		T(test_concurrent_open),
 		T(test_gib_ring),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
