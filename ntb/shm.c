@@ -106,8 +106,10 @@ static int shm_open_backend(struct ntb_link *link)
 
 	if (p->path[0])
 		snprintf(path, sizeof(path), "%s", p->path);
-	else if (snprintf(path, sizeof(path), "/dev/shm/ntbsock-%s", p->name) >= (int)sizeof(path))
+	else if (snprintf(path, sizeof(path), "/dev/shm/ntbsock-%s", p->name) >= (int)sizeof(path)) {
+		ntb_set_detail("shm path for link %s too long", p->name);
 		return -ENAMETOOLONG;
+	}
 	memcpy(p->path, path, sizeof(path)); /* resolved, for ntb_link_info() */
 
 	for (int attempt = 0; attempt < 4; attempt++) {
