@@ -1,0 +1,60 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# make demo: unmodified iperf3 and sockperf between demo hosts A and B over ntbsock and over
+# kernel TCP loopback in the same run, printed as one table with the machine's reference limits.
+#
+# Environment: BUILD (build dir, default build), DEMO_T (seconds per measurement, default 3),
+# DEMO_QUICK=1 (1-second runs, two iperf3 sizes and one sockperf size: the smoke test's mode).
+# Progress goes to stderr, the table (Markdown) to stdout. Exit status 1 when a measurement
+# failed or an ntbsock row did not really use the link (the row says so); numbers never fail it.
+. "$(dirname "$0")/lib.sh"
+bn_init demo
+
+if [ "${DEMO_QUICK:-0}" = 1 ]; then
+	T=${DEMO_T:-1}; OMIT=0
+	IPERF_SIZES="1K 128K"; SP_SIZES="64"
+else
+	T=${DEMO_T:-3}; OMIT=1
+	IPERF_SIZES="64 1K 16K 128K 1M"; SP_SIZES="64 1K 16K"
+fi
+RES=$PL_TMP/results
+: >"$RES"
+n=0
+total=$(( $(echo $IPERF_SIZES | wc -w) * 2 + $(echo $SP_SIZES | wc -w) * 2 + 1 ))
+step() { n=$((n + 1)); bn_say "[$n/$total] $*"; }
+
+bn_say "ntbsock demo: iperf3 and sockperf, host A (127.0.0.1, CPU $BN_CPU_CLIENT) -> host B (127.0.0.2, CPU $BN_CPU_SERVER), ${T}s per measurement"
+
+# --- throughput: one iperf3 server per mode, sizes interleaved so drift hits both alike ---
+bn_next_port; pn=$BN_PORT; bn_srv ntb $BN_CPU_SERVER 127.0.0.2 $pn iperf3 -s -B 127.0.0.2 -p $pn; sn=$BN_LAST
+bn_next_port; pt=$BN_PORT; bn_srv tcp $BN_CPU_SERVER 127.0.0.2 $pt iperf3 -s -B 127.0.0.2 -p $pt; st=$BN_LAST
+for s in $IPERF_SIZES; do
+	for m in ntb tcp; do
+		[ $m = ntb ] && p=$pn || p=$pt
+		set -- $(bn_iperf $m 127.0.0.2 $p $T -O $OMIT -l $s)
+		echo "iperf $s $m $1 - $2" >>"$RES"
+		step "iperf3 -l $s over $( [ $m = ntb ] && echo ntbsock || echo 'kernel TCP'): $1 Gbit/s ($2)"
+	done
+done
+bn_stop $sn; bn_stop $st
+
+# --- latency: sockperf ping-pong, one-way p50/p99 ---
+bn_next_port; pn=$BN_PORT; bn_srv ntb $BN_CPU_SERVER 127.0.0.2 $pn sockperf sr --tcp -i 127.0.0.2 -p $pn; sn=$BN_LAST
+bn_next_port; pt=$BN_PORT; bn_srv tcp $BN_CPU_SERVER 127.0.0.2 $pt sockperf sr --tcp -i 127.0.0.2 -p $pt; st=$BN_LAST
+for s in $SP_SIZES; do
+	for m in ntb tcp; do
+		[ $m = ntb ] && p=$pn || p=$pt
+		set -- $(bn_sockperf $m 127.0.0.2 $p $T $s)
+		echo "sockperf $s $m $1 $2 $3" >>"$RES"
+		step "sockperf ping-pong -m $s over $( [ $m = ntb ] && echo ntbsock || echo 'kernel TCP'): one-way p50 $1 us, p99 $2 us ($3)"
+	done
+done
+bn_stop $sn; bn_stop $st
+
+# --- the machine's reference limits ---
+set -- $(bn_reference)
+echo "ref memcpy - $1 - -" >>"$RES"
+echo "ref cacheline - $2 - -" >>"$RES"
+step "ntbsock perf reference: memcpy $1 MB/s, cache-line one-way $2 us"
+
+$PY "$ROOT/bench/table.py" demo "$(bn_machine)" "$RES"

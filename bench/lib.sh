@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: MIT
+# Shared helpers of bench/demo.sh and bench/bench.sh (sourced): a private pair of demo hosts,
+# pinned servers and clients over ntbsock or kernel TCP, iperf3/sockperf runs whose ntbsock
+# results are checked to have really used the link, and cleanup of everything started.
+#
+#   . "$ROOT/bench/lib.sh"; bn_init demo
+#   bn_srv ntb 1 iperf3 -s -B 127.0.0.2 -p $port     # host B under the library, on CPU 1
+#   bn_iperf ntb 127.0.0.2 $port 3 -l 1K             # -> "GBPS CHECK"
+#   bn_sockperf tcp 127.0.0.2 $port 3 64             # -> "P50 P99 CHECK"
+#
+# CHECK is "ok", "tcp-fallback" (the ntbsock run used kernel TCP) or "-" (a kernel TCP row).
+# The integration helpers (tests/integration/lib.sh) provide the loopback counters, the port
+# wait and the cleanup by pid; they are sourced here, not copied.
+
+BN_ROOT=${BN_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+BN_BUILD=${BUILD:-build}
+. "$BN_ROOT/tests/integration/lib.sh"
+# lib.sh derives ROOT/BUILD from a test's location; ours is bench/, one level up.
+ROOT=$BN_ROOT
+BUILD=$BN_BUILD
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD;; esac
+PL_LIB=$BUILD/libntbsock.so
+NTBSOCK=$BUILD/ntbsock
+PY=python3
+BN_CPU_CLIENT=0
+BN_CPU_SERVER=1
+BN_EXTRA_CLEANUP=""
+
+bn_say() { echo "$*" >&2; }
+bn_die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+
+bn_cleanup() {
+	trap - EXIT
+	pl_cleanup
+	[ -n "$PL_LINK" ] && rm -f "$PL_LINK".side0 "$PL_LINK".side1
+	for f in $BN_EXTRA_CLEANUP; do "$f"; done
+}
+
+# bn_init NAME: private link file and host configs (A = 127.0.0.1 side 0, B = 127.0.0.2 side 1),
+# a private directory; everything is removed on exit.
+bn_init() {
+	[ -x "$NTBSOCK" ] && [ -f "$PL_LIB" ] || bn_die "$NTBSOCK or $PL_LIB missing: run make first"
+	for c in iperf3 sockperf taskset ss $PY; do
+		command -v $c >/dev/null 2>&1 || bn_die "$c not installed (make deps)"
+	done
+	PL_TMP=$(mktemp -d "/tmp/ntbsock-$1-XXXXXX")
+	PL_LINK=/dev/shm/ntbsock-$1-$$
+	trap bn_cleanup EXIT
+	trap 'exit 130' INT TERM HUP
+	for h in a b; do
+		H=$(echo $h | tr ab AB)
+		sed "s#/dev/shm/ntbsock-demo\"#$PL_LINK\"#" "$ROOT/conf/examples/demo-$h.conf" >"$PL_TMP/$H.conf"
+		grep -q "$PL_LINK" "$PL_TMP/$H.conf" || bn_die "demo-$h.conf: link path not found"
+	done
+	if [ "$(nproc)" -lt 2 ]; then BN_CPU_SERVER=0; fi
+	BN_PORT=$((50000 + ($$ % 1000) * 8))
+	BN_SEQ=0
+}
+
+# bn_next_port: advance BN_PORT to a port of this run that nothing listens on.
+bn_next_port() {
+	BN_PORT=$((BN_PORT + 1))
+	while ss -Htan "sport = :$BN_PORT" 2>/dev/null | grep -q .; do BN_PORT=$((BN_PORT + 1)); done
+}
+
+# bn_cmd MODE HOST CPU LOG: the command prefix that runs a program pinned to CPU, either under
+# the library as demo host HOST (A or B) logging to LOG, or plainly (MODE tcp).
+bn_cmd() {
+	case $1 in
+	ntb) echo "env NTBSOCK_LOG=${BN_LOG:-info} NTBSOCK_LOG_FILE=$4 taskset -c $3 $NTBSOCK run -c $PL_TMP/$2.conf --";;
+	*) echo "taskset -c $3";;
+	esac
+}
+
+# bn_srv MODE CPU ADDR PORT PROGRAM ARGS...: start a server (host B under ntbsock) in the
+# background and wait until it listens on ADDR:PORT. Its pid (the program itself: taskset and
+# ntbsock run exec) is in BN_LAST and killed at cleanup.
+bn_srv() {
+	m=$1; c=$2; a=$3; p=$4; shift 4
+	$(bn_cmd $m B $c "$PL_TMP/B.log") "$@" >"$PL_TMP/srv-$m-$p.out" 2>&1 &
+	BN_LAST=$!
+	PL_PIDS="$PL_PIDS $BN_LAST"
+	pl_wait_port $a $p
+	kill -0 $BN_LAST 2>/dev/null || { cat "$PL_TMP/srv-$m-$p.out" >&2; bn_die "server $* died"; }
+}
+
+# bn_stop PID: end a server started by bn_srv.
+bn_stop() {
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $1 / /")
+}
+
+# bn_client MODE OUT PROGRAM ARGS...: run a client (host A) in the foreground, output to OUT.
+# Its library log goes to OUT.log.
+bn_client() {
+	m=$1; out=$2; shift 2
+	timeout "${BN_TIMEOUT:-60}" $(bn_cmd $m A $BN_CPU_CLIENT "$out.log") "$@" >"$out" 2>&1
+}
+
+# bn_check MODE LOG LO_BEFORE PAYLOAD: did this ntbsock run use the link? "ok" when the client's
+# log says ntb and never tcp, and the loopback moved by less than a twentieth of the payload.
+bn_check() {
+	[ "$1" = ntb ] || { echo "-"; return; }
+	lo=$(( $(pl_lo_bytes) - $3 ))
+	ntb=$(grep -c ': ntb (link' "$2" 2>/dev/null)
+	tcp=$(grep -c ': tcp (' "$2" 2>/dev/null)
+	if [ "${ntb:-0}" -ge 1 ] && [ "${tcp:-0}" -eq 0 ] && [ "$lo" -lt $(( $4 / 20 + 65536 )) ]; then
+		echo ok
+	else
+		bn_say "  (not over ntb: log ntb=$ntb tcp=$tcp, loopback moved $lo bytes for $4 payload)"
+		echo tcp-fallback
+	fi
+}
+
+# bn_iperf MODE ADDR PORT SECONDS IPERF-ARGS...: one iperf3 client run; prints
+# "GBPS CHECK" (receiver-side Gbit/s), or "nan failed".
+bn_iperf() {
+	m=$1; a=$2; p=$3; t=$4; shift 4
+	BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/iperf-$BN_SEQ.json
+	before=$(pl_lo_bytes)
+	if ! bn_client $m "$out" iperf3 -c $a -p $p -t $t -J "$@"; then
+		bn_say "  iperf3 $m $*: failed (see below)"; tail -5 "$out" >&2
+		echo "nan failed"; return
+	fi
+	set -- $($PY -c 'import json,sys
+e = json.load(open(sys.argv[1]))["end"]
+print("%.4f %d" % (e["sum_received"]["bits_per_second"] / 1e9, e["sum_received"]["bytes"]))' "$out" 2>/dev/null)
+	[ -n "$1" ] || { echo "nan failed"; return; }
+	echo "$1 $(bn_check $m "$out.log" $before $2)"
+}
+
+# bn_sockperf MODE ADDR PORT SECONDS SIZE [ARGS...]: one sockperf ping-pong run; prints
+# "P50 P99 CHECK" in microseconds of one-way latency (sockperf reports half the round trip).
+bn_sockperf() {
+	m=$1; a=$2; p=$3; t=$4; s=$5; shift 5
+	BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/sockperf-$BN_SEQ.out
+	before=$(pl_lo_bytes)
+	if ! bn_client $m "$out" sockperf pp --tcp -i $a -p $p -t $t -m $s "$@" ||
+		! grep -q 'percentile 50.000' "$out"; then
+		bn_say "  sockperf $m -m $s: failed"; tail -5 "$out" >&2
+		echo "nan nan failed"; return
+	fi
+	p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out" | tail -1)
+	p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out" | tail -1)
+	sent=$(sed -n 's/.*Total Run.*SentMessages=\([0-9]*\).*/\1/p' "$out" | tail -1)
+	echo "$p50 $p99 $(bn_check $m "$out.log" $before $(( ${sent:-0} * s * 2 )))"
+}
+
+# bn_reference: "MEMCPY_MBPS CACHELINE_ONEWAY_US" from ntbsock perf (its own private link).
+bn_reference() {
+	$NTBSOCK perf --sizes 64 --count 1000 >"$PL_TMP/ref.out" 2>&1
+	mc=$(sed -n 's/.*memcpy \([0-9.]*\) MB\/s.*/\1/p' "$PL_TMP/ref.out")
+	cl=$(sed -n 's/.*cache line one-way \([0-9.]*\) us.*/\1/p' "$PL_TMP/ref.out")
+	echo "${mc:-nan} ${cl:-nan}"
+}
+
+# bn_machine: one line naming the machine the numbers come from.
+bn_machine() {
+	cpu=$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1)
+	echo "$(hostname), $cpu, $(nproc) cores, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC')"
+}
