@@ -1,0 +1,40 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# kill -9 of either side mid-stream over ntb: the survivor sees EOF or ECONNRESET and exits,
+# never hangs (bounded by 15 s here; it takes well under a second normally).
+. "$(dirname "$0")/lib.sh"
+pl_need socat ss
+pl_setup kill
+
+gone_within() { # PID SECONDS
+	i=0
+	while kill -0 "$1" 2>/dev/null; do
+		[ $i -ge $(($2 * 10)) ] && return 1
+		sleep 0.1; i=$((i + 1))
+	done
+	return 0
+}
+
+for victim in sender receiver; do
+	port=$(pl_port 1)
+	[ $victim = receiver ] && port=$(pl_port 2)
+	# Without `timeout` in between, so that $! is socat itself.
+	env $(pl_env b) socat -u TCP-LISTEN:$port,bind=127.0.0.2,reuseaddr OPEN:/dev/null \
+		>"$PL_TMP/srv-$victim.out" 2>&1 &
+	srv=$!; PL_PIDS="$PL_PIDS $srv"
+	pl_wait_port 127.0.0.2 $port
+	env $(pl_env a) socat -u OPEN:/dev/zero TCP:127.0.0.2:$port >"$PL_TMP/cli-$victim.out" 2>&1 &
+	cli=$!; PL_PIDS="$PL_PIDS $cli"
+	sleep 1
+	kill -0 $cli 2>/dev/null || pl_fail "client ended early: $(cat "$PL_TMP/cli-$victim.out")"
+	if [ $victim = sender ]; then
+		kill -9 $cli
+		gone_within $srv 15 || pl_fail "receiver hangs after its sender was killed"
+	else
+		kill -9 $srv
+		gone_within $cli 15 || pl_fail "sender hangs after its receiver was killed"
+	fi
+	echo "kill -9 $victim: survivor exited"
+done
+[ "$(pl_count_log a ': ntb (link')" -eq 2 ] || pl_fail "connections were not ntb"
+echo "kill -9: ok"
