@@ -38,7 +38,8 @@ struct ntb_link_params {
 	char             name[NTB_NAME_MAX + 1];
 	enum ntb_backend backend;
 	int              side;          /* 0 or 1; -1: claim a free side (shm only) */
-	size_t           window_size;   /* bytes per direction; a multiple of 4096 */
+	size_t           window_size;   /* bytes per direction; a multiple of 4096; 0: accept an
+					 * existing region's (never creates) */
 	/* shm */
 	char             path[NTB_PATH_MAX + 1]; /* "" → /dev/shm/ntbsock-<name> */
 	mode_t           mode;          /* creation mode, 0 → 0600 */
@@ -137,7 +138,9 @@ int ntb_peer_spad_write(struct ntb_link *link, int idx, uint32_t val);
 
 /* --- link state ---------------------------------------------------------------------------- */
 
-/* Start the handshake: publish our epoch (new on every open) and heartbeat. */
+/* Start the handshake: publish our epoch and heartbeat. The epoch is the side's session epoch:
+ * new whenever a side is opened with no other live handle on it (a restarted host), shared by
+ * all handles of that side meanwhile (many processes of one host). */
 int ntb_link_enable(struct ntb_link *link);
 /* Announce down; the peer sees it at its next check. */
 int ntb_link_disable(struct ntb_link *link);
@@ -153,7 +156,7 @@ bool ntb_link_is_up(struct ntb_link *link);
 int ntb_link_wait_up(struct ntb_link *link, int timeout_ms);
 
 int ntb_link_side(const struct ntb_link *link);          /* 0 or 1 */
-uint32_t ntb_link_epoch(const struct ntb_link *link);    /* ours, new per open */
+uint32_t ntb_link_epoch(const struct ntb_link *link);    /* ours (the side's session) */
 uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
 const char *ntb_link_name(const struct ntb_link *link);
 enum ntb_backend ntb_link_backend(const struct ntb_link *link);
