@@ -27,6 +27,24 @@ extern const struct crc32c_impl *const crc32c_impls[];
 extern const struct crc32c_impl crc32c_impl_portable;
 #if defined(__x86_64__) && defined(__GNUC__)
 extern const struct crc32c_impl crc32c_impl_sse42;
+extern const struct crc32c_impl crc32c_impl_hybrid;
+
+/* Raw-register SSE4.2 paths (no inversions), also the tails of the hybrid path. */
+uint32_t crc32c_sse42_raw(uint32_t reg, const uint8_t *p, size_t n);
+uint32_t crc32c_sse42_copy_raw(uint32_t reg, uint8_t *d, const uint8_t *p, size_t n);
+
+/* Lanes of len bytes joined with k1 = x^(8*len - 33), k2 = x^(16*len - 33) mod P. */
+struct crc32c_lane_shift {
+	uint32_t len;
+	uint32_t k1;
+	uint32_t k2;
+};
+extern const struct crc32c_lane_shift crc32c_lane_shifts[3];
+
+/* Hybrid path: [I-1] = x^(8S-33), x^(16S-33), x^(24S-33) mod P with S = 64*I bytes. */
+extern const uint32_t crc32c_hybrid_shift[32][3];
+/* Hybrid path: [j] = x^(8F+31), x^(8F-33) mod P with F = 16 << j bytes. */
+extern const uint32_t crc32c_fold_consts[5][2];
 #endif
 
 /* The portable slicing-by-8 path, callable directly (tests, reference). */

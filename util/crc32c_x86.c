@@ -17,18 +17,15 @@
  * The shifts use one carry-less multiply each: for a bit-reflected 32-bit a and K,
  * clmul(a, K) read as a 64-bit reflected polynomial is a*K*x, and crc32q(0, v) is
  * v*x^32 mod P, so with K = x^(8n-33) mod P, crc32q(0, clmul(a, K)) = a*x^(8n) mod P.
- * The constants below were generated that way; test_crc32c checks them.
+ * The constants below were generated that way; test_crc32c recomputes them.
  */
-struct lane_shift {
-	uint32_t k1; /* x^(8*L - 33) mod P: shifts lane B over lane C */
-	uint32_t k2; /* x^(16*L - 33) mod P: shifts lane A over lanes B and C */
-};
-
 #define TARGET __attribute__((target("sse4.2,pclmul")))
 
-static const struct lane_shift shift_4096 = { 0x82f89c77, 0x54a86326 };
-static const struct lane_shift shift_512 = { 0xdd7e3b0c, 0x170076fa };
-static const struct lane_shift shift_64 = { 0x9e4addf8, 0x0d3b6092 };
+const struct crc32c_lane_shift crc32c_lane_shifts[3] = {
+	{ 4096, 0x82f89c77, 0x54a86326 },
+	{ 512, 0xdd7e3b0c, 0x170076fa },
+	{ 64, 0x9e4addf8, 0x0d3b6092 },
+};
 
 static inline uint64_t load64(const uint8_t *p)
 {
@@ -44,7 +41,7 @@ static inline void store64(uint8_t *p, uint64_t w)
 }
 
 TARGET static inline uint32_t lanes_join(uint64_t a, uint64_t b, uint64_t c,
-					 const struct lane_shift *k)
+					 const struct crc32c_lane_shift *k)
 {
 	__m128i pa = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)a),
 					  _mm_cvtsi32_si128((int)k->k2), 0x00);
@@ -57,7 +54,7 @@ TARGET static inline uint32_t lanes_join(uint64_t a, uint64_t b, uint64_t c,
 
 /* Three chains over [p, p + 3L): L is a compile-time constant at every call site. */
 TARGET static inline uint32_t crc_3way(uint32_t s, const uint8_t *p, size_t L,
-				       const struct lane_shift *k)
+				       const struct crc32c_lane_shift *k)
 {
 	uint64_t a = s, b = 0, c = 0;
 
@@ -74,7 +71,7 @@ TARGET static inline uint32_t crc_3way(uint32_t s, const uint8_t *p, size_t L,
 
 /* Same, copying each word to @d as it is checksummed. */
 TARGET static inline uint32_t copy_3way(uint32_t s, uint8_t *d, const uint8_t *p, size_t L,
-					const struct lane_shift *k)
+					const struct crc32c_lane_shift *k)
 {
 	uint64_t a = s, b = 0, c = 0;
 
@@ -99,17 +96,17 @@ TARGET static inline uint32_t copy_3way(uint32_t s, uint8_t *d, const uint8_t *p
 	return lanes_join(a, b, c, k);
 }
 
-TARGET static uint32_t crc_raw(uint32_t s, const uint8_t *p, size_t n)
+TARGET uint32_t crc32c_sse42_raw(uint32_t s, const uint8_t *p, size_t n)
 {
 	/* Head: align the source so the lanes' loads never split a cache line. */
 	for (; n && ((uintptr_t)p & 7); n--)
 		s = _mm_crc32_u8(s, *p++);
 	for (; n >= 3 * 4096; n -= 3 * 4096, p += 3 * 4096)
-		s = crc_3way(s, p, 4096, &shift_4096);
+		s = crc_3way(s, p, 4096, &crc32c_lane_shifts[0]);
 	for (; n >= 3 * 512; n -= 3 * 512, p += 3 * 512)
-		s = crc_3way(s, p, 512, &shift_512);
+		s = crc_3way(s, p, 512, &crc32c_lane_shifts[1]);
 	for (; n >= 3 * 64; n -= 3 * 64, p += 3 * 64)
-		s = crc_3way(s, p, 64, &shift_64);
+		s = crc_3way(s, p, 64, &crc32c_lane_shifts[2]);
 	for (; n >= 8; n -= 8, p += 8)
 		s = (uint32_t)_mm_crc32_u64(s, load64(p));
 	while (n--)
@@ -117,7 +114,7 @@ TARGET static uint32_t crc_raw(uint32_t s, const uint8_t *p, size_t n)
 	return s;
 }
 
-TARGET static uint32_t copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t n)
+TARGET uint32_t crc32c_sse42_copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t n)
 {
 	for (; n && ((uintptr_t)p & 7); n--) {
 		uint8_t b = *p++;
@@ -126,11 +123,11 @@ TARGET static uint32_t copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t
 		s = _mm_crc32_u8(s, b);
 	}
 	for (; n >= 3 * 4096; n -= 3 * 4096, p += 3 * 4096, d += 3 * 4096)
-		s = copy_3way(s, d, p, 4096, &shift_4096);
+		s = copy_3way(s, d, p, 4096, &crc32c_lane_shifts[0]);
 	for (; n >= 3 * 512; n -= 3 * 512, p += 3 * 512, d += 3 * 512)
-		s = copy_3way(s, d, p, 512, &shift_512);
+		s = copy_3way(s, d, p, 512, &crc32c_lane_shifts[1]);
 	for (; n >= 3 * 64; n -= 3 * 64, p += 3 * 64, d += 3 * 64)
-		s = copy_3way(s, d, p, 64, &shift_64);
+		s = copy_3way(s, d, p, 64, &crc32c_lane_shifts[2]);
 	for (; n >= 8; n -= 8, p += 8, d += 8) {
 		uint64_t w = load64(p);
 
@@ -148,12 +145,12 @@ TARGET static uint32_t copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t
 
 static uint32_t crc32c_sse42(uint32_t crc, const void *buf, size_t len)
 {
-	return ~crc_raw(~crc, buf, len);
+	return ~crc32c_sse42_raw(~crc, buf, len);
 }
 
 static uint32_t crc32c_copy_sse42(uint32_t crc, void *dst, const void *src, size_t len)
 {
-	return ~copy_raw(~crc, dst, src, len);
+	return ~crc32c_sse42_copy_raw(~crc, dst, src, len);
 }
 
 static int sse42_supported(void)

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/* CRC32C for x86-64 with VPCLMULQDQ folding and SSE4.2 crc32 chains running side by side. */
+#if defined(__x86_64__) && defined(__GNUC__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "util/compiler.h"
+#include "util/crc32c_int.h"
+
+/*
+ * Folding with 256-bit carry-less multiplies and the scalar crc32 instruction use
+ * different execution units, and each alone does about 8 bytes per cycle here (Zen 3).
+ * So a block is split in two: a vector part of 256*I bytes folded in eight ymm
+ * accumulators, and three scalar lanes of 64*I bytes each, and one loop advances all of
+ * them (I = 1..32 iterations). The lanes start at 0, the vector part at the incoming
+ * register, and the four partial CRCs are joined as in crc32c_x86.c:
+ *     reg = v * x^(8*3S) ^ a * x^(8*2S) ^ b * x^(8*S) ^ c,   S = 64*I.
+ *
+ * Folding (bit-reflected, 16-byte lane X = H*x^64 + L, H in the low quadword):
+ * moving X forward by F bytes is X*x^(8F) = clmul(H, x^(8F+31)) ^ clmul(L, x^(8F-33))
+ * (mod P), because clmul of 64-bit reflected H with a 32-bit reflected constant in the
+ * low half of a quadword multiplies by the constant times x^33. The last 16-byte lane is
+ * turned into a register with two crc32q (X*x^32 mod P).
+ */
+#define TARGET __attribute__((target("avx2,vpclmulqdq,sse4.2,pclmul")))
+
+#define STEP_VEC 256 /* vector bytes per iteration */
+#define STEP_LANE 64 /* bytes per scalar lane per iteration */
+#define STEP (STEP_VEC + 3 * STEP_LANE)
+#define MAX_ITERS 32
+/* Below this the sse4.2 path is as fast: the join costs about 100 cycles. */
+#define MIN_LEN (4 * STEP)
+
+/* crc32c_hybrid_shift[I - 1] = { x^(8S-33), x^(16S-33), x^(24S-33) } mod P, S = 64*I. */
+const uint32_t crc32c_hybrid_shift[MAX_ITERS][3] = {
+	{ 0x9e4addf8, 0x0d3b6092, 0xab7aff2a }, /*  1 */
+	{ 0x0d3b6092, 0xb9e02b86, 0xd270f1a2 }, /*  2 */
+	{ 0xab7aff2a, 0xd270f1a2, 0x271d9844 }, /*  3 */
+	{ 0xb9e02b86, 0xdd7e3b0c, 0xd7a4825c }, /*  4 */
+	{ 0xbac2fd7b, 0x6b749fb2, 0x3771e98f }, /*  5 */
+	{ 0xd270f1a2, 0xd7a4825c, 0x86d8e4d2 }, /*  6 */
+	{ 0x1b03397f, 0x68bce87a, 0xc9c8b782 }, /*  7 */
+	{ 0xdd7e3b0c, 0x170076fa, 0x9ef68d35 }, /*  8 */
+	{ 0x271d9844, 0x86d8e4d2, 0x00bcf5f6 }, /*  9 */
+	{ 0x6b749fb2, 0xdd66cbbb, 0xf48642e9 }, /* 10 */
+	{ 0xe6fc4e6a, 0xd813b325, 0x021ac5ef }, /* 11 */
+	{ 0xd7a4825c, 0x9ef68d35, 0xbedc6ba1 }, /* 12 */
+	{ 0x26f6a60a, 0x363bd6b3, 0x4be7fd90 }, /* 13 */
+	{ 0x68bce87a, 0xaa7c7ad5, 0x889774e1 }, /* 14 */
+	{ 0x3771e98f, 0xf48642e9, 0x465a4eee }, /* 15 */
+	{ 0x170076fa, 0xa51b6135, 0x359674f7 }, /* 16 */
+	{ 0xff0dba97, 0xcbbe4ee1, 0x95ffd7dc }, /* 17 */
+	{ 0x86d8e4d2, 0xbedc6ba1, 0x7f47463d }, /* 18 */
+	{ 0xb3af077a, 0x63d097e9, 0x4ce8bfe5 }, /* 19 */
+	{ 0xdd66cbbb, 0x22c3799f, 0x23d5e7e5 }, /* 20 */
+	{ 0xc9c8b782, 0x889774e1, 0x24e6fe8f }, /* 21 */
+	{ 0xd813b325, 0x8515c07f, 0x195bc82d }, /* 22 */
+	{ 0x6d9a4957, 0xc00df280, 0x4a9d4498 }, /* 23 */
+	{ 0x9ef68d35, 0x359674f7, 0x005bb964 }, /* 24 */
+	{ 0x2664fd8b, 0xf8448640, 0xf6e6d69e }, /* 25 */
+	{ 0x363bd6b3, 0x5f0e0438, 0x87d07ae0 }, /* 26 */
+	{ 0x00bcf5f6, 0x7f47463d, 0x480e7e4d }, /* 27 */
+	{ 0xaa7c7ad5, 0x96a1f19b, 0x0e0126b2 }, /* 28 */
+	{ 0x6d390dec, 0xb58ac6fe, 0xf5c40599 }, /* 29 */
+	{ 0xf48642e9, 0x23d5e7e5, 0x6bce9345 }, /* 30 */
+	{ 0x9a5ede41, 0xc776b648, 0xb4b09dc1 }, /* 31 */
+	{ 0xa51b6135, 0x82f89c77, 0xb9d68d49 }, /* 32 */
+};
+
+/* crc32c_fold_consts[j] = { x^(8F+31), x^(8F-33) } mod P for F = 16 << j bytes. */
+const uint32_t crc32c_fold_consts[5][2] = {
+	{ 0xf20c0dfe, 0x493c7d27 }, /* F = 16 */
+	{ 0x3da6d0cb, 0xba4fc28e }, /* F = 32 */
+	{ 0x740eef02, 0x9e4addf8 }, /* F = 64 */
+	{ 0x6992cea2, 0x0d3b6092 }, /* F = 128 */
+	{ 0xdcb17aa4, 0xb9e02b86 }, /* F = 256 */
+};
+
+static inline uint64_t load64(const uint8_t *p)
+{
+	uint64_t w;
+
+	memcpy(&w, p, 8);
+	return w;
+}
+
+static inline void store64(uint8_t *p, uint64_t w)
+{
+	memcpy(p, &w, 8);
+}
+
+TARGET static inline __m256i fold_k(int j)
+{
+	uint32_t h = crc32c_fold_consts[j][0], l = crc32c_fold_consts[j][1];
+
+	return _mm256_setr_epi32((int)h, 0, (int)l, 0, (int)h, 0, (int)l, 0);
+}
+
+/* acc moved forward by F bytes (k = fold_k(F)), then data added. */
+TARGET static inline __m256i fold(__m256i acc, __m256i k, __m256i data)
+{
+	__m256i hi = _mm256_clmulepi64_epi128(acc, k, 0x00);
+	__m256i lo = _mm256_clmulepi64_epi128(acc, k, 0x11);
+
+	return _mm256_xor_si256(_mm256_xor_si256(hi, lo), data);
+}
+
+/* Load 32 bytes at p + off and, with @copy, store them at d + off (d may be NULL otherwise). */
+TARGET static inline __m256i load_store256(uint8_t *d, const uint8_t *p, size_t off, int copy)
+{
+	__m256i v = _mm256_loadu_si256((const __m256i *)(p + off));
+
+	if (copy)
+		_mm256_storeu_si256((__m256i *)(d + off), v);
+	return v;
+}
+
+static inline uint64_t load_store64(uint8_t *d, const uint8_t *p, size_t off, int copy)
+{
+	uint64_t w = load64(p + off);
+
+	if (copy)
+		store64(d + off, w);
+	return w;
+}
+
+/* Eight accumulators (256 consecutive bytes) down to a 32-bit register. */
+TARGET static inline uint32_t reduce(__m256i x[8])
+{
+	__m256i k128 = fold_k(3), k64 = fold_k(2), k32 = fold_k(1);
+	__m128i k16 = _mm_setr_epi32((int)crc32c_fold_consts[0][0], 0,
+				     (int)crc32c_fold_consts[0][1], 0);
+	__m128i lo, hi, v;
+	uint64_t r;
+
+	for (int i = 0; i < 4; i++)
+		x[i + 4] = fold(x[i], k128, x[i + 4]);
+	x[6] = fold(x[4], k64, x[6]);
+	x[7] = fold(x[5], k64, x[7]);
+	x[7] = fold(x[6], k32, x[7]);
+	lo = _mm256_castsi256_si128(x[7]);
+	hi = _mm256_extracti128_si256(x[7], 1);
+	v = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(lo, k16, 0x00),
+					_mm_clmulepi64_si128(lo, k16, 0x11)), hi);
+	r = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(v));
+	r = _mm_crc32_u64(r, (uint64_t)_mm_extract_epi64(v, 1));
+	return (uint32_t)r;
+}
+
+TARGET static inline uint64_t clmul32(uint32_t a, uint32_t k)
+{
+	return (uint64_t)_mm_cvtsi128_si64(_mm_clmulepi64_si128(_mm_cvtsi32_si128((int)a),
+								 _mm_cvtsi32_si128((int)k), 0x00));
+}
+
+/*
+ * One block of iters * STEP bytes from @p, continuing from register @s; with @copy,
+ * every byte is also written to @d at the same offset (from registers, never re-read).
+ * Inlined into two callers with @copy constant.
+ */
+TARGET static inline __attribute__((always_inline)) uint32_t
+block(uint32_t s, uint8_t *d, const uint8_t *p, size_t iters, int copy)
+{
+	const size_t lane = STEP_LANE * iters, vlen = STEP_VEC * iters;
+	const size_t oa = vlen, ob = vlen + lane, oc = vlen + 2 * lane;
+	const uint32_t *k = crc32c_hybrid_shift[iters - 1];
+	__m256i k256 = fold_k(4), x[8];
+	uint64_t a = 0, b = 0, c = 0, t;
+
+	for (int j = 0; j < 8; j++)
+		x[j] = load_store256(d, p, 32 * j, copy);
+	x[0] = _mm256_xor_si256(x[0], _mm256_setr_epi32((int)s, 0, 0, 0, 0, 0, 0, 0));
+	for (size_t i = 0; i < iters; i++) {
+		if (i) {
+			size_t o = STEP_VEC * i;
+
+			for (int j = 0; j < 8; j++)
+				x[j] = fold(x[j], k256, load_store256(d, p, o + 32 * j, copy));
+		}
+		for (size_t o = STEP_LANE * i; o < STEP_LANE * (i + 1); o += 8) {
+			a = _mm_crc32_u64(a, load_store64(d, p, oa + o, copy));
+			b = _mm_crc32_u64(b, load_store64(d, p, ob + o, copy));
+			c = _mm_crc32_u64(c, load_store64(d, p, oc + o, copy));
+		}
+	}
+	t = clmul32(reduce(x), k[2]) ^ clmul32((uint32_t)a, k[1]) ^ clmul32((uint32_t)b, k[0]);
+	return (uint32_t)(c ^ _mm_crc32_u64(0, t));
+}
+
+static inline size_t iters_for(size_t n)
+{
+	size_t i = n / STEP;
+
+	return i > MAX_ITERS ? MAX_ITERS : i;
+}
+
+TARGET static uint32_t crc_raw(uint32_t s, const uint8_t *p, size_t n)
+{
+	if (n >= MIN_LEN) {
+		/* Align to 32 so no load in the loop splits a cache line. */
+		size_t head = (32 - ((uintptr_t)p & 31)) & 31;
+
+		s = crc32c_sse42_raw(s, p, head);
+		p += head;
+		n -= head;
+		while (n >= MIN_LEN) {
+			size_t it = iters_for(n);
+
+			s = block(s, NULL, p, it, 0);
+			p += it * STEP;
+			n -= it * STEP;
+		}
+	}
+	return crc32c_sse42_raw(s, p, n);
+}
+
+TARGET static uint32_t copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t n)
+{
+	if (n >= MIN_LEN) {
+		size_t head = (32 - ((uintptr_t)p & 31)) & 31;
+
+		s = crc32c_sse42_copy_raw(s, d, p, head);
+		p += head;
+		d += head;
+		n -= head;
+		while (n >= MIN_LEN) {
+			size_t it = iters_for(n);
+
+			s = block(s, d, p, it, 1);
+			p += it * STEP;
+			d += it * STEP;
+			n -= it * STEP;
+		}
+	}
+	return crc32c_sse42_copy_raw(s, d, p, n);
+}
+
+static uint32_t crc32c_hybrid(uint32_t crc, const void *buf, size_t len)
+{
+	return ~crc_raw(~crc, buf, len);
+}
+
+static uint32_t crc32c_copy_hybrid(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	return ~copy_raw(~crc, dst, src, len);
+}
+
+static int hybrid_supported(void)
+{
+	/* libgcc's cpu model checks XCR0 too, so "avx2" means the OS saves ymm state. */
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") &&
+	       __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+}
+
+const struct crc32c_impl crc32c_impl_hybrid = {
+	.name = "vpclmul-avx2+sse4.2",
+	.supported = hybrid_supported,
+	.crc = crc32c_hybrid,
+	.copy = crc32c_copy_hybrid,
+};
+
+#endif
