@@ -37,8 +37,18 @@ pl_cleanup() {
 }
 
 # pl_setup NAME: private dir, link file and configs a.conf / b.conf; cleanup on exit.
+# The test re-runs itself in a private network namespace when it can (root): its loopback
+# counters then count only its own traffic, and its ports cannot collide with other tests.
 pl_setup() {
 	[ -f "$PL_LIB" ] || pl_skip "$PL_LIB not built"
+	if [ -z "$PL_NETNS" ] && [ "${PL_NO_NETNS:-0}" != 1 ] && unshare -n true 2>/dev/null; then
+		exec unshare -n env PL_NETNS=1 sh "$0"
+	fi
+	if [ "$PL_NETNS" = 1 ]; then
+		ip link set lo up || pl_fail "cannot bring lo up in the test's network namespace"
+	else
+		echo "note: no private network namespace: loopback counters are machine-wide"
+	fi
 	PL_TMP=$(mktemp -d "/tmp/ntbsock-test-$1-XXXXXX")
 	PL_LINK=/dev/shm/ntbsock-test-$1-$$
 	trap pl_cleanup EXIT
