@@ -112,6 +112,45 @@ static void test_tables(void **state)
 				 crc32c_multmodp(crc32c_x8n_table[k - 1], crc32c_x8n_table[k - 1]));
 }
 
+/* x^e mod P, bit-reflected, for e >= 7: x^7 shifted by (e - 7) / 8 bytes and the rest. */
+static uint32_t xpow(uint64_t e)
+{
+	uint32_t r = crc32c_shift(1u << (31 - 7), (size_t)((e - 7) / 8));
+
+	for (uint64_t k = 0; k < (e - 7) % 8; k++)
+		r = crc32c_multmodp(r, 1u << 30);
+	return r;
+}
+
+/* The constants the fast paths were generated with, recomputed from their definitions. */
+static void test_fast_path_constants(void **state)
+{
+	(void)state;
+	assert_int_equal(xpow(7), 1u << 24);
+	assert_int_equal(xpow(33), crc32c_multmodp(xpow(32), 1u << 30));
+#if defined(__x86_64__) && defined(__GNUC__)
+	for (int j = 0; j < 3; j++) {
+		uint64_t len = crc32c_lane_shifts[j].len;
+
+		assert_int_equal(crc32c_lane_shifts[j].k1, xpow(8 * len - 33));
+		assert_int_equal(crc32c_lane_shifts[j].k2, xpow(16 * len - 33));
+	}
+	for (uint64_t i = 1; i <= 32; i++) {
+		uint64_t lane = 64 * i;
+
+		assert_int_equal(crc32c_hybrid_shift[i - 1][0], xpow(8 * lane - 33));
+		assert_int_equal(crc32c_hybrid_shift[i - 1][1], xpow(16 * lane - 33));
+		assert_int_equal(crc32c_hybrid_shift[i - 1][2], xpow(24 * lane - 33));
+	}
+	for (int j = 0; j < 5; j++) {
+		uint64_t f = 16u << j;
+
+		assert_int_equal(crc32c_fold_consts[j][0], xpow(8 * f + 31));
+		assert_int_equal(crc32c_fold_consts[j][1], xpow(8 * f - 33));
+	}
+#endif
+}
+
 static void test_impl_name(void **state)
 {
 	const struct crc32c_impl *impls[8];
@@ -194,6 +233,14 @@ static void test_impls_large(void **state)
 			assert_int_equal(crc32c(0, buf + off, lens[j]), ref);
 		}
 	}
+	/* Every block shape of the hybrid path: 448 bytes per iteration, 1..32 iterations. */
+	for (size_t it = 1; it <= 40; it++) {
+		size_t len = 448 * it + rng() % 448, off = rng() % 64;
+		uint32_t init = (uint32_t)rng(), ref = crc32c_portable(init, buf + off, len);
+
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(impls[i]->crc(init, buf + off, len), ref);
+	}
 	/* One large buffer against the definition itself, not only against portable. */
 	assert_int_equal(crc32c(0, buf + 5, (1 << 20) + 3), crc_bitwise(0, buf + 5, (1 << 20) + 3));
 	free(buf);
@@ -267,6 +314,8 @@ static void test_copy(void **state)
 
 		for (size_t len = 0; len <= MAX_SMALL; len++)
 			check_copy(impl, dst, src + (rng() % 64), len, rng() % 64);
+		for (size_t it = 1; it <= 40; it++)
+			check_copy(impl, dst, src + rng() % 64, 448 * it + rng() % 448, rng() % 64);
 		for (size_t s = 0; s < 8; s++)
 			for (size_t d = 0; d < 8; d++)
 				check_copy(impl, dst, src + s, 3 * 4096 + 64 * 3 + 13, d);
@@ -313,6 +362,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_known_answers),
 		cmocka_unit_test(test_tables),
+		cmocka_unit_test(test_fast_path_constants),
 		cmocka_unit_test(test_impl_name),
 		cmocka_unit_test(test_portable_vs_bitwise),
 		cmocka_unit_test(test_impls_small),
