@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -34,6 +35,13 @@ static int step;
 	} while (0)
 
 static const char *role = "?";
+static volatile sig_atomic_t sigpipes;
+
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
 
 static void ok(const char *what)
 {
@@ -165,19 +173,45 @@ static void server(int fd)
 	sync_byte_send(fd, 'T');
 	ok("select");
 
-	/* 8: half-close: our FIN, then the client still talks to us. */
+	/* 8: the client's epoll checks need a byte now and then. */
+	sync_byte_recv(fd, 'E');
+	write_all(fd, "x", 1);
+	sync_byte_recv(fd, 'F');
+	write_all(fd, "y", 1);
+	ok("epoll");
+
+	/* 9: half-close: our FIN, then the client still talks to us. */
 	write_all(fd, "last", 4);
 	CHECK(shutdown(fd, SHUT_WR) == 0, "shutdown");
 	read_all(fd, buf, 3);
 	CHECK(!memcmp(buf, "bye", 3), "after half-close");
 	ok("shutdown(SHUT_WR)");
 
-	/* 9: the client closes: EOF. */
+	/* 10: the client closes: EOF. */
 	CHECK(read(fd, buf, sizeof(buf)) == 0, "EOF");
 	p.fd = fd;
 	p.events = POLLIN | POLLRDHUP;
 	CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLIN), "POLLIN at EOF");
 	ok("EOF");
+
+	/* 11: writing to a closed peer fails: EPIPE (or ECONNRESET first), SIGPIPE without
+	 * MSG_NOSIGNAL. */
+	int e = 0;
+	for (int i = 0; i < 200 && !e; i++) {
+		if (send(fd, "z", 1, MSG_NOSIGNAL) < 0)
+			e = errno;
+		else
+			usleep(10000);
+	}
+	CHECK(e == EPIPE || e == ECONNRESET, "send to a closed peer: %s", strerror(e));
+	sigpipes = 0;
+	errno = 0;
+	CHECK(write(fd, "z", 1) == -1 && errno == EPIPE, "write after EPIPE");
+	CHECK(sigpipes == 1, "SIGPIPE count %d", sigpipes);
+	errno = 0;
+	CHECK(send(fd, "z", 1, MSG_NOSIGNAL) == -1 && errno == EPIPE && sigpipes == 1,
+	      "MSG_NOSIGNAL");
+	ok("EPIPE/SIGPIPE");
 	close(fd);
 }
 
@@ -249,7 +283,57 @@ static void client(int fd)
 	CHECK(select(fd + 1, &rd, NULL, NULL, &tv) == 1 && FD_ISSET(fd, &rd), "select readable");
 	sync_byte_recv(fd, 'T');
 	ok("select");
-	/* 8: data, then EOF from the server's SHUT_WR; we may still send. */
+	/* 8: epoll: level, one-shot, edge, several sets, nesting, MOD/DEL, EPOLLOUT. */
+	{
+		int ep1 = epoll_create1(0), ep2 = epoll_create1(0), ep3 = epoll_create1(0);
+		int ep4 = epoll_create1(0);
+		struct epoll_event ev, out[4];
+		CHECK(ep1 >= 0 && ep2 >= 0 && ep3 >= 0 && ep4 >= 0, "epoll_create1");
+		ev.events = EPOLLIN; ev.data.u64 = 1;
+		CHECK(epoll_ctl(ep1, EPOLL_CTL_ADD, fd, &ev) == 0, "add ep1");
+		ev.data.u64 = 2;
+		CHECK(epoll_ctl(ep2, EPOLL_CTL_ADD, fd, &ev) == 0, "add ep2");
+		errno = 0;
+		CHECK(epoll_ctl(ep2, EPOLL_CTL_ADD, fd, &ev) == -1 && errno == EEXIST, "EEXIST");
+		ev.data.u64 = 3;
+		CHECK(epoll_ctl(ep3, EPOLL_CTL_ADD, ep1, &ev) == 0, "nest ep1 in ep3");
+		ev.events = EPOLLOUT; ev.data.u64 = 9;
+		CHECK(epoll_ctl(ep4, EPOLL_CTL_ADD, fd, &ev) == 0, "add ep4");
+		CHECK(epoll_wait(ep4, out, 4, 5000) == 1 && (out[0].events & EPOLLOUT) &&
+		      out[0].data.u64 == 9, "EPOLLOUT with room");
+		CHECK(epoll_wait(ep1, out, 4, 0) == 0, "ep1 idle");
+		CHECK(epoll_wait(ep3, out, 4, 0) == 0, "ep3 idle");
+		sync_byte_send(fd, 'E');
+		CHECK(epoll_wait(ep1, out, 4, 5000) == 1 && (out[0].events & EPOLLIN) &&
+		      out[0].data.u64 == 1, "ep1 ready");
+		CHECK(epoll_wait(ep1, out, 4, 0) == 1, "level-triggered: again");
+		CHECK(epoll_wait(ep2, out, 4, 0) == 1 && out[0].data.u64 == 2, "second set");
+		CHECK(epoll_wait(ep3, out, 4, 0) == 1 && out[0].data.u64 == 3, "nested set");
+		struct pollfd pe = { .fd = ep1, .events = POLLIN };
+		CHECK(poll(&pe, 1, 0) == 1 && (pe.revents & POLLIN), "poll on an epoll fd");
+		ev.events = EPOLLIN | EPOLLONESHOT; ev.data.u64 = 4;
+		CHECK(epoll_ctl(ep1, EPOLL_CTL_MOD, fd, &ev) == 0, "mod oneshot");
+		CHECK(epoll_wait(ep1, out, 4, 0) == 1 && out[0].data.u64 == 4, "oneshot fires");
+		CHECK(epoll_wait(ep1, out, 4, 0) == 0, "oneshot disarmed");
+		CHECK(epoll_ctl(ep1, EPOLL_CTL_MOD, fd, &ev) == 0, "re-arm");
+		CHECK(epoll_wait(ep1, out, 4, 0) == 1, "re-armed fires");
+		ev.events = EPOLLIN | EPOLLET; ev.data.u64 = 5;
+		CHECK(epoll_ctl(ep2, EPOLL_CTL_MOD, fd, &ev) == 0, "mod edge");
+		CHECK(epoll_wait(ep2, out, 4, 0) == 1 && out[0].data.u64 == 5, "edge fires");
+		CHECK(epoll_wait(ep2, out, 4, 0) == 0, "edge: no new data, no event");
+		CHECK(epoll_ctl(ep1, EPOLL_CTL_DEL, fd, NULL) == 0, "del");
+		CHECK(epoll_wait(ep1, out, 4, 0) == 0, "deleted: no event");
+		errno = 0;
+		CHECK(epoll_ctl(ep1, EPOLL_CTL_DEL, fd, NULL) == -1 && errno == ENOENT, "ENOENT");
+		CHECK(read(fd, buf, 1) == 1 && buf[0] == 'x', "x");
+		sync_byte_send(fd, 'F');
+		CHECK(epoll_wait(ep2, out, 4, 5000) == 1 && out[0].data.u64 == 5, "new data: edge");
+		CHECK(read(fd, buf, 1) == 1 && buf[0] == 'y', "y");
+		close(ep1); close(ep2); close(ep3); close(ep4);
+	}
+	ok("epoll");
+
+	/* 9: data, then EOF from the server's SHUT_WR; we may still send. */
 	read_all(fd, buf, 4);
 	CHECK(!memcmp(buf, "last", 4), "last");
 	CHECK(read(fd, buf, sizeof(buf)) == 0, "EOF after SHUT_WR");
@@ -258,7 +342,7 @@ static void client(int fd)
 	      "POLLIN|POLLRDHUP at EOF (revents %#x)", p.revents);
 	write_all(fd, "bye", 3);
 	ok("half-close");
-	/* 9 */
+	/* 10 */
 	close(fd);
 	ok("close");
 }
@@ -269,7 +353,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: pl_sem server|client ADDR PORT\n");
 		return 2;
 	}
-	signal(SIGPIPE, SIG_IGN);
+	signal(SIGPIPE, on_sigpipe);
 	role = argv[1];
 	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
