@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # kill -9 of either side mid-stream over ntb: the survivor sees EOF or ECONNRESET and exits,
-# never hangs (bounded by 15 s here; it takes well under a second normally).
+# never hangs (bounded by 15 s here; it takes well under a second normally). Mid-stream,
+# `ntbsock stat` on both hosts shows the connection with the owning pid.
 . "$(dirname "$0")/lib.sh"
 pl_need socat ss
 pl_setup kill
@@ -27,6 +28,15 @@ for victim in sender receiver; do
 	cli=$!; PL_PIDS="$PL_PIDS $cli"
 	sleep 1
 	kill -0 $cli 2>/dev/null || pl_fail "client ended early: $(cat "$PL_TMP/cli-$victim.out")"
+	# Mid-stream, `ntbsock stat` on each host lists the connection with its owner.
+	if [ -x "$BUILD/ntbsock" ]; then
+		"$BUILD/ntbsock" stat -c "$PL_TMP/a.conf" >"$PL_TMP/stat-a" 2>&1 || pl_fail "ntbsock stat failed"
+		"$BUILD/ntbsock" stat -c "$PL_TMP/b.conf" >"$PL_TMP/stat-b" 2>&1 || pl_fail "ntbsock stat failed"
+		grep -E "^$cli +[0-9]+ +127.0.0.1:[0-9]+ +127.0.0.2:$port +ntb +open" "$PL_TMP/stat-a" >/dev/null ||
+			{ cat "$PL_TMP/stat-a"; pl_fail "stat on A lacks the client connection"; }
+		grep -E "^$srv +[0-9]+ +127.0.0.2:$port +127.0.0.1:[0-9]+ +ntb +open" "$PL_TMP/stat-b" >/dev/null ||
+			{ cat "$PL_TMP/stat-b"; pl_fail "stat on B lacks the server connection"; }
+	fi
 	if [ $victim = sender ]; then
 		kill -9 $cli
 		gone_within $srv 15 || pl_fail "receiver hangs after its sender was killed"
