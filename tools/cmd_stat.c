@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* `ntbsock stat`: the live connections of every process on this host, from the host-local
- * connection tables of the config's links. */
+/* `ntbsock stat`: the live NTB connections of every process on this host, read from the
+ * host-local connection tables of the config's links (tp_stat_list()). */
 #include "tools/tools_int.h"
 
 #include <errno.h>
@@ -39,14 +39,58 @@ static struct tool_stat_row *rows_add(struct stat_rows *r)
 	return &r->v[r->n++];
 }
 
-/* Append the connections of link CL to ROWS. */
+/* Append the connections of link CL to ROWS (both sides' tables when the config lets this
+ * host claim either side). */
 static int collect_link(const struct conf_link *cl, struct stat_rows *rows)
 {
-	(void)cl;
-	(void)rows;
-	(void)rows_add;
-	/* The transport layer does not export its connection table yet. */
-	return -ENOSYS;
+	struct ntb_link_params lp;
+	struct tp_stat_entry *ents = NULL;
+	int max = 256, n;
+
+	tool_link_params_from_conf(cl, &lp);
+	for (;;) {
+		struct tp_stat_entry *e = realloc(ents, (size_t)max * sizeof(*e));
+
+		if (!e) {
+			free(ents);
+			return -ENOMEM;
+		}
+		ents = e;
+		n = tp_stat_list(&lp, ents, max);
+		if (n < 0 || n <= max || max >= STAT_MAX_ROWS)
+			break;
+		max = n < STAT_MAX_ROWS ? n : STAT_MAX_ROWS;
+	}
+	for (int i = 0; i < n && i < max; i++) {
+		const struct tp_stat_entry *e = &ents[i];
+		struct tool_stat_row *r = rows_add(rows);
+
+		if (!r) {
+			free(ents);
+			return -ENOMEM;
+		}
+		r->pid = e->pid;
+		r->fd = e->fd;
+		r->ntb = true;
+		tool_key_endpoints(e->key.bytes, e->role && strcmp(e->role, "server") == 0,
+				   r->local, r->remote, sizeof(r->local));
+		snprintf(r->state, sizeof(r->state), "%s", e->state ? e->state : "");
+		snprintf(r->link, sizeof(r->link), "%s", cl->name);
+		r->tx_bytes = e->stats.tx_bytes;
+		r->rx_bytes = e->stats.rx_bytes;
+		r->tx_msgs[0] = e->stats.tx_msgs_inline;
+		r->tx_msgs[1] = e->stats.tx_msgs_short;
+		r->tx_msgs[2] = e->stats.tx_msgs_long;
+		r->rx_msgs[0] = e->stats.rx_msgs_inline;
+		r->rx_msgs[1] = e->stats.rx_msgs_short;
+		r->rx_msgs[2] = e->stats.rx_msgs_long;
+		r->retransmits = e->stats.retransmits;
+		r->crc_errors = e->stats.crc_errors;
+		r->tx_queue_fill = e->stats.tx_queue_fill;
+		r->rx_queue_fill = e->stats.rx_queue_fill;
+	}
+	free(ents);
+	return n < 0 ? n : 0;
 }
 
 static int load_conf(const char *conf_arg, struct conf **ret_conf)
@@ -113,10 +157,7 @@ int cmd_stat(int argc, char **argv)
 		return TOOL_EXIT_FAIL;
 	for (int i = 0; i < conf->n_links && rc == 0; i++) {
 		rc = collect_link(&conf->links[i], &rows);
-		if (rc == -ENOSYS)
-			fprintf(stderr, "ntbsock stat: this build's transport layer does not export "
-					"its connection table yet\n");
-		else if (rc < 0)
+		if (rc < 0)
 			fprintf(stderr, "ntbsock stat: link %s: %s\n", conf->links[i].name,
 				strerror(-rc));
 	}

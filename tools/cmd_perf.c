@@ -1,0 +1,830 @@
+// SPDX-License-Identifier: MIT
+/* `ntbsock perf`: the transport's own measurement — both ends of one connection over a
+ * private shm link, a message-size sweep of verified one-way streaming and ping-pong latency,
+ * and the reference limits (memcpy bandwidth, cache-line latency) measured in the same run. */
+#include "tools/tools_int.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "conf/conf.h"
+#include "ntb/ntb.h"
+#include "transport/transport.h"
+
+#define PERF_MAX_SIZES      64
+#define PERF_DEFAULT_COUNT  5000
+#define PERF_MAX_COUNT      100000000ull
+#define PERF_PORT           7          /* synthetic: the private link has no other listener */
+#define PERF_WARMUP         16         /* ping-pongs before the measured ones */
+#define PERF_STALL_MS       10000      /* no progress this long: the run failed */
+#define PERF_SETUP_MS       10000
+#define PERF_PATTERN_SEED   0x6e7462736f636bull
+#define PERF_REF_BUF        (4u << 20) /* L3-resident memcpy buffers */
+#define PERF_REF_NS         300000000ull
+#define PERF_REF_ROUNDS     200000u
+
+struct perf_opts {
+	size_t   sizes[PERF_MAX_SIZES];
+	int      n_sizes;
+	uint64_t count;
+	bool     csv;
+	struct ntb_link_params lp;  /* both sides; path private, side set per process */
+	struct tp_params tpp;
+};
+
+/* Control messages between the two processes (a socketpair beside the link). */
+enum perf_cmd { PERF_CMD_STREAM = 1, PERF_CMD_ECHO, PERF_CMD_QUIT };
+
+struct perf_ctl {
+	uint32_t cmd;
+	uint32_t pad;
+	uint64_t size, count;
+};
+
+struct perf_report {          /* child → parent after each phase, and after set-up */
+	int32_t  status;      /* 0 or a negative errno */
+	uint32_t verified;    /* the child saw every byte it expected (echo: what it got back) */
+	uint64_t retransmits, crc_errors;
+	char     msg[160];
+};
+
+struct perf_result {
+	size_t   size;
+	uint64_t count;
+	double   mbps, msgs_per_s, p50_us, p99_us;
+	uint64_t retransmits, crc_errors;
+	bool     verified;
+	bool     done;            /* measured (false: aborted before this size) */
+	char     first_bad[160];  /* where verification first failed, for the error report */
+};
+
+/* Describe the first difference between GOT and WANT (LEN bytes) into R->first_bad, once. */
+static void note_mismatch(struct perf_result *r, const char *phase, uint64_t msg_no,
+			  const uint8_t *got, const uint8_t *want, size_t len)
+{
+	size_t i = 0;
+
+	if (r->first_bad[0])
+		return;
+	while (i < len && got[i] == want[i])
+		i++;
+	snprintf(r->first_bad, sizeof(r->first_bad),
+		 "%zu-byte messages: %s message %" PRIu64 ": first wrong byte at %zu", r->size,
+		 phase, msg_no, i);
+}
+
+/* --- helpers ------------------------------------------------------------------------------ */
+
+static int full_write(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int full_read(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void perf_key(struct tp_key *k, pid_t pid)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	/* Laid out as preload/ does it: client 127.0.0.1:<pid>, server 127.0.0.2:PERF_PORT. */
+	memset(k, 0, sizeof(*k));
+	memcpy(k->bytes, mapped, 12);
+	k->bytes[12] = 127;
+	k->bytes[15] = 1;
+	k->bytes[16] = (uint8_t)((uint16_t)pid >> 8);
+	k->bytes[17] = (uint8_t)pid;
+	memcpy(k->bytes + 18, mapped, 12);
+	k->bytes[30] = 127;
+	k->bytes[33] = 2;
+	k->bytes[TP_KEY_PORT_OFF] = PERF_PORT >> 8;
+	k->bytes[TP_KEY_PORT_OFF + 1] = PERF_PORT & 0xff;
+}
+
+/* Send LEN bytes from BUF, waiting for queue room; 0 or a negative errno. */
+static int send_all(struct tp_conn *c, const uint8_t *buf, size_t len)
+{
+	uint64_t last = tool_now_ns();
+
+	while (len) {
+		struct iovec iov = { (void *)buf, len };
+		ssize_t n = tp_send(c, &iov, 1);
+
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+			last = tool_now_ns();
+			continue;
+		}
+		if (n != -EAGAIN)
+			return n ? (int)n : -EPIPE;
+		if (tool_now_ns() - last > (uint64_t)PERF_STALL_MS * 1000000u)
+			return -ETIMEDOUT;
+		int w = tp_wait(c, TP_EV_OUT | TP_EV_ERR, 1000);
+		if (w < 0 && w != -EINTR)
+			return w;
+	}
+	return 0;
+}
+
+/* Receive exactly LEN bytes into BUF; 0, -EPIPE at a premature end of stream, or an errno. */
+static int recv_all(struct tp_conn *c, uint8_t *buf, size_t len)
+{
+	uint64_t last = tool_now_ns();
+
+	while (len) {
+		struct iovec iov = { buf, len };
+		ssize_t n = tp_recv(c, &iov, 1, 0);
+
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+			last = tool_now_ns();
+			continue;
+		}
+		if (n == 0)
+			return -EPIPE;
+		if (n != -EAGAIN)
+			return (int)n;
+		if (tool_now_ns() - last > (uint64_t)PERF_STALL_MS * 1000000u)
+			return -ETIMEDOUT;
+		int w = tp_wait(c, TP_EV_IN | TP_EV_ERR, 1000);
+		if (w < 0 && w != -EINTR)
+			return w;
+	}
+	return 0;
+}
+
+static void conn_counters(struct tp_conn *c, uint64_t *ret_retx, uint64_t *ret_crc)
+{
+	struct tp_stats st;
+
+	tp_conn_stats(c, &st);
+	*ret_retx = st.retransmits;
+	*ret_crc = st.crc_errors;
+}
+
+/* --- the child: connects, then streams or echoes on command --------------------------------- */
+
+static int child_connect(const struct perf_opts *o, struct tp_link **ret_link,
+			 struct tp_conn **ret_conn, char *msg, size_t msglen)
+{
+	struct ntb_link_params lp = o->lp;
+	enum tp_reason reason = TP_REASON_NONE;
+	struct tp_link *link;
+	struct tp_conn *c;
+	struct tp_key key;
+	uint64_t start;
+	int rc;
+
+	lp.side = 1;
+	rc = tp_link_open(&lp, &o->tpp, &link);
+	if (rc < 0) {
+		snprintf(msg, msglen, "side 1: tp_link_open: %s%s%s", strerror(-rc),
+			 *ntb_strerror_detail() ? ": " : "", ntb_strerror_detail());
+		return rc;
+	}
+	rc = ntb_link_wait_up(tp_link_ntb(link), PERF_SETUP_MS);
+	if (rc < 0) {
+		snprintf(msg, msglen, "side 1: link did not come up: %s", strerror(-rc));
+		goto err_link;
+	}
+	start = tool_now_ns();
+	while (!tp_peer_listens(link, PERF_PORT)) {
+		if (tool_now_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u) {
+			rc = -ETIMEDOUT;
+			snprintf(msg, msglen, "side 1: the listener never appeared on the link");
+			goto err_link;
+		}
+		usleep(1000);
+	}
+	perf_key(&key, getppid());
+	rc = tp_connect(link, &key, PERF_SETUP_MS, &c, &reason);
+	if (rc < 0) {
+		snprintf(msg, msglen, "side 1: tp_connect: %s (%s)", strerror(-rc),
+			 tp_reason_str(reason));
+		goto err_link;
+	}
+	rc = tp_conn_confirm(c);
+	if (rc < 0) {
+		snprintf(msg, msglen, "side 1: tp_conn_confirm: %s", strerror(-rc));
+		tp_abort(c);
+		goto err_link;
+	}
+	*ret_link = link;
+	*ret_conn = c;
+	return 0;
+err_link:
+	tp_link_close(link);
+	return rc;
+}
+
+/* Stream COUNT messages of SIZE bytes: message n is the pattern window at offset(n). */
+static int child_stream(struct tp_conn *c, const uint8_t *pattern, size_t size, uint64_t count)
+{
+	for (uint64_t n = 0; n < count; n++) {
+		int rc = send_all(c, pattern + tool_pattern_offset(n), size);
+
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Echo COUNT messages of SIZE bytes back; verifies each against the pattern on the way. */
+static int child_echo(struct tp_conn *c, const uint8_t *pattern, uint8_t *buf, size_t size,
+		      uint64_t count, bool *ret_verified)
+{
+	bool ok = true;
+
+	for (uint64_t n = 0; n < count; n++) {
+		int rc = recv_all(c, buf, size);
+
+		if (rc < 0)
+			return rc;
+		if (memcmp(buf, pattern + tool_pattern_offset(n), size) != 0)
+			ok = false;
+		rc = send_all(c, buf, size);
+		if (rc < 0)
+			return rc;
+	}
+	*ret_verified = ok;
+	return 0;
+}
+
+static int child_main(const struct perf_opts *o, int ctl, const uint8_t *pattern,
+		      size_t max_size, int cpu)
+{
+	struct perf_report rep;
+	struct tp_link *link = NULL;
+	struct tp_conn *c = NULL;
+	struct perf_ctl cmd;
+	uint8_t *buf = malloc(max_size);
+	int rc;
+
+	tool_pin_cpu(cpu);
+	memset(&rep, 0, sizeof(rep));
+	if (!buf) {
+		rep.status = -ENOMEM;
+		snprintf(rep.msg, sizeof(rep.msg), "side 1: out of memory");
+		full_write(ctl, &rep, sizeof(rep));
+		return 1;
+	}
+	/* Wait until side 0 created the link and listens. */
+	if (full_read(ctl, &cmd, sizeof(cmd)) < 0)
+		return 1;
+	rep.status = child_connect(o, &link, &c, rep.msg, sizeof(rep.msg));
+	if (full_write(ctl, &rep, sizeof(rep)) < 0 || rep.status < 0)
+		goto out;
+
+	while (full_read(ctl, &cmd, sizeof(cmd)) == 0 && cmd.cmd != PERF_CMD_QUIT) {
+		uint64_t retx0, crc0, retx1, crc1;
+		bool verified = true;
+
+		conn_counters(c, &retx0, &crc0);
+		if (cmd.size > max_size)
+			rc = -EINVAL;
+		else if (cmd.cmd == PERF_CMD_STREAM)
+			rc = child_stream(c, pattern, cmd.size, cmd.count);
+		else
+			rc = child_echo(c, pattern, buf, cmd.size, cmd.count, &verified);
+		conn_counters(c, &retx1, &crc1);
+		memset(&rep, 0, sizeof(rep));
+		rep.status = rc;
+		rep.verified = verified;
+		rep.retransmits = retx1 - retx0;
+		rep.crc_errors = crc1 - crc0;
+		if (rc < 0)
+			snprintf(rep.msg, sizeof(rep.msg), "side 1: %s", strerror(-rc));
+		if (full_write(ctl, &rep, sizeof(rep)) < 0 || rc < 0)
+			break;
+	}
+out:
+	tp_close(c);
+	tp_link_close(link);
+	free(buf);
+	return rep.status < 0 ? 1 : 0;
+}
+
+/* --- the parent: listens, receives and verifies, measures ----------------------------------- */
+
+static int parent_accept(struct tp_link *link, pid_t self, struct tp_conn **ret_conn)
+{
+	struct tp_key key;
+	uint64_t start = tool_now_ns();
+	int rc;
+
+	perf_key(&key, self);
+	while ((rc = tp_attach(link, &key, ret_conn)) == -ENOENT) {
+		if (tool_now_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u)
+			return -ETIMEDOUT;
+		usleep(200);
+	}
+	return rc;
+}
+
+/* Ask the child for a phase and collect its report. */
+static int ctl_run(int ctl, uint32_t cmd, size_t size, uint64_t count)
+{
+	struct perf_ctl m = { .cmd = cmd, .size = size, .count = count };
+
+	return full_write(ctl, &m, sizeof(m));
+}
+
+static int ctl_report(int ctl, struct perf_report *rep)
+{
+	int rc = full_read(ctl, rep, sizeof(*rep));
+
+	if (rc < 0) {
+		memset(rep, 0, sizeof(*rep));
+		rep->status = rc;
+		snprintf(rep->msg, sizeof(rep->msg), "side 1 exited");
+	}
+	return rep->status;
+}
+
+static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, uint8_t *buf,
+			  struct perf_result *r, char *err, size_t errlen)
+{
+	struct perf_report rep;
+	uint64_t t0, t1, retx0, crc0, retx1, crc1;
+	bool ok = true;
+	int rc;
+
+	conn_counters(c, &retx0, &crc0);
+	t0 = tool_now_ns();
+	rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, r->count);
+	for (uint64_t n = 0; rc == 0 && n < r->count; n++) {
+		rc = recv_all(c, buf, r->size);
+		if (rc == 0 && memcmp(buf, pattern + tool_pattern_offset(n), r->size) != 0) {
+			note_mismatch(r, "streamed", n, buf, pattern + tool_pattern_offset(n),
+				      r->size);
+			ok = false;
+		}
+	}
+	t1 = tool_now_ns();
+	if (rc < 0) {
+		snprintf(err, errlen, "stream of %zu-byte messages: receive: %s", r->size,
+			 strerror(-rc));
+		return rc;
+	}
+	rc = ctl_report(ctl, &rep);
+	if (rc < 0) {
+		snprintf(err, errlen, "stream of %zu-byte messages: %s", r->size, rep.msg);
+		return rc;
+	}
+	conn_counters(c, &retx1, &crc1);
+	r->mbps = (double)r->size * (double)r->count / ((double)(t1 - t0) / 1e9) / 1e6;
+	r->msgs_per_s = (double)r->count / ((double)(t1 - t0) / 1e9);
+	r->retransmits += retx1 - retx0 + rep.retransmits;
+	r->crc_errors += crc1 - crc0 + rep.crc_errors;
+	r->verified = ok;
+	return 0;
+}
+
+static int measure_latency(struct tp_conn *c, int ctl, const uint8_t *pattern, uint8_t *buf,
+			   struct perf_result *r, char *err, size_t errlen)
+{
+	struct perf_report rep;
+	uint64_t total = r->count + PERF_WARMUP, retx0, crc0, retx1, crc1;
+	uint64_t *rtt = malloc(r->count * sizeof(*rtt));
+	bool ok = true;
+	int rc;
+
+	if (!rtt) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	conn_counters(c, &retx0, &crc0);
+	rc = ctl_run(ctl, PERF_CMD_ECHO, r->size, total);
+	for (uint64_t n = 0; rc == 0 && n < total; n++) {
+		const uint8_t *msg = pattern + tool_pattern_offset(n);
+		uint64_t t0 = tool_now_ns();
+
+		rc = send_all(c, msg, r->size);
+		if (rc == 0)
+			rc = recv_all(c, buf, r->size);
+		if (rc == 0 && memcmp(buf, msg, r->size) != 0) {
+			note_mismatch(r, "echoed", n, buf, msg, r->size);
+			ok = false;
+		}
+		if (n >= PERF_WARMUP)
+			rtt[n - PERF_WARMUP] = tool_now_ns() - t0;
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "ping-pong of %zu-byte messages: %s", r->size, strerror(-rc));
+		free(rtt);
+		return rc;
+	}
+	rc = ctl_report(ctl, &rep);
+	if (rc < 0) {
+		snprintf(err, errlen, "ping-pong of %zu-byte messages: %s", r->size, rep.msg);
+		free(rtt);
+		return rc;
+	}
+	conn_counters(c, &retx1, &crc1);
+	/* one-way = round trip / 2 */
+	r->p50_us = (double)tool_percentile(rtt, r->count, 50) / 2.0 / 1000.0;
+	r->p99_us = (double)tool_percentile(rtt, r->count, 99) / 2.0 / 1000.0;
+	r->retransmits += retx1 - retx0 + rep.retransmits;
+	r->crc_errors += crc1 - crc0 + rep.crc_errors;
+	if (!rep.verified && !r->first_bad[0])
+		snprintf(r->first_bad, sizeof(r->first_bad),
+			 "%zu-byte messages: side 1 received a ping that differs", r->size);
+	r->verified = r->verified && ok && rep.verified;
+	free(rtt);
+	return 0;
+}
+
+/* --- output ----------------------------------------------------------------------------------- */
+
+static void print_csv(const struct perf_result *res, int n)
+{
+	printf("size,count,mbps,msgs_per_s,p50_us,p99_us,retransmits,crc_errors,verified\n");
+	for (int i = 0; i < n; i++) {
+		const struct perf_result *r = &res[i];
+
+		if (!r->done)
+			continue;
+		printf("%zu,%" PRIu64 ",%.1f,%.0f,%.3f,%.3f,%" PRIu64 ",%" PRIu64 ",%s\n", r->size,
+		       r->count, r->mbps, r->msgs_per_s, r->p50_us, r->p99_us, r->retransmits,
+		       r->crc_errors, r->verified ? "yes" : "no");
+	}
+}
+
+static void print_table_head(const struct perf_opts *o, int cpu_a, int cpu_b)
+{
+	char win[32], q[32];
+
+	if (o->tpp.queue_size)
+		tool_size_str(o->tpp.queue_size, q, sizeof(q));
+	else
+		snprintf(q, sizeof(q), "auto");
+	printf("ntbsock perf: private shm link %s (window %s, queue %s), %" PRIu64
+	       " messages per size, ", o->lp.path, tool_size_str(o->lp.window_size, win, sizeof(win)),
+	       q, o->count);
+	if (cpu_a >= 0)
+		printf("sides pinned to CPUs %d and %d\n", cpu_a, cpu_b);
+	else
+		printf("one CPU: sides not pinned\n");
+	if (o->lp.fault.enabled)
+		printf("faults: drop %g, corrupt %g, delay up to %u us, seed %" PRIu64 "\n",
+		       o->lp.fault.drop, o->lp.fault.corrupt, o->lp.fault.delay_us, o->lp.fault.seed);
+	printf("%10s %9s %10s %12s %9s %9s %8s %8s  %s\n", "size", "count", "MB/s", "msgs/s",
+	       "p50 us", "p99 us", "retx", "crc_err", "verified");
+}
+
+static void print_table_row(const struct perf_result *r)
+{
+	char size[32];
+
+	printf("%10s %9" PRIu64 " %10.1f %12.0f %9.2f %9.2f %8" PRIu64 " %8" PRIu64 "  %s\n",
+	       tool_size_str(r->size, size, sizeof(size)), r->count, r->mbps, r->msgs_per_s,
+	       r->p50_us, r->p99_us, r->retransmits, r->crc_errors, r->verified ? "yes" : "no");
+	fflush(stdout);
+}
+
+static void print_reference(int cpu_a, int cpu_b)
+{
+	double mbps = 0, us = 0;
+	char buf[32];
+
+	if (tool_ref_memcpy(PERF_REF_BUF, PERF_REF_NS, &mbps) < 0)
+		printf("reference: memcpy: out of memory\n");
+	else
+		printf("reference (same run): memcpy %.0f MB/s on one core (%s buffers)\n", mbps,
+		       tool_size_str(PERF_REF_BUF, buf, sizeof(buf)));
+	if (tool_ref_cacheline(cpu_a, cpu_b, PERF_REF_ROUNDS, &us) < 0)
+		printf("reference: cache-line ping-pong failed\n");
+	else if (cpu_a >= 0)
+		printf("reference (same run): cache line one-way %.3f us (round trip %.3f us) "
+		       "between CPUs %d and %d\n", us, 2 * us, cpu_a, cpu_b);
+	else
+		printf("reference (same run): cache line one-way %.3f us (round trip %.3f us), "
+		       "one CPU\n", us, 2 * us);
+}
+
+/* --- options ---------------------------------------------------------------------------------- */
+
+static void tp_params_from_conf(const struct conf_tunables *t, struct tp_params *p)
+{
+	tp_params_init(p);
+	p->queue_size = t->queue_size;
+	p->inline_slots = t->inline_slots;
+	p->inline_max = t->inline_max;
+	p->short_max = t->short_max;
+	p->contexts = t->contexts;
+	p->cnct_timeout_ms = t->cnct_timeout_ms;
+	p->send_timeout_ms = t->send_timeout_ms;
+	p->recv_timeout_ms = t->recv_timeout_ms;
+	p->detect_timeout_ms = t->detect_timeout_ms;
+	p->max_err = t->max_err;
+	p->spin_us = t->spin_us;
+	p->setup_timeout_ms = t->setup_timeout_ms;
+}
+
+static int apply_conf(const char *conf_arg, struct perf_opts *o)
+{
+	char path[PATH_MAX];
+	struct conf_error err;
+	struct conf *conf = NULL;
+	int rc = conf_find_path(conf_arg, path, sizeof(path));
+
+	if (rc < 0) {
+		fprintf(stderr, "ntbsock perf: config %s: %s\n", conf_arg, strerror(-rc));
+		return rc;
+	}
+	memset(&err, 0, sizeof(err));
+	rc = conf_load(path, &conf, &err);
+	if (rc == 0)
+		rc = conf_apply_env(conf, &err);
+	if (rc < 0) {
+		fprintf(stderr, "ntbsock perf: %s\n", err.text[0] ? err.text : strerror(-rc));
+		conf_free(conf);
+		return rc;
+	}
+	tp_params_from_conf(&conf->tunables, &o->tpp);
+	if (conf->n_links > 0) {
+		struct ntb_link_params lp;
+
+		/* The link's shape and faults; name, path and side stay private to this run. */
+		tool_link_params_from_conf(&conf->links[0], &lp);
+		o->lp.window_size = lp.window_size;
+		o->lp.heartbeat_ms = lp.heartbeat_ms;
+		o->lp.link_timeout_ms = lp.link_timeout_ms;
+		o->lp.fault = lp.fault;
+	}
+	conf_free(conf);
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct perf_opts *o)
+{
+	static const struct option opts[] = {
+		{ "conf", required_argument, NULL, 'c' },
+		{ "sizes", required_argument, NULL, 's' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "fault", required_argument, NULL, 'f' },
+		{ "csv", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *conf_arg = NULL, *fault = NULL;
+	int opt, rc;
+
+	memset(o, 0, sizeof(*o));
+	for (size_t s = 64; s <= 512 * 1024; s *= 2)
+		o->sizes[o->n_sizes++] = s;
+	o->count = PERF_DEFAULT_COUNT;
+	ntb_link_params_init(&o->lp);
+	tp_params_init(&o->tpp);
+	/* One connection needs one receive context; keep the private link small. */
+	o->tpp.contexts = 8;
+	o->lp.window_size = 32u << 20;
+
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			conf_arg = optarg;
+			break;
+		case 's':
+			rc = tool_parse_size_list(optarg, o->sizes, PERF_MAX_SIZES);
+			if (rc < 0)
+				return tool_usage_error("perf", "--sizes '%s': %s", optarg,
+							rc == -E2BIG ? "too many sizes" :
+							rc == -ERANGE ? "a size is over 1 GiB" :
+							"expected sizes like 64,4K,1M");
+			o->n_sizes = rc;
+			break;
+		case 'n':
+			if (tool_parse_count(optarg, PERF_MAX_COUNT, &o->count) < 0)
+				return tool_usage_error("perf", "--count '%s': expected 1..%llu",
+							optarg, PERF_MAX_COUNT);
+			break;
+		case 'f':
+			fault = optarg;
+			break;
+		case 'v':
+			o->csv = true;
+			break;
+		case 'h':
+			tool_print_usage(tool_find_cmd("perf"), stdout);
+			return -1;
+		default:
+			return tool_usage_error("perf", "unknown option or missing argument: '%s'",
+						argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return tool_usage_error("perf", "unexpected argument '%s'", argv[optind]);
+	if (conf_arg && apply_conf(conf_arg, o) < 0)
+		return TOOL_EXIT_FAIL;
+	if (fault) {
+		struct conf_fault f;
+		char msg[256];
+
+		if (conf_parse_fault(fault, &f, msg, sizeof(msg)) < 0)
+			return tool_usage_error("perf", "--fault '%s': %s", fault, msg);
+		o->lp.fault.enabled = f.enabled;
+		o->lp.fault.drop = f.drop;
+		o->lp.fault.corrupt = f.corrupt;
+		o->lp.fault.delay_us = f.delay_us;
+		o->lp.fault.seed = f.seed;
+	}
+	snprintf(o->lp.name, sizeof(o->lp.name), "perf-%d", (int)getpid());
+	snprintf(o->lp.path, sizeof(o->lp.path), "/dev/shm/ntbsock-perf-%d-%llx", (int)getpid(),
+		 (unsigned long long)(tool_now_ns() & 0xffffffffu));
+	o->lp.mode = 0600;
+	return 0;
+}
+
+/* Remove the private link's files: the region and the transport's per-side host tables. */
+static void remove_link_files(const char *path)
+{
+	char p[PATH_MAX];
+
+	unlink(path);
+	for (int s = 0; s < 2; s++) {
+		snprintf(p, sizeof(p), "%s.side%d", path, s);
+		unlink(p);
+	}
+}
+
+/* --- the run ---------------------------------------------------------------------------------- */
+
+static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, const uint8_t *pattern,
+		     uint8_t *buf, struct perf_result *res, char *err, size_t errlen)
+{
+	for (int i = 0; i < o->n_sizes; i++) {
+		struct perf_result *r = &res[i];
+		int rc;
+
+		r->size = o->sizes[i];
+		r->count = o->count;
+		rc = measure_stream(c, ctl, pattern, buf, r, err, errlen);
+		if (rc == 0)
+			rc = measure_latency(c, ctl, pattern, buf, r, err, errlen);
+		if (rc < 0)
+			return rc;
+		r->done = true;
+		if (!o->csv)
+			print_table_row(r);
+	}
+	return 0;
+}
+
+int cmd_perf(int argc, char **argv)
+{
+	struct perf_opts o;
+	struct perf_result res[PERF_MAX_SIZES];
+	struct perf_report rep;
+	struct tp_link *link = NULL;
+	struct tp_conn *c = NULL;
+	uint8_t *pattern = NULL, *buf = NULL;
+	size_t max_size = 0;
+	int cpu_a = -1, cpu_b = -1, sv[2], status, rc;
+	char err[512] = "";
+	bool all_ok = true;
+	pid_t child;
+
+	rc = parse_opts(argc, argv, &o);
+	if (rc < 0)
+		return TOOL_EXIT_OK; /* --help */
+	if (rc > 0)
+		return rc;
+	for (int i = 0; i < o.n_sizes; i++)
+		if (o.sizes[i] > max_size)
+			max_size = o.sizes[i];
+	memset(res, 0, sizeof(res));
+	pattern = malloc(tool_pattern_len(max_size));
+	buf = malloc(max_size);
+	if (!pattern || !buf) {
+		fprintf(stderr, "ntbsock perf: out of memory\n");
+		free(pattern);
+		free(buf);
+		return TOOL_EXIT_FAIL;
+	}
+	tool_pattern_fill(pattern, tool_pattern_len(max_size), PERF_PATTERN_SEED);
+	if (tool_pick_cpus(&cpu_a, &cpu_b) < 0)
+		cpu_a = cpu_b = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		fprintf(stderr, "ntbsock perf: socketpair: %s\n", strerror(errno));
+		goto err_free;
+	}
+	fflush(NULL);
+	/* Fork before any transport call: each process opens its own side of the link. */
+	child = fork();
+	if (child < 0) {
+		fprintf(stderr, "ntbsock perf: fork: %s\n", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		goto err_free;
+	}
+	if (child == 0) {
+		close(sv[0]);
+		_exit(child_main(&o, sv[1], pattern, max_size, cpu_b));
+	}
+	close(sv[1]);
+	tool_pin_cpu(cpu_a);
+
+	struct ntb_link_params lp = o.lp;
+	lp.side = 0;
+	rc = tp_link_open(&lp, &o.tpp, &link);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "side 0: tp_link_open %s: %s%s%s", lp.path, strerror(-rc),
+			 *ntb_strerror_detail() ? ": " : "", ntb_strerror_detail());
+		goto err_child;
+	}
+	rc = tp_listen(link, PERF_PORT);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "side 0: tp_listen: %s", strerror(-rc));
+		goto err_child;
+	}
+	/* Let the child open side 1 and connect; it reports the outcome. */
+	rc = ctl_run(sv[0], 0, 0, 0);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "side 1 exited early");
+		goto err_child;
+	}
+	rc = ctl_report(sv[0], &rep);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "%s", rep.msg);
+		goto err_child;
+	}
+	rc = parent_accept(link, getpid(), &c);
+	if (rc < 0) {
+		snprintf(err, sizeof(err), "side 0: tp_attach: %s", strerror(-rc));
+		goto err_child;
+	}
+
+	if (!o.csv)
+		print_table_head(&o, cpu_a, cpu_b);
+	rc = run_sweep(&o, c, sv[0], pattern, buf, res, err, sizeof(err));
+	if (rc == 0)
+		ctl_run(sv[0], PERF_CMD_QUIT, 0, 0);
+err_child:
+	close(sv[0]); /* the child sees EOF on its control socket and leaves */
+	if (rc < 0)
+		kill(child, SIGTERM);
+	waitpid(child, &status, 0);
+	remove_link_files(o.lp.path);
+	if (o.csv)
+		print_csv(res, o.n_sizes);
+	for (int i = 0; i < o.n_sizes; i++)
+		all_ok = all_ok && res[i].done && res[i].verified;
+	if (rc == 0 && !o.csv)
+		print_reference(cpu_a, cpu_b);
+	if (err[0])
+		fprintf(stderr, "ntbsock perf: %s\n", err);
+	for (int i = 0; i < o.n_sizes; i++)
+		if (res[i].first_bad[0])
+			fprintf(stderr, "ntbsock perf: verification failed: %s\n", res[i].first_bad);
+	fflush(NULL);
+	/* Last: the side-1 process is gone, so this only releases our own resources. */
+	tp_close(c);
+	tp_link_close(link);
+	free(pattern);
+	free(buf);
+	return rc == 0 && all_ok ? TOOL_EXIT_OK : TOOL_EXIT_FAIL;
+err_free:
+	free(pattern);
+	free(buf);
+	return TOOL_EXIT_FAIL;
+}
