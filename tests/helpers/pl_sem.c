@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,40 @@ static void sync_byte_recv(int fd, char want)
 }
 
 static unsigned char pat(size_t i) { return (unsigned char)(i * 131 + (i >> 8) * 7 + 3); }
+
+/* Full duplex from two threads on one socket: a thread sends 8 MiB while this one receives
+ * the peer's 8 MiB. */
+struct duplex {
+	int fd;
+	size_t n;
+	size_t seed;
+};
+
+static void *duplex_sender(void *arg)
+{
+	struct duplex *d = arg;
+	static unsigned char b[65536];
+	for (size_t o = 0; o < d->n; o += sizeof(b)) {
+		for (size_t j = 0; j < sizeof(b); j++)
+			b[j] = pat(o + j + d->seed);
+		write_all(d->fd, b, sizeof(b));
+	}
+	return NULL;
+}
+
+static void duplex(int fd, size_t mine, size_t peers)
+{
+	static unsigned char b[65536];
+	struct duplex d = { fd, 8u << 20, mine };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, duplex_sender, &d) == 0, "pthread_create");
+	for (size_t o = 0; o < d.n; o += sizeof(b)) {
+		read_all(fd, b, sizeof(b));
+		for (size_t j = 0; j < sizeof(b); j++)
+			CHECK(b[j] == pat(o + j + peers), "duplex byte %zu", o + j);
+	}
+	CHECK(pthread_join(t, NULL) == 0, "join");
+}
 
 static struct sockaddr_in addr_of(const char *a, const char *p)
 {
@@ -172,6 +207,10 @@ static void server(int fd)
 	usleep(100000);
 	sync_byte_send(fd, 'T');
 	ok("select");
+
+	/* 7b: two threads, one socket, both directions at once. */
+	duplex(fd, 100, 200);
+	ok("threads, full duplex");
 
 	/* 8: the client's epoll checks need a byte now and then. */
 	sync_byte_recv(fd, 'E');
@@ -283,6 +322,9 @@ static void client(int fd)
 	CHECK(select(fd + 1, &rd, NULL, NULL, &tv) == 1 && FD_ISSET(fd, &rd), "select readable");
 	sync_byte_recv(fd, 'T');
 	ok("select");
+	/* 7b */
+	duplex(fd, 200, 100);
+	ok("threads, full duplex");
 	/* 8: epoll: level, one-shot, edge, several sets, nesting, MOD/DEL, EPOLLOUT. */
 	{
 		int ep1 = epoll_create1(0), ep2 = epoll_create1(0), ep3 = epoll_create1(0);
