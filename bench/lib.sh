@@ -31,6 +31,7 @@ bn_die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
 bn_cleanup() {
 	trap - EXIT
+	[ "${BN_KEEP:-0}" = 1 ] && { echo "kept $PL_TMP" >&2; PL_TMP=""; }
 	pl_cleanup
 	[ -n "$PL_LINK" ] && rm -f "$PL_LINK".side0 "$PL_LINK".side1
 	for f in $BN_EXTRA_CLEANUP; do "$f"; done
@@ -91,26 +92,50 @@ bn_stop() {
 	PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $1 / /")
 }
 
-# bn_client MODE OUT PROGRAM ARGS...: run a client (host A) in the foreground, output to OUT.
-# Its library log goes to OUT.log.
+# bn_client MODE OUT PORT PROGRAM ARGS...: run a client (host A) with output to OUT and its
+# library log to OUT.log. While it runs, the kernel bytes carried by its TCP connections to PORT
+# are sampled (ss): BN_KBYTES is the largest sum seen. This is per connection, so unlike the
+# loopback counters it stays right while other programs use the loopback.
 bn_client() {
-	m=$1; out=$2; shift 2
-	timeout "${BN_TIMEOUT:-60}" $(bn_cmd $m A $BN_CPU_CLIENT "$out.log") "$@" >"$out" 2>&1
+	m=$1; out=$2; p=$3; shift 3
+	timeout "${BN_TIMEOUT:-60}" $(bn_cmd $m A $BN_CPU_CLIENT "$out.log") "$@" >"$out" 2>&1 &
+	cpid=$!
+	PL_PIDS="$PL_PIDS $cpid"
+	BN_KBYTES=0
+	while kill -0 $cpid 2>/dev/null; do
+		k=$(ss -Htin state established "( dport = :$p )" 2>/dev/null |
+			grep -o 'bytes_\(acked\|received\):[0-9]*' | awk -F: '{ s += $2 } END { printf "%.0f", s }')
+		[ "${k:-0}" -gt "$BN_KBYTES" ] && BN_KBYTES=$k
+		sleep 0.3
+	done
+	wait $cpid
+	rc=$?
+	PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $cpid / /")
+	return $rc
 }
 
-# bn_check MODE LOG LO_BEFORE PAYLOAD: did this ntbsock run use the link? "ok" when the client's
-# log says ntb and never tcp, and the loopback moved by less than a twentieth of the payload.
+# bn_check MODE LOG PAYLOAD: did this ntbsock run use the link? "ok" when the client's log says
+# ntb and never tcp, and its kernel TCP connections carried less than a twentieth of the
+# payload (plus 64 KiB of slack); "tcp-fallback" otherwise; "-" for kernel TCP runs.
 bn_check() {
 	[ "$1" = ntb ] || { echo "-"; return; }
-	lo=$(( $(pl_lo_bytes) - $3 ))
 	ntb=$(grep -c ': ntb (link' "$2" 2>/dev/null)
 	tcp=$(grep -c ': tcp (' "$2" 2>/dev/null)
-	if [ "${ntb:-0}" -ge 1 ] && [ "${tcp:-0}" -eq 0 ] && [ "$lo" -lt $(( $4 / 20 + 65536 )) ]; then
+	if [ "${ntb:-0}" -ge 1 ] && [ "${tcp:-0}" -eq 0 ] && [ "$BN_KBYTES" -lt $(( $3 / 20 + 65536 )) ]; then
 		echo ok
 	else
-		bn_say "  (not over ntb: log ntb=$ntb tcp=$tcp, loopback moved $lo bytes for $4 payload)"
+		bn_say "  (not over ntb: log ntb=$ntb tcp=$tcp, kernel TCP carried $BN_KBYTES bytes of $3)"
 		echo tcp-fallback
 	fi
+}
+
+# bn_bytes SIZE: SIZE with a K or M suffix in bytes.
+bn_bytes() {
+	case $1 in
+	*K) echo $(( ${1%K} * 1024 ));;
+	*M) echo $(( ${1%M} * 1048576 ));;
+	*) echo $1;;
+	esac
 }
 
 # bn_iperf MODE ADDR PORT SECONDS IPERF-ARGS...: one iperf3 client run; prints
@@ -118,33 +143,33 @@ bn_check() {
 bn_iperf() {
 	m=$1; a=$2; p=$3; t=$4; shift 4
 	BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/iperf-$BN_SEQ.json
-	before=$(pl_lo_bytes)
-	if ! bn_client $m "$out" iperf3 -c $a -p $p -t $t -J "$@"; then
-		bn_say "  iperf3 $m $*: failed (see below)"; tail -5 "$out" >&2
+	bn_client $m "$out" $p iperf3 -c $a -p $p -t $t -J "$@"
+	set -- $($PY -c 'import json,sys
+j = json.load(open(sys.argv[1]))
+if "error" in j: sys.exit(j["error"])
+e = j["end"]["sum_received"]
+print("%.4f %d" % (e["bits_per_second"] / 1e9, e["bytes"]))' "$out" 2>>"$PL_TMP/errors")
+	if [ -z "$1" ]; then
+		bn_say "  iperf3 $m: failed: $(tail -1 "$PL_TMP/errors")"
 		echo "nan failed"; return
 	fi
-	set -- $($PY -c 'import json,sys
-e = json.load(open(sys.argv[1]))["end"]
-print("%.4f %d" % (e["sum_received"]["bits_per_second"] / 1e9, e["sum_received"]["bytes"]))' "$out" 2>/dev/null)
-	[ -n "$1" ] || { echo "nan failed"; return; }
-	echo "$1 $(bn_check $m "$out.log" $before $2)"
+	echo "$1 $(bn_check $m "$out.log" $2)"
 }
 
 # bn_sockperf MODE ADDR PORT SECONDS SIZE [ARGS...]: one sockperf ping-pong run; prints
 # "P50 P99 CHECK" in microseconds of one-way latency (sockperf reports half the round trip).
 bn_sockperf() {
-	m=$1; a=$2; p=$3; t=$4; s=$5; shift 5
+	m=$1; a=$2; p=$3; t=$4; s=$(bn_bytes $5); shift 5
 	BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/sockperf-$BN_SEQ.out
-	before=$(pl_lo_bytes)
-	if ! bn_client $m "$out" sockperf pp --tcp -i $a -p $p -t $t -m $s "$@" ||
+	if ! bn_client $m "$out" $p sockperf pp --tcp -i $a -p $p -t $t -m $s "$@" ||
 		! grep -q 'percentile 50.000' "$out"; then
-		bn_say "  sockperf $m -m $s: failed"; tail -5 "$out" >&2
+		bn_say "  sockperf $m -m $s: failed: $(grep -i -m1 'error\|invalid' "$out")"
 		echo "nan nan failed"; return
 	fi
 	p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out" | tail -1)
 	p99=$(sed -n 's/.*percentile 99.000 = *\([0-9.]*\).*/\1/p' "$out" | tail -1)
 	sent=$(sed -n 's/.*Total Run.*SentMessages=\([0-9]*\).*/\1/p' "$out" | tail -1)
-	echo "$p50 $p99 $(bn_check $m "$out.log" $before $(( ${sent:-0} * s * 2 )))"
+	echo "$p50 $p99 $(bn_check $m "$out.log" $(( ${sent:-0} * s * 2 )))"
 }
 
 # bn_reference: "MEMCPY_MBPS CACHELINE_ONEWAY_US" from ntbsock perf (its own private link).

@@ -38,7 +38,8 @@ def mark(check):
 def main():
     machine, path = sys.argv[2], sys.argv[3]
     rows = [line.split() for line in open(path) if line.strip()]
-    data = {(r[0], r[1], r[2]): r[3:] for r in rows}
+    data = {(r[0], r[1], r[2]): (r[3:] + ["nan", "nan", "failed"])[:3]
+            for r in rows if len(r) >= 3}
     sizes = {k: [] for k in ("iperf", "sockperf")}
     for r in rows:
         if r[0] in sizes and r[1] not in sizes[r[0]]:
@@ -69,7 +70,7 @@ def main():
     print()
     print("Ratio: ntbsock/TCP for throughput, TCP/ntbsock for latency (above 1× ntbsock is "
           "better). Every ntbsock row was checked to have used the link (library log says "
-          "ntb, kernel loopback counters barely moved); a row that did not says "
+          "ntb, and its kernel TCP connections carried almost no bytes); a row that did not says "
           "\"(tcp fallback!)\".")
     return 1 if bad else 0
 

@@ -1,0 +1,46 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Smoke test of `make demo` (bench/demo.sh with DEMO_QUICK=1: 1-second runs, two iperf3 sizes,
+# one sockperf size): the table has numeric ntbsock and kernel TCP values in every row, no
+# ntbsock row fell back to TCP, progress went to stderr, and the run left no process (checked
+# by session id) and no file (its /tmp directory, its link files) behind. No timing assertions.
+. "$(dirname "$0")/lib.sh"
+pl_need iperf3 sockperf python3 setsid taskset ss
+[ -x "$BUILD/ntbsock" ] && [ -f "$PL_LIB" ] || pl_skip "$BUILD/ntbsock or $PL_LIB not built"
+
+OUT=$(mktemp /tmp/ntbsock-test-demo-XXXXXX)
+trap 'rm -f "$OUT" "$OUT.err"' EXIT
+tmp_before=$(ls -d /tmp/ntbsock-demo-* 2>/dev/null)
+
+# A session of its own: everything the demo starts carries this session id.
+DEMO_QUICK=1 BUILD=$BUILD setsid sh "$ROOT/bench/demo.sh" >"$OUT" 2>"$OUT.err" &
+sid=$!
+wait $sid
+rc=$?
+cat "$OUT"
+[ $rc -eq 0 ] || { cat "$OUT.err"; echo "FAIL: demo exited $rc"; exit 1; }
+
+fail() { echo "FAIL: $*"; echo "--- stderr"; cat "$OUT.err"; exit 1; }
+num='[0-9][0-9]*\.[0-9][0-9]'
+# | iperf3 throughput, Gbit/s | SIZE | NTB | TCP | RATIO× |
+n=$(grep -c "^| iperf3 throughput, Gbit/s | [0-9]* [KMi]*B | $num | $num | $num× |$" "$OUT")
+[ "$n" -eq 2 ] || fail "expected 2 numeric iperf3 rows, got $n"
+n=$(grep -c "^| sockperf one-way latency p50 / p99, µs | 64 B | $num / $num | $num / $num | $num× / $num× |$" "$OUT")
+[ "$n" -eq 1 ] || fail "expected 1 numeric sockperf row, got $n"
+grep -q "^| reference: memcpy bandwidth, one core | 4 MiB | [0-9][0-9]* MB/s" "$OUT" || fail "no memcpy reference"
+grep -q "^| reference: cache-line one-way latency, core to core | 64 B | $num µs" "$OUT" || fail "no cache-line reference"
+! grep -q "^|.*\(tcp fallback\|failed\|n/a\)" "$OUT" || fail "a row fell back to TCP or failed"
+# Progress: one line per measurement (4 iperf3 + 2 sockperf + 1 reference) on stderr.
+n=$(grep -c '^\[[0-9]/7\] ' "$OUT.err")
+[ "$n" -eq 7 ] || fail "expected 7 progress lines on stderr, got $n"
+
+# Nothing left behind.
+sleep 0.3
+left=$(ps -eo sid=,pid=,args= | awk -v s=$sid '$1 == s')
+[ -z "$left" ] || fail "processes left behind: $left"
+ls /dev/shm/ntbsock-demo-$sid* >/dev/null 2>&1 && fail "link files left: $(ls /dev/shm/ntbsock-demo-$sid*)"
+tmp_after=$(ls -d /tmp/ntbsock-demo-* 2>/dev/null)
+for d in $tmp_after; do
+	echo "$tmp_before" | grep -qxF "$d" || fail "directory left behind: $d"
+done
+echo "demo smoke: ok"
