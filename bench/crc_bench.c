@@ -9,7 +9,8 @@
 #include "util/crc32c_int.h"
 
 /*
- * Usage: crc_bench [-p] [seconds-per-point]. -p also measures the portable path.
+ * Usage: crc_bench [-p] [-s SIZE,...] [seconds-per-point]. -p also measures the portable
+ * path; -s replaces the default sizes (bytes, at most 1 MiB).
  * Run pinned: taskset -c 1 build/bench/crc_bench. Numbers only; nothing is asserted.
  */
 
@@ -70,16 +71,27 @@ static double run(const struct crc32c_impl *impl, enum op op, unsigned char *dst
 
 int main(int argc, char **argv)
 {
-	static const size_t sizes[] = { 256, 4096, 65536, 1 << 20 };
+	size_t sizes[16] = { 256, 4096, 65536, 1 << 20 }, nsizes = 4;
 	int with_portable = 0;
 	double secs = 0.5;
 	unsigned char *src, *dst;
 
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-p"))
+		if (!strcmp(argv[i], "-p")) {
 			with_portable = 1;
-		else
+		} else if (!strcmp(argv[i], "-s") && i + 1 < argc) {
+			char *tok = argv[++i];
+
+			for (nsizes = 0; nsizes < 16 && *tok; tok += *tok == ',') {
+				size_t v = strtoul(tok, &tok, 0);
+
+				if (v < 1 || v > (1 << 20))
+					return 2;
+				sizes[nsizes++] = v;
+			}
+		} else {
 			secs = atof(argv[i]);
+		}
 	}
 	src = aligned_alloc(4096, (1 << 20) + 4096);
 	dst = aligned_alloc(4096, (1 << 20) + 4096);
@@ -90,8 +102,10 @@ int main(int argc, char **argv)
 		dst[i] = 0;
 	}
 	printf("selected implementation: %s\n", crc32c_impl_name());
-	printf("%-22s %10s %10s %10s %10s   (GB/s)\n", "operation", "256 B", "4 KiB", "64 KiB",
-	       "1 MiB");
+	printf("%-32s", "operation \\ bytes (GB/s)");
+	for (size_t s = 0; s < nsizes; s++)
+		printf(" %9zu", sizes[s]);
+	printf("\n");
 	for (size_t k = 0; crc32c_impls[k]; k++) {
 		const struct crc32c_impl *impl = crc32c_impls[k];
 
@@ -100,15 +114,15 @@ int main(int argc, char **argv)
 		if (impl == &crc32c_impl_portable && !with_portable && k > 0)
 			continue;
 		for (int op = OP_CRC; op <= OP_COPY; op++) {
-			printf("%-12s %-9s", op == OP_CRC ? "crc32c" : "crc32c_copy", impl->name);
-			for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-				printf(" %10.2f", run(impl, op, dst, src, sizes[s], secs));
+			printf("%-12s %-19s", op == OP_CRC ? "crc32c" : "crc32c_copy", impl->name);
+			for (size_t s = 0; s < nsizes; s++)
+				printf(" %9.2f", run(impl, op, dst, src, sizes[s], secs));
 			printf("\n");
 		}
 	}
-	printf("%-22s", "memcpy");
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-		printf(" %10.2f", run(NULL, OP_MEMCPY, dst, src, sizes[s], secs));
+	printf("%-32s", "memcpy");
+	for (size_t s = 0; s < nsizes; s++)
+		printf(" %9.2f", run(NULL, OP_MEMCPY, dst, src, sizes[s], secs));
 	printf("\n");
 	return 0;
 }

@@ -39,7 +39,10 @@ struct crc32c_lane_shift {
 	uint32_t k1;
 	uint32_t k2;
 };
-extern const struct crc32c_lane_shift crc32c_lane_shifts[3];
+#define CRC32C_LANE_SIZES 2
+extern const struct crc32c_lane_shift crc32c_lane_shifts[CRC32C_LANE_SIZES];
+/* [i] = x^(64i - 33), x^(128i - 33) mod P: lanes of 8*i bytes, i = 1..63. */
+extern const uint32_t crc32c_short_shifts[64][2];
 
 /* Hybrid path: [I-1] = x^(8S-33), x^(16S-33), x^(24S-33) mod P with S = 64*I bytes. */
 extern const uint32_t crc32c_hybrid_shift[32][3];

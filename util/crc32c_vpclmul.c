@@ -85,11 +85,6 @@ static inline uint64_t load64(const uint8_t *p)
 	return w;
 }
 
-static inline void store64(uint8_t *p, uint64_t w)
-{
-	memcpy(p, &w, 8);
-}
-
 TARGET static inline __m256i fold_k(int j)
 {
 	uint32_t h = crc32c_fold_consts[j][0], l = crc32c_fold_consts[j][1];
@@ -114,15 +109,6 @@ TARGET static inline __m256i load_store256(uint8_t *d, const uint8_t *p, size_t 
 	if (copy)
 		_mm256_storeu_si256((__m256i *)(d + off), v);
 	return v;
-}
-
-static inline uint64_t load_store64(uint8_t *d, const uint8_t *p, size_t off, int copy)
-{
-	uint64_t w = load64(p + off);
-
-	if (copy)
-		store64(d + off, w);
-	return w;
 }
 
 /* Eight accumulators (256 consecutive bytes) down to a 32-bit register. */
@@ -244,13 +230,18 @@ TARGET static uint32_t copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t
 	return crc32c_sse42_copy_raw(s, d, p, n);
 }
 
+/* Short buffers go straight to the SSE4.2 path, without entering AVX code at all. */
 static uint32_t crc32c_hybrid(uint32_t crc, const void *buf, size_t len)
 {
+	if (len < MIN_LEN)
+		return ~crc32c_sse42_raw(~crc, buf, len);
 	return ~crc_raw(~crc, buf, len);
 }
 
 static uint32_t crc32c_copy_hybrid(uint32_t crc, void *dst, const void *src, size_t len)
 {
+	if (len < MIN_LEN)
+		return ~crc32c_sse42_copy_raw(~crc, dst, src, len);
 	return ~copy_raw(~crc, dst, src, len);
 }
 

@@ -21,10 +21,77 @@
  */
 #define TARGET __attribute__((target("sse4.2,pclmul")))
 
-const struct crc32c_lane_shift crc32c_lane_shifts[3] = {
+const struct crc32c_lane_shift crc32c_lane_shifts[CRC32C_LANE_SIZES] = {
 	{ 4096, 0x82f89c77, 0x54a86326 },
 	{ 512, 0xdd7e3b0c, 0x170076fa },
-	{ 64, 0x9e4addf8, 0x0d3b6092 },
+};
+
+/* crc32c_short_shifts[i] = { x^(64i - 33), x^(128i - 33) } mod P: lanes of 8*i bytes. */
+const uint32_t crc32c_short_shifts[64][2] = {
+	{ 0, 0 }, /* unused */
+	{ 0x00000001, 0x493c7d27 }, /*   8 */
+	{ 0x493c7d27, 0xba4fc28e }, /*  16 */
+	{ 0xf20c0dfe, 0xddc0152b }, /*  24 */
+	{ 0xba4fc28e, 0x9e4addf8 }, /*  32 */
+	{ 0x3da6d0cb, 0x39d3b296 }, /*  40 */
+	{ 0xddc0152b, 0x0715ce53 }, /*  48 */
+	{ 0x1c291d04, 0x47db8317 }, /*  56 */
+	{ 0x9e4addf8, 0x0d3b6092 }, /*  64 */
+	{ 0x740eef02, 0xc96cfdc0 }, /*  72 */
+	{ 0x39d3b296, 0x878a92a7 }, /*  80 */
+	{ 0x083a6eec, 0xdaece73e }, /*  88 */
+	{ 0x0715ce53, 0xab7aff2a }, /*  96 */
+	{ 0xc49f4f67, 0x2162d385 }, /* 104 */
+	{ 0x47db8317, 0x83348832 }, /* 112 */
+	{ 0x2ad91c30, 0x299847d5 }, /* 120 */
+	{ 0x0d3b6092, 0xb9e02b86 }, /* 128 */
+	{ 0x6992cea2, 0x18b33a4e }, /* 136 */
+	{ 0xc96cfdc0, 0xb6dd949b }, /* 144 */
+	{ 0x7e908048, 0x78d9ccb7 }, /* 152 */
+	{ 0x878a92a7, 0xbac2fd7b }, /* 160 */
+	{ 0x1b3d8f29, 0xa60ce07b }, /* 168 */
+	{ 0xdaece73e, 0xce7f39f4 }, /* 176 */
+	{ 0xf1d0f55e, 0x61d82e56 }, /* 184 */
+	{ 0xab7aff2a, 0xd270f1a2 }, /* 192 */
+	{ 0xa87ab8a8, 0xc619809d }, /* 200 */
+	{ 0x2162d385, 0x2b3cac5d }, /* 208 */
+	{ 0x8462d800, 0x65863b64 }, /* 216 */
+	{ 0x83348832, 0x1b03397f }, /* 224 */
+	{ 0x71d111a8, 0xebb883bd }, /* 232 */
+	{ 0x299847d5, 0xb3e32c28 }, /* 240 */
+	{ 0xffd852c6, 0x064f7f26 }, /* 248 */
+	{ 0xb9e02b86, 0xdd7e3b0c }, /* 256 */
+	{ 0xdcb17aa4, 0xf285651c }, /* 264 */
+	{ 0x18b33a4e, 0x10746f3c }, /* 272 */
+	{ 0xf37c5aee, 0xc7a68855 }, /* 280 */
+	{ 0xb6dd949b, 0x271d9844 }, /* 288 */
+	{ 0x6051d5a2, 0x8e766a0c }, /* 296 */
+	{ 0x78d9ccb7, 0x93a5f730 }, /* 304 */
+	{ 0x18b0d4ff, 0x6cb08e5c }, /* 312 */
+	{ 0xbac2fd7b, 0x6b749fb2 }, /* 320 */
+	{ 0x21f3d99c, 0x1393e203 }, /* 328 */
+	{ 0xa60ce07b, 0xcec3662e }, /* 336 */
+	{ 0x8f158014, 0x96c515bb }, /* 344 */
+	{ 0xce7f39f4, 0xe6fc4e6a }, /* 352 */
+	{ 0xa00457f7, 0x8227bb8a }, /* 360 */
+	{ 0x61d82e56, 0xb0cd4768 }, /* 368 */
+	{ 0x8d6d2c43, 0x39c7ff35 }, /* 376 */
+	{ 0xd270f1a2, 0xd7a4825c }, /* 384 */
+	{ 0x00ac29cf, 0x0ab3844b }, /* 392 */
+	{ 0xc619809d, 0x0167d312 }, /* 400 */
+	{ 0xe9adf796, 0xf6076544 }, /* 408 */
+	{ 0x2b3cac5d, 0x26f6a60a }, /* 416 */
+	{ 0x96638b34, 0xa741c1bf }, /* 424 */
+	{ 0x65863b64, 0x98d8d9cb }, /* 432 */
+	{ 0xe0e9f351, 0x49c3cc9c }, /* 440 */
+	{ 0x1b03397f, 0x68bce87a }, /* 448 */
+	{ 0x9af01f2d, 0x57a3d037 }, /* 456 */
+	{ 0xebb883bd, 0x6956fc3b }, /* 464 */
+	{ 0x2cff42cf, 0x42d98888 }, /* 472 */
+	{ 0xb3e32c28, 0x3771e98f }, /* 480 */
+	{ 0x88f25a3a, 0xb42ae3d9 }, /* 488 */
+	{ 0x064f7f26, 0x2178513a }, /* 496 */
+	{ 0x4e36f0b0, 0xe0ac139e }, /* 504 */
 };
 
 static inline uint64_t load64(const uint8_t *p)
@@ -40,13 +107,14 @@ static inline void store64(uint8_t *p, uint64_t w)
 	memcpy(p, &w, 8);
 }
 
-TARGET static inline uint32_t lanes_join(uint64_t a, uint64_t b, uint64_t c,
-					 const struct crc32c_lane_shift *k)
+/* k1 = x^(8L-33), k2 = x^(16L-33) mod P for lanes of L bytes. */
+TARGET static inline uint32_t lanes_join(uint64_t a, uint64_t b, uint64_t c, uint32_t k1,
+					 uint32_t k2)
 {
 	__m128i pa = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)a),
-					  _mm_cvtsi32_si128((int)k->k2), 0x00);
+					  _mm_cvtsi32_si128((int)k2), 0x00);
 	__m128i pb = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)b),
-					  _mm_cvtsi32_si128((int)k->k1), 0x00);
+					  _mm_cvtsi32_si128((int)k1), 0x00);
 	uint64_t v = (uint64_t)_mm_cvtsi128_si64(_mm_xor_si128(pa, pb));
 
 	return (uint32_t)(c ^ _mm_crc32_u64(0, v));
@@ -66,7 +134,7 @@ TARGET static inline uint32_t crc_3way(uint32_t s, const uint8_t *p, size_t L,
 		b = _mm_crc32_u64(b, load64(p + L + i + 8));
 		c = _mm_crc32_u64(c, load64(p + 2 * L + i + 8));
 	}
-	return lanes_join(a, b, c, k);
+	return lanes_join(a, b, c, k->k1, k->k2);
 }
 
 /* Same, copying each word to @d as it is checksummed. */
@@ -93,7 +161,45 @@ TARGET static inline uint32_t copy_3way(uint32_t s, uint8_t *d, const uint8_t *p
 		b = _mm_crc32_u64(b, wb1);
 		c = _mm_crc32_u64(c, wc1);
 	}
-	return lanes_join(a, b, c, k);
+	return lanes_join(a, b, c, k->k1, k->k2);
+}
+
+/*
+ * Below 3 * 512 bytes: three lanes of @words 8-byte words each (1..63). Worth it from
+ * four words a lane on: the join costs about as much as 8 serial words.
+ */
+#define SHORT_MIN_WORDS 4
+
+TARGET static inline uint32_t crc_3way_short(uint32_t s, const uint8_t *p, size_t words)
+{
+	const size_t L = 8 * words;
+	uint64_t a = s, b = 0, c = 0;
+
+	for (size_t i = 0; i < L; i += 8) {
+		a = _mm_crc32_u64(a, load64(p + i));
+		b = _mm_crc32_u64(b, load64(p + L + i));
+		c = _mm_crc32_u64(c, load64(p + 2 * L + i));
+	}
+	return lanes_join(a, b, c, crc32c_short_shifts[words][0], crc32c_short_shifts[words][1]);
+}
+
+TARGET static inline uint32_t copy_3way_short(uint32_t s, uint8_t *d, const uint8_t *p,
+					      size_t words)
+{
+	const size_t L = 8 * words;
+	uint64_t a = s, b = 0, c = 0;
+
+	for (size_t i = 0; i < L; i += 8) {
+		uint64_t wa = load64(p + i), wb = load64(p + L + i), wc = load64(p + 2 * L + i);
+
+		store64(d + i, wa);
+		store64(d + L + i, wb);
+		store64(d + 2 * L + i, wc);
+		a = _mm_crc32_u64(a, wa);
+		b = _mm_crc32_u64(b, wb);
+		c = _mm_crc32_u64(c, wc);
+	}
+	return lanes_join(a, b, c, crc32c_short_shifts[words][0], crc32c_short_shifts[words][1]);
 }
 
 TARGET uint32_t crc32c_sse42_raw(uint32_t s, const uint8_t *p, size_t n)
@@ -105,8 +211,14 @@ TARGET uint32_t crc32c_sse42_raw(uint32_t s, const uint8_t *p, size_t n)
 		s = crc_3way(s, p, 4096, &crc32c_lane_shifts[0]);
 	for (; n >= 3 * 512; n -= 3 * 512, p += 3 * 512)
 		s = crc_3way(s, p, 512, &crc32c_lane_shifts[1]);
-	for (; n >= 3 * 64; n -= 3 * 64, p += 3 * 64)
-		s = crc_3way(s, p, 64, &crc32c_lane_shifts[2]);
+	if (n >= 3 * 8 * SHORT_MIN_WORDS) {
+		/* One last 3-lane block as large as possible; at most 23 bytes stay serial. */
+		size_t words = n / 24;
+
+		s = crc_3way_short(s, p, words);
+		p += 24 * words;
+		n -= 24 * words;
+	}
 	for (; n >= 8; n -= 8, p += 8)
 		s = (uint32_t)_mm_crc32_u64(s, load64(p));
 	while (n--)
@@ -126,8 +238,14 @@ TARGET uint32_t crc32c_sse42_copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, 
 		s = copy_3way(s, d, p, 4096, &crc32c_lane_shifts[0]);
 	for (; n >= 3 * 512; n -= 3 * 512, p += 3 * 512, d += 3 * 512)
 		s = copy_3way(s, d, p, 512, &crc32c_lane_shifts[1]);
-	for (; n >= 3 * 64; n -= 3 * 64, p += 3 * 64, d += 3 * 64)
-		s = copy_3way(s, d, p, 64, &crc32c_lane_shifts[2]);
+	if (n >= 3 * 8 * SHORT_MIN_WORDS) {
+		size_t words = n / 24;
+
+		s = copy_3way_short(s, d, p, words);
+		p += 24 * words;
+		d += 24 * words;
+		n -= 24 * words;
+	}
 	for (; n >= 8; n -= 8, p += 8, d += 8) {
 		uint64_t w = load64(p);
 

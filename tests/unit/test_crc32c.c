@@ -129,11 +129,15 @@ static void test_fast_path_constants(void **state)
 	assert_int_equal(xpow(7), 1u << 24);
 	assert_int_equal(xpow(33), crc32c_multmodp(xpow(32), 1u << 30));
 #if defined(__x86_64__) && defined(__GNUC__)
-	for (int j = 0; j < 3; j++) {
+	for (int j = 0; j < CRC32C_LANE_SIZES; j++) {
 		uint64_t len = crc32c_lane_shifts[j].len;
 
 		assert_int_equal(crc32c_lane_shifts[j].k1, xpow(8 * len - 33));
 		assert_int_equal(crc32c_lane_shifts[j].k2, xpow(16 * len - 33));
+	}
+	for (uint64_t i = 1; i < 64; i++) {
+		assert_int_equal(crc32c_short_shifts[i][0], xpow(64 * i - 33));
+		assert_int_equal(crc32c_short_shifts[i][1], xpow(128 * i - 33));
 	}
 	for (uint64_t i = 1; i <= 32; i++) {
 		uint64_t lane = 64 * i;
