@@ -148,6 +148,14 @@ demo: deps all
 bench: deps all
 	$(Q)BUILD=$(BUILD) sh bench/bench.sh
 
+# CRC32C microbenchmark, not built by default: `make crc-bench; taskset -c 1 build/bench/crc_bench`
+.PHONY: crc-bench
+crc-bench: $(BUILD)/bench/crc_bench
+
+$(BUILD)/bench/crc_bench: bench/crc_bench.c $(CORE_LIB)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(LDLIBS_ALL)
+
 # --- install -----------------------------------------------------------------------------------
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/ntbsock $(DESTDIR)$(MANDIR)/man1 \
