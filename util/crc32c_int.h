@@ -29,6 +29,13 @@ extern const struct crc32c_impl crc32c_impl_portable;
 extern const struct crc32c_impl crc32c_impl_sse42;
 extern const struct crc32c_impl crc32c_impl_hybrid;
 
+/* crc32c_x86_features() - CRC32C_X86_* bits this CPU and OS support; thread-safe, pure. */
+#define CRC32C_X86_SSE42 (1u << 0)
+#define CRC32C_X86_PCLMUL (1u << 1)
+#define CRC32C_X86_AVX2 (1u << 2)
+#define CRC32C_X86_VPCLMULQDQ (1u << 3)
+unsigned crc32c_x86_features(void);
+
 /* Raw-register SSE4.2 paths (no inversions), also the tails of the hybrid path. */
 uint32_t crc32c_sse42_raw(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crc32c_sse42_copy_raw(uint32_t reg, uint8_t *d, const uint8_t *p, size_t n);

@@ -247,10 +247,10 @@ static uint32_t crc32c_copy_hybrid(uint32_t crc, void *dst, const void *src, siz
 
 static int hybrid_supported(void)
 {
-	/* libgcc's cpu model checks XCR0 too, so "avx2" means the OS saves ymm state. */
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") &&
-	       __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+	unsigned need = CRC32C_X86_SSE42 | CRC32C_X86_PCLMUL | CRC32C_X86_AVX2 |
+			CRC32C_X86_VPCLMULQDQ;
+
+	return (crc32c_x86_features() & need) == need;
 }
 
 const struct crc32c_impl crc32c_impl_hybrid = {

@@ -2,6 +2,7 @@
 /* CRC32C for x86-64 with SSE4.2 crc32 in three interleaved chains, joined by PCLMULQDQ. */
 #if defined(__x86_64__) && defined(__GNUC__)
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -271,11 +272,41 @@ static uint32_t crc32c_copy_sse42(uint32_t crc, void *dst, const void *src, size
 	return ~crc32c_sse42_copy_raw(~crc, dst, src, len);
 }
 
+/*
+ * CPU features from CPUID and XGETBV directly: no shared state (unlike libgcc's
+ * __builtin_cpu_supports, whose lazily filled model struct is written without locks),
+ * so any thread may call this at any time.
+ */
+unsigned crc32c_x86_features(void)
+{
+	unsigned eax, ebx, ecx, edx, f = 0;
+
+	if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+		return 0;
+	if (ecx & bit_SSE4_2)
+		f |= CRC32C_X86_SSE42;
+	if (ecx & bit_PCLMUL)
+		f |= CRC32C_X86_PCLMUL;
+	/* AVX registers are usable only if the OS saves XMM and YMM state (XCR0 bits 1, 2). */
+	if ((ecx & bit_OSXSAVE) && (ecx & bit_AVX)) {
+		unsigned xcr0_lo, xcr0_hi;
+
+		__asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+		if ((xcr0_lo & 6) == 6 && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+			if (ebx & bit_AVX2)
+				f |= CRC32C_X86_AVX2;
+			if (ecx & bit_VPCLMULQDQ)
+				f |= CRC32C_X86_VPCLMULQDQ;
+		}
+	}
+	return f;
+}
+
 static int sse42_supported(void)
 {
-	/* __builtin_cpu_supports needs the CPU model data set up; init is idempotent. */
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
+	unsigned need = CRC32C_X86_SSE42 | CRC32C_X86_PCLMUL;
+
+	return (crc32c_x86_features() & need) == need;
 }
 
 const struct crc32c_impl crc32c_impl_sse42 = {

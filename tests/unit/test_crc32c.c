@@ -168,6 +168,16 @@ static void test_impl_name(void **state)
 	assert_string_equal(name, impls[0]->name);
 	assert_string_equal(crc32c_impl_portable.name, "portable");
 #if defined(__x86_64__) && defined(__GNUC__)
+	/* Our CPUID reading agrees with the compiler's. */
+	__builtin_cpu_init();
+	assert_int_equal(!!(crc32c_x86_features() & CRC32C_X86_SSE42),
+			 !!__builtin_cpu_supports("sse4.2"));
+	assert_int_equal(!!(crc32c_x86_features() & CRC32C_X86_PCLMUL),
+			 !!__builtin_cpu_supports("pclmul"));
+	assert_int_equal(!!(crc32c_x86_features() & CRC32C_X86_AVX2),
+			 !!__builtin_cpu_supports("avx2"));
+	assert_int_equal(!!(crc32c_x86_features() & CRC32C_X86_VPCLMULQDQ),
+			 !!__builtin_cpu_supports("vpclmulqdq"));
 	if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul"))
 		assert_string_not_equal(name, "portable");
 #endif
