@@ -1,0 +1,129 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# `ntbsock perf`: CSV format and verified rows, the human table with its reference lines, fault
+# injection that forces retransmissions yet still verifies, option errors, no files left behind.
+# `ntbsock stat`: empty output, and the JSON of a live connection between demo hosts A and B.
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$(pwd)/$BUILD ;; esac
+NTBSOCK=$BUILD/ntbsock
+tmp=$(mktemp -d /tmp/ntbsock-test-cliperf-XXXXXX) || exit 1
+pids=""
+cleanup() {
+	for p in $pids; do kill "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+	rm -f /dev/shm/ntbsock-test-cliperf-$$ /dev/shm/ntbsock-test-cliperf-$$.side0 \
+	      /dev/shm/ntbsock-test-cliperf-$$.side1
+}
+trap cleanup EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+ok() { echo "ok: $*"; }
+
+[ -x "$NTBSOCK" ] || { echo "FAIL: $NTBSOCK not built"; exit 1; }
+
+# --- CSV ------------------------------------------------------------------------------------
+timeout 300 "$NTBSOCK" perf --sizes 64,100,4K,64K --count 300 --csv >"$tmp/csv" 2>"$tmp/err"; rc=$?
+[ $rc -eq 0 ] && ok "perf --csv" || { fail "perf --csv: rc $rc"; cat "$tmp/err"; }
+head -1 "$tmp/csv" | grep -qx 'size,count,mbps,msgs_per_s,p50_us,p99_us,retransmits,crc_errors,verified' &&
+	ok "CSV header" || fail "CSV header: $(head -1 "$tmp/csv")"
+[ "$(wc -l <"$tmp/csv")" -eq 5 ] && ok "one row per size" || fail "rows: $(cat "$tmp/csv")"
+awk -F, 'NR > 1 { sizes = sizes $1 " "; if ($2 != 300 || $9 != "yes" || NF != 9 || !($3 > 0) ||
+	!($4 > 0) || !($5 > 0) || !($6 >= $5)) bad = bad $0 "\n" }
+	END { if (sizes != "64 100 4096 65536 ") bad = bad "sizes " sizes; printf "%s", bad }' \
+	"$tmp/csv" >"$tmp/bad"
+[ -s "$tmp/bad" ] && fail "CSV rows: $(cat "$tmp/bad")" || ok "CSV rows verified with sane values"
+
+# --- faults: retransmissions happen, every byte still verified -------------------------------
+timeout 300 "$NTBSOCK" perf --sizes 64,16K --count 300 --fault drop=0.03,corrupt=0.03,seed=11 \
+	--csv >"$tmp/fcsv" 2>"$tmp/ferr"; rc=$?
+[ $rc -eq 0 ] && ok "perf with faults" || { fail "perf with faults: rc $rc"; cat "$tmp/ferr" "$tmp/fcsv"; }
+awk -F, 'NR > 1 { n++; r += $7 + $8; if ($9 != "yes") bad++ }
+	END { exit !(n == 2 && r > 0 && bad == 0) }' "$tmp/fcsv" &&
+	ok "faults were injected, retransmitted and verified" ||
+	fail "fault run: $(cat "$tmp/fcsv")"
+
+# --- the human table -------------------------------------------------------------------------
+timeout 300 "$NTBSOCK" perf --sizes 1K --count 200 >"$tmp/table" 2>"$tmp/terr"; rc=$?
+[ $rc -eq 0 ] && ok "perf table" || { fail "perf table: rc $rc"; cat "$tmp/terr"; }
+grep -qE '^ +size +count +MB/s +msgs/s +p50 us +p99 us +retx +crc_err +verified$' "$tmp/table" &&
+	ok "table header" || fail "table header: $(cat "$tmp/table")"
+grep -qE '^ +1 KiB +200 +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +yes$' "$tmp/table" &&
+	ok "table row" || fail "table row: $(cat "$tmp/table")"
+shm=$(sed -n 's#^ntbsock perf: private shm link \(/dev/shm/ntbsock-perf-[0-9a-f-]*\) .*#\1#p' "$tmp/table")
+[ -n "$shm" ] && ok "table names the private link $shm" || fail "no link path in: $(head -1 "$tmp/table")"
+if [ -n "$shm" ]; then
+	if ls "$shm"* >/dev/null 2>&1; then fail "perf left $(ls "$shm"*) behind"
+	else ok "private link files removed"; fi
+fi
+grep -qE '^reference \(same run\): memcpy [0-9]+ MB/s on one core' "$tmp/table" &&
+	ok "memcpy reference" || fail "memcpy reference missing"
+grep -qE '^reference \(same run\): cache line one-way [0-9.]+ us \(round trip [0-9.]+ us\)' \
+	"$tmp/table" && ok "cache-line reference" || fail "cache-line reference missing"
+
+# --- option errors -------------------------------------------------------------------------------
+for args in "--sizes 0" "--sizes 4X" "--count 0" "--count x" "--fault drop=7" "--bogus" "extra"; do
+	"$NTBSOCK" perf $args >/dev/null 2>"$tmp/oerr"; rc=$?
+	[ $rc -eq 2 ] && ok "perf $args: usage error" || fail "perf $args: rc $rc, want 2"
+done
+
+# --- stat ------------------------------------------------------------------------------------------
+link=/dev/shm/ntbsock-test-cliperf-$$
+for h in a b; do
+	sed "s#/dev/shm/ntbsock-demo#$link#" conf/examples/demo-$h.conf >"$tmp/$h.conf"
+	grep -q '^tunables' "$tmp/$h.conf" || printf 'tunables = { contexts = 16; };\n' >>"$tmp/$h.conf"
+done
+"$NTBSOCK" stat -c "$tmp/a.conf" >"$tmp/s0" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -qx 'no connections' "$tmp/s0" && ok "stat with no connections" ||
+	fail "stat with no connections: rc $rc: $(cat "$tmp/s0")"
+"$NTBSOCK" stat --json -c "$tmp/a.conf" >"$tmp/s0j" 2>&1
+grep -qx '{"connections":\[\]}' "$tmp/s0j" && ok "stat --json empty" || fail "stat --json empty: $(cat "$tmp/s0j")"
+
+if command -v socat >/dev/null 2>&1 && [ -f "$BUILD/libntbsock.so" ]; then
+	port=$(( 20000 + ($$ * 11) % 30000 ))
+	timeout 60 "$NTBSOCK" run -c "$tmp/b.conf" -- \
+		socat -u TCP-LISTEN:$port,bind=127.0.0.2,reuseaddr OPEN:/dev/null >"$tmp/srv.out" 2>&1 &
+	pids="$pids $!"
+	i=0
+	while ! ss -Hltn "sport = :$port" 2>/dev/null | grep -q "127.0.0.2:$port"; do
+		i=$((i + 1)); [ $i -gt 100 ] && break; sleep 0.1
+	done
+	timeout 60 "$NTBSOCK" run -c "$tmp/a.conf" -- \
+		socat -u OPEN:/dev/zero TCP:127.0.0.2:$port >"$tmp/cli.out" 2>&1 &
+	pids="$pids $!"
+	sleep 1
+	"$NTBSOCK" stat --json -c "$tmp/a.conf" >"$tmp/j1" 2>&1
+	sleep 0.5
+	"$NTBSOCK" stat --json -c "$tmp/a.conf" >"$tmp/j2" 2>&1
+	"$NTBSOCK" stat --json -c "$tmp/b.conf" >"$tmp/jb" 2>&1
+	python3 - "$tmp/j1" "$tmp/j2" "$tmp/jb" $port <<'EOF' && ok "stat --json shows the live connection" || fail "stat --json of a live connection"
+import json, sys
+j1, j2, jb = (json.load(open(f))["connections"] for f in sys.argv[1:4])
+port = sys.argv[4]
+def conn(js, remote_port=None, local_port=None):
+    for c in js:
+        if remote_port and c["remote"].endswith(":" + remote_port): return c
+        if local_port and c["local"].endswith(":" + local_port): return c
+    sys.exit("no connection to port %s in %s" % (port, js))
+a1, a2 = conn(j1, remote_port=port), conn(j2, remote_port=port)
+b = conn(jb, local_port=port)
+for c in (a1, a2, b):
+    assert c["mode"] == "ntb" and c["state"] == "open" and c["link"] == "ab", c
+    assert c["pid"] > 0 and c["fd"] >= 0, c
+assert a1["local"].startswith("127.0.0.1:") and b["remote"].startswith("127.0.0.1:"), (a1, b)
+assert a1["tx"]["bytes"] > 0, a1
+assert a2["tx"]["bytes"] > a1["tx"]["bytes"], (a1, a2)
+msgs = a2["tx"]["msgs"]
+assert msgs["inline"] + msgs["short"] + msgs["long"] > 0, a2
+assert b["rx"]["bytes"] > 0, b
+print("client sent %d bytes; server received %d" % (a2["tx"]["bytes"], b["rx"]["bytes"]))
+EOF
+	"$NTBSOCK" stat -c "$tmp/a.conf" >"$tmp/t1" 2>&1
+	grep -qE " 127\.0\.0\.1:[0-9]+ +127\.0\.0\.2:$port +ntb +open " "$tmp/t1" &&
+		ok "stat table shows the live connection" || fail "stat table: $(cat "$tmp/t1")"
+else
+	echo "note: socat or the library missing: live stat not tested"
+fi
+
+if [ $fails -ne 0 ]; then echo "test_cli_perf: $fails failed"; exit 1; fi
+echo "test_cli_perf: all passed"
