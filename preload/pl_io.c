@@ -82,6 +82,8 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	(void)fd;
 	if (bad)
 		return -EINVAL;
+	if (flags & (MSG_OOB | MSG_ZEROCOPY))
+		return -EOPNOTSUPP; /* no urgent data / zero-copy notifications over NTB: say so */
 	if (total == 0)
 		return 0;
 	PL_ENTER();
@@ -145,6 +147,8 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		return -EINVAL;   /* no urgent data on an NTB stream, as the kernel without any */
 	if (flags & MSG_ERRQUEUE)
 		return -EAGAIN;
+	if (flags & MSG_TRUNC)
+		return -EOPNOTSUPP; /* discarding receive: not supported over NTB */
 	if (total == 0)
 		return 0;
 	PL_ENTER();

@@ -5,6 +5,7 @@
  * epoll keeps a user-space shadow of the NTB fds registered in each epoll set. */
 #include "preload/pl_int.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,8 +119,11 @@ static int64_t ts_deadline(const struct timespec *tmo)
 static int sleep_ms(int64_t deadline, int64_t spin_until, bool cap_short)
 {
 	int64_t now = pl_now_ns();
-	if (now < spin_until)
+	if (now < spin_until) {
+		/* Spinning: let the peer run if it shares this core (2-core machines). */
+		sched_yield();
 		return 0;
+	}
 	int ms = pl_ms_left(deadline);
 	int cap = cap_short ? 1 : PL_SLEEP_CAP_MS;
 	if (ms < 0 || ms > cap)
