@@ -22,6 +22,8 @@
  * (mod P), because clmul of 64-bit reflected H with a 32-bit reflected constant in the
  * low half of a quadword multiplies by the constant times x^33. The last 16-byte lane is
  * turned into a register with two crc32q (X*x^32 mod P).
+ *
+ * crc32c_copy() uses the folding alone: see copy_fold().
  */
 #define TARGET __attribute__((target("avx2,vpclmulqdq,sse4.2,pclmul")))
 
@@ -31,6 +33,8 @@
 #define MAX_ITERS 32
 /* Below this the sse4.2 path is as fast: the join costs about 100 cycles. */
 #define MIN_LEN (4 * STEP)
+/* crc32c_copy() folds only (see copy_fold()), from here on. */
+#define MIN_COPY_LEN 1024
 
 /* crc32c_hybrid_shift[I - 1] = { x^(8S-33), x^(16S-33), x^(24S-33) } mod P, S = 64*I. */
 const uint32_t crc32c_hybrid_shift[MAX_ITERS][3] = {
@@ -101,13 +105,17 @@ TARGET static inline __m256i fold(__m256i acc, __m256i k, __m256i data)
 	return _mm256_xor_si256(_mm256_xor_si256(hi, lo), data);
 }
 
-/* Load 32 bytes at p + off and, with @copy, store them at d + off (d may be NULL otherwise). */
-TARGET static inline __m256i load_store256(uint8_t *d, const uint8_t *p, size_t off, int copy)
+TARGET static inline __m256i load256(const uint8_t *p)
+{
+	return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* Load 32 bytes at p + off and store them at d + off: the copy rides on the fold's load. */
+TARGET static inline __m256i load_store256(uint8_t *d, const uint8_t *p, size_t off)
 {
 	__m256i v = _mm256_loadu_si256((const __m256i *)(p + off));
 
-	if (copy)
-		_mm256_storeu_si256((__m256i *)(d + off), v);
+	_mm256_storeu_si256((__m256i *)(d + off), v);
 	return v;
 }
 
@@ -120,6 +128,7 @@ TARGET static inline uint32_t reduce(__m256i x[8])
 	__m128i lo, hi, v;
 	uint64_t r;
 
+	#pragma GCC unroll 8
 	for (int i = 0; i < 4; i++)
 		x[i + 4] = fold(x[i], k128, x[i + 4]);
 	x[6] = fold(x[4], k64, x[6]);
@@ -140,13 +149,8 @@ TARGET static inline uint64_t clmul32(uint32_t a, uint32_t k)
 								 _mm_cvtsi32_si128((int)k), 0x00));
 }
 
-/*
- * One block of iters * STEP bytes from @p, continuing from register @s; with @copy,
- * every byte is also written to @d at the same offset (from registers, never re-read).
- * Inlined into two callers with @copy constant.
- */
-TARGET static inline __attribute__((always_inline)) uint32_t
-block(uint32_t s, uint8_t *d, const uint8_t *p, size_t iters, int copy)
+/* One block of iters * STEP bytes from @p, continuing from register @s. */
+TARGET static uint32_t block(uint32_t s, const uint8_t *p, size_t iters)
 {
 	const size_t lane = STEP_LANE * iters, vlen = STEP_VEC * iters;
 	const size_t oa = vlen, ob = vlen + lane, oc = vlen + 2 * lane;
@@ -154,23 +158,17 @@ block(uint32_t s, uint8_t *d, const uint8_t *p, size_t iters, int copy)
 	__m256i k256 = fold_k(4), x[8];
 	uint64_t a = 0, b = 0, c = 0, t;
 
+	#pragma GCC unroll 8
 	for (int j = 0; j < 8; j++)
-		x[j] = load_store256(d, p, 32 * j, copy);
+		x[j] = load256(p + 32 * j);
 	x[0] = _mm256_xor_si256(x[0], _mm256_setr_epi32((int)s, 0, 0, 0, 0, 0, 0, 0));
 	for (size_t i = 0; i < iters; i++) {
 		if (i) {
 			size_t o = STEP_VEC * i;
 
+			#pragma GCC unroll 8
 			for (int j = 0; j < 8; j++)
-				x[j] = fold(x[j], k256, load_store256(d, p, o + 32 * j, copy));
-		}
-		if (copy) {
-			/* Whole-vector copies: a third of the stores of 8-byte ones. */
-			for (size_t o = STEP_LANE * i; o < STEP_LANE * (i + 1); o += 32) {
-				load_store256(d, p, oa + o, 1);
-				load_store256(d, p, ob + o, 1);
-				load_store256(d, p, oc + o, 1);
-			}
+				x[j] = fold(x[j], k256, load256(p + o + 32 * j));
 		}
 		for (size_t o = STEP_LANE * i; o < STEP_LANE * (i + 1); o += 8) {
 			a = _mm_crc32_u64(a, load64(p + oa + o));
@@ -201,7 +199,7 @@ TARGET static uint32_t crc_raw(uint32_t s, const uint8_t *p, size_t n)
 		while (n >= MIN_LEN) {
 			size_t it = iters_for(n);
 
-			s = block(s, NULL, p, it, 0);
+			s = block(s, p, it);
 			p += it * STEP;
 			n -= it * STEP;
 		}
@@ -209,25 +207,39 @@ TARGET static uint32_t crc_raw(uint32_t s, const uint8_t *p, size_t n)
 	return crc32c_sse42_raw(s, p, n);
 }
 
+/*
+ * Copy and fold only, without scalar lanes: the stores come free with the vector loads,
+ * while the lanes' extra loads and stores cost more than the lanes gain (measured on
+ * Zen 3: ~24 GB/s this way against ~20 GB/s hybrid). @steps >= 1 blocks of 256 bytes.
+ */
+TARGET static uint32_t copy_fold(uint32_t s, uint8_t *d, const uint8_t *p, size_t steps)
+{
+	__m256i k256 = fold_k(4), x[8];
+
+	#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++)
+		x[j] = load_store256(d, p, 32 * j);
+	x[0] = _mm256_xor_si256(x[0], _mm256_setr_epi32((int)s, 0, 0, 0, 0, 0, 0, 0));
+	for (size_t i = 1; i < steps; i++)
+		#pragma GCC unroll 8
+		for (int j = 0; j < 8; j++)
+			x[j] = fold(x[j], k256, load_store256(d, p, STEP_VEC * i + 32 * j));
+	return reduce(x);
+}
+
 TARGET static uint32_t copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t n)
 {
-	if (n >= MIN_LEN) {
-		size_t head = (32 - ((uintptr_t)p & 31)) & 31;
+	size_t head = (32 - ((uintptr_t)p & 31)) & 31, steps;
 
-		s = crc32c_sse42_copy_raw(s, d, p, head);
-		p += head;
-		d += head;
-		n -= head;
-		while (n >= MIN_LEN) {
-			size_t it = iters_for(n);
-
-			s = block(s, d, p, it, 1);
-			p += it * STEP;
-			d += it * STEP;
-			n -= it * STEP;
-		}
-	}
-	return crc32c_sse42_copy_raw(s, d, p, n);
+	s = crc32c_sse42_copy_raw(s, d, p, head);
+	p += head;
+	d += head;
+	n -= head;
+	steps = n / STEP_VEC;
+	s = copy_fold(s, d, p, steps);
+	p += steps * STEP_VEC;
+	d += steps * STEP_VEC;
+	return crc32c_sse42_copy_raw(s, d, p, n - steps * STEP_VEC);
 }
 
 /* Short buffers go straight to the SSE4.2 path, without entering AVX code at all. */
@@ -240,7 +252,7 @@ static uint32_t crc32c_hybrid(uint32_t crc, const void *buf, size_t len)
 
 static uint32_t crc32c_copy_hybrid(uint32_t crc, void *dst, const void *src, size_t len)
 {
-	if (len < MIN_LEN)
+	if (len < MIN_COPY_LEN)
 		return ~crc32c_sse42_copy_raw(~crc, dst, src, len);
 	return ~copy_raw(~crc, dst, src, len);
 }
