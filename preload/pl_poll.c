@@ -90,6 +90,8 @@ unsigned pl_sock_revents(struct pl_sock *s, int fd)
 	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
 	if (st == PL_CS_PENDING)
 		st = pl_check_pending(s, fd);
+	if (st == PL_CS_FAILED && s->pending_err)
+		return POLLOUT | POLLERR | POLLHUP; /* a failed connect, as the kernel shows it */
 	if (st != PL_CS_OPEN)
 		return PL_REV_KERNEL;
 	PL_ENTER();

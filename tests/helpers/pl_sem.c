@@ -3,7 +3,8 @@
  * connection (MSG_PEEK, FIONREAD, SO_RCVTIMEO, MSG_DONTWAIT, MSG_WAITALL, dup, sendmmsg,
  * sendfile, splice, select, readv/writev, shutdown, EOF, EPIPE) and check every result the way
  * the kernel gives it. Run it without the library to check the checker.
- *   pl_sem server ADDR PORT      pl_sem client ADDR PORT */
+ *   pl_sem server ADDR PORT      pl_sem client ADDR PORT
+ *   pl_sem deadlisten ADDR PORT  pl_sem refused ADDR PORT   (a refused connect, both ways) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -389,6 +390,55 @@ static void client(int fd)
 	ok("close");
 }
 
+/* B: a listener that stops listening (shutdown) but is still advertised to the peer host. */
+static int dead_listener(struct sockaddr_in *sa)
+{
+	int one = 1;
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(bind(s, (struct sockaddr *)sa, sizeof(*sa)) == 0, "bind");
+	CHECK(listen(s, 8) == 0, "listen");
+	CHECK(shutdown(s, SHUT_RDWR) == 0, "shutdown listener");
+	printf("deadlisten: ready\n");
+	fflush(stdout);
+	pause();
+	return 0;
+}
+
+/* A: connects that the kernel refuses report it like the kernel: blocking → ECONNREFUSED;
+ * non-blocking → EINPROGRESS, then epoll EPOLLOUT|EPOLLERR and SO_ERROR once. */
+static int refused(struct sockaddr_in *sa)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	errno = 0;
+	CHECK(connect(s, (struct sockaddr *)sa, sizeof(*sa)) == -1 && errno == ECONNREFUSED,
+	      "blocking connect refused");
+	close(s);
+	ok("blocking refused");
+
+	s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	int r = connect(s, (struct sockaddr *)sa, sizeof(*sa));
+	CHECK(r == -1 && (errno == EINPROGRESS || errno == ECONNREFUSED), "non-blocking connect");
+	if (errno == EINPROGRESS) {
+		int ep = epoll_create1(0);
+		struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = 7 }, out;
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0, "epoll add");
+		CHECK(epoll_wait(ep, &out, 1, 5000) == 1 && (out.events & EPOLLERR) &&
+		      out.data.u64 == 7, "EPOLLERR for a refused connect (events %#x)", out.events);
+		int err = 0;
+		socklen_t el = sizeof(err);
+		CHECK(getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == ECONNREFUSED,
+		      "SO_ERROR %d", err);
+		el = sizeof(err);
+		CHECK(getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0,
+		      "SO_ERROR reported once (%d)", err);
+		close(ep);
+	}
+	close(s);
+	ok("non-blocking refused");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -398,6 +448,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, on_sigpipe);
 	role = argv[1];
 	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
+	if (!strcmp(role, "deadlisten"))
+		return dead_listener(&sa);
+	if (!strcmp(role, "refused"))
+		return refused(&sa);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(s >= 0, "socket");
 	if (!strcmp(role, "server")) {

@@ -77,11 +77,13 @@ pl_run() {
 	env $(pl_env "$h") timeout "${PL_TIMEOUT:-120}" "$@"
 }
 
-# pl_bg HOST CMD...: start in the background, output to $PL_TMP/HOST-bg-N.out; sets PL_LAST.
+# pl_bg HOST CMD...: start in the background, output to $PL_TMP/HOST-bg-N.out; sets PL_LAST
+# (pid) and PL_LAST_OUT (that file).
 pl_bg() {
 	h=$1; shift
 	n=$(echo $PL_PIDS | wc -w)
-	env $(pl_env "$h") timeout "${PL_TIMEOUT:-120}" "$@" >"$PL_TMP/$h-bg-$n.out" 2>&1 &
+	PL_LAST_OUT=$PL_TMP/$h-bg-$n.out
+	env $(pl_env "$h") timeout "${PL_TIMEOUT:-120}" "$@" >"$PL_LAST_OUT" 2>&1 &
 	PL_LAST=$!
 	PL_PIDS="$PL_PIDS $PL_LAST"
 }
@@ -94,6 +96,16 @@ pl_wait_port() {
 		sleep 0.1; i=$((i + 1))
 	done
 	pl_fail "nothing listens on $1:$2"
+}
+
+# pl_wait_text FILE TEXT [SECONDS]: wait until FILE contains TEXT.
+pl_wait_text() {
+	i=0; max=$(( ${3:-10} * 10 ))
+	while [ $i -lt $max ]; do
+		grep -qF -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1; i=$((i + 1))
+	done
+	pl_fail "no '$2' in $1"
 }
 
 # Bytes received + transmitted on lo so far.

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Socket semantics over NTB: the pl_sem checker (peek, FIONREAD, timeouts, WAITALL, dup,
-# sendmmsg, sendfile, splice, select, half-close, EOF) passes between hosts A and B exactly as
+# sendmmsg, sendfile, splice, select, epoll, threads, half-close, EOF, EPIPE, refused connect)
+# passes between hosts A and B exactly as
 # it does on kernel TCP, and the connection really was ntb.
 . "$(dirname "$0")/lib.sh"
 pl_need ss
@@ -24,4 +25,14 @@ pl_run a "$SEM" client 127.0.0.2 $port >"$PL_TMP/client.out" 2>&1 || {
 wait $srv || { cat "$PL_TMP"/b-bg-*.out; pl_fail "server failed over ntb"; }
 pl_assert_log a ": ntb (link"
 pl_assert_log b ": ntb (link"
+
+# A refused connect after the NTB reservation (the port is advertised, the kernel refuses):
+# blocking → ECONNREFUSED; non-blocking → EINPROGRESS, EPOLLERR, SO_ERROR once.
+port2=$(pl_port 2)
+pl_bg b "$SEM" deadlisten 127.0.0.2 $port2
+dl=$PL_LAST
+pl_wait_text "$PL_LAST_OUT" "deadlisten: ready"
+pl_run a "$SEM" refused 127.0.0.2 $port2 >"$PL_TMP/refused.out" 2>&1 || {
+	cat "$PL_TMP/refused.out"; pl_fail "refused connect misreported"; }
+kill $dl
 echo "semantics over ntb: ok"
