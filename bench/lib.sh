@@ -64,11 +64,13 @@ bn_next_port() {
 	while ss -Htan "sport = :$BN_PORT" 2>/dev/null | grep -q .; do BN_PORT=$((BN_PORT + 1)); done
 }
 
-# bn_cmd MODE HOST CPU LOG: the command prefix that runs a program pinned to CPU, either under
-# the library as demo host HOST (A or B) logging to LOG, or plainly (MODE tcp).
+# bn_cmd MODE HOST CPU LOG: the command prefix that runs a program pinned to CPU: under
+# the library as demo host HOST (A or B) logging to LOG (ntb), inside the namespace of HOST
+# (netns, bench.sh sets BN_NS), or plainly (tcp).
 bn_cmd() {
 	case $1 in
 	ntb) echo "env NTBSOCK_LOG=${BN_LOG:-info} NTBSOCK_LOG_FILE=$4 taskset -c $3 $NTBSOCK run -c $PL_TMP/$2.conf --";;
+	netns) echo "ip netns exec $BN_NS-$(echo $2 | tr AB ab) taskset -c $3";;
 	*) echo "taskset -c $3";;
 	esac
 }
@@ -81,7 +83,15 @@ bn_srv() {
 	$(bn_cmd $m B $c "$PL_TMP/B.log") "$@" >"$PL_TMP/srv-$m-$p.out" 2>&1 &
 	BN_LAST=$!
 	PL_PIDS="$PL_PIDS $BN_LAST"
-	pl_wait_port $a $p
+	if [ $m = netns ]; then
+		i=0
+		until ip netns exec $BN_NS-b ss -Hltn "sport = :$p" 2>/dev/null | grep -q "$a:$p"; do
+			i=$((i + 1)); [ $i -lt 100 ] || bn_die "nothing listens on $a:$p in $BN_NS-b"
+			sleep 0.1
+		done
+	else
+		pl_wait_port $a $p
+	fi
 	kill -0 $BN_LAST 2>/dev/null || { cat "$PL_TMP/srv-$m-$p.out" >&2; bn_die "server $* died"; }
 }
 

@@ -1,0 +1,190 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# make bench: the full comparison of ntbsock against kernel TCP loopback, TCP between two
+# network namespaces joined by a veth pair, and a Unix-domain socket, repeated and pinned;
+# results in bench/results/<date>-<host>.{csv,md,png}.
+#
+# Environment: BUILD (default build), BENCH_REPS (repetitions, default 3, at least 3 for the
+# record), BENCH_T (seconds per measurement, default 2), BENCH_OUT (results directory, default
+# bench/results), BENCH_SECTIONS (default "1 2 3 4 5"), CC. Progress goes to stderr. Each
+# run's transport check is as in the demo: an ntbsock value whose connection did not use the
+# link is marked, never counted as ntbsock.
+. "$(dirname "$0")/lib.sh"
+bn_init bench
+REPS=${BENCH_REPS:-3}
+T=${BENCH_T:-2}
+OUTDIR=${BENCH_OUT:-$ROOT/bench/results}
+RAW=$PL_TMP/raw
+NOTES=$PL_TMP/notes
+: >"$RAW"; : >"$NOTES"
+command -v gnuplot >/dev/null 2>&1 || echo "gnuplot not installed: no plot" >>"$NOTES"
+
+# --- helpers: bench/*.c, built here into $BUILD/bench (make does not know them) ---
+mkdir -p "$BUILD/bench"
+for h in uds_bench connrate; do
+	${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -o "$BUILD/bench/$h" "$ROOT/bench/$h.c" ||
+		bn_die "cannot build bench/$h.c"
+done
+UDS=$BUILD/bench/uds_bench
+CONNRATE=$BUILD/bench/connrate
+
+# --- two network namespaces joined by a veth pair: the "two hosts" shape of kernel TCP ---
+# Addresses live only inside the two namespaces (no route leaves them).
+BN_NS=ntbsock-bench-$$
+VETH=vbn$$
+NS_A_IP=10.251.0.1
+NS_B_IP=10.251.0.2
+netns_down() { ip netns del $BN_NS-a 2>/dev/null; ip netns del $BN_NS-b 2>/dev/null; }
+netns_up() {
+	ip netns add $BN_NS-a 2>/dev/null || return 1
+	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP netns_down"
+	ip netns add $BN_NS-b &&
+	ip link add ${VETH}a type veth peer name ${VETH}b &&
+	ip link set ${VETH}a netns $BN_NS-a && ip link set ${VETH}b netns $BN_NS-b &&
+	ip -n $BN_NS-a addr add $NS_A_IP/30 dev ${VETH}a && ip -n $BN_NS-b addr add $NS_B_IP/30 dev ${VETH}b &&
+	ip -n $BN_NS-a link set ${VETH}a up && ip -n $BN_NS-b link set ${VETH}b up &&
+	ip -n $BN_NS-a link set lo up && ip -n $BN_NS-b link set lo up
+}
+if netns_up; then
+	TRANSPORTS="ntb tcp netns"
+else
+	netns_down
+	TRANSPORTS="ntb tcp"
+	echo "TCP between network namespaces skipped: cannot create namespaces/veth here" >>"$NOTES"
+	bn_say "note: network namespaces not available; the veth rows are skipped"
+fi
+addr_of() { [ $1 = netns ] && echo $NS_B_IP || echo 127.0.0.2; }
+
+IPERF_SIZES="64 1K 16K 128K 1M"
+SP_SIZES="64 1K 16K"
+# BENCH_SECTIONS: which of the numbered sections below to run (default all).
+want() { case " ${BENCH_SECTIONS:-1 2 3 4 5} " in *" $1 "*) return 0;; esac; return 1; }
+n=0
+step() { n=$((n + 1)); bn_say "[$n] $*"; }
+# record TEST TRANSPORT SIZE REP V1 V2 CHECK
+record() { echo "$*" >>"$RAW"; }
+
+bn_say "ntbsock bench: $REPS repetitions, ${T}s per measurement, transports: $TRANSPORTS unix; client CPU $BN_CPU_CLIENT, server CPU $BN_CPU_SERVER"
+bn_say "machine: $(bn_machine)"
+
+# start_servers VAR PROGRAM-ARGS: one server per transport, its address, port and a sockperf
+# feed file naming both substituted for @ADDR@, @PORT@ and @FEED@; VAR_<t> is the port.
+start_servers() {
+	var=$1; shift
+	for t in $TRANSPORTS; do
+		bn_next_port
+		a=$(addr_of $t)
+		echo "T:$a:$BN_PORT" >"$PL_TMP/feed-$BN_PORT"
+		args=$(echo "$*" | sed "s/@ADDR@/$a/g; s/@PORT@/$BN_PORT/g; s#@FEED@#$PL_TMP/feed-$BN_PORT#g")
+		bn_srv $t $BN_CPU_SERVER $a $BN_PORT $args
+		eval "${var}_$t=$BN_PORT ${var}_pid_$t=$BN_LAST"
+	done
+}
+stop_servers() { for t in $TRANSPORTS; do eval "bn_stop \$${1}_pid_$t"; done; }
+port_of() { eval "echo \$${1}_$2"; }
+
+# --- 1. iperf3 throughput by write size, and -P 4 ---
+if want 1; then
+	start_servers IP iperf3 -s -B @ADDR@ -p @PORT@
+	for r in $(seq $REPS); do
+		for s in $IPERF_SIZES; do
+			for t in $TRANSPORTS; do
+				set -- $(bn_iperf $t $(addr_of $t) $(port_of IP $t) $T -l $s)
+				record iperf3 $t $s $r $1 - $2
+				step "rep $r: iperf3 -l $s over $t: $1 Gbit/s ($2)"
+			done
+			set -- $(taskset -c $BN_CPU_CLIENT $UDS tp $(bn_bytes $s) $T $BN_CPU_CLIENT $BN_CPU_SERVER 2>/dev/null || echo nan)
+			record iperf3 unix $s $r ${1:-nan} - -
+			step "rep $r: unix-socket stream, ${s}-byte writes: $1 Gbit/s"
+		done
+		for t in $TRANSPORTS; do
+			set -- $(bn_iperf $t $(addr_of $t) $(port_of IP $t) $T -P 4)
+			record iperf3-P4 $t 128K $r $1 - $2
+			step "rep $r: iperf3 -P 4 over $t: $1 Gbit/s ($2)"
+		done
+	done
+	stop_servers IP
+fi
+
+# --- 2. sockperf ping-pong by message size (epoll server), and the unix-socket baseline ---
+if want 2; then
+	start_servers SP sockperf sr --tcp -i @ADDR@ -p @PORT@
+	for r in $(seq $REPS); do
+		for s in $SP_SIZES; do
+			for t in $TRANSPORTS; do
+				set -- $(bn_sockperf $t $(addr_of $t) $(port_of SP $t) $T $s)
+				record sockperf $t $s $r $1 $2 $3
+				step "rep $r: sockperf pp -m $s over $t: p50 $1 us, p99 $2 us ($3)"
+			done
+			set -- $(taskset -c $BN_CPU_CLIENT $UDS pp $(bn_bytes $s) $T $BN_CPU_CLIENT $BN_CPU_SERVER 2>/dev/null || echo nan nan)
+			record sockperf unix $s $r ${1:-nan} ${2:-nan} -
+			step "rep $r: unix-socket ping-pong, $s bytes: p50 $1 us, p99 $2 us"
+		done
+	done
+	stop_servers SP
+fi
+
+# --- 3. sockperf with each server multiplexer (select, poll, epoll), 64 B ---
+if want 3; then
+	for mux in s p e; do
+		start_servers MX sockperf sr -f @FEED@ -F $mux
+		for r in $(seq $REPS); do
+			for t in $TRANSPORTS; do
+				set -- $(bn_sockperf $t $(addr_of $t) $(port_of MX $t) $T 64)
+				record sockperf-F$mux $t 64 $r $1 $2 $3
+				step "rep $r: sockperf pp -m 64, server -F $mux, over $t: p50 $1 us, p99 $2 us ($3)"
+			done
+		done
+		stop_servers MX
+	done
+fi
+
+# --- 4. connection set-up rate (connect + 1-byte exchange + close) ---
+if want 4; then
+	start_servers CR $CONNRATE server @ADDR@ @PORT@
+	for r in $(seq $REPS); do
+		for t in $TRANSPORTS; do
+			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/connrate-$BN_SEQ.out
+			bn_client $t "$out" $(port_of CR $t) $CONNRATE client $(addr_of $t) $(port_of CR $t) $T
+			set -- $(cat "$out" 2>/dev/null) nan 0
+			chk=-
+			if [ $t = ntb ]; then
+				# Every connection must have been an ntb one.
+				ntb=$(grep -c ': ntb (link' "$out.log" 2>/dev/null)
+				[ "${ntb:-0}" -ge "$2" ] && [ "$2" -gt 0 ] && ! grep -q ': tcp (' "$out.log" && chk=ok || chk=tcp-fallback
+			fi
+			record connrate $t 1 $r $1 - $chk
+			step "rep $r: connection set-up over $t: $1 per second ($chk)"
+		done
+	done
+	stop_servers CR
+fi
+
+# --- 5. the transport alone: ntbsock perf's message-size sweep and the reference limits ---
+if want 5; then
+	for r in $(seq $REPS); do
+		if $NTBSOCK perf --csv >"$PL_TMP/perf-$r.csv" 2>"$PL_TMP/perf-$r.err"; then
+			tail -n +2 "$PL_TMP/perf-$r.csv" | while IFS=, read size count mbps mps p50 p99 retx crc ver; do
+				echo "perf transport $size $r $mbps $p50 $( [ "$ver" = yes ] && echo ok || echo unverified)"
+			done >>"$RAW"
+			step "rep $r: ntbsock perf sweep: $(tail -n +2 "$PL_TMP/perf-$r.csv" | wc -l) sizes"
+		else
+			step "rep $r: ntbsock perf failed: $(tail -1 "$PL_TMP/perf-$r.err")"
+		fi
+		set -- $(bn_reference)
+		record ref-memcpy machine 4M $r $1 - -
+		record ref-cacheline machine 64 $r $2 - -
+		step "rep $r: reference: memcpy $1 MB/s, cache-line one-way $2 us"
+	done
+fi
+
+mkdir -p "$OUTDIR"
+base=$OUTDIR/$(date -u +%Y%m%d-%H%M)-$(hostname -s)
+$PY "$ROOT/bench/summary.py" "$RAW" "$NOTES" "$base" "$(bn_machine)" "$REPS" "$T" "$PL_TMP/plot.dat" ||
+	bn_die "summary failed"
+if command -v gnuplot >/dev/null 2>&1; then
+	gnuplot -e "data='$PL_TMP/plot.dat'; out='$base.png'" "$ROOT/bench/plot.gp" 2>"$PL_TMP/gnuplot.err" ||
+		bn_say "gnuplot failed: $(tail -2 "$PL_TMP/gnuplot.err")"
+fi
+bn_say "results: $base.csv $base.md $([ -f "$base.png" ] && echo "$base.png")"
+cat "$base.md"

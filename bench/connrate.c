@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+/* Connection set-up rate for bench/bench.sh: a client that connects, sends one byte, reads the
+ * server's one-byte answer and closes, as fast as it can; a server that accepts, answers and
+ * closes. The byte exchange makes each connection carry data, so ntbsock must finish its NTB
+ * negotiation for every connection. Run both with and without the library.
+ *
+ *   connrate server ADDR PORT                -> serves until killed
+ *   connrate client ADDR PORT SECONDS        -> "CONNECTIONS_PER_S CONNECTIONS"
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int addr_of(const char *ip, const char *port, struct sockaddr_in *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons((unsigned short)atoi(port));
+	return inet_pton(AF_INET, ip, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+static int serve(const struct sockaddr_in *sa)
+{
+	int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(ls, (const struct sockaddr *)sa, sizeof(*sa)) < 0 || listen(ls, 512) < 0) {
+		perror("connrate server");
+		return 1;
+	}
+	for (;;) {
+		char c;
+		int fd = accept(ls, NULL, NULL);
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			perror("accept");
+			return 1;
+		}
+		if (read(fd, &c, 1) == 1)
+			(void)!write(fd, &c, 1);
+		close(fd);
+	}
+}
+
+static int one_connection(const struct sockaddr_in *sa)
+{
+	char c = 'x';
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+	int ok;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ok = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 && write(fd, &c, 1) == 1 &&
+	     read(fd, &c, 1) == 1;
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+static int client(const struct sockaddr_in *sa, double secs)
+{
+	double t0 = now_s(), t = t0;
+	long n = 0, failed = 0;
+
+	while (t - t0 < secs) {
+		if (one_connection(sa) == 0)
+			n++;
+		else if (++failed > 100) {
+			perror("connrate client");
+			return 1;
+		}
+		t = now_s();
+	}
+	printf("%.1f %ld\n", n / (t - t0), n);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in sa;
+
+	if (argc < 4 || addr_of(argv[2], argv[3], &sa) < 0 ||
+	    (strcmp(argv[1], "server") && (strcmp(argv[1], "client") || argc < 5))) {
+		fprintf(stderr, "usage: connrate server ADDR PORT | client ADDR PORT SECONDS\n");
+		return 2;
+	}
+	return argv[1][0] == 's' ? serve(&sa) : client(&sa, atof(argv[4]));
+}

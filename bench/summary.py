@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: MIT
+"""Summarise bench/bench.sh's raw measurements ("test transport size rep v1 v2 check" lines)
+into BASE.csv (median, min, max per measurement) and BASE.md (tables, goals), and write the
+data file bench/plot.gp draws.
+
+usage: summary.py RAW NOTES BASE MACHINE REPS SECONDS PLOTDATA
+An ntbsock value whose run did not use the link (check "tcp-fallback") is left out of the
+median and counted in the check column: TCP numbers are never presented as ntbsock numbers."""
+import math
+import statistics
+import sys
+
+NAMES = {"ntb": "ntbsock", "tcp": "TCP loopback", "netns": "TCP netns/veth",
+         "unix": "Unix socket", "transport": "ntbsock perf", "machine": "machine"}
+ORDER = ["ntb", "tcp", "netns", "unix"]
+
+
+def size_bytes(s):
+    mult = {"K": 1024, "M": 1 << 20}
+    return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+
+
+def size_label(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1024)):
+        if n >= div and n % div == 0:
+            return "%d %s" % (n // div, unit)
+    return "%d B" % n
+
+
+def num(text):
+    try:
+        v = float(text)
+        return v if math.isfinite(v) else None
+    except ValueError:
+        return None
+
+
+class Stat:
+    def __init__(self, values, checks):
+        good = [v for v, c in zip(values, checks) if v is not None and c in ("ok", "-")]
+        self.n = len(values)
+        self.bad = sum(c not in ("ok", "-") for c in checks)
+        self.values = good
+        self.median = statistics.median(good) if good else None
+        self.lo = min(good) if good else None
+        self.hi = max(good) if good else None
+
+    def check(self):
+        if self.bad == 0:
+            return "ok"
+        return "%d of %d runs not over ntb or failed" % (self.bad, self.n)
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    if v >= 100:
+        return "%.0f" % v
+    if v >= 10:
+        return "%.1f" % v
+    return "%.2f" % v
+
+
+def cell(st):
+    if st is None:
+        return ""
+    if st.median is None:
+        return "n/a" + (" (tcp fallback!)" if st.bad else "")
+    text = "%s [%s–%s]" % (fmt(st.median), fmt(st.lo), fmt(st.hi))
+    if st.bad:
+        text += " (%d/%d tcp fallback!)" % (st.bad, st.n)
+    return text
+
+
+def ratio(a, b):
+    if a is None or b is None or a.median is None or b.median is None or b.median == 0:
+        return None
+    return a.median / b.median
+
+
+def rfmt(r):
+    return "n/a" if r is None else "%.2f×" % r
+
+
+def load(path):
+    groups = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) < 7:
+            continue
+        test, tr, size, _rep, v1, v2, chk = f[:7]
+        for metric, v in (("v1", v1), ("v2", v2)):
+            if v == "-":
+                continue
+            g = groups.setdefault((test, size_bytes(size), tr, metric), ([], []))
+            g[0].append(num(v))
+            g[1].append(chk)
+    return {k: Stat(*g) for k, g in groups.items()}
+
+
+UNITS = {("iperf3", "v1"): "Gbit/s", ("iperf3-P4", "v1"): "Gbit/s", ("connrate", "v1"): "conn/s",
+         ("perf", "v1"): "MB/s", ("perf", "v2"): "us p50", ("ref-memcpy", "v1"): "MB/s",
+         ("ref-cacheline", "v1"): "us one-way"}
+
+
+def unit_of(test, metric):
+    if test.startswith("sockperf"):
+        return "us one-way " + ("p50" if metric == "v1" else "p99")
+    return UNITS.get((test, metric), "")
+
+
+def write_csv(stats, path):
+    with open(path, "w") as out:
+        out.write("test,size_bytes,transport,unit,median,min,max,runs,values,check\n")
+        for (test, size, tr, metric), st in sorted(stats.items()):
+            out.write("%s,%d,%s,%s,%s,%s,%s,%d,%s,%s\n" % (
+                test, size, tr, unit_of(test, metric),
+                "" if st.median is None else "%g" % st.median,
+                "" if st.lo is None else "%g" % st.lo, "" if st.hi is None else "%g" % st.hi,
+                st.n, ";".join("%g" % v for v in st.values), st.check()))
+
+
+def sizes_of(stats, test):
+    return sorted({k[1] for k in stats if k[0] == test})
+
+
+def transports_of(stats, test):
+    present = {k[2] for k in stats if k[0] == test}
+    return [t for t in ORDER if t in present]
+
+
+def table_by_size(stats, test, metric, ratio_note, inverse, out):
+    trs = transports_of(stats, test)
+    if not trs:
+        return
+    out.append("| size | " + " | ".join(NAMES[t] for t in trs) + " | " + ratio_note + " |")
+    out.append("|---:|" + "---:|" * (len(trs) + 1))
+    for size in sizes_of(stats, test):
+        row = [stats.get((test, size, t, metric)) for t in trs]
+        n, t = stats.get((test, size, "ntb", metric)), stats.get((test, size, "tcp", metric))
+        r = ratio(t, n) if inverse else ratio(n, t)
+        out.append("| %s | %s | %s |" % (size_label(size), " | ".join(cell(c) for c in row), rfmt(r)))
+    out.append("")
+
+
+def goals(stats):
+    def get(test, size, tr, metric="v1"):
+        return stats.get((test, size, tr, metric))
+
+    rows = [
+        ("iperf3 128 KiB writes, ntbsock/TCP throughput", "≥ 2×", 2.0,
+         ratio(get("iperf3", 131072, "ntb"), get("iperf3", 131072, "tcp"))),
+        ("iperf3 1 KiB writes, ntbsock/TCP throughput", "≥ 5×", 5.0,
+         ratio(get("iperf3", 1024, "ntb"), get("iperf3", 1024, "tcp"))),
+        ("sockperf 64 B p50 one-way, TCP/ntbsock latency", "≥ 10×", 10.0,
+         ratio(get("sockperf", 64, "tcp"), get("sockperf", 64, "ntb"))),
+        ("connection set-up rate, ntbsock/TCP", "≥ 0.67×", 2 / 3,
+         ratio(get("connrate", 1, "ntb"), get("connrate", 1, "tcp"))),
+    ]
+    out = ["| goal | target | measured (medians) | met |", "|---|---:|---:|---|"]
+    for name, target, need, r in rows:
+        met = "n/a" if r is None else ("yes" if r >= need else "**no**")
+        out.append("| %s | %s | %s | %s |" % (name, target, rfmt(r), met))
+    return out
+
+
+def write_md(stats, notes, path, machine, reps, secs):
+    out = ["# ntbsock bench — %s" % machine, "",
+           "All numbers below are **measured** on this machine in one run: median [min–max] of "
+           "%s repetitions, %s s per measurement, client and server pinned to separate cores. "
+           "Ratios compare medians. An ntbsock run that did not use the link is left out of "
+           "its median and marked." % (reps, secs), ""]
+    out += ["## Goals (DESIGN.md §11, issue 6)", ""] + goals(stats) + [""]
+    out += ["## iperf3 throughput by write size (Gbit/s)", ""]
+    table_by_size(stats, "iperf3", "v1", "ntbsock/TCP", False, out)
+    out += ["## iperf3 -P 4, 128 KiB writes (Gbit/s)", ""]
+    table_by_size(stats, "iperf3-P4", "v1", "ntbsock/TCP", False, out)
+    out += ["## sockperf ping-pong, one-way latency p50 (µs)", ""]
+    table_by_size(stats, "sockperf", "v1", "TCP/ntbsock", True, out)
+    out += ["## sockperf ping-pong, one-way latency p99 (µs)", ""]
+    table_by_size(stats, "sockperf", "v2", "TCP/ntbsock", True, out)
+    out += ["## sockperf 64 B by server multiplexer, one-way p50 / p99 (µs)", ""]
+    muxes = [("s", "select"), ("p", "poll"), ("e", "epoll")]
+    trs = [t for t in ORDER if any(("sockperf-F" + m, 64, t, "v1") in stats for m, _ in muxes)]
+    if trs:
+        out.append("| server | " + " | ".join(NAMES[t] + " p50 | p99" for t in trs) + " | TCP/ntbsock p50 |")
+        out.append("|---|" + "---:|---:|" * len(trs) + "---:|")
+        for m, name in muxes:
+            test = "sockperf-F" + m
+            cells = []
+            for t in trs:
+                cells += [cell(stats.get((test, 64, t, "v1"))), cell(stats.get((test, 64, t, "v2")))]
+            r = ratio(stats.get((test, 64, "tcp", "v1")), stats.get((test, 64, "ntb", "v1")))
+            out.append("| -F %s (%s) | %s | %s |" % (m, name, " | ".join(cells), rfmt(r)))
+        out.append("")
+    out += ["## Connection set-up rate (connect + 1-byte exchange + close, per second)", ""]
+    trs = transports_of(stats, "connrate")
+    if trs:
+        out.append("| transport | connections/s | vs TCP loopback |")
+        out.append("|---|---:|---:|")
+        tcp = stats.get(("connrate", 1, "tcp", "v1"))
+        for t in trs:
+            st = stats.get(("connrate", 1, t, "v1"))
+            out.append("| %s | %s | %s |" % (NAMES[t], cell(st), rfmt(ratio(st, tcp))))
+        out.append("")
+    out += ["## ntbsock perf: the transport alone, message-size sweep (the [MQ] measurement)", ""]
+    mem = stats.get(("ref-memcpy", 4 << 20, "machine", "v1"))
+    sizes = sizes_of(stats, "perf")
+    if sizes:
+        out.append("| message size | MB/s | % of one-core memcpy | ping-pong p50 one-way (µs) |")
+        out.append("|---:|---:|---:|---:|")
+        for size in sizes:
+            bw = stats.get(("perf", size, "transport", "v1"))
+            lat = stats.get(("perf", size, "transport", "v2"))
+            pct = "n/a" if (bw is None or bw.median is None or mem is None or not mem.median) \
+                else "%.0f%%" % (100 * bw.median / mem.median)
+            out.append("| %s | %s | %s | %s |" % (size_label(size), cell(bw), pct, cell(lat)))
+        out.append("")
+    out += ["## Reference limits of this machine (ntbsock perf)", "",
+            "| reference | value |", "|---|---:|",
+            "| memcpy bandwidth, one core, 4 MiB buffers (MB/s) | %s |" % cell(mem),
+            "| cache-line one-way latency between the two cores (µs) | %s |"
+            % cell(stats.get(("ref-cacheline", 64, "machine", "v1"))), ""]
+    if notes:
+        out += ["## Notes", ""] + ["- " + n for n in notes] + [""]
+    open(path, "w").write("\n".join(out))
+
+
+def write_plot(stats, path):
+    """Blocks for plot.gp, in this order: iperf3 ntb/tcp/netns/unix (bytes, Gbit/s median,
+    min, max), perf (bytes, Gbit/s), sockperf p50 ntb/tcp/netns/unix (bytes, us, min, max),
+    perf p50 (bytes, us)."""
+    blocks = []
+    for t in ORDER:
+        blocks.append([(s, stats.get(("iperf3", s, t, "v1"))) for s in sizes_of(stats, "iperf3")])
+    blocks.append([(s, stats.get(("perf", s, "transport", "v1"))) for s in sizes_of(stats, "perf")])
+    for t in ORDER:
+        blocks.append([(s, stats.get(("sockperf", s, t, "v1"))) for s in sizes_of(stats, "sockperf")])
+    blocks.append([(s, stats.get(("perf", s, "transport", "v2"))) for s in sizes_of(stats, "perf")])
+    with open(path, "w") as out:
+        for i, block in enumerate(blocks):
+            scale = 8 / 1000 if i == 4 else 1  # perf MB/s -> Gbit/s
+            rows = [(s, st) for s, st in block if st is not None and st.median is not None]
+            if not rows:
+                out.write("nan nan nan nan\n")
+            for s, st in rows:
+                out.write("%d %g %g %g\n" % (s, st.median * scale, st.lo * scale, st.hi * scale))
+            out.write("\n\n")
+
+
+def main():
+    raw, notes_path, base, machine, reps, secs, plot = sys.argv[1:8]
+    stats = load(raw)
+    notes = [line.strip() for line in open(notes_path) if line.strip()]
+    write_csv(stats, base + ".csv")
+    write_md(stats, notes, base + ".md", machine, reps, secs)
+    write_plot(stats, plot)
+
+
+if __name__ == "__main__":
+    main()
