@@ -165,12 +165,18 @@ static void server(int fd)
 	ok("MSG_WAITALL");
 
 	/* 3: a dup shares the connection; closing the original keeps it open. */
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 200);
+	CHECK(hi >= 200, "F_DUPFD_CLOEXEC");
+	CHECK(dup2(fd, hi + 1) == hi + 1 && dup3(fd, hi + 2, O_CLOEXEC) == hi + 2, "dup2/dup3");
+	CHECK(close_range((unsigned)hi, (unsigned)hi + 10, 0) == 0, "close_range");
+	errno = 0;
+	CHECK(write(hi + 1, "q", 1) == -1 && errno == EBADF, "closed by close_range");
 	int d = dup(fd);
 	CHECK(d >= 0, "dup");
 	CHECK(close(fd) == 0, "close original");
 	fd = d;
 	write_all(fd, "dup", 3);
-	ok("dup");
+	ok("dup/F_DUPFD/dup2/dup3/close_range");
 
 	/* 4: sendmmsg from the client: 6 bytes. */
 	CHECK(recv(fd, buf, 6, MSG_WAITALL) == 6 && !memcmp(buf, "abbccc", 6), "mmsg");
