@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/* libFuzzer target: the config loader (conf_load on a file holding the input, in a private
+ * directory so that @include "x" resolves beside it), then printing, routing and the
+ * environment overrides of what it accepted. Every rejection must name the file. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf/conf.h"
+
+static char fz_dir[128], fz_path[160];
+
+static void fz_cleanup(void)
+{
+	char p[200];
+
+	unlink(fz_path);
+	snprintf(p, sizeof(p), "%s/inc.conf", fz_dir);
+	unlink(p);
+	rmdir(fz_dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	FILE *f;
+	char p[200];
+
+	(void)argc, (void)argv;
+	snprintf(fz_dir, sizeof(fz_dir), "/tmp/ntbsock-fuzz-conf-%d", (int)getpid());
+	mkdir(fz_dir, 0700);
+	snprintf(fz_path, sizeof(fz_path), "%s/fuzz.conf", fz_dir);
+	/* one well-formed include the input may name */
+	snprintf(p, sizeof(p), "%s/inc.conf", fz_dir);
+	f = fopen(p, "w");
+	if (f) {
+		fputs("tunables = { contexts = 8; spin_us = 10; };\n", f);
+		fclose(f);
+	}
+	atexit(fz_cleanup);
+	return 0;
+}
+
+static void route_some(const struct conf *c, const uint8_t *data, size_t size)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct conf_route r;
+
+	for (size_t i = 0; i + 6 <= size && i < 36; i += 6) {
+		memcpy(&sin.sin_addr, data + i, 4);
+		memcpy(&sin.sin_port, data + i + 4, 2);
+		(void)conf_route(c, (const struct sockaddr *)&sin, sizeof(sin), &r);
+	}
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
+	sin.sin_port = htons(5201);
+	(void)conf_route(c, (const struct sockaddr *)&sin, sizeof(sin), &r);
+}
+
+/* The error line starts with the config's path, or with the name of a file it @includes (as
+ * written there: libconfig names included files so). */
+static bool names_file(const char *text, const uint8_t *data, size_t size)
+{
+	const char *colon = strchr(text, ':');
+	size_t n = colon ? (size_t)(colon - text) : 0;
+
+	if (n == 0)
+		return false;
+	if (strncmp(text, fz_dir, strlen(fz_dir)) == 0)
+		return true;
+	return memmem(data, size, text, n) != NULL;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct conf_error err;
+	struct conf *c = NULL;
+	FILE *f;
+	int rc;
+
+	if (!fz_dir[0])
+		LLVMFuzzerInitialize(NULL, NULL);
+	f = fopen(fz_path, "w");
+	if (!f)
+		return 0;
+	if (size)
+		fwrite(data, 1, size, f);
+	fclose(f);
+	memset(&err, 0, sizeof(err));
+	rc = conf_load(fz_path, &c, &err);
+	if (rc == 0) {
+		FILE *null = fopen("/dev/null", "w");
+
+		if (!c)
+			abort();
+		if (null) {
+			conf_print(c, null);
+			fclose(null);
+		}
+		route_some(c, data, size);
+		conf_free(c);
+	} else {
+		/* a rejected config is an error naming the file (or an include of it) */
+		if (c || rc >= 0 || !err.text[0])
+			abort();
+		if (!names_file(err.text, data, size)) {
+			fprintf(stderr, "fuzz_conf: error names no file: rc %d: %s\n", rc, err.text);
+			abort();
+		}
+	}
+	return 0;
+}
