@@ -57,6 +57,7 @@ TOOL     := $(BUILD)/ntbsock
 EXPORT_MAP := $(BUILD)/libntbsock.map
 
 .PHONY: all deps check check-unit check-integration check-layering check-ivshmem \
+        check-asan check-asan-unit check-tsan fuzz soak \
         demo bench install uninstall clean help
 
 all: $(SO) $(TOOL)
@@ -127,7 +128,7 @@ deps:
 # --- tests -------------------------------------------------------------------------------------
 check: deps
 	$(Q)$(MAKE) --no-print-directory all $(UNIT_BINS) $(HELPER_BINS)
-	$(Q)$(MAKE) --no-print-directory check-layering check-unit check-integration
+	$(Q)$(MAKE) --no-print-directory check-layering check-unit check-asan-unit check-integration
 
 check-layering:
 	$(Q)sh tests/check_layering.sh
@@ -140,6 +141,27 @@ check-integration: all $(HELPER_BINS)
 
 check-ivshmem: deps all $(HELPER_BINS)
 	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/run.sh
+
+# Sanitizer builds into $(BUILD)/asan and $(BUILD)/tsan (tests/sanitize/run.sh): unit tests, and
+# for check-asan/check-tsan the integration tests with the runtime preloaded; any report fails.
+check-asan: deps
+	$(Q)SAN_BUILD=$(BUILD)/asan sh tests/sanitize/run.sh asan all
+
+check-asan-unit:
+	$(Q)SAN_BUILD=$(BUILD)/asan sh tests/sanitize/run.sh asan unit
+
+check-tsan: deps
+	$(Q)SAN_BUILD=$(BUILD)/tsan sh tests/sanitize/run.sh tsan all
+
+# libFuzzer targets (tests/fuzz/), each run FUZZ_SECONDS on its seed corpus.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_BUILD=$(BUILD)/fuzz sh tests/fuzz/run.sh
+
+# Mixed traffic with the fault decorator for SOAK_SECONDS; byte-exact, no leaks (tests/soak/).
+SOAK_SECONDS ?= 300
+soak: deps all $(HELPER_BINS)
+	$(Q)BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) sh tests/soak/run.sh
 
 # --- demo / bench ------------------------------------------------------------------------------
 demo: deps all
