@@ -13,6 +13,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD;; esac
 PL_LIB=$BUILD/libntbsock.so
+# PL_PRELOAD_FIRST: a library preloaded ahead of ours (a sanitizer runtime: make check-asan).
 PL_PIDS=""
 PL_TMP=""
 PL_LINK=""
@@ -65,8 +66,8 @@ pl_setup() {
 # pl_env HOST: the environment of a program of host HOST (a, b, or none = library, no config).
 pl_env() {
 	case $1 in
-	a|b) echo "NTBSOCK_CONF=$PL_TMP/$1.conf NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/$1.log LD_PRELOAD=$PL_LIB";;
-	none) echo "NTBSOCK_CONF= NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/none.log LD_PRELOAD=$PL_LIB";;
+	a|b) echo "NTBSOCK_CONF=$PL_TMP/$1.conf NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/$1.log LD_PRELOAD=${PL_PRELOAD_FIRST:+$PL_PRELOAD_FIRST:}$PL_LIB";;
+	none) echo "NTBSOCK_CONF= NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/none.log LD_PRELOAD=${PL_PRELOAD_FIRST:+$PL_PRELOAD_FIRST:}$PL_LIB";;
 	plain) echo "NTBSOCK_UNUSED=1";;
 	esac
 }
