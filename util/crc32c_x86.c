@@ -19,6 +19,10 @@
  * clmul(a, K) read as a 64-bit reflected polynomial is a*K*x, and crc32q(0, v) is
  * v*x^32 mod P, so with K = x^(8n-33) mod P, crc32q(0, clmul(a, K)) = a*x^(8n) mod P.
  * The constants below were generated that way; test_crc32c recomputes them.
+ *
+ * Blocks of 3 x 4096 bytes, then of 3 x 512, then one block of three lanes as long as
+ * the rest allows (n / 24 words each), then at most 23 bytes one chain. The hybrid path
+ * (crc32c_vpclmul.c) uses these functions for its head and tail.
  */
 #define TARGET __attribute__((target("sse4.2,pclmul")))
 
