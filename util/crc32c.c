@@ -90,5 +90,5 @@ uint32_t crc32c_shift(uint32_t crc, size_t len)
  */
 uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2)
 {
-	return crc32c_shift(crc1, len2) ^ crc2;
+	return crc32c_get()->shift(crc1, len2) ^ crc2;
 }

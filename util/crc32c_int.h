@@ -11,14 +11,15 @@
 
 /*
  * One implementation. @crc and @copy have the public semantics of crc32c() and
- * crc32c_copy() (inversion inside). @supported() says whether this CPU can run it;
- * it must be cheap, thread-safe and free of side effects.
+ * crc32c_copy() (inversion inside); @shift those of crc32c_shift(). @supported() says
+ * whether this CPU can run it; it must be cheap, thread-safe and free of side effects.
  */
 struct crc32c_impl {
 	const char *name;
 	int (*supported)(void);
 	uint32_t (*crc)(uint32_t crc, const void *buf, size_t len);
 	uint32_t (*copy)(uint32_t crc, void *dst, const void *src, size_t len);
+	uint32_t (*shift)(uint32_t crc, size_t len);
 };
 
 /* Every implementation compiled in, best first, NULL-terminated; the last is portable. */
@@ -35,6 +36,10 @@ extern const struct crc32c_impl crc32c_impl_hybrid;
 #define CRC32C_X86_AVX2 (1u << 2)
 #define CRC32C_X86_VPCLMULQDQ (1u << 3)
 unsigned crc32c_x86_features(void);
+
+/* crc32c_shift() with PCLMULQDQ; [k] = x^(8 * 2^k - 33) mod P for k >= 3. */
+uint32_t crc32c_shift_sse42(uint32_t crc, size_t len);
+extern const uint32_t crc32c_x8n33_table[64];
 
 /* Raw-register SSE4.2 paths (no inversions), also the tails of the hybrid path. */
 uint32_t crc32c_sse42_raw(uint32_t reg, const uint8_t *p, size_t n);

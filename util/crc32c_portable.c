@@ -82,4 +82,5 @@ const struct crc32c_impl crc32c_impl_portable = {
 	.supported = portable_supported,
 	.crc = crc32c_portable,
 	.copy = crc32c_copy_portable,
+	.shift = crc32c_shift,
 };

@@ -272,6 +272,7 @@ const struct crc32c_impl crc32c_impl_hybrid = {
 	.supported = hybrid_supported,
 	.crc = crc32c_hybrid,
 	.copy = crc32c_copy_hybrid,
+	.shift = crc32c_shift_sse42,
 };
 
 #endif

@@ -146,6 +146,10 @@ static void test_fast_path_constants(void **state)
 		assert_int_equal(crc32c_hybrid_shift[i - 1][1], xpow(16 * lane - 33));
 		assert_int_equal(crc32c_hybrid_shift[i - 1][2], xpow(24 * lane - 33));
 	}
+	/* x^(8 * 2^k - 33) = x^7 * x^(8 * (2^k - 5)); the exponent itself would overflow. */
+	for (int k = 3; k < 64; k++)
+		assert_int_equal(crc32c_x8n33_table[k],
+				 crc32c_shift(1u << (31 - 7), (size_t)((1ull << k) - 5)));
 	for (int j = 0; j < 5; j++) {
 		uint64_t f = 16u << j;
 
@@ -323,7 +327,7 @@ static void test_copy(void **state)
 	fill_random(src, LARGE);
 	for (size_t i = 0; i <= n; i++) {
 		/* i == n: the public, dispatched entry point. */
-		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy };
+		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift };
 		const struct crc32c_impl *impl = i < n ? impls[i] : &pub;
 
 		for (size_t len = 0; len <= MAX_SMALL; len++)
@@ -360,6 +364,27 @@ static void test_combine(void **state)
 		size_t m = rng() >> 20, k = rng() >> 20;
 
 		assert_int_equal(crc32c_shift(crc32c_shift(c, m), k), crc32c_shift(c, m + k));
+	}
+	/* Every implementation's shift equals the portable one, for small and huge lengths. */
+	{
+		const struct crc32c_impl *impls[8];
+		size_t n = supported_impls(impls, 8);
+
+		for (size_t i = 0; i < n; i++) {
+			for (size_t len = 0; len < 300; len++) {
+				uint32_t c = (uint32_t)rng();
+
+				assert_int_equal(impls[i]->shift(c, len), crc32c_shift(c, len));
+			}
+			for (int t = 0; t < 300; t++) {
+				uint32_t c = (uint32_t)rng();
+				size_t len = (size_t)(rng() >> (rng() % 64));
+
+				assert_int_equal(impls[i]->shift(c, len), crc32c_shift(c, len));
+			}
+			assert_int_equal(impls[i]->shift(0x12345678, SIZE_MAX),
+					 crc32c_shift(0x12345678, SIZE_MAX));
+		}
 	}
 	/* Shifting the raw register by n bytes is processing n zero bytes. */
 	memset(buf, 0, 5000);
