@@ -48,6 +48,7 @@ struct pl_epoll {
 	struct pl_ep_entry *v;
 	int n, cap;
 	unsigned rr;         /* where the next collection starts (fairness) */
+	unsigned kcheck;     /* calls that found NTB events (kernel fds every 4th) */
 	bool evfd_added;
 };
 
@@ -138,6 +139,37 @@ static int64_t spin_deadline(void)
 	return pl_now_ns() + (int64_t)pl_tpp.spin_us * 1000;
 }
 
+static __thread unsigned pl_kcheck __attribute__((tls_model("initial-exec")));
+
+/* One pass over FDS: NTB readiness into fds[].revents, the rest copied into KFDS for the
+ * kernel (our fds there as -1). Returns how many fds are ready; *RET_NKERNEL: kernel fds. */
+static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
+		     int *ret_nkernel)
+{
+	int nready = 0, nkernel = 0;
+
+	for (nfds_t i = 0; i < nfds; i++) {
+		kfds[i] = fds[i];
+		kfds[i].revents = 0;
+		fds[i].revents = 0;
+		if (!socks[i]) {
+			nkernel += fds[i].fd >= 0;
+			continue;
+		}
+		unsigned rev = pl_sock_revents(socks[i], fds[i].fd);
+		if (rev & PL_REV_KERNEL) {
+			nkernel++;
+			continue; /* the kernel answers for it (pending connect, epoll's kernel side) */
+		}
+		kfds[i].fd = -1;
+		fds[i].revents = (short)(rev & ((unsigned)fds[i].events | POLLERR | POLLHUP));
+		if (fds[i].revents)
+			nready++;
+	}
+	*ret_nkernel = nkernel;
+	return nready;
+}
+
 int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		 const sigset_t *mask)
 {
@@ -174,32 +206,38 @@ int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 	int evfd = tp_event_fd();
 	PL_LEAVE();
 	for (;;) {
-		int nready = 0;
-		bool pending = false;
+		int nkernel = 0;
+		int nready = poll_scan(fds, nfds, socks, kfds, &nkernel);
+		int ms = 0;
 
-		PL_ENTER();
-		tp_event_ack(); /* before the re-check: a doorbell after it makes evfd readable again */
-		PL_LEAVE();
-		for (nfds_t i = 0; i < nfds; i++) {
-			kfds[i] = fds[i];
-			kfds[i].revents = 0;
-			fds[i].revents = 0;
-			if (!socks[i])
-				continue;
-			unsigned rev = pl_sock_revents(socks[i], fds[i].fd);
-			if (rev & PL_REV_KERNEL) {
-				pending |= socks[i]->kind == PL_CONN;
-				continue; /* the kernel answers for it */
+		if (!nready) {
+			ms = sleep_ms(deadline, spin_until, evfd < 0);
+			if (ms > 0) {
+				/* About to sleep: consume the event fd, then check again, so a doorbell
+				 * after this point makes it readable and ends the sleep. */
+				PL_ENTER();
+				tp_event_ack();
+				PL_LEAVE();
+				nready = poll_scan(fds, nfds, socks, kfds, &nkernel);
+				if (nready)
+					ms = 0;
 			}
-			kfds[i].fd = -1;
-			fds[i].revents = (short)(rev & ((unsigned)fds[i].events | POLLERR | POLLHUP));
-			if (fds[i].revents)
-				nready++;
+		}
+		/* NTB fds ready and no kernel fd to look at (or not this time: kernel fds are
+		 * looked at on every 4th such call, and whenever nothing NTB is ready). */
+		if (nready && (nkernel == 0 || (++pl_kcheck & 3) != 0)) {
+			ret = nready;
+			break;
+		}
+		if (ms == 0) {
+			/* An unconsumed event fd would make an epoll fd in FDS look readable. */
+			PL_ENTER();
+			tp_event_ack();
+			PL_LEAVE();
 		}
 		kfds[nfds].fd = evfd;
 		kfds[nfds].events = POLLIN;
 		kfds[nfds].revents = 0;
-		int ms = nready ? 0 : sleep_ms(deadline, spin_until, evfd < 0);
 		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
 		int r = pl_real.ppoll(kfds, nfds + 1, &ts, mask);
 		if (r < 0) {
@@ -220,7 +258,6 @@ int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 			if (fds[i].revents)
 				nready++;
 		}
-		(void)pending;
 		if (nready) {
 			ret = nready;
 			break;
@@ -667,14 +704,34 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 
 	for (;;) {
 		bool pending = false, woken = false;
-		PL_ENTER();
-		tp_event_ack(); /* before the re-check (see pl_poll_impl) */
-		PL_LEAVE();
 		pthread_mutex_lock(&ep->lock);
 		int n = ep_collect(ep, evs, max, &pending);
 		bool evfd_ok = ep->evfd_added;
-		pthread_mutex_unlock(&ep->lock);
 		int ms = n ? 0 : sleep_ms(deadline, spin_until, pending || !evfd_ok);
+		if (ms > 0) {
+			/* About to sleep: consume the event fd, then look again (see pl_poll_impl). */
+			PL_ENTER();
+			tp_event_ack();
+			PL_LEAVE();
+			n = ep_collect(ep, evs, max, &pending);
+			if (n)
+				ms = 0;
+		}
+		/* Kernel fds are looked at on every 4th call that found NTB events, and always
+		 * when none was found: neither side starves, and the common case needs no syscall. */
+		bool skip_kernel = n && (++ep->kcheck & 3) != 0;
+		pthread_mutex_unlock(&ep->lock);
+		if (skip_kernel) {
+			ret = n;
+			break;
+		}
+		if (ms == 0) {
+			/* An unconsumed event fd would make this set (and a set nesting it) look
+			 * readable to the kernel. */
+			PL_ENTER();
+			tp_event_ack();
+			PL_LEAVE();
+		}
 		int r = pl_real.epoll_pwait(epfd, evs + n, max - n, ms, mask);
 		if (r < 0) {
 			ret = n ? n : -1;
