@@ -117,15 +117,17 @@ static void snap(struct ctx *x, uint32_t *v_i, uint32_t *v_d, uint32_t *v_msn, u
 	pthread_mutex_unlock(&x->cb->rx_lock);
 }
 
-static void put(struct ctx *x, uint32_t off, const void *src, size_t len)
+static void fz_peer_write(struct ctx *x, uint32_t off, const void *src, size_t len)
 {
 	if (ntb_write(x->out, x->slot_off + off, src, len))
 		abort(); /* the harness stays inside the slot */
 }
 
+/* Words go as single 64-bit stores, as the real sender publishes them. */
 static void put_word(struct ctx *x, uint32_t w, uint64_t word)
 {
-	put(x, w, &word, 8);
+	if (ntb_write64(x->out, x->slot_off + w, word))
+		abort();
 }
 
 /* Write LEN bytes at data-ring position POS (wraps at the ring's end). */
@@ -136,7 +138,7 @@ static void put_ring(struct ctx *x, uint32_t pos, const uint8_t *src, uint32_t l
 	while (len) {
 		uint32_t p = pos & (q - 1), n = len < q - p ? len : q - p;
 
-		put(x, base + p, src, n);
+		fz_peer_write(x, base + p, src, n);
 		pos += n, src += n, len -= n;
 	}
 }
@@ -184,9 +186,9 @@ static void op_inline(struct ctx *x, struct rd *r)
 	tp_inline_finish(slot, l, v_msn + (uint32_t)(int8_t)dmsn, flags & 1, seq, crc);
 	if (mode & 2) /* a hostile length / crc / flags byte after the fact */
 		slot[TP_INL_LEN + rd8(r) % 11] = rd8(r);
-	put(x, TP_SLOT_RINGS + (pos & (x->inline_n - 1)) * 128u, slot, 127);
+	fz_peer_write(x, TP_SLOT_RINGS + (pos & (x->inline_n - 1)) * 128u, slot, 127);
 	ntb_to_peer_barrier(x->out);
-	put(x, TP_SLOT_RINGS + (pos & (x->inline_n - 1)) * 128u + TP_INL_SEQ, &slot[TP_INL_SEQ], 1);
+	fz_peer_write(x, TP_SLOT_RINGS + (pos & (x->inline_n - 1)) * 128u + TP_INL_SEQ, &slot[TP_INL_SEQ], 1);
 	ntb_peer_db_ring(x->out);
 }
 
@@ -236,7 +238,7 @@ static void op_raw(struct ctx *x, struct rd *r)
 	if (off + len > x->slot_size)
 		len = x->slot_size - off;
 	rdbytes(r, b, len);
-	put(x, off, b, len);
+	fz_peer_write(x, off, b, len);
 }
 
 static void check_recv(ssize_t n, size_t cap)
