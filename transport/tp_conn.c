@@ -297,11 +297,11 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
 	pthread_mutex_lock(&c->rx_lock);
 	c->used = true;
-	tp_rx_progress(c);
+	tp_rx_progress(c, 1);
 	if (arm && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
 		set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
-		tp_rx_progress(c);
+		tp_rx_progress(c, 1);
 	}
 	if (c->rec_head != c->rec_tail || c->eof) {
 		ev |= TP_EV_IN;
@@ -313,12 +313,12 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 	pthread_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);
 	bool room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
-		    c->out.qsize - (c->tx_d - c->fb_rx_d) > 1024u;
+		    tp_data_room(c, TP_MT_SHORT) > 0;
 	if (arm && !room && !c->wr_shut) {
 		set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
 		tp_tx_feedback(c);
 		room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
-		       c->out.qsize - (c->tx_d - c->fb_rx_d) > 1024u;
+		       tp_data_room(c, TP_MT_SHORT) > 0;
 	}
 	if (room || c->wr_shut) {
 		ev |= TP_EV_OUT;
@@ -385,7 +385,7 @@ size_t tp_readable_bytes(struct tp_conn *c)
 	size_t n = 0;
 
 	pthread_mutex_lock(&c->rx_lock);
-	tp_rx_progress(c);
+	tp_rx_progress(c, UINT32_MAX);
 	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
 		n += c->recs[h % TP_RECS].len;
 	n -= c->rec_off;

@@ -61,9 +61,12 @@ bool tp_conn_peer_lost(struct tp_conn *c)
 	return !ntb_link_is_up(n) || ntb_link_peer_epoch(n) != c->peer_epoch;
 }
 
-static void set_error(struct tp_conn *c, int err)
+#define set_error(c, e) set_error_at((c), (e), __LINE__)
+static void set_error_at(struct tp_conn *c, int err, int line)
 {
 	int zero = 0;
+
+	LOG(LL_DEBUG, "transport: slot %u error %d (tp_data.c:%d)", c->slot, err, line);
 
 	if (atomic_compare_exchange_strong(&c->error, &zero, err))
 		tp_event_signal();
@@ -295,7 +298,7 @@ static uint32_t data_free(const struct tp_conn *c)
 }
 
 /* Largest payload a data message at tx_d may carry now (0: none fits). */
-static uint32_t data_room(const struct tp_conn *c, uint8_t type)
+uint32_t tp_data_room(const struct tp_conn *c, uint8_t type)
 {
 	uint32_t fr = data_free(c), gap = tp_payload_gap(type, c->tx_d);
 
@@ -328,7 +331,7 @@ int tp_tx_fin(struct tp_conn *c)
 	if (inline_free(c) > 0) {
 		c->fin_msn = c->msn_next;
 		send_inline(c, &ic, 0, TP_MSG_FIN);
-	} else if (data_room(c, TP_MT_SHORT) > 0) {
+	} else if (tp_data_room(c, TP_MT_SHORT) > 0) {
 		c->fin_msn = c->msn_next;
 		send_data(c, &ic, 0, TP_MT_SHORT, TP_MSG_FIN);
 		publish_tx(c);
@@ -373,10 +376,18 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		uint8_t type = TP_MT_SHORT;
 		uint32_t room;
 
+		while (ic.i < iovcnt && ic.off == iov[ic.i].iov_len) {
+			ic.i++;
+			ic.off = 0;
+		}
 		if (left > pp->short_max &&
 		    ((uintptr_t)iov[ic.i].iov_base + ic.off) % 4u == 0)
 			type = TP_MT_LONG;
-		room = data_room(c, type);
+		room = tp_data_room(c, type);
+		if (room == 0 && type == TP_MT_LONG) {
+			type = TP_MT_SHORT;
+			room = tp_data_room(c, type);
+		}
 		if (room > max_msg)
 			room = max_msg;
 		if (room == 0)
@@ -502,7 +513,7 @@ static enum probe rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struc
 	return PR_OK;
 }
 
-static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r)
+static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check)
 {
 	uint32_t q = c->link->geom.qsize, txd, avail, fp, crc;
 	struct tp_desc d;
@@ -522,10 +533,13 @@ static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r)
 	fp = tp_footprint(d.type, c->v_d, d.len);
 	if (fp > avail)
 		return PR_BAD;
-	crc = data_copy(c, NULL, c->v_d + tp_payload_gap(d.type, c->v_d), d.len, c->nonce_in,
-			false);
-	if (tp_desc_crc(crc, &d) != d.crc)
-		return PR_BAD;
+	if (check) {
+		crc = data_copy(c, NULL, c->v_d + tp_payload_gap(d.type, c->v_d), d.len,
+				c->nonce_in, false);
+		if (tp_desc_crc(crc, &d) != d.crc)
+			return PR_BAD;
+	}
+	r->desc = d;
 	r->msn = msn;
 	r->len = d.len;
 	r->pos = c->v_d;
@@ -539,7 +553,7 @@ static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r)
 
 /* Validate ahead (under rx_lock): move messages in MSN order from the rings to the private
  * record queue; on evidence of loss or corruption, Retry. Also answers Detect. */
-void tp_rx_progress(struct tp_conn *c)
+void tp_rx_progress(struct tp_conn *c, uint32_t want)
 {
 	uint32_t v;
 	uint16_t txe = 0, det;
@@ -560,14 +574,14 @@ void tp_rx_progress(struct tp_conn *c)
 			return;
 		}
 	}
-	while (c->rec_tail - c->rec_head < TP_RECS && !c->fin_rcvd_v) {
+	while (c->rec_tail - c->rec_head < TP_RECS && !c->fin_rcvd_v && c->rec_bytes < want) {
 		struct tp_rec r;
 		enum probe pi = rx_inline(c, c->v_i, c->v_msn, &r);
 
 		if (pi == PR_OK) {
 			c->v_i++;
 		} else {
-			enum probe pd = rx_data(c, c->v_msn, &r);
+			enum probe pd = rx_data(c, c->v_msn, &r, true);
 
 			if (pd == PR_OK) {
 				c->v_d += r.footprint;
@@ -589,6 +603,7 @@ void tp_rx_progress(struct tp_conn *c)
 		}
 		c->recs[c->rec_tail % TP_RECS] = r;
 		c->rec_tail++;
+		c->rec_bytes += r.len + 1; /* +1: a FIN counts as something to read */
 		c->v_msn++;
 		c->rerr = 0;
 		if (r.flags & TP_MSG_FIN)
@@ -600,8 +615,8 @@ void tp_rx_progress(struct tp_conn *c)
 
 		c->det_seen = det;
 		if (slot_word(c, TP_W_TX_NEXT_MSN, &next) && next != c->v_msn &&
-		    next - c->v_msn < (1u << 31) && !c->fin_rcvd_v &&
-		    c->rec_tail - c->rec_head < TP_RECS) {
+		    next - c->v_msn < (1u << 31) && !c->fin_rcvd_v && !c->gated &&
+		    c->rec_bytes < want) {
 			rx_fail(c, false);
 		}
 		fb_publish(c);
@@ -623,6 +638,7 @@ static void rec_done(struct tp_conn *c, const struct tp_rec *r)
 	}
 	if (r->flags & TP_MSG_FIN)
 		c->eof = true;
+	c->rec_bytes -= r->len + 1;
 	c->rec_head++;
 	c->rec_off = 0;
 }
@@ -637,20 +653,109 @@ static size_t rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, 
 	return n;
 }
 
+/* Release what was consumed: in big steps while data keeps coming, at once when drained. */
+static void rx_release(struct tp_conn *c, bool drained)
+{
+	uint32_t qs = c->link->geom.qsize, n = c->link->geom.inline_n;
+
+	if (c->c_d - c->pub_d >= qs / 4u || c->c_i - c->pub_i >= n / 4u ||
+	    ((c->c_d != c->pub_d || c->c_i != c->pub_i) && drained))
+		fb_publish(c);
+}
+
+/* Fast path (record queue empty): the next data message fits in the caller's buffers, so
+ * check its CRC while copying it there (one pass). Returns bytes delivered, 0 if not taken. */
+static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, int vi,
+			size_t voff)
+{
+	struct tp_rec r;
+	size_t room = 0;
+	uint32_t crc, left, pos;
+
+	if (c->gated || c->fin_rcvd_v || atomic_load(&c->error) || c->rec_head != c->rec_tail)
+		return 0;
+	if (rx_inline(c, c->v_i, c->v_msn, &r) != PR_NONE)
+		return 0; /* inline (or trouble): the validating path handles it */
+	if (rx_data(c, c->v_msn, &r, false) != PR_OK || r.len == 0)
+		return 0;
+	for (int i = vi; i < iovcnt && room < r.len; i++)
+		room += iov[i].iov_len - (i == vi ? voff : 0);
+	if (room < r.len)
+		return 0;
+	crc = c->nonce_in;
+	left = r.len;
+	pos = r.pos + r.payload;
+	for (int i = vi; left; i++) {
+		size_t o = i == vi ? voff : 0, n = iov[i].iov_len - o;
+
+		if (n > left)
+			n = left;
+		crc = data_copy(c, (uint8_t *)iov[i].iov_base + o, pos, (uint32_t)n, crc, true);
+		pos += (uint32_t)n;
+		left -= (uint32_t)n;
+	}
+	if (tp_desc_crc(crc, &r.desc) != r.desc.crc) {
+		rx_fail(c, true);
+		return 0;
+	}
+	c->v_d += r.footprint;
+	c->v_msn++;
+	c->rerr = 0;
+	c->c_d = c->v_d;
+	if (r.type == TP_MT_LONG)
+		c->st->rx_msgs_long++;
+	else
+		c->st->rx_msgs_short++;
+	if (r.flags & TP_MSG_FIN) {
+		c->fin_rcvd_v = true;
+		c->eof = true;
+	}
+	return r.len;
+}
+
 ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	bool peek = flags & TP_RECV_PEEK;
-	size_t got = 0;
+	size_t got = 0, voff = 0;
 	int vi = 0;
-	size_t voff = 0;
 	ssize_t rc;
+	uint32_t h, off;
 
 	pthread_mutex_lock(&c->rx_lock);
 	c->used = true;
-	tp_rx_progress(c);
-	uint32_t h = c->rec_head, off = c->rec_off;
+	h = c->rec_head;
+	off = c->rec_off;
+	for (;;) {
+		while (vi < iovcnt && voff == iov[vi].iov_len) {
+			vi++;
+			voff = 0;
+		}
+		if (vi == iovcnt || (c->eof && h == c->rec_tail))
+			break;
+		if (h == c->rec_tail) {
+			size_t n = peek ? 0 : rx_direct(c, iov, iovcnt, vi, voff);
 
-	while (h != c->rec_tail && vi < iovcnt) {
+			if (n) {
+				got += n;
+				while (n) {
+					size_t k = iov[vi].iov_len - voff;
+
+					if (k > n)
+						k = n;
+					voff += k;
+					n -= k;
+					if (voff == iov[vi].iov_len && n) {
+						vi++;
+						voff = 0;
+					}
+				}
+				rx_release(c, false);
+				continue;
+			}
+			tp_rx_progress(c, 1);
+			if (h == c->rec_tail)
+				break;
+		}
 		struct tp_rec *r = &c->recs[h % TP_RECS];
 		uint32_t left = r->len - off;
 
@@ -680,12 +785,9 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		rec_done(c, r);
 		h = c->rec_head;
 		off = 0;
-		if (c->eof)
-			break;
-		if (got && h == c->rec_tail)
-			tp_rx_progress(c);
+		rx_release(c, false);
 	}
-	if (!peek && h == c->rec_head)
+	if (!peek)
 		c->rec_off = off;
 	if (got) {
 		if (!peek)
@@ -696,16 +798,14 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	} else if ((rc = atomic_load(&c->error))) {
 		;
 	} else if (c->rec_head == c->rec_tail && tp_conn_peer_lost(c)) {
-		rc = -ECONNRESET;
-		set_error(c, -ECONNRESET);
+		tp_rx_progress(c, 1); /* whatever arrived before the loss is still delivered */
+		rc = c->rec_head == c->rec_tail ? -ECONNRESET : -EAGAIN;
+		if (rc == -ECONNRESET)
+			set_error(c, -ECONNRESET);
 	} else {
 		rc = -EAGAIN;
 	}
-	/* release space: in big steps while data keeps coming, at once when drained */
-	uint32_t qs = c->link->geom.qsize, n = c->link->geom.inline_n;
-	if (c->c_d - c->pub_d >= qs / 4u || c->c_i - c->pub_i >= n / 4u ||
-	    ((c->c_d != c->pub_d || c->c_i != c->pub_i) && c->rec_head == c->rec_tail))
-		fb_publish(c);
+	rx_release(c, c->rec_head == c->rec_tail);
 	pthread_mutex_unlock(&c->rx_lock);
 	return rc;
 }
@@ -722,7 +822,12 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 		tp_tx_feedback(c);
 		if (c->wr_shut && !c->fin_sent && !atomic_load(&c->error))
 			tp_tx_fin(c);
-		if (c->msn_next != c->fb_ack && !atomic_load(&c->error)) {
+		/* unacknowledged or unreleased data without progress: Detect (the answer also
+		 * republishes the receiver's feedback, whose last write may have been lost) */
+		bool pending = c->msn_next != c->fb_ack || c->tx_i != c->fb_rx_i ||
+			       c->tx_d != c->fb_rx_d;
+
+		if (pending && !atomic_load(&c->error)) {
 			uint32_t to = c->terr ? pp->detect_timeout_ms : pp->send_timeout_ms;
 
 			if (now - c->last_ack_ms > to) {
@@ -751,7 +856,7 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 		pthread_mutex_unlock(&c->tx_lock);
 	}
 	if (pthread_mutex_trylock(&c->rx_lock) == 0) {
-		tp_rx_progress(c);
+		tp_rx_progress(c, 1);
 		if (c->rd_shut || atomic_load(&c->closed)) {
 			/* nobody will read: discard, so the peer's sender is not blocked */
 			while (c->rec_head != c->rec_tail)

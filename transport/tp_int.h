@@ -294,6 +294,7 @@ struct tp_rec {          /* a validated inbound message, private copy */
 	uint32_t footprint;
 	uint8_t  ring, flags; /* ring 0 inline, 1 data */
 	uint8_t  type;
+	struct tp_desc desc;  /* data ring: private copy of the descriptor */
 };
 #define TP_RECS 1024u
 
@@ -333,6 +334,7 @@ struct tp_conn {
 	struct tp_rec recs[TP_RECS];
 	uint32_t rec_head, rec_tail; /* free-running */
 	uint32_t rec_off;            /* bytes consumed of recs[rec_head] */
+	uint32_t rec_bytes;          /* sum of (len + 1) over queued records */
 	struct tp_stats local_stats; /* when ent is NULL */
 	struct tp_stats *st;
 };
@@ -365,7 +367,8 @@ void tp_mbox_process(struct tp_link *l);                 /* under lock */
 int tp_conn_init_queues(struct tp_conn *c);
 void tp_conn_free_queues(struct tp_conn *c);
 void tp_conn_timers(struct tp_conn *c, uint64_t now);
-void tp_rx_progress(struct tp_conn *c);
+void tp_rx_progress(struct tp_conn *c, uint32_t want);
+uint32_t tp_data_room(const struct tp_conn *c, uint8_t type);
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);

@@ -16,6 +16,7 @@
 
 #include "ntb/ntb.h"
 #include "transport/transport.h"
+#include "util/crc32c.h"
 
 static inline void tl_params(struct ntb_link_params *lp, const char *path, int side, size_t win)
 {
@@ -89,21 +90,36 @@ static inline uint64_t tl_rand(uint64_t *s)
 	return *s = x;
 }
 
-/* Deterministic stream content: byte i of stream SEED. */
-static inline void tl_fill(uint8_t *buf, size_t len, uint64_t seed, uint64_t off)
+/* Deterministic stream content: byte i of stream SEED (fast: 8 bytes per step). */
+static inline uint64_t tl_word(uint64_t seed, uint64_t w)
 {
-	for (size_t i = 0; i < len; i++) {
-		uint64_t x = (off + i) * 0x9E3779B97F4A7C15ull ^ seed;
+	uint64_t x = (w + 1) * 0x9E3779B97F4A7C15ull ^ seed;
 
-		buf[i] = (uint8_t)(x >> 29 ^ x >> 7);
-	}
+	x ^= x >> 31;
+	return x * 0xBF58476D1CE4E5B9ull;
 }
 
+static inline void tl_fill(uint8_t *buf, size_t len, uint64_t seed, uint64_t off)
+{
+	size_t i = 0;
+
+	while (i < len && ((off + i) & 7)) {
+		buf[i] = (uint8_t)(tl_word(seed, (off + i) >> 3) >> (((off + i) & 7) * 8));
+		i++;
+	}
+	for (; i + 8 <= len; i += 8) {
+		uint64_t x = tl_word(seed, (off + i) >> 3);
+
+		memcpy(buf + i, &x, 8);
+	}
+	for (; i < len; i++)
+		buf[i] = (uint8_t)(tl_word(seed, (off + i) >> 3) >> (((off + i) & 7) * 8));
+}
+
+/* Running hash of a stream (CRC32C continued: chunking does not matter). */
 static inline uint64_t tl_hash(uint64_t h, const uint8_t *p, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	return h;
+	return crc32c((uint32_t)h, p, n);
 }
 
 /* Send all of BUF (blocking through tp_wait). 0 or a negative errno. */

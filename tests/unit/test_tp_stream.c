@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "tests/helpers/tp_testlib.h"
+#include "util/log.h"
 
 struct pair {
 	char path[128];
@@ -208,6 +209,8 @@ static void test_stream_fault(void **state)
 
 int main(void)
 {
+	if (getenv("TP_DEBUG"))
+		log_set_level(LL_DEBUG);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_basic_exchange),
 		cmocka_unit_test(test_stream_clean),

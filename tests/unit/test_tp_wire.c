@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/* Wire encodings: checked words, inline slot layout for every size 1…116 (offset and bytes
+ * copied, checked in the receiver's real window), descriptors, mailbox packet seals. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/helpers/tp_testlib.h"
+#include "transport/tp_int.h"
+
+static void test_checked_words(void **state)
+{
+	uint32_t v = 0;
+	uint64_t w = tp_cw_make(0x1234, 77);
+
+	(void)state;
+	assert_true(tp_cw_check(0x1234, w, &v));
+	assert_int_equal(v, 77);
+	/* another connection's (nonce's) word never validates */
+	assert_false(tp_cw_check(0x1235, w, &v));
+	/* every single-bit flip is caught */
+	for (int b = 0; b < 64; b++) {
+		v = 12345;
+		assert_false(tp_cw_check(0x1234, w ^ (1ull << b), &v));
+		assert_int_equal(v, 12345);
+	}
+	/* fresh (zero) memory is no value */
+	assert_false(tp_cw_check(0x1234, 0, &v));
+}
+
+static void test_inline_offsets_table(void **state)
+{
+	(void)state;
+	for (unsigned len = 0; len <= 116; len++) {
+		unsigned off = tp_inline_off(len);
+
+		if (len <= 4)
+			assert_int_equal(off, 112);
+		else if (len <= 52)
+			assert_int_equal(off, 64);
+		else
+			assert_int_equal(off, 0);
+		assert_int_equal(tp_inline_copy(len), 128 - off);
+		assert_true(off + len <= TP_INL_LEN); /* payload never overlaps the header */
+	}
+}
+
+static void test_inline_roundtrip_and_corruption(void **state)
+{
+	uint8_t slot[128], pay[116];
+
+	(void)state;
+	for (unsigned len = 1; len <= 116; len++) {
+		unsigned l2;
+		uint32_t msn;
+		uint8_t fl;
+
+		memset(slot, 0xee, sizeof(slot));
+		for (unsigned i = 0; i < len; i++)
+			pay[i] = (uint8_t)(i * 7 + len);
+		memcpy(slot + tp_inline_off(len), pay, len);
+		tp_inline_finish(slot, len, 1000 + len, 0, 9, crc32c(0xabcd, pay, len));
+		assert_int_equal(tp_inline_check(slot, 0xabcd, &l2, &msn, &fl), 0);
+		assert_int_equal(l2, len);
+		assert_int_equal(msn, 1000 + len);
+		/* a flipped payload or header bit, or the wrong nonce, is rejected */
+		slot[tp_inline_off(len) + len - 1] ^= 0x10;
+		assert_int_equal(tp_inline_check(slot, 0xabcd, &l2, &msn, &fl), -EBADMSG);
+		slot[tp_inline_off(len) + len - 1] ^= 0x10;
+		slot[TP_INL_MSN] ^= 1;
+		assert_int_equal(tp_inline_check(slot, 0xabcd, &l2, &msn, &fl), -EBADMSG);
+		slot[TP_INL_MSN] ^= 1;
+		assert_int_equal(tp_inline_check(slot, 0xabce, &l2, &msn, &fl), -EBADMSG);
+	}
+}
+
+static void test_inline_seq_never_zero_changes_per_lap(void **state)
+{
+	(void)state;
+	for (uint32_t base = 0; base < 255; base += 17) {
+		for (uint32_t lap = 0; lap < 600; lap++) {
+			uint8_t s = tp_inline_seq(lap << 6, 6, base);
+
+			assert_true(s != 0);
+			assert_true(s != tp_inline_seq((lap + 1) << 6, 6, base));
+			assert_int_equal(s, tp_inline_seq((lap << 6) + 63, 6, base));
+		}
+	}
+}
+
+static void test_descriptor_layout(void **state)
+{
+	(void)state;
+	assert_int_equal(tp_payload_gap(TP_MT_SHORT, 0), 16);
+	assert_int_equal(tp_payload_gap(TP_MT_LONG, 0), 128);
+	assert_int_equal(tp_payload_gap(TP_MT_LONG, 112), 16);   /* desc ends on the boundary */
+	assert_int_equal(tp_payload_gap(TP_MT_LONG, 128), 128);
+	assert_int_equal(tp_payload_gap(TP_MT_LONG, 48), 80);
+	assert_int_equal(tp_footprint(TP_MT_SHORT, 0, 1), 32);
+	assert_int_equal(tp_footprint(TP_MT_SHORT, 0, 0), 16);
+	assert_int_equal(tp_footprint(TP_MT_LONG, 16, 4096), 112 + 4096);
+	for (uint32_t pos = 0; pos < 1024; pos += 16)
+		assert_int_equal((pos + tp_payload_gap(TP_MT_LONG, pos)) % 128, 0);
+}
+
+static void test_packet_seal(void **state)
+{
+	struct tp_pkt p;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	p.type = TP_PKT_APPLY;
+	p.seq = 5;
+	p.msgid = 99;
+	tp_pkt_seal(&p, 0x777);
+	assert_true(tp_pkt_valid(&p, 0x777, 5));
+	assert_false(tp_pkt_valid(&p, 0x777, 6));   /* stale/duplicate ring position */
+	assert_false(tp_pkt_valid(&p, 0x778, 5));   /* another peer session */
+	for (size_t b = 0; b < 124 * 8; b += 13) {
+		((uint8_t *)&p)[b / 8] ^= (uint8_t)(1u << (b % 8));
+		assert_false(tp_pkt_valid(&p, 0x777, 5));
+		((uint8_t *)&p)[b / 8] ^= (uint8_t)(1u << (b % 8));
+	}
+}
+
+/* Send one inline message of each size 1…116 and look at the receiver's real window: the
+ * payload sits at the table's offset, bytes before it in the slot were not written. */
+static void test_inline_window_layout(void **state)
+{
+	char path[128];
+	struct tp_link *a, *b;
+	struct tp_conn *ca, *cb;
+	struct tp_params tpp;
+	struct tp_key k;
+	enum tp_reason why;
+	uint8_t pay[116];
+
+	(void)state;
+	tp_params_init(&tpp);
+	tpp.contexts = 4;
+	tpp.inline_slots = 128;
+	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-wire-%d", getpid());
+	tl_unlink(path);
+	assert_int_equal(tl_open(path, 0, 4u << 20, &tpp, &a), 0);
+	assert_int_equal(tl_open(path, 1, 4u << 20, &tpp, &b), 0);
+	assert_int_equal(tp_listen(b, 80), 0);
+	assert_int_equal(tl_wait_listen(a, 80, 5000), 0);
+	tl_key(&k, 1, 80);
+	assert_int_equal(tp_connect(a, &k, 5000, &ca, &why), 0);
+	assert_int_equal(tp_attach(b, &k, &cb), 0);
+	size_t wsz;
+	const volatile uint8_t *win = ntb_in_window(tp_link_ntb(b), &wsz);
+	const volatile uint8_t *ring = win + cb->out.slot_off * 0 + TP_OFF_SLOTS +
+				       (size_t)cb->slot * b->slot_size + TP_SLOT_RINGS;
+
+	assert_int_equal(ca->out.slot_off, TP_OFF_SLOTS + cb->slot * b->slot_size);
+	for (unsigned len = 1; len <= 116; len++) {
+		const volatile uint8_t *s = ring + (len - 1) * 128u;
+		struct iovec v = { pay, len };
+		unsigned off = tp_inline_off(len);
+		uint8_t out[116];
+
+		for (unsigned i = 0; i < len; i++)
+			pay[i] = (uint8_t)(0x80 | (i + len));
+		assert_int_equal(tp_send(ca, &v, 1), (ssize_t)len);
+		for (unsigned i = 0; i < off; i++)
+			assert_int_equal(s[i], 0);                 /* not copied */
+		for (unsigned i = 0; i < len; i++)
+			assert_int_equal(s[off + i], pay[i]);     /* payload at the offset */
+		assert_true(s[TP_INL_SEQ] != 0);
+		assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), (ssize_t)len);
+		assert_memory_equal(out, pay, len);
+	}
+	tp_link_close(a);
+	tp_link_close(b);
+	tl_unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_checked_words),
+		cmocka_unit_test(test_inline_offsets_table),
+		cmocka_unit_test(test_inline_roundtrip_and_corruption),
+		cmocka_unit_test(test_inline_seq_never_zero_changes_per_lap),
+		cmocka_unit_test(test_descriptor_layout),
+		cmocka_unit_test(test_packet_seal),
+		cmocka_unit_test(test_inline_window_layout),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
