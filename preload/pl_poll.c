@@ -595,13 +595,20 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending)
 		struct pl_ep_entry *e = &ep->v[i];
 		if (e->disabled)
 			continue;
-		unsigned rev = pl_sock_revents(e->s, e->fd);
-		if (rev & PL_REV_KERNEL) {
-			if (ret_pending && e->s->kind == PL_CONN)
-				*ret_pending = true;
+		/* Only through a reference, and only if the fd still holds what was added. */
+		struct pl_sock *cur = pl_sock_get(e->fd);
+		if (cur != e->s || atomic_load_explicit(&cur->gen, memory_order_relaxed) != e->gen) {
+			pl_sock_put(cur);
 			continue;
 		}
-		m |= rev & (e->events | EPOLLERR | EPOLLHUP);
+		unsigned rev = pl_sock_revents(cur, e->fd);
+		if (rev & PL_REV_KERNEL) {
+			if (ret_pending && cur->kind == PL_CONN)
+				*ret_pending = true;
+		} else {
+			m |= rev & (e->events | EPOLLERR | EPOLLHUP);
+		}
+		pl_sock_put(cur);
 	}
 	return m;
 }
