@@ -111,32 +111,46 @@ static bool user_space(struct pl_sock *s)
 
 /* --- poll ------------------------------------------------------------------------------------------ */
 
-static int64_t ts_deadline(const struct timespec *tmo)
+/* Deadlines of one waiting call, read from the clock only once the call has to wait. */
+struct pl_timing {
+	const struct timespec *tmo; /* NULL: no timeout */
+	bool init;
+	int64_t deadline;           /* -1: none */
+	int64_t spin_until;
+};
+
+static void timing_init(struct pl_timing *t)
 {
-	if (!tmo)
-		return -1;
-	return pl_now_ns() + tmo->tv_sec * 1000000000LL + tmo->tv_nsec;
+	if (t->init)
+		return;
+	int64_t now = pl_now_ns();
+	bool zero = t->tmo && !t->tmo->tv_sec && !t->tmo->tv_nsec;
+	t->init = true;
+	t->deadline = t->tmo ? now + t->tmo->tv_sec * 1000000000LL + t->tmo->tv_nsec : -1;
+	t->spin_until = zero ? 0 : now + (int64_t)pl_tpp.spin_us * 1000;
 }
 
 /* Sleep length for the real call: the time left, capped; 0 while spinning. */
-static int sleep_ms(int64_t deadline, int64_t spin_until, bool cap_short)
+static int sleep_ms(struct pl_timing *t, bool cap_short)
 {
+	timing_init(t);
 	int64_t now = pl_now_ns();
-	if (now < spin_until) {
+	if (now < t->spin_until) {
 		/* Spinning: let the peer run if it shares this core (2-core machines). */
 		sched_yield();
 		return 0;
 	}
-	int ms = pl_ms_left(deadline);
+	int ms = pl_ms_left(t->deadline);
 	int cap = cap_short ? 1 : PL_SLEEP_CAP_MS;
 	if (ms < 0 || ms > cap)
 		ms = cap;
 	return ms;
 }
 
-static int64_t spin_deadline(void)
+static bool timed_out(struct pl_timing *t)
 {
-	return pl_now_ns() + (int64_t)pl_tpp.spin_us * 1000;
+	timing_init(t);
+	return t->deadline >= 0 && pl_now_ns() >= t->deadline;
 }
 
 static __thread unsigned pl_kcheck __attribute__((tls_model("initial-exec")));
@@ -200,8 +214,7 @@ int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		goto out;
 	}
 
-	int64_t deadline = ts_deadline(tmo);
-	int64_t spin_until = deadline == pl_now_ns() ? 0 : spin_deadline();
+	struct pl_timing tm = { .tmo = tmo };
 	PL_ENTER();
 	int evfd = tp_event_fd();
 	PL_LEAVE();
@@ -211,7 +224,7 @@ int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		int ms = 0;
 
 		if (!nready) {
-			ms = sleep_ms(deadline, spin_until, evfd < 0);
+			ms = sleep_ms(&tm, evfd < 0);
 			if (ms > 0) {
 				/* About to sleep: consume the event fd, then check again, so a doorbell
 				 * after this point makes it readable and ends the sleep. */
@@ -262,7 +275,7 @@ int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 			ret = nready;
 			break;
 		}
-		if (deadline >= 0 && pl_now_ns() >= deadline) {
+		if (timed_out(&tm)) {
 			ret = 0;
 			break;
 		}
@@ -705,8 +718,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 		return (int)pl_ret(-EINVAL);
 	}
 	struct pl_epoll *ep = s->ep;
-	int64_t deadline = ts_deadline(tmo);
-	int64_t spin_until = (tmo && !tmo->tv_sec && !tmo->tv_nsec) ? 0 : spin_deadline();
+	struct pl_timing tm = { .tmo = tmo };
 	int ret;
 
 	for (;;) {
@@ -714,7 +726,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 		pthread_mutex_lock(&ep->lock);
 		int n = ep_collect(ep, evs, max, &pending);
 		bool evfd_ok = ep->evfd_added;
-		int ms = n ? 0 : sleep_ms(deadline, spin_until, pending || !evfd_ok);
+		int ms = n ? 0 : sleep_ms(&tm, pending || !evfd_ok);
 		if (ms > 0) {
 			/* About to sleep: consume the event fd, then look again (see pl_poll_impl). */
 			PL_ENTER();
@@ -749,7 +761,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			ret = n + r;
 			break;
 		}
-		if (deadline >= 0 && pl_now_ns() >= deadline) {
+		if (timed_out(&tm)) {
 			ret = 0;
 			break;
 		}
