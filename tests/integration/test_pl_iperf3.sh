@@ -42,4 +42,14 @@ echo "client connections: $conns ntb, $tcps tcp"
 [ "$conns" -ge 20 ] || pl_fail "only $conns ntb connections"
 [ "$tcps" -eq 0 ] || pl_fail "$tcps connections fell back to tcp"
 pl_assert_log b 'ntb (link'
+
+# Reference, same run: kernel TCP loopback without the library (printed, never asserted).
+p2=$(pl_port 2)
+timeout 60 iperf3 -s -B 127.0.0.1 -p $p2 >/dev/null 2>&1 &
+PL_PIDS="$PL_PIDS $!"
+pl_wait_port 127.0.0.1 $p2
+for l in 128K 1K; do
+	timeout 60 iperf3 -c 127.0.0.1 -p $p2 -t ${T:-2} -l $l -J >"$PL_TMP/tcp-$l.json" 2>&1 &&
+		echo "kernel TCP iperf3 -l $l: $($PY -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.2f" % (j["end"]["sum_received"]["bits_per_second"]/1e9))' "$PL_TMP/tcp-$l.json") Gbit/s"
+done
 echo "iperf3 over ntb: ok"
