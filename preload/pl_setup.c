@@ -308,7 +308,8 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	int saved_errno = errno;
 	int r;
 
-	if (!is_tcp_stream(fd)) {
+	if (fd >= pl_nfds || !is_tcp_stream(fd)) {
+		/* (an fd beyond the table cannot be tracked: it stays TCP) */
 		errno = saved_errno;
 		return pl_real.connect(fd, dst, dlen);
 	}
@@ -495,6 +496,10 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	int r;
 
 	(void)listener;
+	if (nfd >= pl_nfds) {
+		reason = "fd beyond the fd table";
+		goto tcp;
+	}
 	if (pl_real.getpeername(nfd, (struct sockaddr *)&cli, &cl) < 0 ||
 	    pl_real.getsockname(nfd, (struct sockaddr *)&srv, &sl) < 0) {
 		reason = "getpeername failed";
