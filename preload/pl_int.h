@@ -1,6 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* preload/ private header: the real-function table, init and recursion guard, the fd table
- * (fd → struct pl_sock), links, and the entry points the wrapper files share. */
+ * (fd → struct pl_sock), links, and the entry points the wrapper files share.
+ *
+ * Files: intercept.def (the one list of wrapped calls) → pl_sys.c (syscall fallbacks, the table
+ * of real functions) and pl_init.c (dlsym, config, mode); pl_fdtab.c (fd table, object pool);
+ * pl_setup.c (routing, NTB set-up beside the kernel connect/accept, listeners, fork);
+ * pl_sock.c (control calls); pl_io.c (data calls); pl_poll.c (poll/select/epoll).
+ *
+ * Flow: every socket stays a kernel TCP socket. connect() asks conf_route(); for ntb it binds
+ * the host address if needed, reserves the NTB path under the 4-tuple (tp_connect) BEFORE the
+ * kernel connect, then confirms; accept() attaches by the same key. From then on the fd's data
+ * calls and readiness go to the transport; everything else stays with the kernel.
+ *
+ * Known limits: an NTB connection does not survive exec() (the transport has no adopt API);
+ * an fd closed behind our back (fclose of fdopen'ed socket, raw syscall) leaves a stale entry
+ * until the number is reused by socket()/accept()/dup*/epoll_create*; an fd put into an epoll
+ * set before its connect() made it NTB is watched by the kernel only. */
 #ifndef NTBSOCK_PRELOAD_PL_INT_H
 #define NTBSOCK_PRELOAD_PL_INT_H
 
