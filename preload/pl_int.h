@@ -14,7 +14,7 @@
  *
  * Known limits: an NTB connection does not survive exec() (the transport has no adopt API);
  * an fd closed behind our back (fclose of fdopen'ed socket, raw syscall) leaves a stale entry
- * until the number is reused by socket()/accept()/dup*/epoll_create*; an fd put into an epoll
+ * until the number is reused by socket(), accept(), dup or epoll_create; an fd put into an epoll
  * set before its connect() made it NTB is watched by the kernel only. */
 #ifndef NTBSOCK_PRELOAD_PL_INT_H
 #define NTBSOCK_PRELOAD_PL_INT_H
