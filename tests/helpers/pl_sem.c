@@ -4,7 +4,8 @@
  * sendfile, splice, select, readv/writev, shutdown, EOF, EPIPE) and check every result the way
  * the kernel gives it. Run it without the library to check the checker.
  *   pl_sem server ADDR PORT      pl_sem client ADDR PORT
- *   pl_sem deadlisten ADDR PORT  pl_sem refused ADDR PORT   (a refused connect, both ways) */
+ *   pl_sem deadlisten ADDR PORT  pl_sem refused ADDR PORT   (a refused connect, both ways)
+ *   pl_sem lingerserver ADDR PORT  pl_sem lingerclient ADDR PORT   (SO_LINGER 0 resets) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -466,6 +467,41 @@ static int refused(struct sockaddr_in *sa)
 	return 0;
 }
 
+/* SO_LINGER {1, 0}: close() resets; the peer reads ECONNRESET, not a clean EOF. */
+static int linger_server(struct sockaddr_in *sa)
+{
+	int one = 1;
+	char buf[4096];
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(bind(s, (struct sockaddr *)sa, sizeof(*sa)) == 0, "bind");
+	CHECK(listen(s, 8) == 0, "listen");
+	int c = accept(s, NULL, NULL);
+	CHECK(c >= 0, "accept");
+	sync_byte_send(c, 'L');
+	usleep(300000); /* the client has closed by now */
+	ssize_t r;
+	while ((r = read(c, buf, sizeof(buf))) > 0)
+		;
+	CHECK(r == -1 && errno == ECONNRESET, "read after an abortive close: %zd", r);
+	ok("SO_LINGER 0 → ECONNRESET");
+	close(c);
+	return 0;
+}
+
+static int linger_client(struct sockaddr_in *sa)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(connect(s, (struct sockaddr *)sa, sizeof(*sa)) == 0, "connect");
+	sync_byte_recv(s, 'L');
+	write_all(s, "unread", 6);
+	struct linger lg = { 1, 0 };
+	CHECK(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) == 0, "SO_LINGER");
+	CHECK(close(s) == 0, "close");
+	ok("abortive close");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -479,6 +515,10 @@ int main(int argc, char **argv)
 		return dead_listener(&sa);
 	if (!strcmp(role, "refused"))
 		return refused(&sa);
+	if (!strcmp(role, "lingerserver"))
+		return linger_server(&sa);
+	if (!strcmp(role, "lingerclient"))
+		return linger_client(&sa);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(s >= 0, "socket");
 	if (!strcmp(role, "server")) {

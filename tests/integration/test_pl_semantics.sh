@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Socket semantics over NTB: the pl_sem checker (peek, FIONREAD, timeouts, WAITALL, dup,
-# sendmmsg, sendfile, splice, select, epoll, threads, half-close, EOF, EPIPE, refused connect)
+# sendmmsg, sendfile, splice, select, epoll, threads, half-close, EOF, EPIPE, refused connect, SO_LINGER reset)
 # passes between hosts A and B exactly as
 # it does on kernel TCP, and the connection really was ntb.
 . "$(dirname "$0")/lib.sh"
@@ -35,4 +35,13 @@ pl_wait_text "$PL_LAST_OUT" "deadlisten: ready"
 pl_run a "$SEM" refused 127.0.0.2 $port2 >"$PL_TMP/refused.out" 2>&1 || {
 	cat "$PL_TMP/refused.out"; pl_fail "refused connect misreported"; }
 kill $dl
+
+# SO_LINGER {1, 0}: the client's close resets; the server reads ECONNRESET.
+port3=$(pl_port 3)
+pl_bg b "$SEM" lingerserver 127.0.0.2 $port3
+ls=$PL_LAST
+pl_wait_port 127.0.0.2 $port3
+pl_run a "$SEM" lingerclient 127.0.0.2 $port3 >"$PL_TMP/linger.out" 2>&1 || {
+	cat "$PL_TMP/linger.out"; pl_fail "linger client failed"; }
+wait $ls || { cat "$PL_LAST_OUT"; pl_fail "abortive close not seen as ECONNRESET over ntb"; }
 echo "semantics over ntb: ok"
