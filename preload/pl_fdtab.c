@@ -32,8 +32,10 @@ void pl_fdtab_init(void)
 		n = PL_FDS_CAP;
 	/* calloc of a large block is mmap'ed zero pages: only touched pages cost memory. */
 	pl_fds = calloc(n, sizeof(*pl_fds));
-	if (pl_fds)
+	if (pl_fds) {
 		pl_nfds = (int)n;
+		pl_cand_init();
+	}
 }
 
 int pl_fd_max(void)

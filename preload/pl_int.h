@@ -5,17 +5,18 @@
  * Files: intercept.def (the one list of wrapped calls) → pl_sys.c (syscall fallbacks, the table
  * of real functions) and pl_init.c (dlsym, config, mode); pl_fdtab.c (fd table, object pool);
  * pl_setup.c (routing, NTB set-up beside the kernel connect/accept, listeners, fork);
- * pl_sock.c (control calls); pl_io.c (data calls); pl_poll.c (poll/select/epoll).
+ * pl_sock.c (control calls); pl_io.c (data calls); pl_poll.c (poll/select/epoll);
  *
  * Flow: every socket stays a kernel TCP socket. connect() asks conf_route(); for ntb it binds
  * the host address if needed, reserves the NTB path under the 4-tuple (tp_connect) BEFORE the
  * kernel connect, then confirms; accept() attaches by the same key. From then on the fd's data
  * calls and readiness go to the transport; everything else stays with the kernel.
  *
+ * pl_cand.c moves the epoll registrations of a socket that becomes NTB at connect().
+ *
  * Known limits: an NTB connection does not survive exec() (the transport has no adopt API);
  * an fd closed behind our back (fclose of fdopen'ed socket, raw syscall) leaves a stale entry
- * until the number is reused by socket(), accept(), dup or epoll_create; an fd put into an epoll
- * set before its connect() made it NTB is watched by the kernel only. */
+ * until the number is reused by socket(), accept(), dup or epoll_create. */
 #ifndef NTBSOCK_PRELOAD_PL_INT_H
 #define NTBSOCK_PRELOAD_PL_INT_H
 
@@ -213,7 +214,22 @@ void pl_sock_load_opts(struct pl_sock *s, int fd);
 ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, int flags);
 ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, int flags);
 
+/* --- candidate sockets (pl_cand.c) ------------------------------------------------------------ */
+
+void pl_cand_init(void);
+void pl_cand_mark(int fd);      /* socket() made a TCP socket: it may become NTB */
+bool pl_cand_is(int fd);
+void pl_cand_clear(int fd);     /* its connect/listen decided: forget it */
+void pl_cand_closed(int fd);    /* FD closed (as a socket or as an epoll set) */
+/* A successful kernel epoll_ctl on a candidate: remember (ADD/MOD) or forget (DEL). */
+void pl_cand_epoll(int epfd, int op, int fd, const struct epoll_event *ev);
+/* connect() made FD (object S) NTB: move its kernel epoll registrations into the shadows. */
+void pl_cand_migrate(int fd, struct pl_sock *s);
+
 /* --- readiness (pl_poll.c) --------------------------------------------------------------------- */
+
+/* Add FD (object T) to the shadow of EPFD, as EPOLL_CTL_ADD would. 0 or a negative errno. */
+int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_event *ev);
 
 /* poll(2) bits of a tracked fd in user space (PL_CONN open, PL_EPOLL with ready entries). */
 unsigned pl_sock_revents(struct pl_sock *s, int fd);

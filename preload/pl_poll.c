@@ -565,16 +565,42 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 	return r;
 }
 
+int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_event *ev)
+{
+	struct epoll_event e = *ev;
+	struct pl_sock *ep_s = ep_get(epfd, true);
+	int r;
+
+	if (!ep_s || ep_s->kind != PL_EPOLL || !ep_s->ep)
+		r = ep_s ? -EINVAL : -ENOMEM;
+	else
+		r = ep_ctl_shadow(epfd, ep_s, EPOLL_CTL_ADD, fd, t, &e);
+	pl_sock_put(ep_s);
+	return r;
+}
+
+/* A kernel fd: the kernel's epoll_ctl; a candidate's registrations are remembered. */
+static int ctl_kernel(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int r = pl_real.epoll_ctl(epfd, op, fd, ev);
+	if (r == 0 && pl_cand_is(fd)) {
+		int saved = errno;
+		pl_cand_epoll(epfd, op, fd, ev);
+		errno = saved;
+	}
+	return r;
+}
+
 NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct pl_sock *t = pl_lookup(fd);
 	if (!t)
-		return pl_real.epoll_ctl(epfd, op, fd, ev);
+		return ctl_kernel(epfd, op, fd, ev);
 	if (!(t->kind == PL_CONN || (t->kind == PL_EPOLL && t->ep)) ||
 	    (t->kind == PL_CONN &&
 	     atomic_load_explicit(&t->state, memory_order_acquire) == PL_CS_FAILED)) {
 		pl_sock_put(t);
-		return pl_real.epoll_ctl(epfd, op, fd, ev);
+		return ctl_kernel(epfd, op, fd, ev);
 	}
 	if (fd == epfd) {
 		pl_sock_put(t);

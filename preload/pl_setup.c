@@ -387,6 +387,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	s->link_index = rt.link_index;
 	snprintf(s->desc, sizeof(s->desc), "%s", desc);
 	pl_fd_install(fd, s);
+	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
 	PL_ENTER();
 	tp_conn_set_owner(conn, (int)getpid(), fd);
 	PL_LEAVE();

@@ -4,6 +4,7 @@
 #include "preload/pl_int.h"
 
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
 
@@ -11,8 +12,12 @@ NTB_EXPORT int socket(int domain, int type, int protocol)
 {
 	bool act = pl_active();
 	int fd = pl_real.socket(domain, type, protocol);
-	if (act && fd >= 0)
+	if (act && fd >= 0) {
 		pl_fd_fresh(fd);
+		if ((domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+		    (protocol == 0 || protocol == IPPROTO_TCP))
+			pl_cand_mark(fd);
+	}
 	return fd;
 }
 
@@ -39,7 +44,13 @@ NTB_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 		errno = e;
 		return r;
 	}
-	return pl_connect(fd, sa, len);
+	int r = pl_connect(fd, sa, len);
+	if (pl_cand_is(fd)) {
+		int e = errno;
+		pl_cand_clear(fd); /* decided: its registrations stay where they now are */
+		errno = e;
+	}
+	return r;
 }
 
 static int do_accept(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags, bool four)
@@ -79,6 +90,7 @@ NTB_EXPORT int listen(int fd, int backlog)
 	int r = pl_real.listen(fd, backlog);
 	if (r == 0 && pl_active()) {
 		int saved = errno;
+		pl_cand_clear(fd);
 		pl_listened(fd);
 		errno = saved;
 	}
@@ -90,6 +102,11 @@ NTB_EXPORT int close(int fd)
 	/* Out of the table first: a concurrent socket() reusing FD must not find us. */
 	struct pl_sock *s = pl_fds ? pl_fd_take(fd) : NULL;
 	int r = pl_real.close(fd);
+	if (pl_fds) {
+		int saved = errno;
+		pl_cand_closed(fd);
+		errno = saved;
+	}
 	if (s) {
 		int saved = errno;
 		pl_sock_put(s);

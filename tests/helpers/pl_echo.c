@@ -6,6 +6,8 @@
  *   pl_echo client ADDR PORT NCONN BYTES  NCONN non-blocking connects at once, driven by poll;
  *                                         each sends BYTES of its own pattern and must read
  *                                         them back exactly; exit 0 when all did.
+ *   pl_echo eclient ADDR PORT NCONN BYTES the same, each socket in an edge-triggered epoll set
+ *                                         before connect() (as nginx and Go do)
  * Servers run until killed (the fork servers exit with the test's timeout). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -322,6 +324,99 @@ static int run_client(struct sockaddr_in *sa, int nconn, size_t bytes)
 	return 0;
 }
 
+/* Like run_client, the way nginx and Go do it: each socket joins an edge-triggered epoll set
+ * BEFORE connect(), and is driven by epoll events alone. */
+static bool drive(struct cconn *c, int i, size_t bytes, unsigned char *buf, size_t blen)
+{
+	while (c->sent < bytes) {
+		size_t k = bytes - c->sent < blen ? bytes - c->sent : blen;
+		for (size_t j = 0; j < k; j++)
+			buf[j] = pat(i, c->sent + j);
+		ssize_t w = send(c->fd, buf, k, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EAGAIN)
+				break;
+			die("send");
+		}
+		c->sent += (size_t)w;
+	}
+	for (;;) {
+		ssize_t r = recv(c->fd, buf, blen, 0);
+		if (r < 0) {
+			if (errno == EAGAIN)
+				break;
+			die("recv");
+		}
+		if (r == 0) {
+			fprintf(stderr, "pl_echo: conn %d: EOF after %zu of %zu\n", i, c->got, bytes);
+			exit(1);
+		}
+		for (ssize_t j = 0; j < r; j++)
+			if (buf[j] != pat(i, c->got + (size_t)j)) {
+				fprintf(stderr, "pl_echo: conn %d: byte %zu differs\n", i, c->got + (size_t)j);
+				exit(1);
+			}
+		c->got += (size_t)r;
+	}
+	return c->got == bytes;
+}
+
+static int run_eclient(struct sockaddr_in *sa, int nconn, size_t bytes)
+{
+	struct cconn *cs = calloc((size_t)nconn, sizeof(*cs));
+	unsigned char buf[16384];
+	struct epoll_event evs[64];
+	int left = nconn;
+	int ep = epoll_create1(0);
+
+	if (!cs || ep < 0)
+		die("setup");
+	for (int i = 0; i < nconn; i++) {
+		cs[i].fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (cs[i].fd < 0)
+			die("socket");
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+					  .data.u32 = (uint32_t)i };
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, cs[i].fd, &ev) < 0)
+			die("epoll_ctl before connect");
+		if (connect(cs[i].fd, (struct sockaddr *)sa, sizeof(*sa)) < 0 && errno != EINPROGRESS)
+			die("connect");
+	}
+	while (left > 0) {
+		int n = epoll_wait(ep, evs, 64, 20000);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("epoll_wait");
+		}
+		if (n == 0) {
+			fprintf(stderr, "pl_echo: eclient stalled with %d connections left\n", left);
+			return 1;
+		}
+		for (int k = 0; k < n; k++) {
+			int i = (int)evs[k].data.u32;
+			struct cconn *c = &cs[i];
+			if (c->done)
+				continue;
+			if (evs[k].events & EPOLLERR) {
+				int err = 0;
+				socklen_t el = sizeof(err);
+				getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
+				errno = err;
+				die("connect (EPOLLERR)");
+			}
+			if (drive(c, i, bytes, buf, sizeof(buf))) {
+				close(c->fd);
+				c->done = true;
+				left--;
+			}
+		}
+	}
+	printf("pl_echo: %d connections x %zu bytes echoed exactly (epoll before connect)\n", nconn,
+	       bytes);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
@@ -336,6 +431,8 @@ int main(int argc, char **argv)
 		run_fork(&sa);
 	if (!strcmp(argv[1], "prefork") && argc == 5)
 		return run_prefork(&sa, atoi(argv[4]));
+	if (!strcmp(argv[1], "eclient") && argc == 6)
+		return run_eclient(&sa, atoi(argv[4]), (size_t)atol(argv[5]));
 	if (!strcmp(argv[1], "client") && argc == 6)
 		return run_client(&sa, atoi(argv[4]), (size_t)atol(argv[5]));
 	fprintf(stderr, "pl_echo: bad arguments\n");
