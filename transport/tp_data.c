@@ -598,6 +598,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 					rx_fail(c, pi == PR_BAD);
 					return;
 				}
+				c->inline_bad = pi == PR_BAD;
 				break;
 			}
 		}
@@ -617,7 +618,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 		if (slot_word(c, TP_W_TX_NEXT_MSN, &next) && next != c->v_msn &&
 		    next - c->v_msn < (1u << 31) && !c->fin_rcvd_v && !c->gated &&
 		    c->rec_bytes < want) {
-			rx_fail(c, false);
+			rx_fail(c, c->inline_bad);
 		}
 		fb_publish(c);
 	}

@@ -329,6 +329,7 @@ struct tp_conn {
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, fin_rcvd_v, eof, fb_dirty;
+	bool inline_bad;             /* the next inline slot failed its CRC */
 	uint32_t rerr;
 	uint64_t gate_deadline_ms;
 	struct tp_rec recs[TP_RECS];

@@ -50,6 +50,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* links list, helper
 static struct tp_link *g_links;
 static int g_efd = -1;
 static bool g_helper;
+static struct tp_link *g_helper_link; /* the link the helper sleeps on (under g_lock) */
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 int tp_event_fd(void)
@@ -208,6 +209,7 @@ static void *helper_main(void *arg)
 		first = g_links;
 		if (first)
 			seen = first->db_seen;
+		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
 		if (first)
@@ -217,6 +219,7 @@ static void *helper_main(void *arg)
 		uint64_t now = tp_now_ms();
 
 		pthread_mutex_lock(&g_lock);
+		g_helper_link = NULL;
 		for (struct tp_link *l = g_links; l; l = l->next_link) {
 			uint32_t db = ntb_db_read(l->ntb);
 			bool rung = db != l->db_seen;
@@ -266,6 +269,7 @@ void tp_atfork_child(void)
 
 	pthread_mutex_init(&g_lock, NULL);
 	g_helper = false;
+	g_helper_link = NULL;
 	if (g_efd >= 0) {
 		/* own event counter, same fd number (callers may have cached it) */
 		int nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -396,6 +400,11 @@ void tp_link_close(struct tp_link *l)
 			*pp = l->next_link;
 			break;
 		}
+	}
+	while (g_helper_link == l) {
+		pthread_mutex_unlock(&g_lock);
+		usleep(1000);
+		pthread_mutex_lock(&g_lock);
 	}
 	pthread_mutex_unlock(&g_lock);
 	while (l->conns)

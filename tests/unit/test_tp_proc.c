@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/* Transport across processes: peer killed (-9) mid-stream on either side ends in EOF or
+ * ECONNRESET within the timeout and the contexts return to the pool; starvation (4 receive
+ * contexts, 8 competing client processes connecting and closing); idle connections cost ~0
+ * CPU (getrusage). */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "tests/helpers/tp_testlib.h"
+#include "util/log.h"
+
+#define WIN (8u << 20)
+
+static char g_path[128];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(g_path, sizeof(g_path), "/dev/shm/ntbsock-test-proc-%d", getpid());
+	tl_unlink(g_path);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	tl_unlink(g_path);
+	return 0;
+}
+
+static void params(struct tp_params *tpp, uint32_t contexts)
+{
+	tp_params_init(tpp);
+	tpp->contexts = contexts;
+}
+
+/* Server side: attach the connection keyed (CPORT, SPORT), waiting up to TIMEOUT_MS. */
+static struct tp_conn *attach_wait(struct tp_link *l, uint16_t cport, uint16_t sport,
+				   int timeout_ms)
+{
+	struct tp_key k;
+	struct tp_conn *c = NULL;
+	uint64_t end = tl_now_ms() + (uint64_t)timeout_ms;
+
+	tl_key(&k, cport, sport);
+	while (tl_now_ms() < end) {
+		if (tp_attach(l, &k, &c) == 0)
+			return c;
+		usleep(1000);
+	}
+	return NULL;
+}
+
+/* Child: client on side 0 that streams forever (until killed). */
+static void child_stream_forever(uint16_t sport)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	struct tp_conn *c;
+	struct tp_key k;
+	enum tp_reason why;
+	static uint8_t buf[65536];
+
+	params(&tpp, 8);
+	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, sport, 5000))
+		_exit(2);
+	tl_key(&k, 1000, sport);
+	if (tp_connect(l, &k, 5000, &c, &why))
+		_exit(3);
+	for (uint64_t off = 0;; off += sizeof(buf)) {
+		tl_fill(buf, sizeof(buf), 3, off);
+		if (tl_send_all(c, buf, sizeof(buf)))
+			_exit(4);
+	}
+}
+
+static int live_entries(int side)
+{
+	struct ntb_link_params lp;
+	struct tp_stat_entry e[16];
+
+	tl_params(&lp, g_path, side, WIN);
+	return tp_stat_list(&lp, e, 16);
+}
+
+static void test_kill_sender(void **state)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	struct tp_conn *c;
+	static uint8_t buf[65536], want[65536];
+	uint64_t got = 0;
+	ssize_t n;
+	pid_t pid;
+
+	(void)state;
+	params(&tpp, 8);
+	assert_int_equal(tl_open(g_path, 1, WIN, &tpp, &l), 0);
+	assert_int_equal(tp_listen(l, 6000), 0);
+	pid = fork();
+	if (pid == 0)
+		child_stream_forever(6000);
+	c = attach_wait(l, 1000, 6000, 5000);
+	assert_non_null(c);
+	while (got < (8u << 20)) {
+		n = tl_recv_some(c, buf, sizeof(buf), 5000);
+		assert_true(n > 0);
+		tl_fill(want, (size_t)n, 3, got);
+		assert_memory_equal(buf, want, (size_t)n);
+		got += (uint64_t)n;
+	}
+	assert_int_equal(live_entries(1), 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	uint64_t t0 = tl_now_ms();
+	do {
+		n = tl_recv_some(c, buf, sizeof(buf), 5000);
+		if (n > 0) {
+			tl_fill(want, (size_t)n, 3, got);
+			assert_memory_equal(buf, want, (size_t)n); /* delivered data stays exact */
+			got += (uint64_t)n;
+		}
+	} while (n > 0);
+	uint64_t dt = tl_now_ms() - t0;
+	print_message("kill sender: recv ended with %zd after %llu ms\n", n,
+		      (unsigned long long)dt);
+	assert_true(n == 0 || n == -ECONNRESET);
+	assert_true(dt < 4000); /* link timeout 1 s (+ scheduling): never a hang */
+	tp_close(c);
+	/* the closed connection's context returns to the pool */
+	uint64_t end = tl_now_ms() + 5000;
+	while (live_entries(1) != 0 && tl_now_ms() < end)
+		usleep(10000);
+	assert_int_equal(live_entries(1), 0);
+	tp_link_close(l);
+}
+
+/* Child: server on side 1 that reads a little, then stops reading (and is killed). */
+static void child_server_slow(uint16_t sport)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	struct tp_conn *c;
+	static uint8_t buf[4096];
+
+	params(&tpp, 8);
+	if (tl_open(g_path, 1, WIN, &tpp, &l) || tp_listen(l, sport))
+		_exit(2);
+	c = attach_wait(l, 2000, sport, 10000);
+	if (!c)
+		_exit(3);
+	for (int i = 0; i < 100; i++)
+		if (tl_recv_some(c, buf, sizeof(buf), 5000) <= 0)
+			_exit(4);
+	for (;;)
+		pause();
+}
+
+static void test_kill_receiver(void **state)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	struct tp_conn *c;
+	struct tp_key k;
+	enum tp_reason why;
+	static uint8_t buf[65536];
+	pid_t pid;
+	int rc = 0;
+
+	(void)state;
+	params(&tpp, 8);
+	pid = fork();
+	if (pid == 0)
+		child_server_slow(6001);
+	assert_int_equal(tl_open(g_path, 0, WIN, &tpp, &l), 0);
+	assert_int_equal(tl_wait_listen(l, 6001, 5000), 0);
+	tl_key(&k, 2000, 6001);
+	assert_int_equal(tp_connect(l, &k, 5000, &c, &why), 0);
+	/* fill the queue: the receiver stops reading */
+	for (int i = 0; i < 64 && rc == 0; i++) {
+		struct iovec v = { buf, sizeof(buf) };
+		ssize_t n = tp_send(c, &v, 1);
+
+		if (n == -EAGAIN)
+			rc = tp_wait(c, TP_EV_OUT, 300) == 0 ? 1 : 0;
+	}
+	assert_int_equal(live_entries(0), 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	uint64_t t0 = tl_now_ms();
+	ssize_t n;
+	for (;;) {
+		struct iovec v = { buf, sizeof(buf) };
+
+		n = tp_send(c, &v, 1);
+		if (n == -EAGAIN) {
+			int w = tp_wait(c, TP_EV_OUT, 5000);
+
+			if (w <= 0)
+				break;
+			continue;
+		}
+		if (n < 0)
+			break;
+	}
+	uint64_t dt = tl_now_ms() - t0;
+	print_message("kill receiver: send ended with %zd after %llu ms\n", n,
+		      (unsigned long long)dt);
+	assert_true(n == -ECONNRESET || n == -EPIPE);
+	assert_true(dt < 4000);
+	assert_int_equal(tp_conn_error(c), -ECONNRESET);
+	tp_close(c);
+	uint64_t end = tl_now_ms() + 5000;
+	while (live_entries(0) != 0 && tl_now_ms() < end)
+		usleep(10000);
+	assert_int_equal(live_entries(0), 0);
+	tp_link_close(l);
+}
+
+/* 4 receive contexts on the server host, 8 client processes connecting and closing. */
+#define CLIENTS 8
+#define ROUNDS 12
+
+static void child_client_loop(int id)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	enum tp_reason why;
+
+	params(&tpp, 32);
+	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, 6002, 5000))
+		_exit(2);
+	for (int r = 0; r < ROUNDS; r++) {
+		struct tp_key k;
+		struct tp_conn *c;
+		char b = (char)id;
+		struct iovec v = { &b, 1 };
+
+		tl_key(&k, (uint16_t)(3000 + id * 100 + r), 6002);
+		if (tp_connect(l, &k, 20000, &c, &why)) {
+			fprintf(stderr, "client %d round %d: %s\n", id, r, tp_reason_str(why));
+			_exit(10);
+		}
+		if (tp_send(c, &v, 1) != 1)
+			_exit(11);
+		char x;
+		if (tl_recv_some(c, &x, 1, 10000) != 0) /* the server closes: EOF */
+			_exit(12);
+		tp_close(c);
+	}
+	_exit(0);
+}
+
+static void test_starvation(void **state)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	pid_t pids[CLIENTS];
+	int served = 0;
+
+	(void)state;
+	params(&tpp, 4);
+	assert_int_equal(tl_open(g_path, 1, WIN, &tpp, &l), 0);
+	assert_int_equal(tp_listen(l, 6002), 0);
+	for (int i = 0; i < CLIENTS; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0)
+			child_client_loop(i);
+	}
+	uint64_t end = tl_now_ms() + 60000;
+	while (served < CLIENTS * ROUNDS && tl_now_ms() < end) {
+		bool any = false;
+
+		for (int i = 0; i < CLIENTS; i++) {
+			for (int r = 0; r < ROUNDS; r++) {
+				struct tp_key k;
+				struct tp_conn *c;
+
+				tl_key(&k, (uint16_t)(3000 + i * 100 + r), 6002);
+				if (tp_attach(l, &k, &c))
+					continue;
+				char b;
+				ssize_t n = tl_recv_some(c, &b, 1, 5000);
+
+				assert_int_equal(n, 1);
+				assert_int_equal(b, i);
+				tp_close(c);
+				served++;
+				any = true;
+			}
+		}
+		if (!any)
+			usleep(500);
+	}
+	int ok = 0;
+	for (int i = 0; i < CLIENTS; i++) {
+		int st;
+
+		waitpid(pids[i], &st, 0);
+		ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	}
+	print_message("starvation: %d connections served, %d/%d clients finished\n", served, ok,
+		      CLIENTS);
+	assert_int_equal(served, CLIENTS * ROUNDS);
+	assert_int_equal(ok, CLIENTS);
+	tp_link_close(l);
+}
+
+static void test_idle_cpu(void **state)
+{
+	struct tp_params tpp;
+	struct tp_link *a, *b;
+	struct tp_conn *ca[100], *cb[100];
+	struct rusage r0, r1;
+	enum tp_reason why;
+
+	(void)state;
+	params(&tpp, 128);
+	assert_int_equal(tl_open(g_path, 0, 16u << 20, &tpp, &a), 0);
+	assert_int_equal(tl_open(g_path, 1, 16u << 20, &tpp, &b), 0);
+	assert_int_equal(tp_listen(b, 6003), 0);
+	assert_int_equal(tl_wait_listen(a, 6003, 5000), 0);
+	for (int i = 0; i < 100; i++) {
+		struct tp_key k;
+		struct iovec v = { (void *)"x", 1 };
+		char x;
+
+		tl_key(&k, (uint16_t)(10000 + i), 6003);
+		assert_int_equal(tp_connect(a, &k, 5000, &ca[i], &why), 0);
+		assert_int_equal(tp_attach(b, &k, &cb[i]), 0);
+		assert_int_equal(tp_send(ca[i], &v, 1), 1);
+		assert_int_equal(tl_recv_some(cb[i], &x, 1, 2000), 1);
+		tp_poll(cb[i]); /* armed, as a program sleeping in poll() would be */
+	}
+	usleep(300000);
+	getrusage(RUSAGE_SELF, &r0);
+	uint64_t t0 = tl_now_ms();
+	sleep(5);
+	getrusage(RUSAGE_SELF, &r1);
+	uint64_t wall = tl_now_ms() - t0;
+	double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) * 1e3 +
+		     (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec) / 1e3 +
+		     (double)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e3 +
+		     (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e3;
+	print_message("idle: 100 connections (both ends), %.1f ms CPU in %llu ms (%.2f%%)\n", cpu,
+		      (unsigned long long)wall, 100.0 * cpu / (double)wall);
+	assert_true(cpu < 0.01 * (double)wall);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(tp_poll(ca[i]) & TP_EV_IN, 0);
+		tp_abort(ca[i]);
+	}
+	tp_link_close(a);
+	tp_link_close(b);
+}
+
+int main(void)
+{
+	if (getenv("TP_DEBUG"))
+		log_set_level(LL_DEBUG);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_kill_sender, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kill_receiver, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_starvation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_idle_cpu, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

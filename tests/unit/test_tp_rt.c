@@ -1,0 +1,416 @@
+/* SPDX-License-Identifier: MIT */
+/* [RT] rules (DESIGN §6), one table row per rule: context admission with priorities, the
+ * sender's set-up state machine (Ack/Nack/timer, duplicated, stale and late answers), retry
+ * epochs; then the receiver's mailbox rules on a real link pair (duplicated Apply, same
+ * context with another MsgID, corrupted packets, no listener) and data-level rules (corrupted
+ * data → Retry and retransmission, a duplicated Retry delivers nothing twice). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/helpers/tp_testlib.h"
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+/* --- admission ---------------------------------------------------------------------------- */
+struct admit_row {
+	const char *rule;
+	uint32_t free_num, pri, cnct_pri;
+	bool admit;
+	uint32_t free_after, pri_after;
+};
+
+static const struct admit_row admit_rows[] = {
+	{ "free > 1: anyone gets one",                 5, 0, 0, true, 4, 0 },
+	{ "free > 1 even below RCxtPRI",               2, 3, 0, true, 1, 3 },
+	{ "last context: priority ≥ RCxtPRI gets it",  1, 2, 2, true, 0, 0 },
+	{ "last context: higher priority gets it",     1, 2, 5, true, 0, 0 },
+	{ "last context kept from a lower priority",   1, 2, 1, false, 1, 2 },
+	{ "none free: Nack raises RCxtPRI",            0, 1, 4, false, 0, 4 },
+	{ "none free: lower priority leaves RCxtPRI",  0, 4, 1, false, 0, 4 },
+	{ "last context, RCxtPRI 0: first comer",      1, 0, 0, true, 0, 0 },
+};
+
+static void test_admission_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(admit_rows) / sizeof(admit_rows[0]); i++) {
+		const struct admit_row *r = &admit_rows[i];
+		struct tp_rt_pool p = { r->free_num, r->pri };
+
+		print_message("admit: %s\n", r->rule);
+		assert_int_equal(tp_rt_admit(&p, r->cnct_pri), r->admit);
+		assert_int_equal(p.free_num, r->free_after);
+		assert_int_equal(p.pri, r->pri_after);
+	}
+}
+
+/* Starvation, in the pure model: 4 contexts, 8 senders; holders release after a while; a
+ * refused sender retries with CnctPRI + 1. Every sender is admitted within a bound. */
+static void test_admission_no_starvation(void **state)
+{
+	struct tp_rt_pool pool = { 4, 0 };
+	uint32_t pri[8] = { 0 }, tries[8] = { 0 }, held[8] = { 0 }, maxtries = 0;
+	uint64_t rnd = 7;
+
+	(void)state;
+	for (int round = 0; round < 20000; round++) {
+		int s = (int)(tl_rand(&rnd) % 8);
+
+		if (held[s]) {
+			if (--held[s] == 0)
+				pool.free_num++;
+			continue;
+		}
+		tries[s]++;
+		if (tp_rt_admit(&pool, pri[s])) {
+			if (tries[s] > maxtries)
+				maxtries = tries[s];
+			tries[s] = 0;
+			pri[s] = 0;
+			held[s] = 1 + (uint32_t)(tl_rand(&rnd) % 6);
+		} else {
+			pri[s]++;
+		}
+	}
+	print_message("starvation model: max tries %u\n", maxtries);
+	assert_true(maxtries <= 64);
+}
+
+/* --- sender set-up state machine ------------------------------------------------------------ */
+struct tc_step {
+	enum tp_rt_event ev;
+	uint32_t msgid;
+	bool resend;
+	enum tp_tcxt_state state;
+	uint32_t pri;
+};
+struct tc_row {
+	const char *rule;
+	struct tc_step steps[6];
+	int n;
+	enum tp_reason reason;
+};
+
+static const struct tc_row tc_rows[] = {
+	{ "Ack while CONNECTING → SENDING", { { TP_EV_ACK, 7, false, TP_TC_SENDING, 0 } }, 1, 0 },
+	{ "Ack of another MsgID is stale: ignored",
+	  { { TP_EV_ACK, 6, false, TP_TC_CONNECTING, 0 },
+	    { TP_EV_ACK, 7, false, TP_TC_SENDING, 0 } }, 2, 0 },
+	{ "duplicated Ack after SENDING changes nothing",
+	  { { TP_EV_ACK, 7, false, TP_TC_SENDING, 0 },
+	    { TP_EV_ACK, 7, false, TP_TC_SENDING, 0 } }, 2, 0 },
+	{ "Nack → CnctPRI + 1 and Apply again",
+	  { { TP_EV_NACK, 7, true, TP_TC_CONNECTING, 1 },
+	    { TP_EV_NACK, 7, true, TP_TC_CONNECTING, 2 },
+	    { TP_EV_ACK, 7, false, TP_TC_SENDING, 2 } }, 3, 0 },
+	{ "reordered: Nack arriving after the Ack is ignored",
+	  { { TP_EV_ACK, 7, false, TP_TC_SENDING, 0 },
+	    { TP_EV_NACK, 7, false, TP_TC_SENDING, 0 } }, 2, 0 },
+	{ "TimerCnct → Apply again",
+	  { { TP_EV_TIMER, 0, true, TP_TC_CONNECTING, 0 },
+	    { TP_EV_ACK, 7, false, TP_TC_SENDING, 0 } }, 2, 0 },
+	{ "TimerCnct MaxErr times → give up (timeout)",
+	  { { TP_EV_TIMER, 0, true, TP_TC_CONNECTING, 0 },
+	    { TP_EV_TIMER, 0, true, TP_TC_CONNECTING, 0 },
+	    { TP_EV_TIMER, 0, false, TP_TC_FAILED, 0 } }, 3, TP_REASON_TIMEOUT },
+	{ "Nack MaxErr times → give up (no context)",
+	  { { TP_EV_NACK, 7, true, TP_TC_CONNECTING, 1 },
+	    { TP_EV_NACK, 7, true, TP_TC_CONNECTING, 2 },
+	    { TP_EV_NACK, 7, false, TP_TC_FAILED, 3 } }, 3, TP_REASON_NO_CONTEXT },
+	{ "no listener → give up at once",
+	  { { TP_EV_NACK_NOLISTEN, 7, false, TP_TC_FAILED, 0 } }, 1, TP_REASON_NO_LISTENER },
+	{ "late Ack after giving up is ignored",
+	  { { TP_EV_NACK_NOLISTEN, 7, false, TP_TC_FAILED, 0 },
+	    { TP_EV_ACK, 7, false, TP_TC_FAILED, 0 } }, 2, TP_REASON_NO_LISTENER },
+};
+
+static void test_tcxt_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(tc_rows) / sizeof(tc_rows[0]); i++) {
+		const struct tc_row *r = &tc_rows[i];
+		struct tp_tcxt t = { .state = TP_TC_CONNECTING, .msgid = 7 };
+
+		print_message("tcxt: %s\n", r->rule);
+		for (int k = 0; k < r->n; k++) {
+			const struct tc_step *s = &r->steps[k];
+
+			assert_int_equal(tp_rt_tcxt_event(&t, s->ev, s->msgid, 3), s->resend);
+			assert_int_equal(t.state, s->state);
+			assert_int_equal(t.pri, s->pri);
+		}
+		if (t.state == TP_TC_FAILED)
+			assert_int_equal(t.reason, r->reason);
+	}
+}
+
+static void test_epochs(void **state)
+{
+	(void)state;
+	assert_true(tp_rt_epoch_newer(1, 0));
+	assert_false(tp_rt_epoch_newer(0, 0));     /* same epoch: no retransmission */
+	assert_false(tp_rt_epoch_newer(3, 5));     /* stale Retry */
+	assert_true(tp_rt_epoch_newer(0, 65535));  /* wraps */
+	assert_true(tp_rt_epoch_ok(4, 4));
+	assert_false(tp_rt_epoch_ok(5, 4));        /* data of an old epoch is not accepted */
+}
+
+/* --- the receiver's mailbox rules on a real link pair ----------------------------------- */
+struct pair {
+	char path[128];
+	struct tp_link *a, *b;
+};
+
+static void pair_open(struct pair *p, const char *name, uint32_t contexts)
+{
+	struct tp_params tpp;
+
+	tp_params_init(&tpp);
+	tpp.contexts = contexts;
+	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
+	tl_unlink(p->path);
+	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
+	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
+	assert_int_equal(tp_listen(p->b, 443), 0);
+	assert_int_equal(tl_wait_listen(p->a, 443, 5000), 0);
+	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
+		usleep(1000);
+	assert_true(tp_link_is_up(p->b));
+}
+
+static void pair_close(struct pair *p)
+{
+	tp_link_close(p->a);
+	tp_link_close(p->b);
+	tl_unlink(p->path);
+}
+
+/* Reserve a CONNECTING entry on A and send an Apply for it (optionally corrupted). */
+static int apply_from(struct pair *p, uint16_t port, uint32_t msgid, bool corrupt, int slot)
+{
+	struct tp_pkt k;
+	struct tp_host_entry *e;
+
+	tp_host_lock(p->a);
+	if (slot < 0)
+		slot = tp_slot_alloc(p->a, TP_ES_CONNECTING, getpid());
+	assert_true(slot >= 0);
+	e = &p->a->host->e[slot];
+	e->msgid = msgid;
+	e->result = 0;
+	memset(&k, 0, sizeof(k));
+	k.type = TP_PKT_APPLY;
+	k.msgid = msgid;
+	k.client_slot = (uint32_t)slot;
+	k.client_nonce = e->nonce;
+	k.slot_off = TP_OFF_SLOTS + (uint32_t)slot * p->a->slot_size;
+	k.inline_n = p->a->geom.inline_n;
+	k.qsize = p->a->geom.qsize;
+	tl_key(&k.key, 999, port);
+	if (corrupt) {
+		/* seal it, then flip a bit, as a corrupting link would */
+		struct tp_host *h = p->a->host;
+		uint32_t off = TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) * TP_MBOX_PKT;
+
+		k.seq = h->mbox_prod + 1;
+		tp_pkt_seal(&k, ntb_link_epoch(p->a->ntb));
+		k.pri ^= 0x100;
+		ntb_write(p->a->ntb, off, &k, sizeof(k));
+		h->mbox_prod++;
+		tp_out_word(p->a, TP_OFF_MBOX_TX, ntb_link_epoch(p->a->ntb), h->mbox_prod);
+	} else {
+		assert_int_equal(tp_mbox_send(p->a, &k), 0);
+	}
+	tp_host_unlock(p->a);
+	return slot;
+}
+
+/* Let both hosts process their mailboxes (the helper thread does too). */
+static void settle(struct pair *p)
+{
+	for (int i = 0; i < 3; i++) {
+		tp_host_lock(p->b);
+		tp_mbox_process(p->b);
+		tp_host_unlock(p->b);
+		tp_host_lock(p->a);
+		tp_mbox_process(p->a);
+		tp_host_unlock(p->a);
+		usleep(2000);
+	}
+}
+
+static uint32_t free_num(struct tp_link *l)
+{
+	uint32_t n;
+
+	tp_host_lock(l);
+	n = l->host->free_num;
+	tp_host_unlock(l);
+	return n;
+}
+
+static void test_mailbox_rules(void **state)
+{
+	struct pair p;
+	int slot, slot2;
+	uint32_t f0;
+
+	(void)state;
+	pair_open(&p, "rtmbox", 4);
+	f0 = free_num(p.b);
+	assert_int_equal(f0, 4);
+
+	print_message("mailbox: Apply → Ack, one context taken\n");
+	slot = apply_from(&p, 443, 100, false, -1);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
+	assert_int_equal(free_num(p.b), 3);
+	uint32_t server_slot = p.a->host->e[slot].peer_slot;
+
+	print_message("mailbox: duplicated Apply (same MsgID) → the same Ack again, no new context\n");
+	p.a->host->e[slot].result = 0;
+	apply_from(&p, 443, 100, false, slot);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
+	assert_int_equal(p.a->host->e[slot].peer_slot, server_slot);
+	assert_int_equal(free_num(p.b), 3);
+
+	print_message("mailbox: same context, another MsgID → dropped\n");
+	apply_from(&p, 443, 101, false, slot);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot].result, 0);
+	assert_int_equal(free_num(p.b), 3);
+
+	print_message("mailbox: corrupted Apply → dropped, no context\n");
+	slot2 = apply_from(&p, 443, 200, true, -1);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot2].result, 0);
+	assert_int_equal(free_num(p.b), 3);
+
+	print_message("mailbox: the next good packet after a corrupted one is processed\n");
+	apply_from(&p, 443, 201, false, slot2);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot2].result, TP_PKT_ACK);
+	assert_int_equal(free_num(p.b), 2);
+
+	print_message("mailbox: no listener on the port → Nack(no listener)\n");
+	int slot3 = apply_from(&p, 444, 300, false, -1);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot3].result, TP_PKT_NACK);
+	assert_int_equal(p.a->host->e[slot3].result_reason, TP_REASON_NO_LISTENER);
+	assert_int_equal(free_num(p.b), 2);
+
+	print_message("mailbox: last context kept for a higher priority → Nack(no context)\n");
+	tp_host_lock(p.b);
+	p.b->host->rcxt_pri = 5;
+	p.b->host->free_num = 1; /* pretend one is left */
+	tp_host_unlock(p.b);
+	p.a->host->e[slot3].result = 0;
+	apply_from(&p, 443, 301, false, slot3);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot3].result, TP_PKT_NACK);
+	assert_int_equal(p.a->host->e[slot3].result_reason, TP_REASON_NO_CONTEXT);
+	pair_close(&p);
+}
+
+/* --- data-level rules ------------------------------------------------------------------------- */
+static void conn_pair(struct pair *p, struct tp_conn **ca, struct tp_conn **cb)
+{
+	struct tp_key k;
+	enum tp_reason why;
+
+	tl_key(&k, 5555, 443);
+	assert_int_equal(tp_connect(p->a, &k, 5000, ca, &why), 0);
+	assert_int_equal(tp_attach(p->b, &k, cb), 0);
+}
+
+static void test_corrupted_data_retry(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb;
+	struct tp_stats sa, sb;
+	char msg[40] = "0123456789abcdefghijklmnopqrstuvwxyzABC", out[64];
+	struct iovec v = { msg, sizeof(msg) };
+
+	(void)state;
+	pair_open(&p, "rtdata", 4);
+	conn_pair(&p, &ca, &cb);
+	assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizeof(msg));
+	/* flip a payload bit in the receiver's window, as a corrupting link would */
+	size_t wsz;
+	volatile uint8_t *win = (volatile uint8_t *)ntb_in_window(tp_link_ntb(p.b), &wsz);
+	volatile uint8_t *slot0 = win + TP_OFF_SLOTS + (size_t)cb->slot * p.b->slot_size +
+				  TP_SLOT_RINGS;
+	slot0[tp_inline_off(sizeof(msg)) + 3] ^= 0x04;
+	/* the receiver sees a bad CRC, asks for a retry; the sender rewrites; all arrives once */
+	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 3000), (ssize_t)sizeof(msg));
+	assert_memory_equal(out, msg, sizeof(msg));
+	tp_conn_stats(ca, &sa);
+	tp_conn_stats(cb, &sb);
+	assert_true(sb.crc_errors >= 1);
+	assert_true(sa.retransmits >= 1);
+	v.iov_len = 5;
+	assert_int_equal(tp_send(ca, &v, 1), 5);
+	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 3000), 5);
+	assert_memory_equal(out, msg, 5);
+	pair_close(&p);
+}
+
+static void test_duplicate_retry_no_duplicate_data(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb;
+	char big[3000], out[4096];
+	struct iovec v = { big, sizeof(big) };
+	struct iovec s = { (void *)"tiny", 4 };
+
+	(void)state;
+	memset(big, 'x', sizeof(big));
+	pair_open(&p, "rtdup", 4);
+	conn_pair(&p, &ca, &cb);
+	assert_int_equal(tp_send(ca, &s, 1), 4);
+	assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizeof(big));
+	/* a (duplicated / stale) Retry with a newer epoch lands in the sender's feedback unit:
+	 * the sender rewrites everything unreleased; the receiver must not deliver it twice */
+	size_t wsz;
+	volatile uint64_t *fb = (volatile uint64_t *)(void *)((volatile uint8_t *)
+		ntb_in_window(tp_link_ntb(p.a), &wsz) + TP_OFF_SLOTS +
+		(size_t)ca->slot * p.a->slot_size + TP_W_FB_EPOCH);
+	*fb = tp_cw_make(ca->nonce_in, 1);
+	assert_int_equal(tp_send(ca, &s, 1), 4); /* reads the feedback: retransmits */
+	struct tp_stats sa;
+	tp_conn_stats(ca, &sa);
+	assert_true(sa.retransmits == 1);
+	size_t got = 0;
+	while (got < 4 + sizeof(big) + 4) {
+		ssize_t n = tl_recv_some(cb, out + got, sizeof(out) - got, 3000);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_int_equal(got, 4 + sizeof(big) + 4);
+	assert_memory_equal(out, "tiny", 4);
+	assert_memory_equal(out + 4 + sizeof(big), "tiny", 4);
+	struct iovec r = { out, sizeof(out) };
+	assert_int_equal(tp_recv(cb, &r, 1, 0), -EAGAIN); /* nothing more: no duplicates */
+	pair_close(&p);
+}
+
+int main(void)
+{
+	if (getenv("TP_DEBUG"))
+		log_set_level(LL_DEBUG);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_admission_table),
+		cmocka_unit_test(test_admission_no_starvation),
+		cmocka_unit_test(test_tcxt_table),
+		cmocka_unit_test(test_epochs),
+		cmocka_unit_test(test_mailbox_rules),
+		cmocka_unit_test(test_corrupted_data_retry),
+		cmocka_unit_test(test_duplicate_retry_no_duplicate_data),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
