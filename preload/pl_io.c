@@ -66,6 +66,25 @@ static int pl_route_io(struct pl_sock *s, int fd, bool nonblock)
 	}
 }
 
+/* A blocking wait was interrupted by a signal handler. The kernel restarts the call when that
+ * handler has SA_RESTART and the socket has no timeout for this direction. We cannot tell which
+ * signal it was, so we restart only when every caught signal has SA_RESTART. (Rare path: the
+ * 64 sigaction look-ups do not matter.) */
+static bool restart_after_signal(int timeout_ms)
+{
+	if (timeout_ms > 0)
+		return false;
+	for (int sig = 1; sig < _NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
+		    !(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
 static int64_t deadline_of(int ms)
 {
 	return ms > 0 ? pl_now_ns() + (int64_t)ms * 1000000 : -1;
@@ -109,6 +128,10 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 									     memory_order_relaxed));
 			int w = tp_wait(s->conn, TP_EV_OUT | TP_EV_ERR | TP_EV_HUP, pl_ms_left(deadline));
 			if (w > 0)
+				continue;
+			if (w == -EINTR && !done &&
+			    restart_after_signal(atomic_load_explicit(&s->sndtimeo_ms,
+								       memory_order_relaxed)))
 				continue;
 			if (w == 0)
 				r = -EAGAIN; /* SO_SNDTIMEO expired */
@@ -175,6 +198,9 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		int w = tp_wait(s->conn, TP_EV_IN | TP_EV_ERR | TP_EV_HUP | TP_EV_RDHUP,
 				pl_ms_left(deadline));
 		if (w > 0)
+			continue;
+		if (w == -EINTR && !done &&
+		    restart_after_signal(atomic_load_explicit(&s->rcvtimeo_ms, memory_order_relaxed)))
 			continue;
 		r = w == 0 ? -EAGAIN : w;
 		break;

@@ -41,6 +41,14 @@ static int step;
 static const char *role = "?";
 static volatile sig_atomic_t sigpipes;
 
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
 static void on_sigpipe(int sig)
 {
 	(void)sig;
@@ -233,6 +241,15 @@ static void server(int fd)
 	sync_byte_send(fd, 'T');
 	ok("select");
 
+	/* 7a: the client's blocking reads are interrupted by signals. */
+	sync_byte_recv(fd, 'I');
+	usleep(600000);
+	write_all(fd, "R", 1);
+	sync_byte_recv(fd, 'J');
+	usleep(600000);
+	write_all(fd, "S", 1);
+	ok("EINTR");
+
 	/* 7b: two threads, one socket, both directions at once. */
 	duplex(fd, 100, 200);
 	ok("threads, full duplex");
@@ -351,6 +368,24 @@ static void client(int fd)
 	CHECK(select(fd + 1, &rd, NULL, NULL, &tv) == 1 && FD_ISSET(fd, &rd), "select readable");
 	sync_byte_recv(fd, 'T');
 	ok("select");
+	/* 7a: a handler without SA_RESTART interrupts a blocking recv (EINTR); with SA_RESTART
+	 * the recv goes on and returns the data. */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0, "sigaction");
+	sync_byte_send(fd, 'I');
+	ualarm(200000, 0);
+	errno = 0;
+	CHECK(recv(fd, buf, 1, 0) == -1 && errno == EINTR && alarms == 1, "EINTR without SA_RESTART");
+	CHECK(recv(fd, buf, 1, 0) == 1 && buf[0] == 'R', "data after EINTR");
+	sa.sa_flags = SA_RESTART;
+	CHECK(sigaction(SIGALRM, &sa, NULL) == 0, "sigaction restart");
+	sync_byte_send(fd, 'J');
+	ualarm(200000, 0);
+	CHECK(recv(fd, buf, 1, 0) == 1 && buf[0] == 'S' && alarms == 2, "restarted by SA_RESTART");
+	signal(SIGALRM, SIG_DFL);
+	ok("EINTR / SA_RESTART");
 	/* 7b */
 	duplex(fd, 200, 100);
 	ok("threads, full duplex");
@@ -508,7 +543,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: pl_sem server|client ADDR PORT\n");
 		return 2;
 	}
-	signal(SIGPIPE, on_sigpipe);
+	struct sigaction sp;
+	memset(&sp, 0, sizeof(sp));
+	sp.sa_handler = on_sigpipe;
+	sp.sa_flags = SA_RESTART;
+	sigaction(SIGPIPE, &sp, NULL);
 	role = argv[1];
 	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
 	if (!strcmp(role, "deadlisten"))
