@@ -170,6 +170,7 @@ if want 5; then
 			step "rep $r: ntbsock perf sweep: $(tail -n +2 "$PL_TMP/perf-$r.csv" | wc -l) sizes"
 		else
 			step "rep $r: ntbsock perf failed: $(tail -1 "$PL_TMP/perf-$r.err")"
+		echo "ntbsock perf failed in repetition $r: $(tail -1 "$PL_TMP/perf-$r.err")" >>"$NOTES"
 		fi
 		set -- $(bn_reference)
 		record ref-memcpy machine 4M $r $1 - -
@@ -182,6 +183,8 @@ mkdir -p "$OUTDIR"
 base=$OUTDIR/$(date -u +%Y%m%d-%H%M)-$(hostname -s)
 $PY "$ROOT/bench/summary.py" "$RAW" "$NOTES" "$base" "$(bn_machine)" "$REPS" "$T" "$PL_TMP/plot.dat" ||
 	bn_die "summary failed"
+{ echo "## Projections to real NTB hardware (PROJECTED, not measured; method: bench/README.md)"
+  echo; $PY "$ROOT/bench/project.py" "$base.csv"; echo; } >>"$base.md"
 if command -v gnuplot >/dev/null 2>&1; then
 	gnuplot -e "data='$PL_TMP/plot.dat'; out='$base.png'" "$ROOT/bench/plot.gp" 2>"$PL_TMP/gnuplot.err" ||
 		bn_say "gnuplot failed: $(tail -2 "$PL_TMP/gnuplot.err")"
