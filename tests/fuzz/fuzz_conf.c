@@ -76,6 +76,24 @@ static bool names_file(const char *text, const uint8_t *data, size_t size)
 	return memmem(data, size, text, n) != NULL;
 }
 
+/* The environment's parsers (NTBSOCK_FAULT specs, sizes) on the input's first line. */
+static void env_parsers(const uint8_t *data, size_t size)
+{
+	char line[256], msg[200];
+	struct conf_fault f;
+	uint64_t v;
+	size_t n = 0;
+
+	while (n < size && n < sizeof(line) - 1 && data[n] != '\n')
+		n++;
+	memcpy(line, data, n);
+	line[n] = '\0';
+	if (conf_parse_fault(line, &f, msg, sizeof(msg)) == 0 &&
+	    (!(f.drop >= 0 && f.drop <= 1) || !(f.corrupt >= 0 && f.corrupt <= 1)))
+		abort(); /* an accepted rate is in [0,1] (NaN is not) */
+	(void)conf_parse_size(line, &v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct conf_error err;
@@ -85,6 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!fz_dir[0])
 		LLVMFuzzerInitialize(NULL, NULL);
+	env_parsers(data, size);
 	f = fopen(fz_path, "w");
 	if (!f)
 		return 0;

@@ -39,7 +39,7 @@ for t in $targets; do
 	log=$B/fuzz_$t.log
 	echo "fuzz: $t for ${SECS}s (corpus tests/fuzz/$t, work dir $work)"
 	ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
-	LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitize/lsan.supp" \
+	LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitize/lsan.supp:print_suppressions=0" \
 	UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
 	"$bin" -max_total_time="$SECS" -max_len=$maxlen -timeout=20 -rss_limit_mb=4096 \
 		-print_final_stats=1 -artifact_prefix="$crashes/" \
