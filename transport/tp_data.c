@@ -94,6 +94,8 @@ int tp_conn_init_queues(struct tp_conn *c)
 		return -ENOMEM;
 	}
 	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
+	if (ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
+		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
 	pthread_mutex_init(&c->tx_lock, NULL);
 	pthread_mutex_init(&c->rx_lock, NULL);
 	c->seq_base_in = c->nonce_in % 255u;
@@ -104,6 +106,8 @@ int tp_conn_init_queues(struct tp_conn *c)
 
 void tp_conn_free_queues(struct tp_conn *c)
 {
+	ntb_dmaq_destroy(c->dmaq);
+	c->dmaq = NULL;
 	free(c->sh_inline);
 	free(c->sh_data);
 	c->sh_inline = NULL;
@@ -133,6 +137,29 @@ static void write_data_range(struct tp_conn *c, uint32_t from, uint32_t to)
 	ntb_write(c->link->ntb, out_data_base(c) + p, c->sh_data + p, first);
 	if (len > first)
 		ntb_write(c->link->ntb, out_data_base(c), c->sh_data, len - first);
+}
+
+/* The same as write_data_range() through the link's DMA queue (Idle → Gather → Posted →
+ * Done → Idle). False when the queue is unavailable or failed: the caller copies instead. */
+static bool dma_range(struct tp_conn *c, uint32_t from, uint32_t to)
+{
+	uint32_t q = c->out.qsize, len = to - from, p = from & (q - 1);
+	uint32_t first = len < q - p ? len : q - p;
+	bool ok;
+
+	if (!c->dmaq || len == 0)
+		return false;
+	ok = ntb_dmaq_enqueue(c->dmaq, out_data_base(c) + p, c->sh_data + p, first) == 0 &&
+	     (len == first ||
+	      ntb_dmaq_enqueue(c->dmaq, out_data_base(c), c->sh_data, len - first) == 0) &&
+	     ntb_dmaq_post(c->dmaq) == 0 && ntb_dmaq_wait(c->dmaq, -1) == 0;
+	if (ntb_dmaq_state(c->dmaq) == NTB_DMAQ_POSTED)
+		ntb_dmaq_abort(c->dmaq);
+	if (ntb_dmaq_state(c->dmaq) != NTB_DMAQ_IDLE && ntb_dmaq_reset(c->dmaq) != 0) {
+		ntb_dmaq_destroy(c->dmaq); /* a queue stuck in a state: stop using it */
+		c->dmaq = NULL;
+	}
+	return ok;
 }
 
 static void write_inline_slot(struct tp_conn *c, uint32_t pos)
@@ -206,9 +233,10 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	d.crc = tp_desc_crc(crc, &d);
 	memcpy(c->sh_data + (pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
 	if (type == TP_MT_LONG) {
-		/* descriptor, then the payload from its 128-byte boundary */
+		/* descriptor, then the payload from its 128-byte boundary through the DMA queue */
 		write_data_range(c, pos, pos + TP_DESC_SIZE);
-		write_data_range(c, pos + gap, pos + gap + len);
+		if (!dma_range(c, pos + gap, pos + gap + len))
+			write_data_range(c, pos + gap, pos + gap + len);
 		c->st->tx_msgs_long++;
 	} else {
 		write_data_range(c, pos, pos + gap + len);

@@ -317,6 +317,7 @@ struct tp_conn {
 	uint32_t fb_rx_i, fb_rx_d, fb_ack;
 	uint16_t tx_epoch, detect_seq;
 	uint8_t *sh_inline, *sh_data;
+	struct ntb_dmaq *dmaq;    /* long payloads (NULL: CPU copy) */
 	bool wr_shut, fin_sent, tx_wait_set;
 	uint32_t fin_msn;
 	uint32_t terr;
