@@ -193,7 +193,9 @@ void conf_tunables_defaults(struct conf_tunables *t);
  *   NTBSOCK_FAULT=drop=..,corrupt=..,delay_us=..,seed=..  → every link's fault (wins over
  *                                          the file); "off" → faults disabled on every link
  *   NTBSOCK_DISABLE=1|0                 → c->disabled
- * Empty variables are ignored. Returns 0 or -EINVAL with *ERR filled (file "environment",
+ * Empty variables are ignored; NTBSOCK_LOG_FILE and NTBSOCK_FAULT are read with
+ * secure_getenv() (ignored in set-uid/set-gid programs).
+ * Returns 0 or -EINVAL with *ERR filled (file "environment",
  * key = the variable name); C is then left partly updated. */
 int conf_apply_env(struct conf *c, struct conf_error *err);
 

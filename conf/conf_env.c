@@ -171,7 +171,8 @@ int conf_apply_env(struct conf *c, struct conf_error *err)
 			return env_err(err, "NTBSOCK_LOG_FILE", v, "path too long");
 		snprintf(c->log_file, sizeof(c->log_file), "%s", v);
 	}
-	v = getenv("NTBSOCK_FAULT");
+	/* secure_getenv: a set-uid program's link is not the caller's to degrade */
+	v = secure_getenv("NTBSOCK_FAULT");
 	if (v && *v) {
 		struct conf_fault f;
 
