@@ -91,6 +91,7 @@ static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
 	c->tx_epoch = (uint16_t)e->epoch;
 	c->rx_epoch = (uint16_t)e->epoch;
 	c->used = true;
+	__atomic_store_n(&e->refs, 1, __ATOMIC_RELEASE);
 	if (tp_conn_init_queues(c)) {
 		free(c);
 		return NULL;
@@ -241,6 +242,10 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	tp_mbox_process(l);
 	for (uint32_t i = 0; i < h->contexts; i++) {
 		if (h->e[i].state == TP_ES_PENDING && !memcmp(&h->e[i].key, key, sizeof(*key))) {
+			if (tp_slot_st_flags(l, i, h->e[i].nonce) & (TP_ST_RST | TP_ST_GONE)) {
+				tp_slot_free(l, i); /* the client gave up (its TCP connect failed) */
+				continue;
+			}
 			slot = (int)i;
 			break;
 		}
@@ -427,17 +432,24 @@ int tp_shutdown(struct tp_conn *c, int how)
 	return 0;
 }
 
-/* Do other live processes (fork) still own C? Then closing here only drops our share. */
+/* Drop this process's reference to C (fork shares it). True when another process still
+ * holds one and is alive (or was forked just now and may not have registered yet): then
+ * closing here only releases our share, as closing one copy of a kernel socket does. */
 static bool shared_elsewhere(struct tp_conn *c)
 {
+	struct tp_host_entry *e = c->ent;
 	int me = getpid();
 	bool other = false;
+	uint32_t refs = __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL);
 
+	if (refs == 0 || refs > 1000u) /* last reference (or never counted) */
+		return false;
 	tp_host_lock(c->link);
 	for (int i = 0; i < TP_OWNERS; i++)
-		if (c->ent->owners[i] && c->ent->owners[i] != me &&
-		    tp_pid_alive(c->ent->owners[i]))
+		if (e->owners[i] && e->owners[i] != me && tp_pid_alive(e->owners[i]))
 			other = true;
+	if (tp_now_ms() - __atomic_load_n(&e->fork_ms, __ATOMIC_ACQUIRE) < 2000u)
+		other = true;
 	tp_host_unlock(c->link);
 	return other;
 }

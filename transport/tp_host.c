@@ -43,7 +43,7 @@ uint32_t tp_random32(void)
 /* Does a live process own entry E? (forked children join the owner list) */
 bool tp_entry_owned(struct tp_host_entry *e)
 {
-	bool any = false;
+	bool any = tp_now_ms() - __atomic_load_n(&e->fork_ms, __ATOMIC_ACQUIRE) < 2000u;
 
 	for (int i = 0; i < TP_OWNERS; i++) {
 		if (e->owners[i] && !tp_pid_alive(e->owners[i]))
@@ -249,6 +249,15 @@ void tp_listen_publish(struct tp_link *l, bool force)
 	free(bits);
 }
 
+/* ST flags the peer wrote into our slot SLOT (seeded with its NONCE); 0 when none valid. */
+uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce)
+{
+	uint32_t f;
+	uint64_t w = tp_in_word(l, TP_OFF_SLOTS + slot * l->slot_size + TP_W_ST_FLAGS);
+
+	return tp_cw_check(nonce, w, &f) ? f : 0;
+}
+
 void tp_host_reclaim(struct tp_link *l)
 {
 	struct tp_host *h = l->host;
@@ -274,7 +283,8 @@ void tp_host_reclaim(struct tp_link *l)
 			continue;
 		case TP_ES_PENDING:
 			gone = now - e->created_ms > pend_ms ||
-			       (peer_epoch && peer_epoch != e->peer_epoch);
+			       (peer_epoch && peer_epoch != e->peer_epoch) ||
+			       (tp_slot_st_flags(l, i, e->nonce) & (TP_ST_RST | TP_ST_GONE));
 			break;
 		case TP_ES_CONNECTING:
 		case TP_ES_OPEN:

@@ -230,6 +230,8 @@ struct tp_host_entry {
 	uint32_t state;
 	int32_t  pid;          /* owner (CONNECTING/OPEN), 0 for PENDING */
 	int32_t  owners[4];    /* processes sharing it (fork); dead ones are dropped */
+	uint32_t refs;         /* references (fork adds one): the last close ends it */
+	uint64_t fork_ms;      /* last fork of an owner: the child may not be listed yet */
 	int32_t  fd;           /* informational (tp_conn_set_owner) */
 	uint32_t role;         /* 0 client, 1 server */
 	struct tp_key key;
@@ -359,6 +361,7 @@ void tp_slot_free(struct tp_link *l, uint32_t slot);
 void tp_listen_publish(struct tp_link *l, bool force);
 /* Under lock: reclaim entries of dead processes and expired pending set-ups. */
 void tp_host_reclaim(struct tp_link *l);
+uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
 
 /* tp_mbox.c */
 int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);  /* under lock */

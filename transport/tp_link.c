@@ -235,17 +235,36 @@ static void *helper_main(void *arg)
 	return NULL;
 }
 
+/* fork, before: every connection gains a reference (the child inherits it, as a kernel
+ * socket's file reference); the lists stay locked across fork. */
+static void atfork_prepare(void)
+{
+	uint64_t now = tp_now_ms();
+
+	pthread_mutex_lock(&g_lock);
+	for (struct tp_link *l = g_links; l; l = l->next_link) {
+		pthread_mutex_lock(&l->conns_lock);
+		for (struct tp_conn *c = l->conns; c; c = c->next) {
+			__atomic_add_fetch(&c->ent->refs, 1, __ATOMIC_ACQ_REL);
+			__atomic_store_n(&c->ent->fork_ms, now, __ATOMIC_RELEASE);
+		}
+	}
+}
+
 static void atfork_parent(void)
 {
-	/* The child may take over connections: timers run where a connection is used next. */
-	for (struct tp_link *l = g_links; l; l = l->next_link)
+	for (struct tp_link *l = g_links; l; l = l->next_link) {
+		/* the child may take over: timers run where a connection is used next */
 		for (struct tp_conn *c = l->conns; c; c = c->next)
 			c->used = false;
+		pthread_mutex_unlock(&l->conns_lock);
+	}
+	pthread_mutex_unlock(&g_lock);
 }
 
 static void atfork_init(void)
 {
-	pthread_atfork(NULL, atfork_parent, tp_atfork_child);
+	pthread_atfork(atfork_prepare, atfork_parent, tp_atfork_child);
 }
 
 void tp_helper_start(void)

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/* Connection life cycle: set-up failures and their reasons, listener advertisement, attach by
+ * key, abort → ECONNRESET, a client that gives up (tp_conn_abort) leaves no reservation, peek,
+ * readable/unacked counts, statistics listing, fork (parent closes its copy, child serves). */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "tests/helpers/tp_testlib.h"
+#include "util/log.h"
+
+struct pair {
+	char path[128];
+	struct tp_link *a, *b;
+};
+
+static void pair_open(struct pair *p, const char *name)
+{
+	struct tp_params tpp;
+
+	tp_params_init(&tpp);
+	tpp.contexts = 8;
+	tpp.setup_timeout_ms = 1000;
+	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
+	tl_unlink(p->path);
+	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
+	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
+	assert_int_equal(tp_listen(p->b, 8080), 0);
+	assert_int_equal(tl_wait_listen(p->a, 8080, 5000), 0);
+	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
+		usleep(1000);
+}
+
+static void pair_close(struct pair *p)
+{
+	tp_link_close(p->a);
+	tp_link_close(p->b);
+	tl_unlink(p->path);
+}
+
+static void connect_pair(struct pair *p, uint16_t cport, struct tp_conn **ca, struct tp_conn **cb)
+{
+	struct tp_key k;
+	enum tp_reason why;
+
+	tl_key(&k, cport, 8080);
+	assert_int_equal(tp_connect(p->a, &k, 3000, ca, &why), 0);
+	assert_int_equal(why, TP_REASON_NONE);
+	assert_int_equal(tp_attach(p->b, &k, cb), 0);
+}
+
+static int stat_count(const char *path, int side, struct tp_stat_entry *e, int max)
+{
+	struct ntb_link_params lp;
+
+	tl_params(&lp, path, side, 4u << 20);
+	return tp_stat_list(&lp, e, max);
+}
+
+static void test_setup_failures(void **state)
+{
+	struct pair p;
+	struct tp_key k;
+	struct tp_conn *c = NULL;
+	enum tp_reason why = TP_REASON_NONE;
+
+	(void)state;
+	pair_open(&p, "connfail");
+	/* nobody listens on 8081 */
+	assert_false(tp_peer_listens(p.a, 8081));
+	tl_key(&k, 1, 8081);
+	assert_int_equal(tp_connect(p.a, &k, 1000, &c, &why), -ECONNREFUSED);
+	assert_int_equal(why, TP_REASON_NO_LISTENER);
+	assert_string_equal(tp_reason_str(why), "no listener");
+	/* unknown key: the accepted socket stays TCP */
+	assert_int_equal(tp_attach(p.b, &k, &c), -ENOENT);
+	/* listener refcount: two listens, one unlisten → still advertised; second → gone */
+	assert_int_equal(tp_listen(p.b, 8082), 0);
+	assert_int_equal(tp_listen(p.b, 8082), 0);
+	assert_int_equal(tl_wait_listen(p.a, 8082, 3000), 0);
+	assert_int_equal(tp_unlisten(p.b, 8082), 0);
+	usleep(20000);
+	assert_true(tp_peer_listens(p.a, 8082));
+	assert_int_equal(tp_unlisten(p.b, 8082), 0);
+	uint64_t end = tl_now_ms() + 3000;
+	while (tp_peer_listens(p.a, 8082) && tl_now_ms() < end)
+		usleep(2000);
+	assert_false(tp_peer_listens(p.a, 8082));
+	assert_true(tp_peer_listens(p.a, 8080)); /* the other port is untouched */
+	assert_int_equal(tp_unlisten(p.b, 8082), -ENOENT);
+	pair_close(&p);
+}
+
+static void test_conn_abort_leaves_nothing(void **state)
+{
+	struct pair p;
+	struct tp_key k;
+	struct tp_conn *c, *s;
+	enum tp_reason why;
+	struct tp_stat_entry e[8];
+
+	(void)state;
+	pair_open(&p, "connabort");
+	tl_key(&k, 2, 8080);
+	assert_int_equal(tp_connect(p.a, &k, 3000, &c, &why), 0);
+	assert_int_equal(stat_count(p.path, 1, e, 8), 1);
+	assert_string_equal(e[0].state, "pending");
+	assert_string_equal(e[0].role, "server");
+	assert_memory_equal(&e[0].key, &k, sizeof(k));
+	/* the TCP connect failed: the client gives up */
+	tp_conn_abort(c);
+	assert_int_equal(tp_attach(p.b, &k, &s), -ENOENT);
+	assert_int_equal(stat_count(p.path, 1, e, 8), 0);
+	assert_int_equal(stat_count(p.path, 0, e, 8), 0);
+	pair_close(&p);
+}
+
+static void test_abort_resets_peer(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb;
+	char buf[16];
+	struct iovec v = { (void *)"data", 4 };
+
+	(void)state;
+	pair_open(&p, "connrst");
+	connect_pair(&p, 3, &ca, &cb);
+	assert_int_equal(tp_send(cb, &v, 1), 4);
+	assert_int_equal(tl_recv_some(ca, buf, sizeof(buf), 2000), 4);
+	tp_abort(ca);
+	uint64_t end = tl_now_ms() + 3000;
+	ssize_t n = -EAGAIN;
+	while (n == -EAGAIN && tl_now_ms() < end) {
+		struct iovec r = { buf, sizeof(buf) };
+
+		n = tp_recv(cb, &r, 1, 0);
+		if (n == -EAGAIN)
+			tp_wait(cb, TP_EV_IN, 100);
+	}
+	assert_int_equal(n, -ECONNRESET);
+	assert_true(tp_poll(cb) & TP_EV_ERR);
+	assert_int_equal(tp_send(cb, &v, 1), -ECONNRESET);
+	assert_int_equal(tp_conn_error(cb), -ECONNRESET);
+	tp_close(cb);
+	pair_close(&p);
+}
+
+static void test_peek_counts_stats(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb;
+	char buf[64];
+	struct iovec v[2] = { { (void *)"abc", 3 }, { (void *)"defgh", 5 } };
+	struct tp_stat_entry e[8];
+	struct tp_stats st;
+
+	(void)state;
+	pair_open(&p, "connpeek");
+	connect_pair(&p, 4, &ca, &cb);
+	tp_conn_set_owner(ca, getpid(), 42);
+	assert_int_equal(tp_send(ca, v, 2), 8);
+	assert_true(tp_unacked_bytes(ca) > 0);
+	assert_int_equal(tp_wait(cb, TP_EV_IN, 2000) & TP_EV_IN, TP_EV_IN);
+	assert_int_equal(tp_readable_bytes(cb), 8);
+	struct iovec r = { buf, 5 };
+	assert_int_equal(tp_recv(cb, &r, 1, TP_RECV_PEEK), 5);
+	assert_memory_equal(buf, "abcde", 5);
+	assert_int_equal(tp_readable_bytes(cb), 8);
+	r.iov_len = sizeof(buf);
+	assert_int_equal(tp_recv(cb, &r, 1, 0), 8);
+	assert_memory_equal(buf, "abcdefgh", 8);
+	assert_int_equal(tp_readable_bytes(cb), 0);
+	uint64_t end = tl_now_ms() + 2000;
+	while (tp_unacked_bytes(ca) && tl_now_ms() < end)
+		usleep(1000);
+	assert_int_equal(tp_unacked_bytes(ca), 0);
+	tp_conn_stats(cb, &st);
+	assert_true(st.rx_bytes == 8 && st.rx_msgs_inline == 1);
+	/* ntbsock stat sees both ends with owner and counters */
+	assert_int_equal(stat_count(p.path, 0, e, 8), 1);
+	assert_int_equal(e[0].pid, getpid());
+	assert_int_equal(e[0].fd, 42);
+	assert_string_equal(e[0].role, "client");
+	assert_true(e[0].stats.tx_bytes == 8 && e[0].stats.tx_msgs_inline == 1);
+	assert_int_equal(stat_count(p.path, 1, e, 8), 1);
+	assert_string_equal(e[0].state, "open");
+	tp_close(ca);
+	tp_close(cb);
+	end = tl_now_ms() + 5000;
+	while ((stat_count(p.path, 0, e, 8) || stat_count(p.path, 1, e, 8)) && tl_now_ms() < end)
+		usleep(10000);
+	assert_int_equal(stat_count(p.path, 0, e, 8), 0);
+	assert_int_equal(stat_count(p.path, 1, e, 8), 0);
+	pair_close(&p);
+}
+
+static void test_fork_child_serves(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb;
+	char buf[64];
+	pid_t pid;
+	int st;
+
+	(void)state;
+	pair_open(&p, "connfork");
+	connect_pair(&p, 5, &ca, &cb);
+	pid = fork();
+	if (pid == 0) {
+		/* child: serve the inherited server end: echo one message, then close */
+		ssize_t n = tl_recv_some(cb, buf, sizeof(buf), 5000);
+
+		if (n != 5 || tl_send_all(cb, buf, (size_t)n))
+			_exit(1);
+		tp_close(cb);
+		usleep(300000); /* let the helper finish the close */
+		_exit(0);
+	}
+	/* parent: closing its copy must not end the connection the child serves */
+	tp_close(cb);
+	assert_int_equal(tl_send_all(ca, "hello", 5), 0);
+	assert_int_equal(tl_recv_some(ca, buf, sizeof(buf), 5000), 5);
+	assert_memory_equal(buf, "hello", 5);
+	assert_int_equal(tl_recv_some(ca, buf, sizeof(buf), 5000), 0); /* child's FIN */
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	tp_close(ca);
+	pair_close(&p);
+}
+
+int main(void)
+{
+	if (getenv("TP_DEBUG"))
+		log_set_level(LL_DEBUG);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_setup_failures),
+		cmocka_unit_test(test_conn_abort_leaves_nothing),
+		cmocka_unit_test(test_abort_resets_peer),
+		cmocka_unit_test(test_peek_counts_stats),
+		cmocka_unit_test(test_fork_child_serves),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
