@@ -18,6 +18,7 @@
 
 #include "ntb/ntb_int.h"
 #include "util/log.h"
+#include "util/mapguard.h"
 
 static __thread char detail_buf[256];
 
@@ -634,7 +635,8 @@ static void observe_peer(struct ntb_link *link, uint64_t now)
 	bool ours = link->inspect ? atomic_load_explicit(&link->ctrl_out->enable.v,
 							  memory_order_relaxed) == 1
 				  : atomic_load_explicit(&link->enabled, memory_order_relaxed);
-	bool up = ours && en == 1 && ep != 0 && fresh;
+	/* A mapping that faulted (file truncated) now reads zeros: the link is gone. */
+	bool up = ours && en == 1 && ep != 0 && fresh && !mapguard_lost(link->base);
 	bool was = atomic_exchange_explicit(&link->up, up, memory_order_relaxed);
 	uint32_t old_ep = atomic_exchange_explicit(&link->peer_epoch, up ? ep : 0,
 						   memory_order_relaxed);

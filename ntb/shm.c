@@ -17,6 +17,7 @@
 
 #include "ntb/ntb_int.h"
 #include "util/log.h"
+#include "util/mapguard.h"
 
 struct shm_priv {
 	int   fd;
@@ -178,6 +179,9 @@ static int shm_open_backend(struct ntb_link *link)
 	}
 	sp->fd = fd;
 	sp->dev = st.st_dev;
+	/* A truncation of the file under us must not SIGBUS the host program. */
+	if (mapguard_add(base, size) < 0)
+		LOG(LL_DEBUG, "ntb: shm file %s: mapping not guarded against truncation", path);
 	sp->ino = st.st_ino;
 	link->priv = sp;
 	link->base = base;
@@ -195,8 +199,10 @@ err_close:
 static void shm_close(struct ntb_link *link)
 {
 	struct shm_priv *sp = link->priv;
-	if (link->base)
+	if (link->base) {
+		mapguard_remove(link->base);
 		munmap(link->base, link->map_size);
+	}
 	if (sp) {
 		close(sp->fd);
 		free(sp);
@@ -230,6 +236,11 @@ static int shm_check_mapping(struct ntb_link *link)
 {
 	struct shm_priv *sp = link->priv;
 	struct stat st, pst;
+	if (mapguard_lost(link->base)) {
+		ntb_set_detail("shm file %s was truncated under the live mapping (access faulted)",
+			       link->params.path);
+		return -EIO;
+	}
 	if (fstat(sp->fd, &st) < 0)
 		return -errno;
 	if ((uint64_t)st.st_size < link->hdr.region_size) {

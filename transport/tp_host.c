@@ -16,6 +16,7 @@
 
 #include "transport/tp_int.h"
 #include "util/log.h"
+#include "util/mapguard.h"
 
 uint64_t tp_now_ms(void)
 {
@@ -130,6 +131,8 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 		rc = -errno;
 		goto err_unlock;
 	}
+	/* A truncation of the host table under us must not SIGBUS the host program. */
+	(void)mapguard_add(h, size);
 	/* A table from an earlier session of this side (every process of it gone) or from another
 	 * layout is rebuilt; the flock serialises openers. */
 	if (h->magic != TP_HOST_MAGIC || h->version != TP_HOST_VERSION ||
@@ -148,6 +151,7 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	l->host_fd = fd;
 	return 0;
 err_unmap:
+	mapguard_remove(h);
 	munmap(h, size);
 err_unlock:
 	flock(fd, LOCK_UN);
@@ -158,8 +162,10 @@ err_close:
 
 void tp_host_close(struct tp_link *l)
 {
-	if (l->host)
+	if (l->host) {
+		mapguard_remove(l->host);
 		munmap(l->host, l->host_size);
+	}
 	if (l->host_fd >= 0)
 		close(l->host_fd);
 	l->host = NULL;
