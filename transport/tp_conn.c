@@ -131,7 +131,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	if (timeout_ms < 0 || (uint32_t)timeout_ms > pp->setup_timeout_ms)
 		timeout_ms = (int)pp->setup_timeout_ms;
 	deadline = start + (uint64_t)timeout_ms;
-	if (!ntb_link_tick(l->ntb)) {
+	if (!tp_link_refresh(l)) {
 		*ret_reason = TP_REASON_LINK_DOWN;
 		return -ENOLINK;
 	}
@@ -352,10 +352,12 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 
 	events |= TP_EV_ERR | TP_EV_HUP;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
+	for (unsigned spins = 0;; spins++) {
 		ev = poll_bits(c, false);
 		if (ev & events)
 			return (int)(ev & events);
+		if (spins % 16u)
+			continue;
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if ((t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000 >=
 		    (long)c->link->params.spin_us)

@@ -289,6 +289,8 @@ struct tp_link {
 	uint64_t last_maint_ms;
 	uint32_t db_seen;
 	int refs;
+	atomic_bool up;             /* ntb_link_tick() as the helper last saw it */
+	_Atomic uint32_t peer_epoch;
 };
 
 struct tp_rec {          /* a validated inbound message, private copy */
@@ -340,6 +342,8 @@ struct tp_conn {
 	uint32_t rec_off;            /* bytes consumed of recs[rec_head] */
 	uint32_t rec_bytes;          /* sum of (len + 1) over queued records */
 	struct tp_stats local_stats; /* when ent is NULL */
+#define TP_WCACHE 48
+	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */
 	struct tp_stats *st;
 };
 
@@ -384,6 +388,7 @@ void tp_out_word(struct tp_link *l, uint32_t off, uint32_t seed, uint32_t v);
 
 /* tp_link.c */
 void tp_helper_start(void);
+bool tp_link_refresh(struct tp_link *l);
 void tp_event_signal(void);
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);

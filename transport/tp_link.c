@@ -24,7 +24,7 @@ void tp_params_init(struct tp_params *p)
 	p->recv_timeout_ms = 50;
 	p->detect_timeout_ms = 100;
 	p->max_err = 32;
-	p->spin_us = 50;
+	p->spin_us = 200;
 	p->setup_timeout_ms = 2000;
 }
 
@@ -154,11 +154,21 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	return false;
 }
 
+/* Tick the link and cache its state for the data path (tp_conn_peer_lost()). */
+bool tp_link_refresh(struct tp_link *l)
+{
+	bool up = ntb_link_tick(l->ntb);
+
+	atomic_store(&l->peer_epoch, ntb_link_peer_epoch(l->ntb));
+	atomic_store(&l->up, up);
+	return up;
+}
+
 static void link_service(struct tp_link *l, uint64_t now, bool rung)
 {
 	struct tp_conn *done = NULL, *c, *next;
 
-	ntb_link_tick(l->ntb);
+	tp_link_refresh(l);
 	if ((rung || now - l->last_maint_ms >= 100) && tp_host_trylock(l)) {
 		tp_mbox_process(l);
 		if (now - l->last_maint_ms >= 500) {
@@ -391,6 +401,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 		goto err_ntb;
 	l->db_seen = ntb_db_read(l->ntb);
 	l->geom.slot_off = TP_OFF_SLOTS;
+	tp_link_refresh(l);
 	tp_event_fd();
 	pthread_mutex_lock(&g_lock);
 	l->next_link = g_links;
@@ -441,7 +452,7 @@ void tp_link_close(struct tp_link *l)
 
 bool tp_link_is_up(struct tp_link *l)
 {
-	return ntb_link_tick(l->ntb);
+	return tp_link_refresh(l);
 }
 
 struct ntb_link *tp_link_ntb(struct tp_link *l)

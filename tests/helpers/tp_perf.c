@@ -5,6 +5,7 @@
 #include <getopt.h>
 
 #include "tests/helpers/tp_testlib.h"
+#include "util/log.h"
 
 struct arg {
 	struct tp_conn *c;
@@ -75,13 +76,16 @@ int main(int argc, char **argv)
 
 	tp_params_init(&tpp);
 	tpp.contexts = 16;
-	while ((opt = getopt(argc, argv, "s:m:c:p:f:")) != -1) {
+	if (getenv("TP_DEBUG"))
+		log_set_level(LL_DEBUG);
+	while ((opt = getopt(argc, argv, "s:m:c:p:f:w:")) != -1) {
 		switch (opt) {
 		case 's': size = strtoul(optarg, NULL, 0); break;
 		case 'm': mib = strtoull(optarg, NULL, 0); break;
 		case 'c': tpp.contexts = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'p': pings = strtoull(optarg, NULL, 0); break;
 		case 'f': sscanf(optarg, "%lf,%lf", &drop, &corrupt); break;
+		case 'w': tpp.spin_us = (uint32_t)strtoul(optarg, NULL, 0); break;
 		default: return 2;
 		}
 	}
