@@ -90,7 +90,7 @@ static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
 	c->peer_epoch = e->peer_epoch;
 	c->tx_epoch = (uint16_t)e->epoch;
 	c->rx_epoch = (uint16_t)e->epoch;
-	c->used = true;
+	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
 	__atomic_store_n(&e->refs, 1, __ATOMIC_RELEASE);
 	if (tp_conn_init_queues(c)) {
 		free(c);
@@ -301,7 +301,7 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 	if (err)
 		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
 	pthread_mutex_lock(&c->rx_lock);
-	c->used = true;
+	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
 	tp_rx_progress(c, 1);
 	if (arm && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */

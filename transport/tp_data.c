@@ -395,7 +395,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	pthread_mutex_lock(&c->tx_lock);
-	c->used = true;
+	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
 	rc = tx_check(c);
 	if (rc)
 		goto out;
@@ -767,7 +767,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	uint32_t h, off;
 
 	pthread_mutex_lock(&c->rx_lock);
-	c->used = true;
+	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
 	h = c->rec_head;
 	off = c->rec_off;
 	for (;;) {

@@ -183,7 +183,7 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
 		uint32_t fl;
 
-		if (c->used || atomic_load(&c->closed))
+		if (__atomic_load_n(&c->used, __ATOMIC_RELAXED) || atomic_load(&c->closed))
 			tp_conn_timers(c, now);
 		if (atomic_load(&c->closed) && linger_done(c, now, &fl)) {
 			*pp = c->next;
@@ -266,7 +266,7 @@ static void atfork_parent(void)
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
 		/* the child may take over: timers run where a connection is used next */
 		for (struct tp_conn *c = l->conns; c; c = c->next)
-			c->used = false;
+			__atomic_store_n(&c->used, false, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&l->conns_lock);
 	}
 	pthread_mutex_unlock(&g_lock);
@@ -314,7 +314,7 @@ void tp_atfork_child(void)
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			pthread_mutex_init(&c->tx_lock, NULL);
 			pthread_mutex_init(&c->rx_lock, NULL);
-			c->used = false;
+			__atomic_store_n(&c->used, false, __ATOMIC_RELAXED);
 			for (int i = 0; i < TP_OWNERS; i++) {
 				if (c->ent->owners[i] == me)
 					break;
