@@ -118,6 +118,18 @@ assert msgs["inline"] + msgs["short"] + msgs["long"] > 0, a2
 assert b["rx"]["bytes"] > 0, b
 print("client sent %d bytes; server received %d" % (a2["tx"]["bytes"], b["rx"]["bytes"]))
 EOF
+	# check sees the live link from both hosts without disturbing it
+	"$NTBSOCK" check -c "$tmp/a.conf" >"$tmp/ca" 2>&1 && "$NTBSOCK" check -c "$tmp/b.conf" >"$tmp/cb" 2>&1 &&
+	grep -qE '^    link up, peer epoch 0x[0-9a-f]{8}; this host uses side 0$' "$tmp/ca" &&
+	grep -qE '^    link up, peer epoch 0x[0-9a-f]{8}; this host uses side 1$' "$tmp/cb" &&
+	grep -qE '^    side 0: claimed by [1-9][0-9]* handles?, enabled, epoch 0x' "$tmp/ca" &&
+	grep -qE '^    side 1: claimed by [1-9][0-9]* handles?, enabled, epoch 0x' "$tmp/ca" &&
+		ok "check shows the live link up on both hosts" ||
+		fail "check of a live link: $(cat "$tmp/ca" "$tmp/cb" | grep -A4 '^  ab:')"
+	epa=$(sed -n 's/^    link up, peer epoch \(0x[0-9a-f]*\);.*/\1/p' "$tmp/ca")
+	epb=$(sed -n 's/^    side 1: .*epoch \(0x[0-9a-f]*\)$/\1/p' "$tmp/cb")
+	[ -n "$epa" ] && [ "$epa" = "$epb" ] && ok "A's peer epoch is B's epoch" ||
+		fail "A's peer epoch '$epa', B's own '$epb'"
 	"$NTBSOCK" stat -c "$tmp/a.conf" >"$tmp/t1" 2>&1
 	grep -qE " 127\.0\.0\.1:[0-9]+ +127\.0\.0\.2:$port +ntb +open " "$tmp/t1" &&
 		ok "stat table shows the live connection" || fail "stat table: $(cat "$tmp/t1")"
