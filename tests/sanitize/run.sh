@@ -16,10 +16,12 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 case $variant in
 asan)
 	san="-fsanitize=address,undefined -fno-omit-frame-pointer"
+	rtlibs="-lasan,-lubsan"
 	rt=$(gcc -print-file-name=libasan.so)
 	;;
 tsan)
 	san="-fsanitize=thread -fno-omit-frame-pointer"
+	rtlibs="-ltsan"
 	rt=$(gcc -print-file-name=libtsan.so)
 	;;
 *)	echo "run.sh: unknown variant $variant" >&2; exit 2;;
@@ -29,11 +31,16 @@ case $B in /*) ;; *) B=$(pwd)/$B;; esac
 logdir=$B/san-logs
 rm -rf "$logdir"; mkdir -p "$logdir"
 
-# -O1 keeps stacks readable; CC carries the flag so that every link line gets it too.
+# -O1 keeps stacks readable; CC carries the flags so that every link line gets them too. gcc does
+# not link the runtime into a shared object: CC names it (libntbsock.so is linked with -z defs;
+# -Wl options are ignored when compiling). CC and CFLAGS are exported: a test that runs make
+# itself (test_cli: make install) builds with the same flags.
+export CC="gcc $san -Wl,--push-state,--no-as-needed,$rtlibs,--pop-state"
+export CFLAGS="-O1 -g"
 units=$(ls tests/unit/test_*.c 2>/dev/null | sed "s#tests/unit/#$B/tests/#; s#\.c\$##")
 helpers=$(ls tests/helpers/*.c 2>/dev/null | sed "s#tests/helpers/#$B/tests/#; s#\.c\$##")
 echo "sanitize[$variant]: building into $B"
-$MAKE --no-print-directory -j"$JOBS" BUILD="$B" CC="gcc $san" CFLAGS="-O1 -g" \
+$MAKE --no-print-directory -j"$JOBS" BUILD="$B" \
 	all $units $helpers || { echo "sanitize[$variant]: build failed"; exit 1; }
 
 # Reports: halt on the first one (a test fails), and also written to $logdir so that reports
