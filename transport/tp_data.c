@@ -647,6 +647,11 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 			}
 		}
 		c->recs[c->rec_tail % TP_RECS] = r;
+		if (c->rec_skip && c->rec_tail == c->rec_head) {
+			/* adopted after exec: the old image had consumed this much of it */
+			c->rec_off = c->rec_skip < r.len ? c->rec_skip : r.len;
+			c->rec_skip = 0;
+		}
 		c->rec_tail++;
 		c->rec_bytes += r.len + 1; /* +1: a FIN counts as something to read */
 		c->v_msn++;
@@ -717,7 +722,8 @@ static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, 
 	size_t room = 0;
 	uint32_t crc, left, pos;
 
-	if (c->gated || c->fin_rcvd_v || atomic_load(&c->error) || c->rec_head != c->rec_tail)
+	if (c->gated || c->fin_rcvd_v || atomic_load(&c->error) || c->rec_head != c->rec_tail ||
+	    c->rec_skip)
 		return 0;
 	if (rx_inline(c, c->v_i, c->v_msn, &r) != PR_NONE)
 		return 0; /* inline (or trouble): the validating path handles it */
@@ -800,6 +806,8 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 			tp_rx_progress(c, 1);
 			if (h == c->rec_tail)
 				break;
+			if (h == c->rec_head)
+				off = c->rec_off; /* an adopted connection may start inside it */
 		}
 		struct tp_rec *r = &c->recs[h % TP_RECS];
 		uint32_t left = r->len - off;

@@ -214,7 +214,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   1u
+#define TP_HOST_VERSION   2u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u
 #define TP_OWNERS         4
@@ -224,6 +224,15 @@ enum tp_entry_state {
 	TP_ES_CONNECTING,  /* client: slot reserved, Apply sent, waiting for Ack */
 	TP_ES_PENDING,     /* server: Ack sent, waiting for tp_attach() */
 	TP_ES_OPEN,        /* owned by a process */
+};
+
+/* What survives exec: with everything sent acknowledged, the cursors are the whole state. */
+struct tp_export {
+	uint32_t valid;        /* 1 between tp_conn_export() and tp_conn_adopt() */
+	uint32_t msn_next, tx_i, tx_d, fin_msn;
+	uint32_t c_i, c_d, c_msn, rec_off;
+	uint16_t tx_epoch, detect_seq, rx_epoch, det_seen;
+	uint8_t  wr_shut, fin_sent, rd_shut, eof;
 };
 
 struct tp_host_entry {
@@ -243,6 +252,7 @@ struct tp_host_entry {
 	uint32_t result_reason;
 	uint64_t created_ms, released_ms;
 	struct tp_stats stats;
+	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
 };
 
 struct tp_host_listen {
@@ -341,6 +351,7 @@ struct tp_conn {
 	uint32_t rec_head, rec_tail; /* free-running */
 	uint32_t rec_off;            /* bytes consumed of recs[rec_head] */
 	uint32_t rec_bytes;          /* sum of (len + 1) over queued records */
+	uint32_t rec_skip;           /* adopted: bytes of the next record already consumed */
 	struct tp_stats local_stats; /* when ent is NULL */
 #define TP_WCACHE 48
 	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */

@@ -157,6 +157,15 @@ int tp_conn_error(struct tp_conn *c);
  * time is the caller's business, as for kernel sockets). */
 void tp_atfork_child(void);
 
+/* ADDED: exec support. Before exec, tp_conn_export() waits up to TIMEOUT_MS until everything
+ * C sent is acknowledged, saves C's state in the host-local table, frees C locally (no FIN)
+ * and returns a token (-EBUSY when unacknowledged data remains: C stays usable). After exec
+ * the new image opens the same link and calls tp_conn_adopt(TOKEN) to get the connection
+ * back (same pid required; -ENOENT when the token is stale). Pass tokens e.g. in the
+ * environment; they are plain numbers. */
+int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token);
+int tp_conn_adopt(struct tp_link *link, uint64_t token, struct tp_conn **ret_conn);
+
 struct tp_stats {
 	uint64_t tx_bytes, rx_bytes;
 	uint64_t tx_msgs_inline, tx_msgs_short, tx_msgs_long;

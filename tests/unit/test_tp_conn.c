@@ -232,6 +232,55 @@ static void test_fork_child_serves(void **state)
 	pair_close(&p);
 }
 
+/* exec hand-over in one process (same pid, as across exec): export the server end in the
+ * middle of a partly read message, adopt it, the stream continues byte-exact both ways. */
+static void test_export_adopt(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb, *cb2;
+	char buf[256], want[256];
+	uint64_t tok;
+
+	(void)state;
+	pair_open(&p, "connexec");
+	connect_pair(&p, 6, &ca, &cb);
+	for (int i = 0; i < 256; i++)
+		want[i] = (char)i;
+	assert_int_equal(tl_send_all(ca, want, 100), 0);        /* inline */
+	assert_int_equal(tl_send_all(ca, want + 100, 156), 0);  /* data ring */
+	assert_int_equal(tl_send_all(cb, "pong", 4), 0);
+	assert_int_equal(tl_recv_some(ca, buf, 4, 2000), 4);
+	assert_int_equal(tl_recv_some(cb, buf, 30, 2000), 30);   /* 30 of the first 100 */
+	assert_memory_equal(buf, want, 30);
+	assert_int_equal(tp_conn_export(cb, 2000, &tok), 0);
+	assert_int_equal(tp_conn_adopt(p.b, tok, &cb2), 0);
+	assert_int_equal(tp_conn_adopt(p.b, tok, &cb), -ENOENT); /* a token is used once */
+	size_t got = 30;
+	while (got < 256) {
+		ssize_t n = tl_recv_some(cb2, buf + got, sizeof(buf) - got, 2000);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(buf + 30, want + 30, 226);
+	assert_int_equal(tl_send_all(cb2, "again", 5), 0);
+	assert_int_equal(tl_recv_some(ca, buf, sizeof(buf), 2000), 5);
+	assert_memory_equal(buf, "again", 5);
+	assert_int_equal(tl_send_all(ca, want, 200), 0);
+	got = 0;
+	while (got < 200) {
+		ssize_t n = tl_recv_some(cb2, buf + got, sizeof(buf) - got, 2000);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(buf, want, 200);
+	tp_close(ca);
+	assert_int_equal(tl_recv_some(cb2, buf, sizeof(buf), 2000), 0);
+	tp_close(cb2);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -242,6 +291,7 @@ int main(void)
 		cmocka_unit_test(test_abort_resets_peer),
 		cmocka_unit_test(test_peek_counts_stats),
 		cmocka_unit_test(test_fork_child_serves),
+		cmocka_unit_test(test_export_adopt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
