@@ -89,7 +89,8 @@ static int full_write(int fd, const void *buf, size_t len)
 	const char *p = buf;
 
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		/* MSG_NOSIGNAL: a dead peer process is an error here, not a SIGPIPE */
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -687,6 +688,36 @@ static void remove_link_files(const char *path)
 	}
 }
 
+/* Interrupted (Ctrl-C, kill): remove the private link and stop side 1 before leaving. Only
+ * async-signal-safe calls; the paths are prepared before the handler is installed. */
+static char cleanup_paths[3][PATH_MAX];
+static volatile sig_atomic_t cleanup_child;
+
+static void on_signal(int sig)
+{
+	for (int i = 0; i < 3; i++)
+		unlink(cleanup_paths[i]);
+	if (cleanup_child > 0)
+		kill((pid_t)cleanup_child, SIGTERM);
+	_exit(128 + sig);
+}
+
+static void install_cleanup(const char *path, pid_t child)
+{
+	struct sigaction sa;
+
+	snprintf(cleanup_paths[0], PATH_MAX, "%s", path);
+	snprintf(cleanup_paths[1], PATH_MAX, "%s.side0", path);
+	snprintf(cleanup_paths[2], PATH_MAX, "%s.side1", path);
+	cleanup_child = child;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 /* --- the run ---------------------------------------------------------------------------------- */
 
 static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, const uint8_t *pattern,
@@ -762,6 +793,7 @@ int cmd_perf(int argc, char **argv)
 		_exit(child_main(&o, sv[1], pattern, max_size, cpu_b));
 	}
 	close(sv[1]);
+	install_cleanup(o.lp.path, child);
 	tool_pin_cpu(cpu_a);
 
 	struct ntb_link_params lp = o.lp;
