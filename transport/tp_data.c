@@ -312,8 +312,12 @@ void tp_tx_feedback(struct tp_conn *c)
 	if (slot_word(c, TP_W_FB_EPOCH, &v)) {
 		uint16_t ep = (uint16_t)v, det = (uint16_t)(v >> 16);
 
-		if (det == c->detect_seq && c->terr) /* DetectAck: the receiver is alive */
+		if (det == c->detect_seq && c->terr) {
+			/* DetectAck: the receiver is alive, only not consuming: probe less often */
 			c->terr = 0;
+			if (c->det_backoff < 16)
+				c->det_backoff++;
+		}
 		if (tp_rt_epoch_newer(ep, c->tx_epoch)) {
 			if (++c->terr > c->link->params.max_err * 4u) {
 				set_error(c, -ECONNRESET);
@@ -325,6 +329,7 @@ void tp_tx_feedback(struct tp_conn *c)
 	if (progress) {
 		c->last_ack_ms = tp_now_ms();
 		c->terr = 0;
+		c->det_backoff = 0;
 	}
 }
 
@@ -882,6 +887,9 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 
 		if (pending && !atomic_load(&c->error)) {
 			uint32_t to = c->terr ? pp->detect_timeout_ms : pp->send_timeout_ms;
+
+			/* an alive receiver that does not read: up to ~2 s between probes */
+			to += (c->det_backoff < 16 ? c->det_backoff : 16) * 120u;
 
 			if (now - c->last_ack_ms > to) {
 				/* TimerSendData / TimerDetect: PROBING, send Detect */

@@ -335,6 +335,7 @@ struct tp_conn {
 	bool wr_shut, fin_sent, tx_wait_set;
 	uint32_t fin_msn;
 	uint32_t terr;
+	uint32_t det_backoff;      /* Detects answered without progress in a row */
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	bool tx_dirty;
 	/* --- receive side (rx_lock) */
