@@ -741,18 +741,75 @@ static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, cons
 	return 0;
 }
 
+/* The end of a run: the CSV (or the reference lines after the table), then the errors.
+ * Returns whether every size was measured and verified. */
+static bool report_end(const struct perf_opts *o, const struct perf_result *res, bool completed,
+		       const char *err, int cpu_a, int cpu_b)
+{
+	bool all_ok = true;
+
+	if (o->csv)
+		print_csv(res, o->n_sizes);
+	for (int i = 0; i < o->n_sizes; i++)
+		all_ok = all_ok && res[i].done && res[i].verified;
+	if (completed && !o->csv)
+		print_reference(cpu_a, cpu_b);
+	if (err[0])
+		fprintf(stderr, "ntbsock perf: %s\n", err);
+	for (int i = 0; i < o->n_sizes; i++)
+		if (res[i].first_bad[0])
+			fprintf(stderr, "ntbsock perf: verification failed: %s\n", res[i].first_bad);
+	fflush(NULL);
+	return all_ok;
+}
+
+/* Side 0: open the link, listen, let side 1 connect (it reports the outcome), attach. */
+static int parent_setup(const struct perf_opts *o, int ctl, struct tp_link **ret_link,
+			struct tp_conn **ret_conn, char *err, size_t errlen)
+{
+	struct ntb_link_params lp = o->lp;
+	struct perf_report rep;
+	int rc;
+
+	lp.side = 0;
+	rc = tp_link_open(&lp, &o->tpp, ret_link);
+	if (rc < 0) {
+		snprintf(err, errlen, "side 0: tp_link_open %s: %s%s%s", lp.path, strerror(-rc),
+			 *ntb_strerror_detail() ? ": " : "", ntb_strerror_detail());
+		return rc;
+	}
+	rc = tp_listen(*ret_link, PERF_PORT);
+	if (rc < 0) {
+		snprintf(err, errlen, "side 0: tp_listen: %s", strerror(-rc));
+		return rc;
+	}
+	rc = ctl_run(ctl, 0, 0, 0);
+	if (rc < 0) {
+		snprintf(err, errlen, "side 1 exited early");
+		return rc;
+	}
+	rc = ctl_report(ctl, &rep);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s", rep.msg);
+		return rc;
+	}
+	rc = parent_accept(*ret_link, getpid(), ret_conn);
+	if (rc < 0)
+		snprintf(err, errlen, "side 0: tp_attach: %s", strerror(-rc));
+	return rc;
+}
+
 int cmd_perf(int argc, char **argv)
 {
 	struct perf_opts o;
 	struct perf_result res[PERF_MAX_SIZES];
-	struct perf_report rep;
 	struct tp_link *link = NULL;
 	struct tp_conn *c = NULL;
 	uint8_t *pattern = NULL, *buf = NULL;
 	size_t max_size = 0;
 	int cpu_a = -1, cpu_b = -1, sv[2], status, rc;
 	char err[512] = "";
-	bool all_ok = true;
+	bool all_ok;
 	pid_t child;
 
 	rc = parse_opts(argc, argv, &o);
@@ -796,36 +853,9 @@ int cmd_perf(int argc, char **argv)
 	install_cleanup(o.lp.path, child);
 	tool_pin_cpu(cpu_a);
 
-	struct ntb_link_params lp = o.lp;
-	lp.side = 0;
-	rc = tp_link_open(&lp, &o.tpp, &link);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "side 0: tp_link_open %s: %s%s%s", lp.path, strerror(-rc),
-			 *ntb_strerror_detail() ? ": " : "", ntb_strerror_detail());
+	rc = parent_setup(&o, sv[0], &link, &c, err, sizeof(err));
+	if (rc < 0)
 		goto err_child;
-	}
-	rc = tp_listen(link, PERF_PORT);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "side 0: tp_listen: %s", strerror(-rc));
-		goto err_child;
-	}
-	/* Let the child open side 1 and connect; it reports the outcome. */
-	rc = ctl_run(sv[0], 0, 0, 0);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "side 1 exited early");
-		goto err_child;
-	}
-	rc = ctl_report(sv[0], &rep);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "%s", rep.msg);
-		goto err_child;
-	}
-	rc = parent_accept(link, getpid(), &c);
-	if (rc < 0) {
-		snprintf(err, sizeof(err), "side 0: tp_attach: %s", strerror(-rc));
-		goto err_child;
-	}
-
 	if (!o.csv)
 		print_table_head(&o, cpu_a, cpu_b);
 	rc = run_sweep(&o, c, sv[0], pattern, buf, res, err, sizeof(err));
@@ -837,18 +867,7 @@ err_child:
 		kill(child, SIGTERM);
 	waitpid(child, &status, 0);
 	remove_link_files(o.lp.path);
-	if (o.csv)
-		print_csv(res, o.n_sizes);
-	for (int i = 0; i < o.n_sizes; i++)
-		all_ok = all_ok && res[i].done && res[i].verified;
-	if (rc == 0 && !o.csv)
-		print_reference(cpu_a, cpu_b);
-	if (err[0])
-		fprintf(stderr, "ntbsock perf: %s\n", err);
-	for (int i = 0; i < o.n_sizes; i++)
-		if (res[i].first_bad[0])
-			fprintf(stderr, "ntbsock perf: verification failed: %s\n", res[i].first_bad);
-	fflush(NULL);
+	all_ok = report_end(&o, res, rc == 0, err, cpu_a, cpu_b);
 	/* Last: the side-1 process is gone, so this only releases our own resources. */
 	tp_close(c);
 	tp_link_close(link);
