@@ -311,6 +311,7 @@ struct tp_rec {          /* a validated inbound message, private copy */
 	struct tp_desc desc;  /* data ring: private copy of the descriptor */
 };
 #define TP_RECS 1024u
+#define TP_SPIN_ACTIVE_US 300 /* spin budget of a streaming connection (tp_wait) */
 
 struct tp_conn {
 	struct tp_link *link;
@@ -324,6 +325,7 @@ struct tp_conn {
 	atomic_bool closed;       /* tp_close() called; helper finishes */
 	bool used;                /* touched by this process since fork: its timers run here */
 	uint64_t closed_ms;
+	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */
 	pthread_mutex_t tx_lock;
