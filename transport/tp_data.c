@@ -779,6 +779,10 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 
 	pthread_mutex_lock(&c->rx_lock);
 	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
+	if (c->rd_shut) { /* as Linux: reads after shutdown(SHUT_RD) see end of stream */
+		pthread_mutex_unlock(&c->rx_lock);
+		return 0;
+	}
 	h = c->rec_head;
 	off = c->rec_off;
 	for (;;) {

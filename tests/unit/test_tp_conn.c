@@ -180,12 +180,17 @@ static void test_peek_counts_stats(void **state)
 	assert_int_equal(tp_unacked_bytes(ca), 0);
 	tp_conn_stats(cb, &st);
 	assert_true(st.rx_bytes == 8 && st.rx_msgs_inline == 1);
+	/* shutdown(SHUT_RD): reads see EOF; the peer's later bytes are discarded, not queued */
+	assert_int_equal(tp_shutdown(cb, SHUT_RD), 0);
+	assert_int_equal(tp_recv(cb, &r, 1, 0), 0);
+	assert_int_equal(tl_send_all(ca, "zz", 2), 0);
+	assert_int_equal(tp_recv(cb, &r, 1, 0), 0);
 	/* ntbsock stat sees both ends with owner and counters */
 	assert_int_equal(stat_count(p.path, 0, e, 8), 1);
 	assert_int_equal(e[0].pid, getpid());
 	assert_int_equal(e[0].fd, 42);
 	assert_string_equal(e[0].role, "client");
-	assert_true(e[0].stats.tx_bytes == 8 && e[0].stats.tx_msgs_inline == 1);
+	assert_true(e[0].stats.tx_bytes == 10 && e[0].stats.tx_msgs_inline == 2);
 	assert_int_equal(stat_count(p.path, 1, e, 8), 1);
 	assert_string_equal(e[0].state, "open");
 	tp_close(ca);
