@@ -5,6 +5,7 @@
 #include "preload/pl_int.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +97,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	size_t total = iov_total(iov, iovcnt, &bad), done = 0;
 	bool nb = (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
 	int64_t deadline = -2;
+	unsigned futile = 0;
 	struct iovec win[PL_IOV_WIN];
 
 	(void)fd;
@@ -115,6 +117,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		}
 		ssize_t r = tp_send(s->conn, v, n);
 		if (r > 0) {
+			futile = 0;
 			done += (size_t)r;
 			if (done >= total)
 				break;
@@ -126,14 +129,24 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			if (deadline == -2)
 				deadline = deadline_of(atomic_load_explicit(&s->sndtimeo_ms,
 									     memory_order_relaxed));
+			/* The transport may report room that a send of this size cannot use yet:
+			 * after a futile wake-up, back off instead of spinning. */
+			if (futile++ > 1) {
+				if (futile < 64)
+					sched_yield();
+				else
+					usleep(futile < 84 ? 50u * (futile - 63) : 1000u);
+			}
 			int w = tp_wait(s->conn, TP_EV_OUT | TP_EV_ERR | TP_EV_HUP, pl_ms_left(deadline));
-			if (w > 0)
+			/* (the deadline is checked here too: "room" that the next send cannot use must
+			 * not keep us past SO_SNDTIMEO) */
+			if (w > 0 && (deadline < 0 || pl_now_ns() < deadline))
 				continue;
 			if (w == -EINTR && !done &&
 			    restart_after_signal(atomic_load_explicit(&s->sndtimeo_ms,
 								       memory_order_relaxed)))
 				continue;
-			if (w == 0)
+			if (w >= 0)
 				r = -EAGAIN; /* SO_SNDTIMEO expired */
 			else
 				r = w;

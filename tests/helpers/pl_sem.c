@@ -41,6 +41,7 @@ static int step;
 static const char *role = "?";
 static volatile sig_atomic_t sigpipes;
 
+static char flood_flag[64]; /* side channel of the SO_SNDTIMEO step */
 static volatile sig_atomic_t alarms;
 
 static void on_alarm(int sig)
@@ -250,6 +251,35 @@ static void server(int fd)
 	write_all(fd, "S", 1);
 	ok("EINTR");
 
+	/* 7c: the client fills the queue under SO_SNDTIMEO; we read it all once it says so. */
+	sync_byte_recv(fd, 'W');
+	/* Not reading until the client saw its timeout: it says so through a file, as the
+	 * stream itself is full. */
+	for (int i = 0; i < 600 && access(flood_flag, F_OK) != 0; i++)
+		usleep(100000);
+	CHECK(access(flood_flag, F_OK) == 0, "flood flag %s", flood_flag);
+	unlink(flood_flag);
+	{
+		static unsigned char fb[65536];
+		size_t flood = 0;
+		for (;;) {
+			/* Peek, so that nothing after the sentinel (the next step's data) is eaten. */
+			ssize_t r = recv(fd, fb, sizeof(fb), MSG_PEEK);
+			CHECK(r > 0, "flood peek");
+			unsigned char *z = memchr(fb, 0, (size_t)r);
+			size_t take = z ? (size_t)(z - fb) + 1 : (size_t)r;
+			CHECK(recv(fd, fb, take, MSG_WAITALL) == (ssize_t)take, "flood read");
+			flood += z ? take - 1 : take;
+			if (z)
+				break;
+		}
+		uint64_t sent = 0;
+		read_all(fd, &sent, sizeof(sent));
+		CHECK(sent == flood, "flood: %zu bytes arrived, %llu sent", flood,
+		      (unsigned long long)sent);
+	}
+	ok("SO_SNDTIMEO");
+
 	/* 7b: two threads, one socket, both directions at once. */
 	duplex(fd, 100, 200);
 	ok("threads, full duplex");
@@ -386,6 +416,34 @@ static void client(int fd)
 	CHECK(recv(fd, buf, 1, 0) == 1 && buf[0] == 'S' && alarms == 2, "restarted by SA_RESTART");
 	signal(SIGALRM, SIG_DFL);
 	ok("EINTR / SA_RESTART");
+	/* 7c: SO_SNDTIMEO: with nobody reading, a blocking send returns what it queued, then
+	 * -1 EAGAIN once the timeout expires with nothing sent. */
+	{
+		static unsigned char fb[65536];
+		memset(fb, 0xab, sizeof(fb));
+		struct timeval stv = { 0, 200000 };
+		CHECK(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv)) == 0, "sndtimeo");
+		sync_byte_send(fd, 'W');
+		size_t flood = 0;
+		for (int i = 0; i < 100000; i++) {
+			ssize_t r = send(fd, fb, sizeof(fb), 0);
+			if (r < 0) {
+				CHECK(errno == EAGAIN, "send under SO_SNDTIMEO");
+				break;
+			}
+			flood += (size_t)r;
+		}
+		CHECK(flood > 0 && flood < 100000u * sizeof(fb), "flood %zu", flood);
+		stv.tv_usec = 0;
+		CHECK(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stv, sizeof(stv)) == 0, "sndtimeo off");
+		int ff = open(flood_flag, O_CREAT | O_WRONLY, 0600);
+		CHECK(ff >= 0, "flood flag");
+		close(ff);
+		sync_byte_send(fd, 0);
+		uint64_t sent = flood;
+		write_all(fd, &sent, sizeof(sent));
+	}
+	ok("SO_SNDTIMEO");
 	/* 7b */
 	duplex(fd, 200, 100);
 	ok("threads, full duplex");
@@ -550,6 +608,7 @@ int main(int argc, char **argv)
 	sigaction(SIGPIPE, &sp, NULL);
 	role = argv[1];
 	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
+	snprintf(flood_flag, sizeof(flood_flag), "/tmp/pl_sem-flood-%s", argv[3]);
 	if (!strcmp(role, "deadlisten"))
 		return dead_listener(&sa);
 	if (!strcmp(role, "refused"))
