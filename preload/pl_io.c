@@ -173,6 +173,7 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	bool peek = flags & MSG_PEEK;
 	bool waitall = (flags & MSG_WAITALL) && !peek && !nb;
 	int64_t deadline = -2;
+	unsigned futile = 0;
 	struct iovec win[PL_IOV_WIN];
 	ssize_t r = 0;
 
@@ -197,6 +198,7 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		}
 		r = tp_recv(s->conn, v, n, peek ? TP_RECV_PEEK : 0);
 		if (r > 0) {
+			futile = 0;
 			done += (size_t)r;
 			if (!waitall || done >= total)
 				break;
@@ -208,14 +210,20 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			break;
 		if (deadline == -2)
 			deadline = deadline_of(atomic_load_explicit(&s->rcvtimeo_ms, memory_order_relaxed));
+		if (futile++ > 1) { /* readiness the next receive could not use: back off */
+			if (futile < 64)
+				sched_yield();
+			else
+				usleep(futile < 84 ? 50u * (futile - 63) : 1000u);
+		}
 		int w = tp_wait(s->conn, TP_EV_IN | TP_EV_ERR | TP_EV_HUP | TP_EV_RDHUP,
 				pl_ms_left(deadline));
-		if (w > 0)
+		if (w > 0 && (deadline < 0 || pl_now_ns() < deadline))
 			continue;
 		if (w == -EINTR && !done &&
 		    restart_after_signal(atomic_load_explicit(&s->rcvtimeo_ms, memory_order_relaxed)))
 			continue;
-		r = w == 0 ? -EAGAIN : w;
+		r = w >= 0 ? -EAGAIN : w;
 		break;
 	}
 	PL_LEAVE();
