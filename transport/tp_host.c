@@ -135,15 +135,36 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	(void)mapguard_add(h, size);
 	/* A table from an earlier session of this side (every process of it gone) or from another
 	 * layout is rebuilt; the flock serialises openers. */
-	if (h->magic != TP_HOST_MAGIC || h->version != TP_HOST_VERSION ||
-	    h->session_epoch != epoch || h->size != size) {
-		if (h->magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
-			LOG(LL_DEBUG, "transport: %s: contexts %u differ from the host's %u", path,
-			    l->contexts, h->contexts);
+	bool live = h->magic == TP_HOST_MAGIC && h->version == TP_HOST_VERSION &&
+		    h->session_epoch == epoch && h->size == size;
+
+	if (h->magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
+		/* the receive-context pool is the host's: all its processes must agree */
+		LOG(LL_DEBUG, "transport: %s: contexts %u differ from the host's %u", path,
+		    l->contexts, h->contexts);
+		rc = -EINVAL;
+		goto err_unmap;
+	}
+	if (!live) {
+		host_init(h, l->contexts, epoch, size);
+		h->inline_n = l->geom.inline_n;
+		h->qsize = l->geom.qsize;
+		h->slot_size = l->slot_size;
+	} else if (h->slot_size != l->slot_size || h->inline_n != l->geom.inline_n ||
+		   h->qsize != l->geom.qsize) {
+		/* one layout per window: a process with other tunables uses the host's */
+		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > l->in_size ||
+		    !h->inline_n || (h->inline_n & (h->inline_n - 1)) || !h->qsize ||
+		    (h->qsize & (h->qsize - 1)) || h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize) {
 			rc = -EINVAL;
 			goto err_unmap;
 		}
-		host_init(h, l->contexts, epoch, size);
+		LOG(LL_DEBUG, "transport: %s: using the host's queues (%u inline, %u bytes)", path,
+		    h->inline_n, h->qsize);
+		l->geom.inline_n = h->inline_n;
+		l->geom.log2n = (uint32_t)__builtin_ctz(h->inline_n);
+		l->geom.qsize = h->qsize;
+		l->slot_size = h->slot_size;
 	}
 	flock(fd, LOCK_UN);
 	l->host = h;

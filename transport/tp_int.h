@@ -214,7 +214,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   2u
+#define TP_HOST_VERSION   3u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u
 #define TP_OWNERS         4
@@ -265,6 +265,7 @@ struct tp_host {
 	uint64_t magic;
 	uint32_t version, size;
 	uint32_t contexts, session_epoch;
+	uint32_t inline_n, qsize, slot_size; /* geometry of this side's slots: first opener's */
 	pthread_mutex_t lock;
 	/* everything below under lock */
 	uint32_t peer_epoch;   /* peer session the mailbox indices belong to */

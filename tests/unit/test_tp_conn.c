@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "tests/helpers/tp_testlib.h"
+#include "transport/tp_int.h"
 #include "util/log.h"
 
 struct pair {
@@ -286,6 +287,30 @@ static void test_export_adopt(void **state)
 	pair_close(&p);
 }
 
+/* Processes of one host with other tunables share the first opener's slot layout. */
+static void test_host_layout_shared(void **state)
+{
+	struct pair p;
+	struct tp_params tpp;
+	struct tp_link *a2;
+
+	(void)state;
+	pair_open(&p, "connlayout");
+	tp_params_init(&tpp);
+	tpp.contexts = 8;
+	tpp.inline_slots = 16;
+	tpp.queue_size = 4096;
+	assert_int_equal(tl_open(p.path, 0, 4u << 20, &tpp, &a2), 0);
+	assert_int_equal(a2->geom.inline_n, p.a->geom.inline_n);
+	assert_int_equal(a2->geom.qsize, p.a->geom.qsize);
+	assert_int_equal(a2->slot_size, p.a->slot_size);
+	tpp.contexts = 4; /* the pool size is the host's: a different one is refused */
+	struct tp_link *a3 = NULL;
+	assert_int_equal(tl_open(p.path, 0, 4u << 20, &tpp, &a3), -EINVAL);
+	tp_link_close(a2);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -297,6 +322,7 @@ int main(void)
 		cmocka_unit_test(test_peek_counts_stats),
 		cmocka_unit_test(test_fork_child_serves),
 		cmocka_unit_test(test_export_adopt),
+		cmocka_unit_test(test_host_layout_shared),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
