@@ -106,6 +106,8 @@ struct pl_sock *pl_sock_get(int fd)
 		int r = atomic_load_explicit(&s->refs, memory_order_relaxed);
 		bool got = false;
 		while (r > 0) {
+			/* acquire: with the reference taken, the fields written before the
+			 * install are visible (pairs with the release exchange in pl_fd_install) */
 			if (atomic_compare_exchange_weak_explicit(&s->refs, &r, r + 1,
 								  memory_order_acquire,
 								  memory_order_relaxed)) {
@@ -115,6 +117,7 @@ struct pl_sock *pl_sock_get(int fd)
 		}
 		if (got) {
 			/* Still the object at FD? (it may have been recycled for another fd) */
+			/* re-check pairs with the exchanges in pl_fd_install / pl_fd_take */
 			if (atomic_load_explicit(&pl_fds[fd], memory_order_acquire) == s)
 				return s;
 			pl_sock_put(s);
@@ -141,6 +144,7 @@ struct pl_sock *pl_fd_take(int fd)
 {
 	if (fd < 0 || fd >= pl_nfds || !pl_fds)
 		return NULL;
+	/* pairs with the acquire loads in pl_sock_get(): later lookups miss the object */
 	return atomic_exchange_explicit(&pl_fds[fd], NULL, memory_order_acq_rel);
 }
 

@@ -73,7 +73,7 @@ static inline bool pl_active(void)
 		if (pl_depth)
 			return false;
 		pl_init_slow();
-		m = atomic_load_explicit(&pl_mode, memory_order_acquire);
+		m = atomic_load_explicit(&pl_mode, memory_order_acquire); /* as above */
 	}
 	return m == PL_MODE_ACTIVE && pl_depth == 0;
 }

@@ -105,6 +105,7 @@ unsigned pl_sock_revents(struct pl_sock *s, int fd)
 static bool user_space(struct pl_sock *s)
 {
 	if (s->kind == PL_CONN)
+		/* pairs with the release in set_state() (pl_setup.c) */
 		return atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_FAILED;
 	return s->kind == PL_EPOLL && s->ep && s->ep->n > 0;
 }
@@ -598,6 +599,7 @@ NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return ctl_kernel(epfd, op, fd, ev);
 	if (!(t->kind == PL_CONN || (t->kind == PL_EPOLL && t->ep)) ||
 	    (t->kind == PL_CONN &&
+	     /* pairs with the release in set_state() */
 	     atomic_load_explicit(&t->state, memory_order_acquire) == PL_CS_FAILED)) {
 		pl_sock_put(t);
 		return ctl_kernel(epfd, op, fd, ev);

@@ -444,7 +444,7 @@ int pl_check_pending(struct pl_sock *s, int fd)
 	int st;
 
 	pthread_mutex_lock(&s->lock);
-	st = atomic_load_explicit(&s->state, memory_order_acquire);
+	st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state() */
 	if (st != PL_CS_PENDING)
 		goto out;
 	struct pollfd p = { .fd = fd, .events = POLLOUT };
@@ -603,6 +603,7 @@ void pl_sock_release(struct pl_sock *s)
 	switch (s->kind) {
 	case PL_CONN:
 		if (s->conn) {
+			/* last reference: pairs with set_state(); conn and state are final */
 			if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN ||
 			    atomic_load_explicit(&s->linger_abort, memory_order_relaxed))
 				tp_abort(s->conn);

@@ -248,7 +248,7 @@ NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 	if (s && s->kind == PL_CONN) {
 		long r = 1;
 		int err = 0;
-		int st = atomic_load_explicit(&s->state, memory_order_acquire);
+		int st = atomic_load_explicit(&s->state, memory_order_acquire); /* set_state() */
 		if (st == PL_CS_PENDING)
 			st = pl_check_pending(s, fd);
 		if (st == PL_CS_FAILED) {
