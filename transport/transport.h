@@ -9,7 +9,19 @@
  *
  * Threads: a tp_conn may be used by several threads at once (send and recv concurrently);
  * the library serialises what must be. At most one helper thread per process (heartbeat,
- * timers, mailbox, doorbell → event fd), asleep unless there is work. */
+ * timers, mailbox, doorbell → event fd), asleep unless there is work.
+ *
+ * Notes for callers (no signature of the first contract changed; additions say ADDED):
+ * - Host-local state lives in /dev/shm/ntbsock-<link>.side<N> (or <path>.side<N>) beside
+ *   the link file: receive-context pool, listeners, set-ups, live connections (tp_stat_list).
+ *   All processes of a host opening one link must use the same `contexts`; other queue
+ *   tunables are taken from the first opener. queue_size 0 = auto (largest power of two the
+ *   window / contexts allows, at most 1 MiB); too small a window is -ENOSPC at open.
+ * - tp_poll() also arms the peer's doorbell for what is not ready (a remote write only when
+ *   that changes), so a caller may sleep on tp_event_fd() right after it.
+ * - fork: the transport registers its own pthread_atfork handlers (tp_atfork_child() runs in
+ *   the child by itself); a connection is closed for real by the last process closing it.
+ * - exec: tp_conn_export() / tp_conn_adopt(). */
 #ifndef NTBSOCK_TRANSPORT_H
 #define NTBSOCK_TRANSPORT_H
 
