@@ -252,6 +252,31 @@ static int bind_host_addr(int fd, const struct sockaddr *dst)
 	return -EADDRNOTAVAIL;
 }
 
+/* Is SA (port ignored) one of this host's configured addresses? IPv4-mapped counts as IPv4. */
+static bool is_host_addr(const struct sockaddr *sa)
+{
+	struct in_addr v4;
+	bool is_v4 = false;
+
+	if (sa->sa_family == AF_INET) {
+		v4 = ((const struct sockaddr_in *)sa)->sin_addr;
+		is_v4 = true;
+	} else if (sa->sa_family == AF_INET6 &&
+		   IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr)) {
+		memcpy(&v4, &((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr[12], 4);
+		is_v4 = true;
+	}
+	for (int i = 0; i < pl_conf->n_host_addrs; i++) {
+		const struct conf_addr *ha = &pl_conf->host_addrs[i];
+		if (is_v4 && ha->family == AF_INET && ha->u.v4.s_addr == v4.s_addr)
+			return true;
+		if (!is_v4 && sa->sa_family == AF_INET6 && ha->family == AF_INET6 &&
+		    !memcmp(&ha->u.v6, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16))
+			return true;
+	}
+	return false;
+}
+
 static const char *route_reason_tcp(const struct conf_route *rt)
 {
 	return rt->reason[0] ? rt->reason : "rule says tcp";
@@ -360,6 +385,10 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		}
 	} else if (sa_is_any((struct sockaddr *)&local)) {
 		reason = "socket bound to the wildcard address";
+		goto tcp;
+	} else if (!is_host_addr((struct sockaddr *)&local)) {
+		/* The peer would not know this source address and would stay TCP. */
+		reason = "socket bound to an address that is not this host's";
 		goto tcp;
 	}
 	desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
@@ -485,6 +514,24 @@ out:
 
 /* --- accept / listen ----------------------------------------------------------------------------- */
 
+/* The server stays TCP although the client may have reserved NTB under KEY: end that
+ * reservation, so the client sees a reset instead of waiting on a path nobody serves. */
+static void reject_reservation(const struct tp_key *key)
+{
+	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		struct tp_link *l = pl_links[i].tp;
+		struct tp_conn *c = NULL;
+		if (!l)
+			continue;
+		PL_ENTER();
+		if (tp_attach(l, key, &c) == 0) {
+			LOG(LL_INFO, "link %s: refused the client's ntb reservation", pl_conf->links[i].name);
+			tp_abort(c);
+		}
+		PL_LEAVE();
+	}
+}
+
 void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 {
 	struct sockaddr_storage cli, srv;
@@ -492,21 +539,27 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	const struct conf_peer *peer;
 	struct tp_conn *conn = NULL;
 	struct tp_key key;
+	bool have_key = false;
 	char desc[128] = "?";
 	const char *reason = NULL;
 	int r;
 
 	(void)listener;
-	if (nfd >= pl_nfds) {
-		reason = "fd beyond the fd table";
-		goto tcp;
-	}
 	if (pl_real.getpeername(nfd, (struct sockaddr *)&cli, &cl) < 0 ||
 	    pl_real.getsockname(nfd, (struct sockaddr *)&srv, &sl) < 0) {
 		reason = "getpeername failed";
 		goto tcp;
 	}
 	desc_pair(desc, sizeof(desc), (struct sockaddr *)&srv, (struct sockaddr *)&cli);
+	if (pl_key_build((struct sockaddr *)&cli, (struct sockaddr *)&srv, &key) < 0) {
+		reason = "not an IP address";
+		goto tcp;
+	}
+	have_key = true;
+	if (nfd >= pl_nfds) {
+		reason = "fd beyond the fd table";
+		goto tcp;
+	}
 	PL_ENTER();
 	peer = conf_peer_by_addr(pl_conf, (struct sockaddr *)&cli);
 	PL_LEAVE();
@@ -519,15 +572,12 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 		reason = tp_reason_str(TP_REASON_LINK_DOWN);
 		goto tcp;
 	}
-	if (pl_key_build((struct sockaddr *)&cli, (struct sockaddr *)&srv, &key) < 0) {
-		reason = "not an IP address";
-		goto tcp;
-	}
 	PL_ENTER();
 	r = tp_attach(link, &key, &conn);
 	PL_LEAVE();
 	if (r == -ENOENT) {
 		reason = "client did not set up ntb";
+		have_key = false; /* nothing reserved under it */
 		goto tcp;
 	}
 	if (r < 0) {
@@ -540,6 +590,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 		tp_abort(conn);
 		PL_LEAVE();
 		reason = "out of memory";
+		have_key = false; /* aborted above */
 		goto tcp;
 	}
 	s->conn = conn;
@@ -558,6 +609,8 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	return;
 tcp:
 	LOG(LL_INFO, "fd %d %s: tcp (%s, accepted on fd %d)", nfd, desc, reason, fd);
+	if (have_key)
+		reject_reservation(&key);
 }
 
 void pl_listened(int fd)
