@@ -290,7 +290,10 @@ void tp_host_reclaim(struct tp_link *l)
 	struct tp_host *h = l->host;
 	uint64_t now = tp_now_ms();
 	uint32_t peer_epoch = ntb_link_peer_epoch(l->ntb);
-	uint64_t pend_ms = 2u * l->params.setup_timeout_ms + 1000u;
+	/* A set-up waits for accept() as long as the client lives (a busy server's backlog can
+	 * hold it for long, as the kernel's does): the client's host writes RST/GONE when it
+	 * gives up or dies. The timeout is only a backstop against a lost flag write. */
+	uint64_t pend_ms = 2u * l->params.setup_timeout_ms + 120000u;
 	bool lchanged = false;
 
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
