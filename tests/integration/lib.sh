@@ -74,17 +74,17 @@ pl_env() {
 
 # pl_run HOST CMD...: run in the foreground (under `timeout` of PL_TIMEOUT seconds, default 120).
 pl_run() {
-	h=$1; shift
-	env $(pl_env "$h") timeout "${PL_TIMEOUT:-120}" "$@"
+	_pl_h=$1; shift
+	env $(pl_env "$_pl_h") timeout "${PL_TIMEOUT:-120}" "$@"
 }
 
 # pl_bg HOST CMD...: start in the background, output to $PL_TMP/HOST-bg-N.out; sets PL_LAST
 # (pid) and PL_LAST_OUT (that file).
 pl_bg() {
-	h=$1; shift
-	n=$(echo $PL_PIDS | wc -w)
-	PL_LAST_OUT=$PL_TMP/$h-bg-$n.out
-	env $(pl_env "$h") timeout "${PL_TIMEOUT:-120}" "$@" >"$PL_LAST_OUT" 2>&1 &
+	_pl_h=$1; shift
+	_pl_n=$(echo $PL_PIDS | wc -w)
+	PL_LAST_OUT=$PL_TMP/$_pl_h-bg-$_pl_n.out
+	env $(pl_env "$_pl_h") timeout "${PL_TIMEOUT:-120}" "$@" >"$PL_LAST_OUT" 2>&1 &
 	PL_LAST=$!
 	PL_PIDS="$PL_PIDS $PL_LAST"
 }
