@@ -35,7 +35,7 @@ awk -F, 'NR > 1 { sizes = sizes $1 " "; if ($2 != 300 || $9 != "yes" || NF != 9 
 [ -s "$tmp/bad" ] && fail "CSV rows: $(cat "$tmp/bad")" || ok "CSV rows verified with sane values"
 
 # --- faults: retransmissions happen, every byte still verified -------------------------------
-timeout 300 "$NTBSOCK" perf --sizes 64,16K --count 300 --fault drop=0.03,corrupt=0.03,seed=11 \
+timeout 300 "$NTBSOCK" perf --sizes 64,16K --count 300 --fault drop=0.01,corrupt=0.01,seed=11 \
 	--csv >"$tmp/fcsv" 2>"$tmp/ferr"; rc=$?
 [ $rc -eq 0 ] && ok "perf with faults" || { fail "perf with faults: rc $rc"; cat "$tmp/ferr" "$tmp/fcsv"; }
 awk -F, 'NR > 1 { n++; r += $7 + $8; if ($9 != "yes") bad++ }
