@@ -331,8 +331,12 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;
 	pthread_mutex_unlock(&c->tx_lock);
-	if (!(ev & TP_EV_IN) && tp_conn_peer_lost(c))
-		ev |= TP_EV_IN | TP_EV_ERR | TP_EV_HUP; /* recv reports EOF or ECONNRESET */
+	if (tp_conn_peer_lost(c)) {
+		/* writes fail; recv delivers what arrived, then EOF (FIN seen) or ECONNRESET */
+		ev |= TP_EV_OUT | TP_EV_HUP;
+		if (!(ev & TP_EV_IN))
+			ev |= TP_EV_IN | (c->fin_rcvd_v ? 0 : TP_EV_ERR);
+	}
 	if ((ev & TP_EV_RDHUP) && wr_done)
 		ev |= TP_EV_HUP;
 	return ev;
@@ -499,7 +503,11 @@ void tp_conn_abort(struct tp_conn *c)
 
 int tp_conn_error(struct tp_conn *c)
 {
-	return atomic_load(&c->error);
+	int err = atomic_load(&c->error);
+
+	if (!err && atomic_load(&c->peer_gone) && !c->fin_rcvd_v)
+		err = -ECONNRESET; /* the peer vanished without an orderly FIN */
+	return err;
 }
 
 void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)

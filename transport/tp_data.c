@@ -362,7 +362,8 @@ static int tx_check(struct tp_conn *c)
 	if (c->wr_shut)
 		return -EPIPE;
 	if (tp_conn_peer_lost(c)) {
-		set_error(c, -ECONNRESET);
+		/* not c->error: the receive side still delivers what arrived, then ends */
+		atomic_store(&c->peer_gone, true);
 		return -ECONNRESET;
 	}
 	return 0;

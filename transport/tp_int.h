@@ -324,6 +324,7 @@ struct tp_conn {
 	uint32_t peer_epoch;
 	atomic_int error;         /* 0 or -errno */
 	atomic_bool closed;       /* tp_close() called; helper finishes */
+	atomic_bool peer_gone;    /* a send found the peer lost (RST/GONE/link down) */
 	bool used;                /* touched by this process since fork: its timers run here */
 	uint64_t closed_ms;
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */

@@ -223,6 +223,73 @@ static void test_kill_receiver(void **state)
 	tp_link_close(l);
 }
 
+/* Child: sends BYTES, closes (FIN) and exits at once. */
+static void child_send_close_exit(uint16_t sport, size_t bytes)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	struct tp_conn *c;
+	struct tp_key k;
+	enum tp_reason why;
+	static uint8_t buf[1 << 16];
+
+	params(&tpp, 8);
+	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, sport, 5000))
+		_exit(2);
+	tl_key(&k, 1500, sport);
+	if (tp_connect(l, &k, 5000, &c, &why))
+		_exit(3);
+	for (size_t off = 0; off < bytes; off += sizeof(buf)) {
+		size_t n = bytes - off < sizeof(buf) ? bytes - off : sizeof(buf);
+
+		tl_fill(buf, n, 4, off);
+		if (tl_send_all(c, buf, n))
+			_exit(4);
+	}
+	tp_close(c);
+	_exit(0); /* no linger: the helper thread dies with us */
+}
+
+/* The peer sent, closed and died before we read: we still read everything, then EOF (not
+ * ECONNRESET); a send in between fails without losing the data. */
+static void test_peer_exit_after_fin(void **state)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	struct tp_conn *c;
+	static uint8_t buf[1 << 16], want[1 << 16];
+	const size_t total = 300000; /* fits the queue: 1 MiB */
+	pid_t pid;
+	int st;
+
+	(void)state;
+	params(&tpp, 8);
+	assert_int_equal(tl_open(g_path, 1, WIN, &tpp, &l), 0);
+	assert_int_equal(tp_listen(l, 6004), 0);
+	pid = fork();
+	if (pid == 0)
+		child_send_close_exit(6004, total);
+	c = attach_wait(l, 1500, 6004, 5000);
+	assert_non_null(c);
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	usleep(1500000); /* the peer side is gone (link down / GONE) by now */
+	struct iovec v = { (void *)"x", 1 };
+	assert_int_equal(tp_send(c, &v, 1), -ECONNRESET);
+	size_t got = 0;
+	ssize_t n;
+	while ((n = tl_recv_some(c, buf, sizeof(buf), 3000)) > 0) {
+		tl_fill(want, (size_t)n, 4, got);
+		assert_memory_equal(buf, want, (size_t)n);
+		got += (size_t)n;
+	}
+	print_message("peer exit after FIN: read %zu bytes, then %zd\n", got, n);
+	assert_int_equal(got, total);
+	assert_int_equal(n, 0);
+	tp_close(c);
+	tp_link_close(l);
+}
+
 /* 4 receive contexts on the server host, 8 client processes connecting and closing. */
 #define CLIENTS 8
 #define ROUNDS 12
@@ -366,6 +433,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_kill_sender, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_receiver, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_peer_exit_after_fin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_starvation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_idle_cpu, setup, teardown),
 	};
