@@ -2,6 +2,7 @@
 /* `ntbsock perf`: the transport's own measurement — both ends of one connection over a
  * private shm link, a message-size sweep of verified one-way streaming and ping-pong latency,
  * and the reference limits (memcpy bandwidth, cache-line latency) measured in the same run. */
+#include "tools/perf_int.h"
 #include "tools/tools_int.h"
 
 #include <errno.h>
@@ -20,42 +21,13 @@
 #include "ntb/ntb.h"
 #include "transport/transport.h"
 
-#define PERF_MAX_SIZES      64
 #define PERF_DEFAULT_COUNT  5000
 #define PERF_MAX_COUNT      100000000ull
-#define PERF_PORT           7          /* synthetic: the private link has no other listener */
 #define PERF_WARMUP         16         /* ping-pongs before the measured ones */
-#define PERF_STALL_MS       10000      /* no progress this long: the run failed */
-#define PERF_SETUP_MS       10000
 #define PERF_PATTERN_SEED   0x6e7462736f636bull
 #define PERF_REF_BUF        (4u << 20) /* L3-resident memcpy buffers */
 #define PERF_REF_NS         300000000ull
 #define PERF_REF_ROUNDS     200000u
-
-struct perf_opts {
-	size_t   sizes[PERF_MAX_SIZES];
-	int      n_sizes;
-	uint64_t count;
-	bool     csv;
-	struct ntb_link_params lp;  /* both sides; path private, side set per process */
-	struct tp_params tpp;
-};
-
-/* Control messages between the two processes (a socketpair beside the link). */
-enum perf_cmd { PERF_CMD_STREAM = 1, PERF_CMD_ECHO, PERF_CMD_QUIT };
-
-struct perf_ctl {
-	uint32_t cmd;
-	uint32_t pad;
-	uint64_t size, count;
-};
-
-struct perf_report {          /* child → parent after each phase, and after set-up */
-	int32_t  status;      /* 0 or a negative errno */
-	uint32_t verified;    /* the child saw every byte it expected (echo: what it got back) */
-	uint64_t retransmits, crc_errors;
-	char     msg[160];
-};
 
 struct perf_result {
 	size_t   size;
@@ -82,266 +54,6 @@ static void note_mismatch(struct perf_result *r, const char *phase, uint64_t msg
 		 phase, msg_no, i);
 }
 
-/* --- helpers ------------------------------------------------------------------------------ */
-
-static int full_write(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		/* MSG_NOSIGNAL: a dead peer process is an error here, not a SIGPIPE */
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int full_read(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = read(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EPIPE;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static void perf_key(struct tp_key *k, pid_t pid)
-{
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-
-	/* Laid out as preload/ does it: client 127.0.0.1:<pid>, server 127.0.0.2:PERF_PORT. */
-	memset(k, 0, sizeof(*k));
-	memcpy(k->bytes, mapped, 12);
-	k->bytes[12] = 127;
-	k->bytes[15] = 1;
-	k->bytes[16] = (uint8_t)((uint16_t)pid >> 8);
-	k->bytes[17] = (uint8_t)pid;
-	memcpy(k->bytes + 18, mapped, 12);
-	k->bytes[30] = 127;
-	k->bytes[33] = 2;
-	k->bytes[TP_KEY_PORT_OFF] = PERF_PORT >> 8;
-	k->bytes[TP_KEY_PORT_OFF + 1] = PERF_PORT & 0xff;
-}
-
-/* Send LEN bytes from BUF, waiting for queue room; 0 or a negative errno. */
-static int send_all(struct tp_conn *c, const uint8_t *buf, size_t len)
-{
-	uint64_t last = tool_now_ns();
-
-	while (len) {
-		struct iovec iov = { (void *)buf, len };
-		ssize_t n = tp_send(c, &iov, 1);
-
-		if (n > 0) {
-			buf += n;
-			len -= (size_t)n;
-			last = tool_now_ns();
-			continue;
-		}
-		if (n != -EAGAIN)
-			return n ? (int)n : -EPIPE;
-		if (tool_now_ns() - last > (uint64_t)PERF_STALL_MS * 1000000u)
-			return -ETIMEDOUT;
-		int w = tp_wait(c, TP_EV_OUT | TP_EV_ERR, 1000);
-		if (w < 0 && w != -EINTR)
-			return w;
-	}
-	return 0;
-}
-
-/* Receive exactly LEN bytes into BUF; 0, -EPIPE at a premature end of stream, or an errno. */
-static int recv_all(struct tp_conn *c, uint8_t *buf, size_t len)
-{
-	uint64_t last = tool_now_ns();
-
-	while (len) {
-		struct iovec iov = { buf, len };
-		ssize_t n = tp_recv(c, &iov, 1, 0);
-
-		if (n > 0) {
-			buf += n;
-			len -= (size_t)n;
-			last = tool_now_ns();
-			continue;
-		}
-		if (n == 0)
-			return -EPIPE;
-		if (n != -EAGAIN)
-			return (int)n;
-		if (tool_now_ns() - last > (uint64_t)PERF_STALL_MS * 1000000u)
-			return -ETIMEDOUT;
-		int w = tp_wait(c, TP_EV_IN | TP_EV_ERR, 1000);
-		if (w < 0 && w != -EINTR)
-			return w;
-	}
-	return 0;
-}
-
-static void conn_counters(struct tp_conn *c, uint64_t *ret_retx, uint64_t *ret_crc)
-{
-	struct tp_stats st;
-
-	tp_conn_stats(c, &st);
-	*ret_retx = st.retransmits;
-	*ret_crc = st.crc_errors;
-}
-
-/* --- the child: connects, then streams or echoes on command --------------------------------- */
-
-static int child_connect(const struct perf_opts *o, struct tp_link **ret_link,
-			 struct tp_conn **ret_conn, char *msg, size_t msglen)
-{
-	struct ntb_link_params lp = o->lp;
-	enum tp_reason reason = TP_REASON_NONE;
-	struct tp_link *link;
-	struct tp_conn *c;
-	struct tp_key key;
-	uint64_t start;
-	int rc;
-
-	lp.side = 1;
-	rc = tp_link_open(&lp, &o->tpp, &link);
-	if (rc < 0) {
-		snprintf(msg, msglen, "side 1: tp_link_open: %s%s%s", strerror(-rc),
-			 *ntb_strerror_detail() ? ": " : "", ntb_strerror_detail());
-		return rc;
-	}
-	rc = ntb_link_wait_up(tp_link_ntb(link), PERF_SETUP_MS);
-	if (rc < 0) {
-		snprintf(msg, msglen, "side 1: link did not come up: %s", strerror(-rc));
-		goto err_link;
-	}
-	start = tool_now_ns();
-	while (!tp_peer_listens(link, PERF_PORT)) {
-		if (tool_now_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u) {
-			rc = -ETIMEDOUT;
-			snprintf(msg, msglen, "side 1: the listener never appeared on the link");
-			goto err_link;
-		}
-		usleep(1000);
-	}
-	perf_key(&key, getppid());
-	rc = tp_connect(link, &key, PERF_SETUP_MS, &c, &reason);
-	if (rc < 0) {
-		snprintf(msg, msglen, "side 1: tp_connect: %s (%s)", strerror(-rc),
-			 tp_reason_str(reason));
-		goto err_link;
-	}
-	rc = tp_conn_confirm(c);
-	if (rc < 0) {
-		snprintf(msg, msglen, "side 1: tp_conn_confirm: %s", strerror(-rc));
-		tp_abort(c);
-		goto err_link;
-	}
-	*ret_link = link;
-	*ret_conn = c;
-	return 0;
-err_link:
-	tp_link_close(link);
-	return rc;
-}
-
-/* Stream COUNT messages of SIZE bytes: message n is the pattern window at offset(n). */
-static int child_stream(struct tp_conn *c, const uint8_t *pattern, size_t size, uint64_t count)
-{
-	for (uint64_t n = 0; n < count; n++) {
-		int rc = send_all(c, pattern + tool_pattern_offset(n), size);
-
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
-/* Echo COUNT messages of SIZE bytes back; verifies each against the pattern on the way. */
-static int child_echo(struct tp_conn *c, const uint8_t *pattern, uint8_t *buf, size_t size,
-		      uint64_t count, bool *ret_verified)
-{
-	bool ok = true;
-
-	for (uint64_t n = 0; n < count; n++) {
-		int rc = recv_all(c, buf, size);
-
-		if (rc < 0)
-			return rc;
-		if (memcmp(buf, pattern + tool_pattern_offset(n), size) != 0)
-			ok = false;
-		rc = send_all(c, buf, size);
-		if (rc < 0)
-			return rc;
-	}
-	*ret_verified = ok;
-	return 0;
-}
-
-static int child_main(const struct perf_opts *o, int ctl, const uint8_t *pattern,
-		      size_t max_size, int cpu)
-{
-	struct perf_report rep;
-	struct tp_link *link = NULL;
-	struct tp_conn *c = NULL;
-	struct perf_ctl cmd;
-	uint8_t *buf = malloc(max_size);
-	int rc;
-
-	tool_pin_cpu(cpu);
-	memset(&rep, 0, sizeof(rep));
-	if (!buf) {
-		rep.status = -ENOMEM;
-		snprintf(rep.msg, sizeof(rep.msg), "side 1: out of memory");
-		full_write(ctl, &rep, sizeof(rep));
-		return 1;
-	}
-	/* Wait until side 0 created the link and listens. */
-	if (full_read(ctl, &cmd, sizeof(cmd)) < 0)
-		return 1;
-	rep.status = child_connect(o, &link, &c, rep.msg, sizeof(rep.msg));
-	if (full_write(ctl, &rep, sizeof(rep)) < 0 || rep.status < 0)
-		goto out;
-
-	while (full_read(ctl, &cmd, sizeof(cmd)) == 0 && cmd.cmd != PERF_CMD_QUIT) {
-		uint64_t retx0, crc0, retx1, crc1;
-		bool verified = true;
-
-		conn_counters(c, &retx0, &crc0);
-		if (cmd.size > max_size)
-			rc = -EINVAL;
-		else if (cmd.cmd == PERF_CMD_STREAM)
-			rc = child_stream(c, pattern, cmd.size, cmd.count);
-		else
-			rc = child_echo(c, pattern, buf, cmd.size, cmd.count, &verified);
-		conn_counters(c, &retx1, &crc1);
-		memset(&rep, 0, sizeof(rep));
-		rep.status = rc;
-		rep.verified = verified;
-		rep.retransmits = retx1 - retx0;
-		rep.crc_errors = crc1 - crc0;
-		if (rc < 0)
-			snprintf(rep.msg, sizeof(rep.msg), "side 1: %s", strerror(-rc));
-		if (full_write(ctl, &rep, sizeof(rep)) < 0 || rc < 0)
-			break;
-	}
-out:
-	tp_close(c);
-	tp_link_close(link);
-	free(buf);
-	return rep.status < 0 ? 1 : 0;
-}
-
 /* --- the parent: listens, receives and verifies, measures ----------------------------------- */
 
 static int parent_accept(struct tp_link *link, pid_t self, struct tp_conn **ret_conn)
@@ -364,12 +76,12 @@ static int ctl_run(int ctl, uint32_t cmd, size_t size, uint64_t count)
 {
 	struct perf_ctl m = { .cmd = cmd, .size = size, .count = count };
 
-	return full_write(ctl, &m, sizeof(m));
+	return perf_full_write(ctl, &m, sizeof(m));
 }
 
 static int ctl_report(int ctl, struct perf_report *rep)
 {
-	int rc = full_read(ctl, rep, sizeof(*rep));
+	int rc = perf_full_read(ctl, rep, sizeof(*rep));
 
 	if (rc < 0) {
 		memset(rep, 0, sizeof(*rep));
@@ -387,11 +99,11 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
 	bool ok = true;
 	int rc;
 
-	conn_counters(c, &retx0, &crc0);
+	perf_conn_counters(c, &retx0, &crc0);
 	t0 = tool_now_ns();
 	rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, r->count);
 	for (uint64_t n = 0; rc == 0 && n < r->count; n++) {
-		rc = recv_all(c, buf, r->size);
+		rc = perf_recv_all(c, buf, r->size);
 		if (rc == 0 && memcmp(buf, pattern + tool_pattern_offset(n), r->size) != 0) {
 			note_mismatch(r, "streamed", n, buf, pattern + tool_pattern_offset(n),
 				      r->size);
@@ -409,7 +121,7 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
 		snprintf(err, errlen, "stream of %zu-byte messages: %s", r->size, rep.msg);
 		return rc;
 	}
-	conn_counters(c, &retx1, &crc1);
+	perf_conn_counters(c, &retx1, &crc1);
 	r->mbps = (double)r->size * (double)r->count / ((double)(t1 - t0) / 1e9) / 1e6;
 	r->msgs_per_s = (double)r->count / ((double)(t1 - t0) / 1e9);
 	r->retransmits += retx1 - retx0 + rep.retransmits;
@@ -431,15 +143,15 @@ static int measure_latency(struct tp_conn *c, int ctl, const uint8_t *pattern, u
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	conn_counters(c, &retx0, &crc0);
+	perf_conn_counters(c, &retx0, &crc0);
 	rc = ctl_run(ctl, PERF_CMD_ECHO, r->size, total);
 	for (uint64_t n = 0; rc == 0 && n < total; n++) {
 		const uint8_t *msg = pattern + tool_pattern_offset(n);
 		uint64_t t0 = tool_now_ns();
 
-		rc = send_all(c, msg, r->size);
+		rc = perf_send_all(c, msg, r->size);
 		if (rc == 0)
-			rc = recv_all(c, buf, r->size);
+			rc = perf_recv_all(c, buf, r->size);
 		if (rc == 0 && memcmp(buf, msg, r->size) != 0) {
 			note_mismatch(r, "echoed", n, buf, msg, r->size);
 			ok = false;
@@ -458,7 +170,7 @@ static int measure_latency(struct tp_conn *c, int ctl, const uint8_t *pattern, u
 		free(rtt);
 		return rc;
 	}
-	conn_counters(c, &retx1, &crc1);
+	perf_conn_counters(c, &retx1, &crc1);
 	/* one-way = round trip / 2 */
 	r->p50_us = (double)tool_percentile(rtt, r->count, 50) / 2.0 / 1000.0;
 	r->p99_us = (double)tool_percentile(rtt, r->count, 99) / 2.0 / 1000.0;
@@ -847,7 +559,7 @@ int cmd_perf(int argc, char **argv)
 	}
 	if (child == 0) {
 		close(sv[0]);
-		_exit(child_main(&o, sv[1], pattern, max_size, cpu_b));
+		_exit(perf_child_main(&o, sv[1], pattern, max_size, cpu_b));
 	}
 	close(sv[1]);
 	install_cleanup(o.lp.path, child);
