@@ -351,6 +351,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	}
 	bool fresh = false;
 	link = pl_link_get(rt.link_index, true, &fresh);
+	/* tp_link_is_up() also refreshes the transport's cached view (a forked child's). */
 	if (!link || !tp_link_is_up(link)) {
 		why = TP_REASON_LINK_DOWN;
 		goto tcp;
@@ -573,6 +574,9 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 		goto tcp;
 	}
 	PL_ENTER();
+	/* Look at the link now: a process forked before the link came up (pre-forked workers)
+	 * may not have seen it up yet, and would take its new connection's peer for lost. */
+	tp_link_is_up(link); /* (refreshes the transport's cached link state) */
 	r = tp_attach(link, &key, &conn);
 	PL_LEAVE();
 	if (r == -ENOENT) {
