@@ -65,7 +65,8 @@ step() { n=$((n + 1)); bn_say "[$n] $*"; }
 record() { echo "$*" >>"$RAW"; }
 
 bn_say "ntbsock bench: $REPS repetitions, ${T}s per measurement, transports: $TRANSPORTS unix; client CPU $BN_CPU_CLIENT, server CPU $BN_CPU_SERVER"
-bn_say "machine: $(bn_machine)"
+MACHINE=$(bn_machine)
+bn_say "machine: $MACHINE"
 
 # start_servers VAR PROGRAM-ARGS: one server per transport, its address, port and a sockperf
 # feed file naming both substituted for @ADDR@, @PORT@ and @FEED@; VAR_<t> is the port.
@@ -181,7 +182,7 @@ fi
 
 mkdir -p "$OUTDIR"
 base=$OUTDIR/$(date -u +%Y%m%d-%H%M)-$(hostname -s)
-$PY "$ROOT/bench/summary.py" "$RAW" "$NOTES" "$base" "$(bn_machine)" "$REPS" "$T" "$PL_TMP/plot.dat" ||
+$PY "$ROOT/bench/summary.py" "$RAW" "$NOTES" "$base" "$MACHINE" "$REPS" "$T" "$PL_TMP/plot.dat" ||
 	bn_die "summary failed"
 { echo "## Projections to real NTB hardware (PROJECTED, not measured; method: bench/README.md)"
   echo; $PY "$ROOT/bench/project.py" "$base.csv"; echo; } >>"$base.md"

@@ -9,6 +9,7 @@
 # failed or an ntbsock row did not really use the link (the row says so); numbers never fail it.
 . "$(dirname "$0")/lib.sh"
 bn_init demo
+MACHINE=$(bn_machine)
 
 if [ "${DEMO_QUICK:-0}" = 1 ]; then
 	T=${DEMO_T:-1}; OMIT=0
@@ -57,4 +58,4 @@ echo "ref memcpy - $1 - -" >>"$RES"
 echo "ref cacheline - $2 - -" >>"$RES"
 step "ntbsock perf reference: memcpy $1 MB/s, cache-line one-way $2 us"
 
-$PY "$ROOT/bench/table.py" demo "$(bn_machine)" "$RES"
+$PY "$ROOT/bench/table.py" demo "$MACHINE" "$RES"

@@ -190,8 +190,9 @@ bn_reference() {
 	echo "${mc:-nan} ${cl:-nan}"
 }
 
-# bn_machine: one line naming the machine the numbers come from.
+# bn_machine: one line naming the machine (and its load) and the code the numbers come from.
 bn_machine() {
 	cpu=$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1)
-	echo "$(hostname), $cpu, $(nproc) cores, Linux $(uname -r), $(date -u '+%Y-%m-%d %H:%M UTC')"
+	rev=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
+	echo "$(hostname), $cpu, $(nproc) cores, Linux $(uname -r), load average $(cut -d' ' -f1 /proc/loadavg) at start, ntbsock $rev, $(date -u '+%Y-%m-%d %H:%M UTC')"
 }
