@@ -281,7 +281,7 @@ void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
 
 /* --- readiness --------------------------------------------------------------------------------- */
 
-static void set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
+void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
 {
 	if (*cur == on)
 		return;
@@ -305,12 +305,12 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 	tp_rx_progress(c, 1);
 	if (arm && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
-		set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
 		tp_rx_progress(c, 1);
 	}
 	if (c->rec_head != c->rec_tail || c->eof) {
 		ev |= TP_EV_IN;
-		set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
+		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
 	}
 	if (c->fin_rcvd_v)
 		ev |= TP_EV_RDHUP;
@@ -320,14 +320,14 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 	bool room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
 		    tp_data_room(c, TP_MT_SHORT) > 0;
 	if (arm && !room && !c->wr_shut) {
-		set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
 		tp_tx_feedback(c);
 		room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
 		       tp_data_room(c, TP_MT_SHORT) > 0;
 	}
 	if (room || c->wr_shut) {
 		ev |= TP_EV_OUT;
-		set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;
 	pthread_mutex_unlock(&c->tx_lock);

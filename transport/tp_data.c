@@ -453,6 +453,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	if (any) {
 		c->st->tx_bytes += sent;
 		wake_peer(c, TP_W_FB_WAIT);
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 	}
 	rc = sent ? (ssize_t)sent : -EAGAIN;
 out:
@@ -856,6 +857,8 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		if (!peek)
 			c->st->rx_bytes += got;
 		rc = (ssize_t)got;
+		/* reading without polling: the peer need not ring for us any more */
+		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
 	} else if (c->eof) {
 		rc = 0;
 	} else if ((rc = atomic_load(&c->error))) {

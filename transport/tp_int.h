@@ -410,4 +410,7 @@ void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
 
+/* tp_conn.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
+void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);
+
 #endif
