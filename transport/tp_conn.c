@@ -599,7 +599,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	__atomic_store_n(&e->refs, 1, __ATOMIC_RELEASE);
 	c->msn_next = x.msn_next;
 	c->tx_i = c->fb_rx_i = x.tx_i;
-	c->tx_d = c->fb_rx_d = x.tx_d;
+	c->tx_d = c->fb_rx_d = c->tx_d_pub = x.tx_d;
 	c->fb_ack = x.msn_next;
 	c->fin_msn = x.fin_msn;
 	c->tx_epoch = x.tx_epoch;

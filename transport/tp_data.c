@@ -218,8 +218,13 @@ static uint32_t gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_
 	return crc;
 }
 
+static void publish_tx(struct tp_conn *c);
+
 static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uint8_t flags)
 {
+	/* MSN order across rings: earlier data-ring messages are published before this one */
+	if (c->tx_d != c->tx_d_pub)
+		publish_tx(c);
 	uint32_t pos = c->tx_i;
 	uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
 	uint32_t crc = gather_crc(ic, s + tp_inline_off(len), len, c->nonce_out);
@@ -264,6 +269,7 @@ static void publish_tx(struct tp_conn *c)
 {
 	ntb_to_peer_barrier(c->link->ntb);
 	peer_word(c, TP_W_TX_D, c->tx_d);
+	c->tx_d_pub = c->tx_d;
 	ntb_wc_flush(c->link->ntb);
 	c->tx_dirty = true;
 	c->last_tx_pub_ms = tp_now_ms();
@@ -634,9 +640,18 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 		} else {
 			enum probe pd = rx_data(c, c->v_msn, &r, true);
 
+			/* The inline probe came first: a later data message seen now (tx_d read with
+			 * acquire) proves an inline one published before it is visible by now. */
+			if (pd == PR_OTHER && pi == PR_NONE &&
+			    (pi = rx_inline(c, c->v_i, c->v_msn, &r)) == PR_OK) {
+				c->v_i++;
+				goto take;
+			}
 			if (pd == PR_OK) {
 				c->v_d += r.footprint;
 			} else if (pd == PR_BAD || pd == PR_OTHER || pi == PR_OTHER) {
+				LOG(LL_DEBUG, "transport: slot %u msn %u: inline %d data %d (v_i %u v_d %u)",
+				    c->slot, c->v_msn, pi, pd, c->v_i, c->v_d);
 				rx_fail(c, pd == PR_BAD || pi == PR_BAD);
 				return;
 			} else {
@@ -653,6 +668,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 				break;
 			}
 		}
+take:
 		c->recs[c->rec_tail % TP_RECS] = r;
 		if (c->rec_skip && c->rec_tail == c->rec_head) {
 			/* adopted after exec: the old image had consumed this much of it */

@@ -332,6 +332,7 @@ struct tp_conn {
 	/* --- send side (tx_lock) */
 	pthread_mutex_t tx_lock;
 	uint32_t msn_next, tx_i, tx_d;
+	uint32_t tx_d_pub;        /* tx_d as last published */
 	uint32_t fb_rx_i, fb_rx_d, fb_ack;
 	uint16_t tx_epoch, detect_seq;
 	uint8_t *sh_inline, *sh_data;
