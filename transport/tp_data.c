@@ -504,17 +504,32 @@ static uint32_t data_copy(const struct tp_conn *c, uint8_t *dst, uint32_t pos, u
 	return crc;
 }
 
-static void fb_publish(struct tp_conn *c)
+/* Publish the feedback words (released space, CmpAck, epoch | detect ack). Unchanged words
+ * are skipped unless ALL (timer republish, Detect answer: a write may have been lost). */
+static void fb_publish_words(struct tp_conn *c, bool all)
 {
-	peer_word(c, TP_W_FB_RX_I, c->c_i);
-	peer_word(c, TP_W_FB_RX_D, c->c_d);
-	peer_word(c, TP_W_FB_ACK_MSN, c->v_msn);
-	peer_word(c, TP_W_FB_EPOCH, (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16);
+	uint32_t ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
+
+	if (all || c->c_i != c->pub_i)
+		peer_word(c, TP_W_FB_RX_I, c->c_i);
+	if (all || c->c_d != c->pub_d)
+		peer_word(c, TP_W_FB_RX_D, c->c_d);
+	if (all || c->v_msn != c->pub_ack)
+		peer_word(c, TP_W_FB_ACK_MSN, c->v_msn);
+	if (all || ep != c->pub_ep)
+		peer_word(c, TP_W_FB_EPOCH, ep);
 	ntb_wc_flush(c->link->ntb);
 	c->pub_i = c->c_i;
 	c->pub_d = c->c_d;
+	c->pub_ack = c->v_msn;
+	c->pub_ep = ep;
 	c->fb_dirty = true;
 	wake_peer(c, TP_W_TX_WAIT);
+}
+
+static void fb_publish(struct tp_conn *c)
+{
+	fb_publish_words(c, false);
 }
 
 /* Data missing or corrupt: bump the epoch and ask for a retransmission (Retry). */
@@ -534,7 +549,8 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 	c->rx_epoch++;
 	c->gated = true;
 	c->gate_deadline_ms = tp_now_ms() + c->link->params.recv_timeout_ms;
-	peer_word(c, TP_W_FB_EPOCH, (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16);
+	c->pub_ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
+	peer_word(c, TP_W_FB_EPOCH, c->pub_ep);
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
 }
@@ -692,7 +708,7 @@ take:
 		    c->rec_bytes < want) {
 			rx_fail(c, c->inline_bad);
 		}
-		fb_publish(c);
+		fb_publish_words(c, true);
 	}
 }
 
@@ -950,7 +966,7 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 				fb_publish(c);
 		}
 		if (c->fb_dirty) {
-			fb_publish(c);
+			fb_publish_words(c, true);
 			c->fb_dirty = false;
 		}
 		pthread_mutex_unlock(&c->rx_lock);

@@ -348,6 +348,7 @@ struct tp_conn {
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */
+	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, fin_rcvd_v, eof, fb_dirty;
 	bool inline_bad;             /* the next inline slot failed its CRC */
