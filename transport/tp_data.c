@@ -914,6 +914,10 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 {
 	const struct tp_params *pp = &c->link->params;
 
+	/* queue fill levels for `ntbsock stat` (racy reads of counters: a snapshot) */
+	c->st->tx_queue_fill = (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u;
+	c->st->rx_queue_fill = (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u;
+
 	if (atomic_load(&c->error))
 		return;
 	if (pthread_mutex_trylock(&c->tx_lock) == 0) {
