@@ -40,8 +40,30 @@
  *   X.listen bitmap       Y's processes under Y's host lock     X's processes (no lock)
  *   host table (file)     X's processes under host->lock        X's processes, ntbsock stat
  *   entry.stats           owner process (relaxed stores)        ntbsock stat (torn ok)
- *   tp_conn tx side       threads under c->tx_lock              same
+ *   entry.refs/fork_ms    atfork prepare, closers (atomics)     closers, reclaim
+ *   tp_conn tx side       threads under c->tx_lock              same (linger/stat: racy ok)
  *   tp_conn rx side       threads under c->rx_lock              same
+ *   c->error, closed,     any thread (atomics)                  any thread, helper
+ *   peer_gone, used
+ *   link->up, peer_epoch  helper / tp_link_refresh() (atomics)  data path (peer lost?)
+ *
+ * PROTOCOL IN SHORT
+ *   Set-up: client allocates its receive slot locally, sends Apply {key, its slot geometry,
+ *   nonce, CnctPRI}; the server host admits by [RT]'s rule (tp_rt_admit), records a PENDING
+ *   entry and Acks with its slot; Nack → CnctPRI + 1 and Apply again; TimerCnct repeats the
+ *   Apply with the same MsgID (a duplicate Apply is answered with the same Ack).
+ *   Data: messages go inline (≤ inline_max, ring slot free) or to the data ring (short, or
+ *   long = payload at the next 128-byte boundary through the DMA queue); MSN orders both
+ *   rings. The sender keeps shadows of both rings (its retransmission copies). The receiver
+ *   validates in MSN order into private records (or, fast path, checks the CRC while copying
+ *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
+ *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch) and
+ *   ignores data until the sender has rewritten everything unreleased from its shadows and
+ *   published the same epoch in TX; TimerRcvData repeats a Retry nobody answered.
+ *   Detect: unacknowledged or unreleased data without progress for TimerSendData → the sender
+ *   publishes next_msn and a new detect number; the receiver retries if it misses data, and
+ *   always answers by republishing all its feedback words (DetectAck).
+ *   End: FIN is a zero-length message with a flag; abort / death / release write ST flags.
  *
  * HOST-LOCAL TABLE: /dev/shm/ntbsock-<link>.side<N> (or <path>.side<N>), created by the first
  * opener under flock(), guarded by a robust process-shared mutex (a holder that died is
