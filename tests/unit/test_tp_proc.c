@@ -131,7 +131,7 @@ static void test_kill_sender(void **state)
 	print_message("kill sender: recv ended with %zd after %llu ms\n", n,
 		      (unsigned long long)dt);
 	assert_true(n == 0 || n == -ECONNRESET);
-	assert_true(dt < 4000); /* link timeout 1 s (+ scheduling): never a hang */
+	assert_true(dt < 8000); /* link timeout 1 s (+ scheduling on a loaded box): never a hang */
 	tp_close(c);
 	/* the closed connection's context returns to the pool */
 	uint64_t end = tl_now_ms() + 5000;
@@ -213,7 +213,7 @@ static void test_kill_receiver(void **state)
 	print_message("kill receiver: send ended with %zd after %llu ms\n", n,
 		      (unsigned long long)dt);
 	assert_true(n == -ECONNRESET || n == -EPIPE);
-	assert_true(dt < 4000);
+	assert_true(dt < 8000);
 	assert_int_equal(tp_conn_error(c), -ECONNRESET);
 	tp_close(c);
 	uint64_t end = tl_now_ms() + 5000;
