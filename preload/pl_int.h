@@ -95,6 +95,7 @@ static inline long pl_ret(long r)
 
 extern struct conf *pl_conf;        /* loaded config (active mode only) */
 extern struct tp_params pl_tpp;
+extern uint32_t pl_spin_us;         /* busy-poll budget of blocking waits (config spin_us) */
 
 /* The transport link for conf link INDEX, opened on first use. With WAIT_UP, a link opened less
  * than a moment ago is given the set-up timeout to come up. NULL when it cannot be opened. */

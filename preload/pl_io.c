@@ -86,6 +86,24 @@ static bool restart_after_signal(int timeout_ms)
 	return true;
 }
 
+/* Wait for EVENTS on C: spin for the configured budget, yielding the CPU on every round so a
+ * peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
+ * set to 0 by pl_init: see pl_tp_params()). Same results as tp_wait(). */
+static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
+{
+	events |= TP_EV_ERR | TP_EV_HUP;
+	if (pl_spin_us && timeout_ms != 0) {
+		int64_t until = pl_now_ns() + (int64_t)pl_spin_us * 1000;
+		do {
+			unsigned ev = tp_poll(s->conn);
+			if (ev & events)
+				return (int)(ev & events);
+			sched_yield();
+		} while (pl_now_ns() < until);
+	}
+	return tp_wait(s->conn, events, timeout_ms);
+}
+
 static int64_t deadline_of(int ms)
 {
 	return ms > 0 ? pl_now_ns() + (int64_t)ms * 1000000 : -1;
@@ -123,6 +141,32 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 				break;
 			continue;
 		}
+		if ((r == 0 || r == -EAGAIN) && pl_tpp.inline_max &&
+		    (tp_poll(s->conn) & TP_EV_OUT)) {
+			/* Refused, yet "writable": the room is in the inline ring, which takes only
+			 * small writes. Put a small piece there, so that POLLOUT stays truthful and a
+			 * sender never spins on it (the ring fills, then waits arm properly). */
+			struct iovec piece[PL_IOV_WIN];
+			int pn = iov_window(iov, iovcnt, done, piece);
+			size_t lim = pl_tpp.inline_max, acc = 0;
+			for (int i = 0; i < pn; i++) {
+				if (acc + piece[i].iov_len > lim)
+					piece[i].iov_len = lim - acc;
+				acc += piece[i].iov_len;
+				if (acc == lim) {
+					pn = i + 1;
+					break;
+				}
+			}
+			ssize_t r2 = tp_send(s->conn, piece, pn);
+			if (r2 > 0) {
+				futile = 0;
+				done += (size_t)r2;
+				if (done >= total)
+					break;
+				continue;
+			}
+		}
 		if (r == 0 || r == -EAGAIN) {
 			if (nb)
 				break;
@@ -137,7 +181,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 				else
 					usleep(futile < 84 ? 50u * (futile - 63) : 1000u);
 			}
-			int w = tp_wait(s->conn, TP_EV_OUT | TP_EV_ERR | TP_EV_HUP, pl_ms_left(deadline));
+			int w = pl_wait(s, TP_EV_OUT, pl_ms_left(deadline));
 			/* (the deadline is checked here too: "room" that the next send cannot use must
 			 * not keep us past SO_SNDTIMEO) */
 			if (w > 0 && (deadline < 0 || pl_now_ns() < deadline))
@@ -216,8 +260,7 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			else
 				usleep(futile < 84 ? 50u * (futile - 63) : 1000u);
 		}
-		int w = tp_wait(s->conn, TP_EV_IN | TP_EV_ERR | TP_EV_HUP | TP_EV_RDHUP,
-				pl_ms_left(deadline));
+		int w = pl_wait(s, TP_EV_IN | TP_EV_RDHUP, pl_ms_left(deadline));
 		if (w > 0 && (deadline < 0 || pl_now_ns() < deadline))
 			continue;
 		if (w == -EINTR && !done &&
@@ -499,7 +542,7 @@ static long splice_out(struct pl_sock *s, int out_fd, int in_fd, size_t len)
 		ssize_t w = pl_send(s, out_fd, &v, 1, 0);
 		if (w == -EAGAIN) {
 			PL_ENTER();
-			tp_wait(s->conn, TP_EV_OUT | TP_EV_ERR | TP_EV_HUP, -1);
+			pl_wait(s, TP_EV_OUT, -1);
 			PL_LEAVE();
 			continue;
 		}

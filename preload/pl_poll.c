@@ -128,7 +128,7 @@ static void timing_init(struct pl_timing *t)
 	bool zero = t->tmo && !t->tmo->tv_sec && !t->tmo->tv_nsec;
 	t->init = true;
 	t->deadline = t->tmo ? now + t->tmo->tv_sec * 1000000000LL + t->tmo->tv_nsec : -1;
-	t->spin_until = zero ? 0 : now + (int64_t)pl_tpp.spin_us * 1000;
+	t->spin_until = zero ? 0 : now + (int64_t)pl_spin_us * 1000;
 }
 
 /* Sleep length for the real call: the time left, capped; 0 while spinning. */

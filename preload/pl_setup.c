@@ -47,9 +47,14 @@ void pl_tp_params(const struct conf_tunables *t, struct tp_params *p)
 	p->recv_timeout_ms = t->recv_timeout_ms;
 	p->detect_timeout_ms = t->detect_timeout_ms;
 	p->max_err = t->max_err;
-	p->spin_us = t->spin_us;
+	/* preload spins itself, yielding the CPU (pl_wait(), poll/epoll); the transport's waits
+	 * then sleep at once. */
+	pl_spin_us = t->spin_us;
+	p->spin_us = 0;
 	p->setup_timeout_ms = t->setup_timeout_ms;
 }
+
+uint32_t pl_spin_us;
 
 /* --- links --------------------------------------------------------------------------------------- */
 
