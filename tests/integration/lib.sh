@@ -33,7 +33,7 @@ pl_cleanup() {
 	for p in $PL_PIDS; do kill "$p" 2>/dev/null; done
 	sleep 0.2
 	for p in $PL_PIDS; do kill -9 "$p" 2>/dev/null; done
-	[ -n "$PL_LINK" ] && rm -f "$PL_LINK"
+	[ -n "$PL_LINK" ] && rm -f "$PL_LINK" "$PL_LINK".side0 "$PL_LINK".side1
 	[ -n "$PL_TMP" ] && rm -rf "$PL_TMP"
 }
 
