@@ -322,8 +322,10 @@ struct tp_link {
 	uint64_t last_maint_ms;
 	uint32_t db_seen;
 	int refs;
-	atomic_bool up;             /* ntb_link_tick() as the helper last saw it */
-	_Atomic uint32_t peer_epoch;
+	atomic_bool up;             /* up, or down for less than down_grace_ms (helper's view) */
+	_Atomic uint32_t peer_epoch; /* last non-zero peer session seen */
+	_Atomic uint64_t down_since_ms; /* 0 while up */
+	uint32_t down_grace_ms;
 };
 
 struct tp_rec {          /* a validated inbound message, private copy */

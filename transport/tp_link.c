@@ -158,9 +158,24 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 bool tp_link_refresh(struct tp_link *l)
 {
 	bool up = ntb_link_tick(l->ntb);
+	uint64_t now = tp_now_ms();
 
-	atomic_store(&l->peer_epoch, ntb_link_peer_epoch(l->ntb));
-	atomic_store(&l->up, up);
+	uint64_t since = 0;
+
+	if (up) {
+		/* while down the peer epoch reads 0: keep the last one seen */
+		atomic_store(&l->peer_epoch, ntb_link_peer_epoch(l->ntb));
+		atomic_store(&l->down_since_ms, 0);
+	} else {
+		uint64_t zero = 0;
+
+		since = now;
+		if (!atomic_compare_exchange_strong(&l->down_since_ms, &zero, now))
+			since = zero; /* the first thread to see it down set the time */
+	}
+	/* A stall shorter than the grace (a starved heartbeat on a loaded host) does not end
+	 * connections: retransmission covers it. Down for longer: the peer is gone. */
+	atomic_store(&l->up, up || now - since < l->down_grace_ms);
 	return up;
 }
 
@@ -384,6 +399,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	if (l->params.max_err == 0)
 		l->params.max_err = 1;
 	l->host_fd = -1;
+	l->down_grace_ms = lp->link_timeout_ms ? lp->link_timeout_ms : 500u; /* dead at 2x */
 	pthread_mutex_init(&l->conns_lock, NULL);
 	rc = ntb_link_open(lp, &l->ntb);
 	if (rc)
