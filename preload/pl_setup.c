@@ -62,6 +62,7 @@ struct pl_link {
 	struct tp_link *tp;
 	int64_t opened_ns;
 	int64_t failed_ns;   /* last open failure: retried after a second */
+	bool waited_up;      /* a connect already waited for this link to come up */
 };
 static struct pl_link pl_links[CONF_MAX_LINKS];
 static pthread_once_t pl_atfork_once = PTHREAD_ONCE_INIT;
@@ -107,8 +108,13 @@ struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh)
 	}
 	tl = l->tp;
 	bool fresh = tl && now - l->opened_ns < PL_FRESH_NS;
+	/* Only the first connect after the open waits for the link to come up: with the peer
+	 * host absent, later ones must not each lose the set-up timeout. */
+	bool wait = wait_up && fresh && !l->waited_up;
+	if (wait)
+		l->waited_up = true;
 	pthread_mutex_unlock(&pl_link_lock);
-	if (tl && wait_up && fresh && !tp_link_is_up(tl)) {
+	if (tl && wait && !tp_link_is_up(tl)) {
 		int ms = (int)pl_tpp.setup_timeout_ms;
 		PL_ENTER();
 		ntb_link_wait_up(tp_link_ntb(tl), ms > 0 ? ms : 1000);
@@ -354,24 +360,18 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		errno = saved_errno;
 		return pl_real.connect(fd, dst, dlen);
 	}
-	bool fresh = false;
-	link = pl_link_get(rt.link_index, true, &fresh);
+	link = pl_link_get(rt.link_index, true, NULL);
 	/* tp_link_is_up() also refreshes the transport's cached view (a forked child's). */
 	if (!link || !tp_link_is_up(link)) {
 		why = TP_REASON_LINK_DOWN;
 		goto tcp;
 	}
 	uint16_t port = sa_port(dst);
+	/* The peer's listeners are in our inbound window as soon as the link is up: no waiting
+	 * here (a port without an ntbsock listener must not delay the TCP connect). */
 	if (!tp_peer_listens(link, port)) {
-		/* A link that just came up may not have the peer's listeners yet. */
-		int64_t until = pl_now_ns() + (int64_t)pl_tpp.setup_timeout_ms * 1000000;
-		bool ok = false;
-		while (fresh && pl_now_ns() < until && !(ok = tp_peer_listens(link, port)))
-			usleep(1000);
-		if (!ok) {
-			why = TP_REASON_NO_LISTENER;
-			goto tcp;
-		}
+		why = TP_REASON_NO_LISTENER;
+		goto tcp;
 	}
 	if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
 		reason = "getsockname failed";
