@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# curl (non-blocking connect, poll) downloads a 32 MiB file from python's http.server
+# curl (non-blocking connect, poll) and wget download a 32 MiB file from python's http.server
 # (selectors) over ntb between demo hosts, byte-exact, and a local URL on the same host stays
 # TCP with the reason logged.
 . "$(dirname "$0")/lib.sh"
@@ -23,6 +23,11 @@ cmp "$PL_TMP/www/blob" "$PL_TMP/got" || pl_fail "curl: bytes differ"
 pl_assert_lo_below "$before" 2000000
 pl_assert_log a ": ntb (link"
 pl_assert_log b ": ntb (link"
+if command -v wget >/dev/null 2>&1; then
+	pl_run a wget -q -O "$PL_TMP/got-wget" "http://127.0.0.2:$port/blob" || pl_fail "wget over ntb failed"
+	cmp "$PL_TMP/www/blob" "$PL_TMP/got-wget" || pl_fail "wget: bytes differ"
+	[ "$(pl_count_log a ': ntb (link')" -ge 2 ] || pl_fail "wget's connection was not ntb"
+fi
 
 # Host A's own server: not a peer address, so TCP, "not configured".
 (cd "$PL_TMP/www" && exec env $(pl_env a) timeout 120 $PY -m http.server $port2 --bind 127.0.0.1) \
