@@ -40,6 +40,7 @@ class Stat:
         good = [v for v, c in zip(values, checks) if v is not None and c in ("ok", "-")]
         self.n = len(values)
         self.bad = sum(c not in ("ok", "-") for c in checks)
+        self.fallback = sum(c == "tcp-fallback" for c in checks)
         self.values = good
         self.median = statistics.median(good) if good else None
         self.lo = min(good) if good else None
@@ -48,7 +49,7 @@ class Stat:
     def check(self):
         if self.bad == 0:
             return "ok"
-        return "%d of %d runs not over ntb or failed" % (self.bad, self.n)
+        return "%d of %d runs failed, %d of them fell back to tcp" % (self.bad, self.n, self.fallback)
 
 
 def fmt(v):
@@ -64,11 +65,11 @@ def fmt(v):
 def cell(st):
     if st is None:
         return ""
-    if st.median is None:
-        return "n/a" + (" (tcp fallback!)" if st.bad else "")
-    text = "%s [%s–%s]" % (fmt(st.median), fmt(st.lo), fmt(st.hi))
-    if st.bad:
-        text += " (%d/%d tcp fallback!)" % (st.bad, st.n)
+    text = "n/a" if st.median is None else "%s [%s–%s]" % (fmt(st.median), fmt(st.lo), fmt(st.hi))
+    if st.fallback:
+        text += " (%d/%d tcp fallback!)" % (st.fallback, st.n)
+    if st.bad > st.fallback:
+        text += " (%d/%d failed)" % (st.bad - st.fallback, st.n)
     return text
 
 
@@ -168,8 +169,9 @@ def write_md(stats, notes, path, machine, reps, secs):
     out = ["# ntbsock bench — %s" % machine, "",
            "All numbers below are **measured** on this machine in one run: median [min–max] of "
            "%s repetitions, %s s per measurement, client and server pinned to separate cores. "
-           "Ratios compare medians. An ntbsock run that did not use the link is left out of "
-           "its median and marked." % (reps, secs), ""]
+           "Ratios compare medians. A run that failed, or an ntbsock run that did not use the "
+           "link, is left out of its median and marked \"(k/n failed)\" or \"(k/n tcp "
+           "fallback!)\"." % (reps, secs), ""]
     out += ["## Goals (DESIGN.md §11, issue 6)", ""] + goals(stats) + [""]
     out += ["## iperf3 throughput by write size (Gbit/s)", ""]
     table_by_size(stats, "iperf3", "v1", "ntbsock/TCP", False, out)
@@ -223,7 +225,7 @@ def write_md(stats, notes, path, machine, reps, secs):
             % cell(stats.get(("ref-cacheline", 64, "machine", "v1"))), ""]
     if notes:
         out += ["## Notes", ""] + ["- " + n for n in notes] + [""]
-    open(path, "w").write("\n".join(out))
+    open(path, "w").write("\n".join(out) + "\n")
 
 
 def write_plot(stats, path):
