@@ -279,8 +279,17 @@ static void publish_tx(struct tp_conn *c)
  * then announce the epoch. Rewriting is idempotent: the shadow is what the window should hold. */
 static void retransmit(struct tp_conn *c, uint16_t epoch)
 {
-	for (uint32_t p = c->fb_rx_i; p != c->tx_i; p++)
-		write_inline_slot(c, p);
+	/* Whole slots in one or two writes (the sequence bytes with them): the receiver is gated
+	 * until the epoch below is published after a barrier, so it never sees a slot half
+	 * rewritten; fewer writes also give a lossy link fewer chances to spoil the retry. */
+	uint32_t n = c->out.inline_n, cnt = c->tx_i - c->fb_rx_i;
+	uint32_t first = c->fb_rx_i & (n - 1), run = cnt < n - first ? cnt : n - first;
+
+	if (run)
+		ntb_write(c->link->ntb, out_inline_off(c, c->fb_rx_i), c->sh_inline + first * 128u,
+			  (size_t)run * 128u);
+	if (cnt > run)
+		ntb_write(c->link->ntb, out_inline_off(c, 0), c->sh_inline, (size_t)(cnt - run) * 128u);
 	write_data_range(c, c->fb_rx_d, c->tx_d);
 	publish_tx(c);
 	ntb_to_peer_barrier(c->link->ntb);
