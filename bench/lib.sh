@@ -9,8 +9,9 @@
 #   bn_sockperf tcp 127.0.0.2 $port 3 64             # -> "P50 P99 CHECK"
 #
 # CHECK is "ok", "tcp-fallback" (the ntbsock run used kernel TCP) or "-" (a kernel TCP row).
-# The integration helpers (tests/integration/lib.sh) provide the loopback counters, the port
-# wait and the cleanup by pid; they are sourced here, not copied.
+# The integration helpers (tests/integration/lib.sh) provide the port wait and the cleanup by
+# pid; they are sourced here, not copied. bn_srv and bn_client keep their variables in _bn_*
+# (callers' variables stay untouched); the others are meant for $(...).
 
 BN_ROOT=${BN_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 BN_BUILD=${BUILD:-build}
@@ -79,20 +80,20 @@ bn_cmd() {
 # background and wait until it listens on ADDR:PORT. Its pid (the program itself: taskset and
 # ntbsock run exec) is in BN_LAST and killed at cleanup.
 bn_srv() {
-	m=$1; c=$2; a=$3; p=$4; shift 4
-	$(bn_cmd $m B $c "$PL_TMP/B.log") "$@" >"$PL_TMP/srv-$m-$p.out" 2>&1 &
+	_bn_m=$1; _bn_c=$2; _bn_a=$3; _bn_p=$4; shift 4
+	$(bn_cmd $_bn_m B $_bn_c "$PL_TMP/B.log") "$@" >"$PL_TMP/srv-$_bn_m-$_bn_p.out" 2>&1 &
 	BN_LAST=$!
 	PL_PIDS="$PL_PIDS $BN_LAST"
-	if [ $m = netns ]; then
-		i=0
-		until ip netns exec $BN_NS-b ss -Hltn "sport = :$p" 2>/dev/null | grep -q "$a:$p"; do
-			i=$((i + 1)); [ $i -lt 100 ] || bn_die "nothing listens on $a:$p in $BN_NS-b"
+	if [ $_bn_m = netns ]; then
+		_bn_i=0
+		until ip netns exec $BN_NS-b ss -Hltn "sport = :$_bn_p" 2>/dev/null | grep -q "$_bn_a:$_bn_p"; do
+			_bn_i=$((_bn_i + 1)); [ $_bn_i -lt 100 ] || bn_die "nothing listens on $_bn_a:$_bn_p in $BN_NS-b"
 			sleep 0.1
 		done
 	else
-		pl_wait_port $a $p
+		pl_wait_port $_bn_a $_bn_p
 	fi
-	kill -0 $BN_LAST 2>/dev/null || { cat "$PL_TMP/srv-$m-$p.out" >&2; bn_die "server $* died"; }
+	kill -0 $BN_LAST 2>/dev/null || { cat "$PL_TMP/srv-$_bn_m-$_bn_p.out" >&2; bn_die "server $* died"; }
 }
 
 # bn_stop PID: end a server started by bn_srv.
@@ -107,21 +108,21 @@ bn_stop() {
 # are sampled (ss): BN_KBYTES is the largest sum seen. This is per connection, so unlike the
 # loopback counters it stays right while other programs use the loopback.
 bn_client() {
-	m=$1; out=$2; p=$3; shift 3
-	timeout "${BN_TIMEOUT:-60}" $(bn_cmd $m A $BN_CPU_CLIENT "$out.log") "$@" >"$out" 2>&1 &
-	cpid=$!
-	PL_PIDS="$PL_PIDS $cpid"
+	_bn_m=$1; _bn_out=$2; _bn_p=$3; shift 3
+	timeout "${BN_TIMEOUT:-60}" $(bn_cmd $_bn_m A $BN_CPU_CLIENT "$_bn_out.log") "$@" >"$_bn_out" 2>&1 &
+	_bn_cpid=$!
+	PL_PIDS="$PL_PIDS $_bn_cpid"
 	BN_KBYTES=0
-	while kill -0 $cpid 2>/dev/null; do
-		k=$(ss -Htin state established "( dport = :$p )" 2>/dev/null |
+	while kill -0 $_bn_cpid 2>/dev/null; do
+		_bn_k=$(ss -Htin state established "( dport = :$_bn_p )" 2>/dev/null |
 			grep -o 'bytes_\(acked\|received\):[0-9]*' | awk -F: '{ s += $2 } END { printf "%.0f", s }')
-		[ "${k:-0}" -gt "$BN_KBYTES" ] && BN_KBYTES=$k
+		[ "${_bn_k:-0}" -gt "$BN_KBYTES" ] && BN_KBYTES=$_bn_k
 		sleep 0.3
 	done
-	wait $cpid
-	rc=$?
-	PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $cpid / /")
-	return $rc
+	wait $_bn_cpid
+	_bn_rc=$?
+	PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $_bn_cpid / /")
+	return $_bn_rc
 }
 
 # bn_check MODE LOG PAYLOAD: did this ntbsock run use the link? "ok" when the client's log says
