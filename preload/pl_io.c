@@ -86,18 +86,38 @@ static bool restart_after_signal(int timeout_ms)
 	return true;
 }
 
-/* Wait for EVENTS on C: spin for the configured budget, yielding the CPU on every round so a
- * peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
- * set to 0 by pl_init: see pl_tp_params()). Same results as tp_wait(). */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ volatile("" ::: "memory");
+#endif
+}
+
+/* Wait for EVENTS on S: spin for the configured budget, yielding the CPU every few rounds so
+ * a peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
+ * set to 0: see pl_tp_params()). Same results as tp_wait().
+ * Waiting for input spins on tp_readable_bytes(), which does not ask the peer to ring us (as
+ * tp_poll() does): the peer's sends stay free of doorbells while we spin. End of stream and
+ * errors are seen by tp_wait() when the spin ends. */
 static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 {
 	events |= TP_EV_ERR | TP_EV_HUP;
 	if (pl_spin_us && timeout_ms != 0) {
 		int64_t until = pl_now_ns() + (int64_t)pl_spin_us * 1000;
 		do {
-			unsigned ev = tp_poll(s->conn);
-			if (ev & events)
-				return (int)(ev & events);
+			for (int i = 0; i < 32; i++) {
+				if (events & TP_EV_IN) {
+					if (tp_readable_bytes(s->conn))
+						return TP_EV_IN;
+				} else {
+					unsigned ev = tp_poll(s->conn);
+					if (ev & events)
+						return (int)(ev & events);
+				}
+				cpu_relax();
+			}
 			sched_yield();
 		} while (pl_now_ns() < until);
 	}
