@@ -33,7 +33,8 @@ static void pl_env_log_level(void)
 	int l = lv && *lv ? log_parse_level(lv) : -EINVAL;
 	if (l >= 0)
 		log_set_level(l);
-	const char *lf = getenv("NTBSOCK_LOG_FILE");
+	/* secure_getenv: a set-uid program must not write its log where the caller says. */
+	const char *lf = secure_getenv("NTBSOCK_LOG_FILE");
 	if (lf && *lf)
 		log_set_file(lf);
 }
