@@ -285,6 +285,8 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	uint32_t n = c->out.inline_n, cnt = c->tx_i - c->fb_rx_i;
 	uint32_t first = c->fb_rx_i & (n - 1), run = cnt < n - first ? cnt : n - first;
 
+	c->st->retransmits++; /* counted first: the peer may see the data before we return */
+
 	if (run)
 		ntb_write(c->link->ntb, out_inline_off(c, c->fb_rx_i), c->sh_inline + first * 128u,
 			  (size_t)run * 128u);
@@ -297,7 +299,6 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
-	c->st->retransmits++;
 	c->last_ack_ms = tp_now_ms();
 	LOG(LL_DEBUG, "transport: slot %u retransmit epoch %u inline %u data %u", c->slot, epoch,
 	    c->tx_i - c->fb_rx_i, c->tx_d - c->fb_rx_d);

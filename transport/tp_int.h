@@ -319,7 +319,7 @@ struct tp_link {
 	struct tp_link *next_link; /* process list */
 	pthread_mutex_t conns_lock;
 	struct tp_conn *conns;     /* process-local list, for timers */
-	uint64_t last_maint_ms;
+	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
 	uint32_t db_seen;
 	int refs;
 	atomic_bool up;             /* up, or down for less than down_grace_ms (helper's view) */

@@ -183,8 +183,11 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 {
 	struct tp_conn *done = NULL, *c, *next;
 
+	bool timers;
+
 	tp_link_refresh(l);
-	if ((rung || now - l->last_maint_ms >= 100) && tp_host_trylock(l)) {
+	if ((rung || now - l->last_mbox_ms >= 100) && tp_host_trylock(l)) {
+		l->last_mbox_ms = now;
 		tp_mbox_process(l);
 		if (now - l->last_maint_ms >= 500) {
 			tp_host_reclaim(l);
@@ -194,6 +197,12 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 		}
 		tp_host_unlock(l);
 	}
+	/* connection timers every 100 ms, and on doorbells (at most every 5 ms: a busy link
+	 * rings often, the timers are O(connections)) */
+	timers = now - l->last_timers_ms >= 100 || (rung && now - l->last_timers_ms >= 5);
+	if (!timers)
+		return;
+	l->last_timers_ms = now;
 	pthread_mutex_lock(&l->conns_lock);
 	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
 		uint32_t fl;
@@ -230,15 +239,19 @@ static void *helper_main(void *arg)
 		bool signal = false;
 		int rc = 0;
 
+		int slice = 100;
+
 		pthread_mutex_lock(&g_lock);
 		first = g_links;
 		if (first)
 			seen = first->db_seen;
+		if (first && first->next_link)
+			slice = 25; /* other links' doorbells are polled: do it often */
 		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
 		if (first)
-			rc = ntb_db_wait(first->ntb, seen, 100);
+			rc = ntb_db_wait(first->ntb, seen, slice);
 		if (!first || rc == -ENOLINK || rc == -EINVAL || rc == -ENOTSUP)
 			usleep(100000);
 		uint64_t now = tp_now_ms();
