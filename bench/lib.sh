@@ -174,7 +174,7 @@ bn_sockperf() {
 	BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/sockperf-$BN_SEQ.out
 	if ! bn_client $m "$out" $p sockperf pp --tcp -i $a -p $p -t $t -m $s "$@" ||
 		! grep -q 'percentile 50.000' "$out"; then
-		bn_say "  sockperf $m -m $s: failed: $(grep -i -m1 'error\|invalid' "$out")"
+		bn_say "  sockperf $m -m $s: failed: $(grep -v '^ *$' "$out" | tail -2 | tr '\n' ' ')"
 		echo "nan nan failed"; return
 	fi
 	p50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$out" | tail -1)
