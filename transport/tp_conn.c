@@ -619,3 +619,16 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	*ret_conn = c;
 	return 0;
 }
+
+/* --- timers (helper thread and wait loops) ----------------------------------------------- */
+
+void tp_conn_timers(struct tp_conn *c, uint64_t now)
+{
+	/* queue fill levels for `ntbsock stat` (racy reads of counters: a snapshot) */
+	c->st->tx_queue_fill = (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u;
+	c->st->rx_queue_fill = (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u;
+	if (atomic_load(&c->error))
+		return;
+	tp_tx_timers(c, now);
+	tp_rx_timers(c);
+}

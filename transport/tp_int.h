@@ -414,7 +414,17 @@ int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);  /* under lock */
 bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n, uint32_t q);
 void tp_mbox_process(struct tp_link *l);                 /* under lock */
 
-/* tp_data.c */
+/* tp_words.c */
+bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret); /* our slot, our nonce */
+void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's slot */
+void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
+#define tp_set_error(c, e) tp_set_error_at((c), (e), __FILE__, __LINE__)
+void tp_wake_peer(struct tp_conn *c, uint32_t flag_word);
+/* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers() */
+void tp_tx_timers(struct tp_conn *c, uint64_t now);
+void tp_rx_timers(struct tp_conn *c);
+
+/* tp_words.c, tp_tx.c, tp_rx.c, tp_conn.c */
 int tp_conn_init_queues(struct tp_conn *c);
 void tp_conn_free_queues(struct tp_conn *c);
 void tp_conn_timers(struct tp_conn *c, uint64_t now);

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: MIT */
+/* The receive side: validation in MSN order across both rings (private copies, bounds
+ * checked), delivery with the CRC fused into the copy, release of space, Retry. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "transport/tp_int.h"
+#include "util/crc32c.h"
+#include "util/log.h"
+
+/* --- receive side --------------------------------------------------------------------------- */
+
+static const volatile uint8_t *in_slot(const struct tp_conn *c)
+{
+	return c->link->in + TP_OFF_SLOTS + (size_t)c->slot * c->link->slot_size;
+}
+
+static const volatile uint8_t *in_inline(const struct tp_conn *c, uint32_t pos)
+{
+	return in_slot(c) + TP_SLOT_RINGS + (pos & (c->link->geom.inline_n - 1)) * 128u;
+}
+
+static const volatile uint8_t *in_data(const struct tp_conn *c)
+{
+	return in_slot(c) + TP_SLOT_RINGS + c->link->geom.inline_n * 128u;
+}
+
+/* Copy LEN bytes at data-ring position POS out of the window (wrap aware), fusing the CRC. */
+static uint32_t data_copy(const struct tp_conn *c, uint8_t *dst, uint32_t pos, uint32_t len,
+			  uint32_t crc, bool copy)
+{
+	uint32_t q = c->link->geom.qsize, p = pos & (q - 1);
+	uint32_t first = len < q - p ? len : q - p;
+	const uint8_t *base = (const uint8_t *)in_data(c);
+
+	if (copy) {
+		crc = crc32c_copy(crc, dst, base + p, first);
+		if (len > first)
+			crc = crc32c_copy(crc, dst + first, base, len - first);
+	} else {
+		crc = crc32c(crc, base + p, first);
+		if (len > first)
+			crc = crc32c(crc, base, len - first);
+	}
+	return crc;
+}
+
+/* Publish the feedback words (released space, CmpAck, epoch | detect ack). Unchanged words
+ * are skipped unless ALL (timer republish, Detect answer: a write may have been lost). */
+static void fb_publish_words(struct tp_conn *c, bool all)
+{
+	uint32_t ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
+
+	if (all || c->c_i != c->pub_i)
+		tp_peer_word(c, TP_W_FB_RX_I, c->c_i);
+	if (all || c->c_d != c->pub_d)
+		tp_peer_word(c, TP_W_FB_RX_D, c->c_d);
+	if (all || c->v_msn != c->pub_ack)
+		tp_peer_word(c, TP_W_FB_ACK_MSN, c->v_msn);
+	if (all || ep != c->pub_ep)
+		tp_peer_word(c, TP_W_FB_EPOCH, ep);
+	ntb_wc_flush(c->link->ntb);
+	c->pub_i = c->c_i;
+	c->pub_d = c->c_d;
+	c->pub_ack = c->v_msn;
+	c->pub_ep = ep;
+	c->fb_dirty = true;
+	tp_wake_peer(c, TP_W_TX_WAIT);
+}
+
+static void fb_publish(struct tp_conn *c)
+{
+	fb_publish_words(c, false);
+}
+
+/* Data missing or corrupt: bump the epoch and ask for a retransmission (Retry). */
+#define rx_fail(c, crc) rx_fail_at((c), (crc), __LINE__)
+static void rx_fail_at(struct tp_conn *c, bool crc, int line)
+{
+	LOG(LL_DEBUG, "transport: slot %u retry (epoch %u, msn %u, tp_rx.c:%d)", c->slot,
+	    c->rx_epoch + 1u, c->v_msn, line);
+	if (crc)
+		c->st->crc_errors++;
+	if (++c->rerr > c->link->params.max_err) {
+		LOG(LL_DEBUG, "transport: slot %u: MaxErr reached", c->slot);
+		tp_set_error(c, -ECONNRESET);
+		tp_write_st(c->link, c->out.slot_off, c->nonce_out, TP_ST_RST);
+		return;
+	}
+	c->rx_epoch++;
+	c->gated = true;
+	c->gate_deadline_ms = tp_now_ms() + c->link->params.recv_timeout_ms;
+	c->pub_ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
+	tp_peer_word(c, TP_W_FB_EPOCH, c->pub_ep);
+	ntb_wc_flush(c->link->ntb);
+	ntb_peer_db_ring(c->link->ntb);
+}
+
+enum probe { PR_NONE, PR_OK, PR_OTHER, PR_BAD };
+
+/* Look at inline position POS for message MSN. */
+static enum probe rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struct tp_rec *r)
+{
+	const volatile uint8_t *s = in_inline(c, pos);
+	uint8_t buf[128], flags;
+	unsigned len;
+	uint32_t m;
+
+	/* acquire: the sequence byte before the slot it publishes; pairs with the barrier in
+	 * write_inline_slot() */
+	if (__atomic_load_n((const uint8_t *)s + TP_INL_SEQ, __ATOMIC_ACQUIRE) !=
+	    tp_inline_seq(pos, c->link->geom.log2n, c->seq_base_in))
+		return PR_NONE;
+	memcpy(buf, (const void *)s, sizeof(buf)); /* private copy, then validate */
+	if (tp_inline_check(buf, c->nonce_in, &len, &m, &flags))
+		return PR_BAD;
+	if (m != msn)
+		return PR_OTHER;
+	r->msn = m;
+	r->len = len;
+	r->pos = pos;
+	r->payload = tp_inline_off(len);
+	r->ring = 0;
+	r->flags = flags;
+	r->type = 0;
+	r->footprint = 1;
+	return PR_OK;
+}
+
+static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check)
+{
+	uint32_t q = c->link->geom.qsize, txd, avail, fp, crc;
+	struct tp_desc d;
+
+	if (!tp_slot_word(c, TP_W_TX_D, &txd))
+		return PR_NONE;
+	avail = txd - c->v_d;
+	if (avail == 0)
+		return PR_NONE;
+	if (avail > q || avail < TP_DESC_SIZE)
+		return PR_BAD;
+	memcpy(&d, (const void *)(in_data(c) + (c->v_d & (q - 1))), sizeof(d));
+	if (d.msn != msn)
+		return PR_OTHER;
+	if ((d.type != TP_MT_SHORT && d.type != TP_MT_LONG) || d.len > q)
+		return PR_BAD;
+	fp = tp_footprint(d.type, c->v_d, d.len);
+	if (fp > avail)
+		return PR_BAD;
+	if (check) {
+		crc = data_copy(c, NULL, c->v_d + tp_payload_gap(d.type, c->v_d), d.len,
+				c->nonce_in, false);
+		if (tp_desc_crc(crc, &d) != d.crc)
+			return PR_BAD;
+	}
+	r->desc = d;
+	r->msn = msn;
+	r->len = d.len;
+	r->pos = c->v_d;
+	r->payload = tp_payload_gap(d.type, c->v_d);
+	r->footprint = fp;
+	r->ring = 1;
+	r->flags = d.flags;
+	r->type = d.type;
+	return PR_OK;
+}
+
+/* Validate ahead (under rx_lock): move messages in MSN order from the rings to the private
+ * record queue; on evidence of loss or corruption, Retry. Also answers Detect. */
+void tp_rx_progress(struct tp_conn *c, uint32_t want)
+{
+	uint32_t v;
+	uint16_t txe = 0, det;
+	bool have_epoch;
+
+	if (atomic_load(&c->error))
+		return;
+	have_epoch = tp_slot_word(c, TP_W_TX_EPOCH, &v);
+	if (have_epoch)
+		txe = (uint16_t)v;
+	det = have_epoch ? (uint16_t)(v >> 16) : c->det_seen;
+	if (c->gated) {
+		if (have_epoch && tp_rt_epoch_ok(c->rx_epoch, txe)) {
+			c->gated = false;
+		} else {
+			if (tp_now_ms() > c->gate_deadline_ms)
+				rx_fail(c, false); /* TimerRcvData: ask again */
+			return;
+		}
+	}
+	while (c->rec_tail - c->rec_head < TP_RECS && !c->fin_rcvd_v && c->rec_bytes < want) {
+		struct tp_rec r;
+		enum probe pi = rx_inline(c, c->v_i, c->v_msn, &r);
+
+		if (pi == PR_OK) {
+			c->v_i++;
+		} else {
+			enum probe pd = rx_data(c, c->v_msn, &r, true);
+
+			/* The inline probe came first: a later data message seen now (tx_d read with
+			 * acquire) proves an inline one published before it is visible by now. */
+			if (pd == PR_OTHER && pi == PR_NONE &&
+			    (pi = rx_inline(c, c->v_i, c->v_msn, &r)) == PR_OK) {
+				c->v_i++;
+				goto take;
+			}
+			if (pd == PR_OK) {
+				c->v_d += r.footprint;
+			} else if (pd == PR_BAD || pd == PR_OTHER || pi == PR_OTHER) {
+				LOG(LL_DEBUG, "transport: slot %u msn %u: inline %d data %d (v_i %u v_d %u)",
+				    c->slot, c->v_msn, pi, pd, c->v_i, c->v_d);
+				rx_fail(c, pd == PR_BAD || pi == PR_BAD);
+				return;
+			} else {
+				/* nothing in the data ring: an unreadable inline slot is an error only
+				 * if a later message shows up behind it */
+				struct tp_rec r2;
+
+				if (pi != PR_NONE &&
+				    rx_inline(c, c->v_i + 1, c->v_msn + 1, &r2) == PR_OK) {
+					rx_fail(c, pi == PR_BAD);
+					return;
+				}
+				c->inline_bad = pi == PR_BAD;
+				break;
+			}
+		}
+take:
+		c->recs[c->rec_tail % TP_RECS] = r;
+		if (c->rec_skip && c->rec_tail == c->rec_head) {
+			/* adopted after exec: the old image had consumed this much of it */
+			c->rec_off = c->rec_skip < r.len ? c->rec_skip : r.len;
+			c->rec_skip = 0;
+		}
+		c->rec_tail++;
+		c->rec_bytes += r.len + 1; /* +1: a FIN counts as something to read */
+		c->v_msn++;
+		c->rerr = 0;
+		if (r.flags & TP_MSG_FIN)
+			c->fin_rcvd_v = true;
+	}
+	if (have_epoch && det != c->det_seen) {
+		/* Detect: still missing what the sender says it sent → Retry; else DetectAck */
+		uint32_t next;
+
+		c->det_seen = det;
+		if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &next) && next != c->v_msn &&
+		    next - c->v_msn < (1u << 31) && !c->fin_rcvd_v && !c->gated &&
+		    c->rec_bytes < want) {
+			rx_fail(c, c->inline_bad);
+		}
+		fb_publish_words(c, true);
+	}
+}
+
+/* A record was consumed entirely: release its ring space. */
+static void rec_done(struct tp_conn *c, const struct tp_rec *r)
+{
+	if (r->ring == 0) {
+		c->c_i = r->pos + 1;
+		c->st->rx_msgs_inline++;
+	} else {
+		c->c_d = r->pos + r->footprint;
+		if (r->type == TP_MT_LONG)
+			c->st->rx_msgs_long++;
+		else
+			c->st->rx_msgs_short++;
+	}
+	if (r->flags & TP_MSG_FIN)
+		c->eof = true;
+	c->rec_bytes -= r->len + 1;
+	c->rec_head++;
+	c->rec_off = 0;
+}
+
+static size_t rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, uint8_t *dst,
+		       size_t n)
+{
+	if (r->ring == 0)
+		memcpy(dst, (const void *)(in_inline(c, r->pos) + r->payload + off), n);
+	else
+		data_copy(c, dst, r->pos + r->payload + off, (uint32_t)n, 0, true);
+	return n;
+}
+
+/* Release what was consumed: in big steps while data keeps coming, at once when drained. */
+static void rx_release(struct tp_conn *c, bool drained)
+{
+	uint32_t qs = c->link->geom.qsize, n = c->link->geom.inline_n;
+
+	if (c->c_d - c->pub_d >= qs / 8u || c->c_i - c->pub_i >= n / 4u ||
+	    ((c->c_d != c->pub_d || c->c_i != c->pub_i) && drained))
+		fb_publish(c);
+}
+
+/* Fast path (record queue empty): the next data message fits in the caller's buffers, so
+ * check its CRC while copying it there (one pass). Returns bytes delivered, 0 if not taken. */
+static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, int vi,
+			size_t voff)
+{
+	struct tp_rec r;
+	size_t room = 0;
+	uint32_t crc, left, pos;
+
+	if (c->gated || c->fin_rcvd_v || atomic_load(&c->error) || c->rec_head != c->rec_tail ||
+	    c->rec_skip)
+		return 0;
+	if (rx_inline(c, c->v_i, c->v_msn, &r) != PR_NONE)
+		return 0; /* inline (or trouble): the validating path handles it */
+	if (rx_data(c, c->v_msn, &r, false) != PR_OK || r.len == 0)
+		return 0;
+	for (int i = vi; i < iovcnt && room < r.len; i++)
+		room += iov[i].iov_len - (i == vi ? voff : 0);
+	if (room < r.len)
+		return 0;
+	crc = c->nonce_in;
+	left = r.len;
+	pos = r.pos + r.payload;
+	for (int i = vi; left; i++) {
+		size_t o = i == vi ? voff : 0, n = iov[i].iov_len - o;
+
+		if (n > left)
+			n = left;
+		crc = data_copy(c, (uint8_t *)iov[i].iov_base + o, pos, (uint32_t)n, crc, true);
+		pos += (uint32_t)n;
+		left -= (uint32_t)n;
+	}
+	if (tp_desc_crc(crc, &r.desc) != r.desc.crc) {
+		rx_fail(c, true);
+		return 0;
+	}
+	c->v_d += r.footprint;
+	c->v_msn++;
+	c->rerr = 0;
+	c->c_d = c->v_d;
+	if (r.type == TP_MT_LONG)
+		c->st->rx_msgs_long++;
+	else
+		c->st->rx_msgs_short++;
+	if (r.flags & TP_MSG_FIN) {
+		c->fin_rcvd_v = true;
+		c->eof = true;
+	}
+	return r.len;
+}
+
+ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	bool peek = flags & TP_RECV_PEEK;
+	size_t got = 0, voff = 0;
+	int vi = 0;
+	ssize_t rc;
+	uint32_t h, off;
+
+	pthread_mutex_lock(&c->rx_lock);
+	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
+	if (c->rd_shut) { /* as Linux: reads after shutdown(SHUT_RD) see end of stream */
+		pthread_mutex_unlock(&c->rx_lock);
+		return 0;
+	}
+	h = c->rec_head;
+	off = c->rec_off;
+	for (;;) {
+		while (vi < iovcnt && voff == iov[vi].iov_len) {
+			vi++;
+			voff = 0;
+		}
+		if (vi == iovcnt || (c->eof && h == c->rec_tail))
+			break;
+		if (h == c->rec_tail) {
+			size_t n = peek ? 0 : rx_direct(c, iov, iovcnt, vi, voff);
+
+			if (n) {
+				got += n;
+				while (n) {
+					size_t k = iov[vi].iov_len - voff;
+
+					if (k > n)
+						k = n;
+					voff += k;
+					n -= k;
+					if (voff == iov[vi].iov_len && n) {
+						vi++;
+						voff = 0;
+					}
+				}
+				rx_release(c, false);
+				continue;
+			}
+			tp_rx_progress(c, 1);
+			if (h == c->rec_tail)
+				break;
+			if (h == c->rec_head)
+				off = c->rec_off; /* an adopted connection may start inside it */
+		}
+		struct tp_rec *r = &c->recs[h % TP_RECS];
+		uint32_t left = r->len - off;
+
+		while (left && vi < iovcnt) {
+			size_t room = iov[vi].iov_len - voff, n = left < room ? left : room;
+
+			if (room == 0) {
+				vi++;
+				voff = 0;
+				continue;
+			}
+			rec_copy(c, r, off, (uint8_t *)iov[vi].iov_base + voff, n);
+			voff += n;
+			off += (uint32_t)n;
+			left -= (uint32_t)n;
+			got += n;
+		}
+		if (left)
+			break;
+		if (peek) {
+			if (r->flags & TP_MSG_FIN)
+				break;
+			h++;
+			off = 0;
+			continue;
+		}
+		rec_done(c, r);
+		h = c->rec_head;
+		off = 0;
+		rx_release(c, false);
+	}
+	if (!peek)
+		c->rec_off = off;
+	if (got) {
+		if (!peek)
+			c->st->rx_bytes += got;
+		rc = (ssize_t)got;
+		/* reading without polling: the peer need not ring for us any more */
+		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
+	} else if (c->eof) {
+		rc = 0;
+	} else if ((rc = atomic_load(&c->error))) {
+		;
+	} else if (c->rec_head == c->rec_tail && tp_conn_peer_lost(c)) {
+		tp_rx_progress(c, 1); /* whatever arrived before the loss is still delivered */
+		rc = c->rec_head == c->rec_tail ? -ECONNRESET : -EAGAIN;
+		if (rc == -ECONNRESET)
+			tp_set_error(c, -ECONNRESET);
+	} else {
+		rc = -EAGAIN;
+	}
+	rx_release(c, c->rec_head == c->rec_tail);
+	pthread_mutex_unlock(&c->rx_lock);
+	return rc;
+}
+
+
+/* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
+void tp_rx_timers(struct tp_conn *c)
+{
+	if (pthread_mutex_trylock(&c->rx_lock) == 0) {
+		tp_rx_progress(c, 1);
+		if (c->rd_shut || atomic_load(&c->closed)) {
+			/* nobody will read: discard, so the peer's sender is not blocked */
+			while (c->rec_head != c->rec_tail)
+				rec_done(c, &c->recs[c->rec_head % TP_RECS]);
+			if (c->c_d != c->pub_d || c->c_i != c->pub_i)
+				fb_publish(c);
+		}
+		if (c->fb_dirty) {
+			fb_publish_words(c, true);
+			c->fb_dirty = false;
+		}
+		pthread_mutex_unlock(&c->rx_lock);
+	}
+}

@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/* The send side: inline / short / long messages into the peer's rings through the shadows
+ * (the retransmission copies), flow control, feedback, retransmission and Detect. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "transport/tp_int.h"
+#include "util/crc32c.h"
+#include "util/log.h"
+
+/* --- send side ------------------------------------------------------------------------------ */
+
+static uint32_t out_inline_off(const struct tp_conn *c, uint32_t pos)
+{
+	return c->out.slot_off + TP_SLOT_RINGS + (pos & (c->out.inline_n - 1)) * 128u;
+}
+
+static uint32_t out_data_base(const struct tp_conn *c)
+{
+	return c->out.slot_off + TP_SLOT_RINGS + c->out.inline_n * 128u;
+}
+
+/* Write data-ring bytes [from, to) (free-running positions) from the shadow to the window. */
+static void write_data_range(struct tp_conn *c, uint32_t from, uint32_t to)
+{
+	uint32_t q = c->out.qsize, len = to - from, p = from & (q - 1);
+	uint32_t first = len < q - p ? len : q - p;
+
+	if (len == 0)
+		return;
+	ntb_write(c->link->ntb, out_data_base(c) + p, c->sh_data + p, first);
+	if (len > first)
+		ntb_write(c->link->ntb, out_data_base(c), c->sh_data, len - first);
+}
+
+/* The same as write_data_range() through the link's DMA queue (Idle → Gather → Posted →
+ * Done → Idle). False when the queue is unavailable or failed: the caller copies instead. */
+static bool dma_range(struct tp_conn *c, uint32_t from, uint32_t to)
+{
+	uint32_t q = c->out.qsize, len = to - from, p = from & (q - 1);
+	uint32_t first = len < q - p ? len : q - p;
+	bool ok;
+
+	if (!c->dmaq || len == 0)
+		return false;
+	ok = ntb_dmaq_enqueue(c->dmaq, out_data_base(c) + p, c->sh_data + p, first) == 0 &&
+	     (len == first ||
+	      ntb_dmaq_enqueue(c->dmaq, out_data_base(c), c->sh_data, len - first) == 0) &&
+	     ntb_dmaq_post(c->dmaq) == 0 && ntb_dmaq_wait(c->dmaq, -1) == 0;
+	if (ntb_dmaq_state(c->dmaq) == NTB_DMAQ_POSTED)
+		ntb_dmaq_abort(c->dmaq);
+	if (ntb_dmaq_state(c->dmaq) != NTB_DMAQ_IDLE && ntb_dmaq_reset(c->dmaq) != 0) {
+		ntb_dmaq_destroy(c->dmaq); /* a queue stuck in a state: stop using it */
+		c->dmaq = NULL;
+	}
+	return ok;
+}
+
+static void write_inline_slot(struct tp_conn *c, uint32_t pos)
+{
+	uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
+	uint16_t len;
+	unsigned off;
+
+	memcpy(&len, s + TP_INL_LEN, 2);
+	off = tp_inline_off(len > TP_INLINE_MAX ? TP_INLINE_MAX : len);
+	ntb_write(c->link->ntb, out_inline_off(c, pos) + off, s + off, TP_INL_SEQ - off);
+	/* payload and header before the sequence byte that publishes the slot; pairs with the
+	 * acquire load of the sequence byte in rx_inline() */
+	ntb_to_peer_barrier(c->link->ntb);
+	ntb_write8(c->link->ntb, out_inline_off(c, pos) + TP_INL_SEQ, s[TP_INL_SEQ]);
+}
+
+/* Gather LEN bytes from the iovec cursor into DST, fusing the CRC; returns the CRC. */
+struct iov_cur {
+	const struct iovec *iov;
+	int cnt, i;
+	size_t off;
+};
+
+static uint32_t gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc)
+{
+	while (len) {
+		const struct iovec *v = &ic->iov[ic->i];
+		size_t n = v->iov_len - ic->off;
+
+		if (n == 0) {
+			ic->i++;
+			ic->off = 0;
+			continue;
+		}
+		if (n > len)
+			n = len;
+		crc = crc32c_copy(crc, dst, (const uint8_t *)v->iov_base + ic->off, n);
+		dst += n;
+		len -= n;
+		ic->off += n;
+	}
+	return crc;
+}
+
+static void publish_tx(struct tp_conn *c);
+
+static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uint8_t flags)
+{
+	/* MSN order across rings: earlier data-ring messages are published before this one */
+	if (c->tx_d != c->tx_d_pub)
+		publish_tx(c);
+	uint32_t pos = c->tx_i;
+	uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
+	uint32_t crc = gather_crc(ic, s + tp_inline_off(len), len, c->nonce_out);
+
+	tp_inline_finish(s, len, c->msn_next, flags,
+			 tp_inline_seq(pos, c->out.log2n, c->seq_base_out), crc);
+	write_inline_slot(c, pos);
+	c->tx_i++;
+	c->msn_next++;
+	c->st->tx_msgs_inline++;
+}
+
+static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8_t type,
+		      uint8_t flags)
+{
+	uint32_t q = c->out.qsize, pos = c->tx_d;
+	uint32_t gap = tp_payload_gap(type, pos), fp = tp_footprint(type, pos, len);
+	uint32_t pp = (pos + gap) & (q - 1), first = len < q - pp ? len : q - pp;
+	struct tp_desc d = { .type = type, .flags = flags, .len = len, .msn = c->msn_next };
+	uint32_t crc = gather_crc(ic, c->sh_data + pp, first, c->nonce_out);
+
+	if (len > first)
+		crc = gather_crc(ic, c->sh_data, len - first, crc);
+	d.crc = tp_desc_crc(crc, &d);
+	memcpy(c->sh_data + (pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
+	if (type == TP_MT_LONG) {
+		/* descriptor, then the payload from its 128-byte boundary through the DMA queue */
+		write_data_range(c, pos, pos + TP_DESC_SIZE);
+		if (!dma_range(c, pos + gap, pos + gap + len))
+			write_data_range(c, pos + gap, pos + gap + len);
+		c->st->tx_msgs_long++;
+	} else {
+		write_data_range(c, pos, pos + gap + len);
+		c->st->tx_msgs_short++;
+	}
+	c->tx_d = pos + fp;
+	c->msn_next++;
+}
+
+/* Publish tx_d after the data it covers; pairs with the acquire load in rx_data(). */
+static void publish_tx(struct tp_conn *c)
+{
+	ntb_to_peer_barrier(c->link->ntb);
+	tp_peer_word(c, TP_W_TX_D, c->tx_d);
+	c->tx_d_pub = c->tx_d;
+	ntb_wc_flush(c->link->ntb);
+	c->tx_dirty = true;
+	c->last_tx_pub_ms = tp_now_ms();
+}
+
+/* The peer asked for a retry (newer epoch): rewrite every unreleased byte from the shadows,
+ * then announce the epoch. Rewriting is idempotent: the shadow is what the window should hold. */
+static void retransmit(struct tp_conn *c, uint16_t epoch)
+{
+	/* Whole slots in one or two writes (the sequence bytes with them): the receiver is gated
+	 * until the epoch below is published after a barrier, so it never sees a slot half
+	 * rewritten; fewer writes also give a lossy link fewer chances to spoil the retry. */
+	uint32_t n = c->out.inline_n, cnt = c->tx_i - c->fb_rx_i;
+	uint32_t first = c->fb_rx_i & (n - 1), run = cnt < n - first ? cnt : n - first;
+
+	c->st->retransmits++; /* counted first: the peer may see the data before we return */
+
+	if (run)
+		ntb_write(c->link->ntb, out_inline_off(c, c->fb_rx_i), c->sh_inline + first * 128u,
+			  (size_t)run * 128u);
+	if (cnt > run)
+		ntb_write(c->link->ntb, out_inline_off(c, 0), c->sh_inline, (size_t)(cnt - run) * 128u);
+	write_data_range(c, c->fb_rx_d, c->tx_d);
+	publish_tx(c);
+	ntb_to_peer_barrier(c->link->ntb);
+	c->tx_epoch = epoch;
+	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+	ntb_wc_flush(c->link->ntb);
+	ntb_peer_db_ring(c->link->ntb);
+	c->last_ack_ms = tp_now_ms();
+	LOG(LL_DEBUG, "transport: slot %u retransmit epoch %u inline %u data %u", c->slot, epoch,
+	    c->tx_i - c->fb_rx_i, c->tx_d - c->fb_rx_d);
+}
+
+/* Read the feedback unit (under tx_lock): released space, CmpAck, retry epoch, detect ack. */
+void tp_tx_feedback(struct tp_conn *c)
+{
+	uint32_t v;
+	bool progress = false;
+
+	if (tp_slot_word(c, TP_W_FB_RX_I, &v) && v != c->fb_rx_i &&
+	    v - c->fb_rx_i <= c->tx_i - c->fb_rx_i) {
+		c->fb_rx_i = v;
+		progress = true;
+	}
+	if (tp_slot_word(c, TP_W_FB_RX_D, &v) && v != c->fb_rx_d &&
+	    v - c->fb_rx_d <= c->tx_d - c->fb_rx_d) {
+		c->fb_rx_d = v;
+		progress = true;
+	}
+	if (tp_slot_word(c, TP_W_FB_ACK_MSN, &v) && v != c->fb_ack &&
+	    v - c->fb_ack <= c->msn_next - c->fb_ack) {
+		c->fb_ack = v;
+		progress = true;
+	}
+	if (tp_slot_word(c, TP_W_FB_EPOCH, &v)) {
+		uint16_t ep = (uint16_t)v, det = (uint16_t)(v >> 16);
+
+		if (det == c->detect_seq && c->terr) {
+			/* DetectAck: the receiver is alive, only not consuming: probe less often */
+			c->terr = 0;
+			if (c->det_backoff < 16)
+				c->det_backoff++;
+		}
+		if (tp_rt_epoch_newer(ep, c->tx_epoch)) {
+			if (++c->terr > c->link->params.max_err * 4u) {
+				tp_set_error(c, -ECONNRESET);
+				return;
+			}
+			retransmit(c, ep);
+		}
+	}
+	if (progress) {
+		c->last_ack_ms = tp_now_ms();
+		c->terr = 0;
+		c->det_backoff = 0;
+	}
+}
+
+static uint32_t inline_free(const struct tp_conn *c)
+{
+	return c->out.inline_n - (c->tx_i - c->fb_rx_i);
+}
+
+static uint32_t data_free(const struct tp_conn *c)
+{
+	return c->out.qsize - (c->tx_d - c->fb_rx_d);
+}
+
+/* Largest payload a data message at tx_d may carry now (0: none fits). */
+uint32_t tp_data_room(const struct tp_conn *c, uint8_t type)
+{
+	uint32_t fr = data_free(c), gap = tp_payload_gap(type, c->tx_d);
+
+	if (fr <= gap + TP_DATA_ALIGN)
+		return 0;
+	return (fr - gap) & ~(TP_DATA_ALIGN - 1);
+}
+
+static int tx_check(struct tp_conn *c)
+{
+	int err = atomic_load(&c->error);
+
+	if (err)
+		return err;
+	if (c->wr_shut)
+		return -EPIPE;
+	if (tp_conn_peer_lost(c)) {
+		/* not c->error: the receive side still delivers what arrived, then ends */
+		atomic_store(&c->peer_gone, true);
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+int tp_tx_fin(struct tp_conn *c)
+{
+	struct iov_cur ic = { 0 };
+
+	if (c->fin_sent)
+		return 0;
+	if (inline_free(c) > 0) {
+		c->fin_msn = c->msn_next;
+		send_inline(c, &ic, 0, TP_MSG_FIN);
+	} else if (tp_data_room(c, TP_MT_SHORT) > 0) {
+		c->fin_msn = c->msn_next;
+		send_data(c, &ic, 0, TP_MT_SHORT, TP_MSG_FIN);
+		publish_tx(c);
+	} else {
+		return -EAGAIN;
+	}
+	c->fin_sent = true;
+	tp_wake_peer(c, TP_W_FB_WAIT);
+	return 0;
+}
+
+ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
+{
+	const struct tp_params *pp = &c->link->params;
+	struct iov_cur ic = { .iov = iov, .cnt = iovcnt };
+	size_t total = 0, sent = 0;
+	bool data_pub = false, any = false;
+	ssize_t rc;
+
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	pthread_mutex_lock(&c->tx_lock);
+	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
+	rc = tx_check(c);
+	if (rc)
+		goto out;
+	tp_tx_feedback(c);
+	if ((rc = atomic_load(&c->error)))
+		goto out;
+	if (total == 0)
+		goto out;
+	while (sent < total) {
+		size_t left = total - sent;
+		uint32_t max_msg = c->out.qsize / 2u;
+
+		if (left <= pp->inline_max && inline_free(c) > 0) {
+			send_inline(c, &ic, (unsigned)left, 0);
+			sent += left;
+			any = true;
+			continue;
+		}
+		uint8_t type = TP_MT_SHORT;
+		uint32_t room;
+
+		while (ic.i < iovcnt && ic.off == iov[ic.i].iov_len) {
+			ic.i++;
+			ic.off = 0;
+		}
+		if (left > pp->short_max &&
+		    ((uintptr_t)iov[ic.i].iov_base + ic.off) % 4u == 0)
+			type = TP_MT_LONG;
+		room = tp_data_room(c, type);
+		if (room == 0 && type == TP_MT_LONG) {
+			type = TP_MT_SHORT;
+			room = tp_data_room(c, type);
+		}
+		if (room > max_msg)
+			room = max_msg;
+		if (room == 0)
+			break;
+		uint32_t n = left < room ? (uint32_t)left : room;
+
+		if (type == TP_MT_LONG && n <= pp->short_max)
+			type = TP_MT_SHORT;
+		send_data(c, &ic, n, type, 0);
+		sent += n;
+		data_pub = true;
+		any = true;
+	}
+	if (data_pub)
+		publish_tx(c);
+	if (any) {
+		c->st->tx_bytes += sent;
+		tp_wake_peer(c, TP_W_FB_WAIT);
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+	}
+	rc = sent ? (ssize_t)sent : -EAGAIN;
+out:
+	pthread_mutex_unlock(&c->tx_lock);
+	return rc;
+}
+
+/* TimerSendData / TimerDetect and republication of the tx index (helper, wait loops). */
+void tp_tx_timers(struct tp_conn *c, uint64_t now)
+{
+	const struct tp_params *pp = &c->link->params;
+
+	if (pthread_mutex_trylock(&c->tx_lock) == 0) {
+		tp_tx_feedback(c);
+		if (c->wr_shut && !c->fin_sent && !atomic_load(&c->error))
+			tp_tx_fin(c);
+		/* unacknowledged or unreleased data without progress: Detect (the answer also
+		 * republishes the receiver's feedback, whose last write may have been lost) */
+		bool pending = c->msn_next != c->fb_ack || c->tx_i != c->fb_rx_i ||
+			       c->tx_d != c->fb_rx_d;
+
+		if (pending && !atomic_load(&c->error)) {
+			uint32_t to = c->terr ? pp->detect_timeout_ms : pp->send_timeout_ms;
+
+			/* an alive receiver that does not read: up to ~2 s between probes */
+			to += (c->det_backoff < 16 ? c->det_backoff : 16) * 120u;
+
+			if (now - c->last_ack_ms > to) {
+				/* TimerSendData / TimerDetect: PROBING, send Detect */
+				if (++c->terr > pp->max_err) {
+					tp_set_error(c, -ECONNRESET);
+				} else {
+					c->detect_seq++;
+					tp_peer_word(c, TP_W_TX_NEXT_MSN, c->msn_next);
+					tp_peer_word(c, TP_W_TX_D, c->tx_d);
+					ntb_to_peer_barrier(c->link->ntb);
+					tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
+						  (uint32_t)c->detect_seq << 16);
+					ntb_wc_flush(c->link->ntb);
+					ntb_peer_db_ring(c->link->ntb);
+					c->last_ack_ms = now;
+				}
+			}
+		} else if (c->tx_dirty && now - c->last_tx_pub_ms > 50) {
+			/* republish: a dropped index write must not stall the peer */
+			tp_peer_word(c, TP_W_TX_D, c->tx_d);
+			tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
+				  (uint32_t)c->detect_seq << 16);
+			c->tx_dirty = false;
+		}
+		pthread_mutex_unlock(&c->tx_lock);
+	}
+}

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/* Checked words of a connection's slot units (read ours, write the peer's), connection error
+ * and peer-loss state, doorbell on demand, and the sender's shadow queues. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/tp_int.h"
+#include "util/crc32c.h"
+#include "util/log.h"
+
+/* --- words -------------------------------------------------------------------------------- */
+
+uint64_t tp_in_word(const struct tp_link *l, uint32_t off)
+{
+	/* acquire: a word published after a barrier is read before what it publishes */
+	return __atomic_load_n((const uint64_t *)(const void *)(l->in + off), __ATOMIC_ACQUIRE);
+}
+
+void tp_out_word(struct tp_link *l, uint32_t off, uint32_t seed, uint32_t v)
+{
+	ntb_write64(l->ntb, off, tp_cw_make(seed, v));
+}
+
+void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce, uint32_t flags)
+{
+	tp_out_word(l, peer_slot_off + TP_W_ST_FLAGS, peer_nonce, flags);
+	ntb_wc_flush(l->ntb);
+	ntb_peer_db_ring(l->ntb);
+}
+
+/* A word of our own slot (written by the peer, seeded with our nonce); false if invalid. */
+bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
+{
+	uint32_t off = TP_OFF_SLOTS + c->slot * c->link->slot_size + w;
+	uint64_t raw = tp_in_word(c->link, off);
+	unsigned i = w / 8u;
+
+	/* unchanged since the last check (the common case): skip the CRC. The cache is racy
+	 * between the tx and rx threads of a connection only in its hit rate: a pair is
+	 * written raw then value, and a torn pair just misses. */
+	if (i < TP_WCACHE && raw == __atomic_load_n(&c->wc_raw[i], __ATOMIC_RELAXED) && raw) {
+		*ret = (uint32_t)raw;
+		return true;
+	}
+	if (!tp_cw_check(c->nonce_in, raw, ret))
+		return false;
+	if (i < TP_WCACHE)
+		__atomic_store_n(&c->wc_raw[i], raw, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* Write word W of the peer's slot (seeded with its nonce). */
+void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v)
+{
+	tp_out_word(c->link, c->out.slot_off + w, c->nonce_out, v);
+}
+
+uint32_t tp_st_flags(struct tp_conn *c)
+{
+	uint32_t f;
+
+	return tp_slot_word(c, TP_W_ST_FLAGS, &f) ? f : 0;
+}
+
+bool tp_conn_peer_lost(struct tp_conn *c)
+{
+	if (tp_st_flags(c) & (TP_ST_RST | TP_ST_GONE))
+		return true;
+	/* link state as the helper thread last saw it (every ≤ 100 ms): cheap on the data path */
+	return !atomic_load_explicit(&c->link->up, memory_order_relaxed) ||
+	       atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) != c->peer_epoch;
+}
+
+void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line)
+{
+	int zero = 0;
+
+	LOG(LL_DEBUG, "transport: slot %u error %d (%s:%d)", c->slot, err, file, line);
+
+	if (atomic_compare_exchange_strong(&c->error, &zero, err))
+		tp_event_signal();
+}
+
+/* Full fence, then the peer's "sleeping" flag in our inbound slot: ring only when set.
+ * Dekker pair with the waiter's flag store + fence + re-check in tp_arm(). */
+void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
+{
+	uint32_t v;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (tp_slot_word(c, flag_word, &v) && v)
+		ntb_peer_db_ring(c->link->ntb);
+}
+
+/* --- queues -------------------------------------------------------------------------------- */
+
+int tp_conn_init_queues(struct tp_conn *c)
+{
+	c->sh_inline = aligned_alloc(128, (size_t)c->out.inline_n * 128u);
+	c->sh_data = aligned_alloc(4096, c->out.qsize);
+	if (!c->sh_inline || !c->sh_data) {
+		tp_conn_free_queues(c);
+		return -ENOMEM;
+	}
+	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
+	if (ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
+		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
+	pthread_mutex_init(&c->tx_lock, NULL);
+	pthread_mutex_init(&c->rx_lock, NULL);
+	c->seq_base_in = c->nonce_in % 255u;
+	c->seq_base_out = c->nonce_out % 255u;
+	c->last_ack_ms = tp_now_ms();
+	return 0;
+}
+
+void tp_conn_free_queues(struct tp_conn *c)
+{
+	ntb_dmaq_destroy(c->dmaq);
+	c->dmaq = NULL;
+	free(c->sh_inline);
+	free(c->sh_data);
+	c->sh_inline = NULL;
+	c->sh_data = NULL;
+}
+
