@@ -172,10 +172,10 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 			if (e->result_reason == TP_REASON_PEER_ERROR) {
 				t.state = TP_TC_FAILED;
 				t.reason = TP_REASON_PEER_ERROR;
-			} else if (tp_rt_tcxt_event(&t, ev, t.msgid, pp->max_err * 8u)) {
-				/* Nack: CnctPRI + 1 and Apply again after a short pause */
+			} else if (tp_rt_tcxt_event(&t, ev, t.msgid, pp->max_err)) {
+				/* Nack: CnctPRI + 1 and Apply again after a pause that grows to 5 ms */
 				tp_host_unlock(l);
-				usleep(200u + 100u * (t.pri % 16u));
+				usleep(t.pri < 25u ? 200u * t.pri : 5000u);
 				tp_host_lock(l);
 				apply_send(l, (uint32_t)slot, &t);
 				sent_ms = now;
@@ -188,7 +188,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		}
 		if (t.state == TP_TC_CONNECTING && now >= deadline) {
 			t.state = TP_TC_FAILED;
-			t.reason = TP_REASON_TIMEOUT;
+			t.reason = t.pri ? TP_REASON_NO_CONTEXT : TP_REASON_TIMEOUT;
 		}
 		if (t.state == TP_TC_SENDING) {
 			if (!tp_geom_valid(l, e->peer_slot_off, e->peer_inline_n, e->peer_qsize)) {
@@ -205,7 +205,8 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 			tp_host_unlock(l);
 			*ret_reason = t.reason;
 			LOG(LL_DEBUG, "transport: connect failed: %s", tp_reason_str(t.reason));
-			return t.reason == TP_REASON_TIMEOUT ? -ETIMEDOUT : -ECONNREFUSED;
+			return t.reason == TP_REASON_TIMEOUT ? -ETIMEDOUT :
+			       t.reason == TP_REASON_NO_CONTEXT ? -EAGAIN : -ECONNREFUSED;
 		}
 		tp_host_unlock(l);
 		if (t.state == TP_TC_SENDING)

@@ -29,14 +29,11 @@ bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, ui
 		t->state = TP_TC_SENDING;
 		return false;
 	case TP_EV_NACK:
+		/* no limit on Nacks ([RT]): the priority rises until the receiver keeps its last
+		 * context for us; the caller's set-up deadline bounds the wait */
 		if (msgid != t->msgid)
 			return false;
 		t->pri++;
-		if (++t->err >= max_err) {
-			t->state = TP_TC_FAILED;
-			t->reason = TP_REASON_NO_CONTEXT;
-			return false;
-		}
 		return true;
 	case TP_EV_NACK_NOLISTEN:
 		if (msgid != t->msgid)

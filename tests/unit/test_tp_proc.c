@@ -110,6 +110,9 @@ static void test_kill_sender(void **state)
 	assert_non_null(c);
 	while (got < (8u << 20)) {
 		n = tl_recv_some(c, buf, sizeof(buf), 5000);
+		if (n <= 0)
+			print_message("kill sender: recv %zd after %llu bytes (error %d)\n", n,
+				      (unsigned long long)got, tp_conn_error(c));
 		assert_true(n > 0);
 		tl_fill(want, (size_t)n, 3, got);
 		assert_memory_equal(buf, want, (size_t)n);
