@@ -93,10 +93,13 @@ void pl_init_once(void)
 		if (pl_fds) {
 			mode = PL_MODE_ACTIVE;
 			pthread_atfork(NULL, NULL, pl_atfork_child);
+			pl_inherit(true);
 		}
 		else
 			LOG(LL_WARN, "out of memory for the fd table: all sockets use the kernel");
 	}
+	if (mode != PL_MODE_ACTIVE)
+		pl_inherit(false);
 	PL_LEAVE();
 	atomic_store_explicit(&pl_mode, mode, memory_order_release); /* pairs with pl_active() */
 }

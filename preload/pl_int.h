@@ -14,8 +14,11 @@
  *
  * pl_cand.c moves the epoll registrations of a socket that becomes NTB at connect().
  *
- * Known limits: an NTB connection does not survive exec() (the transport has no adopt API);
- * an fd closed behind our back (fclose of fdopen'ed socket, raw syscall) leaves a stale entry
+ * pl_exec.c hands NTB connections and listeners over to the new image across exec() and adopts
+ * them there (NTBSOCK_INHERIT).
+ *
+ * Known limits: exec through posix_spawn() (glibc calls the kernel directly) or into a program
+ * without the library loses inherited NTB connections (see pl_exec.c); an fd closed behind our back (fclose of fdopen'ed socket, raw syscall) leaves a stale entry
  * until the number is reused by socket(), accept(), dup or epoll_create. */
 #ifndef NTBSOCK_PRELOAD_PL_INT_H
 #define NTBSOCK_PRELOAD_PL_INT_H
@@ -207,6 +210,19 @@ int pl_key_build(const struct sockaddr *client, const struct sockaddr *server,
 		 struct tp_key *ret_key);
 void pl_sock_release(struct pl_sock *s);
 void pl_atfork_child(void);
+/* "FROM -> TO" (addresses with ports) into BUF, for logs. */
+void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to);
+/* Is FD a TCP stream socket? */
+bool pl_is_tcp_stream(int fd);
+/* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
+void pl_listener_links(uint16_t port, bool advertise);
+
+/* --- exec (pl_exec.c) --------------------------------------------------------------------------- */
+
+/* At init of a new image: adopt the connections and listeners the previous image named in
+ * NTBSOCK_INHERIT, then remove the variable. ACTIVE: the library runs with a config (else the
+ * inherited connections are lost, and this says so). */
+void pl_inherit(bool active);
 /* Cache the socket options the data path needs (O_NONBLOCK, timeouts, linger) from FD. */
 void pl_sock_load_opts(struct pl_sock *s, int fd);
 

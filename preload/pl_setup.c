@@ -183,7 +183,7 @@ static void addr_str(const struct sockaddr *sa, char *buf, size_t len)
 	}
 }
 
-static void desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to)
+void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to)
 {
 	char a[60], b[60];
 	addr_str(from, a, sizeof(a));
@@ -209,7 +209,7 @@ static bool sa_is_any(const struct sockaddr *sa)
 	return true;
 }
 
-static bool is_tcp_stream(int fd)
+bool pl_is_tcp_stream(int fd)
 {
 	int type = 0, proto = 0;
 	socklen_t l1 = sizeof(type), l2 = sizeof(proto);
@@ -344,7 +344,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	int saved_errno = errno;
 	int r;
 
-	if (fd >= pl_nfds || !is_tcp_stream(fd)) {
+	if (fd >= pl_nfds || !pl_is_tcp_stream(fd)) {
 		/* (an fd beyond the table cannot be tracked: it stays TCP) */
 		errno = saved_errno;
 		return pl_real.connect(fd, dst, dlen);
@@ -397,7 +397,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		reason = "socket bound to an address that is not this host's";
 		goto tcp;
 	}
-	desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
+	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
 	if (pl_key_build((struct sockaddr *)&local, dst, &key) < 0) {
 		reason = "not an IP address";
 		goto tcp;
@@ -556,7 +556,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 		reason = "getpeername failed";
 		goto tcp;
 	}
-	desc_pair(desc, sizeof(desc), (struct sockaddr *)&srv, (struct sockaddr *)&cli);
+	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&srv, (struct sockaddr *)&cli);
 	if (pl_key_build((struct sockaddr *)&cli, (struct sockaddr *)&srv, &key) < 0) {
 		reason = "not an IP address";
 		goto tcp;
@@ -632,7 +632,7 @@ void pl_listened(int fd)
 		pl_sock_put(s);  /* listen() again on a listener: already advertised */
 		return;
 	}
-	if (!is_tcp_stream(fd) || pl_real.getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+	if (!pl_is_tcp_stream(fd) || pl_real.getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
 		return;
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
 		return;
@@ -656,6 +656,20 @@ void pl_listened(int fd)
 	}
 	pl_fd_install(fd, s);
 	pl_sock_put(s);
+}
+
+void pl_listener_links(uint16_t port, bool advertise)
+{
+	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		if (!pl_links[i].tp)
+			continue;
+		PL_ENTER();
+		if (advertise)
+			tp_listen(pl_links[i].tp, port);
+		else
+			tp_unlisten(pl_links[i].tp, port);
+		PL_LEAVE();
+	}
 }
 
 /* The last reference is gone: end the connection / withdraw the listener. */

@@ -5,6 +5,9 @@
 #include "preload/pl_int.h"
 
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
@@ -139,6 +142,49 @@ static int sys___poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t f
 static int sys___ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 			   const sigset_t *mask, size_t fdslen)
 { (void)fdslen; return sys_ppoll(fds, nfds, tmo, mask); }
+
+static int sys_execve(const char *path, char *const argv[], char *const envp[])
+{ return (int)syscall(SYS_execve, path, argv, envp); }
+static int sys_execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+			int flags)
+{ return (int)syscall(SYS_execveat, dirfd, path, argv, envp, flags); }
+static int sys_fexecve(int fd, char *const argv[], char *const envp[])
+{ return sys_execveat(fd, "", argv, envp, AT_EMPTY_PATH); }
+static int sys_execv(const char *path, char *const argv[])
+{ return sys_execve(path, argv, environ); }
+/* A plain PATH search (no shell for scripts without #!): only until dlsym has resolved libc's. */
+static int sys_execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+	int err = ENOENT;
+
+	if (!*file || strchr(file, '/'))
+		return sys_execve(file, argv, envp);
+	for (const char *p = path && *path ? path : "/bin:/usr/bin"; ; ) {
+		const char *end = strchrnul(p, ':');
+		int n = snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(end - p), p,
+				 end > p ? "/" : "", file);
+		if (n > 0 && (size_t)n < sizeof(buf)) {
+			sys_execve(buf, argv, envp);
+			if (errno != ENOENT && errno != ENOTDIR)
+				err = errno;
+		}
+		if (!*end)
+			break;
+		p = end + 1;
+	}
+	errno = err;
+	return -1;
+}
+static int sys_execvp(const char *file, char *const argv[])
+{ return sys_execvpe(file, argv, environ); }
+
+/* execl*: the wrappers (pl_exec.c) collect the arguments themselves and never call these. */
+static int sys_execl(const char *path, const char *arg, ...)
+{ (void)path; (void)arg; errno = ENOSYS; return -1; }
+#define sys_execlp sys_execl
+#define sys_execle sys_execl
 
 #define sys_fcntl64 sys_fcntl
 #define sys_vfork sys_fork

@@ -1,0 +1,74 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# exec adoption (DESIGN.md §7): a server on host B accepts an NTB connection, echoes 1000 bytes,
+# then execs a new image that serves the rest of the stream; the client on host A must get every
+# byte back exactly, over the link (loopback counters), and B's log must show the adoption.
+#  1. exec succeeds: the new image adopts the connection (and its dup);
+#  2. exec fails: the caller keeps its connection and serves it;
+#  3. the fd is FD_CLOEXEC: the exec closes the connection, the client sees EOF while the
+#     new image still runs;
+#  4. the new image runs without the library: the connection is reset, the client errors out
+#     instead of hanging.
+. "$(dirname "$0")/lib.sh"
+pl_need ss
+pl_setup exec
+EX=$BUILD/tests/pl_exec
+[ -x "$EX" ] || pl_skip "$EX not built"
+PL_TIMEOUT=60
+BYTES=20000000
+
+n=0
+start() { # MODE: server on B, sets port and srv
+	n=$((n + 1))
+	port=$(pl_port $n)
+	: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
+	pl_bg b "$EX" "$1" 127.0.0.2 $port
+	srv=$PL_LAST
+	srv_out=$PL_LAST_OUT
+	pl_wait_port 127.0.0.2 $port
+}
+
+# 1. exec succeeds.
+start serve-exec
+before=$(pl_lo_bytes)
+pl_run a "$EX" client 127.0.0.2 $port $BYTES >"$PL_TMP/client.out" || pl_fail "exec: client failed"
+wait $srv || pl_fail "exec: server (after exec) failed"
+pl_assert_lo_below "$before" 1000000
+pl_assert_log a ": ntb (link"
+pl_assert_log b "ntb (link ab, adopted across exec)"
+grep -q "echoed $BYTES bytes exactly" "$PL_TMP/client.out" || pl_fail "exec: client did not report"
+grep -q "child: echoed $((BYTES - 1000)) bytes after exec" "$srv_out" ||
+	pl_fail "exec: the new image did not echo the rest ($(cat "$srv_out"))"
+echo "exec: adopted, $BYTES bytes exact"
+
+# 2. exec fails: the connection is taken back.
+start serve-execfail
+before=$(pl_lo_bytes)
+pl_run a "$EX" client 127.0.0.2 $port $BYTES >"$PL_TMP/client.out" || pl_fail "execfail: client failed"
+wait $srv || pl_fail "execfail: server failed"
+pl_assert_lo_below "$before" 1000000
+pl_assert_log a ": ntb (link"
+pl_refute_log b "adopted across exec"
+pl_refute_log b "cannot be taken back"
+grep -q "echoed $BYTES bytes exactly" "$PL_TMP/client.out" || pl_fail "execfail: client did not report"
+grep -q "exec failed as intended" "$srv_out" || pl_fail "execfail: exec did not fail"
+echo "exec failure: connection kept, bytes exact"
+
+# 3. FD_CLOEXEC: the connection closes at exec, the peer sees EOF while the new image lives.
+start serve-cloexec
+pl_run a "$EX" client-eof 127.0.0.2 $port || pl_fail "cloexec: no EOF at the client"
+wait $srv || pl_fail "cloexec: the fd was still open in the new image"
+pl_assert_log a ": ntb (link"
+pl_refute_log b "adopted across exec"
+echo "exec with FD_CLOEXEC: closed, peer saw EOF"
+
+# 4. the new image has no library: reset, not a hang.
+start serve-exec-nolib
+rc=0
+pl_run a "$EX" client 127.0.0.2 $port $BYTES 2>"$PL_TMP/client.err" || rc=$?
+[ $rc -ne 0 ] || pl_fail "nolib: the client succeeded although nobody could serve NTB"
+[ $rc -ne 124 ] || pl_fail "nolib: the client hung"
+pl_assert_log b "reset at exec: the new program does not preload libntbsock"
+wait $srv
+echo "exec without the library: connection reset (client rc $rc)"
+echo "exec: ok"
