@@ -10,7 +10,10 @@
  *                                      the connection cannot be handed over and is reset
  *   pl_exec serve-cloexec ADDR PORT    accept, mark the fd FD_CLOEXEC, execv(self,
  *                                      "child-closed", FD): the exec closes the connection
+ *   pl_exec serve-listen-exec ADDR PORT listen, then execv(self, "child-accept", LFD): the new
+ *                                      image accepts on the inherited listener and echoes
  *   pl_exec child FD DUPFD             (run by exec) close DUPFD, echo FD until EOF
+ *   pl_exec child-accept LFD           (run by exec) accept one connection on LFD, echo it
  *   pl_exec child-closed FD            (run by exec) FD must be closed; exit 0 if so
  *   pl_exec client ADDR PORT BYTES     send BYTES of a pattern while reading the echo; the
  *                                      echo must equal what was sent, then EOF after SHUT_WR
@@ -52,7 +55,7 @@ static uint8_t pattern(size_t i)
 	return (uint8_t)(i * 131 + (i >> 9) * 7 + 1);
 }
 
-static int accept_one(const char *a, const char *p)
+static int listen_on(const char *a, const char *p)
 {
 	struct sockaddr_in sa = addr_of(a, p);
 	int one = 1;
@@ -62,6 +65,12 @@ static int accept_one(const char *a, const char *p)
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 8) < 0)
 		die("bind/listen");
+	return l;
+}
+
+static int accept_one(const char *a, const char *p)
+{
+	int l = listen_on(a, p);
 	int fd = accept(l, NULL, NULL);
 	if (fd < 0)
 		die("accept");
@@ -159,6 +168,31 @@ static int serve_cloexec(char **argv)
 	execv("/proc/self/exe", cargv);
 	die("execv");
 	return 1;
+}
+
+static int serve_listen_exec(char **argv)
+{
+	int l = listen_on(argv[2], argv[3]);
+	char ls[16];
+
+	snprintf(ls, sizeof(ls), "%d", l);
+	char *cargv[] = { argv[0], "child-accept", ls, NULL };
+	execv("/proc/self/exe", cargv);
+	die("execv");
+	return 1;
+}
+
+static int child_accept(char **argv)
+{
+	int l = atoi(argv[2]);
+	int fd = accept(l, NULL, NULL);
+	if (fd < 0)
+		die("accept on the inherited listener");
+	close(l);
+	size_t n = echo(fd, SIZE_MAX);
+	fprintf(stderr, "pl_exec child-accept: echoed %zu bytes\n", n);
+	close(fd);
+	return 0;
 }
 
 static int child(char **argv)
@@ -280,6 +314,10 @@ int main(int argc, char **argv)
 		return serve_exec(argv, false, true);
 	if (argc >= 4 && !strcmp(argv[1], "serve-cloexec"))
 		return serve_cloexec(argv);
+	if (argc >= 4 && !strcmp(argv[1], "serve-listen-exec"))
+		return serve_listen_exec(argv);
+	if (argc >= 3 && !strcmp(argv[1], "child-accept"))
+		return child_accept(argv);
 	if (argc >= 4 && !strcmp(argv[1], "child"))
 		return child(argv);
 	if (argc >= 3 && !strcmp(argv[1], "child-closed"))

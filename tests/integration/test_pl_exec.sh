@@ -7,7 +7,8 @@
 #  2. exec fails: the caller keeps its connection and serves it;
 #  3. the fd is FD_CLOEXEC: the exec closes the connection, the client sees EOF while the
 #     new image still runs;
-#  4. the new image runs without the library: the connection is reset, the client errors out
+#  4. a listener inherited across exec: the new image accepts NTB connections on it;
+#  5. the new image runs without the library: the connection is reset, the client errors out
 #     instead of hanging.
 . "$(dirname "$0")/lib.sh"
 pl_need ss
@@ -62,7 +63,18 @@ pl_assert_log a ": ntb (link"
 pl_refute_log b "adopted across exec"
 echo "exec with FD_CLOEXEC: closed, peer saw EOF"
 
-# 4. the new image has no library: reset, not a hang.
+# 4. a listener inherited across exec (socket hand-over, binary upgrade).
+start serve-listen-exec
+sleep 0.5 # (the client may also come during the exec: the kernel queues it)
+before=$(pl_lo_bytes)
+pl_run a "$EX" client 127.0.0.2 $port 3000000 >"$PL_TMP/client.out" || pl_fail "listener: client failed"
+wait $srv || pl_fail "listener: server failed"
+pl_assert_lo_below "$before" 1000000
+pl_assert_log a ": ntb (link"
+pl_assert_log b "ntb (link ab, accepted on fd"
+echo "listener inherited across exec: accepts over ntb"
+
+# 5. the new image has no library: reset, not a hang.
 start serve-exec-nolib
 rc=0
 pl_run a "$EX" client 127.0.0.2 $port $BYTES 2>"$PL_TMP/client.err" || rc=$?
