@@ -10,6 +10,12 @@
  *                                      the connection cannot be handed over and is reset
  *   pl_exec serve-cloexec ADDR PORT    accept, mark the fd FD_CLOEXEC, execv(self,
  *                                      "child-closed", FD): the exec closes the connection
+ *   pl_exec serve-fork-exec ADDR PORT  accept, echo 1000 bytes, fork; the child execs as
+ *                                      serve-exec does, the parent closes its copy only 1 s
+ *                                      later (inetd-like servers) and waits for the child
+ *   pl_exec serve-fork ADDR PORT       the same without exec: the child echoes itself
+ *   (serve-fork-exec and serve-fork reproduce a transport limit, not run by the tests: while
+ *   the parent still holds its forked copy, the child's connection is reset or corrupted.)
  *   pl_exec serve-listen-exec ADDR PORT listen, then execv(self, "child-accept", LFD): the new
  *                                      image accepts on the inherited listener and echoes
  *   pl_exec child FD DUPFD             (run by exec) close DUPFD, echo FD until EOF
@@ -29,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void die(const char *what)
@@ -114,7 +121,8 @@ static size_t echo(int fd, size_t limit)
 
 extern char **environ;
 
-static int serve_exec(char **argv, bool fail, bool nolib)
+
+static int serve_exec(char **argv, bool fail, bool nolib, bool forked, bool noexec)
 {
 	int fd = accept_one(argv[2], argv[3]);
 	char fds[16], dups[16];
@@ -122,6 +130,23 @@ static int serve_exec(char **argv, bool fail, bool nolib)
 	if (echo(fd, 1000) != 1000) {
 		fprintf(stderr, "pl_exec: early EOF before exec\n");
 		return 1;
+	}
+	if (forked) {
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork");
+		if (pid > 0) {
+			int st;
+			sleep(1);
+			close(fd);
+			if (waitpid(pid, &st, 0) != pid)
+				die("waitpid");
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+		}
+		if (noexec) {
+			echo(fd, SIZE_MAX);
+			return 0;
+		}
 	}
 	int d = dup(fd);
 	if (d < 0)
@@ -307,11 +332,15 @@ static int client_eof(char **argv)
 int main(int argc, char **argv)
 {
 	if (argc >= 4 && !strcmp(argv[1], "serve-exec"))
-		return serve_exec(argv, false, false);
+		return serve_exec(argv, false, false, false, false);
 	if (argc >= 4 && !strcmp(argv[1], "serve-execfail"))
-		return serve_exec(argv, true, false);
+		return serve_exec(argv, true, false, false, false);
 	if (argc >= 4 && !strcmp(argv[1], "serve-exec-nolib"))
-		return serve_exec(argv, false, true);
+		return serve_exec(argv, false, true, false, false);
+	if (argc >= 4 && !strcmp(argv[1], "serve-fork-exec"))
+		return serve_exec(argv, false, false, true, false);
+	if (argc >= 4 && !strcmp(argv[1], "serve-fork"))
+		return serve_exec(argv, false, false, true, true);
 	if (argc >= 4 && !strcmp(argv[1], "serve-cloexec"))
 		return serve_cloexec(argv);
 	if (argc >= 4 && !strcmp(argv[1], "serve-listen-exec"))
