@@ -203,7 +203,9 @@ static inline bool pl_is_ntb(struct pl_sock *s, int fd)
 void pl_init_once(void);
 int pl_connect(int fd, const struct sockaddr *addr, socklen_t len);
 void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags);
-void pl_listened(int fd);
+/* FD (bound to a port) is about to listen: advertise the port, track FD as a listener. True
+ * when it did (false: not a bound TCP socket, port 0, or already a listener). */
+bool pl_listened(int fd);
 /* Build the canonical key: client address and port, then server address and port. IPv4 and
  * IPv4-mapped IPv6 give the same key. -EAFNOSUPPORT for other families. */
 int pl_key_build(const struct sockaddr *client, const struct sockaddr *server,

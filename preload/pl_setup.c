@@ -622,7 +622,7 @@ tcp:
 		reject_reservation(&key);
 }
 
-void pl_listened(int fd)
+bool pl_listened(int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -630,16 +630,19 @@ void pl_listened(int fd)
 
 	if (s) {
 		pl_sock_put(s);  /* listen() again on a listener: already advertised */
-		return;
+		return false;
 	}
 	if (!pl_is_tcp_stream(fd) || pl_real.getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
-		return;
+		return false;
 	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
-		return;
+		return false;
+	uint16_t port = sa_port((struct sockaddr *)&ss);
+	if (port == 0)
+		return false; /* listen() picks it: advertised after the kernel listen */
 	s = pl_sock_alloc(PL_LISTENER);
 	if (!s)
-		return;
-	s->port = sa_port((struct sockaddr *)&ss);
+		return false;
+	s->port = port;
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
 		struct tp_link *l = pl_link_get(i, false, NULL);
 		if (!l)
@@ -656,6 +659,7 @@ void pl_listened(int fd)
 	}
 	pl_fd_install(fd, s);
 	pl_sock_put(s);
+	return true;
 }
 
 void pl_listener_links(uint16_t port, bool advertise)

@@ -85,13 +85,28 @@ NTB_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	return pl_real.bind(fd, addr, len);
 }
 
+/* The port is advertised BEFORE the kernel listens (when bind() chose it): a client that finds
+ * the kernel listener then also finds the advertisement, instead of falling back to TCP for
+ * "no listener" in the moment between the two. A port that listen() itself picks is advertised
+ * after. A failed listen withdraws the early advertisement. */
 NTB_EXPORT int listen(int fd, int backlog)
 {
+	bool act = pl_active(), early = false;
+	int saved = errno;
+
+	if (act)
+		early = pl_listened(fd);
+	errno = saved;
 	int r = pl_real.listen(fd, backlog);
-	if (r == 0 && pl_active()) {
-		int saved = errno;
-		pl_cand_clear(fd);
-		pl_listened(fd);
+	if (act) {
+		saved = errno;
+		if (r == 0) {
+			pl_cand_clear(fd);
+			if (!early)
+				pl_listened(fd);
+		} else if (early) {
+			pl_sock_put(pl_fd_take(fd));
+		}
 		errno = saved;
 	}
 	return r;
