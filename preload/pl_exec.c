@@ -588,7 +588,8 @@ static void inherit_conn(char *spec, struct in_adopted *done, int *ndone, int ma
 	*tok_s++ = 0;
 	errno = 0;
 	uint64_t token = strtoull(tok_s, &end, 10);
-	if (parse_int(fd_s, &fd) < 0 || errno || end == tok_s || *end || *tok_s == '-')
+	bool tok_bad = errno || end == tok_s || *end || *tok_s == '-' || *tok_s == '+';
+	if (tok_bad || parse_int(fd_s, &fd) < 0)
 		goto bad;
 	const struct conf_link *cl = conf_link_by_name(pl_conf, link_s);
 	if (!cl) {

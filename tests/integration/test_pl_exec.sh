@@ -9,7 +9,9 @@
 #     new image still runs;
 #  4. a listener inherited across exec: the new image accepts NTB connections on it;
 #  5. the new image runs without the library: the connection is reset, the client errors out
-#     instead of hanging.
+#     instead of hanging;
+#  6. a forged or stale NTBSOCK_INHERIT is validated entry by entry, ignored with a log line,
+#     and removed from the environment.
 . "$(dirname "$0")/lib.sh"
 pl_need ss
 pl_setup exec
@@ -83,4 +85,16 @@ pl_run a "$EX" client 127.0.0.2 $port $BYTES 2>"$PL_TMP/client.err" || rc=$?
 pl_assert_log b "reset at exec: the new program does not preload libntbsock"
 wait $srv
 echo "exec without the library: connection reset (client rc $rc)"
+# 6. bad entries: not a socket, unknown link, a stale token, malformed, overflowing numbers.
+: >"$PL_TMP/b.log"
+out=$(env $(pl_env b) NTBSOCK_INHERIT='c:0:ab:123,c:5:nolink:1,l:1,garbage,c:x:ab:1,c:3:ab:18446744073709551616,c:3:ab:-1' \
+	timeout 20 sh -c 'echo "${NTBSOCK_INHERIT-unset}"' </dev/null) || pl_fail "bad entries: sh failed"
+[ "$out" = unset ] || pl_fail "NTBSOCK_INHERIT still set in the program: '$out'"
+pl_assert_log b "inherited fd 0 ignored: not a TCP socket"
+pl_assert_log b "link nolink is not in this config"
+pl_assert_log b "inherited listener fd 1 ignored: not a TCP socket"
+[ "$(pl_count_log b 'bad NTBSOCK_INHERIT entry ignored')" -eq 4 ] ||
+	pl_fail "expected 4 malformed entries logged: $(cat "$PL_TMP/b.log")"
+pl_refute_log b "adopted across exec"
+echo "bad NTBSOCK_INHERIT entries: ignored, variable removed"
 echo "exec: ok"
