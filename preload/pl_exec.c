@@ -23,8 +23,10 @@
  * connections are lost (the transport keeps their state until this process ends).
  *
  * Not handled: posix_spawn() (glibc execs from inside with a direct system call; the child sees
- * only the kernel socket), another thread using a connection while exec exports it, epoll sets
- * inherited across exec (the new image sees their kernel part only). */
+ * only the kernel socket); a connection another thread is inside a call on (blocked in recv())
+ * is left alone with a warning, since exporting it would free it under that call (the new
+ * image then sees only the kernel socket); a thread that starts a call on a connection while
+ * exec exports it; epoll sets inherited across exec (the new image sees their kernel part). */
 #include "preload/pl_int.h"
 
 #include <arpa/inet.h>
@@ -56,6 +58,7 @@ enum ex_outcome {
 struct ex_obj {
 	struct pl_sock *s;   /* one reference held while exec runs */
 	int first_fd;
+	int nslots;          /* fd table slots holding it */
 	bool inherit;        /* some fd of it survives exec */
 	enum ex_outcome outcome;
 	uint64_t token;
@@ -145,6 +148,7 @@ static int plan_collect(struct ex_plan *p)
 		} else {
 			pl_sock_put(s); /* the object's first fd holds the plan's reference */
 		}
+		p->objs[i].nslots++;
 		int fl = pl_real.fcntl(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))
 			continue;
@@ -187,6 +191,14 @@ static void plan_conn(struct ex_obj *o, bool follows)
 
 	if (!pl_is_ntb(s, o->first_fd) || !s->conn)
 		return; /* kernel TCP: the kernel hands it over by itself */
+	/* References beyond the table slots and ours are calls in flight in other threads (one
+	 * blocked in recv()): exporting or closing would free the connection under them. */
+	int in_flight = atomic_load_explicit(&s->refs, memory_order_acquire) - o->nslots - 1;
+	if (in_flight > 0) {
+		LOG(LL_WARN, "fd %d %s: in use by another thread during exec: not handed over",
+		    o->first_fd, s->desc);
+		return;
+	}
 	if (!o->inherit) {
 		detach_conn(o, false, NULL);
 		return;
