@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* Servers that hand an accepted connection across exec(), and a client that checks the stream
  * byte-exactly, for preload/ tests of exec adoption.
- *   pl_exec serve-exec ADDR PORT       accept one connection, echo its first 1000 bytes, dup
+ *   pl_exec serve-exec ADDR PORT [CALL] accept one connection, echo its first 1000 bytes, dup
  *                                      it, then execv(self, "child", FD, DUPFD) while more
- *                                      input is still unread
+ *                                      input is still unread; CALL names another exec
+ *                                      function (execve, execl, execle, execlp, execvp,
+ *                                      execvpe, execveat, fexecve)
  *   pl_exec serve-execfail ADDR PORT   the same, but the exec fails (no such program): the
  *                                      server goes on echoing on its own connection
  *   pl_exec serve-exec-nolib ADDR PORT the same as serve-exec, the child run without LD_PRELOAD:
@@ -121,6 +123,47 @@ static size_t echo(int fd, size_t limit)
 
 extern char **environ;
 
+/* exec CARGV (4 arguments) as this program through the libc call named HOW (default execv);
+ * the PATH-searching ones find it through PATH = this program's directory. */
+static void exec_self(const char *how, char *const cargv[])
+{
+	char self[4096], dir[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n <= 0)
+		die("readlink");
+	self[n] = 0;
+	snprintf(dir, sizeof(dir), "%s", self);
+	*strrchr(dir, '/') = 0;
+	const char *base = strrchr(self, '/') + 1;
+	setenv("PATH", dir, 1);
+	if (!how || !strcmp(how, "execv"))
+		execv(self, cargv);
+	else if (!strcmp(how, "execve"))
+		execve(self, cargv, environ);
+	else if (!strcmp(how, "execl"))
+		execl(self, cargv[0], cargv[1], cargv[2], cargv[3], (char *)NULL);
+	else if (!strcmp(how, "execle"))
+		execle(self, cargv[0], cargv[1], cargv[2], cargv[3], (char *)NULL, environ);
+	else if (!strcmp(how, "execlp"))
+		execlp(base, cargv[0], cargv[1], cargv[2], cargv[3], (char *)NULL);
+	else if (!strcmp(how, "execvp"))
+		execvp(base, cargv);
+	else if (!strcmp(how, "execvpe"))
+		execvpe(base, cargv, environ);
+	else if (!strcmp(how, "execveat"))
+		execveat(AT_FDCWD, self, cargv, environ, 0);
+	else if (!strcmp(how, "fexecve")) {
+		int efd = open(self, O_RDONLY | O_CLOEXEC);
+		if (efd < 0)
+			die("open self");
+		fexecve(efd, cargv, environ);
+	} else {
+		fprintf(stderr, "pl_exec: unknown exec call %s\n", how);
+		exit(2);
+	}
+	die(how);
+}
 
 static int serve_exec(char **argv, bool fail, bool nolib, bool forked, bool noexec)
 {
@@ -176,8 +219,7 @@ static int serve_exec(char **argv, bool fail, bool nolib, bool forked, bool noex
 		execve("/proc/self/exe", cargv, env);
 		die("execve");
 	}
-	execv("/proc/self/exe", cargv);
-	die("execv");
+	exec_self(argv[4], cargv);
 	return 1;
 }
 

@@ -3,7 +3,7 @@
 # exec adoption (DESIGN.md §7): a server on host B accepts an NTB connection, echoes 1000 bytes,
 # then execs a new image that serves the rest of the stream; the client on host A must get every
 # byte back exactly, over the link (loopback counters), and B's log must show the adoption.
-#  1. exec succeeds: the new image adopts the connection (and its dup);
+#  1. exec succeeds: the new image adopts the connection (and its dup), through every exec call;
 #  2. exec fails: the caller keeps its connection and serves it;
 #  3. the fd is FD_CLOEXEC: the exec closes the connection, the client sees EOF while the
 #     new image still runs;
@@ -21,11 +21,11 @@ PL_TIMEOUT=60
 BYTES=20000000
 
 n=0
-start() { # MODE: server on B, sets port and srv
+start() { # MODE [CALL]: server on B, sets port and srv
 	n=$((n + 1))
 	port=$(pl_port $n)
 	: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
-	pl_bg b "$EX" "$1" 127.0.0.2 $port
+	pl_bg b "$EX" "$1" 127.0.0.2 $port $2
 	srv=$PL_LAST
 	srv_out=$PL_LAST_OUT
 	pl_wait_port 127.0.0.2 $port
@@ -43,6 +43,17 @@ grep -q "echoed $BYTES bytes exactly" "$PL_TMP/client.out" || pl_fail "exec: cli
 grep -q "child: echoed $((BYTES - 1000)) bytes after exec" "$srv_out" ||
 	pl_fail "exec: the new image did not echo the rest ($(cat "$srv_out"))"
 echo "exec: adopted, $BYTES bytes exact"
+
+# 1b. every exec entry point hands over (glibc's execl*/execvp* do not go through execve).
+for call in execve execl execle execlp execvp execvpe execveat fexecve; do
+	start serve-exec $call
+	pl_run a "$EX" client 127.0.0.2 $port 300000 >"$PL_TMP/client.out" ||
+		pl_fail "$call: client failed"
+	wait $srv || pl_fail "$call: server (after exec) failed"
+	pl_assert_log b "ntb (link ab, adopted across exec)"
+	grep -q "echoed 300000 bytes exactly" "$PL_TMP/client.out" || pl_fail "$call: client did not report"
+done
+echo "exec: all exec calls hand over"
 
 # 2. exec fails: the connection is taken back.
 start serve-execfail
