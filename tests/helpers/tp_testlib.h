@@ -25,7 +25,7 @@ static inline void tl_params(struct ntb_link_params *lp, const char *path, int s
 	snprintf(lp->path, sizeof(lp->path), "%s", path);
 	lp->side = side;
 	lp->window_size = win;
-	lp->link_timeout_ms = 1000;
+	lp->link_timeout_ms = 2000; /* a loaded test machine may stall heartbeats */
 }
 
 static inline void tl_unlink(const char *path)

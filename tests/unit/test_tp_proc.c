@@ -310,6 +310,7 @@ static void child_client_loop(int id)
 	enum tp_reason why;
 
 	params(&tpp, 32);
+	tpp.setup_timeout_ms = 20000; /* a loaded test machine serves slowly: wait, do not fall back */
 	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, 6002, 5000))
 		_exit(2);
 	for (int r = 0; r < ROUNDS; r++) {
