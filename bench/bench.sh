@@ -164,7 +164,7 @@ fi
 # --- 5. the transport alone: ntbsock perf's message-size sweep and the reference limits ---
 if want 5; then
 	for r in $(seq $REPS); do
-		if $NTBSOCK perf --csv >"$PL_TMP/perf-$r.csv" 2>"$PL_TMP/perf-$r.err"; then
+		if timeout 300 $NTBSOCK perf --csv >"$PL_TMP/perf-$r.csv" 2>"$PL_TMP/perf-$r.err"; then
 			tail -n +2 "$PL_TMP/perf-$r.csv" | while IFS=, read size count mbps mps p50 p99 retx crc ver; do
 				echo "perf transport $size $r $mbps $p50 $( [ "$ver" = yes ] && echo ok || echo unverified)"
 			done >>"$RAW"

@@ -185,7 +185,7 @@ bn_sockperf() {
 
 # bn_reference: "MEMCPY_MBPS CACHELINE_ONEWAY_US" from ntbsock perf (its own private link).
 bn_reference() {
-	$NTBSOCK perf --sizes 64 --count 1000 >"$PL_TMP/ref.out" 2>&1
+	timeout "${BN_TIMEOUT:-60}" $NTBSOCK perf --sizes 64 --count 1000 >"$PL_TMP/ref.out" 2>&1
 	mc=$(sed -n 's/.*memcpy \([0-9.]*\) MB\/s.*/\1/p' "$PL_TMP/ref.out")
 	cl=$(sed -n 's/.*cache line one-way \([0-9.]*\) us.*/\1/p' "$PL_TMP/ref.out")
 	echo "${mc:-nan} ${cl:-nan}"
