@@ -558,7 +558,7 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	x->c_i = c->c_i;
 	x->c_d = c->c_d;
 	x->c_msn = c->v_msn - (c->rec_tail - c->rec_head);
-	x->rec_off = c->rec_head != c->rec_tail ? c->rec_off : 0;
+	x->rec_off = c->rec_head != c->rec_tail ? c->rec_off : c->rec_skip; /* skip: rewound */
 	x->rx_epoch = c->rx_epoch;
 	x->det_seen = c->det_seen;
 	x->rd_shut = c->rd_shut;

@@ -382,7 +382,14 @@ struct tp_conn {
 	uint32_t rec_head, rec_tail; /* free-running */
 	uint32_t rec_off;            /* bytes consumed of recs[rec_head] */
 	uint32_t rec_bytes;          /* sum of (len + 1) over queued records */
-	uint32_t rec_skip;           /* adopted: bytes of the next record already consumed */
+	uint32_t rec_skip;           /* adopted / rewound: bytes of the next record consumed */
+	/* A data record read in parts (small buffer, peek) is copied here whole, CRC-checked on
+	 * that copy, and served from it (the window may change after validation: rule 3.4).
+	 * Allocated on first use (at most the data ring size), freed by tp_conn_free_queues(). */
+	uint8_t *rx_bounce;
+	uint32_t rx_bounce_cap;
+	uint32_t rx_bounce_pos, rx_bounce_msn; /* the record it holds, when rx_bounce_ok */
+	bool rx_bounce_ok;
 	struct tp_stats local_stats; /* when ent is NULL */
 #define TP_WCACHE 48
 	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */

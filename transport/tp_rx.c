@@ -273,16 +273,85 @@ static void rec_done(struct tp_conn *c, const struct tp_rec *r)
 	c->rec_bytes -= r->len + 1;
 	c->rec_head++;
 	c->rec_off = 0;
+	c->rx_bounce_ok = false;
 }
 
-static size_t rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, uint8_t *dst,
-		       size_t n)
+static bool bounce_holds(const struct tp_conn *c, const struct tp_rec *r)
 {
-	if (r->ring == 0)
-		memcpy(dst, (const void *)(in_inline(c, r->pos) + r->payload + off), n);
-	else
-		data_copy(c, dst, r->pos + r->payload + off, (uint32_t)n, 0, true);
-	return n;
+	return c->rx_bounce_ok && c->rx_bounce_pos == r->pos && c->rx_bounce_msn == r->msn;
+}
+
+/* Copy bytes OFF … OFF+N of record R to DST. The record was validated in the window, but the
+ * window may have changed since (rule 3.4: a peer, a retransmission corrupted on the way, a
+ * truncated shm file), so every byte delivered is CRC-checked on the copy that delivers it:
+ * inline slots are copied privately and validated again; a data record taken whole is checked
+ * while copied to DST (nothing counted on mismatch); one taken in parts is copied whole to the
+ * bounce buffer, checked there, and served from it. 0, -EBADMSG (window changed) or -ENOMEM. */
+static int rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, uint8_t *dst,
+		    size_t n)
+{
+	uint32_t crc;
+
+	if (r->ring == 0) {
+		uint8_t s[128], fl;
+		unsigned len;
+		uint32_t msn;
+
+		memcpy(s, (const void *)in_inline(c, r->pos), sizeof(s));
+		if (tp_inline_check(s, c->nonce_in, &len, &msn, &fl) || msn != r->msn ||
+		    len != r->len || fl != r->flags)
+			return -EBADMSG;
+		memcpy(dst, s + r->payload + off, n);
+		return 0;
+	}
+	if (bounce_holds(c, r)) {
+		memcpy(dst, c->rx_bounce + off, n);
+		return 0;
+	}
+	if (off == 0 && n == r->len) { /* common case: one pass, CRC fused into the copy */
+		crc = data_copy(c, dst, r->pos + r->payload, r->len, c->nonce_in, true);
+		return tp_desc_crc(crc, &r->desc) == r->desc.crc ? 0 : -EBADMSG;
+	}
+	if (c->rx_bounce_cap < r->len) { /* r->len ≤ qsize: checked by rx_data() */
+		uint32_t cap = (uint32_t)ALIGN_UP(r->len, 4096u);
+		uint8_t *b = malloc(cap);
+
+		if (!b)
+			return -ENOMEM;
+		free(c->rx_bounce);
+		c->rx_bounce = b;
+		c->rx_bounce_cap = cap;
+	}
+	c->rx_bounce_ok = false;
+	crc = data_copy(c, c->rx_bounce, r->pos + r->payload, r->len, c->nonce_in, true);
+	if (tp_desc_crc(crc, &r->desc) != r->desc.crc)
+		return -EBADMSG;
+	c->rx_bounce_ok = true;
+	c->rx_bounce_pos = r->pos;
+	c->rx_bounce_msn = r->msn;
+	memcpy(dst, c->rx_bounce + off, n);
+	return 0;
+}
+
+/* A queued record no longer matches its CRC: the window changed after validation. Drop every
+ * queued record (none is released: the sender still holds them all in its shadows), rewind
+ * validation to the first one, and Retry; SKIP bytes of it were already delivered and are
+ * skipped when it is validated again (as after exec). */
+static void rx_rewind(struct tp_conn *c, uint32_t skip)
+{
+	LOG(LL_DEBUG, "transport: slot %u msn %u changed in the window after validation",
+	    c->slot, c->recs[c->rec_head % TP_RECS].msn);
+	c->v_msn = c->recs[c->rec_head % TP_RECS].msn;
+	c->v_i = c->c_i; /* = position of the first queued inline record, or v_i if none */
+	c->v_d = c->c_d; /* the same for the data ring */
+	c->rec_tail = c->rec_head;
+	c->rec_bytes = 0;
+	c->rec_off = 0;
+	c->rec_skip = skip;
+	c->fin_rcvd_v = false;
+	c->inline_bad = false;
+	c->rx_bounce_ok = false;
+	rx_fail(c, true);
 }
 
 /* Release what was consumed: in big steps while data keeps coming, at once when drained. */
@@ -353,6 +422,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	int vi = 0;
 	ssize_t rc;
 	uint32_t h, off;
+	bool bad = false;
 
 	pthread_mutex_lock(&c->rx_lock);
 	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
@@ -406,13 +476,25 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 				voff = 0;
 				continue;
 			}
-			rec_copy(c, r, off, (uint8_t *)iov[vi].iov_base + voff, n);
+			int e = rec_copy(c, r, off, (uint8_t *)iov[vi].iov_base + voff, n);
+
+			if (e == -ENOMEM) {
+				tp_set_error(c, e);
+				bad = true;
+				break;
+			}
+			if (e) {
+				rx_rewind(c, peek ? c->rec_off : off);
+				off = 0;
+				bad = true;
+				break;
+			}
 			voff += n;
 			off += (uint32_t)n;
 			left -= (uint32_t)n;
 			got += n;
 		}
-		if (left)
+		if (left || bad)
 			break;
 		if (peek) {
 			if (r->flags & TP_MSG_FIN)

@@ -122,5 +122,9 @@ void tp_conn_free_queues(struct tp_conn *c)
 	free(c->sh_data);
 	c->sh_inline = NULL;
 	c->sh_data = NULL;
+	free(c->rx_bounce); /* tp_rx.c: rec_copy() */
+	c->rx_bounce = NULL;
+	c->rx_bounce_cap = 0;
+	c->rx_bounce_ok = false;
 }
 

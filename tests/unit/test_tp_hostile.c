@@ -172,12 +172,139 @@ static void test_forged_feedback(void **state)
 	pair_close(&p);
 }
 
+/* Offset (in the sender's view of the receiver's window) of payload byte OFF of the queued
+ * record R of the receiver CB, whose peer (the writer) is CA. */
+static uint32_t rec_window_off(const struct tp_conn *ca, const struct tp_rec *r, uint32_t off)
+{
+	uint32_t rings = ca->out.slot_off + TP_SLOT_RINGS;
+
+	if (r->ring == 0)
+		return rings + (r->pos & (ca->out.inline_n - 1)) * 128u + r->payload + off;
+	return rings + ca->out.inline_n * 128u +
+	       ((r->pos + r->payload + off) & (ca->out.qsize - 1));
+}
+
+/* Send a data-ring message (300 B) and an inline one (50 B), let the receiver validate and
+ * queue both, then change payload bytes of both in its window (time of check ≠ time of use).
+ * CHUNK bytes per recv, PRE bytes read before the change; only unchanged bytes may arrive. */
+static void toctou_round(struct pair *p, const uint8_t *msg, size_t chunk, size_t pre)
+{
+	static const uint8_t evil[8] = "EVILEVIL";
+	uint8_t out[350];
+	size_t got = 0;
+	uint64_t end;
+
+	assert_int_equal(tl_send_all(p->ca, msg, 300), 0);
+	assert_int_equal(tl_send_all(p->ca, msg + 300, 50), 0);
+	end = tl_now_ms() + 3000;
+	while (tp_readable_bytes(p->cb) < 350 && tl_now_ms() < end)
+		usleep(200);
+	assert_int_equal(tp_readable_bytes(p->cb), 350); /* both validated and queued */
+	pthread_mutex_lock(&p->cb->rx_lock);
+	assert_int_equal(p->cb->rec_tail - p->cb->rec_head, 2);
+	struct tp_rec r0 = p->cb->recs[p->cb->rec_head % TP_RECS];
+	struct tp_rec r1 = p->cb->recs[(p->cb->rec_head + 1) % TP_RECS];
+	pthread_mutex_unlock(&p->cb->rx_lock);
+	assert_int_equal(r0.ring, 1);
+	assert_int_equal(r0.len, 300);
+	assert_int_equal(r1.ring, 0);
+	assert_int_equal(r1.len, 50);
+	/* PRE bytes of the first message are read before the window changes (served later from
+	 * the checked private copy) */
+	while (got < pre) {
+		ssize_t n = tl_recv_some(p->cb, out + got, pre - got < chunk ? pre - got : chunk, 3000);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	uint64_t crc_err = p->cb->st->crc_errors;
+	ntb_write(p->a->ntb, rec_window_off(p->ca, &r0, 150), evil, sizeof(evil));
+	ntb_write(p->a->ntb, rec_window_off(p->ca, &r1, 10), evil, sizeof(evil));
+	ntb_wc_flush(p->a->ntb);
+	while (got < sizeof(out)) {
+		size_t want = sizeof(out) - got < chunk ? sizeof(out) - got : chunk;
+		ssize_t n = tl_recv_some(p->cb, out + got, want, 3000);
+
+		if (n == -ECONNRESET)
+			break; /* acceptable: what was delivered is checked below */
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	print_message("toctou chunk %zu: %zu of 350 bytes, error %d\n", chunk, got,
+		      tp_conn_error(p->cb));
+	assert_memory_equal(out, msg, got); /* never the changed bytes */
+	assert_true(got == sizeof(out) || tp_conn_error(p->cb) == -ECONNRESET);
+	assert_true(p->cb->st->crc_errors > crc_err); /* the change was seen, not missed */
+}
+
+/* Bytes delivered from a record are checked on the copy that delivers them, not only when the
+ * record was validated in the window (rule 3.4): whole-record reads. */
+static void test_toctou_whole(void **state)
+{
+	struct pair p;
+	uint8_t msg[350];
+	uint64_t seed = 7;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (uint8_t)('a' + tl_rand(&seed) % 26);
+	pair_open(&p, "hostile5");
+	toctou_round(&p, msg, sizeof(msg), 0);
+	toctou_round(&p, msg, sizeof(msg), 0); /* and the stream goes on */
+	pair_close(&p);
+}
+
+/* The same with reads smaller than a record (a private checked copy serves the parts), with
+ * and without part of the record read before the window changes; and MSG_PEEK. */
+static void test_toctou_partial(void **state)
+{
+	struct pair p;
+	uint8_t msg[350], out[64];
+	uint64_t seed = 8;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (uint8_t)('A' + tl_rand(&seed) % 26);
+	pair_open(&p, "hostile6");
+	toctou_round(&p, msg, 20, 0);
+	toctou_round(&p, msg, 100, 100);
+	toctou_round(&p, msg, 7, 7);
+	/* peek: queue both, change the window, peek must not show the changed bytes */
+	assert_int_equal(tl_send_all(p.ca, msg, 300), 0);
+	assert_int_equal(tl_send_all(p.ca, msg + 300, 50), 0);
+	uint64_t end = tl_now_ms() + 3000;
+	while (tp_readable_bytes(p.cb) < 350 && tl_now_ms() < end)
+		usleep(200);
+	assert_int_equal(tp_readable_bytes(p.cb), 350);
+	struct tp_rec r0 = p.cb->recs[p.cb->rec_head % TP_RECS];
+	uint8_t evil[8] = "EVILEVIL";
+	ntb_write(p.a->ntb, rec_window_off(p.ca, &r0, 0), evil, sizeof(evil));
+	ntb_wc_flush(p.a->ntb);
+	struct iovec v = { out, sizeof(out) };
+	ssize_t n = tp_recv(p.cb, &v, 1, TP_RECV_PEEK);
+	assert_true(n == -EAGAIN || n == -ECONNRESET || (n > 0 && !memcmp(out, msg, (size_t)n)));
+	static uint8_t all[350];
+	size_t got = 0;
+	while (got < sizeof(all)) {
+		n = tl_recv_some(p.cb, all + got, sizeof(all) - got, 3000);
+		if (n == -ECONNRESET)
+			break;
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(all, msg, got);
+	assert_true(got == sizeof(all) || tp_conn_error(p.cb) == -ECONNRESET);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_garbage_rings),
 		cmocka_unit_test(test_forged_descriptors),
 		cmocka_unit_test(test_forged_feedback),
+		cmocka_unit_test(test_toctou_whole),
+		cmocka_unit_test(test_toctou_partial),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
