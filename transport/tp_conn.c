@@ -90,13 +90,49 @@ static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
 	c->peer_epoch = e->peer_epoch;
 	c->tx_epoch = (uint16_t)e->epoch;
 	c->rx_epoch = (uint16_t)e->epoch;
-	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
-	__atomic_store_n(&e->refs, 1, __ATOMIC_RELEASE);
 	if (tp_conn_init_queues(c)) {
 		free(c);
 		return NULL;
 	}
+	/* this process drives it (set-up, adopt): the release pairs with the CAS in
+	 * tp_conn_own() of a process forked later */
+	__atomic_store_n(&e->active, (int32_t)getpid(), __ATOMIC_RELEASE);
+	__atomic_store_n(&c->owned, true, __ATOMIC_RELEASE); /* read by the helper */
 	return c;
+}
+
+/* A new connection (set-up, attach) has one holder; adopt keeps the count it had (fork). */
+static struct tp_conn *conn_new_first(struct tp_link *l, uint32_t slot)
+{
+	struct tp_conn *c = conn_new(l, slot);
+
+	if (c)
+		__atomic_store_n(&l->host->e[slot].refs, 1, __ATOMIC_RELEASE);
+	return c;
+}
+
+int tp_conn_own(struct tp_conn *c)
+{
+	int32_t me, cur = 0;
+
+	/* acquire: pairs with the release store in conn_new() / below (same process, other
+	 * thread) */
+	if (likely(__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE)))
+		return 0;
+	me = (int32_t)getpid();
+	/* CAS 0 → me: the first user after a fork wins; acq_rel pairs with the release store of
+	 * 0 in atfork_prepare() and with the other claimant's CAS */
+	if (__atomic_compare_exchange_n(&c->ent->active, &cur, me, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE) || cur == me) {
+		c->ent->pid = me; /* informational (ntbsock stat) */
+		__atomic_store_n(&c->owned, true, __ATOMIC_RELEASE);
+		return 0;
+	}
+	if (!atomic_load(&c->error))
+		LOG(LL_DEBUG, "transport: slot %u is driven by process %d since a fork: "
+		    "not usable here", c->slot, cur);
+	tp_set_error(c, -EPERM);
+	return -EPERM;
 }
 
 static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
@@ -213,7 +249,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 			break;
 		ntb_db_wait(l->ntb, seen, 2);
 	}
-	c = conn_new(l, (uint32_t)slot);
+	c = conn_new_first(l, (uint32_t)slot);
 	if (!c) {
 		tp_host_lock(l);
 		tp_write_st(l, e->peer_slot_off, e->peer_nonce, TP_ST_RST);
@@ -259,7 +295,7 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	h->e[slot].pid = getpid();
 	h->e[slot].owners[0] = getpid();
 	tp_host_unlock(l);
-	c = conn_new(l, (uint32_t)slot);
+	c = conn_new_first(l, (uint32_t)slot);
 	if (!c) {
 		tp_host_lock(l);
 		tp_write_st(l, h->e[slot].peer_slot_off, h->e[slot].peer_nonce, TP_ST_RST);
@@ -297,12 +333,14 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
 static unsigned poll_bits(struct tp_conn *c, bool arm)
 {
 	unsigned ev = 0;
-	int err = atomic_load(&c->error);
+	int err = tp_conn_own(c);
+
+	if (!err)
+		err = atomic_load(&c->error);
 
 	if (err)
 		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
 	pthread_mutex_lock(&c->rx_lock);
-	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
 	tp_rx_progress(c, 1);
 	if (arm && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
@@ -406,6 +444,8 @@ size_t tp_readable_bytes(struct tp_conn *c)
 {
 	size_t n = 0;
 
+	if (tp_conn_own(c))
+		return 0; /* (the error is reported by the next call) */
 	pthread_mutex_lock(&c->rx_lock);
 	tp_rx_progress(c, UINT32_MAX);
 	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
@@ -419,6 +459,8 @@ size_t tp_unacked_bytes(struct tp_conn *c)
 {
 	size_t n;
 
+	if (tp_conn_own(c))
+		return 0;
 	pthread_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);
 	n = (size_t)(c->tx_d - c->fb_rx_d) + (size_t)(c->tx_i - c->fb_rx_i) * 128u;
@@ -432,6 +474,8 @@ int tp_shutdown(struct tp_conn *c, int how)
 {
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
+	if (tp_conn_own(c))
+		return -EPERM;
 	if (how != SHUT_WR) {
 		pthread_mutex_lock(&c->rx_lock);
 		c->rd_shut = true;
@@ -471,12 +515,31 @@ static bool shared_elsewhere(struct tp_conn *c)
 	return other;
 }
 
+/* Single-owner rule at close: does this process end the connection? Its owner does, even while
+ * other processes hold copies (they cannot drive it); one that nobody used since the last fork
+ * is ended by its last holder (SHARED false), which claims it; any other process only drops its
+ * reference (release_share()). */
+static bool close_drives(struct tp_conn *c, bool shared)
+{
+	/* acquire: pairs with the release store in tp_conn_own() / conn_new() */
+	if (__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
+		return true;
+	return !shared && tp_conn_own(c) == 0;
+}
+
+/* A process that does not drive C drops its share. If it was the last holder, the owner is
+ * gone without ending it: tell the peer (GONE), as the reclaim of a dead owner would. */
+static void release_share(struct tp_conn *c)
+{
+	tp_conn_release(c, TP_ST_GONE); /* (written only by the last holder) */
+}
+
 void tp_close(struct tp_conn *c)
 {
 	if (!c)
 		return;
-	if (shared_elsewhere(c)) {
-		tp_conn_release(c, 0);
+	if (!close_drives(c, shared_elsewhere(c))) {
+		release_share(c);
 		return;
 	}
 	tp_shutdown(c, SHUT_WR);
@@ -489,8 +552,8 @@ void tp_abort(struct tp_conn *c)
 {
 	if (!c)
 		return;
-	if (shared_elsewhere(c)) {
-		tp_conn_release(c, 0);
+	if (!close_drives(c, shared_elsewhere(c))) {
+		release_share(c);
 		return;
 	}
 	atomic_store(&c->error, -ECONNRESET);
@@ -526,6 +589,8 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 	int rc;
 
+	if ((rc = tp_conn_own(c)))
+		return rc; /* another process drives it since a fork: our state is stale */
 	for (;;) {
 		pthread_mutex_lock(&c->tx_lock);
 		tp_tx_feedback(c);
@@ -594,10 +659,9 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	e->ex.valid = 0;
 	e->pid = getpid();
 	tp_host_unlock(l);
-	c = conn_new(l, slot);
+	c = conn_new(l, slot); /* refs unchanged: other processes may share it (fork) */
 	if (!c)
 		return -ENOMEM;
-	__atomic_store_n(&e->refs, 1, __ATOMIC_RELEASE);
 	c->msn_next = x.msn_next;
 	c->tx_i = c->fb_rx_i = x.tx_i;
 	c->tx_d = c->fb_rx_d = c->tx_d_pub = x.tx_d;
@@ -628,7 +692,9 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 	/* queue fill levels for `ntbsock stat` (racy reads of counters: a snapshot) */
 	c->st->tx_queue_fill = (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u;
 	c->st->rx_queue_fill = (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u;
-	if (atomic_load(&c->error))
+	/* acquire: pairs with the release store in tp_conn_own(); never for a connection another
+	 * process drives (our copy of its state is stale) */
+	if (atomic_load(&c->error) || !__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
 		return;
 	tp_tx_timers(c, now);
 	tp_rx_timers(c);

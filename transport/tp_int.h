@@ -41,6 +41,8 @@
  *   host table (file)     X's processes under host->lock        X's processes, ntbsock stat
  *   entry.stats           owner process (relaxed stores)        ntbsock stat (torn ok)
  *   entry.refs/fork_ms    atfork prepare, closers (atomics)     closers, reclaim
+ *   entry.active          atfork prepare (→ 0), tp_conn_own()   tp_conn_own() (CAS)
+ *                         (CAS 0 → pid), set-up / adopt
  *   tp_conn tx side       threads under c->tx_lock              same (linger/stat: racy ok)
  *   tp_conn rx side       threads under c->rx_lock              same
  *   c->error, closed,     any thread (atomics)                  any thread, helper
@@ -64,6 +66,20 @@
  *   publishes next_msn and a new detect number; the receiver retries if it misses data, and
  *   always answers by republishing all its feedback words (DetectAck).
  *   End: FIN is a zero-length message with a flag; abort / death / release write ST flags.
+ *
+ * FORK: SINGLE-OWNER RULE. A connection's private state (indices, shadow rings, timers) is
+ * copied by fork() while its rings in the window are one, so only ONE process may drive it.
+ * entry.refs counts the processes holding a copy (fork adds one; export/adopt keep it);
+ * entry.active names the driver. At fork (atfork prepare, with every connection's locks held,
+ * so both copies are the same consistent state) active becomes 0 and nobody owns it: the first
+ * process that uses it afterwards (send, recv, poll, wait, readable/unacked bytes, shutdown,
+ * export) claims it with a CAS 0 → its pid (tp_conn_own()). Every other process then gets
+ * -EPERM for that connection (c->error, this process only; the connection is not reset). A
+ * process that does not own a connection never runs its timers, retransmissions, feedback or
+ * Detect; its close only drops its reference (and, when it was the last holder, tells the peer
+ * GONE). The owner's close ends the connection (FIN, linger) even while others hold copies. A
+ * connection nobody used since the fork is ended by its last closer. A dead owner is never
+ * replaced: its state died with it.
  *
  * HOST-LOCAL TABLE: /dev/shm/ntbsock-<link>.side<N> (or <path>.side<N>), created by the first
  * opener under flock(), guarded by a robust process-shared mutex (a holder that died is
@@ -262,6 +278,8 @@ struct tp_host_entry {
 	int32_t  pid;          /* owner (CONNECTING/OPEN), 0 for PENDING */
 	int32_t  owners[4];    /* processes sharing it (fork); dead ones are dropped */
 	uint32_t refs;         /* references (fork adds one): the last close ends it */
+	int32_t  active;       /* pid of the one process that drives it, 0: nobody since the
+				* last fork (single-owner rule, see the header comment) */
 	uint64_t fork_ms;      /* last fork of an owner: the child may not be listed yet */
 	int32_t  fd;           /* informational (tp_conn_set_owner) */
 	uint32_t role;         /* 0 client, 1 server */
@@ -276,6 +294,9 @@ struct tp_host_entry {
 	struct tp_stats stats;
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
 };
+
+/* active sits in what was padding: the table layout (TP_HOST_VERSION 3) is unchanged */
+static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 
 struct tp_host_listen {
 	int32_t  pid;
@@ -349,7 +370,8 @@ struct tp_conn {
 	atomic_int error;         /* 0 or -errno */
 	atomic_bool closed;       /* tp_close() called; helper finishes */
 	atomic_bool peer_gone;    /* a send found the peer lost (RST/GONE/link down) */
-	bool used;                /* touched by this process since fork: its timers run here */
+	bool owned;               /* this process drives it (ent->active is our pid): only then
+				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
 	bool released;
@@ -452,6 +474,10 @@ void tp_event_signal(void);
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
+
+/* tp_conn.c: single-owner rule. 0 when this process drives C (claiming it when nobody has since
+ * the last fork), else -EPERM, which also fails C for this process only (c->error). */
+int tp_conn_own(struct tp_conn *c);
 
 /* tp_conn.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
 void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);

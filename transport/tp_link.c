@@ -107,6 +107,9 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	struct tp_link *l = c->link;
 	struct tp_host_entry *e = c->ent;
 	int me = getpid();
+	/* acquire: pairs with the release store in tp_conn_own() / conn_new() */
+	bool owned = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
+	int32_t active;
 	bool last = true;
 
 	tp_conn_unregister(c);
@@ -114,10 +117,14 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	for (int i = 0; i < TP_OWNERS; i++)
 		if (e->owners[i] == me)
 			e->owners[i] = 0;
-	last = !tp_entry_owned(e);
+	/* acquire: pairs with the CAS in tp_conn_own() (a driver not in the owner list) */
+	active = __atomic_load_n(&e->active, __ATOMIC_ACQUIRE);
+	last = !tp_entry_owned(e) && (active == me || !tp_pid_alive(active));
+	/* The owner ends the connection for everyone (nobody else can drive it); others only when
+	 * they are the last holder. */
+	if (st_flags && (last || owned))
+		tp_write_st(l, c->out.slot_off, c->nonce_out, st_flags);
 	if (last) {
-		if (st_flags)
-			tp_write_st(l, c->out.slot_off, c->nonce_out, st_flags);
 		tp_slot_free(l, c->slot);
 	} else if (e->pid == me) {
 		for (int i = 0; i < TP_OWNERS; i++)
@@ -207,9 +214,14 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
 		uint32_t fl;
 
-		if (__atomic_load_n(&c->used, __ATOMIC_RELAXED) || atomic_load(&c->closed))
+		/* single-owner rule: nothing runs here for a connection another process drives (or
+		 * nobody since a fork); a closed one is ours (others release at close). Acquire:
+		 * pairs with the release store in tp_conn_own(). */
+		bool owned = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
+
+		if (owned)
 			tp_conn_timers(c, now);
-		if (atomic_load(&c->closed) && linger_done(c, now, &fl)) {
+		if (owned && atomic_load(&c->closed) && linger_done(c, now, &fl)) {
 			*pp = c->next;
 			c->next = done;
 			c->closed_ms = fl; /* reuse: flags for the release below */
@@ -274,7 +286,10 @@ static void *helper_main(void *arg)
 }
 
 /* fork, before: every connection gains a reference (the child inherits it, as a kernel
- * socket's file reference); the lists stay locked across fork. */
+ * socket's file reference) and loses its owner: the first process to use it afterwards drives
+ * it (single-owner rule, tp_int.h). The lists and every connection's locks stay held across
+ * fork, so that both copies are the same consistent state (order as in link_service():
+ * g_lock, conns_lock, then a connection's locks). */
 static void atfork_prepare(void)
 {
 	uint64_t now = tp_now_ms();
@@ -283,8 +298,14 @@ static void atfork_prepare(void)
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
 		pthread_mutex_lock(&l->conns_lock);
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
+			pthread_mutex_lock(&c->tx_lock);
+			pthread_mutex_lock(&c->rx_lock);
 			__atomic_add_fetch(&c->ent->refs, 1, __ATOMIC_ACQ_REL);
 			__atomic_store_n(&c->ent->fork_ms, now, __ATOMIC_RELEASE);
+			/* both copies start unowned (the child inherits this); release: pairs with
+			 * the CAS in tp_conn_own() of the first user */
+			__atomic_store_n(&c->owned, false, __ATOMIC_RELAXED);
+			__atomic_store_n(&c->ent->active, 0, __ATOMIC_RELEASE);
 		}
 	}
 }
@@ -292,9 +313,10 @@ static void atfork_prepare(void)
 static void atfork_parent(void)
 {
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
-		/* the child may take over: timers run where a connection is used next */
-		for (struct tp_conn *c = l->conns; c; c = c->next)
-			__atomic_store_n(&c->used, false, __ATOMIC_RELAXED);
+		for (struct tp_conn *c = l->conns; c; c = c->next) {
+			pthread_mutex_unlock(&c->rx_lock);
+			pthread_mutex_unlock(&c->tx_lock);
+		}
 		pthread_mutex_unlock(&l->conns_lock);
 	}
 	pthread_mutex_unlock(&g_lock);
@@ -342,7 +364,7 @@ void tp_atfork_child(void)
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			pthread_mutex_init(&c->tx_lock, NULL);
 			pthread_mutex_init(&c->rx_lock, NULL);
-			__atomic_store_n(&c->used, false, __ATOMIC_RELAXED);
+			/* c->owned is false: atfork_prepare() cleared it */
 			for (int i = 0; i < TP_OWNERS; i++) {
 				if (c->ent->owners[i] == me)
 					break;

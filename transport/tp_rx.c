@@ -425,7 +425,10 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	bool bad = false;
 
 	pthread_mutex_lock(&c->rx_lock);
-	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
+	if ((rc = tp_conn_own(c))) { /* single-owner rule after fork (tp_int.h) */
+		pthread_mutex_unlock(&c->rx_lock);
+		return rc;
+	}
 	if (c->rd_shut) { /* as Linux: reads after shutdown(SHUT_RD) see end of stream */
 		pthread_mutex_unlock(&c->rx_lock);
 		return 0;

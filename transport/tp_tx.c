@@ -300,8 +300,9 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	pthread_mutex_lock(&c->tx_lock);
-	__atomic_store_n(&c->used, true, __ATOMIC_RELAXED); /* read by the helper */
-	rc = tx_check(c);
+	rc = tp_conn_own(c); /* single-owner rule after fork (tp_int.h) */
+	if (!rc)
+		rc = tx_check(c);
 	if (rc)
 		goto out;
 	tp_tx_feedback(c);

@@ -180,14 +180,17 @@ static int serve_exec(char **argv, bool fail, bool nolib, bool forked, bool noex
 			die("fork");
 		if (pid > 0) {
 			int st;
-			sleep(1);
+			/* serve-fork [SECONDS]: how long the parent holds its copy (default 1) */
+			usleep(noexec && argv[4] ? (useconds_t)(atof(argv[4]) * 1e6) : 1000000u);
 			close(fd);
 			if (waitpid(pid, &st, 0) != pid)
 				die("waitpid");
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 		}
 		if (noexec) {
-			echo(fd, SIZE_MAX);
+			size_t n = echo(fd, SIZE_MAX);
+			fprintf(stderr, "pl_exec fork child: echoed %zu bytes after fork\n", n);
+			close(fd);
 			return 0;
 		}
 	}
