@@ -15,9 +15,12 @@
  *   pl_exec serve-fork-exec ADDR PORT  accept, echo 1000 bytes, fork; the child execs as
  *                                      serve-exec does, the parent closes its copy only 1 s
  *                                      later (inetd-like servers) and waits for the child
- *   pl_exec serve-fork ADDR PORT       the same without exec: the child echoes itself
- *   (serve-fork-exec and serve-fork reproduce a transport limit, not run by the tests: while
- *   the parent still holds its forked copy, the child's connection is reset or corrupted.)
+ *   pl_exec serve-fork ADDR PORT [SECS] the same without exec: the child echoes itself and
+ *                                      closes; the parent closes after SECS (default 1)
+ *   pl_exec serve-fork-both ADDR PORT  as serve-fork, but the parent, 0.5 s after the fork
+ *                                      while the child streams, also reads and writes: both
+ *                                      must fail with EPERM (single-owner rule, ntbsock(7));
+ *                                      it closes its copy 2 s after the fork
  *   pl_exec serve-listen-exec ADDR PORT listen, then execv(self, "child-accept", LFD): the new
  *                                      image accepts on the inherited listener and echoes
  *   pl_exec child FD DUPFD             (run by exec) close DUPFD, echo FD until EOF
@@ -226,6 +229,44 @@ static int serve_exec(char **argv, bool fail, bool nolib, bool forked, bool noex
 	return 1;
 }
 
+static int serve_fork_both(char **argv)
+{
+	int fd = accept_one(argv[2], argv[3]), st;
+	uint8_t b[16] = { 0 };
+
+	if (echo(fd, 1000) != 1000) {
+		fprintf(stderr, "pl_exec: early EOF before fork\n");
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		size_t n = echo(fd, SIZE_MAX);
+		fprintf(stderr, "pl_exec fork child: echoed %zu bytes after fork\n", n);
+		close(fd);
+		return 0;
+	}
+	usleep(500000);
+	errno = 0;
+	ssize_t r = read(fd, b, sizeof(b));
+	int rerr = errno;
+	errno = 0;
+	ssize_t w = write(fd, b, sizeof(b));
+	int werr = errno;
+	fprintf(stderr, "pl_exec fork parent: read %zd (%s), write %zd (%s)\n", r, strerror(rerr),
+		w, strerror(werr));
+	usleep(1500000);
+	close(fd);
+	if (waitpid(pid, &st, 0) != pid)
+		die("waitpid");
+	if (r != -1 || rerr != EPERM || w != -1 || werr != EPERM) {
+		fprintf(stderr, "pl_exec fork parent: expected EPERM from both\n");
+		return 1;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
 static int serve_cloexec(char **argv)
 {
 	int fd = accept_one(argv[2], argv[3]);
@@ -384,6 +425,8 @@ int main(int argc, char **argv)
 		return serve_exec(argv, false, true, false, false);
 	if (argc >= 4 && !strcmp(argv[1], "serve-fork-exec"))
 		return serve_exec(argv, false, false, true, false);
+	if (argc >= 4 && !strcmp(argv[1], "serve-fork-both"))
+		return serve_fork_both(argv);
 	if (argc >= 4 && !strcmp(argv[1], "serve-fork"))
 		return serve_exec(argv, false, false, true, true);
 	if (argc >= 4 && !strcmp(argv[1], "serve-cloexec"))

@@ -1,0 +1,58 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# fork and the single-owner rule (ntbsock(7) LIMITS): a server on host B accepts an NTB
+# connection, echoes 1000 bytes and forks; the child serves the rest of the stream while the
+# parent still holds its copy. The client on host A must get every byte back exactly, over the
+# link (loopback counters).
+#  1. the parent closes its copy only 2 s after the fork (64 MiB through the child);
+#  2. the parent also reads and writes while the child streams: it gets EPERM, the child's
+#     stream stays byte-exact;
+#  3. the child execs (the new image adopts the connection), the parent closes 1 s late.
+. "$(dirname "$0")/lib.sh"
+pl_need ss
+pl_setup fork
+EX=$BUILD/tests/pl_exec
+[ -x "$EX" ] || pl_skip "$EX not built"
+PL_TIMEOUT=60
+BYTES=67108864
+
+n=0
+start() { # MODE [ARG]: server on B, sets port, srv and srv_out
+	n=$((n + 1))
+	port=$(pl_port $n)
+	: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
+	pl_bg b "$EX" "$1" 127.0.0.2 $port $2
+	srv=$PL_LAST
+	srv_out=$PL_LAST_OUT
+	pl_wait_port 127.0.0.2 $port
+}
+client() { # NAME BYTES: run the client, check its report and the server's exit
+	before=$(pl_lo_bytes)
+	pl_run a "$EX" client 127.0.0.2 $port $2 >"$PL_TMP/client.out" 2>&1 ||
+		pl_fail "$1: client failed: $(cat "$PL_TMP/client.out") / server: $(cat "$srv_out")"
+	wait $srv || pl_fail "$1: server failed: $(cat "$srv_out")"
+	grep -q "echoed $2 bytes exactly" "$PL_TMP/client.out" || pl_fail "$1: client did not report"
+	pl_assert_lo_below "$before" 1000000
+	pl_assert_log a ": ntb (link"
+}
+
+# 1. late close by the parent.
+start serve-fork 2
+client "late close" $BYTES
+grep -q "fork child: echoed $((BYTES - 1000)) bytes after fork" "$srv_out" ||
+	pl_fail "late close: the child did not echo the rest ($(cat "$srv_out"))"
+echo "fork, parent closes 2 s late: $BYTES bytes exact"
+
+# 2. both processes use it: the parent (second user) gets EPERM.
+start serve-fork-both
+client "both" $BYTES
+grep -q "fork parent: read -1 (Operation not permitted), write -1 (Operation not permitted)" \
+	"$srv_out" || pl_fail "both: the parent's I/O did not fail with EPERM ($(cat "$srv_out"))"
+echo "fork, parent uses its copy too: EPERM there, $BYTES bytes exact through the child"
+
+# 3. the child execs, the parent closes 1 s late.
+start serve-fork-exec
+client "fork+exec" 20000000
+pl_assert_log b "ntb (link ab, adopted across exec)"
+echo "fork + exec, parent closes late: 20000000 bytes exact"
+echo "fork: ok"
