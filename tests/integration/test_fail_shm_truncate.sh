@@ -4,6 +4,7 @@
 # `truncate` would): both programs must end the stream cleanly (EOF/ECONNRESET or an error
 # from the socket call), never die of SIGBUS, and the host of each stays usable: a new
 # connection afterwards carries a verified stream (over TCP: the link is gone).
+# FAIL_TRUNC_SIZE: the size truncated to (default 0; 4096 and 65536 cut the region mid-way).
 . "$(dirname "$0")/lib.sh"
 pl_need ss truncate
 pl_setup fail-trunc
