@@ -215,13 +215,17 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 		uint32_t fl;
 
 		/* single-owner rule: nothing runs here for a connection another process drives (or
-		 * nobody since a fork); a closed one is ours (others release at close). Acquire:
-		 * pairs with the release store in tp_conn_own(). */
+		 * nobody since a fork). Acquire: pairs with the release store in tp_conn_own(). */
 		bool owned = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
+		bool closed = atomic_load(&c->closed);
 
+		fl = TP_ST_GONE;
+		/* closed here while a fork cleared its owner: finish it unless the child took it */
+		if (closed && !owned)
+			owned = tp_conn_own(c) == 0;
 		if (owned)
 			tp_conn_timers(c, now);
-		if (owned && atomic_load(&c->closed) && linger_done(c, now, &fl)) {
+		if (closed && (!owned || linger_done(c, now, &fl))) {
 			*pp = c->next;
 			c->next = done;
 			c->closed_ms = fl; /* reuse: flags for the release below */
@@ -300,6 +304,8 @@ static void atfork_prepare(void)
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			pthread_mutex_lock(&c->tx_lock);
 			pthread_mutex_lock(&c->rx_lock);
+			if (atomic_load(&c->closed))
+				continue; /* lingering here: stays ours, the child drops it */
 			__atomic_add_fetch(&c->ent->refs, 1, __ATOMIC_ACQ_REL);
 			__atomic_store_n(&c->ent->fork_ms, now, __ATOMIC_RELEASE);
 			/* both copies start unowned (the child inherits this); release: pairs with
@@ -361,7 +367,14 @@ void tp_atfork_child(void)
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
 		pthread_mutex_init(&l->conns_lock, NULL);
 		tp_host_lock(l);
-		for (struct tp_conn *c = l->conns; c; c = c->next) {
+		for (struct tp_conn **pp = &l->conns, *c; (c = *pp); pp = &c->next) {
+			while (c && atomic_load(&c->closed)) {
+				/* the parent's lingering close: not ours (left allocated: its DMA
+				 * queue belongs to the parent's threads) */
+				*pp = c = c->next;
+			}
+			if (!c)
+				break;
 			pthread_mutex_init(&c->tx_lock, NULL);
 			pthread_mutex_init(&c->rx_lock, NULL);
 			/* c->owned is false: atfork_prepare() cleared it */

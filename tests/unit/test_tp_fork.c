@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* fork and the single-owner rule (tp_int.h): a forked child streams 64 MiB byte-exact while the
  * parent holds its copy for 2 s; a parent that uses its copy too gets -EPERM and the child's
- * stream stays exact; export/adopt keep the fork's reference count. */
+ * stream stays exact; export/adopt keep the fork's reference count; a close still lingering
+ * at a fork is finished by the process that closed it. */
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -253,12 +254,57 @@ static void test_adopt_keeps_refs(void **state)
 	pair_close(&p);
 }
 
+/* A fork while a closed connection lingers (FIN sent, the peer's not yet): the closing process
+ * still finishes and releases it, the child does not take it. */
+static void test_fork_during_linger(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb;
+	char buf[16];
+	uint64_t end;
+	int st;
+	pid_t pid;
+
+	(void)state;
+	pair_open(&p, "forklinger");
+	connect_pair(&p, 14, &ca, &cb);
+	warm_up(ca, cb);
+	tp_close(ca); /* lingers: cb does not close */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* the child has no copy of the closing connection */
+		pthread_mutex_lock(&p.a->conns_lock);
+		bool listed = p.a->conns != NULL;
+		pthread_mutex_unlock(&p.a->conns_lock);
+		usleep(100000);
+		_exit(listed ? 1 : 0);
+	}
+	assert_int_equal(tl_recv_some(cb, buf, sizeof(buf), 5000), 0); /* ca's FIN */
+	end = tl_now_ms() + 8000;
+	for (;;) {
+		pthread_mutex_lock(&p.a->conns_lock);
+		bool listed = p.a->conns != NULL;
+		pthread_mutex_unlock(&p.a->conns_lock);
+		if (!listed)
+			break;
+		assert_true(tl_now_ms() < end); /* the linger was never finished */
+		usleep(20000);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	tp_close(cb);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fork_late_close),
 		cmocka_unit_test(test_fork_second_user),
 		cmocka_unit_test(test_adopt_keeps_refs),
+		cmocka_unit_test(test_fork_during_linger),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
