@@ -277,7 +277,7 @@ struct tp_host_entry {
 	uint32_t state;
 	int32_t  pid;          /* owner (CONNECTING/OPEN), 0 for PENDING */
 	int32_t  owners[4];    /* processes sharing it (fork); dead ones are dropped */
-	uint32_t refs;         /* references (fork adds one): the last close ends it */
+	uint32_t refs;         /* processes holding a copy (fork adds one, export/adopt keep it) */
 	int32_t  active;       /* pid of the one process that drives it, 0: nobody since the
 				* last fork (single-owner rule, see the header comment) */
 	uint64_t fork_ms;      /* last fork of an owner: the child may not be listed yet */
