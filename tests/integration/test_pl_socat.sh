@@ -1,11 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# socat moves a random file (PL_SOCAT_MB, default 128 MiB) byte-exact over ntbsock, both ways
+# socat moves a random file (PL_SOCAT_MB, default 256 MiB) byte-exact over ntbsock, both ways
 # (A → B and B → A), with the bytes on the link, not on the kernel's loopback.
 . "$(dirname "$0")/lib.sh"
 pl_need socat ss cmp
 pl_setup socat
-mb=${PL_SOCAT_MB:-128}
+mb=${PL_SOCAT_MB:-256}
 port=$(pl_port 1)
 head -c $((mb * 1048576)) /dev/urandom >"$PL_TMP/in" || pl_fail "no random file"
 
