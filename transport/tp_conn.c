@@ -576,9 +576,17 @@ int tp_conn_error(struct tp_conn *c)
 
 void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)
 {
-	*ret_stats = *c->st;
+	/* the cursors are written under their locks: read them there (the API keeps C const; the
+	 * mutexes are the only thing touched) */
+	struct tp_conn *m = (struct tp_conn *)c;
+
+	tp_stats_load(ret_stats, c->st);
+	pthread_mutex_lock(&m->tx_lock);
 	ret_stats->tx_queue_fill = (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u;
+	pthread_mutex_unlock(&m->tx_lock);
+	pthread_mutex_lock(&m->rx_lock);
 	ret_stats->rx_queue_fill = (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u;
+	pthread_mutex_unlock(&m->rx_lock);
 }
 
 /* --- exec: export / adopt ---------------------------------------------------------------------- */
@@ -689,9 +697,17 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 
 void tp_conn_timers(struct tp_conn *c, uint64_t now)
 {
-	/* queue fill levels for `ntbsock stat` (racy reads of counters: a snapshot) */
-	c->st->tx_queue_fill = (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u;
-	c->st->rx_queue_fill = (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u;
+	/* queue fill levels for `ntbsock stat`: the cursors are read under their locks (trylock:
+	 * a busy side keeps its last value until the next tick; callers may hold a lock) */
+	if (pthread_mutex_trylock(&c->tx_lock) == 0) {
+		TP_STAT_SET(c->st->tx_queue_fill,
+			    (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u);
+		pthread_mutex_unlock(&c->tx_lock);
+	}
+	if (pthread_mutex_trylock(&c->rx_lock) == 0) {
+		TP_STAT_SET(c->st->rx_queue_fill, (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u);
+		pthread_mutex_unlock(&c->rx_lock);
+	}
 	/* acquire: pairs with the release store in tp_conn_own(); never for a connection another
 	 * process drives (our copy of its state is stale) */
 	if (atomic_load(&c->error) || !__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))

@@ -342,7 +342,7 @@ static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, ui
 		 : "connecting";
 	o->role = e->role ? "server" : "client";
 	o->key = e->key;
-	memcpy(&o->stats, &e->stats, sizeof(o->stats));
+	tp_stats_load(&o->stats, &e->stats); /* relaxed: the owner's data path writes them */
 }
 
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max)

@@ -449,6 +449,27 @@ void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's s
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
 #define tp_set_error(c, e) tp_set_error_at((c), (e), __FILE__, __LINE__)
 void tp_wake_peer(struct tp_conn *c, uint32_t flag_word);
+/* Statistics (c->st, struct tp_stats in the host table): each field has one writer (the holder
+ * of tx_lock for tx_* and retransmits, of rx_lock for rx_* and crc_errors, the timers for the
+ * fill levels) and is read unlocked by tp_conn_stats() and tp_stat_list(). Relaxed atomics on
+ * both sides (plain moves on x86); a load + store instead of an RMW: the writer is single.
+ * Partners: TP_STAT_ADD/TP_STAT_SET (writers) and tp_stats_load() (readers). */
+#define TP_STAT_ADD(field, n) \
+	__atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
+#define TP_STAT_SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+
+/* A snapshot of *SRC field by field with relaxed loads (partner: TP_STAT_ADD/TP_STAT_SET). */
+static inline void tp_stats_load(struct tp_stats *dst, const struct tp_stats *src)
+{
+#define TP_STAT_LD(f) dst->f = __atomic_load_n(&src->f, __ATOMIC_RELAXED)
+	TP_STAT_LD(tx_bytes); TP_STAT_LD(rx_bytes);
+	TP_STAT_LD(tx_msgs_inline); TP_STAT_LD(tx_msgs_short); TP_STAT_LD(tx_msgs_long);
+	TP_STAT_LD(rx_msgs_inline); TP_STAT_LD(rx_msgs_short); TP_STAT_LD(rx_msgs_long);
+	TP_STAT_LD(retransmits); TP_STAT_LD(crc_errors);
+	TP_STAT_LD(tx_queue_fill); TP_STAT_LD(rx_queue_fill);
+#undef TP_STAT_LD
+}
+
 /* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers() */
 void tp_tx_timers(struct tp_conn *c, uint64_t now);
 void tp_rx_timers(struct tp_conn *c);

@@ -82,7 +82,7 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 	LOG(LL_DEBUG, "transport: slot %u retry (epoch %u, msn %u, tp_rx.c:%d)", c->slot,
 	    c->rx_epoch + 1u, c->v_msn, line);
 	if (crc)
-		c->st->crc_errors++;
+		TP_STAT_ADD(c->st->crc_errors, 1);
 	if (++c->rerr > c->link->params.max_err) {
 		LOG(LL_DEBUG, "transport: slot %u: MaxErr reached", c->slot);
 		tp_set_error(c, -ECONNRESET);
@@ -260,13 +260,13 @@ static void rec_done(struct tp_conn *c, const struct tp_rec *r)
 {
 	if (r->ring == 0) {
 		c->c_i = r->pos + 1;
-		c->st->rx_msgs_inline++;
+		TP_STAT_ADD(c->st->rx_msgs_inline, 1);
 	} else {
 		c->c_d = r->pos + r->footprint;
 		if (r->type == TP_MT_LONG)
-			c->st->rx_msgs_long++;
+			TP_STAT_ADD(c->st->rx_msgs_long, 1);
 		else
-			c->st->rx_msgs_short++;
+			TP_STAT_ADD(c->st->rx_msgs_short, 1);
 	}
 	if (r->flags & TP_MSG_FIN)
 		c->eof = true;
@@ -405,9 +405,9 @@ static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, 
 	c->rerr = 0;
 	c->c_d = c->v_d;
 	if (r.type == TP_MT_LONG)
-		c->st->rx_msgs_long++;
+		TP_STAT_ADD(c->st->rx_msgs_long, 1);
 	else
-		c->st->rx_msgs_short++;
+		TP_STAT_ADD(c->st->rx_msgs_short, 1);
 	if (r.flags & TP_MSG_FIN) {
 		c->fin_rcvd_v = true;
 		c->eof = true;
@@ -515,7 +515,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		c->rec_off = off;
 	if (got) {
 		if (!peek)
-			c->st->rx_bytes += got;
+			TP_STAT_ADD(c->st->rx_bytes, got);
 		rc = (ssize_t)got;
 		/* reading without polling: the peer need not ring for us any more */
 		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);

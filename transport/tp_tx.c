@@ -117,7 +117,7 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 	write_inline_slot(c, pos);
 	c->tx_i++;
 	c->msn_next++;
-	c->st->tx_msgs_inline++;
+	TP_STAT_ADD(c->st->tx_msgs_inline, 1);
 }
 
 static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8_t type,
@@ -138,10 +138,10 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 		write_data_range(c, pos, pos + TP_DESC_SIZE);
 		if (!dma_range(c, pos + gap, pos + gap + len))
 			write_data_range(c, pos + gap, pos + gap + len);
-		c->st->tx_msgs_long++;
+		TP_STAT_ADD(c->st->tx_msgs_long, 1);
 	} else {
 		write_data_range(c, pos, pos + gap + len);
-		c->st->tx_msgs_short++;
+		TP_STAT_ADD(c->st->tx_msgs_short, 1);
 	}
 	c->tx_d = pos + fp;
 	c->msn_next++;
@@ -168,7 +168,8 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	uint32_t n = c->out.inline_n, cnt = c->tx_i - c->fb_rx_i;
 	uint32_t first = c->fb_rx_i & (n - 1), run = cnt < n - first ? cnt : n - first;
 
-	c->st->retransmits++; /* counted first: the peer may see the data before we return */
+	/* counted first: the peer may see the data before we return */
+	TP_STAT_ADD(c->st->retransmits, 1);
 
 	if (run)
 		ntb_write(c->link->ntb, out_inline_off(c, c->fb_rx_i), c->sh_inline + first * 128u,
@@ -351,7 +352,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	if (data_pub)
 		publish_tx(c);
 	if (any) {
-		c->st->tx_bytes += sent;
+		TP_STAT_ADD(c->st->tx_bytes, sent);
 		tp_wake_peer(c, TP_W_FB_WAIT);
 		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 	}
