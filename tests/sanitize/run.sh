@@ -51,8 +51,10 @@ export UBSAN_OPTIONS="log_path=$logdir/ubsan:log_exe_name=1:print_stacktrace=1:h
 export TSAN_OPTIONS="log_path=$logdir/tsan:log_exe_name=1:halt_on_error=0:second_deadlock_stack=1:report_signal_unsafe=0"
 # The transport's stream tests hand shm link files between threads of one process: fine.
 # liburcu-bp is not instrumented: suppress what it does internally.
+# Transport tests (test_tp_proc, test_tp_fork) fork after the link helper thread started and
+# the child starts its own: die_after_fork=0 lets TSan go on there instead of killing the child.
 if [ "$variant" = tsan ]; then
-	TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=$(pwd)/tests/sanitize/tsan.supp"
+	TSAN_OPTIONS="$TSAN_OPTIONS:suppressions=$(pwd)/tests/sanitize/tsan.supp:die_after_fork=0"
 fi
 
 rc=0

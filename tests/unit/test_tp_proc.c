@@ -427,7 +427,13 @@ static void test_idle_cpu(void **state)
 		     (double)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e3;
 	print_message("idle: 100 connections (both ends), %.1f ms CPU in %llu ms (%.2f%%)\n", cpu,
 		      (unsigned long long)wall, 100.0 * cpu / (double)wall);
+#ifdef __SANITIZE_THREAD__
+	/* instrumented (make check-tsan): every shared access costs many times more; idle must
+	 * still mean no spinning (a spin is ~100 %); the 1 % bound holds for the plain build */
+	assert_true(cpu < 0.10 * (double)wall);
+#else
 	assert_true(cpu < 0.01 * (double)wall);
+#endif
 	for (int i = 0; i < 100; i++) {
 		assert_int_equal(tp_poll(ca[i]) & TP_EV_IN, 0);
 		tp_abort(ca[i]);
