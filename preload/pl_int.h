@@ -240,6 +240,11 @@ void pl_cand_mark(int fd);      /* socket() made a TCP socket: it may become NTB
 bool pl_cand_is(int fd);
 void pl_cand_clear(int fd);     /* its connect/listen decided: forget it */
 void pl_cand_closed(int fd);    /* FD closed (as a socket or as an epoll set) */
+/* pl_tcpstat.c: connections that stayed TCP, listed by `ntbsock stat` (REMOTE: connect()'s
+ * destination, used while the connect is in progress; REASON: why tcp). */
+void pl_tcpstat_add(int fd, const struct sockaddr *remote, const char *reason);
+void pl_tcpstat_closed(int fd);           /* before the real close: FD no longer names it */
+void pl_tcpstat_dup(int oldfd, int newfd); /* after a successful dup into NEWFD */
 /* A successful kernel epoll_ctl on a candidate: remember (ADD/MOD) or forget (DEL). */
 void pl_cand_epoll(int epfd, int op, int fd, const struct epoll_event *ev);
 /* connect() made FD (object S) NTB: move its kernel epoll registrations into the shadows. */

@@ -329,6 +329,18 @@ void pl_sock_load_opts(struct pl_sock *s, int fd)
 
 /* --- connect ------------------------------------------------------------------------------------- */
 
+/* The kernel's connect for a connection that stays TCP, listed for `ntbsock stat` when it
+ * succeeds or is in progress. */
+static int connect_tcp(int fd, const struct sockaddr *dst, socklen_t dlen, const char *reason,
+		       int saved_errno)
+{
+	errno = saved_errno;
+	int r = pl_real.connect(fd, dst, dlen);
+	if (r == 0 || errno == EINPROGRESS)
+		pl_tcpstat_add(fd, dst, reason); /* keeps errno */
+	return r;
+}
+
 /* Returns the kernel connect's result the libc way (0 or -1 + errno), having tried NTB first. */
 int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 {
@@ -355,10 +367,9 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	PL_LEAVE();
 	addr_str(dst, desc, sizeof(desc));
 	if (r < 0 || rt.action != CONF_ACTION_NTB) {
-		LOG(LL_INFO, "fd %d -> %s: tcp (%s)", fd, desc,
-		    r < 0 ? "not an IP address" : route_reason_tcp(&rt));
-		errno = saved_errno;
-		return pl_real.connect(fd, dst, dlen);
+		reason = r < 0 ? "not an IP address" : route_reason_tcp(&rt);
+		LOG(LL_INFO, "fd %d -> %s: tcp (%s)", fd, desc, reason);
+		return connect_tcp(fd, dst, dlen, reason, saved_errno);
 	}
 	link = pl_link_get(rt.link_index, true, NULL);
 	/* tp_link_is_up() also refreshes the transport's cached view (a forked child's). */
@@ -436,6 +447,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		if (r < 0) {
 			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
 			    strerror(-r));
+			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
 			struct pl_sock *t = pl_fd_take(fd);
 			set_state(s, PL_CS_FAILED);
 			pl_sock_put(t);
@@ -468,8 +480,7 @@ tcp:
 		errno = why == TP_REASON_LINK_DOWN ? ENETUNREACH : ECONNREFUSED;
 		return -1;
 	}
-	errno = saved_errno;
-	return pl_real.connect(fd, dst, dlen);
+	return connect_tcp(fd, dst, dlen, reason ? reason : tp_reason_str(why), saved_errno);
 }
 
 int pl_check_pending(struct pl_sock *s, int fd)
@@ -497,6 +508,7 @@ int pl_check_pending(struct pl_sock *s, int fd)
 			st = PL_CS_FAILED;
 			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, s->desc,
 			    strerror(-r));
+			pl_tcpstat_add(fd, NULL, "peer error: confirm failed");
 		}
 	} else {
 		int err = 0;
@@ -618,6 +630,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	return;
 tcp:
 	LOG(LL_INFO, "fd %d %s: tcp (%s, accepted on fd %d)", nfd, desc, reason, fd);
+	pl_tcpstat_add(nfd, NULL, reason);
 	if (have_key)
 		reject_reservation(&key);
 }

@@ -116,6 +116,7 @@ NTB_EXPORT int close(int fd)
 {
 	/* Out of the table first: a concurrent socket() reusing FD must not find us. */
 	struct pl_sock *s = pl_fds ? pl_fd_take(fd) : NULL;
+	pl_tcpstat_closed(fd);
 	int r = pl_real.close(fd);
 	if (pl_fds) {
 		int saved = errno;
@@ -159,6 +160,7 @@ static void dup_track(int oldfd, int newfd)
 	int saved = errno;
 	struct pl_sock *prev = pl_fd_take(newfd); /* dup2/dup3 closed whatever NEWFD was */
 	pl_sock_put(prev);
+	pl_tcpstat_dup(oldfd, newfd);
 	struct pl_sock *s = pl_sock_get(oldfd);
 	if (s) {
 		pl_fd_install(newfd, s);
@@ -332,6 +334,8 @@ NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		unsigned hi = (unsigned)atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 		for (unsigned fd = first; fd <= last && fd < hi; fd++)
 			pl_sock_put(pl_fd_take((int)fd));
+		for (unsigned fd = first; fd <= last && fd < (unsigned)pl_nfds; fd++)
+			pl_tcpstat_closed((int)fd);
 		errno = saved;
 	}
 	return r;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* `ntbsock stat`: the live NTB connections of every process on this host, read from the
- * host-local connection tables of the config's links (tp_stat_list()). */
+/* `ntbsock stat`: the live connections of every process on this host under the library: NTB
+ * ones from the host-local connection tables of the config's links (tp_stat_list()), those
+ * that stayed TCP from the host-wide TCP table (tp_tcpstat_list()). */
 #include "tools/tools_int.h"
 
 #include <errno.h>
@@ -9,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "conf/conf.h"
 #include "ntb/ntb.h"
@@ -93,6 +96,58 @@ static int collect_link(const struct conf_link *cl, struct stat_rows *rows)
 	return n < 0 ? n : 0;
 }
 
+/* "a.b.c.d:port" / "[v6]:port" of a stored sockaddr, "-" when unknown. */
+static void fmt_addr(const uint8_t b[28], char *out, size_t len)
+{
+	struct sockaddr_in6 s6;
+	struct sockaddr_in s4;
+	char a[INET6_ADDRSTRLEN];
+	sa_family_t fam;
+
+	memcpy(&fam, b, sizeof(fam));
+	if (fam == AF_INET) {
+		memcpy(&s4, b, sizeof(s4));
+		inet_ntop(AF_INET, &s4.sin_addr, a, sizeof(a));
+		snprintf(out, len, "%s:%u", a, (unsigned)ntohs(s4.sin_port));
+	} else if (fam == AF_INET6) {
+		memcpy(&s6, b, sizeof(s6));
+		inet_ntop(AF_INET6, &s6.sin6_addr, a, sizeof(a));
+		snprintf(out, len, "[%s]:%u", a, (unsigned)ntohs(s6.sin6_port));
+	} else {
+		snprintf(out, len, "-");
+	}
+}
+
+/* Append the connections that stayed TCP (NTBSOCK_STAT_TCP names the table, as for the
+ * library) to ROWS. */
+static int collect_tcp(struct stat_rows *rows)
+{
+	const char *path = getenv("NTBSOCK_STAT_TCP");
+	struct tp_tcpstat_entry *ents = calloc(TP_TCPSTAT_MAX, sizeof(*ents));
+	int n;
+
+	if (!ents)
+		return -ENOMEM;
+	n = tp_tcpstat_list(path && path[0] ? path : NULL, ents, TP_TCPSTAT_MAX);
+	for (int i = 0; i < n && i < TP_TCPSTAT_MAX; i++) {
+		struct tool_stat_row *r = rows_add(rows);
+
+		if (!r) {
+			free(ents);
+			return -ENOMEM;
+		}
+		r->pid = ents[i].pid;
+		r->fd = ents[i].fd;
+		r->ntb = false;
+		fmt_addr(ents[i].local.bytes, r->local, sizeof(r->local));
+		fmt_addr(ents[i].remote.bytes, r->remote, sizeof(r->remote));
+		snprintf(r->state, sizeof(r->state), "open");
+		snprintf(r->reason, sizeof(r->reason), "%s", ents[i].reason);
+	}
+	free(ents);
+	return 0;
+}
+
 static int load_conf(const char *conf_arg, struct conf **ret_conf)
 {
 	char path[PATH_MAX];
@@ -161,6 +216,8 @@ int cmd_stat(int argc, char **argv)
 			fprintf(stderr, "ntbsock stat: link %s: %s\n", conf->links[i].name,
 				strerror(-rc));
 	}
+	if (rc == 0 && (rc = collect_tcp(&rows)) < 0)
+		fprintf(stderr, "ntbsock stat: tcp connections: %s\n", strerror(-rc));
 	if (rc == 0) {
 		if (json)
 			tool_stat_print_json(stdout, rows.v, rows.n);

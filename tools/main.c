@@ -44,15 +44,16 @@ static const struct tool_cmd commands[] = {
 	  "Exit status: 0 when the config is valid, 1 with the error (FILE:LINE: ...)\n"
 	  "otherwise, 2 on a usage error.\n",
 	  cmd_check },
-	{ "stat", "show the live NTB connections of all processes on this host",
+	{ "stat", "show the live connections (ntb and tcp) of all processes on this host",
 	  "usage: ntbsock stat [--json] [-c CONF]\n"
 	  "\n"
-	  "List the NTB connections of every process on this host, read from the\n"
-	  "transport's host-local tables of the config's links: pid, fd, local and remote\n"
-	  "address, mode and state, bytes and messages each way per protocol\n"
-	  "(inline/short/long), retransmissions, checksum errors and queue fill.\n"
-	  "Connections that fell back to TCP are not listed; their process logs why at\n"
-	  "level info (NTBSOCK_LOG=info).\n"
+	  "List the connections of every process on this host running under the library.\n"
+	  "NTB ones come from the transport's host-local tables of the config's links: pid,\n"
+	  "fd, local and remote address, mode and state, bytes and messages each way per\n"
+	  "protocol (inline/short/long), retransmissions, checksum errors and queue fill.\n"
+	  "Connections that stayed TCP (connect or accept decided by the library) come from\n"
+	  "the host-wide table /dev/shm/ntbsock-stat-tcp (NTBSOCK_STAT_TCP overrides it):\n"
+	  "mode tcp and the reason (e.g. not configured, no listener, link down).\n"
 	  "\n"
 	  "  -c, --conf CONF  the config whose links to inspect (default: as for check)\n"
 	  "      --json       print one JSON document instead of a table\n"

@@ -206,4 +206,25 @@ struct tp_stat_entry {
 };
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max);
 
+/* ADDED: host-wide table of connections that stayed TCP (tp_tcpstat.c), for `ntbsock stat`.
+ * A shared file of TP_TCPSTAT_MAX fixed slots (PATH NULL = TP_TCPSTAT_PATH; mode 0600,
+ * created O_EXCL, opened O_NOFOLLOW, magic/size checked: a foreign file is never used).
+ * tp_tcpstat_add() registers (PID, FD, socket inode INO, local/remote address, REASON) and
+ * returns the slot id (>= 0) or a negative errno; tp_tcpstat_del(id, pid) removes it.
+ * tp_tcpstat_list() copies live entries (dead pids and closed fds left out) into OUT (at most
+ * MAX) and returns how many there are (0 when the file is missing or unusable). */
+#define TP_TCPSTAT_PATH   "/dev/shm/ntbsock-stat-tcp"
+#define TP_TCPSTAT_MAX    1024
+#define TP_TCPSTAT_REASON 48
+struct sockaddr;
+struct tp_tcpstat_entry {
+	int pid, fd;
+	struct { uint8_t bytes[28]; } local, remote; /* sockaddr_in/_in6; family 0 unknown */
+	char reason[TP_TCPSTAT_REASON];
+};
+int tp_tcpstat_add(const char *path, int pid, int fd, uint64_t ino, const struct sockaddr *l,
+		   const struct sockaddr *r, const char *reason);
+void tp_tcpstat_del(int id, int pid);
+int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max);
+
 #endif

@@ -33,7 +33,7 @@ pl_cleanup() {
 	for p in $PL_PIDS; do kill "$p" 2>/dev/null; done
 	sleep 0.2
 	for p in $PL_PIDS; do kill -9 "$p" 2>/dev/null; done
-	[ -n "$PL_LINK" ] && rm -f "$PL_LINK" "$PL_LINK".side0 "$PL_LINK".side1
+	[ -n "$PL_LINK" ] && rm -f "$PL_LINK" "$PL_LINK".side0 "$PL_LINK".side1 "$PL_LINK".stat-tcp
 	[ -n "$PL_TMP" ] && rm -rf "$PL_TMP"
 }
 
@@ -52,6 +52,9 @@ pl_setup() {
 	fi
 	PL_TMP=$(mktemp -d "/tmp/ntbsock-test-$1-XXXXXX")
 	PL_LINK=/dev/shm/ntbsock-test-$1-$$
+	# The host-wide table of TCP fallbacks (`ntbsock stat`): private to the test.
+	NTBSOCK_STAT_TCP=$PL_LINK.stat-tcp
+	export NTBSOCK_STAT_TCP
 	trap pl_cleanup EXIT
 	trap 'exit 1' INT TERM
 	for h in a b; do
