@@ -245,6 +245,7 @@ void pl_cand_closed(int fd);    /* FD closed (as a socket or as an epoll set) */
 void pl_tcpstat_add(int fd, const struct sockaddr *remote, const char *reason);
 void pl_tcpstat_closed(int fd);           /* before the real close: FD no longer names it */
 void pl_tcpstat_dup(int oldfd, int newfd); /* after a successful dup into NEWFD */
+void pl_tcpstat_closed_range(unsigned first, unsigned last); /* after close_range() */
 /* A successful kernel epoll_ctl on a candidate: remember (ADD/MOD) or forget (DEL). */
 void pl_cand_epoll(int epfd, int op, int fd, const struct epoll_event *ev);
 /* connect() made FD (object S) NTB: move its kernel epoll registrations into the shadows. */

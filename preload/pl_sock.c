@@ -334,8 +334,7 @@ NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		unsigned hi = (unsigned)atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 		for (unsigned fd = first; fd <= last && fd < hi; fd++)
 			pl_sock_put(pl_fd_take((int)fd));
-		for (unsigned fd = first; fd <= last && fd < (unsigned)pl_nfds; fd++)
-			pl_tcpstat_closed((int)fd);
+		pl_tcpstat_closed_range(first, last);
 		errno = saved;
 	}
 	return r;

@@ -16,9 +16,10 @@
 #include "util/log.h"
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static _Atomic int *ids;                     /* by fd: slot id + 1; 0 none */
+static _Atomic int *_Atomic ids_map;        /* by fd: slot id + 1; 0 none (set once) */
 static _Atomic int refs[TP_TCPSTAT_MAX];     /* this process's fds naming each slot */
 static char path[256];                       /* "" = TP_TCPSTAT_PATH */
+static _Atomic int fd_hi;                    /* above every fd ever given an id */
 
 static void init(void)
 {
@@ -27,8 +28,25 @@ static void init(void)
 
 	if (p && strlen(p) < sizeof(path))
 		strcpy(path, p);
-	if (pl_nfds > 0)
-		ids = calloc((size_t)pl_nfds, sizeof(*ids));
+	if (pl_nfds > 0) {
+		_Atomic int *m = calloc((size_t)pl_nfds, sizeof(*m));
+		/* Release pairs with the acquire load in map(): the zeroed array is seen whole. */
+		atomic_store_explicit(&ids_map, m, memory_order_release);
+	}
+}
+
+static void raise_hi(int fd)
+{
+	int hi = atomic_load_explicit(&fd_hi, memory_order_relaxed);
+
+	while (hi <= fd && !atomic_compare_exchange_weak_explicit(&fd_hi, &hi, fd + 1,
+			memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
+static _Atomic int *map(void)
+{
+	return atomic_load_explicit(&ids_map, memory_order_acquire);
 }
 
 void pl_tcpstat_add(int fd, const struct sockaddr *remote, const char *reason)
@@ -37,8 +55,10 @@ void pl_tcpstat_add(int fd, const struct sockaddr *remote, const char *reason)
 	socklen_t ll = sizeof(l), rl = sizeof(r);
 	struct stat st;
 	int saved = errno, id;
+	_Atomic int *ids;
 
 	pthread_once(&once, init);
+	ids = map();
 	if (!ids || fd < 0 || fd >= pl_nfds || strcmp(path, "off") == 0)
 		goto out;
 	memset(&l, 0, sizeof(l));
@@ -59,6 +79,7 @@ void pl_tcpstat_add(int fd, const struct sockaddr *remote, const char *reason)
 		goto out;
 	}
 	atomic_store_explicit(&refs[id], 1, memory_order_relaxed);
+	raise_hi(fd);
 	int old = atomic_exchange_explicit(&ids[fd], id + 1, memory_order_relaxed);
 	if (old > 0 && atomic_fetch_sub_explicit(&refs[old - 1], 1, memory_order_relaxed) == 1)
 		tp_tcpstat_del(old - 1, (int)getpid());
@@ -68,6 +89,7 @@ out:
 
 void pl_tcpstat_closed(int fd)
 {
+	_Atomic int *ids = map();
 	int x;
 
 	if (!ids || fd < 0 || fd >= pl_nfds ||
@@ -83,6 +105,7 @@ void pl_tcpstat_closed(int fd)
 
 void pl_tcpstat_dup(int oldfd, int newfd)
 {
+	_Atomic int *ids = map();
 	int x;
 
 	pl_tcpstat_closed(newfd); /* dup2/dup3 closed whatever NEWFD was */
@@ -91,6 +114,15 @@ void pl_tcpstat_dup(int oldfd, int newfd)
 	x = atomic_load_explicit(&ids[oldfd], memory_order_relaxed);
 	if (x > 0) {
 		atomic_fetch_add_explicit(&refs[x - 1], 1, memory_order_relaxed);
+		raise_hi(newfd);
 		atomic_store_explicit(&ids[newfd], x, memory_order_relaxed);
 	}
+}
+
+void pl_tcpstat_closed_range(unsigned first, unsigned last)
+{
+	unsigned hi = (unsigned)atomic_load_explicit(&fd_hi, memory_order_relaxed);
+
+	for (unsigned fd = first; fd <= last && fd < hi; fd++)
+		pl_tcpstat_closed((int)fd);
 }
