@@ -3,6 +3,7 @@
  * before the kernel connect, attach accepted connections, advertise listeners, and log one
  * line per connection saying which path it took and why. */
 #include "preload/pl_int.h"
+#include "glue/conf_params.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,44 +15,16 @@
 
 void pl_link_params(const struct conf_link *cl, struct ntb_link_params *p)
 {
-	ntb_link_params_init(p);
-	snprintf(p->name, sizeof(p->name), "%s", cl->name);
-	p->backend = cl->backend == CONF_BACKEND_PCI ? NTB_BACKEND_PCI : NTB_BACKEND_SHM;
-	p->side = cl->side;
-	p->window_size = cl->window_size;
-	snprintf(p->path, sizeof(p->path), "%s", cl->path);
-	p->mode = cl->mode;
-	p->group = cl->group;
-	p->allow_foreign_owner = cl->allow_foreign_owner;
-	snprintf(p->device, sizeof(p->device), "%s", cl->device);
-	p->bar = cl->bar;
-	p->heartbeat_ms = cl->heartbeat_ms;
-	p->link_timeout_ms = cl->link_timeout_ms;
-	p->fault.enabled = cl->fault.enabled;
-	p->fault.drop = cl->fault.drop;
-	p->fault.corrupt = cl->fault.corrupt;
-	p->fault.delay_us = cl->fault.delay_us;
-	p->fault.seed = cl->fault.seed;
+	glue_link_params(cl, p);
 }
 
 void pl_tp_params(const struct conf_tunables *t, struct tp_params *p)
 {
-	tp_params_init(p);
-	p->queue_size = t->queue_size;
-	p->inline_slots = t->inline_slots;
-	p->inline_max = t->inline_max;
-	p->short_max = t->short_max;
-	p->contexts = t->contexts;
-	p->cnct_timeout_ms = t->cnct_timeout_ms;
-	p->send_timeout_ms = t->send_timeout_ms;
-	p->recv_timeout_ms = t->recv_timeout_ms;
-	p->detect_timeout_ms = t->detect_timeout_ms;
-	p->max_err = t->max_err;
+	glue_tp_params(t, p);
 	/* preload spins itself, yielding the CPU (pl_wait(), poll/epoll); the transport's waits
 	 * then sleep at once. */
 	pl_spin_us = t->spin_us;
 	p->spin_us = 0;
-	p->setup_timeout_ms = t->setup_timeout_ms;
 }
 
 uint32_t pl_spin_us;

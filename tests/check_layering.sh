@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Dependencies point one way (DESIGN.md §2): preload → transport → ntb → util, preload → conf
-# → util, tools → anything but preload. Fails naming each #include that breaks the rule.
+# → util, glue (conf → ntb/transport parameters) → transport/ntb/conf/util, tools → anything
+# but preload. Fails naming each #include that breaks the rule.
 cd "$(dirname "$0")/.." || exit 1
 bad=0
 check() { # dir allowed-dirs...
@@ -17,7 +18,8 @@ check() { # dir allowed-dirs...
 	done
 }
 out=$( { check util; check ntb util; check conf util; check transport ntb util;
-	 check preload transport ntb conf util; check tools transport ntb conf util; } )
+	 check glue transport ntb conf util;
+	 check preload glue transport ntb conf util; check tools glue transport ntb conf util; } )
 if printf '%s' "$out" | grep -q '^x$'; then
 	printf '%s\n' "$out" | grep -v '^x$'
 	exit 1

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* `ntbsock check`: validate a config, print its resolved view and the state of each link. */
 #include "tools/tools_int.h"
+#include "glue/conf_params.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -26,28 +27,6 @@ const char *tool_size_str(uint64_t v, char *buf, size_t len)
 	}
 	snprintf(buf, len, "%llu %s", (unsigned long long)v, units[u]);
 	return buf;
-}
-
-void tool_link_params_from_conf(const struct conf_link *cl, struct ntb_link_params *p)
-{
-	ntb_link_params_init(p);
-	snprintf(p->name, sizeof(p->name), "%s", cl->name);
-	p->backend = cl->backend == CONF_BACKEND_PCI ? NTB_BACKEND_PCI : NTB_BACKEND_SHM;
-	p->side = cl->side;
-	p->window_size = cl->window_size;
-	snprintf(p->path, sizeof(p->path), "%s", cl->path);
-	p->mode = cl->mode;
-	p->group = cl->group;
-	p->allow_foreign_owner = cl->allow_foreign_owner;
-	snprintf(p->device, sizeof(p->device), "%s", cl->device);
-	p->bar = cl->bar;
-	p->heartbeat_ms = cl->heartbeat_ms;
-	p->link_timeout_ms = cl->link_timeout_ms;
-	p->fault.enabled = cl->fault.enabled;
-	p->fault.drop = cl->fault.drop;
-	p->fault.corrupt = cl->fault.corrupt;
-	p->fault.delay_us = cl->fault.delay_us;
-	p->fault.seed = cl->fault.seed;
 }
 
 static void print_side(int side, int claims, bool enabled, uint32_t epoch)
@@ -85,7 +64,7 @@ static int print_link_state(const struct conf_link *cl)
 	} else {
 		printf("device %s\n", cl->device[0] ? cl->device : "(first profile match)");
 	}
-	tool_link_params_from_conf(cl, &p);
+	glue_link_params(cl, &p);
 	p.inspect_only = true;
 	p.fault.enabled = false;
 	rc = ntb_link_open(&p, &link);

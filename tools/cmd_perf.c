@@ -3,6 +3,7 @@
  * private shm link, a message-size sweep of verified one-way streaming and ping-pong latency,
  * and the reference limits (memcpy bandwidth, cache-line latency) measured in the same run. */
 #include "tools/perf_int.h"
+#include "glue/conf_params.h"
 #include "tools/tools_int.h"
 
 #include <errno.h>
@@ -254,23 +255,6 @@ static void print_reference(int cpu_a, int cpu_b)
 
 /* --- options ---------------------------------------------------------------------------------- */
 
-static void tp_params_from_conf(const struct conf_tunables *t, struct tp_params *p)
-{
-	tp_params_init(p);
-	p->queue_size = t->queue_size;
-	p->inline_slots = t->inline_slots;
-	p->inline_max = t->inline_max;
-	p->short_max = t->short_max;
-	p->contexts = t->contexts;
-	p->cnct_timeout_ms = t->cnct_timeout_ms;
-	p->send_timeout_ms = t->send_timeout_ms;
-	p->recv_timeout_ms = t->recv_timeout_ms;
-	p->detect_timeout_ms = t->detect_timeout_ms;
-	p->max_err = t->max_err;
-	p->spin_us = t->spin_us;
-	p->setup_timeout_ms = t->setup_timeout_ms;
-}
-
 static int apply_conf(const char *conf_arg, struct perf_opts *o)
 {
 	char path[PATH_MAX];
@@ -291,12 +275,12 @@ static int apply_conf(const char *conf_arg, struct perf_opts *o)
 		conf_free(conf);
 		return rc;
 	}
-	tp_params_from_conf(&conf->tunables, &o->tpp);
+	glue_tp_params(&conf->tunables, &o->tpp);
 	if (conf->n_links > 0) {
 		struct ntb_link_params lp;
 
 		/* The link's shape and faults; name, path and side stay private to this run. */
-		tool_link_params_from_conf(&conf->links[0], &lp);
+		glue_link_params(&conf->links[0], &lp);
 		o->lp.window_size = lp.window_size;
 		o->lp.heartbeat_ms = lp.heartbeat_ms;
 		o->lp.link_timeout_ms = lp.link_timeout_ms;

@@ -3,6 +3,7 @@
  * ones from the host-local connection tables of the config's links (tp_stat_list()), those
  * that stayed TCP from the host-wide TCP table (tp_tcpstat_list()). */
 #include "tools/tools_int.h"
+#include "glue/conf_params.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -50,7 +51,7 @@ static int collect_link(const struct conf_link *cl, struct stat_rows *rows)
 	struct tp_stat_entry *ents = NULL;
 	int max = 256, n;
 
-	tool_link_params_from_conf(cl, &lp);
+	glue_link_params(cl, &lp);
 	for (;;) {
 		struct tp_stat_entry *e = realloc(ents, (size_t)max * sizeof(*e));
 

@@ -77,7 +77,6 @@ struct conf_link;
 struct ntb_link_params;
 
 /* Copy a config link into ntb link parameters (the structs map 1:1). */
-void tool_link_params_from_conf(const struct conf_link *cl, struct ntb_link_params *p);
 
 /* "16 MiB", "4 KiB", "12345 B" (the largest binary unit that divides V). */
 const char *tool_size_str(uint64_t v, char *buf, size_t len);

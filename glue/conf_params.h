@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+/* The one place that turns the config file's plain structs (conf/) into the parameter structs
+ * of ntb/ and transport/. conf/ may not include those layers, so this header sits above all
+ * three and is used by preload/ and tools/ alike: a field added to a link or to the tunables is
+ * mapped here once. */
+#ifndef NTBSOCK_GLUE_CONF_PARAMS_H
+#define NTBSOCK_GLUE_CONF_PARAMS_H
+
+#include <stdio.h>
+
+#include "conf/conf.h"
+#include "ntb/ntb.h"
+#include "transport/transport.h"
+
+/* Fill RET with the ntb parameters of config link CL (defaults first, then every field). */
+static inline void glue_link_params(const struct conf_link *cl, struct ntb_link_params *ret)
+{
+	ntb_link_params_init(ret);
+	snprintf(ret->name, sizeof(ret->name), "%s", cl->name);
+	ret->backend = cl->backend == CONF_BACKEND_PCI ? NTB_BACKEND_PCI : NTB_BACKEND_SHM;
+	ret->side = cl->side;
+	ret->window_size = cl->window_size;
+	snprintf(ret->path, sizeof(ret->path), "%s", cl->path);
+	ret->mode = cl->mode;
+	ret->group = cl->group;
+	ret->allow_foreign_owner = cl->allow_foreign_owner;
+	snprintf(ret->device, sizeof(ret->device), "%s", cl->device);
+	ret->bar = cl->bar;
+	ret->heartbeat_ms = cl->heartbeat_ms;
+	ret->link_timeout_ms = cl->link_timeout_ms;
+	ret->fault.enabled = cl->fault.enabled;
+	ret->fault.drop = cl->fault.drop;
+	ret->fault.corrupt = cl->fault.corrupt;
+	ret->fault.delay_us = cl->fault.delay_us;
+	ret->fault.seed = cl->fault.seed;
+}
+
+/* Fill RET with the transport tunables of T (same names, one to one). */
+static inline void glue_tp_params(const struct conf_tunables *t, struct tp_params *ret)
+{
+	tp_params_init(ret);
+	ret->queue_size = t->queue_size;
+	ret->inline_slots = t->inline_slots;
+	ret->inline_max = t->inline_max;
+	ret->short_max = t->short_max;
+	ret->contexts = t->contexts;
+	ret->cnct_timeout_ms = t->cnct_timeout_ms;
+	ret->send_timeout_ms = t->send_timeout_ms;
+	ret->recv_timeout_ms = t->recv_timeout_ms;
+	ret->detect_timeout_ms = t->detect_timeout_ms;
+	ret->max_err = t->max_err;
+	ret->spin_us = t->spin_us;
+	ret->setup_timeout_ms = t->setup_timeout_ms;
+}
+
+#endif
