@@ -387,6 +387,12 @@ unsigned tp_poll(struct tp_conn *c)
 	return poll_bits(c, true);
 }
 
+unsigned tp_poll_peek(struct tp_conn *c)
+{
+	/* (preload/ spins on this and arms with tp_poll() only right before it sleeps) */
+	return poll_bits(c, false);
+}
+
 int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 {
 	uint64_t start = tp_now_ms();

@@ -136,6 +136,9 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 #define TP_EV_HUP   0x8  /* both directions finished */
 #define TP_EV_ERR   0x10 /* reset / failed; tp_conn_error() says why */
 unsigned tp_poll(struct tp_conn *c);
+/* ADDED: tp_poll() without arming the peer's doorbell (for spinning: the peer's sends stay
+ * free of doorbells); a caller that then sleeps on tp_event_fd() must call tp_poll() first. */
+unsigned tp_poll_peek(struct tp_conn *c);
 
 /* Wait until (tp_poll(c) & EVENTS) or TIMEOUT_MS (-1 forever): spin for the configured
  * budget, then sleep on the doorbell. Returns the ready bits, 0 on timeout, -EINTR. */
