@@ -66,10 +66,23 @@ void perf_key(struct tp_key *k, pid_t pid)
 	k->bytes[TP_KEY_PORT_OFF + 1] = PERF_PORT & 0xff;
 }
 
+/* Whether a wait has lasted PERF_STALL_MS since *SINCE; the clock is read only while waiting
+ * (*SINCE 0: the first wait since progress starts the count), never per message. */
+static bool stalled(uint64_t *since)
+{
+	uint64_t now = tool_now_ns();
+
+	if (!*since) {
+		*since = now;
+		return false;
+	}
+	return now - *since > (uint64_t)PERF_STALL_MS * 1000000u;
+}
+
 /* Send LEN bytes from BUF, waiting for queue room; 0 or a negative errno. */
 int perf_send_all(struct tp_conn *c, const uint8_t *buf, size_t len)
 {
-	uint64_t last = tool_now_ns();
+	uint64_t last = 0;
 
 	while (len) {
 		struct iovec iov = { (void *)buf, len };
@@ -78,12 +91,12 @@ int perf_send_all(struct tp_conn *c, const uint8_t *buf, size_t len)
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
-			last = tool_now_ns();
+			last = 0;
 			continue;
 		}
 		if (n != -EAGAIN)
 			return n ? (int)n : -EPIPE;
-		if (tool_now_ns() - last > (uint64_t)PERF_STALL_MS * 1000000u)
+		if (stalled(&last))
 			return -ETIMEDOUT;
 		int w = tp_wait(c, TP_EV_OUT | TP_EV_ERR, 1000);
 		if (w < 0 && w != -EINTR)
@@ -95,7 +108,7 @@ int perf_send_all(struct tp_conn *c, const uint8_t *buf, size_t len)
 /* Receive exactly LEN bytes into BUF; 0, -EPIPE at a premature end of stream, or an errno. */
 int perf_recv_all(struct tp_conn *c, uint8_t *buf, size_t len)
 {
-	uint64_t last = tool_now_ns();
+	uint64_t last = 0;
 
 	while (len) {
 		struct iovec iov = { buf, len };
@@ -104,14 +117,14 @@ int perf_recv_all(struct tp_conn *c, uint8_t *buf, size_t len)
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
-			last = tool_now_ns();
+			last = 0;
 			continue;
 		}
 		if (n == 0)
 			return -EPIPE;
 		if (n != -EAGAIN)
 			return (int)n;
-		if (tool_now_ns() - last > (uint64_t)PERF_STALL_MS * 1000000u)
+		if (stalled(&last))
 			return -ETIMEDOUT;
 		int w = tp_wait(c, TP_EV_IN | TP_EV_ERR, 1000);
 		if (w < 0 && w != -EINTR)
@@ -207,11 +220,12 @@ static int child_echo(struct tp_conn *c, const uint8_t *pattern, uint8_t *buf, s
 
 		if (rc < 0)
 			return rc;
-		if (memcmp(buf, pattern + tool_pattern_offset(n), size) != 0)
-			ok = false;
 		rc = perf_send_all(c, buf, size);
 		if (rc < 0)
 			return rc;
+		/* verified after the echo left: the check is not part of the round trip */
+		if (memcmp(buf, pattern + tool_pattern_offset(n), size) != 0)
+			ok = false;
 	}
 	*ret_verified = ok;
 	return 0;
