@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: MIT
-/* Connection set-up rate for bench/bench.sh: a client that connects, sends one byte, reads the
- * server's one-byte answer and closes, as fast as it can; a server that accepts, answers and
- * closes. The byte exchange makes each connection carry data, so ntbsock must finish its NTB
- * negotiation for every connection. Run both with and without the library.
+/* Connection set-up rate for bench/bench.sh and tests: a client that connects, sends one byte,
+ * reads the server's one-byte answer and closes, as fast as it can; a server that accepts,
+ * answers and closes. The byte exchange makes each connection carry data, so ntbsock must
+ * finish its NTB negotiation for every connection. Run both with and without the library.
  *
- *   connrate server ADDR PORT                -> serves until killed
- *   connrate client ADDR PORT SECONDS        -> "CONNECTIONS_PER_S CONNECTIONS"
- */
+ *   connrate server ADDR PORT [eof]
+ *       serves until killed; with "eof" it closes only after the client's end of stream, so
+ *       the client always closes first (its ports go to TIME_WAIT)
+ *   connrate client ADDR PORT SECONDS [COUNT [MAX_PER_S]]
+ *       stops after SECONDS or COUNT connections (0: no limit), at most MAX_PER_S connections
+ *       per second (0: no limit); prints "CONNECTIONS_PER_S CONNECTIONS FAILED"
+ *
+ * CONNRATE_REPORT=SECONDS makes the client print "ELAPSED_S CONNECTIONS_PER_S CONNECTIONS" to
+ * stderr for every interval of that length (the rate over time). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -34,7 +40,7 @@ static int addr_of(const char *ip, const char *port, struct sockaddr_in *sa)
 	return inet_pton(AF_INET, ip, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
-static int serve(const struct sockaddr_in *sa)
+static int serve(const struct sockaddr_in *sa, int wait_eof)
 {
 	int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -53,8 +59,9 @@ static int serve(const struct sockaddr_in *sa)
 			perror("accept");
 			return 1;
 		}
-		if (read(fd, &c, 1) == 1)
-			(void)!write(fd, &c, 1);
+		if (read(fd, &c, 1) == 1 && write(fd, &c, 1) == 1 && wait_eof)
+			while (read(fd, &c, 1) > 0)
+				;
 		close(fd);
 	}
 }
@@ -74,21 +81,34 @@ static int one_connection(const struct sockaddr_in *sa)
 	return ok ? 0 : -1;
 }
 
-static int client(const struct sockaddr_in *sa, double secs)
+static int client(const struct sockaddr_in *sa, double secs, long count, double max_rate)
 {
-	double t0 = now_s(), t = t0;
-	long n = 0, failed = 0;
+	const char *rep = getenv("CONNRATE_REPORT");
+	double t0 = now_s(), t = t0, every = rep ? atof(rep) : 0, next = t0 + every;
+	long n = 0, failed = 0, n_last = 0;
 
-	while (t - t0 < secs) {
-		if (one_connection(sa) == 0)
+	while (t - t0 < secs && (count <= 0 || n + failed < count)) {
+		if (one_connection(sa) == 0) {
 			n++;
-		else if (++failed > 100) {
+		} else if (++failed > 100) {
 			perror("connrate client");
+			printf("%.1f %ld %ld\n", n / (t - t0), n, failed);
 			return 1;
 		}
 		t = now_s();
+		if (max_rate > 0 && (n + failed) / max_rate > t - t0) {
+			double d = (n + failed) / max_rate - (t - t0);
+			struct timespec ts = { (time_t)d, (long)((d - (time_t)d) * 1e9) };
+			nanosleep(&ts, NULL);
+			t = now_s();
+		}
+		if (every > 0 && t >= next) {
+			fprintf(stderr, "%.1f %.1f %ld\n", t - t0, (n - n_last) / (t - next + every), n);
+			n_last = n;
+			next = t + every;
+		}
 	}
-	printf("%.1f %ld\n", n / (t - t0), n);
+	printf("%.1f %ld %ld\n", n / (t - t0), n, failed);
 	return 0;
 }
 
@@ -98,8 +118,12 @@ int main(int argc, char **argv)
 
 	if (argc < 4 || addr_of(argv[2], argv[3], &sa) < 0 ||
 	    (strcmp(argv[1], "server") && (strcmp(argv[1], "client") || argc < 5))) {
-		fprintf(stderr, "usage: connrate server ADDR PORT | client ADDR PORT SECONDS\n");
+		fprintf(stderr, "usage: connrate server ADDR PORT [eof] | "
+			"client ADDR PORT SECONDS [COUNT [MAX_PER_S]]\n");
 		return 2;
 	}
-	return argv[1][0] == 's' ? serve(&sa) : client(&sa, atof(argv[4]));
+	if (argv[1][0] == 's')
+		return serve(&sa, argc > 4 && !strcmp(argv[4], "eof"));
+	return client(&sa, atof(argv[4]), argc > 5 ? atol(argv[5]) : 0,
+		      argc > 6 ? atof(argv[6]) : 0);
 }

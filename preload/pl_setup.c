@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -194,11 +195,12 @@ bool pl_is_tcp_stream(int fd)
 	return proto == IPPROTO_TCP;
 }
 
-/* Bind FD to this host's address (family of DST, ephemeral port) so the 4-tuple is known
- * before the kernel connect, and the peer recognises our source address. */
-static int bind_host_addr(int fd, const struct sockaddr *dst)
+/* Bind FD to this host's address (family of DST), so that the peer recognises our source
+ * address. With NO_PORT the port is left to connect(), which picks it with the 4-tuple check
+ * and may reuse ports in TIME_WAIT; without, the kernel picks it now. */
+static int bind_host_addr(int fd, const struct sockaddr *dst, bool no_port)
 {
-	int fam_sock = dst->sa_family;
+	int fam_sock = dst->sa_family, one = 1;
 	bool want_v4 = dst->sa_family == AF_INET ||
 		       (dst->sa_family == AF_INET6 &&
 			IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)dst)->sin6_addr));
@@ -229,6 +231,9 @@ static int bind_host_addr(int fd, const struct sockaddr *dst)
 		} else {
 			continue;
 		}
+		if (no_port && pl_real.setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one,
+						  sizeof(one)) < 0)
+			return -errno;
 		if (pl_real.bind(fd, (struct sockaddr *)&ss, len) == 0)
 			return 0;
 		return -errno;
@@ -314,6 +319,161 @@ static int connect_tcp(int fd, const struct sockaddr *dst, socklen_t dlen, const
 	return r;
 }
 
+/* --- connect with the port chosen by the kernel ---------------------------------------------------
+ *
+ * The NTB set-up is keyed by the 4-tuple, and the server's accept() looks the key up at once. An
+ * explicit bind to port 0 would give the 4-tuple before the connect, but such a bind cannot
+ * reuse a port in TIME_WAIT (it scans the whole ephemeral range when that is full), and with
+ * ntbsock the client often closes first. So the port is left to connect(), and the server is
+ * kept from accepting until the reservation exists: TCP_DEFER_ACCEPT on a connecting socket
+ * makes the kernel hold back the ACK that completes the handshake (connect() itself still
+ * completes on the SYN-ACK); once tp_connect() has reserved the path under the now known
+ * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK. The kernel sends it anyway
+ * when its delayed-ACK timer fires (200 ms) or a SYN-ACK is retransmitted; if that happened
+ * before the reservation, the server may have accepted without finding it, so the
+ * connection stays TCP (handshake_acked()). */
+
+/* struct tcp_info as the kernel fills it since Linux 4.2 (glibc's stops at tcpi_total_retrans). */
+struct pl_tcp_info {
+	struct tcp_info base;
+	uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+	uint32_t segs_out, segs_in;
+};
+
+static void hold_ack(int fd, bool hold)
+{
+	int on = hold, one = 1;
+
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &on, sizeof(on));
+	if (!hold) /* sends the held ACK, if any (only in ESTABLISHED: else a no-op) */
+		pl_real.setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+}
+
+/* Has FD's kernel sent the ACK completing its handshake? It has sent only SYNs until then:
+ * one, plus each retransmission. True when that cannot be told. */
+static bool handshake_acked(int fd)
+{
+	struct pl_tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (pl_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
+	    l < offsetof(struct pl_tcp_info, segs_in))
+		return true;
+	if (ti.base.tcpi_state == TCP_SYN_SENT)
+		return false;
+	return ti.segs_out > 1u + ti.base.tcpi_total_retrans;
+}
+
+/* The NTB set-up failed after the kernel connect (R, errno E) was made: release the held ACK,
+ * and under the "error" fall-back policy dissolve the TCP connection again (connect(AF_UNSPEC):
+ * the server never accepted it) and fail. */
+static int connect_late_tcp(int fd, const struct sockaddr *dst, int r, int e, const char *desc,
+			    const char *reason, enum tp_reason why)
+{
+	hold_ack(fd, false);
+	if (!reason)
+		reason = tp_reason_str(why);
+	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, desc, reason);
+	if (pl_conf->fallback == CONF_FALLBACK_ERROR) {
+		struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+		pl_real.connect(fd, &unspec, sizeof(unspec));
+		errno = why == TP_REASON_LINK_DOWN ? ENETUNREACH : ECONNREFUSED;
+		return -1;
+	}
+	pl_tcpstat_add(fd, dst, reason);
+	errno = e;
+	return r;
+}
+
+/* FD is bound to a host address without a port (IP_BIND_ADDRESS_NO_PORT): connect, reserve
+ * the NTB path under the 4-tuple, then let the handshake complete. Same results as
+ * pl_connect(). */
+static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct tp_link *link,
+			int link_index, int saved_errno)
+{
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	enum tp_reason why = TP_REASON_NONE;
+	struct tp_conn *conn = NULL;
+	struct tp_key key;
+	char desc[128];
+	int r, e;
+
+	hold_ack(fd, true);
+	errno = saved_errno;
+	r = pl_real.connect(fd, dst, dlen);
+	e = errno;
+	if (r < 0 && e != EINPROGRESS && e != EINTR) {
+		/* refused, unreachable, no port left...: as over TCP */
+		hold_ack(fd, false);
+		addr_str(dst, desc, sizeof(desc));
+		LOG(LL_DEBUG, "fd %d -> %s: connect failed: %s", fd, desc, strerror(e));
+		errno = e;
+		return -1;
+	}
+	/* The port is assigned now, also for a connect still in progress. */
+	if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0 ||
+	    pl_key_build((struct sockaddr *)&local, dst, &key) < 0) {
+		addr_str(dst, desc, sizeof(desc));
+		return connect_late_tcp(fd, dst, r, e, desc, "getsockname failed", why);
+	}
+	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
+	PL_ENTER();
+	int tr = tp_connect(link, &key, (int)pl_tpp.setup_timeout_ms, &conn, &why);
+	PL_LEAVE();
+	if (tr < 0)
+		return connect_late_tcp(fd, dst, r, e, desc, NULL,
+					why == TP_REASON_NONE ? TP_REASON_LOCAL_ERROR : why);
+	if (handshake_acked(fd)) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		return connect_late_tcp(fd, dst, r, e, desc,
+					"the TCP handshake completed before the ntb set-up", why);
+	}
+	hold_ack(fd, false);
+
+	struct pl_sock *s = pl_sock_alloc(PL_CONN);
+	if (!s) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		LOG(LL_INFO, "fd %d %s: tcp (out of memory)", fd, desc);
+		pl_tcpstat_add(fd, dst, "out of memory");
+		errno = e;
+		return r;
+	}
+	pl_sock_load_opts(s, fd);
+	s->conn = conn;
+	s->link_index = link_index;
+	snprintf(s->desc, sizeof(s->desc), "%s", desc);
+	if (r == 0) {
+		PL_ENTER();
+		int cr = tp_conn_confirm(conn);
+		PL_LEAVE();
+		if (cr < 0) {
+			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
+			    strerror(-cr));
+			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
+			pl_sock_put(s); /* never installed: releases conn (tp_abort, state PENDING) */
+			errno = saved_errno;
+			return 0;
+		}
+		set_state(s, PL_CS_OPEN);
+		LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, desc, pl_conf->links[link_index].name);
+	}
+	/* else completes in the background: confirmed by pl_check_pending() */
+	pl_fd_install(fd, s);
+	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
+	PL_ENTER();
+	tp_conn_set_owner(conn, (int)getpid(), fd);
+	PL_LEAVE();
+	pl_sock_put(s);
+	errno = r == 0 ? saved_errno : e;
+	return r;
+}
+
 /* Returns the kernel connect's result the libc way (0 or -1 + errno), having tried NTB first. */
 int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 {
@@ -362,17 +522,20 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		goto tcp;
 	}
 	if (sa_port((struct sockaddr *)&local) == 0) {
-		r = bind_host_addr(fd, dst);
-		if (r < 0) {
-			reason = r == -EADDRNOTAVAIL ? "no host address of that family"
-						     : "cannot bind the host address";
+		/* No port yet: connect() picks it (as for any TCP client), and the reservation
+		 * follows the kernel connect. */
+		if (sa_is_any((struct sockaddr *)&local)) {
+			r = bind_host_addr(fd, dst, true);
+			if (r < 0) {
+				reason = r == -EADDRNOTAVAIL ? "no host address of that family"
+							     : "cannot bind the host address";
+				goto tcp;
+			}
+		} else if (!is_host_addr((struct sockaddr *)&local)) {
+			reason = "socket bound to an address that is not this host's";
 			goto tcp;
 		}
-		llen = sizeof(local);
-		if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
-			reason = "getsockname failed";
-			goto tcp;
-		}
+		return connect_late(fd, dst, dlen, link, rt.link_index, saved_errno);
 	} else if (sa_is_any((struct sockaddr *)&local)) {
 		reason = "socket bound to the wildcard address";
 		goto tcp;
