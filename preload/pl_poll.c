@@ -74,15 +74,18 @@ static void ep_remove(struct pl_epoll *ep, int i)
 	ep->n--;
 }
 
-static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending);
+static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm);
 
-unsigned pl_sock_revents(struct pl_sock *s, int fd)
+/* Readiness of S at FD in poll(2) bits, or PL_REV_KERNEL. ARM: ask the peers to ring us for
+ * what is not ready (only right before a sleep); spinning and fast checks leave the peers'
+ * sends free of doorbells. */
+static unsigned sock_revents(struct pl_sock *s, int fd, bool arm)
 {
 	if (s->kind == PL_EPOLL) {
 		if (!s->ep)
 			return PL_REV_KERNEL;
 		pthread_mutex_lock(&s->ep->lock);
-		unsigned m = ep_ready_mask(s->ep, NULL);
+		unsigned m = ep_ready_mask(s->ep, NULL, arm);
 		pthread_mutex_unlock(&s->ep->lock);
 		return m ? POLLIN : PL_REV_KERNEL;
 	}
@@ -96,9 +99,14 @@ unsigned pl_sock_revents(struct pl_sock *s, int fd)
 	if (st != PL_CS_OPEN)
 		return PL_REV_KERNEL;
 	PL_ENTER();
-	unsigned ev = tp_poll(s->conn);
+	unsigned ev = arm ? tp_poll(s->conn) : tp_poll_peek(s->conn);
 	PL_LEAVE();
 	return tp_to_poll(ev);
+}
+
+unsigned pl_sock_revents(struct pl_sock *s, int fd)
+{
+	return sock_revents(s, fd, true);
 }
 
 /* Is S (found at FD) carried in user space? Failed connects and listeners are kernel fds. */
@@ -110,37 +118,79 @@ static bool user_space(struct pl_sock *s)
 	return s->kind == PL_EPOLL && s->ep && s->ep->n > 0;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ volatile("" ::: "memory");
+#endif
+}
+
 /* --- poll ------------------------------------------------------------------------------------------ */
 
-/* Deadlines of one waiting call, read from the clock only once the call has to wait. */
+/* How often a wait that finds NTB fds ready also asks the kernel about the kernel fds of the
+ * same call (zero timeout), and how many spin rounds pass between two such looks, clock
+ * reads and yields. Ready NTB fds never starve kernel fds: they are looked at at least on
+ * every PL_KCHECK_EVERY-th call, and on every call that finds nothing ready. */
+#define PL_KCHECK_EVERY 16u
+#define PL_SPIN_ROUND 16u
+
+/* Deadlines of one waiting call, read from the clock only once the call has to wait: a call
+ * that finds something ready at once never reads the clock. */
 struct pl_timing {
 	const struct timespec *tmo; /* NULL: no timeout */
 	bool init;
+	int64_t start;
 	int64_t deadline;           /* -1: none */
 	int64_t spin_until;
+	unsigned spins;
 };
+
+static bool zero_timeout(const struct timespec *tmo)
+{
+	return tmo && !tmo->tv_sec && !tmo->tv_nsec;
+}
 
 static void timing_init(struct pl_timing *t)
 {
 	if (t->init)
 		return;
 	int64_t now = pl_now_ns();
-	bool zero = t->tmo && !t->tmo->tv_sec && !t->tmo->tv_nsec;
 	t->init = true;
+	t->start = now;
 	t->deadline = t->tmo ? now + t->tmo->tv_sec * 1000000000LL + t->tmo->tv_nsec : -1;
-	t->spin_until = zero ? 0 : now + (int64_t)pl_spin_us * 1000;
+	t->spin_until = zero_timeout(t->tmo) ? 0 : now + (int64_t)pl_spin_us * 1000;
+	if (t->deadline >= 0 && t->spin_until > t->deadline)
+		t->spin_until = t->deadline;
 }
 
-/* Sleep length for the real call: the time left, capped; 0 while spinning. */
+/* Nothing is ready: true while the spin budget lasts (the caller looks again without a
+ * syscall). Every PL_SPIN_ROUND rounds it reads the clock and yields the CPU, so a peer that
+ * shares this core can run; *RET_KCHECK is then set: time to look at the kernel fds. */
+static bool spinning(struct pl_timing *t, bool *ret_kcheck)
+{
+	timing_init(t);
+	*ret_kcheck = false;
+	if (t->spin_until == 0)
+		return false;
+	if (++t->spins % PL_SPIN_ROUND) {
+		cpu_relax();
+		return true;
+	}
+	*ret_kcheck = true;
+	if (pl_now_ns() >= t->spin_until) {
+		t->spin_until = 0;
+		return false;
+	}
+	sched_yield();
+	return true;
+}
+
+/* Sleep length for the real call: the time left, capped. */
 static int sleep_ms(struct pl_timing *t, bool cap_short)
 {
 	timing_init(t);
-	int64_t now = pl_now_ns();
-	if (now < t->spin_until) {
-		/* Spinning: let the peer run if it shares this core (2-core machines). */
-		sched_yield();
-		return 0;
-	}
 	int ms = pl_ms_left(t->deadline);
 	int cap = cap_short ? 1 : PL_SLEEP_CAP_MS;
 	if (ms < 0 || ms > cap)
@@ -156,24 +206,32 @@ static bool timed_out(struct pl_timing *t)
 
 static __thread unsigned pl_kcheck __attribute__((tls_model("initial-exec")));
 
-/* One pass over FDS: NTB readiness into fds[].revents, the rest copied into KFDS for the
- * kernel (our fds there as -1). Returns how many fds are ready; *RET_NKERNEL: kernel fds. */
-static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
-		     int *ret_nkernel)
-{
-	int nready = 0, nkernel = 0;
+/* What one scan found besides the ready count. */
+struct pl_scan {
+	int nkernel;    /* fds the kernel answers for */
+	bool ep_kernel; /* one of them is an epoll set that may hold our event fd */
+};
 
+/* One pass over FDS: NTB readiness into fds[].revents, the rest copied into KFDS for the
+ * kernel (our fds there as -1). ARM: see sock_revents(). Returns how many fds are ready. */
+static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
+		     bool arm, struct pl_scan *ret_scan)
+{
+	int nready = 0;
+
+	ret_scan->nkernel = 0;
 	for (nfds_t i = 0; i < nfds; i++) {
 		kfds[i] = fds[i];
 		kfds[i].revents = 0;
 		fds[i].revents = 0;
 		if (!socks[i]) {
-			nkernel += fds[i].fd >= 0;
+			ret_scan->nkernel += fds[i].fd >= 0;
 			continue;
 		}
-		unsigned rev = pl_sock_revents(socks[i], fds[i].fd);
+		unsigned rev = sock_revents(socks[i], fds[i].fd, arm);
 		if (rev & PL_REV_KERNEL) {
-			nkernel++;
+			ret_scan->nkernel++;
+			ret_scan->ep_kernel |= socks[i]->kind == PL_EPOLL;
 			continue; /* the kernel answers for it (pending connect, epoll's kernel side) */
 		}
 		kfds[i].fd = -1;
@@ -181,15 +239,52 @@ static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, st
 		if (fds[i].revents)
 			nready++;
 	}
-	*ret_nkernel = nkernel;
 	return nready;
 }
 
-int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
-		 const sigset_t *mask)
+/* Ask the kernel about the kernel fds of KFDS (plus EVFD when >= 0), waiting at most MS, and
+ * merge its answers into FDS. Returns the number of fds it made ready, or -1 (errno). */
+static int poll_kernel(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks,
+		       struct pollfd *kfds, int evfd, int ms, const sigset_t *mask)
+{
+	nfds_t kn = nfds;
+	int nready = 0;
+
+	if (evfd >= 0) {
+		kfds[nfds].fd = evfd;
+		kfds[nfds].events = POLLIN;
+		kfds[nfds].revents = 0;
+		kn++;
+	}
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	int r = pl_real.ppoll(kfds, kn, &ts, mask);
+	if (r < 0)
+		return -1;
+	for (nfds_t i = 0; r > 0 && i < nfds; i++) {
+		if (kfds[i].fd < 0 || !kfds[i].revents)
+			continue;
+		fds[i].revents = kfds[i].revents;
+		if (socks[i] && socks[i]->kind == PL_CONN) {
+			/* A pending connect completed: its readiness is now NTB's. */
+			unsigned rev = sock_revents(socks[i], fds[i].fd, false);
+			if (!(rev & PL_REV_KERNEL))
+				fds[i].revents = (short)(rev & ((unsigned)fds[i].events |
+								POLLERR | POLLHUP));
+		}
+		if (fds[i].revents)
+			nready++;
+	}
+	return nready;
+}
+
+/* pl_poll_impl(); *RET_WAIT_NS (when not NULL): how long it waited, 0 when it returned at
+ * once without reading the clock (for select's write-back of the time left). */
+static int poll_wait(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+		     const sigset_t *mask, int64_t *ret_wait_ns)
 {
 	struct pl_sock *sstack[32], **socks = sstack;
 	struct pollfd kstack[33], *kfds = kstack;
+	struct pl_timing tm = { .tmo = tmo };
 	bool any = false;
 	int ret = 0;
 
@@ -215,65 +310,71 @@ int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		goto out;
 	}
 
-	struct pl_timing tm = { .tmo = tmo };
-	PL_ENTER();
-	int evfd = tp_event_fd();
-	PL_LEAVE();
 	for (;;) {
-		int nkernel = 0;
-		int nready = poll_scan(fds, nfds, socks, kfds, &nkernel);
-		int ms = 0;
+		struct pl_scan sc = { 0 };
+		bool kcheck = false;
+		int nready = poll_scan(fds, nfds, socks, kfds, false, &sc);
 
-		if (!nready) {
-			ms = sleep_ms(&tm, evfd < 0);
-			if (ms > 0) {
-				/* About to sleep: consume the event fd, then check again, so a doorbell
-				 * after this point makes it readable and ends the sleep. */
+		if (nready) {
+			/* The fast path: no clock, no syscall, unless it is the kernel fds' turn. */
+			if (sc.nkernel == 0 || (++pl_kcheck % PL_KCHECK_EVERY) != 0) {
+				ret = nready;
+				break;
+			}
+			if (sc.ep_kernel) {
+				/* an unconsumed event fd would make that epoll set look readable */
 				PL_ENTER();
 				tp_event_ack();
 				PL_LEAVE();
-				nready = poll_scan(fds, nfds, socks, kfds, &nkernel);
-				if (nready)
-					ms = 0;
 			}
+			int r = poll_kernel(fds, nfds, socks, kfds, -1, 0, mask);
+			ret = nready + (r > 0 ? r : 0);
+			break;
 		}
-		/* NTB fds ready and no kernel fd to look at (or not this time: kernel fds are
-		 * looked at on every 4th such call, and whenever nothing NTB is ready). */
-		if (nready && (nkernel == 0 || (++pl_kcheck & 3) != 0)) {
+		if (spinning(&tm, &kcheck)) {
+			if (!kcheck || sc.nkernel == 0)
+				continue;
+			if (sc.ep_kernel) {
+				PL_ENTER();
+				tp_event_ack();
+				PL_LEAVE();
+			}
+			int r = poll_kernel(fds, nfds, socks, kfds, -1, 0, mask);
+			if (r != 0) {
+				ret = r;
+				break;
+			}
+			continue;
+		}
+		if (zero_timeout(tmo)) {
+			/* A check, not a wait: no arming, no event fd. */
+			if (sc.ep_kernel) {
+				PL_ENTER();
+				tp_event_ack();
+				PL_LEAVE();
+			}
+			ret = sc.nkernel ? poll_kernel(fds, nfds, socks, kfds, -1, 0, mask) : 0;
+			break;
+		}
+		/* About to sleep: consume the event fd, then look again arming the doorbells, so a
+		 * doorbell after this point makes the event fd readable and ends the sleep. */
+		PL_ENTER();
+		int evfd = tp_event_fd();
+		tp_event_ack();
+		PL_LEAVE();
+		nready = poll_scan(fds, nfds, socks, kfds, true, &sc);
+		int ms = nready ? 0 : sleep_ms(&tm, evfd < 0);
+		if (nready && sc.nkernel == 0) {
 			ret = nready;
 			break;
 		}
-		if (ms == 0) {
-			/* An unconsumed event fd would make an epoll fd in FDS look readable. */
-			PL_ENTER();
-			tp_event_ack();
-			PL_LEAVE();
-		}
-		kfds[nfds].fd = evfd;
-		kfds[nfds].events = POLLIN;
-		kfds[nfds].revents = 0;
-		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-		int r = pl_real.ppoll(kfds, nfds + 1, &ts, mask);
+		int r = poll_kernel(fds, nfds, socks, kfds, ms ? evfd : -1, ms, mask);
 		if (r < 0) {
 			ret = nready ? nready : -1;
 			break;
 		}
-		for (nfds_t i = 0; r > 0 && i < nfds; i++) {
-			if (kfds[i].fd < 0 || !kfds[i].revents)
-				continue;
-			fds[i].revents = kfds[i].revents;
-			if (socks[i] && socks[i]->kind == PL_CONN) {
-				/* A pending connect completed: its readiness is now NTB's. */
-				unsigned rev = pl_sock_revents(socks[i], fds[i].fd);
-				if (!(rev & PL_REV_KERNEL))
-					fds[i].revents = (short)(rev & ((unsigned)fds[i].events |
-									POLLERR | POLLHUP));
-			}
-			if (fds[i].revents)
-				nready++;
-		}
-		if (nready) {
-			ret = nready;
+		if (nready + r > 0) {
+			ret = nready + r;
 			break;
 		}
 		if (timed_out(&tm)) {
@@ -282,6 +383,8 @@ int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		}
 	}
 out:
+	if (ret_wait_ns)
+		*ret_wait_ns = tm.init ? pl_now_ns() - tm.start : 0;
 	for (nfds_t i = 0; i < nfds; i++)
 		pl_sock_put(socks[i]);
 	if (socks != sstack) {
@@ -289,6 +392,12 @@ out:
 		free(kfds);
 	}
 	return ret;
+}
+
+int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+		 const sigset_t *mask)
+{
+	return poll_wait(fds, nfds, tmo, mask, NULL);
 }
 
 static bool poll_has_ours(struct pollfd *fds, nfds_t nfds)
@@ -354,7 +463,7 @@ static bool select_has_ours(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 }
 
 static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
-		       const sigset_t *mask)
+		       const sigset_t *mask, int64_t *ret_wait_ns)
 {
 	struct pollfd pstack[64], *p = pstack;
 	int n = 0, cap = 64;
@@ -384,7 +493,7 @@ static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struc
 		p[n].revents = 0;
 		n++;
 	}
-	int r = pl_poll_impl(p, (nfds_t)n, tmo, mask);
+	int r = poll_wait(p, (nfds_t)n, tmo, mask, ret_wait_ns);
 	if (r < 0) {
 		r = -errno;
 		goto out;
@@ -433,12 +542,11 @@ NTB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timev
 		ts.tv_nsec = tmo->tv_usec * 1000;
 		tp = &ts;
 	}
-	int64_t start = pl_now_ns();
-	int r = select_impl(nfds, rd, wr, ex, tp, NULL);
-	if (tmo) {
-		/* Linux writes back the time left. */
-		int64_t left = (int64_t)tmo->tv_sec * 1000000 + tmo->tv_usec -
-			       (pl_now_ns() - start) / 1000;
+	int64_t waited = 0;
+	int r = select_impl(nfds, rd, wr, ex, tp, NULL, &waited);
+	if (tmo && waited) {
+		/* Linux writes back the time left (a call that did not wait leaves it as is). */
+		int64_t left = (int64_t)tmo->tv_sec * 1000000 + tmo->tv_usec - waited / 1000;
 		if (left < 0)
 			left = 0;
 		tmo->tv_sec = left / 1000000;
@@ -452,7 +560,7 @@ NTB_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struc
 {
 	if (!select_has_ours(nfds, rd, wr, ex))
 		return pl_real.pselect(nfds, rd, wr, ex, tmo, mask);
-	return (int)pl_ret(select_impl(nfds, rd, wr, ex, tmo, mask));
+	return (int)pl_ret(select_impl(nfds, rd, wr, ex, tmo, mask, NULL));
 }
 
 /* --- epoll ------------------------------------------------------------------------------------------- */
@@ -629,7 +737,7 @@ NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 }
 
 /* Under ep->lock: OR of the poll bits of every enabled entry that is ready now (for nesting). */
-static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending)
+static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm)
 {
 	unsigned m = 0;
 	for (int i = 0; i < ep->n; i++) {
@@ -642,7 +750,7 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending)
 			pl_sock_put(cur);
 			continue;
 		}
-		unsigned rev = pl_sock_revents(cur, e->fd);
+		unsigned rev = sock_revents(cur, e->fd, arm);
 		if (rev & PL_REV_KERNEL) {
 			if (ret_pending && cur->kind == PL_CONN)
 				*ret_pending = true;
@@ -654,8 +762,10 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending)
 	return m;
 }
 
-/* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. */
-static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, bool *ret_pending)
+/* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. ARM:
+ * see sock_revents(). */
+static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, bool *ret_pending,
+		      bool arm)
 {
 	int n = 0;
 	int cnt = ep->n;
@@ -678,7 +788,7 @@ static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, boo
 			pl_sock_put(cur);
 			continue;
 		}
-		unsigned rev = pl_sock_revents(cur, e->fd);
+		unsigned rev = sock_revents(cur, e->fd, arm);
 		if (rev & PL_REV_KERNEL) {
 			if (cur->kind == PL_CONN)
 				*ret_pending = true;
@@ -750,34 +860,33 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 	int ret;
 
 	for (;;) {
-		bool pending = false, woken = false;
+		bool pending = false, woken = false, kcheck = false;
 		pthread_mutex_lock(&ep->lock);
-		int n = ep_collect(ep, evs, max, &pending);
+		int n = ep_collect(ep, evs, max, &pending, false);
 		bool evfd_ok = ep->evfd_added;
-		int ms = n ? 0 : sleep_ms(&tm, pending || !evfd_ok);
-		if (ms > 0) {
-			/* About to sleep: consume the event fd, then look again (see pl_poll_impl). */
-			PL_ENTER();
-			tp_event_ack();
-			PL_LEAVE();
-			n = ep_collect(ep, evs, max, &pending);
-			if (n)
-				ms = 0;
-		}
-		/* Kernel fds are looked at on every 4th call that found NTB events, and always
-		 * when none was found: neither side starves, and the common case needs no syscall. */
-		bool skip_kernel = n && (++ep->kcheck & 3) != 0;
+		/* Kernel fds are looked at on every PL_KCHECK_EVERY-th call that found NTB events,
+		 * and always when none was found: neither side starves, and the common case needs
+		 * no syscall. */
+		bool look = n && (++ep->kcheck % PL_KCHECK_EVERY) == 0;
 		pthread_mutex_unlock(&ep->lock);
-		if (skip_kernel) {
+		if (n && !look) {
 			ret = n;
 			break;
 		}
-		if (ms == 0) {
-			/* An unconsumed event fd would make this set (and a set nesting it) look
-			 * readable to the kernel. */
+		int ms = 0;
+		bool spin = !n && spinning(&tm, &kcheck);
+		if (spin && !kcheck)
+			continue;
+		if (!n && !spin && !zero_timeout(tmo)) {
+			/* About to sleep: consume the event fd, then look again arming the doorbells
+			 * (see poll_wait()). */
 			PL_ENTER();
 			tp_event_ack();
 			PL_LEAVE();
+			pthread_mutex_lock(&ep->lock);
+			n = ep_collect(ep, evs, max, &pending, true);
+			pthread_mutex_unlock(&ep->lock);
+			ms = n ? 0 : sleep_ms(&tm, pending || !evfd_ok);
 		}
 		int r = pl_real.epoll_pwait(epfd, evs + n, max - n, ms, mask);
 		if (r < 0) {
@@ -785,10 +894,19 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			break;
 		}
 		r = ep_filter(evs + n, r, &woken);
+		if (woken) {
+			/* Consumed only when the kernel saw it: while readable it would make this set
+			 * (and a set nesting it) look readable to the kernel. */
+			PL_ENTER();
+			tp_event_ack();
+			PL_LEAVE();
+		}
 		if (n + r > 0) {
 			ret = n + r;
 			break;
 		}
+		if (spin)
+			continue;
 		if (timed_out(&tm)) {
 			ret = 0;
 			break;
