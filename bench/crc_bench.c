@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Microbenchmark: GB/s of crc32c, crc32c_copy and memcpy at a few buffer sizes. */
+/* Microbenchmark: GB/s of crc32c, crc32c_copy, crc32c_copy2 and memcpy at a few buffer sizes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,11 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-enum op { OP_CRC, OP_COPY, OP_MEMCPY };
+enum op { OP_CRC, OP_COPY, OP_COPY2, OP_COPY_MEMCPY, OP_MEMCPY };
+static const char *const op_names[] = { "crc32c", "crc32c_copy", "crc32c_copy2",
+					"copy+memcpy" };
+
+static unsigned char *dst2; /* the second destination of OP_COPY2 / OP_COPY_MEMCPY */
 
 static volatile uint32_t sink;
 
@@ -34,6 +38,18 @@ static uint32_t once(const struct crc32c_impl *impl, enum op op, unsigned char *
 		return impl->crc(acc, src, size);
 	case OP_COPY:
 		return impl->copy(acc, dst, src, size);
+	case OP_COPY2:
+		/* crc32c_copy2() where the implementation has one, else its generic fallback */
+		if (impl->copy2)
+			return impl->copy2(acc, dst, dst2, src, size);
+		/* fall through */
+	case OP_COPY_MEMCPY:
+		/* what a sender did before crc32c_copy2(): fused copy to the shadow, then a copy
+		 * from it to the window */
+		acc = impl->copy(acc, dst2, src, size);
+		memcpy(dst, dst2, size);
+		__asm__ volatile("" : : "r"(dst) : "memory");
+		return acc;
 	case OP_MEMCPY:
 		memcpy(dst, src, size);
 		/* keep the compiler from eliding the copies */
@@ -95,11 +111,12 @@ int main(int argc, char **argv)
 	}
 	src = aligned_alloc(4096, (1 << 20) + 4096);
 	dst = aligned_alloc(4096, (1 << 20) + 4096);
-	if (!src || !dst)
+	dst2 = aligned_alloc(4096, (1 << 20) + 4096);
+	if (!src || !dst || !dst2)
 		return 1;
 	for (size_t i = 0; i < (1 << 20) + 4096; i++) {
 		src[i] = (unsigned char)(i * 2654435761u >> 13);
-		dst[i] = 0;
+		dst[i] = dst2[i] = 0;
 	}
 	printf("selected implementation: %s\n", crc32c_impl_name());
 	printf("%-32s", "operation \\ bytes (GB/s)");
@@ -113,8 +130,8 @@ int main(int argc, char **argv)
 			continue;
 		if (impl == &crc32c_impl_portable && !with_portable && k > 0)
 			continue;
-		for (int op = OP_CRC; op <= OP_COPY; op++) {
-			printf("%-12s %-19s", op == OP_CRC ? "crc32c" : "crc32c_copy", impl->name);
+		for (int op = OP_CRC; op <= OP_COPY_MEMCPY; op++) {
+			printf("%-12s %-19s", op_names[op], impl->name);
 			for (size_t s = 0; s < nsizes; s++)
 				printf(" %9.2f", run(impl, op, dst, src, sizes[s], secs));
 			printf("\n");

@@ -69,6 +69,11 @@ NTB_EXPORT void ntb_dmaq_destroy(struct ntb_dmaq *q)
 	free(q);
 }
 
+NTB_EXPORT bool ntb_dmaq_cpu_engine(const struct ntb_dmaq *q)
+{
+	return q && q->engine == cpu_copy_engine;
+}
+
 void ntb_dmaq_set_engine(struct ntb_dmaq *q, ntb_dmaq_engine_fn fn)
 {
 	q->engine = fn ? fn : cpu_copy_engine;

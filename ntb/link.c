@@ -18,6 +18,7 @@
 
 #include "ntb/ntb_int.h"
 #include "util/log.h"
+#include "util/crc32c.h"
 #include "util/mapguard.h"
 
 static __thread char detail_buf[256];
@@ -466,6 +467,25 @@ NTB_EXPORT int ntb_write(struct ntb_link *link, size_t off, const void *src, siz
 		link->ops->write(link, off, src, len);
 	else
 		memcpy(link->out + off, src, len);
+	return 0;
+}
+
+NTB_EXPORT int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow, const void *src,
+				 size_t len, uint32_t crc, uint32_t *ret_crc)
+{
+	if (unlikely(off > link->out_size || len > link->out_size - off))
+		return bounds_error(link);
+	if (unlikely(link->fault) || link->ops->write) {
+		/* the decorator (or backend) sees one write of the checksummed bytes */
+		crc = crc32c_copy(crc, shadow, src, len);
+		if (link->fault)
+			ntb_fault_write(link, off, shadow, len);
+		else
+			link->ops->write(link, off, shadow, len);
+	} else {
+		crc = crc32c_copy2(crc, link->out + off, shadow, src, len);
+	}
+	*ret_crc = crc;
 	return 0;
 }
 

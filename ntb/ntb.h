@@ -100,6 +100,17 @@ size_t ntb_out_size(const struct ntb_link *link);
  * The fault decorator, when enabled, may drop, corrupt or delay the write. */
 int ntb_write(struct ntb_link *link, size_t off, const void *src, size_t len);
 
+/* Copy LEN bytes from SRC both to outbound offset OFF and to local memory SHADOW, reading SRC
+ * once, and store in *RET_CRC their CRC32C continuing from CRC (util/crc32c.h conventions).
+ * The result is that of crc32c_copy(crc, shadow, src, len) then ntb_write(link, off, shadow,
+ * len): the shadow always receives the bytes checksummed, the window write goes through the
+ * fault decorator like any ntb_write() (one write), and the window is never read. For a
+ * sender that keeps a retransmission copy: one pass instead of two. The shadow may be written
+ * with non-temporal stores (see crc32c_copy2()). 0, or the errors of ntb_write() (nothing is
+ * copied then). */
+int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow, const void *src,
+		      size_t len, uint32_t crc, uint32_t *ret_crc);
+
 /* Single aligned stores (OFF must be aligned to the width): used to publish indices and
  * sequence bytes. Also subject to the fault decorator. */
 int ntb_write8(struct ntb_link *link, size_t off, uint8_t v);
@@ -208,6 +219,9 @@ int ntb_dmaq_wait(struct ntb_dmaq *q, int timeout_ms);
 int ntb_dmaq_abort(struct ntb_dmaq *q);
 int ntb_dmaq_reset(struct ntb_dmaq *q);
 enum ntb_dmaq_state ntb_dmaq_state(const struct ntb_dmaq *q);
+/* True when Q's engine is the default CPU copy: a transfer through Q then costs the same CPU
+ * work as the caller's own write (e.g. ntb_write_dup_crc()) plus the state machine. */
+bool ntb_dmaq_cpu_engine(const struct ntb_dmaq *q);
 const char *ntb_dmaq_state_name(enum ntb_dmaq_state s);
 
 /* --- PCI discovery (for `ntbsock check --pci`) ---------------------------------------------- */

@@ -120,29 +120,69 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 	TP_STAT_ADD(c->st->tx_msgs_inline, 1);
 }
 
+/* Copy LEN bytes from the iovec cursor to data-ring position POS (free-running; may wrap) of
+ * both the window and the shadow in one pass over the caller's data, fusing the CRC; returns
+ * the CRC. The shadow always ends up with the bytes checksummed (retransmission source). */
+static uint32_t gather_out(struct tp_conn *c, struct iov_cur *ic, uint32_t pos, uint32_t len,
+			   uint32_t crc)
+{
+	uint32_t q = c->out.qsize;
+
+	while (len) {
+		const struct iovec *v = &ic->iov[ic->i];
+		const uint8_t *src = (const uint8_t *)v->iov_base + ic->off;
+		size_t n = v->iov_len - ic->off;
+		uint32_t p = pos & (q - 1);
+
+		if (n == 0) {
+			ic->i++;
+			ic->off = 0;
+			continue;
+		}
+		if (n > len)
+			n = len;
+		if (n > q - p)
+			n = q - p;
+		if (ntb_write_dup_crc(c->link->ntb, out_data_base(c) + p, c->sh_data + p, src, n,
+				      crc, &crc) < 0)
+			crc = crc32c_copy(crc, c->sh_data + p, src, n); /* as a failed ntb_write */
+		pos += (uint32_t)n;
+		len -= (uint32_t)n;
+		ic->off += n;
+	}
+	return crc;
+}
+
 static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8_t type,
 		      uint8_t flags)
 {
 	uint32_t q = c->out.qsize, pos = c->tx_d;
 	uint32_t gap = tp_payload_gap(type, pos), fp = tp_footprint(type, pos, len);
-	uint32_t pp = (pos + gap) & (q - 1), first = len < q - pp ? len : q - pp;
 	struct tp_desc d = { .type = type, .flags = flags, .len = len, .msn = c->msn_next };
-	uint32_t crc = gather_crc(ic, c->sh_data + pp, first, c->nonce_out);
+	/* a DMA engine of its own moves long payloads from the shadow; with the default CPU-copy
+	 * engine the queue would only add its state machine to the same copy: write directly */
+	bool via_dmaq = type == TP_MT_LONG && c->dmaq && !ntb_dmaq_cpu_engine(c->dmaq);
+	uint32_t crc;
 
-	if (len > first)
-		crc = gather_crc(ic, c->sh_data, len - first, crc);
+	if (via_dmaq) {
+		uint32_t pp = (pos + gap) & (q - 1), first = len < q - pp ? len : q - pp;
+
+		crc = gather_crc(ic, c->sh_data + pp, first, c->nonce_out);
+		if (len > first)
+			crc = gather_crc(ic, c->sh_data, len - first, crc);
+	} else {
+		crc = gather_out(c, ic, pos + gap, len, c->nonce_out);
+	}
 	d.crc = tp_desc_crc(crc, &d);
 	memcpy(c->sh_data + (pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
-	if (type == TP_MT_LONG) {
-		/* descriptor, then the payload from its 128-byte boundary through the DMA queue */
-		write_data_range(c, pos, pos + TP_DESC_SIZE);
-		if (!dma_range(c, pos + gap, pos + gap + len))
-			write_data_range(c, pos + gap, pos + gap + len);
+	/* the descriptor after its payload (its CRC covers it); both before publish_tx() */
+	write_data_range(c, pos, pos + TP_DESC_SIZE);
+	if (via_dmaq && !dma_range(c, pos + gap, pos + gap + len))
+		write_data_range(c, pos + gap, pos + gap + len);
+	if (type == TP_MT_LONG)
 		TP_STAT_ADD(c->st->tx_msgs_long, 1);
-	} else {
-		write_data_range(c, pos, pos + gap + len);
+	else
 		TP_STAT_ADD(c->st->tx_msgs_short, 1);
-	}
 	c->tx_d = pos + fp;
 	c->msn_next++;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* CRC32C public entry points: one-time selection of the implementation, and combine. */
 #include <stdatomic.h>
+#include <string.h>
 
 #include "util/compiler.h"
 #include "util/crc32c.h"
@@ -55,6 +56,18 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
 {
 	return crc32c_get()->copy(crc, dst, src, len);
+}
+
+uint32_t crc32c_copy2(uint32_t crc, void *dst, void *dst2, const void *src, size_t len)
+{
+	const struct crc32c_impl *impl = crc32c_get();
+
+	if (impl->copy2)
+		return impl->copy2(crc, dst, dst2, src, len);
+	/* both copies from the one read of @src: @dst2 is local memory, cheap to read back */
+	crc = impl->copy(crc, dst2, src, len);
+	memcpy(dst, dst2, len);
+	return crc;
 }
 
 const char *crc32c_impl_name(void)

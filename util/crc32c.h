@@ -25,6 +25,17 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
 uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
 
 /*
+ * crc32c_copy2() - copy @len bytes from @src to both @dst and @dst2 and return their
+ * checksum, continuing from @crc, reading @src once. Same result as
+ * crc32c_copy(crc, dst2, src, len); memcpy(dst, dst2, len). Both copies hold exactly the
+ * bytes checksummed, even if @src changes meanwhile. No two buffers may overlap. @dst is
+ * never read (it may be a window); @dst2 is written with non-temporal stores where that
+ * pays (large copies): meant for a copy that is kept but rarely read back (a
+ * retransmission shadow). Ends with a store fence when it used them.
+ */
+uint32_t crc32c_copy2(uint32_t crc, void *dst, void *dst2, const void *src, size_t len);
+
+/*
  * crc32c_combine() - given crc1 = crc32c(0, A) and crc2 = crc32c(0, B) with |B| = @len2,
  * return crc32c(0, A||B). One carry-less multiply per set bit of @len2: 13-60 ns with
  * PCLMULQDQ, about ten times that on the portable path.

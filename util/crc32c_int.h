@@ -10,9 +10,11 @@
 #define CRC32C_POLY_REFLECTED 0x82F63B78u
 
 /*
- * One implementation. @crc and @copy have the public semantics of crc32c() and
- * crc32c_copy() (inversion inside); @shift those of crc32c_shift(). @supported() says
- * whether this CPU can run it; it must be cheap, thread-safe and free of side effects.
+ * One implementation. @crc, @copy and @copy2 have the public semantics of crc32c(),
+ * crc32c_copy() and crc32c_copy2() (inversion inside); @shift those of crc32c_shift().
+ * @copy2 may be NULL: crc32c_copy2() then copies to @dst2 with @copy and from there to
+ * @dst. @supported() says whether this CPU can run it; it must be cheap, thread-safe and
+ * free of side effects.
  */
 struct crc32c_impl {
 	const char *name;
@@ -20,6 +22,7 @@ struct crc32c_impl {
 	uint32_t (*crc)(uint32_t crc, const void *buf, size_t len);
 	uint32_t (*copy)(uint32_t crc, void *dst, const void *src, size_t len);
 	uint32_t (*shift)(uint32_t crc, size_t len);
+	uint32_t (*copy2)(uint32_t crc, void *dst, void *dst2, const void *src, size_t len);
 };
 
 /* Every implementation compiled in, best first, NULL-terminated; the last is portable. */

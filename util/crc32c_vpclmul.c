@@ -3,6 +3,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include <immintrin.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "util/compiler.h"
@@ -23,7 +24,8 @@
  * low half of a quadword multiplies by the constant times x^33. The last 16-byte lane is
  * turned into a register with two crc32q (X*x^32 mod P).
  *
- * crc32c_copy() uses the folding alone: see copy_fold().
+ * crc32c_copy() uses the folding alone: see copy_fold(); crc32c_copy2() the same with a
+ * second store of each vector (non-temporal from COPY2_NT_LEN on): see copy2_fold().
  */
 #define TARGET __attribute__((target("avx2,vpclmulqdq,sse4.2,pclmul")))
 
@@ -35,6 +37,9 @@
 #define MIN_LEN (2 * STEP)
 /* crc32c_copy() folds only (see copy_fold()), from here on. */
 #define MIN_COPY_LEN 512
+/* crc32c_copy2(): from here on the second copy is written with non-temporal stores (a
+ * smaller copy would pay the closing sfence for little; measured with bench/crc_bench.c). */
+#define COPY2_NT_LEN 4096
 _Static_assert(MIN_COPY_LEN >= STEP_VEC + 31, "copy_raw() needs one whole step after aligning");
 _Static_assert(MIN_LEN >= STEP + 31, "crc_raw() needs one whole block after aligning");
 
@@ -118,6 +123,20 @@ TARGET static inline __m256i load_store256(uint8_t *d, const uint8_t *p, size_t 
 	__m256i v = _mm256_loadu_si256((const __m256i *)(p + off));
 
 	_mm256_storeu_si256((__m256i *)(d + off), v);
+	return v;
+}
+
+/* The same, storing the vector to @d2 + off as well: non-temporal when @nt (32-aligned). */
+TARGET static inline __attribute__((always_inline)) __m256i
+load_store2_256(uint8_t *d, uint8_t *d2, const uint8_t *p, size_t off, bool nt)
+{
+	__m256i v = _mm256_loadu_si256((const __m256i *)(p + off));
+
+	_mm256_storeu_si256((__m256i *)(d + off), v);
+	if (nt)
+		_mm256_stream_si256((__m256i *)(d2 + off), v);
+	else
+		_mm256_storeu_si256((__m256i *)(d2 + off), v);
 	return v;
 }
 
@@ -244,6 +263,72 @@ TARGET static uint32_t copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t
 	return crc32c_sse42_copy_raw(s, d, p, n - steps * STEP_VEC);
 }
 
+/* copy_fold() with a second destination; @nt: @d2 is 32-aligned, stream to it. */
+TARGET static inline __attribute__((always_inline)) uint32_t
+copy2_fold(uint32_t s, uint8_t *d, uint8_t *d2, const uint8_t *p, size_t steps, bool nt)
+{
+	__m256i k256 = fold_k(4), x[8];
+
+	#pragma GCC unroll 8
+	for (int j = 0; j < 8; j++)
+		x[j] = load_store2_256(d, d2, p, 32 * j, nt);
+	x[0] = _mm256_xor_si256(x[0], _mm256_setr_epi32((int)s, 0, 0, 0, 0, 0, 0, 0));
+	for (size_t i = 1; i < steps; i++)
+		#pragma GCC unroll 8
+		for (int j = 0; j < 8; j++)
+			x[j] = fold(x[j], k256, load_store2_256(d, d2, p, STEP_VEC * i + 32 * j, nt));
+	return reduce(x);
+}
+
+TARGET static uint32_t copy2_fold_nt(uint32_t s, uint8_t *d, uint8_t *d2, const uint8_t *p,
+				     size_t steps)
+{
+	return copy2_fold(s, d, d2, p, steps, true);
+}
+
+TARGET static uint32_t copy2_fold_plain(uint32_t s, uint8_t *d, uint8_t *d2, const uint8_t *p,
+					size_t steps)
+{
+	return copy2_fold(s, d, d2, p, steps, false);
+}
+
+/* Head and tail of copy2_raw(): through @d2 (local memory), then to @d. */
+TARGET static uint32_t copy2_small(uint32_t s, uint8_t *d, uint8_t *d2, const uint8_t *p,
+				   size_t n)
+{
+	s = crc32c_sse42_copy_raw(s, d2, p, n);
+	memcpy(d, d2, n);
+	return s;
+}
+
+/* Aligned on @d2 (the stores), so the streaming stores are legal; the loads may split. */
+TARGET static uint32_t copy2_raw(uint32_t s, uint8_t *d, uint8_t *d2, const uint8_t *p,
+				 size_t n)
+{
+	size_t head = (32 - ((uintptr_t)d2 & 31)) & 31, steps;
+	bool nt = n >= COPY2_NT_LEN;
+
+	s = copy2_small(s, d, d2, p, head);
+	p += head;
+	d += head;
+	d2 += head;
+	n -= head;
+	steps = n / STEP_VEC;
+	if (nt)
+		s = copy2_fold_nt(s, d, d2, p, steps);
+	else
+		s = copy2_fold_plain(s, d, d2, p, steps);
+	p += steps * STEP_VEC;
+	d += steps * STEP_VEC;
+	d2 += steps * STEP_VEC;
+	s = copy2_small(s, d, d2, p, n - steps * STEP_VEC);
+	/* the streamed stores are weakly ordered: complete them before anything later (the
+	 * caller's publication barrier is a compiler/release fence only on write-back memory) */
+	if (nt)
+		_mm_sfence();
+	return s;
+}
+
 /* Short buffers go straight to the SSE4.2 path, without entering AVX code at all. */
 static uint32_t crc32c_hybrid(uint32_t crc, const void *buf, size_t len)
 {
@@ -259,6 +344,14 @@ static uint32_t crc32c_copy_hybrid(uint32_t crc, void *dst, const void *src, siz
 	return ~copy_raw(~crc, dst, src, len);
 }
 
+static uint32_t crc32c_copy2_hybrid(uint32_t crc, void *dst, void *dst2, const void *src,
+				    size_t len)
+{
+	if (len < MIN_COPY_LEN)
+		return ~copy2_small(~crc, dst, dst2, src, len);
+	return ~copy2_raw(~crc, dst, dst2, src, len);
+}
+
 static int hybrid_supported(void)
 {
 	unsigned need = CRC32C_X86_SSE42 | CRC32C_X86_PCLMUL | CRC32C_X86_AVX2 |
@@ -272,6 +365,7 @@ const struct crc32c_impl crc32c_impl_hybrid = {
 	.supported = hybrid_supported,
 	.crc = crc32c_hybrid,
 	.copy = crc32c_copy_hybrid,
+	.copy2 = crc32c_copy2_hybrid,
 	.shift = crc32c_shift_sse42,
 };
 

@@ -327,7 +327,7 @@ static void test_copy(void **state)
 	fill_random(src, LARGE);
 	for (size_t i = 0; i <= n; i++) {
 		/* i == n: the public, dispatched entry point. */
-		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift };
+		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift, NULL };
 		const struct crc32c_impl *impl = i < n ? impls[i] : &pub;
 
 		for (size_t len = 0; len <= MAX_SMALL; len++)
@@ -342,6 +342,68 @@ static void test_copy(void **state)
 	}
 	free(src);
 	free(dst);
+}
+
+/* crc32c_copy2 (an implementation's own, or the generic fallback through the public entry
+ * point): crc32c's value, both copies exact, nothing outside either range touched, for
+ * lengths across every path (small, head/tail, plain and non-temporal folding) and for
+ * every alignment of source and second destination relative to each other. */
+static void check_copy2(const struct crc32c_impl *impl, uint8_t *a_area, uint8_t *b_area,
+			const uint8_t *src, size_t len, size_t a_off, size_t b_off)
+{
+	uint32_t init = (uint32_t)rng(), got;
+	uint8_t *a = a_area + a_off, *b = b_area + b_off;
+
+	memset(a_area, 0xA5, len + 128);
+	memset(b_area, 0x5A, len + 128);
+	if (impl->copy2)
+		got = impl->copy2(init, a, b, src, len);
+	else
+		got = crc32c_copy2(init, a, b, src, len);
+	assert_int_equal(got, crc32c_portable(init, src, len));
+	assert_memory_equal(a, src, len);
+	assert_memory_equal(b, src, len);
+	for (size_t k = 0; k < a_off; k++)
+		assert_int_equal(a_area[k], 0xA5);
+	for (size_t k = a_off + len; k < len + 128; k++)
+		assert_int_equal(a_area[k], 0xA5);
+	for (size_t k = 0; k < b_off; k++)
+		assert_int_equal(b_area[k], 0x5A);
+	for (size_t k = b_off + len; k < len + 128; k++)
+		assert_int_equal(b_area[k], 0x5A);
+}
+
+static void test_copy2(void **state)
+{
+	const struct crc32c_impl *impls[8];
+	size_t n = supported_impls(impls, 8);
+	uint8_t *src = malloc(LARGE), *a = aligned_alloc(64, LARGE + 128);
+	uint8_t *b = aligned_alloc(64, LARGE + 128);
+
+	(void)state;
+	assert_non_null(src);
+	assert_non_null(a);
+	assert_non_null(b);
+	fill_random(src, LARGE);
+	for (size_t i = 0; i <= n; i++) {
+		/* i == n: the public, dispatched entry point (copy2 NULL → crc32c_copy2()) */
+		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift, NULL };
+		const struct crc32c_impl *impl = i < n ? impls[i] : &pub;
+
+		for (size_t len = 0; len <= MAX_SMALL; len++)
+			check_copy2(impl, a, b, src + rng() % 64, len, rng() % 64, rng() % 64);
+		for (size_t it = 1; it <= 40; it++)
+			check_copy2(impl, a, b, src + rng() % 64, 448 * it + rng() % 448, rng() % 64,
+				    rng() % 64);
+		for (size_t s = 0; s < 4; s++)
+			for (size_t d = 0; d < 36; d += 5)
+				check_copy2(impl, a, b, src + s * 7, 4096 + 256 + 13, d, 35 - d);
+		check_copy2(impl, a, b, src + 3, LARGE - 64, 61, 0);
+		check_copy2(impl, a, b, src, 1 << 20, 0, 32);
+	}
+	free(src);
+	free(a);
+	free(b);
 }
 
 static void test_combine(void **state)
@@ -408,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_impls_large),
 		cmocka_unit_test(test_chaining),
 		cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_copy2),
 		cmocka_unit_test(test_combine),
 	};
 

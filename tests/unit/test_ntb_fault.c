@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "ntb/ntb_int.h"
+#include "util/crc32c.h"
 
 #define WIN (1u << 20)
 #define N32 100000u /* 4-byte writes, each to its own slot */
@@ -146,6 +147,52 @@ static void test_large_writes_corrupt_one_bit(void **state)
 	ntb_link_close(b);
 }
 
+/* ntb_write_dup_crc() goes through the decorator as ONE write of the checksummed bytes: the
+ * window sees the fault, the shadow and the CRC never do. */
+static void test_dup_crc_faults(void **state)
+{
+	(void)state;
+	struct ntb_fault_params f = { .enabled = true, .corrupt = 1.0, .seed = 9 };
+	struct ntb_link *b, *a = open_pair(&f, &b);
+	size_t sz;
+	const volatile uint8_t *in = ntb_in_window(b, &sz);
+	static uint8_t src[70000], shadow[70000];
+	struct ntb_fault_stats st;
+	uint32_t crc = 0;
+
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 13 + 5);
+	assert_int_equal(ntb_write_dup_crc(a, 4096, shadow, src, sizeof(src), 77, &crc), 0);
+	assert_int_equal(crc, crc32c(77, src, sizeof(src)));
+	assert_memory_equal(shadow, src, sizeof(src));
+	int flipped = 0;
+	for (size_t i = 0; i < sizeof(src); i++)
+		flipped += __builtin_popcount(in[4096 + i] ^ src[i]);
+	assert_int_equal(flipped, 1);
+	ntb_fault_stats(a, &st);
+	assert_int_equal(st.writes, 1);
+	assert_int_equal(st.corrupted, 1);
+	ntb_link_close(a);
+	ntb_link_close(b);
+
+	f.corrupt = 0;
+	f.drop = 1.0;
+	a = open_pair(&f, &b);
+	in = ntb_in_window(b, &sz);
+	memset(shadow, 0, sizeof(shadow));
+	assert_int_equal(ntb_write_dup_crc(a, 0, shadow, src, 5000, 0, &crc), 0);
+	assert_int_equal(crc, crc32c(0, src, 5000));
+	assert_memory_equal(shadow, src, 5000);
+	for (size_t i = 0; i < 5000; i++)
+		if (in[i])
+			fail_msg("byte %zu landed despite drop = 1", i);
+	ntb_fault_stats(a, &st);
+	assert_int_equal(st.writes, 1);
+	assert_int_equal(st.dropped, 1);
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
 static void test_drop_all_and_disabled(void **state)
 {
 	(void)state;
@@ -247,6 +294,7 @@ int main(void)
 		cmocka_unit_test(test_rates),
 		cmocka_unit_test(test_large_writes_corrupt_one_bit),
 		cmocka_unit_test(test_drop_all_and_disabled),
+		cmocka_unit_test(test_dup_crc_faults),
 		cmocka_unit_test(test_same_seed_same_faults),
 		cmocka_unit_test(test_delay),
 	};

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "ntb/ntb_int.h"
+#include "util/crc32c.h"
 
 #define WIN (256u * 1024)
 
@@ -330,6 +331,29 @@ static void test_windows(void **state)
 	assert_int_equal(ntb_write(a, WIN + 1, buf, 0), -EINVAL);
 	assert_int_equal(ntb_write(a, SIZE_MAX - 2, buf, 10), -EINVAL);
 	assert_int_equal(ntb_write(a, 8, buf, SIZE_MAX), -EINVAL);
+	/* one pass to the window and a shadow, with the CRC (every length path of the copy) */
+	static uint8_t src[70000], shadow[70000 + 64];
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 11 + 3);
+	for (size_t len = 0; len <= sizeof(src); len = len * 3 + 7) {
+		uint32_t crc = 1;
+		memset(shadow, 0x5a, sizeof(shadow));
+		assert_int_equal(ntb_write_dup_crc(a, 4096 + len % 61, shadow + 1, src, len, 42, &crc), 0);
+		assert_int_equal(crc, crc32c(42, src, len));
+		assert_memory_equal(shadow + 1, src, len);
+		assert_int_equal(shadow[0], 0x5a);
+		assert_int_equal(shadow[len + 1], 0x5a);
+		for (size_t i = 0; i < len; i++)
+			if (bin[4096 + len % 61 + i] != src[i])
+				fail_msg("len %zu: window byte %zu differs", len, i);
+	}
+	/* bounds: nothing copied, the CRC out-parameter untouched */
+	uint32_t crc = 5;
+	memset(shadow, 0x5a, sizeof(shadow));
+	assert_int_equal(ntb_write_dup_crc(a, WIN - 9, shadow, src, 10, 0, &crc), -EINVAL);
+	assert_int_equal(ntb_write_dup_crc(a, SIZE_MAX - 2, shadow, src, 10, 0, &crc), -EINVAL);
+	assert_int_equal(crc, 5);
+	assert_int_equal(shadow[0], 0x5a);
 	/* single stores */
 	assert_int_equal(ntb_write8(b, 3, 0xab), 0);
 	assert_int_equal(ntb_write32(b, 8, 0x12345678u), 0);
@@ -650,6 +674,16 @@ static void test_backend_ops_dispatch(void **state)
 	assert_int_equal(ntb_write32(a, 128, 0xcafef00du), 0);
 	assert_int_equal(calls_write, 2);
 	assert_int_equal(*(const volatile uint32_t *)(bin + 128), 0xcafef00du);
+	/* the one-pass window + shadow copy still goes through the backend's write, once */
+	uint8_t big[1000], shadow[1000];
+	uint32_t crc = 0;
+	memset(big, 0x3c, sizeof(big));
+	assert_int_equal(ntb_write_dup_crc(a, 4096, shadow, big, sizeof(big), 0, &crc), 0);
+	assert_int_equal(calls_write, 3);
+	assert_int_equal(crc, crc32c(0, big, sizeof(big)));
+	assert_int_equal(bin[4096 + 999], 0x3c);
+	assert_memory_equal(shadow, big, sizeof(big));
+	calls_write = 2;
 	ntb_to_peer_barrier(a);
 	ntb_wc_flush(a);
 	ntb_wc_flush(a);
