@@ -77,7 +77,11 @@ static bool restart_after_signal(int timeout_ms)
 		return false;
 	for (int sig = 1; sig < _NSIG; sig++) {
 		struct sigaction sa;
-		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+		/* Fault signals are raised by a faulting instruction of their thread, never while it
+		 * waits in the kernel; crash handlers and sanitizer runtimes install them without
+		 * SA_RESTART, which must not turn every restartable interruption into EINTR. */
+		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS ||
+		    sig == SIGFPE || sig == SIGILL || sigaction(sig, NULL, &sa) < 0)
 			continue;
 		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN &&
 		    !(sa.sa_flags & SA_RESTART))

@@ -13,7 +13,10 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD;; esac
 PL_LIB=$BUILD/libntbsock.so
-# PL_PRELOAD_FIRST: a library preloaded ahead of ours (a sanitizer runtime: make check-asan).
+# PL_PRELOAD_FIRST: a sanitizer runtime preloaded with ours (make check-asan / check-tsan): ahead
+# of the library, or right after it when PL_RT_AFTER_LIB=1 (TSan: its poll/select/epoll_wait
+# interceptors ignore every synchronisation made inside the call they wrap, so our wrappers must
+# run before them, not inside them; see tests/sanitize/run.sh).
 PL_PIDS=""
 PL_TMP=""
 PL_LINK=""
@@ -67,10 +70,17 @@ pl_setup() {
 }
 
 # pl_env HOST: the environment of a program of host HOST (a, b, or none = library, no config).
+pl_preload() {
+	if [ "${PL_RT_AFTER_LIB:-0}" = 1 ]; then
+		echo "$PL_LIB${PL_PRELOAD_FIRST:+:$PL_PRELOAD_FIRST}"
+	else
+		echo "${PL_PRELOAD_FIRST:+$PL_PRELOAD_FIRST:}$PL_LIB"
+	fi
+}
 pl_env() {
 	case $1 in
-	a|b) echo "NTBSOCK_CONF=$PL_TMP/$1.conf NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/$1.log LD_PRELOAD=${PL_PRELOAD_FIRST:+$PL_PRELOAD_FIRST:}$PL_LIB";;
-	none) echo "NTBSOCK_CONF= NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/none.log LD_PRELOAD=${PL_PRELOAD_FIRST:+$PL_PRELOAD_FIRST:}$PL_LIB";;
+	a|b) echo "NTBSOCK_CONF=$PL_TMP/$1.conf NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/$1.log LD_PRELOAD=$(pl_preload)";;
+	none) echo "NTBSOCK_CONF= NTBSOCK_LOG=${PL_LOG_LEVEL:-info} NTBSOCK_LOG_FILE=$PL_TMP/none.log LD_PRELOAD=$(pl_preload)";;
 	plain) echo "NTBSOCK_UNUSED=1";;
 	esac
 }
