@@ -77,8 +77,13 @@ if [ "$what" = all ]; then
 	# the library first, our wrappers run as ordinary instrumented code (real races in them are
 	# still found) and call the runtime's interceptor for the kernel part. The runtime still
 	# precedes libc, so it intercepts the program's and the library's calls as before.
+	# The runtime comes with a swift_demangle stub (tests/sanitize/swift_demangle_stub.c, built
+	# without a sanitizer): without it curl and wget hang in setlocale() with the runtime alone.
+	stub=$B/swift_demangle_stub.so
+	gcc -O2 -fPIC -shared -o "$stub" tests/sanitize/swift_demangle_stub.c ||
+		{ echo "sanitize[$variant]: cannot build $stub"; exit 1; }
 	ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0:verify_asan_link_order=0:strict_string_checks=0" \
-	PL_PRELOAD_FIRST="$rt" PL_RT_AFTER_LIB=$([ "$variant" = tsan ] && echo 1 || echo 0) \
+	PL_PRELOAD_FIRST="$rt:$stub" PL_RT_AFTER_LIB=$([ "$variant" = tsan ] && echo 1 || echo 0) \
 	BUILD="$B" sh tests/run_integration.sh || rc=1
 fi
 
