@@ -132,8 +132,10 @@ static inline void cpu_relax(void)
 /* How often a wait that finds NTB fds ready also asks the kernel about the kernel fds of the
  * same call (zero timeout), and how many spin rounds pass between two such looks, clock
  * reads and yields. Ready NTB fds never starve kernel fds: they are looked at at least on
- * every PL_KCHECK_EVERY-th call, and on every call that finds nothing ready. */
-#define PL_KCHECK_EVERY 16u
+ * every PL_KCHECK_EVERY-th call, and on every call that finds nothing ready. The count is per
+ * thread (per set for epoll) and prime, so that a thread alternating between a few poll or
+ * select calls (sets) still checks each of them in turn. */
+#define PL_KCHECK_EVERY 17u
 #define PL_SPIN_ROUND 16u
 
 /* Deadlines of one waiting call, read from the clock only once the call has to wait: a call
@@ -206,6 +208,19 @@ static bool timed_out(struct pl_timing *t)
 
 static __thread unsigned pl_kcheck __attribute__((tls_model("initial-exec")));
 
+/* An open NTB connection with bytes waiting (a cheaper test than sock_revents(): the receive
+ * side only). False says nothing. */
+static bool readable_now(struct pl_sock *s)
+{
+	/* pairs with the release in set_state() (pl_setup.c) */
+	if (s->kind != PL_CONN || atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN)
+		return false;
+	PL_ENTER();
+	size_t n = tp_readable_bytes(s->conn);
+	PL_LEAVE();
+	return n > 0;
+}
+
 /* What one scan found besides the ready count. */
 struct pl_scan {
 	int nkernel;    /* fds the kernel answers for */
@@ -215,7 +230,7 @@ struct pl_scan {
 /* One pass over FDS: NTB readiness into fds[].revents, the rest copied into KFDS for the
  * kernel (our fds there as -1). ARM: see sock_revents(). Returns how many fds are ready. */
 static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
-		     bool arm, struct pl_scan *ret_scan)
+		     bool arm, bool for_select, struct pl_scan *ret_scan)
 {
 	int nready = 0;
 
@@ -226,6 +241,14 @@ static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, st
 		fds[i].revents = 0;
 		if (!socks[i]) {
 			ret_scan->nkernel += fds[i].fd >= 0;
+			continue;
+		}
+		if (for_select && !arm && fds[i].events == POLLIN && readable_now(socks[i])) {
+			/* select() shows POLLIN, POLLHUP and POLLERR alike as "readable": bytes
+			 * waiting settle it without looking at the send side or the link */
+			kfds[i].fd = -1;
+			fds[i].revents = POLLIN;
+			nready++;
 			continue;
 		}
 		unsigned rev = sock_revents(socks[i], fds[i].fd, arm);
@@ -277,26 +300,12 @@ static int poll_kernel(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks,
 	return nready;
 }
 
-/* pl_poll_impl(); *RET_WAIT_NS (when not NULL): how long it waited, 0 when it returned at
- * once without reading the clock (for select's write-back of the time left). */
-static int poll_wait(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
-		     const sigset_t *mask, int64_t *ret_wait_ns)
+/* Look up the fds of FDS into SOCKS (references; NULL for kernel fds). True when one of them
+ * is carried in user space. */
+static bool poll_lookup(const struct pollfd *fds, nfds_t nfds, struct pl_sock **socks)
 {
-	struct pl_sock *sstack[32], **socks = sstack;
-	struct pollfd kstack[33], *kfds = kstack;
-	struct pl_timing tm = { .tmo = tmo };
 	bool any = false;
-	int ret = 0;
 
-	if (nfds > 32) {
-		socks = calloc(nfds, sizeof(*socks));
-		kfds = calloc(nfds + 1, sizeof(*kfds));
-		if (!socks || !kfds) {
-			free(socks);
-			free(kfds);
-			return pl_real.ppoll(fds, nfds, tmo, mask);
-		}
-	}
 	for (nfds_t i = 0; i < nfds; i++) {
 		socks[i] = fds[i].fd >= 0 ? pl_sock_get(fds[i].fd) : NULL;
 		if (socks[i] && !user_space(socks[i])) {
@@ -305,15 +314,24 @@ static int poll_wait(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo
 		}
 		any |= socks[i] != NULL;
 	}
-	if (!any) {
-		ret = pl_real.ppoll(fds, nfds, tmo, mask);
-		goto out;
-	}
+	return any;
+}
+
+/* The wait of poll/select over FDS, whose objects SOCKS (poll_lookup()) include at least one
+ * user-space fd; KFDS has room for NFDS + 1 entries. FOR_SELECT: the caller maps the result to
+ * fd sets (see poll_scan()). *RET_WAIT_NS (when not NULL): how long it waited, 0 when it
+ * returned at once without reading the clock (for select's write-back of the time left). */
+static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
+		    const struct timespec *tmo, const sigset_t *mask, bool for_select,
+		    int64_t *ret_wait_ns)
+{
+	struct pl_timing tm = { .tmo = tmo };
+	int ret = 0;
 
 	for (;;) {
 		struct pl_scan sc = { 0 };
 		bool kcheck = false;
-		int nready = poll_scan(fds, nfds, socks, kfds, false, &sc);
+		int nready = poll_scan(fds, nfds, socks, kfds, false, for_select, &sc);
 
 		if (nready) {
 			/* The fast path: no clock, no syscall, unless it is the kernel fds' turn. */
@@ -362,7 +380,7 @@ static int poll_wait(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo
 		int evfd = tp_event_fd();
 		tp_event_ack();
 		PL_LEAVE();
-		nready = poll_scan(fds, nfds, socks, kfds, true, &sc);
+		nready = poll_scan(fds, nfds, socks, kfds, true, for_select, &sc);
 		int ms = nready ? 0 : sleep_ms(&tm, evfd < 0);
 		if (nready && sc.nkernel == 0) {
 			ret = nready;
@@ -382,9 +400,31 @@ static int poll_wait(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo
 			break;
 		}
 	}
-out:
 	if (ret_wait_ns)
 		*ret_wait_ns = tm.init ? pl_now_ns() - tm.start : 0;
+	return ret;
+}
+
+int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+		 const sigset_t *mask)
+{
+	struct pl_sock *sstack[32], **socks = sstack;
+	struct pollfd kstack[33], *kfds = kstack;
+	int ret;
+
+	if (nfds > 32) {
+		socks = calloc(nfds, sizeof(*socks));
+		kfds = calloc(nfds + 1, sizeof(*kfds));
+		if (!socks || !kfds) {
+			free(socks);
+			free(kfds);
+			return pl_real.ppoll(fds, nfds, tmo, mask);
+		}
+	}
+	if (poll_lookup(fds, nfds, socks))
+		ret = poll_run(fds, nfds, socks, kfds, tmo, mask, false, NULL);
+	else
+		ret = pl_real.ppoll(fds, nfds, tmo, mask);
 	for (nfds_t i = 0; i < nfds; i++)
 		pl_sock_put(socks[i]);
 	if (socks != sstack) {
@@ -392,12 +432,6 @@ out:
 		free(kfds);
 	}
 	return ret;
-}
-
-int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
-		 const sigset_t *mask)
-{
-	return poll_wait(fds, nfds, tmo, mask, NULL);
 }
 
 static bool poll_has_ours(struct pollfd *fds, nfds_t nfds)
@@ -445,29 +479,22 @@ NTB_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespe
 #define POLLIN_SET (POLLRDNORM | POLLRDBAND | POLLIN | POLLHUP | POLLERR)
 #define POLLOUT_SET (POLLWRBAND | POLLWRNORM | POLLOUT | POLLERR)
 
-static bool select_has_ours(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
-{
-	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 || !pl_active())
-		return false;
-	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
-	for (int fd = 0; fd < nfds && fd < hi && fd < FD_SETSIZE; fd++) {
-		if (!((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))))
-			continue;
-		struct pl_sock *s = pl_sock_get(fd);
-		bool ours = s && user_space(s);
-		pl_sock_put(s);
-		if (ours)
-			return true;
-	}
-	return false;
-}
+#define PL_SEL_STACK 64
 
+/* select over fd sets as a poll over their fds. *RET_OURS: false when no fd of the sets is
+ * carried in user space (then nothing was done: the caller passes the call to the kernel). */
 static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
-		       const sigset_t *mask, int64_t *ret_wait_ns)
+		       const sigset_t *mask, int64_t *ret_wait_ns, bool *ret_ours)
 {
-	struct pollfd pstack[64], *p = pstack;
-	int n = 0, cap = 64;
+	struct pollfd pstack[PL_SEL_STACK], kstack[PL_SEL_STACK + 1], *p = pstack, *kfds = kstack;
+	struct pl_sock *sstack[PL_SEL_STACK], **socks = sstack;
+	int n = 0, r = 0;
+	bool any = false;
 
+	*ret_ours = false;
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 || !pl_active())
+		return 0;
+	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 	if (nfds > FD_SETSIZE)
 		nfds = FD_SETSIZE;
 	for (int fd = 0; fd < nfds; fd++) {
@@ -480,20 +507,37 @@ static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struc
 			ev |= POLLPRI;
 		if (!ev)
 			continue;
-		if (n == cap) {
-			struct pollfd *np = malloc(sizeof(*np) * FD_SETSIZE);
-			if (!np)
+		if (n == PL_SEL_STACK && p == pstack) {
+			p = malloc(sizeof(*p) * FD_SETSIZE);
+			kfds = malloc(sizeof(*kfds) * (FD_SETSIZE + 1));
+			socks = malloc(sizeof(*socks) * FD_SETSIZE);
+			if (!p || !kfds || !socks) {
+				free(p);
+				free(kfds);
+				free(socks);
+				for (int i = 0; i < n; i++)
+					pl_sock_put(sstack[i]);
+				*ret_ours = true;
 				return -ENOMEM;
-			memcpy(np, p, sizeof(*np) * (size_t)n);
-			p = np;
-			cap = FD_SETSIZE;
+			}
+			memcpy(p, pstack, sizeof(*p) * (size_t)n);
+			memcpy(socks, sstack, sizeof(*socks) * (size_t)n);
 		}
 		p[n].fd = fd;
 		p[n].events = ev;
 		p[n].revents = 0;
+		socks[n] = fd < hi ? pl_sock_get(fd) : NULL;
+		if (socks[n] && !user_space(socks[n])) {
+			pl_sock_put(socks[n]);
+			socks[n] = NULL;
+		}
+		any |= socks[n] != NULL;
 		n++;
 	}
-	int r = poll_wait(p, (nfds_t)n, tmo, mask, ret_wait_ns);
+	if (!any)
+		goto out;
+	*ret_ours = true;
+	r = poll_run(p, (nfds_t)n, socks, kfds, tmo, mask, true, ret_wait_ns);
 	if (r < 0) {
 		r = -errno;
 		goto out;
@@ -525,15 +569,18 @@ static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struc
 		}
 	}
 out:
-	if (p != pstack)
+	for (int i = 0; i < n; i++)
+		pl_sock_put(socks[i]);
+	if (p != pstack) {
 		free(p);
+		free(kfds);
+		free(socks);
+	}
 	return r;
 }
 
 NTB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tmo)
 {
-	if (!select_has_ours(nfds, rd, wr, ex))
-		return pl_real.select(nfds, rd, wr, ex, tmo);
 	struct timespec ts, *tp = NULL;
 	if (tmo) {
 		if (tmo->tv_sec < 0 || tmo->tv_usec < 0)
@@ -543,7 +590,10 @@ NTB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timev
 		tp = &ts;
 	}
 	int64_t waited = 0;
-	int r = select_impl(nfds, rd, wr, ex, tp, NULL, &waited);
+	bool ours;
+	int r = select_impl(nfds, rd, wr, ex, tp, NULL, &waited, &ours);
+	if (!ours)
+		return pl_real.select(nfds, rd, wr, ex, tmo);
 	if (tmo && waited) {
 		/* Linux writes back the time left (a call that did not wait leaves it as is). */
 		int64_t left = (int64_t)tmo->tv_sec * 1000000 + tmo->tv_usec - waited / 1000;
@@ -558,9 +608,13 @@ NTB_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timev
 NTB_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
 		       const sigset_t *mask)
 {
-	if (!select_has_ours(nfds, rd, wr, ex))
+	bool ours;
+	if (tmo && (tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000L))
+		return (int)pl_ret(-EINVAL);
+	int r = select_impl(nfds, rd, wr, ex, tmo, mask, NULL, &ours);
+	if (!ours)
 		return pl_real.pselect(nfds, rd, wr, ex, tmo, mask);
-	return (int)pl_ret(select_impl(nfds, rd, wr, ex, tmo, mask, NULL));
+	return (int)pl_ret(r);
 }
 
 /* --- epoll ------------------------------------------------------------------------------------------- */
