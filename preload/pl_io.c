@@ -102,9 +102,9 @@ static inline void cpu_relax(void)
 /* Wait for EVENTS on S: spin for the configured budget, yielding the CPU every few rounds so
  * a peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
  * set to 0: see pl_tp_params()). Same results as tp_wait().
- * Waiting for input spins on tp_readable_bytes(), which does not ask the peer to ring us (as
- * tp_poll() does): the peer's sends stay free of doorbells while we spin. End of stream and
- * errors are seen by tp_wait() when the spin ends. */
+ * Waiting for input spins on tp_readable_bytes(), for output on tp_poll_peek(): neither asks
+ * the peer to ring us (as tp_poll() does), so the peer's calls stay free of doorbells while we
+ * spin. End of stream and errors are seen by tp_wait() when the spin ends. */
 static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 {
 	events |= TP_EV_ERR | TP_EV_HUP;
@@ -116,7 +116,8 @@ static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 					if (tp_readable_bytes(s->conn))
 						return TP_EV_IN;
 				} else {
-					unsigned ev = tp_poll(s->conn);
+					/* (no arming: tp_wait() arms before it sleeps) */
+					unsigned ev = tp_poll_peek(s->conn);
 					if (ev & events)
 						return (int)(ev & events);
 				}
