@@ -330,7 +330,10 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-static unsigned poll_bits(struct tp_conn *c, bool arm)
+/* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
+ * feedback words; TP_EV_IN: the receive side, which is always checked as it also yields
+ * RDHUP/HUP); ARM asks the peer to ring for what WANT lacks. */
+static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 {
 	unsigned ev = 0;
 	int err = tp_conn_own(c);
@@ -342,6 +345,8 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
 	pthread_mutex_lock(&c->rx_lock);
 	tp_rx_progress(c, 1);
+	if (arm)
+		tp_rx_flush_feedback(c); /* the caller may sleep: nothing held back meanwhile */
 	if (arm && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
 		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
@@ -354,6 +359,16 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 	if (c->fin_rcvd_v)
 		ev |= TP_EV_RDHUP;
 	pthread_mutex_unlock(&c->rx_lock);
+	if (!(want & TP_EV_OUT)) {
+		/* waiting to read: leave the send side (and its feedback words) alone */
+		if (ev & TP_EV_RDHUP) {
+			pthread_mutex_lock(&c->tx_lock);
+			if (c->wr_shut && c->fin_sent)
+				ev |= TP_EV_HUP;
+			pthread_mutex_unlock(&c->tx_lock);
+		}
+		goto lost;
+	}
 	pthread_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);
 	bool room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
@@ -370,67 +385,113 @@ static unsigned poll_bits(struct tp_conn *c, bool arm)
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;
 	pthread_mutex_unlock(&c->tx_lock);
+	if ((ev & TP_EV_RDHUP) && wr_done)
+		ev |= TP_EV_HUP;
+lost:
 	if (tp_conn_peer_lost(c)) {
 		/* writes fail; recv delivers what arrived, then EOF (FIN seen) or ECONNRESET */
 		ev |= TP_EV_OUT | TP_EV_HUP;
 		if (!(ev & TP_EV_IN))
 			ev |= TP_EV_IN | (c->fin_rcvd_v ? 0 : TP_EV_ERR);
 	}
-	if ((ev & TP_EV_RDHUP) && wr_done)
-		ev |= TP_EV_HUP;
 	return ev;
 }
 
 unsigned tp_poll(struct tp_conn *c)
 {
 	/* arm the peer's doorbell for what is not ready: the caller may sleep on tp_event_fd() */
-	return poll_bits(c, true);
+	return poll_bits(c, true, TP_EV_IN | TP_EV_OUT);
 }
 
 unsigned tp_poll_peek(struct tp_conn *c)
 {
 	/* (preload/ spins on this and arms with tp_poll() only right before it sleeps) */
-	return poll_bits(c, false);
+	return poll_bits(c, false, TP_EV_IN | TP_EV_OUT);
+}
+
+/* Monotonic milliseconds at the kernel tick's resolution (a few ns, no TSC read): enough to
+ * tell a streaming connection from an idle one. */
+static uint64_t coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int woke(struct tp_conn *c, unsigned ev)
+{
+	__atomic_store_n(&c->last_wake_ms, coarse_ms(), __ATOMIC_RELAXED);
+	return (int)ev;
+}
+
+#define TP_SPIN_FULL_EVERY 64u /* spins between full looks (errors, peer loss) and clock reads */
+
+/* Spin for the budget: each round reads only the probe (a few words of our inbound window and
+ * the doorbell); a full poll_bits() runs when the probe moved, and every TP_SPIN_FULL_EVERY
+ * rounds with the clock check. Returns the ready bits, or 0 when the budget ran out. */
+static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long budget_us)
+{
+	struct tp_probe pr;
+
+	tp_probe_arm(c, &pr, events);
+	for (unsigned spins = 1;; spins++) {
+		bool hit = tp_probe_hit(c, &pr);
+
+		if (hit || spins % TP_SPIN_FULL_EVERY == 0) {
+			unsigned ev = poll_bits(c, false, events);
+
+			if (ev & events)
+				return ev & events;
+			if (spins % TP_SPIN_FULL_EVERY == 0 &&
+			    mono_ns() - t0 >= (uint64_t)budget_us * 1000u)
+				return 0;
+			if (hit)
+				tp_probe_arm(c, &pr, events); /* not for us after all (yet) */
+		}
+		__builtin_ia32_pause();
+	}
 }
 
 int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 {
-	uint64_t start = tp_now_ms();
-	struct timespec t0, t1;
+	long budget = (long)c->link->params.spin_us;
+	uint64_t t0, start;
 	unsigned ev;
 
-	long budget = (long)c->link->params.spin_us;
-
-	/* Adaptive spinning: a connection that was waited on and woke within the last 2 ms is
-	 * streaming; sleeping there costs two wake-ups per ring turn, so spin a little longer. */
-	if (start - __atomic_load_n(&c->last_wake_ms, __ATOMIC_RELAXED) < 2u &&
+	events |= TP_EV_ERR | TP_EV_HUP;
+	ev = poll_bits(c, false, events);
+	if (ev & events)
+		return woke(c, ev & events);
+	t0 = mono_ns();
+	start = t0 / 1000000u;
+	/* Adaptive spinning: a connection that was waited on and woke within the last few ms is
+	 * streaming; sleeping there costs the peer a wake-up per message and us two context
+	 * switches per ring turn, so spin longer (still bounded: an idle connection sleeps). */
+	if (coarse_ms() - __atomic_load_n(&c->last_wake_ms, __ATOMIC_RELAXED) <= 8u &&
 	    budget < TP_SPIN_ACTIVE_US)
 		budget = TP_SPIN_ACTIVE_US;
-	events |= TP_EV_ERR | TP_EV_HUP;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (unsigned spins = 0;; spins++) {
-		ev = poll_bits(c, false);
-		if (ev & events) {
-			__atomic_store_n(&c->last_wake_ms, tp_now_ms(), __ATOMIC_RELAXED);
-			return (int)(ev & events);
-		}
-		if (spins % 16u)
-			continue;
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		if ((t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000 >= budget)
-			break;
-		__builtin_ia32_pause();
+	if (budget > 0 && timeout_ms != 0) {
+		ev = spin_wait(c, events, t0, budget);
+		if (ev)
+			return woke(c, ev);
 	}
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);
 		uint64_t now = tp_now_ms();
 		int slice = 50, rc;
 
-		ev = poll_bits(c, true);
-		if (ev & events) {
-			__atomic_store_n(&c->last_wake_ms, tp_now_ms(), __ATOMIC_RELAXED);
-			return (int)(ev & events);
-		}
+		ev = poll_bits(c, true, events);
+		if (ev & events)
+			return woke(c, ev & events);
 		if (timeout_ms >= 0) {
 			if (now - start >= (uint64_t)timeout_ms)
 				return 0;

@@ -412,6 +412,11 @@ struct tp_conn {
 	uint32_t rx_bounce_cap;
 	uint32_t rx_bounce_pos, rx_bounce_msn; /* the record it holds, when rx_bounce_ok */
 	bool rx_bounce_ok;
+	/* The head inline record's slot as validated (private copy, rx_lock): served from here so
+	 * that it is copied out of the window and CRC-checked once (rec_copy(), rule 3.4). */
+	bool inl_hold_ok;
+	uint32_t inl_hold_pos, inl_hold_msn;
+	uint8_t inl_hold[128];
 	struct tp_stats local_stats; /* when ent is NULL */
 #define TP_WCACHE 48
 	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */
@@ -470,6 +475,20 @@ static inline void tp_stats_load(struct tp_stats *dst, const struct tp_stats *sr
 #undef TP_STAT_LD
 }
 
+/* tp_rx.c: a lock-free snapshot for spinning waits (tp_wait): what would change when the peer
+ * publishes something (the next inline sequence byte, TX_D, the feedback words, the doorbell).
+ * Armed under rx_lock from the current cursors; a hit only means "look again" (poll_bits). */
+struct tp_probe {
+	const volatile uint8_t *seq_at;  /* sequence byte of the next inline slot */
+	uint8_t seq_want;
+	bool seq_was;                    /* already there when armed (not news) */
+	uint64_t tx_d, fb_rx_i, fb_rx_d; /* raw checked words when armed */
+	uint32_t db;
+	unsigned events;                 /* TP_EV_IN: watch the rings, TP_EV_OUT: the feedback */
+};
+void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events);
+bool tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
+
 /* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers() */
 void tp_tx_timers(struct tp_conn *c, uint64_t now);
 void tp_rx_timers(struct tp_conn *c);
@@ -479,6 +498,9 @@ int tp_conn_init_queues(struct tp_conn *c);
 void tp_conn_free_queues(struct tp_conn *c);
 void tp_conn_timers(struct tp_conn *c, uint64_t now);
 void tp_rx_progress(struct tp_conn *c, uint32_t want);
+/* Under rx_lock: publish released space and CmpAck held back by the lazy release (tp_rx.c) —
+ * before the reader sleeps, and from the timers. */
+void tp_rx_flush_feedback(struct tp_conn *c);
 uint32_t tp_data_room(const struct tp_conn *c, uint8_t type);
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);

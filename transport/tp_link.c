@@ -306,6 +306,10 @@ static void atfork_prepare(void)
 			pthread_mutex_lock(&c->rx_lock);
 			if (atomic_load(&c->closed))
 				continue; /* lingering here: stays ours, the child drops it */
+			/* the release held back by the lazy rx_release() goes out now: after the
+			 * fork nobody may drive this connection (no timers) for a while */
+			if (__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) && !atomic_load(&c->error))
+				tp_rx_flush_feedback(c);
 			__atomic_add_fetch(&c->ent->refs, 1, __ATOMIC_ACQ_REL);
 			__atomic_store_n(&c->ent->fork_ms, now, __ATOMIC_RELEASE);
 			/* both copies start unowned (the child inherits this); release: pairs with

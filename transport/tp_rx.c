@@ -100,20 +100,28 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 
 enum probe { PR_NONE, PR_OK, PR_OTHER, PR_BAD };
 
-/* Look at inline position POS for message MSN. */
-static enum probe rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struct tp_rec *r)
+/* Whether the sequence byte of inline position POS says the slot is written. */
+static bool inline_seq_ready(const struct tp_conn *c, uint32_t pos)
+{
+	/* acquire: the sequence byte before the slot it publishes; pairs with the barrier in
+	 * write_inline_slot() */
+	return __atomic_load_n((const uint8_t *)in_inline(c, pos) + TP_INL_SEQ, __ATOMIC_ACQUIRE) ==
+	       tp_inline_seq(pos, c->link->geom.log2n, c->seq_base_in);
+}
+
+/* Look at inline position POS for message MSN; the slot is copied to BUF (128 B, private) and
+ * validated there. */
+static enum probe rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struct tp_rec *r,
+			    uint8_t *buf)
 {
 	const volatile uint8_t *s = in_inline(c, pos);
-	uint8_t buf[128], flags;
+	uint8_t flags;
 	unsigned len;
 	uint32_t m;
 
-	/* acquire: the sequence byte before the slot it publishes; pairs with the barrier in
-	 * write_inline_slot() */
-	if (__atomic_load_n((const uint8_t *)s + TP_INL_SEQ, __ATOMIC_ACQUIRE) !=
-	    tp_inline_seq(pos, c->link->geom.log2n, c->seq_base_in))
+	if (!inline_seq_ready(c, pos))
 		return PR_NONE;
-	memcpy(buf, (const void *)s, sizeof(buf)); /* private copy, then validate */
+	memcpy(buf, (const void *)s, 128); /* private copy, then validate */
 	if (tp_inline_check(buf, c->nonce_in, &len, &m, &flags))
 		return PR_BAD;
 	if (m != msn)
@@ -192,7 +200,15 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 	}
 	while (c->rec_tail - c->rec_head < TP_RECS && !c->fin_rcvd_v && c->rec_bytes < want) {
 		struct tp_rec r;
-		enum probe pi = rx_inline(c, c->v_i, c->v_msn, &r);
+		uint8_t scratch[128];
+		/* the head record's slot is validated in the hold it is delivered from */
+		bool head = c->rec_tail == c->rec_head;
+		uint8_t *buf = head ? c->inl_hold : scratch;
+		enum probe pi;
+
+		if (head)
+			c->inl_hold_ok = false;
+		pi = rx_inline(c, c->v_i, c->v_msn, &r, buf);
 
 		if (pi == PR_OK) {
 			c->v_i++;
@@ -202,7 +218,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 			/* The inline probe came first: a later data message seen now (tx_d read with
 			 * acquire) proves an inline one published before it is visible by now. */
 			if (pd == PR_OTHER && pi == PR_NONE &&
-			    (pi = rx_inline(c, c->v_i, c->v_msn, &r)) == PR_OK) {
+			    (pi = rx_inline(c, c->v_i, c->v_msn, &r, buf)) == PR_OK) {
 				c->v_i++;
 				goto take;
 			}
@@ -219,7 +235,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 				struct tp_rec r2;
 
 				if (pi != PR_NONE &&
-				    rx_inline(c, c->v_i + 1, c->v_msn + 1, &r2) == PR_OK) {
+				    rx_inline(c, c->v_i + 1, c->v_msn + 1, &r2, scratch) == PR_OK) {
 					rx_fail(c, pi == PR_BAD);
 					return;
 				}
@@ -228,6 +244,11 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 			}
 		}
 take:
+		if (head && r.ring == 0) {
+			c->inl_hold_ok = true;
+			c->inl_hold_pos = r.pos;
+			c->inl_hold_msn = r.msn;
+		}
 		c->recs[c->rec_tail % TP_RECS] = r;
 		if (c->rec_skip && c->rec_tail == c->rec_head) {
 			/* adopted after exec: the old image had consumed this much of it */
@@ -274,6 +295,7 @@ static void rec_done(struct tp_conn *c, const struct tp_rec *r)
 	c->rec_head++;
 	c->rec_off = 0;
 	c->rx_bounce_ok = false;
+	c->inl_hold_ok = false;
 }
 
 static bool bounce_holds(const struct tp_conn *c, const struct tp_rec *r)
@@ -297,6 +319,11 @@ static int rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, uin
 		unsigned len;
 		uint32_t msn;
 
+		if (c->inl_hold_ok && c->inl_hold_pos == r->pos && c->inl_hold_msn == r->msn) {
+			/* validated when it was taken (tp_rx_progress), never changed since */
+			memcpy(dst, c->inl_hold + r->payload + off, n);
+			return 0;
+		}
 		memcpy(s, (const void *)in_inline(c, r->pos), sizeof(s));
 		if (tp_inline_check(s, c->nonce_in, &len, &msn, &fl) || msn != r->msn ||
 		    len != r->len || fl != r->flags)
@@ -351,16 +378,35 @@ static void rx_rewind(struct tp_conn *c, uint32_t skip)
 	c->fin_rcvd_v = false;
 	c->inline_bad = false;
 	c->rx_bounce_ok = false;
+	c->inl_hold_ok = false;
 	rx_fail(c, true);
 }
 
-/* Release what was consumed: in big steps while data keeps coming, at once when drained. */
-static void rx_release(struct tp_conn *c, bool drained)
+static bool fb_pending(const struct tp_conn *c)
 {
-	uint32_t qs = c->link->geom.qsize, n = c->link->geom.inline_n;
+	return c->c_d != c->pub_d || c->c_i != c->pub_i || c->v_msn != c->pub_ack;
+}
 
-	if (c->c_d - c->pub_d >= qs / 8u || c->c_i - c->pub_i >= n / 4u ||
-	    ((c->c_d != c->pub_d || c->c_i != c->pub_i) && drained))
+/* Release what was consumed, lazily: every feedback write costs the sender a cache miss (and
+ * us a fence), so a message is not worth one. Published when a quarter of the inline ring or
+ * an eighth of the data ring was consumed since the last time (so a sender never finds the
+ * ring full while we have drained it: what we hold back is less than half of either ring),
+ * when the sender says it waits for room (TX_WAIT), at end of stream (its linger waits for
+ * the FIN's CmpAck), and by tp_rx_flush_feedback() before we sleep and from the timers. */
+static void rx_release(struct tp_conn *c)
+{
+	uint32_t qs = c->link->geom.qsize, n = c->link->geom.inline_n, waits;
+
+	if (!fb_pending(c))
+		return;
+	if (c->c_d - c->pub_d >= qs / 8u || c->c_i - c->pub_i >= n / 4u || c->eof ||
+	    (tp_slot_word(c, TP_W_TX_WAIT, &waits) && waits))
+		fb_publish(c);
+}
+
+void tp_rx_flush_feedback(struct tp_conn *c)
+{
+	if (fb_pending(c))
 		fb_publish(c);
 }
 
@@ -376,7 +422,7 @@ static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, 
 	if (c->gated || c->fin_rcvd_v || atomic_load(&c->error) || c->rec_head != c->rec_tail ||
 	    c->rec_skip)
 		return 0;
-	if (rx_inline(c, c->v_i, c->v_msn, &r) != PR_NONE)
+	if (inline_seq_ready(c, c->v_i))
 		return 0; /* inline (or trouble): the validating path handles it */
 	if (rx_data(c, c->v_msn, &r, false) != PR_OK || r.len == 0)
 		return 0;
@@ -459,7 +505,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 						voff = 0;
 					}
 				}
-				rx_release(c, false);
+				rx_release(c);
 				continue;
 			}
 			tp_rx_progress(c, 1);
@@ -509,7 +555,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		rec_done(c, r);
 		h = c->rec_head;
 		off = 0;
-		rx_release(c, false);
+		rx_release(c);
 	}
 	if (!peek)
 		c->rec_off = off;
@@ -531,24 +577,78 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	} else {
 		rc = -EAGAIN;
 	}
-	rx_release(c, c->rec_head == c->rec_tail);
+	rx_release(c);
 	pthread_mutex_unlock(&c->rx_lock);
 	return rc;
 }
 
 
+/* --- spinning waits --------------------------------------------------------------------------- */
+
+static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
+{
+	return tp_in_word(c->link, TP_OFF_SLOTS + c->slot * c->link->slot_size + w);
+}
+
+void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
+{
+	pthread_mutex_lock(&c->rx_lock);
+	p->seq_at = in_inline(c, c->v_i) + TP_INL_SEQ;
+	p->seq_want = tp_inline_seq(c->v_i, c->link->geom.log2n, c->seq_base_in);
+	p->seq_was = inline_seq_ready(c, c->v_i);
+	pthread_mutex_unlock(&c->rx_lock);
+	p->events = events;
+	p->tx_d = events & TP_EV_IN ? slot_raw(c, TP_W_TX_D) : 0;
+	p->fb_rx_i = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_I) : 0;
+	p->fb_rx_d = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_D) : 0;
+	p->db = ntb_db_read(c->link->ntb);
+}
+
+/* Only window words and the doorbell, no locks, no CRC: cheap enough for every spin. */
+bool tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
+{
+	if (p->events & TP_EV_IN) {
+		/* acquire: pairs with the barrier before the sequence byte in write_inline_slot()
+		 * (what it publishes is validated under rx_lock afterwards) */
+		if (!p->seq_was) {
+			uint8_t seq = __atomic_load_n((const uint8_t *)p->seq_at, __ATOMIC_ACQUIRE);
+
+			/* Also load the slot's first line (payload of 53-116-byte messages) in the
+			 * same round: its miss overlaps the sequence byte's instead of following it
+			 * when rx_inline() copies the slot. Only a prefetch: the copy re-reads it. */
+			(void)*(p->seq_at - TP_INL_SEQ);
+			if (seq == p->seq_want)
+				return true;
+		}
+		if (slot_raw(c, TP_W_TX_D) != p->tx_d)
+			return true;
+	}
+	if ((p->events & TP_EV_OUT) && (slot_raw(c, TP_W_FB_RX_I) != p->fb_rx_i ||
+					slot_raw(c, TP_W_FB_RX_D) != p->fb_rx_d))
+		return true;
+	return ntb_db_read(c->link->ntb) != p->db || atomic_load_explicit(&c->error,
+									 memory_order_relaxed);
+}
+
 /* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
 void tp_rx_timers(struct tp_conn *c)
 {
 	if (pthread_mutex_trylock(&c->rx_lock) == 0) {
-		tp_rx_progress(c, 1);
-		if (c->rd_shut || atomic_load(&c->closed)) {
+		bool discard = c->rd_shut || atomic_load(&c->closed);
+		uint32_t v;
+		/* Validation (a CRC pass over the data) is the reader's job, done on its own core
+		 * when it reads: the timers validate only to answer a Detect (is data missing?) and
+		 * to discard for a reader that is gone. The epoch gate and TimerRcvData run always. */
+		bool detect = tp_slot_word(c, TP_W_TX_EPOCH, &v) && (uint16_t)(v >> 16) != c->det_seen;
+
+		tp_rx_progress(c, detect || discard ? 1 : 0);
+		if (discard) {
 			/* nobody will read: discard, so the peer's sender is not blocked */
 			while (c->rec_head != c->rec_tail)
 				rec_done(c, &c->recs[c->rec_head % TP_RECS]);
-			if (c->c_d != c->pub_d || c->c_i != c->pub_i)
-				fb_publish(c);
 		}
+		/* what was consumed since the last release (rx_release() is lazy) */
+		tp_rx_flush_feedback(c);
 		if (c->fb_dirty) {
 			fb_publish_words(c, true);
 			c->fb_dirty = false;
