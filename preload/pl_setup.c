@@ -331,7 +331,13 @@ static int connect_tcp(int fd, const struct sockaddr *dst, socklen_t dlen, const
  * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK. The kernel sends it anyway
  * when its delayed-ACK timer fires (200 ms) or a SYN-ACK is retransmitted; if that happened
  * before the reservation, the server may have accepted without finding it, so the
- * connection stays TCP (handshake_acked()). */
+ * connection stays TCP (handshake_acked()) and the reservation is ended. (Left: a server
+ * that accepts in the microseconds between the reservation and that end sees its NTB
+ * connection reset; it takes a client descheduled for 150 ms in between.) */
+
+/* How long the set-up may take after connect() returned: the kernel holds the ACK for at most
+ * its delayed-ACK maximum (TCP_DELACK_MAX, 200 ms). */
+#define PL_ACK_HOLD_MS 150
 
 /* struct tcp_info as the kernel fills it since Linux 4.2 (glibc's stops at tcpi_total_retrans). */
 struct pl_tcp_info {
@@ -419,8 +425,12 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 		return connect_late_tcp(fd, dst, r, e, desc, "getsockname failed", why);
 	}
 	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
+	/* A set-up still waiting when the held ACK leaves anyway is wasted: end it before. */
+	int tmo = (int)pl_tpp.setup_timeout_ms;
+	if (tmo > PL_ACK_HOLD_MS)
+		tmo = PL_ACK_HOLD_MS;
 	PL_ENTER();
-	int tr = tp_connect(link, &key, (int)pl_tpp.setup_timeout_ms, &conn, &why);
+	int tr = tp_connect(link, &key, tmo, &conn, &why);
 	PL_LEAVE();
 	if (tr < 0)
 		return connect_late_tcp(fd, dst, r, e, desc, NULL,
