@@ -409,6 +409,11 @@ unsigned tp_poll_peek(struct tp_conn *c)
 	return poll_bits(c, false, TP_EV_IN | TP_EV_OUT);
 }
 
+unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
+{
+	return poll_bits(c, arm, want);
+}
+
 /* Monotonic milliseconds at the kernel tick's resolution (a few ns, no TSC read): enough to
  * tell a streaming connection from an idle one. */
 static uint64_t coarse_ms(void)

@@ -139,6 +139,11 @@ unsigned tp_poll(struct tp_conn *c);
 /* ADDED: tp_poll() without arming the peer's doorbell (for spinning: the peer's sends stay
  * free of doorbells); a caller that then sleeps on tp_event_fd() must call tp_poll() first. */
 unsigned tp_poll_peek(struct tp_conn *c);
+/* ADDED: readiness for the directions in WANT only (TP_EV_IN, TP_EV_OUT: a socket polled for
+ * input alone leaves the send side and its feedback words alone, and never asks the peer to
+ * ring for room); ARM as tp_poll() does, else as tp_poll_peek(). The receive side is always
+ * looked at (RDHUP/HUP/ERR are reported whatever WANT says). */
+unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm);
 
 /* Wait until (tp_poll(c) & EVENTS) or TIMEOUT_MS (-1 forever): spin for the configured
  * budget, then sleep on the doorbell. Returns the ready bits, 0 on timeout, -EINTR. */
