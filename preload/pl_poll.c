@@ -79,7 +79,7 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm);
 /* Readiness of S at FD in poll(2) bits, or PL_REV_KERNEL. ARM: ask the peers to ring us for
  * what is not ready (only right before a sleep); spinning and fast checks leave the peers'
  * sends free of doorbells. */
-static unsigned sock_revents(struct pl_sock *s, int fd, bool arm)
+static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned events)
 {
 	if (s->kind == PL_EPOLL) {
 		if (!s->ep)
@@ -98,15 +98,20 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm)
 		return POLLOUT | POLLERR | POLLHUP; /* a failed connect, as the kernel shows it */
 	if (st != PL_CS_OPEN)
 		return PL_REV_KERNEL;
+	/* Only what EVENTS asks for: a socket polled for input alone leaves the send side (and
+	 * the feedback words the peer keeps writing) alone. POLLHUP/POLLERR come with input. */
+	unsigned want = TP_EV_IN;
+	if (events & (POLLOUT | POLLWRNORM | POLLWRBAND))
+		want |= TP_EV_OUT;
 	PL_ENTER();
-	unsigned ev = arm ? tp_poll(s->conn) : tp_poll_peek(s->conn);
+	unsigned ev = tp_poll_dir(s->conn, want, arm);
 	PL_LEAVE();
 	return tp_to_poll(ev);
 }
 
 unsigned pl_sock_revents(struct pl_sock *s, int fd)
 {
-	return sock_revents(s, fd, true);
+	return sock_revents(s, fd, true, POLLIN | POLLOUT);
 }
 
 /* Is S (found at FD) carried in user space? Failed connects and listeners are kernel fds. */
@@ -208,19 +213,6 @@ static bool timed_out(struct pl_timing *t)
 
 static __thread unsigned pl_kcheck __attribute__((tls_model("initial-exec")));
 
-/* An open NTB connection with bytes waiting (a cheaper test than sock_revents(): the receive
- * side only). False says nothing. */
-static bool readable_now(struct pl_sock *s)
-{
-	/* pairs with the release in set_state() (pl_setup.c) */
-	if (s->kind != PL_CONN || atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN)
-		return false;
-	PL_ENTER();
-	size_t n = tp_readable_bytes(s->conn);
-	PL_LEAVE();
-	return n > 0;
-}
-
 /* What one scan found besides the ready count. */
 struct pl_scan {
 	int nkernel;    /* fds the kernel answers for */
@@ -230,7 +222,7 @@ struct pl_scan {
 /* One pass over FDS: NTB readiness into fds[].revents, the rest copied into KFDS for the
  * kernel (our fds there as -1). ARM: see sock_revents(). Returns how many fds are ready. */
 static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
-		     bool arm, bool for_select, struct pl_scan *ret_scan)
+		     bool arm, struct pl_scan *ret_scan)
 {
 	int nready = 0;
 
@@ -243,15 +235,7 @@ static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, st
 			ret_scan->nkernel += fds[i].fd >= 0;
 			continue;
 		}
-		if (for_select && !arm && fds[i].events == POLLIN && readable_now(socks[i])) {
-			/* select() shows POLLIN, POLLHUP and POLLERR alike as "readable": bytes
-			 * waiting settle it without looking at the send side or the link */
-			kfds[i].fd = -1;
-			fds[i].revents = POLLIN;
-			nready++;
-			continue;
-		}
-		unsigned rev = sock_revents(socks[i], fds[i].fd, arm);
+		unsigned rev = sock_revents(socks[i], fds[i].fd, arm, (unsigned)fds[i].events);
 		if (rev & PL_REV_KERNEL) {
 			ret_scan->nkernel++;
 			ret_scan->ep_kernel |= socks[i]->kind == PL_EPOLL;
@@ -289,7 +273,8 @@ static int poll_kernel(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks,
 		fds[i].revents = kfds[i].revents;
 		if (socks[i] && socks[i]->kind == PL_CONN) {
 			/* A pending connect completed: its readiness is now NTB's. */
-			unsigned rev = sock_revents(socks[i], fds[i].fd, false);
+			unsigned rev = sock_revents(socks[i], fds[i].fd, false,
+						    (unsigned)fds[i].events);
 			if (!(rev & PL_REV_KERNEL))
 				fds[i].revents = (short)(rev & ((unsigned)fds[i].events |
 								POLLERR | POLLHUP));
@@ -318,12 +303,11 @@ static bool poll_lookup(const struct pollfd *fds, nfds_t nfds, struct pl_sock **
 }
 
 /* The wait of poll/select over FDS, whose objects SOCKS (poll_lookup()) include at least one
- * user-space fd; KFDS has room for NFDS + 1 entries. FOR_SELECT: the caller maps the result to
- * fd sets (see poll_scan()). *RET_WAIT_NS (when not NULL): how long it waited, 0 when it
- * returned at once without reading the clock (for select's write-back of the time left). */
+ * user-space fd; KFDS has room for NFDS + 1 entries. *RET_WAIT_NS (when not NULL): how long it
+ * waited, 0 when it returned at once without reading the clock (for select's write-back of the
+ * time left). */
 static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
-		    const struct timespec *tmo, const sigset_t *mask, bool for_select,
-		    int64_t *ret_wait_ns)
+		    const struct timespec *tmo, const sigset_t *mask, int64_t *ret_wait_ns)
 {
 	struct pl_timing tm = { .tmo = tmo };
 	int ret = 0;
@@ -331,7 +315,7 @@ static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, str
 	for (;;) {
 		struct pl_scan sc = { 0 };
 		bool kcheck = false;
-		int nready = poll_scan(fds, nfds, socks, kfds, false, for_select, &sc);
+		int nready = poll_scan(fds, nfds, socks, kfds, false, &sc);
 
 		if (nready) {
 			/* The fast path: no clock, no syscall, unless it is the kernel fds' turn. */
@@ -380,7 +364,7 @@ static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, str
 		int evfd = tp_event_fd();
 		tp_event_ack();
 		PL_LEAVE();
-		nready = poll_scan(fds, nfds, socks, kfds, true, for_select, &sc);
+		nready = poll_scan(fds, nfds, socks, kfds, true, &sc);
 		int ms = nready ? 0 : sleep_ms(&tm, evfd < 0);
 		if (nready && sc.nkernel == 0) {
 			ret = nready;
@@ -422,7 +406,7 @@ int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		}
 	}
 	if (poll_lookup(fds, nfds, socks))
-		ret = poll_run(fds, nfds, socks, kfds, tmo, mask, false, NULL);
+		ret = poll_run(fds, nfds, socks, kfds, tmo, mask, NULL);
 	else
 		ret = pl_real.ppoll(fds, nfds, tmo, mask);
 	for (nfds_t i = 0; i < nfds; i++)
@@ -537,7 +521,7 @@ static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struc
 	if (!any)
 		goto out;
 	*ret_ours = true;
-	r = poll_run(p, (nfds_t)n, socks, kfds, tmo, mask, true, ret_wait_ns);
+	r = poll_run(p, (nfds_t)n, socks, kfds, tmo, mask, ret_wait_ns);
 	if (r < 0) {
 		r = -errno;
 		goto out;
@@ -804,7 +788,7 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm)
 			pl_sock_put(cur);
 			continue;
 		}
-		unsigned rev = sock_revents(cur, e->fd, arm);
+		unsigned rev = sock_revents(cur, e->fd, arm, e->events);
 		if (rev & PL_REV_KERNEL) {
 			if (ret_pending && cur->kind == PL_CONN)
 				*ret_pending = true;
@@ -842,7 +826,7 @@ static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, boo
 			pl_sock_put(cur);
 			continue;
 		}
-		unsigned rev = sock_revents(cur, e->fd, arm);
+		unsigned rev = sock_revents(cur, e->fd, arm, e->events);
 		if (rev & PL_REV_KERNEL) {
 			if (cur->kind == PL_CONN)
 				*ret_pending = true;
