@@ -389,6 +389,8 @@ struct tp_conn {
 	uint32_t det_backoff;      /* Detects answered without progress in a row */
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	bool tx_dirty;
+	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
+	uint64_t tx_fresh_ms;     /* coarse clock of that read (tp_tx.c: tx_refresh()) */
 	/* --- receive side (rx_lock) */
 	pthread_mutex_t rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */

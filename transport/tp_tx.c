@@ -5,12 +5,36 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "transport/tp_int.h"
 #include "util/crc32c.h"
 #include "util/log.h"
 
 /* --- send side ------------------------------------------------------------------------------ */
+
+/* The feedback unit and the ST word are written by the peer, so each read on the send path is a
+ * cross-core (or cross-bridge) miss. tp_send() reads them (tx_refresh()) when the cached credits
+ * do not cover a message, and otherwise at least every TX_REFRESH_SENDS calls and every tick of
+ * the coarse clock (≤ 4 ms); the timers read them too (tp_tx_timers()). So a Retry epoch, a
+ * CmpAck or an RST is seen by a streaming sender within a few messages. */
+#define TX_REFRESH_SENDS 16u
+
+/* CLOCK_MONOTONIC at tick resolution: a fraction of the cost of CLOCK_MONOTONIC, never ahead
+ * of it (tp_now_ms()), which is what the timers compare these stamps with. */
+static uint64_t coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* NOW - THEN for stamps that may have been taken after NOW (no wrap to a huge age). */
+static uint64_t age_ms(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
 
 static uint32_t out_inline_off(const struct tp_conn *c, uint32_t pos)
 {
@@ -195,7 +219,7 @@ static void publish_tx(struct tp_conn *c)
 	c->tx_d_pub = c->tx_d;
 	ntb_wc_flush(c->link->ntb);
 	c->tx_dirty = true;
-	c->last_tx_pub_ms = tp_now_ms();
+	c->last_tx_pub_ms = coarse_ms();
 }
 
 /* The peer asked for a retry (newer epoch): rewrite every unreleased byte from the shadows,
@@ -267,7 +291,7 @@ void tp_tx_feedback(struct tp_conn *c)
 		}
 	}
 	if (progress) {
-		c->last_ack_ms = tp_now_ms();
+		c->last_ack_ms = coarse_ms();
 		c->terr = 0;
 		c->det_backoff = 0;
 	}
@@ -293,6 +317,7 @@ uint32_t tp_data_room(const struct tp_conn *c, uint8_t type)
 	return (fr - gap) & ~(TP_DATA_ALIGN - 1);
 }
 
+/* Per-send checks of process-local state only (the peer's ST word: tx_refresh()). */
 static int tx_check(struct tp_conn *c)
 {
 	int err = atomic_load(&c->error);
@@ -301,12 +326,41 @@ static int tx_check(struct tp_conn *c)
 		return err;
 	if (c->wr_shut)
 		return -EPIPE;
-	if (tp_conn_peer_lost(c)) {
+	/* link state as the helper thread last saw it (every ≤ 100 ms), as tp_conn_peer_lost() */
+	if (!atomic_load_explicit(&c->link->up, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) != c->peer_epoch) {
 		/* not c->error: the receive side still delivers what arrived, then ends */
 		atomic_store(&c->peer_gone, true);
 		return -ECONNRESET;
 	}
 	return 0;
+}
+
+/* Read the peer-written words (ST flags, feedback); 0 or the connection's error. */
+static int tx_refresh(struct tp_conn *c)
+{
+	c->tx_fresh_sends = 0;
+	c->tx_fresh_ms = coarse_ms();
+	if (tp_conn_peer_lost(c)) {
+		atomic_store(&c->peer_gone, true);
+		return -ECONNRESET;
+	}
+	tp_tx_feedback(c);
+	return atomic_load(&c->error);
+}
+
+/* Must tp_send() read the peer-written words before sending TOTAL bytes? */
+static bool tx_stale(struct tp_conn *c, size_t total)
+{
+	const struct tp_params *pp = &c->link->params;
+
+	if (++c->tx_fresh_sends >= TX_REFRESH_SENDS || total == 0 ||
+	    coarse_ms() != c->tx_fresh_ms)
+		return true;
+	if (total <= pp->inline_max && inline_free(c) > 0)
+		return false;
+	/* a few messages' descriptors and alignment besides the bytes */
+	return data_free(c) < total + 4u * 128u;
 }
 
 int tp_tx_fin(struct tp_conn *c)
@@ -335,7 +389,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	const struct tp_params *pp = &c->link->params;
 	struct iov_cur ic = { .iov = iov, .cnt = iovcnt };
 	size_t total = 0, sent = 0;
-	bool data_pub = false, any = false;
+	bool data_pub = false, any = false, refreshed = false;
 	ssize_t rc;
 
 	for (int i = 0; i < iovcnt; i++)
@@ -344,12 +398,9 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	rc = tp_conn_own(c); /* single-owner rule after fork (tp_int.h) */
 	if (!rc)
 		rc = tx_check(c);
-	if (rc)
-		goto out;
-	tp_tx_feedback(c);
-	if ((rc = atomic_load(&c->error)))
-		goto out;
-	if (total == 0)
+	if (!rc && tx_stale(c, total))
+		rc = tx_refresh(c);
+	if (rc || total == 0)
 		goto out;
 	while (sent < total) {
 		size_t left = total - sent;
@@ -378,6 +429,19 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		}
 		if (room > max_msg)
 			room = max_msg;
+		if (room == 0 && !refreshed) {
+			/* the cached credits ran out: look at what the receiver released since */
+			int err = tx_refresh(c);
+
+			refreshed = true;
+			if (err < 0 && !any) {
+				rc = err;
+				goto out;
+			}
+			if (err < 0)
+				break;
+			continue;
+		}
 		if (room == 0)
 			break;
 		uint32_t n = left < room ? (uint32_t)left : room;
@@ -422,7 +486,7 @@ void tp_tx_timers(struct tp_conn *c, uint64_t now)
 			/* an alive receiver that does not read: up to ~2 s between probes */
 			to += (c->det_backoff < 16 ? c->det_backoff : 16) * 120u;
 
-			if (now - c->last_ack_ms > to) {
+			if (age_ms(now, c->last_ack_ms) > to) {
 				/* TimerSendData / TimerDetect: PROBING, send Detect */
 				if (++c->terr > pp->max_err) {
 					tp_set_error(c, -ECONNRESET);
@@ -438,7 +502,7 @@ void tp_tx_timers(struct tp_conn *c, uint64_t now)
 					c->last_ack_ms = now;
 				}
 			}
-		} else if (c->tx_dirty && now - c->last_tx_pub_ms > 50) {
+		} else if (c->tx_dirty && age_ms(now, c->last_tx_pub_ms) > 50) {
 			/* republish: a dropped index write must not stall the peer */
 			tp_peer_word(c, TP_W_TX_D, c->tx_d);
 			tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
