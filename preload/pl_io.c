@@ -102,7 +102,7 @@ static inline void cpu_relax(void)
 /* Wait for EVENTS on S: spin for the configured budget, yielding the CPU every few rounds so
  * a peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
  * set to 0: see pl_tp_params()). Same results as tp_wait().
- * Waiting for input spins on tp_readable_bytes(), for output on tp_poll_peek(): neither asks
+ * Waiting for input spins on tp_readable_bytes(), for output on tp_poll_dir(): neither asks
  * the peer to ring us (as tp_poll() does), so the peer's calls stay free of doorbells while we
  * spin. End of stream and errors are seen by tp_wait() when the spin ends. */
 static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
@@ -117,7 +117,7 @@ static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 						return TP_EV_IN;
 				} else {
 					/* (no arming: tp_wait() arms before it sleeps) */
-					unsigned ev = tp_poll_peek(s->conn);
+					unsigned ev = tp_poll_dir(s->conn, events, false);
 					if (ev & events)
 						return (int)(ev & events);
 				}
@@ -167,7 +167,8 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			continue;
 		}
 		if ((r == 0 || r == -EAGAIN) && pl_tpp.inline_max &&
-		    (tp_poll(s->conn) & TP_EV_OUT)) {
+		    /* (not arming: the wait below arms only if it has to sleep) */
+		    (tp_poll_dir(s->conn, TP_EV_OUT, false) & TP_EV_OUT)) {
 			/* Refused, yet "writable": the room is in the inline ring, which takes only
 			 * small writes. Put a small piece there, so that POLLOUT stays truthful and a
 			 * sender never spins on it (the ring fills, then waits arm properly). */

@@ -531,12 +531,17 @@ static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struc
 			r = -EBADF;
 			goto out;
 		}
-	if (rd)
-		FD_ZERO(rd);
-	if (wr)
-		FD_ZERO(wr);
-	if (ex)
-		FD_ZERO(ex);
+	/* As the kernel: only the words covering NFDS are written back (FD_ZERO's 128-byte
+	 * clears were a visible part of a select() that finds a socket ready). */
+	size_t words = ((size_t)nfds + NFDBITS - 1) / NFDBITS;
+	for (size_t w = 0; w < words; w++) {
+		if (rd)
+			__FDS_BITS(rd)[w] = 0;
+		if (wr)
+			__FDS_BITS(wr)[w] = 0;
+		if (ex)
+			__FDS_BITS(ex)[w] = 0;
+	}
 	r = 0;
 	for (int i = 0; i < n; i++) {
 		if (rd && (p[i].events & POLLIN) && (p[i].revents & POLLIN_SET)) {
