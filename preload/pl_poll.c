@@ -13,6 +13,31 @@
 #define PL_SLEEP_CAP_MS 100      /* bound on a sleep: covers a wake-up another waiter consumed */
 #define PL_EP_TAG 0x6e7462736f636b21ULL /* epoll data of our event fd inside an epoll set */
 
+/* How often a wait that finds NTB fds ready also asks the kernel about the kernel fds of the
+ * same call (zero timeout): on every PL_KCHECK_EVERY-th such call, and at least once per tick
+ * of the coarse clock (1-4 ms), so ready NTB fds never starve kernel fds; a call that finds
+ * nothing ready always asks the kernel. The count is prime, so that a thread alternating
+ * between a few poll or select calls (sets) still checks each of them in turn. */
+#define PL_KCHECK_EVERY 61u
+
+struct pl_kturn {
+	unsigned calls;
+	int64_t tick; /* CLOCK_MONOTONIC_COARSE at the last look, in ns */
+};
+
+/* Is it the kernel fds' turn? The coarse clock is read from the vDSO's data page: no syscall
+ * and no TSC read. */
+static bool kernel_turn(struct pl_kturn *k)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (++k->calls % PL_KCHECK_EVERY != 0 && now == k->tick)
+		return false;
+	k->tick = now;
+	return true;
+}
+
 static unsigned tp_to_poll(unsigned ev)
 {
 	unsigned r = 0;
@@ -48,7 +73,7 @@ struct pl_epoll {
 	struct pl_ep_entry *v;
 	int n, cap;
 	unsigned rr;         /* where the next collection starts (fairness) */
-	unsigned kcheck;     /* calls that found NTB events (kernel fds every 4th) */
+	struct pl_kturn kturn; /* when the kernel's side is looked at although NTB fds are ready */
 	bool evfd_added;
 };
 
@@ -134,13 +159,7 @@ static inline void cpu_relax(void)
 
 /* --- poll ------------------------------------------------------------------------------------------ */
 
-/* How often a wait that finds NTB fds ready also asks the kernel about the kernel fds of the
- * same call (zero timeout), and how many spin rounds pass between two such looks, clock
- * reads and yields. Ready NTB fds never starve kernel fds: they are looked at at least on
- * every PL_KCHECK_EVERY-th call, and on every call that finds nothing ready. The count is per
- * thread (per set for epoll) and prime, so that a thread alternating between a few poll or
- * select calls (sets) still checks each of them in turn. */
-#define PL_KCHECK_EVERY 17u
+/* Spin rounds between two looks at the kernel fds, clock reads and yields of a spinning wait. */
 #define PL_SPIN_ROUND 16u
 
 /* Deadlines of one waiting call, read from the clock only once the call has to wait: a call
@@ -211,7 +230,7 @@ static bool timed_out(struct pl_timing *t)
 	return t->deadline >= 0 && pl_now_ns() >= t->deadline;
 }
 
-static __thread unsigned pl_kcheck __attribute__((tls_model("initial-exec")));
+static __thread struct pl_kturn pl_kturn __attribute__((tls_model("initial-exec")));
 
 /* What one scan found besides the ready count. */
 struct pl_scan {
@@ -319,7 +338,7 @@ static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, str
 
 		if (nready) {
 			/* The fast path: no clock, no syscall, unless it is the kernel fds' turn. */
-			if (sc.nkernel == 0 || (++pl_kcheck % PL_KCHECK_EVERY) != 0) {
+			if (sc.nkernel == 0 || !kernel_turn(&pl_kturn)) {
 				ret = nready;
 				break;
 			}
@@ -907,10 +926,10 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 		pthread_mutex_lock(&ep->lock);
 		int n = ep_collect(ep, evs, max, &pending, false);
 		bool evfd_ok = ep->evfd_added;
-		/* Kernel fds are looked at on every PL_KCHECK_EVERY-th call that found NTB events,
-		 * and always when none was found: neither side starves, and the common case needs
-		 * no syscall. */
-		bool look = n && (++ep->kcheck % PL_KCHECK_EVERY) == 0;
+		/* Kernel fds are looked at in their turn (kernel_turn()) when NTB events were found,
+		 * and always when none was: neither side starves, and the common case needs no
+		 * syscall. */
+		bool look = n && kernel_turn(&ep->kturn);
 		pthread_mutex_unlock(&ep->lock);
 		if (n && !look) {
 			ret = n;

@@ -137,7 +137,7 @@ static void ready_socket_and_pipe(int fd)
 	CHECK(write(pp[1], "p", 1) == 1, "pipe write");
 	int hi = (fd > pp[0] ? fd : pp[0]) + 1;
 	int sel_pipe = 0, poll_pipe = 0, ep_pipe = 0;
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < 256; i++) {
 		fd_set rd;
 		FD_ZERO(&rd);
 		FD_SET(fd, &rd);
@@ -157,17 +157,17 @@ static void ready_socket_and_pipe(int fd)
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll_ctl socket");
 	ev.data.fd = pp[0];
 	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, pp[0], &ev) == 0, "epoll_ctl pipe");
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < 256; i++) {
 		struct epoll_event evs[4];
 		int n = epoll_wait(ep, evs, 4, 5000);
 		CHECK(n >= 1, "epoll_wait with a pipe: %d", n);
 		for (int k = 0; k < n; k++)
 			ep_pipe += evs[k].data.fd == pp[0];
 	}
-	/* 64 calls each: the kernel reports the pipe every time; allow a fast path to skip it on
+	/* 256 calls each: the kernel reports the pipe every time; allow a fast path to skip it on
 	 * most calls, never on all of them. */
 	CHECK(sel_pipe >= 2 && poll_pipe >= 2 && ep_pipe >= 2,
-	      "pipe beside a ready socket reported by select %d, poll %d, epoll %d of 64 calls",
+	      "pipe beside a ready socket reported by select %d, poll %d, epoll %d of 256 calls",
 	      sel_pipe, poll_pipe, ep_pipe);
 	close(ep);
 	close(pp[0]);
