@@ -105,9 +105,8 @@ int ntb_write(struct ntb_link *link, size_t off, const void *src, size_t len);
  * The result is that of crc32c_copy(crc, shadow, src, len) then ntb_write(link, off, shadow,
  * len): the shadow always receives the bytes checksummed, the window write goes through the
  * fault decorator like any ntb_write() (one write), and the window is never read. For a
- * sender that keeps a retransmission copy: one pass instead of two. The shadow may be written
- * with non-temporal stores (see crc32c_copy2()). 0, or the errors of ntb_write() (nothing is
- * copied then). */
+ * sender that keeps a retransmission copy: one pass instead of two (crc32c_copy2()). 0, or the
+ * errors of ntb_write() (nothing is copied then). */
 int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow, const void *src,
 		      size_t len, uint32_t crc, uint32_t *ret_crc);
 
