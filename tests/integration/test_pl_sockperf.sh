@@ -11,6 +11,29 @@ printf 'T:127.0.0.2:%s\nT:127.0.0.2:%s\n' $p1 $p2 >"$PL_TMP/feed"
 
 p50() { sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$1" | tail -1; }
 
+# CPU ticks (user + system, all threads) of process $1 so far.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# idle_cpu PID MUX: an NTB connection to the server stays open and silent (pl_hold): the
+# server's wait (select, poll or epoll beside its listener) must sleep after its spin budget,
+# not spin or poll in a loop. Bound: 20 % of one core over 2 s (a busy loop takes 100 %).
+idle_cpu() {
+	[ -x "$BUILD/tests/pl_hold" ] || { echo "idle CPU: pl_hold not built, not checked"; return; }
+	pid=$(pgrep -P $1 sockperf || echo $1)
+	d=$PL_TMP/hold-$2; mkdir -p $d
+	pl_bg a "$BUILD/tests/pl_hold" 127.0.0.2 $p1 $d
+	hold=$PL_LAST
+	i=0; while [ ! -e $d/connected ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	[ -e $d/connected ] || pl_fail "-F $2: pl_hold did not connect"
+	sleep 0.5
+	t0=$(ticks $pid); sleep 2; t1=$(ticks $pid)
+	hz=$(getconf CLK_TCK)
+	echo "-F $2: idle server with an open NTB connection used $((t1 - t0)) ticks of $((2 * hz)) in 2 s"
+	[ $(( (t1 - t0) * 5 )) -le $((2 * hz)) ] || pl_fail "-F $2: idle wait uses CPU ($((t1 - t0)) ticks in 2 s)"
+	touch $d/close $d/exit
+	wait $hold 2>/dev/null
+}
+
 for mux in s p e; do
 	pl_bg b sockperf sr -f "$PL_TMP/feed" -F $mux
 	srv=$PL_LAST
@@ -25,6 +48,7 @@ for mux in s p e; do
 	grep -q "Summary: Message Rate" "$PL_TMP/tp-$mux.out" || pl_fail "tp -F $mux: no result"
 	pl_assert_lo_below "$before" 200000
 	echo "-F $mux: ping-pong p50 $(p50 "$PL_TMP/pp-$mux.out") usec; $(grep -o 'BandWidth is [0-9.]* MBps' "$PL_TMP/tp-$mux.out")"
+	idle_cpu $srv $mux
 	kill $srv; wait $srv 2>/dev/null
 done
 conns=$(pl_count_log a ': ntb (link')
