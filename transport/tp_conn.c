@@ -347,7 +347,7 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	tp_rx_progress(c, 1);
 	if (arm)
 		tp_rx_flush_feedback(c); /* the caller may sleep: nothing held back meanwhile */
-	if (arm && c->rec_head == c->rec_tail && !c->eof) {
+	if (arm && (want & TP_EV_IN) && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
 		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
 		tp_rx_progress(c, 1);
@@ -441,16 +441,28 @@ static int woke(struct tp_conn *c, unsigned ev)
 #define TP_SPIN_FULL_EVERY 64u /* spins between full looks (errors, peer loss) and clock reads */
 
 /* Spin for the budget: each round reads only the probe (a few words of our inbound window and
- * the doorbell); a full poll_bits() runs when the probe moved, and every TP_SPIN_FULL_EVERY
- * rounds with the clock check. Returns the ready bits, or 0 when the budget ran out. */
+ * the doorbell). A message or released space the probe sees is reported at once (IN / OUT:
+ * the caller's tp_recv()/tp_send() validates it, under its lock, only once; should it turn out
+ * unusable, the caller gets -EAGAIN and waits again with the probe re-armed past it). Anything
+ * else, and every TP_SPIN_FULL_EVERY rounds with the clock check, gets a full poll_bits().
+ * Returns the ready bits, or 0 when the budget ran out. */
 static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long budget_us)
 {
 	struct tp_probe pr;
 
 	tp_probe_arm(c, &pr, events);
-	for (unsigned spins = 1;; spins++) {
-		bool hit = tp_probe_hit(c, &pr);
+	if (pr.seq_was) {
+		/* a slot arrived since the caller's last look: not news to the probe, so look */
+		unsigned ev = poll_bits(c, false, events);
 
+		if (ev & events)
+			return ev & events;
+	}
+	for (unsigned spins = 1;; spins++) {
+		unsigned hit = tp_probe_hit(c, &pr);
+
+		if (hit & events & (TP_EV_IN | TP_EV_OUT))
+			return hit & events & (TP_EV_IN | TP_EV_OUT);
 		if (hit || spins % TP_SPIN_FULL_EVERY == 0) {
 			unsigned ev = poll_bits(c, false, events);
 

@@ -489,7 +489,7 @@ struct tp_probe {
 	unsigned events;                 /* TP_EV_IN: watch the rings, TP_EV_OUT: the feedback */
 };
 void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events);
-bool tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
+unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
 
 /* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers() */
 void tp_tx_timers(struct tp_conn *c, uint64_t now);

@@ -604,30 +604,36 @@ void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
 	p->db = ntb_db_read(c->link->ntb);
 }
 
-/* Only window words and the doorbell, no locks, no CRC: cheap enough for every spin. */
-bool tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
+/* Only window words and the doorbell, no locks, no CRC: cheap enough for every spin. Returns
+ * TP_EV_IN (a message was published), TP_EV_OUT (space was released), TP_EV_ERR (something
+ * else moved: doorbell, error) or 0. */
+unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 {
+	unsigned hit = 0;
+
 	if (p->events & TP_EV_IN) {
-		/* acquire: pairs with the barrier before the sequence byte in write_inline_slot()
-		 * (what it publishes is validated under rx_lock afterwards) */
 		if (!p->seq_was) {
 			uint8_t seq = __atomic_load_n((const uint8_t *)p->seq_at, __ATOMIC_ACQUIRE);
 
 			/* Also load the slot's first line (payload of 53-116-byte messages) in the
 			 * same round: its miss overlaps the sequence byte's instead of following it
-			 * when rx_inline() copies the slot. Only a prefetch: the copy re-reads it. */
+			 * when rx_inline() copies the slot. Only a prefetch: the copy re-reads it.
+			 * (acquire above: pairs with the barrier before the sequence byte in
+			 * write_inline_slot(); what it publishes is validated under rx_lock later) */
 			(void)*(p->seq_at - TP_INL_SEQ);
 			if (seq == p->seq_want)
-				return true;
+				hit |= TP_EV_IN;
 		}
 		if (slot_raw(c, TP_W_TX_D) != p->tx_d)
-			return true;
+			hit |= TP_EV_IN;
 	}
 	if ((p->events & TP_EV_OUT) && (slot_raw(c, TP_W_FB_RX_I) != p->fb_rx_i ||
 					slot_raw(c, TP_W_FB_RX_D) != p->fb_rx_d))
-		return true;
-	return ntb_db_read(c->link->ntb) != p->db || atomic_load_explicit(&c->error,
-									 memory_order_relaxed);
+		hit |= TP_EV_OUT;
+	if (ntb_db_read(c->link->ntb) != p->db ||
+	    atomic_load_explicit(&c->error, memory_order_relaxed))
+		hit |= TP_EV_ERR;
+	return hit;
 }
 
 /* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
