@@ -10,13 +10,19 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Who writes / who reads:
  *   state  — mapguard_add() claims FREE→BUSY (CAS), fills base/len, then publishes ACTIVE
  *            (release); mapguard_remove() stores FREE; the handler reads it (acquire).
  *   base, len — written only while BUSY by the claimer; read by the handler after ACTIVE.
- *   lost   — set by the handler, read by mapguard_lost(). */
+ *   lost   — INTACT until a fault; the handler that wins the CAS INTACT→REPLACING maps the
+ *            zero pages and stores REPLACED; other faulting threads only return (their access
+ *            re-executes, and faults again until the winner is done). Read by mapguard_lost().
+ *            mapguard_add() resets it while BUSY. */
 enum { MG_FREE = 0, MG_BUSY = 1, MG_ACTIVE = 2 };
+enum { MG_INTACT = 0, MG_REPLACING = 1, MG_REPLACED = 2 };
 
 struct mg_entry {
 	_Atomic int       state;
@@ -65,15 +71,31 @@ static void mg_handler(int sig, siginfo_t *info, void *ctx)
 		size_t len = atomic_load_explicit(&e->len, memory_order_relaxed);
 		if (addr < base || addr - base >= len)
 			continue;
-		/* mmap is async-signal-safe (a plain system call). */
-		void *p = mmap((void *)base, len, PROT_READ | PROT_WRITE,
-			       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p != MAP_FAILED) {
-			atomic_store_explicit(&e->lost, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&mg_faults, 1, memory_order_relaxed);
+		/* One replacement per mapping: a second thread that faulted on the old pages must
+		 * not map zeros again over what the first one's thread wrote since (a lock it took
+		 * in a host table). Losers return: the access re-executes, on the new pages or
+		 * (winner not done yet) into this handler again. */
+		int expect = MG_INTACT;
+		if (!atomic_compare_exchange_strong_explicit(&e->lost, &expect, MG_REPLACING,
+							     memory_order_relaxed,
+							     memory_order_relaxed)) {
 			errno = saved;
 			return;
 		}
+		/* The raw system call (async-signal-safe) rather than mmap(): a sanitizer's mmap
+		 * interceptor would record the new pages as written by this thread, and TSan then
+		 * reports every later access of another thread as a race with it. The pages change
+		 * under every thread at once, like memory another process writes. */
+		long p = syscall(SYS_mmap, base, len, PROT_READ | PROT_WRITE,
+				 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == (long)base) {
+			atomic_fetch_add_explicit(&mg_faults, 1, memory_order_relaxed);
+			/* Release: pairs with the acquire load in mapguard_lost(). */
+			atomic_store_explicit(&e->lost, MG_REPLACED, memory_order_release);
+			errno = saved;
+			return;
+		}
+		atomic_store_explicit(&e->lost, MG_INTACT, memory_order_relaxed);
 		break;
 	}
 	errno = saved;
@@ -105,7 +127,7 @@ int mapguard_add(void *base, size_t len)
 			continue;
 		atomic_store_explicit(&e->base, (uintptr_t)base, memory_order_relaxed);
 		atomic_store_explicit(&e->len, len, memory_order_relaxed);
-		atomic_store_explicit(&e->lost, 0, memory_order_relaxed);
+		atomic_store_explicit(&e->lost, MG_INTACT, memory_order_relaxed);
 		/* Release: pairs with the acquire load in mg_handler() and mapguard_lost(). */
 		atomic_store_explicit(&e->state, MG_ACTIVE, memory_order_release);
 		return 0;
@@ -140,7 +162,9 @@ bool mapguard_lost(const void *base)
 	if (!atomic_load_explicit(&mg_faults, memory_order_relaxed))
 		return false;
 	struct mg_entry *e = mg_find(base);
-	return e && atomic_load_explicit(&e->lost, memory_order_relaxed);
+	/* Acquire: pairs with the release store of MG_REPLACED in mg_handler(). (REPLACING
+	 * counts as lost too: the zero pages are on their way.) */
+	return e && atomic_load_explicit(&e->lost, memory_order_acquire) != MG_INTACT;
 }
 
 unsigned long mapguard_faults(void)
