@@ -207,6 +207,79 @@ static void test_stream_fault(void **state)
 	pair_close(&p);
 }
 
+/* The sender reads the receiver's feedback lazily (tp_tx.c: tx_stale/tx_refresh): credits it
+ * cached as exhausted must be refreshed by the next send itself, with no tp_wait() or tp_poll()
+ * in between, and a long message written in one pass to window and shadow arrives intact. */
+static void test_lazy_credits(void **state)
+{
+	struct pair p;
+	struct tp_params tpp;
+	size_t chunk = 64u << 10, sent = 0, got = 0;
+	uint8_t *buf = malloc(2u << 20), *rbuf = malloc(2u << 20);
+	ssize_t n;
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(rbuf);
+	tp_params_init(&tpp);
+	tpp.contexts = 16;
+	pair_open(&p, "lazy", &tpp, NULL);
+	tl_fill(buf, 2u << 20, 7, 0);
+	for (;;) {
+		struct iovec v = { buf + sent, chunk };
+
+		n = tp_send(p.ca, &v, 1);
+		if (n <= 0)
+			break;
+		sent += (size_t)n;
+		assert_true(sent <= (1u << 20));
+	}
+	assert_int_equal(n, -EAGAIN);
+	assert_true(sent >= 256u << 10);
+	while (got < sent) {
+		n = tl_recv_some(p.cb, rbuf + got, sent - got, 2000);
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(rbuf, buf, sent);
+	/* the receiver's release reaches our window at once or by its timers (≤ 50 ms) */
+	usleep(300 * 1000);
+	struct iovec v = { buf + 1, sent - 4096 }; /* misaligned: short messages */
+	assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)(sent - 4096));
+	for (got = 0; got < sent - 4096; got += (size_t)n) {
+		n = tl_recv_some(p.cb, rbuf + got, sent - 4096 - got, 2000);
+		assert_true(n > 0);
+	}
+	assert_memory_equal(rbuf, buf + 1, sent - 4096);
+	free(buf);
+	free(rbuf);
+	pair_close(&p);
+}
+
+/* A peer's reset (ST word) is seen by a sender that keeps finding room within a few sends:
+ * the status word is read on the lazy path too (at least every 16 sends). */
+static void test_reset_seen_by_sender(void **state)
+{
+	struct pair p;
+	struct iovec v = { (void *)"0123456789", 10 };
+	int ok = 0;
+	ssize_t n = 0;
+
+	(void)state;
+	pair_open(&p, "rstsend", NULL, NULL);
+	assert_int_equal(tp_send(p.ca, &v, 1), 10);
+	tp_abort(p.cb);
+	for (int i = 0; i < 100; i++) {
+		n = tp_send(p.ca, &v, 1);
+		if (n != 10)
+			break;
+		ok++;
+	}
+	assert_int_equal(n, -ECONNRESET);
+	assert_true(ok <= 16);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -215,6 +288,8 @@ int main(void)
 		cmocka_unit_test(test_basic_exchange),
 		cmocka_unit_test(test_stream_clean),
 		cmocka_unit_test(test_stream_fault),
+		cmocka_unit_test(test_lazy_credits),
+		cmocka_unit_test(test_reset_seen_by_sender),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
