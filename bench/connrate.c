@@ -68,17 +68,19 @@ static int serve(const struct sockaddr_in *sa, int wait_eof)
 
 static int one_connection(const struct sockaddr_in *sa)
 {
+	static int reported;
 	char c = 'x';
 	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
-	int ok;
 
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	ok = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 && write(fd, &c, 1) == 1 &&
-	     read(fd, &c, 1) == 1;
+	const char *step = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) ? "connect" :
+			   write(fd, &c, 1) != 1 ? "write" : read(fd, &c, 1) != 1 ? "read" : NULL;
+	if (step && reported++ < 5) /* (read: 0 is an early end of stream) */
+		fprintf(stderr, "connrate client: %s: %s\n", step, strerror(errno));
 	close(fd);
-	return ok ? 0 : -1;
+	return step ? -1 : 0;
 }
 
 static int client(const struct sockaddr_in *sa, double secs, long count, double max_rate)

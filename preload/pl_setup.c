@@ -37,6 +37,10 @@ struct pl_link {
 	int64_t opened_ns;
 	int64_t failed_ns;   /* last open failure: retried after a second */
 	bool waited_up;      /* a connect already waited for this link to come up */
+	/* A set-up over it was answered quickly: the peer host serves the link (connect_late()
+	 * has 100 ms, which a peer that only now sees the link come up may need). A hint:
+	 * relaxed. */
+	_Atomic bool settled;
 };
 static struct pl_link pl_links[CONF_MAX_LINKS];
 static pthread_once_t pl_atfork_once = PTHREAD_ONCE_INIT;
@@ -319,6 +323,21 @@ static int connect_tcp(int fd, const struct sockaddr *dst, socklen_t dlen, const
 	return r;
 }
 
+/* Hold limits of the late set-up, see "connect with the port chosen by the kernel". */
+#define PL_HOLD_OK_MS 100
+#define PL_HOLD_GIVEUP_MS 150
+#define PL_HOLD_SERVER_US 125000u
+
+/* A tp_connect() that started at START_NS ended with R / WHY: a quick answer settles the link
+ * (see struct pl_link), a timeout unsettles it. */
+static void link_note_setup(int index, int r, enum tp_reason why, int64_t start_ns)
+{
+	if (r == 0 && pl_now_ns() - start_ns < PL_HOLD_OK_MS * 1000000LL)
+		atomic_store_explicit(&pl_links[index].settled, true, memory_order_relaxed);
+	else if (r < 0 && why == TP_REASON_TIMEOUT)
+		atomic_store_explicit(&pl_links[index].settled, false, memory_order_relaxed);
+}
+
 /* --- connect with the port chosen by the kernel ---------------------------------------------------
  *
  * The NTB set-up is keyed by the 4-tuple, and the server's accept() looks the key up at once. An
@@ -328,16 +347,23 @@ static int connect_tcp(int fd, const struct sockaddr *dst, socklen_t dlen, const
  * kept from accepting until the reservation exists: TCP_DEFER_ACCEPT on a connecting socket
  * makes the kernel hold back the ACK that completes the handshake (connect() itself still
  * completes on the SYN-ACK); once tp_connect() has reserved the path under the now known
- * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK. The kernel sends it anyway
- * when its delayed-ACK timer fires (200 ms) or a SYN-ACK is retransmitted; if that happened
- * before the reservation, the server may have accepted without finding it, so the
- * connection stays TCP (handshake_acked()) and the reservation is ended. (Left: a server
- * that accepts in the microseconds between the reservation and that end sees its NTB
- * connection reset; it takes a client descheduled for 150 ms in between.) */
-
-/* How long the set-up may take after connect() returned: the kernel holds the ACK for at most
- * its delayed-ACK maximum (TCP_DELACK_MAX, 200 ms). */
-#define PL_ACK_HOLD_MS 150
+ * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK.
+ *
+ * Both ends must then agree on the path without talking, also when the set-up is slow (a
+ * stalled peer, contexts short): a reservation the server finds at accept() may have been
+ * made after the client gave up. The time the ACK was held decides, and the server sees it as
+ * the handshake's round-trip time (tcpi_rtt: SYN-ACK sent to ACK received):
+ *   client: ntb only when the reservation was complete PL_HOLD_OK_MS after connect() returned
+ *           and the ACK still held (a reservation completed later is ended first, its RST
+ *           written before the ACK is released); tp_connect() gives up after
+ *           PL_HOLD_GIVEUP_MS; the kernel's delayed-ACK timer releases the ACK at 200 ms
+ *           (handshake_acked() then says so: tcp);
+ *   server: tcp, and any reservation under the key ended, when the handshake took
+ *           PL_HOLD_SERVER_US or more, i.e. when the client released it late; else attach.
+ * An ntb client released the ACK within PL_HOLD_OK_MS (plus microseconds), a tcp client
+ * after PL_HOLD_GIVEUP_MS, or with no reservation left to find. (A client descheduled for
+ * 25 ms between its check and the release, or peers more than 25 ms apart, would break the
+ * margin; the hosts of an NTB link are next to each other.) */
 
 /* struct tcp_info as the kernel fills it since Linux 4.2 (glibc's stops at tcpi_total_retrans). */
 struct pl_tcp_info {
@@ -410,6 +436,7 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 	errno = saved_errno;
 	r = pl_real.connect(fd, dst, dlen);
 	e = errno;
+	int64_t connected_ns = pl_now_ns();
 	if (r < 0 && e != EINPROGRESS && e != EINTR) {
 		/* refused, unreachable, no port left...: as over TCP */
 		hold_ack(fd, false);
@@ -425,22 +452,23 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 		return connect_late_tcp(fd, dst, r, e, desc, "getsockname failed", why);
 	}
 	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
-	/* A set-up still waiting when the held ACK leaves anyway is wasted: end it before. */
 	int tmo = (int)pl_tpp.setup_timeout_ms;
-	if (tmo > PL_ACK_HOLD_MS)
-		tmo = PL_ACK_HOLD_MS;
+	if (tmo > PL_HOLD_GIVEUP_MS)
+		tmo = PL_HOLD_GIVEUP_MS;
+	int64_t setup_ns = pl_now_ns();
 	PL_ENTER();
 	int tr = tp_connect(link, &key, tmo, &conn, &why);
 	PL_LEAVE();
+	link_note_setup(link_index, tr, why, setup_ns);
 	if (tr < 0)
 		return connect_late_tcp(fd, dst, r, e, desc, NULL,
 					why == TP_REASON_NONE ? TP_REASON_LOCAL_ERROR : why);
-	if (handshake_acked(fd)) {
+	if (pl_now_ns() - connected_ns > PL_HOLD_OK_MS * 1000000LL || handshake_acked(fd)) {
 		PL_ENTER();
 		tp_abort(conn);
 		PL_LEAVE();
 		return connect_late_tcp(fd, dst, r, e, desc,
-					"the TCP handshake completed before the ntb set-up", why);
+					"ntb set-up slower than the TCP handshake may wait", why);
 	}
 	hold_ack(fd, false);
 
@@ -531,6 +559,18 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		reason = "getsockname failed";
 		goto tcp;
 	}
+	if (sa_port((struct sockaddr *)&local) == 0 && sa_is_any((struct sockaddr *)&local) &&
+	    !atomic_load_explicit(&pl_links[rt.link_index].settled, memory_order_relaxed) &&
+	    bind_host_addr(fd, dst, false) == 0) {
+		/* Until the peer host answered quickly, the port is bound now and the path reserved
+		 * before the kernel connect, which waits as long as the set-up needs. (When the
+		 * bind finds no port, connect() picks one below.) */
+		llen = sizeof(local);
+		if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
+			reason = "getsockname failed";
+			goto tcp;
+		}
+	}
 	if (sa_port((struct sockaddr *)&local) == 0) {
 		/* No port yet: connect() picks it (as for any TCP client), and the reservation
 		 * follows the kernel connect. */
@@ -559,9 +599,11 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		reason = "not an IP address";
 		goto tcp;
 	}
+	int64_t setup_ns = pl_now_ns();
 	PL_ENTER();
 	r = tp_connect(link, &key, (int)pl_tpp.setup_timeout_ms, &conn, &why);
 	PL_LEAVE();
+	link_note_setup(rt.link_index, r, why, setup_ns);
 	if (r < 0) {
 		if (why == TP_REASON_NONE)
 			why = TP_REASON_LOCAL_ERROR;
@@ -696,6 +738,19 @@ static void reject_reservation(const struct tp_key *key)
 	}
 }
 
+/* Did the client of the accepted FD hold its handshake's last ACK so long that it chose TCP?
+ * (see "connect with the port chosen by the kernel") */
+static bool handshake_held_long(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	if (pl_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
+	    l < offsetof(struct tcp_info, tcpi_rttvar))
+		return false;
+	return ti.tcpi_rtt >= PL_HOLD_SERVER_US;
+}
+
 void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 {
 	struct sockaddr_storage cli, srv;
@@ -734,6 +789,10 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	struct tp_link *link = pl_link_get(peer->link_index, false, NULL);
 	if (!link) {
 		reason = tp_reason_str(TP_REASON_LINK_DOWN);
+		goto tcp;
+	}
+	if (handshake_held_long(nfd)) {
+		reason = "ntb set-up slower than the TCP handshake may wait";
 		goto tcp;
 	}
 	PL_ENTER();

@@ -7,7 +7,7 @@
 # connections must succeed and be an ntb one (an explicit bind to port 0 finds no free port
 # after the first 2000 and falls back to TCP: "cannot bind the host address").
 . "$(dirname "$0")/lib.sh"
-pl_need ss sysctl
+pl_need ss sysctl pgrep
 # The demo config's receive contexts: closed connections hand theirs back with some delay,
 # which 32 (the tests' usual) does not cover at this rate.
 PL_CONTEXTS=default
@@ -47,4 +47,33 @@ grep -F ': tcp (' "$PL_TMP/a.log" | sed 's/^.*: tcp/tcp/' | sort | uniq -c | hea
 # The server side must have attached every one (no "client did not set up ntb").
 bntb=$(pl_count_log b ': ntb (link')
 [ "$bntb" -eq $N ] || pl_fail "server: $bntb of $N connections were ntb"
+kill $PL_LAST 2>/dev/null
+
+# A stalled server (SIGSTOP for 0.4 s, five times) while one client process makes 60
+# connections at 20 per second: the kernel completes each handshake, the NTB set-up waits for
+# the stopped host and the client gives up on it. Both ends must still agree on one path for
+# every connection: each byte must come back (a split — one end ntb, the other tcp — hangs or
+# resets the connection).
+port=$(pl_port 2)
+: >"$PL_TMP/a.log"
+: >"$PL_TMP/b.log"
+pl_bg b "$CONNRATE" server 127.0.0.2 $port
+pl_wait_port 127.0.0.2 $port
+srv=$(pgrep -P $PL_LAST) # (pl_bg's pid is timeout's)
+[ -n "$srv" ] || pl_fail "no server process under $PL_LAST"
+PL_TIMEOUT=60 pl_run a "$CONNRATE" client 127.0.0.2 $port 50 60 20 >"$PL_TMP/stall.out" 2>&1 &
+cli=$!
+for i in 1 2 3 4 5; do
+	sleep 0.2
+	kill -STOP $srv
+	sleep 0.4
+	kill -CONT $srv
+done
+wait $cli || pl_fail "stalled server: client failed or hung: $(cat "$PL_TMP/stall.out")"
+set -- $(cat "$PL_TMP/stall.out") x x x
+[ "$2" = 60 ] && [ "$3" = 0 ] || pl_fail "stalled server: $(cat "$PL_TMP/stall.out")"
+echo "stalled server: 60 connections completed;" \
+	"client: $(pl_count_log a ': ntb (link') ntb, $(pl_count_log a ': tcp (') tcp;" \
+	"server: $(pl_count_log b ': ntb (link') ntb, $(pl_count_log b ': tcp (') tcp"
+grep -hF ': tcp (' "$PL_TMP/a.log" "$PL_TMP/b.log" | sed 's/^.*: tcp/tcp/' | sort | uniq -c
 echo "PASS"
