@@ -13,13 +13,18 @@ pl_setup fail-htrunc
 F=$BUILD/tests/fail_peer
 [ -x "$F" ] || pl_skip "$F not built"
 
+# Bytes each way: the stream must outlast the truncation 1 s after it started, and finish soon
+# after; the sanitizers' runtimes move them 5-20 times slower.
+bytes=268435456
+[ -z "$PL_PRELOAD_FIRST" ] || bytes=33554432
+
 # trial SIDE PORT: stream A→B and back, truncate <link>.sideSIDE, check both programs.
 trial() {
 	side=$1; port=$2; table=$PL_LINK.side$side
 	env $(pl_env b) "$F" server 127.0.0.2 $port -n 2 >"$PL_TMP/srv$side.out" 2>&1 &
 	S=$!; PL_PIDS="$PL_PIDS $S"
 	pl_wait_port 127.0.0.2 $port
-	env $(pl_env a) "$F" client 127.0.0.2 $port -s 3 -p 500 -b 268435456 \
+	env $(pl_env a) "$F" client 127.0.0.2 $port -s 3 -p 500 -b $bytes \
 		>"$PL_TMP/cli$side.out" 2>&1 &
 	C=$!; PL_PIDS="$PL_PIDS $C"
 	sleep 1
@@ -27,12 +32,13 @@ trial() {
 	[ "$(pl_count_log a ': ntb (link')" -ge $((side + 1)) ] ||
 		pl_fail "side $side: the stream is not over ntb"
 	[ -s "$table" ] || pl_fail "side $side: no host table $table"
+	kill -0 $C 2>/dev/null || echo "note: side $side: the stream ended before the truncation"
 	truncate -s 0 "$table" || pl_fail "cannot truncate $table"
 	echo "side $side: truncated $table under a live stream"
-	# The stream either ends (EOF/reset/error) or completes its 256 MiB; within 60 s either way.
+	# The stream either ends (EOF/reset/error) or completes its bytes; within 120 s either way.
 	i=0
-	while kill -0 $C 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-	kill -0 $C 2>/dev/null && pl_fail "side $side: client still running 60 s after the truncation (hang?)"
+	while kill -0 $C 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+	kill -0 $C 2>/dev/null && pl_fail "side $side: client still running 120 s after the truncation (hang?)"
 	wait $C; crc=$?
 	[ $crc -gt 128 ] && pl_fail "side $side: client killed by signal $((crc - 128)) (SIGBUS is 7)"
 	kill -0 $S 2>/dev/null || { wait $S; s=$?; [ $s -gt 128 ] &&
