@@ -248,6 +248,10 @@ int main(int argc, char **argv)
 			ntb_peer_db_ring(link);
 			progress = true;
 		}
+		/* The heartbeat on every round, not only when idle: a side that streams without
+		 * pause for longer than the link timeout (a slow TCG guest, a sanitizer build)
+		 * must not look dead to its peer. */
+		ntb_link_tick(link);
 		if (!progress) {
 			if (now_ms() > deadline) {
 				printf("IVSHMEM-ERROR side=%d timeout sent=%" PRIu64 " recv=%" PRIu64
@@ -255,7 +259,6 @@ int main(int argc, char **argv)
 				failed = true;
 				break;
 			}
-			ntb_link_tick(link);
 			rc = ntb_db_wait(link, db_seen, 50);
 			if (rc < 0 && rc != -ETIMEDOUT && rc != -EINTR) {
 				printf("IVSHMEM-ERROR side=%d db_wait: %s\n", side, strerror(-rc));
