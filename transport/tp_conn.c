@@ -58,14 +58,25 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 	return rc;
 }
 
+/* A word of the peer's listener bitmap that fails its check was spoilt on the way (a faulty
+ * link) or is left from an earlier session of the peer: the peer rewrites the whole bitmap every
+ * 500 ms (link_service()), so wait that long for a good copy before saying "no listener". A word
+ * never written (0) or a good one answers at once. */
+#define TP_LISTEN_REPAIR_MS 700u
+
 bool tp_peer_listens(struct tp_link *l, uint16_t port)
 {
-	uint32_t bits;
+	uint32_t off = TP_OFF_LISTEN + (port / 32u) * 8u, bits;
+	uint64_t start = tp_now_ms(), w;
 
-	if (!tp_cw_check(ntb_link_peer_epoch(l->ntb), tp_in_word(l, TP_OFF_LISTEN + (port / 32u) * 8u),
-			 &bits))
-		return false;
-	return bits & (1u << (port % 32u));
+	for (;;) {
+		w = tp_in_word(l, off);
+		if (tp_cw_check(ntb_link_peer_epoch(l->ntb), w, &bits))
+			return bits & (1u << (port % 32u));
+		if (w == 0 || tp_now_ms() - start >= TP_LISTEN_REPAIR_MS || !tp_link_refresh(l))
+			return false;
+		usleep(2000);
+	}
 }
 
 /* --- set-up ----------------------------------------------------------------------------------- */

@@ -268,7 +268,10 @@ void tp_listen_publish(struct tp_link *l, bool force)
 		if (h->listen[i].count)
 			bits[h->listen[i].port / 32u] |= 1u << (h->listen[i].port % 32u);
 	for (uint32_t w = 0; w < TP_LISTEN_WORDS; w++) {
-		if (bits[w] == h->listen_pub[w] && !(force && bits[w]))
+		/* FORCE rewrites every word, zero ones too: a word a faulty link lost or spoilt,
+		 * or one left seeded with an earlier session's epoch, is repaired by the next
+		 * periodic republication (tp_peer_listens() waits for that on a spoilt word) */
+		if (bits[w] == h->listen_pub[w] && !force)
 			continue;
 		h->listen_pub[w] = bits[w];
 		tp_out_word(l, TP_OFF_LISTEN + w * 8u, seed, bits[w]);

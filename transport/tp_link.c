@@ -198,8 +198,7 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 		tp_mbox_process(l);
 		if (now - l->last_maint_ms >= 500) {
 			tp_host_reclaim(l);
-			if (now / 2000 != l->last_maint_ms / 2000)
-				tp_listen_publish(l, true);
+			tp_listen_publish(l, true); /* every 500 ms: repairs lost words */
 			l->last_maint_ms = now;
 		}
 		tp_host_unlock(l);

@@ -96,6 +96,32 @@ static void test_setup_failures(void **state)
 	pair_close(&p);
 }
 
+/* A listener word spoilt on the way (a faulty link flipped a bit, or the write of a
+ * republication was lost) is not read as "no listener": tp_peer_listens() waits for the peer's
+ * periodic rewrite of the whole bitmap. */
+static void test_listen_word_repaired(void **state)
+{
+	struct pair p;
+	volatile uint64_t *w;
+
+	(void)state;
+	pair_open(&p, "listenfix");
+	w = (volatile uint64_t *)(void *)(p.a->in + TP_OFF_LISTEN + (8080u / 32u) * 8u);
+	assert_true(tp_peer_listens(p.a, 8080));
+	for (int i = 0; i < 3; i++) {
+		*w ^= 1ull << (7 + 13 * i); /* one flipped bit: fails the word's check */
+		assert_true(tp_peer_listens(p.a, 8080));
+	}
+	/* a lost republication (a good word without the bit) is repaired too */
+	*w = tp_cw_make(ntb_link_peer_epoch(p.a->ntb), 0);
+	assert_false(tp_peer_listens(p.a, 8080));
+	uint64_t end = tl_now_ms() + 5000;
+	while (!tp_peer_listens(p.a, 8080) && tl_now_ms() < end)
+		usleep(2000);
+	assert_true(tp_peer_listens(p.a, 8080));
+	pair_close(&p);
+}
+
 static void test_conn_abort_leaves_nothing(void **state)
 {
 	struct pair p;
@@ -317,6 +343,7 @@ int main(void)
 		log_set_level(LL_DEBUG);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_setup_failures),
+		cmocka_unit_test(test_listen_word_repaired),
 		cmocka_unit_test(test_conn_abort_leaves_nothing),
 		cmocka_unit_test(test_abort_resets_peer),
 		cmocka_unit_test(test_peek_counts_stats),
