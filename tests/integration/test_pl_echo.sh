@@ -39,8 +39,14 @@ run() { # NCONN BYTES SERVER-MODE [ARGS]
 # All 1000 are opened before any finishes: at most $ctx can be ntb, the rest must fall back.
 run 1000 20000 et
 [ "$ntb" -le $ctx ] || pl_fail "et: $ntb ntb connections with only $ctx contexts"
-[ "$ctx" -ge 1000 ] || [ "$noctx" -ge $((1000 - ctx)) ] ||
-	pl_fail "et: only $noctx fell back for lack of a context"
+# A client whose set-up took longer than its held handshake ACK may wait (a loaded machine:
+# 1000 set-ups at once) also falls back, with its own reason; nothing else may.
+slow=$(pl_count_log a 'tcp (ntb set-up slower than the TCP handshake may wait)')
+other=$(grep -F 'tcp (' "$PL_TMP/a.log" | grep -vF -e 'no receive context' -e 'ntb set-up slower')
+[ -z "$other" ] || pl_fail "et: unexpected fall-back reasons: $other"
+[ "$ctx" -ge 1000 ] || [ $((noctx + slow)) -ge $((1000 - ctx)) ] ||
+	pl_fail "et: only $noctx fell back for lack of a context ($slow: set-up slower)"
+[ "$slow" -eq 0 ] || echo "et: $slow set-ups slower than the held ACK may wait (tcp)"
 # Sockets that join an epoll set before connect() (nginx, Go): the registration must follow
 # the connection onto NTB, or these clients stall.
 CLIENT=eclient run 50 100000 et
