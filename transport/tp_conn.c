@@ -146,13 +146,14 @@ int tp_conn_own(struct tp_conn *c)
 	return -EPERM;
 }
 
-static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
+static void apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t,
+			    uint8_t type)
 {
 	struct tp_host_entry *e = &l->host->e[slot];
 	struct tp_pkt p;
 
 	memset(&p, 0, sizeof(p));
-	p.type = TP_PKT_APPLY;
+	p.type = type;
 	p.msgid = t->msgid;
 	p.pri = t->pri;
 	p.client_slot = slot;
@@ -163,6 +164,11 @@ static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t
 	p.key = e->key;
 	e->result = 0;
 	tp_mbox_send(l, &p);
+}
+
+static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
+{
+	apply_send_type(l, slot, t, TP_PKT_APPLY);
 }
 
 int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
@@ -248,6 +254,11 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		if (t.state == TP_TC_FAILED) {
 			if (e->result == TP_PKT_ACK) /* answered after all: tell the peer */
 				tp_write_st(l, e->peer_slot_off, e->peer_nonce, TP_ST_RST);
+			else if (t.reason == TP_REASON_TIMEOUT || t.reason == TP_REASON_NO_CONTEXT)
+				/* unanswered (or the answer is late): the peer may still reserve a
+				 * context for this Apply; withdraw it before the caller's TCP connect
+				 * lets the server accept */
+				apply_send_type(l, (uint32_t)slot, &t, TP_PKT_CANCEL);
 			tp_slot_free(l, (uint32_t)slot);
 			tp_host_unlock(l);
 			*ret_reason = t.reason;

@@ -183,7 +183,10 @@ static inline uint32_t tp_footprint(uint8_t type, uint32_t pos, uint32_t len)
 }
 
 /* --- mailbox packets ---------------------------------------------------------------------- */
-enum tp_pkt_type { TP_PKT_APPLY = 1, TP_PKT_ACK = 2, TP_PKT_NACK = 3 };
+/* CANCEL: a client that gave up its set-up (timeout) withdraws the Apply of that MsgID, so a
+ * reservation answered too late is not attached by the server's accept() (tp_attach() reads
+ * the mailbox first) while the client uses TCP. */
+enum tp_pkt_type { TP_PKT_APPLY = 1, TP_PKT_ACK = 2, TP_PKT_NACK = 3, TP_PKT_CANCEL = 4 };
 struct tp_pkt {
 	uint32_t seq;          /* producer index + 1 */
 	uint8_t  type;

@@ -128,6 +128,24 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	reply(l, p, TP_PKT_ACK, 0, e, (uint32_t)slot);
 }
 
+/* The client withdrew its Apply: free the reservation it named, unless accept() took it. */
+static void on_cancel(struct tp_link *l, const struct tp_pkt *p)
+{
+	struct tp_host *h = l->host;
+
+	for (uint32_t i = 0; i < h->contexts; i++) {
+		struct tp_host_entry *e = &h->e[i];
+
+		if (e->state == TP_ES_PENDING && e->role == 1 && e->peer_slot == p->client_slot &&
+		    e->peer_nonce == p->client_nonce && e->msgid == p->msgid &&
+		    !memcmp(&e->key, &p->key, sizeof(e->key))) {
+			LOG(LL_DEBUG, "transport: Cancel msgid %u → slot %u freed", p->msgid, i);
+			tp_slot_free(l, i);
+			return;
+		}
+	}
+}
+
 static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 {
 	struct tp_host *h = l->host;
@@ -188,6 +206,8 @@ void tp_mbox_process(struct tp_link *l)
 			on_apply(l, &p);
 		else if (p.type == TP_PKT_ACK || p.type == TP_PKT_NACK)
 			on_answer(l, &p);
+		else if (p.type == TP_PKT_CANCEL)
+			on_cancel(l, &p);
 	}
 	if (start != h->mbox_cons)
 		tp_out_word(l, TP_OFF_MBOX_RX, ntb_link_epoch(l->ntb), h->mbox_cons);

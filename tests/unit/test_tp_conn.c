@@ -122,6 +122,34 @@ static void test_listen_word_repaired(void **state)
 	pair_close(&p);
 }
 
+/* A client whose set-up timed out while the server host was not answering (stopped, busy)
+ * withdraws its Apply: when the server gets to the mailbox it reserves, then frees, and its
+ * accept() of the TCP connection the client falls back to does not attach an orphan (one end
+ * ntb, the other tcp: a stalled connection). */
+static void test_timeout_withdraws_apply(void **state)
+{
+	struct pair p;
+	struct tp_key k;
+	struct tp_conn *c = NULL, *s = NULL;
+	enum tp_reason why = TP_REASON_NONE;
+
+	(void)state;
+	pair_open(&p, "cancel");
+	tl_key(&k, 7, 8080);
+	tp_host_lock(p.b); /* the server host reads no mailbox meanwhile */
+	assert_int_equal(tp_connect(p.a, &k, 150, &c, &why), -ETIMEDOUT);
+	assert_int_equal(why, TP_REASON_TIMEOUT);
+	tp_host_unlock(p.b);
+	assert_int_equal(tp_attach(p.b, &k, &s), -ENOENT);
+	/* and the next set-up under another key works */
+	tl_key(&k, 8, 8080);
+	assert_int_equal(tp_connect(p.a, &k, 3000, &c, &why), 0);
+	assert_int_equal(tp_attach(p.b, &k, &s), 0);
+	tp_close(c);
+	tp_close(s);
+	pair_close(&p);
+}
+
 static void test_conn_abort_leaves_nothing(void **state)
 {
 	struct pair p;
@@ -344,6 +372,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_setup_failures),
 		cmocka_unit_test(test_listen_word_repaired),
+		cmocka_unit_test(test_timeout_withdraws_apply),
 		cmocka_unit_test(test_conn_abort_leaves_nothing),
 		cmocka_unit_test(test_abort_resets_peer),
 		cmocka_unit_test(test_peek_counts_stats),
