@@ -431,6 +431,9 @@ static void test_idle_cpu(void **state)
 	/* instrumented (make check-tsan): every shared access costs many times more; idle must
 	 * still mean no spinning (a spin is ~100 %); the 1 % bound holds for the plain build */
 	assert_true(cpu < 0.10 * (double)wall);
+#elif defined(__SANITIZE_ADDRESS__)
+	/* ASan+UBSan (make check's check-asan-unit): ~2-3 times the plain cost (1.02 % seen) */
+	assert_true(cpu < 0.03 * (double)wall);
 #else
 	assert_true(cpu < 0.01 * (double)wall);
 #endif
