@@ -90,15 +90,21 @@ struct pingpong_line {
 } __attribute__((aligned(64)));
 
 /* Wait until LINE->seq == WANT; spin, yielding when we share one core with the other side. */
-static void wait_seq(struct pingpong_line *line, uint64_t want, bool yield)
+/* Wait for the other side's WANT; false when that side is gone (PEER > 0: our child, reaped
+ * here; PEER < 0: -(our parent's pid), re-parented away). Checked every 2^16 rounds. */
+static bool wait_seq(struct pingpong_line *line, uint64_t want, bool yield, pid_t peer)
 {
-	/* acquire: pairs with the release store of the other side in pingpong() */
-	while (__atomic_load_n(&line->seq, __ATOMIC_ACQUIRE) != want) {
+	/* acquire: pairs with the release stores of the other side in tool_ref_cacheline() */
+	for (uint32_t n = 1; __atomic_load_n(&line->seq, __ATOMIC_ACQUIRE) != want; n++) {
 		if (yield)
 			sched_yield();
 		else
 			__builtin_ia32_pause();
+		if ((n & 0xffffu) == 0 &&
+		    (peer > 0 ? waitpid(peer, NULL, WNOHANG) == peer : getppid() != -peer))
+			return false;
 	}
+	return true;
 }
 
 #define REF_BATCH 64u /* round trips per timed batch */
@@ -115,6 +121,7 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 	if (line == MAP_FAILED)
 		return -errno;
 	line->seq = 0;
+	pid_t parent = getpid();
 	child = fork();
 	if (child < 0) {
 		rc = -errno;
@@ -124,7 +131,8 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 	if (child == 0) {
 		tool_pin_cpu(cpu_b);
 		for (uint64_t i = 0; i < rounds; i++) {
-			wait_seq(line, 2 * i + 1, yield);
+			if (!wait_seq(line, 2 * i + 1, yield, -parent))
+				_exit(1); /* the initiator died: do not spin on */
 			/* release: pairs with the acquire load in the initiator's wait_seq() */
 			__atomic_store_n(&line->seq, 2 * i + 2, __ATOMIC_RELEASE);
 		}
@@ -144,7 +152,10 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 	for (uint64_t i = 0; i < rounds; i++) {
 		/* release: pairs with the acquire load in the responder's wait_seq() */
 		__atomic_store_n(&line->seq, 2 * i + 1, __ATOMIC_RELEASE);
-		wait_seq(line, 2 * i + 2, yield);
+		if (!wait_seq(line, 2 * i + 2, yield, child)) {
+			child = -1; /* died and reaped: no answer will come */
+			break;
+		}
 		if (batch && (i + 1) % REF_BATCH == 0) {
 			uint64_t now = tool_now_ns();
 
@@ -155,7 +166,8 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 	elapsed = tool_now_ns() - start;
 	if (restore)
 		sched_setaffinity(0, sizeof(saved), &saved);
-	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
 		rc = -ECHILD;
 	munmap(line, sizeof(*line));
 	if (rc == 0 && nb >= 5)
