@@ -193,6 +193,11 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		return -ECONNREFUSED;
 	}
 	tp_host_lock(l);
+	if (tp_host_lost(l)) { /* (checked under the lock: taking it may be what faults) */
+		tp_host_unlock(l);
+		*ret_reason = TP_REASON_LOCAL_ERROR;
+		return -EIO;
+	}
 	tp_mbox_process(l);
 	slot = tp_slot_alloc(l, TP_ES_CONNECTING, getpid());
 	if (slot < 0) {
@@ -298,6 +303,10 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	int slot = -1;
 
 	tp_host_lock(l);
+	if (tp_host_lost(l)) {
+		tp_host_unlock(l);
+		return -ENOENT;
+	}
 	tp_mbox_process(l);
 	for (uint32_t i = 0; i < h->contexts; i++) {
 		if (h->e[i].state == TP_ES_PENDING && !memcmp(&h->e[i].key, key, sizeof(*key))) {

@@ -181,6 +181,21 @@ err_close:
 	return rc;
 }
 
+/* The host table's file was truncated under us: our mapping now reads private zero pages
+ * (util/mapguard), no longer the table the host's other processes share. Connections already
+ * set up go on (their slots were allocated in the shared table); new set-ups and admissions
+ * would allocate from the private copy and collide with other processes' slots, so they are
+ * refused (the caller falls back to TCP). Logged once per link. */
+bool tp_host_lost(struct tp_link *l)
+{
+	if (!l->host || !mapguard_lost(l->host))
+		return false;
+	if (!atomic_exchange(&l->host_lost_logged, true))
+		LOG(LL_WARN, "transport: link %s: its host table was truncated: no new ntb "
+		    "connections in this process", ntb_link_name(l->ntb));
+	return true;
+}
+
 void tp_host_close(struct tp_link *l)
 {
 	if (l->host) {

@@ -335,6 +335,7 @@ struct tp_link {
 	struct tp_host *host;
 	size_t host_size;
 	int host_fd;
+	atomic_bool host_lost_logged; /* tp_host_lost() said so once */
 	const volatile uint8_t *in;
 	size_t in_size, out_size;
 	struct tp_geom geom;      /* our slots' geometry */
@@ -437,6 +438,7 @@ void tp_host_unlock(struct tp_link *l);
 bool tp_pid_alive(int pid);
 bool tp_entry_owned(struct tp_host_entry *e);
 int tp_host_path(const struct ntb_link_params *lp, int side, char *buf, size_t len);
+bool tp_host_lost(struct tp_link *l);
 uint64_t tp_now_ms(void);
 uint32_t tp_random32(void);
 /* Under lock: allocate a free slot (state → STATE, pid), returns index or -ENOSPC. */

@@ -178,7 +178,8 @@ void tp_mbox_process(struct tp_link *l)
 	uint32_t peer_epoch = ntb_link_peer_epoch(l->ntb);
 	uint32_t ptx, start;
 
-	if (!peer_epoch)
+	/* no admissions from a table that is no longer shared (see tp_host_lost()) */
+	if (!peer_epoch || tp_host_lost(l))
 		return;
 	if (h->peer_epoch != peer_epoch) {
 		/* a new peer session: its mailbox indices start over, and so do ours */
