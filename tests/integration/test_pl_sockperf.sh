@@ -40,7 +40,7 @@ for mux in s p e; do
 	pl_wait_port 127.0.0.2 $p1
 	pl_wait_port 127.0.0.2 $p2
 	before=$(pl_lo_bytes)
-	pl_run a sockperf pp --tcp -i 127.0.0.2 -p $p1 -t 1 -m 64 >"$PL_TMP/pp-$mux.out" 2>&1 ||
+	pl_run a sockperf pp --tcp --mps 2000000 -i 127.0.0.2 -p $p1 -t 1 -m 64 >"$PL_TMP/pp-$mux.out" 2>&1 ||
 		{ cat "$PL_TMP/pp-$mux.out"; pl_fail "sockperf pp (-F $mux) failed"; }
 	grep -q "Summary: Latency" "$PL_TMP/pp-$mux.out" || pl_fail "pp -F $mux: no result"
 	pl_run a sockperf tp --tcp -i 127.0.0.2 -p $p2 -t 1 -m 1024 >"$PL_TMP/tp-$mux.out" 2>&1 ||
@@ -59,7 +59,7 @@ conns=$(pl_count_log a ': ntb (link')
 timeout 30 sockperf sr --tcp -i 127.0.0.1 -p $p1 >/dev/null 2>&1 &
 PL_PIDS="$PL_PIDS $!"; ref=$!
 pl_wait_port 127.0.0.1 $p1
-timeout 30 sockperf pp --tcp -i 127.0.0.1 -p $p1 -t 1 -m 64 >"$PL_TMP/pp-tcp.out" 2>&1
+timeout 30 sockperf pp --tcp --mps 2000000 -i 127.0.0.1 -p $p1 -t 1 -m 64 >"$PL_TMP/pp-tcp.out" 2>&1
 echo "kernel TCP: ping-pong p50 $(p50 "$PL_TMP/pp-tcp.out") usec"
 kill $ref
 echo "sockperf over ntb: ok"
