@@ -81,7 +81,7 @@ static void delay_us(uint32_t us)
 		/* nanosleep overshoots short delays by ~50 µs: spin on the clock instead */
 		uint64_t end = ntb_now_ns() + (uint64_t)us * 1000u;
 		while (ntb_now_ns() < end)
-			__builtin_ia32_pause();
+			cpu_relax();
 		return;
 	}
 	struct timespec ts = { 0, (long)us * 1000L };

@@ -90,15 +90,6 @@ static bool restart_after_signal(int timeout_ms)
 	return true;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	__asm__ volatile("" ::: "memory");
-#endif
-}
-
 /* Wait for EVENTS on S: spin for the configured budget, yielding the CPU every few rounds so
  * a peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
  * set to 0: see pl_tp_params()). Same results as tp_wait().

@@ -148,15 +148,6 @@ static bool user_space(struct pl_sock *s)
 	return s->kind == PL_EPOLL && s->ep && s->ep->n > 0;
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	__asm__ volatile("" ::: "memory");
-#endif
-}
-
 /* --- poll ------------------------------------------------------------------------------------------ */
 
 /* Spin rounds between two looks at the kernel fds, clock reads and yields of a spinning wait. */

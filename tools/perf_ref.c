@@ -3,6 +3,7 @@
  * round trip between two processes pinned to different cores — the physical limits the
  * transport is compared with. Also CPU selection and pinning. */
 #include "tools/tools_int.h"
+#include "util/compiler.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -99,7 +100,7 @@ static bool wait_seq(struct pingpong_line *line, uint64_t want, bool yield, pid_
 		if (yield)
 			sched_yield();
 		else
-			__builtin_ia32_pause();
+			cpu_relax();
 		if ((n & 0xffffu) == 0 &&
 		    (peer > 0 ? waitpid(peer, NULL, WNOHANG) == peer : getppid() != -peer))
 			return false;

@@ -505,7 +505,7 @@ static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long 
 			if (hit)
 				tp_probe_arm(c, &pr, events); /* not for us after all (yet) */
 		}
-		__builtin_ia32_pause();
+		cpu_relax();
 	}
 }
 

@@ -97,30 +97,40 @@ static void write_inline_slot(struct tp_conn *c, uint32_t pos)
 	ntb_write8(c->link->ntb, out_inline_off(c, pos) + TP_INL_SEQ, s[TP_INL_SEQ]);
 }
 
-/* Gather LEN bytes from the iovec cursor into DST, fusing the CRC; returns the CRC. */
+/* A cursor over the caller's iovecs. */
 struct iov_cur {
 	const struct iovec *iov;
 	int cnt, i;
 	size_t off;
 };
 
+/* The next at most MAX bytes of the cursor in one piece (empty iovecs skipped): sets *SRC,
+ * returns the length and advances the cursor past them. */
+static size_t iov_take(struct iov_cur *ic, size_t max, const uint8_t **src)
+{
+	while (ic->iov[ic->i].iov_len == ic->off) {
+		ic->i++;
+		ic->off = 0;
+	}
+	size_t n = ic->iov[ic->i].iov_len - ic->off;
+
+	if (n > max)
+		n = max;
+	*src = (const uint8_t *)ic->iov[ic->i].iov_base + ic->off;
+	ic->off += n;
+	return n;
+}
+
+/* Gather LEN bytes from the iovec cursor into DST, fusing the CRC; returns the CRC. */
 static uint32_t gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc)
 {
 	while (len) {
-		const struct iovec *v = &ic->iov[ic->i];
-		size_t n = v->iov_len - ic->off;
+		const uint8_t *src;
+		size_t n = iov_take(ic, len, &src);
 
-		if (n == 0) {
-			ic->i++;
-			ic->off = 0;
-			continue;
-		}
-		if (n > len)
-			n = len;
-		crc = crc32c_copy(crc, dst, (const uint8_t *)v->iov_base + ic->off, n);
+		crc = crc32c_copy(crc, dst, src, n);
 		dst += n;
 		len -= n;
-		ic->off += n;
 	}
 	return crc;
 }
@@ -153,26 +163,15 @@ static uint32_t gather_out(struct tp_conn *c, struct iov_cur *ic, uint32_t pos, 
 	uint32_t q = c->out.qsize;
 
 	while (len) {
-		const struct iovec *v = &ic->iov[ic->i];
-		const uint8_t *src = (const uint8_t *)v->iov_base + ic->off;
-		size_t n = v->iov_len - ic->off;
 		uint32_t p = pos & (q - 1);
+		const uint8_t *src;
+		size_t n = iov_take(ic, len < q - p ? len : q - p, &src);
 
-		if (n == 0) {
-			ic->i++;
-			ic->off = 0;
-			continue;
-		}
-		if (n > len)
-			n = len;
-		if (n > q - p)
-			n = q - p;
 		if (ntb_write_dup_crc(c->link->ntb, out_data_base(c) + p, c->sh_data + p, src, n,
 				      crc, &crc) < 0)
 			crc = crc32c_copy(crc, c->sh_data + p, src, n); /* as a failed ntb_write */
 		pos += (uint32_t)n;
 		len -= (uint32_t)n;
-		ic->off += n;
 	}
 	return crc;
 }
