@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/* Readiness and waiting: poll bits (arming the peer's doorbell), the spinning then sleeping
+ * tp_wait(), readable / unacknowledged byte counts. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+/* --- readiness --------------------------------------------------------------------------------- */
+
+void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
+{
+	if (*cur == on)
+		return;
+	*cur = on;
+	tp_out_word(c->link, c->out.slot_off + word, c->nonce_out, on);
+	ntb_wc_flush(c->link->ntb);
+	/* the flag store before our re-check of the rings: Dekker pair with the fence in
+	 * wake_peer() on the peer */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
+ * feedback words; TP_EV_IN: the receive side, which is always checked as it also yields
+ * RDHUP/HUP); ARM asks the peer to ring for what WANT lacks. */
+static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
+{
+	unsigned ev = 0;
+	int err = tp_conn_own(c);
+
+	if (!err)
+		err = atomic_load(&c->error);
+
+	if (err)
+		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
+	pthread_mutex_lock(&c->rx_lock);
+	tp_rx_progress(c, 1);
+	if (arm)
+		tp_rx_flush_feedback(c); /* the caller may sleep: nothing held back meanwhile */
+	if (arm && (want & TP_EV_IN) && c->rec_head == c->rec_tail && !c->eof) {
+		/* nothing to read: ask the peer to ring, then look once more */
+		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+		tp_rx_progress(c, 1);
+	}
+	if (c->rec_head != c->rec_tail || c->eof) {
+		ev |= TP_EV_IN;
+		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
+	}
+	if (c->fin_rcvd_v)
+		ev |= TP_EV_RDHUP;
+	pthread_mutex_unlock(&c->rx_lock);
+	if (!(want & TP_EV_OUT)) {
+		/* waiting to read: leave the send side (and its feedback words) alone */
+		if (ev & TP_EV_RDHUP) {
+			pthread_mutex_lock(&c->tx_lock);
+			if (c->wr_shut && c->fin_sent)
+				ev |= TP_EV_HUP;
+			pthread_mutex_unlock(&c->tx_lock);
+		}
+		goto lost;
+	}
+	pthread_mutex_lock(&c->tx_lock);
+	tp_tx_feedback(c);
+	bool room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
+		    tp_data_room(c, TP_MT_SHORT) > 0;
+	if (arm && !room && !c->wr_shut) {
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+		tp_tx_feedback(c);
+		room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
+		       tp_data_room(c, TP_MT_SHORT) > 0;
+	}
+	if (room || c->wr_shut) {
+		ev |= TP_EV_OUT;
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+	}
+	bool wr_done = c->wr_shut && c->fin_sent;
+	pthread_mutex_unlock(&c->tx_lock);
+	if ((ev & TP_EV_RDHUP) && wr_done)
+		ev |= TP_EV_HUP;
+lost:
+	if (tp_conn_peer_lost(c)) {
+		/* writes fail; recv delivers what arrived, then EOF (FIN seen) or ECONNRESET */
+		ev |= TP_EV_OUT | TP_EV_HUP;
+		if (!(ev & TP_EV_IN))
+			ev |= TP_EV_IN | (c->fin_rcvd_v ? 0 : TP_EV_ERR);
+	}
+	return ev;
+}
+
+unsigned tp_poll(struct tp_conn *c)
+{
+	/* arm the peer's doorbell for what is not ready: the caller may sleep on tp_event_fd() */
+	return poll_bits(c, true, TP_EV_IN | TP_EV_OUT);
+}
+
+unsigned tp_poll_peek(struct tp_conn *c)
+{
+	/* (preload/ spins on this and arms with tp_poll() only right before it sleeps) */
+	return poll_bits(c, false, TP_EV_IN | TP_EV_OUT);
+}
+
+unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
+{
+	return poll_bits(c, arm, want);
+}
+
+/* Monotonic milliseconds at the kernel tick's resolution (a few ns, no TSC read): enough to
+ * tell a streaming connection from an idle one. */
+static uint64_t coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int woke(struct tp_conn *c, unsigned ev)
+{
+	__atomic_store_n(&c->last_wake_ms, coarse_ms(), __ATOMIC_RELAXED);
+	return (int)ev;
+}
+
+#define TP_SPIN_FULL_EVERY 64u /* spins between full looks (errors, peer loss) and clock reads */
+
+/* Spin for the budget: each round reads only the probe (a few words of our inbound window and
+ * the doorbell). A message or released space the probe sees is reported at once (IN / OUT:
+ * the caller's tp_recv()/tp_send() validates it, under its lock, only once; should it turn out
+ * unusable, the caller gets -EAGAIN and waits again with the probe re-armed past it). Anything
+ * else, and every TP_SPIN_FULL_EVERY rounds with the clock check, gets a full poll_bits().
+ * Returns the ready bits, or 0 when the budget ran out. */
+static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long budget_us)
+{
+	struct tp_probe pr;
+
+	tp_probe_arm(c, &pr, events);
+	if (pr.seq_was) {
+		/* a slot arrived since the caller's last look: not news to the probe, so look */
+		unsigned ev = poll_bits(c, false, events);
+
+		if (ev & events)
+			return ev & events;
+	}
+	for (unsigned spins = 1;; spins++) {
+		unsigned hit = tp_probe_hit(c, &pr);
+
+		if (hit & events & (TP_EV_IN | TP_EV_OUT))
+			return hit & events & (TP_EV_IN | TP_EV_OUT);
+		if (hit || spins % TP_SPIN_FULL_EVERY == 0) {
+			unsigned ev = poll_bits(c, false, events);
+
+			if (ev & events)
+				return ev & events;
+			if (spins % TP_SPIN_FULL_EVERY == 0 &&
+			    mono_ns() - t0 >= (uint64_t)budget_us * 1000u)
+				return 0;
+			if (hit)
+				tp_probe_arm(c, &pr, events); /* not for us after all (yet) */
+		}
+		cpu_relax();
+	}
+}
+
+int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
+{
+	long budget = (long)c->link->params.spin_us;
+	uint64_t t0, start;
+	unsigned ev;
+
+	events |= TP_EV_ERR | TP_EV_HUP;
+	ev = poll_bits(c, false, events);
+	if (ev & events)
+		return woke(c, ev & events);
+	t0 = mono_ns();
+	start = t0 / 1000000u;
+	/* Adaptive spinning: a connection that was waited on and woke within the last few ms is
+	 * streaming; sleeping there costs the peer a wake-up per message and us two context
+	 * switches per ring turn, so spin longer (still bounded: an idle connection sleeps). */
+	if (coarse_ms() - __atomic_load_n(&c->last_wake_ms, __ATOMIC_RELAXED) <= 8u &&
+	    budget < TP_SPIN_ACTIVE_US)
+		budget = TP_SPIN_ACTIVE_US;
+	if (budget > 0 && timeout_ms != 0) {
+		ev = spin_wait(c, events, t0, budget);
+		if (ev)
+			return woke(c, ev);
+	}
+	for (;;) {
+		uint32_t seen = ntb_db_read(c->link->ntb);
+		uint64_t now = tp_now_ms();
+		int slice = 50, rc;
+
+		ev = poll_bits(c, true, events);
+		if (ev & events)
+			return woke(c, ev & events);
+		if (timeout_ms >= 0) {
+			if (now - start >= (uint64_t)timeout_ms)
+				return 0;
+			if ((uint64_t)slice > start + (uint64_t)timeout_ms - now)
+				slice = (int)(start + (uint64_t)timeout_ms - now);
+		}
+		rc = ntb_db_wait(c->link->ntb, seen, slice);
+		if (rc == -EINTR)
+			return -EINTR;
+		if (rc == -ENOLINK || rc == -EINVAL)
+			usleep((useconds_t)slice * 1000u);
+		tp_conn_timers(c, tp_now_ms());
+	}
+}
+
+size_t tp_readable_bytes(struct tp_conn *c)
+{
+	size_t n = 0;
+
+	if (tp_conn_own(c))
+		return 0; /* (the error is reported by the next call) */
+	pthread_mutex_lock(&c->rx_lock);
+	tp_rx_progress(c, UINT32_MAX);
+	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
+		n += c->recs[h % TP_RECS].len;
+	n -= c->rec_off;
+	pthread_mutex_unlock(&c->rx_lock);
+	return n;
+}
+
+size_t tp_unacked_bytes(struct tp_conn *c)
+{
+	size_t n;
+
+	if (tp_conn_own(c))
+		return 0;
+	pthread_mutex_lock(&c->tx_lock);
+	tp_tx_feedback(c);
+	n = (size_t)(c->tx_d - c->fb_rx_d) + (size_t)(c->tx_i - c->fb_rx_i) * 128u;
+	pthread_mutex_unlock(&c->tx_lock);
+	return n;
+}
