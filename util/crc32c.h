@@ -50,4 +50,102 @@ uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2);
  */
 const char *crc32c_impl_name(void);
 
+/*
+ * crc32c_small() / crc32c_small_copy() - crc32c() / crc32c_copy() for short buffers (headers,
+ * checked words, inline messages: up to a few hundred bytes), inlined into the caller: one
+ * serial chain of crc32 instructions, no call through the dispatch table. Same results as
+ * crc32c() / crc32c_copy() for any length; on a CPU without SSE4.2 (or not x86-64) they call
+ * those. Each translation unit caches the CPUID answer in its own flag (benign race: every
+ * writer stores the same value).
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <string.h>
+
+static int crc32c_small_hw_flag; /* 0 unknown, 1 SSE4.2, 2 none (per translation unit) */
+
+static __attribute__((unused, noinline, cold)) int crc32c_small_probe(void)
+{
+	unsigned a, b, c, d;
+	int f = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2) ? 1 : 2;
+
+	__atomic_store_n(&crc32c_small_hw_flag, f, __ATOMIC_RELAXED);
+	return f;
+}
+
+static inline int crc32c_small_hw(void)
+{
+	int f = __atomic_load_n(&crc32c_small_hw_flag, __ATOMIC_RELAXED);
+
+	return (__builtin_expect(f != 0, 1) ? f : crc32c_small_probe()) == 1;
+}
+
+/* Raw register update (no inversions) over N bytes at P; copies them to D when D != NULL. */
+static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)p;
+	unsigned char *o = (unsigned char *)d;
+	uint64_t r = reg;
+
+	for (; n >= 8; n -= 8, s += 8) {
+		uint64_t v;
+
+		memcpy(&v, s, 8);
+		if (o) {
+			memcpy(o, &v, 8);
+			o += 8;
+		}
+		__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v));
+	}
+	if (n >= 4) {
+		uint32_t v;
+		uint32_t r32 = (uint32_t)r;
+
+		memcpy(&v, s, 4);
+		if (o) {
+			memcpy(o, &v, 4);
+			o += 4;
+		}
+		__asm__("crc32l %1, %0" : "+r"(r32) : "rm"(v));
+		r = r32;
+		s += 4;
+		n -= 4;
+	}
+	for (; n; n--, s++) {
+		uint8_t v = *s;
+		uint32_t r32 = (uint32_t)r;
+
+		if (o)
+			*o++ = v;
+		__asm__("crc32b %1, %0" : "+r"(r32) : "rm"(v));
+		r = r32;
+	}
+	return (uint32_t)r;
+}
+
+static inline uint32_t crc32c_small(uint32_t crc, const void *buf, size_t len)
+{
+	if (__builtin_expect(!crc32c_small_hw(), 0))
+		return crc32c(crc, buf, len);
+	return ~crc32c_small_raw(~crc, NULL, buf, len);
+}
+
+static inline uint32_t crc32c_small_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	if (__builtin_expect(!crc32c_small_hw(), 0))
+		return crc32c_copy(crc, dst, src, len);
+	return ~crc32c_small_raw(~crc, dst, src, len);
+}
+#else
+static inline uint32_t crc32c_small(uint32_t crc, const void *buf, size_t len)
+{
+	return crc32c(crc, buf, len);
+}
+
+static inline uint32_t crc32c_small_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+	return crc32c_copy(crc, dst, src, len);
+}
+#endif
+
 #endif
