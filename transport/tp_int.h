@@ -394,7 +394,7 @@ struct tp_conn {
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	bool tx_dirty;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
-	uint64_t tx_fresh_ms;     /* coarse clock of that read (tp_tx.c: tx_refresh()) */
+	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
 	/* --- receive side (rx_lock) */
 	pthread_mutex_t rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */

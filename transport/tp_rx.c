@@ -488,18 +488,21 @@ static size_t rx_inline_direct(struct tp_conn *c, const struct iovec *iov, int i
 	if (__atomic_load_n((const uint8_t *)s + TP_INL_SEQ, __ATOMIC_ACQUIRE) !=
 	    tp_inline_seq(c->v_i, c->link->geom.log2n, c->seq_base_in))
 		return 0;
-	memcpy(buf + 112, (const void *)(s + 112), 16); /* header (and data4) */
+	/* fixed-size copies (vector moves, no rep movs): the line with the header, then the
+	 * first line only for 53-116-byte messages (shorter ones never touch it) */
+	memcpy(buf + 64, (const void *)(s + 64), 64);
 	memcpy(&len, buf + TP_INL_LEN, 2);
 	if (len == 0 || len > TP_INLINE_MAX || len > room)
 		return 0;
 	off = tp_inline_off(len);
-	if (off < 112)
-		memcpy(buf + off, (const void *)(s + off), 112 - off);
+	if (off == 0)
+		memcpy(buf, (const void *)s, 64);
 	memcpy(&msn, buf + TP_INL_MSN, 4);
 	memcpy(&crc, buf + TP_INL_CRC, 4);
 	want = crc32c_small(c->nonce_in, buf + off, len);
-	want = crc32c_small(want, buf + TP_INL_LEN, 6);
-	want = crc32c_small(want, buf + TP_INL_FLAGS, 1);
+	/* header bytes as tp_inline_hdr_crc(): length, MSN, flags */
+	want = crc32c_small_val(want, (uint64_t)len | (uint64_t)msn << 16, 6);
+	want = crc32c_small_val(want, buf[TP_INL_FLAGS], 1);
 	if (want != crc || msn != c->v_msn || (buf[TP_INL_FLAGS] & TP_MSG_FIN))
 		return 0;
 	for (size_t done = 0; done < len; vi++, voff = 0) {

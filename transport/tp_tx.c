@@ -14,10 +14,12 @@
 /* --- send side ------------------------------------------------------------------------------ */
 
 /* The feedback unit and the ST word are written by the peer, so each read on the send path is a
- * cross-core (or cross-bridge) miss. tp_send() reads them (tx_refresh()) when the cached credits
- * do not cover a message, and otherwise at least every TX_REFRESH_SENDS calls and every tick of
- * the coarse clock (≤ 4 ms); the timers read them too (tp_tx_timers()). So a Retry epoch, a
- * CmpAck or an RST is seen by a streaming sender within a few messages. */
+ * cross-core (or cross-bridge) miss when they changed. tp_send() reads them all (tx_refresh())
+ * when the cached credits do not cover a message, at least every TX_REFRESH_SENDS calls, and
+ * whenever the raw ST or FB epoch word differs from what the last refresh saw (two loads that
+ * hit the cache while nothing changes: no clock read per message); the timers read them too
+ * (tp_tx_timers()). So a Retry epoch or an RST is seen by the next send, a CmpAck within a few
+ * messages. */
 #define TX_REFRESH_SENDS 16u
 
 /* CLOCK_MONOTONIC at tick resolution: a fraction of the cost of CLOCK_MONOTONIC, never ahead
@@ -28,6 +30,13 @@ static uint64_t coarse_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The raw checked word W of our slot (written by the peer), unchecked: for change detection. */
+static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
+{
+	return __atomic_load_n((const uint64_t *)(const void *)(c->link->in + TP_OFF_SLOTS +
+			       (size_t)c->slot * c->link->slot_size + w), __ATOMIC_RELAXED);
 }
 
 /* NOW - THEN for stamps that may have been taken after NOW (no wrap to a huge age). */
@@ -135,6 +144,20 @@ static uint32_t gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_
 	return crc;
 }
 
+/* gather_crc() for inline payloads (≤ 116 bytes): inline crc32 instructions, no dispatch. */
+static uint32_t gather_crc_small(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc)
+{
+	while (len) {
+		const uint8_t *src;
+		size_t n = iov_take(ic, len, &src);
+
+		crc = crc32c_small_copy(crc, dst, src, n);
+		dst += n;
+		len -= n;
+	}
+	return crc;
+}
+
 static void publish_tx(struct tp_conn *c);
 
 static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uint8_t flags)
@@ -144,7 +167,7 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 		publish_tx(c);
 	uint32_t pos = c->tx_i;
 	uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
-	uint32_t crc = gather_crc(ic, s + tp_inline_off(len), len, c->nonce_out);
+	uint32_t crc = gather_crc_small(ic, s + tp_inline_off(len), len, c->nonce_out);
 
 	tp_inline_finish(s, len, c->msn_next, flags,
 			 tp_inline_seq(pos, c->out.log2n, c->seq_base_out), crc);
@@ -218,7 +241,7 @@ static void publish_tx(struct tp_conn *c)
 	c->tx_d_pub = c->tx_d;
 	ntb_wc_flush(c->link->ntb);
 	c->tx_dirty = true;
-	c->last_tx_pub_ms = coarse_ms();
+	c->last_tx_pub_ms = 0; /* stamped by the next timer run (no clock read per message) */
 }
 
 /* The peer asked for a retry (newer epoch): rewrite every unreleased byte from the shadows,
@@ -339,7 +362,8 @@ static int tx_check(struct tp_conn *c)
 static int tx_refresh(struct tp_conn *c)
 {
 	c->tx_fresh_sends = 0;
-	c->tx_fresh_ms = coarse_ms();
+	c->tx_seen_st = slot_raw(c, TP_W_ST_FLAGS);
+	c->tx_seen_ep = slot_raw(c, TP_W_FB_EPOCH);
 	if (tp_conn_peer_lost(c)) {
 		atomic_store(&c->peer_gone, true);
 		return -ECONNRESET;
@@ -353,8 +377,10 @@ static bool tx_stale(struct tp_conn *c, size_t total)
 {
 	const struct tp_params *pp = &c->link->params;
 
+	/* (relaxed: a hint only; tx_refresh() reads the words through tp_slot_word()) */
 	if (++c->tx_fresh_sends >= TX_REFRESH_SENDS || total == 0 ||
-	    coarse_ms() != c->tx_fresh_ms)
+	    slot_raw(c, TP_W_ST_FLAGS) != c->tx_seen_st ||
+	    slot_raw(c, TP_W_FB_EPOCH) != c->tx_seen_ep)
 		return true;
 	if (total <= pp->inline_max && inline_free(c) > 0)
 		return false;
@@ -501,6 +527,8 @@ void tp_tx_timers(struct tp_conn *c, uint64_t now)
 					c->last_ack_ms = now;
 				}
 			}
+		} else if (c->tx_dirty && !c->last_tx_pub_ms) {
+			c->last_tx_pub_ms = now; /* published since the last run: stamp it now */
 		} else if (c->tx_dirty && age_ms(now, c->last_tx_pub_ms) > 50) {
 			/* republish: a dropped index write must not stall the peer */
 			tp_peer_word(c, TP_W_TX_D, c->tx_d);

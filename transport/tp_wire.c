@@ -36,12 +36,14 @@ void tp_inline_finish(uint8_t *slot, unsigned len, uint32_t msn, uint8_t flags, 
 		      uint32_t payload_crc)
 {
 	uint16_t l16 = (uint16_t)len;
-	uint32_t crc;
+	/* the same bytes as tp_inline_hdr_crc(), from registers (the stores just made would
+	 * not forward to the wider loads of a CRC over memory) */
+	uint32_t crc = crc32c_small_val(payload_crc, (uint64_t)l16 | (uint64_t)msn << 16, 6);
 
+	crc = crc32c_small_val(crc, flags, 1);
 	memcpy(slot + TP_INL_LEN, &l16, 2);
 	memcpy(slot + TP_INL_MSN, &msn, 4);
 	slot[TP_INL_FLAGS] = flags;
-	crc = tp_inline_hdr_crc(payload_crc, slot);
 	memcpy(slot + TP_INL_CRC, &crc, 4);
 	slot[TP_INL_SEQ] = seq;
 }

@@ -56,7 +56,9 @@ const char *crc32c_impl_name(void);
  * serial chain of crc32 instructions, no call through the dispatch table. Same results as
  * crc32c() / crc32c_copy() for any length; on a CPU without SSE4.2 (or not x86-64) they call
  * those. Each translation unit caches the CPUID answer in its own flag (benign race: every
- * writer stores the same value).
+ * writer stores the same value). crc32c_small_val(crc, v, n) is crc32c() of the low N (1..8)
+ * bytes of V in little-endian order, from a register (no store-forwarding stall when the bytes
+ * were just stored as separate fields).
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -123,6 +125,32 @@ static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, si
 	return (uint32_t)r;
 }
 
+/* Raw register update over the low N (1..8) bytes of V, least significant byte first. */
+static inline uint32_t crc32c_small_raw_val(uint32_t reg, uint64_t v, unsigned n)
+{
+	uint64_t r = reg;
+
+	if (n == 8) {
+		__asm__("crc32q %1, %0" : "+r"(r) : "r"(v));
+		return (uint32_t)r;
+	}
+	uint32_t r32 = reg;
+
+	if (n >= 4) {
+		__asm__("crc32l %1, %0" : "+r"(r32) : "r"((uint32_t)v));
+		v >>= 32;
+		n -= 4;
+	}
+	if (n >= 2) {
+		__asm__("crc32w %1, %0" : "+r"(r32) : "r"((uint16_t)v));
+		v >>= 16;
+		n -= 2;
+	}
+	if (n)
+		__asm__("crc32b %1, %0" : "+r"(r32) : "r"((uint8_t)v));
+	return r32;
+}
+
 static inline uint32_t crc32c_small(uint32_t crc, const void *buf, size_t len)
 {
 	if (__builtin_expect(!crc32c_small_hw(), 0))
@@ -136,6 +164,18 @@ static inline uint32_t crc32c_small_copy(uint32_t crc, void *dst, const void *sr
 		return crc32c_copy(crc, dst, src, len);
 	return ~crc32c_small_raw(~crc, dst, src, len);
 }
+
+static inline uint32_t crc32c_small_val(uint32_t crc, uint64_t v, unsigned n)
+{
+	if (__builtin_expect(!crc32c_small_hw(), 0)) {
+		unsigned char b[8];
+
+		for (unsigned i = 0; i < n; i++)
+			b[i] = (unsigned char)(v >> (8 * i));
+		return crc32c(crc, b, n);
+	}
+	return ~crc32c_small_raw_val(~crc, v, n);
+}
 #else
 static inline uint32_t crc32c_small(uint32_t crc, const void *buf, size_t len)
 {
@@ -145,6 +185,15 @@ static inline uint32_t crc32c_small(uint32_t crc, const void *buf, size_t len)
 static inline uint32_t crc32c_small_copy(uint32_t crc, void *dst, const void *src, size_t len)
 {
 	return crc32c_copy(crc, dst, src, len);
+}
+
+static inline uint32_t crc32c_small_val(uint32_t crc, uint64_t v, unsigned n)
+{
+	unsigned char b[8];
+
+	for (unsigned i = 0; i < n; i++)
+		b[i] = (unsigned char)(v >> (8 * i));
+	return crc32c(crc, b, n);
 }
 #endif
 
