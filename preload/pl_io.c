@@ -120,6 +120,31 @@ static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 	return tp_wait(s->conn, events, timeout_ms);
 }
 
+/* A bounded busy wait of one call: SPIN.until is set on the first round (0: not yet). */
+struct pl_spin {
+	int64_t until;
+	unsigned rounds;
+};
+
+/* A blocking send found the data ring full: true while the spin budget (config spin_us) lasts,
+ * after a pause (the caller tries the send again); false once it is spent. Yields the CPU every
+ * few rounds, so a receiver sharing this core can drain the ring. */
+static bool data_room_spin(struct pl_spin *sp)
+{
+	if (!pl_spin_us)
+		return false;
+	if (sp->until == 0)
+		sp->until = pl_now_ns() + (int64_t)pl_spin_us * 1000;
+	if (++sp->rounds % 16 == 0) {
+		if (pl_now_ns() >= sp->until)
+			return false;
+		sched_yield();
+	}
+	for (int i = 0; i < 8; i++)
+		cpu_relax();
+	return true;
+}
+
 static int64_t deadline_of(int ms)
 {
 	return ms > 0 ? pl_now_ns() + (int64_t)ms * 1000000 : -1;
@@ -131,6 +156,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	size_t total = iov_total(iov, iovcnt, &bad), done = 0;
 	bool nb = (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
 	int64_t deadline = -2;
+	struct pl_spin spin_until = { 0, 0 };
 	unsigned futile = 0;
 	struct iovec win[PL_IOV_WIN];
 
@@ -155,6 +181,14 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			done += (size_t)r;
 			if (done >= total)
 				break;
+			continue;
+		}
+		if ((r == 0 || r == -EAGAIN) && !nb && total - done > pl_tpp.inline_max &&
+		    data_room_spin(&spin_until)) {
+			/* Blocking: wait a moment for the data ring rather than split the write
+			 * (below): a write cut into an inline piece and a rest shifts every later
+			 * message boundary against the reader's buffers, and a message that
+			 * straddles two reads costs the reader a second copy (tp_recv()'s bounce). */
 			continue;
 		}
 		if ((r == 0 || r == -EAGAIN) && pl_tpp.inline_max &&

@@ -123,6 +123,13 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 		return POLLOUT | POLLERR | POLLHUP; /* a failed connect, as the kernel shows it */
 	if (st != PL_CS_OPEN)
 		return PL_REV_KERNEL;
+	/* Polled for input alone and not about to sleep: a message the peer published is enough
+	 * (tp_readable_hint()), so the read that follows validates it once, while it copies it,
+	 * instead of here and again there. POLLRDHUP, errors and end of stream take the full
+	 * look below (the hint says false for them). */
+	if (!arm && !(events & (POLLOUT | POLLWRNORM | POLLWRBAND | POLLRDHUP)) &&
+	    (events & (POLLIN | POLLRDNORM)) && tp_readable_hint(s->conn))
+		return POLLIN | POLLRDNORM;
 	/* Only what EVENTS asks for: a socket polled for input alone leaves the send side (and
 	 * the feedback words the peer keeps writing) alone. POLLHUP/POLLERR come with input. */
 	unsigned want = TP_EV_IN;

@@ -157,6 +157,14 @@ void tp_event_ack(void);
 
 /* Pending bytes to read (FIONREAD) and unacknowledged bytes sent (SIOCOUTQ). */
 size_t tp_readable_bytes(struct tp_conn *c);
+
+/* ADDED (tp_fast.c): a cheap input hint for poll/select/epoll. True when C has validated
+ * records queued, or the peer has published a message not yet validated (no CRC, no feedback,
+ * no arming, no lock wait): the read that follows validates it once, on the copy that delivers
+ * it. A true answer may be spurious (that message may fail its check; a blocking read then
+ * waits, a non-blocking one gets -EAGAIN). False means "ask tp_poll_dir()": also for errors,
+ * end of stream, shut reads, a Retry in progress, another process's connection, a busy lock. */
+bool tp_readable_hint(struct tp_conn *c);
 size_t tp_unacked_bytes(struct tp_conn *c);
 
 /* How: SHUT_RD, SHUT_WR, SHUT_RDWR. SHUT_WR sends an in-band FIN after the last byte. */

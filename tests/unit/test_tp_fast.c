@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* tp_readable_hint() (tp_fast.c): true for published but unvalidated messages (data ring and
+ * inline ring) and for queued records, false when there is nothing, after the reader consumed
+ * everything, at end of stream, after shutdown(SHUT_RD), while another thread holds the receive
+ * lock, and for a failed connection; the read after a true hint delivers the bytes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/helpers/tp_testlib.h"
+#include "transport/tp_int.h"
+
+struct pair {
+	char path[128];
+	struct tp_link *a, *b;
+	struct tp_conn *ca, *cb;
+};
+
+static void pair_open(struct pair *p, const char *name, uint16_t cport)
+{
+	struct tp_params tpp;
+	struct tp_key k;
+	enum tp_reason why;
+
+	tp_params_init(&tpp);
+	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
+	tl_unlink(p->path);
+	assert_int_equal(tl_open(p->path, 0, 16u << 20, &tpp, &p->a), 0);
+	assert_int_equal(tl_open(p->path, 1, 16u << 20, &tpp, &p->b), 0);
+	assert_int_equal(tp_listen(p->b, 5000), 0);
+	assert_int_equal(tl_wait_listen(p->a, 5000, 5000), 0);
+	tl_key(&k, cport, 5000);
+	assert_int_equal(tp_connect(p->a, &k, 5000, &p->ca, &why), 0);
+	assert_int_equal(tp_conn_confirm(p->ca), 0);
+	assert_int_equal(tp_attach(p->b, &k, &p->cb), 0);
+}
+
+static void pair_close(struct pair *p)
+{
+	tp_link_close(p->a);
+	tp_link_close(p->b);
+	tl_unlink(p->path);
+}
+
+static void send_bytes(struct tp_conn *c, size_t n, uint64_t seed)
+{
+	uint8_t buf[4096];
+
+	assert_true(n <= sizeof(buf));
+	tl_fill(buf, n, seed, 0);
+	assert_int_equal(tl_send_all(c, buf, n), 0);
+}
+
+/* Read exactly N bytes without waiting (they were published before) and check them. */
+static void recv_bytes(struct tp_conn *c, size_t n, uint64_t seed)
+{
+	uint8_t buf[4096], want[4096];
+	struct iovec v = { buf, sizeof(buf) };
+
+	assert_int_equal(tp_recv(c, &v, 1, 0), (ssize_t)n);
+	tl_fill(want, n, seed, 0);
+	assert_memory_equal(buf, want, n);
+}
+
+static void test_hint_data_ring(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, "fast-data", 40001);
+	assert_false(tp_readable_hint(p.cb));
+	send_bytes(p.ca, 1024, 1); /* > inline_max: a data-ring message */
+	assert_true(tp_readable_hint(p.cb));
+	assert_int_equal(p.cb->rec_head, p.cb->rec_tail); /* the hint validated nothing */
+	assert_true(tp_readable_hint(p.cb)); /* and says so again */
+	recv_bytes(p.cb, 1024, 1);
+	assert_false(tp_readable_hint(p.cb));
+	/* the other direction too */
+	assert_false(tp_readable_hint(p.ca));
+	send_bytes(p.cb, 3000, 2);
+	assert_true(tp_readable_hint(p.ca));
+	recv_bytes(p.ca, 3000, 2);
+	assert_false(tp_readable_hint(p.ca));
+	pair_close(&p);
+}
+
+static void test_hint_inline_and_queued(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, "fast-inline", 40002);
+	send_bytes(p.ca, 10, 3); /* inline */
+	assert_true(tp_readable_hint(p.cb));
+	recv_bytes(p.cb, 10, 3);
+	assert_false(tp_readable_hint(p.cb));
+	/* validated by a full poll: queued records count as readable */
+	send_bytes(p.ca, 2000, 4);
+	assert_true(tp_poll_dir(p.cb, TP_EV_IN, false) & TP_EV_IN);
+	assert_true(p.cb->rec_head != p.cb->rec_tail);
+	assert_true(tp_readable_hint(p.cb));
+	recv_bytes(p.cb, 2000, 4);
+	assert_false(tp_readable_hint(p.cb));
+	pair_close(&p);
+}
+
+static void test_hint_busy_lock(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, "fast-lock", 40003);
+	send_bytes(p.ca, 1500, 5);
+	pthread_mutex_lock(&p.cb->rx_lock); /* a reader is at work: no waiting for it */
+	assert_false(tp_readable_hint(p.cb));
+	pthread_mutex_unlock(&p.cb->rx_lock);
+	assert_true(tp_readable_hint(p.cb));
+	recv_bytes(p.cb, 1500, 5);
+	pair_close(&p);
+}
+
+static void test_hint_end_of_stream(void **state)
+{
+	struct pair p;
+	uint8_t b[16];
+	struct iovec v = { b, sizeof(b) };
+
+	(void)state;
+	pair_open(&p, "fast-eof", 40004);
+	send_bytes(p.ca, 600, 6);
+	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0);
+	assert_true(tp_readable_hint(p.cb)); /* the data, then the FIN */
+	recv_bytes(p.cb, 600, 6);
+	/* FIN published, not yet validated: readable (the read returns 0) */
+	unsigned ev = tp_poll_dir(p.cb, TP_EV_IN, false);
+	assert_true(ev & TP_EV_IN);
+	assert_true(ev & TP_EV_RDHUP);
+	/* validated: the full poll answers (RDHUP) */
+	assert_false(tp_readable_hint(p.cb));
+	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 0);
+	assert_false(tp_readable_hint(p.cb));
+	pair_close(&p);
+}
+
+static void test_hint_shut_rd_and_error(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_open(&p, "fast-shut", 40005);
+	send_bytes(p.ca, 800, 7);
+	assert_true(tp_readable_hint(p.cb));
+	assert_int_equal(tp_shutdown(p.cb, SHUT_RD), 0);
+	assert_false(tp_readable_hint(p.cb));
+	send_bytes(p.cb, 900, 8);
+	assert_true(tp_readable_hint(p.ca));
+	atomic_store(&p.ca->error, -ECONNRESET); /* as tp_set_error() leaves it */
+	assert_false(tp_readable_hint(p.ca));
+	assert_true(tp_poll_dir(p.ca, TP_EV_IN, false) & TP_EV_ERR); /* the full poll says why */
+	pair_close(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_hint_data_ring),
+		cmocka_unit_test(test_hint_inline_and_queued),
+		cmocka_unit_test(test_hint_busy_lock),
+		cmocka_unit_test(test_hint_end_of_stream),
+		cmocka_unit_test(test_hint_shut_rd_and_error),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

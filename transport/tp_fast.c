@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* Cheap readiness hints for the readiness calls of preload/ (select/poll/epoll): what a waiter
+ * may report without validating messages, so that the reader validates each message once, on
+ * the copy that delivers it (tp_recv()), instead of once in the poll and again in the read. */
+#include <pthread.h>
+
+#include "transport/tp_int.h"
+
+/* Has the peer published inline position POS? (The sequence byte only: no copy, no check.) */
+static bool inline_published(const struct tp_conn *c, uint32_t pos)
+{
+	const struct tp_link *l = c->link;
+	const volatile uint8_t *slot = l->in + TP_OFF_SLOTS + (size_t)c->slot * l->slot_size +
+				       TP_SLOT_RINGS + (pos & (l->geom.inline_n - 1)) * 128u;
+
+	/* relaxed: only a hint; tp_recv() reads the byte again with acquire (rx_inline(),
+	 * inline_seq_ready(): pairs with the barrier before the byte in write_inline_slot()) */
+	return __atomic_load_n((const uint8_t *)slot + TP_INL_SEQ, __ATOMIC_RELAXED) ==
+	       tp_inline_seq(pos, l->geom.log2n, c->seq_base_in);
+}
+
+bool tp_readable_hint(struct tp_conn *c)
+{
+	bool ready = false;
+	uint32_t txd;
+
+	/* Not owned (after fork) or failed: the full poll says what (tp_conn_own(), errors).
+	 * acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
+	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
+	    atomic_load_explicit(&c->error, memory_order_relaxed))
+		return false;
+	/* A reader holding the lock is consuming: let the full poll wait for it. */
+	if (pthread_mutex_trylock(&c->rx_lock))
+		return false;
+	/* End of stream, shut reads, a Retry in progress: the full poll reports them (RDHUP,
+	 * HUP; gated data may be stale). */
+	if (!c->gated && !c->fin_rcvd_v && !c->eof && !c->rd_shut) {
+		if (c->rec_head != c->rec_tail)
+			ready = true; /* validated already */
+		else if (inline_published(c, c->v_i))
+			ready = true;
+		else if (tp_slot_word(c, TP_W_TX_D, &txd) && txd != c->v_d)
+			ready = true; /* a data-ring message (tx_d published after its payload) */
+	}
+	pthread_mutex_unlock(&c->rx_lock);
+	return ready;
+}
