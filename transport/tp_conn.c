@@ -2,6 +2,7 @@
 /* Connections: listeners, set-up ([RT] Apply/Ack/Nack, sender side), attach, shutdown,
  * close and abort (readiness and waiting: tp_wait.c). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,7 +17,7 @@
 int tp_listen(struct tp_link *l, uint16_t port)
 {
 	struct tp_host *h = l->host;
-	int me = getpid(), free_i = -1, rc = 0;
+	int me = tp_self_pid(), free_i = -1, rc = 0;
 
 	tp_host_lock(l);
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
@@ -43,7 +44,7 @@ out:
 int tp_unlisten(struct tp_link *l, uint16_t port)
 {
 	struct tp_host *h = l->host;
-	int me = getpid(), rc = -ENOENT;
+	int me = tp_self_pid(), rc = -ENOENT;
 
 	tp_host_lock(l);
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
@@ -81,11 +82,108 @@ bool tp_peer_listens(struct tp_link *l, uint16_t port)
 
 /* --- set-up ----------------------------------------------------------------------------------- */
 
+/* --- connection objects ------------------------------------------------------------------------
+ * A connection's private state is large (the record queue, the sender's shadow rings: ~180 KiB
+ * with the demo's geometry), and allocating and zeroing it afresh for every set-up — page
+ * faults included, as the heap shrinks and grows back — was a good part of a set-up's cost. So a
+ * link keeps up to TP_CONN_CACHE connections this process finished (tp_conn_recycle()), and a
+ * set-up whose peer geometry matches reuses one (conn_take()). conn_reset() gives it the state of
+ * a new one: every field zero except the record queue, whose entries are only read between
+ * rec_head and rec_tail (both reset), and the buffers, which are kept: the inline shadow is
+ * zeroed again (tp_conn_init_queues()); the data shadow is read only where the send path wrote
+ * first, and the bounce buffer only while rx_bounce_ok (reset) says it holds the head record.
+ * The cache is under conns_lock. */
+#define TP_CONN_CACHE 32u
+
+static void conn_destroy(struct tp_conn *c)
+{
+	tp_conn_free_queues(c);
+	free(c);
+}
+
+void tp_conn_recycle(struct tp_conn *c)
+{
+	struct tp_link *l = c->link;
+	bool kept = false;
+
+	if (c->dmaq && ntb_dmaq_state(c->dmaq) != NTB_DMAQ_IDLE) {
+		ntb_dmaq_destroy(c->dmaq); /* left mid-transfer: the next user gets a new one */
+		c->dmaq = NULL;
+	}
+	pthread_mutex_lock(&l->conns_lock);
+	if (l->conn_cache_n < TP_CONN_CACHE && c->sh_inline && c->sh_data) {
+		c->next = l->conn_cache;
+		l->conn_cache = c;
+		l->conn_cache_n++;
+		kept = true;
+	}
+	pthread_mutex_unlock(&l->conns_lock);
+	if (!kept)
+		conn_destroy(c);
+}
+
+/* A cached connection of L whose shadows fit a peer slot of INLINE_N slots and QSIZE bytes, or
+ * NULL (one of another geometry is freed: the peer host's geometry changed). */
+static struct tp_conn *conn_take(struct tp_link *l, uint32_t inline_n, uint32_t qsize)
+{
+	struct tp_conn *c;
+
+	pthread_mutex_lock(&l->conns_lock);
+	c = l->conn_cache;
+	if (c) {
+		l->conn_cache = c->next;
+		l->conn_cache_n--;
+	}
+	pthread_mutex_unlock(&l->conns_lock);
+	if (c && (c->out.inline_n != inline_n || c->out.qsize != qsize)) {
+		conn_destroy(c);
+		c = NULL;
+	}
+	return c;
+}
+
+/* Everything of C as calloc() would leave it, but the record queue and the buffers. */
+static void conn_reset(struct tp_conn *c)
+{
+	uint8_t *sh_inline = c->sh_inline, *sh_data = c->sh_data, *bounce = c->rx_bounce;
+	uint32_t bounce_cap = c->rx_bounce_cap;
+	struct ntb_dmaq *dmaq = c->dmaq;
+	size_t recs = offsetof(struct tp_conn, recs), recs_end = recs + sizeof(c->recs);
+
+	memset(c, 0, recs);
+	memset((uint8_t *)c + recs_end, 0, sizeof(*c) - recs_end);
+	c->sh_inline = sh_inline;
+	c->sh_data = sh_data;
+	c->rx_bounce = bounce;
+	c->rx_bounce_cap = bounce_cap;
+	c->dmaq = dmaq;
+}
+
+/* Free the connections cached by L (tp_link_close()). */
+void tp_conn_cache_drain(struct tp_link *l)
+{
+	struct tp_conn *c, *next;
+
+	pthread_mutex_lock(&l->conns_lock);
+	c = l->conn_cache;
+	l->conn_cache = NULL;
+	l->conn_cache_n = 0;
+	pthread_mutex_unlock(&l->conns_lock);
+	for (; c; c = next) {
+		next = c->next;
+		conn_destroy(c);
+	}
+}
+
 static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
 {
 	struct tp_host_entry *e = &l->host->e[slot];
-	struct tp_conn *c = calloc(1, sizeof(*c));
+	struct tp_conn *c = conn_take(l, e->peer_inline_n, e->peer_qsize);
 
+	if (c)
+		conn_reset(c);
+	else
+		c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
 	c->link = l;
@@ -102,12 +200,12 @@ static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
 	c->tx_epoch = (uint16_t)e->epoch;
 	c->rx_epoch = (uint16_t)e->epoch;
 	if (tp_conn_init_queues(c)) {
-		free(c);
+		conn_destroy(c);
 		return NULL;
 	}
 	/* this process drives it (set-up, adopt): the release pairs with the CAS in
 	 * tp_conn_own() of a process forked later */
-	__atomic_store_n(&e->active, (int32_t)getpid(), __ATOMIC_RELEASE);
+	__atomic_store_n(&e->active, (int32_t)tp_self_pid(), __ATOMIC_RELEASE);
 	__atomic_store_n(&c->owned, true, __ATOMIC_RELEASE); /* read by the helper */
 	return c;
 }
@@ -130,7 +228,7 @@ int tp_conn_own(struct tp_conn *c)
 	 * thread) */
 	if (likely(__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE)))
 		return 0;
-	me = (int32_t)getpid();
+	me = (int32_t)tp_self_pid();
 	/* CAS 0 → me: the first user after a fork wins; acq_rel pairs with the release store of
 	 * 0 in atfork_prepare() and with the other claimant's CAS */
 	if (__atomic_compare_exchange_n(&c->ent->active, &cur, me, false, __ATOMIC_ACQ_REL,
@@ -171,12 +269,33 @@ static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t
 	apply_send_type(l, slot, t, TP_PKT_APPLY);
 }
 
+/* Spin for at most TP_ACK_SPIN_NS until the doorbell moves from SEEN; true when it did. */
+#define TP_ACK_SPIN_NS 150000u
+static bool ack_spin(struct ntb_link *n, uint32_t seen)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (unsigned i = 1;; i++) {
+		/* acquire inside ntb_db_read(): pairs with the peer's ring after its Ack */
+		if (ntb_db_read(n) != seen)
+			return true;
+		cpu_relax();
+		if (i % 64u)
+			continue;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
+		    (uint64_t)t0.tv_nsec >= TP_ACK_SPIN_NS)
+			return false;
+	}
+}
+
 int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
 {
 	const struct tp_params *pp = &l->params;
 	struct tp_tcxt t = { .state = TP_TC_CONNECTING };
-	uint64_t start = tp_now_ms(), deadline, sent_ms;
+	uint64_t start = tp_now_ms(), deadline, sent_ms, spun_for = UINT64_MAX;
 	struct tp_host_entry *e;
 	struct tp_conn *c;
 	int slot;
@@ -199,7 +318,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		return -EIO;
 	}
 	tp_mbox_process(l);
-	slot = tp_slot_alloc(l, TP_ES_CONNECTING, getpid());
+	slot = tp_slot_alloc(l, TP_ES_CONNECTING, tp_self_pid());
 	if (slot < 0) {
 		tp_host_unlock(l);
 		*ret_reason = TP_REASON_NO_CONTEXT;
@@ -274,6 +393,15 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		tp_host_unlock(l);
 		if (t.state == TP_TC_SENDING)
 			break;
+		/* A peer host that serves the link answers within tens of microseconds: watch the
+		 * doorbell for that long before sleeping on it (a futex sleep and wake-up cost
+		 * more than the wait). Lock-free: the doorbell word is only read here; the answer
+		 * itself is read under the lock above. */
+		if (spun_for != sent_ms) { /* once per Apply sent */
+			spun_for = sent_ms;
+			if (ack_spin(l->ntb, seen))
+				continue;
+		}
 		ntb_db_wait(l->ntb, seen, 2);
 	}
 	c = conn_new_first(l, (uint32_t)slot);
@@ -323,8 +451,8 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 		return -ENOENT;
 	}
 	h->e[slot].state = TP_ES_OPEN;
-	h->e[slot].pid = getpid();
-	h->e[slot].owners[0] = getpid();
+	h->e[slot].pid = tp_self_pid();
+	h->e[slot].owners[0] = tp_self_pid();
 	tp_host_unlock(l);
 	c = conn_new_first(l, (uint32_t)slot);
 	if (!c) {
@@ -378,7 +506,7 @@ int tp_shutdown(struct tp_conn *c, int how)
 static bool shared_elsewhere(struct tp_conn *c)
 {
 	struct tp_host_entry *e = c->ent;
-	int me = getpid();
+	int me = tp_self_pid();
 	bool other = false;
 	uint32_t refs = __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL);
 
@@ -521,8 +649,7 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	/* release: the state before the flag tp_conn_adopt() checks */
 	__atomic_store_n(&x->valid, 1, __ATOMIC_RELEASE);
 	tp_conn_unregister(c);
-	tp_conn_free_queues(c);
-	free(c);
+	tp_conn_recycle(c);
 	return 0;
 }
 
@@ -544,7 +671,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	}
 	x = e->ex;
 	e->ex.valid = 0;
-	e->pid = getpid();
+	e->pid = tp_self_pid();
 	tp_host_unlock(l);
 	c = conn_new(l, slot); /* refs unchanged: other processes may share it (fork) */
 	if (!c)

@@ -26,19 +26,69 @@ uint64_t tp_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Nonces and MsgIDs tell connections apart (a stale word or message of an earlier connection in
+ * a reused slot fails its check); they need not be secret (the hosts of a link trust each other,
+ * DESIGN §10), only unlikely to repeat. So a per-process generator, keyed once from getrandom()
+ * (one system call per set-up on each side was a measurable part of its cost), mixed with a
+ * counter and the clock: a child forked without our fork handler (which rekeys it:
+ * tp_proc_forked()) still draws other values than its parent, as their clocks differ. */
+static _Atomic uint64_t g_rand_key; /* 0: not keyed yet */
+static _Atomic uint64_t g_rand_ctr;
+
+static uint64_t splitmix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ULL;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
+/* This process's pid, cached: getpid() is a system call, and a set-up asked for it half a dozen
+ * times on each side. Reset in a forked child by tp_proc_forked() (from tp_atfork_child(), which
+ * the transport needs in every child anyway: it restarts the helper and the locks). */
+static _Atomic int g_self_pid; /* 0: not known yet */
+
+int tp_self_pid(void)
+{
+	/* relaxed: a value; every thread that finds 0 stores the same one */
+	int pid = atomic_load_explicit(&g_self_pid, memory_order_relaxed);
+
+	if (pid == 0) {
+		pid = getpid();
+		atomic_store_explicit(&g_self_pid, pid, memory_order_relaxed);
+	}
+	return pid;
+}
+
+void tp_proc_forked(void)
+{
+	atomic_store_explicit(&g_self_pid, 0, memory_order_relaxed);
+	atomic_store_explicit(&g_rand_key, 0, memory_order_relaxed);
+}
+
 uint32_t tp_random32(void)
 {
-	uint32_t v = 0;
+	/* relaxed: the key is a value, not a publication; two threads keying at once each use
+	 * their own key, both good */
+	uint64_t key = atomic_load_explicit(&g_rand_key, memory_order_relaxed), v;
+	struct timespec ts;
 
-	while (v == 0) {
-		if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
-			struct timespec ts;
-
+	while (key == 0) {
+		if (getrandom(&key, sizeof(key), GRND_NONBLOCK) != sizeof(key)) {
 			clock_gettime(CLOCK_MONOTONIC, &ts);
-			v = (uint32_t)(ts.tv_nsec ^ (getpid() << 16) ^ ts.tv_sec);
+			key = splitmix64((uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32 ^
+					 (uint64_t)ts.tv_sec);
 		}
+		atomic_store_explicit(&g_rand_key, key, memory_order_relaxed);
 	}
-	return v;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	do {
+		uint64_t n = atomic_fetch_add_explicit(&g_rand_ctr, 1, memory_order_relaxed);
+
+		v = splitmix64(key ^ splitmix64(n ^ ((uint64_t)ts.tv_sec << 32 ^
+						     (uint64_t)ts.tv_nsec)));
+	} while ((uint32_t)v == 0);
+	return (uint32_t)v;
 }
 
 /* Does a live process own entry E? (forked children join the owner list) */

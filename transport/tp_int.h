@@ -344,7 +344,10 @@ struct tp_link {
 	struct tp_link *next_link; /* process list */
 	pthread_mutex_t conns_lock;
 	struct tp_conn *conns;     /* process-local list, for timers */
+	struct tp_conn *conn_cache; /* freed connections kept for reuse (conns_lock; tp_conn.c) */
+	uint32_t conn_cache_n;
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
+	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
 	uint32_t db_seen;
 	int refs;
 	atomic_bool up;             /* up, or down for less than down_grace_ms (helper's view) */
@@ -441,6 +444,8 @@ int tp_host_path(const struct ntb_link_params *lp, int side, char *buf, size_t l
 bool tp_host_lost(struct tp_link *l);
 uint64_t tp_now_ms(void);
 uint32_t tp_random32(void);
+int tp_self_pid(void);        /* getpid(), cached */
+void tp_proc_forked(void);   /* in a forked child: new pid, own random values */
 /* Under lock: allocate a free slot (state → STATE, pid), returns index or -ENOSPC. */
 int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid);
 void tp_slot_free(struct tp_link *l, uint32_t slot);
@@ -524,6 +529,11 @@ void tp_event_signal(void);
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
+
+/* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
+ * (conn_take()) or free it. */
+void tp_conn_recycle(struct tp_conn *c);
+void tp_conn_cache_drain(struct tp_link *l);
 
 /* tp_conn.c: single-owner rule. 0 when this process drives C (claiming it when nobody has since
  * the last fork), else -EPERM, which also fails C for this process only (c->error). */

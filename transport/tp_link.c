@@ -3,6 +3,7 @@
  * event fd), parameters and fork support. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -106,7 +107,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 {
 	struct tp_link *l = c->link;
 	struct tp_host_entry *e = c->ent;
-	int me = getpid();
+	int me = tp_self_pid();
 	/* acquire: pairs with the release store in tp_conn_own() / conn_new() */
 	bool owned = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
 	int32_t active;
@@ -132,8 +133,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 				e->pid = e->owners[i];
 	}
 	tp_host_unlock(l);
-	tp_conn_free_queues(c);
-	free(c);
+	tp_conn_recycle(c);
 }
 
 /* Is a closed connection finished: FIN acknowledged and the peer's FIN seen (or gone)? */
@@ -186,6 +186,21 @@ bool tp_link_refresh(struct tp_link *l)
 	return up;
 }
 
+/* The host lock for the helper's mailbox work. Never a blocking lock: a process of this host
+ * stopped while holding it must not stop our heartbeat and timers. But a rung doorbell may be an
+ * Apply that waits for us (the server's accept() cannot run before the client has its answer),
+ * and the holder keeps the lock for microseconds: worth a few yields before giving up (then
+ * link_service() tries again within a millisecond, mbox_missed). */
+static bool mbox_lock(struct tp_link *l)
+{
+	for (int i = 0; i < 16; i++) {
+		if (tp_host_trylock(l))
+			return true;
+		sched_yield();
+	}
+	return false;
+}
+
 static void link_service(struct tp_link *l, uint64_t now, bool rung)
 {
 	struct tp_conn *done = NULL, *c, *next;
@@ -193,7 +208,12 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 	bool timers;
 
 	tp_link_refresh(l);
-	if ((rung || now - l->last_mbox_ms >= 100) && tp_host_trylock(l)) {
+	if (rung || l->mbox_missed || now - l->last_mbox_ms >= 100) {
+		if (!(rung || l->mbox_missed ? mbox_lock(l) : tp_host_trylock(l))) {
+			l->mbox_missed = true; /* helper_main() comes back within 1 ms */
+			goto timers;
+		}
+		l->mbox_missed = false;
 		l->last_mbox_ms = now;
 		tp_mbox_process(l);
 		if (now - l->last_maint_ms >= 500) {
@@ -203,6 +223,7 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 		}
 		tp_host_unlock(l);
 	}
+timers:
 	/* connection timers every 100 ms, and on doorbells (at most every 5 ms: a busy link
 	 * rings often, the timers are O(connections)) */
 	timers = now - l->last_timers_ms >= 100 || (rung && now - l->last_timers_ms >= 5);
@@ -262,6 +283,9 @@ static void *helper_main(void *arg)
 			seen = first->db_seen;
 		if (first && first->next_link)
 			slice = 25; /* other links' doorbells are polled: do it often */
+		for (struct tp_link *l = first; l; l = l->next_link)
+			if (l->mbox_missed)
+				slice = 1; /* link_service() could not take a host lock */
 		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
@@ -353,8 +377,10 @@ void tp_helper_start(void)
 
 void tp_atfork_child(void)
 {
-	int me = getpid();
+	int me;
 
+	tp_proc_forked(); /* first: the cached pid is the parent's */
+	me = tp_self_pid();
 	pthread_mutex_init(&g_lock, NULL);
 	g_helper = false;
 	g_helper_link = NULL;
@@ -506,9 +532,10 @@ void tp_link_close(struct tp_link *l)
 	pthread_mutex_unlock(&g_lock);
 	while (l->conns)
 		tp_abort(l->conns);
+	tp_conn_cache_drain(l);
 	tp_host_lock(l);
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
-		if (l->host->listen[i].pid == getpid())
+		if (l->host->listen[i].pid == tp_self_pid())
 			l->host->listen[i].count = 0;
 	tp_listen_publish(l, false);
 	tp_host_unlock(l);

@@ -95,16 +95,21 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 
 /* --- queues -------------------------------------------------------------------------------- */
 
+/* A recycled connection (tp_conn.c: conn_take()) comes with its shadows, of the same geometry,
+ * and its DMA queue (idle): only what is missing is allocated. */
 int tp_conn_init_queues(struct tp_conn *c)
 {
-	c->sh_inline = aligned_alloc(128, (size_t)c->out.inline_n * 128u);
-	c->sh_data = aligned_alloc(4096, c->out.qsize);
+	if (!c->sh_inline)
+		c->sh_inline = aligned_alloc(128, (size_t)c->out.inline_n * 128u);
+	if (!c->sh_data)
+		c->sh_data = aligned_alloc(4096, c->out.qsize);
 	if (!c->sh_inline || !c->sh_data) {
 		tp_conn_free_queues(c);
 		return -ENOMEM;
 	}
+	/* (whole slots are rewritten on retransmission: no byte of an earlier use goes out) */
 	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
-	if (ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
+	if (!c->dmaq && ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
 	pthread_mutex_init(&c->tx_lock, NULL);
 	pthread_mutex_init(&c->rx_lock, NULL);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Connection life cycle: set-up failures and their reasons, listener advertisement, attach by
  * key, abort → ECONNRESET, a client that gives up (tp_conn_abort) leaves no reservation, peek,
- * readable/unacked counts, statistics listing, fork (parent closes its copy, child serves). */
+ * readable/unacked counts, statistics listing, fork (parent closes its copy, child serves), a
+ * reused connection object starts clean. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -404,6 +405,99 @@ static void test_host_layout_shared(void **state)
 	pair_close(&p);
 }
 
+/* A link keeps the connections its process finished and gives them to its next set-ups
+ * (tp_conn.c: conn_take()). A reused one must start as a new one: no byte, record, cached slot
+ * word or bounce copy of its previous use. One receive context per side makes the new connection
+ * take the same slots as the old one, whose words and bytes are still in the windows. */
+static void pair_open_one(struct pair *p, const char *name)
+{
+	struct tp_params tpp;
+
+	tp_params_init(&tpp);
+	tpp.contexts = 1;
+	tpp.setup_timeout_ms = 1000;
+	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
+	tl_unlink(p->path);
+	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
+	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
+	assert_int_equal(tp_listen(p->b, 8080), 0);
+	assert_int_equal(tl_wait_listen(p->a, 8080, 5000), 0);
+	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
+		usleep(1000);
+}
+
+static void test_reused_conn_is_new(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb, *old_a, *old_b;
+	struct tp_stats st;
+	uint8_t old_msg[300], new_msg[300], buf[300];
+	uint32_t slot_a, slot_b;
+
+	(void)state;
+	memset(old_msg, 'o', sizeof(old_msg));
+	memset(new_msg, 'n', sizeof(new_msg));
+	pair_open_one(&p, "reuse");
+	connect_pair(&p, 21, &ca, &cb);
+	old_a = ca;
+	old_b = cb;
+	slot_a = ca->slot;
+	slot_b = cb->slot;
+	/* B reads part of a data-ring message (served from its bounce copy) and leaves the rest,
+	 * and an unread message behind it */
+	assert_int_equal(tl_send_all(ca, old_msg, sizeof(old_msg)), 0);
+	assert_int_equal(tl_send_all(ca, "left", 4), 0);
+	assert_int_equal(tl_recv_some(cb, buf, 10, 2000), 10);
+	assert_memory_equal(buf, old_msg, 10);
+	assert_true(tp_readable_bytes(cb) > 0);
+	/* A sees B's reset (its ST word, which A's word cache then holds) */
+	tp_abort(cb);
+	uint64_t end = tl_now_ms() + 3000;
+	while (tp_conn_error(ca) != -ECONNRESET && tl_now_ms() < end) {
+		struct iovec v = { buf, sizeof(buf) };
+
+		if (tp_recv(ca, &v, 1, 0) == -EAGAIN)
+			tp_wait(ca, TP_EV_IN, 50);
+	}
+	assert_int_equal(tp_conn_error(ca), -ECONNRESET);
+	tp_abort(ca);
+
+	connect_pair(&p, 22, &ca, &cb);
+	assert_ptr_equal(ca, old_a); /* (the reuse path is what this test is about) */
+	assert_ptr_equal(cb, old_b);
+	assert_int_equal(ca->slot, slot_a); /* same slots: the old words and bytes are there */
+	assert_int_equal(cb->slot, slot_b);
+	assert_int_equal(tp_conn_error(ca), 0);
+	assert_int_equal(tp_conn_error(cb), 0);
+	assert_int_equal(tp_readable_bytes(cb), 0);
+	assert_int_equal(tp_readable_bytes(ca), 0);
+	assert_int_equal(tp_unacked_bytes(ca), 0);
+	struct iovec v = { buf, sizeof(buf) };
+	assert_int_equal(tp_recv(cb, &v, 1, 0), -EAGAIN);
+	tp_conn_stats(cb, &st);
+	assert_int_equal(st.rx_bytes, 0);
+	assert_int_equal(st.rx_queue_fill, 0);
+	/* the same message shape at the same ring position and MSN as the old one: B must read the
+	 * new bytes, also in parts (a stale bounce copy would serve the old ones) */
+	assert_int_equal(tl_send_all(ca, new_msg, sizeof(new_msg)), 0);
+	size_t got = 0;
+	while (got < sizeof(new_msg)) {
+		ssize_t n = tl_recv_some(cb, buf + got, got ? sizeof(new_msg) - got : 10, 2000);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(buf, new_msg, sizeof(new_msg));
+	assert_int_equal(tl_send_all(cb, "back", 4), 0);
+	assert_int_equal(tl_recv_some(ca, buf, sizeof(buf), 2000), 4);
+	assert_memory_equal(buf, "back", 4);
+	assert_int_equal(tp_conn_error(ca), 0);
+	assert_int_equal(tp_conn_error(cb), 0);
+	tp_abort(ca);
+	tp_abort(cb);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -421,6 +515,7 @@ int main(void)
 		cmocka_unit_test(test_fork_child_serves),
 		cmocka_unit_test(test_export_adopt),
 		cmocka_unit_test(test_host_layout_shared),
+		cmocka_unit_test(test_reused_conn_is_new),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
