@@ -141,8 +141,11 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 #define TOOL_PATTERN_PERIOD 4093u /* prime: offsets repeat only after this many messages */
 size_t tool_pattern_len(size_t max_size);
 size_t tool_pattern_offset(uint64_t msg_no);
-/* Fill BUF with LEN pseudo-random bytes from SEED (xorshift64*). */
+/* Fill BUF with the LEN first bytes of the pattern of SEED (distinct 64-bit words). */
 void tool_pattern_fill(uint8_t *buf, size_t len, uint64_t seed);
+/* Whether the LEN bytes at BUF are bytes POS … POS+LEN-1 of the pattern of SEED: every byte
+ * compared, the expected ones recomputed (not read from a pattern buffer). */
+bool tool_pattern_check(const uint8_t *buf, size_t len, size_t pos, uint64_t seed);
 
 /* The P-th percentile (0..100, nearest rank) of N samples; sorts SAMPLES. 0 when N is 0. */
 uint64_t tool_percentile(uint64_t *samples, size_t n, double p);

@@ -10,6 +10,8 @@
 #include "tools/perf_data.c"
 #include "tools/perf_ref.c"
 
+#define PERF_TEST_SEED 0x6e7462736f636bull
+
 static void test_pattern_deterministic_and_seeded(void **state)
 {
 	uint8_t a[4096], b[4096], c[4096];
@@ -85,11 +87,86 @@ static void test_reference_values(void **state)
 	assert_true(us > 0);
 }
 
+/* tool_pattern_check() says yes exactly for the pattern's bytes at the given position: every
+ * start (aligned or not) and length against a memcmp with the filled buffer, and no for a
+ * single changed byte anywhere, another position or another seed. */
+static void test_pattern_check_matches_buffer(void **state)
+{
+	size_t len = 4096 + 64;
+	uint8_t *pat = malloc(len), *b = malloc(len);
+
+	(void)state;
+	tool_pattern_fill(pat, len, 5);
+	for (size_t pos = 0; pos < 40; pos++) {
+		for (size_t n = 0; n <= 600; n++) {
+			memcpy(b, pat + pos, n);
+			assert_true(tool_pattern_check(b, n, pos, 5));
+			if (n == 0)
+				continue;
+			assert_false(tool_pattern_check(b, n, pos, 6));
+			if (pos + 8 + n <= len)
+				assert_false(tool_pattern_check(b, n, pos + 8, 5));
+		}
+	}
+	/* one byte changed, at every place of windows that take each path (bytes, words, ymm) */
+	for (size_t pos = 0; pos < 16; pos += 3) {
+		size_t n = 3000;
+
+		memcpy(b, pat + pos, n);
+		for (size_t i = 0; i < n; i++) {
+			b[i] ^= (uint8_t)(1u << (i % 8));
+			assert_false(tool_pattern_check(b, n, pos, 5));
+			b[i] ^= (uint8_t)(1u << (i % 8));
+		}
+		assert_true(tool_pattern_check(b, n, pos, 5));
+	}
+	free(pat);
+	free(b);
+}
+
+/* The word loops alone (the scalar one is the fallback without AVX2), and large messages at
+ * the offsets the perf tool uses. */
+static void test_pattern_check_paths_and_large(void **state)
+{
+	size_t max = 512 * 1024, len = tool_pattern_len(max);
+	uint8_t *pat = malloc(len);
+	uint64_t m = pattern_mix(PERF_TEST_SEED);
+
+	(void)state;
+	tool_pattern_fill(pat, len, PERF_TEST_SEED);
+	assert_true(check_words_scalar(pat + 64, 1000, 8, m));
+	assert_false(check_words_scalar(pat + 64, 1000, 9, m));
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (have_avx2()) {
+		assert_true(check_words_avx2(pat + 64, 1024, 8, m));
+		assert_false(check_words_avx2(pat + 64, 1024, 9, m));
+		pat[64 + 8 * 1023 + 7] ^= 0x80;
+		assert_false(check_words_avx2(pat + 64, 1024, 8, m));
+		pat[64 + 8 * 1023 + 7] ^= 0x80;
+	}
+#endif
+	for (uint64_t n = 0; n < TOOL_PATTERN_PERIOD; n += 409) {
+		size_t off = tool_pattern_offset(n);
+
+		assert_true(tool_pattern_check(pat + off, max, off, PERF_TEST_SEED));
+		assert_true(tool_pattern_check(pat + off, 65536, off, PERF_TEST_SEED));
+		/* the neighbour's message, or this one with its last byte wrong */
+		assert_false(tool_pattern_check(pat + off + TOOL_PATTERN_STRIDE, 65536, off,
+						PERF_TEST_SEED));
+		pat[off + 65535] ^= 1;
+		assert_false(tool_pattern_check(pat + off, 65536, off, PERF_TEST_SEED));
+		pat[off + 65535] ^= 1;
+	}
+	free(pat);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pattern_deterministic_and_seeded),
 		cmocka_unit_test(test_pattern_offsets_distinguish_neighbours),
+		cmocka_unit_test(test_pattern_check_matches_buffer),
+		cmocka_unit_test(test_pattern_check_paths_and_large),
 		cmocka_unit_test(test_percentile),
 		cmocka_unit_test(test_reference_values),
 	};
