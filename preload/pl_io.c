@@ -120,29 +120,53 @@ static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 	return tp_wait(s->conn, events, timeout_ms);
 }
 
-/* A bounded busy wait of one call: SPIN.until is set on the first round (0: not yet). */
+/* A bounded wait of one call for room (data_room_spin()); all zero before the first round. */
 struct pl_spin {
-	int64_t until;
+	int64_t spin_end, until;
 	unsigned rounds;
+	bool yielding;
 };
 
-/* A blocking send found the data ring full: true while the spin budget (config spin_us) lasts,
- * after a pause (the caller tries the send again); false once it is spent. Yields the CPU every
- * few rounds, so a receiver sharing this core can drain the ring. */
+/* How long a blocking send waits for room for a whole write before it cuts it: a receiver
+ * that was descheduled (a loaded machine) needs longer than the spin budget to drain the ring,
+ * and every cut costs it a second copy per read until the boundaries line up again. Past this,
+ * the send cuts, fills the rings, and sleeps on the doorbell as always (no polling sleeper). */
+#define PL_ROOM_WAIT_NS 1000000
+
+/* A blocking send found too little room for its write: true after a pause (the caller tries
+ * again) while the wait lasts: spinning for the budget (config spin_us) with a yield every 16
+ * rounds, so a receiver sharing this core can drain the ring, then a yield every round until
+ * PL_ROOM_WAIT_NS; false once that is spent. */
 static bool data_room_spin(struct pl_spin *sp)
 {
 	if (!pl_spin_us)
 		return false;
-	if (sp->until == 0)
-		sp->until = pl_now_ns() + (int64_t)pl_spin_us * 1000;
-	if (++sp->rounds % 16 == 0) {
-		if (pl_now_ns() >= sp->until)
+	if (sp->until == 0) {
+		int64_t now = pl_now_ns();
+		sp->spin_end = now + (int64_t)pl_spin_us * 1000;
+		sp->until = now + PL_ROOM_WAIT_NS;
+	}
+	if (sp->yielding || ++sp->rounds % 16 == 0) {
+		int64_t now = pl_now_ns();
+		if (now >= sp->until)
 			return false;
+		sp->yielding = now >= sp->spin_end;
 		sched_yield();
+		return true;
 	}
 	for (int i = 0; i < 8; i++)
 		cpu_relax();
 	return true;
+}
+
+/* Bump an edge counter (rx_gen/tx_gen, read by the epoll shadows in pl_poll.c, which only ask
+ * "changed since?"). A relaxed load and store, not an atomic add: two racing bumps may count
+ * once, but either leaves a value that differs from what a waiter saw before both, and the
+ * add's locked instruction was a visible part of a 1 KiB read. */
+static inline void pl_gen_bump(_Atomic unsigned *gen)
+{
+	atomic_store_explicit(gen, atomic_load_explicit(gen, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 static int64_t deadline_of(int ms)
@@ -156,7 +180,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	size_t total = iov_total(iov, iovcnt, &bad), done = 0;
 	bool nb = (flags & MSG_DONTWAIT) || atomic_load_explicit(&s->nonblock, memory_order_relaxed);
 	int64_t deadline = -2;
-	struct pl_spin spin_until = { 0, 0 };
+	struct pl_spin spin_until = { 0 };
 	unsigned futile = 0;
 	struct iovec win[PL_IOV_WIN];
 
@@ -175,6 +199,11 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			n = iov_window(iov, iovcnt, done, win);
 			v = win;
 		}
+		/* Blocking: rather than let the transport cut a write for want of room (the rest
+		 * of a cut goes as a second message, or inline), wait the spin budget for room for
+		 * all of it; see the note on splitting below. */
+		if (!nb && !tp_send_fits(s->conn, total - done) && data_room_spin(&spin_until))
+			continue;
 		ssize_t r = tp_send(s->conn, v, n);
 		if (r > 0) {
 			futile = 0;
@@ -256,7 +285,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	PL_LEAVE();
 	if (!done)
 		return -EAGAIN;
-	atomic_fetch_add_explicit(&s->tx_gen, 1, memory_order_relaxed);
+	pl_gen_bump(&s->tx_gen);
 	return (ssize_t)done;
 }
 
@@ -323,7 +352,7 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	PL_LEAVE();
 	if (done) {
 		if (!peek)
-			atomic_fetch_add_explicit(&s->rx_gen, 1, memory_order_relaxed);
+			pl_gen_bump(&s->rx_gen);
 		return (ssize_t)done;
 	}
 	return r;

@@ -17,8 +17,10 @@
  * same call (zero timeout): on every PL_KCHECK_EVERY-th such call, and at least once per tick
  * of the coarse clock (1-4 ms), so ready NTB fds never starve kernel fds; a call that finds
  * nothing ready always asks the kernel. The count is prime, so that a thread alternating
- * between a few poll or select calls (sets) still checks each of them in turn. */
-#define PL_KCHECK_EVERY 61u
+ * between a few poll or select calls (sets) still checks each of them in turn. (Each look is a
+ * ppoll(): with 61, an iperf3 receiver's select() spent ~2 % of its time there. 127 still
+ * looks at least twice in 256 calls, which test_pl_semantics asserts.) */
+#define PL_KCHECK_EVERY 127u
 
 struct pl_kturn {
 	unsigned calls;
@@ -103,8 +105,9 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm);
 
 /* Readiness of S at FD in poll(2) bits, or PL_REV_KERNEL. ARM: ask the peers to ring us for
  * what is not ready (only right before a sleep); spinning and fast checks leave the peers'
- * sends free of doorbells. */
-static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned events)
+ * sends free of doorbells. QUICK (a spinning round between two full looks): a connection polled
+ * for input alone is looked at through tp_readable_hint() only. */
+static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned events, bool quick)
 {
 	if (s->kind == PL_EPOLL) {
 		if (!s->ep)
@@ -128,8 +131,12 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 	 * instead of here and again there. POLLRDHUP, errors and end of stream take the full
 	 * look below (the hint says false for them). */
 	if (!arm && !(events & (POLLOUT | POLLWRNORM | POLLWRBAND | POLLRDHUP)) &&
-	    (events & (POLLIN | POLLRDNORM)) && tp_readable_hint(s->conn))
-		return POLLIN | POLLRDNORM;
+	    (events & (POLLIN | POLLRDNORM))) {
+		if (tp_readable_hint(s->conn))
+			return POLLIN | POLLRDNORM;
+		if (quick)
+			return 0; /* (the next full look sees end of stream, errors) */
+	}
 	/* Only what EVENTS asks for: a socket polled for input alone leaves the send side (and
 	 * the feedback words the peer keeps writing) alone. POLLHUP/POLLERR come with input. */
 	unsigned want = TP_EV_IN;
@@ -143,7 +150,7 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 
 unsigned pl_sock_revents(struct pl_sock *s, int fd)
 {
-	return sock_revents(s, fd, true, POLLIN | POLLOUT);
+	return sock_revents(s, fd, true, POLLIN | POLLOUT, false);
 }
 
 /* Is S (found at FD) carried in user space? Failed connects and listeners are kernel fds. */
@@ -239,7 +246,7 @@ struct pl_scan {
 /* One pass over FDS: NTB readiness into fds[].revents, the rest copied into KFDS for the
  * kernel (our fds there as -1). ARM: see sock_revents(). Returns how many fds are ready. */
 static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
-		     bool arm, struct pl_scan *ret_scan)
+		     bool arm, bool quick, struct pl_scan *ret_scan)
 {
 	int nready = 0;
 
@@ -252,7 +259,8 @@ static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, st
 			ret_scan->nkernel += fds[i].fd >= 0;
 			continue;
 		}
-		unsigned rev = sock_revents(socks[i], fds[i].fd, arm, (unsigned)fds[i].events);
+		unsigned rev = sock_revents(socks[i], fds[i].fd, arm, (unsigned)fds[i].events,
+					    quick);
 		if (rev & PL_REV_KERNEL) {
 			ret_scan->nkernel++;
 			ret_scan->ep_kernel |= socks[i]->kind == PL_EPOLL;
@@ -291,7 +299,7 @@ static int poll_kernel(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks,
 		if (socks[i] && socks[i]->kind == PL_CONN) {
 			/* A pending connect completed: its readiness is now NTB's. */
 			unsigned rev = sock_revents(socks[i], fds[i].fd, false,
-						    (unsigned)fds[i].events);
+						    (unsigned)fds[i].events, false);
 			if (!(rev & PL_REV_KERNEL))
 				fds[i].revents = (short)(rev & ((unsigned)fds[i].events |
 								POLLERR | POLLHUP));
@@ -327,12 +335,13 @@ static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, str
 		    const struct timespec *tmo, const sigset_t *mask, int64_t *ret_wait_ns)
 {
 	struct pl_timing tm = { .tmo = tmo };
+	bool quick = false; /* a spinning round between two full looks (sock_revents()) */
 	int ret = 0;
 
 	for (;;) {
 		struct pl_scan sc = { 0 };
 		bool kcheck = false;
-		int nready = poll_scan(fds, nfds, socks, kfds, false, &sc);
+		int nready = poll_scan(fds, nfds, socks, kfds, false, quick, &sc);
 
 		if (nready) {
 			/* The fast path: no clock, no syscall, unless it is the kernel fds' turn. */
@@ -351,6 +360,7 @@ static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, str
 			break;
 		}
 		if (spinning(&tm, &kcheck)) {
+			quick = !kcheck;
 			if (!kcheck || sc.nkernel == 0)
 				continue;
 			if (sc.ep_kernel) {
@@ -381,7 +391,7 @@ static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, str
 		int evfd = tp_event_fd();
 		tp_event_ack();
 		PL_LEAVE();
-		nready = poll_scan(fds, nfds, socks, kfds, true, &sc);
+		nready = poll_scan(fds, nfds, socks, kfds, true, false, &sc);
 		int ms = nready ? 0 : sleep_ms(&tm, evfd < 0);
 		if (nready && sc.nkernel == 0) {
 			ret = nready;
@@ -482,6 +492,12 @@ NTB_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespe
 
 #define PL_SEL_STACK 64
 
+/* Word W of SET as bits (0 for a NULL set). */
+static unsigned long sel_word(const fd_set *set, int w)
+{
+	return set ? (unsigned long)__FDS_BITS(set)[w] : 0;
+}
+
 /* select over fd sets as a poll over their fds. *RET_OURS: false when no fd of the sets is
  * carried in user space (then nothing was done: the caller passes the call to the kernel). */
 static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
@@ -498,42 +514,44 @@ static int select_impl(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struc
 	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 	if (nfds > FD_SETSIZE)
 		nfds = FD_SETSIZE;
-	for (int fd = 0; fd < nfds; fd++) {
-		short ev = 0;
-		if (rd && FD_ISSET(fd, rd))
-			ev |= POLLIN;
-		if (wr && FD_ISSET(fd, wr))
-			ev |= POLLOUT;
-		if (ex && FD_ISSET(fd, ex))
-			ev |= POLLPRI;
-		if (!ev)
-			continue;
-		if (n == PL_SEL_STACK && p == pstack) {
-			p = malloc(sizeof(*p) * FD_SETSIZE);
-			kfds = malloc(sizeof(*kfds) * (FD_SETSIZE + 1));
-			socks = malloc(sizeof(*socks) * FD_SETSIZE);
-			if (!p || !kfds || !socks) {
-				free(p);
-				free(kfds);
-				free(socks);
-				for (int i = 0; i < n; i++)
-					pl_sock_put(sstack[i]);
-				*ret_ours = true;
-				return -ENOMEM;
+	/* Word by word, set bits only: a select over a few fds spread up to NFDS costs a few
+	 * loads, not NFDS bit tests. */
+	for (int w = 0; w * NFDBITS < nfds; w++) {
+		unsigned long all = sel_word(rd, w) | sel_word(wr, w) | sel_word(ex, w);
+		if (nfds - w * NFDBITS < NFDBITS)
+			all &= (1UL << (nfds - w * NFDBITS)) - 1;
+		for (; all; all &= all - 1) {
+			int fd = w * NFDBITS + __builtin_ctzl(all);
+			short ev = (short)((rd && FD_ISSET(fd, rd) ? POLLIN : 0) |
+					   (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
+					   (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
+			if (n == PL_SEL_STACK && p == pstack) {
+				p = malloc(sizeof(*p) * FD_SETSIZE);
+				kfds = malloc(sizeof(*kfds) * (FD_SETSIZE + 1));
+				socks = malloc(sizeof(*socks) * FD_SETSIZE);
+				if (!p || !kfds || !socks) {
+					free(p);
+					free(kfds);
+					free(socks);
+					for (int i = 0; i < n; i++)
+						pl_sock_put(sstack[i]);
+					*ret_ours = true;
+					return -ENOMEM;
+				}
+				memcpy(p, pstack, sizeof(*p) * (size_t)n);
+				memcpy(socks, sstack, sizeof(*socks) * (size_t)n);
 			}
-			memcpy(p, pstack, sizeof(*p) * (size_t)n);
-			memcpy(socks, sstack, sizeof(*socks) * (size_t)n);
+			p[n].fd = fd;
+			p[n].events = ev;
+			p[n].revents = 0;
+			socks[n] = fd < hi ? pl_sock_get(fd) : NULL;
+			if (socks[n] && !user_space(socks[n])) {
+				pl_sock_put(socks[n]);
+				socks[n] = NULL;
+			}
+			any |= socks[n] != NULL;
+			n++;
 		}
-		p[n].fd = fd;
-		p[n].events = ev;
-		p[n].revents = 0;
-		socks[n] = fd < hi ? pl_sock_get(fd) : NULL;
-		if (socks[n] && !user_space(socks[n])) {
-			pl_sock_put(socks[n]);
-			socks[n] = NULL;
-		}
-		any |= socks[n] != NULL;
-		n++;
 	}
 	if (!any)
 		goto out;
@@ -810,7 +828,7 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm)
 			pl_sock_put(cur);
 			continue;
 		}
-		unsigned rev = sock_revents(cur, e->fd, arm, e->events);
+		unsigned rev = sock_revents(cur, e->fd, arm, e->events, false);
 		if (rev & PL_REV_KERNEL) {
 			if (ret_pending && cur->kind == PL_CONN)
 				*ret_pending = true;
@@ -825,7 +843,7 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm)
 /* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. ARM:
  * see sock_revents(). */
 static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, bool *ret_pending,
-		      bool arm)
+		      bool arm, bool quick)
 {
 	int n = 0;
 	int cnt = ep->n;
@@ -848,7 +866,7 @@ static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, boo
 			pl_sock_put(cur);
 			continue;
 		}
-		unsigned rev = sock_revents(cur, e->fd, arm, e->events);
+		unsigned rev = sock_revents(cur, e->fd, arm, e->events, quick);
 		if (rev & PL_REV_KERNEL) {
 			if (cur->kind == PL_CONN)
 				*ret_pending = true;
@@ -917,12 +935,13 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 	}
 	struct pl_epoll *ep = s->ep;
 	struct pl_timing tm = { .tmo = tmo };
+	bool quick = false; /* as in poll_run() */
 	int ret;
 
 	for (;;) {
 		bool pending = false, woken = false, kcheck = false;
 		pthread_mutex_lock(&ep->lock);
-		int n = ep_collect(ep, evs, max, &pending, false);
+		int n = ep_collect(ep, evs, max, &pending, false, quick);
 		bool evfd_ok = ep->evfd_added;
 		/* Kernel fds are looked at in their turn (kernel_turn()) when NTB events were found,
 		 * and always when none was: neither side starves, and the common case needs no
@@ -935,6 +954,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 		}
 		int ms = 0;
 		bool spin = !n && spinning(&tm, &kcheck);
+		quick = spin && !kcheck;
 		if (spin && !kcheck)
 			continue;
 		if (!n && !spin && !zero_timeout(tmo)) {
@@ -944,7 +964,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			tp_event_ack();
 			PL_LEAVE();
 			pthread_mutex_lock(&ep->lock);
-			n = ep_collect(ep, evs, max, &pending, true);
+			n = ep_collect(ep, evs, max, &pending, true, false);
 			pthread_mutex_unlock(&ep->lock);
 			ms = n ? 0 : sleep_ms(&tm, pending || !evfd_ok);
 		}

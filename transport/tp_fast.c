@@ -45,3 +45,29 @@ bool tp_readable_hint(struct tp_conn *c)
 	pthread_mutex_unlock(&c->rx_lock);
 	return ready;
 }
+
+bool tp_send_fits(struct tp_conn *c, size_t len)
+{
+	bool fits;
+
+	/* Only writes that go whole into one data-ring message are worth waiting for; inline
+	 * ones and large ones (which tp_send() cuts anyway) go as they are. */
+	if (len <= c->link->params.inline_max || len > c->link->params.short_max ||
+	    len > c->out.qsize / 4u)
+		return true;
+	pthread_mutex_lock(&c->tx_lock);
+	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()); a
+	 * connection another process drives, or a failed one, is tp_send()'s to report */
+	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
+	    atomic_load_explicit(&c->error, memory_order_relaxed) || c->wr_shut) {
+		pthread_mutex_unlock(&c->tx_lock);
+		return true;
+	}
+	fits = tp_data_room(c, TP_MT_SHORT) >= len;
+	if (!fits) {
+		tp_tx_feedback(c); /* the cached credits ran out: what did the receiver release? */
+		fits = tp_data_room(c, TP_MT_SHORT) >= len;
+	}
+	pthread_mutex_unlock(&c->tx_lock);
+	return fits;
+}
