@@ -92,8 +92,9 @@ bool tp_peer_listens(struct tp_link *l, uint16_t port)
  * rec_head and rec_tail (both reset), and the buffers, which are kept: the inline shadow is
  * zeroed again (tp_conn_init_queues()); the data shadow is read only where the send path wrote
  * first, and the bounce buffer only while rx_bounce_ok (reset) says it holds the head record.
- * The cache is under conns_lock. */
-#define TP_CONN_CACHE 32u
+ * The cache is under conns_lock; it holds at most what the process had lingering at once, and
+ * half of it is freed every 500 ms it went unused (tp_conn_cache_trim()). */
+#define TP_CONN_CACHE 64u
 
 static void conn_destroy(struct tp_conn *c)
 {
@@ -134,6 +135,7 @@ static struct tp_conn *conn_take(struct tp_link *l, uint32_t inline_n, uint32_t 
 		l->conn_cache = c->next;
 		l->conn_cache_n--;
 	}
+	l->conn_cache_used = true;
 	pthread_mutex_unlock(&l->conns_lock);
 	if (c && (c->out.inline_n != inline_n || c->out.qsize != qsize)) {
 		conn_destroy(c);
@@ -159,20 +161,41 @@ static void conn_reset(struct tp_conn *c)
 	c->dmaq = dmaq;
 }
 
-/* Free the connections cached by L (tp_link_close()). */
-void tp_conn_cache_drain(struct tp_link *l)
+/* Free KEEP_NONE ? all : half of the connections cached by L. */
+static void cache_free(struct tp_link *l, bool keep_none)
 {
-	struct tp_conn *c, *next;
+	struct tp_conn *c, *next, *drop = NULL;
 
 	pthread_mutex_lock(&l->conns_lock);
-	c = l->conn_cache;
-	l->conn_cache = NULL;
-	l->conn_cache_n = 0;
+	for (uint32_t n = keep_none ? l->conn_cache_n : l->conn_cache_n / 2; n; n--) {
+		c = l->conn_cache;
+		l->conn_cache = c->next;
+		l->conn_cache_n--;
+		c->next = drop;
+		drop = c;
+	}
 	pthread_mutex_unlock(&l->conns_lock);
-	for (; c; c = next) {
+	for (c = drop; c; c = next) {
 		next = c->next;
 		conn_destroy(c);
 	}
+}
+
+void tp_conn_cache_drain(struct tp_link *l)
+{
+	cache_free(l, true);
+}
+
+void tp_conn_cache_trim(struct tp_link *l)
+{
+	bool used;
+
+	pthread_mutex_lock(&l->conns_lock);
+	used = l->conn_cache_used;
+	l->conn_cache_used = false;
+	pthread_mutex_unlock(&l->conns_lock);
+	if (!used)
+		cache_free(l, false);
 }
 
 static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)

@@ -346,6 +346,7 @@ struct tp_link {
 	struct tp_conn *conns;     /* process-local list, for timers */
 	struct tp_conn *conn_cache; /* freed connections kept for reuse (conns_lock; tp_conn.c) */
 	uint32_t conn_cache_n;
+	bool conn_cache_used;       /* a set-up drew from it since the last trim */
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
 	uint32_t db_seen;
@@ -458,7 +459,7 @@ uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
 /* tp_mbox.c */
 int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);  /* under lock */
 bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n, uint32_t q);
-void tp_mbox_process(struct tp_link *l);                 /* under lock */
+unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applies handled */
 
 /* tp_words.c */
 bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret); /* our slot, our nonce */
@@ -533,7 +534,8 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */
 void tp_conn_recycle(struct tp_conn *c);
-void tp_conn_cache_drain(struct tp_link *l);
+void tp_conn_cache_drain(struct tp_link *l);  /* frees them all */
+void tp_conn_cache_trim(struct tp_link *l);   /* every 500 ms: unused, half are freed */
 
 /* tp_conn.c: single-owner rule. 0 when this process drives C (claiming it when nobody has since
  * the last fork), else -EPERM, which also fails C for this process only (c->error). */

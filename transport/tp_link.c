@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/tp_int.h"
@@ -201,11 +202,12 @@ static bool mbox_lock(struct tp_link *l)
 	return false;
 }
 
-static void link_service(struct tp_link *l, uint64_t now, bool rung)
+/* Returns true when it answered an Apply (a server host taking connections). */
+static bool link_service(struct tp_link *l, uint64_t now, bool rung)
 {
 	struct tp_conn *done = NULL, *c, *next;
 
-	bool timers;
+	bool timers, applied = false;
 
 	tp_link_refresh(l);
 	if (rung || l->mbox_missed || now - l->last_mbox_ms >= 100) {
@@ -215,20 +217,24 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 		}
 		l->mbox_missed = false;
 		l->last_mbox_ms = now;
-		tp_mbox_process(l);
-		if (now - l->last_maint_ms >= 500) {
+		applied = tp_mbox_process(l) > 0;
+		bool maint = now - l->last_maint_ms >= 500;
+
+		if (maint) {
 			tp_host_reclaim(l);
 			tp_listen_publish(l, true); /* every 500 ms: repairs lost words */
 			l->last_maint_ms = now;
 		}
 		tp_host_unlock(l);
+		if (maint)
+			tp_conn_cache_trim(l); /* (not under the host lock: it frees memory) */
 	}
 timers:
 	/* connection timers every 100 ms, and on doorbells (at most every 5 ms: a busy link
 	 * rings often, the timers are O(connections)) */
 	timers = now - l->last_timers_ms >= 100 || (rung && now - l->last_timers_ms >= 5);
 	if (!timers)
-		return;
+		return applied;
 	l->last_timers_ms = now;
 	pthread_mutex_lock(&l->conns_lock);
 	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
@@ -264,10 +270,42 @@ timers:
 		pthread_mutex_unlock(&l->conns_lock);
 		tp_conn_release(c, (uint32_t)c->closed_ms);
 	}
+	return applied;
+}
+
+/* After answering an Apply the helper stands by for TP_HELPER_SPIN_NS, watching the doorbell
+ * instead of sleeping on it: a host taking connections one after another gets the next Apply
+ * within that time, and its client waits for the answer (its TCP handshake is held until then)
+ * — a futex sleep and wake-up on each were a good part of a set-up. Yielding between looks:
+ * the process's own threads (its accept()) go first. Returns true when the doorbell moved. */
+#define TP_HELPER_SPIN_NS 300000u
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
+{
+	while (now_ns() < until_ns) {
+		for (int i = 0; i < 32; i++) {
+			/* acquire inside ntb_db_read(): pairs with the ringer's release */
+			if (ntb_db_read(n) != seen)
+				return true;
+			cpu_relax();
+		}
+		sched_yield();
+	}
+	return false;
 }
 
 static void *helper_main(void *arg)
 {
+	uint64_t spin_until = 0; /* stand-by after an Apply (helper_spin()) */
+
 	(void)arg;
 	for (;;) {
 		struct tp_link *first;
@@ -289,8 +327,9 @@ static void *helper_main(void *arg)
 		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
-		if (first)
+		if (first && !(spin_until && helper_spin(first->ntb, seen, spin_until)))
 			rc = ntb_db_wait(first->ntb, seen, slice);
+		spin_until = 0;
 		if (!first || rc == -ENOLINK || rc == -EINVAL || rc == -ENOTSUP)
 			usleep(100000);
 		uint64_t now = tp_now_ms();
@@ -303,7 +342,8 @@ static void *helper_main(void *arg)
 
 			l->db_seen = db;
 			signal |= rung;
-			link_service(l, now, rung);
+			if (link_service(l, now, rung))
+				spin_until = now_ns() + TP_HELPER_SPIN_NS;
 		}
 		pthread_mutex_unlock(&g_lock);
 		if (signal)

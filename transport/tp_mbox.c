@@ -175,15 +175,16 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 	__atomic_store_n(&e->result, p->type, __ATOMIC_RELEASE);
 }
 
-void tp_mbox_process(struct tp_link *l)
+unsigned tp_mbox_process(struct tp_link *l)
 {
 	struct tp_host *h = l->host;
 	uint32_t peer_epoch = ntb_link_peer_epoch(l->ntb);
 	uint32_t ptx, start;
+	unsigned applies = 0;
 
 	/* no admissions from a table that is no longer shared (see tp_host_lost()) */
 	if (!peer_epoch || tp_host_lost(l))
-		return;
+		return 0;
 	if (h->peer_epoch != peer_epoch) {
 		/* a new peer session: its mailbox indices start over, and so do ours */
 		h->peer_epoch = peer_epoch;
@@ -194,7 +195,7 @@ void tp_mbox_process(struct tp_link *l)
 	/* acquire: MBOX_TX before the packets it publishes; pairs with the barrier in
 	 * tp_mbox_send() on the peer */
 	if (!tp_cw_check(peer_epoch, tp_in_word(l, TP_OFF_MBOX_TX), &ptx))
-		return;
+		return 0;
 	if (ptx - h->mbox_cons > TP_MBOX_SLOTS) /* lost track (or hostile): skip ahead */
 		h->mbox_cons = ptx - TP_MBOX_SLOTS;
 	start = h->mbox_cons;
@@ -207,7 +208,7 @@ void tp_mbox_process(struct tp_link *l)
 		if (!tp_pkt_valid(&p, peer_epoch, h->mbox_cons))
 			continue; /* dropped or corrupted: the sender's TimerCnct repeats it */
 		if (p.type == TP_PKT_APPLY)
-			on_apply(l, &p);
+			on_apply(l, &p), applies++;
 		else if (p.type == TP_PKT_ACK || p.type == TP_PKT_NACK)
 			on_answer(l, &p);
 		else if (p.type == TP_PKT_CANCEL)
@@ -215,4 +216,5 @@ void tp_mbox_process(struct tp_link *l)
 	}
 	if (start != h->mbox_cons)
 		tp_out_word(l, TP_OFF_MBOX_RX, ntb_link_epoch(l->ntb), h->mbox_cons);
+	return applies;
 }
