@@ -124,6 +124,7 @@ struct pl_epoll;
  *   gen          alloc (before install)              epoll shadows
  *   state        connect/check_pending (under lock)  data path (acquire)
  *   nonblock     fcntl/ioctl wrappers                data path (relaxed)
+ *   wlen         pl_send (relaxed)                   readiness (relaxed, a hint)
  *   others       set before the install (release), then read-only, or under lock */
 struct pl_sock {
 	_Atomic int refs;
@@ -137,6 +138,8 @@ struct pl_sock {
 	_Atomic int linger_abort;    /* SO_LINGER on with 0 s: close resets */
 	_Atomic unsigned rx_gen;     /* bumped on every receive (edge-triggered epoll) */
 	_Atomic unsigned tx_gen;     /* bumped on every send */
+	_Atomic unsigned wlen;       /* bytes of the last send call: POLLOUT means room for as
+				      * many in one message (pl_poll.c, tp_send_fits()) */
 	pthread_mutex_t lock;
 	struct tp_conn *conn;
 	int link_index;

@@ -191,6 +191,9 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		return -EOPNOTSUPP; /* no urgent data / zero-copy notifications over NTB: say so */
 	if (total == 0)
 		return 0;
+	unsigned wl = total < UINT_MAX ? (unsigned)total : UINT_MAX;
+	if (atomic_load_explicit(&s->wlen, memory_order_relaxed) != wl)
+		atomic_store_explicit(&s->wlen, wl, memory_order_relaxed);
 	PL_ENTER();
 	for (;;) {
 		const struct iovec *v = iov;
@@ -199,11 +202,17 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			n = iov_window(iov, iovcnt, done, win);
 			v = win;
 		}
-		/* Blocking: rather than let the transport cut a write for want of room (the rest
-		 * of a cut goes as a second message, or inline), wait the spin budget for room for
-		 * all of it; see the note on splitting below. */
-		if (!nb && !tp_send_fits(s->conn, total - done) && data_room_spin(&spin_until))
-			continue;
+		/* Rather than let the transport cut a write for want of room (the rest of a cut
+		 * goes as a second message, or inline, and every later message boundary then falls
+		 * inside the reader's buffers: a second copy per read), a blocking send waits a
+		 * moment for room for all of it, and a non-blocking one says EAGAIN, as its
+		 * POLLOUT does (sock_revents() asks the same of the last write's size). */
+		if (!tp_send_fits(s->conn, total - done, false)) {
+			if (!nb && data_room_spin(&spin_until))
+				continue;
+			if (nb)
+				break;
+		}
 		ssize_t r = tp_send(s->conn, v, n);
 		if (r > 0) {
 			futile = 0;

@@ -144,6 +144,13 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 		want |= TP_EV_OUT;
 	PL_ENTER();
 	unsigned ev = tp_poll_dir(s->conn, want, arm);
+	/* Writable means room for a write as large as the last one in one message (the kernel,
+	 * too, reports POLLOUT only for a good amount of room): pl_send() refuses to cut a write
+	 * for want of room, so POLLOUT and the send agree (no EAGAIN after POLLOUT, no lost
+	 * edge for EPOLLET). Errors and hang-ups go as they are. */
+	if ((ev & TP_EV_OUT) && !(ev & (TP_EV_ERR | TP_EV_HUP)) &&
+	    !tp_send_fits(s->conn, atomic_load_explicit(&s->wlen, memory_order_relaxed), arm))
+		ev &= ~TP_EV_OUT;
 	PL_LEAVE();
 	return tp_to_poll(ev);
 }

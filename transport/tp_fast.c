@@ -46,7 +46,7 @@ bool tp_readable_hint(struct tp_conn *c)
 	return ready;
 }
 
-bool tp_send_fits(struct tp_conn *c, size_t len)
+bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 {
 	bool fits;
 
@@ -66,6 +66,14 @@ bool tp_send_fits(struct tp_conn *c, size_t len)
 	fits = tp_data_room(c, TP_MT_SHORT) >= len;
 	if (!fits) {
 		tp_tx_feedback(c); /* the cached credits ran out: what did the receiver release? */
+		fits = tp_data_room(c, TP_MT_SHORT) >= len;
+	}
+	if (!fits && arm) {
+		/* The caller may sleep: ask the receiver to ring when it releases space (its
+		 * rx_release() publishes at once while TX_WAIT is set), then look once more, as
+		 * poll_bits() does for "no room at all". tp_send() clears the flag. */
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+		tp_tx_feedback(c);
 		fits = tp_data_room(c, TP_MT_SHORT) >= len;
 	}
 	pthread_mutex_unlock(&c->tx_lock);

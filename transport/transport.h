@@ -167,11 +167,13 @@ size_t tp_readable_bytes(struct tp_conn *c);
 bool tp_readable_hint(struct tp_conn *c);
 /* ADDED (tp_fast.c): would tp_send() of LEN bytes go out as one message now? False only for a
  * write of inline_max < LEN <= short_max (and at most a quarter of the ring) while the data
- * ring has less room than LEN (after reading the receiver's feedback): a blocking sender may
- * then wait a moment instead of cutting the write in two (every message boundary after a cut
- * falls inside the reader's buffers, which costs the reader a second copy). True otherwise,
- * also for errors, shutdown and another process's connection (tp_send() reports those). */
-bool tp_send_fits(struct tp_conn *c, size_t len);
+ * ring has less room than LEN (after reading the receiver's feedback): a sender may then wait
+ * instead of cutting the write in two (every message boundary after a cut falls inside the
+ * reader's buffers, which costs the reader a second copy). With ARM (the caller may sleep on
+ * tp_event_fd() next), a false answer also asks the receiver to ring when it releases space.
+ * True otherwise, also for errors, shutdown and another process's connection (tp_send()
+ * reports those). */
+bool tp_send_fits(struct tp_conn *c, size_t len, bool arm);
 size_t tp_unacked_bytes(struct tp_conn *c);
 
 /* How: SHUT_RD, SHUT_WR, SHUT_RDWR. SHUT_WR sends an in-band FIN after the last byte. */

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ static const char *role = "?";
 static volatile sig_atomic_t sigpipes;
 
 static char flood_flag[64]; /* side channel of the SO_SNDTIMEO step */
+static char nb_flag[80];    /* and of the non-blocking flood */
 static volatile sig_atomic_t alarms;
 
 static void on_alarm(int sig)
@@ -327,6 +329,35 @@ static void server(int fd)
 	}
 	ok("SO_SNDTIMEO");
 
+	/* 7d: the client floods non-blocking 1 KiB writes; we drain once it says so. */
+	sync_byte_recv(fd, 'N');
+	for (int i = 0; i < 600 && access(nb_flag, F_OK) != 0; i++)
+		usleep(100000);
+	CHECK(access(nb_flag, F_OK) == 0, "nb flag %s", nb_flag);
+	unlink(nb_flag);
+	{
+		static unsigned char fb[65536];
+		size_t flood = 0;
+		for (;;) {
+			ssize_t r = recv(fd, fb, sizeof(fb), MSG_PEEK);
+			CHECK(r > 0, "nb flood peek");
+			unsigned char *z = memchr(fb, 0, (size_t)r);
+			size_t take = z ? (size_t)(z - fb) + 1 : (size_t)r;
+			CHECK(recv(fd, fb, take, MSG_WAITALL) == (ssize_t)take, "nb flood read");
+			size_t data = z ? take - 1 : take;
+			for (size_t i = 0; i < data; i++)
+				CHECK(fb[i] == 0xcd, "nb flood byte %zu", flood + i);
+			flood += z ? take - 1 : take;
+			if (z)
+				break;
+		}
+		uint64_t sent = 0;
+		read_all(fd, &sent, sizeof(sent));
+		CHECK(sent == flood, "nb flood: %zu bytes arrived, %llu sent", flood,
+		      (unsigned long long)sent);
+	}
+	ok("non-blocking flood, POLLOUT");
+
 	/* 7b: two threads, one socket, both directions at once. */
 	duplex(fd, 100, 200);
 	ok("threads, full duplex");
@@ -492,6 +523,55 @@ static void client(int fd)
 		write_all(fd, &sent, sizeof(sent));
 	}
 	ok("SO_SNDTIMEO");
+	/* 7d: non-blocking 1 KiB writes with nobody reading, until EAGAIN. POLLOUT (poll, and
+	 * EPOLLOUT edge-triggered) then means the next write does not fail with EAGAIN; over NTB
+	 * also that it goes whole (no POLLOUT for less room than the last write's size), and
+	 * there is none right after the EAGAIN. Once the server drains, both report it. */
+	{
+		static unsigned char kb[1024];
+		bool ntb = getenv("NTBSOCK_CONF") != NULL;
+		memset(kb, 0xcd, sizeof(kb));
+		int fl = fcntl(fd, F_GETFL);
+		int ep = epoll_create1(0);
+		struct epoll_event ev = { .events = EPOLLOUT | EPOLLET, .data.u64 = 7 }, out[2];
+		CHECK(ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0, "epoll ET");
+		CHECK(epoll_wait(ep, out, 2, 5000) == 1 && out[0].data.u64 == 7, "first edge");
+		sync_byte_send(fd, 'N');
+		CHECK(fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0, "O_NONBLOCK");
+		size_t flood = 0;
+		ssize_t r;
+		for (int round = 0; round < 3; round++) {
+			while ((r = write(fd, kb, sizeof(kb))) > 0)
+				flood += (size_t)r;
+			CHECK(r < 0 && errno == EAGAIN, "non-blocking flood ends in EAGAIN");
+			struct pollfd po = { .fd = fd, .events = POLLOUT };
+			int pr = poll(&po, 1, 0);
+			CHECK(pr >= 0, "poll");
+			if (ntb)
+				CHECK(pr == 0, "POLLOUT right after EAGAIN (revents %#x)", po.revents);
+			if (pr == 1) {
+				r = write(fd, kb, sizeof(kb));
+				CHECK(r > 0, "POLLOUT, then EAGAIN");
+				flood += (size_t)r;
+			}
+		}
+		int ff = open(nb_flag, O_CREAT | O_WRONLY, 0600);
+		CHECK(ff >= 0, "nb flag");
+		close(ff);
+		struct pollfd po = { .fd = fd, .events = POLLOUT };
+		CHECK(poll(&po, 1, 10000) == 1 && (po.revents & POLLOUT), "POLLOUT once drained");
+		CHECK(epoll_wait(ep, out, 2, 10000) >= 1 && (out[0].events & EPOLLOUT),
+		      "EPOLLOUT edge once drained");
+		r = write(fd, kb, sizeof(kb));
+		CHECK(r > 0 && (!ntb || r == (ssize_t)sizeof(kb)), "write after POLLOUT: %zd", r);
+		flood += (size_t)r;
+		close(ep);
+		CHECK(fcntl(fd, F_SETFL, fl) == 0, "blocking again");
+		sync_byte_send(fd, 0);
+		uint64_t sent = flood;
+		write_all(fd, &sent, sizeof(sent));
+	}
+	ok("non-blocking flood, POLLOUT");
 	/* 7b */
 	duplex(fd, 200, 100);
 	ok("threads, full duplex");
@@ -657,6 +737,7 @@ int main(int argc, char **argv)
 	role = argv[1];
 	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
 	snprintf(flood_flag, sizeof(flood_flag), "/tmp/pl_sem-flood-%s", argv[3]);
+	snprintf(nb_flag, sizeof(nb_flag), "/tmp/pl_sem-nbflood-%s", argv[3]);
 	if (!strcmp(role, "deadlisten"))
 		return dead_listener(&sa);
 	if (!strcmp(role, "refused"))

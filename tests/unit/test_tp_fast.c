@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* tp_readable_hint() (tp_fast.c): true for published but unvalidated messages (data ring and
+/* tp_fast.c. tp_readable_hint(): true for published but unvalidated messages (data ring and
  * inline ring) and for queued records, false when there is nothing, after the reader consumed
  * everything, at end of stream, after shutdown(SHUT_RD), while another thread holds the receive
- * lock, and for a failed connection; the read after a true hint delivers the bytes. */
+ * lock, and for a failed connection; the read after a true hint delivers the bytes.
+ * tp_send_fits(): true exactly while tp_send() would send the write as one message; with ARM a
+ * false answer asks the receiver to ring, and the receiver's release then makes it true. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -162,6 +164,61 @@ static void test_hint_shut_rd_and_error(void **state)
 	pair_close(&p);
 }
 
+static uint64_t msgs_sent(struct tp_conn *c)
+{
+	struct tp_stats st;
+
+	tp_conn_stats(c, &st);
+	return st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long;
+}
+
+static void test_send_fits(void **state)
+{
+	struct pair p;
+	uint8_t buf[1024];
+	struct iovec v = { buf, sizeof(buf) };
+	int whole = 0;
+
+	(void)state;
+	pair_open(&p, "fast-fits", 40006);
+	memset(buf, 0x5a, sizeof(buf));
+	/* sizes it does not judge */
+	assert_true(tp_send_fits(p.ca, 1, false));
+	assert_true(tp_send_fits(p.ca, 116, false));
+	assert_true(tp_send_fits(p.ca, 64u << 20, false));
+	/* fill the data ring with whole 1 KiB messages while it says they fit */
+	while (tp_send_fits(p.ca, sizeof(buf), false)) {
+		uint64_t m0 = msgs_sent(p.ca);
+
+		assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)sizeof(buf));
+		assert_int_equal(msgs_sent(p.ca) - m0, 1); /* one message each */
+		whole++;
+		assert_true(whole < 100000);
+	}
+	assert_true(whole > 8);
+	assert_true(tp_data_room(p.ca, TP_MT_SHORT) < sizeof(buf));
+	/* what it refuses, tp_send() would have cut (or refused) */
+	uint64_t m0 = msgs_sent(p.ca);
+	ssize_t r = tp_send(p.ca, &v, 1);
+	assert_true(r < (ssize_t)sizeof(buf) || msgs_sent(p.ca) - m0 >= 2);
+	assert_false(tp_send_fits(p.ca, sizeof(buf), false));
+	assert_false(p.ca->tx_wait_set);
+	/* armed: the receiver is asked to ring, and its reads release the space */
+	assert_false(tp_send_fits(p.ca, sizeof(buf), true));
+	assert_true(p.ca->tx_wait_set);
+	uint8_t in[8192];
+	struct iovec vi = { in, sizeof(in) };
+	while (tp_recv(p.cb, &vi, 1, 0) > 0)
+		;
+	assert_true(tp_send_fits(p.ca, sizeof(buf), false));
+	assert_true(tp_send(p.ca, &v, 1) == (ssize_t)sizeof(buf));
+	assert_false(p.ca->tx_wait_set); /* a send clears it */
+	/* failed or shut: tp_send() says why */
+	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0);
+	assert_true(tp_send_fits(p.ca, sizeof(buf), false));
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -170,6 +227,7 @@ int main(void)
 		cmocka_unit_test(test_hint_busy_lock),
 		cmocka_unit_test(test_hint_end_of_stream),
 		cmocka_unit_test(test_hint_shut_rd_and_error),
+		cmocka_unit_test(test_send_fits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
