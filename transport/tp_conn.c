@@ -268,7 +268,7 @@ int tp_conn_own(struct tp_conn *c)
 }
 
 static void apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t,
-			    uint8_t type)
+			    uint8_t type, uint32_t apply_flags)
 {
 	struct tp_host_entry *e = &l->host->e[slot];
 	struct tp_pkt p;
@@ -283,32 +283,41 @@ static void apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tc
 	p.inline_n = l->geom.inline_n;
 	p.qsize = l->geom.qsize;
 	p.key = e->key;
+	p.apply_flags = apply_flags;
 	e->result = 0;
 	tp_mbox_send(l, &p);
 }
 
+/* The client watches for the answer for TP_ACK_SPIN_NS after each Apply (ack_spin()): a peer
+ * host that serves the link answers within microseconds, and a futex sleep and wake-up cost more
+ * than that. Meanwhile the answer comes without a doorbell (TP_APPLY_WATCH: it would only wake
+ * our helper thread); an answer later than that is found by the 1 ms sleeps that follow. */
+#define TP_ACK_SPIN_NS 150000u
+
 static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
 {
-	apply_send_type(l, slot, t, TP_PKT_APPLY);
+	apply_send_type(l, slot, t, TP_PKT_APPLY, TP_APPLY_WATCH);
 }
 
-/* Spin for at most TP_ACK_SPIN_NS until the doorbell moves from SEEN; true when it did. */
-#define TP_ACK_SPIN_NS 150000u
-static bool ack_spin(struct ntb_link *n, uint32_t seen)
+static uint64_t mono_ns(void)
 {
-	struct timespec t0, t;
+	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Until END_NS, wait for the doorbell to move from SEEN_DB or the peer's mailbox index (raw
+ * word) from SEEN_MBOX; true when one did. Lock-free: both words are only read here; what they
+ * announce is read under the host lock by the caller. */
+static bool ack_spin(struct tp_link *l, uint32_t seen_db, uint64_t seen_mbox, uint64_t end_ns)
+{
 	for (unsigned i = 1;; i++) {
-		/* acquire inside ntb_db_read(): pairs with the peer's ring after its Ack */
-		if (ntb_db_read(n) != seen)
+		/* acquire (in both reads): pairs with the peer's release of the index / ring */
+		if (tp_in_word(l, TP_OFF_MBOX_TX) != seen_mbox || ntb_db_read(l->ntb) != seen_db)
 			return true;
 		cpu_relax();
-		if (i % 64u)
-			continue;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t.tv_nsec -
-		    (uint64_t)t0.tv_nsec >= TP_ACK_SPIN_NS)
+		if (i % 64u == 0 && mono_ns() >= end_ns)
 			return false;
 	}
 }
@@ -318,7 +327,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 {
 	const struct tp_params *pp = &l->params;
 	struct tp_tcxt t = { .state = TP_TC_CONNECTING };
-	uint64_t start = tp_now_ms(), deadline, sent_ms, spun_for = UINT64_MAX;
+	uint64_t start = tp_now_ms(), deadline, sent_ms, spin_end;
 	struct tp_host_entry *e;
 	struct tp_conn *c;
 	int slot;
@@ -354,9 +363,10 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	apply_send(l, (uint32_t)slot, &t);
 	tp_host_unlock(l);
 	sent_ms = tp_now_ms();
+	spin_end = mono_ns() + TP_ACK_SPIN_NS;
 	for (;;) {
 		uint32_t seen = ntb_db_read(l->ntb), res;
-		uint64_t now;
+		uint64_t seen_mbox = tp_in_word(l, TP_OFF_MBOX_TX), now;
 
 		tp_host_lock(l);
 		tp_mbox_process(l);
@@ -379,11 +389,13 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 				tp_host_lock(l);
 				apply_send(l, (uint32_t)slot, &t);
 				sent_ms = now;
+				spin_end = mono_ns() + TP_ACK_SPIN_NS;
 			}
 		} else if (now - sent_ms >= pp->cnct_timeout_ms) {
 			if (tp_rt_tcxt_event(&t, TP_EV_TIMER, t.msgid, pp->max_err)) {
 				apply_send(l, (uint32_t)slot, &t); /* TimerCnct: same MsgID */
 				sent_ms = now;
+				spin_end = mono_ns() + TP_ACK_SPIN_NS;
 			}
 		}
 		if (t.state == TP_TC_CONNECTING && now >= deadline) {
@@ -405,7 +417,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 				/* unanswered (or the answer is late): the peer may still reserve a
 				 * context for this Apply; withdraw it before the caller's TCP connect
 				 * lets the server accept */
-				apply_send_type(l, (uint32_t)slot, &t, TP_PKT_CANCEL);
+				apply_send_type(l, (uint32_t)slot, &t, TP_PKT_CANCEL, 0);
 			tp_slot_free(l, (uint32_t)slot);
 			tp_host_unlock(l);
 			*ret_reason = t.reason;
@@ -416,16 +428,9 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		tp_host_unlock(l);
 		if (t.state == TP_TC_SENDING)
 			break;
-		/* A peer host that serves the link answers within tens of microseconds: watch the
-		 * doorbell for that long before sleeping on it (a futex sleep and wake-up cost
-		 * more than the wait). Lock-free: the doorbell word is only read here; the answer
-		 * itself is read under the lock above. */
-		if (spun_for != sent_ms) { /* once per Apply sent */
-			spun_for = sent_ms;
-			if (ack_spin(l->ntb, seen))
-				continue;
-		}
-		ntb_db_wait(l->ntb, seen, 2);
+		if (mono_ns() < spin_end && ack_spin(l, seen, seen_mbox, spin_end))
+			continue;
+		ntb_db_wait(l->ntb, seen, 1); /* (an answer to a watched Apply does not ring) */
 	}
 	c = conn_new_first(l, (uint32_t)slot);
 	if (!c) {

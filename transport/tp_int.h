@@ -203,11 +203,17 @@ struct tp_pkt {
 	uint32_t qsize;
 	uint32_t epoch;        /* ACK: initial epoch (RRetryNum) */
 	struct tp_key key;
-	uint8_t  reserved[124 - 88];
+	uint32_t apply_flags;  /* APPLY: TP_APPLY_* */
+	uint8_t  reserved[124 - 92];
 	uint32_t crc;          /* crc32c(writer session epoch, bytes 0..123) */
 };
+/* The client watches the mailbox index for the answer (tp_connect()'s first moments): a server
+ * whose helper stood by (answers within microseconds: tp_link.c, mbox_quick) answers without
+ * ringing its doorbell, which would only wake the client's helper. */
+#define TP_APPLY_WATCH    0x1u
 static_assert(sizeof(struct tp_pkt) == TP_MBOX_PKT, "pkt size");
 static_assert(offsetof(struct tp_pkt, key) == 48, "pkt layout");
+static_assert(offsetof(struct tp_pkt, apply_flags) == 88, "pkt layout");
 
 /* --- pure helpers (tp_wire.c) ------------------------------------------------------------- */
 uint64_t tp_cw_make(uint32_t seed, uint32_t value);
@@ -349,6 +355,8 @@ struct tp_link {
 	bool conn_cache_used;       /* a set-up drew from it since the last trim */
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
+	bool mbox_quick;           /* under the host lock: the helper handles the mailbox at once
+				    * (standing by): it may answer a watched Apply without a ring */
 	uint32_t db_seen;
 	int refs;
 	atomic_bool up;             /* up, or down for less than down_grace_ms (helper's view) */

@@ -202,8 +202,9 @@ static bool mbox_lock(struct tp_link *l)
 	return false;
 }
 
-/* Returns true when it answered an Apply (a server host taking connections). */
-static bool link_service(struct tp_link *l, uint64_t now, bool rung)
+/* Returns true when it answered an Apply (a server host taking connections). QUICK: the helper
+ * stood by and saw this doorbell at once (helper_spin()). */
+static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 {
 	struct tp_conn *done = NULL, *c, *next;
 
@@ -217,7 +218,9 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung)
 		}
 		l->mbox_missed = false;
 		l->last_mbox_ms = now;
+		l->mbox_quick = quick; /* (read under this lock by tp_mbox.c: reply()) */
 		applied = tp_mbox_process(l) > 0;
+		l->mbox_quick = false;
 		bool maint = now - l->last_maint_ms >= 500;
 
 		if (maint) {
@@ -305,6 +308,7 @@ static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
 static void *helper_main(void *arg)
 {
 	uint64_t spin_until = 0; /* stand-by after an Apply (helper_spin()) */
+	bool quick = false;      /* the stand-by saw the doorbell move */
 
 	(void)arg;
 	for (;;) {
@@ -327,7 +331,8 @@ static void *helper_main(void *arg)
 		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
-		if (first && !(spin_until && helper_spin(first->ntb, seen, spin_until)))
+		quick = first && spin_until && helper_spin(first->ntb, seen, spin_until);
+		if (first && !quick)
 			rc = ntb_db_wait(first->ntb, seen, slice);
 		spin_until = 0;
 		if (!first || rc == -ENOLINK || rc == -EINVAL || rc == -ENOTSUP)
@@ -342,7 +347,7 @@ static void *helper_main(void *arg)
 
 			l->db_seen = db;
 			signal |= rung;
-			if (link_service(l, now, rung))
+			if (link_service(l, now, rung, quick && l == first))
 				spin_until = now_ns() + TP_HELPER_SPIN_NS;
 		}
 		pthread_mutex_unlock(&g_lock);

@@ -8,7 +8,8 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
-int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
+/* RING: ring the peer's doorbell (false: the peer watches MBOX_TX, see TP_APPLY_WATCH). */
+static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 {
 	struct tp_host *h = l->host;
 	uint32_t seed = ntb_link_epoch(l->ntb);
@@ -27,8 +28,14 @@ int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
 	h->mbox_prod++;
 	tp_out_word(l, TP_OFF_MBOX_TX, seed, h->mbox_prod);
 	ntb_wc_flush(l->ntb);
-	ntb_peer_db_ring(l->ntb);
+	if (ring)
+		ntb_peer_db_ring(l->ntb);
 	return 0;
+}
+
+int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
+{
+	return mbox_send(l, p, true);
 }
 
 static bool host_listens(struct tp_host *h, uint16_t port)
@@ -73,7 +80,7 @@ static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint
 		p.qsize = l->geom.qsize;
 		p.epoch = e->epoch;
 	}
-	tp_mbox_send(l, &p);
+	mbox_send(l, &p, !(l->mbox_quick && (in->apply_flags & TP_APPLY_WATCH)));
 }
 
 static void on_apply(struct tp_link *l, const struct tp_pkt *p)
