@@ -137,6 +137,12 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 		if (quick)
 			return 0; /* (the next full look sees end of stream, errors) */
 	}
+	/* Polled for output alone (a sender's select): room the cached credits show for a write
+	 * as large as the last one is enough (tp_writable_hint()); else the full look below. */
+	if (!arm && (events & (POLLOUT | POLLWRNORM)) &&
+	    !(events & (POLLIN | POLLRDNORM | POLLRDHUP | POLLPRI)) &&
+	    tp_writable_hint(s->conn, atomic_load_explicit(&s->wlen, memory_order_relaxed)))
+		return POLLOUT | POLLWRNORM;
 	/* Only what EVENTS asks for: a socket polled for input alone leaves the send side (and
 	 * the feedback words the peer keeps writing) alone. POLLHUP/POLLERR come with input. */
 	unsigned want = TP_EV_IN;

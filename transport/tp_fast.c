@@ -79,3 +79,25 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 	pthread_mutex_unlock(&c->tx_lock);
 	return fits;
 }
+
+bool tp_writable_hint(struct tp_conn *c, size_t len)
+{
+	bool ready = false;
+
+	if (len == 0 || len > c->link->params.short_max || len > c->out.qsize / 4u)
+		return false; /* (no size to judge by, or one tp_send() cuts anyway: full poll) */
+	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
+	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
+	    atomic_load_explicit(&c->error, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed))
+		return false;
+	if (pthread_mutex_trylock(&c->tx_lock))
+		return false;
+	/* The cached credits only (no feedback words read): room they show is room. */
+	if (!c->wr_shut)
+		ready = tp_data_room(c, TP_MT_SHORT) >= len ||
+			(len <= c->link->params.inline_max &&
+			 c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
+	pthread_mutex_unlock(&c->tx_lock);
+	return ready;
+}

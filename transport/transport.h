@@ -174,6 +174,11 @@ bool tp_readable_hint(struct tp_conn *c);
  * True otherwise, also for errors, shutdown and another process's connection (tp_send()
  * reports those). */
 bool tp_send_fits(struct tp_conn *c, size_t len, bool arm);
+/* ADDED (tp_fast.c): a cheap output hint for poll/select/epoll: true when the credits cached
+ * from the receiver's last feedback show room for a write of LEN (1 … short_max) in one
+ * message. No feedback read, no arming, no lock wait; false means "ask tp_poll_dir() and
+ * tp_send_fits()" (also for errors, a lost peer, shutdown, a busy lock). */
+bool tp_writable_hint(struct tp_conn *c, size_t len);
 size_t tp_unacked_bytes(struct tp_conn *c);
 
 /* How: SHUT_RD, SHUT_WR, SHUT_RDWR. SHUT_WR sends an in-band FIN after the last byte. */

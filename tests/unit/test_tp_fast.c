@@ -4,7 +4,9 @@
  * everything, at end of stream, after shutdown(SHUT_RD), while another thread holds the receive
  * lock, and for a failed connection; the read after a true hint delivers the bytes.
  * tp_send_fits(): true exactly while tp_send() would send the write as one message; with ARM a
- * false answer asks the receiver to ring, and the receiver's release then makes it true. */
+ * false answer asks the receiver to ring, and the receiver's release then makes it true.
+ * tp_writable_hint(): true only while the cached credits show room for the size, false for
+ * sizes it does not judge, a busy lock, shutdown. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -182,6 +184,13 @@ static void test_send_fits(void **state)
 	(void)state;
 	pair_open(&p, "fast-fits", 40006);
 	memset(buf, 0x5a, sizeof(buf));
+	/* room at the start; sizes the output hint does not judge */
+	assert_true(tp_writable_hint(p.ca, sizeof(buf)));
+	assert_false(tp_writable_hint(p.ca, 0));
+	assert_false(tp_writable_hint(p.ca, 64u << 10));
+	pthread_mutex_lock(&p.ca->tx_lock);
+	assert_false(tp_writable_hint(p.ca, sizeof(buf))); /* a sender is at work */
+	pthread_mutex_unlock(&p.ca->tx_lock);
 	/* sizes it does not judge */
 	assert_true(tp_send_fits(p.ca, 1, false));
 	assert_true(tp_send_fits(p.ca, 116, false));
@@ -197,6 +206,8 @@ static void test_send_fits(void **state)
 	}
 	assert_true(whole > 8);
 	assert_true(tp_data_room(p.ca, TP_MT_SHORT) < sizeof(buf));
+	assert_false(tp_writable_hint(p.ca, sizeof(buf))); /* no room for 1 KiB */
+	assert_true(tp_writable_hint(p.ca, 10));           /* the inline ring has some */
 	/* what it refuses, tp_send() would have cut (or refused) */
 	uint64_t m0 = msgs_sent(p.ca);
 	ssize_t r = tp_send(p.ca, &v, 1);
@@ -213,9 +224,11 @@ static void test_send_fits(void **state)
 	assert_true(tp_send_fits(p.ca, sizeof(buf), false));
 	assert_true(tp_send(p.ca, &v, 1) == (ssize_t)sizeof(buf));
 	assert_false(p.ca->tx_wait_set); /* a send clears it */
+	assert_true(tp_writable_hint(p.ca, sizeof(buf)));
 	/* failed or shut: tp_send() says why */
 	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0);
 	assert_true(tp_send_fits(p.ca, sizeof(buf), false));
+	assert_false(tp_writable_hint(p.ca, sizeof(buf)));
 	pair_close(&p);
 }
 
