@@ -376,9 +376,11 @@ static void hold_ack(int fd, bool hold)
 {
 	int on = hold, one = 1;
 
-	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &on, sizeof(on));
-	if (!hold) /* sends the held ACK, if any (only in ESTABLISHED: else a no-op) */
+	/* sends the held ACK, if any (only in ESTABLISHED: else a no-op); first, as the server
+	 * waits for it */
+	if (!hold)
 		pl_real.setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &on, sizeof(on));
 }
 
 /* Has FD's kernel sent the ACK completing its handshake? It has sent only SYNs until then:

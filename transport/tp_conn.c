@@ -161,13 +161,13 @@ static void conn_reset(struct tp_conn *c)
 	c->dmaq = dmaq;
 }
 
-/* Free KEEP_NONE ? all : half of the connections cached by L. */
+/* Free KEEP_NONE ? all : half (rounded up) of the connections cached by L. */
 static void cache_free(struct tp_link *l, bool keep_none)
 {
 	struct tp_conn *c, *next, *drop = NULL;
 
 	pthread_mutex_lock(&l->conns_lock);
-	for (uint32_t n = keep_none ? l->conn_cache_n : l->conn_cache_n / 2; n; n--) {
+	for (uint32_t n = keep_none ? l->conn_cache_n : (l->conn_cache_n + 1) / 2; n; n--) {
 		c = l->conn_cache;
 		l->conn_cache = c->next;
 		l->conn_cache_n--;

@@ -498,6 +498,56 @@ static void test_reused_conn_is_new(void **state)
 	pair_close(&p);
 }
 
+/* Finished connections wait in their link's cache for the next set-ups; unused for a while
+ * (trims with no set-up between them) the cache empties. */
+static void test_conn_cache_trim(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca[4], *cb[4];
+	uint32_t n, prev;
+
+	(void)state;
+	pair_open(&p, "conncache");
+	for (int i = 0; i < 4; i++)
+		connect_pair(&p, (uint16_t)(31 + i), &ca[i], &cb[i]);
+	for (int i = 0; i < 4; i++) {
+		tp_abort(ca[i]);
+		tp_abort(cb[i]);
+	}
+	pthread_mutex_lock(&p.a->conns_lock);
+	n = p.a->conn_cache_n;
+	pthread_mutex_unlock(&p.a->conns_lock);
+	assert_int_equal(n, 4);
+	/* a set-up draws from it: the next trim keeps everything */
+	connect_pair(&p, 40, &ca[0], &cb[0]);
+	tp_conn_cache_trim(p.a);
+	pthread_mutex_lock(&p.a->conns_lock);
+	n = p.a->conn_cache_n;
+	pthread_mutex_unlock(&p.a->conns_lock);
+	assert_int_equal(n, 3);
+	/* then halves (the helper's own trims, every 500 ms, may be among them) until empty */
+	prev = n;
+	for (int i = 0; i < 4; i++) {
+		tp_conn_cache_trim(p.a);
+		pthread_mutex_lock(&p.a->conns_lock);
+		n = p.a->conn_cache_n;
+		pthread_mutex_unlock(&p.a->conns_lock);
+		assert_true(n < prev || n == 0);
+		prev = n;
+	}
+	assert_int_equal(n, 0);
+	/* and set-ups go on without it */
+	tp_abort(ca[0]);
+	tp_abort(cb[0]);
+	connect_pair(&p, 41, &ca[0], &cb[0]);
+	assert_int_equal(tl_send_all(ca[0], "ok", 2), 0);
+	char buf[4];
+	assert_int_equal(tl_recv_some(cb[0], buf, sizeof(buf), 2000), 2);
+	tp_abort(ca[0]);
+	tp_abort(cb[0]);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -516,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_export_adopt),
 		cmocka_unit_test(test_host_layout_shared),
 		cmocka_unit_test(test_reused_conn_is_new),
+		cmocka_unit_test(test_conn_cache_trim),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
