@@ -519,6 +519,8 @@ int tp_conn_init_queues(struct tp_conn *c);
 void tp_conn_free_queues(struct tp_conn *c);
 void tp_conn_timers(struct tp_conn *c, uint64_t now);
 void tp_rx_progress(struct tp_conn *c, uint32_t want);
+/* Under rx_lock: true when tp_rx_progress() would find nothing new (tp_rx.c) */
+bool tp_rx_quiet(struct tp_conn *c);
 /* Under rx_lock: publish released space and CmpAck held back by the lazy release (tp_rx.c) —
  * before the reader sleeps, and from the timers. */
 void tp_rx_flush_feedback(struct tp_conn *c);

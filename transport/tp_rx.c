@@ -527,8 +527,9 @@ static size_t rx_inline_direct(struct tp_conn *c, const struct iovec *iov, int i
  * gated, the next inline slot not published, and the TX_D and TX_EPOCH words exactly as their
  * last valid reading (tp_slot_word()'s cache), with no Detect pending in the latter. Loads of
  * our own window only (cache hits while the sender is quiet): the -EAGAIN path of a reader
- * that waits in a loop skips the checked-word and ring probes of the full validation. */
-static bool rx_quiet(struct tp_conn *c)
+ * that waits in a loop (or spins on tp_readable_bytes()) skips the checked-word and ring
+ * probes of the full validation. */
+bool tp_rx_quiet(struct tp_conn *c)
 {
 	const uint64_t *base = (const uint64_t *)(const void *)(in_slot(c));
 	uint64_t txd, txe;
@@ -603,7 +604,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 			}
 			if (got)
 				break; /* return what we have; the next call validates the rest */
-			if (rx_quiet(c))
+			if (tp_rx_quiet(c))
 				break; /* nothing published since the last look: -EAGAIN */
 			tp_rx_progress(c, 1);
 			if (h == c->rec_tail)
