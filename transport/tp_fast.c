@@ -68,6 +68,9 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 		tp_tx_feedback(c); /* the cached credits ran out: what did the receiver release? */
 		fits = tp_data_room(c, TP_MT_SHORT) >= len;
 	}
+	if (!fits && (atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
+		      tp_conn_peer_lost(c)))
+		fits = true; /* no room will come: tp_send() reports the loss (EPIPE, reset) */
 	if (!fits && arm) {
 		/* The caller may sleep: ask the receiver to ring when it releases space (its
 		 * rx_release() publishes at once while TX_WAIT is set), then look once more, as

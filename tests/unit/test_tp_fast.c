@@ -232,6 +232,29 @@ static void test_send_fits(void **state)
 	pair_close(&p);
 }
 
+/* A full ring whose reader is gone: "fits" (no room will come), and tp_send() says why. */
+static void test_send_fits_peer_lost(void **state)
+{
+	struct pair p;
+	uint8_t buf[1024];
+	struct iovec v = { buf, sizeof(buf) };
+
+	(void)state;
+	pair_open(&p, "fast-lost", 40007);
+	memset(buf, 0x33, sizeof(buf));
+	for (int i = 0; i < 100000 && tp_send_fits(p.ca, sizeof(buf), false); i++)
+		assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)sizeof(buf));
+	assert_false(tp_send_fits(p.ca, sizeof(buf), false));
+	tp_abort(p.cb);
+	uint64_t end = tl_now_ms() + 5000;
+	while (!tp_send_fits(p.ca, sizeof(buf), false) && tl_now_ms() < end)
+		usleep(1000);
+	assert_true(tp_send_fits(p.ca, sizeof(buf), false));
+	ssize_t r = tp_send(p.ca, &v, 1);
+	assert_true(r == -ECONNRESET || r == -EPIPE);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +264,7 @@ int main(void)
 		cmocka_unit_test(test_hint_end_of_stream),
 		cmocka_unit_test(test_hint_shut_rd_and_error),
 		cmocka_unit_test(test_send_fits),
+		cmocka_unit_test(test_send_fits_peer_lost),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
