@@ -422,8 +422,8 @@ static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, 
 	if (c->gated || c->fin_rcvd_v || atomic_load(&c->error) || c->rec_head != c->rec_tail ||
 	    c->rec_skip)
 		return 0;
-	if (inline_seq_ready(c, c->v_i))
-		return 0; /* inline (or trouble): the validating path handles it */
+	/* (a published inline slot does not stop us: the descriptor's MSN says whether the next
+	 * message is this one; a later inline message, or a bad slot, is the next call's) */
 	if (rx_data(c, c->v_msn, &r, false) != PR_OK || r.len == 0)
 		return 0;
 	for (int i = vi; i < iovcnt && room < r.len; i++)

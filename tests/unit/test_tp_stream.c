@@ -338,6 +338,45 @@ static void test_inline_fast_path(void **state)
 	pair_close(&p);
 }
 
+/* Inline and data-ring messages interleaved (MSN order across the rings) are all delivered by
+ * the direct paths, in order, without queueing records, while the other ring already holds
+ * the next message. */
+static void test_direct_paths_interleaved(void **state)
+{
+	struct pair p;
+	static const unsigned lens[] = { 200, 50, 300, 10, 1, 117, 116, 4000, 64 };
+	uint8_t pay[8192], out[8192];
+	size_t total = 0, got = 0;
+	uint32_t tail;
+
+	(void)state;
+	pair_open(&p, "interleave", NULL, NULL);
+	for (unsigned i = 0; i < sizeof(pay); i++)
+		pay[i] = (uint8_t)(i * 31 + 7);
+	for (int round = 0; round < 3; round++) {
+		total = 0;
+		for (unsigned i = 0; i < ARRAY_SIZE(lens); i++) {
+			struct iovec v = { pay + total, lens[i] };
+
+			assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)lens[i]);
+			total += lens[i];
+		}
+		tail = p.cb->rec_tail;
+		memset(out, 0, sizeof(out));
+		for (got = 0; got < total;) {
+			struct iovec o = { out + got, sizeof(out) - got };
+			ssize_t n = tp_recv(p.cb, &o, 1, 0);
+
+			assert_true(n > 0);
+			got += (size_t)n;
+		}
+		assert_int_equal(got, total);
+		assert_memory_equal(out, pay, total);
+		assert_int_equal(p.cb->rec_tail, tail); /* every message taken directly */
+	}
+	pair_close(&p);
+}
+
 /* A published inline slot whose payload changes in the window afterwards (sequence byte still
  * valid) is not delivered by the fast path: the receiver retries and the bytes arrive intact. */
 static void test_inline_fast_path_changed_slot(void **state)
@@ -467,6 +506,7 @@ int main(void)
 		cmocka_unit_test(test_reset_seen_by_sender),
 		cmocka_unit_test(test_inline_fast_path),
 		cmocka_unit_test(test_inline_fast_path_changed_slot),
+		cmocka_unit_test(test_direct_paths_interleaved),
 		cmocka_unit_test(test_two_receivers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
