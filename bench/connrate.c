@@ -9,7 +9,8 @@
  *       the client always closes first (its ports go to TIME_WAIT)
  *   connrate client ADDR PORT SECONDS [COUNT [MAX_PER_S]]
  *       stops after SECONDS or COUNT connections (0: no limit), at most MAX_PER_S connections
- *       per second (0: no limit); prints "CONNECTIONS_PER_S CONNECTIONS FAILED"
+ *       per second (0: no limit); prints "CONNECTIONS_PER_S CONNECTIONS FAILED CPU_US", CPU_US
+ *       the client process's CPU time (user + system, all its threads) per connection
  *
  * CONNRATE_REPORT=SECONDS makes the client print "ELAPSED_S CONNECTIONS_PER_S CONNECTIONS" to
  * stderr for every interval of that length (the rate over time). */
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,6 +85,17 @@ static int one_connection(const struct sockaddr_in *sa)
 	return step ? -1 : 0;
 }
 
+/* CPU time of this process (all threads: ntbsock's helper too) per connection, microseconds. */
+static double cpu_us_per(long n)
+{
+	struct rusage ru;
+
+	if (n <= 0 || getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return ((ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec +
+		ru.ru_stime.tv_usec) / n;
+}
+
 static int client(const struct sockaddr_in *sa, double secs, long count, double max_rate)
 {
 	const char *rep = getenv("CONNRATE_REPORT");
@@ -94,7 +107,7 @@ static int client(const struct sockaddr_in *sa, double secs, long count, double 
 			n++;
 		} else if (++failed > 100) {
 			perror("connrate client");
-			printf("%.1f %ld %ld\n", n / (t - t0), n, failed);
+			printf("%.1f %ld %ld %.1f\n", n / (t - t0), n, failed, cpu_us_per(n));
 			return 1;
 		}
 		t = now_s();
@@ -110,7 +123,7 @@ static int client(const struct sockaddr_in *sa, double secs, long count, double 
 			next = t + every;
 		}
 	}
-	printf("%.1f %ld %ld\n", n / (t - t0), n, failed);
+	printf("%.1f %ld %ld %.1f\n", n / (t - t0), n, failed, cpu_us_per(n));
 	return 0;
 }
 
