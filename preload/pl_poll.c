@@ -250,6 +250,10 @@ static bool timed_out(struct pl_timing *t)
 
 static __thread struct pl_kturn pl_kturn __attribute__((tls_model("initial-exec")));
 
+/* poll_run(): a first scan in full on every PL_FULL_EVERY-th call of the thread, else quick. */
+#define PL_FULL_EVERY 32u
+static __thread unsigned pl_full_turn __attribute__((tls_model("initial-exec")));
+
 /* What one scan found besides the ready count. */
 struct pl_scan {
 	int nkernel;    /* fds the kernel answers for */
@@ -348,13 +352,24 @@ static int poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, str
 		    const struct timespec *tmo, const sigset_t *mask, int64_t *ret_wait_ns)
 {
 	struct pl_timing tm = { .tmo = tmo };
-	bool quick = false; /* a spinning round between two full looks (sock_revents()) */
+	/* Quick looks (sock_revents()) answer an input-only NTB fd from tp_readable_hint() alone:
+	 * a quiet connection beside a busy one (iperf3's control socket beside its data socket)
+	 * then costs no full look per call. "Not ready" stands only with a full look, so a quick
+	 * first scan that finds nothing is repeated in full at once, and every PL_FULL_EVERY-th
+	 * call starts with a full scan: what the hint does not tell (a reset, a lost peer, a
+	 * Retry's timer) waits at most that many calls. */
+	bool quick = ++pl_full_turn % PL_FULL_EVERY != 0;
 	int ret = 0;
 
 	for (;;) {
 		struct pl_scan sc = { 0 };
 		bool kcheck = false;
 		int nready = poll_scan(fds, nfds, socks, kfds, false, quick, &sc);
+
+		if (!nready && quick && !tm.init) {
+			quick = false; /* the first scan: nothing ready, so look in full */
+			continue;
+		}
 
 		if (nready) {
 			/* The fast path: no clock, no syscall, unless it is the kernel fds' turn. */
