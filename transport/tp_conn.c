@@ -352,6 +352,15 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	tp_mbox_process(l);
 	slot = tp_slot_alloc(l, TP_ES_CONNECTING, tp_self_pid());
 	if (slot < 0) {
+		/* our closed connections may hold the contexts until the helper's next pass:
+		 * finish those that are done, then look again */
+		tp_host_unlock(l);
+		tp_link_reap(l);
+		tp_host_lock(l);
+		if (!tp_host_lost(l))
+			slot = tp_slot_alloc(l, TP_ES_CONNECTING, tp_self_pid());
+	}
+	if (slot < 0) {
 		tp_host_unlock(l);
 		*ret_reason = TP_REASON_NO_CONTEXT;
 		return -EAGAIN;
@@ -581,6 +590,7 @@ void tp_close(struct tp_conn *c)
 	c->closed_ms = tp_now_ms();
 	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
 	atomic_store(&c->closed, true);
+	atomic_store(&c->link->lingering, true); /* (tp_link.c: link_service()) */
 }
 
 void tp_abort(struct tp_conn *c)

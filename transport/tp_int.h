@@ -353,6 +353,8 @@ struct tp_link {
 	struct tp_conn *conn_cache; /* freed connections kept for reuse (conns_lock; tp_conn.c) */
 	uint32_t conn_cache_n;
 	bool conn_cache_used;       /* a set-up drew from it since the last trim */
+	atomic_bool lingering;      /* closed connections wait for the helper: it comes every 5 ms */
+	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
 	bool mbox_quick;           /* under the host lock: the helper handles the mailbox at once
@@ -540,6 +542,8 @@ void tp_event_signal(void);
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
+/* Finish this process's closed connections of L that are done (a set-up short of contexts). */
+void tp_link_reap(struct tp_link *l);
 
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */

@@ -204,11 +204,12 @@ static bool mbox_lock(struct tp_link *l)
 
 /* Returns true when it answered an Apply (a server host taking connections). QUICK: the helper
  * stood by and saw this doorbell at once (helper_spin()). */
+static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only);
+
 static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 {
-	struct tp_conn *done = NULL, *c, *next;
 
-	bool timers, applied = false;
+	bool timers, lingering, applied = false;
 
 	tp_link_refresh(l);
 	if (rung || l->mbox_missed || now - l->last_mbox_ms >= 100) {
@@ -234,11 +235,33 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 	}
 timers:
 	/* connection timers every 100 ms, and on doorbells (at most every 5 ms: a busy link
-	 * rings often, the timers are O(connections)) */
-	timers = now - l->last_timers_ms >= 100 || (rung && now - l->last_timers_ms >= 5);
+	 * rings often, the timers are O(connections)); every 5 ms while closed connections
+	 * linger: they hold receive contexts (both hosts'), which a host making connections one
+	 * after another runs short of when they are released only every 100 ms */
+	lingering = atomic_load(&l->lingering);
+	timers = now - l->last_timers_ms >= 100 ||
+		 ((rung || lingering) && now - l->last_timers_ms >= 5);
 	if (!timers)
 		return applied;
 	l->last_timers_ms = now;
+	if (!conns_pass(l, now, false))
+		atomic_store(&l->lingering, true); /* another thread's pass: come again soon */
+	return applied;
+}
+
+/* One pass over L's connections: their timers (only the closed ones' when CLOSED_ONLY), and the
+ * release of closed ones that are finished. One pass at a time (the released ones leave the
+ * list for a moment): false when another thread's pass runs. */
+static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only)
+{
+	struct tp_conn *done = NULL, *c, *next;
+	bool lingering = false, busy = false;
+
+	/* acq_rel: pairs with the release store that ends the other pass */
+	if (!atomic_compare_exchange_strong(&l->pass_busy, &busy, true))
+		return false;
+	/* cleared first: a tp_close() from now on sets it again (pairs with its store) */
+	atomic_store(&l->lingering, false);
 	pthread_mutex_lock(&l->conns_lock);
 	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
 		uint32_t fl;
@@ -248,6 +271,10 @@ timers:
 		bool owned = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
 		bool closed = atomic_load(&c->closed);
 
+		if (closed_only && !closed) {
+			pp = &c->next;
+			continue;
+		}
 		fl = TP_ST_GONE;
 		/* closed here while a fork cleared its owner: finish it unless the child took it */
 		if (closed && !owned)
@@ -261,9 +288,12 @@ timers:
 			done = c;
 			continue;
 		}
+		lingering |= closed;
 		pp = &c->next;
 	}
 	pthread_mutex_unlock(&l->conns_lock);
+	if (lingering)
+		atomic_store(&l->lingering, true);
 	for (c = done; c; c = next) {
 		next = c->next;
 		c->next = NULL;
@@ -273,7 +303,13 @@ timers:
 		pthread_mutex_unlock(&l->conns_lock);
 		tp_conn_release(c, (uint32_t)c->closed_ms);
 	}
-	return applied;
+	atomic_store(&l->pass_busy, false);
+	return true;
+}
+
+void tp_link_reap(struct tp_link *l)
+{
+	conns_pass(l, tp_now_ms(), true);
 }
 
 /* After answering an Apply the helper stands by for TP_HELPER_SPIN_NS, watching the doorbell
@@ -325,9 +361,12 @@ static void *helper_main(void *arg)
 			seen = first->db_seen;
 		if (first && first->next_link)
 			slice = 25; /* other links' doorbells are polled: do it often */
-		for (struct tp_link *l = first; l; l = l->next_link)
+		for (struct tp_link *l = first; l; l = l->next_link) {
+			if (atomic_load(&l->lingering) && slice > 5)
+				slice = 5; /* closed connections to finish (link_service()) */
 			if (l->mbox_missed)
 				slice = 1; /* link_service() could not take a host lock */
+		}
 		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
@@ -440,6 +479,8 @@ void tp_atfork_child(void)
 	}
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
 		pthread_mutex_init(&l->conns_lock, NULL);
+		/* a set-up's tp_link_reap() in another thread of the parent may have been running */
+		atomic_store(&l->pass_busy, false);
 		tp_host_lock(l);
 		for (struct tp_conn **pp = &l->conns, *c; (c = *pp); pp = &c->next) {
 			while (c && atomic_load(&c->closed)) {
