@@ -120,7 +120,7 @@ static void check_demo(const char *path, const char *host, const char *self, con
 	assert_string_equal(c->links[0].name, "ab");
 	assert_int_equal(c->links[0].backend, CONF_BACKEND_SHM);
 	assert_int_equal(c->links[0].side, side);
-	assert_int_equal(c->links[0].window_size, 64u << 20);
+	assert_int_equal(c->links[0].window_size, 256u << 20);
 	assert_string_equal(c->links[0].path, "/dev/shm/ntbsock-demo");
 	assert_int_equal(c->links[0].mode, 0600);
 	assert_int_equal(c->links[0].group, (gid_t)-1);
