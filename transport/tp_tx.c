@@ -130,28 +130,17 @@ static size_t iov_take(struct iov_cur *ic, size_t max, const uint8_t **src)
 	return n;
 }
 
-/* Gather LEN bytes from the iovec cursor into DST, fusing the CRC; returns the CRC. */
-static uint32_t gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc)
+/* Gather LEN bytes from the iovec cursor into DST, fusing the CRC; returns the CRC. SMALL
+ * (inline payloads, ≤ 116 bytes; a constant at each call site): inline crc32 instructions,
+ * no dispatch. */
+static inline uint32_t gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc,
+				  bool small)
 {
 	while (len) {
 		const uint8_t *src;
 		size_t n = iov_take(ic, len, &src);
 
-		crc = crc32c_copy(crc, dst, src, n);
-		dst += n;
-		len -= n;
-	}
-	return crc;
-}
-
-/* gather_crc() for inline payloads (≤ 116 bytes): inline crc32 instructions, no dispatch. */
-static uint32_t gather_crc_small(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc)
-{
-	while (len) {
-		const uint8_t *src;
-		size_t n = iov_take(ic, len, &src);
-
-		crc = crc32c_small_copy(crc, dst, src, n);
+		crc = small ? crc32c_small_copy(crc, dst, src, n) : crc32c_copy(crc, dst, src, n);
 		dst += n;
 		len -= n;
 	}
@@ -167,7 +156,7 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 		publish_tx(c);
 	uint32_t pos = c->tx_i;
 	uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
-	uint32_t crc = gather_crc_small(ic, s + tp_inline_off(len), len, c->nonce_out);
+	uint32_t crc = gather_crc(ic, s + tp_inline_off(len), len, c->nonce_out, true);
 
 	tp_inline_finish(s, len, c->msn_next, flags,
 			 tp_inline_seq(pos, c->out.log2n, c->seq_base_out), crc);
@@ -213,9 +202,9 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	if (via_dmaq) {
 		uint32_t pp = (pos + gap) & (q - 1), first = len < q - pp ? len : q - pp;
 
-		crc = gather_crc(ic, c->sh_data + pp, first, c->nonce_out);
+		crc = gather_crc(ic, c->sh_data + pp, first, c->nonce_out, false);
 		if (len > first)
-			crc = gather_crc(ic, c->sh_data, len - first, crc);
+			crc = gather_crc(ic, c->sh_data, len - first, crc, false);
 	} else {
 		crc = gather_out(c, ic, pos + gap, len, c->nonce_out);
 	}

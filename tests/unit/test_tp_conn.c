@@ -21,12 +21,12 @@ struct pair {
 	struct tp_link *a, *b;
 };
 
-static void pair_open(struct pair *p, const char *name)
+static void pair_open_ctx(struct pair *p, const char *name, uint32_t contexts)
 {
 	struct tp_params tpp;
 
 	tp_params_init(&tpp);
-	tpp.contexts = 8;
+	tpp.contexts = contexts;
 	tpp.setup_timeout_ms = 1000;
 	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
 	tl_unlink(p->path);
@@ -36,6 +36,11 @@ static void pair_open(struct pair *p, const char *name)
 	assert_int_equal(tl_wait_listen(p->a, 8080, 5000), 0);
 	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
 		usleep(1000);
+}
+
+static void pair_open(struct pair *p, const char *name)
+{
+	pair_open_ctx(p, name, 8);
 }
 
 static void pair_close(struct pair *p)
@@ -409,23 +414,6 @@ static void test_host_layout_shared(void **state)
  * (tp_conn.c: conn_take()). A reused one must start as a new one: no byte, record, cached slot
  * word or bounce copy of its previous use. One receive context per side makes the new connection
  * take the same slots as the old one, whose words and bytes are still in the windows. */
-static void pair_open_one(struct pair *p, const char *name)
-{
-	struct tp_params tpp;
-
-	tp_params_init(&tpp);
-	tpp.contexts = 1;
-	tpp.setup_timeout_ms = 1000;
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
-	assert_int_equal(tp_listen(p->b, 8080), 0);
-	assert_int_equal(tl_wait_listen(p->a, 8080, 5000), 0);
-	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
-		usleep(1000);
-}
-
 static void test_reused_conn_is_new(void **state)
 {
 	struct pair p;
@@ -437,7 +425,7 @@ static void test_reused_conn_is_new(void **state)
 	(void)state;
 	memset(old_msg, 'o', sizeof(old_msg));
 	memset(new_msg, 'n', sizeof(new_msg));
-	pair_open_one(&p, "reuse");
+	pair_open_ctx(&p, "reuse", 1);
 	connect_pair(&p, 21, &ca, &cb);
 	old_a = ca;
 	old_b = cb;
