@@ -29,6 +29,10 @@
 #define PERF_REF_BUF        (4u << 20) /* L3-resident memcpy buffers */
 #define PERF_REF_NS         300000000ull
 #define PERF_REF_ROUNDS     200000u
+#define PERF_LAT_BLOCKS     10         /* ping-pong blocks per size, each after a reference burst */
+#define PERF_LAT_MIN_BLOCK  300        /* round trips per block at least: fewer blocks if need be */
+#define PERF_BURST_WARM     1          /* unmeasured batches at the start of each burst */
+#define PERF_BURST_BATCHES  8          /* timed batches of TOOL_REF_BATCH round trips per burst */
 
 struct perf_result {
 	size_t   size;
@@ -37,6 +41,9 @@ struct perf_result {
 	uint64_t retransmits, crc_errors;
 	bool     verified;
 	bool     done;            /* measured (false: aborted before this size) */
+	double   ref_us;          /* cache-line one-way interleaved with the ping-pong; 0: failed */
+	double   ticks_per_ns;    /* the ping-pong's clock, calibrated over its run */
+	bool     tsc;             /* timed with the TSC (else CLOCK_MONOTONIC) */
 	char     first_bad[160];  /* where verification first failed, for the error report */
 };
 
@@ -72,10 +79,10 @@ static int parent_accept(struct tp_link *link, pid_t self, struct tp_conn **ret_
 	return rc;
 }
 
-/* Ask the child for a phase and collect its report. */
-static int ctl_run(int ctl, uint32_t cmd, size_t size, uint64_t count)
+/* Ask the child for a phase: COUNT messages of SIZE bytes numbered from FIRST. */
+static int ctl_run(int ctl, uint32_t cmd, size_t size, uint64_t count, uint64_t first)
 {
-	struct perf_ctl m = { .cmd = cmd, .size = size, .count = count };
+	struct perf_ctl m = { .cmd = cmd, .size = size, .count = count, .first = first };
 
 	return perf_full_write(ctl, &m, sizeof(m));
 }
@@ -102,7 +109,7 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
 
 	perf_conn_counters(c, &retx0, &crc0);
 	t0 = tool_now_ns();
-	rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, r->count);
+	rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, r->count, 0);
 	for (uint64_t n = 0; rc == 0 && n < r->count; n++) {
 		rc = perf_recv_all(c, buf, r->size);
 		/* every byte against its expected value, recomputed rather than read from the
@@ -138,80 +145,148 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
  * costs the round trip nothing); larger echoes are verified outside the timed interval. */
 #define PERF_VERIFY_IN_FLIGHT 4096u
 
-static int measure_latency(struct tp_conn *c, int ctl, const uint8_t *pattern, uint8_t *buf,
-			   struct perf_result *r, char *err, size_t errlen)
+/* One size's ping-pong, run in blocks. */
+struct lat_run {
+	struct tp_conn     *c;
+	int                 ctl;
+	const uint8_t      *pattern;
+	uint8_t            *bufs[2];   /* echo n lands in bufs[n & 1] while echo n - 1 is checked */
+	bool                in_flight; /* verify echo n - 1 while ping n travels */
+	bool                tsc;
+	bool                ok;        /* every echo this side checked was intact */
+	struct perf_result *r;
+};
+
+/*
+ * One block: PERF_WARMUP unmeasured round trips (side 1 may have gone to sleep on its control
+ * socket; its wake-up is not a sample), then N measured ones into RTT (tool_stamp() units),
+ * messages numbered from FIRST. One timestamp per round trip: a round trip ends when its echo
+ * is delivered, and the next one starts there (one-way = RTT / 2, as the cache-line
+ * reference). Reading the clock twice per round trip added half a clock read to the one-way
+ * figure of small messages.
+ */
+static int ping_block(struct lat_run *lr, uint64_t first, uint64_t n_meas, uint64_t *rtt,
+		      char *err, size_t errlen)
 {
+	const uint8_t *pattern = lr->pattern;
+	struct perf_result *r = lr->r;
 	struct perf_report rep;
-	uint64_t total = r->count + PERF_WARMUP, retx0, crc0, retx1, crc1, t_start, t_end;
-	uint64_t *rtt = malloc(r->count * sizeof(*rtt));
-	bool ok = true, in_flight = r->size <= PERF_VERIFY_IN_FLIGHT;
-	/* two echo buffers: echo n lands in bufs[n & 1] while echo n - 1 is checked */
-	uint8_t *bufs[2] = { buf, in_flight ? malloc(r->size ? r->size : 1) : buf };
+	uint64_t total = PERF_WARMUP + n_meas, t_start, t_end;
 	int rc;
 
-	if (!rtt || !bufs[1]) {
-		snprintf(err, errlen, "out of memory");
-		free(rtt);
-		if (in_flight)
-			free(bufs[1]);
-		return -ENOMEM;
-	}
-	perf_conn_counters(c, &retx0, &crc0);
-	rc = ctl_run(ctl, PERF_CMD_ECHO, r->size, total);
-	/* One clock read per round trip: a round trip ends when its echo is delivered, and the
-	 * next one starts there (one-way = RTT / 2, as the cache-line reference). The clock costs
-	 * ~30 ns on this kind of VM; reading it twice per round trip added ~15 ns to the one-way
-	 * figure of small messages. */
-	t_start = tool_now_ns();
-	for (uint64_t n = 0; rc == 0 && n < total; n++) {
+	rc = ctl_run(lr->ctl, PERF_CMD_ECHO, r->size, total, first);
+	t_start = tool_stamp(lr->tsc);
+	for (uint64_t j = 0; rc == 0 && j < total; j++) {
+		uint64_t n = first + j;
 		const uint8_t *msg = pattern + tool_pattern_offset(n);
-		uint8_t *echo = bufs[n & 1];
+		uint8_t *echo = lr->bufs[j & 1], *prev = lr->bufs[(j - 1) & 1];
 
-		rc = perf_send_all(c, msg, r->size);
-		if (rc == 0 && in_flight && n > 0 &&
-		    memcmp(bufs[(n - 1) & 1], pattern + tool_pattern_offset(n - 1), r->size) != 0) {
-			note_mismatch(r, "echoed", n - 1, bufs[(n - 1) & 1],
-				      pattern + tool_pattern_offset(n - 1), r->size);
-			ok = false;
+		rc = perf_send_all(lr->c, msg, r->size);
+		if (rc == 0 && lr->in_flight && j > 0 &&
+		    memcmp(prev, pattern + tool_pattern_offset(n - 1), r->size) != 0) {
+			note_mismatch(r, "echoed", n - 1, prev, pattern + tool_pattern_offset(n - 1),
+				      r->size);
+			lr->ok = false;
 		}
 		if (rc == 0)
-			rc = perf_recv_all(c, echo, r->size);
-		t_end = tool_now_ns();
-		if (n >= PERF_WARMUP)
-			rtt[n - PERF_WARMUP] = t_end - t_start;
+			rc = perf_recv_all(lr->c, echo, r->size);
+		t_end = tool_stamp(lr->tsc);
+		if (j >= PERF_WARMUP)
+			rtt[j - PERF_WARMUP] = t_end - t_start;
 		t_start = t_end;
-		if (rc == 0 && (!in_flight || n + 1 == total) && memcmp(echo, msg, r->size) != 0) {
+		if (rc == 0 && (!lr->in_flight || j + 1 == total) &&
+		    memcmp(echo, msg, r->size) != 0) {
 			note_mismatch(r, "echoed", n, echo, msg, r->size);
-			ok = false;
+			lr->ok = false;
 		}
-		if (!in_flight)
-			t_start = tool_now_ns(); /* the check is not part of the next round trip */
+		if (!lr->in_flight)
+			t_start = tool_stamp(lr->tsc); /* the check is not part of the next round trip */
 	}
-	if (in_flight)
-		free(bufs[1]);
 	if (rc < 0) {
 		snprintf(err, errlen, "ping-pong of %zu-byte messages: %s", r->size, strerror(-rc));
-		free(rtt);
 		return rc;
 	}
-	rc = ctl_report(ctl, &rep);
+	rc = ctl_report(lr->ctl, &rep);
 	if (rc < 0) {
 		snprintf(err, errlen, "ping-pong of %zu-byte messages: %s", r->size, rep.msg);
-		free(rtt);
 		return rc;
 	}
-	perf_conn_counters(c, &retx1, &crc1);
-	/* one-way = round trip / 2 */
-	r->p50_us = (double)tool_percentile(rtt, r->count, 50) / 2.0 / 1000.0;
-	r->p99_us = (double)tool_percentile(rtt, r->count, 99) / 2.0 / 1000.0;
-	r->retransmits += retx1 - retx0 + rep.retransmits;
-	r->crc_errors += crc1 - crc0 + rep.crc_errors;
+	r->retransmits += rep.retransmits;
+	r->crc_errors += rep.crc_errors;
 	if (!rep.verified && !r->first_bad[0])
 		snprintf(r->first_bad, sizeof(r->first_bad),
 			 "%zu-byte messages: side 1 received a ping that differs", r->size);
-	r->verified = r->verified && ok && rep.verified;
-	free(rtt);
+	lr->ok = lr->ok && rep.verified;
 	return 0;
+}
+
+/*
+ * Ping-pong latency, with the cache-line reference interleaved: the round trips run in up to
+ * PERF_LAT_BLOCKS blocks, each preceded by a short burst of the cache-line ping-pong between
+ * the same two CPUs (side 1 then waits in a read() on its control socket, so the burst has its
+ * CPU). Both figures thus sample the same moments of the run — on a VM whose vCPUs change host
+ * placement every few seconds, a reference measured at another time can differ 5x. The
+ * reference is the median of all the size's batches, the latency the percentiles of all its
+ * round trips; with an invariant TSC the round trips are timed with it, at a rate calibrated
+ * against CLOCK_MONOTONIC over this whole measurement.
+ */
+static int measure_latency(struct tp_conn *c, int ctl, const uint8_t *pattern, uint8_t *buf,
+			   struct perf_result *r, int cpu_a, int cpu_b, char *err, size_t errlen)
+{
+	uint64_t blocks = r->count / PERF_LAT_MIN_BLOCK, done = 0, msg_no = 0, retx0, crc0;
+	uint64_t retx1, crc1;
+	struct lat_run lr = { .c = c, .ctl = ctl, .pattern = pattern, .ok = true, .r = r,
+			      .in_flight = r->size <= PERF_VERIFY_IN_FLIGHT,
+			      .tsc = tool_tsc_usable() };
+	struct tool_clock clk;
+	uint64_t *rtt = malloc(r->count * sizeof(*rtt)), *ref;
+	size_t n_ref = 0;
+	bool ref_ok = true;
+	int rc = 0;
+
+	blocks = blocks < 1 ? 1 : blocks > PERF_LAT_BLOCKS ? PERF_LAT_BLOCKS : blocks;
+	ref = malloc(blocks * PERF_BURST_BATCHES * sizeof(*ref));
+	lr.bufs[0] = buf;
+	lr.bufs[1] = lr.in_flight ? malloc(r->size ? r->size : 1) : buf;
+	if (!rtt || !ref || !lr.bufs[1]) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto out;
+	}
+	perf_conn_counters(c, &retx0, &crc0);
+	tool_clock_start(&clk, lr.tsc);
+	for (uint64_t b = 0; b < blocks; b++) {
+		uint64_t n = r->count / blocks + (b < r->count % blocks);
+
+		if (tool_ref_cacheline_burst(cpu_a, cpu_b, PERF_BURST_WARM, PERF_BURST_BATCHES,
+					     ref + n_ref) == 0)
+			n_ref += PERF_BURST_BATCHES;
+		else
+			ref_ok = false;
+		rc = ping_block(&lr, msg_no, n, rtt + done, err, errlen);
+		if (rc < 0)
+			goto out;
+		msg_no += PERF_WARMUP + n;
+		done += n;
+	}
+	tool_clock_stop(&clk);
+	perf_conn_counters(c, &retx1, &crc1);
+	r->tsc = lr.tsc;
+	r->ticks_per_ns = clk.ticks_per_ns;
+	/* one-way = round trip / 2 */
+	r->p50_us = (double)tool_percentile(rtt, r->count, 50) / clk.ticks_per_ns / 2.0 / 1000.0;
+	r->p99_us = (double)tool_percentile(rtt, r->count, 99) / clk.ticks_per_ns / 2.0 / 1000.0;
+	r->ref_us = ref_ok && n_ref ? (double)tool_percentile(ref, n_ref, 50) / TOOL_REF_BATCH /
+				      2.0 / 1000.0 : 0;
+	r->retransmits += retx1 - retx0;
+	r->crc_errors += crc1 - crc0;
+	r->verified = r->verified && lr.ok;
+out:
+	if (lr.in_flight)
+		free(lr.bufs[1]);
+	free(ref);
+	free(rtt);
+	return rc;
 }
 
 /* --- output ----------------------------------------------------------------------------------- */
@@ -280,6 +355,35 @@ static void print_reference(int cpu_a, int cpu_b)
 	else
 		printf("reference (same run): cache line one-way %.3f us (round trip %.3f us), "
 		       "one CPU\n", us, 2 * us);
+}
+
+/* The interleaved reference next to the smallest size's latency (issue #4's comparison), and
+ * the clock the round trips were timed with. */
+static void print_interleaved(const struct perf_result *res, int n)
+{
+	const struct perf_result *r = NULL;
+	char size[32];
+
+	for (int i = 0; i < n; i++)
+		if (res[i].done && (!r || res[i].size < r->size))
+			r = &res[i];
+	if (!r)
+		return;
+	tool_size_str(r->size, size, sizeof(size));
+	/* "cache-line", not "cache line": scripts take the end-of-run figure from the one line
+	 * matching "cache line one-way N us" */
+	if (r->ref_us > 0)
+		printf("reference (interleaved with the %s ping-pong): cache-line one-way %.3f us; "
+		       "%s one-way p50 %.3f us = %.1fx\n", size, r->ref_us, size, r->p50_us,
+		       r->p50_us / r->ref_us);
+	else
+		printf("reference (interleaved with the %s ping-pong): cache-line ping-pong "
+		       "failed\n", size);
+	if (r->tsc)
+		printf("clock: round trips timed with the invariant TSC, %.1f MHz against "
+		       "CLOCK_MONOTONIC\n", r->ticks_per_ns * 1000.0);
+	else
+		printf("clock: round trips timed with CLOCK_MONOTONIC\n");
 }
 
 /* --- options ---------------------------------------------------------------------------------- */
@@ -446,7 +550,8 @@ static void install_cleanup(const char *path, pid_t child)
 /* --- the run ---------------------------------------------------------------------------------- */
 
 static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, const uint8_t *pattern,
-		     uint8_t *buf, struct perf_result *res, char *err, size_t errlen)
+		     uint8_t *buf, struct perf_result *res, int cpu_a, int cpu_b, char *err,
+		     size_t errlen)
 {
 	for (int i = 0; i < o->n_sizes; i++) {
 		struct perf_result *r = &res[i];
@@ -456,7 +561,7 @@ static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, cons
 		r->count = o->count;
 		rc = measure_stream(c, ctl, pattern, buf, r, err, errlen);
 		if (rc == 0)
-			rc = measure_latency(c, ctl, pattern, buf, r, err, errlen);
+			rc = measure_latency(c, ctl, pattern, buf, r, cpu_a, cpu_b, err, errlen);
 		if (rc < 0)
 			return rc;
 		r->done = true;
@@ -477,8 +582,10 @@ static bool report_end(const struct perf_opts *o, const struct perf_result *res,
 		print_csv(res, o->n_sizes);
 	for (int i = 0; i < o->n_sizes; i++)
 		all_ok = all_ok && res[i].done && res[i].verified;
-	if (completed && !o->csv)
+	if (completed && !o->csv) {
 		print_reference(cpu_a, cpu_b);
+		print_interleaved(res, o->n_sizes);
+	}
 	if (err[0])
 		fprintf(stderr, "ntbsock perf: %s\n", err);
 	for (int i = 0; i < o->n_sizes; i++)
@@ -508,7 +615,7 @@ static int parent_setup(const struct perf_opts *o, int ctl, struct tp_link **ret
 		snprintf(err, errlen, "side 0: tp_listen: %s", strerror(-rc));
 		return rc;
 	}
-	rc = ctl_run(ctl, 0, 0, 0);
+	rc = ctl_run(ctl, 0, 0, 0, 0);
 	if (rc < 0) {
 		snprintf(err, errlen, "side 1 exited early");
 		return rc;
@@ -583,9 +690,9 @@ int cmd_perf(int argc, char **argv)
 		goto err_child;
 	if (!o.csv)
 		print_table_head(&o, cpu_a, cpu_b);
-	rc = run_sweep(&o, c, sv[0], pattern, buf, res, err, sizeof(err));
+	rc = run_sweep(&o, c, sv[0], pattern, buf, res, cpu_a, cpu_b, err, sizeof(err));
 	if (rc == 0)
-		ctl_run(sv[0], PERF_CMD_QUIT, 0, 0);
+		ctl_run(sv[0], PERF_CMD_QUIT, 0, 0, 0);
 err_child:
 	close(sv[0]); /* the child sees EOF on its control socket and leaves */
 	if (rc < 0)

@@ -33,6 +33,7 @@ struct perf_ctl {
 	uint32_t cmd;
 	uint32_t pad;
 	uint64_t size, count;
+	uint64_t first;       /* number of the first message: ECHO runs in blocks */
 };
 
 struct perf_report {          /* child → parent after each phase, and after set-up */

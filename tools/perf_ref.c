@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: MIT
 /* `ntbsock perf` reference measurements: single-core memcpy bandwidth and the cache-line
  * round trip between two processes pinned to different cores — the physical limits the
- * transport is compared with. Also CPU selection and pinning. */
+ * transport is compared with. Also CPU selection and pinning, and the time-stamp counter the
+ * ping-pong is timed with. */
 #include "tools/tools_int.h"
 #include "util/compiler.h"
 
 #include <errno.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -84,18 +89,20 @@ int tool_ref_memcpy(size_t buf_size, uint64_t min_ns, double *ret_mbps)
 }
 
 /* The shared cache line: SEQ is written by both sides in turn (odd by the initiator, even by
- * the responder); only one side writes at a time, so a plain atomic store suffices. */
+ * the responder); only one side writes at a time, so a plain atomic store suffices. READY is
+ * set once by the responder when it runs on its own CPU. */
 struct pingpong_line {
 	uint64_t seq;
-	char pad[64 - sizeof(uint64_t)];
+	uint32_t ready;
+	char pad[64 - sizeof(uint64_t) - sizeof(uint32_t)];
 } __attribute__((aligned(64)));
 
-/* Wait until LINE->seq == WANT; spin, yielding when we share one core with the other side. */
 /* Wait for the other side's WANT; false when that side is gone (PEER > 0: our child, reaped
- * here; PEER < 0: -(our parent's pid), re-parented away). Checked every 2^16 rounds. */
+ * here; PEER < 0: -(our parent's pid), re-parented away). Spins, or yields when we share one
+ * core with the other side. The peer is checked every 2^16 rounds. */
 static bool wait_seq(struct pingpong_line *line, uint64_t want, bool yield, pid_t peer)
 {
-	/* acquire: pairs with the release stores of the other side in tool_ref_cacheline() */
+	/* acquire: pairs with the release stores of the other side in cacheline_run() */
 	for (uint32_t n = 1; __atomic_load_n(&line->seq, __ATOMIC_ACQUIRE) != want; n++) {
 		if (yield)
 			sched_yield();
@@ -108,73 +115,185 @@ static bool wait_seq(struct pingpong_line *line, uint64_t want, bool yield, pid_
 	return true;
 }
 
-#define REF_BATCH 64u /* round trips per timed batch */
+/* The responder: pinned to CPU, answers ROUNDS round trips, then exits. */
+static void __attribute__((noreturn)) cacheline_child(struct pingpong_line *line, int cpu,
+						      uint64_t rounds, bool yield, pid_t parent)
+{
+	tool_pin_cpu(cpu);
+	/* release: pairs with the acquire load of the initiator's wait for READY */
+	__atomic_store_n(&line->ready, 1, __ATOMIC_RELEASE);
+	for (uint64_t i = 0; i < rounds; i++) {
+		if (!wait_seq(line, 2 * i + 1, yield, -parent))
+			_exit(1); /* the initiator died: do not spin on */
+		/* release: pairs with the acquire load in the initiator's wait_seq() */
+		__atomic_store_n(&line->seq, 2 * i + 2, __ATOMIC_RELEASE);
+	}
+	_exit(0);
+}
 
-int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway_us)
+/*
+ * The cache-line ping-pong: fork a responder pinned to CPU_B, pin this process to CPU_A
+ * (restored after), wait until the responder runs, then SKIP unmeasured round trips and
+ * ROUNDS timed ones. The timed ones are timed in batches of TOOL_REF_BATCH (the clock is read
+ * once per batch, not per round, so it barely adds to an ~80 ns round trip): up to MAX_B
+ * batch durations in ns go to BATCH, their number to *RET_NB, the whole timed part to
+ * *RET_ELAPSED. 0 or a negative errno.
+ */
+static int cacheline_run(int cpu_a, int cpu_b, uint64_t skip, uint64_t rounds, uint64_t *batch,
+			 size_t max_b, size_t *ret_nb, uint64_t *ret_elapsed)
 {
 	struct pingpong_line *line;
 	bool yield = cpu_a < 0 || cpu_a == cpu_b;
-	uint64_t start, elapsed;
-	pid_t child;
+	uint64_t total = skip + rounds, start = 0, mark = 0;
+	size_t nb = 0;
+	pid_t parent = getpid(), child;
 	int status, rc = 0;
 
 	line = mmap(NULL, sizeof(*line), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (line == MAP_FAILED)
 		return -errno;
 	line->seq = 0;
-	pid_t parent = getpid();
+	line->ready = 0;
 	child = fork();
 	if (child < 0) {
 		rc = -errno;
 		munmap(line, sizeof(*line));
 		return rc;
 	}
-	if (child == 0) {
-		tool_pin_cpu(cpu_b);
-		for (uint64_t i = 0; i < rounds; i++) {
-			if (!wait_seq(line, 2 * i + 1, yield, -parent))
-				_exit(1); /* the initiator died: do not spin on */
-			/* release: pairs with the acquire load in the initiator's wait_seq() */
-			__atomic_store_n(&line->seq, 2 * i + 2, __ATOMIC_RELEASE);
-		}
-		_exit(0);
-	}
+	if (child == 0)
+		cacheline_child(line, cpu_b, total, yield, parent);
+
 	cpu_set_t saved;
 	bool restore = sched_getaffinity(0, sizeof(saved), &saved) == 0;
-	/* Timed in batches of REF_BATCH round trips (the clock is read once per batch, not per
-	 * round, so it barely adds to an ~80 ns round trip); the result is the median batch, as
-	 * the transport's figure is a median: a preempted batch on a busy machine does not count
-	 * more than a preempted ping-pong does. */
-	size_t nb = 0, max_b = rounds / REF_BATCH + 1;
-	uint64_t *batch = malloc(max_b * sizeof(*batch)), mark;
 
 	tool_pin_cpu(cpu_a);
-	start = mark = tool_now_ns();
-	for (uint64_t i = 0; i < rounds; i++) {
+	/* The new child starts on our CPU: yield until it has moved to its own, so that the
+	 * first round trips do not wait for a time slice. acquire: pairs with the release store
+	 * of READY in cacheline_child(). */
+	while (!__atomic_load_n(&line->ready, __ATOMIC_ACQUIRE)) {
+		if (waitpid(child, NULL, WNOHANG) != 0) {
+			child = -1; /* died (and reaped) before it started: no round trips */
+			total = 0;
+			break;
+		}
+		sched_yield();
+	}
+	for (uint64_t i = 0; i < total; i++) {
+		if (i == skip)
+			start = mark = tool_now_ns();
 		/* release: pairs with the acquire load in the responder's wait_seq() */
 		__atomic_store_n(&line->seq, 2 * i + 1, __ATOMIC_RELEASE);
 		if (!wait_seq(line, 2 * i + 2, yield, child)) {
 			child = -1; /* died and reaped: no answer will come */
 			break;
 		}
-		if (batch && (i + 1) % REF_BATCH == 0) {
+		if (i >= skip && (i + 1 - skip) % TOOL_REF_BATCH == 0 && nb < max_b) {
 			uint64_t now = tool_now_ns();
 
 			batch[nb++] = now - mark;
 			mark = now;
 		}
 	}
-	elapsed = tool_now_ns() - start;
+	*ret_elapsed = tool_now_ns() - start;
 	if (restore)
 		sched_setaffinity(0, sizeof(saved), &saved);
 	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
 	    WEXITSTATUS(status) != 0)
 		rc = -ECHILD;
 	munmap(line, sizeof(*line));
+	*ret_nb = nb;
+	return rc;
+}
+
+int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway_us)
+{
+	/* The result is the median batch, as the transport's figure is a median: a preempted
+	 * batch on a busy machine does not count more than a preempted ping-pong does. */
+	size_t nb = 0, max_b = rounds / TOOL_REF_BATCH + 1;
+	uint64_t *batch = malloc(max_b * sizeof(*batch)), elapsed = 0;
+	int rc;
+
+	rc = cacheline_run(cpu_a, cpu_b, 0, rounds, batch, batch ? max_b : 0, &nb, &elapsed);
 	if (rc == 0 && nb >= 5)
-		*ret_oneway_us = (double)tool_percentile(batch, nb, 50) / REF_BATCH / 2.0 / 1000.0;
+		*ret_oneway_us = (double)tool_percentile(batch, nb, 50) / TOOL_REF_BATCH / 2.0 /
+				 1000.0;
 	else if (rc == 0) /* too few rounds for batches (or no memory): the mean */
-		*ret_oneway_us = (double)elapsed / rounds / 2.0 / 1000.0;
+		*ret_oneway_us = (double)elapsed / (rounds ? rounds : 1) / 2.0 / 1000.0;
 	free(batch);
 	return rc;
+}
+
+int tool_ref_cacheline_burst(int cpu_a, int cpu_b, unsigned warm, unsigned n,
+			     uint64_t *ret_batch_ns)
+{
+	size_t nb = 0;
+	uint64_t elapsed;
+	int rc = cacheline_run(cpu_a, cpu_b, (uint64_t)warm * TOOL_REF_BATCH,
+			       (uint64_t)n * TOOL_REF_BATCH, ret_batch_ns, n, &nb, &elapsed);
+
+	if (rc == 0 && nb != n)
+		rc = -ECHILD;
+	return rc;
+}
+
+/* --- the time-stamp counter ------------------------------------------------------------------- */
+
+/* Whether /proc/cpuinfo's flags list both constant_tsc and nonstop_tsc. */
+static bool cpuinfo_tsc_invariant(void)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[4096];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		if (strncmp(line, "flags", 5) == 0)
+			found = strstr(line, " constant_tsc") && strstr(line, " nonstop_tsc");
+	fclose(f);
+	return found;
+}
+
+bool tool_tsc_usable(void)
+{
+	const char *force = getenv("NTBSOCK_PERF_CLOCK");
+
+	if (force && strcmp(force, "monotonic") == 0)
+		return false;
+#if defined(__x86_64__)
+	unsigned a, b, c, d;
+
+	/* CPUID 0x80000007 EDX bit 8: invariant TSC (constant rate in every P-, C- and T-state) */
+	if (__get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8)))
+		return true;
+	return cpuinfo_tsc_invariant();
+#else
+	(void)cpuinfo_tsc_invariant;
+	return false;
+#endif
+}
+
+/* A (TSC, CLOCK_MONOTONIC) pair: the TSC read on both sides of the clock, averaged. */
+static void clock_pair(bool tsc, uint64_t *ret_ticks, uint64_t *ret_ns)
+{
+	uint64_t a = tool_stamp(tsc), ns = tool_now_ns(), b = tool_stamp(tsc);
+
+	*ret_ticks = a + (b - a) / 2;
+	*ret_ns = ns;
+}
+
+void tool_clock_start(struct tool_clock *clk, bool tsc)
+{
+	clk->tsc = tsc;
+	clk->ticks_per_ns = 1.0;
+	clock_pair(tsc, &clk->ticks0, &clk->ns0);
+}
+
+void tool_clock_stop(struct tool_clock *clk)
+{
+	uint64_t ticks, ns;
+
+	clock_pair(clk->tsc, &ticks, &ns);
+	if (clk->tsc && ns > clk->ns0 && ticks > clk->ticks0)
+		clk->ticks_per_ns = (double)(ticks - clk->ticks0) / (double)(ns - clk->ns0);
 }

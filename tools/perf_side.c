@@ -209,9 +209,10 @@ static int child_stream(struct tp_conn *c, const uint8_t *pattern, size_t size, 
 	return 0;
 }
 
-/* Echo COUNT messages of SIZE bytes back; verifies each against the pattern on the way. */
+/* Echo COUNT messages of SIZE bytes back, numbered from FIRST; verifies each against the
+ * pattern on the way. */
 static int child_echo(struct tp_conn *c, const uint8_t *pattern, uint8_t *buf, size_t size,
-		      uint64_t count, bool *ret_verified)
+		      uint64_t first, uint64_t count, bool *ret_verified)
 {
 	bool ok = true;
 
@@ -224,7 +225,7 @@ static int child_echo(struct tp_conn *c, const uint8_t *pattern, uint8_t *buf, s
 		if (rc < 0)
 			return rc;
 		/* verified after the echo left: the check is not part of the round trip */
-		if (memcmp(buf, pattern + tool_pattern_offset(n), size) != 0)
+		if (memcmp(buf, pattern + tool_pattern_offset(first + n), size) != 0)
 			ok = false;
 	}
 	*ret_verified = ok;
@@ -266,7 +267,8 @@ int perf_child_main(const struct perf_opts *o, int ctl, const uint8_t *pattern,
 		else if (cmd.cmd == PERF_CMD_STREAM)
 			rc = child_stream(c, pattern, cmd.size, cmd.count);
 		else
-			rc = child_echo(c, pattern, buf, cmd.size, cmd.count, &verified);
+			rc = child_echo(c, pattern, buf, cmd.size, cmd.first, cmd.count,
+					&verified);
 		perf_conn_counters(c, &retx1, &crc1);
 		memset(&rep, 0, sizeof(rep));
 		rep.status = rc;

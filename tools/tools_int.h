@@ -13,6 +13,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #define TOOL_EXIT_OK      0
 #define TOOL_EXIT_FAIL    1
@@ -131,6 +134,47 @@ int tool_ref_memcpy(size_t buf_size, uint64_t min_ns, double *ret_mbps);
  * ROUNDS times; one-way = round trip / 2. CPU_A < 0: no pinning (the sides yield while
  * waiting). 0 or a negative errno. */
 int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway_us);
+
+/* Round trips per timed batch of the cache-line ping-pong. */
+#define TOOL_REF_BATCH 64u
+
+/* A short burst of the same ping-pong, to interleave with another measurement (a fork per
+ * burst): WARM unmeasured batches of TOOL_REF_BATCH round trips, then N timed ones whose
+ * durations in ns (round trips, not one-way) go to RET_BATCH_NS[0..N-1]. 0 or a negative
+ * errno. */
+int tool_ref_cacheline_burst(int cpu_a, int cpu_b, unsigned warm, unsigned n,
+			     uint64_t *ret_batch_ns);
+
+/* Whether intervals can be timed with the time-stamp counter: x86-64 with an invariant TSC
+ * (CPUID 0x80000007 EDX bit 8, or constant_tsc and nonstop_tsc in /proc/cpuinfo), unless
+ * NTBSOCK_PERF_CLOCK=monotonic asks for the system clock. */
+bool tool_tsc_usable(void);
+
+/* A timestamp: the TSC when TSC (only where tool_tsc_usable()), else CLOCK_MONOTONIC in ns.
+ * The lfence makes the TSC read wait for the instructions before it (the load that saw an
+ * echo arrive), as the vDSO clock does; it costs ~12 ns where clock_gettime() costs ~30. */
+static inline uint64_t tool_stamp(bool tsc)
+{
+#if defined(__x86_64__)
+	if (tsc) {
+		_mm_lfence();
+		return __rdtsc();
+	}
+#else
+	(void)tsc;
+#endif
+	return tool_now_ns();
+}
+
+/* Converts tool_stamp() units to ns, calibrated against CLOCK_MONOTONIC over the interval
+ * between tool_clock_start() and tool_clock_stop() (ticks_per_ns 1 for the system clock). */
+struct tool_clock {
+	bool     tsc;
+	uint64_t ticks0, ns0;
+	double   ticks_per_ns;
+};
+void tool_clock_start(struct tool_clock *clk, bool tsc);
+void tool_clock_stop(struct tool_clock *clk);
 
 /* --- perf_data.c: payload pattern and statistics ---------------------------------------------- */
 
