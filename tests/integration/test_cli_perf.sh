@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# `ntbsock perf`: CSV format and verified rows, the human table with its reference lines, fault
+# `ntbsock perf`: CSV format and verified rows, the human table with its reference lines (the
+# interleaved one and its ratio), the clock the round trips are timed with, fault
 # injection that forces retransmissions yet still verifies, option errors, no files left behind.
 # `ntbsock stat`: empty output, and the JSON of a live connection between demo hosts A and B.
 cd "$(dirname "$0")/../.." || exit 1
@@ -49,11 +50,13 @@ awk -F, 'NR > 1 { n++; r += $7 + $8; if ($9 != "yes") bad++ }
 	fail "fault run: $(cat "$tmp/fcsv")"
 
 # --- the human table -------------------------------------------------------------------------
-timeout 300 "$NTBSOCK" perf --sizes 1K --count 200 >"$tmp/table" 2>"$tmp/terr"; rc=$?
+# two sizes, the smaller last: the interleaved line names the smallest; 700 round trips per
+# size make two blocks, each after a burst of the cache-line reference
+timeout 300 "$NTBSOCK" perf --sizes 1K,64 --count 700 >"$tmp/table" 2>"$tmp/terr"; rc=$?
 [ $rc -eq 0 ] && ok "perf table" || { fail "perf table: rc $rc"; cat "$tmp/terr"; }
 grep -qE '^ +size +count +MB/s +msgs/s +p50 us +p99 us +retx +crc_err +verified$' "$tmp/table" &&
 	ok "table header" || fail "table header: $(cat "$tmp/table")"
-grep -qE '^ +1 KiB +200 +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +yes$' "$tmp/table" &&
+grep -qE '^ +1 KiB +700 +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +yes$' "$tmp/table" &&
 	ok "table row" || fail "table row: $(cat "$tmp/table")"
 shm=$(sed -n 's#^ntbsock perf: private shm link \(/dev/shm/ntbsock-perf-[0-9a-f-]*\) .*#\1#p' "$tmp/table")
 [ -n "$shm" ] && ok "table names the private link $shm" || fail "no link path in: $(head -1 "$tmp/table")"
@@ -65,6 +68,46 @@ grep -qE '^reference \(same run\): memcpy [0-9]+ MB/s on one core' "$tmp/table" 
 	ok "memcpy reference" || fail "memcpy reference missing"
 grep -qE '^reference \(same run\): cache line one-way [0-9.]+ us \(round trip [0-9.]+ us\)' \
 	"$tmp/table" && ok "cache-line reference" || fail "cache-line reference missing"
+# bench/lib.sh takes the end-of-run figure from the one line matching this; keep it one line
+n=$(sed -n 's/.*cache line one-way \([0-9.]*\) us.*/\1/p' "$tmp/table" | wc -l)
+[ "$n" -eq 1 ] && ok "one line for bench/lib.sh's cache-line parser" ||
+	fail "$n lines match bench/lib.sh's cache-line parser"
+
+# the reference interleaved with the smallest size's ping-pong, and the ratio printed
+il=$(grep '^reference (interleaved' "$tmp/table")
+p50_64=$(awk '$1 == 64 && $2 == "B" { print $6 }' "$tmp/table")
+if echo "$il" | grep -qE '^reference \(interleaved with the 64 B ping-pong\): cache-line one-way [0-9]+\.[0-9]{3} us; 64 B one-way p50 [0-9]+\.[0-9]{3} us = [0-9]+\.[0-9]x$'; then
+	ok "interleaved reference line: $il"
+	set -- $(echo "$il" | sed 's/.*cache-line one-way \([0-9.]*\) us; 64 B one-way p50 \([0-9.]*\) us = \([0-9.]*\)x$/\1 \2 \3/')
+	# the ratio printed is p50 / reference of the unrounded values: within the bounds the
+	# printed (3-decimal) values allow, plus the ratio's own rounding to 0.1
+	awk -v ref="$1" -v p50="$2" -v x="$3" -v t="$p50_64" 'BEGIN {
+		lo = (p50 - 0.0005) / (ref + 0.0005) - 0.05; hi = (p50 + 0.0005) / (ref - 0.0005) + 0.05
+		exit !(ref > 0 && p50 > 0 && x > 0 && x >= lo && x <= hi &&
+		       t != "" && p50 - t <= 0.005001 && t - p50 <= 0.005001) }' &&
+		ok "ratio $3x = $2 / $1 within rounding; p50 is the table's ($p50_64)" ||
+		fail "interleaved figures inconsistent: ref $1 p50 $2 ratio $3, table p50 $p50_64"
+else
+	fail "interleaved reference line: '$il'"
+fi
+
+# the clock: the invariant TSC where there is one (x86-64 with constant_tsc and nonstop_tsc)
+clk=$(grep '^clock: ' "$tmp/table")
+if [ "$(uname -m)" = x86_64 ] && grep -q '^flags.* constant_tsc.* nonstop_tsc' /proc/cpuinfo; then
+	echo "$clk" | grep -qE '^clock: round trips timed with the invariant TSC, [0-9]+\.[0-9] MHz against CLOCK_MONOTONIC$' &&
+		awk -v m="$(echo "$clk" | sed 's/.*TSC, \([0-9.]*\) MHz.*/\1/')" 'BEGIN { exit !(m >= 100 && m <= 20000) }' &&
+		ok "$clk" || fail "clock line: '$clk'"
+else
+	echo "$clk" | grep -qx 'clock: round trips timed with CLOCK_MONOTONIC' && ok "$clk" ||
+		fail "clock line: '$clk'"
+fi
+# the fallback to the system clock still measures
+NTBSOCK_PERF_CLOCK=monotonic timeout 300 "$NTBSOCK" perf --sizes 64 --count 300 >"$tmp/mono" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -qx 'clock: round trips timed with CLOCK_MONOTONIC' "$tmp/mono" &&
+	grep -qE '^ +64 B +300 +[0-9.]+ +[0-9]+ +[0-9]*\.[0-9]*[1-9][0-9]* +[0-9.]+ +[0-9]+ +[0-9]+ +yes$' "$tmp/mono" &&
+	grep -qE '^reference \(interleaved with the 64 B ping-pong\): cache-line one-way 0\.0*[1-9]' "$tmp/mono" &&
+	ok "NTBSOCK_PERF_CLOCK=monotonic: timed with CLOCK_MONOTONIC" ||
+	fail "NTBSOCK_PERF_CLOCK=monotonic: rc $rc: $(cat "$tmp/mono")"
 
 # --- option errors -------------------------------------------------------------------------------
 for args in "--sizes 0" "--sizes 4X" "--count 0" "--count x" "--fault drop=7" "--bogus" "extra"; do
