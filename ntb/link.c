@@ -515,6 +515,15 @@ NTB_WRITE_N(ntb_write8, uint8_t)
 NTB_WRITE_N(ntb_write32, uint32_t)
 NTB_WRITE_N(ntb_write64, uint64_t)
 
+NTB_EXPORT uint8_t *ntb_out_direct(struct ntb_link *link)
+{
+	/* plain write-back memory whose writes need nothing but the stores themselves, in order:
+	 * no fault decorator (fixed at open), no backend write or barrier op, not write-combined */
+	if (link->fault || link->ops->write || link->ops->to_peer_barrier || link->wc || !link->out)
+		return NULL;
+	return link->out;
+}
+
 NTB_EXPORT void ntb_to_peer_barrier(struct ntb_link *link)
 {
 	if (link->ops->to_peer_barrier) {

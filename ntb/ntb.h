@@ -118,6 +118,12 @@ int ntb_write64(struct ntb_link *link, size_t off, uint64_t v);
 
 /* Order all previous window writes before any later one (payload before publish). */
 void ntb_to_peer_barrier(struct ntb_link *link);
+/* The outbound window (ntb_out_size() bytes) as plain write-back memory that the caller may
+ * store into directly, the stores reaching the peer in program order (a release fence before
+ * a publishing store is all ntb_to_peer_barrier() would do); NULL when writes must go through
+ * ntb_write*() (fault decorator, a backend write or barrier op, a write-combining mapping).
+ * Fixed for the life of the link. */
+uint8_t *ntb_out_direct(struct ntb_link *link);
 
 /* Drain write-combining buffers (sfence on a WC mapping; compiler+store fence on shm). */
 void ntb_wc_flush(struct ntb_link *link);

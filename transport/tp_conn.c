@@ -521,18 +521,18 @@ int tp_shutdown(struct tp_conn *c, int how)
 	if (tp_conn_own(c))
 		return -EPERM;
 	if (how != SHUT_WR) {
-		pthread_mutex_lock(&c->rx_lock);
+		tp_mutex_lock(&c->rx_lock);
 		c->rd_shut = true;
-		pthread_mutex_unlock(&c->rx_lock);
+		tp_mutex_unlock(&c->rx_lock);
 	}
 	if (how != SHUT_RD) {
-		pthread_mutex_lock(&c->tx_lock);
+		tp_mutex_lock(&c->tx_lock);
 		if (!c->wr_shut) {
 			c->wr_shut = true;
 			if (!atomic_load(&c->error))
 				tp_tx_fin(c); /* -EAGAIN: the timers send it when room frees */
 		}
-		pthread_mutex_unlock(&c->tx_lock);
+		tp_mutex_unlock(&c->tx_lock);
 	}
 	return 0;
 }
@@ -626,12 +626,12 @@ void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)
 	struct tp_conn *m = (struct tp_conn *)c;
 
 	tp_stats_load(ret_stats, c->st);
-	pthread_mutex_lock(&m->tx_lock);
+	tp_mutex_lock(&m->tx_lock);
 	ret_stats->tx_queue_fill = (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u;
-	pthread_mutex_unlock(&m->tx_lock);
-	pthread_mutex_lock(&m->rx_lock);
+	tp_mutex_unlock(&m->tx_lock);
+	tp_mutex_lock(&m->rx_lock);
 	ret_stats->rx_queue_fill = (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u;
-	pthread_mutex_unlock(&m->rx_lock);
+	tp_mutex_unlock(&m->rx_lock);
 }
 
 /* --- exec: export / adopt ---------------------------------------------------------------------- */
@@ -645,25 +645,25 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	if ((rc = tp_conn_own(c)))
 		return rc; /* another process drives it since a fork: our state is stale */
 	for (;;) {
-		pthread_mutex_lock(&c->tx_lock);
+		tp_mutex_lock(&c->tx_lock);
 		tp_tx_feedback(c);
 		bool drained = c->fb_rx_i == c->tx_i && c->fb_rx_d == c->tx_d;
 
 		if (drained || tp_now_ms() >= end)
 			break; /* keeps tx_lock */
-		pthread_mutex_unlock(&c->tx_lock);
+		tp_mutex_unlock(&c->tx_lock);
 		tp_conn_timers(c, tp_now_ms());
 		usleep(1000);
 	}
 	if (c->fb_rx_i != c->tx_i || c->fb_rx_d != c->tx_d) {
-		pthread_mutex_unlock(&c->tx_lock);
+		tp_mutex_unlock(&c->tx_lock);
 		return -EBUSY;
 	}
 	if ((rc = atomic_load(&c->error))) {
-		pthread_mutex_unlock(&c->tx_lock);
+		tp_mutex_unlock(&c->tx_lock);
 		return rc;
 	}
-	pthread_mutex_lock(&c->rx_lock);
+	tp_mutex_lock(&c->rx_lock);
 	x->msn_next = c->msn_next;
 	x->tx_i = c->tx_i;
 	x->tx_d = c->tx_d;
@@ -681,8 +681,8 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	x->det_seen = c->det_seen;
 	x->rd_shut = c->rd_shut;
 	x->eof = c->eof;
-	pthread_mutex_unlock(&c->rx_lock);
-	pthread_mutex_unlock(&c->tx_lock);
+	tp_mutex_unlock(&c->rx_lock);
+	tp_mutex_unlock(&c->tx_lock);
 	*ret_token = (uint64_t)c->slot << 32 | c->nonce_in;
 	/* release: the state before the flag tp_conn_adopt() checks */
 	__atomic_store_n(&x->valid, 1, __ATOMIC_RELEASE);
@@ -743,14 +743,14 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 {
 	/* queue fill levels for `ntbsock stat`: the cursors are read under their locks (trylock:
 	 * a busy side keeps its last value until the next tick; callers may hold a lock) */
-	if (pthread_mutex_trylock(&c->tx_lock) == 0) {
+	if (tp_mutex_trylock(&c->tx_lock) == 0) {
 		TP_STAT_SET(c->st->tx_queue_fill,
 			    (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u);
-		pthread_mutex_unlock(&c->tx_lock);
+		tp_mutex_unlock(&c->tx_lock);
 	}
-	if (pthread_mutex_trylock(&c->rx_lock) == 0) {
+	if (tp_mutex_trylock(&c->rx_lock) == 0) {
 		TP_STAT_SET(c->st->rx_queue_fill, (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u);
-		pthread_mutex_unlock(&c->rx_lock);
+		tp_mutex_unlock(&c->rx_lock);
 	}
 	/* acquire: pairs with the release store in tp_conn_own(); never for a connection another
 	 * process drives (our copy of its state is stale) */

@@ -30,7 +30,7 @@ bool tp_readable_hint(struct tp_conn *c)
 	    atomic_load_explicit(&c->error, memory_order_relaxed))
 		return false;
 	/* A reader holding the lock is consuming: let the full poll wait for it. */
-	if (pthread_mutex_trylock(&c->rx_lock))
+	if (tp_mutex_trylock(&c->rx_lock))
 		return false;
 	/* End of stream, shut reads, a Retry in progress: the full poll reports them (RDHUP,
 	 * HUP; gated data may be stale). */
@@ -42,7 +42,7 @@ bool tp_readable_hint(struct tp_conn *c)
 		else if (tp_slot_word(c, TP_W_TX_D, &txd) && txd != c->v_d)
 			ready = true; /* a data-ring message (tx_d published after its payload) */
 	}
-	pthread_mutex_unlock(&c->rx_lock);
+	tp_mutex_unlock(&c->rx_lock);
 	return ready;
 }
 
@@ -55,12 +55,12 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 	if (len <= c->link->params.inline_max || len > c->link->params.short_max ||
 	    len > c->out.qsize / 4u)
 		return true;
-	pthread_mutex_lock(&c->tx_lock);
+	tp_mutex_lock(&c->tx_lock);
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()); a
 	 * connection another process drives, or a failed one, is tp_send()'s to report */
 	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed) || c->wr_shut) {
-		pthread_mutex_unlock(&c->tx_lock);
+		tp_mutex_unlock(&c->tx_lock);
 		return true;
 	}
 	fits = tp_data_room(c, TP_MT_SHORT) >= len;
@@ -79,7 +79,7 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 		tp_tx_feedback(c);
 		fits = tp_data_room(c, TP_MT_SHORT) >= len;
 	}
-	pthread_mutex_unlock(&c->tx_lock);
+	tp_mutex_unlock(&c->tx_lock);
 	return fits;
 }
 
@@ -94,13 +94,13 @@ bool tp_writable_hint(struct tp_conn *c, size_t len)
 	    atomic_load_explicit(&c->error, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed))
 		return false;
-	if (pthread_mutex_trylock(&c->tx_lock))
+	if (tp_mutex_trylock(&c->tx_lock))
 		return false;
 	/* The cached credits only (no feedback words read): room they show is room. */
 	if (!c->wr_shut)
 		ready = tp_data_room(c, TP_MT_SHORT) >= len ||
 			(len <= c->link->params.inline_max &&
 			 c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
-	pthread_mutex_unlock(&c->tx_lock);
+	tp_mutex_unlock(&c->tx_lock);
 	return ready;
 }

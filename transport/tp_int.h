@@ -97,6 +97,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "transport/tp_mutex.h"
 #include "transport/transport.h"
 #include "util/compiler.h"
 
@@ -343,6 +344,7 @@ struct tp_link {
 	int host_fd;
 	atomic_bool host_lost_logged; /* tp_host_lost() said so once */
 	const volatile uint8_t *in;
+	uint8_t *out_direct;      /* ntb_out_direct(): plain stores into the peer window, or NULL */
 	size_t in_size, out_size;
 	struct tp_geom geom;      /* our slots' geometry */
 	uint32_t slot_size;
@@ -394,7 +396,7 @@ struct tp_conn {
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */
-	pthread_mutex_t tx_lock;
+	struct tp_mutex tx_lock;
 	uint32_t msn_next, tx_i, tx_d;
 	uint32_t tx_d_pub;        /* tx_d as last published */
 	uint32_t fb_rx_i, fb_rx_d, fb_ack;
@@ -410,7 +412,7 @@ struct tp_conn {
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
 	/* --- receive side (rx_lock) */
-	pthread_mutex_t rx_lock;
+	struct tp_mutex rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */
@@ -472,7 +474,28 @@ bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n
 unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applies handled */
 
 /* tp_words.c */
-bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret); /* our slot, our nonce */
+bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *ret);
+
+/* A word of our own slot (written by the peer, seeded with our nonce); false if invalid.
+ * Inline: read on every send, receive and wait; unchanged since the last check is the common
+ * case and skips the CRC. The cache is racy between the tx and rx threads of a connection only
+ * in its hit rate: a pair is written raw then value, and a torn pair just misses. */
+static inline bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
+{
+	const volatile uint8_t *p = c->link->in + TP_OFF_SLOTS + (size_t)c->slot * c->link->slot_size;
+	/* acquire: a word published after a barrier is read before what it publishes (as
+	 * tp_in_word()) */
+	uint64_t raw = __atomic_load_n((const uint64_t *)(const void *)(p + w), __ATOMIC_ACQUIRE);
+	unsigned i = w / 8u;
+
+	if (i < TP_WCACHE && raw == __atomic_load_n(&c->wc_raw[i], __ATOMIC_RELAXED) && raw) {
+		*ret = (uint32_t)raw;
+		return true;
+	}
+	if (!raw) /* never written (tp_cw_check() refuses it too): flags not set, no word yet */
+		return false;
+	return tp_slot_word_check(c, w, raw, ret);
+}
 void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's slot */
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
 #define tp_set_error(c, e) tp_set_error_at((c), (e), __FILE__, __LINE__)

@@ -409,8 +409,8 @@ static void atfork_prepare(void)
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
 		pthread_mutex_lock(&l->conns_lock);
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
-			pthread_mutex_lock(&c->tx_lock);
-			pthread_mutex_lock(&c->rx_lock);
+			tp_mutex_lock(&c->tx_lock);
+			tp_mutex_lock(&c->rx_lock);
 			if (atomic_load(&c->closed))
 				continue; /* lingering here: stays ours, the child drops it */
 			/* the release held back by the lazy rx_release() goes out now: after the
@@ -431,8 +431,8 @@ static void atfork_parent(void)
 {
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
-			pthread_mutex_unlock(&c->rx_lock);
-			pthread_mutex_unlock(&c->tx_lock);
+			tp_mutex_unlock(&c->rx_lock);
+			tp_mutex_unlock(&c->tx_lock);
 		}
 		pthread_mutex_unlock(&l->conns_lock);
 	}
@@ -490,8 +490,8 @@ void tp_atfork_child(void)
 			}
 			if (!c)
 				break;
-			pthread_mutex_init(&c->tx_lock, NULL);
-			pthread_mutex_init(&c->rx_lock, NULL);
+			tp_mutex_init(&c->tx_lock);
+			tp_mutex_init(&c->rx_lock);
 			/* c->owned is false: atfork_prepare() cleared it */
 			for (int i = 0; i < TP_OWNERS; i++) {
 				if (c->ent->owners[i] == me)
@@ -569,6 +569,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 		goto err_free;
 	l->in = ntb_in_window(l->ntb, &l->in_size);
 	l->out_size = ntb_out_size(l->ntb);
+	l->out_direct = ntb_out_direct(l->ntb);
 	rc = link_geometry(l);
 	if (rc)
 		goto err_ntb;

@@ -556,13 +556,13 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	uint32_t h, off;
 	bool bad = false;
 
-	pthread_mutex_lock(&c->rx_lock);
+	tp_mutex_lock(&c->rx_lock);
 	if ((rc = tp_conn_own(c))) { /* single-owner rule after fork (tp_int.h) */
-		pthread_mutex_unlock(&c->rx_lock);
+		tp_mutex_unlock(&c->rx_lock);
 		return rc;
 	}
 	if (c->rd_shut) { /* as Linux: reads after shutdown(SHUT_RD) see end of stream */
-		pthread_mutex_unlock(&c->rx_lock);
+		tp_mutex_unlock(&c->rx_lock);
 		return 0;
 	}
 	h = c->rec_head;
@@ -676,7 +676,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		rc = -EAGAIN;
 	}
 	rx_release(c);
-	pthread_mutex_unlock(&c->rx_lock);
+	tp_mutex_unlock(&c->rx_lock);
 	return rc;
 }
 
@@ -690,12 +690,12 @@ static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
 
 void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
 {
-	pthread_mutex_lock(&c->rx_lock);
+	tp_mutex_lock(&c->rx_lock);
 	p->seq_at = in_inline(c, c->v_i) + TP_INL_SEQ;
 	p->seq_want = tp_inline_seq(c->v_i, c->link->geom.log2n, c->seq_base_in);
 	/* records already queued (or end of stream) are not news either: the caller must look */
 	p->seq_was = inline_seq_ready(c, c->v_i) || c->rec_head != c->rec_tail || c->eof;
-	pthread_mutex_unlock(&c->rx_lock);
+	tp_mutex_unlock(&c->rx_lock);
 	p->events = events;
 	p->tx_d = events & TP_EV_IN ? slot_raw(c, TP_W_TX_D) : 0;
 	p->fb_rx_i = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_I) : 0;
@@ -738,7 +738,7 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 /* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
 void tp_rx_timers(struct tp_conn *c)
 {
-	if (pthread_mutex_trylock(&c->rx_lock) == 0) {
+	if (tp_mutex_trylock(&c->rx_lock) == 0) {
 		bool discard = c->rd_shut || atomic_load(&c->closed);
 		uint32_t v;
 		/* Validation (a CRC pass over the data) is the reader's job, done on its own core
@@ -758,6 +758,6 @@ void tp_rx_timers(struct tp_conn *c)
 			fb_publish_words(c, true);
 			c->fb_dirty = false;
 		}
-		pthread_mutex_unlock(&c->rx_lock);
+		tp_mutex_unlock(&c->rx_lock);
 	}
 }

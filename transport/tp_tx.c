@@ -94,11 +94,30 @@ static bool dma_range(struct tp_conn *c, uint32_t from, uint32_t to)
 static void write_inline_slot(struct tp_conn *c, uint32_t pos)
 {
 	uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
+	uint8_t *d = c->link->out_direct;
 	uint16_t len;
 	unsigned off;
 
 	memcpy(&len, s + TP_INL_LEN, 2);
 	off = tp_inline_off(len > TP_INLINE_MAX ? TP_INLINE_MAX : len);
+	if (d) {
+		/* Plain write-back window (ntb_out_direct()): the table's bytes [off, 127) in
+		 * fixed-size moves (no calls, no length dispatch; the last two overlap by one byte
+		 * of the same value), then the sequence byte. */
+		d += out_inline_off(c, pos);
+		if (off == 0)
+			memcpy(d, s, 64);
+		if (off <= 64) {
+			memcpy(d + 64, s + 64, 32);
+			memcpy(d + 96, s + 96, 16);
+		}
+		memcpy(d + 112, s + 112, 8);
+		memcpy(d + 119, s + 119, 8);
+		/* release: payload and header before the sequence byte that publishes the slot;
+		 * pairs with the acquire load of the sequence byte in rx_inline() */
+		__atomic_store_n(d + TP_INL_SEQ, s[TP_INL_SEQ], __ATOMIC_RELEASE);
+		return;
+	}
 	ntb_write(c->link->ntb, out_inline_off(c, pos) + off, s + off, TP_INL_SEQ - off);
 	/* payload and header before the sequence byte that publishes the slot; pairs with the
 	 * acquire load of the sequence byte in rx_inline() */
@@ -408,7 +427,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
-	pthread_mutex_lock(&c->tx_lock);
+	tp_mutex_lock(&c->tx_lock);
 	rc = tp_conn_own(c); /* single-owner rule after fork (tp_int.h) */
 	if (!rc)
 		rc = tx_check(c);
@@ -476,7 +495,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	}
 	rc = sent ? (ssize_t)sent : -EAGAIN;
 out:
-	pthread_mutex_unlock(&c->tx_lock);
+	tp_mutex_unlock(&c->tx_lock);
 	return rc;
 }
 
@@ -485,7 +504,7 @@ void tp_tx_timers(struct tp_conn *c, uint64_t now)
 {
 	const struct tp_params *pp = &c->link->params;
 
-	if (pthread_mutex_trylock(&c->tx_lock) == 0) {
+	if (tp_mutex_trylock(&c->tx_lock) == 0) {
 		tp_tx_feedback(c);
 		if (c->wr_shut && !c->fin_sent && !atomic_load(&c->error))
 			tp_tx_fin(c);
@@ -525,6 +544,6 @@ void tp_tx_timers(struct tp_conn *c, uint64_t now)
 				  (uint32_t)c->detect_seq << 16);
 			c->tx_dirty = false;
 		}
-		pthread_mutex_unlock(&c->tx_lock);
+		tp_mutex_unlock(&c->tx_lock);
 	}
 }

@@ -38,7 +38,7 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 
 	if (err)
 		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
-	pthread_mutex_lock(&c->rx_lock);
+	tp_mutex_lock(&c->rx_lock);
 	/* (tp_rx_quiet(): nothing published since the last look, nothing to validate) */
 	if (!tp_rx_quiet(c))
 		tp_rx_progress(c, 1);
@@ -56,18 +56,18 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	}
 	if (c->fin_rcvd_v)
 		ev |= TP_EV_RDHUP;
-	pthread_mutex_unlock(&c->rx_lock);
+	tp_mutex_unlock(&c->rx_lock);
 	if (!(want & TP_EV_OUT)) {
 		/* waiting to read: leave the send side (and its feedback words) alone */
 		if (ev & TP_EV_RDHUP) {
-			pthread_mutex_lock(&c->tx_lock);
+			tp_mutex_lock(&c->tx_lock);
 			if (c->wr_shut && c->fin_sent)
 				ev |= TP_EV_HUP;
-			pthread_mutex_unlock(&c->tx_lock);
+			tp_mutex_unlock(&c->tx_lock);
 		}
 		goto lost;
 	}
-	pthread_mutex_lock(&c->tx_lock);
+	tp_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);
 	bool room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
 		    tp_data_room(c, TP_MT_SHORT) > 0;
@@ -82,7 +82,7 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;
-	pthread_mutex_unlock(&c->tx_lock);
+	tp_mutex_unlock(&c->tx_lock);
 	if ((ev & TP_EV_RDHUP) && wr_done)
 		ev |= TP_EV_HUP;
 lost:
@@ -266,14 +266,14 @@ size_t tp_readable_bytes(struct tp_conn *c)
 
 	if (tp_conn_own(c))
 		return 0; /* (the error is reported by the next call) */
-	pthread_mutex_lock(&c->rx_lock);
+	tp_mutex_lock(&c->rx_lock);
 	/* (a reader spinning on this finds nothing new most of the time: skip the validation) */
 	if (!tp_rx_quiet(c))
 		tp_rx_progress(c, UINT32_MAX);
 	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
 		n += c->recs[h % TP_RECS].len;
 	n -= c->rec_off;
-	pthread_mutex_unlock(&c->rx_lock);
+	tp_mutex_unlock(&c->rx_lock);
 	return n;
 }
 
@@ -283,9 +283,9 @@ size_t tp_unacked_bytes(struct tp_conn *c)
 
 	if (tp_conn_own(c))
 		return 0;
-	pthread_mutex_lock(&c->tx_lock);
+	tp_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);
 	n = (size_t)(c->tx_d - c->fb_rx_d) + (size_t)(c->tx_i - c->fb_rx_i) * 128u;
-	pthread_mutex_unlock(&c->tx_lock);
+	tp_mutex_unlock(&c->tx_lock);
 	return n;
 }

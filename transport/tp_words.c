@@ -29,20 +29,11 @@ void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce,
 	ntb_peer_db_ring(l->ntb);
 }
 
-/* A word of our own slot (written by the peer, seeded with our nonce); false if invalid. */
-bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
+/* tp_slot_word() (tp_int.h) when RAW is not the cached reading of word W: check and cache it. */
+bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *ret)
 {
-	uint32_t off = TP_OFF_SLOTS + c->slot * c->link->slot_size + w;
-	uint64_t raw = tp_in_word(c->link, off);
 	unsigned i = w / 8u;
 
-	/* unchanged since the last check (the common case): skip the CRC. The cache is racy
-	 * between the tx and rx threads of a connection only in its hit rate: a pair is
-	 * written raw then value, and a torn pair just misses. */
-	if (i < TP_WCACHE && raw == __atomic_load_n(&c->wc_raw[i], __ATOMIC_RELAXED) && raw) {
-		*ret = (uint32_t)raw;
-		return true;
-	}
 	if (!tp_cw_check(c->nonce_in, raw, ret))
 		return false;
 	if (i < TP_WCACHE)
@@ -111,8 +102,8 @@ int tp_conn_init_queues(struct tp_conn *c)
 	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
 	if (!c->dmaq && ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
-	pthread_mutex_init(&c->tx_lock, NULL);
-	pthread_mutex_init(&c->rx_lock, NULL);
+	tp_mutex_init(&c->tx_lock);
+	tp_mutex_init(&c->rx_lock);
 	c->seq_base_in = c->nonce_in % 255u;
 	c->seq_base_out = c->nonce_out % 255u;
 	c->last_ack_ms = tp_now_ms();

@@ -89,7 +89,30 @@ static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, si
 	unsigned char *o = (unsigned char *)d;
 	uint64_t r = reg;
 
-	for (; n >= 8; n -= 8, s += 8) {
+	/* 16 bytes a round, the copy decided once (fewer loop instructions per byte: these run
+	 * on every inline message and header) */
+	if (o) {
+		for (; n >= 16; n -= 16, s += 16, o += 16) {
+			uint64_t v0, v1;
+
+			memcpy(&v0, s, 8);
+			memcpy(&v1, s + 8, 8);
+			memcpy(o, &v0, 8);
+			memcpy(o + 8, &v1, 8);
+			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v0));
+			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v1));
+		}
+	} else {
+		for (; n >= 16; n -= 16, s += 16) {
+			uint64_t v0, v1;
+
+			memcpy(&v0, s, 8);
+			memcpy(&v1, s + 8, 8);
+			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v0));
+			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v1));
+		}
+	}
+	if (n >= 8) {
 		uint64_t v;
 
 		memcpy(&v, s, 8);
@@ -98,6 +121,8 @@ static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, si
 			o += 8;
 		}
 		__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v));
+		s += 8;
+		n -= 8;
 	}
 	if (n >= 4) {
 		uint32_t v;

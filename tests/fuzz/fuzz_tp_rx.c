@@ -109,12 +109,12 @@ struct ctx {
 
 static void snap(struct ctx *x, uint32_t *v_i, uint32_t *v_d, uint32_t *v_msn, uint16_t *ep)
 {
-	pthread_mutex_lock(&x->cb->rx_lock);
+	tp_mutex_lock(&x->cb->rx_lock);
 	*v_i = x->cb->v_i;
 	*v_d = x->cb->v_d;
 	*v_msn = x->cb->v_msn;
 	*ep = x->cb->rx_epoch;
-	pthread_mutex_unlock(&x->cb->rx_lock);
+	tp_mutex_unlock(&x->cb->rx_lock);
 }
 
 static void fz_peer_write(struct ctx *x, uint32_t off, const void *src, size_t len)

@@ -117,9 +117,9 @@ static void test_hint_busy_lock(void **state)
 	(void)state;
 	pair_open(&p, "fast-lock", 40003);
 	send_bytes(p.ca, 1500, 5);
-	pthread_mutex_lock(&p.cb->rx_lock); /* a reader is at work: no waiting for it */
+	tp_mutex_lock(&p.cb->rx_lock); /* a reader is at work: no waiting for it */
 	assert_false(tp_readable_hint(p.cb));
-	pthread_mutex_unlock(&p.cb->rx_lock);
+	tp_mutex_unlock(&p.cb->rx_lock);
 	assert_true(tp_readable_hint(p.cb));
 	recv_bytes(p.cb, 1500, 5);
 	pair_close(&p);
@@ -188,9 +188,9 @@ static void test_send_fits(void **state)
 	assert_true(tp_writable_hint(p.ca, sizeof(buf)));
 	assert_false(tp_writable_hint(p.ca, 0));
 	assert_false(tp_writable_hint(p.ca, 64u << 10));
-	pthread_mutex_lock(&p.ca->tx_lock);
+	tp_mutex_lock(&p.ca->tx_lock);
 	assert_false(tp_writable_hint(p.ca, sizeof(buf))); /* a sender is at work */
-	pthread_mutex_unlock(&p.ca->tx_lock);
+	tp_mutex_unlock(&p.ca->tx_lock);
 	/* sizes it does not judge */
 	assert_true(tp_send_fits(p.ca, 1, false));
 	assert_true(tp_send_fits(p.ca, 116, false));

@@ -200,11 +200,11 @@ static void toctou_round(struct pair *p, const uint8_t *msg, size_t chunk, size_
 	while (tp_readable_bytes(p->cb) < 350 && tl_now_ms() < end)
 		usleep(200);
 	assert_int_equal(tp_readable_bytes(p->cb), 350); /* both validated and queued */
-	pthread_mutex_lock(&p->cb->rx_lock);
+	tp_mutex_lock(&p->cb->rx_lock);
 	assert_int_equal(p->cb->rec_tail - p->cb->rec_head, 2);
 	struct tp_rec r0 = p->cb->recs[p->cb->rec_head % TP_RECS];
 	struct tp_rec r1 = p->cb->recs[(p->cb->rec_head + 1) % TP_RECS];
-	pthread_mutex_unlock(&p->cb->rx_lock);
+	tp_mutex_unlock(&p->cb->rx_lock);
 	assert_int_equal(r0.ring, 1);
 	assert_int_equal(r0.len, 300);
 	assert_int_equal(r1.ring, 0);
@@ -317,10 +317,10 @@ static void test_toctou_inline_head(void **state)
 		while (tp_readable_bytes(p.cb) < sizeof(msg) && tl_now_ms() < end)
 			usleep(200);
 		assert_int_equal(tp_readable_bytes(p.cb), sizeof(msg)); /* validated, queued */
-		pthread_mutex_lock(&p.cb->rx_lock);
+		tp_mutex_lock(&p.cb->rx_lock);
 		assert_int_equal(p.cb->rec_tail - p.cb->rec_head, 1);
 		struct tp_rec r = p.cb->recs[p.cb->rec_head % TP_RECS];
-		pthread_mutex_unlock(&p.cb->rx_lock);
+		tp_mutex_unlock(&p.cb->rx_lock);
 		assert_int_equal(r.ring, 0);
 		ntb_write(p.a->ntb, rec_window_off(p.ca, &r, 5), evil, sizeof(evil));
 		ntb_wc_flush(p.a->ntb);
