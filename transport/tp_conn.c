@@ -243,14 +243,10 @@ static struct tp_conn *conn_new_first(struct tp_link *l, uint32_t slot)
 	return c;
 }
 
-int tp_conn_own(struct tp_conn *c)
+int tp_conn_own_slow(struct tp_conn *c)
 {
 	int32_t me, cur = 0;
 
-	/* acquire: pairs with the release store in conn_new() / below (same process, other
-	 * thread) */
-	if (likely(__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE)))
-		return 0;
 	me = (int32_t)tp_self_pid();
 	/* CAS 0 → me: the first user after a fork wins; acq_rel pairs with the release store of
 	 * 0 in atfork_prepare() and with the other claimant's CAS */

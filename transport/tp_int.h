@@ -95,11 +95,13 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "transport/tp_mutex.h"
 #include "transport/transport.h"
 #include "util/compiler.h"
+#include "util/crc32c.h"
 
 /* --- window layout ------------------------------------------------------------------------ */
 #define TP_OFF_MBOX_TX    0x00080u
@@ -220,9 +222,23 @@ static_assert(offsetof(struct tp_pkt, apply_flags) == 88, "pkt layout");
 uint64_t tp_cw_make(uint32_t seed, uint32_t value);
 bool tp_cw_check(uint32_t seed, uint64_t word, uint32_t *ret_value);
 /* Build inline slot content for LEN bytes at SLOT (128 B); the payload is already at
- * SLOT + tp_inline_off(len) (copied by the caller, crc = crc32c(nonce, payload)). */
-void tp_inline_finish(uint8_t *slot, unsigned len, uint32_t msn, uint8_t flags, uint8_t seq,
-		      uint32_t payload_crc);
+ * SLOT + tp_inline_off(len) (copied by the caller, crc = crc32c(nonce, payload)). Inline: once
+ * per inline message. */
+static inline void tp_inline_finish(uint8_t *slot, unsigned len, uint32_t msn, uint8_t flags,
+				    uint8_t seq, uint32_t payload_crc)
+{
+	uint16_t l16 = (uint16_t)len;
+	/* the same bytes as tp_inline_hdr_crc(), from registers (the stores just made would
+	 * not forward to the wider loads of a CRC over memory) */
+	uint32_t crc = crc32c_small_val(payload_crc, (uint64_t)l16 | (uint64_t)msn << 16, 6);
+
+	crc = crc32c_small_val(crc, flags, 1);
+	memcpy(slot + TP_INL_LEN, &l16, 2);
+	memcpy(slot + TP_INL_MSN, &msn, 4);
+	slot[TP_INL_FLAGS] = flags;
+	memcpy(slot + TP_INL_CRC, &crc, 4);
+	slot[TP_INL_SEQ] = seq;
+}
 /* Validate a private copy of an inline slot; 0 and header fields, or -EBADMSG. */
 int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint32_t *ret_msn,
 		    uint8_t *ret_flags);
@@ -576,7 +592,15 @@ void tp_conn_cache_trim(struct tp_link *l);   /* every 500 ms: unused, half are 
 
 /* tp_conn.c: single-owner rule. 0 when this process drives C (claiming it when nobody has since
  * the last fork), else -EPERM, which also fails C for this process only (c->error). */
-int tp_conn_own(struct tp_conn *c);
+int tp_conn_own_slow(struct tp_conn *c);
+static inline int tp_conn_own(struct tp_conn *c)
+{
+	/* acquire: pairs with the release store in conn_new() / tp_conn_own_slow() (same
+	 * process, other thread) */
+	if (likely(__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE)))
+		return 0;
+	return tp_conn_own_slow(c);
+}
 
 /* tp_conn.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
 void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);

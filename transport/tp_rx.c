@@ -567,6 +567,14 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	}
 	h = c->rec_head;
 	off = c->rec_off;
+	/* Fast path (one buffer, nothing queued): the next inline message straight into it; when
+	 * it fills the buffer there is nothing left for the loop below to do. */
+	if (!peek && iovcnt == 1 && h == c->rec_tail && iov[0].iov_len) {
+		got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
+		voff = got;
+		if (got == iov[0].iov_len)
+			goto out;
+	}
 	for (;;) {
 		while (vi < iovcnt && voff == iov[vi].iov_len) {
 			vi++;
@@ -655,6 +663,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		off = 0;
 		rx_release(c);
 	}
+out:
 	if (!peek)
 		c->rec_off = off;
 	if (got) {
@@ -662,7 +671,8 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 			TP_STAT_ADD(c->st->rx_bytes, got);
 		rc = (ssize_t)got;
 		/* reading without polling: the peer need not ring for us any more */
-		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
+		if (c->rx_wait_set)
+			tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
 	} else if (c->eof) {
 		rc = 0;
 	} else if ((rc = atomic_load(&c->error))) {

@@ -152,8 +152,8 @@ static size_t iov_take(struct iov_cur *ic, size_t max, const uint8_t **src)
 /* Gather LEN bytes from the iovec cursor into DST, fusing the CRC; returns the CRC. SMALL
  * (inline payloads, ≤ 116 bytes; a constant at each call site): inline crc32 instructions,
  * no dispatch. */
-static inline uint32_t gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc,
-				  bool small)
+static inline __attribute__((always_inline)) uint32_t
+gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc, bool small)
 {
 	while (len) {
 		const uint8_t *src;
@@ -491,7 +491,8 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	if (any) {
 		TP_STAT_ADD(c->st->tx_bytes, sent);
 		tp_wake_peer(c, TP_W_FB_WAIT);
-		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+		if (c->tx_wait_set)
+			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 	}
 	rc = sent ? (ssize_t)sent : -EAGAIN;
 out:

@@ -32,22 +32,6 @@ uint32_t tp_inline_hdr_crc(uint32_t payload_crc, const uint8_t *slot)
 	return crc32c_small(crc, slot + TP_INL_FLAGS, 1);
 }
 
-void tp_inline_finish(uint8_t *slot, unsigned len, uint32_t msn, uint8_t flags, uint8_t seq,
-		      uint32_t payload_crc)
-{
-	uint16_t l16 = (uint16_t)len;
-	/* the same bytes as tp_inline_hdr_crc(), from registers (the stores just made would
-	 * not forward to the wider loads of a CRC over memory) */
-	uint32_t crc = crc32c_small_val(payload_crc, (uint64_t)l16 | (uint64_t)msn << 16, 6);
-
-	crc = crc32c_small_val(crc, flags, 1);
-	memcpy(slot + TP_INL_LEN, &l16, 2);
-	memcpy(slot + TP_INL_MSN, &msn, 4);
-	slot[TP_INL_FLAGS] = flags;
-	memcpy(slot + TP_INL_CRC, &crc, 4);
-	slot[TP_INL_SEQ] = seq;
-}
-
 int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint32_t *ret_msn,
 		    uint8_t *ret_flags)
 {
