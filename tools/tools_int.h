@@ -151,15 +151,16 @@ int tool_ref_cacheline_burst(int cpu_a, int cpu_b, unsigned warm, unsigned n,
 bool tool_tsc_usable(void);
 
 /* A timestamp: the TSC when TSC (only where tool_tsc_usable()), else CLOCK_MONOTONIC in ns.
- * The lfence makes the TSC read wait for the instructions before it (the load that saw an
- * echo arrive), as the vDSO clock does; it costs ~12 ns where clock_gettime() costs ~30. */
+ * A bare rdtsc, ~12 ns where clock_gettime() costs ~30 and lfence + rdtsc ~24 on a VM: it may
+ * execute a little before the loads ahead of it complete, but the ping-pong reads one stamp
+ * per round trip (each ends where the next starts), so a stamp read early shortens one round
+ * trip and lengthens the next by as much, and the percentiles do not drift; the cost of the
+ * read, by contrast, is in every round trip. */
 static inline uint64_t tool_stamp(bool tsc)
 {
 #if defined(__x86_64__)
-	if (tsc) {
-		_mm_lfence();
+	if (tsc)
 		return __rdtsc();
-	}
 #else
 	(void)tsc;
 #endif
