@@ -223,15 +223,16 @@ static int ping_block(struct lat_run *lr, uint64_t first, uint64_t n_meas, uint6
 /*
  * Ping-pong latency, with the cache-line reference interleaved: the round trips run in up to
  * PERF_LAT_BLOCKS blocks, each preceded by a short burst of the cache-line ping-pong between
- * the same two CPUs (side 1 then waits in a read() on its control socket, so the burst has its
- * CPU). Both figures thus sample the same moments of the run — on a VM whose vCPUs change host
+ * the same two CPUs with PEER (side 1 then waits in a read() on its control socket, so the
+ * burst has its CPU; PEER waits in one while the transport runs). Both figures thus sample the same moments of the run — on a VM whose vCPUs change host
  * placement every few seconds, a reference measured at another time can differ 5x. The
  * reference is the median of all the size's batches, the latency the percentiles of all its
  * round trips; with an invariant TSC the round trips are timed with it, at a rate calibrated
  * against CLOCK_MONOTONIC over this whole measurement.
  */
 static int measure_latency(struct tp_conn *c, int ctl, const uint8_t *pattern, uint8_t *buf,
-			   struct perf_result *r, int cpu_a, int cpu_b, char *err, size_t errlen)
+			   struct perf_result *r, struct tool_ref_peer *peer, char *err,
+			   size_t errlen)
 {
 	uint64_t blocks = r->count / PERF_LAT_MIN_BLOCK, done = 0, msg_no = 0, retx0, crc0;
 	uint64_t retx1, crc1;
@@ -258,8 +259,7 @@ static int measure_latency(struct tp_conn *c, int ctl, const uint8_t *pattern, u
 	for (uint64_t b = 0; b < blocks; b++) {
 		uint64_t n = r->count / blocks + (b < r->count % blocks);
 
-		if (tool_ref_cacheline_burst(cpu_a, cpu_b, PERF_BURST_WARM, PERF_BURST_BATCHES,
-					     ref + n_ref) == 0)
+		if (tool_ref_peer_burst(peer, PERF_BURST_WARM, PERF_BURST_BATCHES, ref + n_ref) == 0)
 			n_ref += PERF_BURST_BATCHES;
 		else
 			ref_ok = false;
@@ -550,7 +550,7 @@ static void install_cleanup(const char *path, pid_t child)
 /* --- the run ---------------------------------------------------------------------------------- */
 
 static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, const uint8_t *pattern,
-		     uint8_t *buf, struct perf_result *res, int cpu_a, int cpu_b, char *err,
+		     uint8_t *buf, struct perf_result *res, struct tool_ref_peer *peer, char *err,
 		     size_t errlen)
 {
 	for (int i = 0; i < o->n_sizes; i++) {
@@ -561,7 +561,7 @@ static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, cons
 		r->count = o->count;
 		rc = measure_stream(c, ctl, pattern, buf, r, err, errlen);
 		if (rc == 0)
-			rc = measure_latency(c, ctl, pattern, buf, r, cpu_a, cpu_b, err, errlen);
+			rc = measure_latency(c, ctl, pattern, buf, r, peer, err, errlen);
 		if (rc < 0)
 			return rc;
 		r->done = true;
@@ -635,6 +635,7 @@ int cmd_perf(int argc, char **argv)
 {
 	struct perf_opts o;
 	struct perf_result res[PERF_MAX_SIZES];
+	struct tool_ref_peer peer;
 	struct tp_link *link = NULL;
 	struct tp_conn *c = NULL;
 	uint8_t *pattern = NULL, *buf = NULL;
@@ -664,11 +665,16 @@ int cmd_perf(int argc, char **argv)
 	tool_pattern_fill(pattern, tool_pattern_len(max_size), PERF_PATTERN_SEED);
 	if (tool_pick_cpus(&cpu_a, &cpu_b) < 0)
 		cpu_a = cpu_b = -1;
+	fflush(NULL);
+	/* The interleaved cache-line reference's responder, first: forked before the control
+	 * socket (it must not hold side 1's other end) and before any transport call (a fork
+	 * with an open connection takes part in the transport's fork protocol). Without it the
+	 * interleaved line reports a failure; the rest of the run does not depend on it. */
+	tool_ref_peer_start(&peer, cpu_a, cpu_b);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		fprintf(stderr, "ntbsock perf: socketpair: %s\n", strerror(errno));
 		goto err_free;
 	}
-	fflush(NULL);
 	/* Fork before any transport call: each process opens its own side of the link. */
 	child = fork();
 	if (child < 0) {
@@ -679,6 +685,8 @@ int cmd_perf(int argc, char **argv)
 	}
 	if (child == 0) {
 		close(sv[0]);
+		if (peer.fd >= 0)
+			close(peer.fd); /* the responder sees EOF when the parent closes it */
 		_exit(perf_child_main(&o, sv[1], pattern, max_size, cpu_b));
 	}
 	close(sv[1]);
@@ -690,7 +698,7 @@ int cmd_perf(int argc, char **argv)
 		goto err_child;
 	if (!o.csv)
 		print_table_head(&o, cpu_a, cpu_b);
-	rc = run_sweep(&o, c, sv[0], pattern, buf, res, cpu_a, cpu_b, err, sizeof(err));
+	rc = run_sweep(&o, c, sv[0], pattern, buf, res, &peer, err, sizeof(err));
 	if (rc == 0)
 		ctl_run(sv[0], PERF_CMD_QUIT, 0, 0, 0);
 err_child:
@@ -698,6 +706,7 @@ err_child:
 	if (rc < 0)
 		kill(child, SIGTERM);
 	waitpid(child, &status, 0);
+	tool_ref_peer_stop(&peer);
 	remove_link_files(o.lp.path);
 	all_ok = report_end(&o, res, rc == 0, err, cpu_a, cpu_b);
 	/* Last: the side-1 process is gone, so this only releases our own resources. */
@@ -707,6 +716,7 @@ err_child:
 	free(buf);
 	return rc == 0 && all_ok ? TOOL_EXIT_OK : TOOL_EXIT_FAIL;
 err_free:
+	tool_ref_peer_stop(&peer);
 	free(pattern);
 	free(buf);
 	return TOOL_EXIT_FAIL;

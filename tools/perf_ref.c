@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,7 +103,8 @@ struct pingpong_line {
  * core with the other side. The peer is checked every 2^16 rounds. */
 static bool wait_seq(struct pingpong_line *line, uint64_t want, bool yield, pid_t peer)
 {
-	/* acquire: pairs with the release stores of the other side in cacheline_run() */
+	/* acquire: pairs with the release stores of the other side: cacheline_run() and
+	 * cacheline_child(), tool_ref_peer_burst() and peer_main() */
 	for (uint32_t n = 1; __atomic_load_n(&line->seq, __ATOMIC_ACQUIRE) != want; n++) {
 		if (yield)
 			sched_yield();
@@ -133,18 +135,17 @@ static void __attribute__((noreturn)) cacheline_child(struct pingpong_line *line
 
 /*
  * The cache-line ping-pong: fork a responder pinned to CPU_B, pin this process to CPU_A
- * (restored after), wait until the responder runs, then SKIP unmeasured round trips and
- * ROUNDS timed ones. The timed ones are timed in batches of TOOL_REF_BATCH (the clock is read
- * once per batch, not per round, so it barely adds to an ~80 ns round trip): up to MAX_B
- * batch durations in ns go to BATCH, their number to *RET_NB, the whole timed part to
- * *RET_ELAPSED. 0 or a negative errno.
+ * (restored after), wait until the responder runs, then ROUNDS round trips, timed in batches
+ * of TOOL_REF_BATCH (the clock is read once per batch, not per round, so it barely adds to an
+ * ~80 ns round trip): up to MAX_B batch durations in ns go to BATCH, their number to *RET_NB,
+ * the whole to *RET_ELAPSED. 0 or a negative errno.
  */
-static int cacheline_run(int cpu_a, int cpu_b, uint64_t skip, uint64_t rounds, uint64_t *batch,
-			 size_t max_b, size_t *ret_nb, uint64_t *ret_elapsed)
+static int cacheline_run(int cpu_a, int cpu_b, uint64_t rounds, uint64_t *batch, size_t max_b,
+			 size_t *ret_nb, uint64_t *ret_elapsed)
 {
 	struct pingpong_line *line;
 	bool yield = cpu_a < 0 || cpu_a == cpu_b;
-	uint64_t total = skip + rounds, start = 0, mark = 0;
+	uint64_t total = rounds, start, mark;
 	size_t nb = 0;
 	pid_t parent = getpid(), child;
 	int status, rc = 0;
@@ -178,16 +179,15 @@ static int cacheline_run(int cpu_a, int cpu_b, uint64_t skip, uint64_t rounds, u
 		}
 		sched_yield();
 	}
+	start = mark = tool_now_ns();
 	for (uint64_t i = 0; i < total; i++) {
-		if (i == skip)
-			start = mark = tool_now_ns();
 		/* release: pairs with the acquire load in the responder's wait_seq() */
 		__atomic_store_n(&line->seq, 2 * i + 1, __ATOMIC_RELEASE);
 		if (!wait_seq(line, 2 * i + 2, yield, child)) {
 			child = -1; /* died and reaped: no answer will come */
 			break;
 		}
-		if (i >= skip && (i + 1 - skip) % TOOL_REF_BATCH == 0 && nb < max_b) {
+		if ((i + 1) % TOOL_REF_BATCH == 0 && nb < max_b) {
 			uint64_t now = tool_now_ns();
 
 			batch[nb++] = now - mark;
@@ -213,7 +213,7 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 	uint64_t *batch = malloc(max_b * sizeof(*batch)), elapsed = 0;
 	int rc;
 
-	rc = cacheline_run(cpu_a, cpu_b, 0, rounds, batch, batch ? max_b : 0, &nb, &elapsed);
+	rc = cacheline_run(cpu_a, cpu_b, rounds, batch, batch ? max_b : 0, &nb, &elapsed);
 	if (rc == 0 && nb >= 5)
 		*ret_oneway_us = (double)tool_percentile(batch, nb, 50) / TOOL_REF_BATCH / 2.0 /
 				 1000.0;
@@ -223,17 +223,120 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 	return rc;
 }
 
-int tool_ref_cacheline_burst(int cpu_a, int cpu_b, unsigned warm, unsigned n,
-			     uint64_t *ret_batch_ns)
-{
-	size_t nb = 0;
-	uint64_t elapsed;
-	int rc = cacheline_run(cpu_a, cpu_b, (uint64_t)warm * TOOL_REF_BATCH,
-			       (uint64_t)n * TOOL_REF_BATCH, ret_batch_ns, n, &nb, &elapsed);
+/* --- a responder kept alive for interleaved bursts ------------------------------------------- */
 
-	if (rc == 0 && nb != n)
-		rc = -ECHILD;
+/* The responder of tool_ref_peer_start(): pinned to CPU, it sleeps in a read() on FD until a
+ * burst is asked for (a uint64_t: the number of round trips), answers it, and sleeps again;
+ * EOF ends it. SEQ runs on across bursts. */
+static void __attribute__((noreturn)) peer_main(struct pingpong_line *line, int fd, int cpu,
+						bool yield, pid_t parent)
+{
+	uint64_t rounds, seq = 0;
+
+	tool_pin_cpu(cpu);
+	for (;;) {
+		ssize_t n = read(fd, &rounds, sizeof(rounds));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof(rounds))
+			_exit(n == 0 ? 0 : 1); /* EOF: the run is over */
+		for (uint64_t i = 0; i < rounds; i++) {
+			if (!wait_seq(line, seq + 1, yield, -parent))
+				_exit(1); /* the initiator died: do not spin on */
+			seq += 2;
+			/* release: pairs with the acquire load in tool_ref_peer_burst()'s wait_seq() */
+			__atomic_store_n(&line->seq, seq, __ATOMIC_RELEASE);
+		}
+	}
+}
+
+int tool_ref_peer_start(struct tool_ref_peer *peer, int cpu_a, int cpu_b)
+{
+	struct pingpong_line *line;
+	int sv[2], rc;
+	pid_t parent = getpid(), pid;
+
+	peer->pid = -1;
+	peer->fd = -1;
+	peer->line = NULL;
+	line = mmap(NULL, sizeof(*line), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (line == MAP_FAILED)
+		return -errno;
+	line->seq = 0;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		rc = -errno;
+		goto err_line;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(sv[0]);
+		close(sv[1]);
+		goto err_line;
+	}
+	if (pid == 0) {
+		close(sv[1]);
+		peer_main(line, sv[0], cpu_b, cpu_a < 0 || cpu_a == cpu_b, parent);
+	}
+	close(sv[0]);
+	peer->pid = pid;
+	peer->fd = sv[1];
+	peer->line = line;
+	peer->seq = 0;
+	peer->yield = cpu_a < 0 || cpu_a == cpu_b;
+	return 0;
+err_line:
+	munmap(line, sizeof(*line));
 	return rc;
+}
+
+int tool_ref_peer_burst(struct tool_ref_peer *peer, unsigned warm, unsigned n,
+			uint64_t *ret_batch_ns)
+{
+	uint64_t skip = (uint64_t)warm * TOOL_REF_BATCH, rounds = skip + (uint64_t)n * TOOL_REF_BATCH;
+	uint64_t mark = 0;
+	size_t nb = 0;
+	ssize_t w;
+
+	if (peer->pid <= 0)
+		return -ECHILD;
+	do /* MSG_NOSIGNAL: a dead responder is an error here, not a SIGPIPE */
+		w = send(peer->fd, &rounds, sizeof(rounds), MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	if (w != (ssize_t)sizeof(rounds))
+		return -EPIPE;
+	for (uint64_t i = 0; i < rounds; i++) {
+		if (i == skip)
+			mark = tool_now_ns();
+		/* release: pairs with the acquire load in peer_main()'s wait_seq() */
+		__atomic_store_n(&peer->line->seq, peer->seq + 1, __ATOMIC_RELEASE);
+		if (!wait_seq(peer->line, peer->seq + 2, peer->yield, peer->pid)) {
+			peer->pid = -1; /* died and reaped */
+			return -ECHILD;
+		}
+		peer->seq += 2;
+		if (i >= skip && (i + 1 - skip) % TOOL_REF_BATCH == 0) {
+			uint64_t now = tool_now_ns();
+
+			ret_batch_ns[nb++] = now - mark;
+			mark = now;
+		}
+	}
+	return 0;
+}
+
+void tool_ref_peer_stop(struct tool_ref_peer *peer)
+{
+	if (peer->fd >= 0)
+		close(peer->fd); /* the responder sees EOF and leaves */
+	if (peer->pid > 0)
+		waitpid(peer->pid, NULL, 0);
+	if (peer->line)
+		munmap(peer->line, sizeof(*peer->line));
+	peer->pid = -1;
+	peer->fd = -1;
+	peer->line = NULL;
 }
 
 /* --- the time-stamp counter ------------------------------------------------------------------- */

@@ -138,12 +138,30 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 /* Round trips per timed batch of the cache-line ping-pong. */
 #define TOOL_REF_BATCH 64u
 
-/* A short burst of the same ping-pong, to interleave with another measurement (a fork per
- * burst): WARM unmeasured batches of TOOL_REF_BATCH round trips, then N timed ones whose
- * durations in ns (round trips, not one-way) go to RET_BATCH_NS[0..N-1]. 0 or a negative
- * errno. */
-int tool_ref_cacheline_burst(int cpu_a, int cpu_b, unsigned warm, unsigned n,
-			     uint64_t *ret_batch_ns);
+/* The same ping-pong in short bursts, interleaved with another measurement: a responder
+ * forked once (before the caller opens anything a fork would copy, such as a transport link),
+ * pinned to CPU_B, asleep in a read() between bursts. The caller must run on CPU_A while it
+ * asks for bursts, and close FD in any other child it forks later. */
+struct pingpong_line;
+struct tool_ref_peer {
+	pid_t                 pid;   /* the responder; -1: none (gone) */
+	int                   fd;    /* its command socket */
+	struct pingpong_line *line;  /* the shared cache line */
+	uint64_t              seq;   /* the last value the responder wrote */
+	bool                  yield; /* one CPU: both sides yield while waiting */
+};
+
+/* Fork the responder; 0 or a negative errno (PEER then has no responder: pid -1, fd -1). */
+int tool_ref_peer_start(struct tool_ref_peer *peer, int cpu_a, int cpu_b);
+
+/* One burst: WARM unmeasured batches of TOOL_REF_BATCH round trips, then N timed ones whose
+ * durations in ns (round trips, not one-way) go to RET_BATCH_NS[0..N-1]. 0, or -ECHILD /
+ * -EPIPE when the responder is gone. */
+int tool_ref_peer_burst(struct tool_ref_peer *peer, unsigned warm, unsigned n,
+			uint64_t *ret_batch_ns);
+
+/* End the responder (EOF on its socket) and release PEER; accepts a PEER without one. */
+void tool_ref_peer_stop(struct tool_ref_peer *peer);
 
 /* Whether intervals can be timed with the time-stamp counter: x86-64 with an invariant TSC
  * (CPUID 0x80000007 EDX bit 8, or constant_tsc and nonstop_tsc in /proc/cpuinfo), unless
