@@ -525,8 +525,8 @@ static void client(int fd)
 	ok("SO_SNDTIMEO");
 	/* 7d: non-blocking 1 KiB writes with nobody reading, until EAGAIN. POLLOUT (poll, and
 	 * EPOLLOUT edge-triggered) then means the next write does not fail with EAGAIN; over NTB
-	 * also that it goes whole (no POLLOUT for less room than the last write's size), and
-	 * there is none right after the EAGAIN. Once the server drains, both report it. */
+	 * also that it goes whole (no POLLOUT for less room than the last write's size). Once
+	 * the server drains, both report it. */
 	{
 		static unsigned char kb[1024];
 		bool ntb = getenv("NTBSOCK_CONF") != NULL;
@@ -547,11 +547,14 @@ static void client(int fd)
 			struct pollfd po = { .fd = fd, .events = POLLOUT };
 			int pr = poll(&po, 1, 0);
 			CHECK(pr >= 0, "poll");
-			if (ntb)
-				CHECK(pr == 0, "POLLOUT right after EAGAIN (revents %#x)", po.revents);
+			/* (POLLOUT may come right away when the receiver's helper thread released
+			 * held-back space meanwhile — its timers do for a reader that stopped
+			 * reading; over NTB it must then be room for the whole write) */
 			if (pr == 1) {
 				r = write(fd, kb, sizeof(kb));
 				CHECK(r > 0, "POLLOUT, then EAGAIN");
+				CHECK(!ntb || r == (ssize_t)sizeof(kb),
+				      "POLLOUT right after EAGAIN for less than the write: %zd", r);
 				flood += (size_t)r;
 			}
 		}
