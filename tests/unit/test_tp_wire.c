@@ -156,6 +156,8 @@ static void test_inline_window_layout(void **state)
 				       (size_t)cb->slot * b->slot_size + TP_SLOT_RINGS;
 
 	assert_int_equal(ca->out.slot_off, TP_OFF_SLOTS + cb->slot * b->slot_size);
+	/* an shm link without faults: the slots go by plain stores (write_inline_slot()) */
+	assert_non_null(a->out_direct);
 	for (unsigned len = 1; len <= 116; len++) {
 		const volatile uint8_t *s = ring + (len - 1) * 128u;
 		struct iovec v = { pay, len };

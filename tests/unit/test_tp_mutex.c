@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/* struct tp_mutex (transport/tp_mutex.h): mutual exclusion under contention (threads that spin
+ * and threads that sleep in the futex), trylock semantics, every sleeper woken. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "transport/tp_mutex.h"
+
+#define THREADS 4
+#define ROUNDS  20000
+
+struct shared {
+	struct tp_mutex m;
+	uint64_t counter;  /* plain: only ever touched under m */
+	int inside;        /* plain: threads inside the critical section now */
+	int overlaps;      /* times a thread found another one inside */
+};
+
+static void *worker(void *p)
+{
+	struct shared *sh = p;
+
+	for (int i = 0; i < ROUNDS; i++) {
+		tp_mutex_lock(&sh->m);
+		if (sh->inside++)
+			sh->overlaps++;
+		uint64_t v = sh->counter;
+
+		/* every 64th round holds the lock long enough for the others to go to sleep */
+		if (i % 64 == 0)
+			usleep(20);
+		sh->counter = v + 1;
+		sh->inside--;
+		tp_mutex_unlock(&sh->m);
+	}
+	return NULL;
+}
+
+static void test_mutual_exclusion(void **state)
+{
+	struct shared sh = { .counter = 0 };
+	pthread_t t[THREADS];
+
+	(void)state;
+	tp_mutex_init(&sh.m);
+	for (int i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, worker, &sh), 0);
+	for (int i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0); /* a lost wake-up hangs here */
+	assert_int_equal(sh.overlaps, 0);
+	assert_int_equal(sh.counter, (uint64_t)THREADS * ROUNDS);
+	assert_int_equal(atomic_load(&sh.m.v), 0); /* released, no waiter mark left */
+}
+
+struct holder {
+	struct tp_mutex *m;
+	volatile int go;
+};
+
+static void *take_and_release(void *p)
+{
+	struct holder *h = p;
+
+	tp_mutex_lock(h->m); /* sleeps: the test thread holds it */
+	h->go = 1;
+	tp_mutex_unlock(h->m);
+	return NULL;
+}
+
+static void test_trylock_and_sleeper(void **state)
+{
+	struct tp_mutex m;
+	struct holder h = { .m = &m, .go = 0 };
+	pthread_t t;
+
+	(void)state;
+	tp_mutex_init(&m);
+	assert_int_equal(tp_mutex_trylock(&m), 0);
+	assert_int_equal(tp_mutex_trylock(&m), EBUSY); /* not recursive */
+	assert_int_equal(pthread_create(&t, NULL, take_and_release, &h), 0);
+	usleep(20000); /* the other thread is past its spin and asleep */
+	assert_int_equal(h.go, 0);
+	assert_int_equal(atomic_load(&m.v), 2); /* it said so before sleeping */
+	tp_mutex_unlock(&m);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(h.go, 1);
+	assert_int_equal(tp_mutex_trylock(&m), 0);
+	tp_mutex_unlock(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mutual_exclusion),
+		cmocka_unit_test(test_trylock_and_sleeper),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
