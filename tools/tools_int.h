@@ -172,8 +172,8 @@ bool tool_tsc_usable(void);
  * A bare rdtsc, ~12 ns where clock_gettime() costs ~30 and lfence + rdtsc ~24 on a VM: it may
  * execute a little before the loads ahead of it complete, but the ping-pong reads one stamp
  * per round trip (each ends where the next starts), so a stamp read early shortens one round
- * trip and lengthens the next by as much, and the percentiles do not drift; the cost of the
- * read, by contrast, is in every round trip. */
+ * trip and lengthens the next by as much: the median does not move (the tail by a few ns at
+ * most), whereas the cost of the read is in every round trip. */
 static inline uint64_t tool_stamp(bool tsc)
 {
 #if defined(__x86_64__)
