@@ -569,11 +569,16 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	off = c->rec_off;
 	/* Fast path (one buffer, nothing queued): the next inline message straight into it; when
 	 * it fills the buffer there is nothing left for the loop below to do. */
+	bool skip_inline = false;
+
 	if (!peek && iovcnt == 1 && h == c->rec_tail && iov[0].iov_len) {
 		got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
 		voff = got;
 		if (got == iov[0].iov_len)
 			goto out;
+		/* nothing inline just now: the loop's first look goes to the data ring (a slot
+		 * published meanwhile is found by the validation below, or by the next call) */
+		skip_inline = !got;
 	}
 	for (;;) {
 		while (vi < iovcnt && voff == iov[vi].iov_len) {
@@ -590,7 +595,8 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 
 				for (int i = vi + 1; i < iovcnt && room < TP_INLINE_MAX; i++)
 					room += iov[i].iov_len;
-				n = rx_inline_direct(c, iov, iovcnt, vi, voff, room);
+				n = skip_inline ? 0 : rx_inline_direct(c, iov, iovcnt, vi, voff, room);
+				skip_inline = false;
 				if (!n)
 					n = rx_direct(c, iov, iovcnt, vi, voff);
 			}
