@@ -176,7 +176,9 @@ if want 5; then
 		set -- $(bn_reference)
 		record ref-memcpy machine 4M $r $1 - -
 		record ref-cacheline machine 64 $r $2 - -
-		step "rep $r: reference: memcpy $1 MB/s, cache-line one-way $2 us"
+		record ref-cacheline-il machine 64 $r $3 - -
+		record perf-ratio64 transport 64 $r $5 - -
+		step "rep $r: reference: memcpy $1 MB/s, cache-line one-way $2 us; interleaved: $3 us, 64 B p50 $4 us = ${5}x"
 	done
 fi
 

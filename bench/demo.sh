@@ -61,6 +61,7 @@ bn_stop $sn; bn_stop $st
 set -- $(bn_reference)
 echo "ref memcpy - $1 - -" >>"$RES"
 echo "ref cacheline - $2 - -" >>"$RES"
-step "ntbsock perf reference: memcpy $1 MB/s, cache-line one-way $2 us"
+echo "ref cacheline-il - $3 $4 $5" >>"$RES"
+step "ntbsock perf reference: memcpy $1 MB/s, cache-line one-way $2 us; interleaved with the 64 B ping-pong: $3 us, transport p50 $4 us = ${5}x"
 
 $PY "$ROOT/bench/table.py" demo "$MACHINE" "$RES"

@@ -101,7 +101,8 @@ def load(path):
 
 UNITS = {("iperf3", "v1"): "Gbit/s", ("iperf3-P4", "v1"): "Gbit/s", ("connrate", "v1"): "conn/s",
          ("perf", "v1"): "MB/s", ("perf", "v2"): "us p50", ("ref-memcpy", "v1"): "MB/s",
-         ("ref-cacheline", "v1"): "us one-way"}
+         ("ref-cacheline", "v1"): "us one-way", ("ref-cacheline-il", "v1"): "us one-way",
+         ("perf-ratio64", "v1"): "x cache line"}
 
 
 def unit_of(test, metric):
@@ -162,6 +163,19 @@ def goals(stats):
     for name, target, need, r in rows:
         met = "n/a" if r is None else ("yes" if r >= need else "**no**")
         out.append("| %s | %s | %s | %s |" % (name, target, rfmt(r), met))
+    # issue 4 (the transport alone, ntbsock perf)
+    mem, bw = get("ref-memcpy", 4 << 20, "machine"), get("perf", 65536, "transport")
+    frac = None if (mem is None or bw is None or mem.median is None or bw.median is None
+                    or not mem.median) else bw.median / mem.median
+    out.append("| ntbsock perf 64 KiB streaming / same-run memcpy (issue 4) | ≥ 50%% | %s | %s |" % (
+        "n/a" if frac is None else "%.0f%%" % (100 * frac),
+        "n/a" if frac is None else ("yes" if frac >= 0.5 else "**no**")))
+    il = get("perf-ratio64", 64, "transport")
+    r = None if il is None else il.median
+    out.append("| ntbsock perf 64 B one-way p50 / cache line measured interleaved (issue 4) "
+               "| ≤ 4× | %s | %s |" % (
+                   "n/a" if r is None else "%.1f× [%s–%s]" % (r, rfmt(il.lo), rfmt(il.hi)),
+                   "n/a" if r is None else ("yes" if r <= 4 else "**no**")))
     return out
 
 
@@ -222,7 +236,9 @@ def write_md(stats, notes, path, machine, reps, secs):
             "| reference | value |", "|---|---:|",
             "| memcpy bandwidth, one core, 4 MiB buffers (MB/s) | %s |" % cell(mem),
             "| cache-line one-way latency between the two cores (µs) | %s |"
-            % cell(stats.get(("ref-cacheline", 64, "machine", "v1"))), ""]
+            % cell(stats.get(("ref-cacheline", 64, "machine", "v1"))),
+            "| the same, measured interleaved with the 64 B ping-pong (µs) | %s |"
+            % cell(stats.get(("ref-cacheline-il", 64, "machine", "v1"))), ""]
     if notes:
         out += ["## Notes", ""] + ["- " + n for n in notes] + [""]
     open(path, "w").write("\n".join(out) + "\n")

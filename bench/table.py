@@ -74,6 +74,11 @@ def main():
     print("| reference: memcpy bandwidth, one core | 4 MiB | %s MB/s = %s Gbit/s | | |" % (
         fmt(mc, 0), fmt(None if mc is None else mc * 8 / 1000, 1)))
     print("| reference: cache-line one-way latency, core to core | 64 B | %s µs | | |" % fmt(cl, 2))
+    il = data.get(("ref", "cacheline-il", "-"))
+    if il and len(il) >= 3:
+        print("| ntbsock perf 64 B one-way p50 / cache line measured interleaved with it | 64 B | "
+              "%s µs / %s µs = %s× | | |" % (fmt(num(il[1]), 3), fmt(num(il[0]), 3),
+                                          fmt(num(il[2]), 1)))
     print()
     print("Ratio: ntbsock/TCP for throughput, TCP/ntbsock for latency (above 1× ntbsock is "
           "better). Every ntbsock row was checked to have used the link (library log says "
