@@ -749,7 +749,7 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 			 * write_inline_slot(); what it publishes is validated under rx_lock later) */
 			(void)*(p->seq_at - TP_INL_SEQ);
 			if (seq == p->seq_want)
-				hit |= TP_EV_IN;
+				return TP_EV_IN; /* at once: the caller's tp_recv() sees the rest */
 		}
 		if (slot_raw(c, TP_W_TX_D) != p->tx_d)
 			hit |= TP_EV_IN;
