@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* struct tp_mutex (transport/tp_mutex.h): mutual exclusion under contention (threads that spin
  * and threads that sleep in the futex), trylock semantics, every sleeper woken. */
-#include <pthread.h>
+#include <pthread.h> /* (pthread_timedjoin_np: _GNU_SOURCE from the Makefile) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,16 @@
 
 #define THREADS 4
 #define ROUNDS  20000
+
+/* Join T, failing (not hanging) when it does not end within 20 s: a lost wake-up. */
+static void join_or_fail(pthread_t t)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 20;
+	assert_int_equal(pthread_timedjoin_np(t, NULL, &ts), 0);
+}
 
 struct shared {
 	struct tp_mutex m;
@@ -52,7 +62,7 @@ static void test_mutual_exclusion(void **state)
 	for (int i = 0; i < THREADS; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, worker, &sh), 0);
 	for (int i = 0; i < THREADS; i++)
-		assert_int_equal(pthread_join(t[i], NULL), 0); /* a lost wake-up hangs here */
+		join_or_fail(t[i]);
 	assert_int_equal(sh.overlaps, 0);
 	assert_int_equal(sh.counter, (uint64_t)THREADS * ROUNDS);
 	assert_int_equal(atomic_load(&sh.m.v), 0); /* released, no waiter mark left */
@@ -88,7 +98,7 @@ static void test_trylock_and_sleeper(void **state)
 	assert_int_equal(h.go, 0);
 	assert_int_equal(atomic_load(&m.v), 2); /* it said so before sleeping */
 	tp_mutex_unlock(&m);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	join_or_fail(t);
 	assert_int_equal(h.go, 1);
 	assert_int_equal(tp_mutex_trylock(&m), 0);
 	tp_mutex_unlock(&m);
