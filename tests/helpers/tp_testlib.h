@@ -39,6 +39,22 @@ static inline void tl_unlink(const char *path)
 	unlink(p);
 }
 
+/* Both sides of one shm link (A = side 0, the client host; B = side 1) and, for the tests
+ * that open one, a connection between them. */
+struct tl_pair {
+	char path[128];
+	struct tp_link *a, *b;
+	struct tp_conn *ca, *cb;
+};
+
+/* Close both links (and with them their connections) and remove the link's files. */
+static inline void tl_pair_close(struct tl_pair *p)
+{
+	tp_link_close(p->a);
+	tp_link_close(p->b);
+	tl_unlink(p->path);
+}
+
 static inline int tl_open(const char *path, int side, size_t win, const struct tp_params *tpp,
 			  struct tp_link **ret)
 {

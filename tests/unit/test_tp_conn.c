@@ -16,12 +16,7 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
-struct pair {
-	char path[128];
-	struct tp_link *a, *b;
-};
-
-static void pair_open_ctx(struct pair *p, const char *name, uint32_t contexts)
+static void pair_open_ctx(struct tl_pair *p, const char *name, uint32_t contexts)
 {
 	struct tp_params tpp;
 
@@ -38,19 +33,12 @@ static void pair_open_ctx(struct pair *p, const char *name, uint32_t contexts)
 		usleep(1000);
 }
 
-static void pair_open(struct pair *p, const char *name)
+static void pair_open(struct tl_pair *p, const char *name)
 {
 	pair_open_ctx(p, name, 8);
 }
 
-static void pair_close(struct pair *p)
-{
-	tp_link_close(p->a);
-	tp_link_close(p->b);
-	tl_unlink(p->path);
-}
-
-static void connect_pair(struct pair *p, uint16_t cport, struct tp_conn **ca, struct tp_conn **cb)
+static void connect_pair(struct tl_pair *p, uint16_t cport, struct tp_conn **ca, struct tp_conn **cb)
 {
 	struct tp_key k;
 	enum tp_reason why;
@@ -71,7 +59,7 @@ static int stat_count(const char *path, int side, struct tp_stat_entry *e, int m
 
 static void test_setup_failures(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_key k;
 	struct tp_conn *c = NULL;
 	enum tp_reason why = TP_REASON_NONE;
@@ -100,7 +88,7 @@ static void test_setup_failures(void **state)
 	assert_false(tp_peer_listens(p.a, 8082));
 	assert_true(tp_peer_listens(p.a, 8080)); /* the other port is untouched */
 	assert_int_equal(tp_unlisten(p.b, 8082), -ENOENT);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A listener word spoilt on the way (a faulty link flipped a bit, or the write of a
@@ -108,7 +96,7 @@ static void test_setup_failures(void **state)
  * periodic rewrite of the whole bitmap. */
 static void test_listen_word_repaired(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	volatile uint64_t *w;
 
 	(void)state;
@@ -126,7 +114,7 @@ static void test_listen_word_repaired(void **state)
 	while (!tp_peer_listens(p.a, 8080) && tl_now_ms() < end)
 		usleep(2000);
 	assert_true(tp_peer_listens(p.a, 8080));
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A client whose set-up timed out while the server host was not answering (stopped, busy)
@@ -135,7 +123,7 @@ static void test_listen_word_repaired(void **state)
  * ntb, the other tcp: a stalled connection). */
 static void test_timeout_withdraws_apply(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_key k;
 	struct tp_conn *c = NULL, *s = NULL;
 	enum tp_reason why = TP_REASON_NONE;
@@ -154,7 +142,7 @@ static void test_timeout_withdraws_apply(void **state)
 	assert_int_equal(tp_attach(p.b, &k, &s), 0);
 	tp_close(c);
 	tp_close(s);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A host table truncated under a live process (util/mapguard gives it private zero pages):
@@ -162,7 +150,7 @@ static void test_timeout_withdraws_apply(void **state)
  * are refused (they would allocate from a copy the host's other processes no longer share). */
 static void test_host_table_lost(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_key k;
 	struct tp_conn *ca = NULL, *cb = NULL, *c = NULL;
 	enum tp_reason why = TP_REASON_NONE;
@@ -191,13 +179,13 @@ static void test_host_table_lost(void **state)
 	assert_memory_equal(buf, "hello", 5);
 	tp_close(ca);
 	tp_close(cb);
-	pair_close(&p);
+	tl_pair_close(&p);
 	unlink(path);
 }
 
 static void test_conn_abort_leaves_nothing(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_key k;
 	struct tp_conn *c, *s;
 	enum tp_reason why;
@@ -216,12 +204,12 @@ static void test_conn_abort_leaves_nothing(void **state)
 	assert_int_equal(tp_attach(p.b, &k, &s), -ENOENT);
 	assert_int_equal(stat_count(p.path, 1, e, 8), 0);
 	assert_int_equal(stat_count(p.path, 0, e, 8), 0);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_abort_resets_peer(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	char buf[16];
 	struct iovec v = { (void *)"data", 4 };
@@ -246,12 +234,12 @@ static void test_abort_resets_peer(void **state)
 	assert_int_equal(tp_send(cb, &v, 1), -ECONNRESET);
 	assert_int_equal(tp_conn_error(cb), -ECONNRESET);
 	tp_close(cb);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_peek_counts_stats(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	char buf[64];
 	struct iovec v[2] = { { (void *)"abc", 3 }, { (void *)"defgh", 5 } };
@@ -300,12 +288,12 @@ static void test_peek_counts_stats(void **state)
 		usleep(10000);
 	assert_int_equal(stat_count(p.path, 0, e, 8), 0);
 	assert_int_equal(stat_count(p.path, 1, e, 8), 0);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_fork_child_serves(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	char buf[64];
 	pid_t pid;
@@ -334,14 +322,14 @@ static void test_fork_child_serves(void **state)
 	waitpid(pid, &st, 0);
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	tp_close(ca);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* exec hand-over in one process (same pid, as across exec): export the server end in the
  * middle of a partly read message, adopt it, the stream continues byte-exact both ways. */
 static void test_export_adopt(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb, *cb2;
 	char buf[256], want[256];
 	uint64_t tok;
@@ -383,13 +371,13 @@ static void test_export_adopt(void **state)
 	tp_close(ca);
 	assert_int_equal(tl_recv_some(cb2, buf, sizeof(buf), 2000), 0);
 	tp_close(cb2);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* Processes of one host with other tunables share the first opener's slot layout. */
 static void test_host_layout_shared(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_params tpp;
 	struct tp_link *a2;
 
@@ -407,7 +395,7 @@ static void test_host_layout_shared(void **state)
 	struct tp_link *a3 = NULL;
 	assert_int_equal(tl_open(p.path, 0, 4u << 20, &tpp, &a3), -EINVAL);
 	tp_link_close(a2);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A link keeps the connections its process finished and gives them to its next set-ups
@@ -416,7 +404,7 @@ static void test_host_layout_shared(void **state)
  * take the same slots as the old one, whose words and bytes are still in the windows. */
 static void test_reused_conn_is_new(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb, *old_a, *old_b;
 	struct tp_stats st;
 	uint8_t old_msg[300], new_msg[300], buf[300];
@@ -483,14 +471,14 @@ static void test_reused_conn_is_new(void **state)
 	assert_int_equal(tp_conn_error(cb), 0);
 	tp_abort(ca);
 	tp_abort(cb);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* Finished connections wait in their link's cache for the next set-ups; unused for a while
  * (trims with no set-up between them) the cache empties. */
 static void test_conn_cache_trim(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca[4], *cb[4];
 	uint32_t n, prev;
 
@@ -533,7 +521,7 @@ static void test_conn_cache_trim(void **state)
 	assert_int_equal(tl_recv_some(cb[0], buf, sizeof(buf), 2000), 2);
 	tp_abort(ca[0]);
 	tp_abort(cb[0]);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 int main(void)

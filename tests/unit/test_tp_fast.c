@@ -16,13 +16,7 @@
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
 
-struct pair {
-	char path[128];
-	struct tp_link *a, *b;
-	struct tp_conn *ca, *cb;
-};
-
-static void pair_open(struct pair *p, const char *name, uint16_t cport)
+static void pair_open(struct tl_pair *p, const char *name, uint16_t cport)
 {
 	struct tp_params tpp;
 	struct tp_key k;
@@ -39,13 +33,6 @@ static void pair_open(struct pair *p, const char *name, uint16_t cport)
 	assert_int_equal(tp_connect(p->a, &k, 5000, &p->ca, &why), 0);
 	assert_int_equal(tp_conn_confirm(p->ca), 0);
 	assert_int_equal(tp_attach(p->b, &k, &p->cb), 0);
-}
-
-static void pair_close(struct pair *p)
-{
-	tp_link_close(p->a);
-	tp_link_close(p->b);
-	tl_unlink(p->path);
 }
 
 static void send_bytes(struct tp_conn *c, size_t n, uint64_t seed)
@@ -70,7 +57,7 @@ static void recv_bytes(struct tp_conn *c, size_t n, uint64_t seed)
 
 static void test_hint_data_ring(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 
 	(void)state;
 	pair_open(&p, "fast-data", 40001);
@@ -87,12 +74,12 @@ static void test_hint_data_ring(void **state)
 	assert_true(tp_readable_hint(p.ca));
 	recv_bytes(p.ca, 3000, 2);
 	assert_false(tp_readable_hint(p.ca));
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_hint_inline_and_queued(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 
 	(void)state;
 	pair_open(&p, "fast-inline", 40002);
@@ -107,12 +94,12 @@ static void test_hint_inline_and_queued(void **state)
 	assert_true(tp_readable_hint(p.cb));
 	recv_bytes(p.cb, 2000, 4);
 	assert_false(tp_readable_hint(p.cb));
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_hint_busy_lock(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 
 	(void)state;
 	pair_open(&p, "fast-lock", 40003);
@@ -122,12 +109,12 @@ static void test_hint_busy_lock(void **state)
 	tp_mutex_unlock(&p.cb->rx_lock);
 	assert_true(tp_readable_hint(p.cb));
 	recv_bytes(p.cb, 1500, 5);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_hint_end_of_stream(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	uint8_t b[16];
 	struct iovec v = { b, sizeof(b) };
 
@@ -145,12 +132,12 @@ static void test_hint_end_of_stream(void **state)
 	assert_false(tp_readable_hint(p.cb));
 	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 0);
 	assert_false(tp_readable_hint(p.cb));
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_hint_shut_rd_and_error(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 
 	(void)state;
 	pair_open(&p, "fast-shut", 40005);
@@ -163,7 +150,7 @@ static void test_hint_shut_rd_and_error(void **state)
 	atomic_store(&p.ca->error, -ECONNRESET); /* as tp_set_error() leaves it */
 	assert_false(tp_readable_hint(p.ca));
 	assert_true(tp_poll_dir(p.ca, TP_EV_IN, false) & TP_EV_ERR); /* the full poll says why */
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static uint64_t msgs_sent(struct tp_conn *c)
@@ -176,7 +163,7 @@ static uint64_t msgs_sent(struct tp_conn *c)
 
 static void test_send_fits(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	uint8_t buf[1024];
 	struct iovec v = { buf, sizeof(buf) };
 	int whole = 0;
@@ -229,13 +216,13 @@ static void test_send_fits(void **state)
 	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0);
 	assert_true(tp_send_fits(p.ca, sizeof(buf), false));
 	assert_false(tp_writable_hint(p.ca, sizeof(buf)));
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A full ring whose reader is gone: "fits" (no room will come), and tp_send() says why. */
 static void test_send_fits_peer_lost(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	uint8_t buf[1024];
 	struct iovec v = { buf, sizeof(buf) };
 
@@ -252,7 +239,7 @@ static void test_send_fits_peer_lost(void **state)
 	assert_true(tp_send_fits(p.ca, sizeof(buf), false));
 	ssize_t r = tp_send(p.ca, &v, 1);
 	assert_true(r == -ECONNRESET || r == -EPIPE);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 int main(void)

@@ -11,13 +11,7 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
-struct pair {
-	char path[128];
-	struct tp_link *a, *b;     /* side 0 (client host), side 1 (server host) */
-	struct tp_conn *ca, *cb;
-};
-
-static void pair_open(struct pair *p, const char *name, const struct tp_params *tpp,
+static void pair_open(struct tl_pair *p, const char *name, const struct tp_params *tpp,
 		      const struct ntb_fault_params *fault)
 {
 	struct ntb_link_params lp;
@@ -45,13 +39,6 @@ static void pair_open(struct pair *p, const char *name, const struct tp_params *
 	assert_int_equal(why, TP_REASON_NONE);
 	assert_int_equal(tp_conn_confirm(p->ca), 0);
 	assert_int_equal(tp_attach(p->b, &k, &p->cb), 0);
-}
-
-static void pair_close(struct pair *p)
-{
-	tp_link_close(p->a);
-	tp_link_close(p->b);
-	tl_unlink(p->path);
 }
 
 struct stream_arg {
@@ -116,7 +103,7 @@ static void *receiver(void *arg)
 }
 
 /* Stream TOTAL bytes each way at once; assert byte-exact. */
-static void duplex(struct pair *p, uint64_t total, int maxw)
+static void duplex(struct tl_pair *p, uint64_t total, int maxw)
 {
 	struct stream_arg s1 = { .c = p->ca, .seed = 11, .total = total, .maxw = maxw };
 	struct stream_arg r1 = { .c = p->cb, .seed = 11, .total = total, .maxw = maxw };
@@ -140,7 +127,7 @@ static void duplex(struct pair *p, uint64_t total, int maxw)
 
 static void test_basic_exchange(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	char buf[64];
 	struct iovec v = { (void *)"hello", 5 };
 	ssize_t n;
@@ -167,12 +154,12 @@ static void test_basic_exchange(void **state)
 	/* the other direction still works after the half-close */
 	assert_int_equal(tp_send(p.cb, &v, 1), 6);
 	assert_int_equal(tl_recv_some(p.ca, buf, sizeof(buf), 2000), 6);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_stream_clean(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_stats st;
 	struct tp_params tpp;
 
@@ -187,12 +174,12 @@ static void test_stream_clean(void **state)
 		      (unsigned long long)st.tx_msgs_short, (unsigned long long)st.tx_msgs_long);
 	assert_true(st.tx_msgs_inline > 0 && st.tx_msgs_short > 0 && st.tx_msgs_long > 0);
 	assert_true(st.retransmits == 0 && st.crc_errors == 0);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_stream_fault(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_stats sa, sb;
 	struct ntb_fault_params f = { .enabled = true, .drop = 0.01, .corrupt = 0.01, .seed = 42 };
 
@@ -205,7 +192,7 @@ static void test_stream_fault(void **state)
 		      (unsigned long long)sa.retransmits, (unsigned long long)sb.retransmits,
 		      (unsigned long long)sa.crc_errors, (unsigned long long)sb.crc_errors);
 	assert_true(sa.retransmits + sb.retransmits > 0);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* The sender reads the receiver's feedback lazily (tp_tx.c: tx_stale/tx_refresh): credits it
@@ -213,7 +200,7 @@ static void test_stream_fault(void **state)
  * in between, and a long message written in one pass to window and shadow arrives intact. */
 static void test_lazy_credits(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_params tpp;
 	size_t chunk = 64u << 10, sent = 0, got = 0;
 	uint8_t *buf = malloc(2u << 20), *rbuf = malloc(2u << 20);
@@ -254,14 +241,14 @@ static void test_lazy_credits(void **state)
 	assert_memory_equal(rbuf, buf + 1, sent - 4096);
 	free(buf);
 	free(rbuf);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A peer's reset (ST word) is seen by a sender that keeps finding room within a few sends:
  * the status word is read on the lazy path too (at least every 16 sends). */
 static void test_reset_seen_by_sender(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct iovec v = { (void *)"0123456789", 10 };
 	int ok = 0;
 	ssize_t n = 0;
@@ -278,7 +265,7 @@ static void test_reset_seen_by_sender(void **state)
 	}
 	assert_int_equal(n, -ECONNRESET);
 	assert_true(ok <= 16);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* The inline receive fast path (tp_rx.c: rx_inline_direct) delivers every length 1..116 intact
@@ -286,7 +273,7 @@ static void test_reset_seen_by_sender(void **state)
  * larger than the buffer goes through the record queue and arrives intact in parts. */
 static void test_inline_fast_path(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_stats st0, st1;
 	uint8_t pay[2 * 116], out[2 * 116 + 8];
 
@@ -335,7 +322,7 @@ static void test_inline_fast_path(void **state)
 		assert_int_equal(tp_recv(p.cb, &o, 1, 0), 70);
 		assert_memory_equal(out, pay, 100);
 	}
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* Inline and data-ring messages interleaved (MSN order across the rings) are all delivered by
@@ -343,7 +330,7 @@ static void test_inline_fast_path(void **state)
  * the next message. */
 static void test_direct_paths_interleaved(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	static const unsigned lens[] = { 200, 50, 300, 10, 1, 117, 116, 4000, 64 };
 	uint8_t pay[8192], out[8192];
 	size_t total = 0, got = 0;
@@ -374,14 +361,14 @@ static void test_direct_paths_interleaved(void **state)
 		assert_memory_equal(out, pay, total);
 		assert_int_equal(p.cb->rec_tail, tail); /* every message taken directly */
 	}
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A published inline slot whose payload changes in the window afterwards (sequence byte still
  * valid) is not delivered by the fast path: the receiver retries and the bytes arrive intact. */
 static void test_inline_fast_path_changed_slot(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_stats st;
 	uint8_t pay[64], out[64];
 	struct iovec v = { pay, sizeof(pay) };
@@ -406,7 +393,7 @@ static void test_inline_fast_path_changed_slot(void **state)
 	}
 	tp_conn_stats(p.cb, &st);
 	assert_true(st.crc_errors >= 1);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* Two threads receive on one connection while a third sends: every 8-byte counter (written
@@ -453,7 +440,7 @@ static void *two_rx_thread(void *arg)
 
 static void test_two_receivers(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	_Atomic uint64_t total = 0;
 	uint8_t *seen = calloc(TWO_RX_N, 1);
 	uint64_t *buf = malloc(256 * sizeof(uint64_t)), rnd = 5, next = 0;
@@ -491,7 +478,7 @@ static void test_two_receivers(void **state)
 		      (unsigned long long)r[1].got);
 	free(seen);
 	free(buf);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 int main(void)
