@@ -365,9 +365,13 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 	struct ex_plan p;
 	int saved = errno;
 
-	if (!pl_active() ||
-	    (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 && !env_has_ours(envp)))
+	if (!pl_active())
 		return exec_real(x, envp);
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 && !env_has_ours(envp)) {
+		pl_exit_linger("exec");
+		errno = saved;
+		return exec_real(x, envp);
+	}
 	memset(&p, 0, sizeof(p));
 	if (plan_collect(&p) < 0)
 		goto nomem;
@@ -383,6 +387,7 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 		goto nomem_undo;
 	if (r > 0)
 		LOG(LL_DEBUG, "exec %s: %s", x->path ? x->path : "(fd)", p.var);
+	pl_exit_linger("exec"); /* the closes above and earlier ones */
 	errno = saved;
 	exec_real(x, r > 0 ? p.envp : envp);
 	saved = errno;

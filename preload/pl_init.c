@@ -115,6 +115,28 @@ __attribute__((constructor)) static void pl_ctor(void)
 		pl_init_slow();
 }
 
+/* At exit() and exec: the connections this process closed may still hold bytes or a FIN that
+ * only it can send or retransmit (a kernel socket's close goes on in the kernel after the
+ * process): give them PL_EXIT_LINGER_MS, as the helper thread finishes them (a program that
+ * closes and exits at once, its peer still reading, would otherwise leave that peer an
+ * ECONNRESET). */
+void pl_exit_linger(const char *when)
+{
+	PL_ENTER();
+	int left = tp_exit_drain(PL_EXIT_LINGER_MS);
+
+	if (left)
+		LOG(LL_INFO, "%s: %d closed connection(s) still unacknowledged after %d ms", when,
+		    left, PL_EXIT_LINGER_MS);
+	PL_LEAVE();
+}
+
+__attribute__((destructor)) static void pl_dtor(void)
+{
+	if (atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_ACTIVE)
+		pl_exit_linger("exit");
+}
+
 int64_t pl_now_ns(void)
 {
 	struct timespec ts;

@@ -84,6 +84,10 @@ static inline bool pl_active(void)
 #define PL_ENTER() (pl_depth++)
 #define PL_LEAVE() (pl_depth--)
 
+/* How long exit() and exec wait for the connections the process closed (pl_init.c). */
+#define PL_EXIT_LINGER_MS 2000
+void pl_exit_linger(const char *when);
+
 /* Return R (>= 0) or set errno from a negative errno and return -1: the one place. */
 static inline long pl_ret(long r)
 {

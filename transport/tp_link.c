@@ -396,6 +396,52 @@ static void *helper_main(void *arg)
 	return NULL;
 }
 
+/* Does closed connection C still need this process at exit: its FIN not out yet, or data or the
+ * FIN not acknowledged (only the sender can retransmit)? Under its tx lock; a busy lock counts
+ * as pending (the holder is about to change it). */
+static bool exit_pending(struct tp_conn *c)
+{
+	bool pending;
+
+	if (atomic_load(&c->error) || tp_conn_peer_lost(c))
+		return false;
+	if (tp_mutex_trylock(&c->tx_lock))
+		return true;
+	pending = !c->fin_sent || c->fb_ack - c->fin_msn - 1u >= (1u << 31);
+	tp_mutex_unlock(&c->tx_lock);
+	return pending;
+}
+
+int tp_exit_drain(int timeout_ms)
+{
+	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	int left;
+
+	for (;;) {
+		uint64_t now = tp_now_ms();
+
+		left = 0;
+		pthread_mutex_lock(&g_lock);
+		for (struct tp_link *l = g_links; l; l = l->next_link) {
+			/* drive the closed connections' timers here too (the FIN goes out when room
+			 * frees): the helper may be asleep for its slice, or absent */
+			tp_link_refresh(l);
+			conns_pass(l, now, true);
+			pthread_mutex_lock(&l->conns_lock);
+			for (struct tp_conn *c = l->conns; c; c = c->next)
+				if (atomic_load(&c->closed) &&
+				    __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) && exit_pending(c))
+					left++;
+			pthread_mutex_unlock(&l->conns_lock);
+		}
+		pthread_mutex_unlock(&g_lock);
+		if (!left || now >= end)
+			break;
+		usleep(1000);
+	}
+	return left;
+}
+
 /* fork, before: every connection gains a reference (the child inherits it, as a kernel
  * socket's file reference) and loses its owner: the first process to use it afterwards drives
  * it (single-owner rule, tp_int.h). The lists and every connection's locks stay held across

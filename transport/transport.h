@@ -188,6 +188,11 @@ int tp_shutdown(struct tp_conn *c, int how);
  * directions are done or by timeout). Accepts NULL. */
 void tp_close(struct tp_conn *c);
 
+/* At process exit: wait up to TIMEOUT_MS until every connection this process closed has its
+ * FIN out and its data and FIN acknowledged (its bytes live in this process until then: a
+ * kernel socket's close would go on in the kernel). Returns how many were still pending. */
+int tp_exit_drain(int timeout_ms);
+
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
 void tp_abort(struct tp_conn *c);
 

@@ -2,7 +2,8 @@
 /* Connection life cycle: set-up failures and their reasons, listener advertisement, attach by
  * key, abort → ECONNRESET, a client that gives up (tp_conn_abort) leaves no reservation, peek,
  * readable/unacked counts, statistics listing, fork (parent closes its copy, child serves), a
- * reused connection object starts clean. */
+ * reused connection object starts clean, exit waits for a closed connection's FIN and its
+ * acknowledgement (tp_exit_drain). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -233,6 +234,59 @@ static void test_abort_resets_peer(void **state)
 	assert_true(tp_poll(cb) & TP_EV_ERR);
 	assert_int_equal(tp_send(cb, &v, 1), -ECONNRESET);
 	assert_int_equal(tp_conn_error(cb), -ECONNRESET);
+	tp_close(cb);
+	tl_pair_close(&p);
+}
+
+static bool fin_sent(struct tp_conn *c)
+{
+	bool v;
+
+	tp_mutex_lock(&c->tx_lock);
+	v = c->fin_sent;
+	tp_mutex_unlock(&c->tx_lock);
+	return v;
+}
+
+/* tp_exit_drain(): a connection closed with its queues full has its FIN pending; exit waits
+ * until the FIN went out (as the reader makes room) and the reader acknowledged it. */
+static void test_exit_drain_waits_for_fin(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	static char buf[65536];
+	uint64_t sent = 0, rx = 0;
+	const size_t sizes[] = { sizeof(buf), 1000, 64 };
+	ssize_t n;
+
+	(void)state;
+	pair_open(&p, "exitdrain");
+	connect_pair(&p, 4, &ca, &cb);
+	assert_int_equal(tp_exit_drain(0), 0); /* nothing closed */
+	/* large sends fill the data ring, then small ones the inline ring */
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct iovec v = { buf, sizes[i] };
+
+		while ((n = tp_send(ca, &v, 1)) > 0)
+			sent += (uint64_t)n;
+		assert_int_equal(n, -EAGAIN);
+	}
+	tp_close(ca);
+	assert_false(fin_sent(ca));
+	assert_int_equal(tp_exit_drain(0), 1); /* its FIN waits for room */
+	/* the reader makes room: the FIN goes out, but stays unacknowledged until read */
+	n = tl_recv_some(cb, buf, sizeof(buf), 2000);
+	assert_true(n > 0);
+	rx += (uint64_t)n;
+	for (int i = 0; i < 2000 && !fin_sent(ca); i++)
+		usleep(1000);
+	assert_true(fin_sent(ca));
+	assert_int_equal(tp_exit_drain(200), 1);
+	while ((n = tl_recv_some(cb, buf, sizeof(buf), 2000)) > 0)
+		rx += (uint64_t)n;
+	assert_int_equal(n, 0); /* end-of-file after every byte */
+	assert_true(rx == sent);
+	assert_int_equal(tp_exit_drain(5000), 0);
 	tp_close(cb);
 	tl_pair_close(&p);
 }
@@ -538,6 +592,7 @@ int main(void)
 		cmocka_unit_test(test_conn_abort_leaves_nothing),
 		cmocka_unit_test(test_abort_resets_peer),
 		cmocka_unit_test(test_peek_counts_stats),
+		cmocka_unit_test(test_exit_drain_waits_for_fin),
 		cmocka_unit_test(test_fork_child_serves),
 		cmocka_unit_test(test_export_adopt),
 		cmocka_unit_test(test_host_layout_shared),
