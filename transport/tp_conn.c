@@ -716,7 +716,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	c->fb_ack = x.msn_next;
 	c->fin_msn = x.fin_msn;
 	c->tx_epoch = x.tx_epoch;
-	c->detect_seq = x.detect_seq;
+	c->detect_seq = c->det_acked = x.detect_seq;
 	c->wr_shut = x.wr_shut;
 	c->fin_sent = x.fin_sent;
 	c->c_i = c->v_i = c->pub_i = x.c_i;

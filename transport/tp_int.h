@@ -423,6 +423,7 @@ struct tp_conn {
 	uint32_t fin_msn;
 	uint32_t terr;
 	uint32_t det_backoff;      /* Detects answered without progress in a row */
+	uint16_t det_acked;        /* the last Detect sequence the receiver's feedback echoed */
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	bool tx_dirty;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */

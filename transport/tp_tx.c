@@ -306,11 +306,20 @@ void tp_tx_feedback(struct tp_conn *c)
 	if (tp_slot_word(c, TP_W_FB_EPOCH, &v)) {
 		uint16_t ep = (uint16_t)v, det = (uint16_t)(v >> 16);
 
-		if (det == c->detect_seq && c->terr) {
-			/* DetectAck: the receiver is alive, only not consuming: probe less often */
-			c->terr = 0;
-			if (c->det_backoff < 16)
-				c->det_backoff++;
+		/* DetectAck: the receiver is alive, only not consuming: probe less often. A late
+		 * answer (to an earlier probe: the next one went out before it came) counts too,
+		 * once: else a receiver that always answers a little after the next timer tick
+		 * (a loaded host) would reach MaxErr while answering every probe. The echoed
+		 * sequence only moves forward; a new one within the probes sent since the last
+		 * answer is an answer. */
+		if (det != c->det_acked &&
+		    (uint16_t)(c->detect_seq - det) <= c->link->params.max_err) {
+			c->det_acked = det;
+			if (c->terr) {
+				c->terr = 0;
+				if (c->det_backoff < 16)
+					c->det_backoff++;
+			}
 		}
 		if (tp_rt_epoch_newer(ep, c->tx_epoch)) {
 			if (++c->terr > c->link->params.max_err * 4u) {

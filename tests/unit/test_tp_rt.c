@@ -3,7 +3,8 @@
  * sender's set-up state machine (Ack/Nack/timer, duplicated, stale and late answers), retry
  * epochs; then the receiver's mailbox rules on a real link pair (duplicated Apply, same
  * context with another MsgID, corrupted packets, no listener) and data-level rules (corrupted
- * data → Retry and retransmission, a duplicated Retry delivers nothing twice). */
+ * data → Retry and retransmission, a duplicated Retry delivers nothing twice, a late
+ * DetectAck). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -361,6 +362,55 @@ static void test_corrupted_data_retry(void **state)
 	pair_close(&p);
 }
 
+/* The receiver echoes the sender's Detect sequence in its feedback (DetectAck). An answer
+ * that comes after the next probe went out (a receiver answering late, as on a loaded host)
+ * still shows the receiver alive: TErrCnt starts over, once per answer; an answer seen
+ * before does not count again. */
+static void test_late_detect_ack(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb;
+
+	(void)state;
+	pair_open(&p, "rtlate", 4);
+	conn_pair(&p, &ca, &cb);
+	/* both locks held: the helper's timers (trylock) stay off both ends meanwhile */
+	tp_mutex_lock(&cb->rx_lock);
+	tp_mutex_lock(&ca->tx_lock);
+	uint16_t base = ca->det_acked;
+
+	/* probes base+1 and base+2 went out unanswered; the receiver answers base+1 */
+	ca->detect_seq = (uint16_t)(base + 2);
+	ca->terr = 2;
+	cb->det_seen = (uint16_t)(base + 1);
+	cb->pub_ep = (uint32_t)cb->rx_epoch | (uint32_t)cb->det_seen << 16;
+	tp_peer_word(cb, TP_W_FB_EPOCH, cb->pub_ep);
+	tp_tx_feedback(ca);
+	assert_int_equal(ca->terr, 0);
+	assert_int_equal(ca->det_acked, (uint16_t)(base + 1));
+	assert_int_equal(ca->det_backoff, 1);
+	/* the same answer read again is not a new one */
+	ca->terr = 3;
+	tp_tx_feedback(ca);
+	assert_int_equal(ca->terr, 3);
+	/* nor one older than the probes that could still be outstanding (MaxErr of them) */
+	ca->detect_seq = (uint16_t)(base + 2 + p.a->params.max_err);
+	cb->det_seen = (uint16_t)(base + 1);
+	ca->det_acked = base;
+	tp_tx_feedback(ca);
+	assert_int_equal(ca->terr, 3);
+	/* the answer to the latest probe counts, as before */
+	cb->det_seen = ca->detect_seq;
+	cb->pub_ep = (uint32_t)cb->rx_epoch | (uint32_t)cb->det_seen << 16;
+	tp_peer_word(cb, TP_W_FB_EPOCH, cb->pub_ep);
+	tp_tx_feedback(ca);
+	assert_int_equal(ca->terr, 0);
+	assert_int_equal(ca->det_acked, ca->detect_seq);
+	tp_mutex_unlock(&ca->tx_lock);
+	tp_mutex_unlock(&cb->rx_lock);
+	pair_close(&p);
+}
+
 static void test_duplicate_retry_no_duplicate_data(void **state)
 {
 	struct pair p;
@@ -421,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_mailbox_rules),
 		cmocka_unit_test(test_corrupted_data_retry),
 		cmocka_unit_test(test_duplicate_retry_no_duplicate_data),
+		cmocka_unit_test(test_late_detect_ack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
