@@ -376,8 +376,15 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 	if (plan_collect(&p) < 0)
 		goto nomem;
 	bool follows = lib_follows(envp);
+	/* First the connections that close at exec; then the wait for those and any closed
+	 * before (pl_exit_linger()), while the ones handed over are still ours to answer for;
+	 * then the hand-over. */
+	for (int i = 0; i < p.nobjs; i++)
+		if (p.objs[i].s->kind == PL_CONN && !p.objs[i].inherit)
+			plan_conn(&p.objs[i], follows);
+	pl_exit_linger("exec");
 	for (int i = 0; i < p.nobjs; i++) {
-		if (p.objs[i].s->kind == PL_CONN)
+		if (p.objs[i].s->kind == PL_CONN && p.objs[i].inherit)
 			plan_conn(&p.objs[i], follows);
 		else if (p.objs[i].s->kind == PL_LISTENER)
 			plan_listener(&p.objs[i], follows);
@@ -387,7 +394,6 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 		goto nomem_undo;
 	if (r > 0)
 		LOG(LL_DEBUG, "exec %s: %s", x->path ? x->path : "(fd)", p.var);
-	pl_exit_linger("exec"); /* the closes above and earlier ones */
 	errno = saved;
 	exec_real(x, r > 0 ? p.envp : envp);
 	saved = errno;

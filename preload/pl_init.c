@@ -119,21 +119,36 @@ __attribute__((constructor)) static void pl_ctor(void)
  * only it can send or retransmit (a kernel socket's close goes on in the kernel after the
  * process): give them PL_EXIT_LINGER_MS, as the helper thread finishes them (a program that
  * closes and exits at once, its peer still reading, would otherwise leave that peer an
- * ECONNRESET). */
+ * ECONNRESET). After a wait that ran out, calls within the next second only look (execvp()
+ * tries one directory after another, each through execve()). */
 void pl_exit_linger(const char *when)
 {
-	PL_ENTER();
-	int left = tp_exit_drain(PL_EXIT_LINGER_MS);
+	static _Atomic int64_t gave_up_ns;
+	int64_t now = pl_now_ns(), g = atomic_load(&gave_up_ns);
+	int ms = g && now - g < 1000000000LL ? 0 : PL_EXIT_LINGER_MS;
 
-	if (left)
-		LOG(LL_INFO, "%s: %d closed connection(s) still unacknowledged after %d ms", when,
-		    left, PL_EXIT_LINGER_MS);
+	PL_ENTER();
+	int left = tp_exit_drain(ms);
+
+	if (left && ms) {
+		atomic_store(&gave_up_ns, pl_now_ns());
+		if (left > 0)
+			LOG(LL_INFO, "%s: %d closed connection(s) still unacknowledged after %d ms",
+			    when, left, ms);
+		else
+			LOG(LL_INFO, "%s: closed connections not finished: %s", when,
+			    strerror(-left));
+	}
 	PL_LEAVE();
 }
 
 __attribute__((destructor)) static void pl_dtor(void)
 {
-	if (atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_ACTIVE)
+	/* not when exit() is called from inside the library (a signal handler that interrupted
+	 * one of our calls): the locks that call holds stay held */
+	if (pl_depth == 0 &&
+	    atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_ACTIVE) /* pairs with
+										      * pl_init_once */
 		pl_exit_linger("exit");
 }
 

@@ -417,21 +417,35 @@ int tp_exit_drain(int timeout_ms)
 	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 	int left;
 
+	/* Only timers and looks, with trylocks below g_lock: this runs at exit, maybe while
+	 * another thread (or a signal-interrupted caller) holds a lock, and must not hang. The
+	 * helper thread releases the finished connections as usual. */
 	for (;;) {
 		uint64_t now = tp_now_ms();
+		struct timespec abs;
 
+		clock_gettime(CLOCK_REALTIME, &abs);
+		abs.tv_sec += (time_t)((end > now ? end - now : 0) / 1000u + 1u);
+		if (pthread_mutex_timedlock(&g_lock, &abs))
+			return -ETIMEDOUT;
 		left = 0;
-		pthread_mutex_lock(&g_lock);
 		for (struct tp_link *l = g_links; l; l = l->next_link) {
-			/* drive the closed connections' timers here too (the FIN goes out when room
-			 * frees): the helper may be asleep for its slice, or absent */
 			tp_link_refresh(l);
-			conns_pass(l, now, true);
-			pthread_mutex_lock(&l->conns_lock);
-			for (struct tp_conn *c = l->conns; c; c = c->next)
-				if (atomic_load(&c->closed) &&
-				    __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) && exit_pending(c))
+			if (pthread_mutex_trylock(&l->conns_lock)) {
+				left++; /* a pass or a set-up is on the list: look again */
+				continue;
+			}
+			for (struct tp_conn *c = l->conns; c; c = c->next) {
+				/* acquire: pairs with the release store in tp_conn_own() */
+				if (!atomic_load(&c->closed) ||
+				    !__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
+					continue;
+				/* the FIN goes out when room frees (the helper may be asleep for
+				 * its slice, or absent) */
+				tp_conn_timers(c, now);
+				if (exit_pending(c))
 					left++;
+			}
 			pthread_mutex_unlock(&l->conns_lock);
 		}
 		pthread_mutex_unlock(&g_lock);

@@ -190,7 +190,9 @@ void tp_close(struct tp_conn *c);
 
 /* At process exit: wait up to TIMEOUT_MS until every connection this process closed has its
  * FIN out and its data and FIN acknowledged (its bytes live in this process until then: a
- * kernel socket's close would go on in the kernel). Returns how many were still pending. */
+ * kernel socket's close would go on in the kernel). Takes no lock it could wait on beyond the
+ * deadline. Returns how many were still pending, or -ETIMEDOUT when the link list stayed
+ * locked. */
 int tp_exit_drain(int timeout_ms);
 
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */

@@ -5,11 +5,13 @@
  * the process is gone, so that the reader gets every byte and then end-of-file, as with a
  * kernel socket.
  *
- *   pl_close_exit writer ADDR PORT [exec] prints "SENT <bytes>" when it closes, then exits
- *                                         (exec: execs /bin/true instead)
- *   pl_close_exit reader ADDR PORT DELAY_MS
- *     accepts one connection, waits DELAY_MS, reads to the end and prints
- *     "END reason=eof|reset|error:<errno> rx=<bytes> bad=0|1" (bad: a byte off the pattern) */
+ *   pl_close_exit writer ADDR PORT FLAG [exec]
+ *     fills, closes, creates the file FLAG, then exits (exec: execs /bin/true instead);
+ *     prints "SENT <bytes>" before it closes
+ *   pl_close_exit reader ADDR PORT FLAG
+ *     accepts one connection, waits until FLAG exists (the writer closed and is ending), reads
+ *     to the end and prints "END reason=eof|reset|<error> rx=<bytes> bad=0|1" (bad: a byte
+ *     off the pattern) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -61,7 +63,7 @@ static int fill(int fd, size_t len, uint64_t *off)
 	return 0;
 }
 
-static int writer(const struct sockaddr_in *sin, bool do_exec)
+static int writer(const struct sockaddr_in *sin, const char *flag, bool do_exec)
 {
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	uint64_t off = 0;
@@ -77,6 +79,13 @@ static int writer(const struct sockaddr_in *sin, bool do_exec)
 	printf("SENT %llu\n", (unsigned long long)off);
 	fflush(stdout);
 	close(fd);
+	int ff = open(flag, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+	if (ff < 0) {
+		perror("pl_close_exit: flag");
+		return 1;
+	}
+	close(ff);
 	if (do_exec) {
 		execl("/bin/true", "true", (char *)NULL);
 		perror("pl_close_exit: exec /bin/true");
@@ -85,7 +94,7 @@ static int writer(const struct sockaddr_in *sin, bool do_exec)
 	exit(0); /* at once: the FIN is still to be sent */
 }
 
-static int reader(const struct sockaddr_in *sin, int delay_ms)
+static int reader(const struct sockaddr_in *sin, const char *flag)
 {
 	static uint8_t buf[65536];
 	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), fd;
@@ -103,7 +112,13 @@ static int reader(const struct sockaddr_in *sin, int delay_ms)
 		perror("pl_close_exit: accept");
 		return 1;
 	}
-	usleep((useconds_t)delay_ms * 1000u);
+	/* not a byte read before the writer closed and is on its way out */
+	for (int i = 0; i < 3000 && access(flag, F_OK) != 0; i++)
+		usleep(10000);
+	if (access(flag, F_OK) != 0) {
+		fprintf(stderr, "pl_close_exit: no flag %s after 30 s\n", flag);
+		return 1;
+	}
 	for (;;) {
 		ssize_t n = recv(fd, buf, sizeof(buf), 0);
 
@@ -129,14 +144,14 @@ int main(int argc, char **argv)
 {
 	struct sockaddr_in sin;
 
-	if (argc < 4 || addr(argv[2], argv[3], &sin)) {
-		fprintf(stderr, "usage: pl_close_exit writer|reader ADDR PORT [DELAY_MS]\n");
+	if (argc < 5 || addr(argv[2], argv[3], &sin)) {
+		fprintf(stderr, "usage: pl_close_exit writer|reader ADDR PORT FLAG [exec]\n");
 		return 64;
 	}
 	if (!strcmp(argv[1], "writer"))
-		return writer(&sin, argc > 4 && !strcmp(argv[4], "exec"));
+		return writer(&sin, argv[4], argc > 5 && !strcmp(argv[5], "exec"));
 	if (!strcmp(argv[1], "reader"))
-		return reader(&sin, argc > 4 ? atoi(argv[4]) : 0);
+		return reader(&sin, argv[4]);
 	fprintf(stderr, "pl_close_exit: unknown mode %s\n", argv[1]);
 	return 64;
 }
