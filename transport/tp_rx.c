@@ -586,7 +586,9 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	if (!peek && iovcnt == 1 && h == c->rec_tail && iov[0].iov_len) {
 		got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
 		voff = got;
-		if (got == iov[0].iov_len)
+		/* a full buffer, or (the usual case of a reader with a larger buffer) nothing else
+		 * published yet: the loop below would find no more */
+		if (got == iov[0].iov_len || (got && tp_rx_quiet(c)))
 			goto out;
 		/* nothing inline just now: the loop's first look goes to the data ring (a slot
 		 * published meanwhile is found by the validation below, or by the next call) */
