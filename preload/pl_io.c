@@ -93,9 +93,12 @@ static bool restart_after_signal(int timeout_ms)
 /* Wait for EVENTS on S: spin for the configured budget, yielding the CPU every few rounds so
  * a peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
  * set to 0: see pl_tp_params()). Same results as tp_wait().
- * Waiting for input spins on tp_readable_bytes(), for output on tp_poll_dir(): neither asks
+ * Waiting for input spins on tp_readable_hint(), for output on tp_poll_dir(): neither asks
  * the peer to ring us (as tp_poll() does), so the peer's calls stay free of doorbells while we
- * spin. End of stream and errors are seen by tp_wait() when the spin ends. */
+ * spin. The hint validates nothing: the receive that follows checks the message as it copies
+ * it straight into the caller's buffer (tp_recv()'s fast path), where a validating look here
+ * (tp_readable_bytes()) would queue it and cost a second copy. End of stream and errors are
+ * seen by tp_wait() when the spin ends. */
 static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 {
 	events |= TP_EV_ERR | TP_EV_HUP;
@@ -104,7 +107,7 @@ static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 		do {
 			for (int i = 0; i < 32; i++) {
 				if (events & TP_EV_IN) {
-					if (tp_readable_bytes(s->conn))
+					if (tp_readable_hint(s->conn))
 						return TP_EV_IN;
 				} else {
 					/* (no arming: tp_wait() arms before it sleeps) */
