@@ -137,6 +137,12 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	tp_conn_recycle(c);
 }
 
+/* Has the peer acknowledged C's FIN (and so every byte before it)? (tx side state) */
+static bool fin_acked(const struct tp_conn *c)
+{
+	return c->fin_sent && c->fb_ack - c->fin_msn - 1u < (1u << 31);
+}
+
 /* Is a closed connection finished: FIN acknowledged and the peer's FIN seen (or gone)? */
 static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 {
@@ -149,7 +155,7 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 		*ret_flags = TP_ST_GONE;
 		return true;
 	}
-	acked = c->fin_sent && c->fb_ack - c->fin_msn - 1u < (1u << 31);
+	acked = fin_acked(c);
 	peer_done = c->fin_rcvd_v;
 	if (tp_conn_peer_lost(c))
 		return true;
@@ -407,7 +413,7 @@ static bool exit_pending(struct tp_conn *c)
 		return false;
 	if (tp_mutex_trylock(&c->tx_lock))
 		return true;
-	pending = !c->fin_sent || c->fb_ack - c->fin_msn - 1u >= (1u << 31);
+	pending = !fin_acked(c);
 	tp_mutex_unlock(&c->tx_lock);
 	return pending;
 }
