@@ -22,9 +22,11 @@ run() {
 	bytes=$($PY -c 'import json,sys; j=json.load(open(sys.argv[1])); e=j["end"]
 s=e.get("sum_sent",{}).get("bytes",0)+e.get("sum_sent_bidir_reverse",{}).get("bytes",0)
 print(int(s))' "$PL_TMP/run$n.json") || pl_fail "iperf3 $*: no JSON result"
-	gbps=$($PY -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.2f" % (j["end"]["sum_received"]["bits_per_second"]/1e9))' "$PL_TMP/run$n.json")
+	gbps=$($PY -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.2f" % (j["end"].get("sum_received", {}).get("bits_per_second", 0)/1e9))' "$PL_TMP/run$n.json")
 	echo "iperf3 $*: $bytes bytes, $gbps Gbit/s"
-	[ "$bytes" -gt 1000000 ] || pl_fail "iperf3 $*: only $bytes bytes"
+	# (what iperf3 said, when it ended without results: its JSON's error and last intervals)
+	[ "$bytes" -gt 1000000 ] || { grep -n '"error"' "$PL_TMP/run$n.json"; tail -c 2000 "$PL_TMP/run$n.json"
+		grep -h 'warn\|error' "$PL_TMP"/*.log | tail -20; pl_fail "iperf3 $*: only $bytes bytes"; }
 	pl_assert_lo_below "$before" $((bytes / 20))
 }
 
