@@ -134,6 +134,7 @@ struct conf_tunables {
 	uint32_t max_err;          /* default 32 */
 	uint32_t spin_us;          /* default 50 */
 	uint32_t setup_timeout_ms; /* default 2000 */
+	uint32_t peer_timeout_ms;  /* default 30000 */
 };
 
 enum conf_fallback {

@@ -110,6 +110,7 @@ static void print_tunables(FILE *out, const struct conf_tunables *t)
 	fprintf(out, "    %-20s %u\n", "max_err", t->max_err);
 	fprintf(out, "    %-20s %u us\n", "spin_us", t->spin_us);
 	fprintf(out, "    %-20s %u ms\n", "setup_timeout_ms", t->setup_timeout_ms);
+	fprintf(out, "    %-20s %u ms\n", "peer_timeout_ms", t->peer_timeout_ms);
 }
 
 void conf_print(const struct conf *c, FILE *out)

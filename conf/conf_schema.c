@@ -100,6 +100,7 @@ void conf_tunables_defaults(struct conf_tunables *t)
 	t->max_err = 32;
 	t->spin_us = 50;
 	t->setup_timeout_ms = 2000;
+	t->peer_timeout_ms = 30000;
 }
 
 static int get_u32(struct conf_ctx *ctx, const config_setting_t *g, const char *key, bool size,
@@ -141,7 +142,7 @@ static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 	static const char *const keys[] = {
 		"queue_size", "inline_slots", "inline_max", "short_max", "contexts",
 		"cnct_timeout_ms", "send_timeout_ms", "recv_timeout_ms", "detect_timeout_ms",
-		"max_err", "spin_us", "setup_timeout_ms", NULL
+		"max_err", "spin_us", "setup_timeout_ms", "peer_timeout_ms", NULL
 	};
 	config_setting_t *g = config_setting_get_member(root, "tunables");
 	struct conf_tunables *t = &ctx->c->tunables;
@@ -162,7 +163,8 @@ static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 	    (rc = get_u32(ctx, g, "detect_timeout_ms", false, 1, 600000, &t->detect_timeout_ms)) ||
 	    (rc = get_u32(ctx, g, "max_err", false, 1, 1000, &t->max_err)) ||
 	    (rc = get_u32(ctx, g, "spin_us", false, 0, 1000000, &t->spin_us)) ||
-	    (rc = get_u32(ctx, g, "setup_timeout_ms", false, 1, 600000, &t->setup_timeout_ms)))
+	    (rc = get_u32(ctx, g, "setup_timeout_ms", false, 1, 600000, &t->setup_timeout_ms)) ||
+	    (rc = get_u32(ctx, g, "peer_timeout_ms", false, 1, 86400000, &t->peer_timeout_ms)))
 		return rc;
 	if (t->queue_size && !is_pow2(t->queue_size))
 		return conf_err_at(ctx, config_setting_get_member(g, "queue_size"),

@@ -51,6 +51,7 @@ static inline void glue_tp_params(const struct conf_tunables *t, struct tp_param
 	ret->max_err = t->max_err;
 	ret->spin_us = t->spin_us;
 	ret->setup_timeout_ms = t->setup_timeout_ms;
+	ret->peer_timeout_ms = t->peer_timeout_ms;
 }
 
 #endif

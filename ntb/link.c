@@ -611,6 +611,7 @@ NTB_EXPORT int ntb_link_disable(struct ntb_link *link)
 	atomic_store(&link->enabled, false);
 	atomic_store(&link->up, false);
 	atomic_store(&link->peer_epoch, 0);
+	atomic_store(&link->peer_silent, false);
 	if (locked == 0)
 		side_unlock(link->local);
 	return 0;
@@ -669,6 +670,13 @@ static void observe_peer(struct ntb_link *link, uint64_t now)
 	bool was = atomic_exchange_explicit(&link->up, up, memory_order_relaxed);
 	uint32_t old_ep = atomic_exchange_explicit(&link->peer_epoch, up ? ep : 0,
 						   memory_order_relaxed);
+	if (up)
+		atomic_store_explicit(&link->peer_epoch_seen, ep, memory_order_relaxed);
+	/* stale heartbeat alone (the peer was up before, with this epoch) */
+	bool silent = !up && ours && en == 1 && ep != 0 && changed && !fresh &&
+		      ep == atomic_load_explicit(&link->peer_epoch_seen, memory_order_relaxed) &&
+		      !mapguard_lost(link->base);
+	atomic_store_explicit(&link->peer_silent, silent, memory_order_relaxed);
 	if (up != was || (up && ep != old_ep))
 		LOG(LL_DEBUG, "ntb: link %s %s (peer epoch %08x)", link->params.name,
 		    up ? "up" : "down", ep);
@@ -719,6 +727,11 @@ NTB_EXPORT int ntb_link_side(const struct ntb_link *link)
 NTB_EXPORT uint32_t ntb_link_epoch(const struct ntb_link *link)
 {
 	return link->epoch;
+}
+
+NTB_EXPORT bool ntb_link_peer_silent(const struct ntb_link *link)
+{
+	return atomic_load_explicit(&link->peer_silent, memory_order_relaxed);
 }
 
 NTB_EXPORT uint32_t ntb_link_peer_epoch(const struct ntb_link *link)

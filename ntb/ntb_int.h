@@ -310,6 +310,10 @@ struct ntb_link {
 	_Atomic uint64_t peer_hb_change_ns; /* 0: no change observed yet */
 	_Atomic uint32_t peer_epoch;       /* 0 while down */
 	_Atomic bool up;
+	/* down only because the peer's heartbeat is stale: still enabled, same epoch as when it
+	 * was last up, mapping intact (a stopped or starved peer looks the same as a dead host) */
+	_Atomic bool peer_silent;
+	_Atomic uint32_t peer_epoch_seen;  /* the peer epoch when last up; 0: never up */
 	uint64_t hb_period_ns, timeout_ns;
 	/* fault decorator (NULL: plain writes) */
 	struct ntb_fault *fault;

@@ -299,8 +299,10 @@ static void plan_undo(struct ex_plan *p)
 			PL_ENTER();
 			if (l)
 				r = tp_conn_adopt(l, o->token, &c);
-			if (r == 0)
+			if (r == 0) {
 				tp_conn_set_owner(c, (int)getpid(), o->first_fd);
+				tp_conn_set_witness(c, o->first_fd);
+			}
 			PL_LEAVE();
 			pthread_mutex_lock(&s->lock);
 			s->conn = c;
@@ -587,6 +589,7 @@ static struct pl_sock *adopt_conn(int fd, int link_index, uint64_t token)
 		LOG(LL_WARN, "exec: inherited fd %d: out of memory: connection reset", fd);
 		return NULL;
 	}
+	tp_conn_set_witness(c, fd);
 	s->conn = c;
 	s->link_index = link_index;
 	if (pl_real.getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&

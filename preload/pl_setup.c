@@ -485,6 +485,7 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 		return r;
 	}
 	pl_sock_load_opts(s, fd);
+	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = link_index;
 	snprintf(s->desc, sizeof(s->desc), "%s", desc);
@@ -619,6 +620,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		goto tcp;
 	}
 	pl_sock_load_opts(s, fd);
+	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = rt.link_index;
 	snprintf(s->desc, sizeof(s->desc), "%s", desc);
@@ -821,6 +823,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 		have_key = false; /* aborted above */
 		goto tcp;
 	}
+	tp_conn_set_witness(conn, nfd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = peer->link_index;
 	snprintf(s->desc, sizeof(s->desc), "%s", desc);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -733,7 +735,62 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	return 0;
 }
 
+void tp_conn_set_witness(struct tp_conn *c, int fd)
+{
+	struct stat st;
+
+	if (!c)
+		return;
+	atomic_store(&c->witness_fd1, 0);
+	if (fd < 0 || fstat(fd, &st) || !S_ISSOCK(st.st_mode))
+		return;
+	atomic_store(&c->witness_ino, (uint64_t)st.st_ino);
+	/* seq_cst store after the inode: witness_look() reads the fd first, then the inode */
+	atomic_store(&c->witness_fd1, fd + 1);
+}
+
+/* The peer is silent: is its kernel socket closed (the process died) rather than only quiet
+ * (stopped, starved, or the host gone)? Looked at every 100 ms, never read: MSG_PEEK, and
+ * through the system call itself, since the preload library interposes recv(). */
+static void witness_look(struct tp_conn *c, uint64_t now)
+{
+	int fd1 = atomic_load(&c->witness_fd1);
+	struct stat st;
+	char b;
+
+	if (!fd1 || now - c->witness_ms < 100u || atomic_load(&c->peer_dead))
+		return;
+	c->witness_ms = now;
+	if (fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino))
+		return; /* closed or reused: nothing to learn from it */
+	long r = syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+
+	if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT ||
+				 errno == ENOTCONN))) {
+		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s): "
+		    "the peer process is gone", c->slot, r == 0 ? "end of stream" : strerror(errno));
+		atomic_store(&c->peer_dead, true);
+		tp_event_signal(); /* waiters look again and see the loss */
+	}
+}
+
 /* --- timers (helper thread and wait loops) ----------------------------------------------- */
+
+/* A silent peer (tp_link_refresh()): no timer counts an error against it. TimerSendData,
+ * TimerDetect and TimerRcvData start again when it speaks; then at most one of each may run
+ * out before its answer comes (a stopped process resumes). */
+static void hold_timers(struct tp_conn *c, uint64_t now)
+{
+	if (tp_mutex_trylock(&c->tx_lock) == 0) {
+		c->last_ack_ms = now;
+		tp_mutex_unlock(&c->tx_lock);
+	}
+	if (tp_mutex_trylock(&c->rx_lock) == 0) {
+		if (c->gated)
+			c->gate_deadline_ms = now + c->link->params.recv_timeout_ms;
+		tp_mutex_unlock(&c->rx_lock);
+	}
+}
 
 void tp_conn_timers(struct tp_conn *c, uint64_t now)
 {
@@ -752,6 +809,14 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 	 * process drives (our copy of its state is stale) */
 	if (atomic_load(&c->error) || !__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
 		return;
+	/* (sticky once true: also for a connection nobody calls into) */
+	bool lost = tp_conn_peer_lost(c);
+
+	if (!lost && ntb_link_peer_silent(c->link->ntb)) {
+		witness_look(c, now);
+		hold_timers(c, now);
+		return;
+	}
 	tp_tx_timers(c, now);
 	tp_rx_timers(c);
 }

@@ -380,6 +380,9 @@ struct tp_link {
 	uint32_t db_seen;
 	int refs;
 	atomic_bool up;             /* up, or down for less than down_grace_ms (helper's view) */
+	/* its connections are lost: down past the grace, or only silent (stale heartbeat, see
+	 * ntb_link_peer_silent()) for longer than peer_timeout_ms (tp_link_refresh()) */
+	atomic_bool lost;
 	_Atomic uint32_t peer_epoch; /* last non-zero peer session seen */
 	_Atomic uint64_t down_since_ms; /* 0 while up */
 	uint32_t down_grace_ms;
@@ -406,6 +409,13 @@ struct tp_conn {
 	atomic_int error;         /* 0 or -errno */
 	atomic_bool closed;       /* tp_close() called; helper finishes */
 	atomic_bool peer_gone;    /* a send found the peer lost (RST/GONE/link down) */
+	atomic_bool peer_dead;    /* tp_conn_peer_lost() once said yes: it stays lost */
+	/* The kernel TCP socket beside the connection (tp_conn_set_witness()): fd + 1 (0: none)
+	 * and its inode. Looked at only while the peer is silent: end of stream or a reset
+	 * there means the peer process is gone (its kernel closed the socket), not stopped. */
+	_Atomic int witness_fd1;
+	_Atomic uint64_t witness_ino;
+	uint64_t witness_ms;      /* last look (helper) */
 	bool owned;               /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;

@@ -28,6 +28,7 @@ void tp_params_init(struct tp_params *p)
 	p->max_err = 32;
 	p->spin_us = 200;
 	p->setup_timeout_ms = 2000;
+	p->peer_timeout_ms = 30000;
 }
 
 const char *tp_reason_str(enum tp_reason r)
@@ -188,8 +189,22 @@ bool tp_link_refresh(struct tp_link *l)
 			since = zero; /* the first thread to see it down set the time */
 	}
 	/* A stall shorter than the grace (a starved heartbeat on a loaded host) does not end
-	 * connections: retransmission covers it. Down for longer: the peer is gone. */
-	atomic_store(&l->up, up || now - since < l->down_grace_ms);
+	 * connections: retransmission covers it. Down for longer: no new connection uses the
+	 * link. Its connections are lost then too, unless the peer is only silent (its
+	 * heartbeat stale, nothing announced): a process stopped (SIGSTOP, a debugger) or starved
+	 * looks the same as a dead host, and a kernel TCP connection would wait for it. Those
+	 * wait up to peer_timeout_ms; a peer process that died is seen sooner, through the TCP
+	 * socket (witness_look()) or its host's reclaim (GONE). */
+	bool grace_up = up || now - since < l->down_grace_ms;
+	bool silent = !up && ntb_link_peer_silent(l->ntb);
+
+	atomic_store(&l->up, grace_up);
+	bool lost = !grace_up && (!silent || now - since >= l->params.peer_timeout_ms);
+
+	if (lost && !atomic_exchange(&l->lost, true))
+		tp_event_signal(); /* sleeping waiters look again and see the loss */
+	else if (!lost)
+		atomic_store(&l->lost, false);
 	return up;
 }
 
@@ -627,6 +642,8 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 		tp_params_init(&l->params);
 	if (l->params.max_err == 0)
 		l->params.max_err = 1;
+	if (l->params.peer_timeout_ms == 0)
+		l->params.peer_timeout_ms = 30000;
 	l->host_fd = -1;
 	l->down_grace_ms = lp->link_timeout_ms ? lp->link_timeout_ms : 500u; /* dead at 2x */
 	pthread_mutex_init(&l->conns_lock, NULL);

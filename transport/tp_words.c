@@ -58,9 +58,16 @@ bool tp_conn_peer_lost(struct tp_conn *c)
 {
 	if (tp_st_flags(c) & (TP_ST_RST | TP_ST_GONE))
 		return true;
+	if (atomic_load_explicit(&c->peer_dead, memory_order_relaxed))
+		return true;
 	/* link state as the helper thread last saw it (every ≤ 100 ms): cheap on the data path */
-	return !atomic_load_explicit(&c->link->up, memory_order_relaxed) ||
-	       atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) != c->peer_epoch;
+	if (!atomic_load_explicit(&c->link->lost, memory_order_relaxed) &&
+	    atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) == c->peer_epoch)
+		return false;
+	/* sticky: a peer that speaks again after its connections were given up must not find
+	 * them alive on this side */
+	atomic_store_explicit(&c->peer_dead, true, memory_order_relaxed);
+	return true;
 }
 
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line)

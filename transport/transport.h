@@ -46,6 +46,7 @@ struct tp_params {
 	uint32_t max_err;         /* MaxErr */
 	uint32_t spin_us;         /* busy-poll budget before sleeping */
 	uint32_t setup_timeout_ms; /* whole connect handshake before falling back */
+	uint32_t peer_timeout_ms; /* a silent peer's connections end after this (see tp_link) */
 };
 void tp_params_init(struct tp_params *p);
 
@@ -200,6 +201,14 @@ void tp_abort(struct tp_conn *c);
 
 /* Pending error of a failed connection (0, -ECONNRESET, -ETIMEDOUT, ...). */
 int tp_conn_error(struct tp_conn *c);
+
+/* The kernel TCP socket FD carried beside C (-1: none). While the peer host is silent (its
+ * heartbeat stale: a stopped or starved process, or a dead host), the connection waits up to
+ * peer_timeout_ms for it to speak again; meanwhile the helper looks at FD (MSG_PEEK, never
+ * reads it): end of stream or a reset there means the peer's kernel closed its socket, so the
+ * peer process is gone, and C ends at once (EOF or ECONNRESET after the delivered data). The
+ * socket's inode is recorded: a closed or reused FD number is not looked at. */
+void tp_conn_set_witness(struct tp_conn *c, int fd);
 
 /* fork support: after fork(), the child calls tp_atfork_child() before touching any
  * connection; connections stay usable in both (each direction used by one process at a

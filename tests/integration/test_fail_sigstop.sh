@@ -1,10 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # One end of a live NTB stream stopped with SIGSTOP (FAIL_STOP_S seconds, default 3: well past
-# the 500 ms link timeout), then continued, each end in turn: while it is stopped the other
-# side's poll() timeouts fire (it neither hangs in a call nor spins out data); after SIGCONT
-# the stream either completes byte-exact or both ends fail cleanly (EOF/ECONNRESET), within
-# 60 s, and no program dies. Which of the two happened is printed.
+# the 500 ms link timeout and its grace, well within the 30 s peer_timeout_ms), then continued,
+# each end in turn: while it is stopped the other side's poll() timeouts fire (it neither hangs
+# in a call nor spins out data) and its connection stays open, as a kernel TCP connection would;
+# after SIGCONT the stream completes byte-exact within 60 s, and no program dies. (A stop longer
+# than peer_timeout_ms ends the connection cleanly: tests/unit/test_tp_proc.c.)
 . "$(dirname "$0")/lib.sh"
 pl_need ss
 pl_setup fail-stop
@@ -41,8 +42,7 @@ for victim in server client; do
 	echo "$cend" | grep -q 'bad=0' || pl_fail "client: corrupt bytes or no end: $cend"
 	case $cend in
 	*"reason=eof "*) echo "$victim resumed: the stream completed byte-exact ($cend)";;
-	*reason=reset*|*reason=error:EPIPE*) echo "$victim resumed: the connection failed cleanly ($cend)";;
-	*) pl_fail "client ended badly: $cend";;
+	*) pl_fail "$victim stopped ${stop_s}s (< peer_timeout_ms): the stream did not complete: $cend";;
 	esac
 	# the server's side of that connection also ended, cleanly
 	j=0
@@ -50,7 +50,7 @@ for victim in server client; do
 		sleep 0.1; j=$((j + 1))
 	done
 	send=$(grep '^END' "$PL_TMP/srv.out" | tail -n 1)
-	echo "$send" | grep -qE 'reason=(eof|reset|error:EPIPE) .*bad=0' || pl_fail "server ended badly: $send"
+	echo "$send" | grep -qE 'reason=eof .*bad=0' || pl_fail "server ended badly: $send"
 	echo "server: $send"
 done
 # A stall shorter than the link timeout (FAIL_SHORT_STOP, default 0.15 s) must not break the
@@ -67,4 +67,4 @@ echo "short stall (${FAIL_SHORT_STOP:-0.15} s): $cend"
 echo "$cend" | grep -q 'reason=eof .*bad=0' || pl_fail "a short stall broke the stream: $cend"
 pl_assert_log a ': ntb (link'
 [ "$(pl_count_log a ': ntb (link')" -ge 3 ] || pl_fail "not all connections went over ntb"
-echo "SIGSTOP of either end: timeouts fired, then resumed or failed cleanly: ok"
+echo "SIGSTOP of either end: timeouts fired, the connection waited and completed: ok"

@@ -214,6 +214,7 @@ static void test_example_full(void **state)
 	assert_int_equal(d.inline_slots, 64);
 	assert_int_equal(d.max_err, 32);
 	assert_int_equal(d.setup_timeout_ms, 2000);
+	assert_int_equal(d.peer_timeout_ms, 30000);
 	assert_int_equal(c->fallback, CONF_FALLBACK_TCP);
 	assert_int_equal(c->log_level, LL_WARN);
 	conf_free(c);
@@ -280,7 +281,8 @@ static void test_sizes_and_values(void **state)
 		    "  { name = \"y\"; backend = \"shm\"; window_size = \"1G\"; },\n"
 		    "  { name = \"z\"; backend = \"pci\"; device = \"0000:00:04.0\"; side = 0; } );\n"
 		    "tunables = { queue_size = \"32K\"; short_max = 4096; inline_slots = 64; inline_max = 0;\n"
-		    "  contexts = 1; max_err = 1000; spin_us = 0; setup_timeout_ms = 600000; };\n"
+		    "  contexts = 1; max_err = 1000; spin_us = 0; setup_timeout_ms = 600000;\n"
+		    "  peer_timeout_ms = 86400000; };\n"
 		    "fallback = \"error\";\n"
 		    "log = { level = \"debug\"; file = \"/tmp/x.log\"; };\n");
 	assert_int_equal(c->links[0].window_size, 131072);
@@ -304,6 +306,7 @@ static void test_sizes_and_values(void **state)
 	assert_int_equal(c->tunables.max_err, 1000);
 	assert_int_equal(c->tunables.spin_us, 0);
 	assert_int_equal(c->tunables.setup_timeout_ms, 600000);
+	assert_int_equal(c->tunables.peer_timeout_ms, 86400000);
 	assert_int_equal(c->tunables.cnct_timeout_ms, 200); /* untouched default */
 	assert_int_equal(c->fallback, CONF_FALLBACK_ERROR);
 	assert_int_equal(c->log_level, LL_DEBUG);
@@ -394,6 +397,7 @@ static const struct bad_case bad_cases[] = {
 	{ H LNK("window_size = \"1M\";"), 3, "key 'links[0].window_size': window 1M too small for tunables (256 contexts x 4K queues + 64 inline slots need 3264K) (value '1M')" },
 	{ H "tunables = { queue_size = \"1M\"; contexts = 64; };\n" LNK("window_size = \"64M\";"), 4, "window 64M too small for tunables (64 contexts x 1M queues + 64 inline slots need" },
 	{ H "tunables = { queue_size = 3; };\n", 2, "out of range (allowed 4K..1G) (value '3')" },
+	{ H "tunables = { peer_timeout_ms = 0; };\n", 2, "key 'tunables.peer_timeout_ms': out of range (allowed 1..86400000) (value '0')" },
 	{ H "tunables = {\n queue_size = \"3M\"; };\n", 3, "key 'tunables.queue_size': must be a power of two (value '3M')" },
 	{ H "tunables = { inline_slots = 100; };\n", 2, "key 'tunables.inline_slots': must be a power of two (value '100')" },
 	{ H "tunables = { inline_max = 117; };\n", 2, "key 'tunables.inline_max': out of range (allowed 0..116) (value '117')" },
@@ -982,6 +986,7 @@ static void test_print(void **state)
 	assert_non_null(strstr(out, "  rule 3: match fd00::/64 ports any -> ntb\n"));
 	assert_non_null(strstr(out, "    contexts             256\n"));
 	assert_non_null(strstr(out, "    setup_timeout_ms     2000 ms\n"));
+	assert_non_null(strstr(out, "    peer_timeout_ms      30000 ms\n"));
 	assert_non_null(strstr(out, "    queue_size           auto\n"));
 	assert_non_null(strstr(out, "fallback: tcp\n"));
 	assert_non_null(strstr(out, "log: level warn, file (stderr)\n"));

@@ -125,6 +125,7 @@ static void test_params_conversion(void **state)
 	t.queue_size = 1 << 22;
 	t.spin_us = 123;
 	t.setup_timeout_ms = 456;
+	t.peer_timeout_ms = 789;
 	pl_tp_params(&t, &tp);
 	assert_int_equal(tp.queue_size, 1 << 22);
 	assert_int_equal(tp.inline_max, t.inline_max);
@@ -133,6 +134,7 @@ static void test_params_conversion(void **state)
 	assert_int_equal(tp.spin_us, 0);
 	assert_int_equal(pl_spin_us, 123);
 	assert_int_equal(tp.setup_timeout_ms, 456);
+	assert_int_equal(tp.peer_timeout_ms, 789);
 }
 
 static void test_fdtab_refcount(void **state)

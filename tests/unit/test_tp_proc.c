@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Transport across processes: peer killed (-9) mid-stream on either side ends in EOF or
- * ECONNRESET within the timeout and the contexts return to the pool; starvation (4 receive
+ * ECONNRESET within the timeout and the contexts return to the pool; a stopped peer is waited
+ * for, a dead one seen through its witness socket or after peer_timeout_ms; starvation (4 receive
  * contexts, 8 competing client processes connecting and closing); idle connections cost ~0
  * CPU (getrusage). */
 #include <setjmp.h>
@@ -18,6 +19,7 @@
 #define WIN (8u << 20)
 
 static char g_path[128];
+static pid_t g_child; /* a child a failed test may have left stopped: teardown kills it */
 
 static int setup(void **state)
 {
@@ -30,6 +32,11 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	if (g_child > 0) {
+		kill(g_child, SIGKILL); /* (also ends a stopped one) */
+		waitpid(g_child, NULL, 0);
+		g_child = 0;
+	}
 	tl_unlink(g_path);
 	return 0;
 }
@@ -38,6 +45,44 @@ static void params(struct tp_params *tpp, uint32_t contexts)
 {
 	tp_params_init(tpp);
 	tpp->contexts = contexts;
+	/* the peers here are killed with no TCP socket beside them (no witness): a silent peer
+	 * is given up after this (shorter than the link's grace: the grace decides) */
+	tpp->peer_timeout_ms = 1000;
+}
+
+/* Side 1 with a short link timeout (300 ms: the peer is silent, then down, within 0.6 s) and
+ * PEER_TIMEOUT_MS for a silent peer's connections. */
+static struct tp_link *open_quick(uint32_t peer_timeout_ms)
+{
+	struct ntb_link_params lp;
+	struct tp_params tpp;
+	struct tp_link *l = NULL;
+
+	params(&tpp, 8);
+	tpp.peer_timeout_ms = peer_timeout_ms;
+	tl_params(&lp, g_path, 1, WIN);
+	lp.link_timeout_ms = 300;
+	assert_int_equal(tp_link_open(&lp, &tpp, &l), 0);
+	return l;
+}
+
+/* Read from C into BUF until N more bytes of stream 3 arrived (from *GOT on), each exact. */
+static void read_exact(struct tp_conn *c, uint8_t *buf, size_t cap, uint64_t *got, uint64_t n)
+{
+	static uint8_t want[65536];
+	uint64_t end = *got + n;
+
+	while (*got < end) {
+		ssize_t r = tl_recv_some(c, buf, cap < sizeof(want) ? cap : sizeof(want), 5000);
+
+		if (r <= 0)
+			print_message("read_exact: %zd after %llu bytes (error %d)\n", r,
+				      (unsigned long long)*got, tp_conn_error(c));
+		assert_true(r > 0);
+		tl_fill(want, (size_t)r, 3, *got);
+		assert_memory_equal(buf, want, (size_t)r);
+		*got += (uint64_t)r;
+	}
 }
 
 /* Server side: attach the connection keyed (CPORT, SPORT), waiting up to TIMEOUT_MS. */
@@ -78,6 +123,167 @@ static void child_stream_forever(uint16_t sport)
 		if (tl_send_all(c, buf, sizeof(buf)))
 			_exit(4);
 	}
+}
+
+/* Child: as child_stream_forever(), holding KEEP open (the parent's witness socket's peer:
+ * the kernel closes it when the child dies) and closing DROP. */
+static void child_stream_witness(uint16_t sport, int keep, int drop)
+{
+	(void)keep;
+	close(drop);
+	child_stream_forever(sport);
+}
+
+/* A peer process stopped (SIGSTOP: a debugger, a starved host) for longer than the link
+ * timeout and its grace is silent, not gone: the connection waits for it, as a kernel TCP
+ * connection would, and the stream goes on byte-exact after SIGCONT. Its witness socket (open:
+ * the process lives) does not end it either. */
+static void test_stopped_peer_survives(void **state)
+{
+	static uint8_t buf[65536];
+	uint64_t got = 0;
+	int sv[2];
+	pid_t pid;
+
+	(void)state;
+	struct tp_link *l = open_quick(20000);
+	assert_int_equal(tp_listen(l, 6006), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	if (pid == 0)
+		child_stream_witness(6006, sv[1], sv[0]);
+	g_child = pid;
+	close(sv[1]);
+	struct tp_conn *c = attach_wait(l, 1000, 6006, 5000);
+	assert_non_null(c);
+	tp_conn_set_witness(c, sv[0]);
+	read_exact(c, buf, sizeof(buf), &got, 4u << 20);
+
+	kill(pid, SIGSTOP);
+	uint64_t t0 = tl_now_ms();
+	bool silent = false;
+	while (tl_now_ms() - t0 < 2000) {
+		ssize_t n = tl_recv_some(c, buf, sizeof(buf), 100);
+
+		if (n > 0) { /* what the child queued before it stopped */
+			static uint8_t want[65536];
+
+			tl_fill(want, (size_t)n, 3, got);
+			assert_memory_equal(buf, want, (size_t)n);
+			got += (uint64_t)n;
+		} else {
+			assert_int_equal(n, -ETIMEDOUT); /* neither EOF nor a reset */
+		}
+		assert_int_equal(tp_conn_error(c), 0);
+		silent |= ntb_link_peer_silent(tp_link_ntb(l));
+	}
+	/* the old rule (down past its grace: lost) would have ended it by now */
+	assert_true(silent);
+	assert_false(tp_link_is_up(l));
+	kill(pid, SIGCONT);
+	read_exact(c, buf, sizeof(buf), &got, 8u << 20);
+	print_message("stopped peer: 2 s stop, stream went on (%llu bytes exact)\n",
+		      (unsigned long long)got);
+	assert_int_equal(tp_conn_error(c), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	g_child = 0;
+	close(sv[0]);
+	tp_abort(c);
+	tp_link_close(l);
+}
+
+/* A peer process killed while silent: its kernel closes the witness socket, so the survivor
+ * ends the connection at once (delivered data, then EOF or ECONNRESET) instead of waiting out
+ * peer_timeout_ms (20 s here). */
+static void test_witness_sees_death(void **state)
+{
+	static uint8_t buf[65536];
+	uint64_t got = 0;
+	int sv[2];
+	pid_t pid;
+	ssize_t n;
+
+	(void)state;
+	struct tp_link *l = open_quick(20000);
+	assert_int_equal(tp_listen(l, 6007), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid = fork();
+	if (pid == 0)
+		child_stream_witness(6007, sv[1], sv[0]);
+	g_child = pid;
+	close(sv[1]);
+	struct tp_conn *c = attach_wait(l, 1000, 6007, 5000);
+	assert_non_null(c);
+	tp_conn_set_witness(c, sv[0]);
+	read_exact(c, buf, sizeof(buf), &got, 4u << 20);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	g_child = 0;
+	uint64_t t0 = tl_now_ms();
+	do {
+		n = tl_recv_some(c, buf, sizeof(buf), 1000);
+		if (n > 0) {
+			static uint8_t want[65536];
+
+			tl_fill(want, (size_t)n, 3, got);
+			assert_memory_equal(buf, want, (size_t)n);
+			got += (uint64_t)n;
+		}
+	} while (n > 0 || (n == -ETIMEDOUT && tl_now_ms() - t0 < 25000));
+	uint64_t dt = tl_now_ms() - t0;
+	print_message("witness: killed peer seen after %llu ms (peer_timeout 20000)\n",
+		      (unsigned long long)dt);
+	assert_true(n == 0 || n == -ECONNRESET);
+	assert_true(dt < 10000);
+	close(sv[0]);
+	tp_close(c);
+	tp_link_close(l);
+}
+
+/* Without a witness, a silent peer's connection ends after peer_timeout_ms (here 1.5 s, longer
+ * than the link's 0.3 s timeout and grace), with ECONNRESET, never before. */
+static void test_silent_peer_timeout(void **state)
+{
+	static uint8_t buf[65536];
+	uint64_t got = 0;
+	pid_t pid;
+	ssize_t n;
+
+	(void)state;
+	struct tp_link *l = open_quick(1500);
+	assert_int_equal(tp_listen(l, 6008), 0);
+	pid = fork();
+	if (pid == 0)
+		child_stream_forever(6008);
+	g_child = pid;
+	struct tp_conn *c = attach_wait(l, 1000, 6008, 5000);
+	assert_non_null(c);
+	read_exact(c, buf, sizeof(buf), &got, 2u << 20);
+	kill(pid, SIGSTOP);
+	uint64_t t0 = tl_now_ms();
+	do {
+		n = tl_recv_some(c, buf, sizeof(buf), 200);
+		if (n > 0) {
+			static uint8_t want[65536];
+
+			tl_fill(want, (size_t)n, 3, got);
+			assert_memory_equal(buf, want, (size_t)n);
+			got += (uint64_t)n;
+		}
+	} while (n > 0 || (n == -ETIMEDOUT && tl_now_ms() - t0 < 15000));
+	uint64_t dt = tl_now_ms() - t0;
+	print_message("silent peer: given up after %llu ms (link timeout 300, peer_timeout 1500)\n",
+		      (unsigned long long)dt);
+	assert_int_equal(n, -ECONNRESET);
+	/* silent from 0.3 s, down from 0.6 s at the earliest: lost 1.5 s after that */
+	assert_true(dt >= 1500);
+	assert_true(dt < 10000);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	g_child = 0;
+	tp_close(c);
+	tp_link_close(l);
 }
 
 static int live_entries(int side)
@@ -453,6 +659,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kill_sender, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_kill_receiver, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_peer_exit_after_fin, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stopped_peer_survives, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_witness_sees_death, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_silent_peer_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_starvation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_idle_cpu, setup, teardown),
 	};
