@@ -758,9 +758,12 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	struct stat st;
 	char b;
 
-	if (!fd1 || now - c->witness_ms < 100u || atomic_load(&c->peer_dead))
+	uint64_t last = atomic_load(&c->witness_ms);
+
+	/* one look per 100 ms, by whichever thread wins it */
+	if (!fd1 || now - last < 100u || atomic_load(&c->peer_dead) ||
+	    !atomic_compare_exchange_strong(&c->witness_ms, &last, now))
 		return;
-	c->witness_ms = now;
 	if (fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino))
 		return; /* closed or reused: nothing to learn from it */
 	long r = syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);

@@ -415,7 +415,7 @@ struct tp_conn {
 	 * there means the peer process is gone (its kernel closed the socket), not stopped. */
 	_Atomic int witness_fd1;
 	_Atomic uint64_t witness_ino;
-	uint64_t witness_ms;      /* last look (helper) */
+	_Atomic uint64_t witness_ms; /* last look (helper, wait loops: whoever runs the timers) */
 	bool owned;               /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
