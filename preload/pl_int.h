@@ -271,6 +271,17 @@ void pl_epoll_free(struct pl_epoll *ep);
 
 /* Milliseconds left until DEADLINE_NS (CLOCK_MONOTONIC), -1 when none. */
 int64_t pl_now_ns(void);
+/* A bounded wait of one call for room (pl_room_spin()); all zero before the first round,
+ * until -1 once spent. */
+struct pl_spin {
+	int64_t spin_end, until;
+	unsigned rounds;
+	bool yielding;
+};
+/* A blocking send found too little room for its write: true while it should pause and try
+ * again (pl_io.c); false once the wait is spent, and on every later call with SP. */
+bool pl_room_spin(struct pl_spin *sp);
+
 int pl_ms_left(int64_t deadline_ns);
 
 #endif

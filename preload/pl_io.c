@@ -123,12 +123,6 @@ static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 	return tp_wait(s->conn, events, timeout_ms);
 }
 
-/* A bounded wait of one call for room (data_room_spin()); all zero before the first round. */
-struct pl_spin {
-	int64_t spin_end, until;
-	unsigned rounds;
-	bool yielding;
-};
 
 /* How long a blocking send waits for room for a whole write before it cuts it: a receiver
  * that was descheduled (a loaded machine) needs longer than the spin budget to drain the ring,
@@ -140,10 +134,10 @@ struct pl_spin {
  * again) while the wait lasts: spinning for the budget (config spin_us) with a yield every 16
  * rounds, so a receiver sharing this core can drain the ring, then a yield every round until
  * PL_ROOM_WAIT_NS; false once that is spent. */
-static bool data_room_spin(struct pl_spin *sp)
+bool pl_room_spin(struct pl_spin *sp)
 {
-	if (!pl_spin_us)
-		return false;
+	if (!pl_spin_us || sp->until < 0)
+		return false; /* (spent: stays spent for the rest of the call) */
 	if (sp->until == 0) {
 		int64_t now = pl_now_ns();
 		sp->spin_end = now + (int64_t)pl_spin_us * 1000;
@@ -151,8 +145,13 @@ static bool data_room_spin(struct pl_spin *sp)
 	}
 	if (sp->yielding || ++sp->rounds % 16 == 0) {
 		int64_t now = pl_now_ns();
-		if (now >= sp->until)
+		/* Latched: a caller descheduled past the end before its first look (a loaded
+		 * host) would otherwise get true again on the next 15 calls, and a send that
+		 * alternates between two spins would never reach its wait and SO_SNDTIMEO. */
+		if (now >= sp->until) {
+			sp->until = -1;
 			return false;
+		}
 		sp->yielding = now >= sp->spin_end;
 		sched_yield();
 		return true;
@@ -211,7 +210,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		 * moment for room for all of it, and a non-blocking one says EAGAIN, as its
 		 * POLLOUT does (sock_revents() asks the same of the last write's size). */
 		if (!tp_send_fits(s->conn, total - done, false)) {
-			if (!nb && data_room_spin(&spin_until))
+			if (!nb && pl_room_spin(&spin_until))
 				continue;
 			if (nb)
 				break;
@@ -225,7 +224,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			continue;
 		}
 		if ((r == 0 || r == -EAGAIN) && !nb && total - done > pl_tpp.inline_max &&
-		    data_room_spin(&spin_until)) {
+		    pl_room_spin(&spin_until)) {
 			/* Blocking: wait a moment for the data ring rather than split the write
 			 * (below): a write cut into an inline piece and a rest shifts every later
 			 * message boundary against the reader's buffers, and a message that

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -770,8 +772,15 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 
 	if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT ||
 				 errno == ENOTCONN))) {
-		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s): "
-		    "the peer process is gone", c->slot, r == 0 ? "end of stream" : strerror(errno));
+		int e = errno;
+		struct tcp_info ti;
+		socklen_t tl = sizeof(ti);
+
+		memset(&ti, 0, sizeof(ti));
+		getsockopt(fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl);
+		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s, fd %d, "
+		    "tcp state %u): the peer process is gone", c->slot,
+		    r == 0 ? "end of stream" : strerror(e), fd1 - 1, ti.tcpi_state);
 		atomic_store(&c->peer_dead, true);
 		tp_event_signal(); /* waiters look again and see the loss */
 	}

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "preload/pl_int.h"
 
@@ -186,6 +187,46 @@ static void test_fdtab_refcount(void **state)
 	assert_true(atomic_load(&pl_fd_hi) >= 102);
 }
 
+/* A blocking send's wait for room (pl_room_spin()) ends and stays ended: a sender descheduled
+ * past the wait's end before its first look at the clock (a loaded host) once got "pause and
+ * retry" on 15 of every 16 later calls, so a send that alternates between two such waits never
+ * reached its SO_SNDTIMEO wait (test_pl_semantics step 9 hung until the peer died). */
+static void test_room_spin_ends(void **state)
+{
+	uint32_t saved = pl_spin_us;
+	struct pl_spin sp;
+	int falses = 0, trues_after = 0;
+
+	(void)state;
+	pl_spin_us = 50;
+	memset(&sp, 0, sizeof(sp));
+	assert_true(pl_room_spin(&sp)); /* the wait starts (1 ms) */
+	usleep(5000);                   /* descheduled past its end */
+	for (int i = 0; i < 100; i++) {
+		if (!pl_room_spin(&sp))
+			falses++;
+		else if (falses)
+			trues_after++;
+	}
+	assert_true(falses > 0);
+	assert_int_equal(trues_after, 0);
+
+	/* undisturbed: it spins, yields, and ends within about 1 ms, then stays ended */
+	memset(&sp, 0, sizeof(sp));
+	int calls = 0;
+	while (pl_room_spin(&sp) && calls < 10000000)
+		calls++;
+	assert_true(calls < 10000000);
+	for (int i = 0; i < 32; i++)
+		assert_false(pl_room_spin(&sp));
+
+	/* spin_us 0: no wait at all */
+	pl_spin_us = 0;
+	memset(&sp, 0, sizeof(sp));
+	assert_false(pl_room_spin(&sp));
+	pl_spin_us = saved;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -194,6 +235,7 @@ int main(void)
 		cmocka_unit_test(test_key_v6_and_bad_family),
 		cmocka_unit_test(test_params_conversion),
 		cmocka_unit_test(test_fdtab_refcount),
+		cmocka_unit_test(test_room_spin_ends),
 	};
 	return cmocka_run_group_tests_name("pl_glue", tests, NULL, NULL);
 }
