@@ -181,6 +181,35 @@ EOF
 	"$NTBSOCK" stat -c "$tmp/a.conf" >"$tmp/t1" 2>&1
 	grep -qE " 127\.0\.0\.1:[0-9]+ +127\.0\.0\.2:$port +ntb +open " "$tmp/t1" &&
 		ok "stat table shows the live connection" || fail "stat table: $(cat "$tmp/t1")"
+	# The server stopped (SIGSTOP) past the link timeout: A's check calls the peer silent; after
+	# SIGCONT the link is up again and the stream goes on (the connection waited for it).
+	spid=$(ss -Htnp state established "sport = :$port" 2>/dev/null |
+		sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1)
+	if [ -n "$spid" ]; then
+		kill -STOP "$spid"
+		sleep 1.5
+		"$NTBSOCK" check -c "$tmp/a.conf" >"$tmp/cs" 2>&1
+		kill -CONT "$spid"
+		grep -q '^    link down;' "$tmp/cs" && grep -q '^    peer silent: its side is open' "$tmp/cs" &&
+			ok "check calls a stopped peer silent" ||
+			fail "check of a stopped peer: $(grep -A5 '^  ab:' "$tmp/cs")"
+		sleep 0.5
+		"$NTBSOCK" stat --json -c "$tmp/a.conf" >"$tmp/j3" 2>&1
+		sleep 1
+		"$NTBSOCK" stat --json -c "$tmp/a.conf" >"$tmp/j4" 2>&1
+		"$NTBSOCK" check -c "$tmp/a.conf" >"$tmp/cr" 2>&1
+		python3 - "$tmp/j3" "$tmp/j4" $port <<'EOF' && ok "the stream went on after the stop" || fail "stream after the stop"
+import json, sys
+a, b = ([c for c in json.load(open(f))["connections"] if c["remote"].endswith(":" + sys.argv[3])]
+        for f in sys.argv[1:3])
+assert a and b and a[0]["state"] == "open" and b[0]["state"] == "open", (a, b)
+assert b[0]["tx"]["bytes"] > a[0]["tx"]["bytes"], (a, b)
+EOF
+		grep -q '^    link up,' "$tmp/cr" && ! grep -q 'peer silent' "$tmp/cr" &&
+			ok "check shows the link up again" || fail "check after SIGCONT: $(grep -A5 '^  ab:' "$tmp/cr")"
+	else
+		fail "no pid for the server of port $port in ss"
+	fi
 else
 	echo "note: socat or the library missing: live stat not tested"
 fi
