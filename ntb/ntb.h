@@ -176,8 +176,9 @@ uint32_t ntb_link_epoch(const struct ntb_link *link);    /* ours (the side's ses
 uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
 /* Down only because the peer's heartbeat went stale at the last tick: the peer never announced
  * down, its epoch is the one last seen up, the mapping is intact. A silent peer may be a dead
- * host, or a live one whose processes are stopped or starved; the caller decides how long to
- * wait. False while up and for any other kind of down. */
+ * host, one whose processes exited or died without closing the link (only ntb_link_disable()
+ * announces down), or a live one whose processes are stopped or starved; the caller decides
+ * how long to wait. False while up and for any other kind of down. */
 bool ntb_link_peer_silent(const struct ntb_link *link);
 const char *ntb_link_name(const struct ntb_link *link);
 enum ntb_backend ntb_link_backend(const struct ntb_link *link);

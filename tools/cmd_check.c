@@ -92,11 +92,11 @@ static int print_link_state(const struct conf_link *cl)
 	unsigned tmo = cl->link_timeout_ms ? cl->link_timeout_ms : 500;
 
 	/* (watched above for the link timeout: a moving heartbeat was seen to change) */
-	if (!info.up && info.peer_enabled && info.peer_epoch_word &&
+	if (!info.up && info.enabled && info.peer_enabled && info.peer_epoch_word &&
 	    (info.peer_hb_age_ms < 0 || info.peer_hb_age_ms >= (int64_t)tmo))
 		printf("    peer silent: its side is open (epoch %#010x) but its heartbeat did not "
-		       "move for %u ms: its processes are stopped, starved or gone; open "
-		       "connections wait up to peer_timeout_ms for it\n", info.peer_epoch_word,
+		       "move for %u ms: its processes are stopped, starved, exited or dead; "
+		       "open connections wait up to peer_timeout_ms for it\n", info.peer_epoch_word,
 		       tmo);
 	print_side(view, info.claims[view], info.enabled, info.epoch);
 	print_side(1 - view, info.claims[1 - view], info.peer_enabled, info.peer_epoch_word);

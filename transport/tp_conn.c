@@ -587,6 +587,8 @@ void tp_close(struct tp_conn *c)
 		return;
 	}
 	tp_shutdown(c, SHUT_WR);
+	/* the peer's witness will see our TCP socket's end now: say it was a close, not a death */
+	tp_write_st(c->link, c->out.slot_off, c->nonce_out, TP_ST_CLOSING);
 	c->closed_ms = tp_now_ms();
 	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
 	atomic_store(&c->closed, true);
@@ -763,16 +765,22 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	uint64_t last = atomic_load(&c->witness_ms);
 
 	/* one look per 100 ms, by whichever thread wins it */
-	if (!fd1 || now - last < 100u || atomic_load(&c->peer_dead) ||
+	/* Only past the link's grace (a short stall is not worth a look), and not once the peer
+	 * said it closed (TP_ST_CLOSING): then its TCP socket's end is that close, and its
+	 * connection still lingers on the NTB side (data, FIN), to be waited for. */
+	if (!fd1 || atomic_load(&c->link->up) || (tp_st_flags(c) & TP_ST_CLOSING) ||
+	    now - last < 100u || atomic_load(&c->peer_dead) ||
 	    !atomic_compare_exchange_strong(&c->witness_ms, &last, now))
 		return;
 	if (fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino))
 		return; /* closed or reused: nothing to learn from it */
 	long r = syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+	int e = errno;
 
-	if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT ||
-				 errno == ENOTCONN))) {
-		int e = errno;
+	/* the same socket still (not closed and reused between the two calls)? */
+	if (fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino))
+		return;
+	if (r == 0 || (r < 0 && (e == ECONNRESET || e == EPIPE || e == ETIMEDOUT))) {
 		struct tcp_info ti;
 		socklen_t tl = sizeof(ti);
 
@@ -788,9 +796,10 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 
 /* --- timers (helper thread and wait loops) ----------------------------------------------- */
 
-/* A silent peer (tp_link_refresh()): no timer counts an error against it. TimerSendData,
- * TimerDetect and TimerRcvData start again when it speaks; then at most one of each may run
- * out before its answer comes (a stopped process resumes). */
+/* A silent peer (tp_link_refresh()): no timer counts an error against it (their stamps move
+ * with the clock, so the timers' housekeeping still runs: FIN, feedback, discards).
+ * TimerSendData, TimerDetect and TimerRcvData start again when it speaks; then at most one of
+ * each may run out before its answer comes (a stopped process resumes). */
 static void hold_timers(struct tp_conn *c, uint64_t now)
 {
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
@@ -826,8 +835,7 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 
 	if (!lost && ntb_link_peer_silent(c->link->ntb)) {
 		witness_look(c, now);
-		hold_timers(c, now);
-		return;
+		hold_timers(c, now); /* then the housekeeping below, which now counts nothing */
 	}
 	tp_tx_timers(c, now);
 	tp_rx_timers(c);

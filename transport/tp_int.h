@@ -133,6 +133,8 @@
 #define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
 #define TP_ST_GONE        0x2u  /* peer process died / released without FIN exchange */
+#define TP_ST_CLOSING     0x4u  /* peer closed it (tp_close): its socket's close is deliberate,
+				 * the connection lingers there (witness_look() ignores the TCP EOF) */
 
 /* --- inline slots (DESIGN §4 table) ------------------------------------------------------- */
 #define TP_INLINE_MAX     116u

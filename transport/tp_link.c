@@ -152,7 +152,12 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	*ret_flags = 0;
 	if (atomic_load(&c->error))
 		return true;
-	if (now - c->closed_ms > 5000u + c->link->params.setup_timeout_ms) {
+	/* (a silent peer, maybe stopped, is waited for as long as its open connections are) */
+	uint64_t bound = 5000u + c->link->params.setup_timeout_ms;
+
+	if (ntb_link_peer_silent(c->link->ntb) && bound < c->link->params.peer_timeout_ms)
+		bound = c->link->params.peer_timeout_ms;
+	if (now - c->closed_ms > bound) {
 		*ret_flags = TP_ST_GONE;
 		return true;
 	}
@@ -424,7 +429,9 @@ static bool exit_pending(struct tp_conn *c)
 {
 	bool pending;
 
-	if (atomic_load(&c->error) || tp_conn_peer_lost(c))
+	/* nor for a peer down past the grace: a silent one may be stopped for long, and a
+	 * kernel socket's close does not hold up exit either */
+	if (atomic_load(&c->error) || tp_conn_peer_lost(c) || !atomic_load(&c->link->up))
 		return false;
 	if (tp_mutex_trylock(&c->tx_lock))
 		return true;

@@ -188,7 +188,7 @@ EOF
 	if [ -n "$spid" ]; then
 		kill -STOP "$spid"
 		sleep 1.5
-		"$NTBSOCK" check -c "$tmp/a.conf" >"$tmp/cs" 2>&1
+		timeout 20 "$NTBSOCK" check -c "$tmp/a.conf" >"$tmp/cs" 2>&1
 		kill -CONT "$spid"
 		grep -q '^    link down;' "$tmp/cs" && grep -q '^    peer silent: its side is open' "$tmp/cs" &&
 			ok "check calls a stopped peer silent" ||

@@ -241,6 +241,118 @@ static void test_witness_sees_death(void **state)
 	tp_link_close(l);
 }
 
+/* Child: fills the connection without blocking, reports the count on REPORT, closes it (its
+ * FIN waits for room) and its witness socket end KEEP, stops itself; once continued, waits
+ * for the FIN's acknowledgement and exits. */
+static void child_close_then_stop(uint16_t sport, int keep, int drop, int report)
+{
+	struct tp_params tpp;
+	struct tp_link *l;
+	struct tp_conn *c;
+	struct tp_key k;
+	enum tp_reason why;
+	static uint8_t buf[16384];
+	uint64_t off = 0;
+
+	close(drop);
+	params(&tpp, 8);
+	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, sport, 5000))
+		_exit(2);
+	tl_key(&k, 1000, sport);
+	if (tp_connect(l, &k, 5000, &c, &why))
+		_exit(3);
+	/* every ring full (the inline one too: smaller and smaller writes), so the FIN waits */
+	static const size_t sizes[] = { sizeof(buf), 1000, 64, 1 };
+	for (int i = 0; i < 4; i++) {
+		for (;;) {
+			struct iovec v = { buf, sizes[i] };
+
+			tl_fill(buf, sizes[i], 3, off);
+			ssize_t n = tp_send(c, &v, 1);
+			if (n == -EAGAIN)
+				break;
+			if (n <= 0)
+				_exit(4);
+			off += (uint64_t)n;
+		}
+	}
+	if (write(report, &off, sizeof(off)) != (ssize_t)sizeof(off))
+		_exit(5);
+	tp_close(c);  /* as preload's close(): the TCP socket ends too */
+	close(keep);
+	raise(SIGSTOP);
+	_exit(tp_exit_drain(10000) == 0 ? 0 : 6);
+}
+
+/* A peer that closed the connection (its TCP socket's end is deliberate) and then went silent
+ * with its FIN still waiting for room is not taken for dead: the survivor reads what arrived,
+ * waits, and gets the rest of the stream and end-of-file once the peer resumes. */
+static void test_closed_then_stopped_peer(void **state)
+{
+	static uint8_t buf[65536];
+	uint64_t got = 0, total = 0;
+	int sv[2], rp[2];
+	pid_t pid;
+	ssize_t n;
+
+	(void)state;
+	struct tp_link *l = open_quick(20000);
+	assert_int_equal(tp_listen(l, 6009), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(pipe(rp), 0);
+	pid = fork();
+	if (pid == 0)
+		child_close_then_stop(6009, sv[1], sv[0], rp[1]);
+	g_child = pid;
+	close(sv[1]);
+	close(rp[1]);
+	struct tp_conn *c = attach_wait(l, 1000, 6009, 5000);
+	assert_non_null(c);
+	tp_conn_set_witness(c, sv[0]);
+	assert_int_equal(read(rp[0], &total, sizeof(total)), (ssize_t)sizeof(total));
+	close(rp[0]);
+	/* stopped past the link's 0.3 s timeout and grace, with its TCP end closed */
+	uint64_t t0 = tl_now_ms();
+	bool silent = false;
+	while (tl_now_ms() - t0 < 2000) {
+		n = tl_recv_some(c, buf, sizeof(buf), 100);
+		if (n > 0) {
+			static uint8_t want[65536];
+
+			tl_fill(want, (size_t)n, 3, got);
+			assert_memory_equal(buf, want, (size_t)n);
+			got += (uint64_t)n;
+		} else {
+			assert_int_equal(n, -ETIMEDOUT); /* neither EOF nor a reset yet */
+		}
+		silent |= ntb_link_peer_silent(tp_link_ntb(l));
+	}
+	assert_true(silent);
+	assert_int_equal(tp_conn_error(c), 0);
+	kill(pid, SIGCONT);
+	do {
+		n = tl_recv_some(c, buf, sizeof(buf), 5000);
+		if (n > 0) {
+			static uint8_t want[65536];
+
+			tl_fill(want, (size_t)n, 3, got);
+			assert_memory_equal(buf, want, (size_t)n);
+			got += (uint64_t)n;
+		}
+	} while (n > 0);
+	print_message("closed, then stopped 2 s: %llu of %llu bytes, then %zd\n",
+		      (unsigned long long)got, (unsigned long long)total, n);
+	assert_int_equal(n, 0);
+	assert_int_equal(got, total);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	g_child = 0;
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(sv[0]);
+	tp_close(c);
+	tp_link_close(l);
+}
+
 /* Without a witness, a silent peer's connection ends after peer_timeout_ms (here 1.5 s, longer
  * than the link's 0.3 s timeout and grace), with ECONNRESET, never before. */
 static void test_silent_peer_timeout(void **state)
@@ -662,6 +774,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stopped_peer_survives, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_witness_sees_death, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_silent_peer_timeout, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_closed_then_stopped_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_starvation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_idle_cpu, setup, teardown),
 	};
