@@ -66,22 +66,29 @@ static struct tp_link *open_quick(uint32_t peer_timeout_ms)
 	return l;
 }
 
+/* N bytes just received into BUF, checked against stream 3 from *GOT on; *GOT advances. */
+static void take_exact(const uint8_t *buf, ssize_t n, uint64_t *got)
+{
+	static uint8_t want[65536];
+
+	assert_true(n > 0 && (size_t)n <= sizeof(want));
+	tl_fill(want, (size_t)n, 3, *got);
+	assert_memory_equal(buf, want, (size_t)n);
+	*got += (uint64_t)n;
+}
+
 /* Read from C into BUF until N more bytes of stream 3 arrived (from *GOT on), each exact. */
 static void read_exact(struct tp_conn *c, uint8_t *buf, size_t cap, uint64_t *got, uint64_t n)
 {
-	static uint8_t want[65536];
 	uint64_t end = *got + n;
 
 	while (*got < end) {
-		ssize_t r = tl_recv_some(c, buf, cap < sizeof(want) ? cap : sizeof(want), 5000);
+		ssize_t r = tl_recv_some(c, buf, cap < 65536 ? cap : 65536, 5000);
 
 		if (r <= 0)
 			print_message("read_exact: %zd after %llu bytes (error %d)\n", r,
 				      (unsigned long long)*got, tp_conn_error(c));
-		assert_true(r > 0);
-		tl_fill(want, (size_t)r, 3, *got);
-		assert_memory_equal(buf, want, (size_t)r);
-		*got += (uint64_t)r;
+		take_exact(buf, r, got);
 	}
 }
 
@@ -134,6 +141,24 @@ static void child_stream_witness(uint16_t sport, int keep, int drop)
 	child_stream_forever(sport);
 }
 
+/* On L (side 1): listen on SPORT, fork a child_stream_witness() peer (its pid in *RET_PID and
+ * g_child), attach its connection and give it SV[0] as witness (SV[1] stays with the child). */
+static struct tp_conn *start_witness_peer(struct tp_link *l, uint16_t sport, int sv[2],
+					  pid_t *ret_pid)
+{
+	assert_int_equal(tp_listen(l, sport), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	pid_t pid = fork();
+	if (pid == 0)
+		child_stream_witness(sport, sv[1], sv[0]);
+	g_child = *ret_pid = pid;
+	close(sv[1]);
+	struct tp_conn *c = attach_wait(l, 1000, sport, 5000);
+	assert_non_null(c);
+	tp_conn_set_witness(c, sv[0]);
+	return c;
+}
+
 /* A peer process stopped (SIGSTOP: a debugger, a starved host) for longer than the link
  * timeout and its grace is silent, not gone: the connection waits for it, as a kernel TCP
  * connection would, and the stream goes on byte-exact after SIGCONT. Its witness socket (open:
@@ -147,16 +172,7 @@ static void test_stopped_peer_survives(void **state)
 
 	(void)state;
 	struct tp_link *l = open_quick(20000);
-	assert_int_equal(tp_listen(l, 6006), 0);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	pid = fork();
-	if (pid == 0)
-		child_stream_witness(6006, sv[1], sv[0]);
-	g_child = pid;
-	close(sv[1]);
-	struct tp_conn *c = attach_wait(l, 1000, 6006, 5000);
-	assert_non_null(c);
-	tp_conn_set_witness(c, sv[0]);
+	struct tp_conn *c = start_witness_peer(l, 6006, sv, &pid);
 	read_exact(c, buf, sizeof(buf), &got, 4u << 20);
 
 	kill(pid, SIGSTOP);
@@ -165,12 +181,8 @@ static void test_stopped_peer_survives(void **state)
 	while (tl_now_ms() - t0 < 2000) {
 		ssize_t n = tl_recv_some(c, buf, sizeof(buf), 100);
 
-		if (n > 0) { /* what the child queued before it stopped */
-			static uint8_t want[65536];
-
-			tl_fill(want, (size_t)n, 3, got);
-			assert_memory_equal(buf, want, (size_t)n);
-			got += (uint64_t)n;
+		if (n > 0) {
+			take_exact(buf, n, &got);
 		} else {
 			assert_int_equal(n, -ETIMEDOUT); /* neither EOF nor a reset */
 		}
@@ -206,16 +218,7 @@ static void test_witness_sees_death(void **state)
 
 	(void)state;
 	struct tp_link *l = open_quick(20000);
-	assert_int_equal(tp_listen(l, 6007), 0);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	pid = fork();
-	if (pid == 0)
-		child_stream_witness(6007, sv[1], sv[0]);
-	g_child = pid;
-	close(sv[1]);
-	struct tp_conn *c = attach_wait(l, 1000, 6007, 5000);
-	assert_non_null(c);
-	tp_conn_set_witness(c, sv[0]);
+	struct tp_conn *c = start_witness_peer(l, 6007, sv, &pid);
 	read_exact(c, buf, sizeof(buf), &got, 4u << 20);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
@@ -224,11 +227,7 @@ static void test_witness_sees_death(void **state)
 	do {
 		n = tl_recv_some(c, buf, sizeof(buf), 1000);
 		if (n > 0) {
-			static uint8_t want[65536];
-
-			tl_fill(want, (size_t)n, 3, got);
-			assert_memory_equal(buf, want, (size_t)n);
-			got += (uint64_t)n;
+			take_exact(buf, n, &got);
 		}
 	} while (n > 0 || (n == -ETIMEDOUT && tl_now_ms() - t0 < 25000));
 	uint64_t dt = tl_now_ms() - t0;
@@ -317,11 +316,7 @@ static void test_closed_then_stopped_peer(void **state)
 	while (tl_now_ms() - t0 < 2000) {
 		n = tl_recv_some(c, buf, sizeof(buf), 100);
 		if (n > 0) {
-			static uint8_t want[65536];
-
-			tl_fill(want, (size_t)n, 3, got);
-			assert_memory_equal(buf, want, (size_t)n);
-			got += (uint64_t)n;
+			take_exact(buf, n, &got);
 		} else {
 			assert_int_equal(n, -ETIMEDOUT); /* neither EOF nor a reset yet */
 		}
@@ -333,11 +328,7 @@ static void test_closed_then_stopped_peer(void **state)
 	do {
 		n = tl_recv_some(c, buf, sizeof(buf), 5000);
 		if (n > 0) {
-			static uint8_t want[65536];
-
-			tl_fill(want, (size_t)n, 3, got);
-			assert_memory_equal(buf, want, (size_t)n);
-			got += (uint64_t)n;
+			take_exact(buf, n, &got);
 		}
 	} while (n > 0);
 	print_message("closed, then stopped 2 s: %llu of %llu bytes, then %zd\n",
@@ -377,11 +368,7 @@ static void test_silent_peer_timeout(void **state)
 	do {
 		n = tl_recv_some(c, buf, sizeof(buf), 200);
 		if (n > 0) {
-			static uint8_t want[65536];
-
-			tl_fill(want, (size_t)n, 3, got);
-			assert_memory_equal(buf, want, (size_t)n);
-			got += (uint64_t)n;
+			take_exact(buf, n, &got);
 		}
 	} while (n > 0 || (n == -ETIMEDOUT && tl_now_ms() - t0 < 15000));
 	uint64_t dt = tl_now_ms() - t0;
