@@ -769,7 +769,7 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	 * said it closed (TP_ST_CLOSING): then its TCP socket's end is that close, and its
 	 * connection still lingers on the NTB side (data, FIN), to be waited for. */
 	if (!fd1 || atomic_load(&c->link->up) || (tp_st_flags(c) & TP_ST_CLOSING) ||
-	    now - last < 100u || atomic_load(&c->peer_dead) ||
+	    now - last < 100u || atomic_load(&c->peer_gone) ||
 	    !atomic_compare_exchange_strong(&c->witness_ms, &last, now))
 		return;
 	if (fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino))
@@ -789,7 +789,7 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s, fd %d, "
 		    "tcp state %u): the peer process is gone", c->slot,
 		    r == 0 ? "end of stream" : strerror(e), fd1 - 1, ti.tcpi_state);
-		atomic_store(&c->peer_dead, true);
+		atomic_store(&c->peer_gone, true);
 		tp_event_signal(); /* waiters look again and see the loss */
 	}
 }

@@ -410,8 +410,8 @@ struct tp_conn {
 	uint32_t peer_epoch;
 	atomic_int error;         /* 0 or -errno */
 	atomic_bool closed;       /* tp_close() called; helper finishes */
-	atomic_bool peer_gone;    /* a send found the peer lost (RST/GONE/link down) */
-	atomic_bool peer_dead;    /* tp_conn_peer_lost() once said yes: it stays lost */
+	atomic_bool peer_gone;    /* the peer is lost (tp_conn_peer_lost() once said yes, or a
+				   * send found it so, or its witness): it stays lost */
 	/* The kernel TCP socket beside the connection (tp_conn_set_witness()): fd + 1 (0: none)
 	 * and its inode. Looked at only while the peer is silent: end of stream or a reset
 	 * there means the peer process is gone (its kernel closed the socket), not stopped. */

@@ -367,7 +367,7 @@ static int tx_check(struct tp_conn *c)
 		return -EPIPE;
 	/* link state as the helper thread last saw it (every ≤ 100 ms), as tp_conn_peer_lost() */
 	if (atomic_load_explicit(&c->link->lost, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->peer_dead, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) != c->peer_epoch) {
 		/* not c->error: the receive side still delivers what arrived, then ends */
 		atomic_store(&c->peer_gone, true);

@@ -58,7 +58,7 @@ bool tp_conn_peer_lost(struct tp_conn *c)
 {
 	if (tp_st_flags(c) & (TP_ST_RST | TP_ST_GONE))
 		return true;
-	if (atomic_load_explicit(&c->peer_dead, memory_order_relaxed))
+	if (atomic_load_explicit(&c->peer_gone, memory_order_relaxed))
 		return true;
 	/* link state as the helper thread last saw it (every ≤ 100 ms): cheap on the data path */
 	if (!atomic_load_explicit(&c->link->lost, memory_order_relaxed) &&
@@ -66,7 +66,7 @@ bool tp_conn_peer_lost(struct tp_conn *c)
 		return false;
 	/* sticky: a peer that speaks again after its connections were given up must not find
 	 * them alive on this side */
-	atomic_store_explicit(&c->peer_dead, true, memory_order_relaxed);
+	atomic_store_explicit(&c->peer_gone, true, memory_order_relaxed);
 	return true;
 }
 
