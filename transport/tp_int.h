@@ -223,6 +223,18 @@ static_assert(offsetof(struct tp_pkt, apply_flags) == 88, "pkt layout");
 /* --- pure helpers (tp_wire.c) ------------------------------------------------------------- */
 uint64_t tp_cw_make(uint32_t seed, uint32_t value);
 bool tp_cw_check(uint32_t seed, uint64_t word, uint32_t *ret_value);
+/* The header CRC of an inline message: the payload's CRC continued over the same bytes as
+ * tp_inline_hdr_crc() (length, MSN, flags), from registers (stores just made would not
+ * forward to the wider loads of a CRC over memory). */
+static inline uint32_t tp_inline_crc(uint32_t payload_crc, unsigned len, uint32_t msn,
+				     uint8_t flags)
+{
+	uint32_t crc = crc32c_small_val(payload_crc, (uint64_t)(uint16_t)len | (uint64_t)msn << 16,
+					6);
+
+	return crc32c_small_val(crc, flags, 1);
+}
+
 /* Build inline slot content for LEN bytes at SLOT (128 B); the payload is already at
  * SLOT + tp_inline_off(len) (copied by the caller, crc = crc32c(nonce, payload)). Inline: once
  * per inline message. */
@@ -230,17 +242,31 @@ static inline void tp_inline_finish(uint8_t *slot, unsigned len, uint32_t msn, u
 				    uint8_t seq, uint32_t payload_crc)
 {
 	uint16_t l16 = (uint16_t)len;
-	/* the same bytes as tp_inline_hdr_crc(), from registers (the stores just made would
-	 * not forward to the wider loads of a CRC over memory) */
-	uint32_t crc = crc32c_small_val(payload_crc, (uint64_t)l16 | (uint64_t)msn << 16, 6);
+	uint32_t crc = tp_inline_crc(payload_crc, len, msn, flags);
 
-	crc = crc32c_small_val(crc, flags, 1);
 	memcpy(slot + TP_INL_LEN, &l16, 2);
 	memcpy(slot + TP_INL_MSN, &msn, 4);
 	slot[TP_INL_FLAGS] = flags;
 	memcpy(slot + TP_INL_CRC, &crc, 4);
 	slot[TP_INL_SEQ] = seq;
 }
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The same header as tp_inline_finish() in two little-endian words: *H0 = bytes 116..123
+ * (length, MSN, low half of the CRC), *H1 = bytes 124..127 (high half of the CRC, flags, and
+ * the sequence byte in its top byte), for a writer that stores them from registers. */
+static inline void tp_inline_hdr_words(unsigned len, uint32_t msn, uint8_t flags, uint8_t seq,
+				       uint32_t payload_crc, uint64_t *h0, uint32_t *h1)
+{
+	uint32_t crc = tp_inline_crc(payload_crc, len, msn, flags);
+
+	static_assert(TP_INL_MSN == TP_INL_LEN + 2 && TP_INL_CRC == TP_INL_MSN + 4 &&
+		      TP_INL_FLAGS == TP_INL_CRC + 4 && TP_INL_SEQ == TP_INL_FLAGS + 1,
+		      "inline header layout");
+	*h0 = (uint64_t)(uint16_t)len | (uint64_t)msn << 16 | (uint64_t)(crc & 0xffffu) << 48;
+	*h1 = crc >> 16 | (uint32_t)flags << 16 | (uint32_t)seq << 24;
+}
+#endif
 /* Validate a private copy of an inline slot; 0 and header fields, or -EBADMSG. */
 int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint32_t *ret_msn,
 		    uint8_t *ret_flags);

@@ -168,6 +168,56 @@ gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc, bool smal
 
 static void publish_tx(struct tp_conn *c);
 
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* send_inline() into a plain write-back window (ntb_out_direct()) at shadow slot S: the payload
+ * goes from the caller to the shadow and the window in one pass (one load, two stores per
+ * word), the header from registers. Nothing is read back from the shadow just written:
+ * write_inline_slot()'s loads of it would each wait for several of those stores to drain (no
+ * store forwarding from several stores), ~15 % of a 64-byte send. The window gets the table's
+ * bytes [off, 127] as before: the padding zeroed first, then payload and header, and last the
+ * word that holds the sequence byte. */
+static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s, uint32_t pos,
+			       unsigned len, uint8_t flags, uint8_t seq)
+{
+	uint8_t *d = c->link->out_direct + out_inline_off(c, pos);
+	unsigned off = tp_inline_off(len);
+	typedef uint8_t v16 __attribute__((vector_size(16)));
+	const v16 zero16 = { 0 };
+	uint32_t crc = c->nonce_out, h1;
+	uint64_t h0;
+
+	/* zero [off, 116) in fixed-size stores, written out (a memset() or a loop of these
+	 * sizes becomes rep stos, slower than the whole send); the payload lands on it below */
+	if (off == 0) {
+		memcpy(d, &zero16, 16);
+		memcpy(d + 16, &zero16, 16);
+		memcpy(d + 32, &zero16, 16);
+		memcpy(d + 48, &zero16, 16);
+	}
+	if (off <= 64) {
+		memcpy(d + 64, &zero16, 16);
+		memcpy(d + 80, &zero16, 16);
+		memcpy(d + 96, &zero16, 16);
+	}
+	memcpy(d + 112, &zero16, 4);
+	for (unsigned done = 0; done < len;) {
+		const uint8_t *src;
+		size_t n = iov_take(ic, len - done, &src);
+
+		crc = crc32c_small_copy2(crc, s + off + done, d + off + done, src, n);
+		done += (unsigned)n;
+	}
+	tp_inline_hdr_words(len, c->msn_next, flags, seq, crc, &h0, &h1);
+	memcpy(s + TP_INL_LEN, &h0, 8);
+	memcpy(s + TP_INL_FLAGS - 2, &h1, 4);
+	memcpy(d + TP_INL_LEN, &h0, 8);
+	/* release: payload and header before the sequence byte that publishes the slot (one
+	 * aligned 4-byte store of bytes 124-127: the rest of the CRC and the flags go with it);
+	 * pairs with the acquire load of the sequence byte in rx_inline() */
+	__atomic_store_n((uint32_t *)(void *)(d + TP_INL_FLAGS - 2), h1, __ATOMIC_RELEASE);
+}
+#endif
+
 static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uint8_t flags)
 {
 	/* MSN order across rings: earlier data-ring messages are published before this one */
@@ -175,11 +225,19 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 		publish_tx(c);
 	uint32_t pos = c->tx_i;
 	uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
-	uint32_t crc = gather_crc(ic, s + tp_inline_off(len), len, c->nonce_out, true);
+	uint8_t seq = tp_inline_seq(pos, c->out.log2n, c->seq_base_out);
 
-	tp_inline_finish(s, len, c->msn_next, flags,
-			 tp_inline_seq(pos, c->out.log2n, c->seq_base_out), crc);
-	write_inline_slot(c, pos);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (c->link->out_direct) {
+		send_inline_direct(c, ic, s, pos, len, flags, seq);
+	} else
+#endif
+	{
+		uint32_t crc = gather_crc(ic, s + tp_inline_off(len), len, c->nonce_out, true);
+
+		tp_inline_finish(s, len, c->msn_next, flags, seq, crc);
+		write_inline_slot(c, pos);
+	}
 	c->tx_i++;
 	c->msn_next++;
 	TP_STAT_ADD(c->st->tx_msgs_inline, 1);

@@ -82,11 +82,12 @@ static inline int crc32c_small_hw(void)
 	return (__builtin_expect(f != 0, 1) ? f : crc32c_small_probe()) == 1;
 }
 
-/* Raw register update (no inversions) over N bytes at P; copies them to D when D != NULL. */
-static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, size_t n)
+/* Raw register update (no inversions) over N bytes at P; copies them to D when D != NULL, and
+ * to D2 as well when D2 != NULL (D2 only with D; a constant NULL costs nothing once inlined). */
+static inline uint32_t crc32c_small_raw2(uint32_t reg, void *d, void *d2, const void *p, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)p;
-	unsigned char *o = (unsigned char *)d;
+	unsigned char *o = (unsigned char *)d, *o2 = (unsigned char *)d2;
 	uint64_t r = reg;
 
 	/* 16 bytes a round, the copy decided once (fewer loop instructions per byte: these run
@@ -99,6 +100,11 @@ static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, si
 			memcpy(&v1, s + 8, 8);
 			memcpy(o, &v0, 8);
 			memcpy(o + 8, &v1, 8);
+			if (o2) {
+				memcpy(o2, &v0, 8);
+				memcpy(o2 + 8, &v1, 8);
+				o2 += 16;
+			}
 			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v0));
 			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v1));
 		}
@@ -120,6 +126,10 @@ static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, si
 			memcpy(o, &v, 8);
 			o += 8;
 		}
+		if (o2) {
+			memcpy(o2, &v, 8);
+			o2 += 8;
+		}
 		__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v));
 		s += 8;
 		n -= 8;
@@ -133,6 +143,10 @@ static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, si
 			memcpy(o, &v, 4);
 			o += 4;
 		}
+		if (o2) {
+			memcpy(o2, &v, 4);
+			o2 += 4;
+		}
 		__asm__("crc32l %1, %0" : "+r"(r32) : "rm"(v));
 		r = r32;
 		s += 4;
@@ -144,10 +158,17 @@ static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, si
 
 		if (o)
 			*o++ = v;
+		if (o2)
+			*o2++ = v;
 		__asm__("crc32b %1, %0" : "+r"(r32) : "rm"(v));
 		r = r32;
 	}
 	return (uint32_t)r;
+}
+
+static inline uint32_t crc32c_small_raw(uint32_t reg, void *d, const void *p, size_t n)
+{
+	return crc32c_small_raw2(reg, d, NULL, p, n);
 }
 
 /* Raw register update over the low N (1..8) bytes of V, least significant byte first. */
@@ -190,6 +211,16 @@ static inline uint32_t crc32c_small_copy(uint32_t crc, void *dst, const void *sr
 	return ~crc32c_small_raw(~crc, dst, src, len);
 }
 
+/* crc32c_copy2() for short buffers: one load, two stores per word (a sender's shadow and
+ * window written from the same registers). */
+static inline uint32_t crc32c_small_copy2(uint32_t crc, void *dst, void *dst2, const void *src,
+					  size_t len)
+{
+	if (__builtin_expect(!crc32c_small_hw(), 0))
+		return crc32c_copy2(crc, dst, dst2, src, len);
+	return ~crc32c_small_raw2(~crc, dst, dst2, src, len);
+}
+
 static inline uint32_t crc32c_small_val(uint32_t crc, uint64_t v, unsigned n)
 {
 	if (__builtin_expect(!crc32c_small_hw(), 0)) {
@@ -205,6 +236,12 @@ static inline uint32_t crc32c_small_val(uint32_t crc, uint64_t v, unsigned n)
 static inline uint32_t crc32c_small(uint32_t crc, const void *buf, size_t len)
 {
 	return crc32c(crc, buf, len);
+}
+
+static inline uint32_t crc32c_small_copy2(uint32_t crc, void *dst, void *dst2, const void *src,
+					  size_t len)
+{
+	return crc32c_copy2(crc, dst, dst2, src, len);
 }
 
 static inline uint32_t crc32c_small_copy(uint32_t crc, void *dst, const void *src, size_t len)

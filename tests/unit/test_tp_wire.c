@@ -126,7 +126,8 @@ static void test_packet_seal(void **state)
 }
 
 /* Send one inline message of each size 1…116 and look at the receiver's real window: the
- * payload sits at the table's offset, bytes before it in the slot were not written. */
+ * payload sits at the table's offset, bytes before it in the slot were not written, the rest
+ * of the table's range was (padding as zeros, the header as in the sender's shadow). */
 static void test_inline_window_layout(void **state)
 {
 	char path[128];
@@ -164,13 +165,21 @@ static void test_inline_window_layout(void **state)
 		unsigned off = tp_inline_off(len);
 		uint8_t out[116];
 
+		const uint8_t *sh = ca->sh_inline + (len - 1) * 128u;
+
 		for (unsigned i = 0; i < len; i++)
 			pay[i] = (uint8_t)(0x80 | (i + len));
+		for (unsigned i = 0; i < TP_INL_SEQ; i++)
+			((volatile uint8_t *)s)[i] = 0xa5;        /* the sequence byte stays 0 */
 		assert_int_equal(tp_send(ca, &v, 1), (ssize_t)len);
 		for (unsigned i = 0; i < off; i++)
-			assert_int_equal(s[i], 0);                 /* not copied */
+			assert_int_equal(s[i], 0xa5);              /* not copied */
 		for (unsigned i = 0; i < len; i++)
 			assert_int_equal(s[off + i], pay[i]);     /* payload at the offset */
+		for (unsigned i = off + len; i < TP_INL_LEN; i++)
+			assert_int_equal(s[i], 0);                 /* padding: copied, zeros */
+		for (unsigned i = TP_INL_LEN; i < 128; i++)
+			assert_int_equal(s[i], sh[i]);            /* header as the shadow's */
 		assert_true(s[TP_INL_SEQ] != 0);
 		assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), (ssize_t)len);
 		assert_memory_equal(out, pay, len);
@@ -185,7 +194,7 @@ static void test_inline_window_layout(void **state)
  * its little-endian bytes. */
 static void test_crc32c_small_matches(void **state)
 {
-	uint8_t src[320 + 8], dst[320 + 8];
+	uint8_t src[320 + 8], dst[320 + 8], dst2[320 + 8];
 	uint64_t rnd = 99;
 
 	(void)state;
@@ -201,6 +210,16 @@ static void test_crc32c_small_matches(void **state)
 					 crc32c(seed, src + al, len));
 			assert_memory_equal(dst + al, src + al, len);
 			assert_int_equal(dst[al + len], 0xee); /* nothing written past the end */
+			/* the two-destination form: both copies exact, nothing past either end */
+			memset(dst, 0xee, sizeof(dst));
+			memset(dst2, 0xdd, sizeof(dst2));
+			assert_int_equal(crc32c_small_copy2(seed, dst + al, dst2 + 5, src + al, len),
+					 crc32c(seed, src + al, len));
+			assert_memory_equal(dst + al, src + al, len);
+			assert_memory_equal(dst2 + 5, src + al, len);
+			assert_int_equal(dst[al + len], 0xee);
+			assert_int_equal(dst2[5 + len], 0xdd);
+			assert_int_equal(dst2[4], 0xdd);
 		}
 	}
 	assert_int_equal(crc32c_small(0, "123456789", 9), 0xE3069283);
