@@ -187,13 +187,10 @@ static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s
 	uint64_t h0;
 
 	/* zero [off, 116) in fixed-size stores, written out (a memset() or a loop of these
-	 * sizes becomes rep stos, slower than the whole send); the payload lands on it below */
-	if (off == 0) {
-		memcpy(d, &zero16, 16);
-		memcpy(d + 16, &zero16, 16);
-		memcpy(d + 32, &zero16, 16);
+	 * sizes becomes rep stos, slower than the whole send); the payload lands on it below.
+	 * From offset 0 the payload has 53 bytes or more: only [48, 116) can be padding. */
+	if (off == 0)
 		memcpy(d + 48, &zero16, 16);
-	}
 	if (off <= 64) {
 		memcpy(d + 64, &zero16, 16);
 		memcpy(d + 80, &zero16, 16);
