@@ -117,15 +117,20 @@ NTB_EXPORT int close(int fd)
 	/* Out of the table first: a concurrent socket() reusing FD must not find us. */
 	struct pl_sock *s = pl_fds ? pl_fd_take(fd) : NULL;
 	pl_tcpstat_closed(fd);
+	/* Our reference goes before the kernel socket: when it is the last, the connection's
+	 * close (FIN after the data, and the ST word saying "closed") is in the peer's window
+	 * before our TCP socket ends. A peer that is silent just then looks at that socket as
+	 * its witness (tp_conn_set_witness()): it must find the close, not take the end of the
+	 * socket for our death. */
+	if (s) {
+		int saved = errno;
+		pl_sock_put(s);
+		errno = saved;
+	}
 	int r = pl_real.close(fd);
 	if (pl_fds) {
 		int saved = errno;
 		pl_cand_closed(fd);
-		errno = saved;
-	}
-	if (s) {
-		int saved = errno;
-		pl_sock_put(s);
 		errno = saved;
 	}
 	return r;
