@@ -160,6 +160,9 @@ struct pl_sock *pl_sock_get(int fd);
 void pl_fd_install(int fd, struct pl_sock *s);
 /* Remove FD's entry and return it (the caller owns the slot's reference), or NULL. */
 struct pl_sock *pl_fd_take(int fd);
+/* Another descriptor than SKIP whose entry is S (a dup of its socket), or -1. Scans the table:
+ * for rare events only. */
+int pl_fd_find(const struct pl_sock *s, int skip);
 /* Drop a stale entry at a newly created FD. */
 static inline void pl_fd_fresh(int fd);
 int pl_fd_max(void);

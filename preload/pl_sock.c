@@ -124,6 +124,19 @@ NTB_EXPORT int close(int fd)
 	 * socket for our death. */
 	if (s) {
 		int saved = errno;
+		/* Not the last reference (a dup of the socket lives on, or a call is in flight):
+		 * the connection's witness must not stay on this descriptor, or a silent peer's
+		 * death would go unseen until peer_timeout_ms. (tp_conn_set_witness() checks that
+		 * the descriptor is a socket and keeps its inode, so a stale find is harmless.) */
+		/* (acquire: pairs with set_state(); an open connection's conn is final) */
+		if (s->kind == PL_CONN &&
+		    atomic_load_explicit(&s->state, memory_order_acquire) == PL_CS_OPEN &&
+		    atomic_load_explicit(&s->refs, memory_order_relaxed) > 1 && s->conn) {
+			int other = pl_fd_find(s, fd);
+
+			if (other >= 0)
+				tp_conn_set_witness(s->conn, other);
+		}
 		pl_sock_put(s);
 		errno = saved;
 	}

@@ -207,7 +207,9 @@ int tp_conn_error(struct tp_conn *c);
  * peer_timeout_ms for it to speak again; meanwhile the helper looks at FD (MSG_PEEK, never
  * reads it): end of stream or a reset there means the peer's kernel closed its socket, so the
  * peer process is gone, and C ends at once (EOF or ECONNRESET after the delivered data). The
- * socket's inode is recorded: a closed or reused FD number is not looked at. */
+ * socket's inode is recorded: a closed or reused FD number is not looked at. Called again with
+ * another descriptor of the same socket, it moves there (preload/: close() of the witness while
+ * a dup lives on). */
 void tp_conn_set_witness(struct tp_conn *c, int fd);
 
 /* fork support: after fork(), the child calls tp_atfork_child() before touching any

@@ -8,6 +8,9 @@
  *                                         them back exactly; exit 0 when all did.
  *   pl_echo eclient ADDR PORT NCONN BYTES the same, each socket in an edge-triggered epoll set
  *                                         before connect() (as nginx and Go do)
+ *   pl_echo dupdrain ADDR PORT            accept one connection, move it to another descriptor
+ *                                         (F_DUPFD, then close the accepted one), read until
+ *                                         end of stream or an error, say which, exit 0
  * Servers run until killed (the fork servers exit with the test's timeout). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -417,10 +420,42 @@ static int run_eclient(struct sockaddr_in *sa, int nconn, size_t bytes)
 	return 0;
 }
 
+/* One connection, read through a duplicate of the accepted descriptor only. */
+static int run_dupdrain(struct sockaddr_in *sa)
+{
+	int l = listener(sa, false), c = accept(l, NULL, NULL), d;
+	char buf[65536];
+	unsigned long long total = 0;
+
+	if (c < 0)
+		die("accept");
+	d = fcntl(c, F_DUPFD, c + 20);
+	if (d < 0)
+		die("F_DUPFD");
+	close(c);
+	printf("pl_echo: reading on fd %d (accepted as %d)\n", d, c);
+	fflush(stdout);
+	for (;;) {
+		ssize_t n = read(d, buf, sizeof(buf));
+
+		if (n > 0) {
+			total += (unsigned long long)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0)
+			printf("pl_echo: end of stream after %llu bytes\n", total);
+		else
+			printf("pl_echo: %s after %llu bytes\n", strerror(errno), total);
+		return 0;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: pl_echo et|fork|prefork|client ADDR PORT [...]\n");
+		fprintf(stderr, "usage: pl_echo et|fork|prefork|client|eclient|dupdrain ADDR PORT [...]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -433,6 +468,8 @@ int main(int argc, char **argv)
 		return run_prefork(&sa, atoi(argv[4]));
 	if (!strcmp(argv[1], "eclient") && argc == 6)
 		return run_eclient(&sa, atoi(argv[4]), (size_t)atol(argv[5]));
+	if (!strcmp(argv[1], "dupdrain"))
+		return run_dupdrain(&sa);
 	if (!strcmp(argv[1], "client") && argc == 6)
 		return run_client(&sa, atoi(argv[4]), (size_t)atol(argv[5]));
 	fprintf(stderr, "pl_echo: bad arguments\n");
