@@ -112,6 +112,24 @@ NTB_EXPORT int listen(int fd, int backlog)
 	return r;
 }
 
+/* FD, one of S's descriptors, goes away (close, or dup2 onto it). If that is not S's last
+ * reference (a dup of the socket lives on, or a call is in flight), the connection's witness
+ * must not stay on FD, or a silent peer's death would go unseen until peer_timeout_ms.
+ * (tp_conn_set_witness() checks that the descriptor is a socket and keeps its inode, so a
+ * stale find is harmless.) */
+static void witness_move(struct pl_sock *s, int fd)
+{
+	/* (acquire: pairs with set_state(); an open connection's conn is final) */
+	if (s->kind == PL_CONN &&
+	    atomic_load_explicit(&s->state, memory_order_acquire) == PL_CS_OPEN &&
+	    atomic_load_explicit(&s->refs, memory_order_relaxed) > 1 && s->conn) {
+		int other = pl_fd_find(s, fd);
+
+		if (other >= 0)
+			tp_conn_set_witness(s->conn, other);
+	}
+}
+
 NTB_EXPORT int close(int fd)
 {
 	/* Out of the table first: a concurrent socket() reusing FD must not find us. */
@@ -124,19 +142,7 @@ NTB_EXPORT int close(int fd)
 	 * socket for our death. */
 	if (s) {
 		int saved = errno;
-		/* Not the last reference (a dup of the socket lives on, or a call is in flight):
-		 * the connection's witness must not stay on this descriptor, or a silent peer's
-		 * death would go unseen until peer_timeout_ms. (tp_conn_set_witness() checks that
-		 * the descriptor is a socket and keeps its inode, so a stale find is harmless.) */
-		/* (acquire: pairs with set_state(); an open connection's conn is final) */
-		if (s->kind == PL_CONN &&
-		    atomic_load_explicit(&s->state, memory_order_acquire) == PL_CS_OPEN &&
-		    atomic_load_explicit(&s->refs, memory_order_relaxed) > 1 && s->conn) {
-			int other = pl_fd_find(s, fd);
-
-			if (other >= 0)
-				tp_conn_set_witness(s->conn, other);
-		}
+		witness_move(s, fd);
 		pl_sock_put(s);
 		errno = saved;
 	}
@@ -177,6 +183,8 @@ static void dup_track(int oldfd, int newfd)
 		return;
 	int saved = errno;
 	struct pl_sock *prev = pl_fd_take(newfd); /* dup2/dup3 closed whatever NEWFD was */
+	if (prev)
+		witness_move(prev, newfd);
 	pl_sock_put(prev);
 	pl_tcpstat_dup(oldfd, newfd);
 	struct pl_sock *s = pl_sock_get(oldfd);
