@@ -22,6 +22,13 @@
  * messages. */
 #define TX_REFRESH_SENDS 16u
 
+/* A data-ring message holds at most qsize / TX_MSG_DIV bytes, and a tp_send() that writes
+ * several publishes each as it is written: a large write (more than the ring) is then copied
+ * out by the receiver while the sender writes the next piece, instead of after the whole call
+ * (1 MiB writes into a 1 MiB ring: 0.58-0.65 of the time per MiB, against qsize / 2 and one
+ * publish per call; 64-256 KiB writes unchanged). */
+#define TX_MSG_DIV 8u
+
 /* CLOCK_MONOTONIC at tick resolution: a fraction of the cost of CLOCK_MONOTONIC, never ahead
  * of it (tp_now_ms()), which is what the timers compare these stamps with. */
 static uint64_t coarse_ms(void)
@@ -502,7 +509,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		goto out;
 	while (sent < total) {
 		size_t left = total - sent;
-		uint32_t max_msg = c->out.qsize / 2u;
+		uint32_t max_msg = c->out.qsize / TX_MSG_DIV;
 
 		if (left <= pp->inline_max && inline_free(c) > 0) {
 			send_inline(c, &ic, (unsigned)left, 0);
@@ -549,6 +556,11 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		send_data(c, &ic, n, type, 0);
 		sent += n;
 		data_pub = true;
+		if (sent < total) {
+			/* more to come in this call: the receiver starts on this message now */
+			publish_tx(c);
+			tp_wake_peer(c, TP_W_FB_WAIT);
+		}
 		any = true;
 	}
 	if (data_pub)

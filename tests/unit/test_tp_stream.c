@@ -244,6 +244,49 @@ static void test_lazy_credits(void **state)
 	tl_pair_close(&p);
 }
 
+/* A write larger than the ring goes as several data messages of at most an eighth of the ring
+ * each (tp_tx.c: TX_MSG_DIV; each published as it is written, so that the receiver copies out
+ * one while the sender writes the next), and arrives byte-exact. */
+static void test_large_write_pieces(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	struct tp_stats st;
+	size_t len = 1u << 20, got = 0;
+	uint8_t *buf = aligned_alloc(4096, len), *rbuf = malloc(len);
+	ssize_t n;
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(rbuf);
+	tp_params_init(&tpp);
+	tpp.contexts = 16;
+	tpp.queue_size = 256u << 10;
+	pair_open(&p, "pieces", &tpp, NULL);
+	assert_int_equal(p.ca->out.qsize, 256u << 10);
+	tl_fill(buf, len, 11, 0);
+	struct iovec v = { buf, len };
+
+	n = tp_send(p.ca, &v, 1);
+	assert_true(n >= (ssize_t)(128u << 10) && n < (ssize_t)len); /* the ring's room */
+	tp_conn_stats(p.ca, &st);
+	uint32_t piece = p.ca->out.qsize / 8u;
+	assert_true(st.tx_msgs_long + st.tx_msgs_short >= ((size_t)n + piece - 1) / piece);
+	assert_int_equal(st.tx_msgs_short, 0); /* an aligned source: long messages */
+	while (got < (size_t)n) {
+		ssize_t r = tl_recv_some(p.cb, rbuf + got, (size_t)n - got, 2000);
+
+		assert_true(r > 0);
+		got += (size_t)r;
+	}
+	assert_memory_equal(rbuf, buf, got);
+	tp_conn_stats(p.cb, &st);
+	assert_true(st.rx_msgs_long >= ((size_t)n + piece - 1) / piece);
+	free(buf);
+	free(rbuf);
+	tl_pair_close(&p);
+}
+
 /* A peer's reset (ST word) is seen by a sender that keeps finding room within a few sends:
  * the status word is read on the lazy path too (at least every 16 sends). */
 static void test_reset_seen_by_sender(void **state)
@@ -490,6 +533,7 @@ int main(void)
 		cmocka_unit_test(test_stream_clean),
 		cmocka_unit_test(test_stream_fault),
 		cmocka_unit_test(test_lazy_credits),
+		cmocka_unit_test(test_large_write_pieces),
 		cmocka_unit_test(test_reset_seen_by_sender),
 		cmocka_unit_test(test_inline_fast_path),
 		cmocka_unit_test(test_inline_fast_path_changed_slot),
