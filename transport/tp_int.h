@@ -465,6 +465,7 @@ struct tp_conn {
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	bool tx_dirty;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
+	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
 	/* --- receive side (rx_lock) */
 	struct tp_mutex rx_lock;

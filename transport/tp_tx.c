@@ -29,6 +29,14 @@
  * publish per call; 64-256 KiB writes unchanged). */
 #define TX_MSG_DIV 8u
 
+/* Request/response: a large write that follows data we received on this connection (since
+ * the previous large write) is probably a reply that the peer waits for whole. Its first
+ * message is then TX_PIECE_MIN bytes and each next one twice the last (up to the cap above),
+ * so that the receiver copies out each piece while we write the next: 64 KiB ping-pong
+ * one-way 0.79-0.87 of the time with 16-32 KiB pieces. A one-way stream keeps whole messages
+ * (smaller pieces cost it 3-11 %), and so do writes below 2 * TX_PIECE_MIN. */
+#define TX_PIECE_MIN (16u << 10)
+
 /* CLOCK_MONOTONIC at tick resolution: a fraction of the cost of CLOCK_MONOTONIC, never ahead
  * of it (tp_now_ms()), which is what the timers compare these stamps with. */
 static uint64_t coarse_ms(void)
@@ -507,9 +515,19 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		rc = tx_refresh(c);
 	if (rc || total == 0)
 		goto out;
+	uint32_t cap = c->out.qsize / TX_MSG_DIV, piece = cap;
+
+	if (total >= 2u * TX_PIECE_MIN) {
+		/* relaxed: our own reader's counter, a hint only (partner: TP_STAT_ADD) */
+		uint64_t rx = __atomic_load_n(&c->st->rx_bytes, __ATOMIC_RELAXED);
+
+		if (rx != c->tx_rx_seen && cap > TX_PIECE_MIN)
+			piece = TX_PIECE_MIN;
+		c->tx_rx_seen = rx;
+	}
 	while (sent < total) {
 		size_t left = total - sent;
-		uint32_t max_msg = c->out.qsize / TX_MSG_DIV;
+		uint32_t max_msg = piece;
 
 		if (left <= pp->inline_max && inline_free(c) > 0) {
 			send_inline(c, &ic, (unsigned)left, 0);
@@ -556,6 +574,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		send_data(c, &ic, n, type, 0);
 		sent += n;
 		data_pub = true;
+		piece = piece < cap / 2u ? piece * 2u : cap;
 		if (sent < total) {
 			/* more to come in this call: the receiver starts on this message now */
 			publish_tx(c);

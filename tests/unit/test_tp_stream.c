@@ -287,6 +287,67 @@ static void test_large_write_pieces(void **state)
 	tl_pair_close(&p);
 }
 
+static uint64_t data_msgs(struct tp_conn *c)
+{
+	struct tp_stats st;
+
+	tp_conn_stats(c, &st);
+	return st.tx_msgs_long + st.tx_msgs_short;
+}
+
+/* Send LEN bytes of BUF from A in one call (it must all fit) and check that B gets them. */
+static void send_whole(struct tl_pair *p, const uint8_t *buf, size_t len, uint8_t *rbuf)
+{
+	struct iovec v = { (void *)buf, len };
+
+	assert_int_equal(tp_send(p->ca, &v, 1), (ssize_t)len);
+	for (size_t got = 0; got < len;) {
+		ssize_t r = tl_recv_some(p->cb, rbuf + got, len - got, 2000);
+
+		assert_true(r > 0);
+		got += (size_t)r;
+	}
+	assert_memory_equal(rbuf, buf, len);
+}
+
+/* Request/response (tp_tx.c: TX_PIECE_MIN): a 64 KiB write right after data was received on
+ * the connection goes as 16 + 32 + 16 KiB messages, each published as written, so that the
+ * peer copies out the first while the rest is written; without data received in between
+ * (a one-way stream) it stays one message. */
+static void test_reply_pieces(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	size_t len = 64u << 10;
+	uint8_t *buf = aligned_alloc(4096, len), *rbuf = malloc(len), one = 7, got1 = 0;
+	struct iovec v1 = { &one, 1 };
+	uint64_t m0;
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(rbuf);
+	tp_params_init(&tpp);
+	tpp.contexts = 16;
+	tpp.queue_size = 512u << 10; /* messages of up to 64 KiB */
+	pair_open(&p, "reply", &tpp, NULL);
+	tl_fill(buf, len, 12, 0);
+	m0 = data_msgs(p.ca);
+	send_whole(&p, buf, len, rbuf);
+	assert_int_equal(data_msgs(p.ca) - m0, 1);      /* no request seen: one message */
+	assert_int_equal(tp_send(p.cb, &v1, 1), 1);      /* the request */
+	assert_int_equal(tl_recv_some(p.ca, &got1, 1, 2000), 1);
+	assert_int_equal(got1, 7);
+	m0 = data_msgs(p.ca);
+	send_whole(&p, buf, len, rbuf);
+	assert_int_equal(data_msgs(p.ca) - m0, 3);      /* the reply: 16 + 32 + 16 KiB */
+	m0 = data_msgs(p.ca);
+	send_whole(&p, buf, len, rbuf);
+	assert_int_equal(data_msgs(p.ca) - m0, 1);      /* nothing received since: whole */
+	free(buf);
+	free(rbuf);
+	tl_pair_close(&p);
+}
+
 /* A peer's reset (ST word) is seen by a sender that keeps finding room within a few sends:
  * the status word is read on the lazy path too (at least every 16 sends). */
 static void test_reset_seen_by_sender(void **state)
@@ -534,6 +595,7 @@ int main(void)
 		cmocka_unit_test(test_stream_fault),
 		cmocka_unit_test(test_lazy_credits),
 		cmocka_unit_test(test_large_write_pieces),
+		cmocka_unit_test(test_reply_pieces),
 		cmocka_unit_test(test_reset_seen_by_sender),
 		cmocka_unit_test(test_inline_fast_path),
 		cmocka_unit_test(test_inline_fast_path_changed_slot),
