@@ -310,10 +310,10 @@ static void send_whole(struct tl_pair *p, const uint8_t *buf, size_t len, uint8_
 	assert_memory_equal(rbuf, buf, len);
 }
 
-/* Request/response (tp_tx.c: TX_PIECE_MIN): a 64 KiB write right after data was received on
- * the connection goes as 16 + 32 + 16 KiB messages, each published as written, so that the
- * peer copies out the first while the rest is written; without data received in between
- * (a one-way stream) it stays one message. */
+/* Request/response (tp_tx.c: TX_PIECE_LO/HI): a 64 KiB write right after data was received on
+ * the connection goes as 16 + 32 + 16 KiB messages, a 16 KiB one as 4 + 8 + 4, each published
+ * as written, so that the peer copies out the first while the rest is written; without data
+ * received in between (a one-way stream) it stays one message, and so does a 4 KiB reply. */
 static void test_reply_pieces(void **state)
 {
 	struct tl_pair p;
@@ -343,6 +343,15 @@ static void test_reply_pieces(void **state)
 	m0 = data_msgs(p.ca);
 	send_whole(&p, buf, len, rbuf);
 	assert_int_equal(data_msgs(p.ca) - m0, 1);      /* nothing received since: whole */
+	static const size_t reply[] = { 16u << 10, 4u << 10 }, pieces[] = { 3, 1 };
+
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tp_send(p.cb, &v1, 1), 1);
+		assert_int_equal(tl_recv_some(p.ca, &got1, 1, 2000), 1);
+		m0 = data_msgs(p.ca);
+		send_whole(&p, buf, reply[i], rbuf);
+		assert_int_equal(data_msgs(p.ca) - m0, pieces[i]); /* 4 + 8 + 4 KiB; whole */
+	}
 	free(buf);
 	free(rbuf);
 	tl_pair_close(&p);
