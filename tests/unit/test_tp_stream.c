@@ -195,6 +195,17 @@ static void test_stream_fault(void **state)
 	tl_pair_close(&p);
 }
 
+/* Receive exactly LEN bytes on C into RBUF (each read within 2 s). */
+static void recv_exact(struct tp_conn *c, uint8_t *rbuf, size_t len)
+{
+	for (size_t got = 0; got < len;) {
+		ssize_t r = tl_recv_some(c, rbuf + got, len - got, 2000);
+
+		assert_true(r > 0);
+		got += (size_t)r;
+	}
+}
+
 /* The sender reads the receiver's feedback lazily (tp_tx.c: tx_stale/tx_refresh): credits it
  * cached as exhausted must be refreshed by the next send itself, with no tp_wait() or tp_poll()
  * in between, and a long message written in one pass to window and shadow arrives intact. */
@@ -202,7 +213,7 @@ static void test_lazy_credits(void **state)
 {
 	struct tl_pair p;
 	struct tp_params tpp;
-	size_t chunk = 64u << 10, sent = 0, got = 0;
+	size_t chunk = 64u << 10, sent = 0;
 	uint8_t *buf = malloc(2u << 20), *rbuf = malloc(2u << 20);
 	ssize_t n;
 
@@ -224,20 +235,13 @@ static void test_lazy_credits(void **state)
 	}
 	assert_int_equal(n, -EAGAIN);
 	assert_true(sent >= 256u << 10);
-	while (got < sent) {
-		n = tl_recv_some(p.cb, rbuf + got, sent - got, 2000);
-		assert_true(n > 0);
-		got += (size_t)n;
-	}
+	recv_exact(p.cb, rbuf, sent);
 	assert_memory_equal(rbuf, buf, sent);
 	/* the receiver's release reaches our window at once or by its timers (≤ 50 ms) */
 	usleep(300 * 1000);
 	struct iovec v = { buf + 1, sent - 4096 }; /* misaligned: short messages */
 	assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)(sent - 4096));
-	for (got = 0; got < sent - 4096; got += (size_t)n) {
-		n = tl_recv_some(p.cb, rbuf + got, sent - 4096 - got, 2000);
-		assert_true(n > 0);
-	}
+	recv_exact(p.cb, rbuf, sent - 4096);
 	assert_memory_equal(rbuf, buf + 1, sent - 4096);
 	free(buf);
 	free(rbuf);
@@ -252,7 +256,7 @@ static void test_large_write_pieces(void **state)
 	struct tl_pair p;
 	struct tp_params tpp;
 	struct tp_stats st;
-	size_t len = 1u << 20, got = 0;
+	size_t len = 1u << 20;
 	uint8_t *buf = aligned_alloc(4096, len), *rbuf = malloc(len);
 	ssize_t n;
 
@@ -273,13 +277,8 @@ static void test_large_write_pieces(void **state)
 	uint32_t piece = p.ca->out.qsize / 8u;
 	assert_true(st.tx_msgs_long + st.tx_msgs_short >= ((size_t)n + piece - 1) / piece);
 	assert_int_equal(st.tx_msgs_short, 0); /* an aligned source: long messages */
-	while (got < (size_t)n) {
-		ssize_t r = tl_recv_some(p.cb, rbuf + got, (size_t)n - got, 2000);
-
-		assert_true(r > 0);
-		got += (size_t)r;
-	}
-	assert_memory_equal(rbuf, buf, got);
+	recv_exact(p.cb, rbuf, (size_t)n);
+	assert_memory_equal(rbuf, buf, (size_t)n);
 	tp_conn_stats(p.cb, &st);
 	assert_true(st.rx_msgs_long >= ((size_t)n + piece - 1) / piece);
 	free(buf);
@@ -301,12 +300,7 @@ static void send_whole(struct tl_pair *p, const uint8_t *buf, size_t len, uint8_
 	struct iovec v = { (void *)buf, len };
 
 	assert_int_equal(tp_send(p->ca, &v, 1), (ssize_t)len);
-	for (size_t got = 0; got < len;) {
-		ssize_t r = tl_recv_some(p->cb, rbuf + got, len - got, 2000);
-
-		assert_true(r > 0);
-		got += (size_t)r;
-	}
+	recv_exact(p->cb, rbuf, len);
 	assert_memory_equal(rbuf, buf, len);
 }
 
