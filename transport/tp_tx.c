@@ -533,7 +533,6 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	}
 	while (sent < total) {
 		size_t left = total - sent;
-		uint32_t max_msg = piece;
 
 		if (left <= pp->inline_max && inline_free(c) > 0) {
 			send_inline(c, &ic, (unsigned)left, 0);
@@ -556,8 +555,8 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 			type = TP_MT_SHORT;
 			room = tp_data_room(c, type);
 		}
-		if (room > max_msg)
-			room = max_msg;
+		if (room > piece)
+			room = piece;
 		if (room == 0 && !refreshed) {
 			/* the cached credits ran out: look at what the receiver released since */
 			int err = tx_refresh(c);
