@@ -582,6 +582,8 @@ void tp_close(struct tp_conn *c)
 {
 	if (!c)
 		return;
+	/* the caller's descriptor (the witness) closes next: no look may still use it */
+	tp_conn_set_witness(c, -1);
 	if (!close_drives(c, shared_elsewhere(c))) {
 		release_share(c);
 		return;
@@ -599,6 +601,7 @@ void tp_abort(struct tp_conn *c)
 {
 	if (!c)
 		return;
+	tp_conn_set_witness(c, -1); /* as tp_close() */
 	if (!close_drives(c, shared_elsewhere(c))) {
 		release_share(c);
 		return;
@@ -745,12 +748,15 @@ void tp_conn_set_witness(struct tp_conn *c, int fd)
 
 	if (!c)
 		return;
+	tp_mutex_lock(&c->witness_lock); /* after any look in progress (witness_look()) */
 	atomic_store(&c->witness_fd1, 0);
-	if (fd < 0 || fstat(fd, &st) || !S_ISSOCK(st.st_mode))
-		return;
-	atomic_store(&c->witness_ino, (uint64_t)st.st_ino);
-	/* seq_cst store after the inode: witness_look() reads the fd first, then the inode */
-	atomic_store(&c->witness_fd1, fd + 1);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		atomic_store(&c->witness_ino, (uint64_t)st.st_ino);
+		/* seq_cst store after the inode: witness_look() reads the fd first, then the
+		 * inode */
+		atomic_store(&c->witness_fd1, fd + 1);
+	}
+	tp_mutex_unlock(&c->witness_lock);
 }
 
 /* The peer is silent: is its kernel socket closed (the process died) rather than only quiet
@@ -772,20 +778,28 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	    now - last < 100u || atomic_load(&c->peer_gone) ||
 	    !atomic_compare_exchange_strong(&c->witness_ms, &last, now))
 		return;
-	if (fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino))
-		return; /* closed or reused: nothing to learn from it */
+	/* a busy lock: the witness is being changed (the descriptor may be closing) */
+	if (tp_mutex_trylock(&c->witness_lock))
+		return;
+	fd1 = atomic_load(&c->witness_fd1);
+	if (!fd1 || fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino)) {
+		tp_mutex_unlock(&c->witness_lock);
+		return; /* gone, closed or reused: nothing to learn from it */
+	}
 	long r = syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
 	int e = errno;
 
 	/* the same socket still (not closed and reused between the two calls)? */
-	if (fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino))
-		return;
-	if (r == 0 || (r < 0 && (e == ECONNRESET || e == EPIPE || e == ETIMEDOUT))) {
-		struct tcp_info ti;
-		socklen_t tl = sizeof(ti);
+	bool same = fstat(fd1 - 1, &st) == 0 && (uint64_t)st.st_ino == atomic_load(&c->witness_ino);
+	bool dead = same && (r == 0 || (r < 0 && (e == ECONNRESET || e == EPIPE || e == ETIMEDOUT)));
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
 
-		memset(&ti, 0, sizeof(ti));
-		getsockopt(fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl);
+	memset(&ti, 0, sizeof(ti));
+	if (dead)
+		getsockopt(fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl); /* for the log line */
+	tp_mutex_unlock(&c->witness_lock);
+	if (dead) {
 		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s, fd %d, "
 		    "tcp state %u): the peer process is gone", c->slot,
 		    r == 0 ? "end of stream" : strerror(e), fd1 - 1, ti.tcpi_state);

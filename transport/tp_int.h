@@ -444,6 +444,10 @@ struct tp_conn {
 	_Atomic int witness_fd1;
 	_Atomic uint64_t witness_ino;
 	_Atomic uint64_t witness_ms; /* last look (helper, wait loops: whoever runs the timers) */
+	/* held across a look (witness_look(): fstat, recvfrom, fstat) and by whoever changes the
+	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
+	 * descriptor afterwards (preload's close()) knows no look is still using it */
+	struct tp_mutex witness_lock;
 	bool owned;               /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;

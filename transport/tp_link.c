@@ -580,6 +580,7 @@ void tp_atfork_child(void)
 				break;
 			tp_mutex_init(&c->tx_lock);
 			tp_mutex_init(&c->rx_lock);
+			tp_mutex_init(&c->witness_lock); /* a look may have been running */
 			/* c->owned is false: atfork_prepare() cleared it */
 			for (int i = 0; i < TP_OWNERS; i++) {
 				if (c->ent->owners[i] == me)

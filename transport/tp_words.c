@@ -111,6 +111,7 @@ int tp_conn_init_queues(struct tp_conn *c)
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
 	tp_mutex_init(&c->tx_lock);
 	tp_mutex_init(&c->rx_lock);
+	tp_mutex_init(&c->witness_lock);
 	c->seq_base_in = c->nonce_in % 255u;
 	c->seq_base_out = c->nonce_out % 255u;
 	c->last_ack_ms = tp_now_ms();
