@@ -8,9 +8,11 @@
  *                                         them back exactly; exit 0 when all did.
  *   pl_echo eclient ADDR PORT NCONN BYTES the same, each socket in an edge-triggered epoll set
  *                                         before connect() (as nginx and Go do)
- *   pl_echo dupdrain ADDR PORT            accept one connection, move it to another descriptor
- *                                         (F_DUPFD, then close the accepted one), read until
- *                                         end of stream or an error, say which, exit 0
+ *   pl_echo dupdrain ADDR PORT [dup2]     accept one connection, move it to another descriptor
+ *                                         (F_DUPFD, then close the accepted one; with "dup2",
+ *                                         dup2() another socket onto the accepted one instead
+ *                                         of closing it), read until end of stream or an error,
+ *                                         say which, exit 0
  * Servers run until killed (the fork servers exit with the test's timeout). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -421,7 +423,7 @@ static int run_eclient(struct sockaddr_in *sa, int nconn, size_t bytes)
 }
 
 /* One connection, read through a duplicate of the accepted descriptor only. */
-static int run_dupdrain(struct sockaddr_in *sa)
+static int run_dupdrain(struct sockaddr_in *sa, bool over)
 {
 	int l = listener(sa, false), c = accept(l, NULL, NULL), d;
 	char buf[65536];
@@ -432,7 +434,15 @@ static int run_dupdrain(struct sockaddr_in *sa)
 	d = fcntl(c, F_DUPFD, c + 20);
 	if (d < 0)
 		die("F_DUPFD");
-	close(c);
+	if (over) {
+		int x = socket(AF_INET, SOCK_DGRAM, 0);
+
+		if (x < 0 || dup2(x, c) != c)
+			die("dup2");
+		close(x); /* C stays open, now another socket */
+	} else {
+		close(c);
+	}
 	printf("pl_echo: reading on fd %d (accepted as %d)\n", d, c);
 	fflush(stdout);
 	for (;;) {
@@ -469,7 +479,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "eclient") && argc == 6)
 		return run_eclient(&sa, atoi(argv[4]), (size_t)atol(argv[5]));
 	if (!strcmp(argv[1], "dupdrain"))
-		return run_dupdrain(&sa);
+		return run_dupdrain(&sa, argc == 5 && !strcmp(argv[4], "dup2"));
 	if (!strcmp(argv[1], "client") && argc == 6)
 		return run_client(&sa, atoi(argv[4]), (size_t)atol(argv[5]));
 	fprintf(stderr, "pl_echo: bad arguments\n");

@@ -49,18 +49,23 @@ done
 # The survivor moved the connection to another descriptor and closed the accepted one (a
 # daemon that dup2()s its socket): the peer's death must still be seen through its TCP socket
 # (the witness follows the socket to the new descriptor), not only after peer_timeout_ms (30 s).
-port=$(pl_port 3)
-env $(pl_env b) "$BUILD/tests/pl_echo" dupdrain 127.0.0.2 $port >"$PL_TMP/srv-dup.out" 2>&1 &
-srv=$!; PL_PIDS="$PL_PIDS $srv"
-pl_wait_port 127.0.0.2 $port
-env $(pl_env a) socat -u OPEN:/dev/zero TCP:127.0.0.2:$port >"$PL_TMP/cli-dup.out" 2>&1 &
-cli=$!; PL_PIDS="$PL_PIDS $cli"
-sleep 1
-grep -q "reading on fd" "$PL_TMP/srv-dup.out" || pl_fail "dupdrain did not start: $(cat "$PL_TMP/srv-dup.out")"
-kill -9 $cli
-gone_within $srv 15 || pl_fail "reader on a dup'ed descriptor hangs after its sender was killed"
-grep -E "end of stream|reset" "$PL_TMP/srv-dup.out" >/dev/null ||
-	pl_fail "dupdrain: $(cat "$PL_TMP/srv-dup.out")"
-echo "kill -9 sender of a dup'ed connection: survivor exited ($(tail -1 "$PL_TMP/srv-dup.out"))"
-[ "$(pl_count_log a ': ntb (link')" -eq 3 ] || pl_fail "connections were not ntb"
+# Once with close() of the accepted descriptor, once with dup2() of another socket onto it.
+for how in close dup2; do
+	port=$(pl_port 3)
+	[ $how = dup2 ] && port=$(pl_port 4)
+	out=$PL_TMP/srv-dup-$how.out
+	env $(pl_env b) "$BUILD/tests/pl_echo" dupdrain 127.0.0.2 $port $how >"$out" 2>&1 &
+	srv=$!; PL_PIDS="$PL_PIDS $srv"
+	pl_wait_port 127.0.0.2 $port
+	env $(pl_env a) socat -u OPEN:/dev/zero TCP:127.0.0.2:$port >"$PL_TMP/cli-dup.out" 2>&1 &
+	cli=$!; PL_PIDS="$PL_PIDS $cli"
+	sleep 1
+	grep -q "reading on fd" "$out" || pl_fail "dupdrain did not start: $(cat "$out")"
+	kill -9 $cli
+	gone_within $srv 15 ||
+		pl_fail "reader on a dup'ed descriptor ($how) hangs after its sender was killed"
+	grep -E "end of stream|reset" "$out" >/dev/null || pl_fail "dupdrain ($how): $(cat "$out")"
+	echo "kill -9 sender of a dup'ed connection ($how): survivor exited ($(tail -1 "$out"))"
+done
+[ "$(pl_count_log a ': ntb (link')" -eq 4 ] || pl_fail "connections were not ntb"
 echo "kill -9: ok"
