@@ -109,22 +109,31 @@ static struct tp_conn *attach_wait(struct tp_link *l, uint16_t cport, uint16_t s
 	return NULL;
 }
 
-/* Child: client on side 0 that streams forever (until killed). */
-static void child_stream_forever(uint16_t sport)
+/* In a forked child: open side 0, wait for port SPORT on side 1 and connect from CPORT; the
+ * connection, or _exit(2) (link or listener) / _exit(3) (connect). */
+static struct tp_conn *child_connect(uint16_t cport, uint16_t sport)
 {
 	struct tp_params tpp;
 	struct tp_link *l;
 	struct tp_conn *c;
 	struct tp_key k;
 	enum tp_reason why;
-	static uint8_t buf[65536];
 
 	params(&tpp, 8);
 	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, sport, 5000))
 		_exit(2);
-	tl_key(&k, 1000, sport);
+	tl_key(&k, cport, sport);
 	if (tp_connect(l, &k, 5000, &c, &why))
 		_exit(3);
+	return c;
+}
+
+/* Child: client on side 0 that streams forever (until killed). */
+static void child_stream_forever(uint16_t sport)
+{
+	struct tp_conn *c = child_connect(1000, sport);
+	static uint8_t buf[65536];
+
 	for (uint64_t off = 0;; off += sizeof(buf)) {
 		tl_fill(buf, sizeof(buf), 3, off);
 		if (tl_send_all(c, buf, sizeof(buf)))
@@ -245,21 +254,12 @@ static void test_witness_sees_death(void **state)
  * for the FIN's acknowledgement and exits. */
 static void child_close_then_stop(uint16_t sport, int keep, int drop, int report)
 {
-	struct tp_params tpp;
-	struct tp_link *l;
 	struct tp_conn *c;
-	struct tp_key k;
-	enum tp_reason why;
 	static uint8_t buf[16384];
 	uint64_t off = 0;
 
 	close(drop);
-	params(&tpp, 8);
-	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, sport, 5000))
-		_exit(2);
-	tl_key(&k, 1000, sport);
-	if (tp_connect(l, &k, 5000, &c, &why))
-		_exit(3);
+	c = child_connect(1000, sport);
 	/* every ring full (the inline one too: smaller and smaller writes), so the FIN waits */
 	static const size_t sizes[] = { sizeof(buf), 1000, 64, 1 };
 	for (int i = 0; i < 4; i++) {
@@ -534,19 +534,9 @@ static void test_kill_receiver(void **state)
 /* Child: sends BYTES, closes (FIN) and exits at once. */
 static void child_send_close_exit(uint16_t sport, size_t bytes)
 {
-	struct tp_params tpp;
-	struct tp_link *l;
-	struct tp_conn *c;
-	struct tp_key k;
-	enum tp_reason why;
+	struct tp_conn *c = child_connect(1500, sport);
 	static uint8_t buf[1 << 16];
 
-	params(&tpp, 8);
-	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, sport, 5000))
-		_exit(2);
-	tl_key(&k, 1500, sport);
-	if (tp_connect(l, &k, 5000, &c, &why))
-		_exit(3);
 	for (size_t off = 0; off < bytes; off += sizeof(buf)) {
 		size_t n = bytes - off < sizeof(buf) ? bytes - off : sizeof(buf);
 
