@@ -29,6 +29,10 @@
 #define PERF_REF_BUF        (4u << 20) /* L3-resident memcpy buffers */
 #define PERF_REF_NS         300000000ull
 #define PERF_REF_ROUNDS     200000u
+#define PERF_PIPE_MSG       (64u << 10) /* the pipeline reference: issue #4's streaming size, */
+#define PERF_PIPE_RING      (1u << 20)  /* the auto queue size of the private link, */
+#define PERF_PIPE_NS        40000000ull /* 40 ms bursts, */
+#define PERF_STREAM_BLOCKS  4u          /* one before each block of that size's stream and one after */
 #define PERF_LAT_BLOCKS     10         /* ping-pong blocks per size, each after a reference burst */
 #define PERF_LAT_MIN_BLOCK  300        /* round trips per block at least: fewer blocks if need be */
 #define PERF_BURST_WARM     1          /* unmeasured batches at the start of each burst */
@@ -42,6 +46,8 @@ struct perf_result {
 	bool     verified;
 	bool     done;            /* measured (false: aborted before this size) */
 	double   ref_us;          /* cache-line one-way interleaved with the ping-pong; 0: failed */
+	double   pipe_mbps;       /* copy+CRC pipeline interleaved with the stream; 0: none */
+	int      pipe_err;        /* why there is none: a negative errno, 0: not asked */
 	double   ticks_per_ns;    /* the ping-pong's clock, calibrated over its run */
 	bool     tsc;             /* timed with the TSC (else CLOCK_MONOTONIC) */
 	char     first_bad[160];  /* where verification first failed, for the error report */
@@ -99,44 +105,89 @@ static int ctl_report(int ctl, struct perf_report *rep)
 	return rep->status;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The pipeline reference's burst before a block of the stream (and after the last). */
+static void pipe_burst(struct tool_pipe_peer *pipe, struct perf_result *r, double *mbps,
+		       unsigned *n)
+{
+	int rc = tool_pipe_burst(pipe, PERF_PIPE_NS, &mbps[*n]);
+
+	if (rc == 0)
+		(*n)++;
+	else
+		r->pipe_err = rc;
+}
+
+/*
+ * One size's stream: COUNT messages from side 1, every byte verified here. For the pipeline
+ * reference's message size (PIPE present) the stream runs in PERF_STREAM_BLOCKS blocks, each
+ * after a burst of the reference (and one more at the end): a VM whose vCPUs change place
+ * every few seconds can make both figures differ 4x from one moment to the next, so the two
+ * are only comparable measured side by side. The rate is that of the blocks' time together.
+ */
 static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, uint8_t *buf,
-			  struct perf_result *r, char *err, size_t errlen)
+			  struct perf_result *r, struct tool_pipe_peer *pipe, char *err,
+			  size_t errlen)
 {
 	struct perf_report rep;
-	uint64_t t0, t1, retx0, crc0, retx1, crc1;
+	uint64_t elapsed = 0, done = 0, retx0, crc0, retx1, crc1;
+	bool il = pipe && pipe->pid > 0 && r->size == pipe->msg;
+	unsigned blocks = il ? PERF_STREAM_BLOCKS : 1, n_pipe = 0;
+	double pipe_mbps[PERF_STREAM_BLOCKS + 1];
 	bool ok = true;
-	int rc;
+	int rc = 0;
 
 	perf_conn_counters(c, &retx0, &crc0);
-	t0 = tool_now_ns();
-	rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, r->count, 0);
-	for (uint64_t n = 0; rc == 0 && n < r->count; n++) {
-		rc = perf_recv_all(c, buf, r->size);
-		/* every byte against its expected value, recomputed rather than read from the
-		 * pattern buffer: one stream of loads instead of memcmp's two */
-		if (rc == 0 && !tool_pattern_check(buf, r->size, tool_pattern_offset(n),
-						   PERF_PATTERN_SEED)) {
-			note_mismatch(r, "streamed", n, buf, pattern + tool_pattern_offset(n),
-				      r->size);
-			ok = false;
+	for (unsigned b = 0; b < blocks && rc == 0; b++) {
+		uint64_t n_b = (r->count - done) / (blocks - b), t0;
+
+		if (il)
+			pipe_burst(pipe, r, pipe_mbps, &n_pipe);
+		t0 = tool_now_ns();
+		rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, n_b, done);
+		for (uint64_t n = done; rc == 0 && n < done + n_b; n++) {
+			rc = perf_recv_all(c, buf, r->size);
+			/* every byte against its expected value, recomputed rather than read from
+			 * the pattern buffer: one stream of loads instead of memcmp's two */
+			if (rc == 0 && !tool_pattern_check(buf, r->size, tool_pattern_offset(n),
+							   PERF_PATTERN_SEED)) {
+				note_mismatch(r, "streamed", n, buf,
+					      pattern + tool_pattern_offset(n), r->size);
+				ok = false;
+			}
 		}
+		elapsed += tool_now_ns() - t0;
+		if (rc < 0) {
+			snprintf(err, errlen, "stream of %zu-byte messages: receive: %s", r->size,
+				 strerror(-rc));
+			return rc;
+		}
+		rc = ctl_report(ctl, &rep);
+		if (rc < 0) {
+			snprintf(err, errlen, "stream of %zu-byte messages: %s", r->size, rep.msg);
+			return rc;
+		}
+		r->retransmits += rep.retransmits;
+		r->crc_errors += rep.crc_errors;
+		done += n_b;
 	}
-	t1 = tool_now_ns();
-	if (rc < 0) {
-		snprintf(err, errlen, "stream of %zu-byte messages: receive: %s", r->size,
-			 strerror(-rc));
-		return rc;
-	}
-	rc = ctl_report(ctl, &rep);
-	if (rc < 0) {
-		snprintf(err, errlen, "stream of %zu-byte messages: %s", r->size, rep.msg);
-		return rc;
+	if (il)
+		pipe_burst(pipe, r, pipe_mbps, &n_pipe);
+	if (n_pipe) {
+		qsort(pipe_mbps, n_pipe, sizeof(pipe_mbps[0]), cmp_double);
+		r->pipe_mbps = pipe_mbps[n_pipe / 2];
 	}
 	perf_conn_counters(c, &retx1, &crc1);
-	r->mbps = (double)r->size * (double)r->count / ((double)(t1 - t0) / 1e9) / 1e6;
-	r->msgs_per_s = (double)r->count / ((double)(t1 - t0) / 1e9);
-	r->retransmits += retx1 - retx0 + rep.retransmits;
-	r->crc_errors += crc1 - crc0 + rep.crc_errors;
+	r->mbps = (double)r->size * (double)r->count / ((double)elapsed / 1e9) / 1e6;
+	r->msgs_per_s = (double)r->count / ((double)elapsed / 1e9);
+	r->retransmits += retx1 - retx0;
+	r->crc_errors += crc1 - crc0;
 	r->verified = ok;
 	return 0;
 }
@@ -357,9 +408,35 @@ static void print_reference(int cpu_a, int cpu_b)
 		       "one CPU\n", us, 2 * us);
 }
 
+/* The pipeline reference next to the stream of its size, when that size was measured. */
+static void print_pipe(const struct perf_result *res, int n, int start_err)
+{
+	char size[32], ring[32];
+
+	tool_size_str(PERF_PIPE_MSG, size, sizeof(size));
+	tool_size_str(PERF_PIPE_RING, ring, sizeof(ring));
+	for (int i = 0; i < n; i++) {
+		const struct perf_result *r = &res[i];
+		int e = r->pipe_err ? r->pipe_err : start_err;
+
+		if (!r->done || r->size != PERF_PIPE_MSG)
+			continue;
+		if (r->pipe_mbps > 0)
+			printf("reference (interleaved with the %s stream): copy+CRC32C pipeline %.0f "
+			       "MB/s (the transport's copy kernels, %s ring, no protocol); %s stream "
+			       "%.0f MB/s = %.0f%%\n", size, r->pipe_mbps, ring, size, r->mbps,
+			       100.0 * r->mbps / r->pipe_mbps);
+		else
+			printf("reference (interleaved with the %s stream): copy+CRC32C pipeline: "
+			       "%s\n", size, e == -ENODEV ? "one CPU, no pipeline" :
+			       strerror(e ? -e : ECHILD));
+		return;
+	}
+}
+
 /* The interleaved reference next to the smallest size's latency (issue #4's comparison), and
  * the clock the round trips were timed with. */
-static void print_interleaved(const struct perf_result *res, int n)
+static void print_interleaved(const struct perf_result *res, int n, int pipe_err)
 {
 	const struct perf_result *r = NULL;
 	char size[32];
@@ -379,6 +456,7 @@ static void print_interleaved(const struct perf_result *res, int n)
 	else
 		printf("reference (interleaved with the %s ping-pong): cache-line ping-pong "
 		       "failed\n", size);
+	print_pipe(res, n, pipe_err);
 	if (r->tsc)
 		printf("clock: round trips timed with the invariant TSC, %.1f MHz against "
 		       "CLOCK_MONOTONIC\n", r->ticks_per_ns * 1000.0);
@@ -550,8 +628,8 @@ static void install_cleanup(const char *path, pid_t child)
 /* --- the run ---------------------------------------------------------------------------------- */
 
 static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, const uint8_t *pattern,
-		     uint8_t *buf, struct perf_result *res, struct tool_ref_peer *peer, char *err,
-		     size_t errlen)
+		     uint8_t *buf, struct perf_result *res, struct tool_ref_peer *peer,
+		     struct tool_pipe_peer *pipe, char *err, size_t errlen)
 {
 	for (int i = 0; i < o->n_sizes; i++) {
 		struct perf_result *r = &res[i];
@@ -559,7 +637,7 @@ static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, cons
 
 		r->size = o->sizes[i];
 		r->count = o->count;
-		rc = measure_stream(c, ctl, pattern, buf, r, err, errlen);
+		rc = measure_stream(c, ctl, pattern, buf, r, pipe, err, errlen);
 		if (rc == 0)
 			rc = measure_latency(c, ctl, pattern, buf, r, peer, err, errlen);
 		if (rc < 0)
@@ -574,7 +652,7 @@ static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, cons
 /* The end of a run: the CSV (or the reference lines after the table), then the errors.
  * Returns whether every size was measured and verified. */
 static bool report_end(const struct perf_opts *o, const struct perf_result *res, bool completed,
-		       const char *err, int cpu_a, int cpu_b)
+		       const char *err, int cpu_a, int cpu_b, int pipe_err)
 {
 	bool all_ok = true;
 
@@ -584,7 +662,7 @@ static bool report_end(const struct perf_opts *o, const struct perf_result *res,
 		all_ok = all_ok && res[i].done && res[i].verified;
 	if (completed && !o->csv) {
 		print_reference(cpu_a, cpu_b);
-		print_interleaved(res, o->n_sizes);
+		print_interleaved(res, o->n_sizes, pipe_err);
 	}
 	if (err[0])
 		fprintf(stderr, "ntbsock perf: %s\n", err);
@@ -636,11 +714,12 @@ int cmd_perf(int argc, char **argv)
 	struct perf_opts o;
 	struct perf_result res[PERF_MAX_SIZES];
 	struct tool_ref_peer peer;
+	struct tool_pipe_peer pipe;
 	struct tp_link *link = NULL;
 	struct tp_conn *c = NULL;
 	uint8_t *pattern = NULL, *buf = NULL;
 	size_t max_size = 0;
-	int cpu_a = -1, cpu_b = -1, sv[2], status, rc;
+	int cpu_a = -1, cpu_b = -1, sv[2], status, rc, pipe_err = 0;
 	char err[512] = "";
 	bool all_ok;
 	pid_t child;
@@ -671,6 +750,13 @@ int cmd_perf(int argc, char **argv)
 	 * with an open connection takes part in the transport's fork protocol). Without it the
 	 * interleaved line reports a failure; the rest of the run does not depend on it. */
 	tool_ref_peer_start(&peer, cpu_a, cpu_b);
+	/* The same for the pipeline reference, when its message size is measured. */
+	pipe.pid = pipe.fd = -1;
+	pipe.map = NULL;
+	for (int i = 0; i < o.n_sizes; i++)
+		if (o.sizes[i] == PERF_PIPE_MSG && pipe.pid < 0)
+			pipe_err = tool_pipe_start(&pipe, cpu_a, cpu_b, PERF_PIPE_MSG, PERF_PIPE_RING,
+						   peer.fd);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		fprintf(stderr, "ntbsock perf: socketpair: %s\n", strerror(errno));
 		goto err_free;
@@ -687,6 +773,8 @@ int cmd_perf(int argc, char **argv)
 		close(sv[0]);
 		if (peer.fd >= 0)
 			close(peer.fd); /* the responder sees EOF when the parent closes it */
+		if (pipe.fd >= 0)
+			close(pipe.fd); /* the same for the pipeline's receiver */
 		_exit(perf_child_main(&o, sv[1], pattern, max_size, cpu_b));
 	}
 	close(sv[1]);
@@ -698,7 +786,7 @@ int cmd_perf(int argc, char **argv)
 		goto err_child;
 	if (!o.csv)
 		print_table_head(&o, cpu_a, cpu_b);
-	rc = run_sweep(&o, c, sv[0], pattern, buf, res, &peer, err, sizeof(err));
+	rc = run_sweep(&o, c, sv[0], pattern, buf, res, &peer, &pipe, err, sizeof(err));
 	if (rc == 0)
 		ctl_run(sv[0], PERF_CMD_QUIT, 0, 0, 0);
 err_child:
@@ -707,8 +795,9 @@ err_child:
 		kill(child, SIGTERM);
 	waitpid(child, &status, 0);
 	tool_ref_peer_stop(&peer);
+	tool_pipe_stop(&pipe);
 	remove_link_files(o.lp.path);
-	all_ok = report_end(&o, res, rc == 0, err, cpu_a, cpu_b);
+	all_ok = report_end(&o, res, rc == 0, err, cpu_a, cpu_b, pipe_err);
 	/* Last: the side-1 process is gone, so this only releases our own resources. */
 	tp_close(c);
 	tp_link_close(link);
@@ -717,6 +806,7 @@ err_child:
 	return rc == 0 && all_ok ? TOOL_EXIT_OK : TOOL_EXIT_FAIL;
 err_free:
 	tool_ref_peer_stop(&peer);
+	tool_pipe_stop(&pipe);
 	free(pattern);
 	free(buf);
 	return TOOL_EXIT_FAIL;

@@ -197,10 +197,12 @@ err_link:
 	return rc;
 }
 
-/* Stream COUNT messages of SIZE bytes: message n is the pattern window at offset(n). */
-static int child_stream(struct tp_conn *c, const uint8_t *pattern, size_t size, uint64_t count)
+/* Stream COUNT messages of SIZE bytes, numbered from FIRST: message n is the pattern window
+ * at offset(n). */
+static int child_stream(struct tp_conn *c, const uint8_t *pattern, size_t size, uint64_t first,
+			uint64_t count)
 {
-	for (uint64_t n = 0; n < count; n++) {
+	for (uint64_t n = first; n < first + count; n++) {
 		int rc = perf_send_all(c, pattern + tool_pattern_offset(n), size);
 
 		if (rc < 0)
@@ -265,7 +267,7 @@ int perf_child_main(const struct perf_opts *o, int ctl, const uint8_t *pattern,
 		if (cmd.size > max_size)
 			rc = -EINVAL;
 		else if (cmd.cmd == PERF_CMD_STREAM)
-			rc = child_stream(c, pattern, cmd.size, cmd.count);
+			rc = child_stream(c, pattern, cmd.size, cmd.first, cmd.count);
 		else
 			rc = child_echo(c, pattern, buf, cmd.size, cmd.first, cmd.count,
 					&verified);

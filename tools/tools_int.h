@@ -135,6 +135,38 @@ int tool_ref_memcpy(size_t buf_size, uint64_t min_ns, double *ret_mbps);
  * waiting). 0 or a negative errno. */
 int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway_us);
 
+/* The transport's copy-and-checksum kernels between two cores, without the protocol, in
+ * bursts interleaved with another measurement: a receiver forked once (before anything a fork
+ * would copy, such as a transport link), pinned to CPU_B, asleep in a read() between bursts,
+ * copies MSG-byte messages out of a shared ring of RING_SIZE bytes with crc32c_copy() and
+ * checks each CRC; the caller, running on CPU_A, writes them into the ring and a private
+ * retransmission copy with crc32c_copy2(). */
+struct tool_pipe_peer {
+	pid_t    pid;     /* the receiver; -1: none (gone) */
+	int      fd;      /* its command socket */
+	uint8_t *map;     /* shared: control block, then the ring */
+	size_t   map_len;
+	uint8_t *shadow;  /* the sender's retransmission copy of the ring */
+	uint8_t *src;     /* the message sent, MSG bytes of the pattern */
+	size_t   msg;
+	uint32_t slots;   /* messages in the ring */
+	uint64_t bursts;
+};
+
+/* Fork the receiver (it closes CLOSE_FD unless < 0: the caller's end of another responder's
+ * socket); 0, -ENODEV (one CPU), -EINVAL (MSG not a multiple of 64, or RING_SIZE not 2..64
+ * messages) or another negative errno (PEER then has no receiver: pid -1). */
+int tool_pipe_start(struct tool_pipe_peer *peer, int cpu_a, int cpu_b, size_t msg,
+		    size_t ring_size, int close_fd);
+
+/* One burst of at least MIN_NS nanoseconds (after one unmeasured ring's worth): MB/s (10^6
+ * bytes/s) of messages received intact. 0, -EILSEQ (a CRC differed), or -ECHILD / -EPIPE when
+ * the receiver is gone. */
+int tool_pipe_burst(struct tool_pipe_peer *peer, uint64_t min_ns, double *ret_mbps);
+
+/* End the receiver (EOF on its socket) and release PEER; accepts a PEER without one. */
+void tool_pipe_stop(struct tool_pipe_peer *peer);
+
 /* Round trips per timed batch of the cache-line ping-pong. */
 #define TOOL_REF_BATCH 64u
 

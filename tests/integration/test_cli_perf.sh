@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # `ntbsock perf`: CSV format and verified rows, the human table with its reference lines (the
-# interleaved one and its ratio), the clock the round trips are timed with, fault
+# interleaved one and its ratio, the pipeline interleaved with the 64 KiB stream), the clock the
+# round trips are timed with, fault
 # injection that forces retransmissions yet still verifies, option errors, no files left behind.
 # `ntbsock stat`: empty output, and the JSON of a live connection between demo hosts A and B.
 cd "$(dirname "$0")/../.." || exit 1
@@ -89,6 +90,26 @@ if echo "$il" | grep -qE '^reference \(interleaved with the 64 B ping-pong\): ca
 		fail "interleaved figures inconsistent: ref $1 p50 $2 ratio $3, table p50 $p50_64"
 else
 	fail "interleaved reference line: '$il'"
+fi
+
+# the pipeline reference, interleaved with the 64 KiB stream: its own line, whose stream rate is
+# the table's and whose share is that rate over the pipeline's
+timeout 120 "$NTBSOCK" perf --sizes 64K --count 200 >"$tmp/pipe" 2>"$tmp/perr"; rc=$?
+[ $rc -eq 0 ] && ok "perf 64K table" || { fail "perf 64K table: rc $rc"; cat "$tmp/perr"; }
+pl=$(grep '^reference (interleaved with the 64 KiB stream)' "$tmp/pipe")
+row=$(awk '$1 == 64 && $2 == "KiB" && $3 == 200 && $10 == "yes" { print $4 }' "$tmp/pipe")
+if [ "$(nproc)" -lt 2 ]; then
+	[ "$pl" = "reference (interleaved with the 64 KiB stream): copy+CRC32C pipeline: one CPU, no pipeline" ] &&
+		ok "one CPU: $pl" || fail "pipeline line with one CPU: '$pl'"
+elif echo "$pl" | grep -qE '^reference \(interleaved with the 64 KiB stream\): copy\+CRC32C pipeline [0-9]+ MB/s \(the transport.s copy kernels, 1 MiB ring, no protocol\); 64 KiB stream [0-9]+ MB/s = [0-9]+%$' &&
+	[ -n "$row" ] &&
+	awk -v l="$pl" -v row="$row" 'BEGIN {
+		split(l, w, " "); for (i in w) { if (w[i] == "pipeline") p = w[i + 1]; if (w[i] == "stream" && w[i + 1] ~ /^[0-9]+$/) s = w[i + 1] }
+		pct = w[length(w)]; sub(/%/, "", pct)
+		exit !(p > 0 && s > 0 && (s - row < 1 && row - s < 1) && (pct - 100 * s / p) ^ 2 < 1.01) }'; then
+	ok "pipeline reference: $pl"
+else
+	fail "pipeline reference line: '$pl' (table row MB/s '$row')"
 fi
 
 # the clock: the invariant TSC where there is one (x86-64 with constant_tsc and nonstop_tsc)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of tools/perf_data.c and tools/perf_ref.c: payload pattern, percentiles, and the
- * reference measurements' plumbing (values, not speed). */
+/* Unit tests of tools/perf_data.c, tools/perf_ref.c and tools/perf_pipe.c: payload pattern,
+ * percentiles, and the reference measurements' plumbing (values, not speed). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,7 @@
 
 #include "tools/perf_data.c"
 #include "tools/perf_ref.c"
+#include "tools/perf_pipe.c"
 
 #define PERF_TEST_SEED 0x6e7462736f636bull
 
@@ -85,6 +86,74 @@ static void test_reference_values(void **state)
 	}
 	assert_int_equal(tool_ref_cacheline(a, b, 1000, &us), 0);
 	assert_true(us > 0);
+}
+
+/* The pipeline reference: a burst moves real messages (the ring holds the source, every
+ * one taken), twice in a row on the same receiver; bad shapes are refused; one CPU has no
+ * pipeline. */
+static void test_pipe_reference(void **state)
+{
+	struct tool_pipe_peer p;
+	double mbps = 0;
+	int a = -1, b = -1;
+
+	(void)state;
+	if (tool_pick_cpus(&a, &b) < 0) {
+		assert_int_equal(tool_pipe_start(&p, 0, 0, 4096, 65536, -1), -ENODEV);
+		assert_int_equal(p.pid, -1);
+		return;
+	}
+	assert_int_equal(tool_pipe_start(&p, a, b, 4000, 64000, -1), -EINVAL); /* not 64-aligned */
+	assert_int_equal(tool_pipe_start(&p, a, b, 4096, 4096, -1), -EINVAL);  /* one message */
+	assert_int_equal(tool_pipe_start(&p, a, b, 4096, 4096 * 65, -1), -EINVAL);
+	assert_int_equal(tool_pipe_start(&p, a, a, 4096, 65536, -1), -ENODEV); /* one CPU */
+	tool_pipe_stop(&p); /* a peer that never started */
+	assert_int_equal(tool_pipe_start(&p, a, b, 4096, 65536, -1), 0);
+	assert_true(p.pid > 0);
+	for (int burst = 0; burst < 2; burst++) {
+		struct pipe_ctl *ctl = (struct pipe_ctl *)(void *)p.map;
+		uint64_t h0 = ctl->head;
+
+		mbps = 0;
+		assert_int_equal(tool_pipe_burst(&p, 2000000, &mbps), 0);
+		assert_true(mbps > 0);
+		assert_true(ctl->head > h0 + p.slots); /* a ring's worth unmeasured, then more */
+		assert_true(ctl->tail == ctl->head);
+		assert_memory_equal(p.map + sizeof(*ctl), p.src, 4096);
+		assert_memory_equal(p.shadow, p.src, 4096);
+	}
+	tool_pipe_stop(&p);
+	assert_int_equal(p.pid, -1);
+	assert_int_equal(tool_pipe_burst(&p, 1000, &mbps), -ECHILD);
+}
+
+/* The receiver's check: a message whose CRC differs from the sender's is counted, the others
+ * are not, and the burst ends once STOP names it and the ring is empty. */
+static void test_pipe_receiver_counts_mismatches(void **state)
+{
+	size_t msg = 256;
+	struct pipe_ctl *ctl = aligned_alloc(128, sizeof(*ctl));
+	uint8_t ring[4 * 256], dst[256];
+
+	(void)state;
+	memset(ctl, 0, sizeof(*ctl));
+	tool_pattern_fill(ring, sizeof(ring), 3);
+	for (uint32_t i = 0; i < 4; i++)
+		ctl->crc[i] = crc32c(0, ring + i * msg, msg);
+	ctl->crc[2] ^= 1;
+	ctl->head = 4;
+	ctl->stop = 7;
+	assert_int_equal(pipe_recv_burst(ctl, ring, dst, msg, 4, 7, -getppid()), 1);
+	assert_int_equal(ctl->tail, 4);
+	assert_memory_equal(dst, ring + 3 * msg, msg);
+	/* the next burst: two more, all intact */
+	ctl->crc[0] = crc32c(0, ring, msg);
+	ctl->crc[1] = crc32c(0, ring + msg, msg);
+	ctl->head = 6;
+	ctl->stop = 8;
+	assert_int_equal(pipe_recv_burst(ctl, ring, dst, msg, 4, 8, -getppid()), 0);
+	assert_int_equal(ctl->tail, 6);
+	free(ctl);
 }
 
 /* tool_pattern_check() says yes exactly for the pattern's bytes at the given position: every
@@ -169,6 +238,8 @@ int main(void)
 		cmocka_unit_test(test_pattern_check_paths_and_large),
 		cmocka_unit_test(test_percentile),
 		cmocka_unit_test(test_reference_values),
+		cmocka_unit_test(test_pipe_reference),
+		cmocka_unit_test(test_pipe_receiver_counts_mismatches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
