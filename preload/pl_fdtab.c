@@ -149,15 +149,21 @@ struct pl_sock *pl_fd_take(int fd)
 	return atomic_exchange_explicit(&pl_fds[fd], NULL, memory_order_acq_rel);
 }
 
-int pl_fd_find(const struct pl_sock *s, int skip)
+int pl_fd_find_outside(const struct pl_sock *s, unsigned lo, unsigned hi_skip)
 {
 	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 
 	for (int fd = 0; pl_fds && fd < hi && fd < pl_nfds; fd++)
 		/* relaxed: a hint (the caller checks the descriptor's socket itself) */
-		if (fd != skip && atomic_load_explicit(&pl_fds[fd], memory_order_relaxed) == s)
+		if (((unsigned)fd < lo || (unsigned)fd > hi_skip) &&
+		    atomic_load_explicit(&pl_fds[fd], memory_order_relaxed) == s)
 			return fd;
 	return -1;
+}
+
+int pl_fd_find(const struct pl_sock *s, int skip)
+{
+	return pl_fd_find_outside(s, (unsigned)skip, (unsigned)skip);
 }
 
 void pl_fdtab_atfork_child(void)

@@ -163,6 +163,8 @@ struct pl_sock *pl_fd_take(int fd);
 /* Another descriptor than SKIP whose entry is S (a dup of its socket), or -1. Scans the table:
  * for rare events only. */
 int pl_fd_find(const struct pl_sock *s, int skip);
+/* The same, outside the descriptors LO..HI (a range about to be closed). */
+int pl_fd_find_outside(const struct pl_sock *s, unsigned lo, unsigned hi);
 /* Drop a stale entry at a newly created FD. */
 static inline void pl_fd_fresh(int fd);
 int pl_fd_max(void);

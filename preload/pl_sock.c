@@ -117,17 +117,24 @@ NTB_EXPORT int listen(int fd, int backlog)
  * must not stay on FD, or a silent peer's death would go unseen until peer_timeout_ms.
  * (tp_conn_set_witness() checks that the descriptor is a socket and keeps its inode, so a
  * stale find is harmless.) */
-static void witness_move(struct pl_sock *s, int fd)
+/* S stays open through another descriptor than LO..HI, which are closing: the witness moves
+ * there (tp_conn_set_witness() compares the inode: only a descriptor of the same socket). */
+static void witness_move_outside(struct pl_sock *s, unsigned lo, unsigned hi)
 {
 	/* (acquire: pairs with set_state(); an open connection's conn is final) */
 	if (s->kind == PL_CONN &&
 	    atomic_load_explicit(&s->state, memory_order_acquire) == PL_CS_OPEN &&
 	    atomic_load_explicit(&s->refs, memory_order_relaxed) > 1 && s->conn) {
-		int other = pl_fd_find(s, fd);
+		int other = pl_fd_find_outside(s, lo, hi);
 
 		if (other >= 0)
 			tp_conn_set_witness(s->conn, other);
 	}
+}
+
+static void witness_move(struct pl_sock *s, int fd)
+{
+	witness_move_outside(s, (unsigned)fd, (unsigned)fd);
 }
 
 NTB_EXPORT int close(int fd)
@@ -352,10 +359,54 @@ NTB_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 	return pl_real.getpeername(fd, addr, len);
 }
 
+/* Whether the kernel has close_range() (Linux >= 5.9): an empty range at the top of the
+ * descriptor space closes nothing where it exists. Cached; the probe is a system call. */
+static bool close_range_works(void)
+{
+	static _Atomic int known; /* 0 unknown, 1 yes, 2 no (benign race: same answer) */
+	int k = atomic_load_explicit(&known, memory_order_relaxed);
+
+	if (!k) {
+		int saved = errno;
+
+		k = pl_real.close_range(~0u, ~0u, 0) == 0 ? 1 : 2;
+		errno = saved;
+		atomic_store_explicit(&known, k, memory_order_relaxed);
+	}
+	return k == 1;
+}
+
+/* As close() for each descriptor of the range: out of the table, the witness of a connection
+ * still open through a descriptor outside the range moved there, our reference dropped, then
+ * the kernel's close (so a last close's FIN is in the peer's window before its TCP socket
+ * ends). Only where the call cannot fail after that: flags 0, first <= last, and a kernel that
+ * has it; otherwise (CLOSE_RANGE_UNSHARE may fail for memory, an old kernel says ENOSYS and
+ * the program then closes one by one) the kernel's close comes first, as it was. No malloc:
+ * this runs in children between fork and exec. */
 NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
+	bool early = pl_fds && flags == 0 && first <= last &&
+		     atomic_load_explicit(&pl_nsocks, memory_order_relaxed) > 0 && close_range_works();
+
+	if (early) {
+		int saved = errno;
+		unsigned hi = (unsigned)atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
+
+		for (unsigned fd = first; fd <= last && fd < hi; fd++) {
+			struct pl_sock *s = pl_lookup((int)fd);
+
+			if (s) {
+				witness_move_outside(s, first, last);
+				pl_sock_put(s);
+			}
+		}
+		for (unsigned fd = first; fd <= last && fd < hi; fd++)
+			pl_sock_put(pl_fd_take((int)fd));
+		pl_tcpstat_closed_range(first, last);
+		errno = saved;
+	}
 	int r = pl_real.close_range(first, last, flags);
-	if (r == 0 && pl_fds && !(flags & CLOSE_RANGE_CLOEXEC)) {
+	if (!early && r == 0 && pl_fds && !(flags & CLOSE_RANGE_CLOEXEC)) {
 		int saved = errno;
 		unsigned hi = (unsigned)atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 		for (unsigned fd = first; fd <= last && fd < hi; fd++)

@@ -8,11 +8,13 @@
  *                                         them back exactly; exit 0 when all did.
  *   pl_echo eclient ADDR PORT NCONN BYTES the same, each socket in an edge-triggered epoll set
  *                                         before connect() (as nginx and Go do)
- *   pl_echo dupdrain ADDR PORT [dup2]     accept one connection, move it to another descriptor
+ *   pl_echo dupdrain ADDR PORT [dup2|range]
+ *                                         accept one connection, move it to another descriptor
  *                                         (F_DUPFD, then close the accepted one; with "dup2",
  *                                         dup2() another socket onto the accepted one instead
- *                                         of closing it), read until end of stream or an error,
- *                                         say which, exit 0
+ *                                         of closing it; with "range", close_range() from the
+ *                                         accepted one up to the new one's predecessor), read
+ *                                         until end of stream or an error, say which, exit 0
  * Servers run until killed (the fork servers exit with the test's timeout). */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -423,8 +425,9 @@ static int run_eclient(struct sockaddr_in *sa, int nconn, size_t bytes)
 }
 
 /* One connection, read through a duplicate of the accepted descriptor only. */
-static int run_dupdrain(struct sockaddr_in *sa, bool over)
+static int run_dupdrain(struct sockaddr_in *sa, const char *how)
 {
+	bool over = how && strcmp(how, "dup2") == 0, range = how && strcmp(how, "range") == 0;
 	int l = listener(sa, false), c = accept(l, NULL, NULL), d;
 	char buf[65536];
 	unsigned long long total = 0;
@@ -440,6 +443,9 @@ static int run_dupdrain(struct sockaddr_in *sa, bool over)
 		if (x < 0 || dup2(x, c) != c)
 			die("dup2");
 		close(x); /* C stays open, now another socket */
+	} else if (range) {
+		if (close_range((unsigned)c, (unsigned)d - 1, 0) != 0)
+			die("close_range");
 	} else {
 		close(c);
 	}
@@ -479,7 +485,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "eclient") && argc == 6)
 		return run_eclient(&sa, atoi(argv[4]), (size_t)atol(argv[5]));
 	if (!strcmp(argv[1], "dupdrain"))
-		return run_dupdrain(&sa, argc == 5 && !strcmp(argv[4], "dup2"));
+		return run_dupdrain(&sa, argc == 5 ? argv[4] : NULL);
 	if (!strcmp(argv[1], "client") && argc == 6)
 		return run_client(&sa, atoi(argv[4]), (size_t)atol(argv[5]));
 	fprintf(stderr, "pl_echo: bad arguments\n");

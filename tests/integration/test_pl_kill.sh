@@ -49,10 +49,12 @@ done
 # The survivor moved the connection to another descriptor and closed the accepted one (a
 # daemon that dup2()s its socket): the peer's death must still be seen through its TCP socket
 # (the witness follows the socket to the new descriptor), not only after peer_timeout_ms (30 s).
-# Once with close() of the accepted descriptor, once with dup2() of another socket onto it.
-for how in close dup2; do
+# Once with close() of the accepted descriptor, once with dup2() of another socket onto it,
+# once with close_range() over it (the witness must move before the range closes).
+for how in close dup2 range; do
 	port=$(pl_port 3)
 	[ $how = dup2 ] && port=$(pl_port 4)
+	[ $how = range ] && port=$(pl_port 5)
 	out=$PL_TMP/srv-dup-$how.out
 	env $(pl_env b) "$BUILD/tests/pl_echo" dupdrain 127.0.0.2 $port $how >"$out" 2>&1 &
 	srv=$!; PL_PIDS="$PL_PIDS $srv"
@@ -67,5 +69,5 @@ for how in close dup2; do
 	grep -E "end of stream|reset" "$out" >/dev/null || pl_fail "dupdrain ($how): $(cat "$out")"
 	echo "kill -9 sender of a dup'ed connection ($how): survivor exited ($(tail -1 "$out"))"
 done
-[ "$(pl_count_log a ': ntb (link')" -eq 4 ] || pl_fail "connections were not ntb"
+[ "$(pl_count_log a ': ntb (link')" -eq 5 ] || pl_fail "connections were not ntb"
 echo "kill -9: ok"
