@@ -147,6 +147,38 @@ static void side_unlock(struct ntb_side_local *l)
 	atomic_store_explicit(&l->lock, 0, memory_order_release);
 }
 
+static uint32_t random_epoch(uint32_t not_this);
+
+/* This program image's tag: random, non-zero, drawn once per image (exec starts a new one
+ * with fresh statics; a forked child keeps it, but has its own pid). */
+uint32_t ntb_image_tag(void)
+{
+	static _Atomic uint32_t tag;
+	uint32_t t = atomic_load_explicit(&tag, memory_order_relaxed), mine = 0;
+
+	if (t)
+		return t;
+	mine = random_epoch(0);
+	/* relaxed: every value is as good; the first stored wins so all threads agree */
+	if (!atomic_compare_exchange_strong_explicit(&tag, &t, mine, memory_order_relaxed,
+						     memory_order_relaxed))
+		return t;
+	return mine;
+}
+
+/* Ours by pid but another image's: that program exec'ed (into us, or into a program that
+ * exec'ed into us) and cannot release it any more. The process lives on, so its side does:
+ * the slot is freed but still counts as live (no new session, no new epoch: the connections
+ * the new image adopts across exec go on). */
+static bool slot_replaced(struct ntb_side_slot *s)
+{
+	uint64_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+	uint32_t image = atomic_load_explicit(&s->image, memory_order_relaxed);
+
+	return owner && (pid_t)(owner & 0xffffffffu) == getpid() && image &&
+	       image != ntb_image_tag();
+}
+
 static bool slot_live(struct ntb_side_slot *s)
 {
 	uint64_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
@@ -164,6 +196,14 @@ static int side_reap(struct ntb_side_local *l, int *ret_enabled)
 		struct ntb_side_slot *s = &l->slots[i];
 		if (!atomic_load_explicit(&s->owner, memory_order_acquire))
 			continue;
+		if (slot_replaced(s)) {
+			LOG(LL_DEBUG, "ntb: freeing slot %d of pid %d's image before its exec", i,
+			    (int)getpid());
+			atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
+			atomic_store_explicit(&s->owner, 0, memory_order_release);
+			live++;
+			continue;
+		}
 		if (!slot_live(s)) {
 			LOG(LL_DEBUG, "ntb: reaping slot %d of dead pid %llu", i,
 			    (unsigned long long)(atomic_load(&s->owner) & 0xffffffffu));
@@ -210,6 +250,7 @@ static int side_claim_locked(struct ntb_link *link, struct ntb_side_local *l, in
 		uint64_t owner = ((uint64_t)gen << 32) | (uint32_t)getpid();
 		atomic_store_explicit(&s->starttime, proc_starttime(getpid(), NULL),
 				      memory_order_relaxed);
+		atomic_store_explicit(&s->image, ntb_image_tag(), memory_order_relaxed);
 		atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
 		/* Release: starttime before owner; pairs with the acquire in slot_live(). */
 		atomic_store_explicit(&s->owner, owner, memory_order_release);

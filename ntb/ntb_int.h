@@ -42,8 +42,11 @@
  *   processes of one host), with:
  *   - a lock word (pid of the holder; a dead holder's lock is stolen),
  *   - claim slots, one per open link handle: owner = (generation << 32) | pid, plus the
- *     process start time (from /proc) so a recycled pid is not mistaken for the claimer. A
- *     slot whose process is dead is reaped by the next opener (crash recovery);
+ *     process start time (from /proc) so a recycled pid is not mistaken for the claimer, and
+ *     a random tag of the program image that claimed it. A slot whose process is dead is
+ *     reaped by the next opener (crash recovery); so is one of our own pid with another
+ *     image's tag: the program that claimed it was replaced by exec (the pid and its start
+ *     time stay) and will never release it;
  *   - the SESSION: the first opener of a side that finds no live slot starts a new session
  *     and picks a new random non-zero session epoch (never equal to the previous one). Later
  *     openers join it. When the last slot is released (or reaped), the session ends.
@@ -138,7 +141,8 @@ struct ntb_side_slot {
 	_Atomic uint64_t owner;     /* (generation << 32) | pid; 0 = free */
 	_Atomic uint64_t starttime; /* /proc/<pid>/stat field 22 (0: unknown) */
 	_Atomic uint32_t enabled;   /* 1 while this handle is enabled */
-	uint32_t pad[3];
+	_Atomic uint32_t image;     /* the claimer's program image (ntb_image_tag()); 0: unknown */
+	uint32_t pad[2];
 };
 static_assert(sizeof(struct ntb_side_slot) == 32, "slot size");
 
@@ -217,6 +221,9 @@ size_t ntb_region_max_win(size_t mapped_size);
  * the caller's call), -EPROTONOSUPPORT (version), -EINVAL (hostile/inconsistent sizes or
  * offsets, or too small: truncated), -EMSGSIZE (window size differs from WANT_WIN). DETAIL, if
  * non-NULL, receives a one-line reason. */
+/* This program image's random non-zero tag, stored in the claim slots it takes (link.c). */
+uint32_t ntb_image_tag(void);
+
 int ntb_region_validate(const void *base, size_t mapped_size, size_t want_win,
 			struct ntb_region_hdr *ret_hdr, char *detail, size_t detail_len);
 

@@ -28,7 +28,10 @@
  *   pl_exec child-closed FD            (run by exec) FD must be closed; exit 0 if so
  *   pl_exec client ADDR PORT BYTES     send BYTES of a pattern while reading the echo; the
  *                                      echo must equal what was sent, then EOF after SHUT_WR
- *   pl_exec client-eof ADDR PORT       connect and expect EOF (not a hang) within 10 s */
+ *   pl_exec client-eof ADDR PORT       connect and expect EOF (not a hang) within 10 s
+ *   pl_exec exec-chain ADDR PORT N     connect, send one byte and read its echo, close, then
+ *                                      exec itself with N - 1 (the same pid, N + 1 images,
+ *                                      each opening the link) until N is 0 */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -415,8 +418,29 @@ static int client_eof(char **argv)
 	return 0;
 }
 
+static int exec_chain(char **argv)
+{
+	int n = atoi(argv[4]), fd = connect_to(argv[2], argv[3]);
+	char b = (char)n, e = 0;
+
+	if (write(fd, &b, 1) != 1 || read(fd, &e, 1) != 1 || e != b)
+		die("one byte's echo");
+	close(fd);
+	if (n <= 0)
+		return 0;
+	char left[16];
+
+	snprintf(left, sizeof(left), "%d", n - 1);
+	char *cargv[] = { argv[0], "exec-chain", argv[2], argv[3], left, NULL };
+	execv("/proc/self/exe", cargv);
+	die("execv");
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc >= 5 && !strcmp(argv[1], "exec-chain"))
+		return exec_chain(argv);
 	if (argc >= 4 && !strcmp(argv[1], "serve-exec"))
 		return serve_exec(argv, false, false, false, false);
 	if (argc >= 4 && !strcmp(argv[1], "serve-execfail"))

@@ -11,7 +11,9 @@
 #  5. the new image runs without the library: the connection is reset, the client errors out
 #     instead of hanging;
 #  6. a forged or stale NTBSOCK_INHERIT is validated entry by entry, ignored with a log line,
-#     and removed from the environment.
+#     and removed from the environment;
+#  7. 110 images of one process, exec after exec, each connecting: all over ntb (the link's
+#     claim slots of replaced images are reaped).
 . "$(dirname "$0")/lib.sh"
 pl_need ss
 pl_setup exec
@@ -108,4 +110,24 @@ pl_assert_log b "inherited listener fd 1 ignored: not a TCP socket"
 	pl_fail "expected 4 malformed entries logged: $(cat "$PL_TMP/b.log")"
 pl_refute_log b "adopted across exec"
 echo "bad NTBSOCK_INHERIT entries: ignored, variable removed"
+
+# 7. a process that execs again and again: each image opens the link (a claim slot of its
+# side, 96 per side) and the claims of the images exec replaced are reaped, so the last of
+# 110 images still connects over ntb. (Each image's connection, closed just before its exec,
+# keeps its receive context until the process exits, ntbsock(7): 160 contexts here.)
+: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
+for h in a b; do
+	sed 's/contexts = [0-9]*;/contexts = 160;/' "$PL_TMP/$h.conf" >"$PL_TMP/$h-160.conf"
+done
+port=$(pl_port 40)
+env $(pl_env b) NTBSOCK_CONF=$PL_TMP/b-160.conf timeout 60 "$BUILD/tests/pl_echo" fork 127.0.0.2 $port \
+	>"$PL_TMP/chain-srv.out" 2>&1 &
+echo_srv=$!; PL_PIDS="$PL_PIDS $echo_srv"
+pl_wait_port 127.0.0.2 $port
+env $(pl_env a) NTBSOCK_CONF=$PL_TMP/a-160.conf timeout 60 "$EX" exec-chain 127.0.0.2 $port 109 ||
+	pl_fail "exec chain failed"
+kill $echo_srv 2>/dev/null
+[ "$(pl_count_log a ': ntb (link')" -eq 110 ] && [ "$(pl_count_log a ': tcp (')" -eq 0 ] ||
+	pl_fail "exec chain: $(pl_count_log a ': ntb (link') of 110 images over ntb, $(pl_count_log a ': tcp (') over tcp: $(grep -v ': ntb (link' "$PL_TMP/a.log" | tail -5)"
+echo "110 images of one process (exec after exec): each connected over ntb"
 echo "exec: ok"

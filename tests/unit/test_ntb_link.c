@@ -306,6 +306,55 @@ static void test_dead_claim_reaped(void **state)
 	ntb_link_close(b);
 }
 
+/* A claim of our own pid but another program image is one that exec replaced: reaped, so a
+ * process that execs again and again does not run out of slots; one of this image, or with
+ * no image recorded (an older library), is live. */
+static void test_exec_image_reaped(void **state)
+{
+	(void)state;
+	uint32_t tag = ntb_image_tag(), other = tag ^ 0x5a5a5a5au;
+	struct ntb_link *a = open_side(0);
+	struct ntb_side_local *l = a->local;
+	uint64_t me_start = atomic_load(&l->slots[a->slot].starttime);
+
+	assert_int_not_equal(tag, 0);
+	assert_int_equal(ntb_image_tag(), tag); /* one per image */
+	assert_int_equal(atomic_load(&l->slots[a->slot].image), tag);
+	if (!other)
+		other = 1;
+	/* every other slot: claims of earlier images of this process (exec'ed away), but slot K
+	 * without an image tag */
+	int k = a->slot == 7 ? 8 : 7;
+
+	for (int i = 0; i < NTB_SIDE_SLOTS; i++) {
+		if (i == a->slot)
+			continue;
+		atomic_store(&l->slots[i].owner, ((uint64_t)(100 + i) << 32) | (uint32_t)getpid());
+		atomic_store(&l->slots[i].starttime, me_start);
+		atomic_store(&l->slots[i].image, i == k ? 0 : other);
+		atomic_store(&l->slots[i].enabled, 1);
+	}
+	/* a new handle of this image finds them stale and takes one; a's and slot K stay */
+	struct ntb_link *b = open_side(0);
+
+	assert_non_null(b);
+	assert_int_equal(ntb_link_epoch(b), ntb_link_epoch(a)); /* the same session */
+	for (int i = 0; i < NTB_SIDE_SLOTS; i++) {
+		uint64_t owner = atomic_load(&l->slots[i].owner);
+
+		if (i == a->slot || i == b->slot)
+			assert_int_equal(owner & 0xffffffffu, (uint32_t)getpid());
+		else if (i == k)
+			assert_int_equal(owner, ((uint64_t)(100 + k) << 32) | (uint32_t)getpid());
+		else
+			assert_int_equal(owner, 0);
+	}
+	assert_int_equal(atomic_load(&l->slots[b->slot].image), tag);
+	atomic_store(&l->slots[k].owner, 0);
+	ntb_link_close(b);
+	ntb_link_close(a);
+}
+
 static void test_windows(void **state)
 {
 	(void)state;
@@ -723,7 +772,7 @@ int main(void)
 		T(test_create_mode),      T(test_two_sides_up),   T(test_claims_and_sessions),
 		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
 		T(test_doorbells),        T(test_inspect),        T(test_bad_files),
-		T(test_foreign_owner),    T(test_zero_file),      T(test_check_mapping),
+		T(test_foreign_owner),    T(test_exec_image_reaped),    T(test_zero_file),      T(test_check_mapping),
 		T(test_backend_ops_dispatch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
