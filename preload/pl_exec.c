@@ -362,6 +362,15 @@ static bool env_has_ours(char *const envp[])
 	return false;
 }
 
+/* The closed connections that still linger (their FIN acknowledged, the peer's not seen yet):
+ * released before exec, or their receive contexts would stay with this pid until it exits. */
+static void exec_release_closed(void)
+{
+	PL_ENTER();
+	tp_exec_release_closed();
+	PL_LEAVE();
+}
+
 static int pl_exec(const struct ex_call *x, char *const envp[])
 {
 	struct ex_plan p;
@@ -371,6 +380,7 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 		return exec_real(x, envp);
 	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 && !env_has_ours(envp)) {
 		pl_exit_linger("exec");
+		exec_release_closed();
 		errno = saved;
 		return exec_real(x, envp);
 	}
@@ -385,6 +395,7 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 		if (p.objs[i].s->kind == PL_CONN && !p.objs[i].inherit)
 			plan_conn(&p.objs[i], follows);
 	pl_exit_linger("exec");
+	exec_release_closed();
 	for (int i = 0; i < p.nobjs; i++) {
 		if (p.objs[i].s->kind == PL_CONN && p.objs[i].inherit)
 			plan_conn(&p.objs[i], follows);

@@ -230,7 +230,7 @@ static bool mbox_lock(struct tp_link *l)
 
 /* Returns true when it answered an Apply (a server host taking connections). QUICK: the helper
  * stood by and saw this doorbell at once (helper_spin()). */
-static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only);
+static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force);
 
 static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 {
@@ -270,15 +270,16 @@ timers:
 	if (!timers)
 		return applied;
 	l->last_timers_ms = now;
-	if (!conns_pass(l, now, false))
+	if (!conns_pass(l, now, false, false))
 		atomic_store(&l->lingering, true); /* another thread's pass: come again soon */
 	return applied;
 }
 
 /* One pass over L's connections: their timers (only the closed ones' when CLOSED_ONLY), and the
- * release of closed ones that are finished. One pass at a time (the released ones leave the
- * list for a moment): false when another thread's pass runs. */
-static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only)
+ * release of closed ones that are finished (with FORCE, of every closed one: an unfinished one
+ * with TP_ST_GONE). One pass at a time (the released ones leave the list for a moment): false
+ * when another thread's pass runs. */
+static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
 {
 	struct tp_conn *done = NULL, *c, *next;
 	bool lingering = false, busy = false;
@@ -307,7 +308,7 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only)
 			owned = tp_conn_own(c) == 0;
 		if (owned)
 			tp_conn_timers(c, now);
-		if (closed && (!owned || linger_done(c, now, &fl))) {
+		if (closed && (!owned || linger_done(c, now, &fl) || force)) {
 			*pp = c->next;
 			c->next = done;
 			c->closed_ms = fl; /* reuse: flags for the release below */
@@ -335,7 +336,23 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only)
 
 void tp_link_reap(struct tp_link *l)
 {
-	conns_pass(l, tp_now_ms(), true);
+	conns_pass(l, tp_now_ms(), true, false);
+}
+
+void tp_exec_release_closed(void)
+{
+	/* a pass the helper runs meanwhile makes ours wait: up to ~100 ms in all */
+	for (int tries = 0; tries < 200; tries++) {
+		bool all = true;
+
+		pthread_mutex_lock(&g_lock);
+		for (struct tp_link *l = g_links; l; l = l->next_link)
+			all &= conns_pass(l, tp_now_ms(), true, true);
+		pthread_mutex_unlock(&g_lock);
+		if (all)
+			return;
+		usleep(500);
+	}
 }
 
 /* After answering an Apply the helper stands by for TP_HELPER_SPIN_NS, watching the doorbell

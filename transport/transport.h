@@ -196,6 +196,13 @@ void tp_close(struct tp_conn *c);
  * locked. */
 int tp_exit_drain(int timeout_ms);
 
+/* Before exec, after tp_exit_drain(): release every connection this process closed that still
+ * lingers (waiting for the peer's FIN): the program that would finish it is being replaced,
+ * and the next one does not know it. Its receive contexts go back to the pools at once (else
+ * they stay with the pid until the process exits); a peer that had not finished sees the
+ * connection gone (TP_ST_GONE), as for a program that exits. */
+void tp_exec_release_closed(void);
+
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
 void tp_abort(struct tp_conn *c);
 
