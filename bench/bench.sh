@@ -178,7 +178,9 @@ if want 5; then
 		record ref-cacheline machine 64 $r $2 - -
 		record ref-cacheline-il machine 64 $r $3 - -
 		record perf-ratio64 transport 64 $r $5 - -
-		step "rep $r: reference: memcpy $1 MB/s, cache-line one-way $2 us; interleaved: $3 us, 64 B p50 $4 us = ${5}x"
+		record ref-pipe machine 64K $r $6 - -
+		record perf-pipe-share transport 64K $r $8 - -
+		step "rep $r: reference: memcpy $1 MB/s, cache-line one-way $2 us; interleaved: $3 us, 64 B p50 $4 us = ${5}x; copy+CRC32C pipeline $6 MB/s, 64 KiB stream $7 MB/s = $8%"
 	done
 fi
 

@@ -187,17 +187,21 @@ bn_sockperf() {
 	echo "$p50 $p99 $(bn_check $m "$out.log" $(( ${sent:-0} * s * 2 )))"
 }
 
-# bn_reference: "MEMCPY_MBPS CACHELINE_ONEWAY_US IL_CACHELINE_US IL_P50_US IL_RATIO" from
-# ntbsock perf (its own private link): the end-of-run references, and the cache line measured
-# interleaved with the 64 B ping-pong, that ping-pong's one-way p50 and their ratio (the two
-# from the same host placement of the two vCPUs: issue 4's latency goal).
+# bn_reference: "MEMCPY_MBPS CACHELINE_ONEWAY_US IL_CACHELINE_US IL_P50_US IL_RATIO PIPE_MBPS
+# STREAM64K_MBPS PIPE_SHARE" from ntbsock perf (its own private link): the end-of-run
+# references; the cache line measured interleaved with the 64 B ping-pong, that ping-pong's
+# one-way p50 and their ratio (the two from the same host placement of the two vCPUs: issue 4's
+# latency goal); and the copy+CRC32C pipeline measured interleaved with the 64 KiB stream, that
+# stream's rate and its share of the pipeline's (in %).
 bn_reference() {
-	timeout "${BN_TIMEOUT:-60}" $NTBSOCK perf --sizes 64 --count 20000 >"$PL_TMP/ref.out" 2>&1
+	timeout "${BN_TIMEOUT:-60}" $NTBSOCK perf --sizes 64,64K --count 20000 >"$PL_TMP/ref.out" 2>&1
 	mc=$(sed -n 's/.*memcpy \([0-9.]*\) MB\/s.*/\1/p' "$PL_TMP/ref.out")
 	cl=$(sed -n 's/.*cache line one-way \([0-9.]*\) us.*/\1/p' "$PL_TMP/ref.out")
 	il=$(sed -n 's/^reference (interleaved .*cache-line one-way \([0-9.]*\) us; .* p50 \([0-9.]*\) us = \([0-9.]*\)x$/\1 \2 \3/p' \
 		"$PL_TMP/ref.out")
-	echo "${mc:-nan} ${cl:-nan} ${il:-nan nan nan}"
+	pp=$(sed -n 's/^reference (interleaved with the 64 KiB stream): copy+CRC32C pipeline \([0-9]*\) MB\/s .* stream \([0-9]*\) MB\/s = \([0-9]*\)%$/\1 \2 \3/p' \
+		"$PL_TMP/ref.out")
+	echo "${mc:-nan} ${cl:-nan} ${il:-nan nan nan} ${pp:-nan nan nan}"
 }
 
 # bn_machine: one line naming the machine (and its load) and the code the numbers come from.

@@ -102,7 +102,8 @@ def load(path):
 UNITS = {("iperf3", "v1"): "Gbit/s", ("iperf3-P4", "v1"): "Gbit/s", ("connrate", "v1"): "conn/s",
          ("perf", "v1"): "MB/s", ("perf", "v2"): "us p50", ("ref-memcpy", "v1"): "MB/s",
          ("ref-cacheline", "v1"): "us one-way", ("ref-cacheline-il", "v1"): "us one-way",
-         ("perf-ratio64", "v1"): "x cache line"}
+         ("perf-ratio64", "v1"): "x cache line", ("ref-pipe", "v1"): "MB/s",
+         ("perf-pipe-share", "v1"): "% of the interleaved pipeline"}
 
 
 def unit_of(test, metric):
@@ -170,6 +171,10 @@ def goals(stats):
     out.append("| ntbsock perf 64 KiB streaming / same-run memcpy (issue 4) | ≥ 50%% | %s | %s |" % (
         "n/a" if frac is None else "%.0f%%" % (100 * frac),
         "n/a" if frac is None else ("yes" if frac >= 0.5 else "**no**")))
+    sh = get("perf-pipe-share", 65536, "transport")
+    out.append("| (context) the same stream / the copy+CRC32C pipeline measured interleaved with it "
+               "| — | %s | |" % ("n/a" if sh is None or sh.median is None else
+                                 "%.0f%% [%s–%s]" % (sh.median, fmt(sh.lo), fmt(sh.hi))))
     il = get("perf-ratio64", 64, "transport")
     r = None if il is None else il.median
     out.append("| ntbsock perf 64 B one-way p50 / cache line measured interleaved (issue 4) "
@@ -238,7 +243,10 @@ def write_md(stats, notes, path, machine, reps, secs):
             "| cache-line one-way latency between the two cores (µs) | %s |"
             % cell(stats.get(("ref-cacheline", 64, "machine", "v1"))),
             "| the same, measured interleaved with the 64 B ping-pong (µs) | %s |"
-            % cell(stats.get(("ref-cacheline-il", 64, "machine", "v1"))), ""]
+            % cell(stats.get(("ref-cacheline-il", 64, "machine", "v1"))),
+            "| copy+CRC32C pipeline between the two cores, 64 KiB messages, interleaved with the "
+            "64 KiB stream (MB/s) | %s |" % cell(stats.get(("ref-pipe", 65536, "machine", "v1"))),
+            ""]
     if notes:
         out += ["## Notes", ""] + ["- " + n for n in notes] + [""]
     open(path, "w").write("\n".join(out) + "\n")
