@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #define PIPE_SLOTS_MAX 64u
+#define PIPE_SEED      1u /* every message is the pattern's first MSG bytes of this seed */
 
 /* Shared by the two processes; each index in its own 128-byte unit (the ring's MSG_HEAD
  * layout). HEAD and CRC[] are written by the sender only, TAIL by the receiver. A burst ends
@@ -38,9 +39,11 @@ static bool peer_alive(pid_t peer)
 	return peer > 0 ? waitpid(peer, NULL, WNOHANG) == 0 : getppid() == -peer;
 }
 
-/* One burst on the receiver's side: copies each published message out with the CRC and
- * compares it with the sender's, releases the slot, until the sender says stop. Returns the
- * CRC mismatches, or -1 when the sender is gone. */
+/* One burst on the receiver's side: copies each published message out with the CRC, compares
+ * it with the sender's and checks every byte against the pattern (as `ntbsock perf`'s stream
+ * receiver does: the reference does the same work but the protocol), releases the slot, until
+ * the sender says stop. Returns the messages that failed a check, or -1 when the sender is
+ * gone. */
 static int64_t pipe_recv_burst(struct pipe_ctl *ctl, const uint8_t *ring, uint8_t *dst,
 			       size_t msg, uint32_t slots, uint64_t burst, pid_t parent)
 {
@@ -61,7 +64,8 @@ static int64_t pipe_recv_burst(struct pipe_ctl *ctl, const uint8_t *ring, uint8_
 		}
 		uint32_t i = (uint32_t)(t % slots);
 
-		if (crc32c_copy(0, dst, ring + (size_t)i * msg, msg) != ctl->crc[i])
+		if (crc32c_copy(0, dst, ring + (size_t)i * msg, msg) != ctl->crc[i] ||
+		    !tool_pattern_check(dst, msg, 0, PIPE_SEED))
 			bad++;
 		t++;
 		/* release: the slot is free once our copy of it is done */
@@ -125,7 +129,7 @@ int tool_pipe_start(struct tool_pipe_peer *peer, int cpu_a, int cpu_b, size_t ms
 		goto err;
 	}
 	memset(peer->shadow, 0, ring_size);
-	tool_pattern_fill(peer->src, msg, 1);
+	tool_pattern_fill(peer->src, msg, PIPE_SEED);
 	peer->msg = msg;
 	peer->slots = slots;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {

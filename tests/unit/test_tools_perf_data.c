@@ -127,8 +127,9 @@ static void test_pipe_reference(void **state)
 	assert_int_equal(tool_pipe_burst(&p, 1000, &mbps), -ECHILD);
 }
 
-/* The receiver's check: a message whose CRC differs from the sender's is counted, the others
- * are not, and the burst ends once STOP names it and the ring is empty. */
+/* The receiver's checks: a message whose CRC differs from the sender's is counted, so is one
+ * whose bytes are not the pattern's (with a CRC that matches them), the others are not; the
+ * burst ends once STOP names it and the ring is empty. */
 static void test_pipe_receiver_counts_mismatches(void **state)
 {
 	size_t msg = 256;
@@ -137,16 +138,19 @@ static void test_pipe_receiver_counts_mismatches(void **state)
 
 	(void)state;
 	memset(ctl, 0, sizeof(*ctl));
-	tool_pattern_fill(ring, sizeof(ring), 3);
+	for (uint32_t i = 0; i < 4; i++)
+		tool_pattern_fill(ring + i * msg, msg, PIPE_SEED);
+	ring[1 * msg + 100] ^= 0x40; /* slot 1: not the pattern, its CRC right */
 	for (uint32_t i = 0; i < 4; i++)
 		ctl->crc[i] = crc32c(0, ring + i * msg, msg);
-	ctl->crc[2] ^= 1;
+	ctl->crc[2] ^= 1; /* slot 2: the pattern, its CRC wrong */
 	ctl->head = 4;
 	ctl->stop = 7;
-	assert_int_equal(pipe_recv_burst(ctl, ring, dst, msg, 4, 7, -getppid()), 1);
+	assert_int_equal(pipe_recv_burst(ctl, ring, dst, msg, 4, 7, -getppid()), 2);
 	assert_int_equal(ctl->tail, 4);
 	assert_memory_equal(dst, ring + 3 * msg, msg);
-	/* the next burst: two more, all intact */
+	/* the next burst: two more, both intact */
+	ring[1 * msg + 100] ^= 0x40;
 	ctl->crc[0] = crc32c(0, ring, msg);
 	ctl->crc[1] = crc32c(0, ring + msg, msg);
 	ctl->head = 6;
