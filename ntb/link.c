@@ -172,11 +172,27 @@ uint32_t ntb_image_tag(void)
  * the new image adopts across exec go on). */
 static bool slot_replaced(struct ntb_side_slot *s)
 {
+	/* this process's start time (exec keeps it), cached with the pid it is for (a forked
+	 * child inherits the cache) */
+	static _Atomic uint64_t my_start;
+	static _Atomic pid_t my_start_pid;
+	pid_t me = getpid();
+	/* acquire: pairs with the release store of owner in side_claim_locked() (image and
+	 * starttime before it) */
 	uint64_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
 	uint32_t image = atomic_load_explicit(&s->image, memory_order_relaxed);
+	uint64_t start;
 
-	return owner && (pid_t)(owner & 0xffffffffu) == getpid() && image &&
-	       image != ntb_image_tag();
+	if (!owner || (pid_t)(owner & 0xffffffffu) != me || !image || image == ntb_image_tag())
+		return false;
+	/* (called under the side lock: one thread at a time fills the cache) */
+	if (atomic_load_explicit(&my_start_pid, memory_order_relaxed) != me) {
+		atomic_store_explicit(&my_start, proc_starttime(me, NULL), memory_order_relaxed);
+		atomic_store_explicit(&my_start_pid, me, memory_order_relaxed);
+	}
+	start = atomic_load_explicit(&my_start, memory_order_relaxed);
+	/* the same process, not a dead one whose pid we got: its start time is ours */
+	return start && atomic_load_explicit(&s->starttime, memory_order_relaxed) == start;
 }
 
 static bool slot_live(struct ntb_side_slot *s)

@@ -221,9 +221,6 @@ size_t ntb_region_max_win(size_t mapped_size);
  * the caller's call), -EPROTONOSUPPORT (version), -EINVAL (hostile/inconsistent sizes or
  * offsets, or too small: truncated), -EMSGSIZE (window size differs from WANT_WIN). DETAIL, if
  * non-NULL, receives a one-line reason. */
-/* This program image's random non-zero tag, stored in the claim slots it takes (link.c). */
-uint32_t ntb_image_tag(void);
-
 int ntb_region_validate(const void *base, size_t mapped_size, size_t want_win,
 			struct ntb_region_hdr *ret_hdr, char *detail, size_t detail_len);
 
@@ -273,6 +270,9 @@ struct ntb_backend_ops {
 	/* Is the mapping still backed (shm: file size, path identity)? 0 or -errno. */
 	int  (*check_mapping)(struct ntb_link *link);
 };
+
+/* This program image's random non-zero tag, stored in the claim slots it takes (link.c). */
+uint32_t ntb_image_tag(void);
 
 /* ntb_link_open() with an explicit ops table (P->backend is then only reported): for tests
  * with a fake or wrapped backend. */

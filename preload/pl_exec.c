@@ -366,6 +366,9 @@ static bool env_has_ours(char *const envp[])
  * released before exec, or their receive contexts would stay with this pid until it exits. */
 static void exec_release_closed(void)
 {
+	/* not from a signal handler that interrupted one of our calls (its locks stay held) */
+	if (pl_depth != 0)
+		return;
 	PL_ENTER();
 	tp_exec_release_closed();
 	PL_LEAVE();

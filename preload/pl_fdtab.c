@@ -149,13 +149,13 @@ struct pl_sock *pl_fd_take(int fd)
 	return atomic_exchange_explicit(&pl_fds[fd], NULL, memory_order_acq_rel);
 }
 
-int pl_fd_find_outside(const struct pl_sock *s, unsigned lo, unsigned hi_skip)
+int pl_fd_find_outside(const struct pl_sock *s, unsigned lo, unsigned hi)
 {
-	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
+	int top = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 
-	for (int fd = 0; pl_fds && fd < hi && fd < pl_nfds; fd++)
+	for (int fd = 0; pl_fds && fd < top && fd < pl_nfds; fd++)
 		/* relaxed: a hint (the caller checks the descriptor's socket itself) */
-		if (((unsigned)fd < lo || (unsigned)fd > hi_skip) &&
+		if (((unsigned)fd < lo || (unsigned)fd > hi) &&
 		    atomic_load_explicit(&pl_fds[fd], memory_order_relaxed) == s)
 			return fd;
 	return -1;

@@ -112,13 +112,12 @@ NTB_EXPORT int listen(int fd, int backlog)
 	return r;
 }
 
-/* FD, one of S's descriptors, goes away (close, or dup2 onto it). If that is not S's last
- * reference (a dup of the socket lives on, or a call is in flight), the connection's witness
- * must not stay on FD, or a silent peer's death would go unseen until peer_timeout_ms.
+/* S's descriptors LO..HI go away (close, close_range, or dup2 onto one), their table entries
+ * already taken. If that is not S's last reference (a dup of the socket lives on, or a call is
+ * in flight), the connection's witness must not stay on them, or a silent peer's death would
+ * go unseen until peer_timeout_ms: it moves to another descriptor of S outside LO..HI.
  * (tp_conn_set_witness() checks that the descriptor is a socket and keeps its inode, so a
  * stale find is harmless.) */
-/* S stays open through another descriptor than LO..HI, which are closing: the witness moves
- * there (tp_conn_set_witness() compares the inode: only a descriptor of the same socket). */
 static void witness_move_outside(struct pl_sock *s, unsigned lo, unsigned hi)
 {
 	/* (acquire: pairs with set_state(); an open connection's conn is final) */
@@ -381,8 +380,9 @@ static bool close_range_works(void)
  * the kernel's close (so a last close's FIN is in the peer's window before its TCP socket
  * ends). Only where the call cannot fail after that: flags 0, first <= last, and a kernel that
  * has it; otherwise (CLOSE_RANGE_UNSHARE may fail for memory, an old kernel says ENOSYS and
- * the program then closes one by one) the kernel's close comes first, as it was. No malloc:
- * this runs in children between fork and exec. */
+ * the program then closes one by one) the kernel's close comes first, as it was. Nothing is
+ * allocated here (this runs in children between fork and exec); a last reference's close may
+ * free memory, as after fork it may. */
 NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	bool early = pl_fds && flags == 0 && first <= last &&
@@ -393,15 +393,14 @@ NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		unsigned hi = (unsigned)atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 
 		for (unsigned fd = first; fd <= last && fd < hi; fd++) {
-			struct pl_sock *s = pl_lookup((int)fd);
+			struct pl_sock *s = pl_fd_take((int)fd);
 
 			if (s) {
+				/* (the range's later entries are still in the table: skipped) */
 				witness_move_outside(s, first, last);
 				pl_sock_put(s);
 			}
 		}
-		for (unsigned fd = first; fd <= last && fd < hi; fd++)
-			pl_sock_put(pl_fd_take((int)fd));
 		pl_tcpstat_closed_range(first, last);
 		errno = saved;
 	}

@@ -308,7 +308,11 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool f
 			owned = tp_conn_own(c) == 0;
 		if (owned)
 			tp_conn_timers(c, now);
-		if (closed && (!owned || linger_done(c, now, &fl) || force)) {
+		bool finished = closed && owned && linger_done(c, now, &fl);
+
+		if (closed && owned && !finished && force)
+			fl = TP_ST_GONE; /* forced before the end: the peer learns it is gone */
+		if (closed && (!owned || finished || force)) {
 			*pp = c->next;
 			c->next = done;
 			c->closed_ms = fl; /* reuse: flags for the release below */
@@ -341,11 +345,17 @@ void tp_link_reap(struct tp_link *l)
 
 void tp_exec_release_closed(void)
 {
-	/* a pass the helper runs meanwhile makes ours wait: up to ~100 ms in all */
+	/* A pass of another thread's tp_link_reap() (the helper's run under g_lock) makes ours
+	 * wait: up to ~100 ms in all. The list lock is taken with a deadline, as in
+	 * tp_exit_drain(): a holder that never lets go leaves the connections as they were. */
 	for (int tries = 0; tries < 200; tries++) {
+		struct timespec abs;
 		bool all = true;
 
-		pthread_mutex_lock(&g_lock);
+		clock_gettime(CLOCK_REALTIME, &abs);
+		abs.tv_sec += 1;
+		if (pthread_mutex_timedlock(&g_lock, &abs))
+			return;
 		for (struct tp_link *l = g_links; l; l = l->next_link)
 			all &= conns_pass(l, tp_now_ms(), true, true);
 		pthread_mutex_unlock(&g_lock);

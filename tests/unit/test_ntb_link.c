@@ -355,6 +355,39 @@ static void test_exec_image_reaped(void **state)
 	ntb_link_close(a);
 }
 
+/* The session: a side whose only claim is a replaced image's lives on (same epoch: the
+ * connections the new program adopts go on); one whose only claim is a dead process's that
+ * had our pid (another start time) starts a new session. */
+static void test_exec_image_session(void **state)
+{
+	(void)state;
+	uint32_t other = ntb_image_tag() ^ 0x5a5a5a5au;
+
+	if (!other)
+		other = 1;
+	struct ntb_link *a = open_side(0);
+	uint32_t e = ntb_link_epoch(a);
+	struct ntb_side_slot *sa = &a->local->slots[a->slot];
+
+	atomic_store(&sa->image, other); /* a: the program before our exec */
+	struct ntb_link *b = open_side(0);
+
+	assert_int_equal(ntb_link_epoch(b), e);
+	assert_int_not_equal(atomic_load(&sa->owner), a->owner); /* freed (maybe b's now) */
+	ntb_link_close(a); /* (its slot is no longer its own: nothing changes) */
+	assert_int_equal(atomic_load(&b->local->slots[b->slot].owner), b->owner);
+	/* b's slot: our pid, another image, another start time: a dead process's */
+	struct ntb_side_slot *sb = &b->local->slots[b->slot];
+
+	atomic_store(&sb->image, other);
+	atomic_store(&sb->starttime, 1);
+	struct ntb_link *c = open_side(0);
+
+	assert_int_not_equal(ntb_link_epoch(c), e);
+	ntb_link_close(b);
+	ntb_link_close(c);
+}
+
 static void test_windows(void **state)
 {
 	(void)state;
@@ -772,7 +805,7 @@ int main(void)
 		T(test_create_mode),      T(test_two_sides_up),   T(test_claims_and_sessions),
 		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
 		T(test_doorbells),        T(test_inspect),        T(test_bad_files),
-		T(test_foreign_owner),    T(test_exec_image_reaped),    T(test_zero_file),      T(test_check_mapping),
+		T(test_foreign_owner),    T(test_exec_image_reaped), T(test_exec_image_session),    T(test_zero_file),      T(test_check_mapping),
 		T(test_backend_ops_dispatch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -146,7 +146,7 @@ static void test_pipe_receiver_counts_mismatches(void **state)
 	ctl->crc[2] ^= 1; /* slot 2: the pattern, its CRC wrong */
 	ctl->head = 4;
 	ctl->stop = 7;
-	assert_int_equal(pipe_recv_burst(ctl, ring, dst, msg, 4, 7, -getppid()), 2);
+	assert_int_equal(pipe_recv_burst(ctl, ring, dst, msg, 4, 7, getppid()), 2);
 	assert_int_equal(ctl->tail, 4);
 	assert_memory_equal(dst, ring + 3 * msg, msg);
 	/* the next burst: two more, both intact */
@@ -155,7 +155,7 @@ static void test_pipe_receiver_counts_mismatches(void **state)
 	ctl->crc[1] = crc32c(0, ring + msg, msg);
 	ctl->head = 6;
 	ctl->stop = 8;
-	assert_int_equal(pipe_recv_burst(ctl, ring, dst, msg, 4, 8, -getppid()), 0);
+	assert_int_equal(pipe_recv_burst(ctl, ring, dst, msg, 4, 8, getppid()), 0);
 	assert_int_equal(ctl->tail, 6);
 	free(ctl);
 }

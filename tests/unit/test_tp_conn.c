@@ -3,7 +3,7 @@
  * key, abort → ECONNRESET, a client that gives up (tp_conn_abort) leaves no reservation, peek,
  * readable/unacked counts, statistics listing, fork (parent closes its copy, child serves), a
  * reused connection object starts clean, exit waits for a closed connection's FIN and its
- * acknowledgement (tp_exit_drain). */
+ * acknowledgement (tp_exit_drain), exec releases the closed ones that linger. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -288,6 +288,40 @@ static void test_exit_drain_waits_for_fin(void **state)
 	assert_true(rx == sent);
 	assert_int_equal(tp_exit_drain(5000), 0);
 	tp_close(cb);
+	tl_pair_close(&p);
+}
+
+/* tp_exec_release_closed(): a closed connection whose FIN was read and acknowledged, waiting
+ * for the peer's own FIN, is released at once: its context is free, and the peer, which had
+ * not finished, learns that it is gone. An open connection is not touched. */
+static void test_exec_release_closed(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb, *oa, *ob;
+	struct tp_stat_entry e[8];
+	char buf[16];
+	struct iovec v = { (void *)"x", 1 };
+
+	(void)state;
+	pair_open(&p, "execrel");
+	connect_pair(&p, 5, &ca, &cb);
+	connect_pair(&p, 6, &oa, &ob);
+	assert_int_equal(tp_send(ca, &v, 1), 1);
+	tp_close(ca);
+	assert_int_equal(tl_recv_some(cb, buf, sizeof(buf), 2000), 1);
+	assert_int_equal(tl_recv_some(cb, buf, sizeof(buf), 2000), 0); /* the FIN */
+	assert_int_equal(tp_exit_drain(2000), 0);                      /* acknowledged */
+	tp_link_reap(p.a);
+	assert_int_equal(stat_count(p.path, 0, e, 8), 2); /* lingers: cb has not closed */
+	assert_false(tp_conn_peer_lost(cb));
+	tp_exec_release_closed();
+	assert_int_equal(stat_count(p.path, 0, e, 8), 1);
+	assert_memory_equal(&e[0].key, &oa->ent->key, sizeof(e[0].key)); /* the open one stays */
+	assert_true(tp_conn_peer_lost(cb));
+	assert_false(tp_conn_peer_lost(ob));
+	tp_close(cb);
+	tp_close(oa);
+	tp_close(ob);
 	tl_pair_close(&p);
 }
 
@@ -593,6 +627,7 @@ int main(void)
 		cmocka_unit_test(test_abort_resets_peer),
 		cmocka_unit_test(test_peek_counts_stats),
 		cmocka_unit_test(test_exit_drain_waits_for_fin),
+		cmocka_unit_test(test_exec_release_closed),
 		cmocka_unit_test(test_fork_child_serves),
 		cmocka_unit_test(test_export_adopt),
 		cmocka_unit_test(test_host_layout_shared),
