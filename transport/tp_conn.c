@@ -827,8 +827,10 @@ static void hold_timers(struct tp_conn *c, uint64_t now)
 	}
 }
 
-void tp_conn_timers(struct tp_conn *c, uint64_t now)
+uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 {
+	uint32_t next;
+
 	/* queue fill levels for `ntbsock stat`: the cursors are read under their locks (trylock:
 	 * a busy side keeps its last value until the next tick; callers may hold a lock) */
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
@@ -843,7 +845,7 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 	/* acquire: pairs with the release store in tp_conn_own(); never for a connection another
 	 * process drives (our copy of its state is stale) */
 	if (atomic_load(&c->error) || !__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
-		return;
+		return 0;
 	/* (sticky once true: also for a connection nobody calls into) */
 	bool lost = tp_conn_peer_lost(c);
 
@@ -851,6 +853,7 @@ void tp_conn_timers(struct tp_conn *c, uint64_t now)
 		witness_look(c, now);
 		hold_timers(c, now); /* then the housekeeping below, which now counts nothing */
 	}
-	tp_tx_timers(c, now);
+	next = tp_tx_timers(c, now);
 	tp_rx_timers(c);
+	return next;
 }

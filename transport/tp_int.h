@@ -400,6 +400,8 @@ struct tp_link {
 	uint32_t conn_cache_n;
 	bool conn_cache_used;       /* a set-up drew from it since the last trim */
 	atomic_bool lingering;      /* closed connections wait for the helper: it comes every 5 ms */
+	atomic_bool probe_soon;     /* a sleeper has unacknowledged data: the helper comes every
+				     * TP_QUICK_PROBE_MS (tp_tx_timers()' quick probes) */
 	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
@@ -464,6 +466,7 @@ struct tp_conn {
 	bool wr_shut, fin_sent, tx_wait_set;
 	uint32_t fin_msn;
 	uint32_t terr;
+	uint32_t quick_n;          /* quick probes since the last progress (tp_tx_timers()) */
 	uint32_t det_backoff;      /* Detects answered without progress in a row */
 	uint16_t det_acked;        /* the last Detect sequence the receiver's feedback echoed */
 	uint64_t last_ack_ms, last_tx_pub_ms;
@@ -595,14 +598,30 @@ struct tp_probe {
 void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events);
 unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
 
-/* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers() */
-void tp_tx_timers(struct tp_conn *c, uint64_t now);
+/*
+ * Quick probes: a sender whose data stays unacknowledged sends a Detect after
+ * TP_QUICK_PROBE_MS without progress, again after twice that, and so on while the interval is
+ * below TimerSendData; they count no error (TErrCnt) and stop at the first progress. A write
+ * the link dropped (a message, a Retry, an answer) would otherwise wait for TimerSendData
+ * (100 ms by default, 50-100x the whole exchange); a receiver that only has not published its
+ * feedback answers at once with it. Driven by whoever runs the timers: a sleeper in tp_wait()
+ * (its sleep is cut to the next probe) and the helper, which comes every TP_QUICK_PROBE_MS
+ * while probe_soon is set (by a sleeper with such data, also poll/epoll's through
+ * tp_poll()).
+ */
+#define TP_QUICK_PROBE_MS 3u
+
+/* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
+ * C's next quick probe (0: none is due: nothing unacknowledged, or the normal timers have
+ * it); tp_tx_quick_wait() the same without running the timers (trylock: 0 when busy). */
+uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now);
+uint32_t tp_tx_quick_wait(struct tp_conn *c, uint64_t now);
 void tp_rx_timers(struct tp_conn *c);
 
 /* tp_words.c, tp_tx.c, tp_rx.c, tp_conn.c */
 int tp_conn_init_queues(struct tp_conn *c);
 void tp_conn_free_queues(struct tp_conn *c);
-void tp_conn_timers(struct tp_conn *c, uint64_t now);
+uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now); /* tp_tx_timers()' result */
 void tp_rx_progress(struct tp_conn *c, uint32_t want);
 /* Under rx_lock: true when tp_rx_progress() would find nothing new (tp_rx.c) */
 bool tp_rx_quiet(struct tp_conn *c);

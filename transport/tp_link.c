@@ -266,7 +266,8 @@ timers:
 	 * after another runs short of when they are released only every 100 ms */
 	lingering = atomic_load(&l->lingering);
 	timers = now - l->last_timers_ms >= 100 ||
-		 ((rung || lingering) && now - l->last_timers_ms >= 5);
+		 ((rung || lingering) && now - l->last_timers_ms >= 5) ||
+		 (atomic_load(&l->probe_soon) && now - l->last_timers_ms >= TP_QUICK_PROBE_MS);
 	if (!timers)
 		return applied;
 	l->last_timers_ms = now;
@@ -282,7 +283,7 @@ timers:
 static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
 {
 	struct tp_conn *done = NULL, *c, *next;
-	bool lingering = false, busy = false;
+	bool lingering = false, busy = false, quick = false;
 
 	/* acq_rel: pairs with the release store that ends the other pass */
 	if (!atomic_compare_exchange_strong(&l->pass_busy, &busy, true))
@@ -307,7 +308,7 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool f
 		if (closed && !owned)
 			owned = tp_conn_own(c) == 0;
 		if (owned)
-			tp_conn_timers(c, now);
+			quick |= tp_conn_timers(c, now) != 0;
 		bool finished = closed && owned && linger_done(c, now, &fl);
 
 		if (closed && owned && !finished && force)
@@ -325,6 +326,10 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool f
 	pthread_mutex_unlock(&l->conns_lock);
 	if (lingering)
 		atomic_store(&l->lingering, true);
+	/* quick probes still to come on some connection: keep coming (a sleeper may set it again
+	 * meanwhile: a pass at most TP_QUICK_PROBE_MS later clears it once more) */
+	if (!closed_only)
+		atomic_store(&l->probe_soon, quick);
 	for (c = done; c; c = next) {
 		next = c->next;
 		c->next = NULL;
@@ -417,6 +422,8 @@ static void *helper_main(void *arg)
 		for (struct tp_link *l = first; l; l = l->next_link) {
 			if (atomic_load(&l->lingering) && slice > 5)
 				slice = 5; /* closed connections to finish (link_service()) */
+			if (atomic_load(&l->probe_soon) && slice > (int)TP_QUICK_PROBE_MS)
+				slice = (int)TP_QUICK_PROBE_MS; /* quick probes (tp_int.h) */
 			if (l->mbox_missed)
 				slice = 1; /* link_service() could not take a host lock */
 		}

@@ -273,6 +273,9 @@ take:
 			rx_fail(c, c->inline_bad);
 		}
 		fb_publish_words(c, true);
+		/* the prober waits for this answer (it may not have asked to be rung: a sender
+		 * that waits for input, as a ping-pong's does) */
+		ntb_peer_db_ring(c->link->ntb);
 	}
 }
 

@@ -350,6 +350,7 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
 	c->last_ack_ms = tp_now_ms();
+	c->quick_n = 0; /* quick probes again for what was just sent again */
 	LOG(LL_DEBUG, "transport: slot %u retransmit epoch %u inline %u data %u", c->slot, epoch,
 	    c->tx_i - c->fb_rx_i, c->tx_d - c->fb_rx_d);
 }
@@ -405,6 +406,7 @@ void tp_tx_feedback(struct tp_conn *c)
 		c->last_ack_ms = coarse_ms();
 		c->terr = 0;
 		c->det_backoff = 0;
+		c->quick_n = 0;
 	}
 }
 
@@ -601,10 +603,82 @@ out:
 	return rc;
 }
 
-/* TimerSendData / TimerDetect and republication of the tx index (helper, wait loops). */
-void tp_tx_timers(struct tp_conn *c, uint64_t now)
+/* Detect: the receiver answers with its feedback (and a Retry when data it was told of is
+ * missing). Under tx_lock. */
+static void send_detect(struct tp_conn *c)
+{
+	c->detect_seq++;
+	tp_peer_word(c, TP_W_TX_NEXT_MSN, c->msn_next);
+	tp_peer_word(c, TP_W_TX_D, c->tx_d);
+	ntb_to_peer_barrier(c->link->ntb);
+	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+	ntb_wc_flush(c->link->ntb);
+	ntb_peer_db_ring(c->link->ntb);
+}
+
+static bool tx_pending(const struct tp_conn *c)
+{
+	return c->msn_next != c->fb_ack || c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
+}
+
+/* The coarse clock's tick in ms, rounded up (progress is stamped with it: a stamp may be that
+ * much older than the progress). */
+static uint32_t coarse_tick_ms(void)
+{
+	static _Atomic uint32_t tick; /* (benign race: every writer stores the same value) */
+	uint32_t t = atomic_load_explicit(&tick, memory_order_relaxed);
+
+	if (!t) {
+		struct timespec r;
+
+		t = clock_getres(CLOCK_MONOTONIC_COARSE, &r) == 0 ?
+			    (uint32_t)((r.tv_nsec + 999999) / 1000000 + r.tv_sec * 1000) : 10u;
+		t = t ? t : 1u;
+		atomic_store_explicit(&tick, t, memory_order_relaxed);
+	}
+	return t;
+}
+
+/* Under tx_lock: ms until the next quick probe is due (0: it is due now), or -1 when there is
+ * none to come. */
+static int64_t quick_wait(const struct tp_conn *c, uint64_t now)
+{
+	uint64_t at = ((uint64_t)TP_QUICK_PROBE_MS << (c->quick_n < 20 ? c->quick_n : 20)) +
+		      coarse_tick_ms(), age;
+
+	/* (also after a retransmission, TErrCnt > 0: a retransmission the link dropped is found
+	 * the same way) */
+	if (!tx_pending(c) || atomic_load(&c->error) || at >= c->link->params.send_timeout_ms)
+		return -1;
+	age = age_ms(now, c->last_ack_ms);
+	return age >= at ? 0 : (int64_t)(at - age);
+}
+
+/* As returned by tp_tx_timers(): ms until the next quick probe (at least 1), 0: none. */
+static uint32_t quick_next(const struct tp_conn *c, uint64_t now)
+{
+	int64_t w = quick_wait(c, now);
+
+	return w < 0 ? 0u : w == 0 ? 1u : (uint32_t)w;
+}
+
+uint32_t tp_tx_quick_wait(struct tp_conn *c, uint64_t now)
+{
+	uint32_t w = 0;
+
+	if (tp_mutex_trylock(&c->tx_lock) == 0) {
+		w = quick_next(c, now);
+		tp_mutex_unlock(&c->tx_lock);
+	}
+	return w;
+}
+
+/* TimerSendData / TimerDetect, quick probes, and republication of the tx index (helper, wait
+ * loops). */
+uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 {
 	const struct tp_params *pp = &c->link->params;
+	uint32_t next = 0;
 
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
 		tp_tx_feedback(c);
@@ -612,8 +686,7 @@ void tp_tx_timers(struct tp_conn *c, uint64_t now)
 			tp_tx_fin(c);
 		/* unacknowledged or unreleased data without progress: Detect (the answer also
 		 * republishes the receiver's feedback, whose last write may have been lost) */
-		bool pending = c->msn_next != c->fb_ack || c->tx_i != c->fb_rx_i ||
-			       c->tx_d != c->fb_rx_d;
+		bool pending = tx_pending(c);
 
 		if (pending && !atomic_load(&c->error)) {
 			uint32_t to = c->terr ? pp->detect_timeout_ms : pp->send_timeout_ms;
@@ -626,17 +699,15 @@ void tp_tx_timers(struct tp_conn *c, uint64_t now)
 				if (++c->terr > pp->max_err) {
 					tp_set_error(c, -ECONNRESET);
 				} else {
-					c->detect_seq++;
-					tp_peer_word(c, TP_W_TX_NEXT_MSN, c->msn_next);
-					tp_peer_word(c, TP_W_TX_D, c->tx_d);
-					ntb_to_peer_barrier(c->link->ntb);
-					tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
-						  (uint32_t)c->detect_seq << 16);
-					ntb_wc_flush(c->link->ntb);
-					ntb_peer_db_ring(c->link->ntb);
+					send_detect(c);
 					c->last_ack_ms = now;
 				}
+			} else if (quick_wait(c, now) == 0) {
+				/* a quick probe: no error counted, the next after twice as long */
+				send_detect(c);
+				c->quick_n++;
 			}
+			next = quick_next(c, now);
 		} else if (c->tx_dirty && !c->last_tx_pub_ms) {
 			c->last_tx_pub_ms = now; /* published since the last run: stamp it now */
 		} else if (c->tx_dirty && age_ms(now, c->last_tx_pub_ms) > 50) {
@@ -648,4 +719,5 @@ void tp_tx_timers(struct tp_conn *c, uint64_t now)
 		}
 		tp_mutex_unlock(&c->tx_lock);
 	}
+	return next;
 }

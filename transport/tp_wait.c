@@ -25,6 +25,15 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
+/* The caller may sleep: if C has unacknowledged data, the helper comes for its quick probes
+ * (tp_int.h). Only a flag on the link; the helper clears it when nothing needs it. */
+static void arm_quick_probe(struct tp_conn *c)
+{
+	if (!atomic_load_explicit(&c->link->probe_soon, memory_order_relaxed) &&
+	    tp_tx_quick_wait(c, tp_now_ms()))
+		atomic_store(&c->link->probe_soon, true);
+}
+
 /* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
  * feedback words; TP_EV_IN: the receive side, which is always checked as it also yields
  * RDHUP/HUP); ARM asks the peer to ring for what WANT lacks. */
@@ -59,6 +68,8 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	tp_mutex_unlock(&c->rx_lock);
 	if (!(want & TP_EV_OUT)) {
 		/* waiting to read: leave the send side (and its feedback words) alone */
+		if (arm)
+			arm_quick_probe(c);
 		if (ev & TP_EV_RDHUP) {
 			tp_mutex_lock(&c->tx_lock);
 			if (c->wr_shut && c->fin_sent)
@@ -83,6 +94,8 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;
 	tp_mutex_unlock(&c->tx_lock);
+	if (arm)
+		arm_quick_probe(c);
 	if ((ev & TP_EV_RDHUP) && wr_done)
 		ev |= TP_EV_HUP;
 lost:
@@ -245,6 +258,11 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 		ev = poll_bits(c, true, events);
 		if (ev & events)
 			return woke(c, ev & events);
+		/* unacknowledged data: wake for its next quick probe (tp_int.h) */
+		uint32_t quick = tp_tx_quick_wait(c, now);
+
+		if (quick && (int)quick < slice)
+			slice = (int)quick;
 		if (timeout_ms >= 0) {
 			if (now - start >= (uint64_t)timeout_ms)
 				return 0;
