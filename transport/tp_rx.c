@@ -230,12 +230,12 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 				rx_fail(c, pd == PR_BAD || pi == PR_BAD);
 				return;
 			} else {
-				/* nothing in the data ring: an unreadable inline slot is an error only
-				 * if a later message shows up behind it */
+				/* nothing in the data ring: an unreadable or unpublished inline slot is
+				 * an error only if a later message shows up behind it (acquire on its
+				 * sequence byte: the sender wrote ours before it, so ours was lost) */
 				struct tp_rec r2;
 
-				if (pi != PR_NONE &&
-				    rx_inline(c, c->v_i + 1, c->v_msn + 1, &r2, scratch) == PR_OK) {
+				if (rx_inline(c, c->v_i + 1, c->v_msn + 1, &r2, scratch) == PR_OK) {
 					rx_fail(c, pi == PR_BAD);
 					return;
 				}
@@ -549,7 +549,9 @@ bool tp_rx_quiet(struct tp_conn *c)
 	const uint64_t *base = (const uint64_t *)(const void *)(in_slot(c));
 	uint64_t txd, txe;
 
-	if (c->gated || inline_seq_ready(c, c->v_i))
+	/* (the slot after the next one too: published behind a lost one, it is news: the loss,
+	 * which tp_rx_progress() answers with a Retry at once) */
+	if (c->gated || inline_seq_ready(c, c->v_i) || inline_seq_ready(c, c->v_i + 1))
 		return false;
 	/* acquire: as tp_in_word() (pairs with the barrier before the sender publishes) */
 	txd = __atomic_load_n(&base[TP_W_TX_D / 8u], __ATOMIC_ACQUIRE);
