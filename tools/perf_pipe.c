@@ -80,19 +80,13 @@ static void __attribute__((noreturn)) pipe_main(struct pipe_ctl *ctl, const uint
 						pid_t parent)
 {
 	uint8_t *dst = malloc(msg);
-	uint64_t burst;
 
 	if (!dst)
 		_exit(1);
 	memset(dst, 0, msg);
 	tool_pin_cpu(cpu);
 	for (;;) {
-		ssize_t n = read(fd, &burst, sizeof(burst));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n != (ssize_t)sizeof(burst))
-			_exit(n == 0 ? 0 : 1); /* EOF: the run is over */
+		uint64_t burst = tool_responder_next(fd);
 		int64_t bad = pipe_recv_burst(ctl, ring, dst, msg, slots, burst, parent);
 
 		if (bad < 0 || write(fd, &bad, sizeof(bad)) != (ssize_t)sizeof(bad))
@@ -104,7 +98,7 @@ int tool_pipe_start(struct tool_pipe_peer *peer, int cpu_a, int cpu_b, size_t ms
 		    size_t ring_size, int close_fd)
 {
 	uint32_t slots = msg ? (uint32_t)(ring_size / msg) : 0;
-	int sv[2], rc;
+	int fd, rc;
 	pid_t parent = getpid(), pid;
 
 	memset(peer, 0, sizeof(*peer));
@@ -132,27 +126,16 @@ int tool_pipe_start(struct tool_pipe_peer *peer, int cpu_a, int cpu_b, size_t ms
 	tool_pattern_fill(peer->src, msg, PIPE_SEED);
 	peer->msg = msg;
 	peer->slots = slots;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		rc = -errno;
-		goto err;
-	}
-	pid = fork();
+	pid = tool_fork_responder(&fd, close_fd);
 	if (pid < 0) {
-		rc = -errno;
-		close(sv[0]);
-		close(sv[1]);
+		rc = (int)pid;
 		goto err;
 	}
-	if (pid == 0) {
-		close(sv[1]);
-		if (close_fd >= 0)
-			close(close_fd); /* another responder's: it must see EOF when the caller ends */
+	if (pid == 0)
 		pipe_main((struct pipe_ctl *)(void *)peer->map, peer->map + sizeof(struct pipe_ctl),
-			  msg, slots, sv[0], cpu_b, parent);
-	}
-	close(sv[0]);
+			  msg, slots, fd, cpu_b, parent);
 	peer->pid = pid;
-	peer->fd = sv[1];
+	peer->fd = fd;
 	return 0;
 err:
 	tool_pipe_stop(peer);
@@ -205,14 +188,10 @@ int tool_pipe_burst(struct tool_pipe_peer *peer, uint64_t min_ns, double *ret_mb
 	uint64_t burst = ++peer->bursts, sent, elapsed = 0;
 	int64_t bad = -1;
 	ssize_t w;
+	int rc = tool_responder_cmd(peer->pid, peer->fd, burst);
 
-	if (peer->pid <= 0)
-		return -ECHILD;
-	do /* MSG_NOSIGNAL: a dead receiver is an error here, not a SIGPIPE */
-		w = send(peer->fd, &burst, sizeof(burst), MSG_NOSIGNAL);
-	while (w < 0 && errno == EINTR);
-	if (w != (ssize_t)sizeof(burst))
-		return -EPIPE;
+	if (rc < 0)
+		return rc;
 	sent = pipe_send_burst(peer, min_ns, &elapsed);
 	if (!sent) {
 		peer->pid = -1; /* died and reaped */
@@ -233,10 +212,7 @@ int tool_pipe_burst(struct tool_pipe_peer *peer, uint64_t min_ns, double *ret_mb
 
 void tool_pipe_stop(struct tool_pipe_peer *peer)
 {
-	if (peer->fd >= 0)
-		close(peer->fd); /* the receiver sees EOF and leaves */
-	if (peer->pid > 0)
-		waitpid(peer->pid, NULL, 0);
+	tool_end_responder(&peer->pid, &peer->fd);
 	if (peer->map)
 		munmap(peer->map, peer->map_len);
 	free(peer->shadow);

@@ -231,16 +231,12 @@ int tool_ref_cacheline(int cpu_a, int cpu_b, unsigned rounds, double *ret_oneway
 static void __attribute__((noreturn)) peer_main(struct pingpong_line *line, int fd, int cpu,
 						bool yield, pid_t parent)
 {
-	uint64_t rounds, seq = 0;
+	uint64_t seq = 0;
 
 	tool_pin_cpu(cpu);
 	for (;;) {
-		ssize_t n = read(fd, &rounds, sizeof(rounds));
+		uint64_t rounds = tool_responder_next(fd);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n != (ssize_t)sizeof(rounds))
-			_exit(n == 0 ? 0 : 1); /* EOF: the run is over */
 		for (uint64_t i = 0; i < rounds; i++) {
 			if (!wait_seq(line, seq + 1, yield, -parent))
 				_exit(1); /* the initiator died: do not spin on */
@@ -251,10 +247,36 @@ static void __attribute__((noreturn)) peer_main(struct pingpong_line *line, int 
 	}
 }
 
+pid_t tool_fork_responder(int *ret_fd, int close_fd)
+{
+	int sv[2], e;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		e = errno;
+		close(sv[0]);
+		close(sv[1]);
+		return -e;
+	}
+	if (pid == 0) {
+		close(sv[1]);
+		if (close_fd >= 0)
+			close(close_fd); /* another responder's: it must see EOF when the caller ends */
+		*ret_fd = sv[0];
+		return 0;
+	}
+	close(sv[0]);
+	*ret_fd = sv[1];
+	return pid;
+}
+
 int tool_ref_peer_start(struct tool_ref_peer *peer, int cpu_a, int cpu_b)
 {
 	struct pingpong_line *line;
-	int sv[2], rc;
+	int fd, rc;
 	pid_t parent = getpid(), pid;
 
 	peer->pid = -1;
@@ -264,24 +286,15 @@ int tool_ref_peer_start(struct tool_ref_peer *peer, int cpu_a, int cpu_b)
 	if (line == MAP_FAILED)
 		return -errno;
 	line->seq = 0;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		rc = -errno;
-		goto err_line;
-	}
-	pid = fork();
+	pid = tool_fork_responder(&fd, -1);
 	if (pid < 0) {
-		rc = -errno;
-		close(sv[0]);
-		close(sv[1]);
+		rc = (int)pid;
 		goto err_line;
 	}
-	if (pid == 0) {
-		close(sv[1]);
-		peer_main(line, sv[0], cpu_b, cpu_a < 0 || cpu_a == cpu_b, parent);
-	}
-	close(sv[0]);
+	if (pid == 0)
+		peer_main(line, fd, cpu_b, cpu_a < 0 || cpu_a == cpu_b, parent);
 	peer->pid = pid;
-	peer->fd = sv[1];
+	peer->fd = fd;
 	peer->line = line;
 	peer->seq = 0;
 	peer->yield = cpu_a < 0 || cpu_a == cpu_b;
@@ -297,15 +310,10 @@ int tool_ref_peer_burst(struct tool_ref_peer *peer, unsigned warm, unsigned n,
 	uint64_t skip = (uint64_t)warm * TOOL_REF_BATCH, rounds = skip + (uint64_t)n * TOOL_REF_BATCH;
 	uint64_t mark = 0;
 	size_t nb = 0;
-	ssize_t w;
+	int rc = tool_responder_cmd(peer->pid, peer->fd, rounds);
 
-	if (peer->pid <= 0)
-		return -ECHILD;
-	do /* MSG_NOSIGNAL: a dead responder is an error here, not a SIGPIPE */
-		w = send(peer->fd, &rounds, sizeof(rounds), MSG_NOSIGNAL);
-	while (w < 0 && errno == EINTR);
-	if (w != (ssize_t)sizeof(rounds))
-		return -EPIPE;
+	if (rc < 0)
+		return rc;
 	for (uint64_t i = 0; i < rounds; i++) {
 		if (i == skip)
 			mark = tool_now_ns();
@@ -326,16 +334,47 @@ int tool_ref_peer_burst(struct tool_ref_peer *peer, unsigned warm, unsigned n,
 	return 0;
 }
 
+uint64_t tool_responder_next(int fd)
+{
+	for (;;) {
+		uint64_t cmd;
+		ssize_t n = read(fd, &cmd, sizeof(cmd));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof(cmd))
+			_exit(n == 0 ? 0 : 1); /* EOF: the run is over */
+		return cmd;
+	}
+}
+
+int tool_responder_cmd(pid_t pid, int fd, uint64_t cmd)
+{
+	ssize_t w;
+
+	if (pid <= 0)
+		return -ECHILD;
+	do /* MSG_NOSIGNAL: a dead responder is an error here, not a SIGPIPE */
+		w = send(fd, &cmd, sizeof(cmd), MSG_NOSIGNAL);
+	while (w < 0 && errno == EINTR);
+	return w == (ssize_t)sizeof(cmd) ? 0 : -EPIPE;
+}
+
+void tool_end_responder(pid_t *pid, int *fd)
+{
+	if (*fd >= 0)
+		close(*fd); /* the responder sees EOF and leaves */
+	if (*pid > 0)
+		waitpid(*pid, NULL, 0);
+	*pid = -1;
+	*fd = -1;
+}
+
 void tool_ref_peer_stop(struct tool_ref_peer *peer)
 {
-	if (peer->fd >= 0)
-		close(peer->fd); /* the responder sees EOF and leaves */
-	if (peer->pid > 0)
-		waitpid(peer->pid, NULL, 0);
+	tool_end_responder(&peer->pid, &peer->fd);
 	if (peer->line)
 		munmap(peer->line, sizeof(*peer->line));
-	peer->pid = -1;
-	peer->fd = -1;
 	peer->line = NULL;
 }
 

@@ -183,6 +183,24 @@ struct tool_ref_peer {
 	bool                  yield; /* one CPU: both sides yield while waiting */
 };
 
+/* Fork a responder with a command socket (a socketpair, close-on-exec): in the parent the
+ * child's pid and *RET_FD our end; in the child 0, *RET_FD its end (CLOSE_FD, unless < 0,
+ * closed there: another responder's socket, whose responder must see EOF when we end); or a
+ * negative errno. */
+pid_t tool_fork_responder(int *ret_fd, int close_fd);
+
+/* In a responder: the next command from its socket FD; ends the process at EOF (exit 0) or
+ * on an error (exit 1). */
+uint64_t tool_responder_next(int fd);
+
+/* Send a responder command CMD (a uint64_t) over its socket FD: 0, -ECHILD (no responder:
+ * PID <= 0) or -EPIPE (it is gone). */
+int tool_responder_cmd(pid_t pid, int fd, uint64_t cmd);
+
+/* End a responder: close its command socket *FD (it sees EOF and leaves), wait for *PID
+ * (unless <= 0), and set both to -1. */
+void tool_end_responder(pid_t *pid, int *fd);
+
 /* Fork the responder; 0 or a negative errno (PEER then has no responder: pid -1, fd -1). */
 int tool_ref_peer_start(struct tool_ref_peer *peer, int cpu_a, int cpu_b);
 
