@@ -546,54 +546,6 @@ static void test_lost_slot_seen_behind(void **state)
 	tl_pair_close(&p);
 }
 
-/* A receiver waiting for the retransmission it asked for (gated) answers a Detect with its
- * feedback, the Retry's epoch among it: a sender that lost the Retry's word learns it from
- * its probe and retransmits, instead of both waiting for TimerRcvData (60 s here). */
-static void test_gated_receiver_answers_detect(void **state)
-{
-	struct tl_pair p;
-	struct tp_params tpp;
-	uint8_t b[64], c[64], out[64];
-	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vo = { out, sizeof(out) };
-	uint8_t old_ep[8];
-
-	(void)state;
-	memset(b, 2, sizeof(b));
-	memset(c, 3, sizeof(c));
-	tp_params_init(&tpp);
-	tpp.send_timeout_ms = 60000;
-	tpp.detect_timeout_ms = 60000;
-	tpp.recv_timeout_ms = 60000;
-	pair_open(&p, "gatedet", &tpp, NULL);
-	size_t fb_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
-	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
-
-	for (int i = 0; i < 8; i++)
-		old_ep[i] = win_a[fb_ep + (size_t)i];
-	uint32_t pos = p.ca->tx_i;
-	size_t at = p.ca->out.slot_off + TP_SLOT_RINGS + (pos & (p.ca->out.inline_n - 1)) * 128u +
-		    TP_INL_SEQ;
-
-	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
-	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
-	uint8_t stale = (uint8_t)(win_a[0] ^ 0x5a); /* B's slot: as if its write never came */
-	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
-
-	if (stale == win_b[at])
-		stale ^= 0x80;
-	assert_int_equal(ntb_write(tp_link_ntb(p.a), at, &stale, 1), 0);
-	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* Retry: gated */
-	assert_true(p.cb->gated);
-	/* the Retry's epoch word lost on its way to the sender */
-	assert_int_equal(ntb_write(tp_link_ntb(p.b), fb_ep, old_ep, sizeof(old_ep)), 0);
-	memset(out, 0, sizeof(out));
-	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), 64);
-	assert_memory_equal(out, b, sizeof(b));
-	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), 64);
-	assert_memory_equal(out, c, sizeof(c));
-	tl_pair_close(&p);
-}
-
 /* Two threads receive on one connection while a third sends: every 8-byte counter (written
  * inline, short and long, in writes of 8 B .. 2 KiB) is received exactly once, and each
  * receiver sees its counters in increasing order. */
@@ -636,10 +588,11 @@ static void *two_rx_thread(void *arg)
 	return NULL;
 }
 
-/* Quick probes (tp_int.h): the timers are at 60 s, the link drops 3 % of its writes (also
- * control words and doorbells), and a ping-pong of 64-byte messages still completes with every
- * echo within 3 s: each loss is found by a quick probe, milliseconds after it, not by a timer.
- * Without them the first loss would stall the exchange for 60 s. */
+/* Quick probes (tp_int.h): TimerSendData and TimerDetect are at 60 s, the link drops 3 % of its
+ * writes (also control words and doorbells), and a ping-pong of 64-byte messages still
+ * completes with every echo within 3 s: each lost message is found by a quick probe,
+ * milliseconds after it, not by a timer. Without them the first loss would stall the exchange
+ * for 60 s. */
 struct quick_echo {
 	struct tp_conn *c;
 	int rounds, rc;
@@ -684,7 +637,11 @@ static void test_quick_probe_recovers(void **state)
 	tp_params_init(&tpp);
 	tpp.send_timeout_ms = 60000;
 	tpp.detect_timeout_ms = 60000;
-	tpp.recv_timeout_ms = 60000;
+	/* A receiver that asked for a retransmission waits for it gated and does not answer a
+	 * Detect meanwhile; when the Retry's own word is lost, TimerRcvData asks again (an
+	 * attempt to answer the Detect instead broke loss-free iperf3 runs: not understood, see
+	 * the eighth session's closing note). */
+	tpp.recv_timeout_ms = 200;
 	pair_open(&p, "quick", &tpp, &f);
 	e.c = p.cb;
 	assert_int_equal(pthread_create(&th, NULL, quick_echo_main, &e), 0);
@@ -769,7 +726,6 @@ int main(void)
 		cmocka_unit_test(test_two_receivers),
 		cmocka_unit_test(test_quick_probe_recovers),
 		cmocka_unit_test(test_lost_slot_seen_behind),
-		cmocka_unit_test(test_gated_receiver_answers_detect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
