@@ -426,6 +426,7 @@ struct tp_rec {          /* a validated inbound message, private copy */
 	struct tp_desc desc;  /* data ring: private copy of the descriptor */
 };
 #define TP_RECS 1024u
+#define TP_STALE_MAX 8u /* stale first-lap slots noted per connection (~0.25 expected) */
 #define TP_SPIN_ACTIVE_US 300 /* spin budget of a streaming connection (tp_wait) */
 
 struct tp_conn {
@@ -483,6 +484,13 @@ struct tp_conn {
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, fin_rcvd_v, eof, fb_dirty;
 	bool inline_bad;             /* the next inline slot failed its CRC */
+	/* First-lap inline positions whose slot, when the connection was set up, held what an
+	 * earlier connection of this receive context left there under the sequence byte this
+	 * one expects (1 in 255 per position): their last 8 bytes then. Readiness hints and
+	 * spin probes pass over them while those bytes stay the same (tp_rx_note_stale()). */
+	uint8_t n_stale;
+	uint16_t stale_pos[TP_STALE_MAX];
+	uint64_t stale_sig[TP_STALE_MAX];
 	uint32_t rerr;
 	uint64_t gate_deadline_ms;
 	struct tp_rec recs[TP_RECS];
@@ -591,11 +599,31 @@ struct tp_probe {
 	const volatile uint8_t *seq_at;  /* sequence byte of the next inline slot */
 	uint8_t seq_want;
 	bool seq_was;                    /* already there when armed (not news) */
+	bool seq_stale;                  /* the slot is a stale one (tp_inline_stale()): only
+					  * the full looks watch it */
 	uint64_t tx_d, fb_rx_i, fb_rx_d; /* raw checked words when armed */
 	uint32_t db;
 	unsigned events;                 /* TP_EV_IN: watch the rings, TP_EV_OUT: the feedback */
 };
 void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events);
+/* Note the stale first-lap slots of a connection being set up (tp_conn_init_queues()). */
+void tp_rx_note_stale(struct tp_conn *c);
+
+/* Whether first-lap inline position POS, whose slot is SLOT, is one tp_rx_note_stale() found
+ * stale, still unchanged. Advisory: only readiness hints and spin probes use it; reads validate
+ * every slot, so a slot noted by mistake (a real message caught mid-retransmission) is found by
+ * the full looks, later but never lost. Under rx_lock. */
+static inline bool tp_inline_stale(const struct tp_conn *c, uint32_t pos,
+				   const volatile uint8_t *slot)
+{
+	if (__builtin_expect(c->n_stale == 0, 1) || pos >= c->link->geom.inline_n)
+		return false;
+	for (unsigned i = 0; i < c->n_stale; i++)
+		if (c->stale_pos[i] == pos)
+			return __atomic_load_n((const uint64_t *)(const void *)(uintptr_t)(slot + 120),
+					       __ATOMIC_RELAXED) == c->stale_sig[i];
+	return false;
+}
 unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
 
 /*

@@ -137,6 +137,33 @@ static enum probe rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struc
 	return PR_OK;
 }
 
+/* A receive context is reused with whatever its previous connection left in the inline ring.
+ * Where a slot of the first lap carries the sequence byte this connection expects there (the
+ * sequence is per lap: 1 in 255 per slot) but fails this connection's check, note it: a
+ * readiness hint that saw only the byte would call the connection readable, and a program
+ * that then reads a blocking socket would block on a quiet connection (a select() loop's
+ * control socket: iperf3's client hung so). Runs at set-up, before the reader looks; a real
+ * message already there passes the check and is not noted. */
+void tp_rx_note_stale(struct tp_conn *c)
+{
+	uint8_t buf[128];
+	unsigned len;
+	uint32_t msn;
+	uint8_t flags;
+
+	c->n_stale = 0;
+	for (uint32_t pos = 0; pos < c->link->geom.inline_n && c->n_stale < TP_STALE_MAX; pos++) {
+		if (!inline_seq_ready(c, pos))
+			continue;
+		memcpy(buf, (const void *)in_inline(c, pos), sizeof(buf));
+		if (!tp_inline_check(buf, c->nonce_in, &len, &msn, &flags))
+			continue;
+		c->stale_pos[c->n_stale] = (uint16_t)pos;
+		memcpy(&c->stale_sig[c->n_stale], buf + 120, 8);
+		c->n_stale++;
+	}
+}
+
 static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check)
 {
 	uint32_t q = c->link->geom.qsize, txd, avail, fp, crc;
@@ -729,7 +756,9 @@ void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
 	p->seq_at = in_inline(c, c->v_i) + TP_INL_SEQ;
 	p->seq_want = tp_inline_seq(c->v_i, c->link->geom.log2n, c->seq_base_in);
 	/* records already queued (or end of stream) are not news either: the caller must look */
-	p->seq_was = inline_seq_ready(c, c->v_i) || c->rec_head != c->rec_tail || c->eof;
+	p->seq_stale = tp_inline_stale(c, c->v_i, p->seq_at - TP_INL_SEQ);
+	p->seq_was = (inline_seq_ready(c, c->v_i) && !p->seq_stale) || c->rec_head != c->rec_tail ||
+		     c->eof;
 	tp_mutex_unlock(&c->rx_lock);
 	p->events = events;
 	p->tx_d = events & TP_EV_IN ? slot_raw(c, TP_W_TX_D) : 0;
@@ -746,7 +775,7 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 	unsigned hit = 0;
 
 	if (p->events & TP_EV_IN) {
-		if (!p->seq_was) {
+		if (!p->seq_was && !p->seq_stale) {
 			uint8_t seq = __atomic_load_n((const uint8_t *)p->seq_at, __ATOMIC_ACQUIRE);
 
 			/* Also load the slot's first line (payload of 53-116-byte messages) in the

@@ -37,7 +37,12 @@ pl_cleanup() {
 	sleep 0.2
 	for p in $PL_PIDS; do kill -9 "$p" 2>/dev/null; done
 	[ -n "$PL_LINK" ] && rm -f "$PL_LINK" "$PL_LINK".side0 "$PL_LINK".side1 "$PL_LINK".stat-tcp
-	[ -n "$PL_TMP" ] && rm -rf "$PL_TMP"
+	# PL_KEEP_TMP=1 keeps the test's directory (its logs and outputs) for a look afterwards
+	if [ -n "$PL_TMP" ] && [ "${PL_KEEP_TMP:-0}" = 1 ]; then
+		echo "kept $PL_TMP" >&2
+	elif [ -n "$PL_TMP" ]; then
+		rm -rf "$PL_TMP"
+	fi
 }
 
 # pl_setup NAME: private dir, link file and configs a.conf / b.conf; cleanup on exit.
