@@ -162,6 +162,9 @@ void tp_rx_note_stale(struct tp_conn *c)
 		memcpy(&c->stale_sig[c->n_stale], buf + 120, 8);
 		c->n_stale++;
 	}
+	if (c->n_stale)
+		LOG(LL_DEBUG, "transport: slot %u: %u first-lap inline slot(s) left by an earlier "
+		    "connection look published", c->slot, c->n_stale);
 }
 
 static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check)
@@ -220,8 +223,16 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 		if (have_epoch && tp_rt_epoch_ok(c->rx_epoch, txe)) {
 			c->gated = false;
 		} else {
-			if (tp_now_ms() > c->gate_deadline_ms)
+			if (tp_now_ms() > c->gate_deadline_ms) {
 				rx_fail(c, false); /* TimerRcvData: ask again */
+			} else if (have_epoch && det != c->det_seen) {
+				/* a Detect while we wait for the sender's retransmission: it has not
+				 * seen our Retry (its word lost?): answer with all the feedback words,
+				 * the Retry's epoch among them, and ring */
+				c->det_seen = det;
+				fb_publish_words(c, true);
+				ntb_peer_db_ring(c->link->ntb);
+			}
 			return;
 		}
 	}

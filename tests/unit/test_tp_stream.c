@@ -594,6 +594,54 @@ static void test_stale_slot_not_news(void **state)
 	tl_pair_close(&p);
 }
 
+/* A receiver waiting for the retransmission it asked for (gated) answers a Detect with its
+ * feedback, the Retry's epoch among it: a sender that lost the Retry's word learns it from
+ * its probe and retransmits, instead of both waiting for TimerRcvData (60 s here). */
+static void test_gated_receiver_answers_detect(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64], c[64], out[64];
+	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vo = { out, sizeof(out) };
+	uint8_t old_ep[8];
+
+	(void)state;
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	tp_params_init(&tpp);
+	tpp.send_timeout_ms = 60000;
+	tpp.detect_timeout_ms = 60000;
+	tpp.recv_timeout_ms = 60000;
+	pair_open(&p, "gatedet", &tpp, NULL);
+	size_t fb_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
+	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
+
+	for (int i = 0; i < 8; i++)
+		old_ep[i] = win_a[fb_ep + (size_t)i];
+	uint32_t pos = p.ca->tx_i;
+	size_t at = p.ca->out.slot_off + TP_SLOT_RINGS + (pos & (p.ca->out.inline_n - 1)) * 128u +
+		    TP_INL_SEQ;
+
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
+	uint8_t stale = (uint8_t)(win_a[0] ^ 0x5a); /* B's slot: as if its write never came */
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	if (stale == win_b[at])
+		stale ^= 0x80;
+	assert_int_equal(ntb_write(tp_link_ntb(p.a), at, &stale, 1), 0);
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* Retry: gated */
+	assert_true(p.cb->gated);
+	/* the Retry's epoch word lost on its way to the sender */
+	assert_int_equal(ntb_write(tp_link_ntb(p.b), fb_ep, old_ep, sizeof(old_ep)), 0);
+	memset(out, 0, sizeof(out));
+	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), 64);
+	assert_memory_equal(out, b, sizeof(b));
+	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), 64);
+	assert_memory_equal(out, c, sizeof(c));
+	tl_pair_close(&p);
+}
+
 /* Two threads receive on one connection while a third sends: every 8-byte counter (written
  * inline, short and long, in writes of 8 B .. 2 KiB) is received exactly once, and each
  * receiver sees its counters in increasing order. */
@@ -775,6 +823,7 @@ int main(void)
 		cmocka_unit_test(test_quick_probe_recovers),
 		cmocka_unit_test(test_lost_slot_seen_behind),
 		cmocka_unit_test(test_stale_slot_not_news),
+		cmocka_unit_test(test_gated_receiver_answers_detect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
