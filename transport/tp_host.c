@@ -282,6 +282,36 @@ void tp_host_unlock(struct tp_link *l)
 	pthread_mutex_unlock(&l->host->lock);
 }
 
+/*
+ * A nonce for a new connection on receive context SLOT. The connection's inline sequence
+ * bytes start from nonce % 255 (tp_conn_init_queues()), and every slot of the ring's first
+ * lap expects the same byte, tp_inline_seq(pos < inline_n) = nonce % 255 + 1. The ring still
+ * holds what the previous connections wrote, in runs of one or two such bytes: a nonce whose
+ * byte is among them would make a whole run look published to the readiness hints (the reads
+ * reject it: wrong nonce, wrong CRC). So draw again while it is; the ring is quiet (the slot
+ * is free, released longest ago), and at most INLINE_N of the 255 bytes can be taken.
+ */
+static uint32_t slot_nonce(struct tp_link *l, uint32_t slot)
+{
+	const volatile uint8_t *ring = l->in + TP_OFF_SLOTS + (size_t)slot * l->slot_size +
+				       TP_SLOT_RINGS;
+	uint32_t seen[256 / 32] = { 0 }, n = tp_random32();
+
+	for (uint32_t k = 0; k < l->geom.inline_n; k++) {
+		uint8_t b = __atomic_load_n((const uint8_t *)ring + (size_t)k * 128u + TP_INL_SEQ,
+					    __ATOMIC_RELAXED);
+
+		seen[b / 32] |= 1u << (b % 32);
+	}
+	for (int tries = 0; tries < 64; tries++, n = tp_random32()) {
+		uint32_t b = n % 255u + 1u;
+
+		if (!(seen[b / 32] & (1u << (b % 32))))
+			break;
+	}
+	return n; /* (64 misses: every byte taken but a few; tp_rx_note_stale() notes them) */
+}
+
 int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 {
 	struct tp_host *h = l->host;
@@ -301,7 +331,7 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	e->state = state;
 	e->pid = pid;
 	e->owners[0] = pid;
-	e->nonce = tp_random32();
+	e->nonce = slot_nonce(l, (uint32_t)best);
 	e->created_ms = tp_now_ms();
 	e->fd = -1;
 	h->free_num--;

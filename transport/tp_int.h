@@ -426,7 +426,7 @@ struct tp_rec {          /* a validated inbound message, private copy */
 	struct tp_desc desc;  /* data ring: private copy of the descriptor */
 };
 #define TP_RECS 1024u
-#define TP_STALE_MAX 8u /* stale first-lap slots noted per connection (~0.25 expected) */
+#define TP_STALE_MAX 8u /* stale first-lap slots noted per connection (0 expected) */
 #define TP_SPIN_ACTIVE_US 300 /* spin budget of a streaming connection (tp_wait) */
 
 struct tp_conn {
@@ -486,10 +486,12 @@ struct tp_conn {
 	bool inline_bad;             /* the next inline slot failed its CRC */
 	/* First-lap inline positions whose slot, when the connection was set up, held what an
 	 * earlier connection of this receive context left there under the sequence byte this
-	 * one expects (1 in 255 per position): their last 8 bytes then. Readiness hints and
-	 * spin probes pass over them while those bytes stay the same (tp_rx_note_stale()). */
+	 * one expects: their last 8 bytes then. Readiness hints and spin probes pass over them
+	 * while those bytes stay the same (tp_rx_note_stale()). The nonce a context gets avoids
+	 * the bytes its ring holds (tp_host.c: slot_nonce()), so these come only from a write
+	 * that arrived after the pick. */
 	uint8_t n_stale;
-	uint16_t stale_pos[TP_STALE_MAX];
+	uint32_t stale_pos[TP_STALE_MAX];
 	uint64_t stale_sig[TP_STALE_MAX];
 	uint32_t rerr;
 	uint64_t gate_deadline_ms;

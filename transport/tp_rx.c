@@ -139,14 +139,14 @@ static enum probe rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struc
 
 /* A receive context is reused with whatever its previous connection left in the inline ring.
  * Where a slot of the first lap carries the sequence byte this connection expects there (the
- * sequence is per lap: 1 in 255 per slot) but fails this connection's check, note it: a
+ * nonce is chosen so that none does, but a late write may) yet fails its check, note it: a
  * readiness hint that saw only the byte would call the connection readable, and a program
  * that then reads a blocking socket would block on a quiet connection (a select() loop's
  * control socket: iperf3's client hung so). Runs at set-up, before the reader looks; a real
  * message already there passes the check and is not noted. */
 void tp_rx_note_stale(struct tp_conn *c)
 {
-	uint8_t buf[128];
+	uint8_t buf[128], again[128];
 	unsigned len;
 	uint32_t msn;
 	uint8_t flags;
@@ -158,7 +158,12 @@ void tp_rx_note_stale(struct tp_conn *c)
 		memcpy(buf, (const void *)in_inline(c, pos), sizeof(buf));
 		if (!tp_inline_check(buf, c->nonce_in, &len, &msn, &flags))
 			continue;
-		c->stale_pos[c->n_stale] = (uint16_t)pos;
+		/* a slot being written as we copied it (the peer's first messages may be on
+		 * their way already) is not noted: only one that stays the same */
+		memcpy(again, (const void *)in_inline(c, pos), sizeof(again));
+		if (memcmp(buf, again, sizeof(buf)) != 0)
+			continue;
+		c->stale_pos[c->n_stale] = pos;
 		memcpy(&c->stale_sig[c->n_stale], buf + 120, 8);
 		c->n_stale++;
 	}

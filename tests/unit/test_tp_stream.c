@@ -594,6 +594,59 @@ static void test_stale_slot_not_news(void **state)
 	tl_pair_close(&p);
 }
 
+/* A receive context reused by a new connection: the nonce it gets makes the first-lap
+ * sequence byte of its ring one that no slot there holds, whatever earlier connections left
+ * (forged here before each set-up: 64 different bytes in every free context's ring, so a
+ * nonce drawn blindly would hit one 1 time in 4, and then the whole lap would look
+ * published). 40 set-ups, both directions. */
+static void test_reused_ring_not_published(void **state)
+{
+	struct tl_pair p;
+
+	(void)state;
+	pair_open(&p, "reusering", NULL, NULL);
+	for (int i = 0; i < 40; i++) {
+		struct tp_link *rxs[2] = { p.a, p.b };
+		struct tp_conn *cs[2];
+		struct tp_key k;
+		enum tp_reason why;
+
+		for (int s = 0; s < 2; s++) {
+			struct tp_link *rx = rxs[s], *tx = rxs[1 - s];
+
+			for (uint32_t c = 0; c < rx->host->contexts; c++) {
+				if (rx->host->e[c].state != TP_ES_FREE)
+					continue;
+				for (uint32_t n = 0; n < rx->geom.inline_n; n++) {
+					uint8_t b = (uint8_t)(((uint32_t)i * 7u + c + n) % 255u + 1u);
+					size_t at = TP_OFF_SLOTS + (size_t)c * rx->slot_size +
+						    TP_SLOT_RINGS + (size_t)n * 128u + TP_INL_SEQ;
+
+					assert_int_equal(ntb_write(tp_link_ntb(tx), at, &b, 1), 0);
+				}
+			}
+		}
+		tl_key(&k, (uint16_t)(41000 + i), 5000);
+		assert_int_equal(tp_connect(p.a, &k, 5000, &cs[0], &why), 0);
+		assert_int_equal(tp_conn_confirm(cs[0]), 0);
+		assert_int_equal(tp_attach(p.b, &k, &cs[1]), 0);
+		for (int s = 0; s < 2; s++) {
+			const volatile uint8_t *ring = rxs[s]->in + TP_OFF_SLOTS +
+						       (size_t)cs[s]->slot * rxs[s]->slot_size +
+						       TP_SLOT_RINGS;
+			uint8_t want = tp_inline_seq(0, rxs[s]->geom.log2n, cs[s]->seq_base_in);
+
+			for (uint32_t n = 0; n < rxs[s]->geom.inline_n; n++)
+				assert_int_not_equal(ring[(size_t)n * 128u + TP_INL_SEQ], want);
+			assert_int_equal(cs[s]->n_stale, 0);
+			assert_false(tp_readable_hint(cs[s]));
+		}
+		tp_close(cs[0]);
+		tp_close(cs[1]);
+	}
+	tl_pair_close(&p);
+}
+
 /* A receiver waiting for the retransmission it asked for (gated) answers a Detect with its
  * feedback, the Retry's epoch among it: a sender that lost the Retry's word learns it from
  * its probe and retransmits, instead of both waiting for TimerRcvData (60 s here). */
@@ -823,6 +876,7 @@ int main(void)
 		cmocka_unit_test(test_quick_probe_recovers),
 		cmocka_unit_test(test_lost_slot_seen_behind),
 		cmocka_unit_test(test_stale_slot_not_news),
+		cmocka_unit_test(test_reused_ring_not_published),
 		cmocka_unit_test(test_gated_receiver_answers_detect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
