@@ -136,6 +136,46 @@ static void witness_move(struct pl_sock *s, int fd)
 	witness_move_outside(s, (unsigned)fd, (unsigned)fd);
 }
 
+/* Whether closing S (taken out of the table, ours the only reference) ends a connection the
+ * peer closed first. */
+static bool peer_closed_first(struct pl_sock *s)
+{
+	/* (acquire: pairs with set_state(); an open connection's conn is final) */
+	if (s->kind != PL_CONN ||
+	    atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN || !s->conn ||
+	    atomic_load_explicit(&s->refs, memory_order_relaxed) != 1 || pl_depth != 0)
+		return false;
+	PL_ENTER();
+	bool closing = tp_peer_closing(s->conn);
+	PL_LEAVE();
+	return closing;
+}
+
+/*
+ * The peer closed first: its NTB close is in our window, and its TCP socket's FIN follows it
+ * by microseconds (pl_sock.c's close() on its side: NTB first, then the kernel). Wait for that
+ * FIN, bounded, before closing our TCP socket, so that it ends as the passive side, as it
+ * would without the library: TIME_WAIT stays with the side that closed first. Closing at once
+ * could send our FIN first, and a TIME_WAIT on a server's port makes a server restarted there
+ * without SO_REUSEADDR fail to bind (sockperf's did, 1 run in ~8 of test_pl_sockperf).
+ */
+static void await_peer_fin(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	int64_t end = pl_now_ns() + (int64_t)PL_PEER_FIN_WAIT_MS * 1000000;
+
+	for (;;) {
+		int ms = pl_ms_left(end);
+		int r = pl_real.poll(&p, 1, ms);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		/* the FIN (no data ever comes on the TCP socket of an NTB connection: readable is
+		 * the end), an error, or the time is up */
+		return;
+	}
+}
+
 NTB_EXPORT int close(int fd)
 {
 	/* Out of the table first: a concurrent socket() reusing FD must not find us. */
@@ -148,8 +188,12 @@ NTB_EXPORT int close(int fd)
 	 * socket for our death. */
 	if (s) {
 		int saved = errno;
+		bool passive = peer_closed_first(s);
+
 		witness_move(s, fd);
 		pl_sock_put(s);
+		if (passive)
+			await_peer_fin(fd);
 		errno = saved;
 	}
 	int r = pl_real.close(fd);

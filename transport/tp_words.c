@@ -54,6 +54,11 @@ uint32_t tp_st_flags(struct tp_conn *c)
 	return tp_slot_word(c, TP_W_ST_FLAGS, &f) ? f : 0;
 }
 
+bool tp_peer_closing(struct tp_conn *c)
+{
+	return (tp_st_flags(c) & TP_ST_CLOSING) != 0;
+}
+
 bool tp_conn_peer_lost(struct tp_conn *c)
 {
 	if (tp_st_flags(c) & (TP_ST_RST | TP_ST_GONE))

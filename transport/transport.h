@@ -218,6 +218,9 @@ int tp_conn_error(struct tp_conn *c);
  * another descriptor of the same socket, it moves there (preload/: close() of the witness while
  * a dup lives on). */
 void tp_conn_set_witness(struct tp_conn *c, int fd);
+/* ADDED: whether the peer closed its end (tp_close(), the ST word says CLOSING), not merely
+ * shut down its writing: its kernel socket's close follows at once. */
+bool tp_peer_closing(struct tp_conn *c);
 
 /* fork support: after fork(), the child calls tp_atfork_child() before touching any
  * connection; connections stay usable in both (each direction used by one process at a

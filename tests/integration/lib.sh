@@ -114,6 +114,7 @@ pl_wait_port() {
 		ss -Hltn "sport = :$2" 2>/dev/null | grep -q "$1:$2" && return 0
 		sleep 0.1; i=$((i + 1))
 	done
+	echo "sockets on port $2:"; ss -Hanp "( sport = :$2 or dport = :$2 )" 2>/dev/null | sed 's/^/  /'
 	pl_fail "nothing listens on $1:$2"
 }
 
