@@ -88,7 +88,7 @@ static inline bool pl_active(void)
 #define PL_EXIT_LINGER_MS 2000
 /* close() of a connection the peer closed first: how long it waits for the peer's TCP FIN
  * before closing its own TCP socket (pl_sock.c: await_peer_fin()). */
-#define PL_PEER_FIN_WAIT_MS 100
+#define PL_PEER_FIN_WAIT_MS 20
 void pl_exit_linger(const char *when);
 
 /* Return R (>= 0) or set errno from a negative errno and return -1: the one place. */

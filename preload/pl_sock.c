@@ -143,8 +143,9 @@ static bool peer_closed_first(struct pl_sock *s)
 	/* (acquire: pairs with set_state(); an open connection's conn is final) */
 	if (s->kind != PL_CONN ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN || !s->conn ||
-	    atomic_load_explicit(&s->refs, memory_order_relaxed) != 1 || pl_depth != 0)
-		return false;
+	    atomic_load_explicit(&s->refs, memory_order_relaxed) != 1 || pl_depth != 0 ||
+	    atomic_load_explicit(&s->linger_abort, memory_order_relaxed))
+		return false; /* (SO_LINGER 0: our close resets, no TIME_WAIT either way) */
 	PL_ENTER();
 	bool closing = tp_peer_closing(s->conn);
 	PL_LEAVE();
@@ -158,6 +159,7 @@ static bool peer_closed_first(struct pl_sock *s)
  * would without the library: TIME_WAIT stays with the side that closed first. Closing at once
  * could send our FIN first, and a TIME_WAIT on a server's port makes a server restarted there
  * without SO_REUSEADDR fail to bind (sockperf's did, 1 run in ~8 of test_pl_sockperf).
+ * Not done by close_range(), dup2() onto the descriptor, exec or exit: those close at once.
  */
 static void await_peer_fin(int fd)
 {

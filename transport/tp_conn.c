@@ -588,9 +588,11 @@ void tp_close(struct tp_conn *c)
 		release_share(c);
 		return;
 	}
-	tp_shutdown(c, SHUT_WR);
-	/* the peer's witness will see our TCP socket's end now: say it was a close, not a death */
+	/* the peer's witness will see our TCP socket's end now: say it was a close, not a death;
+	 * before the FIN, so a peer that reads the end of stream finds it (preload/: its close()
+	 * then waits for our TCP socket's FIN) */
 	tp_write_st(c->link, c->out.slot_off, c->nonce_out, TP_ST_CLOSING);
+	tp_shutdown(c, SHUT_WR);
 	c->closed_ms = tp_now_ms();
 	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
 	atomic_store(&c->closed, true);
