@@ -503,6 +503,20 @@ static void test_inline_fast_path_changed_slot(void **state)
 	tl_pair_close(&p);
 }
 
+/* B's receiver gets the two 64-byte messages B and C, in order (after a Retry and its
+ * retransmission), and the pair is closed. */
+static void expect_two(struct tl_pair *p, const uint8_t *b, const uint8_t *c)
+{
+	uint8_t out[64];
+
+	memset(out, 0, sizeof(out));
+	assert_int_equal(tl_recv_some(p->cb, out, sizeof(out), 3000), 64);
+	assert_memory_equal(out, b, sizeof(out));
+	assert_int_equal(tl_recv_some(p->cb, out, sizeof(out), 3000), 64);
+	assert_memory_equal(out, c, sizeof(out));
+	tl_pair_close(p);
+}
+
 /* A lost inline slot with a later message published behind it is a loss the receiver sees
  * itself: the read that finds it asks for the retransmission (Retry: a new epoch, gated)
  * at once, without waiting for a timer or a probe, and the two messages then arrive in
@@ -538,12 +552,7 @@ static void test_lost_slot_seen_behind(void **state)
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
 	assert_int_not_equal(p.cb->rx_epoch, ep); /* Retry, from this read alone */
 	assert_true(p.cb->gated);
-	memset(out, 0, sizeof(out));
-	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), 64);
-	assert_memory_equal(out, b, sizeof(b));
-	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), 64);
-	assert_memory_equal(out, c, sizeof(c));
-	tl_pair_close(&p);
+	expect_two(&p, b, c);
 }
 
 /* A receive context keeps what its previous connection left in its inline ring: a slot whose
@@ -687,12 +696,7 @@ static void test_gated_receiver_answers_detect(void **state)
 	assert_true(p.cb->gated);
 	/* the Retry's epoch word lost on its way to the sender */
 	assert_int_equal(ntb_write(tp_link_ntb(p.b), fb_ep, old_ep, sizeof(old_ep)), 0);
-	memset(out, 0, sizeof(out));
-	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), 64);
-	assert_memory_equal(out, b, sizeof(b));
-	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), 64);
-	assert_memory_equal(out, c, sizeof(c));
-	tl_pair_close(&p);
+	expect_two(&p, b, c);
 }
 
 /* Two threads receive on one connection while a third sends: every 8-byte counter (written
