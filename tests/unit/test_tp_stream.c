@@ -623,6 +623,8 @@ static void test_reused_ring_not_published(void **state)
 		for (int s = 0; s < 2; s++) {
 			struct tp_link *rx = rxs[s], *tx = rxs[1 - s];
 
+			/* (the helpers allocate and free contexts under the host lock) */
+			tp_host_lock(rx);
 			for (uint32_t c = 0; c < rx->host->contexts; c++) {
 				if (rx->host->e[c].state != TP_ES_FREE)
 					continue;
@@ -634,6 +636,7 @@ static void test_reused_ring_not_published(void **state)
 					assert_int_equal(ntb_write(tp_link_ntb(tx), at, &b, 1), 0);
 				}
 			}
+			tp_host_unlock(rx);
 		}
 		tl_key(&k, (uint16_t)(41000 + i), 5000);
 		assert_int_equal(tp_connect(p.a, &k, 5000, &cs[0], &why), 0);
