@@ -6,19 +6,11 @@
 
 #include "transport/tp_int.h"
 
-static const volatile uint8_t *in_inline_slot(const struct tp_conn *c, uint32_t pos)
-{
-	const struct tp_link *l = c->link;
-
-	return l->in + TP_OFF_SLOTS + (size_t)c->slot * l->slot_size + TP_SLOT_RINGS +
-	       (pos & (l->geom.inline_n - 1)) * 128u;
-}
-
 /* Has the peer published inline position POS? (The sequence byte only: no copy, no check.) */
 static bool inline_published(const struct tp_conn *c, uint32_t pos)
 {
 	const struct tp_link *l = c->link;
-	const volatile uint8_t *slot = in_inline_slot(c, pos);
+	const volatile uint8_t *slot = tp_in_inline(l, c->slot, pos);
 
 	/* relaxed: only a hint; tp_recv() reads the byte again with acquire (rx_inline(),
 	 * inline_seq_ready(): pairs with the barrier before the byte in write_inline_slot()) */
@@ -45,7 +37,7 @@ bool tp_readable_hint(struct tp_conn *c)
 		if (c->rec_head != c->rec_tail)
 			ready = true; /* validated already */
 		else if (inline_published(c, c->v_i) &&
-			 !tp_inline_stale(c, c->v_i, in_inline_slot(c, c->v_i)))
+			 !tp_inline_stale(c, c->v_i, tp_in_inline(c->link, c->slot, c->v_i)))
 			ready = true; /* (not a slot an earlier connection left: tp_rx_note_stale()) */
 		else if (tp_slot_word(c, TP_W_TX_D, &txd) && txd != c->v_d)
 			ready = true; /* a data-ring message (tx_d published after its payload) */

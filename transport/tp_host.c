@@ -289,17 +289,15 @@ void tp_host_unlock(struct tp_link *l)
  * holds what the previous connections wrote, in runs of one or two such bytes: a nonce whose
  * byte is among them would make a whole run look published to the readiness hints (the reads
  * reject it: wrong nonce, wrong CRC). So draw again while it is; the ring is quiet (the slot
- * is free, released longest ago), and at most INLINE_N of the 255 bytes can be taken.
+ * is free, released longest ago), and at most min(inline_n, 255) bytes can be taken.
  */
 static uint32_t slot_nonce(struct tp_link *l, uint32_t slot)
 {
-	const volatile uint8_t *ring = l->in + TP_OFF_SLOTS + (size_t)slot * l->slot_size +
-				       TP_SLOT_RINGS;
 	uint32_t seen[256 / 32] = { 0 }, n = tp_random32();
 
 	for (uint32_t k = 0; k < l->geom.inline_n; k++) {
-		uint8_t b = __atomic_load_n((const uint8_t *)ring + (size_t)k * 128u + TP_INL_SEQ,
-					    __ATOMIC_RELAXED);
+		const volatile uint8_t *p = tp_in_inline(l, slot, k) + TP_INL_SEQ;
+		uint8_t b = __atomic_load_n((const uint8_t *)p, __ATOMIC_RELAXED);
 
 		seen[b / 32] |= 1u << (b % 32);
 	}

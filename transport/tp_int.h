@@ -608,6 +608,14 @@ struct tp_probe {
 	unsigned events;                 /* TP_EV_IN: watch the rings, TP_EV_OUT: the feedback */
 };
 void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events);
+/* Inline slot of position POS in receive context SLOT of our inbound window. */
+static inline const volatile uint8_t *tp_in_inline(const struct tp_link *l, uint32_t slot,
+						   uint32_t pos)
+{
+	return l->in + TP_OFF_SLOTS + (size_t)slot * l->slot_size + TP_SLOT_RINGS +
+	       (size_t)(pos & (l->geom.inline_n - 1)) * 128u;
+}
+
 /* Note the stale first-lap slots of a connection being set up (tp_conn_init_queues()). */
 void tp_rx_note_stale(struct tp_conn *c);
 

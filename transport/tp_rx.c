@@ -19,7 +19,7 @@ static const volatile uint8_t *in_slot(const struct tp_conn *c)
 
 static const volatile uint8_t *in_inline(const struct tp_conn *c, uint32_t pos)
 {
-	return in_slot(c) + TP_SLOT_RINGS + (pos & (c->link->geom.inline_n - 1)) * 128u;
+	return tp_in_inline(c->link, c->slot, pos);
 }
 
 static const volatile uint8_t *in_data(const struct tp_conn *c)
