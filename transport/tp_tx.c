@@ -214,12 +214,19 @@ static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s
 		memcpy(d + 96, &zero16, 16);
 	}
 	memcpy(d + 112, &zero16, 4);
-	for (unsigned done = 0; done < len;) {
-		const uint8_t *src;
-		size_t n = iov_take(ic, len - done, &src);
+	if (ic->cnt == 1) {
+		/* one buffer (that holds LEN more bytes): no cursor walk */
+		crc = crc32c_small_copy2(crc, s + off, d + off,
+					 (const uint8_t *)ic->iov[0].iov_base + ic->off, len);
+		ic->off += len;
+	} else {
+		for (unsigned done = 0; done < len;) {
+			const uint8_t *src;
+			size_t n = iov_take(ic, len - done, &src);
 
-		crc = crc32c_small_copy2(crc, s + off + done, d + off + done, src, n);
-		done += (unsigned)n;
+			crc = crc32c_small_copy2(crc, s + off + done, d + off + done, src, n);
+			done += (unsigned)n;
+		}
 	}
 	tp_inline_hdr_words(len, c->msn_next, flags, seq, crc, &h0, &h1);
 	memcpy(s + TP_INL_LEN, &h0, 8);
@@ -519,6 +526,14 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		rc = tx_refresh(c);
 	if (rc || total == 0)
 		goto out;
+	if (iovcnt == 1 && total <= pp->inline_max && inline_free(c) > 0) {
+		/* one buffer, one inline message (a ping-pong's): without the bookkeeping of the
+		 * cursor and the pieces below (~4 % of a 64-byte round trip) */
+		send_inline(c, &ic, (unsigned)total, 0);
+		sent = total;
+		any = true;
+		goto sent;
+	}
 	uint32_t cap = c->out.qsize / TX_MSG_DIV, piece = cap;
 
 	if (total >= 2u * TX_PIECE_LO) {
@@ -591,6 +606,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	}
 	if (data_pub)
 		publish_tx(c);
+sent:
 	if (any) {
 		TP_STAT_ADD(c->st->tx_bytes, sent);
 		tp_wake_peer(c, TP_W_FB_WAIT);

@@ -138,10 +138,13 @@ static inline uint64_t tl_hash(uint64_t h, const uint8_t *p, size_t n)
 	return crc32c((uint32_t)h, p, n);
 }
 
-/* Send all of BUF (blocking through tp_wait). 0 or a negative errno. */
+/* Send all of BUF (blocking through tp_wait). 0 or a negative errno; -ETIMEDOUT after 10 s
+ * without progress (tp_wait() may report room in the inline ring, which a larger write cannot
+ * use: a receiver that stopped reading must end the test, not spin it). */
 static inline int tl_send_all(struct tp_conn *c, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
+	uint64_t last = tl_now_ms();
 
 	while (len) {
 		struct iovec v = { (void *)p, len };
@@ -150,7 +153,7 @@ static inline int tl_send_all(struct tp_conn *c, const void *buf, size_t len)
 		if (n == -EAGAIN) {
 			int r = tp_wait(c, TP_EV_OUT, 10000);
 
-			if (r == 0)
+			if (r == 0 || tl_now_ms() - last > 10000u)
 				return -ETIMEDOUT;
 			if (r < 0)
 				return r;
@@ -160,6 +163,7 @@ static inline int tl_send_all(struct tp_conn *c, const void *buf, size_t len)
 			return (int)n;
 		p += n;
 		len -= (size_t)n;
+		last = tl_now_ms();
 	}
 	return 0;
 }

@@ -432,6 +432,42 @@ static void test_inline_fast_path(void **state)
 	tl_pair_close(&p);
 }
 
+/* tp_send()'s inline messages from a cursor: the tail of a one-buffer write after its data-ring
+ * message (the buffer read from its middle), and one message gathered from three buffers, one of
+ * them empty. Each arrives byte-exact, as the message kinds the stats count. */
+static void test_inline_from_cursor(void **state)
+{
+	struct tl_pair p;
+	struct tp_stats st0, st1;
+	static uint8_t pay[16384 + 50], out[16384 + 50];
+	size_t big = 16384 + 50; /* short_max (default) + an inline tail */
+
+	(void)state;
+	pair_open(&p, "inlcur", NULL, NULL);
+	tl_fill(pay, big, 5, 0); /* no period: a piece from the wrong offset shows */
+	tp_conn_stats(p.ca, &st0);
+	struct iovec v = { pay + 1, big - 1 }; /* misaligned: short, then the inline tail */
+
+	assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)(big - 1));
+	recv_exact(p.cb, out, big - 1);
+	assert_memory_equal(out, pay + 1, big - 1);
+	tp_conn_stats(p.ca, &st1);
+	print_message("one buffer: %llu short, %llu inline\n",
+		      (unsigned long long)(st1.tx_msgs_short - st0.tx_msgs_short),
+		      (unsigned long long)(st1.tx_msgs_inline - st0.tx_msgs_inline));
+	assert_true(st1.tx_msgs_short - st0.tx_msgs_short >= 1);
+	assert_true(st1.tx_msgs_inline - st0.tx_msgs_inline == 1);
+
+	struct iovec g[3] = { { pay, 40 }, { pay + 40, 0 }, { pay + 40, 30 } };
+
+	assert_int_equal(tp_send(p.ca, g, 3), 70);
+	recv_exact(p.cb, out, 70);
+	assert_memory_equal(out, pay, 70);
+	tp_conn_stats(p.ca, &st0);
+	assert_true(st0.tx_msgs_inline - st1.tx_msgs_inline == 1);
+	tl_pair_close(&p);
+}
+
 /* Inline and data-ring messages interleaved (MSN order across the rings) are all delivered by
  * the direct paths, in order, without queueing records, while the other ring already holds
  * the next message. */
@@ -875,6 +911,7 @@ int main(void)
 		cmocka_unit_test(test_reply_pieces),
 		cmocka_unit_test(test_reset_seen_by_sender),
 		cmocka_unit_test(test_inline_fast_path),
+		cmocka_unit_test(test_inline_from_cursor),
 		cmocka_unit_test(test_inline_fast_path_changed_slot),
 		cmocka_unit_test(test_direct_paths_interleaved),
 		cmocka_unit_test(test_two_receivers),
