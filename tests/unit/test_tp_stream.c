@@ -433,8 +433,8 @@ static void test_inline_fast_path(void **state)
 }
 
 /* tp_send()'s inline messages from a cursor: the tail of a one-buffer write after its data-ring
- * message (the buffer read from its middle), and one message gathered from three buffers, one of
- * them empty. Each arrives byte-exact, as the message kinds the stats count. */
+ * messages (the buffer read from its middle), and one message gathered from three buffers, one
+ * of them empty. Each arrives byte-exact, as the message kinds the stats count. */
 static void test_inline_from_cursor(void **state)
 {
 	struct tl_pair p;
