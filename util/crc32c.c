@@ -72,11 +72,8 @@ uint32_t crc32c_copy2(uint32_t crc, void *dst, void *dst2, const void *src, size
 	const struct crc32c_impl *impl;
 
 #if defined(__x86_64__) && defined(__GNUC__)
-	if (len <= CRC32C_COPY_SMALL && crc32c_small_hw()) {
-		crc = ~crc32c_small_raw(~crc, dst2, src, len);
-		memcpy(dst, dst2, len);
-		return crc;
-	}
+	if (len <= CRC32C_COPY_SMALL && crc32c_small_hw())
+		return ~crc32c_small_raw2(~crc, dst, dst2, src, len); /* one load, two stores */
 #endif
 	impl = crc32c_get();
 	if (impl->copy2)
