@@ -9,6 +9,7 @@
 
 const struct crc32c_impl *const crc32c_impls[] = {
 #if defined(__x86_64__) && defined(__GNUC__)
+	&crc32c_impl_avx512,
 	&crc32c_impl_hybrid,
 	&crc32c_impl_sse42,
 #endif

@@ -32,12 +32,14 @@ extern const struct crc32c_impl crc32c_impl_portable;
 #if defined(__x86_64__) && defined(__GNUC__)
 extern const struct crc32c_impl crc32c_impl_sse42;
 extern const struct crc32c_impl crc32c_impl_hybrid;
+extern const struct crc32c_impl crc32c_impl_avx512;
 
 /* crc32c_x86_features() - CRC32C_X86_* bits this CPU and OS support; thread-safe, pure. */
 #define CRC32C_X86_SSE42 (1u << 0)
 #define CRC32C_X86_PCLMUL (1u << 1)
 #define CRC32C_X86_AVX2 (1u << 2)
 #define CRC32C_X86_VPCLMULQDQ (1u << 3)
+#define CRC32C_X86_AVX512 (1u << 4) /* AVX512F, with the OS saving ZMM state */
 unsigned crc32c_x86_features(void);
 
 /* crc32c_shift() with PCLMULQDQ; [k] = x^(8 * 2^k - 33) mod P for k >= 3. */

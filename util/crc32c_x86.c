@@ -342,6 +342,9 @@ unsigned crc32c_x86_features(void)
 				f |= CRC32C_X86_AVX2;
 			if (ecx & bit_VPCLMULQDQ)
 				f |= CRC32C_X86_VPCLMULQDQ;
+			/* ZMM registers: XCR0 bits 5-7 (opmask, upper halves, ZMM16-31) too. */
+			if ((ebx & bit_AVX512F) && (xcr0_lo & 0xe6) == 0xe6)
+				f |= CRC32C_X86_AVX512;
 		}
 	}
 	return f;

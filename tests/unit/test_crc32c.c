@@ -182,6 +182,8 @@ static void test_impl_name(void **state)
 			 !!__builtin_cpu_supports("avx2"));
 	assert_int_equal(!!(crc32c_x86_features() & CRC32C_X86_VPCLMULQDQ),
 			 !!__builtin_cpu_supports("vpclmulqdq"));
+	assert_int_equal(!!(crc32c_x86_features() & CRC32C_X86_AVX512),
+			 !!__builtin_cpu_supports("avx512f"));
 	if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul"))
 		assert_string_not_equal(name, "portable");
 #endif
