@@ -223,15 +223,16 @@ static uint32_t crc32c_copy_avx512(uint32_t crc, void *dst, const void *src, siz
 }
 
 /*
- * From COPY2_SPLIT_LEN on, three passes beat the fused one: memcpy() to @dst2, the checksum
- * of @dst2 (L1/L2-resident by then) and memcpy() from @dst2 to @dst. Two stores per load
- * into two rings overflow the store path, while the libc copy of this size (rep movsb on
- * Zen 5) writes whole lines without reading them first, which matters most for @dst, whose
- * lines the peer's core holds. Zen 5, 1 MiB rings, the receiver copying out on the other
- * core: 64 KiB messages 27-28 GB/s against 25, 256 KiB 26-27 against 24-25; 16 KiB even,
- * 4 KiB 19 against 23 (hence the threshold).
+ * From COPY2_SPLIT_LEN on, two passes beat the fused one: the checksumming copy to @dst2
+ * (local memory), then memcpy() from @dst2 to @dst. Two stores per load into two rings
+ * overflow the store path, while the libc copy of this size (rep movsb on Zen 5) writes
+ * whole lines without reading them first, which matters for @dst, whose lines the peer's
+ * core holds. Zen 5, 1 MiB rings, the receiver copying out on the other core: 8 KiB
+ * messages 30 GB/s against 22, 64 KiB 34-35 against 25, 256 KiB 33-36 against 25; 1 and
+ * 4 KiB even (hence the threshold). A third pass (memcpy() to @dst2, then its checksum)
+ * measured 26-28 at 64 KiB.
  */
-#define COPY2_SPLIT_LEN (16u << 10)
+#define COPY2_SPLIT_LEN (8u << 10)
 
 static uint32_t crc32c_copy2_avx512(uint32_t crc, void *dst, void *dst2, const void *src,
 				    size_t len)
@@ -239,8 +240,7 @@ static uint32_t crc32c_copy2_avx512(uint32_t crc, void *dst, void *dst2, const v
 	if (len < MIN_LEN)
 		return ~copy2_small(~crc, dst, dst2, src, len);
 	if (len >= COPY2_SPLIT_LEN) {
-		__builtin_memcpy(dst2, src, len);
-		crc = ~crc_raw(~crc, dst2, len);
+		crc = ~copy_raw(~crc, dst2, src, len);
 		__builtin_memcpy(dst, dst2, len);
 		return crc;
 	}
