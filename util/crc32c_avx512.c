@@ -184,29 +184,21 @@ static uint32_t copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, size_t n)
 	return crc32c_sse42_copy_raw(s, d + steps * STEP, p + steps * STEP, n - steps * STEP);
 }
 
-/* Head and tail of copy2_raw(): through @d2 (local memory), then to @d. */
-static uint32_t copy2_small(uint32_t s, uint8_t *d, uint8_t *d2, const uint8_t *p, size_t n)
-{
-	s = crc32c_sse42_copy_raw(s, d2, p, n);
-	__builtin_memcpy(d, d2, n);
-	return s;
-}
-
 /* Aligned on @d2, two stores per load: a sender's window and shadow offsets are equal
  * modulo 128, so neither store splits a line (the loads may). */
 static uint32_t copy2_raw(uint32_t s, uint8_t *d, uint8_t *d2, const uint8_t *p, size_t n)
 {
 	size_t head = head_to_64(d2), steps;
 
-	s = copy2_small(s, d, d2, p, head);
+	s = crc32c_sse42_copy2_raw(s, d, d2, p, head);
 	p += head;
 	d += head;
 	d2 += head;
 	n -= head;
 	steps = n / STEP;
 	s = copy2_fold(s, d, d2, p, steps);
-	return copy2_small(s, d + steps * STEP, d2 + steps * STEP, p + steps * STEP,
-			   n - steps * STEP);
+	return crc32c_sse42_copy2_raw(s, d + steps * STEP, d2 + steps * STEP, p + steps * STEP,
+				      n - steps * STEP);
 }
 
 /* Short buffers go straight to the SSE4.2 path, without entering AVX-512 code at all. */
@@ -240,7 +232,7 @@ static uint32_t crc32c_copy2_avx512(uint32_t crc, void *dst, void *dst2, const v
 				    size_t len)
 {
 	if (len < MIN_LEN)
-		return ~copy2_small(~crc, dst, dst2, src, len);
+		return ~crc32c_sse42_copy2_raw(~crc, dst, dst2, src, len);
 	if (len >= COPY2_SPLIT_LEN) {
 		crc = ~copy_raw(~crc, dst2, src, len);
 		__builtin_memcpy(dst, dst2, len);

@@ -49,6 +49,8 @@ extern const uint32_t crc32c_x8n33_table[64];
 /* Raw-register SSE4.2 paths (no inversions), also the tails of the hybrid path. */
 uint32_t crc32c_sse42_raw(uint32_t reg, const uint8_t *p, size_t n);
 uint32_t crc32c_sse42_copy_raw(uint32_t reg, uint8_t *d, const uint8_t *p, size_t n);
+uint32_t crc32c_sse42_copy2_raw(uint32_t reg, uint8_t *d, uint8_t *d2, const uint8_t *p,
+			       size_t n);
 
 /* Lanes of len bytes joined with k1 = x^(8*len - 33), k2 = x^(16*len - 33) mod P. */
 struct crc32c_lane_shift {

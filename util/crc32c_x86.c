@@ -307,6 +307,14 @@ TARGET uint32_t crc32c_sse42_copy_raw(uint32_t s, uint8_t *d, const uint8_t *p, 
 	return s;
 }
 
+/* Through @d2 (local memory), then to @d: heads and tails of the vector paths' crc32c_copy2(). */
+uint32_t crc32c_sse42_copy2_raw(uint32_t s, uint8_t *d, uint8_t *d2, const uint8_t *p, size_t n)
+{
+	s = crc32c_sse42_copy_raw(s, d2, p, n);
+	memcpy(d, d2, n);
+	return s;
+}
+
 static uint32_t crc32c_sse42(uint32_t crc, const void *buf, size_t len)
 {
 	return ~crc32c_sse42_raw(~crc, buf, len);
