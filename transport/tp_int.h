@@ -669,6 +669,8 @@ void tp_rx_flush_feedback(struct tp_conn *c);
 uint32_t tp_data_room(const struct tp_conn *c, uint8_t type);
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);
+/* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */
+void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
 void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
 bool tp_conn_peer_lost(struct tp_conn *c);

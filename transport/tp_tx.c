@@ -462,13 +462,33 @@ static int tx_refresh(struct tp_conn *c)
 {
 	c->tx_fresh_sends = 0;
 	c->tx_seen_st = slot_raw(c, TP_W_ST_FLAGS);
-	c->tx_seen_ep = slot_raw(c, TP_W_FB_EPOCH);
+	/* (atomic: tp_tx_retry_check() compares it without the tx lock) */
+	__atomic_store_n(&c->tx_seen_ep, slot_raw(c, TP_W_FB_EPOCH), __ATOMIC_RELAXED);
 	if (tp_conn_peer_lost(c)) {
 		atomic_store(&c->peer_gone, true);
 		return -ECONNRESET;
 	}
 	tp_tx_feedback(c);
 	return atomic_load(&c->error);
+}
+
+/*
+ * For a thread that waits to read (tp_wait() without TP_EV_OUT: a request sent, its answer
+ * awaited): when the FB epoch word moved since the send path last read it, read the feedback
+ * now, so that a Retry for what we sent is answered at once instead of at the helper's next
+ * timer pass (1-3 ms later: the ping-pong p99 under 1 % corruption). One load while nothing
+ * moved; skipped while a sender holds the tx lock (its next send reads the word itself).
+ */
+void tp_tx_retry_check(struct tp_conn *c)
+{
+	uint64_t raw = slot_raw(c, TP_W_FB_EPOCH);
+
+	if (raw == __atomic_load_n(&c->tx_seen_ep, __ATOMIC_RELAXED) ||
+	    tp_mutex_trylock(&c->tx_lock) != 0)
+		return;
+	__atomic_store_n(&c->tx_seen_ep, raw, __ATOMIC_RELAXED);
+	tp_tx_feedback(c);
+	tp_mutex_unlock(&c->tx_lock);
 }
 
 /* Must tp_send() read the peer-written words before sending TOTAL bytes? */

@@ -67,7 +67,9 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 		ev |= TP_EV_RDHUP;
 	tp_mutex_unlock(&c->rx_lock);
 	if (!(want & TP_EV_OUT)) {
-		/* waiting to read: leave the send side (and its feedback words) alone */
+		/* waiting to read: leave the send side (and its feedback words) alone, but for a
+		 * Retry of what we sent (one load while none came) */
+		tp_tx_retry_check(c);
 		if (arm)
 			arm_quick_probe(c);
 		if (ev & TP_EV_RDHUP) {

@@ -362,6 +362,66 @@ static void test_corrupted_data_retry(void **state)
 	pair_close(&p);
 }
 
+/* RETRANSMITS of A's connection, waiting up to 1 ms for WANT (a helper pass that held the tx
+ * lock at our look finishes within that). */
+static uint64_t retransmits_soon(struct tp_conn *c, uint64_t want)
+{
+	struct tp_stats st;
+
+	for (int i = 0; i < 100; i++) {
+		tp_conn_stats(c, &st);
+		if (st.retransmits >= want)
+			break;
+		usleep(10);
+	}
+	return st.retransmits;
+}
+
+/* A sender that waits to read (the answer to what it sent: tp_poll_dir() with TP_EV_IN only)
+ * answers the receiver's Retry at once (tp_tx_retry_check()). Without it the Retry waited
+ * for the helper's timers (doorbells trigger them at most every 5 ms, and in this process the
+ * helper sleeps on the other link's doorbell): 1-3 ms per corrupted request in a ping-pong.
+ * Each round corrupts the first of two messages (a bad slot with a good one behind it is a
+ * corruption, not a write still landing), and checks within 1 ms. */
+static void test_retry_seen_by_waiting_reader(void **state)
+{
+	struct pair p;
+	struct tp_conn *ca, *cb;
+	struct tp_stats sa, sb;
+	char msg[40] = "0123456789abcdefghijklmnopqrstuvwxyzABC", out[2 * sizeof(msg)];
+	struct iovec v = { msg, sizeof(msg) }, o = { out, sizeof(out) };
+
+	(void)state;
+	pair_open(&p, "rtwait", 4);
+	conn_pair(&p, &ca, &cb);
+	for (int round = 0; round < 5; round++) {
+		/* the inline slot the next message lands in */
+		volatile uint8_t *slot = (volatile uint8_t *)tp_in_inline(p.b, cb->slot, cb->v_i);
+		size_t got = 0;
+
+		msg[0] = (char)('a' + round);
+		assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizeof(msg));
+		slot[tp_inline_off(sizeof(msg)) + 5] ^= 0x10; /* as a corrupting link would */
+		assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizeof(msg));
+		tp_conn_stats(ca, &sa);
+		/* B reads: a bad CRC, a Retry; then A waits to read and sees the Retry */
+		assert_int_equal(tp_recv(cb, &o, 1, 0), -EAGAIN);
+		tp_conn_stats(cb, &sb);
+		assert_int_equal(sb.crc_errors, (uint64_t)round + 1);
+		(void)tp_poll_dir(ca, TP_EV_IN, false);
+		assert_int_equal(retransmits_soon(ca, sa.retransmits + 1), sa.retransmits + 1);
+		while (got < sizeof(out)) {
+			ssize_t n = tl_recv_some(cb, out + got, sizeof(out) - got, 3000);
+
+			assert_true(n > 0);
+			got += (size_t)n;
+		}
+		assert_memory_equal(out, msg, sizeof(msg));
+		assert_memory_equal(out + sizeof(msg), msg, sizeof(msg));
+	}
+	pair_close(&p);
+}
+
 /* The receiver echoes the sender's Detect sequence in its feedback (DetectAck). An answer
  * that comes after the next probe went out (a receiver answering late, as on a loaded host)
  * still shows the receiver alive: TErrCnt starts over, once per answer; an answer seen
@@ -470,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_epochs),
 		cmocka_unit_test(test_mailbox_rules),
 		cmocka_unit_test(test_corrupted_data_retry),
+		cmocka_unit_test(test_retry_seen_by_waiting_reader),
 		cmocka_unit_test(test_duplicate_retry_no_duplicate_data),
 		cmocka_unit_test(test_late_detect_ack),
 	};
