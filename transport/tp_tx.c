@@ -358,6 +358,9 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	ntb_peer_db_ring(c->link->ntb);
 	c->last_ack_ms = tp_now_ms();
 	c->quick_n = 0; /* quick probes again for what was just sent again */
+	/* ... also when this thread goes on to other things: the helper runs them (the epoch word
+	 * above may be lost too, and the receiver stays gated until it sees it) */
+	atomic_store(&c->link->probe_soon, true);
 	LOG(LL_DEBUG, "transport: slot %u retransmit epoch %u inline %u data %u", c->slot, epoch,
 	    c->tx_i - c->fb_rx_i, c->tx_d - c->fb_rx_d);
 }

@@ -382,7 +382,8 @@ static uint64_t retransmits_soon(struct tp_conn *c, uint64_t want)
  * for the helper's timers (doorbells trigger them at most every 5 ms, and in this process the
  * helper sleeps on the other link's doorbell): 1-3 ms per corrupted request in a ping-pong.
  * Each round corrupts the first of two messages (a bad slot with a good one behind it is a
- * corruption, not a write still landing), and checks within 1 ms. */
+ * corruption, not a write still landing), and checks within 1 ms; and that quick probes
+ * are armed after the retransmission. */
 static void test_retry_seen_by_waiting_reader(void **state)
 {
 	struct pair p;
@@ -410,6 +411,9 @@ static void test_retry_seen_by_waiting_reader(void **state)
 		assert_int_equal(sb.crc_errors, (uint64_t)round + 1);
 		(void)tp_poll_dir(ca, TP_EV_IN, false);
 		assert_int_equal(retransmits_soon(ca, sa.retransmits + 1), sa.retransmits + 1);
+		/* the retransmission's own words may be lost: quick probes follow it, run by the
+		 * helper as nobody waits on A (the data stays pending until B reads below) */
+		assert_true(atomic_load(&p.a->probe_soon));
 		while (got < sizeof(out)) {
 			ssize_t n = tl_recv_some(cb, out + got, sizeof(out) - got, 3000);
 
