@@ -651,6 +651,8 @@ static int warm_ring(const struct perf_opts *o, struct tp_conn *c, int ctl, cons
 	if (warm.size > max) /* the buffers hold the largest size measured */
 		warm.size = max;
 	warm.count = 2 * qsize / warm.size;
+	if (warm.count > 16384) /* (sizes under 128 B go inline: the data ring needs no warming) */
+		warm.count = 16384;
 	rc = measure_stream(c, ctl, pattern, buf, &warm, NULL, err, errlen);
 	if (rc == 0 && warm.verified) {
 		struct lat_run lr = { .c = c, .ctl = ctl, .pattern = pattern, .bufs = { buf, buf },
