@@ -21,6 +21,7 @@
 #include "conf/conf.h"
 #include "ntb/ntb.h"
 #include "transport/transport.h"
+#include "util/log.h"
 
 #define PERF_DEFAULT_COUNT  5000
 #define PERF_MAX_COUNT      100000000ull
@@ -756,6 +757,32 @@ static int parent_setup(const struct perf_opts *o, int ctl, struct tp_link **ret
 	return rc;
 }
 
+/* NTBSOCK_LOG and NTBSOCK_LOG_FILE as for the library (ntbsock(1)): the transport's lines of
+ * both sides, e.g. each Retry and retransmission under --fault. 0, or an exit status. */
+static int perf_env_log(void)
+{
+	const char *lv = getenv("NTBSOCK_LOG"), *lf = getenv("NTBSOCK_LOG_FILE");
+	int rc;
+
+	if (lv && *lv) {
+		rc = log_parse_level(lv);
+		if (rc < 0) {
+			fprintf(stderr, "ntbsock perf: NTBSOCK_LOG=%s: not a level (error, warn, "
+				"info, debug)\n", lv);
+			return TOOL_EXIT_USAGE;
+		}
+		log_set_level(rc);
+	}
+	if (lf && *lf) {
+		rc = log_set_file(lf);
+		if (rc < 0) {
+			fprintf(stderr, "ntbsock perf: NTBSOCK_LOG_FILE=%s: %s\n", lf, strerror(-rc));
+			return TOOL_EXIT_FAIL;
+		}
+	}
+	return 0;
+}
+
 int cmd_perf(int argc, char **argv)
 {
 	struct perf_opts o;
@@ -774,6 +801,9 @@ int cmd_perf(int argc, char **argv)
 	rc = parse_opts(argc, argv, &o);
 	if (rc < 0)
 		return TOOL_EXIT_OK; /* --help */
+	if (rc > 0)
+		return rc;
+	rc = perf_env_log();
 	if (rc > 0)
 		return rc;
 	for (int i = 0; i < o.n_sizes; i++)

@@ -86,6 +86,9 @@ static const struct tool_cmd commands[] = {
 	  "                    retransmits,crc_errors,verified\n"
 	  "  -h, --help        show this help\n"
 	  "\n"
+	  "NTBSOCK_LOG=LEVEL and NTBSOCK_LOG_FILE=FILE log the transport's lines of both\n"
+	  "sides (debug: each Retry and retransmission), as for the library.\n"
+	  "\n"
 	  "Exit status: 0 when every size was measured and verified, 1 otherwise.\n",
 	  cmd_perf },
 	{ "help", "show help for a subcommand",

@@ -3,7 +3,8 @@
 # `ntbsock perf`: CSV format and verified rows, the human table with its reference lines (the
 # interleaved one and its ratio, the pipeline interleaved with the 64 KiB stream), the clock the
 # round trips are timed with, fault
-# injection that forces retransmissions yet still verifies, option errors, no files left behind.
+# injection that forces retransmissions yet still verifies (and is logged with NTBSOCK_LOG), option
+# errors, no files left behind.
 # `ntbsock stat`: empty output, and the JSON of a live connection between demo hosts A and B.
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -42,13 +43,21 @@ awk -F, 'NR > 1 { sizes = sizes $1 " "; if ($2 != 300 || $9 != "yes" || NF != 9 
 [ -s "$tmp/bad" ] && fail "CSV rows: $(cat "$tmp/bad")" || ok "CSV rows verified with sane values"
 
 # --- faults: retransmissions happen, every byte still verified -------------------------------
-timeout 300 "$NTBSOCK" perf --sizes 64,16K --count 300 --fault drop=0.01,corrupt=0.01,seed=11 \
-	--csv >"$tmp/fcsv" 2>"$tmp/ferr"; rc=$?
+# (with the transport's debug log of both sides in a file: NTBSOCK_LOG, NTBSOCK_LOG_FILE)
+NTBSOCK_LOG=debug NTBSOCK_LOG_FILE="$tmp/flog" timeout 300 "$NTBSOCK" perf --sizes 64,16K \
+	--count 300 --fault drop=0.01,corrupt=0.01,seed=11 --csv >"$tmp/fcsv" 2>"$tmp/ferr"; rc=$?
 [ $rc -eq 0 ] && ok "perf with faults" || { fail "perf with faults: rc $rc"; cat "$tmp/ferr" "$tmp/fcsv"; }
 awk -F, 'NR > 1 { n++; r += $7 + $8; if ($9 != "yes") bad++ }
 	END { exit !(n == 2 && r > 0 && bad == 0) }' "$tmp/fcsv" &&
 	ok "faults were injected, retransmitted and verified" ||
 	fail "fault run: $(cat "$tmp/fcsv")"
+n=$(grep -c 'transport: slot [0-9]* retransmit epoch' "$tmp/flog" 2>/dev/null)
+sides=$(grep ': debug: ntb: link .* open' "$tmp/flog" 2>/dev/null | sed 's/:.*//' | sort -u | wc -l)
+[ "${n:-0}" -ge 1 ] && [ "$sides" -eq 2 ] && ok "NTBSOCK_LOG_FILE: $n retransmissions logged, both sides" ||
+	fail "NTBSOCK_LOG_FILE: $n retransmission lines, $sides sides: $(head -5 "$tmp/flog" 2>/dev/null)"
+NTBSOCK_LOG=loud "$NTBSOCK" perf --sizes 64 --count 10 >/dev/null 2>"$tmp/lerr"; rc=$?
+[ $rc -eq 2 ] && grep -q 'NTBSOCK_LOG=loud: not a level' "$tmp/lerr" && ok "bad NTBSOCK_LOG: exit 2" ||
+	fail "bad NTBSOCK_LOG: rc $rc, $(cat "$tmp/lerr")"
 
 # --- the human table -------------------------------------------------------------------------
 # two sizes, the smaller last: the interleaved line names the smallest; 700 round trips per
