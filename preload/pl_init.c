@@ -128,7 +128,19 @@ void pl_exit_linger(const char *when)
 	int ms = g && now - g < 1000000000LL ? 0 : PL_EXIT_LINGER_MS;
 
 	PL_ENTER();
-	int left = tp_exit_drain(ms);
+	bool at_exit = strcmp(when, "exit") == 0;
+	/* At exit, what is not acknowledged soon goes to the kernel (tp_exit_handoff()), which
+	 * delivers it after we are gone, as it would a TCP socket's. */
+	int left = tp_exit_drain(at_exit && ms ? 200 : ms);
+
+	if (at_exit && ms) {
+		int h = tp_exit_handoff(ms);
+
+		if (h)
+			LOG(LL_INFO, "%s: %d connection(s) could not hand their bytes to the kernel "
+			    "in %d ms: reset", when, h, ms);
+		left = left > 0 ? 0 : left;
+	}
 
 	if (left && ms) {
 		atomic_store(&gave_up_ns, pl_now_ns());

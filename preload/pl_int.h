@@ -153,6 +153,7 @@ struct pl_sock {
 	uint16_t port;               /* listener: advertised port */
 	int pending_err;             /* failed non-blocking connect: SO_ERROR once */
 	char desc[128];              /* "127.0.0.1:40000 -> 127.0.0.2:5201" for logs */
+	bool moved;                  /* failed over to its kernel socket (pl_failover.c; lock) */
 	struct pl_epoll *ep;         /* PL_EPOLL */
 };
 
@@ -202,6 +203,17 @@ static inline struct pl_sock *pl_lookup(int fd)
  * resulting state. */
 int pl_check_pending(struct pl_sock *s, int fd);
 
+/* --- failover (pl_failover.c) -------------------------------------------------------------------- */
+
+/* S's connection moved to its kernel socket: hand the descriptor to the kernel (once). */
+void pl_conn_moved(struct pl_sock *s, int fd);
+/* The transport finished moving S's connection: pl_conn_moved(), true. */
+bool pl_conn_check_moved(struct pl_sock *s, int fd);
+/* The rest of a call that found the connection moved, through the kernel (negative errno). */
+ssize_t pl_moved_send(int fd, const struct iovec *iov, int iovcnt, size_t done, int flags);
+ssize_t pl_moved_recv(int fd, const struct iovec *iov, int iovcnt, int flags);
+extern _Atomic unsigned pl_moved_gen;
+
 /* True when S carries data over NTB (open connection). Resolves a pending connect first. */
 static inline bool pl_is_ntb(struct pl_sock *s, int fd)
 {
@@ -210,7 +222,7 @@ static inline bool pl_is_ntb(struct pl_sock *s, int fd)
 	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
 	if (unlikely(st == PL_CS_PENDING))
 		st = pl_check_pending(s, fd);
-	return st == PL_CS_OPEN;
+	return st == PL_CS_OPEN && !pl_conn_check_moved(s, fd);
 }
 
 /* --- set-up (pl_setup.c) --------------------------------------------------------------------- */

@@ -186,7 +186,6 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	unsigned futile = 0;
 	struct iovec win[PL_IOV_WIN];
 
-	(void)fd;
 	if (bad)
 		return -EINVAL;
 	if (flags & (MSG_OOB | MSG_ZEROCOPY))
@@ -216,6 +215,14 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 				break;
 		}
 		ssize_t r = tp_send(s->conn, v, n);
+		if (unlikely(r == -EXDEV)) { /* moved to the kernel socket (pl_failover.c) */
+			PL_LEAVE();
+			pl_conn_moved(s, fd);
+			r = pl_moved_send(fd, iov, iovcnt, done, flags);
+			if (r > 0)
+				pl_gen_bump(&s->tx_gen);
+			return r;
+		}
 		if (r > 0) {
 			futile = 0;
 			done += (size_t)r;
@@ -312,7 +319,6 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	struct iovec win[PL_IOV_WIN];
 	ssize_t r = 0;
 
-	(void)fd;
 	if (bad)
 		return -EINVAL;
 	if (flags & MSG_OOB)
@@ -332,6 +338,19 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			v = win;
 		}
 		r = tp_recv(s->conn, v, n, peek ? TP_RECV_PEEK : 0);
+		if (unlikely(r == -EXDEV)) { /* moved to the kernel socket (pl_failover.c) */
+			PL_LEAVE();
+			pl_conn_moved(s, fd);
+			if (done && !waitall)
+				break;
+			n = iov_window(iov, iovcnt, done, win);
+			r = pl_moved_recv(fd, win, n, flags);
+			if (r < 0 && done)
+				r = 0;
+			if (r > 0 || done)
+				pl_gen_bump(&s->rx_gen);
+			return r < 0 ? r : (ssize_t)done + r;
+		}
 		if (r > 0) {
 			futile = 0;
 			done += (size_t)r;

@@ -102,6 +102,8 @@ static void ep_remove(struct pl_epoll *ep, int i)
 }
 
 static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm);
+static bool ep_moved(struct pl_sock *cur);
+static void ep_migrate_fd(int epfd, int fd);
 
 /* Readiness of S at FD in poll(2) bits, or PL_REV_KERNEL. ARM: ask the peers to ring us for
  * what is not ready (only right before a sleep); spinning and fast checks leave the peers'
@@ -124,7 +126,7 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 		st = pl_check_pending(s, fd);
 	if (st == PL_CS_FAILED && s->pending_err)
 		return POLLOUT | POLLERR | POLLHUP; /* a failed connect, as the kernel shows it */
-	if (st != PL_CS_OPEN)
+	if (st != PL_CS_OPEN || (s->conn && unlikely(pl_conn_check_moved(s, fd))))
 		return PL_REV_KERNEL;
 	/* Polled for input alone and not about to sleep: a message the peer published is enough
 	 * (tp_readable_hint()), so the read that follows validates it once, while it copies it,
@@ -815,6 +817,8 @@ NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	    (t->kind == PL_CONN &&
 	     /* pairs with the release in set_state() */
 	     atomic_load_explicit(&t->state, memory_order_acquire) == PL_CS_FAILED)) {
+		if (ep_moved(t))
+			ep_migrate_fd(epfd, fd); /* (its shadow entry, if still there) */
 		pl_sock_put(t);
 		return ctl_kernel(epfd, op, fd, ev);
 	}
@@ -870,8 +874,44 @@ static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm)
 
 /* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. ARM:
  * see sock_revents(). */
-static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, bool *ret_pending,
-		      bool arm, bool quick)
+/* Under ep->lock: entry I's connection moved to its kernel socket (pl_failover.c): its
+ * registration goes to the kernel's set as it stands (a fired one-shot stays disabled). */
+static void ep_migrate(struct pl_epoll *ep, int epfd, int i)
+{
+	struct pl_ep_entry *e = &ep->v[i];
+	struct epoll_event ev = { .events = e->disabled ? 0 : e->events, .data = e->data };
+
+	if (pl_real.epoll_ctl(epfd, EPOLL_CTL_ADD, e->fd, &ev) < 0 && errno != EEXIST)
+		LOG(LL_WARN, "fd %d: cannot move its epoll registration to the kernel: %s", e->fd,
+		    strerror(errno));
+	ep_remove(ep, i);
+}
+
+static bool ep_moved(struct pl_sock *cur)
+{
+	return cur->kind == PL_CONN && cur->moved &&
+	       /* pairs with the release in pl_conn_moved() */
+	       atomic_load_explicit(&cur->state, memory_order_acquire) == PL_CS_FAILED;
+}
+
+/* A moved connection's registration in EPFD's shadow, if any, goes to the kernel first. */
+static void ep_migrate_fd(int epfd, int fd)
+{
+	struct pl_sock *ep_s = pl_sock_get(epfd);
+
+	if (ep_s && ep_s->kind == PL_EPOLL && ep_s->ep) {
+		pthread_mutex_lock(&ep_s->ep->lock);
+		int i = ep_find(ep_s->ep, fd);
+
+		if (i >= 0)
+			ep_migrate(ep_s->ep, epfd, i);
+		pthread_mutex_unlock(&ep_s->ep->lock);
+	}
+	pl_sock_put(ep_s);
+}
+
+static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, int max,
+		      bool *ret_pending, bool arm, bool quick)
 {
 	int n = 0;
 	int cnt = ep->n;
@@ -895,6 +935,13 @@ static int ep_collect(struct pl_epoll *ep, struct epoll_event *evs, int max, boo
 			continue;
 		}
 		unsigned rev = sock_revents(cur, e->fd, arm, e->events, quick);
+		if ((rev & PL_REV_KERNEL) && ep_moved(cur)) {
+			pl_sock_put(cur);
+			ep_migrate(ep, epfd, i);
+			cnt--;
+			k--;
+			continue;
+		}
 		if (rev & PL_REV_KERNEL) {
 			if (cur->kind == PL_CONN)
 				*ret_pending = true;
@@ -969,7 +1016,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 	for (;;) {
 		bool pending = false, woken = false, kcheck = false;
 		pthread_mutex_lock(&ep->lock);
-		int n = ep_collect(ep, evs, max, &pending, false, quick);
+		int n = ep_collect(ep, epfd, evs, max, &pending, false, quick);
 		bool evfd_ok = ep->evfd_added;
 		/* Kernel fds are looked at in their turn (kernel_turn()) when NTB events were found,
 		 * and always when none was: neither side starves, and the common case needs no
@@ -992,7 +1039,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			tp_event_ack();
 			PL_LEAVE();
 			pthread_mutex_lock(&ep->lock);
-			n = ep_collect(ep, evs, max, &pending, true, false);
+			n = ep_collect(ep, epfd, evs, max, &pending, true, false);
 			pthread_mutex_unlock(&ep->lock);
 			ms = n ? 0 : sleep_ms(&tm, pending || !evfd_ok);
 		}

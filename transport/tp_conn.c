@@ -2,6 +2,7 @@
 /* Connections: listeners, set-up ([RT] Apply/Ack/Nack, sender side), attach, shutdown,
  * close and abort (readiness and waiting: tp_wait.c). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,7 @@ static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
 	if (!c)
 		return NULL;
 	c->link = l;
+	c->keep_fd = -1;
 	c->slot = slot;
 	c->ent = e;
 	c->st = &e->stats;
@@ -337,6 +339,10 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	deadline = start + (uint64_t)timeout_ms;
 	if (!tp_link_refresh(l)) {
 		*ret_reason = TP_REASON_LINK_DOWN;
+		return -ENOLINK;
+	}
+	if (tp_link_admin_down(l)) {
+		*ret_reason = TP_REASON_ADMIN_DOWN;
 		return -ENOLINK;
 	}
 	if (!tp_peer_listens(l, tp_key_server_port(key))) {
@@ -529,7 +535,8 @@ int tp_shutdown(struct tp_conn *c, int how)
 		tp_mutex_lock(&c->tx_lock);
 		if (!c->wr_shut) {
 			c->wr_shut = true;
-			if (!atomic_load(&c->error))
+			/* (while moving to the kernel socket, its FIN says it: tp_failover.c) */
+			if (!atomic_load(&c->error) && !tp_fo_get(c))
 				tp_tx_fin(c); /* -EAGAIN: the timers send it when room frees */
 		}
 		tp_mutex_unlock(&c->tx_lock);
@@ -582,6 +589,24 @@ void tp_close(struct tp_conn *c)
 {
 	if (!c)
 		return;
+	/* Bytes not yet acknowledged must outlive the descriptor, as a kernel socket's do: a
+	 * private duplicate of the socket stays for a failover at exit (tp_exit_handoff()), or
+	 * for one under way, until the connection is released. */
+	/* acquire: pairs with the release store in tp_conn_own() / conn_new() */
+	bool mine = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
+
+	tp_mutex_lock(&c->tx_lock);
+	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
+
+	tp_mutex_unlock(&c->tx_lock);
+	if (mine && (tp_fo_get(c) == TP_FO_RUN || unacked)) {
+		tp_mutex_lock(&c->witness_lock);
+		int w = atomic_load(&c->witness_fd1) - 1;
+
+		if (w >= 0 && c->keep_fd < 0)
+			c->keep_fd = (int)syscall(SYS_fcntl, w, F_DUPFD_CLOEXEC, 3);
+		tp_mutex_unlock(&c->witness_lock);
+	}
 	/* the caller's descriptor (the witness) closes next: no look may still use it */
 	tp_conn_set_witness(c, -1);
 	if (!close_drives(c, shared_elsewhere(c))) {
@@ -591,7 +616,8 @@ void tp_close(struct tp_conn *c)
 	/* the peer's witness will see our TCP socket's end now: say it was a close, not a death;
 	 * before the FIN, so a peer that reads the end of stream finds it (preload/: its close()
 	 * then waits for our TCP socket's FIN) */
-	tp_write_st(c->link, c->out.slot_off, c->nonce_out, TP_ST_CLOSING);
+	if (!tp_fo_get(c))
+		tp_conn_st_add(c, TP_ST_CLOSING);
 	tp_shutdown(c, SHUT_WR);
 	c->closed_ms = tp_now_ms();
 	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
@@ -609,7 +635,7 @@ void tp_abort(struct tp_conn *c)
 		return;
 	}
 	atomic_store(&c->error, -ECONNRESET);
-	tp_conn_release(c, TP_ST_RST);
+	tp_conn_release(c, tp_fo_get(c) ? 0 : TP_ST_RST);
 }
 
 void tp_conn_abort(struct tp_conn *c)
@@ -645,6 +671,8 @@ void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)
 
 int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 {
+	if (tp_fo_get(c))
+		return -EBUSY; /* moving to (or moved to) the kernel socket: not exported */
 	struct tp_export *x = &c->ent->ex;
 	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
 	int rc;
@@ -751,6 +779,7 @@ void tp_conn_set_witness(struct tp_conn *c, int fd)
 	if (!c)
 		return;
 	tp_mutex_lock(&c->witness_lock); /* after any look in progress (witness_look()) */
+	tp_fo_watch(c, fd); /* (before the old descriptor is forgotten: it leaves the set) */
 	atomic_store(&c->witness_fd1, 0);
 	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
 		atomic_store(&c->witness_ino, (uint64_t)st.st_ino);
@@ -848,6 +877,12 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	 * process drives (our copy of its state is stale) */
 	if (atomic_load(&c->error) || !__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
 		return 0;
+	if (!tp_fo_get(c) && atomic_load(&c->link->admin_down))
+		tp_fo_request(c, "link down (admin)");
+	if (tp_fo_get(c)) {
+		tp_fo_progress(c);
+		return 0;
+	}
 	/* (sticky once true: also for a connection nobody calls into) */
 	bool lost = tp_conn_peer_lost(c);
 

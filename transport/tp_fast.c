@@ -26,7 +26,7 @@ bool tp_readable_hint(struct tp_conn *c)
 	/* Not owned (after fork) or failed: the full poll says what (tp_conn_own(), errors).
 	 * acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
 	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
-	    atomic_load_explicit(&c->error, memory_order_relaxed))
+	    atomic_load_explicit(&c->error, memory_order_relaxed) || tp_fo_get(c))
 		return false;
 	/* A reader holding the lock is consuming: let the full poll wait for it. */
 	if (tp_mutex_trylock(&c->rx_lock))
@@ -59,7 +59,7 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()); a
 	 * connection another process drives, or a failed one, is tp_send()'s to report */
 	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
-	    atomic_load_explicit(&c->error, memory_order_relaxed) || c->wr_shut) {
+	    atomic_load_explicit(&c->error, memory_order_relaxed) || c->wr_shut || tp_fo_get(c)) {
 		tp_mutex_unlock(&c->tx_lock);
 		return true;
 	}
@@ -92,7 +92,7 @@ bool tp_writable_hint(struct tp_conn *c, size_t len)
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
 	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed))
+	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) || tp_fo_get(c))
 		return false;
 	if (tp_mutex_trylock(&c->tx_lock))
 		return false;

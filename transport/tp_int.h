@@ -135,6 +135,8 @@
 #define TP_ST_GONE        0x2u  /* peer process died / released without FIN exchange */
 #define TP_ST_CLOSING     0x4u  /* peer closed it (tp_close): its socket's close is deliberate,
 				 * the connection lingers there (witness_look() ignores the TCP EOF) */
+#define TP_ST_FAILOVER    0x8u  /* peer moved the connection to its kernel TCP socket: its
+				 * failover header is (or will be) there (tp_failover.c) */
 
 /* --- inline slots (DESIGN §4 table) ------------------------------------------------------- */
 #define TP_INLINE_MAX     116u
@@ -416,6 +418,9 @@ struct tp_link {
 	_Atomic uint32_t peer_epoch; /* last non-zero peer session seen */
 	_Atomic uint64_t down_since_ms; /* 0 while up */
 	uint32_t down_grace_ms;
+	char admin_path[300];        /* <link file>.admin-down: exists while `ntbsock link down` */
+	atomic_bool admin_down;      /* as last seen (helper, every 100 ms) */
+	uint64_t admin_ms;
 };
 
 struct tp_rec {          /* a validated inbound message, private copy */
@@ -516,7 +521,47 @@ struct tp_conn {
 #define TP_WCACHE 48
 	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */
 	struct tp_stats *st;
+	/* --- failover to the kernel TCP socket (tp_failover.c; DESIGN §5.8) */
+	uint32_t st_out;             /* ST flags written to the peer so far: they only accumulate
+				      * (one writer, the owner; tp_conn_st_add()) */
+	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
+	struct tp_fo *fo;            /* NULL until a failover is requested; then final (release) */
+	_Atomic int fo_state;        /* enum tp_fo_state; the data path's one load */
+	int keep_fd;                 /* tp_close(): a private duplicate of the kernel socket kept
+				      * while the connection lingers (failover at exit), -1: none */
+	uint64_t fo_id;              /* key of the witness in the process's failover epoll set */
 };
+
+/* tp_failover.c */
+enum tp_fo_state { TP_FO_NONE = 0, TP_FO_RUN = 1, TP_FO_DONE = 2, TP_FO_FAILED = 3 };
+/* Ask for C to move to its kernel TCP socket because of WHY (a static string). Lock-free (any
+ * thread, any lock held): the work is done by tp_fo_progress(). False when C cannot move
+ * (no kernel socket, not ours since a fork, already failed): the caller ends it as before. */
+bool tp_fo_request(struct tp_conn *c, const char *why);
+/* The failover's work, from the timers (helper, wait loops): snapshot, writes, reads. */
+void tp_fo_progress(struct tp_conn *c);
+void tp_fo_free(struct tp_conn *c);
+/* A failover that cannot finish before exit: its kernel socket resets (SO_LINGER 0), so the
+ * peer sees ECONNRESET after what it validated, never a short end of stream. */
+void tp_fo_abandon(struct tp_conn *c);
+/* Add ST flags FLAGS to the peer's ST word of C (all flags written so far, one store). */
+void tp_conn_st_add(struct tp_conn *c, uint32_t flags);
+/* The witness of C joins (FD >= 0) or leaves (-1) the process's failover epoll set. */
+void tp_fo_watch(struct tp_conn *c, int fd);
+/* Helper: a peer's failover header or end of stream arrived on some watched socket. */
+void tp_fo_poll_watched(void);
+extern _Atomic int tp_fo_active;
+void tp_fo_atfork_child(void);
+/* Helper: ids (c->fo_id) of watched sockets that turned readable since the last call. */
+int tp_fo_watched_events(uint64_t *ids, int max);
+/* Data (not only an end of stream) waits on C's socket: the peer's failover header. */
+bool tp_fo_peer_spoke(struct tp_conn *c); /* failovers running in this process (helper: short slices) */
+static inline int tp_fo_get(const struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->fo_state, memory_order_acquire); /* pairs with fo_set() */
+}
+/* admin state of a link (`ntbsock link down`): a flag file beside the link file */
+bool tp_link_admin_down(struct tp_link *l);
 
 /* tp_host.c */
 int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp);
@@ -674,6 +719,7 @@ void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
 void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
 bool tp_conn_peer_lost(struct tp_conn *c);
+void tp_conn_maxerr(struct tp_conn *c, int err, bool write_rst);
 uint64_t tp_in_word(const struct tp_link *l, uint32_t off);
 void tp_out_word(struct tp_link *l, uint32_t off, uint32_t seed, uint32_t v);
 

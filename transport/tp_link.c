@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +45,7 @@ const char *tp_reason_str(enum tp_reason r)
 	case TP_REASON_LINK_DOWN: return "link down";
 	case TP_REASON_PEER_ERROR: return "peer error";
 	case TP_REASON_LOCAL_ERROR: return "local error";
+	case TP_REASON_ADMIN_DOWN: return "link down (admin)";
 	}
 	return "unknown";
 }
@@ -126,7 +129,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	/* The owner ends the connection for everyone (nobody else can drive it); others only when
 	 * they are the last holder. */
 	if (st_flags && (last || owned))
-		tp_write_st(l, c->out.slot_off, c->nonce_out, st_flags);
+		tp_conn_st_add(c, st_flags);
 	if (last) {
 		tp_slot_free(l, c->slot);
 	} else if (e->pid == me) {
@@ -135,6 +138,11 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 				e->pid = e->owners[i];
 	}
 	tp_host_unlock(l);
+	tp_fo_free(c);
+	if (c->keep_fd >= 0) {
+		syscall(SYS_close, c->keep_fd); /* the kernel's FIN (after any failover tail) */
+		c->keep_fd = -1;
+	}
 	tp_conn_recycle(c);
 }
 
@@ -152,6 +160,12 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	*ret_flags = 0;
 	if (atomic_load(&c->error))
 		return true;
+	int fo = tp_fo_get(c);
+
+	if (fo == TP_FO_DONE || fo == TP_FO_FAILED)
+		return true; /* the kernel socket carries (or ended) the rest */
+	if (fo == TP_FO_RUN)
+		return now - c->closed_ms > 5000u + c->link->params.setup_timeout_ms;
 	/* (a silent peer, maybe stopped, is waited for as long as its open connections are) */
 	uint64_t bound = 5000u + c->link->params.setup_timeout_ms;
 
@@ -238,6 +252,10 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 	bool timers, lingering, applied = false;
 
 	tp_link_refresh(l);
+	if (now - l->admin_ms >= 100) {
+		l->admin_ms = now;
+		atomic_store(&l->admin_down, access(l->admin_path, F_OK) == 0);
+	}
 	if (rung || l->mbox_missed || now - l->last_mbox_ms >= 100) {
 		if (!(rung || l->mbox_missed ? mbox_lock(l) : tp_host_trylock(l))) {
 			l->mbox_missed = true; /* helper_main() comes back within 1 ms */
@@ -265,7 +283,7 @@ timers:
 	 * linger: they hold receive contexts (both hosts'), which a host making connections one
 	 * after another runs short of when they are released only every 100 ms */
 	lingering = atomic_load(&l->lingering);
-	timers = now - l->last_timers_ms >= 100 ||
+	timers = now - l->last_timers_ms >= 100 || atomic_load(&tp_fo_active) > 0 ||
 		 ((rung || lingering) && now - l->last_timers_ms >= 5) ||
 		 (atomic_load(&l->probe_soon) && now - l->last_timers_ms >= TP_QUICK_PROBE_MS);
 	if (!timers)
@@ -399,6 +417,32 @@ static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
 	return false;
 }
 
+/* Under g_lock: a peer's failover header arrived on the kernel socket of some connection
+ * (tp_failover.c): that connection moves too. An end of stream there is witness_look()'s. */
+static void watched_events(void)
+{
+	uint64_t ids[64];
+	int n = tp_fo_watched_events(ids, 64);
+
+	for (int k = 0; k < n; k++) {
+		for (struct tp_link *l = g_links; l; l = l->next_link) {
+			pthread_mutex_lock(&l->conns_lock);
+			for (struct tp_conn *c = l->conns; c; c = c->next)
+				if (c->fo_id == ids[k] && !tp_fo_get(c) && tp_fo_peer_spoke(c))
+					tp_fo_request(c, "peer moved to tcp");
+			pthread_mutex_unlock(&l->conns_lock);
+		}
+	}
+}
+
+bool tp_link_admin_down(struct tp_link *l)
+{
+	bool down = access(l->admin_path, F_OK) == 0;
+
+	atomic_store(&l->admin_down, down);
+	return down;
+}
+
 static void *helper_main(void *arg)
 {
 	uint64_t spin_until = 0; /* stand-by after an Apply (helper_spin()) */
@@ -427,6 +471,8 @@ static void *helper_main(void *arg)
 			if (l->mbox_missed)
 				slice = 1; /* link_service() could not take a host lock */
 		}
+		if (atomic_load(&tp_fo_active) > 0 && slice > 2)
+			slice = 2; /* failovers move bytes on kernel sockets (tp_failover.c) */
 		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
@@ -435,11 +481,12 @@ static void *helper_main(void *arg)
 			rc = ntb_db_wait(first->ntb, seen, slice);
 		spin_until = 0;
 		if (!first || rc == -ENOLINK || rc == -EINVAL || rc == -ENOTSUP)
-			usleep(100000);
+			usleep(first ? (useconds_t)slice * 1000u : 100000u);
 		uint64_t now = tp_now_ms();
 
 		pthread_mutex_lock(&g_lock);
 		g_helper_link = NULL;
+		watched_events();
 		for (struct tp_link *l = g_links; l; l = l->next_link) {
 			uint32_t db = ntb_db_read(l->ntb);
 			bool rung = db != l->db_seen;
@@ -518,6 +565,63 @@ int tp_exit_drain(int timeout_ms)
 	return left;
 }
 
+/* At exit, for C (owned, on the list): does it still need its bytes handed to the kernel? */
+static bool handoff_needed(struct tp_conn *c)
+{
+	bool pending;
+
+	if (atomic_load(&c->error) || tp_mutex_trylock(&c->tx_lock))
+		return false;
+	/* every message (and the FIN of a closed one) acknowledged: the peer has it all */
+	pending = c->msn_next != c->fb_ack;
+	tp_mutex_unlock(&c->tx_lock);
+	return pending;
+}
+
+int tp_exit_handoff(int timeout_ms)
+{
+	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	int left = 0;
+
+	for (bool first = true;; first = false) {
+		uint64_t now = tp_now_ms();
+		struct timespec abs;
+		bool last = now >= end;
+
+		clock_gettime(CLOCK_REALTIME, &abs);
+		abs.tv_sec += 1;
+		if (pthread_mutex_timedlock(&g_lock, &abs))
+			return -ETIMEDOUT;
+		left = 0;
+		for (struct tp_link *l = g_links; l; l = l->next_link) {
+			if (pthread_mutex_trylock(&l->conns_lock)) {
+				left++;
+				continue;
+			}
+			for (struct tp_conn *c = l->conns; c; c = c->next) {
+				/* acquire: pairs with the release store in tp_conn_own() */
+				if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
+					continue;
+				if (first && !tp_fo_get(c) && handoff_needed(c))
+					tp_fo_request(c, "exit");
+				if (tp_fo_get(c) != TP_FO_RUN)
+					continue;
+				tp_fo_progress(c);
+				if (tp_fo_get(c) == TP_FO_RUN && last)
+					tp_fo_abandon(c); /* the peer gets a reset, never a short end */
+				else if (tp_fo_get(c) == TP_FO_RUN)
+					left++;
+			}
+			pthread_mutex_unlock(&l->conns_lock);
+		}
+		pthread_mutex_unlock(&g_lock);
+		if (!left || last)
+			break;
+		usleep(1000);
+	}
+	return left;
+}
+
 /* fork, before: every connection gains a reference (the child inherits it, as a kernel
  * socket's file reference) and loses its owner: the first process to use it afterwards drives
  * it (single-owner rule, tp_int.h). The lists and every connection's locks stay held across
@@ -587,6 +691,7 @@ void tp_atfork_child(void)
 
 	tp_proc_forked(); /* first: the cached pid is the parent's */
 	me = tp_self_pid();
+	tp_fo_atfork_child();
 	pthread_mutex_init(&g_lock, NULL);
 	g_helper = false;
 	g_helper_link = NULL;
@@ -615,6 +720,8 @@ void tp_atfork_child(void)
 			tp_mutex_init(&c->tx_lock);
 			tp_mutex_init(&c->rx_lock);
 			tp_mutex_init(&c->witness_lock); /* a look may have been running */
+			if (atomic_load(&c->witness_fd1))
+				tp_fo_watch(c, atomic_load(&c->witness_fd1) - 1); /* our own set */
 			/* c->owned is false: atfork_prepare() cleared it */
 			for (int i = 0; i < TP_OWNERS; i++) {
 				if (c->ent->owners[i] == me)
@@ -704,6 +811,12 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	rc = tp_host_open(l, lp);
 	if (rc)
 		goto err_ntb;
+	if (lp->path[0])
+		snprintf(l->admin_path, sizeof(l->admin_path), "%s.admin-down", lp->path);
+	else
+		snprintf(l->admin_path, sizeof(l->admin_path), "/dev/shm/ntbsock-%s.admin-down",
+			 lp->name);
+	atomic_store(&l->admin_down, access(l->admin_path, F_OK) == 0);
 	l->db_seen = ntb_db_read(l->ntb);
 	l->geom.slot_off = TP_OFF_SLOTS;
 	tp_link_refresh(l);

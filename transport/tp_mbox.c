@@ -104,6 +104,10 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		reply(l, p, TP_PKT_NACK, TP_REASON_NO_LISTENER, NULL, 0);
 		return;
 	}
+	if (atomic_load(&l->admin_down)) { /* `ntbsock link down` here: new ones go tcp */
+		reply(l, p, TP_PKT_NACK, TP_REASON_ADMIN_DOWN, NULL, 0);
+		return;
+	}
 	if (!tp_geom_valid(l, p->slot_off, p->inline_n, p->qsize) ||
 	    p->client_slot >= (l->out_size - TP_OFF_SLOTS) / 128u) {
 		reply(l, p, TP_PKT_NACK, TP_REASON_PEER_ERROR, NULL, 0);

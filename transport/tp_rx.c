@@ -85,8 +85,7 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 		TP_STAT_ADD(c->st->crc_errors, 1);
 	if (++c->rerr > c->link->params.max_err) {
 		LOG(LL_DEBUG, "transport: slot %u: MaxErr reached", c->slot);
-		tp_set_error(c, -ECONNRESET);
-		tp_write_st(c->link, c->out.slot_off, c->nonce_out, TP_ST_RST);
+		tp_conn_maxerr(c, -ECONNRESET, true);
 		return;
 	}
 	c->rx_epoch++;
@@ -621,6 +620,14 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		tp_mutex_unlock(&c->rx_lock);
 		return rc;
 	}
+	if (unlikely(tp_fo_get(c))) { /* moving to the kernel socket (tp_failover.c) */
+		int fo = tp_fo_get(c);
+
+		tp_mutex_unlock(&c->rx_lock);
+		if (fo == TP_FO_FAILED)
+			return atomic_load(&c->error) ? atomic_load(&c->error) : -ECONNRESET;
+		return fo == TP_FO_DONE ? -EXDEV : -EAGAIN;
+	}
 	if (c->rd_shut) { /* as Linux: reads after shutdown(SHUT_RD) see end of stream */
 		tp_mutex_unlock(&c->rx_lock);
 		return 0;
@@ -829,8 +836,11 @@ void tp_rx_timers(struct tp_conn *c)
 		tp_rx_progress(c, detect || discard ? 1 : 0);
 		if (discard) {
 			/* nobody will read: discard, so the peer's sender is not blocked */
-			while (c->rec_head != c->rec_tail)
+			while (c->rec_head != c->rec_tail) {
+				/* counted: a failover resends from what was consumed */
+				c->rx_discarded += c->recs[c->rec_head % TP_RECS].len - c->rec_off;
 				rec_done(c, &c->recs[c->rec_head % TP_RECS]);
+			}
 		}
 		/* what was consumed since the last release (rx_release() is lazy) */
 		tp_rx_flush_feedback(c);

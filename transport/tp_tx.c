@@ -406,7 +406,7 @@ void tp_tx_feedback(struct tp_conn *c)
 		}
 		if (tp_rt_epoch_newer(ep, c->tx_epoch)) {
 			if (++c->terr > c->link->params.max_err * 4u) {
-				tp_set_error(c, -ECONNRESET);
+				tp_conn_maxerr(c, -ECONNRESET, false);
 				return;
 			}
 			retransmit(c, ep);
@@ -447,6 +447,8 @@ static int tx_check(struct tp_conn *c)
 
 	if (err)
 		return err;
+	if (unlikely(tp_fo_get(c)))
+		return tp_fo_get(c) == TP_FO_DONE ? -EXDEV : -EAGAIN; /* (failed: error set) */
 	if (c->wr_shut)
 		return -EPIPE;
 	/* link state as the helper thread last saw it (every ≤ 100 ms), as tp_conn_peer_lost() */
@@ -454,8 +456,9 @@ static int tx_check(struct tp_conn *c)
 	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) != c->peer_epoch) {
 		/* not c->error: the receive side still delivers what arrived, then ends */
-		atomic_store(&c->peer_gone, true);
-		return -ECONNRESET;
+		if (tp_conn_peer_lost(c))
+			return -ECONNRESET;
+		return tp_fo_get(c) ? -EAGAIN : 0;
 	}
 	return 0;
 }
@@ -471,6 +474,8 @@ static int tx_refresh(struct tp_conn *c)
 		atomic_store(&c->peer_gone, true);
 		return -ECONNRESET;
 	}
+	if (tp_fo_get(c))
+		return -EAGAIN;
 	tp_tx_feedback(c);
 	return atomic_load(&c->error);
 }
@@ -736,7 +741,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			if (age_ms(now, c->last_ack_ms) > to) {
 				/* TimerSendData / TimerDetect: PROBING, send Detect */
 				if (++c->terr > pp->max_err) {
-					tp_set_error(c, -ECONNRESET);
+					tp_conn_maxerr(c, -ECONNRESET, false);
 				} else {
 					send_detect(c);
 					c->last_ack_ms = now;

@@ -47,6 +47,8 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 
 	if (err)
 		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
+	if (unlikely(tp_fo_get(c))) /* running: nothing yet; done: the calls say -EXDEV */
+		return tp_fo_get(c) == TP_FO_DONE ? TP_EV_IN | TP_EV_OUT : 0;
 	tp_mutex_lock(&c->rx_lock);
 	/* (tp_rx_quiet(): nothing published since the last look, nothing to validate) */
 	if (!tp_rx_quiet(c))
@@ -255,7 +257,7 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);
 		uint64_t now = tp_now_ms();
-		int slice = 50, rc;
+		int slice = tp_fo_get(c) ? 2 : 50, rc;
 
 		ev = poll_bits(c, true, events);
 		if (ev & events)
@@ -284,7 +286,7 @@ size_t tp_readable_bytes(struct tp_conn *c)
 {
 	size_t n = 0;
 
-	if (tp_conn_own(c))
+	if (tp_conn_own(c) || tp_fo_get(c))
 		return 0; /* (the error is reported by the next call) */
 	tp_mutex_lock(&c->rx_lock);
 	/* (a reader spinning on this finds nothing new most of the time: skip the validation) */
@@ -301,7 +303,7 @@ size_t tp_unacked_bytes(struct tp_conn *c)
 {
 	size_t n;
 
-	if (tp_conn_own(c))
+	if (tp_conn_own(c) || tp_fo_get(c))
 		return 0;
 	tp_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);

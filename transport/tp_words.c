@@ -61,18 +61,40 @@ bool tp_peer_closing(struct tp_conn *c)
 
 bool tp_conn_peer_lost(struct tp_conn *c)
 {
-	if (tp_st_flags(c) & (TP_ST_RST | TP_ST_GONE))
+	uint32_t st = tp_st_flags(c);
+
+	if (tp_fo_get(c))
+		return false; /* moving (or moved) to the kernel socket: the failover decides */
+	if (st & (TP_ST_RST | TP_ST_GONE))
 		return true;
 	if (atomic_load_explicit(&c->peer_gone, memory_order_relaxed))
 		return true;
+	if ((st & TP_ST_FAILOVER) && tp_fo_request(c, "peer moved to tcp"))
+		return false;
 	/* link state as the helper thread last saw it (every ≤ 100 ms): cheap on the data path */
-	if (!atomic_load_explicit(&c->link->lost, memory_order_relaxed) &&
+	bool down = atomic_load_explicit(&c->link->lost, memory_order_relaxed);
+
+	if (!down &&
 	    atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) == c->peer_epoch)
+		return false;
+	/* both programs may live on: the connection goes on over its kernel socket */
+	if (tp_fo_request(c, down ? "link down" : "link restarted"))
 		return false;
 	/* sticky: a peer that speaks again after its connections were given up must not find
 	 * them alive on this side */
 	atomic_store_explicit(&c->peer_gone, true, memory_order_relaxed);
 	return true;
+}
+
+/* Retries exhausted (MaxErr) on C: move to the kernel socket, else fail with ERR (RST to the
+ * peer when WRITE_RST). */
+void tp_conn_maxerr(struct tp_conn *c, int err, bool write_rst)
+{
+	if (tp_fo_request(c, "retries exhausted"))
+		return;
+	tp_set_error(c, err);
+	if (write_rst)
+		tp_conn_st_add(c, TP_ST_RST);
 }
 
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line)

@@ -89,6 +89,7 @@ enum tp_reason {
 	TP_REASON_LINK_DOWN,       /* link not up */
 	TP_REASON_PEER_ERROR,      /* the peer answered with an error */
 	TP_REASON_LOCAL_ERROR,     /* out of memory, etc. */
+	TP_REASON_ADMIN_DOWN,      /* `ntbsock link down` on either host */
 };
 const char *tp_reason_str(enum tp_reason r);
 
@@ -205,6 +206,24 @@ void tp_exec_release_closed(void);
 
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
 void tp_abort(struct tp_conn *c);
+
+/* ADDED: failover (DESIGN §5.8). When a connection's NTB path breaks while both programs live
+ * (link lost, retries exhausted, `ntbsock link down`, the peer moved first), or at exit with
+ * bytes unacknowledged, it moves to its kernel TCP socket (the witness, tp_conn_set_witness())
+ * without losing, duplicating or reordering a byte. While that runs, sends and receives return
+ * -EAGAIN and tp_poll() reports nothing ready; once done, tp_send(), tp_recv() return -EXDEV
+ * and tp_poll() reports IN|OUT: the caller then uses the kernel socket for everything (it
+ * carries the stream from exactly where the program is). A failover that cannot complete
+ * (bytes missing, the peer's socket gone) fails the connection with -ECONNRESET.
+ * tp_conn_failover_state(): 0 none, 1 running, 2 done, 3 failed; the reason is a static
+ * string ("link down", "retries exhausted", "link down (admin)", "peer moved to tcp",
+ * "exit"), NULL when none. */
+int tp_conn_failover_state(struct tp_conn *c);
+const char *tp_conn_failover_reason(struct tp_conn *c);
+/* ADDED: at exit (after tp_exit_drain()): move every connection of this process that still
+ * has unacknowledged bytes to its kernel socket, so the kernel delivers them after we are
+ * gone; waits up to TIMEOUT_MS. Returns how many could not be handed over. */
+int tp_exit_handoff(int timeout_ms);
 
 /* Pending error of a failed connection (0, -ECONNRESET, -ETIMEDOUT, ...). */
 int tp_conn_error(struct tp_conn *c);

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+/* A connection whose NTB path broke and moved to its kernel TCP socket (transport's failover,
+ * DESIGN §5.8): from then on the descriptor is an ordinary kernel socket. The transport says so
+ * with -EXDEV from tp_send()/tp_recv() (or tp_conn_failover_state()); this file turns the
+ * socket over to the kernel once (state PL_CS_FAILED: every wrapper then passes it through),
+ * says it in the log and in `ntbsock stat`, and finishes the call that found it. */
+#include "preload/pl_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+_Atomic unsigned pl_moved_gen; /* bumped on every move: epoll shadows migrate (pl_poll.c) */
+
+void pl_conn_moved(struct pl_sock *s, int fd)
+{
+	char reason[TP_TCPSTAT_REASON];
+
+	pthread_mutex_lock(&s->lock);
+	/* pairs with the acquire loads of the data path (pl_route_io(), pl_is_ntb()) */
+	if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN || s->moved) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	s->moved = true;
+	PL_ENTER();
+	const char *why = tp_conn_failover_reason(s->conn);
+	PL_LEAVE();
+	snprintf(reason, sizeof(reason), "failed over: %s", why ? why : "link broke");
+	atomic_store_explicit(&s->state, PL_CS_FAILED, memory_order_release);
+	pthread_mutex_unlock(&s->lock);
+	atomic_fetch_add_explicit(&pl_moved_gen, 1, memory_order_release);
+	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, s->desc, reason);
+	pl_tcpstat_add(fd, NULL, reason);
+}
+
+bool pl_conn_check_moved(struct pl_sock *s, int fd)
+{
+	PL_ENTER();
+	int st = tp_conn_failover_state(s->conn);
+	PL_LEAVE();
+	if (st != 2)
+		return false;
+	pl_conn_moved(s, fd);
+	return true;
+}
+
+/* The rest of a send (DONE bytes were sent over NTB) through the kernel socket. */
+ssize_t pl_moved_send(int fd, const struct iovec *iov, int iovcnt, size_t done, int flags)
+{
+	struct iovec win[64];
+	int n = 0;
+	size_t off = done;
+
+	for (int i = 0; i < iovcnt && n < 64; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		win[n].iov_base = (char *)iov[i].iov_base + off;
+		win[n++].iov_len = iov[i].iov_len - off;
+		off = 0;
+	}
+	struct msghdr m = { .msg_iov = win, .msg_iovlen = (size_t)n };
+	ssize_t r = n ? pl_real.sendmsg(fd, &m, flags) : 0;
+
+	if (r < 0)
+		return done ? (ssize_t)done : -errno;
+	return (ssize_t)done + r;
+}
+
+ssize_t pl_moved_recv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	ssize_t r = pl_real.recvmsg(fd, &m, flags);
+
+	return r < 0 ? -errno : r;
+}

@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: MIT */
+/* Failover of a connection to its kernel TCP socket (DESIGN.md §5.8): when the NTB path breaks
+ * while both programs live (link lost, retries exhausted, `ntbsock link down`, the peer moved),
+ * or at exit with bytes unacknowledged, both ends go on over the TCP socket that was made
+ * beside the connection and never carried a byte.
+ *
+ * On that socket each side writes, once: a header {magic, version, START} and then every byte
+ * of its stream from offset START on, taken from its retransmission copies (the shadows hold
+ * every message the receiver has not released, so START is at or before what the peer has
+ * consumed), and, when its writing was shut, the kernel's FIN. Each side reads the peer's
+ * header, drops the bytes it already delivered to its program (its consumed count minus START)
+ * and leaves the rest in the kernel: from then on the kernel socket IS the stream, and preload/
+ * hands the descriptor back to the kernel (tp_send()/tp_recv() say -EXDEV). A START beyond what
+ * was consumed means bytes are missing: the connection fails with ECONNRESET, never a short
+ * end of stream.
+ *
+ * Who runs what: tp_fo_request() only marks the connection (any thread, any lock held); the
+ * timers (helper thread, wait loops) call tp_fo_progress(), which takes the snapshot under the
+ * connection's locks and then moves bytes with non-blocking calls on a private duplicate of
+ * the socket, so a peer that reads slowly never blocks the helper. While it runs, sends and
+ * receives wait (-EAGAIN) and poll reports nothing; when done, everything reports ready and the
+ * calls return -EXDEV.
+ *
+ * Fields: c->fo (struct tp_fo) is set once by the CAS in tp_fo_request() and freed with the
+ * connection; its contents are under fo->lock (one worker at a time). c->fo_state is written
+ * with release by fo_set() and read with acquire by tp_fo_get().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+#define TP_FO_MAGIC   0x4f46544eu /* "NTFO" little-endian */
+#define TP_FO_VERSION 1u
+
+struct tp_fo_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t flags;
+	uint64_t start;    /* stream offset of the first byte after this header */
+	uint64_t consumed; /* bytes of the peer's stream delivered here so far (diagnostics) */
+	uint32_t reserved;
+	uint32_t crc;      /* crc32c(0, bytes 0..27) */
+};
+static_assert(sizeof(struct tp_fo_hdr) == 32, "failover header size");
+
+struct tp_fo {
+	pthread_mutex_t lock;
+	const char *why;
+	int fd;            /* private duplicate of the kernel socket, -1 once closed */
+	bool snap;         /* the tail below was taken */
+	uint8_t *tx;       /* header + tail */
+	size_t tx_len, tx_off;
+	bool shut_done;
+	uint8_t hdr[sizeof(struct tp_fo_hdr)];
+	unsigned hdr_got;
+	bool hdr_ok;
+	uint64_t skip;
+};
+
+_Atomic int tp_fo_active;
+
+static void fo_set(struct tp_conn *c, int state)
+{
+	atomic_store_explicit(&c->fo_state, state, memory_order_release); /* pairs with tp_fo_get */
+}
+
+/* The kernel socket of C, duplicated (the program may close its descriptor meanwhile). */
+static int fo_dup_socket(struct tp_conn *c)
+{
+	int fd = -1;
+
+	tp_mutex_lock(&c->witness_lock);
+	int w = atomic_load(&c->witness_fd1) - 1;
+
+	if (w < 0)
+		w = c->keep_fd;
+	if (w >= 0)
+		fd = (int)syscall(SYS_fcntl, w, F_DUPFD_CLOEXEC, 3);
+	tp_mutex_unlock(&c->witness_lock);
+	return fd;
+}
+
+bool tp_fo_request(struct tp_conn *c, const char *why)
+{
+	int st = tp_fo_get(c);
+
+	if (st != TP_FO_NONE)
+		return st != TP_FO_FAILED;
+	/* acquire: pairs with the release store in tp_conn_own() (single-owner rule) */
+	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) || atomic_load(&c->error))
+		return false;
+	struct tp_fo *fo = calloc(1, sizeof(*fo)), *none = NULL;
+
+	if (!fo)
+		return false;
+	fo->fd = fo_dup_socket(c);
+	if (fo->fd < 0) {
+		free(fo);
+		return false;
+	}
+	pthread_mutex_init(&fo->lock, NULL);
+	fo->why = why;
+	if (!__atomic_compare_exchange_n(&c->fo, &none, fo, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		syscall(SYS_close, fo->fd);
+		free(fo);
+		return tp_fo_get(c) != TP_FO_FAILED;
+	}
+	atomic_fetch_add(&tp_fo_active, 1);
+	fo_set(c, TP_FO_RUN);
+	LOG(LL_DEBUG, "transport: slot %u: failover to tcp requested (%s)", c->slot, why);
+	tp_event_signal();
+	return true;
+}
+
+const char *tp_conn_failover_reason(struct tp_conn *c)
+{
+	/* acquire: pairs with the CAS in tp_fo_request() */
+	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+
+	return fo ? fo->why : NULL;
+}
+
+int tp_conn_failover_state(struct tp_conn *c)
+{
+	return tp_fo_get(c);
+}
+
+static void fo_end(struct tp_conn *c, struct tp_fo *fo, int state, int err)
+{
+	if (fo->fd >= 0) {
+		syscall(SYS_close, fo->fd);
+		fo->fd = -1;
+	}
+	free(fo->tx);
+	fo->tx = NULL;
+	if (err)
+		tp_set_error(c, err);
+	fo_set(c, state);
+	atomic_fetch_sub(&tp_fo_active, 1);
+	LOG(LL_DEBUG, "transport: slot %u: failover %s (%s)", c->slot,
+	    state == TP_FO_DONE ? "done" : "failed", fo->why);
+	tp_event_signal();
+}
+
+/* One unreleased message of the send side, in the shadows. */
+struct fo_msg {
+	uint32_t msn, len;
+	const uint8_t *a;   /* payload: A (LA bytes), then B (the ring's wrap) */
+	uint32_t la;
+	const uint8_t *b;
+};
+
+static bool fo_inline_msg(const struct tp_conn *c, uint32_t pos, struct fo_msg *m)
+{
+	const uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
+	uint16_t len;
+
+	memcpy(&len, s + TP_INL_LEN, 2);
+	memcpy(&m->msn, s + TP_INL_MSN, 4);
+	if (len > TP_INLINE_MAX)
+		return false;
+	m->len = len;
+	m->a = s + tp_inline_off(len);
+	m->la = len;
+	m->b = NULL;
+	return true;
+}
+
+static bool fo_data_msg(const struct tp_conn *c, uint32_t pos, struct fo_msg *m, uint32_t *fp)
+{
+	uint32_t q = c->out.qsize;
+	struct tp_desc d;
+
+	memcpy(&d, c->sh_data + (pos & (q - 1)), sizeof(d));
+	if ((d.type != TP_MT_SHORT && d.type != TP_MT_LONG) || d.len > q)
+		return false;
+	uint32_t p = (pos + tp_payload_gap(d.type, pos)) & (q - 1);
+
+	m->msn = d.msn;
+	m->len = d.len;
+	m->a = c->sh_data + p;
+	m->la = d.len < q - p ? d.len : q - p;
+	m->b = c->sh_data;
+	*fp = tp_footprint(d.type, pos, d.len);
+	return true;
+}
+
+/* (System calls, not libc: preload/ wraps those, and the helper runs outside its guard.)
+ *
+ * Under tx_lock: the header and every unreleased byte in MSN order. */
+static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
+{
+	uint32_t i = c->fb_rx_i, d = c->fb_rx_d;
+	uint64_t total = 0;
+	size_t cap = sizeof(struct tp_fo_hdr);
+
+	/* the tail is at most what the rings hold */
+	cap += (size_t)(c->tx_i - c->fb_rx_i) * 128u + (size_t)(c->tx_d - c->fb_rx_d);
+	fo->tx = malloc(cap);
+	if (!fo->tx)
+		return -ENOMEM;
+	uint8_t *o = fo->tx + sizeof(struct tp_fo_hdr);
+
+	while (i != c->tx_i || d != c->tx_d) {
+		struct fo_msg mi, md;
+		uint32_t fp = 0;
+		bool hi = i != c->tx_i && fo_inline_msg(c, i, &mi);
+		bool hd = d != c->tx_d && fo_data_msg(c, d, &md, &fp);
+
+		if ((i != c->tx_i && !hi) || (d != c->tx_d && !hd))
+			return -EPROTO; /* our own shadow makes no sense: a bug, never guess */
+		bool take_i = hi && (!hd || (int32_t)(mi.msn - md.msn) < 0);
+		struct fo_msg *m = take_i ? &mi : &md;
+
+		memcpy(o, m->a, m->la);
+		if (m->len > m->la)
+			memcpy(o + m->la, m->b, m->len - m->la);
+		o += m->len;
+		total += m->len;
+		if (take_i) {
+			i++;
+		} else {
+			d += fp;
+			if (d - c->fb_rx_d > c->tx_d - c->fb_rx_d)
+				return -EPROTO;
+		}
+	}
+	uint64_t sent = __atomic_load_n(&c->st->tx_bytes, __ATOMIC_RELAXED);
+	struct tp_fo_hdr h = {
+		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION,
+		.start = sent - total, .consumed = consumed,
+	};
+
+	if (total > sent)
+		return -EPROTO;
+	h.crc = crc32c(0, &h, offsetof(struct tp_fo_hdr, crc));
+	memcpy(fo->tx, &h, sizeof(h));
+	fo->tx_len = (size_t)(o - fo->tx);
+	fo->tx_off = 0;
+	LOG(LL_DEBUG, "transport: slot %u: failover tail from %llu, %llu bytes", c->slot,
+	    (unsigned long long)h.start, (unsigned long long)total);
+	return 0;
+}
+
+static uint64_t rx_consumed(const struct tp_conn *c)
+{
+	return __atomic_load_n(&c->st->rx_bytes, __ATOMIC_RELAXED) + c->rx_discarded;
+}
+
+/* Under both locks, once: what goes out, and the NTB side stops (the peer learns it). */
+static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
+{
+	int rc = fo_build_tail(c, fo, rx_consumed(c));
+
+	if (rc)
+		return rc;
+	/* a peer whose link still works learns it at once (else from its TCP socket) */
+	tp_conn_st_add(c, TP_ST_FAILOVER);
+	ntb_peer_db_ring(c->link->ntb);
+	fo->snap = true;
+	return 0;
+}
+
+/* Under rx_lock, with the peer's header: drop everything the NTB side holds (the kernel
+ * stream carries it again), and what to skip of the peer's tail. */
+static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
+{
+	struct tp_fo_hdr h;
+
+	memcpy(&h, fo->hdr, sizeof(h));
+	if (h.magic != TP_FO_MAGIC || h.version != TP_FO_VERSION ||
+	    h.crc != crc32c(0, &h, offsetof(struct tp_fo_hdr, crc)))
+		return -EPROTO;
+	c->rec_tail = c->rec_head;
+	c->rec_bytes = 0;
+	c->rec_off = 0;
+	c->rx_bounce_ok = false;
+	c->inl_hold_ok = false;
+	uint64_t have = rx_consumed(c);
+
+	if (h.start > have) {
+		LOG(LL_DEBUG, "transport: slot %u: failover: peer resends from %llu, %llu consumed: "
+		    "bytes missing", c->slot, (unsigned long long)h.start,
+		    (unsigned long long)have);
+		return -ECONNRESET;
+	}
+	fo->skip = have - h.start;
+	fo->hdr_ok = true;
+	return 0;
+}
+
+static long fo_send(int fd, const void *b, size_t n)
+{
+	return syscall(SYS_sendto, fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+}
+
+static long fo_recv(int fd, void *b, size_t n)
+{
+	return syscall(SYS_recvfrom, fd, b, n, MSG_DONTWAIT, NULL, NULL);
+}
+
+/* Move what can move without blocking. 0 (more to do), 1 (done) or a negative errno. */
+static int fo_io(struct tp_conn *c, struct tp_fo *fo)
+{
+	while (fo->tx_off < fo->tx_len) {
+		long n = fo_send(fo->fd, fo->tx + fo->tx_off, fo->tx_len - fo->tx_off);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			break;
+		if (n <= 0)
+			return -ECONNRESET;
+		fo->tx_off += (size_t)n;
+	}
+	if (fo->tx_off == fo->tx_len && !fo->shut_done && tp_mutex_trylock(&c->tx_lock) == 0) {
+		bool shut = c->wr_shut;
+
+		tp_mutex_unlock(&c->tx_lock);
+		if (shut) {
+			syscall(SYS_shutdown, fo->fd, SHUT_WR);
+			fo->shut_done = true;
+		}
+	}
+	while (!fo->hdr_ok) {
+		long n = fo_recv(fo->fd, fo->hdr + fo->hdr_got, sizeof(fo->hdr) - fo->hdr_got);
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n <= 0)
+			return -ECONNRESET; /* the peer's socket ended without its header */
+		fo->hdr_got += (unsigned)n;
+		if (fo->hdr_got < sizeof(fo->hdr))
+			continue;
+		if (tp_mutex_trylock(&c->rx_lock))
+			return 0; /* a reader is finishing: next time (hdr_got stays complete) */
+		int rc = fo_rx_switch(c, fo);
+
+		tp_mutex_unlock(&c->rx_lock);
+		if (rc)
+			return rc;
+	}
+	while (fo->skip) {
+		uint8_t junk[16384];
+		long n = fo_recv(fo->fd, junk, fo->skip < sizeof(junk) ? fo->skip : sizeof(junk));
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n <= 0)
+			return -ECONNRESET;
+		fo->skip -= (uint64_t)n;
+	}
+	if (fo->tx_off < fo->tx_len)
+		return 0;
+	bool shut;
+
+	if (tp_mutex_trylock(&c->tx_lock))
+		return 0;
+	shut = c->wr_shut;
+	tp_mutex_unlock(&c->tx_lock);
+	return shut && !fo->shut_done ? 0 : 1;
+}
+
+void tp_fo_progress(struct tp_conn *c)
+{
+	/* acquire: pairs with the CAS in tp_fo_request() */
+	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	int rc = 0;
+
+	if (!fo || tp_fo_get(c) != TP_FO_RUN || pthread_mutex_trylock(&fo->lock))
+		return;
+	if (tp_fo_get(c) != TP_FO_RUN)
+		goto out;
+	if (!fo->snap) {
+		/* both sides quiet: a send or receive under way finishes first */
+		if (tp_mutex_trylock(&c->tx_lock))
+			goto out;
+		if (tp_mutex_trylock(&c->rx_lock)) {
+			tp_mutex_unlock(&c->tx_lock);
+			goto out;
+		}
+		rc = fo_snapshot(c, fo);
+		tp_mutex_unlock(&c->rx_lock);
+		tp_mutex_unlock(&c->tx_lock);
+		if (rc)
+			goto fail;
+	}
+	rc = fo_io(c, fo);
+	if (rc == 1)
+		fo_end(c, fo, TP_FO_DONE, 0);
+	else if (rc < 0)
+		goto fail;
+out:
+	pthread_mutex_unlock(&fo->lock);
+	return;
+fail:
+	fo_end(c, fo, TP_FO_FAILED, rc == -ENOMEM ? -ENOMEM : -ECONNRESET);
+	pthread_mutex_unlock(&fo->lock);
+}
+
+void tp_fo_abandon(struct tp_conn *c)
+{
+	/* acquire: pairs with the CAS in tp_fo_request() */
+	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	if (!fo || pthread_mutex_trylock(&fo->lock))
+		return;
+	if (tp_fo_get(c) == TP_FO_RUN && fo->fd >= 0) {
+		/* (no shutdown: a FIN now would end the peer's stream short) */
+		syscall(SYS_setsockopt, fo->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		LOG(LL_DEBUG, "transport: slot %u: failover not finished at exit: reset", c->slot);
+	}
+	pthread_mutex_unlock(&fo->lock);
+}
+
+void tp_fo_free(struct tp_conn *c)
+{
+	struct tp_fo *fo = c->fo;
+
+	if (!fo)
+		return;
+	if (tp_fo_get(c) == TP_FO_RUN) {
+		if (fo->fd >= 0)
+			syscall(SYS_close, fo->fd);
+		atomic_fetch_sub(&tp_fo_active, 1);
+	}
+	free(fo->tx);
+	pthread_mutex_destroy(&fo->lock);
+	free(fo);
+	c->fo = NULL;
+}
+
+void tp_conn_st_add(struct tp_conn *c, uint32_t flags)
+{
+	c->st_out |= flags;
+	tp_write_st(c->link, c->out.slot_off, c->nonce_out, c->st_out);
+}
+
+/* --- the peer's header arriving on a socket (helper) ------------------------------------------ */
+
+static int g_wep = -1;           /* epoll set of the witnesses, EPOLLET (one per process) */
+static pthread_mutex_t g_wep_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t g_fo_ids;
+
+void tp_fo_watch(struct tp_conn *c, int fd)
+{
+	int old = atomic_load(&c->witness_fd1) - 1;
+
+	pthread_mutex_lock(&g_wep_lock);
+	if (g_wep < 0 && fd >= 0)
+		g_wep = (int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC);
+	if (g_wep >= 0 && old >= 0)
+		syscall(SYS_epoll_ctl, g_wep, EPOLL_CTL_DEL, old, NULL);
+	if (g_wep >= 0 && fd >= 0) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET };
+
+		if (!c->fo_id)
+			c->fo_id = atomic_fetch_add(&g_fo_ids, 1) + 1;
+		ev.data.u64 = c->fo_id;
+		syscall(SYS_epoll_ctl, g_wep, EPOLL_CTL_ADD, fd, &ev);
+	}
+	pthread_mutex_unlock(&g_wep_lock);
+}
+
+void tp_fo_atfork_child(void)
+{
+	/* the set is shared with the parent: ours is made anew as witnesses are set */
+	if (g_wep >= 0)
+		syscall(SYS_close, g_wep);
+	g_wep = -1;
+	pthread_mutex_init(&g_wep_lock, NULL);
+}
+
+int tp_fo_watched_events(uint64_t *ids, int max)
+{
+	struct epoll_event ev[64];
+	int n;
+
+	if (g_wep < 0)
+		return 0;
+	if (max > 64)
+		max = 64;
+	n = (int)syscall(SYS_epoll_pwait, g_wep, ev, max, 0, NULL, (size_t)8);
+	for (int i = 0; i < n; i++)
+		ids[i] = ev[i].data.u64;
+	return n < 0 ? 0 : n;
+}
+
+/* Data (not only an end) on C's socket: the peer's failover header. */
+bool tp_fo_peer_spoke(struct tp_conn *c)
+{
+	int fd1 = atomic_load(&c->witness_fd1);
+	char b;
+
+	if (!fd1)
+		return false;
+	return syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) == 1;
+}
