@@ -337,7 +337,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	if (timeout_ms < 0 || (uint32_t)timeout_ms > pp->setup_timeout_ms)
 		timeout_ms = (int)pp->setup_timeout_ms;
 	deadline = start + (uint64_t)timeout_ms;
-	if (!tp_link_refresh(l)) {
+	if (!tp_link_refresh(l) || atomic_load(&l->region_bad)) {
 		*ret_reason = TP_REASON_LINK_DOWN;
 		return -ENOLINK;
 	}

@@ -420,6 +420,8 @@ struct tp_link {
 	uint32_t down_grace_ms;
 	char admin_path[300];        /* <link file>.admin-down: exists while `ntbsock link down` */
 	atomic_bool admin_down;      /* as last seen (helper, every 100 ms) */
+	atomic_bool region_bad;      /* the mapping no longer is the link (file truncated, removed
+				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */
 	uint64_t admin_ms;
 };
 

@@ -218,7 +218,8 @@ bool tp_link_refresh(struct tp_link *l)
 	bool silent = !up && ntb_link_peer_silent(l->ntb);
 
 	atomic_store(&l->up, grace_up);
-	bool lost = !grace_up && (!silent || now - since >= l->params.peer_timeout_ms);
+	bool lost = atomic_load(&l->region_bad) ||
+		    (!grace_up && (!silent || now - since >= l->params.peer_timeout_ms));
 
 	if (lost && !atomic_exchange(&l->lost, true))
 		tp_event_signal(); /* sleeping waiters look again and see the loss */
@@ -255,6 +256,10 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 	if (now - l->admin_ms >= 100) {
 		l->admin_ms = now;
 		atomic_store(&l->admin_down, access(l->admin_path, F_OK) == 0);
+		int mc = ntb_link_check_mapping(l->ntb);
+
+		if (mc < 0 && mc != -EINVAL && mc != -ENOTSUP && !atomic_exchange(&l->region_bad, true))
+			LOG(LL_DEBUG, "transport: link region no longer valid (%d)", mc);
 	}
 	if (rung || l->mbox_missed || now - l->last_mbox_ms >= 100) {
 		if (!(rung || l->mbox_missed ? mbox_lock(l) : tp_host_trylock(l))) {

@@ -78,7 +78,10 @@ bool tp_conn_peer_lost(struct tp_conn *c)
 	    atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) == c->peer_epoch)
 		return false;
 	/* both programs may live on: the connection goes on over its kernel socket */
-	if (tp_fo_request(c, down ? "link down" : "link restarted"))
+	const char *why = atomic_load_explicit(&c->link->region_bad, memory_order_relaxed) ?
+			  "link region gone" : down ? "link down" : "link restarted";
+
+	if (tp_fo_request(c, why))
 		return false;
 	/* sticky: a peer that speaks again after its connections were given up must not find
 	 * them alive on this side */
