@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The shm link file truncated under a live NTB stream (as a careless admin or another user's
-# `truncate` would): both programs must end the stream cleanly (EOF/ECONNRESET or an error
-# from the socket call), never die of SIGBUS, and the host of each stays usable: a new
-# connection afterwards carries a verified stream (over TCP: the link is gone).
+# `truncate` would): both programs never die of SIGBUS, the connection fails over to its
+# kernel TCP socket and completes byte-exact (512 MiB from the client, then EOF both ways:
+# never a short end), and the host of each stays usable: a new connection afterwards carries
+# a verified stream (over TCP: the link is gone).
 # FAIL_TRUNC_SIZE: the size truncated to (default 0; 4096 and 65536 cut the region mid-way).
 . "$(dirname "$0")/lib.sh"
 pl_need ss truncate
@@ -16,9 +17,11 @@ size=${FAIL_TRUNC_SIZE:-0}
 env $(pl_env b) "$F" server 127.0.0.2 $port -n 2 >"$PL_TMP/srv.out" 2>&1 &
 S=$!; PL_PIDS="$PL_PIDS $S"
 pl_wait_port 127.0.0.2 $port
-env $(pl_env a) "$F" client 127.0.0.2 $port -s 3 -p 500 >"$PL_TMP/cli.out" 2>&1 &
+env $(pl_env a) "$F" client 127.0.0.2 $port -s 3 -p 500 -b 536870912 -w 4096 >"$PL_TMP/cli.out" 2>&1 &
 C=$!; PL_PIDS="$PL_PIDS $C"
-sleep 1
+i=0
+while ! grep -q '^CONNECTED' "$PL_TMP/cli.out" && [ $i -lt 100 ]; do sleep 0.01; i=$((i + 1)); done
+sleep 0.1
 grep -q '^CONNECTED' "$PL_TMP/cli.out" || pl_fail "client did not connect"
 pl_assert_log a ': ntb (link'
 truncate -s "$size" "$PL_LINK" || pl_fail "cannot truncate $PL_LINK"
@@ -29,7 +32,11 @@ kill -0 $C 2>/dev/null && pl_fail "client still running 10 s after the truncatio
 wait $C; crc=$?
 [ $crc -gt 128 ] && pl_fail "client killed by signal $((crc - 128)) (SIGBUS is 7) after the truncation"
 kill -0 $S 2>/dev/null || { wait $S; s=$?; pl_fail "server died (status $s; 135 = SIGBUS) after the truncation"; }
-grep '^END' "$PL_TMP/cli.out" | grep -q 'bad=0' || pl_fail "client: no clean end or corrupt bytes: $(cat "$PL_TMP/cli.out")"
+grep '^END' "$PL_TMP/cli.out" | grep -q 'reason=eof .*tx=536870912 bad=0' ||
+	pl_fail "client: no clean end after all its bytes, or corrupt bytes: $(cat "$PL_TMP/cli.out")"
+grep '^END' "$PL_TMP/srv.out" | head -1 | grep -q 'reason=eof rx=536870912 .*bad=0' ||
+	pl_fail "server: not every byte then EOF: $(cat "$PL_TMP/srv.out")"
+grep -q 'failed over' "$PL_TMP/a.log" "$PL_TMP/b.log" || pl_fail "no failover in the logs"
 echo "client: $(grep '^END' "$PL_TMP/cli.out")"
 # the server's host still works: a fresh client streams 8 MiB both ways, verified
 pl_run a "$F" client 127.0.0.2 $port -s 4 -b 8388608 >"$PL_TMP/cli2.out" 2>&1 ||
