@@ -149,32 +149,6 @@ static int collect_tcp(struct stat_rows *rows)
 	return 0;
 }
 
-static int load_conf(const char *conf_arg, struct conf **ret_conf)
-{
-	char path[PATH_MAX];
-	struct conf_error err;
-	int rc = conf_find_path(conf_arg, path, sizeof(path));
-
-	if (rc == -ENOENT) {
-		fprintf(stderr, "ntbsock stat: no config: none given with -c, NTBSOCK_CONF is not set "
-				"and %s does not exist\n", CONF_DEFAULT_PATH);
-		return rc;
-	}
-	if (rc < 0) {
-		fprintf(stderr, "ntbsock stat: config path: %s\n", strerror(-rc));
-		return rc;
-	}
-	memset(&err, 0, sizeof(err));
-	rc = conf_load(path, ret_conf, &err);
-	if (rc == 0 && (rc = conf_apply_env(*ret_conf, &err)) < 0) {
-		conf_free(*ret_conf);
-		*ret_conf = NULL;
-	}
-	if (rc < 0)
-		fprintf(stderr, "ntbsock stat: %s\n", err.text[0] ? err.text : strerror(-rc));
-	return rc;
-}
-
 int cmd_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -184,6 +158,7 @@ int cmd_stat(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf_arg = NULL;
+	char path[PATH_MAX];
 	struct stat_rows rows = { 0 };
 	struct conf *conf = NULL;
 	bool json = false;
@@ -209,7 +184,7 @@ int cmd_stat(int argc, char **argv)
 	}
 	if (optind < argc)
 		return tool_usage_error("stat", "unexpected argument '%s'", argv[optind]);
-	if (load_conf(conf_arg, &conf) < 0)
+	if (tool_load_conf("stat", conf_arg, path, sizeof(path), &conf) < 0)
 		return TOOL_EXIT_FAIL;
 	for (int i = 0; i < conf->n_links && rc == 0; i++) {
 		rc = collect_link(&conf->links[i], &rows);

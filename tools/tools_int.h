@@ -74,6 +74,16 @@ int tool_parse_size_list(const char *s, size_t *ret_sizes, int max);
 /* Parse a positive decimal count ≤ LIMIT; returns 0 or -EINVAL / -ERANGE. */
 int tool_parse_count(const char *s, uint64_t limit, uint64_t *ret);
 
+/* --- load_conf.c: the config of stat and link ------------------------------------------------- */
+
+struct conf;
+
+/* Find the config (CONF_ARG, else $NTBSOCK_CONF, else /etc/ntbsock.conf; its path into PATH,
+ * LEN bytes), load it and apply the NTBSOCK_* overrides. 0, or a negative errno after a
+ * message on stderr starting "ntbsock CMD: ". */
+int tool_load_conf(const char *cmd, const char *conf_arg, char *path, size_t len,
+		   struct conf **ret_conf);
+
 /* --- cmd_check.c: shared with stat and perf --------------------------------------------------- */
 
 struct conf_link;
