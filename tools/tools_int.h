@@ -44,6 +44,7 @@ int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
+int cmd_link(int argc, char **argv);
 
 /* --- run_env.c: finding the library and building the child's environment ------------------ */
 
@@ -73,6 +74,19 @@ int tool_parse_size_list(const char *s, size_t *ret_sizes, int max);
 
 /* Parse a positive decimal count ≤ LIMIT; returns 0 or -EINVAL / -ERANGE. */
 int tool_parse_count(const char *s, uint64_t limit, uint64_t *ret);
+
+/* `ntbsock link down|up NAME [-c CONF]`. */
+struct tool_link_args {
+	bool        help;  /* -h/--help: the rest is not parsed */
+	bool        down;  /* down, else up */
+	const char *name;  /* the link's name (in ARGV) */
+	const char *conf;  /* -c CONF (in ARGV), NULL when absent */
+};
+
+/* Parse the arguments of `link` (ARGV[0] is "link"; options may come anywhere, `--' ends
+ * them). 0, or -EINVAL with a one-line message in ERRBUF (LEN bytes). */
+int tool_parse_link_args(int argc, char **argv, struct tool_link_args *ret, char *errbuf,
+			 size_t errlen);
 
 /* --- load_conf.c: the config of stat and link ------------------------------------------------- */
 
