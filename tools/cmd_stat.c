@@ -149,6 +149,19 @@ static int collect_tcp(struct stat_rows *rows)
 	return 0;
 }
 
+/* The admin state of each link of CONF into LINKS (CONF_MAX_LINKS); returns how many. */
+static int collect_links(const struct conf *conf, struct tool_stat_link *links)
+{
+	struct ntb_link_params lp;
+
+	for (int i = 0; i < conf->n_links; i++) {
+		glue_link_params(&conf->links[i], &lp);
+		snprintf(links[i].name, sizeof(links[i].name), "%s", conf->links[i].name);
+		links[i].admin_down = tp_link_admin_get(&lp) == 1;
+	}
+	return conf->n_links;
+}
+
 int cmd_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -195,10 +208,15 @@ int cmd_stat(int argc, char **argv)
 	if (rc == 0 && (rc = collect_tcp(&rows)) < 0)
 		fprintf(stderr, "ntbsock stat: tcp connections: %s\n", strerror(-rc));
 	if (rc == 0) {
-		if (json)
-			tool_stat_print_json(stdout, rows.v, rows.n);
-		else
+		struct tool_stat_link links[CONF_MAX_LINKS];
+		int n_links = collect_links(conf, links);
+
+		if (json) {
+			tool_stat_print_json(stdout, rows.v, rows.n, links, n_links);
+		} else {
+			tool_stat_print_links(stdout, links, n_links);
 			tool_stat_print_table(stdout, rows.v, rows.n);
+		}
 	}
 	free(rows.v);
 	conf_free(conf);

@@ -131,12 +131,24 @@ struct tool_stat_row {
 void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *remote,
 			size_t len);
 
+/* One link of the config as `ntbsock stat` shows it. */
+struct tool_stat_link {
+	char name[64];
+	bool admin_down;  /* `ntbsock link down` (its flag file exists) */
+};
+
+/* Print one line per link: "link NAME: admin up" or "link NAME: admin down (connections use
+ * tcp)". */
+void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n);
+
 /* Print ROWS as the human table (a header line, then one line per connection; "no
  * connections" when N is 0). */
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n);
 
-/* Print ROWS as one JSON document: {"connections":[{...},...]}. */
-void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n);
+/* Print ROWS and LINKS as one JSON document:
+ * {"connections":[{...},...],"links":[{"name":"ab","admin":"up"},...]}. */
+void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
+			  const struct tool_stat_link *links, int n_links);
 
 /* --- perf_ref.c: reference measurements, CPUs ----------------------------------------------- */
 
