@@ -65,13 +65,14 @@ static void test_path(void **state)
 static void test_path_too_long(void **state)
 {
 	struct ntb_link_params lp;
-	char buf[32], big[NTB_PATH_MAX + 32];
+	char buf[33], big[NTB_PATH_MAX + 32];
 
 	(void)state;
 	shm_params(&lp, "ab", "/dev/shm/ntbsock-demo");
-	/* 32 bytes hold 31 characters: one short of the 32-character name */
-	assert_int_equal(tp_link_admin_path(&lp, buf, sizeof(buf)), -ENAMETOOLONG);
-	assert_int_equal(tp_link_admin_path(&lp, buf, 33), 0);
+	/* 32 bytes hold 31 characters: one short of the 32-character name; 33 hold it */
+	assert_int_equal(tp_link_admin_path(&lp, buf, 32), -ENAMETOOLONG);
+	assert_int_equal(tp_link_admin_path(&lp, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/dev/shm/ntbsock-demo.admin-down");
 	/* the longest link path fits the callers' NTB_PATH_MAX + 32 buffers */
 	memset(lp.path, 'x', NTB_PATH_MAX);
 	lp.path[0] = '/';
