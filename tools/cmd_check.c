@@ -12,6 +12,7 @@
 
 #include "conf/conf.h"
 #include "ntb/ntb.h"
+#include "transport/transport.h"
 
 #define PCI_LIST_MAX 64
 
@@ -38,6 +39,18 @@ static void print_side(int side, int claims, bool enabled, uint32_t epoch)
 	printf("\n");
 }
 
+/* The link's administrative state on this host (`ntbsock link down|up`). */
+static void print_admin(const struct ntb_link_params *p)
+{
+	char flag[NTB_PATH_MAX + 32];
+
+	if (tp_link_admin_path(p, flag, sizeof(flag)) == 0 && tp_link_admin_get(p) == 1)
+		printf("    admin down (%s exists): connections use tcp; `ntbsock link up %s' "
+		       "ends it\n", flag, p->name);
+	else
+		printf("    admin up\n");
+}
+
 /* Open the link in inspect mode (no side claimed, nothing written) and describe it. Returns
  * 0, or a negative errno when the link exists but cannot be inspected. */
 static int print_link_state(const struct conf_link *cl)
@@ -49,10 +62,15 @@ static int print_link_state(const struct conf_link *cl)
 	char size[32];
 	int rc, view;
 
+	glue_link_params(cl, &p);
 	printf("  %s: backend %s, window %s, ", cl->name, conf_backend_name(cl->backend),
 	       tool_size_str(cl->window_size, size, sizeof(size)));
-	if (cl->backend == CONF_BACKEND_SHM) {
+	if (cl->backend == CONF_BACKEND_SHM)
 		printf("file %s\n", cl->path);
+	else
+		printf("device %s\n", cl->device[0] ? cl->device : "(first profile match)");
+	print_admin(&p);
+	if (cl->backend == CONF_BACKEND_SHM) {
 		if (stat(cl->path, &st) != 0) {
 			if (errno == ENOENT) {
 				printf("    not created (no process has opened it)\n");
@@ -61,10 +79,7 @@ static int print_link_state(const struct conf_link *cl)
 			printf("    error: %s\n", strerror(errno));
 			return -errno;
 		}
-	} else {
-		printf("device %s\n", cl->device[0] ? cl->device : "(first profile match)");
 	}
-	glue_link_params(cl, &p);
 	p.inspect_only = true;
 	p.fault.enabled = false;
 	rc = ntb_link_open(&p, &link);

@@ -149,30 +149,17 @@ static int collect_tcp(struct stat_rows *rows)
 	return 0;
 }
 
-static int load_conf(const char *conf_arg, struct conf **ret_conf)
+/* The admin state of each link of CONF into LINKS (CONF_MAX_LINKS); returns how many. */
+static int collect_links(const struct conf *conf, struct tool_stat_link *links)
 {
-	char path[PATH_MAX];
-	struct conf_error err;
-	int rc = conf_find_path(conf_arg, path, sizeof(path));
+	struct ntb_link_params lp;
 
-	if (rc == -ENOENT) {
-		fprintf(stderr, "ntbsock stat: no config: none given with -c, NTBSOCK_CONF is not set "
-				"and %s does not exist\n", CONF_DEFAULT_PATH);
-		return rc;
+	for (int i = 0; i < conf->n_links; i++) {
+		glue_link_params(&conf->links[i], &lp);
+		snprintf(links[i].name, sizeof(links[i].name), "%s", conf->links[i].name);
+		links[i].admin_down = tp_link_admin_get(&lp) == 1;
 	}
-	if (rc < 0) {
-		fprintf(stderr, "ntbsock stat: config path: %s\n", strerror(-rc));
-		return rc;
-	}
-	memset(&err, 0, sizeof(err));
-	rc = conf_load(path, ret_conf, &err);
-	if (rc == 0 && (rc = conf_apply_env(*ret_conf, &err)) < 0) {
-		conf_free(*ret_conf);
-		*ret_conf = NULL;
-	}
-	if (rc < 0)
-		fprintf(stderr, "ntbsock stat: %s\n", err.text[0] ? err.text : strerror(-rc));
-	return rc;
+	return conf->n_links;
 }
 
 int cmd_stat(int argc, char **argv)
@@ -184,6 +171,7 @@ int cmd_stat(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf_arg = NULL;
+	char path[PATH_MAX];
 	struct stat_rows rows = { 0 };
 	struct conf *conf = NULL;
 	bool json = false;
@@ -209,7 +197,7 @@ int cmd_stat(int argc, char **argv)
 	}
 	if (optind < argc)
 		return tool_usage_error("stat", "unexpected argument '%s'", argv[optind]);
-	if (load_conf(conf_arg, &conf) < 0)
+	if (tool_load_conf("stat", conf_arg, path, sizeof(path), &conf) < 0)
 		return TOOL_EXIT_FAIL;
 	for (int i = 0; i < conf->n_links && rc == 0; i++) {
 		rc = collect_link(&conf->links[i], &rows);
@@ -220,10 +208,15 @@ int cmd_stat(int argc, char **argv)
 	if (rc == 0 && (rc = collect_tcp(&rows)) < 0)
 		fprintf(stderr, "ntbsock stat: tcp connections: %s\n", strerror(-rc));
 	if (rc == 0) {
-		if (json)
-			tool_stat_print_json(stdout, rows.v, rows.n);
-		else
+		struct tool_stat_link links[CONF_MAX_LINKS];
+		int n_links = collect_links(conf, links);
+
+		if (json) {
+			tool_stat_print_json(stdout, rows.v, rows.n, links, n_links);
+		} else {
+			tool_stat_print_links(stdout, links, n_links);
 			tool_stat_print_table(stdout, rows.v, rows.n);
+		}
 	}
 	free(rows.v);
 	conf_free(conf);

@@ -91,6 +91,28 @@ static const struct tool_cmd commands[] = {
 	  "\n"
 	  "Exit status: 0 when every size was measured and verified, 1 otherwise.\n",
 	  cmd_perf },
+	{ "link", "set a link down (its connections move to tcp) or up on this host",
+	  "usage: ntbsock link down|up NAME [-c CONF]\n"
+	  "\n"
+	  "Set the administrative state of link NAME of the config (CONF, else $NTBSOCK_CONF,\n"
+	  "else /etc/ntbsock.conf) on this host, as `ip link set' does for an interface.\n"
+	  "\n"
+	  "  down  every live connection of the link on this host moves to tcp without\n"
+	  "        loss (each one's peer follows), and new connections use tcp (reason\n"
+	  "        \"link down (admin)\")\n"
+	  "  up    new connections use ntb again; those moved to tcp stay there\n"
+	  "\n"
+	  "The state is a flag file beside the link file: PATH.admin-down for a shm link\n"
+	  "(PATH: its `path', default /dev/shm/ntbsock-NAME), /dev/shm/ntbsock-NAME.admin-down\n"
+	  "for a pci link. down creates it (empty, mode 0644), up removes it; both are\n"
+	  "idempotent. `ntbsock check' and `ntbsock stat' show the state.\n"
+	  "\n"
+	  "  -c, --conf CONF  the config that names the link\n"
+	  "  -h, --help       show this help\n"
+	  "\n"
+	  "Exit status: 0 on success, 1 when the config is invalid or missing or the flag\n"
+	  "file cannot be created or removed, 2 on a usage error or an unknown link.\n",
+	  cmd_link },
 	{ "help", "show help for a subcommand",
 	  "usage: ntbsock help [COMMAND]\n",
 	  cmd_help },

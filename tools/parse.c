@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
-/* Option values of the ntbsock command: size lists, counts, and JSON string output. */
+/* Option values of the ntbsock command: size lists, counts, `link`'s arguments, and JSON string
+ * output. */
 #include "tools/tools_int.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -83,6 +87,62 @@ int tool_parse_count(const char *s, uint64_t limit, uint64_t *ret)
 	if (v == 0)
 		return -EINVAL;
 	*ret = v;
+	return 0;
+}
+
+static int link_args_error(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(errbuf, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+int tool_parse_link_args(int argc, char **argv, struct tool_link_args *ret, char *errbuf,
+			 size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "conf", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tool_link_args a = { .conf = NULL };
+	int opt;
+
+	optind = 0; /* 0, not 1: a full restart of getopt (a parse may have stopped mid-word) */
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			a.conf = optarg;
+			break;
+		case 'h':
+			a.help = true;
+			*ret = a;
+			return 0;
+		default:
+			return link_args_error(errbuf, errlen,
+					       "unknown option or missing argument: '%s'",
+					       argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return link_args_error(errbuf, errlen, "missing action: down or up");
+	if (strcmp(argv[optind], "down") == 0)
+		a.down = true;
+	else if (strcmp(argv[optind], "up") != 0)
+		return link_args_error(errbuf, errlen, "unknown action '%s' (down or up)",
+				       argv[optind]);
+	if (++optind >= argc)
+		return link_args_error(errbuf, errlen, "missing link name");
+	a.name = argv[optind];
+	if (!a.name[0])
+		return link_args_error(errbuf, errlen, "empty link name");
+	if (++optind < argc)
+		return link_args_error(errbuf, errlen, "unexpected argument '%s'", argv[optind]);
+	*ret = a;
 	return 0;
 }
 

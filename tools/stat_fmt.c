@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Output of `ntbsock stat`: the human table and the JSON document. */
+/* Output of `ntbsock stat`: the links' admin state, the human table and the JSON document. */
 #include "tools/tools_int.h"
 
 #include <arpa/inet.h>
@@ -41,6 +41,13 @@ void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *r
 	snprintf(remote, len, "%s", server ? client : srv);
 }
 
+void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
+{
+	for (int i = 0; i < n; i++)
+		fprintf(out, "link %s: admin %s\n", links[i].name,
+			links[i].admin_down ? "down (connections use tcp)" : "up");
+}
+
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
 {
 	char tx_msgs[64], rx_msgs[64], fill[32];
@@ -79,7 +86,8 @@ static void json_msgs(FILE *out, const uint64_t msgs[3])
 	fputc('}', out);
 }
 
-void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n)
+void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
+			  const struct tool_stat_link *links, int n_links)
 {
 	fprintf(out, "{\"connections\":[");
 	for (int i = 0; i < n; i++) {
@@ -105,5 +113,11 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n)
 			",\"crc_errors\":%" PRIu64 "}",
 			r->rx_queue_fill, r->retransmits, r->crc_errors);
 	}
-	fprintf(out, "%s]}\n", n ? "\n" : "");
+	fprintf(out, "%s],\"links\":[", n ? "\n" : "");
+	for (int i = 0; i < n_links; i++) {
+		fprintf(out, "%s{\"name\":", i ? "," : "");
+		tool_json_string(out, links[i].name);
+		fprintf(out, ",\"admin\":\"%s\"}", links[i].admin_down ? "down" : "up");
+	}
+	fprintf(out, "]}\n");
 }

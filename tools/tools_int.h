@@ -44,6 +44,7 @@ int cmd_run(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
 int cmd_perf(int argc, char **argv);
+int cmd_link(int argc, char **argv);
 
 /* --- run_env.c: finding the library and building the child's environment ------------------ */
 
@@ -73,6 +74,29 @@ int tool_parse_size_list(const char *s, size_t *ret_sizes, int max);
 
 /* Parse a positive decimal count ≤ LIMIT; returns 0 or -EINVAL / -ERANGE. */
 int tool_parse_count(const char *s, uint64_t limit, uint64_t *ret);
+
+/* `ntbsock link down|up NAME [-c CONF]`. */
+struct tool_link_args {
+	bool        help;  /* -h/--help: the rest is not parsed */
+	bool        down;  /* down, else up */
+	const char *name;  /* the link's name (in ARGV) */
+	const char *conf;  /* -c CONF (in ARGV), NULL when absent */
+};
+
+/* Parse the arguments of `link` (ARGV[0] is "link"; options may come anywhere, `--' ends
+ * them). 0, or -EINVAL with a one-line message in ERRBUF (LEN bytes). */
+int tool_parse_link_args(int argc, char **argv, struct tool_link_args *ret, char *errbuf,
+			 size_t errlen);
+
+/* --- load_conf.c: the config of stat and link ------------------------------------------------- */
+
+struct conf;
+
+/* Find the config (CONF_ARG, else $NTBSOCK_CONF, else /etc/ntbsock.conf; its path into PATH,
+ * LEN bytes), load it and apply the NTBSOCK_* overrides. 0, or a negative errno after a
+ * message on stderr starting "ntbsock CMD: ". */
+int tool_load_conf(const char *cmd, const char *conf_arg, char *path, size_t len,
+		   struct conf **ret_conf);
 
 /* --- cmd_check.c: shared with stat and perf --------------------------------------------------- */
 
@@ -107,12 +131,24 @@ struct tool_stat_row {
 void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *remote,
 			size_t len);
 
+/* One link of the config as `ntbsock stat` shows it. */
+struct tool_stat_link {
+	char name[64];
+	bool admin_down;  /* `ntbsock link down` (its flag file exists) */
+};
+
+/* Print one line per link: "link NAME: admin up" or "link NAME: admin down (connections use
+ * tcp)". */
+void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n);
+
 /* Print ROWS as the human table (a header line, then one line per connection; "no
  * connections" when N is 0). */
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n);
 
-/* Print ROWS as one JSON document: {"connections":[{...},...]}. */
-void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n);
+/* Print ROWS and LINKS as one JSON document:
+ * {"connections":[{...},...],"links":[{"name":"ab","admin":"up"},...]}. */
+void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
+			  const struct tool_stat_link *links, int n_links);
 
 /* --- perf_ref.c: reference measurements, CPUs ----------------------------------------------- */
 

@@ -62,6 +62,22 @@ void tp_link_close(struct tp_link *link);
 bool tp_link_is_up(struct tp_link *link);
 struct ntb_link *tp_link_ntb(struct tp_link *link);
 
+/* ADDED (tp_admin.c): a link's administrative state on this host (`ntbsock link down|up`).
+ * It is a flag file whose existence means "down": every live connection of the link on this
+ * host moves to TCP without loss, and new ones use TCP (reason "link down (admin)"). Its path
+ * is the link's shm path (LP->path, else /dev/shm/ntbsock-<name>; a pci link, which has no
+ * file, uses /dev/shm/ntbsock-<name>) followed by TP_ADMIN_SUFFIX.
+ * tp_link_admin_path() writes it into BUF (LEN bytes): 0 or -ENAMETOOLONG.
+ * tp_link_admin_set() creates it (DOWN: mode 0644, empty; already there is fine) or removes
+ * it (!DOWN: absent is fine): 0 or a negative errno (-EPERM: another user's flag in a sticky
+ * directory, -ELOOP: a symlink in its place).
+ * tp_link_admin_get(): 1 when the flag exists (any kind of entry, not followed), else 0 (also
+ * when its path is too long to exist). */
+#define TP_ADMIN_SUFFIX ".admin-down"
+int tp_link_admin_path(const struct ntb_link_params *lp, char *buf, size_t len);
+int tp_link_admin_set(const struct ntb_link_params *lp, bool down);
+int tp_link_admin_get(const struct ntb_link_params *lp);
+
 /* --- connection keys ------------------------------------------------------------------------
  * Opaque to transport: preload/ fills it with the TCP 4-tuple in a canonical order (client
  * address and port, then server address and port), so both ends build the same key.

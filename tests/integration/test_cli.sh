@@ -33,10 +33,10 @@ expect_out() {
 
 # --- help, version, dispatch --------------------------------------------------------------
 expect_rc 0 "--help" "$NTBSOCK" --help
-for c in run check stat perf help; do expect_out "^  $c " "--help lists $c"; done
+for c in run check stat perf link help; do expect_out "^  $c " "--help lists $c"; done
 expect_rc 0 "--version" "$NTBSOCK" --version
 expect_out '^ntbsock [0-9]+\.[0-9]+\.[0-9]+$' "--version prints the version"
-for c in run check stat perf; do
+for c in run check stat perf link; do
 	expect_rc 0 "help $c" "$NTBSOCK" help "$c"
 	expect_out "^usage: ntbsock $c" "help $c prints its usage"
 	expect_rc 0 "$c --help" "$NTBSOCK" "$c" --help
@@ -87,6 +87,7 @@ sed "s#path = \"[^\"]*\"#path = \"$shm\"#" conf/examples/demo-a.conf >"$tmp/live
 grep -q "$shm" "$tmp/live.conf" || fail "could not point the config at $shm"
 expect_rc 0 "check with no link file" "$NTBSOCK" check -c "$tmp/live.conf"
 expect_out 'not created \(no process has opened it\)' "missing link file reported"
+expect_out '^    admin up$' "check shows the admin state (test_cli_link.sh: down)"
 
 # --- run ------------------------------------------------------------------------------------
 libabs=$(readlink -f "$LIB")

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of tools/parse.c: size lists, counts and JSON strings. */
+/* Unit tests of tools/parse.c: size lists, counts, `link`'s arguments and JSON strings. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -74,6 +74,94 @@ static void test_json_string(void **state)
 	free(buf);
 }
 
+/* Parse the NULL-terminated words W (copied: getopt permutes them) as `ntbsock link`'s. */
+static int parse_link(const char *const *w, struct tool_link_args *ret, char *err, size_t len)
+{
+	static char words[8][64];
+	static char *argv[9];
+	int argc = 0;
+
+	for (; w[argc]; argc++) {
+		snprintf(words[argc], sizeof(words[argc]), "%s", w[argc]);
+		argv[argc] = words[argc];
+	}
+	argv[argc] = NULL;
+	return tool_parse_link_args(argc, argv, ret, err, len);
+}
+
+static void test_link_args(void **state)
+{
+	struct tool_link_args a;
+	char err[128];
+
+	(void)state;
+	assert_int_equal(parse_link((const char *[]){ "link", "down", "ab", NULL }, &a, err,
+				    sizeof(err)), 0);
+	assert_true(a.down);
+	assert_false(a.help);
+	assert_string_equal(a.name, "ab");
+	assert_null(a.conf);
+	assert_int_equal(parse_link((const char *[]){ "link", "up", "ab", "-c", "a.conf", NULL },
+				    &a, err, sizeof(err)), 0);
+	assert_false(a.down);
+	assert_string_equal(a.name, "ab");
+	assert_string_equal(a.conf, "a.conf");
+	/* options before the action, the long form, `--' */
+	assert_int_equal(parse_link((const char *[]){ "link", "-c", "x.conf", "down", "cd", NULL },
+				    &a, err, sizeof(err)), 0);
+	assert_true(a.down);
+	assert_string_equal(a.name, "cd");
+	assert_string_equal(a.conf, "x.conf");
+	assert_int_equal(parse_link((const char *[]){ "link", "down", "--conf=y.conf", "ab", NULL },
+				    &a, err, sizeof(err)), 0);
+	assert_string_equal(a.conf, "y.conf");
+	assert_string_equal(a.name, "ab");
+	assert_int_equal(parse_link((const char *[]){ "link", "up", "--", "-ab", NULL }, &a, err,
+				    sizeof(err)), 0);
+	assert_false(a.down);
+	assert_string_equal(a.name, "-ab");
+	/* help wins over what is missing */
+	assert_int_equal(parse_link((const char *[]){ "link", "--help", NULL }, &a, err,
+				    sizeof(err)), 0);
+	assert_true(a.help);
+	assert_int_equal(parse_link((const char *[]){ "link", "down", "-h", NULL }, &a, err,
+				    sizeof(err)), 0);
+	assert_true(a.help);
+}
+
+/* Each error is -EINVAL with a message naming what is wrong; RET untouched. */
+static void expect_link_error(const char *const *w, const char *msg)
+{
+	struct tool_link_args a = { .name = "untouched" };
+	char err[128] = "";
+
+	assert_int_equal(parse_link(w, &a, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, msg);
+	assert_string_equal(a.name, "untouched");
+}
+
+static void test_link_args_errors(void **state)
+{
+	(void)state;
+	expect_link_error((const char *[]){ "link", NULL }, "missing action: down or up");
+	expect_link_error((const char *[]){ "link", "-c", "a.conf", NULL },
+			  "missing action: down or up");
+	expect_link_error((const char *[]){ "link", "sideways", "ab", NULL },
+			  "unknown action 'sideways' (down or up)");
+	expect_link_error((const char *[]){ "link", "ab", "down", NULL },
+			  "unknown action 'ab' (down or up)");
+	expect_link_error((const char *[]){ "link", "down", NULL }, "missing link name");
+	expect_link_error((const char *[]){ "link", "up", "", NULL }, "empty link name");
+	expect_link_error((const char *[]){ "link", "down", "ab", "cd", NULL },
+			  "unexpected argument 'cd'");
+	expect_link_error((const char *[]){ "link", "down", "ab", "-x", NULL },
+			  "unknown option or missing argument: '-x'");
+	expect_link_error((const char *[]){ "link", "down", "ab", "-c", NULL },
+			  "unknown option or missing argument: '-c'");
+	expect_link_error((const char *[]){ "link", "down", "ab", "--frob", NULL },
+			  "unknown option or missing argument: '--frob'");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -81,6 +169,8 @@ int main(void)
 		cmocka_unit_test(test_size_list_errors),
 		cmocka_unit_test(test_count),
 		cmocka_unit_test(test_json_string),
+		cmocka_unit_test(test_link_args),
+		cmocka_unit_test(test_link_args_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Unit tests of tools/stat_fmt.c: the table and JSON output of `ntbsock stat`. */
+/* Unit tests of tools/stat_fmt.c: the links' admin state, the table and JSON output of
+ * `ntbsock stat`. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,18 @@ static struct tool_stat_row rows[2] = {
 	{ .pid = 4243, .fd = 9, .local = "127.0.0.1:40001", .remote = "127.0.0.2:22",
 	  .ntb = false, .reason = "rule 2 says \"tcp\"", .tx_bytes = 10, .rx_bytes = 20 },
 };
+
+static struct tool_stat_link links[2] = {
+	{ .name = "ab", .admin_down = false },
+	{ .name = "c\"d", .admin_down = true },
+};
+
+static int g_links; /* how many of LINKS print_json() passes */
+
+static void print_json(FILE *out, const struct tool_stat_row *r, int n)
+{
+	tool_stat_print_json(out, r, n, links, g_links);
+}
 
 static char *capture(void (*fn)(FILE *, const struct tool_stat_row *, int), int n)
 {
@@ -67,9 +80,27 @@ static void test_table_rows(void **state)
 	free(s);
 }
 
+static void test_links(void **state)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	(void)state;
+	tool_stat_print_links(f, links, 2);
+	tool_stat_print_links(f, links, 0);
+	fclose(f);
+	assert_string_equal(buf, "link ab: admin up\n"
+				 "link c\"d: admin down (connections use tcp)\n");
+	free(buf);
+}
+
 static void test_json(void **state)
 {
-	char *s = capture(tool_stat_print_json, 2);
+	char *s;
+
+	g_links = 0;
+	s = capture(print_json, 2);
 
 	(void)state;
 	assert_string_equal(s,
@@ -86,10 +117,16 @@ static void test_json(void **state)
 		"\"queue_fill\":0},"
 		"\"rx\":{\"bytes\":20,\"msgs\":{\"inline\":0,\"short\":0,\"long\":0},"
 		"\"queue_fill\":0},\"retransmits\":0,\"crc_errors\":0}\n"
-		"]}\n");
+		"],\"links\":[]}\n");
 	free(s);
-	s = capture(tool_stat_print_json, 0);
-	assert_string_equal(s, "{\"connections\":[]}\n");
+	s = capture(print_json, 0);
+	assert_string_equal(s, "{\"connections\":[],\"links\":[]}\n");
+	free(s);
+	/* each link with its admin state, names escaped */
+	g_links = 2;
+	s = capture(print_json, 0);
+	assert_string_equal(s, "{\"connections\":[],\"links\":[{\"name\":\"ab\",\"admin\":\"up\"},"
+			       "{\"name\":\"c\\\"d\",\"admin\":\"down\"}]}\n");
 	free(s);
 }
 
@@ -124,6 +161,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table_empty),
 		cmocka_unit_test(test_table_rows),
+		cmocka_unit_test(test_links),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_key_endpoints),
 	};
