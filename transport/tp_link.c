@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -255,7 +256,7 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 	tp_link_refresh(l);
 	if (now - l->admin_ms >= 100) {
 		l->admin_ms = now;
-		atomic_store(&l->admin_down, access(l->admin_path, F_OK) == 0);
+		tp_link_admin_down(l);
 		int mc = ntb_link_check_mapping(l->ntb);
 
 		if (mc < 0 && mc != -EINVAL && mc != -ENOTSUP && !atomic_exchange(&l->region_bad, true))
@@ -442,7 +443,9 @@ static void watched_events(void)
 
 bool tp_link_admin_down(struct tp_link *l)
 {
-	bool down = access(l->admin_path, F_OK) == 0;
+	struct stat st;
+	/* (the flag file's existence, as tp_link_admin_get(), without building its path again) */
+	bool down = l->admin_path[0] && lstat(l->admin_path, &st) == 0;
 
 	atomic_store(&l->admin_down, down);
 	return down;
@@ -816,12 +819,9 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	rc = tp_host_open(l, lp);
 	if (rc)
 		goto err_ntb;
-	if (lp->path[0])
-		snprintf(l->admin_path, sizeof(l->admin_path), "%s.admin-down", lp->path);
-	else
-		snprintf(l->admin_path, sizeof(l->admin_path), "/dev/shm/ntbsock-%s.admin-down",
-			 lp->name);
-	atomic_store(&l->admin_down, access(l->admin_path, F_OK) == 0);
+	if (tp_link_admin_path(lp, l->admin_path, sizeof(l->admin_path)))
+		l->admin_path[0] = '\0'; /* (too long: never down by admin) */
+	atomic_store(&l->admin_down, tp_link_admin_down(l));
 	l->db_seen = ntb_db_read(l->ntb);
 	l->geom.slot_off = TP_OFF_SLOTS;
 	tp_link_refresh(l);

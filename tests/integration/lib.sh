@@ -36,7 +36,8 @@ pl_cleanup() {
 	for p in $PL_PIDS; do kill "$p" 2>/dev/null; done
 	sleep 0.2
 	for p in $PL_PIDS; do kill -9 "$p" 2>/dev/null; done
-	[ -n "$PL_LINK" ] && rm -f "$PL_LINK" "$PL_LINK".side0 "$PL_LINK".side1 "$PL_LINK".stat-tcp
+	[ -n "$PL_LINK" ] && rm -f "$PL_LINK" "$PL_LINK".side0 "$PL_LINK".side1 "$PL_LINK".stat-tcp \
+		"$PL_LINK".admin-down
 	# PL_KEEP_TMP=1 keeps the test's directory (its logs and outputs) for a look afterwards
 	if [ -n "$PL_TMP" ] && [ "${PL_KEEP_TMP:-0}" = 1 ]; then
 		echo "kept $PL_TMP" >&2
