@@ -68,6 +68,8 @@ struct conf_fault {
 	double   corrupt;   /* [0,1] */
 	uint32_t delay_us;  /* 0..1000000 */
 	uint64_t seed;
+	uint64_t cut_after;    /* cut the link after this many window bytes; 0: never */
+	uint32_t cut_after_ms; /* ... or this long after its first window write; 0: never */
 };
 
 enum conf_backend {
@@ -191,8 +193,9 @@ void conf_tunables_defaults(struct conf_tunables *t);
 /* Apply the environment to C:
  *   NTBSOCK_LOG=error|warn|info|debug   → c->log_level
  *   NTBSOCK_LOG_FILE=PATH               → c->log_file
- *   NTBSOCK_FAULT=drop=..,corrupt=..,delay_us=..,seed=..  → every link's fault (wins over
- *                                          the file); "off" → faults disabled on every link
+ *   NTBSOCK_FAULT=drop=..,corrupt=..,delay_us=..,seed=..,cut_after=..,cut_after_ms=..
+ *                                        → every link's fault (wins over the file); "off" →
+ *                                          faults disabled on every link
  *   NTBSOCK_DISABLE=1|0                 → c->disabled
  * Empty variables are ignored; NTBSOCK_LOG_FILE and NTBSOCK_FAULT are read with
  * secure_getenv() (ignored in set-uid/set-gid programs).
@@ -200,8 +203,9 @@ void conf_tunables_defaults(struct conf_tunables *t);
  * key = the variable name); C is then left partly updated. */
 int conf_apply_env(struct conf *c, struct conf_error *err);
 
-/* Parse a fault spec "drop=0.01,corrupt=0.001,delay_us=5,seed=7" (any subset, any order;
- * missing fields are 0; "off" → enabled=false). On success *RET has enabled=true (unless
+/* Parse a fault spec "drop=0.01,corrupt=0.001,delay_us=5,seed=7,cut_after=64M,cut_after_ms=500"
+ * (any subset, any order; missing fields are 0; cut_after takes K/M/G suffixes; "off" →
+ * enabled=false). On success *RET has enabled=true (unless
  * "off"). On failure returns -EINVAL and writes a message into ERRBUF (LEN bytes). */
 int conf_parse_fault(const char *spec, struct conf_fault *ret, char *errbuf, size_t len);
 

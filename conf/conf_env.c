@@ -39,6 +39,46 @@ int conf_find_path(const char *explicit_path, char *buf, size_t len)
 	return -ENOENT;
 }
 
+/* The fields of a fault spec, in the order of the "known:" list. */
+static const char *const fault_keys[] = { "drop", "corrupt", "delay_us", "seed", "cut_after",
+					  "cut_after_ms" };
+#define FAULT_CUT_MS_MAX 86400000u /* a day */
+
+static int fault_key_index(const char *key, size_t klen)
+{
+	for (size_t i = 0; i < sizeof(fault_keys) / sizeof(fault_keys[0]); i++)
+		if (strlen(fault_keys[i]) == klen && !strncmp(key, fault_keys[i], klen))
+			return (int)i;
+	return -1;
+}
+
+/* cut_after: a size as in the config file ("64M"); cut_after_ms: milliseconds. */
+static int fault_cut_field(size_t klen, const char *val, struct conf_fault *f, char *errbuf,
+			   size_t len)
+{
+	uint64_t v;
+	char *end;
+
+	if (klen == strlen("cut_after")) {
+		if (conf_parse_size(val, &v) || v > INT64_MAX) {
+			snprintf(errbuf, len, "cut_after: '%s' is not a size (bytes, or with K, M "
+				 "or G: \"64M\")", val);
+			return -EINVAL;
+		}
+		f->cut_after = v;
+		return 0;
+	}
+	errno = 0;
+	v = strtoull(val, &end, 10);
+	if (*end || errno || v > FAULT_CUT_MS_MAX) {
+		snprintf(errbuf, len, "cut_after_ms: '%s' is not an integer in 0..%u", val,
+			 FAULT_CUT_MS_MAX);
+		return -EINVAL;
+	}
+	f->cut_after_ms = (uint32_t)v;
+	return 0;
+}
+
 /* One "key=value" field of a fault spec. */
 static int fault_field(const char *key, size_t klen, const char *val, struct conf_fault *f,
 		       char *errbuf, size_t len)
@@ -85,8 +125,10 @@ static int fault_field(const char *key, size_t klen, const char *val, struct con
 			f->seed = v;
 		return 0;
 	}
-	snprintf(errbuf, len, "unknown field '%.*s' (known: drop, corrupt, delay_us, seed)",
-		 (int)klen, key);
+	if (fault_key_index(key, klen) >= 4) /* cut_after, cut_after_ms */
+		return fault_cut_field(klen, val, f, errbuf, len);
+	snprintf(errbuf, len, "unknown field '%.*s' (known: drop, corrupt, delay_us, seed, "
+		 "cut_after, cut_after_ms)", (int)klen, key);
 	return -EINVAL;
 }
 
@@ -124,7 +166,7 @@ int conf_parse_fault(const char *spec, struct conf_fault *ret, char *errbuf, siz
 		}
 		if (fault_field(field, (size_t)(eq - field), eq + 1, &f, errbuf, len))
 			return -EINVAL;
-		bit = field[0] == 'd' ? (field[1] == 'r' ? 1u : 2u) : field[0] == 'c' ? 4u : 8u;
+		bit = 1u << fault_key_index(field, (size_t)(eq - field));
 		if (seen & bit) {
 			snprintf(errbuf, len, "field '%.*s' given twice", (int)(eq - field), field);
 			return -EINVAL;

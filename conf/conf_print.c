@@ -54,10 +54,14 @@ static void print_link(FILE *out, const struct conf_link *l)
 	}
 	fprintf(out, "    %-20s %u ms\n", "heartbeat_ms", l->heartbeat_ms);
 	fprintf(out, "    %-20s %u ms\n", "link_timeout_ms", l->link_timeout_ms);
-	if (l->fault.enabled)
-		fprintf(out, "    %-20s drop=%g corrupt=%g delay_us=%u seed=%" PRIu64 "\n", "fault",
-			l->fault.drop, l->fault.corrupt, l->fault.delay_us, l->fault.seed);
-	else
+	if (l->fault.enabled) {
+		char cut[32];
+
+		conf_fmt_size(l->fault.cut_after, cut, sizeof(cut));
+		fprintf(out, "    %-20s drop=%g corrupt=%g delay_us=%u seed=%" PRIu64
+			" cut_after=%s cut_after_ms=%u\n", "fault", l->fault.drop, l->fault.corrupt,
+			l->fault.delay_us, l->fault.seed, cut, l->fault.cut_after_ms);
+	} else
 		fprintf(out, "    %-20s off\n", "fault");
 }
 

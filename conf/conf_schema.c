@@ -186,7 +186,8 @@ static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 
 static int parse_fault(struct conf_ctx *ctx, const config_setting_t *link, struct conf_fault *f)
 {
-	static const char *const keys[] = { "enabled", "drop", "corrupt", "delay_us", "seed", NULL };
+	static const char *const keys[] = { "enabled", "drop", "corrupt", "delay_us", "seed",
+					    "cut_after", "cut_after_ms", NULL };
 	config_setting_t *g = config_setting_get_member(link, "fault");
 	uint64_t v;
 	int rc;
@@ -210,6 +211,17 @@ static int parse_fault(struct conf_ctx *ctx, const config_setting_t *link, struc
 		return rc;
 	if (rc == 0)
 		f->seed = v;
+	/* a group with only a cut is a fault group too: the decorator runs for it */
+	rc = conf_get_u64(ctx, g, "cut_after", false, true, 0, INT64_MAX, &v);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		f->cut_after = v;
+	rc = conf_get_u64(ctx, g, "cut_after_ms", false, false, 0, 86400000, &v);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		f->cut_after_ms = (uint32_t)v;
 	return 0;
 }
 

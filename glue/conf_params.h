@@ -33,6 +33,8 @@ static inline void glue_link_params(const struct conf_link *cl, struct ntb_link_
 	ret->fault.corrupt = cl->fault.corrupt;
 	ret->fault.delay_us = cl->fault.delay_us;
 	ret->fault.seed = cl->fault.seed;
+	ret->fault.cut_after = cl->fault.cut_after;
+	ret->fault.cut_after_ms = cl->fault.cut_after_ms;
 }
 
 /* Fill RET with the transport tunables of T (same names, one to one). */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The fault decorator: drops, corrupts (one bit flipped) or delays outbound window writes at
  * configured rates, from a per-link seeded PRNG, so the same seed and the same sequence of
- * writes give the same faults. */
+ * writes give the same faults; and cuts the link after a number of bytes or milliseconds,
+ * after which nothing this handle writes reaches the peer. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -9,12 +10,14 @@
 #include <time.h>
 
 #include "ntb/ntb_int.h"
+#include "util/log.h"
 
 struct ntb_fault {
 	struct ntb_fault_params p;
 	pthread_mutex_t mu;      /* PRNG and stats; the decorator is a test tool, not fast path */
 	uint64_t state;          /* splitmix64 */
-	struct ntb_fault_stats st;
+	uint64_t first_ns;       /* CLOCK_MONOTONIC of the first window write; 0: none yet */
+	struct ntb_fault_stats st; /* st.cut: the link is cut, for good */
 };
 
 static uint64_t splitmix64(uint64_t *s)
@@ -92,17 +95,79 @@ static void delay_us(uint32_t us)
 	nanosleep(&ts, NULL);
 }
 
+/* Under f->mu: has cut_after_ms passed since the first window write? */
+static bool cut_time_due(const struct ntb_fault *f, uint64_t now)
+{
+	return f->p.cut_after_ms && f->first_ns &&
+	       now - f->first_ns >= (uint64_t)f->p.cut_after_ms * 1000000u;
+}
+
+/* Under f->mu: is the window write of LEN bytes at NOW cut? Cuts the link when it is the
+ * first write past a threshold; counts the bytes of a write that passes. */
+static bool cut_window_write(struct ntb_fault *f, size_t len, uint64_t now)
+{
+	if (!f->st.cut && (cut_time_due(f, now) ||
+			   (f->p.cut_after && len > f->p.cut_after - f->st.bytes)))
+		f->st.cut = true;
+	if (f->st.cut)
+		return true;
+	if (!f->first_ns)
+		f->first_ns = now;
+	f->st.bytes += len;
+	/* exactly cut_after bytes written: nothing more goes, not even a heartbeat */
+	if (f->p.cut_after && f->st.bytes >= f->p.cut_after)
+		f->st.cut = true;
+	return false;
+}
+
+static void log_cut(const struct ntb_link *link, uint64_t bytes)
+{
+	LOG(LL_DEBUG, "ntb: link %s cut by the fault decorator after %llu window bytes",
+	    link->params.name, (unsigned long long)bytes);
+}
+
+bool ntb_fault_ctrl_pass(struct ntb_link *link)
+{
+	struct ntb_fault *f = link->fault;
+	bool was, cut;
+	uint64_t bytes;
+
+	pthread_mutex_lock(&f->mu);
+	was = f->st.cut;
+	if (!was && cut_time_due(f, ntb_now_ns()))
+		f->st.cut = true;
+	cut = f->st.cut;
+	if (cut)
+		f->st.cut_ctrl_drops++;
+	bytes = f->st.bytes;
+	pthread_mutex_unlock(&f->mu);
+	if (cut && !was)
+		log_cut(link, bytes);
+	return !cut;
+}
+
 void ntb_fault_write(struct ntb_link *link, size_t off, const void *src, size_t len)
 {
 	struct ntb_fault *f = link->fault;
 	uint32_t delay = 0;
-	bool drop, corrupt;
-	uint64_t bit = 0;
+	bool drop, corrupt, was_cut, cut;
+	uint64_t bit = 0, bytes, now = f->p.cut_after_ms ? ntb_now_ns() : 0;
 
 	/* Draw order is fixed (delay?, drop, corrupt?, bit?) so the fault sequence depends only
-	 * on the seed and the sequence of writes (their lengths). */
+	 * on the seed and the sequence of writes (their lengths); a cut write draws nothing. */
 	pthread_mutex_lock(&f->mu);
 	f->st.writes++;
+	was_cut = f->st.cut;
+	if (cut_window_write(f, len, now)) {
+		f->st.cut_drops++;
+		bytes = f->st.bytes;
+		pthread_mutex_unlock(&f->mu);
+		if (!was_cut)
+			log_cut(link, bytes);
+		return;
+	}
+	cut = f->st.cut; /* this write reached cut_after exactly: it goes, nothing after it */
+	bytes = f->st.bytes;
 	if (f->p.delay_us) {
 		delay = (uint32_t)(splitmix64(&f->state) % ((uint64_t)f->p.delay_us + 1));
 		if (delay)
@@ -118,6 +183,8 @@ void ntb_fault_write(struct ntb_link *link, size_t off, const void *src, size_t 
 		f->st.corrupted++;
 	pthread_mutex_unlock(&f->mu);
 
+	if (cut)
+		log_cut(link, bytes);
 	if (delay)
 		delay_us(delay);
 	if (drop)

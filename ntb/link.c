@@ -609,8 +609,17 @@ NTB_EXPORT void ntb_wc_flush(struct ntb_link *link)
 
 /* --- link state ----------------------------------------------------------------------------- */
 
+/* The fault decorator cut the link: this handle's writes to the peer's control page vanish
+ * like its window writes (ntb_fault_ctrl_pass() counts each). */
+static bool ctrl_cut(struct ntb_link *link)
+{
+	return unlikely(link->fault) && !ntb_fault_ctrl_pass(link);
+}
+
 static void write_heartbeat(struct ntb_link *link)
 {
+	if (ctrl_cut(link))
+		return; /* the peer sees our heartbeat stop: its link goes down */
 	uint64_t v = atomic_fetch_add_explicit(&link->local->hb_seq, 1, memory_order_relaxed) + 1;
 	/* Release: epoch/enable/caps before the heartbeat; pairs with the acquire load of the
 	 * heartbeat in observe_peer(). */
@@ -637,11 +646,14 @@ NTB_EXPORT int ntb_link_enable(struct ntb_link *link)
 		atomic_store_explicit(&link->local->slots[link->slot].enabled, 1,
 				      memory_order_relaxed);
 	struct ntb_ctrl_page *c = link->ctrl_out;
-	atomic_store_explicit(&c->caps.v, link->caps, memory_order_relaxed);
-	atomic_store_explicit(&c->writer_pid.v, (uint32_t)getpid(), memory_order_relaxed);
-	atomic_store_explicit(&c->epoch.v, link->epoch, memory_order_relaxed);
-	/* Release: epoch before enable; pairs with the acquire load of enable in observe_peer(). */
-	atomic_store_explicit(&c->enable.v, 1, memory_order_release);
+	if (!ctrl_cut(link)) {
+		atomic_store_explicit(&c->caps.v, link->caps, memory_order_relaxed);
+		atomic_store_explicit(&c->writer_pid.v, (uint32_t)getpid(), memory_order_relaxed);
+		atomic_store_explicit(&c->epoch.v, link->epoch, memory_order_relaxed);
+		/* Release: epoch before enable; pairs with the acquire load of enable in
+		 * observe_peer(). */
+		atomic_store_explicit(&c->enable.v, 1, memory_order_release);
+	}
 	write_heartbeat(link);
 	atomic_store_explicit(&link->local->hb_due_ns, ntb_now_ns() + link->hb_period_ns,
 			      memory_order_relaxed);
@@ -662,8 +674,9 @@ NTB_EXPORT int ntb_link_disable(struct ntb_link *link)
 		atomic_store_explicit(&link->local->slots[link->slot].enabled, 0,
 				      memory_order_relaxed);
 	side_reap(link->local, &enabled);
-	/* The last enabled handle of the side announces down (pairs with observe_peer()). */
-	if (enabled == 0)
+	/* The last enabled handle of the side announces down (pairs with observe_peer()); a cut
+	 * one cannot: the peer sees its heartbeat stop instead. */
+	if (enabled == 0 && !ctrl_cut(link))
 		atomic_store_explicit(&link->ctrl_out->enable.v, 0, memory_order_release);
 	atomic_store(&link->enabled, false);
 	atomic_store(&link->up, false);
@@ -846,6 +859,8 @@ NTB_EXPORT int ntb_peer_db_ring(struct ntb_link *link)
 {
 	if (link->inspect)
 		return -EPERM;
+	if (ctrl_cut(link))
+		return 0; /* rung into the void, as across a cut cable */
 	uint32_t v = atomic_fetch_add_explicit(&link->local->db_seq, 1, memory_order_relaxed) + 1;
 	/* Release: window writes before the doorbell; pairs with the acquire in ntb_db_read(). */
 	atomic_store_explicit(&link->ctrl_out->doorbell.v, v, memory_order_release);
@@ -937,6 +952,8 @@ NTB_EXPORT int ntb_peer_spad_write(struct ntb_link *link, int idx, uint32_t val)
 		return -EINVAL;
 	if (link->inspect)
 		return -EPERM;
+	if (ctrl_cut(link))
+		return 0;
 	/* Release: earlier writes before the scratchpad; pairs with ntb_spad_read(). */
 	atomic_store_explicit(&link->ctrl_out->spad[idx].v, val, memory_order_release);
 	return 0;

@@ -25,13 +25,21 @@ enum ntb_backend {
 	NTB_BACKEND_PCI = 1,
 };
 
-/* Fault injection on outbound-window writes (the `fault` decorator). Rates in [0,1]. */
+/* Fault injection on outbound-window writes (the `fault` decorator). Rates in [0,1].
+ * The cut: once CUT_AFTER bytes have been offered to the decorator (the write that would take
+ * the count past it is dropped whole), or CUT_AFTER_MS after the decorator's first window
+ * write, the link is cut for good: every later window write of this handle is dropped, and so
+ * are its writes to the peer's control page (heartbeat, enable, epoch, doorbells, scratchpads):
+ * the peer sees this side's heartbeat stop and its link goes down after link_timeout_ms. Only
+ * this handle's writes stop; another process's handle of the same side keeps writing. */
 struct ntb_fault_params {
 	bool     enabled;
 	double   drop;     /* probability a window write is silently skipped */
 	double   corrupt;  /* probability a window write lands with one bit flipped */
 	uint32_t delay_us; /* each window write is delayed by up to this many µs (0: none) */
 	uint64_t seed;     /* same seed + same write sequence → same faults */
+	uint64_t cut_after;    /* cut once this many window bytes were written (0: never) */
+	uint32_t cut_after_ms; /* cut this long after the first window write (0: never) */
 };
 
 struct ntb_link_params {
@@ -205,9 +213,15 @@ struct ntb_link_info {
 };
 int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret_info);
 
-/* Statistics of the fault decorator (all zero when disabled). */
+/* Statistics of the fault decorator (all zero when disabled). WRITES counts every window write
+ * offered to it and BYTES their bytes; DROPPED, CORRUPTED and DELAYED the random faults (of
+ * the writes before the cut); CUT_DROPS the window writes dropped by the cut, CUT_CTRL_DROPS
+ * the control-page writes (heartbeats, enable, doorbells, scratchpads) it suppressed. */
 struct ntb_fault_stats {
 	uint64_t writes, dropped, corrupted, delayed;
+	uint64_t bytes;
+	bool     cut;          /* the link has been cut */
+	uint64_t cut_drops, cut_ctrl_drops;
 };
 void ntb_fault_stats(const struct ntb_link *link, struct ntb_fault_stats *ret_stats);
 

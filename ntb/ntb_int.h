@@ -335,8 +335,12 @@ uint64_t ntb_now_ns(void);
 /* --- fault decorator (ntb/fault.c) ---------------------------------------------------------- */
 int  ntb_fault_create(const struct ntb_fault_params *p, struct ntb_fault **ret_f);
 void ntb_fault_destroy(struct ntb_fault *f);
-/* Perform one outbound write through the decorator (may drop/corrupt/delay). */
+/* Perform one outbound write through the decorator (may drop/corrupt/delay; nothing after the
+ * cut). */
 void ntb_fault_write(struct ntb_link *link, size_t off, const void *src, size_t len);
+/* May a write to the peer's control page go out? False (and counted) once the link is cut;
+ * checks the time-based cut first. */
+bool ntb_fault_ctrl_pass(struct ntb_link *link);
 void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret);
 
 /* Raw write (no decorator): backend op or memcpy. */

@@ -373,9 +373,15 @@ static void print_table_head(const struct perf_opts *o, int cpu_a, int cpu_b)
 		printf("sides pinned to CPUs %d and %d\n", cpu_a, cpu_b);
 	else
 		printf("one CPU: sides not pinned\n");
-	if (o->lp.fault.enabled)
-		printf("faults: drop %g, corrupt %g, delay up to %u us, seed %" PRIu64 "\n",
+	if (o->lp.fault.enabled) {
+		printf("faults: drop %g, corrupt %g, delay up to %u us, seed %" PRIu64,
 		       o->lp.fault.drop, o->lp.fault.corrupt, o->lp.fault.delay_us, o->lp.fault.seed);
+		if (o->lp.fault.cut_after)
+			printf(", cut after %" PRIu64 " bytes", o->lp.fault.cut_after);
+		if (o->lp.fault.cut_after_ms)
+			printf(", cut %u ms after the first write", o->lp.fault.cut_after_ms);
+		printf("\n");
+	}
 	printf("%10s %9s %10s %12s %9s %9s %8s %8s  %s\n", "size", "count", "MB/s", "msgs/s",
 	       "p50 us", "p99 us", "retx", "crc_err", "verified");
 }
@@ -581,6 +587,8 @@ static int parse_opts(int argc, char **argv, struct perf_opts *o)
 		o->lp.fault.corrupt = f.corrupt;
 		o->lp.fault.delay_us = f.delay_us;
 		o->lp.fault.seed = f.seed;
+		o->lp.fault.cut_after = f.cut_after;
+		o->lp.fault.cut_after_ms = f.cut_after_ms;
 	}
 	snprintf(o->lp.name, sizeof(o->lp.name), "perf-%d", (int)getpid());
 	snprintf(o->lp.path, sizeof(o->lp.path), "/dev/shm/ntbsock-perf-%d-%llx", (int)getpid(),
@@ -719,6 +727,26 @@ static bool report_end(const struct perf_opts *o, const struct perf_result *res,
 			fprintf(stderr, "ntbsock perf: verification failed: %s\n", res[i].first_bad);
 	fflush(NULL);
 	return all_ok;
+}
+
+/* What the fault decorator did to side 0's writes (side 1's are its own): on stdout after the
+ * table, on stderr after a CSV (which stays pure CSV). */
+static void print_fault_stats(const struct perf_opts *o, struct tp_link *link)
+{
+	struct ntb_fault_stats st;
+	FILE *out = o->csv ? stderr : stdout;
+
+	if (!o->lp.fault.enabled || !link)
+		return;
+	ntb_fault_stats(tp_link_ntb(link), &st);
+	fprintf(out, "faults on side 0's writes: %" PRIu64 " writes (%" PRIu64 " bytes before any "
+		"cut), %" PRIu64 " dropped, %" PRIu64 " corrupted, %" PRIu64 " delayed",
+		st.writes, st.bytes, st.dropped, st.corrupted, st.delayed);
+	if (o->lp.fault.cut_after || o->lp.fault.cut_after_ms)
+		fprintf(out, "; %s: %" PRIu64 " window writes and %" PRIu64
+			" control writes (heartbeats, doorbells) dropped by it",
+			st.cut ? "link cut" : "not cut", st.cut_drops, st.cut_ctrl_drops);
+	fprintf(out, "\n");
 }
 
 /* Side 0: open the link, listen, let side 1 connect (it reports the outcome), attach. */
@@ -875,6 +903,7 @@ err_child:
 	tool_pipe_stop(&pipe);
 	remove_link_files(o.lp.path);
 	all_ok = report_end(&o, res, rc == 0, err, cpu_a, cpu_b, pipe_err);
+	print_fault_stats(&o, link);
 	/* Last: the side-1 process is gone, so this only releases our own resources. */
 	tp_close(c);
 	tp_link_close(link);

@@ -294,6 +294,8 @@ static void test_sizes_and_values(void **state)
 	assert_true(c->links[0].fault.corrupt == 0.5);
 	assert_int_equal(c->links[0].fault.delay_us, 5);
 	assert_int_equal(c->links[0].fault.seed, 12345678901ull);
+	assert_int_equal(c->links[0].fault.cut_after, 0);
+	assert_int_equal(c->links[0].fault.cut_after_ms, 0);
 	assert_int_equal(c->links[1].window_size, 1ull << 30);
 	assert_int_equal(c->links[2].backend, CONF_BACKEND_PCI);
 	assert_string_equal(c->links[2].device, "0000:00:04.0");
@@ -328,6 +330,7 @@ static void test_sizes_and_values(void **state)
 	assert_int_equal(conf_parse_size("99999999999999999999", &v), -ERANGE);
 	assert_int_equal(conf_parse_size("17179869184G", &v), -ERANGE);
 }
+
 
 /* --- malformed configs --------------------------------------------------------------------- */
 
@@ -407,6 +410,11 @@ static const struct bad_case bad_cases[] = {
 	{ H "tunables = { max_err = 1001; };\n", 2, "out of range (allowed 1..1000)" },
 	{ H LNK("fault = { drop = 1.5; };"), 3, "key 'links[0].fault.drop': out of range (allowed 0..1) (value '1.5')" },
 	{ H LNK("fault = { delay_us = 2000000; };"), 3, "out of range (allowed 0..1000000)" },
+	{ H LNK("fault = { cut_after = \"64X\"; };"), 3, "key 'links[0].fault.cut_after': not a size (an integer, or a string like \"64M\") (value '64X')" },
+	{ H LNK("fault = { cut_after = -1; };"), 3, "key 'links[0].fault.cut_after': out of range (allowed 0..9223372036854775807) (value '-1')" },
+	{ H LNK("fault = { cut_after_ms = 86400001; };"), 3, "key 'links[0].fault.cut_after_ms': out of range (allowed 0..86400000) (value '86400001')" },
+	{ H LNK("fault = { cut_after_ms = \"250\"; };"), 3, "key 'links[0].fault.cut_after_ms': must be an integer (value '250')" },
+	{ H LNK("fault = { cut_after_ms = 250;\n cut = 1; };"), 4, "key 'links[0].fault.cut': unknown key" },
 	{ H LNK("side = 2;"), 3, "key 'links[0].side': out of range (allowed -1..1) (value '2')" },
 	{ H PCI("device = \"1af4:1110\"; side = -1;"), 3, "key 'links[0].side': out of range (allowed 0..1)" },
 	{ H PCI("device = \"1af4:1110\"; side = 0; bar = 6;"), 3, "key 'links[0].bar': out of range (allowed 0..5)" },
@@ -823,6 +831,48 @@ static void test_prefix_edges(void **state)
 	conf_free(c);
 }
 
+/* The fault group's cut: cut_after takes sizes, cut_after_ms milliseconds; a group with only a
+ * cut enables the decorator; `ntbsock check` shows both. */
+static void test_fault_cut_group(void **state)
+{
+	struct conf *c;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	c = load_ok(H "links = ( { name = \"a\"; backend = \"shm\"; fault = { cut_after = \"64M\"; }; },\n"
+		    "  { name = \"b\"; backend = \"shm\"; fault = { cut_after_ms = 250; }; },\n"
+		    "  { name = \"c\"; backend = \"shm\"; fault = { drop = 0.01; cut_after = 65536;\n"
+		    "    cut_after_ms = 500; seed = 4; }; },\n"
+		    "  { name = \"d\"; backend = \"shm\"; fault = { enabled = false; cut_after = \"1G\"; }; } );\n");
+	assert_true(c->links[0].fault.enabled);
+	assert_int_equal(c->links[0].fault.cut_after, 64ull << 20);
+	assert_int_equal(c->links[0].fault.cut_after_ms, 0);
+	assert_true(c->links[0].fault.drop == 0 && c->links[0].fault.corrupt == 0);
+	assert_true(c->links[1].fault.enabled);
+	assert_int_equal(c->links[1].fault.cut_after, 0);
+	assert_int_equal(c->links[1].fault.cut_after_ms, 250);
+	assert_true(c->links[2].fault.drop == 0.01);
+	assert_int_equal(c->links[2].fault.cut_after, 65536);
+	assert_int_equal(c->links[2].fault.cut_after_ms, 500);
+	assert_int_equal(c->links[2].fault.seed, 4);
+	assert_false(c->links[3].fault.enabled);
+	assert_int_equal(c->links[3].fault.cut_after, 1ull << 30);
+	f = open_memstream(&out, &len);
+	assert_non_null(f);
+	conf_print(c, f);
+	fclose(f);
+	assert_non_null(strstr(out, "    fault                drop=0 corrupt=0 delay_us=0 seed=0 "
+				    "cut_after=64M cut_after_ms=0\n"));
+	assert_non_null(strstr(out, "    fault                drop=0 corrupt=0 delay_us=0 seed=0 "
+				    "cut_after=0 cut_after_ms=250\n"));
+	assert_non_null(strstr(out, "    fault                drop=0.01 corrupt=0 delay_us=0 seed=4 "
+				    "cut_after=64K cut_after_ms=500\n"));
+	free(out);
+	conf_free(c);
+}
+
 /* --- environment --------------------------------------------------------------------------- */
 
 static void clear_env(void)
@@ -883,6 +933,19 @@ static void test_env_overrides(void **state)
 	assert_int_equal(conf_apply_env(c, &e), -EINVAL);
 	assert_string_equal(e.text, "environment: key 'NTBSOCK_FAULT': drop: '2' is not a rate in "
 				    "0..1 (value 'drop=2')");
+	/* a cut alone is a fault setting: the decorator runs for it */
+	setenv("NTBSOCK_FAULT", "cut_after=64M", 1);
+	assert_int_equal(conf_apply_env(c, &e), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_true(c->links[i].fault.enabled);
+		assert_int_equal(c->links[i].fault.cut_after, 64ull << 20);
+		assert_int_equal(c->links[i].fault.cut_after_ms, 0);
+		assert_true(c->links[i].fault.drop == 0 && c->links[i].fault.corrupt == 0);
+	}
+	setenv("NTBSOCK_FAULT", "cut_after=lots", 1);
+	assert_int_equal(conf_apply_env(c, &e), -EINVAL);
+	assert_string_equal(e.text, "environment: key 'NTBSOCK_FAULT': cut_after: 'lots' is not a "
+				    "size (bytes, or with K, M or G: \"64M\") (value 'cut_after=lots')");
 	clear_env();
 	conf_free(c);
 }
@@ -902,7 +965,21 @@ static void test_fault_spec(void **state)
 		{ "delay_us=1000001", "delay_us: '1000001' is not an integer in 0..1000000" },
 		{ "delay_us=5.5", "delay_us: '5.5' is not an integer" },
 		{ "seed=99999999999999999999", "seed: '99999999999999999999' is not an integer" },
-		{ "loss=0.1", "unknown field 'loss' (known: drop, corrupt, delay_us, seed)" },
+		{ "loss=0.1", "unknown field 'loss' (known: drop, corrupt, delay_us, seed, cut_after, "
+			      "cut_after_ms)" },
+		{ "cut_after=64X", "cut_after: '64X' is not a size (bytes, or with K, M or G: \"64M\")" },
+		{ "cut_after=", "cut_after: bad value ''" },
+		{ "cut_after=-1", "cut_after: bad value '-1'" },
+		{ "cut_after=1.5M", "cut_after: '1.5M' is not a size" },
+		{ "cut_after=99999999999999999999", "cut_after: '99999999999999999999' is not a size" },
+		{ "cut_after=16777216T", "cut_after: '16777216T' is not a size" },
+		{ "cut_after_ms=1.5", "cut_after_ms: '1.5' is not an integer in 0..86400000" },
+		{ "cut_after_ms=86400001", "cut_after_ms: '86400001' is not an integer in 0..86400000" },
+		{ "cut_after_ms=5s", "cut_after_ms: '5s' is not an integer in 0..86400000" },
+		{ "cut_after=1M,cut_after=2M", "field 'cut_after' given twice" },
+		{ "cut_after_ms=1,cut_after_ms=1", "field 'cut_after_ms' given twice" },
+		{ "cut=1", "unknown field 'cut'" },
+		{ "cut_after_mss=1", "unknown field 'cut_after_mss'" },
 		{ "drop=0.1,,seed=1", "empty field" },
 		{ "drop=0.1,", "trailing comma" },
 		{ "drop=0.1,drop=0.2", "field 'drop' given twice" },
@@ -926,6 +1003,29 @@ static void test_fault_spec(void **state)
 	assert_int_equal(f.seed, 3);
 	assert_int_equal(conf_parse_fault("off", &f, err, sizeof(err)), 0);
 	assert_false(f.enabled);
+	assert_int_equal(conf_parse_fault("cut_after=64M", &f, err, sizeof(err)), 0);
+	assert_true(f.enabled);
+	assert_int_equal(f.cut_after, 64ull << 20);
+	assert_int_equal(f.cut_after_ms, 0);
+	assert_true(f.drop == 0 && f.corrupt == 0);
+	assert_int_equal(conf_parse_fault("cut_after_ms=250", &f, err, sizeof(err)), 0);
+	assert_true(f.enabled);
+	assert_int_equal(f.cut_after_ms, 250);
+	assert_int_equal(f.cut_after, 0);
+	/* with every other field, corrupt and cut_after not taken for one another */
+	assert_int_equal(conf_parse_fault("corrupt=0.1,cut_after=4096,drop=0.2,cut_after_ms=5,"
+					  "delay_us=3,seed=9", &f, err, sizeof(err)), 0);
+	assert_true(f.corrupt == 0.1 && f.drop == 0.2);
+	assert_int_equal(f.cut_after, 4096);
+	assert_int_equal(f.cut_after_ms, 5);
+	assert_int_equal(f.delay_us, 3);
+	assert_int_equal(f.seed, 9);
+	assert_int_equal(conf_parse_fault("cut_after=1g", &f, err, sizeof(err)), 0);
+	assert_int_equal(f.cut_after, 1ull << 30);
+	assert_int_equal(conf_parse_fault("cut_after=2K,cut_after_ms=86400000", &f, err,
+					  sizeof(err)), 0);
+	assert_int_equal(f.cut_after, 2048);
+	assert_int_equal(f.cut_after_ms, 86400000);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memset(&f, 0x77, sizeof(f));
 		err[0] = '\0';
@@ -1004,6 +1104,7 @@ int main(void)
 		cmocka_unit_test(test_example_ivshmem),
 		cmocka_unit_test(test_defaults_minimal),
 		cmocka_unit_test(test_sizes_and_values),
+		cmocka_unit_test(test_fault_cut_group),
 		cmocka_unit_test(test_bad_configs),
 		cmocka_unit_test(test_error_format),
 		cmocka_unit_test(test_files_and_includes),

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for ntb/fault.c: the observed drop and corrupt rates (seen in the peer's inbound
  * window) match the configured ones within binomial bounds, every observed fault is counted,
- * the same seed gives the same faults and a different seed different ones. */
+ * the same seed gives the same faults and a different seed different ones; the cut (after a
+ * number of bytes or milliseconds) drops every later write, control words included, so the
+ * peer's link goes down. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -288,6 +291,246 @@ static void test_delay(void **state)
 	ntb_link_close(b);
 }
 
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Does a doorbell rung and a scratchpad written by A reach B? (Both or neither must.) */
+static bool ctrl_reaches(struct ntb_link *a, struct ntb_link *b, uint32_t spad_val)
+{
+	uint32_t db = ntb_db_read(b), sp = 0;
+	assert_int_equal(ntb_peer_db_ring(a), 0);
+	assert_int_equal(ntb_peer_spad_write(a, 3, spad_val), 0);
+	assert_int_equal(ntb_spad_read(b, 3, &sp), 0);
+	bool rang = ntb_db_read(b) != db, written = sp == spad_val;
+	assert_true(rang == written);
+	return rang;
+}
+
+/* cut_after = 950 and 100-byte writes: the first 9 (900 bytes) land, the 10th would cross
+ * 950 and is dropped whole, and so is everything after it, single stores, doorbells and
+ * scratchpads included. */
+static void test_cut_after_bytes(void **state)
+{
+	(void)state;
+	struct ntb_fault_params f = { .enabled = true, .cut_after = 950, .seed = 3 };
+	struct ntb_link *b, *a = open_pair(&f, &b);
+	size_t sz;
+	const volatile uint8_t *in = ntb_in_window(b, &sz);
+	struct ntb_fault_stats st;
+	uint8_t buf[100];
+
+	memset(buf, 0xa5, sizeof(buf));
+	assert_true(ctrl_reaches(a, b, 1)); /* before the cut: control writes go */
+	for (int k = 0; k < 20; k++) {
+		assert_int_equal(ntb_write(a, (size_t)k * 128, buf, sizeof(buf)), 0);
+		ntb_fault_stats(a, &st);
+		assert_true(st.cut == (k >= 9));
+	}
+	assert_int_equal(ntb_write32(a, WIN - 4, 0x12345678), 0);
+	assert_int_equal(ntb_write64(a, WIN - 16, ~0ull), 0);
+	assert_int_equal(ntb_write8(a, WIN - 17, 0x11), 0);
+	for (int k = 0; k < 20; k++)
+		for (size_t i = 0; i < sizeof(buf); i++)
+			if (in[(size_t)k * 128 + i] != (k < 9 ? 0xa5 : 0))
+				fail_msg("write %d byte %zu: %#x", k, i, in[(size_t)k * 128 + i]);
+	for (size_t i = WIN - 17; i < WIN; i++)
+		assert_int_equal(in[i], 0);
+	assert_false(ctrl_reaches(a, b, 2));
+	ntb_fault_stats(a, &st);
+	assert_int_equal(st.writes, 23);
+	assert_int_equal(st.bytes, 900);
+	assert_true(st.cut);
+	assert_int_equal(st.cut_drops, 23 - 9);
+	assert_int_equal(st.cut_ctrl_drops, 2); /* the doorbell and the scratchpad */
+	assert_int_equal(st.dropped + st.corrupted + st.delayed, 0);
+	/* the peer's writes are not cut */
+	assert_true(ctrl_reaches(b, a, 5));
+	ntb_link_close(a);
+	ntb_link_close(b);
+
+	/* a write that ends exactly at cut_after lands; the cut follows it at once */
+	f.cut_after = 200;
+	a = open_pair(&f, &b);
+	in = ntb_in_window(b, &sz);
+	assert_int_equal(ntb_write(a, 0, buf, 100), 0);
+	assert_true(ctrl_reaches(a, b, 7));
+	assert_int_equal(ntb_write(a, 100, buf, 100), 0);
+	ntb_fault_stats(a, &st);
+	assert_true(st.cut);
+	assert_false(ctrl_reaches(a, b, 8));
+	assert_int_equal(ntb_write(a, 200, buf, 1), 0);
+	assert_int_equal(in[199], 0xa5);
+	assert_int_equal(in[200], 0);
+	ntb_fault_stats(a, &st);
+	assert_int_equal(st.bytes, 200);
+	assert_int_equal(st.cut_drops, 1);
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
+/* cut_after_ms counts from the first window write, not from the open; until then and until
+ * it passes, writes land; after it, nothing does. */
+static void test_cut_after_ms(void **state)
+{
+	(void)state;
+	struct ntb_fault_params f = { .enabled = true, .cut_after_ms = 40, .seed = 5 };
+	struct ntb_link *b, *a = open_pair(&f, &b);
+	size_t sz;
+	const volatile uint32_t *in = ntb_in_window(b, &sz);
+	struct ntb_fault_stats st;
+
+	sleep_ms(60); /* longer than cut_after_ms, but no window write yet: no cut */
+	assert_true(ctrl_reaches(a, b, 1));
+	uint64_t t0 = ntb_now_ns();
+	assert_int_equal(ntb_write32(a, 0, 1), 0);
+	assert_int_equal(in[0], 1);
+	/* (the check below is only meaningful while we are still inside the 40 ms) */
+	if (ntb_now_ns() - t0 < 30000000u) {
+		assert_int_equal(ntb_write32(a, 4, 2), 0);
+		assert_int_equal(in[1], 2);
+		assert_true(ctrl_reaches(a, b, 2));
+	}
+	sleep_ms(50);
+	/* past the time: a control write alone notices it */
+	assert_false(ctrl_reaches(a, b, 3));
+	assert_int_equal(ntb_write32(a, 8, 3), 0);
+	assert_int_equal(in[2], 0);
+	ntb_fault_stats(a, &st);
+	assert_true(st.cut);
+	assert_int_equal(st.cut_drops, 1);
+	assert_int_equal(st.cut_ctrl_drops, 2);
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
+/* Cut and random faults together: up to the cut the faults are exactly those of the same seed
+ * without a cut (the cut draws nothing from the PRNG), from the cut on every write is lost;
+ * and two runs give the same result. */
+static void test_cut_with_rates_deterministic(void **state)
+{
+	(void)state;
+	struct ntb_fault_params f = { .enabled = true, .drop = 0.05, .corrupt = 0.05,
+				      .seed = 4242 };
+	const uint32_t keep = N32 / 3;
+	struct outcome plain, cut1, cut2;
+	struct ntb_fault_stats st;
+	struct ntb_link *b, *a;
+	uint32_t dropped_before = 0, corrupted_before = 0;
+
+	a = open_pair(&f, &b);
+	run_writes32(a, b, &plain);
+	ntb_link_close(a);
+	ntb_link_close(b);
+	f.cut_after = (uint64_t)keep * 4;
+	a = open_pair(&f, &b);
+	run_writes32(a, b, &cut1);
+	ntb_fault_stats(a, &st);
+	ntb_link_close(a);
+	ntb_link_close(b);
+	a = open_pair(&f, &b);
+	run_writes32(a, b, &cut2);
+	ntb_link_close(a);
+	ntb_link_close(b);
+
+	for (uint32_t i = 0; i < keep; i++) {
+		dropped_before += plain.pattern[i] == 1;
+		corrupted_before += plain.pattern[i] >= 2;
+	}
+	assert_true(dropped_before > 100 && corrupted_before > 100);
+	assert_memory_equal(cut1.pattern, plain.pattern, keep);
+	for (uint32_t i = keep; i < N32; i++)
+		if (cut1.pattern[i] != 1)
+			fail_msg("write %u after the cut: outcome %u", i, cut1.pattern[i]);
+	assert_memory_equal(cut1.pattern, cut2.pattern, N32);
+	assert_int_equal(st.writes, N32);
+	assert_int_equal(st.bytes, (uint64_t)keep * 4);
+	assert_true(st.cut);
+	assert_int_equal(st.cut_drops, N32 - keep);
+	assert_int_equal(st.dropped, dropped_before);
+	assert_int_equal(st.corrupted, corrupted_before);
+	free(plain.pattern);
+	free(cut1.pattern);
+	free(cut2.pattern);
+}
+
+/* Two links over one shm file, side A with cut_after: once A's writes cross it, B sees A's
+ * heartbeat stop and its link go down within link_timeout (silent, never announced: A's
+ * close cannot announce down either), while A, whose inbound side is intact, stays up. */
+static void test_cut_takes_peer_link_down(void **state)
+{
+	(void)state;
+	const uint32_t timeout_ms = 150;
+	struct ntb_link_params p;
+	struct ntb_link *a, *b;
+	struct ntb_fault_stats st;
+	uint8_t buf[256];
+
+	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-fault-%d-%d", (int)getpid(), path_no++);
+	unlink(path);
+	ntb_link_params_init(&p);
+	snprintf(p.name, sizeof(p.name), "cut");
+	snprintf(p.path, sizeof(p.path), "%s", path);
+	p.window_size = WIN;
+	p.heartbeat_ms = 10;
+	p.link_timeout_ms = timeout_ms;
+	p.side = 0;
+	p.fault = (struct ntb_fault_params){ .enabled = true, .cut_after = 1024, .seed = 1 };
+	assert_int_equal(ntb_link_open(&p, &a), 0);
+	p.side = 1;
+	memset(&p.fault, 0, sizeof(p.fault));
+	assert_int_equal(ntb_link_open(&p, &b), 0);
+	unlink(path);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_enable(b), 0);
+	bool up = false;
+	for (int i = 0; i < 400 && !up; i++) {
+		up = ntb_link_tick(a) & ntb_link_tick(b);
+		if (!up)
+			sleep_ms(5);
+	}
+	assert_true(up);
+	/* up for a few heartbeats with writes below the threshold: stays up */
+	memset(buf, 0x5a, sizeof(buf));
+	for (int k = 0; k < 4; k++) {
+		assert_int_equal(ntb_write(a, (size_t)k * 256, buf, 200), 0);
+		sleep_ms(20);
+		assert_true(ntb_link_tick(a));
+		assert_true(ntb_link_tick(b));
+	}
+	ntb_fault_stats(a, &st);
+	assert_false(st.cut);
+	/* 800 + 256 > 1024: the cut */
+	assert_int_equal(ntb_write(a, 4096, buf, sizeof(buf)), 0);
+	uint64_t t0 = ntb_now_ns(), down_ns = 0;
+	while (ntb_now_ns() - t0 < 3000000000ull) {
+		bool ua = ntb_link_tick(a), ub = ntb_link_tick(b);
+		if (!ub) {
+			down_ns = ntb_now_ns() - t0;
+			break;
+		}
+		assert_true(ua);
+		sleep_ms(5);
+	}
+	if (!down_ns)
+		fail_msg("B's link still up 3 s after A's cut");
+	/* ≥ timeout minus one heartbeat (the last one landed before the cut); ≤ timeout plus
+	 * slack for a loaded machine */
+	assert_true(down_ns >= (uint64_t)(timeout_ms - 10) * 1000000u);
+	assert_true(down_ns <= (uint64_t)(timeout_ms + 250) * 1000000u);
+	assert_true(ntb_link_peer_silent(b));
+	assert_true(ntb_link_tick(a)); /* B's heartbeat still reaches A */
+	ntb_fault_stats(a, &st);
+	assert_true(st.cut);
+	assert_true(st.cut_ctrl_drops >= 1); /* heartbeats */
+	ntb_link_close(a); /* cannot announce down: B still sees a silent peer */
+	assert_false(ntb_link_tick(b));
+	assert_true(ntb_link_peer_silent(b));
+	ntb_link_close(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -297,6 +540,10 @@ int main(void)
 		cmocka_unit_test(test_dup_crc_faults),
 		cmocka_unit_test(test_same_seed_same_faults),
 		cmocka_unit_test(test_delay),
+		cmocka_unit_test(test_cut_after_bytes),
+		cmocka_unit_test(test_cut_after_ms),
+		cmocka_unit_test(test_cut_with_rates_deterministic),
+		cmocka_unit_test(test_cut_takes_peer_link_down),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,8 @@ static void test_params_conversion(void **state)
 	cl.fault.enabled = true;
 	cl.fault.drop = 0.25;
 	cl.fault.seed = 99;
+	cl.fault.cut_after = 64 << 20;
+	cl.fault.cut_after_ms = 250;
 	pl_link_params(&cl, &lp);
 	assert_string_equal(lp.name, "ab");
 	assert_int_equal(lp.backend, NTB_BACKEND_SHM);
@@ -121,6 +123,8 @@ static void test_params_conversion(void **state)
 	assert_true(lp.fault.enabled);
 	assert_true(lp.fault.drop == 0.25);
 	assert_int_equal(lp.fault.seed, 99);
+	assert_int_equal(lp.fault.cut_after, 64 << 20);
+	assert_int_equal(lp.fault.cut_after_ms, 250);
 
 	conf_tunables_defaults(&t);
 	t.queue_size = 1 << 22;
