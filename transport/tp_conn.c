@@ -802,10 +802,11 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	uint64_t last = atomic_load(&c->witness_ms);
 
 	/* one look per 100 ms, by whichever thread wins it */
-	/* Only past the link's grace (a short stall is not worth a look), and not once the peer
-	 * said it closed (TP_ST_CLOSING): then its TCP socket's end is that close, and its
+	/* From the moment the link is down (the first look tells a death, which stopped the
+	 * heartbeat, from a process alive behind a silent link: silent_alive), and not once the
+	 * peer said it closed (TP_ST_CLOSING): then its TCP socket's end is that close, and its
 	 * connection still lingers on the NTB side (data, FIN), to be waited for. */
-	if (!fd1 || atomic_load(&c->link->up) || (tp_st_flags(c) & TP_ST_CLOSING) ||
+	if (!fd1 || !atomic_load(&c->link->down_since_ms) || (tp_st_flags(c) & TP_ST_CLOSING) ||
 	    now - last < 100u || atomic_load(&c->peer_gone) ||
 	    !atomic_compare_exchange_strong(&c->witness_ms, &last, now))
 		return;
@@ -830,10 +831,13 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	if (dead)
 		getsockopt(fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl); /* for the log line */
 	tp_mutex_unlock(&c->witness_lock);
+	if (!dead && same)
+		atomic_store(&c->silent_alive, true);
 	if (dead) {
 		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s, fd %d, "
 		    "tcp state %u): the peer process is gone", c->slot,
 		    r == 0 ? "end of stream" : strerror(e), fd1 - 1, ti.tcpi_state);
+		atomic_store(&c->peer_died, true);
 		atomic_store(&c->peer_gone, true);
 		tp_event_signal(); /* waiters look again and see the loss */
 	}
@@ -889,6 +893,8 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	if (!lost && ntb_link_peer_silent(c->link->ntb)) {
 		witness_look(c, now);
 		hold_timers(c, now); /* then the housekeeping below, which now counts nothing */
+	} else if (!lost && atomic_load_explicit(&c->silent_alive, memory_order_relaxed)) {
+		atomic_store(&c->silent_alive, false); /* it speaks again: its writes arrive */
 	}
 	next = tp_tx_timers(c, now);
 	tp_rx_timers(c);

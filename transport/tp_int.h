@@ -446,6 +446,9 @@ struct tp_conn {
 	uint32_t peer_epoch;
 	atomic_int error;         /* 0 or -errno */
 	atomic_bool closed;       /* tp_close() called; helper finishes */
+	atomic_bool peer_died;    /* its process died: its TCP socket ended (witness_look()) */
+	atomic_bool silent_alive; /* a look found it alive while its host was silent: its writes
+				   * were not arriving, so a death that follows may have lost some */
 	atomic_bool peer_gone;    /* the peer is lost (tp_conn_peer_lost() once said yes, or a
 				   * send found it so, or its witness): it stays lost */
 	/* The kernel TCP socket beside the connection (tp_conn_set_witness()): fd + 1 (0: none)
@@ -708,6 +711,10 @@ int tp_conn_init_queues(struct tp_conn *c);
 void tp_conn_free_queues(struct tp_conn *c);
 uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now); /* tp_tx_timers()' result */
 void tp_rx_progress(struct tp_conn *c, uint32_t want);
+/* Under rx_lock, everything delivered, the peer lost without a FIN: true (and end of stream
+ * set) when its process died with nothing missing, as kernel TCP ends a killed writer's stream
+ * with a FIN (tp_rx.c) */
+bool tp_rx_death_end(struct tp_conn *c);
 /* Under rx_lock: true when tp_rx_progress() would find nothing new (tp_rx.c) */
 bool tp_rx_quiet(struct tp_conn *c);
 /* Under rx_lock: publish released space and CmpAck held back by the lazy release (tp_rx.c) —

@@ -586,6 +586,45 @@ static size_t rx_inline_direct(struct tp_conn *c, const struct iovec *iov, int i
  * our own window only (cache hits while the sender is quiet): the -EAGAIN path of a reader
  * that waits in a loop (or spins on tp_readable_bytes()) skips the checked-word and ring
  * probes of the full validation. */
+bool tp_rx_death_end(struct tp_conn *c)
+{
+	uint32_t st = tp_st_flags(c), v;
+	bool unread;
+
+	if (c->eof)
+		return true;
+	/* a death (its TCP socket ended, or its host reclaimed it), not a reset or a lost link */
+	if ((st & TP_ST_RST) || !(atomic_load(&c->peer_died) || (st & TP_ST_GONE)) ||
+	    c->rec_head != c->rec_tail)
+		return false;
+	/* alive but silent before it died: what it wrote meanwhile may never have arrived */
+	if (atomic_load(&c->silent_alive))
+		return false;
+	tp_rx_progress(c, UINT32_MAX);
+	if (c->rec_head != c->rec_tail)
+		return false;
+	/* everything it published was validated: no Retry pending, no bad slot, the data ring's
+	 * index and (when it said one) its next MSN reached */
+	if (c->gated || c->inline_bad)
+		return false;
+	if (tp_slot_word(c, TP_W_TX_D, &v) ? v != c->v_d : c->v_d != 0)
+		return false;
+	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &v) && (int32_t)(v - c->v_msn) > 0)
+		return false;
+	/* bytes we sent that it never read: its kernel would have reset the connection */
+	if (tp_mutex_trylock(&c->tx_lock))
+		return false;
+	unread = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
+	tp_mutex_unlock(&c->tx_lock);
+	if (unread)
+		return false;
+	LOG(LL_DEBUG, "transport: slot %u: peer process died with every byte delivered: end of "
+	    "stream", c->slot);
+	c->eof = true;
+	c->fin_rcvd_v = true;
+	return true;
+}
+
 bool tp_rx_quiet(struct tp_conn *c)
 {
 	const uint64_t *base = (const uint64_t *)(const void *)(in_slot(c));
@@ -755,7 +794,9 @@ out:
 	} else if (c->rec_head == c->rec_tail && tp_conn_peer_lost(c)) {
 		tp_rx_progress(c, 1); /* whatever arrived before the loss is still delivered */
 		rc = c->rec_head == c->rec_tail ? -ECONNRESET : -EAGAIN;
-		if (rc == -ECONNRESET)
+		if (rc == -ECONNRESET && tp_rx_death_end(c))
+			rc = 0;
+		else if (rc == -ECONNRESET)
 			tp_set_error(c, -ECONNRESET);
 	} else {
 		rc = -EAGAIN;

@@ -103,6 +103,13 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	if ((ev & TP_EV_RDHUP) && wr_done)
 		ev |= TP_EV_HUP;
 lost:
+	if (tp_conn_peer_lost(c) && !(ev & TP_EV_IN)) {
+		/* a peer process that died with nothing missing ends like a FIN (tp_rx.c) */
+		tp_mutex_lock(&c->rx_lock);
+		if (tp_rx_death_end(c))
+			ev |= TP_EV_IN | TP_EV_RDHUP;
+		tp_mutex_unlock(&c->rx_lock);
+	}
 	if (tp_conn_peer_lost(c)) {
 		/* writes fail; recv delivers what arrived, then EOF (FIN seen) or ECONNRESET */
 		ev |= TP_EV_OUT | TP_EV_HUP;

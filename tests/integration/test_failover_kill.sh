@@ -1,0 +1,92 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# A writer killed with SIGKILL mid-stream (issue 19), compared with kernel TCP: the reader gets
+# every byte the writer's send() had accepted (at least the count it last reported, at most one
+# more write), exact, then end of file, as kernel TCP gives after a killed writer's FIN. Run
+# over plain TCP first (no library), then over NTB on a clean link: the same ending. Then with
+# the writer's link cut (NTBSOCK_FAULT=cut_after) so that accepted bytes die with it: every
+# validated byte, then ECONNRESET, never a short end of file.
+. "$(dirname "$0")/lib.sh"
+pl_need python3
+pl_setup failover-kill
+port=$(pl_port 14)
+cat >"$PL_TMP/w.py" <<'PY'
+import os, socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=("127.0.0.1", 0))
+chunk = 8192; total = 0; i = 0
+def pat(off, n):
+    return bytes(((off + k) * 7 + ((off + k) >> 12)) & 0xff for k in range(n))
+block = [pat(k * chunk, chunk) for k in range(16)]   # the pattern repeats every 128 KiB
+while True:
+    b = block[i % 16]
+    s.sendall(b)          # returns once the whole chunk was accepted
+    total += len(b); i += 1
+    os.write(1, b"%d\n" % total)
+    if total >= 4 * 1024 * 1024:
+        time.sleep(0.0005)  # slower after 4 MiB: the kill comes in mid-stream
+PY
+cat >"$PL_TMP/r.py" <<'PY'
+import socket, sys
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind((sys.argv[1], int(sys.argv[2]))); srv.listen(1)
+c, _ = srv.accept()
+chunk = 8192
+def pat(off, n):
+    return bytes(((off + k) * 7 + ((off + k) >> 12)) & 0xff for k in range(n))
+ref = b"".join(pat(k * chunk, chunk) for k in range(16))
+got = 0; bad = 0; end = "eof"
+while True:
+    try:
+        b = c.recv(65536)
+    except ConnectionResetError:
+        end = "reset"; break
+    if not b:
+        break
+    o = got % len(ref)
+    want = (ref + ref)[o:o + len(b)] if len(b) <= len(ref) else None
+    if want is None or b != want:
+        bad = 1
+    got += len(b)
+print("END", end, got, bad, flush=True)
+PY
+
+# run MODE PORT [env...]: writer killed 1 s in; prints "END reason bytes bad" and the last count
+run() {
+	mode=$1; p=$2; shift 2
+	case $mode in
+	tcp) env_r="NTBSOCK_UNUSED=1"; env_w="NTBSOCK_UNUSED=1";;
+	*) env_r="$(pl_env b)"; env_w="$(pl_env a) $*";;
+	esac
+	env $env_r python3 "$PL_TMP/r.py" 127.0.0.2 $p >"$PL_TMP/r.$mode.out" 2>&1 &
+	R=$!; PL_PIDS="$PL_PIDS $R"
+	pl_wait_port 127.0.0.2 $p
+	env $env_w python3 "$PL_TMP/w.py" 127.0.0.2 $p >"$PL_TMP/w.$mode.out" 2>&1 &
+	W=$!; PL_PIDS="$PL_PIDS $W"
+	sleep 1
+	kill -9 $W; wait $W 2>/dev/null
+	i=0
+	while kill -0 $R 2>/dev/null && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+	kill -0 $R 2>/dev/null && pl_fail "$mode: reader still running 15 s after the kill"
+	wait $R
+	last=$(tail -n 2 "$PL_TMP/w.$mode.out" | head -n 1)   # (the last line may be cut short)
+	set -- $(grep '^END' "$PL_TMP/r.$mode.out")
+	echo "$mode: reader $2 after $3 bytes (bad=$4); writer last reported $last accepted"
+	[ "$4" = 0 ] || pl_fail "$mode: the reader got wrong bytes"
+	R_END=$2; R_GOT=$3; W_LAST=$last
+}
+
+run tcp $port
+[ "$R_END" = eof ] || pl_fail "kernel TCP itself did not end with EOF ($R_END): the test is wrong"
+[ "$R_GOT" -ge "$W_LAST" ] || pl_fail "kernel TCP: the reader got $R_GOT < $W_LAST accepted bytes"
+
+run ntb $((port + 1))
+grep -q ': ntb (link' "$PL_TMP/b.log" || pl_fail "ntb run: not over ntb"
+[ "$R_END" = eof ] || pl_fail "ntb run: reader ended with '$R_END' where kernel TCP gives EOF"
+[ "$R_GOT" -ge "$W_LAST" ] || pl_fail "ntb run: short EOF: the reader got $R_GOT of $W_LAST accepted bytes"
+[ "$R_GOT" -le $((W_LAST + 8192 * 2)) ] || pl_fail "ntb run: the reader got more than was sent"
+
+# accepted bytes die with the writer: its window writes stop after 3 MiB, it is killed later
+run cut $((port + 2)) NTBSOCK_FAULT=cut_after=3M
+[ "$R_END" = reset ] || pl_fail "cut run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
+[ "$R_GOT" -le "$W_LAST" ] || pl_fail "cut run: the reader got more than was sent"
+echo "killed writer: every accepted byte then EOF (as kernel TCP) on a clean link; a reset when accepted bytes died: ok"
