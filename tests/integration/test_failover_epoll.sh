@@ -1,0 +1,100 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Failover seen by event-driven and threaded programs (issue 19): an edge-triggered epoll echo
+# server (pl_echo et) with 100 live connections from an edge-triggered epoll client (pl_echo
+# eclient, every byte echoed and checked) while `ntbsock link down` moves them all at once;
+# then a program with one thread blocked in recv() and another blocked in send() while it
+# happens. Every byte exact, every call returns, the logs show the failovers, and the kernel
+# carried the rest.
+. "$(dirname "$0")/lib.sh"
+pl_need python3
+PL_CONTEXTS=128
+pl_setup failover-epoll
+port=$(pl_port 15)
+ECHO=$BUILD/tests/pl_echo
+N="$BUILD/ntbsock"
+[ -x "$ECHO" ] || pl_skip "$ECHO not built"
+
+pl_bg b "$ECHO" et 127.0.0.2 $port
+pl_wait_port 127.0.0.2 $port
+env $(pl_env a) timeout 120 "$ECHO" eclient 127.0.0.2 $port 100 $((64 * 1024 * 1024)) \
+	>"$PL_TMP/ecl.out" 2>&1 &
+C=$!; PL_PIDS="$PL_PIDS $C"
+nntb() { n=$(pl_count_log a ': ntb (link'); echo "${n:-0}"; }
+i=0
+while [ "$(nntb)" -lt 100 ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+[ "$(nntb)" -ge 100 ] || pl_fail "not all 100 connections are ntb ($(nntb))"
+lo0=$(pl_lo_bytes)
+"$N" link down ab -c "$PL_TMP/a.conf" >/dev/null || pl_fail "ntbsock link down failed"
+wait $C || pl_fail "the epoll client failed across the failover: $(cat "$PL_TMP/ecl.out")"
+cat "$PL_TMP/ecl.out"
+grep -q '100 connections x 67108864 bytes echoed exactly' "$PL_TMP/ecl.out" || pl_fail "not every byte echoed"
+na=$(pl_count_log a 'tcp (failed over: '); nb=$(pl_count_log b 'tcp (failed over: ')
+echo "failed over: $na client connections, $nb server connections"
+[ "$na" -ge 80 ] && [ "$nb" -ge 80 ] || pl_fail "too few connections failed over ($na, $nb): did the transfer end first?"
+d=$(( $(pl_lo_bytes) - lo0 ))
+echo "kernel loopback carried $d bytes after link down"
+[ "$d" -gt 10485760 ] || pl_fail "the kernel carried only $d bytes"
+"$N" link up ab -c "$PL_TMP/a.conf" >/dev/null
+sleep 0.3
+
+# threads blocked in recv and in send while the connection moves
+p2=$((port + 1))
+cat >"$PL_TMP/srv.py" <<'PY'
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.2", int(sys.argv[1]))); s.listen(2)
+a, _ = s.accept(); b, _ = s.accept()
+time.sleep(1.5)                     # both client threads are blocked now; the link goes down
+data = bytes(i * 31 % 251 for i in range(1 << 20))
+a.sendall(data); a.close()          # what the recv thread waits for
+got = bytearray()
+while True:
+    x = b.recv(1 << 16)
+    if not x:
+        break
+    got += x
+ok = len(got) == 8 << 20 and all(got[i] == (i * 17) % 253 for i in range(0, len(got), 4093))
+print("SERVER", len(got), "ok" if ok else "bad", flush=True)
+PY
+cat >"$PL_TMP/cli.py" <<'PY'
+import socket, sys, threading
+p = int(sys.argv[1])
+a = socket.create_connection(("127.0.0.2", p), source_address=("127.0.0.1", 0))
+b = socket.create_connection(("127.0.0.2", p), source_address=("127.0.0.1", 0))
+res = {}
+def reader():
+    got = bytearray()
+    while True:
+        x = a.recv(1 << 16)        # blocks: nothing comes for 1.5 s
+        if not x:
+            break
+        got += x
+    want = bytes(i * 31 % 251 for i in range(1 << 20))
+    res["recv"] = "ok" if got == want else "bad %d" % len(got)
+def writer():
+    data = bytes(i % 253 * 17 % 253 for i in range(8 << 20))
+    data = bytes((i * 17) % 253 for i in range(8 << 20))
+    b.sendall(data)                 # blocks: the server does not read for 1.5 s
+    b.shutdown(socket.SHUT_WR)
+    res["send"] = "ok"
+t1 = threading.Thread(target=reader); t2 = threading.Thread(target=writer)
+t1.start(); t2.start(); t1.join(30); t2.join(30)
+print("CLIENT recv=%s send=%s" % (res.get("recv"), res.get("send")), flush=True)
+PY
+env $(pl_env b) python3 "$PL_TMP/srv.py" $p2 >"$PL_TMP/srv.out" 2>&1 &
+S=$!; PL_PIDS="$PL_PIDS $S"
+pl_wait_port 127.0.0.2 $p2
+env $(pl_env a) timeout 60 python3 "$PL_TMP/cli.py" $p2 >"$PL_TMP/cli.out" 2>&1 &
+C=$!; PL_PIDS="$PL_PIDS $C"
+sleep 0.7
+before=$(pl_count_log a 'tcp (failed over: ')
+"$N" link down ab -c "$PL_TMP/a.conf" >/dev/null || pl_fail "ntbsock link down failed"
+wait $C || pl_fail "threaded client failed: $(cat "$PL_TMP/cli.out")"
+wait $S
+cat "$PL_TMP/cli.out" "$PL_TMP/srv.out"
+grep -q 'CLIENT recv=ok send=ok' "$PL_TMP/cli.out" || pl_fail "a blocked thread lost or got wrong bytes"
+grep -q 'SERVER 8388608 ok' "$PL_TMP/srv.out" || pl_fail "the server did not get the 8 MiB exact"
+after=$(pl_count_log a 'tcp (failed over: ')
+[ $((after - before)) -eq 2 ] || pl_fail "expected the 2 connections to fail over, saw $((after - before))"
+echo "100 epoll connections and two blocked threads moved to tcp without losing a byte: ok"
