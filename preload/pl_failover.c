@@ -3,7 +3,7 @@
  * DESIGN §5.8): from then on the descriptor is an ordinary kernel socket. The transport says so
  * with -EXDEV from tp_send()/tp_recv() (or tp_conn_failover_state()); this file turns the
  * socket over to the kernel once (state PL_CS_FAILED: every wrapper then passes it through),
- * says it in the log and in `ntbsock stat`, and finishes the call that found it. */
+ * says it in the log, and finishes the call that found it. */
 #include "preload/pl_int.h"
 
 #include <stdio.h>
@@ -30,7 +30,7 @@ void pl_conn_moved(struct pl_sock *s, int fd)
 	pthread_mutex_unlock(&s->lock);
 	atomic_fetch_add_explicit(&pl_moved_gen, 1, memory_order_release);
 	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, s->desc, reason);
-	pl_tcpstat_add(fd, NULL, reason);
+	/* (`ntbsock stat` lists it as tcp from its host entry: tp_stat_list()) */
 }
 
 bool pl_conn_check_moved(struct pl_sock *s, int fd)

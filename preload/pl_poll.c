@@ -126,7 +126,7 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 		st = pl_check_pending(s, fd);
 	if (st == PL_CS_FAILED && s->pending_err)
 		return POLLOUT | POLLERR | POLLHUP; /* a failed connect, as the kernel shows it */
-	if (st != PL_CS_OPEN || (s->conn && unlikely(pl_conn_check_moved(s, fd))))
+	if (st != PL_CS_OPEN)
 		return PL_REV_KERNEL;
 	/* Polled for input alone and not about to sleep: a message the peer published is enough
 	 * (tp_readable_hint()), so the read that follows validates it once, while it copies it,
@@ -152,6 +152,12 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 		want |= TP_EV_OUT;
 	PL_ENTER();
 	unsigned ev = tp_poll_dir(s->conn, want, arm);
+	PL_LEAVE();
+	/* (a connection that moved to its kernel socket reports both: the kernel answers now) */
+	if (unlikely((ev & (TP_EV_IN | TP_EV_OUT)) == (TP_EV_IN | TP_EV_OUT)) &&
+	    pl_conn_check_moved(s, fd))
+		return PL_REV_KERNEL;
+	PL_ENTER();
 	/* Writable means room for a write as large as the last one in one message (the kernel,
 	 * too, reports POLLOUT only for a good amount of room): pl_send() refuses to cut a write
 	 * for want of room, so POLLOUT and the send agree (no EAGAIN after POLLOUT, no lost

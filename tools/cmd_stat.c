@@ -75,7 +75,10 @@ static int collect_link(const struct conf_link *cl, struct stat_rows *rows)
 		}
 		r->pid = e->pid;
 		r->fd = e->fd;
-		r->ntb = true;
+		/* a connection that moved to its kernel socket is tcp now, and says why */
+		r->ntb = !e->failed_over;
+		if (e->failed_over)
+			snprintf(r->reason, sizeof(r->reason), "failed over: %s", e->failed_over);
 		tool_key_endpoints(e->key.bytes, e->role && strcmp(e->role, "server") == 0,
 				   r->local, r->remote, sizeof(r->local));
 		snprintf(r->state, sizeof(r->state), "%s", e->state ? e->state : "");

@@ -599,7 +599,9 @@ void tp_close(struct tp_conn *c)
 	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
 
 	tp_mutex_unlock(&c->tx_lock);
-	if (mine && (tp_fo_get(c) == TP_FO_RUN || unacked)) {
+	int fo = tp_fo_get(c);
+
+	if (mine && (fo == TP_FO_RUN || (fo == TP_FO_NONE && unacked))) {
 		tp_mutex_lock(&c->witness_lock);
 		int w = atomic_load(&c->witness_fd1) - 1;
 

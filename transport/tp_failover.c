@@ -67,6 +67,25 @@ struct tp_fo {
 
 _Atomic int tp_fo_active;
 
+/* Why a connection moves, as `ntbsock stat` shows it (the host entry keeps the index). */
+static const char *const fo_reasons[] = {
+	"link broke", "link down", "link region gone", "link restarted", "retries exhausted",
+	"link down (admin)", "peer moved to tcp", "exit",
+};
+
+const char *tp_fo_reason(uint32_t code)
+{
+	return fo_reasons[code < sizeof(fo_reasons) / sizeof(fo_reasons[0]) ? code : 0];
+}
+
+static uint32_t fo_reason_code(const char *why)
+{
+	for (uint32_t i = 0; i < sizeof(fo_reasons) / sizeof(fo_reasons[0]); i++)
+		if (why && strcmp(why, fo_reasons[i]) == 0)
+			return i;
+	return 0;
+}
+
 static void fo_set(struct tp_conn *c, int state)
 {
 	atomic_store_explicit(&c->fo_state, state, memory_order_release); /* pairs with tp_fo_get */
@@ -144,6 +163,12 @@ static void fo_end(struct tp_conn *c, struct tp_fo *fo, int state, int err)
 	fo->tx = NULL;
 	if (err)
 		tp_set_error(c, err);
+	if (state == TP_FO_DONE) {
+		/* `ntbsock stat` lists it as tcp from now on (tp_stat_list()); the reason first,
+		 * release: pairs with the plain read of a whole entry copy there (torn ok) */
+		__atomic_store_n(&c->ent->result_reason, fo_reason_code(fo->why), __ATOMIC_RELAXED);
+		__atomic_store_n(&c->ent->result, TP_ENT_MOVED, __ATOMIC_RELEASE);
+	}
 	fo_set(c, state);
 	atomic_fetch_sub(&tp_fo_active, 1);
 	LOG(LL_DEBUG, "transport: slot %u: failover %s (%s)", c->slot,

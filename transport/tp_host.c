@@ -439,6 +439,8 @@ static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, ui
 	o->role = e->role ? "server" : "client";
 	o->key = e->key;
 	tp_stats_load(&o->stats, &e->stats); /* relaxed: the owner's data path writes them */
+	if (e->state == TP_ES_OPEN && e->result == TP_ENT_MOVED)
+		o->failed_over = tp_fo_reason(e->result_reason);
 }
 
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max)

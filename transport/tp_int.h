@@ -538,6 +538,10 @@ struct tp_conn {
 };
 
 /* tp_failover.c */
+/* An OPEN host entry whose connection moved to its kernel socket: result holds this, and
+ * result_reason the index of its reason (tp_fo_reason()); both unused once set up. */
+#define TP_ENT_MOVED 0x4d4f5644u
+const char *tp_fo_reason(uint32_t code);
 enum tp_fo_state { TP_FO_NONE = 0, TP_FO_RUN = 1, TP_FO_DONE = 2, TP_FO_FAILED = 3 };
 /* Ask for C to move to its kernel TCP socket because of WHY (a static string). Lock-free (any
  * thread, any lock held): the work is done by tp_fo_progress(). False when C cannot move
@@ -728,7 +732,7 @@ void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
 void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
 bool tp_conn_peer_lost(struct tp_conn *c);
-void tp_conn_maxerr(struct tp_conn *c, int err, bool write_rst);
+void tp_conn_maxerr(struct tp_conn *c, int err);
 uint64_t tp_in_word(const struct tp_link *l, uint32_t off);
 void tp_out_word(struct tp_link *l, uint32_t off, uint32_t seed, uint32_t v);
 

@@ -85,7 +85,7 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 		TP_STAT_ADD(c->st->crc_errors, 1);
 	if (++c->rerr > c->link->params.max_err) {
 		LOG(LL_DEBUG, "transport: slot %u: MaxErr reached", c->slot);
-		tp_conn_maxerr(c, -ECONNRESET, true);
+		tp_conn_maxerr(c, -ECONNRESET);
 		return;
 	}
 	c->rx_epoch++;

@@ -406,7 +406,7 @@ void tp_tx_feedback(struct tp_conn *c)
 		}
 		if (tp_rt_epoch_newer(ep, c->tx_epoch)) {
 			if (++c->terr > c->link->params.max_err * 4u) {
-				tp_conn_maxerr(c, -ECONNRESET, false);
+				tp_conn_maxerr(c, -ECONNRESET);
 				return;
 			}
 			retransmit(c, ep);
@@ -741,7 +741,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			if (age_ms(now, c->last_ack_ms) > to) {
 				/* TimerSendData / TimerDetect: PROBING, send Detect */
 				if (++c->terr > pp->max_err) {
-					tp_conn_maxerr(c, -ECONNRESET, false);
+					tp_conn_maxerr(c, -ECONNRESET);
 				} else {
 					send_detect(c);
 					c->last_ack_ms = now;

@@ -89,15 +89,15 @@ bool tp_conn_peer_lost(struct tp_conn *c)
 	return true;
 }
 
-/* Retries exhausted (MaxErr) on C: move to the kernel socket, else fail with ERR (RST to the
- * peer when WRITE_RST). */
-void tp_conn_maxerr(struct tp_conn *c, int err, bool write_rst)
+/* Retries exhausted (MaxErr) on C, on either side: move to the kernel socket, else fail with
+ * ERR and say RST to the peer (added to the flags written so far: a peer that only reads must
+ * not wait for a FIN that never comes). */
+void tp_conn_maxerr(struct tp_conn *c, int err)
 {
 	if (tp_fo_request(c, "retries exhausted"))
 		return;
 	tp_set_error(c, err);
-	if (write_rst)
-		tp_conn_st_add(c, TP_ST_RST);
+	tp_conn_st_add(c, TP_ST_RST);
 }
 
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line)

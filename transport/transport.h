@@ -296,6 +296,8 @@ struct tp_stat_entry {
 	const char *role;       /* "client" or "server" */
 	struct tp_key key;
 	struct tp_stats stats;
+	const char *failed_over; /* ADDED: NULL, or why it moved to its kernel TCP socket (then
+				  * it is a tcp connection: "link down", "retries exhausted"...) */
 };
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max);
 

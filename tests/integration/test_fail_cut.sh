@@ -1,9 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# NTBSOCK_FAULT=cut_after=4M (then cut_after_ms=300) on the client host only: its link is cut in
-# the middle of a 64 MiB stream each way (nothing it writes reaches the server any more, not
+# NTBSOCK_FAULT=cut_after=4M (then cut_after_ms=150) on the client host only: its link is cut in
+# the middle of a 256 MiB stream each way (nothing it writes reaches the server any more, not
 # even its heartbeat). The connection must fail over to its kernel TCP socket and complete:
-# the client's 64 MiB reach the server exactly, then EOF both ways; the logs say why it failed
+# the client's 256 MiB reach the server exactly, then EOF both ways; the logs say why it failed
 # over. A third run makes the peer's heartbeat loss slow to notice (link_timeout_ms 20 s) and
 # MaxErr small, so that the client's retries run out first: reason "retries exhausted".
 . "$(dirname "$0")/lib.sh"
@@ -11,7 +11,7 @@ pl_setup fail-cut
 port=$(pl_port 9)
 F=$BUILD/tests/fail_peer
 [ -x "$F" ] || pl_skip "$F not built"
-bytes=$((64 * 1048576))
+bytes=$((256 * 1048576))
 # the slow-heartbeat variant of both configs (third run)
 for h in a b; do
 	sed 's/path = /link_timeout_ms = 20000; path = /' "$PL_TMP/$h.conf" >"$PL_TMP/$h-slow.conf"
@@ -21,7 +21,7 @@ for h in a b; do
 done
 
 runs=0
-for spec in cut_after=4M cut_after_ms=300 slow:cut_after=4M; do
+for spec in cut_after=4M cut_after_ms=150 slow:cut_after=4M; do
 	runs=$((runs + 1))
 	conf_a=$PL_TMP/a.conf; conf_b=$PL_TMP/b.conf
 	case $spec in slow:*) spec=${spec#slow:}; conf_a=$PL_TMP/a-slow.conf; conf_b=$PL_TMP/b-slow.conf;; esac

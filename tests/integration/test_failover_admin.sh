@@ -61,6 +61,15 @@ env $(pl_env a) iperf3 -c 127.0.0.2 -p $((port + 1)) -t 8 -J >"$PL_TMP/ip.json" 
 I=$!; PL_PIDS="$PL_PIDS $I"
 sleep 3
 "$N" link down ab -c "$PL_TMP/a.conf" || pl_fail "ntbsock link down failed"
+sleep 1
+"$N" stat -c "$PL_TMP/a.conf" --json >"$PL_TMP/stat.json" || pl_fail "ntbsock stat failed"
+$PY - "$PL_TMP/stat.json" <<'PYEOF' || pl_fail "ntbsock stat does not list the moved connections as tcp (failed over)"
+import json, sys
+j = json.load(open(sys.argv[1]))
+moved = [c for c in j["connections"] if c["reason"] == "failed over: link down (admin)"]
+print("stat: %d connection(s) tcp, 'failed over: link down (admin)'" % len(moved))
+assert len(moved) >= 2 and all(c["mode"] == "tcp" for c in moved)
+PYEOF
 wait $I || { tail -5 "$PL_TMP/ip.json"; pl_fail "iperf3 failed across link down"; }
 $PY - "$PL_TMP/ip.json" <<'PYEOF' || pl_fail "iperf3 result incomplete"
 import json, sys
