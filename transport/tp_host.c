@@ -204,8 +204,9 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 		   h->qsize != l->geom.qsize) {
 		/* one layout per window: a process with other tunables uses the host's */
 		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > l->in_size ||
-		    !h->inline_n || (h->inline_n & (h->inline_n - 1)) || !h->qsize ||
-		    (h->qsize & (h->qsize - 1)) || h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize) {
+		    !h->inline_n || (h->inline_n & (h->inline_n - 1)) || h->inline_n > 65536 ||
+		    !h->qsize || (h->qsize & (h->qsize - 1)) || h->qsize > (1u << 30) ||
+		    h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize) {
 			rc = -EINVAL;
 			goto err_unmap;
 		}
@@ -376,7 +377,7 @@ void tp_listen_publish(struct tp_link *l, bool force)
 uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce)
 {
 	uint32_t f;
-	uint64_t w = tp_in_word(l, TP_OFF_SLOTS + slot * l->slot_size + TP_W_ST_FLAGS);
+	uint64_t w = tp_in_word(l, tp_slot_off(l, slot) + TP_W_ST_FLAGS);
 
 	return tp_cw_check(nonce, w, &f) ? f : 0;
 }

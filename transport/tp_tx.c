@@ -52,8 +52,8 @@ static uint64_t coarse_ms(void)
 /* The raw checked word W of our slot (written by the peer), unchecked: for change detection. */
 static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
 {
-	return __atomic_load_n((const uint64_t *)(const void *)(c->link->in + TP_OFF_SLOTS +
-			       (size_t)c->slot * c->link->slot_size + w), __ATOMIC_RELAXED);
+	return __atomic_load_n((const uint64_t *)(const void *)(c->link->in +
+			       tp_slot_off(c->link, c->slot) + w), __ATOMIC_RELAXED);
 }
 
 /* NOW - THEN for stamps that may have been taken after NOW (no wrap to a huge age). */
@@ -62,14 +62,15 @@ static uint64_t age_ms(uint64_t now, uint64_t then)
 	return now > then ? now - then : 0;
 }
 
-static uint32_t out_inline_off(const struct tp_conn *c, uint32_t pos)
+/* Window offsets in the peer's slot (64 bits: the slot may lie above 4 GiB). */
+static uint64_t out_inline_off(const struct tp_conn *c, uint32_t pos)
 {
-	return c->out.slot_off + TP_SLOT_RINGS + (pos & (c->out.inline_n - 1)) * 128u;
+	return c->out.slot_off + TP_SLOT_RINGS + (uint64_t)(pos & (c->out.inline_n - 1)) * 128u;
 }
 
-static uint32_t out_data_base(const struct tp_conn *c)
+static uint64_t out_data_base(const struct tp_conn *c)
 {
-	return c->out.slot_off + TP_SLOT_RINGS + c->out.inline_n * 128u;
+	return c->out.slot_off + TP_SLOT_RINGS + (uint64_t)c->out.inline_n * 128u;
 }
 
 /* Write data-ring bytes [from, to) (free-running positions) from the shadow to the window. */

@@ -11,18 +11,18 @@
 
 /* --- words -------------------------------------------------------------------------------- */
 
-uint64_t tp_in_word(const struct tp_link *l, uint32_t off)
+uint64_t tp_in_word(const struct tp_link *l, uint64_t off)
 {
 	/* acquire: a word published after a barrier is read before what it publishes */
 	return __atomic_load_n((const uint64_t *)(const void *)(l->in + off), __ATOMIC_ACQUIRE);
 }
 
-void tp_out_word(struct tp_link *l, uint32_t off, uint32_t seed, uint32_t v)
+void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v)
 {
 	ntb_write64(l->ntb, off, tp_cw_make(seed, v));
 }
 
-void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce, uint32_t flags)
+void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags)
 {
 	tp_out_word(l, peer_slot_off + TP_W_ST_FLAGS, peer_nonce, flags);
 	ntb_wc_flush(l->ntb);
