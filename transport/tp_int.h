@@ -153,12 +153,27 @@ static inline unsigned tp_inline_off(unsigned len)
 /* Bytes copied to the window: offset … 127. */
 static inline unsigned tp_inline_copy(unsigned len) { return 128 - tp_inline_off(len); }
 
-/* Sequence byte of inline ring position POS (free-running) in a ring of 2^LOG2N slots:
- * changes every lap, never 0 (fresh memory never looks written). BASE varies per connection. */
+/*
+ * Sequence byte of inline ring position POS (free-running) in a ring of 2^LOG2N slots
+ * (1 ≤ LOG2N ≤ 16): changes every lap, including the lap across the 2^32 wrap of POS, and is
+ * never 0 (fresh memory never looks written). BASE (tp_inline_seq_base(), below 254: the sum
+ * with a lap number below 2^31 does not wrap) varies per connection. Sender and receiver both
+ * compute it with this function.
+ *
+ * The lap number pos >> LOG2N runs over L = 2^(32 - LOG2N) values and then wraps to 0, so the
+ * byte of lap L - 1 and of lap 0 differ only if L mod M ≠ 1 for the modulus M of the cycle.
+ * With M = 255 that fails whenever 32 - LOG2N is a multiple of 8 (2^8 ≡ 1 mod 255: 256 and
+ * 65536 slots, the last lap before the wrap and the first after it had one byte, and a stale
+ * slot read as published). M = 254 is even, so L mod 254 is even and never 1: the byte
+ * changes at every lap for every ring size; values 1..254.
+ */
+#define TP_INLINE_SEQ_MOD 254u
 static inline uint8_t tp_inline_seq(uint32_t pos, unsigned log2n, uint32_t base)
 {
-	return (uint8_t)(((pos >> log2n) + base) % 255u + 1u);
+	return (uint8_t)(((pos >> log2n) + base) % TP_INLINE_SEQ_MOD + 1u);
 }
+/* The BASE of tp_inline_seq() for a connection whose slot has NONCE. */
+static inline uint32_t tp_inline_seq_base(uint32_t nonce) { return nonce % TP_INLINE_SEQ_MOD; }
 
 /* --- data ring descriptor ------------------------------------------------------------------ */
 #define TP_DESC_SIZE      16u
@@ -227,9 +242,10 @@ static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
 	      "pkt layout");
 
 /* What a peer must speak to set up a connection with us; an Apply or Ack of another version is
- * refused (Nack / RST: the connection uses TCP). 1: slot offsets of 64 bits (slot_off_hi).
- * Packets of earlier builds carry 0 (reserved bytes). */
-#define TP_WIRE_VERSION   1u
+ * refused (Nack / RST: the connection uses TCP). 1: slot offsets of 64 bits (slot_off_hi);
+ * 2: inline sequence bytes modulo 254 (tp_inline_seq()). Packets of earlier builds carry 0
+ * (reserved bytes). */
+#define TP_WIRE_VERSION   2u
 
 /* The window offset of the slot a packet describes. */
 static inline uint64_t tp_pkt_slot_off(const struct tp_pkt *p)
