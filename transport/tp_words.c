@@ -112,6 +112,9 @@ int tp_conn_init_queues(struct tp_conn *c)
 	}
 	/* (whole slots are rewritten on retransmission: no byte of an earlier use goes out) */
 	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
+	/* sh_data is not cleared (up to 1 GiB per set-up): each message zeroes its own gaps and
+	 * padding in it as it is written (tp_tx.c: zero_data_gaps()), so what a retransmission
+	 * rewrites, [fb_rx_d, tx_d), holds none of the heap's or an earlier use's bytes */
 	if (!c->dmaq && ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
 	tp_mutex_init(&c->tx_lock);
