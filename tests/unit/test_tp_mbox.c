@@ -2,7 +2,8 @@
 /* The geometry a peer announces in its Apply / Ack (tp_mbox.c): 64-bit slot offsets on the wire
  * and in the host table, tp_geom_valid()'s verdicts around 4 GiB and the window's end, the
  * link's own slot layout in windows above 4 GiB, and a connection whose slots lie above 4 GiB
- * (an 8 GiB window of 4096 contexts, sparse on tmpfs) carrying bytes to the right place. */
+ * (an 8 GiB window of 4096 contexts, sparse on tmpfs) carrying bytes to the right place; an
+ * Apply of another wire version is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -212,6 +213,79 @@ static void test_conn_above_4g(void **state)
 	tl_pair_close(&p);
 }
 
+/* An Apply of another wire version (a build with 32-bit offsets or the old inline sequence:
+ * version 0) is refused with "peer error", not admitted; the same Apply of our version is
+ * admitted. Written raw into B's mailbox (tp_mbox_send() stamps our version). */
+static uint32_t apply_raw(struct tp_link *a, uint16_t port, uint32_t version)
+{
+	struct tp_host *h = a->host;
+	struct tp_pkt k;
+	int slot;
+
+	tp_host_lock(a);
+	slot = tp_slot_alloc(a, TP_ES_CONNECTING, getpid());
+	assert_true(slot >= 0);
+	struct tp_host_entry *e = &h->e[slot];
+	e->msgid = h->msgid_next++;
+	memset(&k, 0, sizeof(k));
+	k.type = TP_PKT_APPLY;
+	k.msgid = e->msgid;
+	k.client_slot = (uint32_t)slot;
+	k.client_nonce = e->nonce;
+	tp_pkt_set_slot_off(&k, tp_slot_off(a, (uint32_t)slot));
+	k.inline_n = a->geom.inline_n;
+	k.qsize = a->geom.qsize;
+	tl_key(&k.key, 999, port);
+	k.version = version;
+	k.seq = h->mbox_prod + 1;
+	tp_pkt_seal(&k, ntb_link_epoch(tp_link_ntb(a)));
+	assert_int_equal(ntb_write(tp_link_ntb(a), TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) *
+				   TP_MBOX_PKT, &k, sizeof(k)), 0);
+	h->mbox_prod++;
+	tp_out_word(a, TP_OFF_MBOX_TX, ntb_link_epoch(tp_link_ntb(a)), h->mbox_prod);
+	tp_host_unlock(a);
+	return (uint32_t)slot;
+}
+
+static void test_apply_other_version_refused(void **state)
+{
+	struct tp_link *a, *b;
+	struct tp_params tpp;
+	char path[128];
+
+	(void)state;
+	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-wirever-%d", getpid());
+	tl_unlink(path);
+	tp_params_init(&tpp);
+	tpp.contexts = 4;
+	assert_int_equal(tl_open(path, 0, 4u << 20, &tpp, &a), 0);
+	assert_int_equal(tl_open(path, 1, 4u << 20, &tpp, &b), 0);
+	assert_int_equal(tp_listen(b, 443), 0);
+	assert_int_equal(tl_wait_listen(a, 443, 5000), 0);
+	for (int i = 0; i < 2000 && !tp_link_is_up(b); i++)
+		usleep(1000);
+	uint32_t free_b = b->host->free_num;
+	uint32_t old = apply_raw(a, 443, 0), cur = apply_raw(a, 443, TP_WIRE_VERSION);
+
+	for (int i = 0; i < 2000 && !(a->host->e[old].result && a->host->e[cur].result); i++) {
+		tp_host_lock(b);
+		tp_mbox_process(b);
+		tp_host_unlock(b);
+		tp_host_lock(a);
+		tp_mbox_process(a);
+		tp_host_unlock(a);
+		usleep(1000);
+	}
+	assert_int_equal(a->host->e[old].result, TP_PKT_NACK);
+	assert_int_equal(a->host->e[old].result_reason, TP_REASON_PEER_ERROR);
+	assert_int_equal(a->host->e[cur].result, TP_PKT_ACK);
+	assert_true(a->host->e[cur].peer_slot_off >= TP_OFF_SLOTS);
+	assert_int_equal(b->host->free_num, free_b - 1); /* only the second took a context */
+	tp_link_close(a);
+	tp_link_close(b);
+	tl_unlink(path);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -222,6 +296,7 @@ int main(void)
 		cmocka_unit_test(test_geom_valid),
 		cmocka_unit_test(test_link_geometry_big),
 		cmocka_unit_test(test_conn_above_4g),
+		cmocka_unit_test(test_apply_other_version_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
