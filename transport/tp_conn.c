@@ -281,7 +281,7 @@ static void apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tc
 	p.pri = t->pri;
 	p.client_slot = slot;
 	p.client_nonce = e->nonce;
-	p.slot_off = TP_OFF_SLOTS + slot * l->slot_size;
+	tp_pkt_set_slot_off(&p, tp_slot_off(l, slot));
 	p.inline_n = l->geom.inline_n;
 	p.qsize = l->geom.qsize;
 	p.key = e->key;

@@ -204,8 +204,9 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 		   h->qsize != l->geom.qsize) {
 		/* one layout per window: a process with other tunables uses the host's */
 		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > l->in_size ||
-		    !h->inline_n || (h->inline_n & (h->inline_n - 1)) || !h->qsize ||
-		    (h->qsize & (h->qsize - 1)) || h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize) {
+		    !h->inline_n || (h->inline_n & (h->inline_n - 1)) || h->inline_n > 65536 ||
+		    !h->qsize || (h->qsize & (h->qsize - 1)) || h->qsize > (1u << 30) ||
+		    h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize) {
 			rc = -EINVAL;
 			goto err_unmap;
 		}
@@ -284,12 +285,12 @@ void tp_host_unlock(struct tp_link *l)
 
 /*
  * A nonce for a new connection on receive context SLOT. The connection's inline sequence
- * bytes start from nonce % 255 (tp_conn_init_queues()), and every slot of the ring's first
- * lap expects the same byte, tp_inline_seq(pos < inline_n) = nonce % 255 + 1. The ring still
- * holds what the previous connections wrote, in runs of one or two such bytes: a nonce whose
- * byte is among them would make a whole run look published to the readiness hints (the reads
- * reject it: wrong nonce, wrong CRC). So draw again while it is; the ring is quiet (the slot
- * is free, released longest ago), and at most min(inline_n, 255) bytes can be taken.
+ * bytes start from tp_inline_seq_base(nonce) (tp_conn_init_queues()), and every slot of the
+ * ring's first lap expects the same byte, tp_inline_seq(0, ...). The ring still holds what the
+ * previous connections wrote, in runs of one or two such bytes: a nonce whose byte is among
+ * them would make a whole run look published to the readiness hints (the reads reject it:
+ * wrong nonce, wrong CRC). So draw again while it is; the ring is quiet (the slot is free,
+ * released longest ago), and at most min(inline_n, 255) bytes can be taken.
  */
 static uint32_t slot_nonce(struct tp_link *l, uint32_t slot)
 {
@@ -302,7 +303,7 @@ static uint32_t slot_nonce(struct tp_link *l, uint32_t slot)
 		seen[b / 32] |= 1u << (b % 32);
 	}
 	for (int tries = 0; tries < 64; tries++, n = tp_random32()) {
-		uint32_t b = n % 255u + 1u;
+		uint32_t b = tp_inline_seq(0, l->geom.log2n, tp_inline_seq_base(n));
 
 		if (!(seen[b / 32] & (1u << (b % 32))))
 			break;
@@ -376,7 +377,7 @@ void tp_listen_publish(struct tp_link *l, bool force)
 uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce)
 {
 	uint32_t f;
-	uint64_t w = tp_in_word(l, TP_OFF_SLOTS + slot * l->slot_size + TP_W_ST_FLAGS);
+	uint64_t w = tp_in_word(l, tp_slot_off(l, slot) + TP_W_ST_FLAGS);
 
 	return tp_cw_check(nonce, w, &f) ? f : 0;
 }

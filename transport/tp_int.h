@@ -155,12 +155,27 @@ static inline unsigned tp_inline_off(unsigned len)
 /* Bytes copied to the window: offset … 127. */
 static inline unsigned tp_inline_copy(unsigned len) { return 128 - tp_inline_off(len); }
 
-/* Sequence byte of inline ring position POS (free-running) in a ring of 2^LOG2N slots:
- * changes every lap, never 0 (fresh memory never looks written). BASE varies per connection. */
+/*
+ * Sequence byte of inline ring position POS (free-running) in a ring of 2^LOG2N slots
+ * (1 ≤ LOG2N ≤ 16): changes every lap, including the lap across the 2^32 wrap of POS, and is
+ * never 0 (fresh memory never looks written). BASE (tp_inline_seq_base(), below 254: the sum
+ * with a lap number below 2^31 does not wrap) varies per connection. Sender and receiver both
+ * compute it with this function.
+ *
+ * The lap number pos >> LOG2N runs over L = 2^(32 - LOG2N) values and then wraps to 0, so the
+ * byte of lap L - 1 and of lap 0 differ only if L mod M ≠ 1 for the modulus M of the cycle.
+ * With M = 255 that fails whenever 32 - LOG2N is a multiple of 8 (2^8 ≡ 1 mod 255: 256 and
+ * 65536 slots, the last lap before the wrap and the first after it had one byte, and a stale
+ * slot read as published). M = 254 is even, so L mod 254 is even and never 1: the byte
+ * changes at every lap for every ring size; values 1..254.
+ */
+#define TP_INLINE_SEQ_MOD 254u
 static inline uint8_t tp_inline_seq(uint32_t pos, unsigned log2n, uint32_t base)
 {
-	return (uint8_t)(((pos >> log2n) + base) % 255u + 1u);
+	return (uint8_t)(((pos >> log2n) + base) % TP_INLINE_SEQ_MOD + 1u);
 }
+/* The BASE of tp_inline_seq() for a connection whose slot has NONCE. */
+static inline uint32_t tp_inline_seq_base(uint32_t nonce) { return nonce % TP_INLINE_SEQ_MOD; }
 
 /* --- data ring descriptor ------------------------------------------------------------------ */
 #define TP_DESC_SIZE      16u
@@ -205,13 +220,15 @@ struct tp_pkt {
 	uint32_t server_slot;
 	uint32_t client_nonce;
 	uint32_t server_nonce;
-	uint32_t slot_off;     /* geometry of the sender's slot (APPLY: client's, ACK: server's) */
-	uint32_t inline_n;
-	uint32_t qsize;
+	uint32_t slot_off_lo;  /* geometry of the sender's slot (APPLY: client's, ACK: server's): */
+	uint32_t inline_n;     /* its window offset (64 bits, low half here, high half below: */
+	uint32_t qsize;        /* tp_pkt_slot_off()), inline slots and data ring bytes */
 	uint32_t epoch;        /* ACK: initial epoch (RRetryNum) */
 	struct tp_key key;
 	uint32_t apply_flags;  /* APPLY: TP_APPLY_* */
-	uint8_t  reserved[124 - 92];
+	uint32_t slot_off_hi;  /* bits 32..63 of the slot offset (windows above 4 GiB) */
+	uint32_t version;      /* TP_WIRE_VERSION of the writer (0: written before the field) */
+	uint8_t  reserved[124 - 100];
 	uint32_t crc;          /* crc32c(writer session epoch, bytes 0..123) */
 };
 /* The client watches the mailbox index for the answer (tp_connect()'s first moments): a server
@@ -221,6 +238,27 @@ struct tp_pkt {
 static_assert(sizeof(struct tp_pkt) == TP_MBOX_PKT, "pkt size");
 static_assert(offsetof(struct tp_pkt, key) == 48, "pkt layout");
 static_assert(offsetof(struct tp_pkt, apply_flags) == 88, "pkt layout");
+static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
+	      offsetof(struct tp_pkt, slot_off_hi) == 92 &&
+	      offsetof(struct tp_pkt, version) == 96 && offsetof(struct tp_pkt, crc) == 124,
+	      "pkt layout");
+
+/* What a peer must speak to set up a connection with us; an Apply or Ack of another version is
+ * refused (Nack / RST: the connection uses TCP). 1: slot offsets of 64 bits (slot_off_hi);
+ * 2: inline sequence bytes modulo 254 (tp_inline_seq()). Packets of earlier builds carry 0
+ * (reserved bytes). */
+#define TP_WIRE_VERSION   2u
+
+/* The window offset of the slot a packet describes. */
+static inline uint64_t tp_pkt_slot_off(const struct tp_pkt *p)
+{
+	return (uint64_t)p->slot_off_hi << 32 | p->slot_off_lo;
+}
+static inline void tp_pkt_set_slot_off(struct tp_pkt *p, uint64_t off)
+{
+	p->slot_off_lo = (uint32_t)off;
+	p->slot_off_hi = (uint32_t)(off >> 32);
+}
 
 /* --- pure helpers (tp_wire.c) ------------------------------------------------------------- */
 uint64_t tp_cw_make(uint32_t seed, uint32_t value);
@@ -308,7 +346,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   3u
+#define TP_HOST_VERSION   4u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u
 #define TP_OWNERS         4
@@ -341,7 +379,9 @@ struct tp_host_entry {
 	uint32_t role;         /* 0 client, 1 server */
 	struct tp_key key;
 	uint32_t nonce;        /* ours: seeds what the peer writes into this slot */
-	uint32_t peer_slot, peer_nonce, peer_slot_off, peer_inline_n, peer_qsize;
+	uint32_t peer_slot, peer_nonce;
+	uint64_t peer_slot_off; /* window offset of the peer's slot (64 bits: windows > 4 GiB) */
+	uint32_t peer_inline_n, peer_qsize;
 	uint32_t msgid, pri, epoch;
 	uint32_t peer_epoch;   /* the peer's ntb session when set up */
 	uint32_t result;       /* client: 0 waiting, TP_PKT_ACK, TP_PKT_NACK */
@@ -351,8 +391,9 @@ struct tp_host_entry {
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
 };
 
-/* active sits in what was padding: the table layout (TP_HOST_VERSION 3) is unchanged */
+/* TP_HOST_VERSION 4: peer_slot_off of 64 bits */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
+static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 
 struct tp_host_listen {
 	int32_t  pid;
@@ -379,7 +420,8 @@ struct tp_host {
 
 /* --- process-local state ------------------------------------------------------------------ */
 struct tp_geom {
-	uint32_t slot_off, inline_n, log2n, qsize;
+	uint64_t slot_off;        /* window offset of the slot: may pass 4 GiB */
+	uint32_t inline_n, log2n, qsize;
 };
 
 struct tp_link {
@@ -393,7 +435,8 @@ struct tp_link {
 	uint8_t *out_direct;      /* ntb_out_direct(): plain stores into the peer window, or NULL */
 	size_t in_size, out_size;
 	struct tp_geom geom;      /* our slots' geometry */
-	uint32_t slot_size;
+	uint32_t slot_size;       /* (< 4 GiB: a ring is at most 1 GiB, 65536 inline slots 8 MiB;
+				   * offsets of slots are 64-bit: tp_slot_off()) */
 	uint32_t contexts;
 	struct tp_link *next_link; /* process list */
 	pthread_mutex_t conns_lock;
@@ -424,6 +467,18 @@ struct tp_link {
 				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */
 	uint64_t admin_ms;
 };
+
+/* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the
+ * peer's slots only when its geometry is ours; a peer's slot offset comes from its packets).
+ * 64 bits: contexts × slot_size passes 4 GiB in a window above 4 GiB. */
+static inline uint64_t tp_slot_off(const struct tp_link *l, uint32_t slot)
+{
+	return TP_OFF_SLOTS + (uint64_t)slot * l->slot_size;
+}
+
+/* Largest window the transport drives (ntb/ allows as much): every offset and end computed
+ * within it fits in 64 bits with room to spare. */
+#define TP_WINDOW_MAX     (UINT64_C(1) << 40)
 
 struct tp_rec {          /* a validated inbound message, private copy */
 	uint32_t msn, len, pos, payload; /* pos: ring position (inline index or data offset) */
@@ -597,7 +652,7 @@ uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
 
 /* tp_mbox.c */
 int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);  /* under lock */
-bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n, uint32_t q);
+bool tp_geom_valid(const struct tp_link *l, uint64_t slot_off, uint32_t inline_n, uint32_t q);
 unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applies handled */
 
 /* tp_words.c */
@@ -609,7 +664,7 @@ bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *r
  * in its hit rate: a pair is written raw then value, and a torn pair just misses. */
 static inline bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
 {
-	const volatile uint8_t *p = c->link->in + TP_OFF_SLOTS + (size_t)c->slot * c->link->slot_size;
+	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot);
 	/* acquire: a word published after a barrier is read before what it publishes (as
 	 * tp_in_word()) */
 	uint64_t raw = __atomic_load_n((const uint64_t *)(const void *)(p + w), __ATOMIC_ACQUIRE);
@@ -666,7 +721,7 @@ void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events);
 static inline const volatile uint8_t *tp_in_inline(const struct tp_link *l, uint32_t slot,
 						   uint32_t pos)
 {
-	return l->in + TP_OFF_SLOTS + (size_t)slot * l->slot_size + TP_SLOT_RINGS +
+	return l->in + tp_slot_off(l, slot) + TP_SLOT_RINGS +
 	       (size_t)(pos & (l->geom.inline_n - 1)) * 128u;
 }
 
@@ -730,11 +785,11 @@ void tp_tx_feedback(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
-void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
+void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
 bool tp_conn_peer_lost(struct tp_conn *c);
 void tp_conn_maxerr(struct tp_conn *c, int err);
-uint64_t tp_in_word(const struct tp_link *l, uint32_t off);
-void tp_out_word(struct tp_link *l, uint32_t off, uint32_t seed, uint32_t v);
+uint64_t tp_in_word(const struct tp_link *l, uint64_t off);
+void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v);
 
 /* tp_link.c */
 void tp_helper_start(void);

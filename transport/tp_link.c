@@ -751,15 +751,23 @@ void tp_atfork_child(void)
 static int link_geometry(struct tp_link *l)
 {
 	const struct tp_params *p = &l->params;
-	uint32_t n = p->inline_slots, base, avail, q;
+	uint32_t n = p->inline_slots, base, q;
+	uint64_t avail;
 
 	if (p->contexts == 0 || p->contexts > TP_MAX_CONTEXTS || n < 2 || (n & (n - 1)) ||
 	    n > 65536 || p->inline_max > TP_INLINE_MAX)
 		return -EINVAL;
 	if (l->in_size <= TP_OFF_SLOTS || l->out_size != l->in_size)
 		return -ENOSPC;
+	if (l->in_size > TP_WINDOW_MAX) {
+		/* (ntb/ refuses these already; offsets here are sized for this bound) */
+		LOG(LL_DEBUG, "transport: window of %zu bytes: more than the %llu the transport "
+		    "drives", l->in_size, (unsigned long long)TP_WINDOW_MAX);
+		return -EFBIG;
+	}
 	base = TP_SLOT_RINGS + n * 128u;
-	avail = (uint32_t)((l->in_size - TP_OFF_SLOTS) / p->contexts);
+	/* 64 bits: a window above 4 GiB leaves a slot more than 4 GiB (the ring is capped below) */
+	avail = (uint64_t)(l->in_size - TP_OFF_SLOTS) / p->contexts;
 	if (avail < base + 4096u)
 		return -ENOSPC;
 	for (q = 4096; (uint64_t)q * 2 <= avail - base && q < (1u << 30); q *= 2)

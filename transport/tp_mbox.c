@@ -20,6 +20,7 @@ static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 	    h->mbox_prod - peer_cons >= TP_MBOX_SLOTS && h->mbox_prod - peer_cons < (1u << 31))
 		return -EAGAIN; /* the peer has not consumed: the caller's timer retries */
 	p->seq = h->mbox_prod + 1;
+	p->version = TP_WIRE_VERSION;
 	tp_pkt_seal(p, seed);
 	ntb_write(l->ntb, off, p, sizeof(*p));
 	/* packet before the index that publishes it; pairs with the acquire load of MBOX_TX in
@@ -51,11 +52,14 @@ static bool host_listens(struct tp_host *h, uint16_t port)
 }
 
 /* Is the geometry a peer announced for its slot inside our outbound window and sane? */
-bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n, uint32_t q)
+bool tp_geom_valid(const struct tp_link *l, uint64_t slot_off, uint32_t inline_n, uint32_t q)
 {
-	uint64_t end = (uint64_t)slot_off + TP_SLOT_RINGS + (uint64_t)inline_n * 128u + q;
+	/* (no wrap: slot_off is checked against the window first, and the window is at most
+	 * TP_WINDOW_MAX) */
+	uint64_t end = slot_off + TP_SLOT_RINGS + (uint64_t)inline_n * 128u + q;
 
-	return slot_off >= TP_OFF_SLOTS && slot_off % 128u == 0 && inline_n >= 2 &&
+	return slot_off >= TP_OFF_SLOTS && slot_off < l->out_size && slot_off % 128u == 0 &&
+	       l->out_size <= TP_WINDOW_MAX && inline_n >= 2 &&
 	       inline_n <= 65536 && (inline_n & (inline_n - 1)) == 0 && q >= 4096 &&
 	       (q & (q - 1)) == 0 && q <= (1u << 30) && end <= l->out_size;
 }
@@ -75,7 +79,7 @@ static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint
 	if (e) {
 		p.server_slot = slot;
 		p.server_nonce = e->nonce;
-		p.slot_off = TP_OFF_SLOTS + slot * l->slot_size;
+		tp_pkt_set_slot_off(&p, tp_slot_off(l, slot));
 		p.inline_n = l->geom.inline_n;
 		p.qsize = l->geom.qsize;
 		p.epoch = e->epoch;
@@ -108,7 +112,8 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		reply(l, p, TP_PKT_NACK, TP_REASON_ADMIN_DOWN, NULL, 0);
 		return;
 	}
-	if (!tp_geom_valid(l, p->slot_off, p->inline_n, p->qsize) ||
+	if (p->version != TP_WIRE_VERSION ||
+	    !tp_geom_valid(l, tp_pkt_slot_off(p), p->inline_n, p->qsize) ||
 	    p->client_slot >= (l->out_size - TP_OFF_SLOTS) / 128u) {
 		reply(l, p, TP_PKT_NACK, TP_REASON_PEER_ERROR, NULL, 0);
 		return;
@@ -131,7 +136,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	e->key = p->key;
 	e->peer_slot = p->client_slot;
 	e->peer_nonce = p->client_nonce;
-	e->peer_slot_off = p->slot_off;
+	e->peer_slot_off = tp_pkt_slot_off(p);
 	e->peer_inline_n = p->inline_n;
 	e->peer_qsize = p->qsize;
 	e->msgid = p->msgid;
@@ -174,8 +179,10 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 	if (p->type == TP_PKT_ACK) {
 		e->peer_slot = p->server_slot;
 		e->peer_nonce = p->server_nonce;
-		e->peer_slot_off = p->slot_off;
-		e->peer_inline_n = p->inline_n;
+		e->peer_slot_off = tp_pkt_slot_off(p);
+		/* a server of another wire version: its geometry is refused below (tp_connect():
+		 * tp_geom_valid() fails, RST to its reservation, TCP) */
+		e->peer_inline_n = p->version == TP_WIRE_VERSION ? p->inline_n : 0;
 		e->peer_qsize = p->qsize;
 		e->epoch = p->epoch;
 		e->peer_epoch = ntb_link_peer_epoch(l->ntb);

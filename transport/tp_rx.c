@@ -14,7 +14,7 @@
 
 static const volatile uint8_t *in_slot(const struct tp_conn *c)
 {
-	return c->link->in + TP_OFF_SLOTS + (size_t)c->slot * c->link->slot_size;
+	return c->link->in + tp_slot_off(c->link, c->slot);
 }
 
 static const volatile uint8_t *in_inline(const struct tp_conn *c, uint32_t pos)
@@ -811,7 +811,7 @@ out:
 
 static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
 {
-	return tp_in_word(c->link, TP_OFF_SLOTS + c->slot * c->link->slot_size + w);
+	return tp_in_word(c->link, tp_slot_off(c->link, c->slot) + w);
 }
 
 void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)

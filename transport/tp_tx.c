@@ -52,8 +52,8 @@ static uint64_t coarse_ms(void)
 /* The raw checked word W of our slot (written by the peer), unchecked: for change detection. */
 static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
 {
-	return __atomic_load_n((const uint64_t *)(const void *)(c->link->in + TP_OFF_SLOTS +
-			       (size_t)c->slot * c->link->slot_size + w), __ATOMIC_RELAXED);
+	return __atomic_load_n((const uint64_t *)(const void *)(c->link->in +
+			       tp_slot_off(c->link, c->slot) + w), __ATOMIC_RELAXED);
 }
 
 /* NOW - THEN for stamps that may have been taken after NOW (no wrap to a huge age). */
@@ -62,14 +62,15 @@ static uint64_t age_ms(uint64_t now, uint64_t then)
 	return now > then ? now - then : 0;
 }
 
-static uint32_t out_inline_off(const struct tp_conn *c, uint32_t pos)
+/* Window offsets in the peer's slot (64 bits: the slot may lie above 4 GiB). */
+static uint64_t out_inline_off(const struct tp_conn *c, uint32_t pos)
 {
-	return c->out.slot_off + TP_SLOT_RINGS + (pos & (c->out.inline_n - 1)) * 128u;
+	return c->out.slot_off + TP_SLOT_RINGS + (uint64_t)(pos & (c->out.inline_n - 1)) * 128u;
 }
 
-static uint32_t out_data_base(const struct tp_conn *c)
+static uint64_t out_data_base(const struct tp_conn *c)
 {
-	return c->out.slot_off + TP_SLOT_RINGS + c->out.inline_n * 128u;
+	return c->out.slot_off + TP_SLOT_RINGS + (uint64_t)c->out.inline_n * 128u;
 }
 
 /* Write data-ring bytes [from, to) (free-running positions) from the shadow to the window. */
@@ -254,8 +255,13 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 	} else
 #endif
 	{
-		uint32_t crc = gather_crc(ic, s + tp_inline_off(len), len, c->nonce_out, true);
+		unsigned off = tp_inline_off(len);
+		uint32_t crc;
 
+		/* the window gets [off, 127] from the shadow: padding as zeros (as the direct
+		 * path writes it), not an earlier lap's bytes */
+		memset(s + off + len, 0, TP_INL_LEN - off - len);
+		crc = gather_crc(ic, s + off, len, c->nonce_out, true);
 		tp_inline_finish(s, len, c->msn_next, flags, seq, crc);
 		write_inline_slot(c, pos);
 	}
@@ -286,6 +292,29 @@ static uint32_t gather_out(struct tp_conn *c, struct iov_cur *ic, uint32_t pos, 
 	return crc;
 }
 
+/*
+ * Zero the bytes of a data-ring message at POS that hold neither its descriptor nor its payload
+ * in the shadow: the long protocol's gap up to the payload's 128-byte boundary, and the
+ * padding after the payload up to TP_DATA_ALIGN. Nothing else writes them, and retransmit()
+ * rewrites [fb_rx_d, tx_d) whole from the shadow: left alone they would carry what the shadow
+ * held before (the heap's bytes from aligned_alloc(), or a recycled connection's) into the
+ * peer's window. The ring holds only descriptors, payloads and these, so every byte a
+ * retransmission sends is the program's, a header or zero. Before the payload is copied: the
+ * tail's one 16-byte store also covers payload bytes, which the copy then overwrites. Neither
+ * range wraps: POS is 16-aligned and the ring a multiple of 128 bytes.
+ */
+static void zero_data_gaps(struct tp_conn *c, uint32_t pos, uint32_t gap, uint32_t len)
+{
+	uint32_t q = c->out.qsize;
+
+	static_assert(TP_DATA_ALIGN == 16, "one 16-byte store of padding");
+	if (gap > TP_DESC_SIZE)
+		memset(c->sh_data + ((pos + TP_DESC_SIZE) & (q - 1)), 0, gap - TP_DESC_SIZE);
+	if (len % TP_DATA_ALIGN)
+		memset(c->sh_data + ((pos + gap + (len & ~(TP_DATA_ALIGN - 1))) & (q - 1)), 0,
+		       TP_DATA_ALIGN);
+}
+
 static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8_t type,
 		      uint8_t flags)
 {
@@ -297,6 +326,7 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	bool via_dmaq = type == TP_MT_LONG && c->dmaq && !ntb_dmaq_cpu_engine(c->dmaq);
 	uint32_t crc;
 
+	zero_data_gaps(c, pos, gap, len);
 	if (via_dmaq) {
 		uint32_t pp = (pos + gap) & (q - 1), first = len < q - pp ? len : q - pp;
 

@@ -11,18 +11,18 @@
 
 /* --- words -------------------------------------------------------------------------------- */
 
-uint64_t tp_in_word(const struct tp_link *l, uint32_t off)
+uint64_t tp_in_word(const struct tp_link *l, uint64_t off)
 {
 	/* acquire: a word published after a barrier is read before what it publishes */
 	return __atomic_load_n((const uint64_t *)(const void *)(l->in + off), __ATOMIC_ACQUIRE);
 }
 
-void tp_out_word(struct tp_link *l, uint32_t off, uint32_t seed, uint32_t v)
+void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v)
 {
 	ntb_write64(l->ntb, off, tp_cw_make(seed, v));
 }
 
-void tp_write_st(struct tp_link *l, uint32_t peer_slot_off, uint32_t peer_nonce, uint32_t flags)
+void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags)
 {
 	tp_out_word(l, peer_slot_off + TP_W_ST_FLAGS, peer_nonce, flags);
 	ntb_wc_flush(l->ntb);
@@ -137,13 +137,16 @@ int tp_conn_init_queues(struct tp_conn *c)
 	}
 	/* (whole slots are rewritten on retransmission: no byte of an earlier use goes out) */
 	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
+	/* sh_data is not cleared (up to 1 GiB per set-up): each message zeroes its own gaps and
+	 * padding in it as it is written (tp_tx.c: zero_data_gaps()), so what a retransmission
+	 * rewrites, [fb_rx_d, tx_d), holds none of the heap's or an earlier use's bytes */
 	if (!c->dmaq && ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
 	tp_mutex_init(&c->tx_lock);
 	tp_mutex_init(&c->rx_lock);
 	tp_mutex_init(&c->witness_lock);
-	c->seq_base_in = c->nonce_in % 255u;
-	c->seq_base_out = c->nonce_out % 255u;
+	c->seq_base_in = tp_inline_seq_base(c->nonce_in);
+	c->seq_base_out = tp_inline_seq_base(c->nonce_out);
 	tp_rx_note_stale(c);
 	c->last_ack_ms = tp_now_ms();
 	return 0;

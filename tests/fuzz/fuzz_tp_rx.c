@@ -283,7 +283,7 @@ static void op_pkt(struct ctx *x, struct rd *r)
 	rdbytes(r, (uint8_t *)&p, offsetof(struct tp_pkt, reserved));
 	p.type = (uint8_t)(p.type % 5u); /* 0 (invalid), Apply, Ack, Nack, Cancel */
 	if (p.type == TP_PKT_APPLY && (p.pad & 1)) { /* plausible geometry: gets further */
-		p.slot_off = TP_OFF_SLOTS + (p.slot_off % 16u) * x->slot_size;
+		tp_pkt_set_slot_off(&p, TP_OFF_SLOTS + (p.slot_off_lo % 16u) * (uint64_t)x->slot_size);
 		p.inline_n = x->inline_n;
 		p.qsize = x->qsize;
 		p.key.bytes[38] = 5000 >> 8;

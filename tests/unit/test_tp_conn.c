@@ -612,6 +612,135 @@ static void test_conn_cache_trim(void **state)
 	tl_pair_close(&p);
 }
 
+/* What the sender writes into the peer's window is the program's bytes, headers and zeros,
+ * nothing else: not what its shadow rings held before (a recycled connection's bytes, or the
+ * heap's, where the padding and alignment gaps of data-ring messages were never written), also
+ * when a retransmission rewrites every unreleased byte from the shadows. A connection fills its
+ * shadows with 0xA5 and ends; the next one (the same object, same slots: conn_take()) sends
+ * messages of odd sizes, inline, short and long (alignment gaps of 16 to 112 bytes), nothing
+ * consumed; a Retry makes it retransmit them all. Each message in B's window is then exactly its
+ * descriptor or header, its payload and zeros; B reads the stream intact afterwards. */
+static uint8_t pad_payload_byte(size_t i)
+{
+	uint8_t b = (uint8_t)(i * 131u + 7u);
+
+	return b == 0xa5 ? 0x5a : b == 0 ? 1 : b; /* (no 0xA5, no zero: a zero is padding) */
+}
+
+static void test_retransmit_sends_no_stale_bytes(void **state)
+{
+	static const uint32_t sizes[] = { 1, 3, 117, 77, 1001, 20001, 5, 3333, 53, 16385 + 128,
+					  20003, 2047, 116, 24001 };
+	static uint8_t fill[64 << 10], pay[64 << 10], got[160 << 10];
+	struct tl_pair p;
+	struct tp_conn *ca, *cb, *old_a;
+	size_t total = 0;
+
+	(void)state;
+	memset(fill, 0xa5, sizeof(fill));
+	pair_open_ctx(&p, "padzero", 1);
+	connect_pair(&p, 31, &ca, &cb);
+	old_a = ca;
+	/* the first connection: 0xA5 through the whole data ring (twice) and the inline ring */
+	for (uint32_t done = 0; done < 2 * ca->out.qsize; done += sizeof(fill)) {
+		assert_int_equal(tl_send_all(ca, fill, sizeof(fill)), 0);
+		for (size_t n = 0; n < sizeof(fill);) {
+			ssize_t r = tl_recv_some(cb, got, sizeof(fill) - n, 2000);
+
+			assert_true(r > 0);
+			n += (size_t)r;
+		}
+	}
+	for (uint32_t i = 0; i < 2 * ca->out.inline_n; i++) {
+		assert_int_equal(tl_send_all(ca, fill, 1 + i % 116), 0);
+		assert_true(tl_recv_some(cb, got, sizeof(got), 2000) > 0);
+	}
+	tp_abort(cb);
+	tp_abort(ca);
+
+	connect_pair(&p, 32, &ca, &cb);
+	assert_ptr_equal(ca, old_a); /* its shadows hold the first connection's bytes */
+	for (size_t i = 0; i < sizeof(pay); i++)
+		pay[i] = pad_payload_byte(i);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct iovec v = { pay, sizes[i] };
+
+		assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizes[i]);
+		total += sizes[i];
+	}
+	assert_true(ca->st->tx_msgs_long >= 2);
+	assert_int_equal(ca->fb_rx_d, 0); /* nothing released: everything is retransmitted */
+
+	/* B asks for a retry (as rx_fail() does); A answers it */
+	tp_mutex_lock(&cb->rx_lock);
+	cb->rx_epoch++;
+	cb->gated = true;
+	cb->gate_deadline_ms = tl_now_ms() + 60000;
+	cb->pub_ep = (uint32_t)cb->rx_epoch | (uint32_t)cb->det_seen << 16;
+	tp_peer_word(cb, TP_W_FB_EPOCH, cb->pub_ep);
+	tp_mutex_unlock(&cb->rx_lock);
+	tp_mutex_lock(&ca->tx_lock);
+	tp_tx_feedback(ca);
+	tp_mutex_unlock(&ca->tx_lock);
+	assert_true(ca->st->retransmits >= 1);
+	assert_int_equal(ca->tx_epoch, cb->rx_epoch);
+
+	/* B's window: the data ring message by message, the inline slots */
+	const volatile uint8_t *win = ntb_in_window(tp_link_ntb(p.b), NULL);
+	const volatile uint8_t *rings = win + tp_slot_off(p.b, cb->slot) + TP_SLOT_RINGS;
+	const volatile uint8_t *data = rings + (size_t)p.b->geom.inline_n * 128u;
+	uint32_t q = p.b->geom.qsize, pos = 0, inl = 0;
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t len = sizes[i];
+
+		if (len <= TP_INLINE_MAX) {
+			const volatile uint8_t *s = rings + (size_t)inl++ * 128u;
+			unsigned off = tp_inline_off(len);
+			uint16_t l16;
+
+			for (unsigned b = 0; b < TP_INL_LEN; b++)
+				assert_int_equal(s[b], b >= off && b < off + len ?
+						       pad_payload_byte(b - off) : 0);
+			memcpy(&l16, (const void *)(s + TP_INL_LEN), 2);
+			assert_int_equal(l16, len);
+			continue;
+		}
+		struct tp_desc d;
+
+		memcpy(&d, (const void *)(data + (pos & (q - 1))), sizeof(d));
+		assert_int_equal(d.len, len);
+		uint32_t gap = tp_payload_gap(d.type, pos), fp = tp_footprint(d.type, pos, len);
+
+		for (uint32_t b = TP_DESC_SIZE; b < fp; b++) {
+			uint8_t have = data[(pos + b) & (q - 1)];
+
+			if (b >= gap && b < gap + len)
+				assert_int_equal(have, pad_payload_byte(b - gap));
+			else
+				assert_int_equal(have, 0); /* alignment gap, tail padding */
+		}
+		pos += fp;
+	}
+	assert_int_equal(pos, ca->tx_d);
+	assert_int_equal(inl, ca->tx_i);
+
+	/* and B reads it all */
+	for (size_t n = 0, i = 0, at = 0; n < total;) {
+		ssize_t r = tl_recv_some(cb, got + n, total - n, 2000);
+
+		assert_true(r > 0);
+		n += (size_t)r;
+		while (i < sizeof(sizes) / sizeof(sizes[0]) && at + sizes[i] <= n) {
+			assert_memory_equal(got + at, pay, sizes[i]);
+			at += sizes[i++];
+		}
+	}
+	tp_abort(cb);
+	tp_abort(ca);
+	tl_pair_close(&p);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -632,6 +761,7 @@ int main(void)
 		cmocka_unit_test(test_export_adopt),
 		cmocka_unit_test(test_host_layout_shared),
 		cmocka_unit_test(test_reused_conn_is_new),
+		cmocka_unit_test(test_retransmit_sends_no_stale_bytes),
 		cmocka_unit_test(test_conn_cache_trim),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,7 +92,7 @@ static void test_garbage_rings(void **state)
 
 	(void)state;
 	pair_open(&p, "hostile1");
-	uint32_t slot_off = p.ca->out.slot_off;
+	uint64_t slot_off = p.ca->out.slot_off;
 	uint32_t span = TP_SLOT_RINGS + p.ca->out.inline_n * 128u + p.ca->out.qsize;
 
 	for (size_t i = 0; i < sizeof(junk); i++)
@@ -121,7 +121,7 @@ static void test_forged_descriptors(void **state)
 
 	(void)state;
 	pair_open(&p, "hostile2");
-	uint32_t data_off = p.ca->out.slot_off + TP_SLOT_RINGS + p.ca->out.inline_n * 128u;
+	uint64_t data_off = p.ca->out.slot_off + TP_SLOT_RINGS + p.ca->out.inline_n * 128u;
 	/* a descriptor claiming 1 GiB, published by a well-formed tx index */
 	memset(&d, 0, sizeof(d));
 	d.type = TP_MT_SHORT;
@@ -152,7 +152,7 @@ static void test_forged_feedback(void **state)
 	pair_open(&p, "hostile4");
 	assert_int_equal(tl_send_all(p.ca, buf, sizeof(buf)), 0);
 	/* the receiver "releases" far more than was sent: ignored, not trusted */
-	uint32_t fb = p.cb->out.slot_off;
+	uint64_t fb = p.cb->out.slot_off;
 	tp_out_word(p.b, fb + TP_W_FB_RX_D, p.cb->nonce_out, 0x7fffffff);
 	tp_out_word(p.b, fb + TP_W_FB_RX_I, p.cb->nonce_out, 0x12345678);
 	tp_out_word(p.b, fb + TP_W_FB_ACK_MSN, p.cb->nonce_out, 0xdeadbeef);
@@ -176,7 +176,7 @@ static void test_forged_feedback(void **state)
  * record R of the receiver CB, whose peer (the writer) is CA. */
 static uint32_t rec_window_off(const struct tp_conn *ca, const struct tp_rec *r, uint32_t off)
 {
-	uint32_t rings = ca->out.slot_off + TP_SLOT_RINGS;
+	uint64_t rings = ca->out.slot_off + TP_SLOT_RINGS;
 
 	if (r->ring == 0)
 		return rings + (r->pos & (ca->out.inline_n - 1)) * 128u + r->payload + off;

@@ -209,7 +209,7 @@ static int apply_from(struct pair *p, uint16_t port, uint32_t msgid, bool corrup
 	k.msgid = msgid;
 	k.client_slot = (uint32_t)slot;
 	k.client_nonce = e->nonce;
-	k.slot_off = TP_OFF_SLOTS + (uint32_t)slot * p->a->slot_size;
+	tp_pkt_set_slot_off(&k, tp_slot_off(p->a, (uint32_t)slot));
 	k.inline_n = p->a->geom.inline_n;
 	k.qsize = p->a->geom.qsize;
 	tl_key(&k.key, 999, port);

@@ -592,7 +592,7 @@ static void test_lost_slot_seen_behind(void **state)
 }
 
 /* A receive context keeps what its previous connection left in its inline ring: a slot whose
- * sequence byte happens to be the one the new connection expects next (1 in 255) but that
+ * sequence byte happens to be the one the new connection expects next (1 in 254) but that
  * fails its check (another connection's nonce) is not news. Reads find nothing in it,
  * readiness does not report it (a reader that trusted that readiness would block on a quiet
  * connection: iperf3's control socket did), and the real message, when it comes, is read. */
@@ -691,6 +691,79 @@ static void test_reused_ring_not_published(void **state)
 		tp_close(cs[1]);
 	}
 	tl_pair_close(&p);
+}
+
+/* Inline positions wrap at 2^32 (free-running 32-bit cursors). A connection moved to the last
+ * lap before the wrap, for rings of 2, 64, 256 and 65536 slots: one message per position
+ * through the wrap. At the first position after it, before anything is sent there, the slot
+ * holds the last lap's message: the readiness hint must not call it published, a read finds
+ * nothing and no Retry follows (with a cycle of 255 the bytes of both laps were equal for 256
+ * and 65536 slots). Every message then arrives in order, through the whole first lap. */
+static void test_inline_wrap(void **state)
+{
+	const uint32_t sizes[] = { 2, 64, 256, 65536 };
+
+	(void)state;
+	for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+		uint32_t n = sizes[z], start = 0u - n;
+		struct tp_params tpp;
+		struct tl_pair p;
+		struct tp_key k;
+		enum tp_reason why;
+		uint8_t msg[16], out[16];
+		struct iovec vo = { out, sizeof(out) };
+
+		tp_params_init(&tpp);
+		tpp.inline_slots = n;
+		tpp.contexts = 2;
+		snprintf(p.path, sizeof(p.path), "/dev/shm/ntbsock-test-iwrap-%d", getpid());
+		tl_unlink(p.path);
+		assert_int_equal(tl_open(p.path, 0, 32u << 20, &tpp, &p.a), 0);
+		assert_int_equal(tl_open(p.path, 1, 32u << 20, &tpp, &p.b), 0);
+		assert_int_equal(tp_listen(p.b, 5000), 0);
+		assert_int_equal(tl_wait_listen(p.a, 5000, 5000), 0);
+		tl_key(&k, 40000, 5000);
+		assert_int_equal(tp_connect(p.a, &k, 5000, &p.ca, &why), 0);
+		assert_int_equal(tp_attach(p.b, &k, &p.cb), 0);
+		assert_int_equal(p.cb->link->geom.inline_n, n);
+		/* both ends at position 2^32 - n (nothing sent yet: as an adopted connection) */
+		tp_mutex_lock(&p.ca->tx_lock);
+		p.ca->tx_i = p.ca->fb_rx_i = start;
+		tp_mutex_unlock(&p.ca->tx_lock);
+		tp_mutex_lock(&p.cb->rx_lock);
+		p.cb->v_i = p.cb->c_i = p.cb->pub_i = start;
+		tp_mutex_unlock(&p.cb->rx_lock);
+		for (uint32_t i = 0; i < 2 * n; i++) {
+			struct iovec v = { msg, sizeof(msg) };
+
+			if (i == n) {
+				/* position 0: the slot holds position 2^32 - n's message */
+				assert_int_equal(p.cb->v_i, 0);
+				assert_false(tp_readable_hint(p.cb));
+				assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
+				assert_false(tp_poll(p.cb) & TP_EV_IN);
+				assert_false(p.cb->gated);
+			}
+			memset(msg, 0, sizeof(msg));
+			memcpy(msg, &i, sizeof(i));
+			assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)sizeof(msg));
+			assert_int_equal(p.ca->tx_i, start + i + 1); /* inline, at position i */
+			assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 3000), sizeof(out));
+			assert_memory_equal(out, msg, sizeof(msg));
+			/* the slot back to the sender at once (not at the lazy release's pace): the
+			 * next message goes inline too */
+			tp_mutex_lock(&p.cb->rx_lock);
+			tp_rx_flush_feedback(p.cb);
+			tp_mutex_unlock(&p.cb->rx_lock);
+			tp_mutex_lock(&p.ca->tx_lock);
+			tp_tx_feedback(p.ca);
+			tp_mutex_unlock(&p.ca->tx_lock);
+		}
+		assert_int_equal(p.ca->tx_i, n);
+		assert_int_equal(p.ca->st->retransmits, 0);
+		assert_int_equal(p.cb->st->crc_errors, 0);
+		tl_pair_close(&p);
+	}
 }
 
 /* A receiver waiting for the retransmission it asked for (gated) answers a Detect with its
@@ -919,6 +992,7 @@ int main(void)
 		cmocka_unit_test(test_lost_slot_seen_behind),
 		cmocka_unit_test(test_stale_slot_not_news),
 		cmocka_unit_test(test_reused_ring_not_published),
+		cmocka_unit_test(test_inline_wrap),
 		cmocka_unit_test(test_gated_receiver_answers_detect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

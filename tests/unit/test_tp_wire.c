@@ -90,6 +90,45 @@ static void test_inline_seq_never_zero_changes_per_lap(void **state)
 	}
 }
 
+/* For every ring size the configuration accepts (inline_slots: powers of two, 2 … 65536), the
+ * byte of each lap differs from the next one's, also from the last lap before the 2^32 wrap of
+ * the positions to the first after it (with a cycle of 255, 256 and 65536 slots gave both the
+ * same byte there: a stale slot read as published), all slots of a lap share it, never 0. */
+static void test_inline_seq_changes_across_wrap(void **state)
+{
+	const uint32_t bases[] = { 0, 1, 17, 127, 200, 253 };
+
+	(void)state;
+	for (unsigned log2n = 1; log2n <= 16; log2n++) {
+		uint32_t n = 1u << log2n;
+
+		for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++) {
+			uint32_t base = bases[b];
+
+			/* the 8 laps before the wrap and the 8 after it, every slot of each */
+			for (uint32_t lap = (uint32_t)-8 << log2n;; lap += n) {
+				uint32_t next = lap + n; /* (wraps to 0 after the last lap) */
+				uint8_t s = tp_inline_seq(lap, log2n, base);
+
+				assert_int_not_equal(s, 0);
+				assert_int_not_equal(s, tp_inline_seq(next, log2n, base));
+				for (uint32_t k = 1; k < n; k += k < 64 ? 1 : n / 64)
+					assert_int_equal(tp_inline_seq(lap + k, log2n, base), s);
+				if (lap == 7u << log2n)
+					break;
+			}
+			/* and laps spread over the whole cycle */
+			for (uint32_t i = 0; i < 4096; i++) {
+				uint32_t pos = (uint32_t)(i * 0x9E3779B9u) & ~(n - 1);
+
+				assert_int_not_equal(tp_inline_seq(pos, log2n, base), 0);
+				assert_int_not_equal(tp_inline_seq(pos, log2n, base),
+						     tp_inline_seq(pos + n, log2n, base));
+			}
+		}
+	}
+}
+
 static void test_descriptor_layout(void **state)
 {
 	(void)state;
@@ -244,6 +283,7 @@ int main(void)
 		cmocka_unit_test(test_inline_offsets_table),
 		cmocka_unit_test(test_inline_roundtrip_and_corruption),
 		cmocka_unit_test(test_inline_seq_never_zero_changes_per_lap),
+		cmocka_unit_test(test_inline_seq_changes_across_wrap),
 		cmocka_unit_test(test_descriptor_layout),
 		cmocka_unit_test(test_packet_seal),
 		cmocka_unit_test(test_inline_window_layout),
