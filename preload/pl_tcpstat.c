@@ -17,7 +17,8 @@
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic int *_Atomic ids_map;        /* by fd: slot id + 1; 0 none (set once) */
-static _Atomic int refs[TP_TCPSTAT_MAX];     /* this process's fds naming each slot */
+static _Atomic int *refs;                    /* by slot id: this process's fds naming it (set
+					      * before ids_map, read after it) */
 static char path[256];                       /* "" = TP_TCPSTAT_PATH */
 static _Atomic int fd_hi;                    /* above every fd ever given an id */
 
@@ -30,7 +31,15 @@ static void init(void)
 		strcpy(path, p);
 	if (pl_nfds > 0) {
 		_Atomic int *m = calloc((size_t)pl_nfds, sizeof(*m));
-		/* Release pairs with the acquire load in map(): the zeroed array is seen whole. */
+
+		/* The table's size, untouched until used (calloc maps zero pages). */
+		refs = calloc(TP_TCPSTAT_MAX, sizeof(*refs));
+		if (!refs) {
+			free(m);
+			return;
+		}
+		/* Release pairs with the acquire load in map(): both zeroed arrays are seen
+		 * whole. */
 		atomic_store_explicit(&ids_map, m, memory_order_release);
 	}
 }

@@ -18,7 +18,8 @@
 #include "ntb/ntb.h"
 #include "transport/transport.h"
 
-#define STAT_MAX_ROWS 65536
+/* Rows of all links and of the TCP table together. */
+#define STAT_MAX_ROWS (4 * TP_TCPSTAT_MAX)
 
 struct stat_rows {
 	struct tool_stat_row *v;
@@ -124,13 +125,24 @@ static void fmt_addr(const uint8_t b[28], char *out, size_t len)
 static int collect_tcp(struct stat_rows *rows)
 {
 	const char *path = getenv("NTBSOCK_STAT_TCP");
-	struct tp_tcpstat_entry *ents = calloc(TP_TCPSTAT_MAX, sizeof(*ents));
-	int n;
+	struct tp_tcpstat_entry *ents = NULL;
+	int max = 1024, n;
 
-	if (!ents)
-		return -ENOMEM;
-	n = tp_tcpstat_list(path && path[0] ? path : NULL, ents, TP_TCPSTAT_MAX);
-	for (int i = 0; i < n && i < TP_TCPSTAT_MAX; i++) {
+	/* The table grows while we read it: ask again with room for what it said it holds. */
+	for (;;) {
+		struct tp_tcpstat_entry *e = realloc(ents, (size_t)max * sizeof(*e));
+
+		if (!e) {
+			free(ents);
+			return -ENOMEM;
+		}
+		ents = e;
+		n = tp_tcpstat_list(path && path[0] ? path : NULL, ents, max);
+		if (n <= max || max >= TP_TCPSTAT_MAX)
+			break;
+		max = n + n / 8 < TP_TCPSTAT_MAX ? n + n / 8 : TP_TCPSTAT_MAX;
+	}
+	for (int i = 0; i < n && i < max; i++) {
 		struct tool_stat_row *r = rows_add(rows);
 
 		if (!r) {

@@ -265,14 +265,18 @@ struct tp_stat_entry {
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max);
 
 /* ADDED: host-wide table of connections that stayed TCP (tp_tcpstat.c), for `ntbsock stat`.
- * A shared file of TP_TCPSTAT_MAX fixed slots (PATH NULL = TP_TCPSTAT_PATH; mode 0600,
- * created O_EXCL, opened O_NOFOLLOW, magic/size checked: a foreign file is never used).
+ * A shared file with room for TP_TCPSTAT_MAX fixed slots (PATH NULL = TP_TCPSTAT_PATH; mode
+ * 0600, created O_EXCL, opened O_NOFOLLOW, magic/size checked: a foreign file is never used);
+ * sparse: the table grows through it as connections need slots, and only the pages in use take
+ * memory. Any number of processes write it at once (slots are claimed by CAS), a dead
+ * process's slots are taken over by the next writer that needs one.
  * tp_tcpstat_add() registers (PID, FD, socket inode INO, local/remote address, REASON) and
  * returns the slot id (>= 0) or a negative errno; tp_tcpstat_del(id, pid) removes it.
  * tp_tcpstat_list() copies live entries (dead pids and closed fds left out) into OUT (at most
- * MAX) and returns how many there are (0 when the file is missing or unusable). */
+ * MAX) and returns how many there are (may exceed MAX; 0 when the file is missing or
+ * unusable). */
 #define TP_TCPSTAT_PATH   "/dev/shm/ntbsock-stat-tcp"
-#define TP_TCPSTAT_MAX    1024
+#define TP_TCPSTAT_MAX    262144
 #define TP_TCPSTAT_REASON 48
 struct sockaddr;
 struct tp_tcpstat_entry {
