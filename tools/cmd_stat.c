@@ -187,18 +187,33 @@ static int load_conf(const char *conf_arg, struct conf **ret_conf)
 	return rc;
 }
 
+static int print_summary(const struct conf *conf, const struct stat_rows *rows, bool json)
+{
+	const char *links[CONF_MAX_LINKS];
+	int n = 0, rc;
+
+	for (int i = 0; i < conf->n_links && n < CONF_MAX_LINKS; i++)
+		links[n++] = conf->links[i].name;
+	rc = json ? tool_stat_print_summary_json(stdout, rows->v, rows->n, links, n)
+		  : tool_stat_print_summary(stdout, rows->v, rows->n, links, n);
+	if (rc < 0)
+		fprintf(stderr, "ntbsock stat: summary: %s\n", strerror(-rc));
+	return rc;
+}
+
 int cmd_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "conf", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "summary", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf_arg = NULL;
 	struct stat_rows rows = { 0 };
 	struct conf *conf = NULL;
-	bool json = false;
+	bool json = false, summary = false;
 	int opt, rc = 0;
 
 	optind = 1;
@@ -210,6 +225,9 @@ int cmd_stat(int argc, char **argv)
 			break;
 		case 'j':
 			json = true;
+			break;
+		case 's':
+			summary = true;
 			break;
 		case 'h':
 			tool_print_usage(tool_find_cmd("stat"), stdout);
@@ -231,12 +249,12 @@ int cmd_stat(int argc, char **argv)
 	}
 	if (rc == 0 && (rc = collect_tcp(&rows)) < 0)
 		fprintf(stderr, "ntbsock stat: tcp connections: %s\n", strerror(-rc));
-	if (rc == 0) {
-		if (json)
-			tool_stat_print_json(stdout, rows.v, rows.n);
-		else
-			tool_stat_print_table(stdout, rows.v, rows.n);
-	}
+	if (rc == 0 && summary)
+		rc = print_summary(conf, &rows, json);
+	else if (rc == 0 && json)
+		tool_stat_print_json(stdout, rows.v, rows.n);
+	else if (rc == 0)
+		tool_stat_print_table(stdout, rows.v, rows.n);
 	free(rows.v);
 	conf_free(conf);
 	return rc == 0 ? TOOL_EXIT_OK : TOOL_EXIT_FAIL;
