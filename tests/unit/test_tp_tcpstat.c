@@ -123,13 +123,17 @@ static void concurrent(void)
 		kids[k] = fork();
 		CHECK(kids[k] >= 0);
 		if (kids[k] == 0) {
+			close(go[1]);
+			close(done[1]);
 			CHECK(read(go[0], &b, 1) == 1);
 			CHECK(add_rows(1500, NULL) == 0);
 			CHECK(write(held[1], &b, 1) == 1);
+			close(held[1]); /* a sibling that fails must not leave the reader waiting */
 			CHECK(read(done[0], &b, 1) == 1);
 			_exit(0);
 		}
 	}
+	close(held[1]);
 	CHECK(write(go[1], "gggg", 4) == 4);
 	for (int k = 0; k < 4; k++)
 		CHECK(read(held[0], &b, 1) == 1);
