@@ -899,6 +899,15 @@ void pl_listener_links(uint16_t port, bool advertise)
 	}
 }
 
+int pl_links_open_all(void)
+{
+	int n = 0;
+
+	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
+		n += pl_link_get(i, false, NULL) != NULL;
+	return n;
+}
+
 /* The last reference is gone: end the connection / withdraw the listener. */
 void pl_sock_release(struct pl_sock *s)
 {

@@ -96,6 +96,19 @@ out:
 	errno = saved;
 }
 
+void pl_tcpstat_open(void)
+{
+	int saved = errno;
+
+	pthread_once(&once, init);
+	PL_ENTER();
+	int r = map() && strcmp(path, "off") != 0 ? tp_tcpstat_open(path[0] ? path : NULL) : 0;
+	PL_LEAVE();
+	if (r < 0)
+		LOG(LL_DEBUG, "the table of tcp connections for `ntbsock stat` cannot be opened");
+	errno = saved;
+}
+
 void pl_tcpstat_closed(int fd)
 {
 	_Atomic int *ids = map();

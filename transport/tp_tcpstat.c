@@ -137,6 +137,11 @@ static struct tcpstat_file *writer(const char *path)
 	return f;
 }
 
+int tp_tcpstat_open(const char *path)
+{
+	return writer(path ? path : TP_TCPSTAT_PATH) ? 0 : -ENOENT;
+}
+
 static void copy_addr(uint8_t dst[28], const struct sockaddr *sa)
 {
 	memset(dst, 0, 28);

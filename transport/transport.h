@@ -270,6 +270,8 @@ int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, in
  * sparse: the table grows through it as connections need slots, and only the pages in use take
  * memory. Any number of processes write it at once (slots are claimed by CAS), a dead
  * process's slots are taken over by the next writer that needs one.
+ * tp_tcpstat_open() maps the table for writing now (for a process about to give up the
+ * privileges that let it open the file; 0 or -ENOENT), else the first tp_tcpstat_add() does.
  * tp_tcpstat_add() registers (PID, FD, socket inode INO, local/remote address, REASON) and
  * returns the slot id (>= 0) or a negative errno; tp_tcpstat_del(id, pid) removes it.
  * tp_tcpstat_list() copies live entries (dead pids and closed fds left out) into OUT (at most
@@ -284,6 +286,7 @@ struct tp_tcpstat_entry {
 	struct { uint8_t bytes[28]; } local, remote; /* sockaddr_in/_in6; family 0 unknown */
 	char reason[TP_TCPSTAT_REASON];
 };
+int tp_tcpstat_open(const char *path);
 int tp_tcpstat_add(const char *path, int pid, int fd, uint64_t ino, const struct sockaddr *l,
 		   const struct sockaddr *r, const char *reason);
 void tp_tcpstat_del(int id, int pid);
