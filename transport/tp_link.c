@@ -585,7 +585,9 @@ void tp_helper_start(void)
 void tp_helper_hold(bool hold)
 {
 	pthread_mutex_lock(&g_lock);
-	g_helper_held = hold;
+	/* A running helper stays, and is not held for a forked child either (its connections
+	 * need one: tp_atfork_child()). */
+	g_helper_held = hold && !g_helper;
 	if (!hold && g_links)
 		tp_helper_start();
 	pthread_mutex_unlock(&g_lock);

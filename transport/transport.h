@@ -62,11 +62,12 @@ void tp_link_close(struct tp_link *link);
 
 /* ADDED: tp_link_open() (and a forked child with links) starts the process's helper thread
  * unless it is held: tp_helper_hold(true) before opening links keeps the process at its own
- * threads; tp_helper_hold(false) starts the helper if links are open. For a process about to
- * change its credentials: glibc applies a set*id call to every thread and aborts the program
- * when one thread's call fails where the caller's succeeded, as it does after a per-thread
- * change such as PR_SET_KEEPCAPS or capset() in the caller. A link without a helper serves no
- * connection yet: release the hold before the first. */
+ * threads (no effect on a helper already running); tp_helper_hold(false) starts the helper
+ * if links are open. For a process about to change its credentials: glibc applies a set*id
+ * call to every thread and aborts the program when one thread's call fails where the
+ * caller's succeeded, as it does after a per-thread change such as PR_SET_KEEPCAPS or
+ * capset() in the caller. A link without a helper serves no connection yet: release the hold
+ * before the first. */
 void tp_helper_hold(bool hold);
 bool tp_link_is_up(struct tp_link *link);
 struct ntb_link *tp_link_ntb(struct tp_link *link);
