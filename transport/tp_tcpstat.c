@@ -56,6 +56,7 @@ static_assert(sizeof(struct tcpstat_slot) == 128, "tcpstat slot size");
 
 static _Atomic(struct tcpstat_file *) writer_map; /* this process's mapping, once made */
 static _Atomic uint32_t claim_hint;               /* where this process looks first */
+static _Atomic bool gave_up;                      /* waited for the file's creator in vain */
 
 static bool pid_dead(int32_t pid)
 {
@@ -63,16 +64,18 @@ static bool pid_dead(int32_t pid)
 }
 
 /* Map PATH (creating it race-free when CREATE). NULL on any problem: a foreign, short or
- * not-yet-initialised file is skipped, never trusted. The mapping is guarded (util/mapguard.h):
+ * not-yet-initialised file is skipped, never trusted (*RET_YOUNG true for the last two: its
+ * creator may still be at work). The mapping is guarded (util/mapguard.h):
  * a file truncated under us, or a full tmpfs that cannot back a page of the sparse file, reads
  * as zeros instead of killing the program with SIGBUS. */
-static struct tcpstat_file *open_map(const char *path, bool create)
+static struct tcpstat_file *open_map(const char *path, bool create, bool *ret_young)
 {
 	struct tcpstat_file *f;
 	struct stat st;
 	bool mine = false;
 	int fd = -1;
 
+	*ret_young = false;
 	if (create) {
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0) {
@@ -90,6 +93,7 @@ static struct tcpstat_file *open_map(const char *path, bool create)
 		return NULL;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(*f) ||
 	    (st.st_uid != geteuid() && geteuid() != 0)) {
+		*ret_young = S_ISREG(st.st_mode) && st.st_size == 0;
 		close(fd);
 		return NULL;
 	}
@@ -109,6 +113,7 @@ static struct tcpstat_file *open_map(const char *path, bool create)
 	if (atomic_load_explicit(&f->magic, memory_order_acquire) != TCPSTAT_MAGIC ||
 	    f->version != TCPSTAT_VERSION || f->slots != TCPSTAT_SLOTS ||
 	    f->slot_size != sizeof(f->slot[0])) {
+		*ret_young = atomic_load_explicit(&f->magic, memory_order_relaxed) == 0;
 		mapguard_remove(f);
 		munmap(f, sizeof(*f));
 		return NULL;
@@ -120,10 +125,20 @@ static struct tcpstat_file *writer(const char *path)
 {
 	struct tcpstat_file *f = atomic_load_explicit(&writer_map, memory_order_acquire);
 	struct tcpstat_file *expect = NULL;
+	bool young;
 
 	if (f)
 		return f;
-	f = open_map(path, true);
+	f = open_map(path, true, &young);
+	/* Another process is creating the file: give it up to 100 ms (until once in vain: a
+	 * creator that died half-way must not delay every later connection). */
+	for (int i = 0; !f && young && i < 200 &&
+	     !atomic_load_explicit(&gave_up, memory_order_relaxed); i++) {
+		usleep(500);
+		f = open_map(path, true, &young);
+	}
+	if (!f && young)
+		atomic_store_explicit(&gave_up, true, memory_order_relaxed);
 	if (!f)
 		return NULL;
 	/* Publish our mapping (release pairs with the acquire load above); a racing thread that
@@ -282,7 +297,8 @@ static bool fd_still_there(int32_t pid, int32_t fd, uint64_t ino)
 
 int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max)
 {
-	struct tcpstat_file *f = open_map(path ? path : TP_TCPSTAT_PATH, false);
+	bool young;
+	struct tcpstat_file *f = open_map(path ? path : TP_TCPSTAT_PATH, false, &young);
 	uint32_t used;
 	int n = 0;
 
