@@ -157,16 +157,21 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	struct stat st;
 	uint32_t epoch = ntb_link_epoch(l->ntb);
 	mode_t mode = lp->mode ? lp->mode : 0600;
-	bool created = true;
+	bool created = false;
 	int fd, rc;
 
 	rc = tp_host_path(lp, ntb_link_side(l->ntb), path, sizeof(path));
 	if (rc)
 		return rc;
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-	if (fd < 0 && errno == EEXIST) {
-		created = false;
-		fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	/* Create it, or open the one there (removed in between: try again). */
+	fd = -1;
+	for (int attempt = 0; fd < 0 && attempt < 4; attempt++) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+		created = fd >= 0;
+		if (fd < 0 && errno == EEXIST)
+			fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && errno != ENOENT)
+			break;
 	}
 	if (fd < 0)
 		return -errno;
