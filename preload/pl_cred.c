@@ -4,8 +4,9 @@
  * as root that becomes another user (memcached -u nobody, nginx workers) would otherwise open
  * them lazily, at its first listen() or connect(), as that user, who may not open the link's
  * file (mode 0600, root's): every connection would stay TCP. Opened before, the process keeps
- * them as it keeps any file it opened before the change: the mappings, the host-table file
- * (path.sideN) and the helper thread stay; nothing is opened later for them. */
+ * them as it keeps any file it opened before the change: the mappings and the host-table file
+ * (path.sideN); nothing is opened later for them. The helper thread starts only at the first
+ * socket that needs a link, after the change (pl_links_open_all()). */
 #include "preload/pl_int.h"
 
 /* Before a credential call: as root still, open what the library will need. Only the first
