@@ -111,7 +111,7 @@ $(BUILD)/tests/%: tests/helpers/%.c $(CORE_LIB)
 DEB_PKGS := gcc make pkg-config libpci-dev liburcu-dev libconfig-dev libcmocka-dev \
             iperf3 sockperf socat iproute2 pciutils procps psmisc coreutils python3 \
             qemu-system-x86 linux-image-amd64 busybox-static cpio gzip \
-            clang libclang-rt-14-dev gnuplot-nox strace
+            clang libclang-rt-14-dev gnuplot-nox strace memcached
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \

@@ -17,6 +17,9 @@
  * pl_exec.c hands NTB connections and listeners over to the new image across exec() and adopts
  * them there (NTBSOCK_INHERIT).
  *
+ * pl_cred.c opens the links (and the table of tcp connections) before the program changes its
+ * credentials (setuid() and the rest), so that a daemon started as root keeps them as nobody.
+ *
  * Known limits: exec through posix_spawn() (glibc calls the kernel directly) or into a program
  * without the library loses inherited NTB connections (see pl_exec.c); an fd closed behind our back (fclose of fdopen'ed socket, raw syscall) leaves a stale entry
  * until the number is reused by socket(), accept(), dup or epoll_create. */
@@ -37,6 +40,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -245,6 +249,8 @@ void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const stru
 bool pl_is_tcp_stream(int fd);
 /* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
 void pl_listener_links(uint16_t port, bool advertise);
+/* Open every configured link not open yet (pl_link_get() of each): the number open after. */
+int pl_links_open_all(void);
 
 /* --- exec (pl_exec.c) --------------------------------------------------------------------------- */
 
@@ -273,6 +279,7 @@ void pl_tcpstat_add(int fd, const struct sockaddr *remote, const char *reason);
 void pl_tcpstat_closed(int fd);           /* before the real close: FD no longer names it */
 void pl_tcpstat_dup(int oldfd, int newfd); /* after a successful dup into NEWFD */
 void pl_tcpstat_closed_range(unsigned first, unsigned last); /* after close_range() */
+void pl_tcpstat_open(void);               /* map the table now (before a set*id call) */
 /* A successful kernel epoll_ctl on a candidate: remember (ADD/MOD) or forget (DEL). */
 void pl_cand_epoll(int epfd, int op, int fd, const struct epoll_event *ev);
 /* connect() made FD (object S) NTB: move its kernel epoll registrations into the shadows. */

@@ -54,7 +54,34 @@ static pthread_mutex_t pl_link_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define PL_FRESH_NS 3000000000LL /* a link opened this recently may still be coming up */
 
+/* pl_links_open_all() holds the transport's helper thread back (tp_helper_hold()); the first
+ * socket that needs a link lets it start (pl_link_get()). The flag is read without the lock on
+ * every pl_link_get() (relaxed: a hint; helper_hold() decides under the lock). */
+static pthread_mutex_t pl_hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic bool pl_helper_held;
+
+static void helper_hold(bool hold)
+{
+	pthread_mutex_lock(&pl_hold_lock);
+	if (atomic_load_explicit(&pl_helper_held, memory_order_relaxed) != hold) {
+		PL_ENTER();
+		tp_helper_hold(hold);
+		PL_LEAVE();
+		atomic_store_explicit(&pl_helper_held, hold, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&pl_hold_lock);
+}
+
+static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh);
+
 struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh)
+{
+	if (unlikely(atomic_load_explicit(&pl_helper_held, memory_order_relaxed)))
+		helper_hold(false);
+	return link_get(index, wait_up, ret_fresh);
+}
+
+static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 {
 	struct tp_link *tl;
 	int64_t now = pl_now_ns();
@@ -899,6 +926,19 @@ void pl_listener_links(uint16_t port, bool advertise)
 	}
 }
 
+int pl_links_open_all(void)
+{
+	int n = 0;
+
+	/* Before a credential change: glibc would abort the program if the helper thread's
+	 * set*id failed where the caller's succeeded (tp_helper_hold()). No effect on a helper
+	 * already running; held until a socket needs the links. */
+	helper_hold(true);
+	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
+		n += link_get(i, false, NULL) != NULL;
+	return n;
+}
+
 /* The last reference is gone: end the connection / withdraw the listener. */
 void pl_sock_release(struct pl_sock *s)
 {
@@ -932,6 +972,7 @@ void pl_sock_release(struct pl_sock *s)
 void pl_atfork_child(void)
 {
 	pthread_mutex_init(&pl_link_lock, NULL);
+	pthread_mutex_init(&pl_hold_lock, NULL);
 	pl_fdtab_atfork_child();
 }
 

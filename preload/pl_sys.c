@@ -186,6 +186,30 @@ static int sys_execl(const char *path, const char *arg, ...)
 #define sys_execlp sys_execl
 #define sys_execle sys_execl
 
+/* set*id: the kernel changes the calling thread only (libc's functions change every thread);
+ * these run only before dlsym has resolved libc's, when the process has one thread. */
+static int sys_setuid(uid_t uid)
+{ return (int)syscall(SYS_setuid, uid); }
+static int sys_seteuid(uid_t uid)
+{ return (int)syscall(SYS_setresuid, (uid_t)-1, uid, (uid_t)-1); }
+static int sys_setreuid(uid_t ruid, uid_t euid)
+{ return (int)syscall(SYS_setreuid, ruid, euid); }
+static int sys_setresuid(uid_t ruid, uid_t euid, uid_t suid)
+{ return (int)syscall(SYS_setresuid, ruid, euid, suid); }
+static int sys_setgid(gid_t gid)
+{ return (int)syscall(SYS_setgid, gid); }
+static int sys_setegid(gid_t gid)
+{ return (int)syscall(SYS_setresgid, (gid_t)-1, gid, (gid_t)-1); }
+static int sys_setregid(gid_t rgid, gid_t egid)
+{ return (int)syscall(SYS_setregid, rgid, egid); }
+static int sys_setresgid(gid_t rgid, gid_t egid, gid_t sgid)
+{ return (int)syscall(SYS_setresgid, rgid, egid, sgid); }
+static int sys_setgroups(size_t n, const gid_t *groups)
+{ return (int)syscall(SYS_setgroups, n, groups); }
+/* initgroups needs the group database (NSS): only libc's. */
+static int sys_initgroups(const char *user, gid_t group)
+{ (void)user; (void)group; errno = ENOSYS; return -1; }
+
 #define sys_fcntl64 sys_fcntl
 #define sys_vfork sys_fork
 

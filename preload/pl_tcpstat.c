@@ -17,7 +17,8 @@
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic int *_Atomic ids_map;        /* by fd: slot id + 1; 0 none (set once) */
-static _Atomic int refs[TP_TCPSTAT_MAX];     /* this process's fds naming each slot */
+static _Atomic int *refs;                    /* by slot id: this process's fds naming it (set
+					      * before ids_map, read after it) */
 static char path[256];                       /* "" = TP_TCPSTAT_PATH */
 static _Atomic int fd_hi;                    /* above every fd ever given an id */
 
@@ -30,7 +31,15 @@ static void init(void)
 		strcpy(path, p);
 	if (pl_nfds > 0) {
 		_Atomic int *m = calloc((size_t)pl_nfds, sizeof(*m));
-		/* Release pairs with the acquire load in map(): the zeroed array is seen whole. */
+
+		/* The table's size, untouched until used (calloc maps zero pages). */
+		refs = calloc(TP_TCPSTAT_MAX, sizeof(*refs));
+		if (!refs) {
+			free(m);
+			return;
+		}
+		/* Release pairs with the acquire load in map(): both zeroed arrays are seen
+		 * whole. */
 		atomic_store_explicit(&ids_map, m, memory_order_release);
 	}
 }
@@ -84,6 +93,19 @@ void pl_tcpstat_add(int fd, const struct sockaddr *remote, const char *reason)
 	if (old > 0 && atomic_fetch_sub_explicit(&refs[old - 1], 1, memory_order_relaxed) == 1)
 		tp_tcpstat_del(old - 1, (int)getpid());
 out:
+	errno = saved;
+}
+
+void pl_tcpstat_open(void)
+{
+	int saved = errno;
+
+	pthread_once(&once, init);
+	PL_ENTER();
+	int r = map() && strcmp(path, "off") != 0 ? tp_tcpstat_open(path[0] ? path : NULL) : 0;
+	PL_LEAVE();
+	if (r < 0)
+		LOG(LL_DEBUG, "the table of tcp connections for `ntbsock stat` cannot be opened");
 	errno = saved;
 }
 

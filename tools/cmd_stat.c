@@ -18,7 +18,8 @@
 #include "ntb/ntb.h"
 #include "transport/transport.h"
 
-#define STAT_MAX_ROWS 65536
+/* Rows of all links and of the TCP table together. */
+#define STAT_MAX_ROWS (4 * TP_TCPSTAT_MAX)
 
 struct stat_rows {
 	struct tool_stat_row *v;
@@ -127,13 +128,24 @@ static void fmt_addr(const uint8_t b[28], char *out, size_t len)
 static int collect_tcp(struct stat_rows *rows)
 {
 	const char *path = getenv("NTBSOCK_STAT_TCP");
-	struct tp_tcpstat_entry *ents = calloc(TP_TCPSTAT_MAX, sizeof(*ents));
-	int n;
+	struct tp_tcpstat_entry *ents = NULL;
+	int max = 1024, n;
 
-	if (!ents)
-		return -ENOMEM;
-	n = tp_tcpstat_list(path && path[0] ? path : NULL, ents, TP_TCPSTAT_MAX);
-	for (int i = 0; i < n && i < TP_TCPSTAT_MAX; i++) {
+	/* The table grows while we read it: ask again with room for what it said it holds. */
+	for (;;) {
+		struct tp_tcpstat_entry *e = realloc(ents, (size_t)max * sizeof(*e));
+
+		if (!e) {
+			free(ents);
+			return -ENOMEM;
+		}
+		ents = e;
+		n = tp_tcpstat_list(path && path[0] ? path : NULL, ents, max);
+		if (n <= max || max >= TP_TCPSTAT_MAX)
+			break;
+		max = n + n / 8 < TP_TCPSTAT_MAX ? n + n / 8 : TP_TCPSTAT_MAX;
+	}
+	for (int i = 0; i < n && i < max; i++) {
 		struct tool_stat_row *r = rows_add(rows);
 
 		if (!r) {
@@ -165,11 +177,26 @@ static int collect_links(const struct conf *conf, struct tool_stat_link *links)
 	return conf->n_links;
 }
 
+static int print_summary(const struct conf *conf, const struct stat_rows *rows, bool json)
+{
+	const char *links[CONF_MAX_LINKS];
+	int n = 0, rc;
+
+	for (int i = 0; i < conf->n_links && n < CONF_MAX_LINKS; i++)
+		links[n++] = conf->links[i].name;
+	rc = json ? tool_stat_print_summary_json(stdout, rows->v, rows->n, links, n)
+		  : tool_stat_print_summary(stdout, rows->v, rows->n, links, n);
+	if (rc < 0)
+		fprintf(stderr, "ntbsock stat: summary: %s\n", strerror(-rc));
+	return rc;
+}
+
 int cmd_stat(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "conf", required_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "summary", no_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -177,7 +204,7 @@ int cmd_stat(int argc, char **argv)
 	char path[PATH_MAX];
 	struct stat_rows rows = { 0 };
 	struct conf *conf = NULL;
-	bool json = false;
+	bool json = false, summary = false;
 	int opt, rc = 0;
 
 	optind = 1;
@@ -189,6 +216,9 @@ int cmd_stat(int argc, char **argv)
 			break;
 		case 'j':
 			json = true;
+			break;
+		case 's':
+			summary = true;
 			break;
 		case 'h':
 			tool_print_usage(tool_find_cmd("stat"), stdout);
@@ -210,7 +240,9 @@ int cmd_stat(int argc, char **argv)
 	}
 	if (rc == 0 && (rc = collect_tcp(&rows)) < 0)
 		fprintf(stderr, "ntbsock stat: tcp connections: %s\n", strerror(-rc));
-	if (rc == 0) {
+	if (rc == 0 && summary) {
+		rc = print_summary(conf, &rows, json);
+	} else if (rc == 0) {
 		struct tool_stat_link links[CONF_MAX_LINKS];
 		int n_links = collect_links(conf, links);
 

@@ -45,7 +45,7 @@ static const struct tool_cmd commands[] = {
 	  "otherwise, 2 on a usage error.\n",
 	  cmd_check },
 	{ "stat", "show the live connections (ntb and tcp) of all processes on this host",
-	  "usage: ntbsock stat [--json] [-c CONF]\n"
+	  "usage: ntbsock stat [--summary] [--json] [-c CONF]\n"
 	  "\n"
 	  "List the connections of every process on this host running under the library.\n"
 	  "NTB ones come from the transport's host-local tables of the config's links: pid,\n"
@@ -56,7 +56,11 @@ static const struct tool_cmd commands[] = {
 	  "mode tcp and the reason (e.g. not configured, no listener, link down).\n"
 	  "\n"
 	  "  -c, --conf CONF  the config whose links to inspect (default: as for check)\n"
-	  "      --json       print one JSON document instead of a table\n"
+	  "      --summary    print counts instead of the connections: the total, per mode\n"
+	  "                   (ntb, tcp), per link (ntb ones) and per reason (tcp ones),\n"
+	  "                   one \"KIND COUNT NAME\" line each\n"
+	  "      --json       print one JSON document instead of a table (with --summary:\n"
+	  "                   {\"summary\":{\"total\",\"mode\",\"link\",\"reason\"}})\n"
 	  "  -h, --help       show this help\n"
 	  "\n"
 	  "Exit status: 0 on success (also when there are no connections), 1 on error.\n",

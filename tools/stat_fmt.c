@@ -3,7 +3,9 @@
 #include "tools/tools_int.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -120,4 +122,120 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 		fprintf(out, ",\"admin\":\"%s\"}", links[i].admin_down ? "down" : "up");
 	}
 	fprintf(out, "]}\n");
+}
+
+/* --- --summary ------------------------------------------------------------------------------- */
+
+struct name_count {
+	const char *name;
+	int count;
+};
+
+/* Count NAME in V (N entries, room for one more): a new name is appended with count 1. */
+static void count_name(struct name_count *v, int *n, const char *name)
+{
+	for (int i = 0; i < *n; i++) {
+		if (strcmp(v[i].name, name) == 0) {
+			v[i].count++;
+			return;
+		}
+	}
+	v[*n].name = name;
+	v[*n].count = 1;
+	(*n)++;
+}
+
+/* Most first; equal counts by name. */
+static int by_count(const void *a, const void *b)
+{
+	const struct name_count *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+struct summary {
+	int total, ntb, tcp;
+	struct name_count *links, *reasons; /* links: LINKS' order first, then any others */
+	int n_links, n_reasons;
+};
+
+static bool summarize(const struct tool_stat_row *rows, int n, const char *const *links,
+		      int n_links, struct summary *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->links = calloc((size_t)(n + n_links) + 1, sizeof(*s->links));
+	s->reasons = calloc((size_t)n + 1, sizeof(*s->reasons));
+	if (!s->links || !s->reasons) {
+		free(s->links);
+		free(s->reasons);
+		return false;
+	}
+	for (int i = 0; i < n_links; i++)
+		s->links[s->n_links++] = (struct name_count){ links[i], 0 };
+	for (int i = 0; i < n; i++) {
+		const struct tool_stat_row *r = &rows[i];
+
+		s->total++;
+		if (r->ntb) {
+			s->ntb++;
+			count_name(s->links, &s->n_links, r->link);
+		} else {
+			s->tcp++;
+			count_name(s->reasons, &s->n_reasons, r->reason[0] ? r->reason : "unknown");
+		}
+	}
+	qsort(s->reasons, (size_t)s->n_reasons, sizeof(*s->reasons), by_count);
+	return true;
+}
+
+int tool_stat_print_summary(FILE *out, const struct tool_stat_row *rows, int n,
+			    const char *const *links, int n_links)
+{
+	struct summary s;
+
+	if (!summarize(rows, n, links, n_links, &s))
+		return -ENOMEM;
+	fprintf(out, "%-7s %8s  %s\n", "KIND", "COUNT", "NAME");
+	fprintf(out, "%-7s %8d\n", "total", s.total);
+	fprintf(out, "%-7s %8d  %s\n", "mode", s.ntb, "ntb");
+	fprintf(out, "%-7s %8d  %s\n", "mode", s.tcp, "tcp");
+	for (int i = 0; i < s.n_links; i++)
+		fprintf(out, "%-7s %8d  %s\n", "link", s.links[i].count, s.links[i].name);
+	for (int i = 0; i < s.n_reasons; i++)
+		fprintf(out, "%-7s %8d  %s\n", "reason", s.reasons[i].count, s.reasons[i].name);
+	free(s.links);
+	free(s.reasons);
+	return 0;
+}
+
+static void json_counts(FILE *out, const struct name_count *v, int n)
+{
+	fputc('{', out);
+	for (int i = 0; i < n; i++) {
+		if (i)
+			fputc(',', out);
+		tool_json_string(out, v[i].name);
+		fprintf(out, ":%d", v[i].count);
+	}
+	fputc('}', out);
+}
+
+int tool_stat_print_summary_json(FILE *out, const struct tool_stat_row *rows, int n,
+				 const char *const *links, int n_links)
+{
+	struct summary s;
+
+	if (!summarize(rows, n, links, n_links, &s))
+		return -ENOMEM;
+	fprintf(out, "{\"summary\":{\"total\":%d,\"mode\":{\"ntb\":%d,\"tcp\":%d},\"link\":",
+		s.total, s.ntb, s.tcp);
+	json_counts(out, s.links, s.n_links);
+	fprintf(out, ",\"reason\":");
+	json_counts(out, s.reasons, s.n_reasons);
+	fprintf(out, "}}\n");
+	free(s.links);
+	free(s.reasons);
+	return 0;
 }

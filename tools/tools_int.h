@@ -150,6 +150,17 @@ void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n);
 void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 			  const struct tool_stat_link *links, int n_links);
 
+/* `--summary`: count ROWS in total, per mode (ntb, tcp, both always shown), per link (ntb
+ * ones; LINKS, the config's N_LINKS link names, first and in order, even when 0, then any
+ * other), per reason (tcp ones; most first). The table has a header line, then one line per
+ * count: "KIND COUNT NAME" (KIND total, mode, link or reason; total has no name; a reason may
+ * contain spaces). The JSON document: {"summary":{"total":N,"mode":{"ntb":N,"tcp":N},
+ * "link":{NAME:N,...},"reason":{NAME:N,...}}}. 0 or -ENOMEM (nothing printed). */
+int tool_stat_print_summary(FILE *out, const struct tool_stat_row *rows, int n,
+			    const char *const *links, int n_links);
+int tool_stat_print_summary_json(FILE *out, const struct tool_stat_row *rows, int n,
+				 const char *const *links, int n_links);
+
 /* --- perf_ref.c: reference measurements, CPUs ----------------------------------------------- */
 
 /* CLOCK_MONOTONIC in nanoseconds. */

@@ -156,14 +156,33 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	struct tp_host *h;
 	struct stat st;
 	uint32_t epoch = ntb_link_epoch(l->ntb);
+	mode_t mode = lp->mode ? lp->mode : 0600;
+	bool created = false;
 	int fd, rc;
 
 	rc = tp_host_path(lp, ntb_link_side(l->ntb), path, sizeof(path));
 	if (rc)
 		return rc;
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, lp->mode ? lp->mode : 0600);
+	/* Create it, or open the one there (removed in between: try again). */
+	fd = -1;
+	for (int attempt = 0; fd < 0 && attempt < 4; attempt++) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+		created = fd >= 0;
+		if (fd < 0 && errno == EEXIST)
+			fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && errno != ENOENT)
+			break;
+	}
 	if (fd < 0)
 		return -errno;
+	/* The link's mode and group apply to its host table as to its file (ntb/shm.c: the umask
+	 * may have narrowed the mode), so that whoever may use the link may open the table, also
+	 * when a process of another user created it. A failure leaves the table to its creator's
+	 * user: not an error for this process. */
+	if (created && (fchmod(fd, mode) < 0 ||
+			(lp->group != (gid_t)-1 && fchown(fd, (uid_t)-1, lp->group) < 0)))
+		LOG(LL_DEBUG, "transport: %s: cannot set mode %04o / group %d: %s", path,
+		    (unsigned)mode, (int)lp->group, strerror(errno));
 	if (flock(fd, LOCK_EX) < 0) {
 		rc = -errno;
 		goto err_close;

@@ -57,6 +57,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* links list, helper
 static struct tp_link *g_links;
 static int g_efd = -1;
 static bool g_helper;
+static bool g_helper_held;            /* tp_helper_hold() (under g_lock, or before threads) */
 static struct tp_link *g_helper_link; /* the link the helper sleeps on (under g_lock) */
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
@@ -683,7 +684,7 @@ void tp_helper_start(void)
 	pthread_t t;
 	pthread_attr_t a;
 
-	if (g_helper)
+	if (g_helper || g_helper_held)
 		return;
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
@@ -691,6 +692,17 @@ void tp_helper_start(void)
 	if (pthread_create(&t, &a, helper_main, NULL) == 0)
 		g_helper = true;
 	pthread_attr_destroy(&a);
+}
+
+void tp_helper_hold(bool hold)
+{
+	pthread_mutex_lock(&g_lock);
+	/* A running helper stays, and is not held for a forked child either (its connections
+	 * need one: tp_atfork_child()). */
+	g_helper_held = hold && !g_helper;
+	if (!hold && g_links)
+		tp_helper_start();
+	pthread_mutex_unlock(&g_lock);
 }
 
 void tp_atfork_child(void)

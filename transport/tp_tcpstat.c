@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
-/* Host-wide table of connections that stayed TCP (a shared file of fixed slots, not tied to
- * any link): written by preload/ at connect/accept/close, read by `ntbsock stat`. */
+/* Host-wide table of connections that stayed TCP (a shared, sparse file of fixed-size slots
+ * that grows as needed, not tied to any link): written by preload/ at connect/accept/close,
+ * read by `ntbsock stat`. */
 #include "transport/transport.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -14,8 +17,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/mapguard.h"
+
 #define TCPSTAT_MAGIC   0x31544350544e4c55ULL  /* any value a foreign file is unlikely to hold */
-#define TCPSTAT_VERSION 1u
+#define TCPSTAT_VERSION 2u
 #define TCPSTAT_SLOTS   TP_TCPSTAT_MAX
 
 /* One slot. Claimed by CAS of OWNER 0 → pid; GEN counts claims so that a reader copying the
@@ -30,13 +35,28 @@ struct tcpstat_slot {
 	char reason[TP_TCPSTAT_REASON];
 };
 
+/* The file has room for TCPSTAT_SLOTS slots from the start, but is sparse (a tmpfs or any
+ * file system with holes): only the pages of slots in use take memory. USED is how far the
+ * table has grown: every slot below it has been claimed once; writers look for a free slot
+ * there first, readers look only there.
+ *
+ *   field    written by                                  read by
+ *   magic    the creator, last (release)                 every opener (acquire)
+ *   used     a writer that found no free slot (CAS, +1)  writers and readers (acquire)
+ *   slot[i]  the process that claimed it (see above)     readers (seqlock on gen) */
 struct tcpstat_file {
 	_Atomic uint64_t magic;        /* stored last by the creator (release), see open_map */
-	uint32_t version, slots, slot_size, pad;
+	uint32_t version, slots, slot_size;
+	_Atomic uint32_t used;         /* grows by one, never shrinks (slots are reused) */
+	uint8_t pad[128 - 24];
 	struct tcpstat_slot slot[TCPSTAT_SLOTS];
 };
+static_assert(offsetof(struct tcpstat_file, slot) == 128, "tcpstat header is one 128-byte unit");
+static_assert(sizeof(struct tcpstat_slot) == 128, "tcpstat slot size");
 
 static _Atomic(struct tcpstat_file *) writer_map; /* this process's mapping, once made */
+static _Atomic uint32_t claim_hint;               /* where this process looks first */
+static _Atomic bool gave_up;                      /* waited for the file's creator in vain */
 
 static bool pid_dead(int32_t pid)
 {
@@ -44,14 +64,18 @@ static bool pid_dead(int32_t pid)
 }
 
 /* Map PATH (creating it race-free when CREATE). NULL on any problem: a foreign, short or
- * not-yet-initialised file is skipped, never trusted. */
-static struct tcpstat_file *open_map(const char *path, bool create)
+ * not-yet-initialised file is skipped, never trusted (*RET_YOUNG true for the last two: its
+ * creator may still be at work). The mapping is guarded (util/mapguard.h):
+ * a file truncated under us, or a full tmpfs that cannot back a page of the sparse file, reads
+ * as zeros instead of killing the program with SIGBUS. */
+static struct tcpstat_file *open_map(const char *path, bool create, bool *ret_young)
 {
 	struct tcpstat_file *f;
 	struct stat st;
 	bool mine = false;
 	int fd = -1;
 
+	*ret_young = false;
 	if (create) {
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0) {
@@ -69,6 +93,7 @@ static struct tcpstat_file *open_map(const char *path, bool create)
 		return NULL;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(*f) ||
 	    (st.st_uid != geteuid() && geteuid() != 0)) {
+		*ret_young = S_ISREG(st.st_mode) && st.st_size == 0;
 		close(fd);
 		return NULL;
 	}
@@ -76,6 +101,7 @@ static struct tcpstat_file *open_map(const char *path, bool create)
 	close(fd);
 	if (f == MAP_FAILED)
 		return NULL;
+	(void)mapguard_add(f, sizeof(*f));
 	if (mine) {
 		f->version = TCPSTAT_VERSION;
 		f->slots = TCPSTAT_SLOTS;
@@ -87,6 +113,8 @@ static struct tcpstat_file *open_map(const char *path, bool create)
 	if (atomic_load_explicit(&f->magic, memory_order_acquire) != TCPSTAT_MAGIC ||
 	    f->version != TCPSTAT_VERSION || f->slots != TCPSTAT_SLOTS ||
 	    f->slot_size != sizeof(f->slot[0])) {
+		*ret_young = atomic_load_explicit(&f->magic, memory_order_relaxed) == 0;
+		mapguard_remove(f);
 		munmap(f, sizeof(*f));
 		return NULL;
 	}
@@ -97,20 +125,36 @@ static struct tcpstat_file *writer(const char *path)
 {
 	struct tcpstat_file *f = atomic_load_explicit(&writer_map, memory_order_acquire);
 	struct tcpstat_file *expect = NULL;
+	bool young;
 
 	if (f)
 		return f;
-	f = open_map(path, true);
+	f = open_map(path, true, &young);
+	/* Another process is creating the file: give it up to 100 ms (until once in vain: a
+	 * creator that died half-way must not delay every later connection). */
+	for (int i = 0; !f && young && i < 200 &&
+	     !atomic_load_explicit(&gave_up, memory_order_relaxed); i++) {
+		usleep(500);
+		f = open_map(path, true, &young);
+	}
+	if (!f && young)
+		atomic_store_explicit(&gave_up, true, memory_order_relaxed);
 	if (!f)
 		return NULL;
 	/* Publish our mapping (release pairs with the acquire load above); a racing thread that
 	 * won keeps its own and we drop ours. */
 	if (!atomic_compare_exchange_strong_explicit(&writer_map, &expect, f, memory_order_acq_rel,
 						     memory_order_acquire)) {
+		mapguard_remove(f);
 		munmap(f, sizeof(*f));
 		f = expect;
 	}
 	return f;
+}
+
+int tp_tcpstat_open(const char *path)
+{
+	return writer(path ? path : TP_TCPSTAT_PATH) ? 0 : -ENOENT;
 }
 
 static void copy_addr(uint8_t dst[28], const struct sockaddr *sa)
@@ -124,48 +168,104 @@ static void copy_addr(uint8_t dst[28], const struct sockaddr *sa)
 		memcpy(dst, sa, 28);
 }
 
+/* The slots below USED of F. */
+static uint32_t used_of(struct tcpstat_file *f)
+{
+	/* Acquire pairs with the CAS in grow(): slots below it are in the file. */
+	uint32_t u = atomic_load_explicit(&f->used, memory_order_acquire);
+
+	return u < TCPSTAT_SLOTS ? u : TCPSTAT_SLOTS;
+}
+
+/* Take slot I for PID if it is free (or, with REAP, held by a dead process); true when taken.
+ * LAST_PID / LAST_DEAD cache the last liveness check: neighbouring slots mostly share an owner. */
+static bool claim(struct tcpstat_slot *s, int pid, bool reap, int32_t *last_pid, bool *last_dead)
+{
+	int32_t free_ = 0;
+	int32_t o = atomic_load_explicit(&s->owner, memory_order_relaxed);
+
+	if (o != 0) {
+		if (!reap)
+			return false;
+		if (o != *last_pid) {
+			*last_pid = o;
+			*last_dead = pid_dead(o);
+		}
+		if (!*last_dead)
+			return false;
+		atomic_store_explicit(&s->valid, 0, memory_order_relaxed);
+		/* Release pairs with the CAS acquire of the next claimer. */
+		atomic_compare_exchange_strong_explicit(&s->owner, &o, 0, memory_order_release,
+							memory_order_relaxed);
+	}
+	/* Acquire pairs with the release store freeing the slot (tp_tcpstat_del). */
+	return atomic_compare_exchange_strong_explicit(&s->owner, &free_, pid,
+						       memory_order_acquire, memory_order_relaxed);
+}
+
+/* A slot of F for PID: a free one below USED, else one of a dead process, else a new one at
+ * USED (the table grows). The index, or -ENOSPC. */
+static int find_slot(struct tcpstat_file *f, int pid)
+{
+	for (;;) {
+		uint32_t u = used_of(f);
+		uint32_t h = u ? atomic_load_explicit(&claim_hint, memory_order_relaxed) % u : 0;
+		int32_t last_pid = 0;
+		bool last_dead = false;
+
+		for (int pass = 0; pass < 2; pass++) {
+			for (uint32_t k = 0; k < u; k++) {
+				uint32_t i = (h + k) % u;
+
+				if (claim(&f->slot[i], pid, pass == 1, &last_pid, &last_dead)) {
+					atomic_store_explicit(&claim_hint, i + 1, memory_order_relaxed);
+					return (int)i;
+				}
+			}
+		}
+		if (u >= TCPSTAT_SLOTS)
+			return -ENOSPC;
+		/* Grow by one: release pairs with the acquire in used_of(). Whoever wins the CAS
+		 * or not, slot U is now visible to every writer: take it if still free, else look
+		 * again. */
+		uint32_t expect = u;
+
+		atomic_compare_exchange_strong_explicit(&f->used, &expect, u + 1,
+							memory_order_release, memory_order_relaxed);
+		if (claim(&f->slot[u], pid, false, &last_pid, &last_dead)) {
+			atomic_store_explicit(&claim_hint, u + 1, memory_order_relaxed);
+			return (int)u;
+		}
+	}
+}
+
 int tp_tcpstat_add(const char *path, int pid, int fd, uint64_t ino, const struct sockaddr *l,
 		   const struct sockaddr *r, const char *reason)
 {
 	struct tcpstat_file *f = writer(path ? path : TP_TCPSTAT_PATH);
+	int i;
 
 	if (!f)
 		return -ENOENT;
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < TCPSTAT_SLOTS; i++) {
-			struct tcpstat_slot *s = &f->slot[i];
-			int32_t free_ = 0;
-			int32_t o = atomic_load_explicit(&s->owner, memory_order_relaxed);
-
-			if (o != 0) {
-				/* Second pass: reap slots of dead processes. */
-				if (pass == 0 || !pid_dead(o))
-					continue;
-				atomic_store_explicit(&s->valid, 0, memory_order_relaxed);
-				/* Release pairs with the CAS acquire of the next claimer. */
-				atomic_compare_exchange_strong_explicit(&s->owner, &o, 0,
-					memory_order_release, memory_order_relaxed);
-			}
-			/* Acquire pairs with the release store freeing the slot (tp_tcpstat_del). */
-			if (!atomic_compare_exchange_strong_explicit(&s->owner, &free_, pid,
-					memory_order_acquire, memory_order_relaxed))
-				continue;
-			/* GEN odd while filling; pairs with the readers' loads in tp_tcpstat_list. */
-			atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
-			atomic_thread_fence(memory_order_release);
-			s->fd = fd;
-			s->ino = ino;
-			copy_addr(s->local, l);
-			copy_addr(s->remote, r);
-			memset(s->reason, 0, sizeof(s->reason));
-			if (reason)
-				strncpy(s->reason, reason, sizeof(s->reason) - 1);
-			atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
-			atomic_store_explicit(&s->valid, 1, memory_order_release);
-			return i;
-		}
-	}
-	return -ENOSPC;
+	if (mapguard_lost(f))
+		return -EIO;
+	i = find_slot(f, pid);
+	if (i < 0)
+		return i;
+	struct tcpstat_slot *s = &f->slot[i];
+	/* GEN odd while filling; pairs with the readers' loads in tp_tcpstat_list. */
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	s->fd = fd;
+	s->ino = ino;
+	copy_addr(s->local, l);
+	copy_addr(s->remote, r);
+	memset(s->reason, 0, sizeof(s->reason));
+	if (reason)
+		strncpy(s->reason, reason, sizeof(s->reason) - 1);
+	atomic_fetch_add_explicit(&s->gen, 1, memory_order_release);
+	atomic_store_explicit(&s->valid, 1, memory_order_release);
+	return i;
 }
 
 void tp_tcpstat_del(int id, int pid)
@@ -197,12 +297,15 @@ static bool fd_still_there(int32_t pid, int32_t fd, uint64_t ino)
 
 int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max)
 {
-	struct tcpstat_file *f = open_map(path ? path : TP_TCPSTAT_PATH, false);
+	bool young;
+	struct tcpstat_file *f = open_map(path ? path : TP_TCPSTAT_PATH, false, &young);
+	uint32_t used;
 	int n = 0;
 
 	if (!f)
 		return 0;
-	for (int i = 0; i < TCPSTAT_SLOTS; i++) {
+	used = used_of(f);
+	for (uint32_t i = 0; i < used && !mapguard_lost(f); i++) {
 		struct tcpstat_slot *s = &f->slot[i];
 		struct tp_tcpstat_entry e;
 		int32_t o = atomic_load_explicit(&s->owner, memory_order_acquire);
@@ -230,6 +333,7 @@ int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max)
 			out[n] = e;
 		n++;
 	}
+	mapguard_remove(f);
 	munmap(f, sizeof(*f));
 	return n;
 }

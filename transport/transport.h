@@ -59,6 +59,16 @@ struct tp_link;
 int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 		 struct tp_link **ret_link);
 void tp_link_close(struct tp_link *link);
+
+/* ADDED: tp_link_open() (and a forked child with links) starts the process's helper thread
+ * unless it is held: tp_helper_hold(true) before opening links keeps the process at its own
+ * threads (no effect on a helper already running); tp_helper_hold(false) starts the helper
+ * if links are open. For a process about to change its credentials: glibc applies a set*id
+ * call to every thread and aborts the program when one thread's call fails where the
+ * caller's succeeded, as it does after a per-thread change such as PR_SET_KEEPCAPS or
+ * capset() in the caller. A link without a helper serves no connection yet: release the hold
+ * before the first. */
+void tp_helper_hold(bool hold);
 bool tp_link_is_up(struct tp_link *link);
 struct ntb_link *tp_link_ntb(struct tp_link *link);
 
@@ -302,14 +312,20 @@ struct tp_stat_entry {
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max);
 
 /* ADDED: host-wide table of connections that stayed TCP (tp_tcpstat.c), for `ntbsock stat`.
- * A shared file of TP_TCPSTAT_MAX fixed slots (PATH NULL = TP_TCPSTAT_PATH; mode 0600,
- * created O_EXCL, opened O_NOFOLLOW, magic/size checked: a foreign file is never used).
+ * A shared file with room for TP_TCPSTAT_MAX fixed slots (PATH NULL = TP_TCPSTAT_PATH; mode
+ * 0600, created O_EXCL, opened O_NOFOLLOW, magic/size checked: a foreign file is never used);
+ * sparse: the table grows through it as connections need slots, and only the pages in use take
+ * memory. Any number of processes write it at once (slots are claimed by CAS), a dead
+ * process's slots are taken over by the next writer that needs one.
+ * tp_tcpstat_open() maps the table for writing now (for a process about to give up the
+ * privileges that let it open the file; 0 or -ENOENT), else the first tp_tcpstat_add() does.
  * tp_tcpstat_add() registers (PID, FD, socket inode INO, local/remote address, REASON) and
  * returns the slot id (>= 0) or a negative errno; tp_tcpstat_del(id, pid) removes it.
  * tp_tcpstat_list() copies live entries (dead pids and closed fds left out) into OUT (at most
- * MAX) and returns how many there are (0 when the file is missing or unusable). */
+ * MAX) and returns how many there are (may exceed MAX; 0 when the file is missing or
+ * unusable). */
 #define TP_TCPSTAT_PATH   "/dev/shm/ntbsock-stat-tcp"
-#define TP_TCPSTAT_MAX    1024
+#define TP_TCPSTAT_MAX    262144
 #define TP_TCPSTAT_REASON 48
 struct sockaddr;
 struct tp_tcpstat_entry {
@@ -317,6 +333,7 @@ struct tp_tcpstat_entry {
 	struct { uint8_t bytes[28]; } local, remote; /* sockaddr_in/_in6; family 0 unknown */
 	char reason[TP_TCPSTAT_REASON];
 };
+int tp_tcpstat_open(const char *path);
 int tp_tcpstat_add(const char *path, int pid, int fd, uint64_t ino, const struct sockaddr *l,
 		   const struct sockaddr *r, const char *reason);
 void tp_tcpstat_del(int id, int pid);

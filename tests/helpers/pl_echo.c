@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* Echo servers and a many-connection client for preload/ tests.
  *   pl_echo et ADDR PORT                  non-blocking edge-triggered epoll server (one thread)
+ *   pl_echo dropet ADDR PORT USER         become USER as a daemon started as root does
+ *                                         (setgroups, setgid, setuid; memcached -u), say
+ *                                         "uid N", then serve as et (socket, bind and listen
+ *                                         only after the change, as memcached does)
  *   pl_echo fork ADDR PORT                accept → fork → parent closes → child serves
  *   pl_echo prefork ADDR PORT N           N pre-forked workers accepting on one listener
  *   pl_echo client ADDR PORT NCONN BYTES  NCONN non-blocking connects at once, driven by poll;
@@ -21,6 +25,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -468,16 +474,41 @@ static int run_dupdrain(struct sockaddr_in *sa, const char *how)
 	}
 }
 
+/* Give up root for USER's uid and gid, with no supplementary groups but USER's gid. */
+static void become(const char *user)
+{
+	struct passwd *pw = getpwnam(user);
+
+	if (!pw)
+		die("getpwnam");
+	if (setgroups(1, &pw->pw_gid) < 0)
+		die("setgroups");
+	if (setgid(pw->pw_gid) < 0)
+		die("setgid");
+	if (setuid(pw->pw_uid) < 0)
+		die("setuid");
+	if (pw->pw_uid != 0 && setuid(0) == 0) {
+		errno = EPERM;
+		die("root regained after setuid");
+	}
+	printf("uid %u gid %u\n", (unsigned)getuid(), (unsigned)getgid());
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: pl_echo et|fork|prefork|client|eclient|dupdrain ADDR PORT [...]\n");
+		fprintf(stderr, "usage: pl_echo et|dropet|fork|prefork|client|eclient|dupdrain ADDR PORT [...]\n");
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
 	if (!strcmp(argv[1], "et"))
 		run_et(&sa);
+	if (!strcmp(argv[1], "dropet") && argc == 5) {
+		become(argv[4]);
+		run_et(&sa);
+	}
 	if (!strcmp(argv[1], "fork"))
 		run_fork(&sa);
 	if (!strcmp(argv[1], "prefork") && argc == 5)

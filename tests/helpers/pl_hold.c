@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* Holds one TCP connection open on a test's cue, for `ntbsock stat` tests:
- *   pl_hold ADDR PORT DIR   connect; create DIR/connected; wait for DIR/close; close the
- *                           socket; create DIR/closed; wait for DIR/exit; exit 0.
+/* Holds TCP connections open on a test's cue, for `ntbsock stat` tests:
+ *   pl_hold ADDR PORT DIR [N]  connect N sockets (default 1), one after the other, printing
+ *                              "fd F" for each; create DIR/connected; wait for DIR/close; close
+ *                              them; create DIR/closed; wait for DIR/exit; exit 0.
  * Every wait gives up (exit 1) after 60 s. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,12 +45,16 @@ static void wait_for(const char *dir, const char *name)
 int main(int argc, char **argv)
 {
 	struct sockaddr_in sa;
-	int fd;
+	int n = argc == 5 ? atoi(argv[4]) : 1;
+	int *fds;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: pl_hold ADDR PORT DIR\n");
+	if ((argc != 4 && argc != 5) || n < 1) {
+		fprintf(stderr, "usage: pl_hold ADDR PORT DIR [N]\n");
 		return 2;
 	}
+	fds = calloc((size_t)n, sizeof(*fds));
+	if (!fds)
+		return 1;
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)atoi(argv[2]));
@@ -57,16 +62,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pl_hold: bad address %s\n", argv[1]);
 		return 2;
 	}
-	fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		fprintf(stderr, "pl_hold: connect: %s\n", strerror(errno));
-		return 1;
+	for (int i = 0; i < n; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[i] < 0 || connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			fprintf(stderr, "pl_hold: connect %d of %d: %s\n", i + 1, n,
+				strerror(errno));
+			return 1;
+		}
+		printf("fd %d\n", fds[i]);
 	}
-	printf("fd %d\n", fd);
 	fflush(stdout);
 	mark(argv[3], "connected");
 	wait_for(argv[3], "close");
-	close(fd);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
 	mark(argv[3], "closed");
 	wait_for(argv[3], "exit");
 	return 0;

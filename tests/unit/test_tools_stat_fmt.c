@@ -130,6 +130,52 @@ static void test_json(void **state)
 	free(s);
 }
 
+/* --summary: counts per mode, per link (the config's first, even at 0) and per reason. */
+static void test_summary(void **state)
+{
+	static struct tool_stat_row r[5] = {
+		{ .ntb = true, .link = "ab" },
+		{ .ntb = false, .reason = "no listener" },
+		{ .ntb = true, .link = "ab" },
+		{ .ntb = false, .reason = "rule 2 says \"tcp\"" },
+		{ .ntb = false, .reason = "no listener" },
+	};
+	const char *links[2] = { "cd", "ab" };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	(void)state;
+	assert_int_equal(tool_stat_print_summary(f, r, 5, links, 2), 0);
+	fclose(f);
+	assert_string_equal(buf,
+		"KIND       COUNT  NAME\n"
+		"total          5\n"
+		"mode           2  ntb\n"
+		"mode           3  tcp\n"
+		"link           0  cd\n"
+		"link           2  ab\n"
+		"reason         2  no listener\n"
+		"reason         1  rule 2 says \"tcp\"\n");
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	assert_int_equal(tool_stat_print_summary_json(f, r, 5, links, 2), 0);
+	fclose(f);
+	assert_string_equal(buf,
+		"{\"summary\":{\"total\":5,\"mode\":{\"ntb\":2,\"tcp\":3},"
+		"\"link\":{\"cd\":0,\"ab\":2},"
+		"\"reason\":{\"no listener\":2,\"rule 2 says \\\"tcp\\\"\":1}}}\n");
+	free(buf);
+	buf = NULL;
+	f = open_memstream(&buf, &len);
+	assert_int_equal(tool_stat_print_summary_json(f, r, 0, NULL, 0), 0);
+	fclose(f);
+	assert_string_equal(buf, "{\"summary\":{\"total\":0,\"mode\":{\"ntb\":0,\"tcp\":0},"
+			    "\"link\":{},\"reason\":{}}}\n");
+	free(buf);
+}
+
 static void test_key_endpoints(void **state)
 {
 	uint8_t key[40] = { 0 };
@@ -163,6 +209,7 @@ int main(void)
 		cmocka_unit_test(test_table_rows),
 		cmocka_unit_test(test_links),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_summary),
 		cmocka_unit_test(test_key_endpoints),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
