@@ -46,6 +46,25 @@ bool tp_readable_hint(struct tp_conn *c)
 	return ready;
 }
 
+uint64_t tp_rx_arrivals(struct tp_conn *c)
+{
+	const uint32_t n = c->link->geom.inline_n;
+	uint32_t pos, k, txd;
+
+	tp_mutex_lock(&c->rx_lock);
+	/* Inline messages: the first position from the validation cursor on that the peer has not
+	 * published (each new one moves it; one load per slot, the usual scan is one or two). */
+	pos = c->v_i;
+	for (k = 0; k < n && inline_published(c, pos); k++)
+		pos++;
+	/* Data-ring messages: the peer's tail, published after each message's payload. A word that
+	 * fails its check counts as what was validated so far. */
+	if (!tp_slot_word(c, TP_W_TX_D, &txd))
+		txd = c->v_d;
+	tp_mutex_unlock(&c->rx_lock);
+	return (uint64_t)pos << 32 | txd;
+}
+
 bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 {
 	bool fits;
