@@ -869,7 +869,7 @@ NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return (int)pl_ret(r);
 }
 
-/* Is the entry at I still the object it was added as? (A reference in *RET_CUR when so.) */
+/* Does entry E's fd still hold the object it was added as? (A reference in *RET_CUR if so.) */
 static bool ep_entry_valid(const struct pl_ep_entry *e, struct pl_sock **ret_cur)
 {
 	struct pl_sock *cur = pl_sock_get(e->fd);
@@ -882,26 +882,28 @@ static bool ep_entry_valid(const struct pl_ep_entry *e, struct pl_sock **ret_cur
 	return true;
 }
 
-static uint64_t ep_stamp(struct pl_epoll *ep);
+static uint64_t ep_stamp(struct pl_epoll *ep, bool arm);
 
 /* The arrival stamp of S for an edge-triggered entry registered for input: changes with every
  * message the peer publishes (tp_rx_arrivals()); for an epoll set, with every arrival at its
- * enabled entries (the kernel wakes a set's watchers on each wake-up of an entry). */
-static uint64_t sock_rx_stamp(struct pl_sock *s)
+ * enabled entries (the kernel wakes a set's watchers on each wake-up of an entry; adding,
+ * removing or re-arming an entry there may raise a spurious edge). ARM: the caller sleeps next,
+ * waiting for an arrival: the peers are asked to ring for their next message. */
+static uint64_t sock_rx_stamp(struct pl_sock *s, bool arm)
 {
 	if (s->kind == PL_EPOLL)
-		return s->ep ? ep_stamp(s->ep) : 0;
+		return s->ep ? ep_stamp(s->ep, arm) : 0;
 	if (s->kind != PL_CONN ||
 	    /* pairs with the release in set_state() (pl_setup.c) */
 	    atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN)
 		return 0;
 	PL_ENTER();
-	uint64_t st = tp_rx_arrivals(s->conn);
+	uint64_t st = arm ? tp_rx_arm_arrival(s->conn) : tp_rx_arrivals(s->conn);
 	PL_LEAVE();
 	return st;
 }
 
-static uint64_t ep_stamp(struct pl_epoll *ep)
+static uint64_t ep_stamp(struct pl_epoll *ep, bool arm)
 {
 	uint64_t sum = 0;
 
@@ -913,7 +915,7 @@ static uint64_t ep_stamp(struct pl_epoll *ep)
 		if (e->disabled || !ep_entry_valid(e, &cur))
 			continue;
 		if (e->events & (EPOLLIN | EPOLLRDHUP))
-			sum += sock_rx_stamp(cur);
+			sum += sock_rx_stamp(cur, arm);
 		if (e->events & EPOLLOUT)
 			sum += atomic_load_explicit(&cur->room_gen, memory_order_relaxed);
 		pl_sock_put(cur);
@@ -933,7 +935,7 @@ static unsigned ep_entry_report(struct pl_ep_entry *e, struct pl_sock *cur, bool
 	bool out = et && (e->events & EPOLLOUT) && cur->kind == PL_CONN;
 	/* Stamps before the look (an arrival after it is not taken for seen) and after it (one
 	 * during it is not missed): see the consume rule below. */
-	uint64_t rx0 = in ? sock_rx_stamp(cur) : 0, rx1 = rx0;
+	uint64_t rx0 = in ? sock_rx_stamp(cur, false) : 0, rx1 = rx0;
 	unsigned tx0 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0, tx1;
 	unsigned rev = sock_revents(cur, e->fd, arm, e->events, quick);
 
@@ -945,10 +947,16 @@ static unsigned ep_entry_report(struct pl_ep_entry *e, struct pl_sock *cur, bool
 	/* (room found by this look bumped room_gen) */
 	tx1 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0;
 	if (in && (want & EPOLLIN))
-		rx1 = sock_rx_stamp(cur); /* (what arrived until the data the look saw, at least) */
+		rx1 = sock_rx_stamp(cur, false); /* (what arrived until the data the look saw) */
 	unsigned hup = want & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
 	bool edge = e->fresh || (hup & ~e->last) || (in && rx1 != e->rx_seen) ||
 		    (out && tx1 != e->tx_seen);
+	if (!edge && arm && in && (want & EPOLLIN)) {
+		/* Readable, nothing new, and the caller sleeps next: the look (tp_poll()) asked no
+		 * peer to ring, as data is there; the next arrival must end the sleep. */
+		rx1 = sock_rx_stamp(cur, true);
+		edge = rx1 != e->rx_seen;
+	}
 	if (!consume)
 		return edge ? want : 0;
 	e->last = hup;

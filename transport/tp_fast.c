@@ -65,6 +65,17 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 	return (uint64_t)pos << 32 | txd;
 }
 
+uint64_t tp_rx_arm_arrival(struct tp_conn *c)
+{
+	tp_mutex_lock(&c->rx_lock);
+	/* (tp_poll() asks for a ring only when nothing is readable; tp_recv() and a poll that
+	 * finds data readable take the request back) */
+	if (!tp_conn_own(c))
+		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+	tp_mutex_unlock(&c->rx_lock);
+	return tp_rx_arrivals(c);
+}
+
 bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 {
 	bool fits;
