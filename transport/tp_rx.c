@@ -683,10 +683,10 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 			 * message too (split from its validated copy). A data-ring message that did not
 			 * fit whole is left to the next call: split, it would cost a second copy of all
 			 * of it (rec_copy()'s bounce). */
+			if (got && !peek && !inline_seq_ready(c, c->v_i))
+				break; /* (one load: the slot the direct copy just looked at) */
 			if (tp_rx_quiet(c))
 				break; /* nothing published since the last look: what we have, or -EAGAIN */
-			if (got && !peek && !inline_seq_ready(c, c->v_i))
-				break;
 			tp_rx_progress(c, got ? c->rec_bytes + 1 : 1);
 			if (h == c->rec_tail)
 				break;
