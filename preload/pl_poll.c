@@ -933,9 +933,10 @@ static unsigned ep_entry_report(struct pl_ep_entry *e, struct pl_sock *cur, bool
 	bool et = e->events & EPOLLET;
 	bool in = et && (e->events & (EPOLLIN | EPOLLRDHUP));
 	bool out = et && (e->events & EPOLLOUT) && cur->kind == PL_CONN;
-	/* Stamps before the look (an arrival after it is not taken for seen) and after it (one
-	 * during it is not missed): see the consume rule below. */
-	uint64_t rx0 = in ? sock_rx_stamp(cur, false) : 0, rx1 = rx0;
+	/* Registered for both: the arrival stamp before the look too, for an event that reports
+	 * output alone (see the consume rule below). An entry for input alone reads it only when
+	 * the look finds input: an idle one costs no more than a level-triggered one. */
+	uint64_t rx0 = in && out ? sock_rx_stamp(cur, false) : 0, rx1 = rx0;
 	unsigned tx0 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0, tx1;
 	unsigned rev = sock_revents(cur, e->fd, arm, e->events, quick);
 
@@ -944,12 +945,18 @@ static unsigned ep_entry_report(struct pl_ep_entry *e, struct pl_sock *cur, bool
 	unsigned want = rev & (e->events | EPOLLERR | EPOLLHUP);
 	if (!et)
 		return want;
+	if (!want) {
+		if (consume)
+			e->last = 0;
+		return 0; /* nothing to report; an edge stays pending */
+	}
 	/* (room found by this look bumped room_gen) */
 	tx1 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0;
+	bool rx_known = in && (out || (want & EPOLLIN));
 	if (in && (want & EPOLLIN))
 		rx1 = sock_rx_stamp(cur, false); /* (what arrived until the data the look saw) */
 	unsigned hup = want & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
-	bool edge = e->fresh || (hup & ~e->last) || (in && rx1 != e->rx_seen) ||
+	bool edge = e->fresh || (hup & ~e->last) || (rx_known && rx1 != e->rx_seen) ||
 		    (out && tx1 != e->tx_seen);
 	if (!edge && arm && in && (want & EPOLLIN)) {
 		/* Readable, nothing new, and the caller sleeps next: the look (tp_poll()) asked no
@@ -960,12 +967,13 @@ static unsigned ep_entry_report(struct pl_ep_entry *e, struct pl_sock *cur, bool
 	if (!consume)
 		return edge ? want : 0;
 	e->last = hup;
-	if (!edge || !want)
-		return 0; /* (an edge with nothing ready stays pending, as nothing was reported) */
+	if (!edge)
+		return 0;
 	/* Reported: what the event covers is seen. An arrival or room the look did not show
 	 * (after it) stays news for the next wait. */
 	e->fresh = false;
-	e->rx_seen = (want & EPOLLIN) ? rx1 : rx0;
+	if (rx_known)
+		e->rx_seen = (want & EPOLLIN) ? rx1 : rx0;
 	e->tx_seen = (want & EPOLLOUT) ? tx1 : tx0;
 	return want;
 }
