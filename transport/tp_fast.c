@@ -53,9 +53,12 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 
 	tp_mutex_lock(&c->rx_lock);
 	/* Inline messages: the first position from the validation cursor on that the peer has not
-	 * published (each new one moves it; one load per slot, the usual scan is one or two). */
+	 * published (each new one moves it; one load per slot, the usual scan is one or two). A
+	 * slot an earlier connection left looking published is not one until it changes
+	 * (tp_rx_note_stale()): else the message that overwrites it would move nothing. */
 	pos = c->v_i;
-	for (k = 0; k < n && inline_published(c, pos); k++)
+	for (k = 0; k < n && inline_published(c, pos) &&
+		    !tp_inline_stale(c, pos, tp_in_inline(c->link, c->slot, pos)); k++)
 		pos++;
 	/* Data-ring messages: the peer's tail, published after each message's payload. A word that
 	 * fails its check counts as what was validated so far. */
