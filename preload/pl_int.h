@@ -136,6 +136,8 @@ struct pl_epoll;
  *   state        connect/check_pending (under lock)  data path (acquire)
  *   nonblock     fcntl/ioctl wrappers                data path (relaxed)
  *   wlen         pl_send (relaxed)                   readiness (relaxed, a hint)
+ *   nospace,     pl_send, readiness (relaxed)        readiness (relaxed; a race costs at
+ *   room_gen                                         most a spurious EPOLLOUT edge)
  *   others       set before the install (release), then read-only, or under lock */
 struct pl_sock {
 	_Atomic int refs;
@@ -147,8 +149,9 @@ struct pl_sock {
 	_Atomic int rcvtimeo_ms;     /* SO_RCVTIMEO, 0 = none */
 	_Atomic int sndtimeo_ms;
 	_Atomic int linger_abort;    /* SO_LINGER on with 0 s: close resets */
-	_Atomic unsigned rx_gen;     /* bumped on every receive (edge-triggered epoll) */
-	_Atomic unsigned tx_gen;     /* bumped on every send */
+	_Atomic bool nospace;        /* a send or a readiness look found no room (the kernel's
+				      * SOCK_NOSPACE): room found afterwards is an EPOLLOUT edge */
+	_Atomic unsigned room_gen;   /* bumped on each such edge (edge-triggered epoll) */
 	_Atomic unsigned wlen;       /* bytes of the last send call: POLLOUT means room for as
 				      * many in one message (pl_poll.c, tp_send_fits()) */
 	pthread_mutex_t lock;
@@ -292,6 +295,13 @@ int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_
 
 /* poll(2) bits of a tracked fd in user space (PL_CONN open, PL_EPOLL with ready entries). */
 unsigned pl_sock_revents(struct pl_sock *s, int fd);
+/* A send or a look at S found no room: the next look that finds room raises an EPOLLOUT edge
+ * (pl_poll.c), as the kernel's SOCK_NOSPACE makes the ACK that frees space wake its waiters. */
+static inline void pl_note_nospace(struct pl_sock *s)
+{
+	if (!atomic_load_explicit(&s->nospace, memory_order_relaxed))
+		atomic_store_explicit(&s->nospace, true, memory_order_relaxed);
+}
 int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		 const sigset_t *mask);
 void pl_epoll_free(struct pl_epoll *ep);

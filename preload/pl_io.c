@@ -161,16 +161,6 @@ bool pl_room_spin(struct pl_spin *sp)
 	return true;
 }
 
-/* Bump an edge counter (rx_gen/tx_gen, read by the epoll shadows in pl_poll.c, which only ask
- * "changed since?"). A relaxed load and store, not an atomic add: two racing bumps may count
- * once, but either leaves a value that differs from what a waiter saw before both, and the
- * add's locked instruction was a visible part of a 1 KiB read. */
-static inline void pl_gen_bump(_Atomic unsigned *gen)
-{
-	atomic_store_explicit(gen, atomic_load_explicit(gen, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-}
-
 static int64_t deadline_of(int ms)
 {
 	return ms > 0 ? pl_now_ns() + (int64_t)ms * 1000000 : -1;
@@ -184,6 +174,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	int64_t deadline = -2;
 	struct pl_spin spin_until = { 0 };
 	unsigned futile = 0;
+	bool full = false; /* stopped for want of room: an EPOLLOUT edge follows the room */
 	struct iovec win[PL_IOV_WIN];
 
 	if (bad)
@@ -211,8 +202,10 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		if (!tp_send_fits(s->conn, total - done, false)) {
 			if (!nb && pl_room_spin(&spin_until))
 				continue;
-			if (nb)
+			if (nb) {
+				full = true;
 				break;
+			}
 		}
 		ssize_t r = tp_send(s->conn, v, n);
 		if (unlikely(r == -EXDEV)) { /* moved to the kernel socket (pl_failover.c) */
@@ -266,8 +259,11 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			}
 		}
 		if (r == 0 || r == -EAGAIN) {
-			if (nb)
+			if (nb) {
+				full = true;
 				break;
+			}
+			pl_note_nospace(s); /* (a writer that sleeps: its room is an edge too) */
 			if (deadline == -2)
 				deadline = deadline_of(atomic_load_explicit(&s->sndtimeo_ms,
 									     memory_order_relaxed));
@@ -301,9 +297,10 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		return r;
 	}
 	PL_LEAVE();
+	if (full)
+		pl_note_nospace(s);
 	if (!done)
 		return -EAGAIN;
-	pl_gen_bump(&s->tx_gen);
 	return (ssize_t)done;
 }
 
@@ -380,11 +377,8 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		break;
 	}
 	PL_LEAVE();
-	if (done) {
-		if (!peek)
-			pl_gen_bump(&s->rx_gen);
+	if (done)
 		return (ssize_t)done;
-	}
 	return r;
 }
 

@@ -65,8 +65,14 @@ struct pl_ep_entry {
 	uint32_t events;
 	epoll_data_t data;
 	bool disabled;       /* EPOLLONESHOT fired */
-	unsigned last;       /* EPOLLET: mask seen at the last wait */
-	unsigned rx_seen, tx_seen;
+	/* EPOLLET, as the kernel: an event when something happened since the last one (added or
+	 * modified; new data arrived; room came after a send or look found none; error, hang-up
+	 * or end of stream appeared) and the fd is ready for what it is registered for. Reading,
+	 * writing and peeking alone raise none. */
+	bool fresh;          /* added or modified since the last event */
+	unsigned last;       /* EPOLLERR|EPOLLHUP|EPOLLRDHUP seen at the last look */
+	uint64_t rx_seen;    /* arrival stamp at the last event (sock_rx_stamp()) */
+	unsigned tx_seen;    /* room_gen at the last event */
 };
 
 /* Who touches what: everything under LOCK (epoll_ctl and the waits of this set). */
@@ -77,6 +83,7 @@ struct pl_epoll {
 	unsigned rr;         /* where the next collection starts (fairness) */
 	struct pl_kturn kturn; /* when the kernel's side is looked at although NTB fds are ready */
 	bool evfd_added;
+	bool nested;         /* an epoll set was added to it once (ep_nested_filter()) */
 };
 
 void pl_epoll_free(struct pl_epoll *ep)
@@ -109,7 +116,8 @@ static void ep_migrate_fd(int epfd, int fd);
  * what is not ready (only right before a sleep); spinning and fast checks leave the peers'
  * sends free of doorbells. QUICK (a spinning round between two full looks): a connection polled
  * for input alone is looked at through tp_readable_hint() only. */
-static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned events, bool quick)
+static unsigned sock_revents_now(struct pl_sock *s, int fd, bool arm, unsigned events,
+				 bool quick)
 {
 	if (s->kind == PL_EPOLL) {
 		if (!s->ep)
@@ -167,6 +175,25 @@ static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned event
 		ev &= ~TP_EV_OUT;
 	PL_LEAVE();
 	return tp_to_poll(ev);
+}
+
+/* sock_revents(), and for a look at output: no room is remembered (pl_note_nospace()); room
+ * found afterwards bumps room_gen, the EPOLLOUT edge of edge-triggered entries. */
+static unsigned sock_revents(struct pl_sock *s, int fd, bool arm, unsigned events, bool quick)
+{
+	unsigned rev = sock_revents_now(s, fd, arm, events, quick);
+
+	if (!(events & (POLLOUT | POLLWRNORM)) || (rev & PL_REV_KERNEL) || s->kind != PL_CONN)
+		return rev;
+	if (!(rev & (POLLOUT | POLLERR | POLLHUP))) {
+		pl_note_nospace(s);
+	} else if (unlikely(atomic_load_explicit(&s->nospace, memory_order_relaxed))) {
+		atomic_store_explicit(&s->nospace, false, memory_order_relaxed);
+		atomic_store_explicit(&s->room_gen,
+				      atomic_load_explicit(&s->room_gen, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	}
+	return rev;
 }
 
 unsigned pl_sock_revents(struct pl_sock *s, int fd)
@@ -754,8 +781,8 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 		ep->v[i].gen = atomic_load_explicit(&t->gen, memory_order_relaxed);
 		ep->v[i].events = ev->events;
 		ep->v[i].data = ev->data;
-		ep->v[i].rx_seen = atomic_load_explicit(&t->rx_gen, memory_order_relaxed) - 1;
-		ep->v[i].tx_seen = atomic_load_explicit(&t->tx_gen, memory_order_relaxed) - 1;
+		ep->v[i].fresh = true; /* the kernel polls a new entry at once */
+		ep->nested |= t->kind == PL_EPOLL;
 		break;
 	case EPOLL_CTL_MOD:
 		if (i < 0) {
@@ -765,7 +792,7 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 		ep->v[i].events = ev->events;
 		ep->v[i].data = ev->data;
 		ep->v[i].disabled = false;
-		ep->v[i].last = 0;
+		ep->v[i].fresh = true; /* (re-armed: an event if ready now, as the kernel) */
 		break;
 	case EPOLL_CTL_DEL:
 		if (i < 0)
@@ -852,26 +879,132 @@ NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return (int)pl_ret(r);
 }
 
-/* Under ep->lock: OR of the poll bits of every enabled entry that is ready now (for nesting). */
+/* Does entry E's fd still hold the object it was added as? (A reference in *RET_CUR if so.) */
+static bool ep_entry_valid(const struct pl_ep_entry *e, struct pl_sock **ret_cur)
+{
+	struct pl_sock *cur = pl_sock_get(e->fd);
+
+	if (cur != e->s || atomic_load_explicit(&cur->gen, memory_order_relaxed) != e->gen) {
+		pl_sock_put(cur);
+		return false;
+	}
+	*ret_cur = cur;
+	return true;
+}
+
+static uint64_t ep_stamp(struct pl_epoll *ep, bool arm);
+
+/* The arrival stamp of S for an edge-triggered entry registered for input: changes with every
+ * message the peer publishes (tp_rx_arrivals()); for an epoll set, with every arrival at its
+ * enabled entries (the kernel wakes a set's watchers on each wake-up of an entry; adding,
+ * removing or re-arming an entry there may raise a spurious edge). ARM: the caller sleeps next,
+ * waiting for an arrival: the peers are asked to ring for their next message. */
+static uint64_t sock_rx_stamp(struct pl_sock *s, bool arm)
+{
+	if (s->kind == PL_EPOLL)
+		return s->ep ? ep_stamp(s->ep, arm) : 0;
+	if (s->kind != PL_CONN ||
+	    /* pairs with the release in set_state() (pl_setup.c) */
+	    atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN)
+		return 0;
+	PL_ENTER();
+	uint64_t st = arm ? tp_rx_arm_arrival(s->conn) : tp_rx_arrivals(s->conn);
+	PL_LEAVE();
+	return st;
+}
+
+static uint64_t ep_stamp(struct pl_epoll *ep, bool arm)
+{
+	uint64_t sum = 0;
+
+	pthread_mutex_lock(&ep->lock);
+	for (int i = 0; i < ep->n; i++) {
+		struct pl_ep_entry *e = &ep->v[i];
+		struct pl_sock *cur;
+
+		if (e->disabled || !ep_entry_valid(e, &cur))
+			continue;
+		if (e->events & (EPOLLIN | EPOLLRDHUP))
+			sum += sock_rx_stamp(cur, arm);
+		if (e->events & EPOLLOUT)
+			sum += atomic_load_explicit(&cur->room_gen, memory_order_relaxed);
+		pl_sock_put(cur);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return sum;
+}
+
+/* Under ep->lock: what entry E (object CUR) reports now, 0 for nothing, or PL_REV_KERNEL. Level
+ * entries report whatever is ready; edge ones only after an edge (see struct pl_ep_entry), and
+ * CONSUME then records it as reported (a wait; a look from poll or a nesting set does not). */
+static unsigned ep_entry_report(struct pl_ep_entry *e, struct pl_sock *cur, bool arm, bool quick,
+				bool consume)
+{
+	bool et = e->events & EPOLLET;
+	bool in = et && (e->events & (EPOLLIN | EPOLLRDHUP));
+	bool out = et && (e->events & EPOLLOUT) && cur->kind == PL_CONN;
+	/* Registered for both: the arrival stamp before the look too, for an event that reports
+	 * output alone (see the consume rule below). An entry for input alone reads it only when
+	 * the look finds input: an idle one costs no more than a level-triggered one. */
+	uint64_t rx0 = in && out ? sock_rx_stamp(cur, false) : 0, rx1 = rx0;
+	unsigned tx0 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0, tx1;
+	unsigned rev = sock_revents(cur, e->fd, arm, e->events, quick);
+
+	if (rev & PL_REV_KERNEL)
+		return PL_REV_KERNEL;
+	unsigned want = rev & (e->events | EPOLLERR | EPOLLHUP);
+	if (!et)
+		return want;
+	if (!want) {
+		if (consume)
+			e->last = 0;
+		return 0; /* nothing to report; an edge stays pending */
+	}
+	/* (room found by this look bumped room_gen) */
+	tx1 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0;
+	bool rx_known = in && (out || (want & EPOLLIN));
+	if (in && (want & EPOLLIN))
+		rx1 = sock_rx_stamp(cur, false); /* (what arrived until the data the look saw) */
+	unsigned hup = want & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
+	bool edge = e->fresh || (hup & ~e->last) || (rx_known && rx1 != e->rx_seen) ||
+		    (out && tx1 != e->tx_seen);
+	if (!edge && arm && in && (want & EPOLLIN)) {
+		/* Readable, nothing new, and the caller sleeps next: the look (tp_poll()) asked no
+		 * peer to ring, as data is there; the next arrival must end the sleep. */
+		rx1 = sock_rx_stamp(cur, true);
+		edge = rx1 != e->rx_seen;
+	}
+	if (!consume)
+		return edge ? want : 0;
+	e->last = hup;
+	if (!edge)
+		return 0;
+	/* Reported: what the event covers is seen. An arrival or room the look did not show
+	 * (after it) stays news for the next wait. */
+	e->fresh = false;
+	if (rx_known)
+		e->rx_seen = (want & EPOLLIN) ? rx1 : rx0;
+	e->tx_seen = (want & EPOLLOUT) ? tx1 : tx0;
+	return want;
+}
+
+/* Under ep->lock: OR of the poll bits of every enabled entry that would report now (for poll on
+ * an epoll fd and for nesting: the kernel calls a set readable while it holds an event). */
 static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm)
 {
 	unsigned m = 0;
 	for (int i = 0; i < ep->n; i++) {
 		struct pl_ep_entry *e = &ep->v[i];
-		if (e->disabled)
+		struct pl_sock *cur;
+
+		if (e->disabled || !ep_entry_valid(e, &cur))
 			continue;
-		/* Only through a reference, and only if the fd still holds what was added. */
-		struct pl_sock *cur = pl_sock_get(e->fd);
-		if (cur != e->s || atomic_load_explicit(&cur->gen, memory_order_relaxed) != e->gen) {
-			pl_sock_put(cur);
-			continue;
-		}
-		unsigned rev = sock_revents(cur, e->fd, arm, e->events, false);
+		unsigned rev = ep_entry_report(e, cur, arm, false, false);
 		if (rev & PL_REV_KERNEL) {
 			if (ret_pending && cur->kind == PL_CONN)
 				*ret_pending = true;
 		} else {
-			m |= rev & (e->events | EPOLLERR | EPOLLHUP);
+			m |= rev;
 		}
 		pl_sock_put(cur);
 	}
@@ -925,12 +1058,9 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 	for (int k = 0; k < cnt && n < max && ep->n > 0; k++) {
 		int i = (int)((ep->rr + (unsigned)k) % (unsigned)ep->n);
 		struct pl_ep_entry *e = &ep->v[i];
-		struct pl_sock *cur = pl_sock_get(e->fd);
-		bool valid = cur == e->s &&
-			     atomic_load_explicit(&e->s->gen, memory_order_relaxed) == e->gen;
-		if (!valid) {
+		struct pl_sock *cur;
+		if (!ep_entry_valid(e, &cur)) {
 			/* Closed: the kernel drops closed fds from epoll sets, so do we. */
-			pl_sock_put(cur);
 			ep_remove(ep, i);
 			cnt--;
 			k--;
@@ -940,37 +1070,19 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 			pl_sock_put(cur);
 			continue;
 		}
-		unsigned rev = sock_revents(cur, e->fd, arm, e->events, quick);
-		if ((rev & PL_REV_KERNEL) && ep_moved(cur)) {
+		unsigned report = ep_entry_report(e, cur, arm, quick, true);
+		if ((report & PL_REV_KERNEL) && ep_moved(cur)) {
 			pl_sock_put(cur);
 			ep_migrate(ep, epfd, i);
 			cnt--;
 			k--;
 			continue;
 		}
-		if (rev & PL_REV_KERNEL) {
+		if (report & PL_REV_KERNEL) {
 			if (cur->kind == PL_CONN)
 				*ret_pending = true;
 			pl_sock_put(cur);
 			continue;
-		}
-		unsigned want = rev & (e->events | EPOLLERR | EPOLLHUP);
-		unsigned report = want;
-		if (e->events & EPOLLET) {
-			unsigned rx = atomic_load_explicit(&cur->rx_gen, memory_order_relaxed);
-			unsigned tx = atomic_load_explicit(&cur->tx_gen, memory_order_relaxed);
-			unsigned edge = want & ~e->last;
-			/* Data consumed or sent since the last report: a new edge may have passed
-			 * unseen between two waits, so report again (spurious ET events are allowed,
-			 * lost ones are not). */
-			if ((want & EPOLLIN) && rx != e->rx_seen)
-				edge |= EPOLLIN;
-			if ((want & EPOLLOUT) && tx != e->tx_seen)
-				edge |= EPOLLOUT;
-			e->last = want;
-			e->rx_seen = rx;
-			e->tx_seen = tx;
-			report = edge ? want : 0;
 		}
 		pl_sock_put(cur);
 		if (!report)
@@ -993,6 +1105,39 @@ static int ep_filter(struct epoll_event *evs, int n, bool *ret_woken)
 		if (evs[i].data.u64 == PL_EP_TAG) {
 			*ret_woken = true;
 			continue;
+		}
+		evs[j++] = evs[i];
+	}
+	return j;
+}
+
+/* Kernel events of nested epoll sets in EVS (N): the kernel side of such a set holds our event
+ * fd, which makes it readable on every doorbell of any connection, so an edge-triggered
+ * watcher of it saw an edge that was none. Each is kept only if the set is still readable with
+ * the event fd consumed (its NTB side is reported by the shadow). Returns the new count. */
+static int ep_nested_filter(struct pl_epoll *ep, struct epoll_event *evs, int n)
+{
+	bool acked = false;
+	int j = 0;
+
+	for (int i = 0; i < n; i++) {
+		int nfd = -1;
+		pthread_mutex_lock(&ep->lock);
+		for (int k = 0; k < ep->n && nfd < 0; k++)
+			if (ep->v[k].s->kind == PL_EPOLL && ep->v[k].data.u64 == evs[i].data.u64)
+				nfd = ep->v[k].fd;
+		pthread_mutex_unlock(&ep->lock);
+		if (nfd >= 0) {
+			if (!acked) {
+				PL_ENTER();
+				tp_event_ack();
+				PL_LEAVE();
+				acked = true;
+			}
+			struct pollfd p = { .fd = nfd, .events = POLLIN };
+			struct timespec zero = { 0, 0 };
+			if (pl_real.ppoll(&p, 1, &zero, NULL) != 1)
+				continue;
 		}
 		evs[j++] = evs[i];
 	}
@@ -1055,6 +1200,8 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			break;
 		}
 		r = ep_filter(evs + n, r, &woken);
+		if (r > 0 && ep->nested)
+			r = ep_nested_filter(ep, evs + n, r);
 		if (woken) {
 			/* Consumed only when the kernel saw it: while readable it would make this set
 			 * (and a set nesting it) look readable to the kernel. */

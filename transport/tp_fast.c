@@ -46,6 +46,39 @@ bool tp_readable_hint(struct tp_conn *c)
 	return ready;
 }
 
+uint64_t tp_rx_arrivals(struct tp_conn *c)
+{
+	const uint32_t n = c->link->geom.inline_n;
+	uint32_t pos, k, txd;
+
+	tp_mutex_lock(&c->rx_lock);
+	/* Inline messages: the first position from the validation cursor on that the peer has not
+	 * published (each new one moves it; one load per slot, the usual scan is one or two). A
+	 * slot an earlier connection left looking published is not one until it changes
+	 * (tp_rx_note_stale()): else the message that overwrites it would move nothing. */
+	pos = c->v_i;
+	for (k = 0; k < n && inline_published(c, pos) &&
+		    !tp_inline_stale(c, pos, tp_in_inline(c->link, c->slot, pos)); k++)
+		pos++;
+	/* Data-ring messages: the peer's tail, published after each message's payload. A word that
+	 * fails its check counts as what was validated so far. */
+	if (!tp_slot_word(c, TP_W_TX_D, &txd))
+		txd = c->v_d;
+	tp_mutex_unlock(&c->rx_lock);
+	return (uint64_t)pos << 32 | txd;
+}
+
+uint64_t tp_rx_arm_arrival(struct tp_conn *c)
+{
+	tp_mutex_lock(&c->rx_lock);
+	/* (tp_poll() asks for a ring only when nothing is readable; tp_recv() and a poll that
+	 * finds data readable take the request back) */
+	if (!tp_conn_own(c))
+		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+	tp_mutex_unlock(&c->rx_lock);
+	return tp_rx_arrivals(c);
+}
+
 bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 {
 	bool fits;

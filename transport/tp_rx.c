@@ -724,13 +724,20 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 				}
 				continue; /* (released below, once for the whole call) */
 			}
-			if (got)
-				break; /* return what we have; the next call validates the rest */
+			/* As kernel TCP, a read takes what has arrived up to the end of its buffer, across
+			 * message boundaries: a peek whatever was published, a read a published inline
+			 * message too (split from its validated copy). A data-ring message that did not
+			 * fit whole is left to the next call: split, it would cost a second copy of all
+			 * of it (rec_copy()'s bounce). */
+			if (got && !peek && !inline_seq_ready(c, c->v_i))
+				break; /* (one load: the slot the direct copy just looked at) */
 			if (tp_rx_quiet(c))
-				break; /* nothing published since the last look: -EAGAIN */
-			tp_rx_progress(c, 1);
+				break; /* nothing published since the last look: what we have, or -EAGAIN */
+			tp_rx_progress(c, got ? c->rec_bytes + 1 : 1);
 			if (h == c->rec_tail)
 				break;
+			if (got && !peek && c->recs[h % TP_RECS].ring != 0)
+				break; /* (validated: the next call copies it) */
 			if (h == c->rec_head)
 				off = c->rec_off; /* an adopted connection may start inside it */
 		}

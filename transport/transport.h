@@ -193,6 +193,15 @@ size_t tp_readable_bytes(struct tp_conn *c);
  * waits, a non-blocking one gets -EAGAIN). False means "ask tp_poll_dir()": also for errors,
  * end of stream, shut reads, a Retry in progress, another process's connection, a busy lock. */
 bool tp_readable_hint(struct tp_conn *c);
+/* ADDED (tp_fast.c): an arrival stamp for edge-triggered readiness: a value that changes
+ * whenever the peer publishes a new message (data or FIN), whether or not it was validated or
+ * read since, and that reading alone never changes. No validation, no feedback, no arming.
+ * (The kernel raises an EPOLLET edge for each arrival; preload/ compares stamps.) */
+uint64_t tp_rx_arrivals(struct tp_conn *c);
+/* ADDED (tp_fast.c): the caller is about to sleep until the next arrival, although data may be
+ * unread (an edge-triggered waiter): ask the peer to ring for its next message, then return
+ * tp_rx_arrivals() (a message published before the request shows in it, one after it rings). */
+uint64_t tp_rx_arm_arrival(struct tp_conn *c);
 /* ADDED (tp_fast.c): would tp_send() of LEN bytes go out as one message now? False only for a
  * write of inline_max < LEN <= short_max (and at most a quarter of the ring) while the data
  * ring has less room than LEN (after reading the receiver's feedback): a sender may then wait

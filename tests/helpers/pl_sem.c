@@ -5,7 +5,11 @@
  * the kernel gives it. Run it without the library to check the checker.
  *   pl_sem server ADDR PORT      pl_sem client ADDR PORT
  *   pl_sem deadlisten ADDR PORT  pl_sem refused ADDR PORT   (a refused connect, both ways)
- *   pl_sem lingerserver ADDR PORT  pl_sem lingerclient ADDR PORT   (SO_LINGER 0 resets) */
+ *   pl_sem lingerserver ADDR PORT  pl_sem lingerclient ADDR PORT   (SO_LINGER 0 resets)
+ *   pl_sem edgeserver ADDR PORT    pl_sem edgeclient ADDR PORT
+ *       (readiness transcript: epoll edges, one-shot, nesting, threads; select, poll, MSG_PEEK
+ *       and SIOCINQ after partial reads; the client prints it, the test compares it with the
+ *       kernel's) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -726,6 +731,430 @@ static int linger_client(struct sockaddr_in *sa)
 	return 0;
 }
 
+/* --- readiness transcripts (edgeserver / edgeclient) -------------------------------------------
+ * The client drives: it sends the server two-byte commands and prints what epoll (level, edge,
+ * one-shot, nested, shared by threads), select, poll, MSG_PEEK and SIOCINQ report, one line per
+ * call. The test runs the pair on kernel TCP first, then over NTB, and compares the client's
+ * transcripts. Every step is deterministic on the kernel: the server's writes are separated by
+ * sleeps (each one arrives on its own), a step that expects nothing waits for nothing new. */
+
+static unsigned edge_pos; /* bytes the server wrote so far: the content is edge_byte(pos) */
+static unsigned char edge_byte(unsigned i) { return (unsigned char)('a' + i % 26); }
+static char edge_flag[80]; /* the client's flood is over: the server drains (command 'D') */
+
+static void edge_server(int fd)
+{
+	unsigned char cmd[2], b[64];
+	for (;;) {
+		ssize_t r = recv(fd, cmd, 2, MSG_WAITALL);
+		if (r == 0)
+			return;
+		CHECK(r == 2, "command: %zd", r);
+		switch (cmd[0]) {
+		case 'w': /* one write of ARG bytes */
+		case 'W': /* ARG writes of 4 bytes, 150 ms apart */
+			for (unsigned k = 0; k < (cmd[0] == 'w' ? 1u : cmd[1]); k++) {
+				unsigned n = cmd[0] == 'w' ? cmd[1] : 4;
+				unsigned char *p = n <= sizeof(b) ? b : malloc(n);
+				CHECK(p != NULL, "malloc");
+				for (unsigned i = 0; i < n; i++)
+					p[i] = edge_byte(edge_pos + i);
+				edge_pos += n;
+				if (k)
+					usleep(150000);
+				write_all(fd, p, n);
+				if (p != b)
+					free(p);
+			}
+			break;
+		case 'D': { /* the client floods; drain once it says so, up to its 0 byte */
+			static unsigned char fb[65536];
+			for (int i = 0; i < 600 && access(edge_flag, F_OK) != 0; i++)
+				usleep(20000);
+			CHECK(access(edge_flag, F_OK) == 0, "edge flag %s", edge_flag);
+			unlink(edge_flag);
+			for (bool end = false; !end;) {
+				/* (peek, so that the next command after the 0 stays queued) */
+				r = recv(fd, fb, sizeof(fb), MSG_PEEK);
+				CHECK(r > 0, "drain peek");
+				unsigned char *z = memchr(fb, 0, (size_t)r);
+				size_t take = z ? (size_t)(z - fb) + 1 : (size_t)r;
+				CHECK(recv(fd, fb, take, MSG_WAITALL) == (ssize_t)take, "drain");
+				end = z != NULL;
+			}
+			break;
+		}
+		case 'n':
+			break;
+		default:
+			CHECK(0, "command %c", cmd[0]);
+		}
+	}
+}
+
+static void edge_cmd(int fd, char op, unsigned arg)
+{
+	unsigned char c[2] = { (unsigned char)op, (unsigned char)arg };
+	write_all(fd, c, 2);
+}
+
+static const char *ev_names(uint32_t ev)
+{
+	static char s[64];
+	s[0] = 0;
+	if (ev & EPOLLIN) strcat(s, "IN|");
+	if (ev & EPOLLOUT) strcat(s, "OUT|");
+	if (ev & EPOLLRDHUP) strcat(s, "RDHUP|");
+	if (ev & EPOLLHUP) strcat(s, "HUP|");
+	if (ev & EPOLLERR) strcat(s, "ERR|");
+	if (ev & ~(uint32_t)(EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		strcat(s, "other|");
+	size_t n = strlen(s);
+	if (n)
+		s[n - 1] = 0;
+	else
+		strcpy(s, "-");
+	return s;
+}
+
+/* epoll_wait on EP (what the transcript says: count, tags and events), TIMEOUT ms */
+static int ew(const char *what, int ep, int timeout)
+{
+	struct epoll_event out[4];
+	int n = epoll_wait(ep, out, 4, timeout);
+	printf("%s: epoll_wait(%d) = %d", what, timeout, n);
+	for (int i = 0; i < n; i++)
+		printf(" [%llu %s]", (unsigned long long)out[i].data.u64, ev_names(out[i].events));
+	printf("\n");
+	fflush(stdout);
+	return n;
+}
+
+static void ep_set(int ep, int op, int fd, uint32_t events, uint64_t tag)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = tag };
+	CHECK(epoll_ctl(ep, op, fd, &ev) == 0, "epoll_ctl %d fd %d", op, fd);
+}
+
+static void inq(const char *what, int fd)
+{
+	int n = -1;
+	CHECK(ioctl(fd, SIOCINQ, &n) == 0, "SIOCINQ");
+	printf("%s: SIOCINQ %d\n", what, n);
+	fflush(stdout);
+}
+
+/* Read (or peek) up to N bytes; print what came. Returns the bytes read (0 for a peek). */
+static unsigned rd(const char *what, int fd, size_t n, int flags)
+{
+	char b[1024];
+	CHECK(n <= sizeof(b), "rd size");
+	ssize_t r = recv(fd, b, n, flags);
+	printf("%s: recv(%zu%s) = %zd", what, n, flags & MSG_PEEK ? ", MSG_PEEK" : "", r);
+	if (r > 0 && r <= 40)
+		printf(" \"%.*s\"", (int)r, b);
+	else if (r > 40)
+		printf(" \"%.20s...%.10s\"", b, b + r - 10);
+	printf("\n");
+	fflush(stdout);
+	return r > 0 && !(flags & MSG_PEEK) ? (unsigned)r : 0;
+}
+
+static void sel_poll(const char *what, int fd)
+{
+	fd_set rd, wr;
+	FD_ZERO(&rd);
+	FD_ZERO(&wr);
+	FD_SET(fd, &rd);
+	FD_SET(fd, &wr);
+	struct timeval tv = { 0, 0 };
+	int n = select(fd + 1, &rd, &wr, NULL, &tv);
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT | POLLRDHUP };
+	int m = poll(&p, 1, 0);
+	printf("%s: select = %d%s%s, poll = %d%s%s%s\n", what, n, FD_ISSET(fd, &rd) ? " rd" : "",
+	       FD_ISSET(fd, &wr) ? " wr" : "", m, p.revents & POLLIN ? " IN" : "",
+	       p.revents & POLLOUT ? " OUT" : "", p.revents & POLLRDHUP ? " RDHUP" : "");
+	fflush(stdout);
+}
+
+/* Wait until FD has N bytes to read (the end of a server write of several segments). */
+static void wait_inq(int fd, int n)
+{
+	int have = -1;
+	for (int i = 0; i < 2500; i++) {
+		CHECK(ioctl(fd, SIOCINQ, &have) == 0, "SIOCINQ");
+		if (have >= n)
+			return;
+		usleep(2000);
+	}
+	CHECK(0, "%d bytes never arrived (%d)", n, have);
+}
+
+/* Drain what is left of the server's writes (so that the next case starts empty). */
+static void drain_to(int fd, unsigned *pos, unsigned until)
+{
+	char b[1024];
+	while (*pos < until) {
+		size_t want = until - *pos < sizeof(b) ? until - *pos : sizeof(b);
+		ssize_t r = recv(fd, b, want, 0);
+		CHECK(r > 0, "drain_to");
+		*pos += (unsigned)r;
+	}
+}
+
+struct ep_thread {
+	int ep;
+	_Atomic int events;
+	_Atomic bool stop;
+};
+
+static void *ep_thread_main(void *arg)
+{
+	struct ep_thread *t = arg;
+	while (!atomic_load(&t->stop)) {
+		struct epoll_event ev;
+		if (epoll_wait(t->ep, &ev, 1, 100) == 1)
+			atomic_fetch_add(&t->events, 1);
+	}
+	return NULL;
+}
+
+static void edge_client(int fd)
+{
+	unsigned got = 0, sent = 0; /* bytes of the server's read; of its writes */
+
+	/* E1: EPOLLIN|EPOLLET: a partial read raises nothing; new data while unread data remains
+	 * raises an edge (a reader that waits for the rest of a message). */
+	{
+		int ep = epoll_create1(0);
+		ep_set(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET, 1);
+		ew("E1 idle", ep, 0);
+		edge_cmd(fd, 'w', 10); sent += 10;
+		ew("E1 header arrives", ep, 5000);
+		ew("E1 again", ep, 0);
+		got += rd("E1 read part", fd, 4, 0);
+		inq("E1", fd);
+		ew("E1 after partial read", ep, 0);
+		edge_cmd(fd, 'w', 10); sent += 10;
+		ew("E1 rest arrives, unread data left", ep, 5000);
+		ew("E1 again", ep, 0);
+		inq("E1", fd);
+		got += rd("E1 read all", fd, 16, 0);
+		ew("E1 after reading all", ep, 0);
+		drain_to(fd, &got, sent);
+		close(ep);
+	}
+	/* E2: each arrival (writes 150 ms apart) is an edge, read or not. */
+	{
+		int ep = epoll_create1(0);
+		ep_set(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET | EPOLLRDHUP, 2);
+		ew("E2 idle", ep, 0);
+		edge_cmd(fd, 'W', 3); sent += 12;
+		ew("E2 first", ep, 5000);
+		ew("E2 second", ep, 5000);
+		ew("E2 third", ep, 5000);
+		ew("E2 no more", ep, 300);
+		inq("E2", fd);
+		got += rd("E2 read", fd, 12, 0);
+		ew("E2 after reading all", ep, 0);
+		drain_to(fd, &got, sent);
+		close(ep);
+	}
+	/* E3: EPOLLOUT edges. Registered writable: one event; our writes and their
+	 * acknowledgements raise none; an arrival reports IN with OUT; EAGAIN, then room, is an
+	 * edge (once). */
+	{
+		int ep = epoll_create1(0);
+		ep_set(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLOUT | EPOLLET, 3);
+		ew("E3 added", ep, 0);
+		ew("E3 again", ep, 0);
+		edge_cmd(fd, 'n', 0);
+		usleep(100000);
+		ew("E3 after a write", ep, 0);
+		edge_cmd(fd, 'w', 8); sent += 8;
+		ew("E3 arrival", ep, 5000);
+		got += rd("E3 read", fd, 8, 0);
+		ew("E3 after reading all", ep, 0);
+		drain_to(fd, &got, sent);
+		close(ep);
+		ep = epoll_create1(0);
+		ep_set(ep, EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLET, 4);
+		ew("E3 out-only added", ep, 0);
+		edge_cmd(fd, 'D', 0);
+		int fl = fcntl(fd, F_GETFL);
+		CHECK(fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0, "O_NONBLOCK");
+		static unsigned char kb[1024];
+		memset(kb, 0xcd, sizeof(kb));
+		ssize_t r;
+		while ((r = write(fd, kb, sizeof(kb))) > 0)
+			;
+		CHECK(r < 0 && errno == EAGAIN, "flood ends in EAGAIN");
+		printf("E3 flood: EAGAIN\n");
+		ew("E3 full", ep, 0);
+		int ff = open(edge_flag, O_CREAT | O_WRONLY, 0600);
+		CHECK(ff >= 0, "edge flag");
+		close(ff);
+		ew("E3 drained", ep, 10000);
+		ew("E3 again", ep, 200);
+		CHECK(fcntl(fd, F_SETFL, fl) == 0, "blocking again");
+		write_all(fd, "", 1); /* the end of the flood */
+		usleep(100000);
+		ew("E3 after a write", ep, 0);
+		close(ep);
+	}
+	/* E4: EPOLLONESHOT (edge and level) and its re-arming by EPOLL_CTL_MOD. */
+	{
+		int ep = epoll_create1(0);
+		ep_set(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET | EPOLLONESHOT, 5);
+		ew("E4 idle", ep, 0);
+		edge_cmd(fd, 'w', 6); sent += 6;
+		ew("E4 arrival", ep, 5000);
+		got += rd("E4 read part", fd, 2, 0);
+		edge_cmd(fd, 'w', 6); sent += 6;
+		ew("E4 disarmed", ep, 300);
+		ep_set(ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET | EPOLLONESHOT, 6);
+		ew("E4 re-armed, data unread", ep, 0);
+		ew("E4 fired", ep, 0);
+		got += rd("E4 read part", fd, 3, 0);
+		ep_set(ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET | EPOLLONESHOT, 7);
+		ew("E4 re-armed after a partial read", ep, 0);
+		ep_set(ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET, 8);
+		ew("E4 edge, not one-shot", ep, 0);
+		got += rd("E4 read part", fd, 3, 0);
+		ew("E4 after a partial read", ep, 0);
+		edge_cmd(fd, 'w', 4); sent += 4;
+		ew("E4 arrival", ep, 5000);
+		ep_set(ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLONESHOT, 9);
+		ew("E4 level one-shot", ep, 0);
+		ew("E4 disarmed", ep, 0);
+		inq("E4", fd);
+		drain_to(fd, &got, sent);
+		ep_set(ep, EPOLL_CTL_MOD, fd, EPOLLIN | EPOLLET | EPOLLONESHOT, 10);
+		ew("E4 re-armed, nothing to read", ep, 0);
+		edge_cmd(fd, 'w', 4); sent += 4;
+		ew("E4 arrival", ep, 5000);
+		drain_to(fd, &got, sent);
+		close(ep);
+	}
+	/* E5: nested sets: an edge-triggered entry in an inner set; the outer set sees the inner
+	 * one readable while it holds an event not yet collected. */
+	{
+		int in = epoll_create1(0), out = epoll_create1(0), oet = epoll_create1(0);
+		ep_set(in, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET, 11);
+		ep_set(out, EPOLL_CTL_ADD, in, EPOLLIN, 12);
+		ew("E5 outer idle", out, 0);
+		edge_cmd(fd, 'w', 8); sent += 8;
+		ew("E5 outer", out, 5000);
+		ew("E5 outer again", out, 0);
+		ew("E5 inner", in, 0);
+		ew("E5 outer after the inner's event", out, 0);
+		struct pollfd p = { .fd = in, .events = POLLIN };
+		printf("E5 poll(inner) = %d\n", poll(&p, 1, 0));
+		got += rd("E5 read part", fd, 3, 0);
+		ew("E5 outer after a partial read", out, 0);
+		ew("E5 inner after a partial read", in, 0);
+		edge_cmd(fd, 'w', 8); sent += 8;
+		ew("E5 outer, new data", out, 5000);
+		ew("E5 inner, new data", in, 0);
+		ew("E5 outer", out, 0);
+		drain_to(fd, &got, sent);
+		/* an edge-triggered outer set over a level-triggered inner entry: every arrival */
+		ep_set(in, EPOLL_CTL_MOD, fd, EPOLLIN, 13);
+		ep_set(oet, EPOLL_CTL_ADD, in, EPOLLIN | EPOLLET, 14);
+		ew("E5 edge outer idle", oet, 0);
+		edge_cmd(fd, 'W', 2); sent += 8;
+		ew("E5 edge outer first", oet, 5000);
+		ew("E5 edge outer second", oet, 5000);
+		ew("E5 edge outer no more", oet, 300);
+		ew("E5 inner level", in, 0);
+		drain_to(fd, &got, sent);
+		close(oet);
+		close(out);
+		close(in);
+	}
+	/* E6: one edge-triggered set, two threads waiting in it: each arrival wakes one. */
+	{
+		struct ep_thread t = { .ep = epoll_create1(0) };
+		pthread_t th[2];
+		ep_set(t.ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET, 15);
+		for (int i = 0; i < 2; i++)
+			CHECK(pthread_create(&th[i], NULL, ep_thread_main, &t) == 0, "thread");
+		usleep(100000);
+		edge_cmd(fd, 'w', 6); sent += 6;
+		usleep(400000);
+		printf("E6 threads: %d event(s)\n", atomic_load(&t.events));
+		got += rd("E6 read part", fd, 2, 0);
+		usleep(300000);
+		printf("E6 threads after a partial read: %d event(s)\n", atomic_load(&t.events));
+		edge_cmd(fd, 'w', 6); sent += 6;
+		usleep(400000);
+		printf("E6 threads after new data: %d event(s)\n", atomic_load(&t.events));
+		atomic_store(&t.stop, true);
+		for (int i = 0; i < 2; i++)
+			pthread_join(th[i], NULL);
+		drain_to(fd, &got, sent);
+		close(t.ep);
+	}
+	/* S: select and poll after partial reads; MSG_PEEK then a partial read; SIOCINQ after
+	 * each; an edge-triggered set beside them sees no event from any of it. */
+	{
+		int ep = epoll_create1(0);
+		ep_set(ep, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLET, 16);
+		sel_poll("S idle", fd);
+		inq("S idle", fd);
+		edge_cmd(fd, 'w', 12); sent += 12;
+		ew("S arrival", ep, 5000);
+		inq("S", fd);
+		sel_poll("S", fd);
+		rd("S peek", fd, 5, MSG_PEEK);
+		inq("S after peek", fd);
+		sel_poll("S after peek", fd);
+		ew("S after peek", ep, 0);
+		got += rd("S read part", fd, 3, 0);
+		inq("S after a partial read", fd);
+		sel_poll("S after a partial read", fd);
+		ew("S after a partial read", ep, 0);
+		rd("S peek more than there is", fd, 20, MSG_PEEK);
+		inq("S after peek", fd);
+		edge_cmd(fd, 'w', 4); sent += 4;
+		ew("S second arrival", ep, 5000);
+		rd("S peek across both writes", fd, 20, MSG_PEEK);
+		inq("S", fd);
+		got += rd("S read part", fd, 5, 0);
+		inq("S after a partial read", fd);
+		sel_poll("S after a partial read", fd);
+		got += rd("S read the rest", fd, 100, 0);
+		inq("S after reading all", fd);
+		sel_poll("S after reading all", fd);
+		ew("S after reading all", ep, 0);
+		drain_to(fd, &got, sent);
+		/* a data-ring message over NTB (more than an inline slot holds) */
+		edge_cmd(fd, 'w', 200); sent += 200;
+		ew("S 200 bytes", ep, 5000);
+		wait_inq(fd, 200);
+		inq("S", fd);
+		rd("S peek", fd, 50, MSG_PEEK);
+		inq("S after peek", fd);
+		got += rd("S read part", fd, 30, 0);
+		inq("S after a partial read", fd);
+		sel_poll("S after a partial read", fd);
+		ew("S after a partial read", ep, 0);
+		rd("S peek", fd, 300, MSG_PEEK);
+		got += rd("S read part", fd, 169, 0);
+		inq("S one byte left", fd);
+		sel_poll("S one byte left", fd);
+		got += rd("S read the last byte", fd, 1, 0);
+		inq("S after reading all", fd);
+		sel_poll("S after reading all", fd);
+		ew("S after reading all", ep, 0);
+		drain_to(fd, &got, sent);
+		close(ep);
+	}
+	CHECK(got == sent, "read %u of %u bytes", got, sent);
+	printf("edge transcript: end\n");
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -741,6 +1170,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
 	snprintf(flood_flag, sizeof(flood_flag), "/tmp/pl_sem-flood-%s", argv[3]);
 	snprintf(nb_flag, sizeof(nb_flag), "/tmp/pl_sem-nbflood-%s", argv[3]);
+	snprintf(edge_flag, sizeof(edge_flag), "/tmp/pl_sem-edgeflood-%s", argv[3]);
 	if (!strcmp(role, "deadlisten"))
 		return dead_listener(&sa);
 	if (!strcmp(role, "refused"))
@@ -751,14 +1181,18 @@ int main(int argc, char **argv)
 		return linger_client(&sa);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(s >= 0, "socket");
-	if (!strcmp(role, "server")) {
+	bool edge = !strcmp(role, "edgeserver") || !strcmp(role, "edgeclient");
+	if (!strcmp(role, "server") || !strcmp(role, "edgeserver")) {
 		int one = 1;
 		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		CHECK(bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind");
 		CHECK(listen(s, 8) == 0, "listen");
 		int c = accept(s, NULL, NULL);
 		CHECK(c >= 0, "accept");
-		server(c);
+		if (edge)
+			edge_server(c);
+		else
+			server(c);
 		close(s);
 	} else {
 		int r = -1;
@@ -771,7 +1205,10 @@ int main(int argc, char **argv)
 			}
 		}
 		CHECK(r == 0, "connect");
-		client(s);
+		if (edge)
+			edge_client(s);
+		else
+			client(s);
 	}
 	printf("%s: all ok\n", role);
 	return 0;

@@ -3,7 +3,8 @@
 # Socket semantics over NTB: the pl_sem checker (peek, FIONREAD, timeouts, WAITALL, dup,
 # sendmmsg, sendfile, splice, select, epoll, threads, half-close, EOF, EPIPE, refused connect, SO_LINGER reset)
 # passes between hosts A and B exactly as
-# it does on kernel TCP, and the connection really was ntb.
+# it does on kernel TCP, and the connection really was ntb; pl_sem's readiness transcript
+# (edge-triggered epoll, select/poll/MSG_PEEK/SIOCINQ after partial reads) is the kernel's.
 . "$(dirname "$0")/lib.sh"
 pl_need ss
 pl_setup semantics
@@ -44,4 +45,22 @@ pl_wait_port 127.0.0.2 $port3
 pl_run a "$SEM" lingerclient 127.0.0.2 $port3 >"$PL_TMP/linger.out" 2>&1 || {
 	cat "$PL_TMP/linger.out"; pl_fail "linger client failed"; }
 wait $ls || { cat "$PL_LAST_OUT"; pl_fail "abortive close not seen as ECONNRESET over ntb"; }
+# Readiness transcript (pl_sem edgeclient: EPOLLET edges with unread data, EPOLLOUT edges,
+# one-shot re-arming, nested sets, threads sharing a set; select, poll, MSG_PEEK and SIOCINQ
+# after partial reads): kernel TCP first, then NTB; the same lines.
+port4=$(pl_port 4)
+pl_bg plain "$SEM" edgeserver 127.0.0.1 $port4
+es=$PL_LAST
+pl_wait_port 127.0.0.1 $port4
+timeout 60 "$SEM" edgeclient 127.0.0.1 $port4 >"$PL_TMP/edge-plain.out" 2>&1 || {
+	cat "$PL_TMP/edge-plain.out"; pl_fail "edge transcript fails on kernel TCP"; }
+wait $es || { cat "$PL_LAST_OUT"; pl_fail "edge server fails on kernel TCP"; }
+pl_bg b "$SEM" edgeserver 127.0.0.2 $port4
+es=$PL_LAST
+pl_wait_port 127.0.0.2 $port4
+pl_run a "$SEM" edgeclient 127.0.0.2 $port4 >"$PL_TMP/edge-ntb.out" 2>&1
+wait $es || { cat "$PL_LAST_OUT"; pl_fail "edge server failed over ntb"; }
+[ "$(pl_count_log a "127.0.0.2:$port4: ntb (link")" -ge 1 ] || pl_fail "edge client not over ntb"
+diff -u "$PL_TMP/edge-plain.out" "$PL_TMP/edge-ntb.out" ||
+	pl_fail "readiness transcript over ntb differs from kernel TCP's (- kernel, + ntb)"
 echo "semantics over ntb: ok"

@@ -161,6 +161,50 @@ static uint64_t msgs_sent(struct tp_conn *c)
 	return st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long;
 }
 
+/* tp_rx_arrivals() changes with every message published (inline, data ring, FIN), validated
+ * or not, and never with reading, peeking or polling; tp_rx_arm_arrival() asks the peer to ring
+ * (its wait word) although data is unread, and returns the same stamp. */
+static void test_arrivals(void **state)
+{
+	struct tl_pair p;
+	uint8_t buf[64];
+	struct iovec v = { buf, 4 };
+	uint64_t s0, s1, s2;
+
+	(void)state;
+	pair_open(&p, "fast-arrivals", 40008);
+	s0 = tp_rx_arrivals(p.cb);
+	assert_int_equal(tp_rx_arrivals(p.cb), s0);
+	send_bytes(p.ca, 10, 1);
+	s1 = tp_rx_arrivals(p.cb);
+	assert_true(s1 != s0);
+	assert_int_equal(tp_recv(p.cb, &v, 1, TP_RECV_PEEK), 4);
+	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 4); /* a partial read */
+	(void)tp_poll(p.cb);
+	assert_int_equal(tp_rx_arrivals(p.cb), s1);
+	send_bytes(p.ca, 10, 2); /* while 6 bytes are unread */
+	s2 = tp_rx_arrivals(p.cb);
+	assert_true(s2 != s1);
+	assert_false(p.cb->rx_wait_set);
+	assert_int_equal(tp_rx_arm_arrival(p.cb), s2);
+	assert_true(p.cb->rx_wait_set);
+	send_bytes(p.ca, 1024, 3); /* a data-ring message */
+	s1 = tp_rx_arrivals(p.cb);
+	assert_true(s1 != s2);
+	for (size_t left = 6 + 10 + 1024; left;) {
+		uint8_t big[2048];
+		struct iovec bv = { big, sizeof(big) };
+		ssize_t r = tp_recv(p.cb, &bv, 1, 0);
+
+		assert_true(r > 0 && (size_t)r <= left);
+		left -= (size_t)r;
+	}
+	assert_int_equal(tp_rx_arrivals(p.cb), s1);
+	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0);
+	assert_true(tp_rx_arrivals(p.cb) != s1);
+	tl_pair_close(&p);
+}
+
 static void test_send_fits(void **state)
 {
 	struct tl_pair p;
@@ -250,6 +294,7 @@ int main(void)
 		cmocka_unit_test(test_hint_busy_lock),
 		cmocka_unit_test(test_hint_end_of_stream),
 		cmocka_unit_test(test_hint_shut_rd_and_error),
+		cmocka_unit_test(test_arrivals),
 		cmocka_unit_test(test_send_fits),
 		cmocka_unit_test(test_send_fits_peer_lost),
 	};

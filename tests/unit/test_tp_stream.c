@@ -468,6 +468,62 @@ static void test_inline_from_cursor(void **state)
 	tl_pair_close(&p);
 }
 
+/* As kernel TCP, a read takes what has arrived up to the end of its buffer across the sender's
+ * writes: a read whose buffer ends inside a published inline message takes part of it, a peek
+ * everything published (also what no poll validated yet); a data-ring message that does not fit
+ * the rest whole is the one exception (left for the next read) until something validated it. */
+static void test_recv_across_writes(void **state)
+{
+	struct tl_pair p;
+	static uint8_t pay[3000], out[3000];
+	struct iovec v;
+
+	(void)state;
+	pair_open(&p, "across", NULL, NULL);
+	tl_fill(pay, sizeof(pay), 9, 0);
+	v = (struct iovec){ pay, 6 };
+	assert_int_equal(tp_send(p.ca, &v, 1), 6);
+	v = (struct iovec){ pay + 6, 6 };
+	assert_int_equal(tp_send(p.ca, &v, 1), 6);
+	/* a peek sees both writes */
+	v = (struct iovec){ out, 20 };
+	assert_int_equal(tp_recv(p.cb, &v, 1, TP_RECV_PEEK), 12);
+	assert_memory_equal(out, pay, 12);
+	/* a read from inside the first write into the second */
+	v = (struct iovec){ out, 2 };
+	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 2);
+	v = (struct iovec){ out, 7 };
+	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 7);
+	assert_memory_equal(out, pay + 2, 7);
+	v = (struct iovec){ pay + 12, 6 };
+	assert_int_equal(tp_send(p.ca, &v, 1), 6);
+	/* the rest of the second write and the third, unvalidated, in one read */
+	v = (struct iovec){ out, 100 };
+	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 9);
+	assert_memory_equal(out, pay + 9, 9);
+	/* data-ring messages: a read takes the first whole, not a piece of the second (not
+	 * validated yet); a peek takes all; once validated, a read splits them as the kernel */
+	for (int i = 0; i < 2; i++) {
+		v = (struct iovec){ pay + 1000 * i, 1000 };
+		assert_int_equal(tp_send(p.ca, &v, 1), 1000);
+	}
+	v = (struct iovec){ out, 1500 };
+	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 1000);
+	assert_memory_equal(out, pay, 1000);
+	v = (struct iovec){ pay + 2000, 1000 };
+	assert_int_equal(tp_send(p.ca, &v, 1), 1000);
+	v = (struct iovec){ out, sizeof(out) };
+	assert_int_equal(tp_recv(p.cb, &v, 1, TP_RECV_PEEK), 2000);
+	assert_memory_equal(out, pay + 1000, 2000);
+	v = (struct iovec){ out, 1500 };
+	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 1500);
+	assert_memory_equal(out, pay + 1000, 1500);
+	v = (struct iovec){ out, 1500 };
+	assert_int_equal(tp_recv(p.cb, &v, 1, 0), 500);
+	assert_memory_equal(out, pay + 2500, 500);
+	tl_pair_close(&p);
+}
+
 /* Inline and data-ring messages interleaved (MSN order across the rings) are all delivered by
  * the direct paths, in order, without queueing records, while the other ring already holds
  * the next message. */
@@ -987,6 +1043,7 @@ int main(void)
 		cmocka_unit_test(test_inline_from_cursor),
 		cmocka_unit_test(test_inline_fast_path_changed_slot),
 		cmocka_unit_test(test_direct_paths_interleaved),
+		cmocka_unit_test(test_recv_across_writes),
 		cmocka_unit_test(test_two_receivers),
 		cmocka_unit_test(test_quick_probe_recovers),
 		cmocka_unit_test(test_lost_slot_seen_behind),
