@@ -211,10 +211,8 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		if (unlikely(r == -EXDEV)) { /* moved to the kernel socket (pl_failover.c) */
 			PL_LEAVE();
 			pl_conn_moved(s, fd);
-			r = pl_moved_send(fd, iov, iovcnt, done, flags);
-			if (r > 0)
-				pl_gen_bump(&s->tx_gen);
-			return r;
+			/* (the kernel's epoll reports its edges from now on) */
+			return pl_moved_send(fd, iov, iovcnt, done, flags);
 		}
 		if (r > 0) {
 			futile = 0;
@@ -339,13 +337,11 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			PL_LEAVE();
 			pl_conn_moved(s, fd);
 			if (done && !waitall)
-				break;
+				return (ssize_t)done;
 			n = iov_window(iov, iovcnt, done, win);
 			r = pl_moved_recv(fd, win, n, flags);
 			if (r < 0 && done)
 				r = 0;
-			if (r > 0 || done)
-				pl_gen_bump(&s->rx_gen);
 			return r < 0 ? r : (ssize_t)done + r;
 		}
 		if (r > 0) {
