@@ -295,15 +295,27 @@ static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 	return 0;
 }
 
+int tp_fo_hdr_parse(const uint8_t *b, size_t len, uint64_t *ret_start)
+{
+	struct tp_fo_hdr h;
+
+	if (len != sizeof(h))
+		return -EPROTO;
+	memcpy(&h, b, sizeof(h)); /* (a private copy: the bytes came from another host) */
+	if (h.magic != TP_FO_MAGIC || h.version != TP_FO_VERSION ||
+	    h.crc != crc32c(0, &h, offsetof(struct tp_fo_hdr, crc)))
+		return -EPROTO;
+	*ret_start = h.start;
+	return 0;
+}
+
 /* Under rx_lock, with the peer's header: drop everything the NTB side holds (the kernel
  * stream carries it again), and what to skip of the peer's tail. */
 static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
 {
-	struct tp_fo_hdr h;
+	uint64_t start;
 
-	memcpy(&h, fo->hdr, sizeof(h));
-	if (h.magic != TP_FO_MAGIC || h.version != TP_FO_VERSION ||
-	    h.crc != crc32c(0, &h, offsetof(struct tp_fo_hdr, crc)))
+	if (tp_fo_hdr_parse(fo->hdr, sizeof(fo->hdr), &start))
 		return -EPROTO;
 	c->rec_tail = c->rec_head;
 	c->rec_bytes = 0;
@@ -312,13 +324,12 @@ static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
 	c->inl_hold_ok = false;
 	uint64_t have = rx_consumed(c);
 
-	if (h.start > have) {
+	if (start > have) {
 		LOG(LL_DEBUG, "transport: slot %u: failover: peer resends from %llu, %llu consumed: "
-		    "bytes missing", c->slot, (unsigned long long)h.start,
-		    (unsigned long long)have);
+		    "bytes missing", c->slot, (unsigned long long)start, (unsigned long long)have);
 		return -ECONNRESET;
 	}
-	fo->skip = have - h.start;
+	fo->skip = have - start;
 	fo->hdr_ok = true;
 	return 0;
 }

@@ -593,6 +593,10 @@ struct tp_conn {
 };
 
 /* tp_failover.c */
+/* The failover header (32 bytes, the first thing a side writes on the kernel socket): 0 and
+ * the stream offset of the bytes that follow, or -EPROTO (wrong size, magic, version, CRC).
+ * Pure: what another host wrote is only read here (fuzzed). */
+int tp_fo_hdr_parse(const uint8_t *b, size_t len, uint64_t *ret_start);
 /* An OPEN host entry whose connection moved to its kernel socket: result holds this, and
  * result_reason the index of its reason (tp_fo_reason()); both unused once set up. */
 #define TP_ENT_MOVED 0x4d4f5644u
