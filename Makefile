@@ -158,10 +158,13 @@ FUZZ_SECONDS ?= 60
 fuzz: deps
 	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_BUILD=$(BUILD)/fuzz sh tests/fuzz/run.sh
 
-# Mixed traffic with the fault decorator for SOAK_SECONDS; byte-exact, no leaks (tests/soak/).
+# Mixed traffic with the fault decorator for SOAK_SECONDS; byte-exact, no leaks (tests/soak/run.sh);
+# then randomized failovers for SOAK_FAILOVER_SECONDS, every round byte-exact (tests/soak/failover.sh).
 SOAK_SECONDS ?= 300
+SOAK_FAILOVER_SECONDS ?= 120
 soak: deps all $(HELPER_BINS)
 	$(Q)BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) sh tests/soak/run.sh
+	$(Q)BUILD=$(BUILD) SOAK_FAILOVER_SECONDS=$(SOAK_FAILOVER_SECONDS) sh tests/soak/failover.sh
 
 # --- demo / bench ------------------------------------------------------------------------------
 demo: deps all

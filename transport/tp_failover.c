@@ -63,6 +63,7 @@ struct tp_fo {
 	unsigned hdr_got;
 	bool hdr_ok;
 	uint64_t skip;
+	uint64_t start_ms;  /* requested at (the log says how long it took) */
 };
 
 _Atomic int tp_fo_active;
@@ -127,6 +128,7 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	}
 	pthread_mutex_init(&fo->lock, NULL);
 	fo->why = why;
+	fo->start_ms = tp_now_ms();
 	if (!__atomic_compare_exchange_n(&c->fo, &none, fo, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
 		syscall(SYS_close, fo->fd);
@@ -171,8 +173,9 @@ static void fo_end(struct tp_conn *c, struct tp_fo *fo, int state, int err)
 	}
 	fo_set(c, state);
 	atomic_fetch_sub(&tp_fo_active, 1);
-	LOG(LL_DEBUG, "transport: slot %u: failover %s (%s)", c->slot,
-	    state == TP_FO_DONE ? "done" : "failed", fo->why);
+	LOG(LL_DEBUG, "transport: slot %u: failover %s (%s) %llu ms after it was requested",
+	    c->slot, state == TP_FO_DONE ? "done" : "failed", fo->why,
+	    (unsigned long long)(tp_now_ms() - fo->start_ms));
 	tp_event_signal();
 }
 
