@@ -71,13 +71,14 @@ stat_host b "$STAT_B" "" --json
 child() { pgrep -P "$1" | head -n 1; }
 c1=$(child $h1); c2=$(child $h2); s1=$(child $srv_rule); s2=$(child $srv_ntb)
 [ -n "$c1" ] && [ -n "$c2" ] && [ -n "$s1" ] && [ -n "$s2" ] || pl_fail "a program is gone"
+# (table rows start with a pid: the link lines before the table do not)
 # rows of host H (its table) of a process (column 1) in a mode (column 5)
-rows_of() { awk -v p="$2" -v m="$3" 'NR > 1 && $1 == p && $5 == m' "$PL_TMP/$1.txt" | wc -l; }
+rows_of() { awk -v p="$2" -v m="$3" '$1 ~ /^[0-9]+$/ && $1 == p && $5 == m' "$PL_TMP/$1.txt" | wc -l; }
 # tcp rows of host H whose reason (the last column) is R
-reason_rows() { awk 'NR > 1 && $5 == "tcp"' "$PL_TMP/$1.txt" | grep -c -- " $2\$" || true; }
+reason_rows() { awk '$1 ~ /^[0-9]+$/ && $5 == "tcp"' "$PL_TMP/$1.txt" | grep -c -- " $2\$" || true; }
 for h in a b; do
-	total=$(awk 'NR > 1' "$PL_TMP/$h.txt" | wc -l)
-	uniq=$(awk 'NR > 1 { print $1, $2 }' "$PL_TMP/$h.txt" | sort -u | wc -l)
+	total=$(awk '$1 ~ /^[0-9]+$/' "$PL_TMP/$h.txt" | wc -l)
+	uniq=$(awk '$1 ~ /^[0-9]+$/ { print $1, $2 }' "$PL_TMP/$h.txt" | sort -u | wc -l)
 	echo "host $h: $total rows ($uniq distinct pid/fd)"
 	[ "$total" -eq $((2 * N)) ] || pl_fail "stat on $h lists $total connections, expected $((2 * N))"
 	[ "$uniq" -eq "$total" ] || pl_fail "stat on $h lists a (pid, fd) twice"
