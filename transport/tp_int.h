@@ -53,7 +53,10 @@
  *   Set-up: client allocates its receive slot locally, sends Apply {key, its slot geometry,
  *   nonce, CnctPRI}; the server host admits by [RT]'s rule (tp_rt_admit), records a PENDING
  *   entry and Acks with its slot; Nack → CnctPRI + 1 and Apply again; TimerCnct repeats the
- *   Apply with the same MsgID (a duplicate Apply is answered with the same Ack).
+ *   Apply with the same MsgID (a duplicate Apply is answered with the same Ack). The mailbox
+ *   is a ring like the others: its producer writes only into slots the consumer was seen to
+ *   release (a valid MBOX_RX; one that fails its check frees nothing), and both indices are
+ *   republished every 500 ms, so that a lost one neither hides a packet nor stops the ring.
  *   Data: messages go inline (≤ inline_max, ring slot free) or to the data ring (short, or
  *   long = payload at the next 128-byte boundary through the DMA queue); MSN orders both
  *   rings. The sender keeps shadows of both rings (its retransmission copies). The receiver
@@ -306,7 +309,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   3u
+#define TP_HOST_VERSION   4u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u
 #define TP_OWNERS         4
@@ -349,7 +352,7 @@ struct tp_host_entry {
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
 };
 
-/* active sits in what was padding: the table layout (TP_HOST_VERSION 3) is unchanged */
+/* active sits in what was padding: the entry layout is unchanged since TP_HOST_VERSION 3 */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 
 struct tp_host_listen {
@@ -370,6 +373,8 @@ struct tp_host {
 	uint32_t msgid_next;
 	uint32_t mbox_prod;    /* packets we wrote into the peer's mailbox */
 	uint32_t mbox_cons;    /* packets we consumed from ours */
+	uint32_t mbox_peer_rx; /* the peer's consumer index of its mailbox, as last read valid
+				* (MBOX_RX): its slots beyond are not known to be free */
 	uint32_t listen_pub[TP_LISTEN_WORDS]; /* bitmap as last published */
 	struct tp_host_listen listen[TP_MAX_LISTEN];
 	struct tp_host_entry e[];
@@ -542,9 +547,14 @@ void tp_host_reclaim(struct tp_link *l);
 uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
 
 /* tp_mbox.c */
-int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);  /* under lock */
+/* Under lock: 0, or -EAGAIN when the peer's mailbox holds TP_MBOX_SLOTS packets it has not
+ * been seen to consume (nothing is written then). */
+int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);
 bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n, uint32_t q);
 unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applies handled */
+/* Under lock: write both mailbox indices again (a lost or spoilt one would otherwise stay so
+ * until the next packet: a hidden packet, or a producer that sees no room). */
+void tp_mbox_republish(struct tp_link *l);
 
 /* tp_words.c */
 bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *ret);

@@ -253,6 +253,7 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 		if (maint) {
 			tp_host_reclaim(l);
 			tp_listen_publish(l, true); /* every 500 ms: repairs lost words */
+			tp_mbox_republish(l);
 			l->last_maint_ms = now;
 		}
 		tp_host_unlock(l);

@@ -8,17 +8,31 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
+/* Packets in the peer's mailbox it has not consumed, as far as we know. Its consumer index
+ * (MBOX_RX) counts when the word passes its check and lies between the last valid one and our
+ * producer index. Any other word frees nothing: one spoilt or lost on the way (a faulty link), or
+ * one of another session (a restarted peer: tp_mbox_process() has reset both indices and the
+ * peer writes 0 when it sees ours), says nothing about slots the peer may still have to read. */
+static uint32_t mbox_unconsumed(struct tp_link *l)
+{
+	struct tp_host *h = l->host;
+	uint32_t rx;
+
+	if (tp_cw_check(ntb_link_peer_epoch(l->ntb), tp_in_word(l, TP_OFF_MBOX_RX), &rx) &&
+	    rx - h->mbox_peer_rx <= h->mbox_prod - h->mbox_peer_rx)
+		h->mbox_peer_rx = rx;
+	return h->mbox_prod - h->mbox_peer_rx;
+}
+
 /* RING: ring the peer's doorbell (false: the peer watches MBOX_TX, see TP_APPLY_WATCH). */
 static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 {
 	struct tp_host *h = l->host;
 	uint32_t seed = ntb_link_epoch(l->ntb);
 	uint32_t off = TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) * TP_MBOX_PKT;
-	uint32_t peer_cons;
 
-	if (tp_cw_check(ntb_link_peer_epoch(l->ntb), tp_in_word(l, TP_OFF_MBOX_RX), &peer_cons) &&
-	    h->mbox_prod - peer_cons >= TP_MBOX_SLOTS && h->mbox_prod - peer_cons < (1u << 31))
-		return -EAGAIN; /* the peer has not consumed: the caller's timer retries */
+	if (mbox_unconsumed(l) >= TP_MBOX_SLOTS)
+		return -EAGAIN; /* full: never overwrite (TimerCnct repeats an Apply, and so its answer) */
 	p->seq = h->mbox_prod + 1;
 	tp_pkt_seal(p, seed);
 	ntb_write(l->ntb, off, p, sizeof(*p));
@@ -193,10 +207,13 @@ unsigned tp_mbox_process(struct tp_link *l)
 	if (!peer_epoch || tp_host_lost(l))
 		return 0;
 	if (h->peer_epoch != peer_epoch) {
-		/* a new peer session: its mailbox indices start over, and so do ours */
+		/* a new peer session: its mailbox indices start over, and so do ours; it learns at
+		 * once that it may fill its mailbox here (its MBOX_RX of our mailbox is 0) */
 		h->peer_epoch = peer_epoch;
 		h->mbox_cons = 0;
 		h->mbox_prod = 0;
+		h->mbox_peer_rx = 0;
+		tp_out_word(l, TP_OFF_MBOX_RX, ntb_link_epoch(l->ntb), 0);
 		tp_listen_publish(l, true);
 	}
 	/* acquire: MBOX_TX before the packets it publishes; pairs with the barrier in
@@ -224,4 +241,19 @@ unsigned tp_mbox_process(struct tp_link *l)
 	if (start != h->mbox_cons)
 		tp_out_word(l, TP_OFF_MBOX_RX, ntb_link_epoch(l->ntb), h->mbox_cons);
 	return applies;
+}
+
+void tp_mbox_republish(struct tp_link *l)
+{
+	struct tp_host *h = l->host;
+	uint32_t peer_epoch = ntb_link_peer_epoch(l->ntb), seed = ntb_link_epoch(l->ntb);
+
+	/* (indices of another peer session are reset by the next tp_mbox_process() first) */
+	if (!peer_epoch || peer_epoch != h->peer_epoch || tp_host_lost(l))
+		return;
+	tp_out_word(l, TP_OFF_MBOX_RX, seed, h->mbox_cons);
+	/* (packets before their index: written long ago, the barrier orders them anyway) */
+	ntb_to_peer_barrier(l->ntb);
+	tp_out_word(l, TP_OFF_MBOX_TX, seed, h->mbox_prod);
+	ntb_wc_flush(l->ntb);
 }
