@@ -297,6 +297,8 @@ struct tp_tcxt {
 enum tp_rt_event { TP_EV_ACK, TP_EV_NACK, TP_EV_NACK_NOLISTEN, TP_EV_TIMER };
 /* Apply EVENT (for MSGID) to T; returns true if an Apply must be (re)sent. */
 bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, uint32_t max_err);
+/* TimerCnct after EXPIRED expiries of a set-up (t->err), from the tunable BASE_MS. */
+uint32_t tp_rt_cnct_timer(uint32_t base_ms, uint32_t expired);
 
 /* Receiver's view of the retry epoch: a data message / detect is accepted only when the
  * sender's published epoch equals ours. Returns true when the sender's epoch has caught up. */

@@ -21,7 +21,7 @@ void tp_params_init(struct tp_params *p)
 	p->inline_max = TP_INLINE_MAX;
 	p->short_max = 16384;
 	p->contexts = 256;
-	p->cnct_timeout_ms = 200;
+	p->cnct_timeout_ms = 10;      /* then longer, up to 160 (tp_rt_cnct_timer()) */
 	p->send_timeout_ms = 100;
 	p->recv_timeout_ms = 50;
 	p->detect_timeout_ms = 100;

@@ -18,6 +18,15 @@ bool tp_rt_admit(struct tp_rt_pool *pool, uint32_t cnct_pri)
 	return false;
 }
 
+/* TimerCnct is BASE_MS for the first 4 expiries, then doubles every 4 up to 16 times BASE_MS: a
+ * lost Apply or answer is repeated soon and often (with the default 10 ms, 6 times within 100 ms,
+ * the deadline of a client whose kernel connect completed, see preload/), and a host that does
+ * not answer (busy, stopped) is asked at most every 16x. */
+uint32_t tp_rt_cnct_timer(uint32_t base_ms, uint32_t expired)
+{
+	return base_ms << (expired < 16u ? expired / 4u : 4u);
+}
+
 bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, uint32_t max_err)
 {
 	if (t->state != TP_TC_CONNECTING)

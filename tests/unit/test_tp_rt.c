@@ -150,6 +150,34 @@ static void test_tcxt_table(void **state)
 	}
 }
 
+/* TimerCnct: a lost packet is repeated several times within the set-up deadline of a client
+ * whose kernel connect completed (100 ms: preload/), then at most every 16x the base. */
+static void test_cnct_timer(void **state)
+{
+	struct tp_params tpp;
+	uint32_t at = 0, within_100 = 0;
+
+	(void)state;
+	tp_params_init(&tpp);
+	assert_int_equal(tp_rt_cnct_timer(10, 0), 10);
+	assert_int_equal(tp_rt_cnct_timer(10, 3), 10);
+	assert_int_equal(tp_rt_cnct_timer(10, 4), 20);
+	assert_int_equal(tp_rt_cnct_timer(10, 8), 40);
+	assert_int_equal(tp_rt_cnct_timer(10, 12), 80);
+	assert_int_equal(tp_rt_cnct_timer(10, 16), 160);
+	assert_int_equal(tp_rt_cnct_timer(10, 31), 160);
+	assert_int_equal(tp_rt_cnct_timer(600000, 1000), 9600000); /* the largest: no overflow */
+	for (uint32_t err = 0; err < tpp.max_err; err++) {
+		at += tp_rt_cnct_timer(tpp.cnct_timeout_ms, err);
+		within_100 += at < 100;
+	}
+	print_message("TimerCnct: %u repeats within 100 ms; MaxErr reached at %u ms\n", within_100,
+		      at);
+	assert_true(within_100 >= 6);
+	/* the set-up deadline, not MaxErr, ends a set-up nobody answers */
+	assert_true(at > tpp.setup_timeout_ms);
+}
+
 static void test_epochs(void **state)
 {
 	(void)state;
@@ -531,6 +559,7 @@ int main(void)
 		cmocka_unit_test(test_admission_table),
 		cmocka_unit_test(test_admission_no_starvation),
 		cmocka_unit_test(test_tcxt_table),
+		cmocka_unit_test(test_cnct_timer),
 		cmocka_unit_test(test_epochs),
 		cmocka_unit_test(test_mailbox_rules),
 		cmocka_unit_test(test_corrupted_data_retry),
