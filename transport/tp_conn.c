@@ -427,8 +427,10 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 			else if (t.reason == TP_REASON_TIMEOUT || t.reason == TP_REASON_NO_CONTEXT)
 				/* unanswered (or the answer is late): the peer may still reserve a
 				 * context for this Apply; withdraw it before the caller's TCP connect
-				 * lets the server accept */
-				apply_send_type(l, (uint32_t)slot, &t, TP_PKT_CANCEL, 0);
+				 * lets the server accept. Nothing answers a Cancel, nor repeats one
+				 * the link loses: twice (the second finds nothing to withdraw). */
+				for (int i = 0; i < 2; i++)
+					apply_send_type(l, (uint32_t)slot, &t, TP_PKT_CANCEL, 0);
 			tp_slot_free(l, (uint32_t)slot);
 			tp_host_unlock(l);
 			*ret_reason = t.reason;

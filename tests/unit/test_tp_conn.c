@@ -293,6 +293,43 @@ static void test_lost_ack_repeated(void **state)
 	tl_pair_close(&p);
 }
 
+/* A client whose set-up timed out withdraws its Apply with a Cancel, which nothing answers or
+ * repeats: it goes twice, so that one lost on the way still leaves no reservation for the
+ * server's accept() to attach (one end ntb, the other tcp). */
+static void test_lost_cancel(void **state)
+{
+	struct tl_pair p;
+	struct tp_key k;
+	struct tp_conn *c = NULL, *s = NULL;
+	enum tp_reason why = TP_REASON_NONE;
+	uint32_t first, v, spoilt = 0;
+
+	(void)state;
+	pair_open(&p, "lostcancel");
+	tl_key(&k, 23, 8080);
+	tp_host_lock(p.b); /* the server host reads no mailbox meanwhile */
+	uint64_t raw0 = in_raw(p.b, TP_OFF_MBOX_TX);
+
+	assert_int_equal(tp_connect(p.a, &k, SETUP_DEADLINE_MS, &c, &why), -ETIMEDOUT);
+	first = wait_mbox_moved(p.b, raw0);
+	assert_true(tp_cw_check(ntb_link_peer_epoch(p.b->ntb), in_raw(p.b, TP_OFF_MBOX_TX), &v));
+	for (uint32_t seq = first; seq != v + 1 && !spoilt; seq++) {
+		struct tp_pkt k2;
+
+		memcpy(&k2, (const void *)(p.b->in + TP_OFF_MBOX + ((seq - 1) % TP_MBOX_SLOTS) *
+					 TP_MBOX_PKT), sizeof(k2));
+		if (k2.type == TP_PKT_CANCEL) {
+			spoil_pkt(p.b, seq); /* the first Cancel is lost */
+			spoilt = seq;
+		}
+	}
+	print_message("lost Cancel: packets %u..%u, the Cancel at %u spoilt\n", first, v, spoilt);
+	assert_true(spoilt);
+	tp_host_unlock(p.b);
+	assert_int_equal(tp_attach(p.b, &k, &s), -ENOENT);
+	tl_pair_close(&p);
+}
+
 /* A host table truncated under a live process (util/mapguard gives it private zero pages):
  * the connection set up before goes on; new set-ups from that process and admissions by it
  * are refused (they would allocate from a copy the host's other processes no longer share). */
@@ -772,6 +809,7 @@ int main(void)
 		cmocka_unit_test(test_timeout_withdraws_apply),
 		cmocka_unit_test(test_lost_apply_repeated),
 		cmocka_unit_test(test_lost_ack_repeated),
+		cmocka_unit_test(test_lost_cancel),
 		cmocka_unit_test(test_conn_abort_leaves_nothing),
 		cmocka_unit_test(test_abort_resets_peer),
 		cmocka_unit_test(test_peek_counts_stats),
