@@ -218,18 +218,27 @@ unsigned tp_mbox_process(struct tp_link *l)
 	}
 	/* acquire: MBOX_TX before the packets it publishes; pairs with the barrier in
 	 * tp_mbox_send() on the peer */
-	if (!tp_cw_check(peer_epoch, tp_in_word(l, TP_OFF_MBOX_TX), &ptx))
-		return 0;
-	if (ptx - h->mbox_cons > TP_MBOX_SLOTS) /* lost track (or hostile): skip ahead */
+	if (!tp_cw_check(peer_epoch, tp_in_word(l, TP_OFF_MBOX_TX), &ptx) ||
+	    h->mbox_cons - ptx <= TP_MBOX_SLOTS)
+		ptx = h->mbox_cons; /* spoilt, or not beyond what we read (see below) */
+	else if (ptx - h->mbox_cons > TP_MBOX_SLOTS) /* lost track (or hostile): skip ahead */
 		h->mbox_cons = ptx - TP_MBOX_SLOTS;
 	start = h->mbox_cons;
-	while (h->mbox_cons != ptx) {
+	for (;;) {
 		struct tp_pkt p;
 		uint32_t off = TP_OFF_MBOX + (h->mbox_cons % TP_MBOX_SLOTS) * TP_MBOX_PKT;
+		bool published = ptx - h->mbox_cons - 1u < TP_MBOX_SLOTS; /* (cons < ptx) */
 
 		memcpy(&p, (const void *)(l->in + off), sizeof(p));
+		/* Beyond the published index: a packet whose index write the link lost is read all
+		 * the same when it checks out whole with the next sequence number (no acquire
+		 * needed: a packet still being written fails its CRC and is looked at again later).
+		 * An answer then does not wait for the next packet's index. */
+		if (!published && (h->mbox_cons - start >= TP_MBOX_SLOTS ||
+				   !tp_pkt_valid(&p, peer_epoch, h->mbox_cons + 1)))
+			break; /* (a lap at most: a peer that keeps writing cannot hold us here) */
 		h->mbox_cons++;
-		if (!tp_pkt_valid(&p, peer_epoch, h->mbox_cons))
+		if (published && !tp_pkt_valid(&p, peer_epoch, h->mbox_cons))
 			continue; /* dropped or corrupted: the sender's TimerCnct repeats it */
 		if (p.type == TP_PKT_APPLY)
 			on_apply(l, &p), applies++;
