@@ -107,11 +107,22 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	for (uint32_t i = 0; i < h->contexts; i++) {
 		struct tp_host_entry *e = &h->e[i];
 
-		if ((e->state == TP_ES_PENDING || e->state == TP_ES_OPEN) && e->role == 1 &&
-		    e->peer_slot == p->client_slot && e->peer_nonce == p->client_nonce) {
+		if ((e->state != TP_ES_PENDING && e->state != TP_ES_OPEN) || e->role != 1 ||
+		    e->peer_slot != p->client_slot)
+			continue;
+		if (e->peer_nonce == p->client_nonce) {
 			if (e->msgid == p->msgid)
 				reply(l, p, TP_PKT_ACK, 0, e, i);
 			return;
+		}
+		/* The client uses that slot for another connection now: the reservation made for
+		 * the slot's earlier one will not be attached by anyone that could use it (a
+		 * repeated Apply seen late, a lost Cancel); it would hold a context until the
+		 * reclaim's backstop. */
+		if (e->state == TP_ES_PENDING) {
+			LOG(LL_DEBUG, "transport: slot %u: its client slot %u is reused: freed", i,
+			    p->client_slot);
+			tp_slot_free(l, i);
 		}
 	}
 	if (!host_listens(h, tp_key_server_port(&p->key))) {

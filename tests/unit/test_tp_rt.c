@@ -347,6 +347,32 @@ static void test_mailbox_rules(void **state)
 	pair_close(&p);
 }
 
+/* A reservation whose client slot the client reuses for another connection (its earlier one was
+ * given up: a lost Cancel, a repeated Apply read late) is freed by the new Apply: it would hold
+ * one of the server's contexts for minutes. */
+static void test_reused_client_slot_frees_reservation(void **state)
+{
+	struct pair p;
+	int slot;
+
+	(void)state;
+	pair_open(&p, "rtreuse", 4);
+	slot = apply_from(&p, 443, 500, false, -1);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
+	assert_int_equal(free_num(p.b), 3);
+	/* the client gives the slot up without a word reaching the server, and reuses it */
+	tp_host_lock(p.a);
+	p.a->host->e[slot].nonce ^= 0x5a5a5a5au;
+	p.a->host->e[slot].result = 0;
+	tp_host_unlock(p.a);
+	apply_from(&p, 443, 501, false, slot);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
+	assert_int_equal(free_num(p.b), 3); /* the new reservation, and not the orphan */
+	pair_close(&p);
+}
+
 /* --- data-level rules ------------------------------------------------------------------------- */
 static void conn_pair(struct pair *p, struct tp_conn **ca, struct tp_conn **cb)
 {
@@ -562,6 +588,7 @@ int main(void)
 		cmocka_unit_test(test_cnct_timer),
 		cmocka_unit_test(test_epochs),
 		cmocka_unit_test(test_mailbox_rules),
+		cmocka_unit_test(test_reused_client_slot_frees_reservation),
 		cmocka_unit_test(test_corrupted_data_retry),
 		cmocka_unit_test(test_retry_seen_by_waiting_reader),
 		cmocka_unit_test(test_duplicate_retry_no_duplicate_data),
