@@ -22,9 +22,11 @@
  *
  * Every word above is a "checked word": 64-bit single store, low 32 bits the value, high 32
  * bits crc32c(seed, value) where seed is the slot's nonce (chosen by X when it allocated the
- * slot and told to Y in Apply/Ack) or, for the control area, Y's session epoch. A dropped
- * write leaves the older value (every index is monotonic and republished by timers), a
- * corrupted or stale (previous connection) word fails its check and is ignored.
+ * slot and told to Y in Apply/Ack) or, for the listener bitmap, Y's session epoch; the mailbox
+ * indices and packets are seeded with both sides' sessions (tp_mbox_seed()), so that neither a
+ * restarted Y's nor a restarted X's earlier mailbox checks out. A dropped write leaves the older
+ * value (every index is monotonic and republished by timers), a corrupted or stale (previous
+ * connection or session) word fails its check and is ignored.
  *
  * Messages carry MSN and CRC32C seeded with the slot nonce over payload and header, so stale
  * bytes of an earlier connection in a reused slot never validate.
@@ -213,7 +215,7 @@ struct tp_pkt {
 	struct tp_key key;
 	uint32_t apply_flags;  /* APPLY: TP_APPLY_* */
 	uint8_t  reserved[124 - 92];
-	uint32_t crc;          /* crc32c(writer session epoch, bytes 0..123) */
+	uint32_t crc;          /* crc32c(tp_mbox_seed(writer, reader sessions), bytes 0..123) */
 };
 /* The client watches the mailbox index for the answer (tp_connect()'s first moments): a server
  * whose helper stood by (answers within microseconds: tp_link.c, mbox_quick) answers without
@@ -275,6 +277,9 @@ int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint
 		    uint8_t *ret_flags);
 uint32_t tp_inline_hdr_crc(uint32_t payload_crc, const uint8_t *slot);
 uint32_t tp_desc_crc(uint32_t payload_crc, const struct tp_desc *d);
+/* Seed of the mailbox's packets and index words (MBOX_TX, MBOX_RX): the writer's session epoch
+ * and the reader's, so that nothing one session of either side wrote checks out in the next. */
+uint32_t tp_mbox_seed(uint32_t writer_epoch, uint32_t reader_epoch);
 void tp_pkt_seal(struct tp_pkt *p, uint32_t seed);
 bool tp_pkt_valid(const struct tp_pkt *p, uint32_t seed, uint32_t want_seq);
 
@@ -549,8 +554,9 @@ void tp_host_reclaim(struct tp_link *l);
 uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
 
 /* tp_mbox.c */
-/* Under lock: 0, or -EAGAIN when the peer's mailbox holds TP_MBOX_SLOTS packets it has not
- * been seen to consume (nothing is written then). */
+/* Under lock: 0, -EAGAIN when the peer's mailbox holds TP_MBOX_SLOTS packets it has not been
+ * seen to consume, or -ENOTCONN when the link is down or its peer session is not the one
+ * tp_mbox_process() last saw (nothing is written then). */
 int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);
 bool tp_geom_valid(const struct tp_link *l, uint32_t slot_off, uint32_t inline_n, uint32_t q);
 unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applies handled */

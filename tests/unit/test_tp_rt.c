@@ -226,6 +226,7 @@ static int apply_from(struct pair *p, uint16_t port, uint32_t msgid, bool corrup
 	struct tp_host_entry *e;
 
 	tp_host_lock(p->a);
+	tp_mbox_process(p->a); /* (as tp_connect(): the indices follow the peer's session first) */
 	if (slot < 0)
 		slot = tp_slot_alloc(p->a, TP_ES_CONNECTING, getpid());
 	assert_true(slot >= 0);
@@ -247,11 +248,12 @@ static int apply_from(struct pair *p, uint16_t port, uint32_t msgid, bool corrup
 		uint32_t off = TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) * TP_MBOX_PKT;
 
 		k.seq = h->mbox_prod + 1;
-		tp_pkt_seal(&k, ntb_link_epoch(p->a->ntb));
+		tp_pkt_seal(&k, tp_mbox_seed(ntb_link_epoch(p->a->ntb), h->peer_epoch));
 		k.pri ^= 0x100;
 		ntb_write(p->a->ntb, off, &k, sizeof(k));
 		h->mbox_prod++;
-		tp_out_word(p->a, TP_OFF_MBOX_TX, ntb_link_epoch(p->a->ntb), h->mbox_prod);
+		tp_out_word(p->a, TP_OFF_MBOX_TX, tp_mbox_seed(ntb_link_epoch(p->a->ntb), h->peer_epoch),
+			    h->mbox_prod);
 	} else {
 		assert_int_equal(tp_mbox_send(p->a, &k), 0);
 	}
