@@ -400,7 +400,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 				sent_ms = now;
 				spin_end = mono_ns() + TP_ACK_SPIN_NS;
 			}
-		} else if (now - sent_ms >= tp_rt_cnct_timer(pp->cnct_timeout_ms, t.err)) {
+		} else if (now - sent_ms >= tp_rt_cnct_timer(pp->cnct_timeout_ms, t.expired)) {
 			if (tp_rt_tcxt_event(&t, TP_EV_TIMER, t.msgid, pp->max_err)) {
 				LOG(LL_DEBUG, "transport: Apply msgid %u unanswered for %llu ms: "
 				    "again", t.msgid, (unsigned long long)(now - sent_ms));

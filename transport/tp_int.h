@@ -297,12 +297,16 @@ enum tp_tcxt_state { TP_TC_CONNECTING, TP_TC_SENDING, TP_TC_FAILED };
 struct tp_tcxt {
 	enum tp_tcxt_state state;
 	uint32_t msgid, pri, err;
+	uint32_t expired;      /* TimerCnct expiries, the quick repeats included */
 	enum tp_reason reason;
 };
+/* TimerCnct's first expiries are quick repeats that count no error (a lost Apply or answer
+ * costs milliseconds: tp_rt_cnct_timer()); from then on each one counts toward MaxErr. */
+#define TP_CNCT_QUICK 16u
 enum tp_rt_event { TP_EV_ACK, TP_EV_NACK, TP_EV_NACK_NOLISTEN, TP_EV_TIMER };
 /* Apply EVENT (for MSGID) to T; returns true if an Apply must be (re)sent. */
 bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, uint32_t max_err);
-/* TimerCnct after EXPIRED expiries of a set-up (t->err), from the tunable BASE_MS. */
+/* TimerCnct after EXPIRED expiries of a set-up (t->expired), from the tunable BASE_MS. */
 uint32_t tp_rt_cnct_timer(uint32_t base_ms, uint32_t expired);
 
 /* Receiver's view of the retry epoch: a data message / detect is accepted only when the

@@ -135,7 +135,9 @@ static void test_tcxt_table(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(tc_rows) / sizeof(tc_rows[0]); i++) {
 		const struct tc_row *r = &tc_rows[i];
-		struct tp_tcxt t = { .state = TP_TC_CONNECTING, .msgid = 7 };
+		/* past the quick repeats: each TimerCnct expiry counts toward MaxErr ([RT]) */
+		struct tp_tcxt t = { .state = TP_TC_CONNECTING, .msgid = 7,
+				     .expired = TP_CNCT_QUICK };
 
 		print_message("tcxt: %s\n", r->rule);
 		for (int k = 0; k < r->n; k++) {
@@ -150,12 +152,31 @@ static void test_tcxt_table(void **state)
 	}
 }
 
-/* TimerCnct: a lost packet is repeated several times within the set-up deadline of a client
- * whose kernel connect completed (100 ms: preload/), then at most every 16x the base. */
+/* TimerCnct as tp_connect() runs it: a lost packet is repeated several times within the set-up
+ * deadline of a client whose kernel connect completed (100 ms: preload/), by quick repeats that
+ * count no error; then every 16x the base, each one counting toward MaxErr. */
+static uint64_t cnct_give_up_ms(const struct tp_params *tpp, uint32_t max_err,
+				uint32_t *ret_within_100)
+{
+	struct tp_tcxt t = { .state = TP_TC_CONNECTING, .msgid = 7 };
+	uint64_t at = 0;
+
+	*ret_within_100 = 0;
+	while (t.state == TP_TC_CONNECTING) {
+		at += tp_rt_cnct_timer(tpp->cnct_timeout_ms, t.expired);
+		if (tp_rt_tcxt_event(&t, TP_EV_TIMER, 0, max_err))
+			*ret_within_100 += at < 100;
+		assert_true(at < 100000);
+	}
+	assert_int_equal(t.reason, TP_REASON_TIMEOUT);
+	return at;
+}
+
 static void test_cnct_timer(void **state)
 {
 	struct tp_params tpp;
-	uint32_t at = 0, within_100 = 0;
+	uint32_t within_100;
+	uint64_t at;
 
 	(void)state;
 	tp_params_init(&tpp);
@@ -165,17 +186,18 @@ static void test_cnct_timer(void **state)
 	assert_int_equal(tp_rt_cnct_timer(10, 8), 40);
 	assert_int_equal(tp_rt_cnct_timer(10, 12), 80);
 	assert_int_equal(tp_rt_cnct_timer(10, 16), 160);
-	assert_int_equal(tp_rt_cnct_timer(10, 31), 160);
+	assert_int_equal(tp_rt_cnct_timer(10, 1000), 160);
 	assert_int_equal(tp_rt_cnct_timer(600000, 1000), 9600000); /* the largest: no overflow */
-	for (uint32_t err = 0; err < tpp.max_err; err++) {
-		at += tp_rt_cnct_timer(tpp.cnct_timeout_ms, err);
-		within_100 += at < 100;
-	}
-	print_message("TimerCnct: %u repeats within 100 ms; MaxErr reached at %u ms\n", within_100,
-		      at);
+	at = cnct_give_up_ms(&tpp, tpp.max_err, &within_100);
+	print_message("TimerCnct: %u repeats within 100 ms; MaxErr %u reached at %llu ms\n",
+		      within_100, tpp.max_err, (unsigned long long)at);
 	assert_true(within_100 >= 6);
 	/* the set-up deadline, not MaxErr, ends a set-up nobody answers */
 	assert_true(at > tpp.setup_timeout_ms);
+	/* a small MaxErr still waits as long as 8 of the old 200 ms TimerCnct did */
+	at = cnct_give_up_ms(&tpp, 8, &within_100);
+	print_message("TimerCnct: MaxErr 8 reached at %llu ms\n", (unsigned long long)at);
+	assert_true(at >= 1600);
 }
 
 static void test_epochs(void **state)
