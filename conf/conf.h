@@ -129,7 +129,7 @@ struct conf_tunables {
 	uint32_t inline_max;       /* default 116, 0..116 */
 	uint32_t short_max;        /* default 16K, 0..1G, ≤ queue_size when that is set */
 	uint32_t contexts;         /* default 256, 1..4096 */
-	uint32_t cnct_timeout_ms;  /* default 200 */
+	uint32_t cnct_timeout_ms;  /* default 10 */
 	uint32_t send_timeout_ms;  /* default 100 */
 	uint32_t recv_timeout_ms;  /* default 50 */
 	uint32_t detect_timeout_ms; /* default 100 */

@@ -93,7 +93,7 @@ void conf_tunables_defaults(struct conf_tunables *t)
 	t->inline_max = 116;
 	t->short_max = 16 * KIB;
 	t->contexts = 256;
-	t->cnct_timeout_ms = 200;
+	t->cnct_timeout_ms = 10;
 	t->send_timeout_ms = 100;
 	t->recv_timeout_ms = 50;
 	t->detect_timeout_ms = 100;

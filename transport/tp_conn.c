@@ -406,8 +406,10 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 				sent_ms = now;
 				spin_end = mono_ns() + TP_ACK_SPIN_NS;
 			}
-		} else if (now - sent_ms >= pp->cnct_timeout_ms) {
+		} else if (now - sent_ms >= tp_rt_cnct_timer(pp->cnct_timeout_ms, t.expired)) {
 			if (tp_rt_tcxt_event(&t, TP_EV_TIMER, t.msgid, pp->max_err)) {
+				LOG(LL_DEBUG, "transport: Apply msgid %u unanswered for %llu ms: "
+				    "again", t.msgid, (unsigned long long)(now - sent_ms));
 				apply_send(l, (uint32_t)slot, &t); /* TimerCnct: same MsgID */
 				sent_ms = now;
 				spin_end = mono_ns() + TP_ACK_SPIN_NS;
@@ -431,8 +433,10 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 			else if (t.reason == TP_REASON_TIMEOUT || t.reason == TP_REASON_NO_CONTEXT)
 				/* unanswered (or the answer is late): the peer may still reserve a
 				 * context for this Apply; withdraw it before the caller's TCP connect
-				 * lets the server accept */
-				apply_send_type(l, (uint32_t)slot, &t, TP_PKT_CANCEL, 0);
+				 * lets the server accept. Nothing answers a Cancel, nor repeats one
+				 * the link loses: twice (the second finds nothing to withdraw). */
+				for (int i = 0; i < 2; i++)
+					apply_send_type(l, (uint32_t)slot, &t, TP_PKT_CANCEL, 0);
 			tp_slot_free(l, (uint32_t)slot);
 			tp_host_unlock(l);
 			*ret_reason = t.reason;

@@ -22,9 +22,11 @@
  *
  * Every word above is a "checked word": 64-bit single store, low 32 bits the value, high 32
  * bits crc32c(seed, value) where seed is the slot's nonce (chosen by X when it allocated the
- * slot and told to Y in Apply/Ack) or, for the control area, Y's session epoch. A dropped
- * write leaves the older value (every index is monotonic and republished by timers), a
- * corrupted or stale (previous connection) word fails its check and is ignored.
+ * slot and told to Y in Apply/Ack) or, for the listener bitmap, Y's session epoch; the mailbox
+ * indices and packets are seeded with both sides' sessions (tp_mbox_seed()), so that neither a
+ * restarted Y's nor a restarted X's earlier mailbox checks out. A dropped write leaves the older
+ * value (every index is monotonic and republished by timers), a corrupted or stale (previous
+ * connection or session) word fails its check and is ignored.
  *
  * Messages carry MSN and CRC32C seeded with the slot nonce over payload and header, so stale
  * bytes of an earlier connection in a reused slot never validate.
@@ -53,7 +55,10 @@
  *   Set-up: client allocates its receive slot locally, sends Apply {key, its slot geometry,
  *   nonce, CnctPRI}; the server host admits by [RT]'s rule (tp_rt_admit), records a PENDING
  *   entry and Acks with its slot; Nack → CnctPRI + 1 and Apply again; TimerCnct repeats the
- *   Apply with the same MsgID (a duplicate Apply is answered with the same Ack).
+ *   Apply with the same MsgID (a duplicate Apply is answered with the same Ack). The mailbox
+ *   is a ring like the others: its producer writes only into slots the consumer was seen to
+ *   release (a valid MBOX_RX; one that fails its check frees nothing), and both indices are
+ *   republished every 500 ms, so that a lost one neither hides a packet nor stops the ring.
  *   Data: messages go inline (≤ inline_max, ring slot free) or to the data ring (short, or
  *   long = payload at the next 128-byte boundary through the DMA queue); MSN orders both
  *   rings. The sender keeps shadows of both rings (its retransmission copies). The receiver
@@ -229,7 +234,7 @@ struct tp_pkt {
 	uint32_t slot_off_hi;  /* bits 32..63 of the slot offset (windows above 4 GiB) */
 	uint32_t version;      /* TP_WIRE_VERSION of the writer (0: written before the field) */
 	uint8_t  reserved[124 - 100];
-	uint32_t crc;          /* crc32c(writer session epoch, bytes 0..123) */
+	uint32_t crc;          /* crc32c(tp_mbox_seed(writer, reader sessions), bytes 0..123) */
 };
 /* The client watches the mailbox index for the answer (tp_connect()'s first moments): a server
  * whose helper stood by (answers within microseconds: tp_link.c, mbox_quick) answers without
@@ -245,9 +250,10 @@ static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
 
 /* What a peer must speak to set up a connection with us; an Apply or Ack of another version is
  * refused (Nack / RST: the connection uses TCP). 1: slot offsets of 64 bits (slot_off_hi);
- * 2: inline sequence bytes modulo 254 (tp_inline_seq()). Packets of earlier builds carry 0
- * (reserved bytes). */
-#define TP_WIRE_VERSION   2u
+ * 2: inline sequence bytes modulo 254 (tp_inline_seq()); 3: packets and indices seeded with
+ * both sides' sessions (tp_mbox_seed(): an earlier build's packets fail their check, so they
+ * time out rather than being refused). Packets of earlier builds carry 0 (reserved bytes). */
+#define TP_WIRE_VERSION   3u
 
 /* The window offset of the slot a packet describes. */
 static inline uint64_t tp_pkt_slot_off(const struct tp_pkt *p)
@@ -312,6 +318,9 @@ int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint
 		    uint8_t *ret_flags);
 uint32_t tp_inline_hdr_crc(uint32_t payload_crc, const uint8_t *slot);
 uint32_t tp_desc_crc(uint32_t payload_crc, const struct tp_desc *d);
+/* Seed of the mailbox's packets and index words (MBOX_TX, MBOX_RX): the writer's session epoch
+ * and the reader's, so that nothing one session of either side wrote checks out in the next. */
+uint32_t tp_mbox_seed(uint32_t writer_epoch, uint32_t reader_epoch);
 void tp_pkt_seal(struct tp_pkt *p, uint32_t seed);
 bool tp_pkt_valid(const struct tp_pkt *p, uint32_t seed, uint32_t want_seq);
 
@@ -329,11 +338,17 @@ enum tp_tcxt_state { TP_TC_CONNECTING, TP_TC_SENDING, TP_TC_FAILED };
 struct tp_tcxt {
 	enum tp_tcxt_state state;
 	uint32_t msgid, pri, err;
+	uint32_t expired;      /* TimerCnct expiries, the quick repeats included */
 	enum tp_reason reason;
 };
+/* TimerCnct's first expiries are quick repeats that count no error (a lost Apply or answer
+ * costs milliseconds: tp_rt_cnct_timer()); from then on each one counts toward MaxErr. */
+#define TP_CNCT_QUICK 16u
 enum tp_rt_event { TP_EV_ACK, TP_EV_NACK, TP_EV_NACK_NOLISTEN, TP_EV_TIMER };
 /* Apply EVENT (for MSGID) to T; returns true if an Apply must be (re)sent. */
 bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, uint32_t max_err);
+/* TimerCnct after EXPIRED expiries of a set-up (t->expired), from the tunable BASE_MS. */
+uint32_t tp_rt_cnct_timer(uint32_t base_ms, uint32_t expired);
 
 /* Receiver's view of the retry epoch: a data message / detect is accepted only when the
  * sender's published epoch equals ours. Returns true when the sender's epoch has caught up. */
@@ -346,7 +361,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   4u
+#define TP_HOST_VERSION   5u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u
 #define TP_OWNERS         4
@@ -391,7 +406,7 @@ struct tp_host_entry {
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
 };
 
-/* TP_HOST_VERSION 4: peer_slot_off of 64 bits */
+/* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 
@@ -413,6 +428,8 @@ struct tp_host {
 	uint32_t msgid_next;
 	uint32_t mbox_prod;    /* packets we wrote into the peer's mailbox */
 	uint32_t mbox_cons;    /* packets we consumed from ours */
+	uint32_t mbox_peer_rx; /* the peer's consumer index of its mailbox, as last read valid
+				* (MBOX_RX): its slots beyond are not known to be free */
 	uint32_t listen_pub[TP_LISTEN_WORDS]; /* bitmap as last published */
 	struct tp_host_listen listen[TP_MAX_LISTEN];
 	struct tp_host_entry e[];
@@ -655,9 +672,15 @@ void tp_host_reclaim(struct tp_link *l);
 uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
 
 /* tp_mbox.c */
-int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);  /* under lock */
+/* Under lock: 0, -EAGAIN when the peer's mailbox holds TP_MBOX_SLOTS packets it has not been
+ * seen to consume, or -ENOTCONN when the link is down or its peer session is not the one
+ * tp_mbox_process() last saw (nothing is written then). */
+int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);
 bool tp_geom_valid(const struct tp_link *l, uint64_t slot_off, uint32_t inline_n, uint32_t q);
 unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applies handled */
+/* Under lock: write both mailbox indices again (a lost or spoilt one would otherwise stay so
+ * until the next packet: a hidden packet, or a producer that sees no room). */
+void tp_mbox_republish(struct tp_link *l);
 
 /* tp_words.c */
 bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *ret);

@@ -24,7 +24,7 @@ void tp_params_init(struct tp_params *p)
 	p->inline_max = TP_INLINE_MAX;
 	p->short_max = 16384;
 	p->contexts = 256;
-	p->cnct_timeout_ms = 200;
+	p->cnct_timeout_ms = 10;      /* then longer, up to 160 (tp_rt_cnct_timer()) */
 	p->send_timeout_ms = 100;
 	p->recv_timeout_ms = 50;
 	p->detect_timeout_ms = 100;
@@ -278,6 +278,7 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 		if (maint) {
 			tp_host_reclaim(l);
 			tp_listen_publish(l, true); /* every 500 ms: repairs lost words */
+			tp_mbox_republish(l);
 			l->last_maint_ms = now;
 		}
 		tp_host_unlock(l);

@@ -8,17 +8,48 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
+/* Seeds of what we write into the peer's mailbox area and of what we read from ours: both
+ * sides' sessions (tp_mbox_seed()), the peer's as our indices last counted it. */
+static uint32_t seed_out(const struct tp_link *l)
+{
+	return tp_mbox_seed(ntb_link_epoch(l->ntb), l->host->peer_epoch);
+}
+
+static uint32_t seed_in(const struct tp_link *l)
+{
+	return tp_mbox_seed(l->host->peer_epoch, ntb_link_epoch(l->ntb));
+}
+
+/* Packets in the peer's mailbox it has not consumed, as far as we know. Its consumer index
+ * (MBOX_RX) counts when the word passes its check and lies between the last valid one and our
+ * producer index. Any other word frees nothing: one spoilt or lost on the way (a faulty link), or
+ * one of another session of either side (tp_mbox_process() resets both indices when the peer's
+ * changes, and the peer writes 0 when it sees ours), says nothing about slots the peer may still
+ * have to read. */
+static uint32_t mbox_unconsumed(struct tp_link *l)
+{
+	struct tp_host *h = l->host;
+	uint32_t rx;
+
+	if (tp_cw_check(seed_in(l), tp_in_word(l, TP_OFF_MBOX_RX), &rx) &&
+	    rx - h->mbox_peer_rx <= h->mbox_prod - h->mbox_peer_rx)
+		h->mbox_peer_rx = rx;
+	return h->mbox_prod - h->mbox_peer_rx;
+}
+
 /* RING: ring the peer's doorbell (false: the peer watches MBOX_TX, see TP_APPLY_WATCH). */
 static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 {
 	struct tp_host *h = l->host;
-	uint32_t seed = ntb_link_epoch(l->ntb);
+	uint32_t seed = seed_out(l);
 	uint32_t off = TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) * TP_MBOX_PKT;
-	uint32_t peer_cons;
 
-	if (tp_cw_check(ntb_link_peer_epoch(l->ntb), tp_in_word(l, TP_OFF_MBOX_RX), &peer_cons) &&
-	    h->mbox_prod - peer_cons >= TP_MBOX_SLOTS && h->mbox_prod - peer_cons < (1u << 31))
-		return -EAGAIN; /* the peer has not consumed: the caller's timer retries */
+	/* our indices count in the peer session tp_mbox_process() last saw: none while the link
+	 * is down, none for a new session before they were reset for it */
+	if (!h->peer_epoch || h->peer_epoch != ntb_link_peer_epoch(l->ntb))
+		return -ENOTCONN;
+	if (mbox_unconsumed(l) >= TP_MBOX_SLOTS)
+		return -EAGAIN; /* full: never overwrite (TimerCnct repeats an Apply, and so its answer) */
 	p->seq = h->mbox_prod + 1;
 	p->version = TP_WIRE_VERSION;
 	tp_pkt_seal(p, seed);
@@ -97,11 +128,22 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	for (uint32_t i = 0; i < h->contexts; i++) {
 		struct tp_host_entry *e = &h->e[i];
 
-		if ((e->state == TP_ES_PENDING || e->state == TP_ES_OPEN) && e->role == 1 &&
-		    e->peer_slot == p->client_slot && e->peer_nonce == p->client_nonce) {
+		if ((e->state != TP_ES_PENDING && e->state != TP_ES_OPEN) || e->role != 1 ||
+		    e->peer_slot != p->client_slot)
+			continue;
+		if (e->peer_nonce == p->client_nonce) {
 			if (e->msgid == p->msgid)
 				reply(l, p, TP_PKT_ACK, 0, e, i);
 			return;
+		}
+		/* The client uses that slot for another connection now: the reservation made for
+		 * the slot's earlier one will not be attached by anyone that could use it (a
+		 * repeated Apply seen late, a lost Cancel); it would hold a context until the
+		 * reclaim's backstop. */
+		if (e->state == TP_ES_PENDING) {
+			LOG(LL_DEBUG, "transport: slot %u: its client slot %u is reused: freed", i,
+			    p->client_slot);
+			tp_slot_free(l, i);
 		}
 	}
 	if (!host_listens(h, tp_key_server_port(&p->key))) {
@@ -204,26 +246,38 @@ unsigned tp_mbox_process(struct tp_link *l)
 	if (!peer_epoch || tp_host_lost(l))
 		return 0;
 	if (h->peer_epoch != peer_epoch) {
-		/* a new peer session: its mailbox indices start over, and so do ours */
+		/* a new peer session: its mailbox indices start over, and so do ours; it learns at
+		 * once that it may fill its mailbox here (its MBOX_RX of our mailbox is 0) */
 		h->peer_epoch = peer_epoch;
 		h->mbox_cons = 0;
 		h->mbox_prod = 0;
+		h->mbox_peer_rx = 0;
+		tp_out_word(l, TP_OFF_MBOX_RX, seed_out(l), 0);
 		tp_listen_publish(l, true);
 	}
 	/* acquire: MBOX_TX before the packets it publishes; pairs with the barrier in
 	 * tp_mbox_send() on the peer */
-	if (!tp_cw_check(peer_epoch, tp_in_word(l, TP_OFF_MBOX_TX), &ptx))
-		return 0;
-	if (ptx - h->mbox_cons > TP_MBOX_SLOTS) /* lost track (or hostile): skip ahead */
+	if (!tp_cw_check(seed_in(l), tp_in_word(l, TP_OFF_MBOX_TX), &ptx) ||
+	    h->mbox_cons - ptx <= TP_MBOX_SLOTS)
+		ptx = h->mbox_cons; /* spoilt, or not beyond what we read (see below) */
+	else if (ptx - h->mbox_cons > TP_MBOX_SLOTS) /* lost track (or hostile): skip ahead */
 		h->mbox_cons = ptx - TP_MBOX_SLOTS;
 	start = h->mbox_cons;
-	while (h->mbox_cons != ptx) {
+	for (;;) {
 		struct tp_pkt p;
 		uint32_t off = TP_OFF_MBOX + (h->mbox_cons % TP_MBOX_SLOTS) * TP_MBOX_PKT;
+		bool published = ptx - h->mbox_cons - 1u < TP_MBOX_SLOTS; /* (cons < ptx) */
 
 		memcpy(&p, (const void *)(l->in + off), sizeof(p));
+		/* Beyond the published index: a packet whose index write the link lost is read all
+		 * the same when it checks out whole with the next sequence number (no acquire
+		 * needed: a packet still being written fails its CRC and is looked at again later).
+		 * An answer then does not wait for the next packet's index. */
+		if (!published && (h->mbox_cons - start >= TP_MBOX_SLOTS ||
+				   !tp_pkt_valid(&p, seed_in(l), h->mbox_cons + 1)))
+			break; /* (a lap at most: a peer that keeps writing cannot hold us here) */
 		h->mbox_cons++;
-		if (!tp_pkt_valid(&p, peer_epoch, h->mbox_cons))
+		if (published && !tp_pkt_valid(&p, seed_in(l), h->mbox_cons))
 			continue; /* dropped or corrupted: the sender's TimerCnct repeats it */
 		if (p.type == TP_PKT_APPLY)
 			on_apply(l, &p), applies++;
@@ -233,6 +287,21 @@ unsigned tp_mbox_process(struct tp_link *l)
 			on_cancel(l, &p);
 	}
 	if (start != h->mbox_cons)
-		tp_out_word(l, TP_OFF_MBOX_RX, ntb_link_epoch(l->ntb), h->mbox_cons);
+		tp_out_word(l, TP_OFF_MBOX_RX, seed_out(l), h->mbox_cons);
 	return applies;
+}
+
+void tp_mbox_republish(struct tp_link *l)
+{
+	struct tp_host *h = l->host;
+	uint32_t peer_epoch = ntb_link_peer_epoch(l->ntb), seed = seed_out(l);
+
+	/* (indices of another peer session are reset by the next tp_mbox_process() first) */
+	if (!peer_epoch || peer_epoch != h->peer_epoch || tp_host_lost(l))
+		return;
+	tp_out_word(l, TP_OFF_MBOX_RX, seed, h->mbox_cons);
+	/* (packets before their index: written long ago, the barrier orders them anyway) */
+	ntb_to_peer_barrier(l->ntb);
+	tp_out_word(l, TP_OFF_MBOX_TX, seed, h->mbox_prod);
+	ntb_wc_flush(l->ntb);
 }

@@ -18,6 +18,16 @@ bool tp_rt_admit(struct tp_rt_pool *pool, uint32_t cnct_pri)
 	return false;
 }
 
+/* TimerCnct is BASE_MS for the first 4 expiries, then doubles every 4 up to 16 times BASE_MS: a
+ * lost Apply or answer is repeated soon and often (with the default 10 ms, 6 times within 100 ms,
+ * the deadline of a client whose kernel connect completed, see preload/), and a host that does
+ * not answer (busy, stopped) is asked every 16x. Those below 16x are the quick repeats
+ * (TP_CNCT_QUICK), which count no error, as the data path's quick probes. */
+uint32_t tp_rt_cnct_timer(uint32_t base_ms, uint32_t expired)
+{
+	return base_ms << (expired < TP_CNCT_QUICK ? expired / 4u : 4u);
+}
+
 bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, uint32_t max_err)
 {
 	if (t->state != TP_TC_CONNECTING)
@@ -42,6 +52,8 @@ bool tp_rt_tcxt_event(struct tp_tcxt *t, enum tp_rt_event ev, uint32_t msgid, ui
 		t->reason = TP_REASON_NO_LISTENER;
 		return false;
 	case TP_EV_TIMER:
+		if (t->expired++ < TP_CNCT_QUICK)
+			return true; /* a quick repeat: no error */
 		if (++t->err >= max_err) {
 			t->state = TP_TC_FAILED;
 			t->reason = TP_REASON_TIMEOUT;

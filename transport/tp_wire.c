@@ -58,6 +58,15 @@ uint32_t tp_desc_crc(uint32_t payload_crc, const struct tp_desc *d)
 	return crc32c_small(payload_crc, d, offsetof(struct tp_desc, crc));
 }
 
+uint32_t tp_mbox_seed(uint32_t writer_epoch, uint32_t reader_epoch)
+{
+	/* (over both words: a CRC seeded with one of 4 bytes of the other is their XOR's, the
+	 * same for both directions) */
+	uint32_t v[2] = { writer_epoch, reader_epoch };
+
+	return crc32c_small(0x6d626f78u, v, sizeof(v)); /* "mbox" */
+}
+
 void tp_pkt_seal(struct tp_pkt *p, uint32_t seed)
 {
 	p->crc = crc32c(seed, p, offsetof(struct tp_pkt, crc));

@@ -309,7 +309,7 @@ static void test_sizes_and_values(void **state)
 	assert_int_equal(c->tunables.spin_us, 0);
 	assert_int_equal(c->tunables.setup_timeout_ms, 600000);
 	assert_int_equal(c->tunables.peer_timeout_ms, 86400000);
-	assert_int_equal(c->tunables.cnct_timeout_ms, 200); /* untouched default */
+	assert_int_equal(c->tunables.cnct_timeout_ms, 10); /* untouched default */
 	assert_int_equal(c->fallback, CONF_FALLBACK_ERROR);
 	assert_int_equal(c->log_level, LL_DEBUG);
 	assert_string_equal(c->log_file, "/tmp/x.log");

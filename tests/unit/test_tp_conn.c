@@ -146,6 +146,196 @@ static void test_timeout_withdraws_apply(void **state)
 	tl_pair_close(&p);
 }
 
+/* --- lost set-up packets: TimerCnct repeats the Apply within the set-up deadline ---------- */
+
+/* The set-up deadline of a client whose kernel connect already completed (preload/: it gives
+ * up at 150 ms, and takes NTB only when the reservation was complete within 100 ms). */
+#define SETUP_DEADLINE_MS 150
+
+struct connect_job {
+	struct tl_pair *p;
+	struct tp_key k;
+	struct tp_conn *c;
+	enum tp_reason why;
+	int rc;
+	uint64_t ms;
+};
+
+static void *connect_thread(void *arg)
+{
+	struct connect_job *j = arg;
+	uint64_t t0 = tl_now_ms();
+
+	j->rc = tp_connect(j->p->a, &j->k, SETUP_DEADLINE_MS, &j->c, &j->why);
+	j->ms = tl_now_ms() - t0;
+	return NULL;
+}
+
+static uint64_t in_raw(struct tp_link *l, uint32_t off)
+{
+	return __atomic_load_n((const uint64_t *)(const void *)(l->in + off), __ATOMIC_ACQUIRE);
+}
+
+/* The seed of what L's host reads from its mailbox area (written by the peer). */
+static uint32_t in_seed(struct tp_link *l)
+{
+	return tp_mbox_seed(ntb_link_peer_epoch(l->ntb), ntb_link_epoch(l->ntb));
+}
+
+/* Wait until L's mailbox index (MBOX_TX) moves from RAW0; returns the sequence number of the
+ * first packet published after it. */
+static uint32_t wait_mbox_moved(struct tp_link *l, uint64_t raw0)
+{
+	uint32_t v0 = 0, v;
+	uint64_t end = tl_now_ms() + 3000;
+
+	if (raw0)
+		assert_true(tp_cw_check(in_seed(l), raw0, &v0));
+	while (in_raw(l, TP_OFF_MBOX_TX) == raw0 && tl_now_ms() < end)
+		usleep(100);
+	assert_true(tp_cw_check(in_seed(l), in_raw(l, TP_OFF_MBOX_TX), &v));
+	assert_true(v != v0);
+	return v0 + 1;
+}
+
+/* Flip one bit of the packet with sequence number SEQ in L's mailbox, as a faulty link would:
+ * the reader drops it. */
+static void spoil_pkt(struct tp_link *l, uint32_t seq)
+{
+	volatile uint8_t *pkt = (volatile uint8_t *)(void *)(l->in + TP_OFF_MBOX +
+							    ((seq - 1) % TP_MBOX_SLOTS) * TP_MBOX_PKT);
+
+	pkt[offsetof(struct tp_pkt, msgid)] ^= 0x10;
+}
+
+static uint32_t mbox_consumed(struct tp_link *l)
+{
+	uint32_t n;
+
+	tp_host_lock(l);
+	n = l->host->mbox_cons;
+	tp_host_unlock(l);
+	return n;
+}
+
+/* The client's first Apply is lost (spoilt in the server's mailbox before the server reads it):
+ * TimerCnct sends it again, and the set-up succeeds within the deadline. */
+static void test_lost_apply_repeated(void **state)
+{
+	struct tl_pair p;
+	struct connect_job j = { .p = &p };
+	struct tp_conn *s = NULL;
+	pthread_t t;
+	uint32_t cons0, seq;
+
+	(void)state;
+	pair_open(&p, "lostapply");
+	tl_key(&j.k, 21, 8080);
+	cons0 = mbox_consumed(p.b);
+	tp_host_lock(p.b); /* the server host reads no mailbox until the Apply is spoilt */
+	uint64_t raw0 = in_raw(p.b, TP_OFF_MBOX_TX);
+
+	assert_int_equal(pthread_create(&t, NULL, connect_thread, &j), 0);
+	seq = wait_mbox_moved(p.b, raw0);
+	spoil_pkt(p.b, seq);
+	tp_host_unlock(p.b);
+	pthread_join(t, NULL);
+	print_message("lost Apply: set-up %d (%s) in %llu ms, server read %u packets\n", j.rc,
+		      tp_reason_str(j.why), (unsigned long long)j.ms, mbox_consumed(p.b) - cons0);
+	assert_int_equal(j.rc, 0);
+	assert_int_equal(j.why, TP_REASON_NONE);
+	assert_true(mbox_consumed(p.b) - cons0 >= 2); /* the spoilt Apply and a repeated one */
+	assert_int_equal(tp_attach(p.b, &j.k, &s), 0);
+	assert_int_equal(tl_send_all(j.c, "hi", 2), 0);
+	char buf[4];
+	assert_int_equal(tl_recv_some(s, buf, sizeof(buf), 2000), 2);
+	tp_close(j.c);
+	tp_close(s);
+	tl_pair_close(&p);
+}
+
+/* The server's Ack is lost (spoilt in the client's mailbox before the client reads it): the
+ * client repeats its Apply, the server answers the repeated MsgID with the same Ack and no
+ * second context, and the set-up succeeds within the deadline. */
+static void test_lost_ack_repeated(void **state)
+{
+	struct tl_pair p;
+	struct connect_job j = { .p = &p };
+	struct tp_conn *s = NULL;
+	pthread_t t;
+	uint32_t cons0, free0, seq;
+
+	(void)state;
+	pair_open(&p, "lostack");
+	tl_key(&j.k, 22, 8080);
+	cons0 = mbox_consumed(p.b);
+	tp_host_lock(p.b);
+	free0 = p.b->host->free_num;
+	uint64_t raw0 = in_raw(p.b, TP_OFF_MBOX_TX);
+
+	assert_int_equal(pthread_create(&t, NULL, connect_thread, &j), 0);
+	wait_mbox_moved(p.b, raw0);          /* the Apply is there */
+	tp_host_lock(p.a);                   /* the client reads no mailbox until the Ack is spoilt */
+	uint64_t araw0 = in_raw(p.a, TP_OFF_MBOX_TX);
+	tp_host_unlock(p.b);                 /* the server's helper answers */
+	seq = wait_mbox_moved(p.a, araw0);
+	spoil_pkt(p.a, seq);
+	tp_host_unlock(p.a);
+	pthread_join(t, NULL);
+	print_message("lost Ack: set-up %d (%s) in %llu ms, server read %u packets\n", j.rc,
+		      tp_reason_str(j.why), (unsigned long long)j.ms, mbox_consumed(p.b) - cons0);
+	assert_int_equal(j.rc, 0);
+	assert_int_equal(j.why, TP_REASON_NONE);
+	assert_true(mbox_consumed(p.b) - cons0 >= 2); /* the Apply and its repetition */
+	tp_host_lock(p.b);
+	assert_int_equal(p.b->host->free_num, free0 - 1); /* one reservation for both */
+	tp_host_unlock(p.b);
+	assert_int_equal(tp_attach(p.b, &j.k, &s), 0);
+	assert_int_equal(tl_send_all(s, "ho", 2), 0);
+	char buf[4];
+	assert_int_equal(tl_recv_some(j.c, buf, sizeof(buf), 2000), 2);
+	tp_close(j.c);
+	tp_close(s);
+	tl_pair_close(&p);
+}
+
+/* A client whose set-up timed out withdraws its Apply with a Cancel, which nothing answers or
+ * repeats: it goes twice, so that one lost on the way still leaves no reservation for the
+ * server's accept() to attach (one end ntb, the other tcp). */
+static void test_lost_cancel(void **state)
+{
+	struct tl_pair p;
+	struct tp_key k;
+	struct tp_conn *c = NULL, *s = NULL;
+	enum tp_reason why = TP_REASON_NONE;
+	uint32_t first, v, spoilt = 0;
+
+	(void)state;
+	pair_open(&p, "lostcancel");
+	tl_key(&k, 23, 8080);
+	tp_host_lock(p.b); /* the server host reads no mailbox meanwhile */
+	uint64_t raw0 = in_raw(p.b, TP_OFF_MBOX_TX);
+
+	assert_int_equal(tp_connect(p.a, &k, SETUP_DEADLINE_MS, &c, &why), -ETIMEDOUT);
+	first = wait_mbox_moved(p.b, raw0);
+	assert_true(tp_cw_check(in_seed(p.b), in_raw(p.b, TP_OFF_MBOX_TX), &v));
+	for (uint32_t seq = first; seq != v + 1 && !spoilt; seq++) {
+		struct tp_pkt k2;
+
+		memcpy(&k2, (const void *)(p.b->in + TP_OFF_MBOX + ((seq - 1) % TP_MBOX_SLOTS) *
+					 TP_MBOX_PKT), sizeof(k2));
+		if (k2.type == TP_PKT_CANCEL) {
+			spoil_pkt(p.b, seq); /* the first Cancel is lost */
+			spoilt = seq;
+		}
+	}
+	print_message("lost Cancel: packets %u..%u, the Cancel at %u spoilt\n", first, v, spoilt);
+	assert_true(spoilt);
+	tp_host_unlock(p.b);
+	assert_int_equal(tp_attach(p.b, &k, &s), -ENOENT);
+	tl_pair_close(&p);
+}
+
 /* A host table truncated under a live process (util/mapguard gives it private zero pages):
  * the connection set up before goes on; new set-ups from that process and admissions by it
  * are refused (they would allocate from a copy the host's other processes no longer share). */
@@ -752,6 +942,9 @@ int main(void)
 		cmocka_unit_test(test_setup_failures),
 		cmocka_unit_test(test_listen_word_repaired),
 		cmocka_unit_test(test_timeout_withdraws_apply),
+		cmocka_unit_test(test_lost_apply_repeated),
+		cmocka_unit_test(test_lost_ack_repeated),
+		cmocka_unit_test(test_lost_cancel),
 		cmocka_unit_test(test_conn_abort_leaves_nothing),
 		cmocka_unit_test(test_abort_resets_peer),
 		cmocka_unit_test(test_peek_counts_stats),

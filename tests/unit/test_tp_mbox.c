@@ -223,6 +223,8 @@ static uint32_t apply_raw(struct tp_link *a, uint16_t port, uint32_t version)
 	int slot;
 
 	tp_host_lock(a);
+	tp_mbox_process(a); /* (the peer's session, which seeds the mailbox: tp_mbox_seed()) */
+	uint32_t seed = tp_mbox_seed(ntb_link_epoch(tp_link_ntb(a)), h->peer_epoch);
 	slot = tp_slot_alloc(a, TP_ES_CONNECTING, getpid());
 	assert_true(slot >= 0);
 	struct tp_host_entry *e = &h->e[slot];
@@ -238,11 +240,11 @@ static uint32_t apply_raw(struct tp_link *a, uint16_t port, uint32_t version)
 	tl_key(&k.key, 999, port);
 	k.version = version;
 	k.seq = h->mbox_prod + 1;
-	tp_pkt_seal(&k, ntb_link_epoch(tp_link_ntb(a)));
+	tp_pkt_seal(&k, seed);
 	assert_int_equal(ntb_write(tp_link_ntb(a), TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) *
 				   TP_MBOX_PKT, &k, sizeof(k)), 0);
 	h->mbox_prod++;
-	tp_out_word(a, TP_OFF_MBOX_TX, ntb_link_epoch(tp_link_ntb(a)), h->mbox_prod);
+	tp_out_word(a, TP_OFF_MBOX_TX, seed, h->mbox_prod);
 	tp_host_unlock(a);
 	return (uint32_t)slot;
 }

@@ -135,7 +135,9 @@ static void test_tcxt_table(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(tc_rows) / sizeof(tc_rows[0]); i++) {
 		const struct tc_row *r = &tc_rows[i];
-		struct tp_tcxt t = { .state = TP_TC_CONNECTING, .msgid = 7 };
+		/* past the quick repeats: each TimerCnct expiry counts toward MaxErr ([RT]) */
+		struct tp_tcxt t = { .state = TP_TC_CONNECTING, .msgid = 7,
+				     .expired = TP_CNCT_QUICK };
 
 		print_message("tcxt: %s\n", r->rule);
 		for (int k = 0; k < r->n; k++) {
@@ -148,6 +150,54 @@ static void test_tcxt_table(void **state)
 		if (t.state == TP_TC_FAILED)
 			assert_int_equal(t.reason, r->reason);
 	}
+}
+
+/* TimerCnct as tp_connect() runs it: a lost packet is repeated several times within the set-up
+ * deadline of a client whose kernel connect completed (100 ms: preload/), by quick repeats that
+ * count no error; then every 16x the base, each one counting toward MaxErr. */
+static uint64_t cnct_give_up_ms(const struct tp_params *tpp, uint32_t max_err,
+				uint32_t *ret_within_100)
+{
+	struct tp_tcxt t = { .state = TP_TC_CONNECTING, .msgid = 7 };
+	uint64_t at = 0;
+
+	*ret_within_100 = 0;
+	while (t.state == TP_TC_CONNECTING) {
+		at += tp_rt_cnct_timer(tpp->cnct_timeout_ms, t.expired);
+		if (tp_rt_tcxt_event(&t, TP_EV_TIMER, 0, max_err))
+			*ret_within_100 += at < 100;
+		assert_true(at < 100000);
+	}
+	assert_int_equal(t.reason, TP_REASON_TIMEOUT);
+	return at;
+}
+
+static void test_cnct_timer(void **state)
+{
+	struct tp_params tpp;
+	uint32_t within_100;
+	uint64_t at;
+
+	(void)state;
+	tp_params_init(&tpp);
+	assert_int_equal(tp_rt_cnct_timer(10, 0), 10);
+	assert_int_equal(tp_rt_cnct_timer(10, 3), 10);
+	assert_int_equal(tp_rt_cnct_timer(10, 4), 20);
+	assert_int_equal(tp_rt_cnct_timer(10, 8), 40);
+	assert_int_equal(tp_rt_cnct_timer(10, 12), 80);
+	assert_int_equal(tp_rt_cnct_timer(10, 16), 160);
+	assert_int_equal(tp_rt_cnct_timer(10, 1000), 160);
+	assert_int_equal(tp_rt_cnct_timer(600000, 1000), 9600000); /* the largest: no overflow */
+	at = cnct_give_up_ms(&tpp, tpp.max_err, &within_100);
+	print_message("TimerCnct: %u repeats within 100 ms; MaxErr %u reached at %llu ms\n",
+		      within_100, tpp.max_err, (unsigned long long)at);
+	assert_true(within_100 >= 6);
+	/* the set-up deadline, not MaxErr, ends a set-up nobody answers */
+	assert_true(at > tpp.setup_timeout_ms);
+	/* a small MaxErr still waits as long as 8 of the old 200 ms TimerCnct did */
+	at = cnct_give_up_ms(&tpp, 8, &within_100);
+	print_message("TimerCnct: MaxErr 8 reached at %llu ms\n", (unsigned long long)at);
+	assert_true(at >= 1600);
 }
 
 static void test_epochs(void **state)
@@ -198,6 +248,7 @@ static int apply_from(struct pair *p, uint16_t port, uint32_t msgid, bool corrup
 	struct tp_host_entry *e;
 
 	tp_host_lock(p->a);
+	tp_mbox_process(p->a); /* (as tp_connect(): the indices follow the peer's session first) */
 	if (slot < 0)
 		slot = tp_slot_alloc(p->a, TP_ES_CONNECTING, getpid());
 	assert_true(slot >= 0);
@@ -219,11 +270,12 @@ static int apply_from(struct pair *p, uint16_t port, uint32_t msgid, bool corrup
 		uint32_t off = TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) * TP_MBOX_PKT;
 
 		k.seq = h->mbox_prod + 1;
-		tp_pkt_seal(&k, ntb_link_epoch(p->a->ntb));
+		tp_pkt_seal(&k, tp_mbox_seed(ntb_link_epoch(p->a->ntb), h->peer_epoch));
 		k.pri ^= 0x100;
 		ntb_write(p->a->ntb, off, &k, sizeof(k));
 		h->mbox_prod++;
-		tp_out_word(p->a, TP_OFF_MBOX_TX, ntb_link_epoch(p->a->ntb), h->mbox_prod);
+		tp_out_word(p->a, TP_OFF_MBOX_TX, tp_mbox_seed(ntb_link_epoch(p->a->ntb), h->peer_epoch),
+			    h->mbox_prod);
 	} else {
 		assert_int_equal(tp_mbox_send(p->a, &k), 0);
 	}
@@ -316,6 +368,32 @@ static void test_mailbox_rules(void **state)
 	settle(&p);
 	assert_int_equal(p.a->host->e[slot3].result, TP_PKT_NACK);
 	assert_int_equal(p.a->host->e[slot3].result_reason, TP_REASON_NO_CONTEXT);
+	pair_close(&p);
+}
+
+/* A reservation whose client slot the client reuses for another connection (its earlier one was
+ * given up: a lost Cancel, a repeated Apply read late) is freed by the new Apply: it would hold
+ * one of the server's contexts for minutes. */
+static void test_reused_client_slot_frees_reservation(void **state)
+{
+	struct pair p;
+	int slot;
+
+	(void)state;
+	pair_open(&p, "rtreuse", 4);
+	slot = apply_from(&p, 443, 500, false, -1);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
+	assert_int_equal(free_num(p.b), 3);
+	/* the client gives the slot up without a word reaching the server, and reuses it */
+	tp_host_lock(p.a);
+	p.a->host->e[slot].nonce ^= 0x5a5a5a5au;
+	p.a->host->e[slot].result = 0;
+	tp_host_unlock(p.a);
+	apply_from(&p, 443, 501, false, slot);
+	settle(&p);
+	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
+	assert_int_equal(free_num(p.b), 3); /* the new reservation, and not the orphan */
 	pair_close(&p);
 }
 
@@ -531,8 +609,10 @@ int main(void)
 		cmocka_unit_test(test_admission_table),
 		cmocka_unit_test(test_admission_no_starvation),
 		cmocka_unit_test(test_tcxt_table),
+		cmocka_unit_test(test_cnct_timer),
 		cmocka_unit_test(test_epochs),
 		cmocka_unit_test(test_mailbox_rules),
+		cmocka_unit_test(test_reused_client_slot_frees_reservation),
 		cmocka_unit_test(test_corrupted_data_retry),
 		cmocka_unit_test(test_retry_seen_by_waiting_reader),
 		cmocka_unit_test(test_duplicate_retry_no_duplicate_data),

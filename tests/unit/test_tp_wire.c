@@ -162,6 +162,17 @@ static void test_packet_seal(void **state)
 		assert_false(tp_pkt_valid(&p, 0x777, 5));
 		((uint8_t *)&p)[b / 8] ^= (uint8_t)(1u << (b % 8));
 	}
+	/* the mailbox seed names both sessions: a new one of either side, or the other
+	 * direction, gives another */
+	uint32_t s = tp_mbox_seed(0x1111, 0x2222);
+
+	assert_int_equal(tp_mbox_seed(0x1111, 0x2222), s);
+	assert_true(tp_mbox_seed(0x1112, 0x2222) != s);
+	assert_true(tp_mbox_seed(0x1111, 0x2223) != s);
+	assert_true(tp_mbox_seed(0x2222, 0x1111) != s);
+	tp_pkt_seal(&p, s);
+	assert_true(tp_pkt_valid(&p, s, 5));
+	assert_false(tp_pkt_valid(&p, tp_mbox_seed(0x1111, 0x2223), 5));
 }
 
 /* Send one inline message of each size 1…116 and look at the receiver's real window: the
