@@ -8,6 +8,16 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
+/*
+ * WHO WRITES / ORDERING (each host writes the peer's mailbox, under its host lock):
+ *   packet slots   sender host, ntb_write()     published by MBOX_TX
+ *   MBOX_TX        sender host (mbox_prod)      release: ntb_to_peer_barrier() after the
+ *                                               packet; acquire load in tp_mbox_process()
+ *   MBOX_RX        receiver host (mbox_cons)    release: ntb_from_peer_barrier() after the
+ *                                               packet copies, handing the slots back; acquire
+ *                                               load in mbox_send() before it rewrites them
+ */
+
 /* RING: ring the peer's doorbell (false: the peer watches MBOX_TX, see TP_APPLY_WATCH). */
 static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 {
@@ -16,6 +26,8 @@ static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 	uint32_t off = TP_OFF_MBOX + (h->mbox_prod % TP_MBOX_SLOTS) * TP_MBOX_PKT;
 	uint32_t peer_cons;
 
+	/* acquire (tp_in_word()): the peer's copies of the slots it hands back before our
+	 * write into them below; pairs with ntb_from_peer_barrier() in tp_mbox_process() */
 	if (tp_cw_check(ntb_link_peer_epoch(l->ntb), tp_in_word(l, TP_OFF_MBOX_RX), &peer_cons) &&
 	    h->mbox_prod - peer_cons >= TP_MBOX_SLOTS && h->mbox_prod - peer_cons < (1u << 31))
 		return -EAGAIN; /* the peer has not consumed: the caller's timer retries */
@@ -232,7 +244,11 @@ unsigned tp_mbox_process(struct tp_link *l)
 		else if (p.type == TP_PKT_CANCEL)
 			on_cancel(l, &p);
 	}
-	if (start != h->mbox_cons)
+	if (start != h->mbox_cons) {
+		/* release: the packet copies above before the index that hands their slots
+		 * back; pairs with the acquire load of MBOX_RX in mbox_send() on the peer */
+		ntb_from_peer_barrier();
 		tp_out_word(l, TP_OFF_MBOX_RX, ntb_link_epoch(l->ntb), h->mbox_cons);
+	}
 	return applies;
 }
