@@ -317,6 +317,7 @@ static uint32_t slot_nonce(struct tp_link *l, uint32_t slot)
 
 	for (uint32_t k = 0; k < l->geom.inline_n; k++) {
 		const volatile uint8_t *p = tp_in_inline(l, slot, k) + TP_INL_SEQ;
+		/* relaxed: the ring of a free slot is quiet; only the byte's value matters */
 		uint8_t b = __atomic_load_n((const uint8_t *)p, __ATOMIC_RELAXED);
 
 		seen[b / 32] |= 1u << (b % 32);
@@ -387,6 +388,8 @@ void tp_listen_publish(struct tp_link *l, bool force)
 		if (bits[w] == h->listen_pub[w] && !force)
 			continue;
 		h->listen_pub[w] = bits[w];
+		/* relaxed: the bitmap publishes nothing else (a port's Apply travels through the
+		 * mailbox, ordered there); read with acquire in tp_peer_listens() all the same */
 		tp_out_word(l, TP_OFF_LISTEN + w * 8u, seed, bits[w]);
 	}
 	free(bits);

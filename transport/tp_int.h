@@ -677,7 +677,8 @@ static inline bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
 {
 	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot);
 	/* acquire: a word published after a barrier is read before what it publishes (as
-	 * tp_in_word()) */
+	 * tp_in_word()); pairs with the writer's ntb_to_peer_barrier() or, for the FB words,
+	 * ntb_from_peer_barrier() (tp_words.c's table) */
 	uint64_t raw = __atomic_load_n((const uint64_t *)(const void *)(p + w), __ATOMIC_ACQUIRE);
 	unsigned i = w / 8u;
 
