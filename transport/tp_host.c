@@ -415,11 +415,15 @@ void tp_ent_st_add(struct tp_link *l, struct tp_host_entry *e, uint32_t flags)
 	/* seq_cst: the OR is ordered before our store below (pairs with the re-read after the
 	 * store of a racing writer) */
 	uint32_t v = __atomic_or_fetch(&e->st_out, flags, __ATOMIC_SEQ_CST);
+	/* (the writers hold E while they write: its owner lives, or the host lock is held until
+	 * it is freed; read once all the same) */
+	uint64_t slot_off = e->peer_slot_off;
+	uint32_t nonce = e->peer_nonce;
 
 	for (;;) {
 		/* (tp_write_st() flushes and rings: the peer sees the word at its next look) */
 		atomic_thread_fence(memory_order_seq_cst);
-		tp_write_st(l, e->peer_slot_off, e->peer_nonce, v);
+		tp_write_st(l, slot_off, nonce, v);
 		/* full fence: our store before the re-read (store→load), pairs with the fence
 		 * between a racing writer's OR and its store */
 		atomic_thread_fence(memory_order_seq_cst);
