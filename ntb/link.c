@@ -496,6 +496,35 @@ NTB_EXPORT int ntb_link_check_mapping(struct ntb_link *link)
 }
 
 /* --- windows and barriers -------------------------------------------------------------------- */
+/*
+ * WHO WRITES / ORDERING of what crosses the link (the transport's words: transport/tp_words.c)
+ *   outbound window bytes   this side, ntb_write*() (relaxed); published by a word written
+ *                           after ntb_to_peer_barrier() (release / sfence), which the peer
+ *                           loads with acquire; space handed back after ntb_from_peer_barrier()
+ *   ctrl page enable, epoch, caps, writer_pid
+ *                           this side's enabled handle (side lock); enable is a release store
+ *                           after the others, loaded with acquire in observe_peer()
+ *   ctrl page heartbeat     the side's CAS winner of hb_due_ns; release store after enable and
+ *                           epoch (write_heartbeat()), acquire load in observe_peer()
+ *   ctrl page doorbell      any process of this side (distinct values from side_local.db_seq);
+ *                           release store after the window writes it announces, acquire load
+ *                           in ntb_db_read(); seq_cst Dekker pair with db_waiters (shm.c)
+ *   ctrl page spad[i]       this side; release store, acquire load (ntb_spad_read())
+ *   side_local slots, lock, session_epoch, hb_due_ns, db_waiters
+ *                           processes of one side (local atomics, side lock: acquire CAS,
+ *                           release store)
+ */
+/* Store fence for a write-combining mapping: sfence on x86; elsewhere a full fence (no
+ * portable store-only fence: dmb ish on ARM, sync on POWER), as pci_wc_flush() does. */
+static inline void store_fence(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_sfence();
+#else
+	atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
 
 NTB_EXPORT const volatile void *ntb_in_window(const struct ntb_link *link, size_t *ret_size)
 {
@@ -546,7 +575,10 @@ NTB_EXPORT int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow
 	return 0;
 }
 
-/* One aligned store of WIDTH bytes (single instruction on x86-64). */
+/* One aligned store of WIDTH bytes (single instruction on x86-64). Relaxed: the ordering is the
+ * caller's, a named barrier before a publishing store (ntb_to_peer_barrier() after the writes
+ * it publishes, ntb_from_peer_barrier() after the reads of the space it hands back); the
+ * peer's partner is its acquire load of the word. */
 #define NTB_WRITE_N(fn, type)                                                              \
 	NTB_EXPORT int fn(struct ntb_link *link, size_t off, type v)                         \
 	{                                                                                   \
@@ -588,10 +620,12 @@ NTB_EXPORT void ntb_to_peer_barrier(struct ntb_link *link)
 		return;
 	}
 	/* Payload stores before the publishing store. On a write-back mapping x86 keeps stores
-	 * in order (glibc fences its own non-temporal copies), so a release fence suffices; a
-	 * WC mapping needs sfence. Pairs with the reader's acquire load of the published word. */
+	 * in order (glibc fences its own non-temporal copies), so a release fence suffices (no
+	 * instruction there; dmb ish on ARM, lwsync on POWER); a WC mapping needs sfence.
+	 * Pairs with the reader's acquire load of the published word (tp_slot_word(),
+	 * tp_in_word(), the inline sequence byte in rx_inline()). */
 	if (link->wc)
-		__builtin_ia32_sfence();
+		store_fence();
 	else
 		atomic_thread_fence(memory_order_release);
 }
@@ -602,8 +636,10 @@ NTB_EXPORT void ntb_wc_flush(struct ntb_link *link)
 		link->ops->wc_flush(link);
 		return;
 	}
-	/* Drains write-combining buffers; on shm this is a store fence plus compiler barrier. */
-	__builtin_ia32_sfence();
+	/* Drains write-combining buffers; on shm this is a store fence plus compiler barrier.
+	 * (Not an ordering point of its own: every publishing store is preceded by
+	 * ntb_to_peer_barrier() or ntb_from_peer_barrier(); this pushes what was written out.) */
+	store_fence();
 	atomic_signal_fence(memory_order_seq_cst);
 }
 
@@ -906,6 +942,8 @@ NTB_EXPORT int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 			if ((uint64_t)slice > timeout_ms - el)
 				slice = (int)(timeout_ms - el);
 		}
+		/* relaxed: written before enable (release) and read after observe_peer()'s
+		 * acquire of enable in the tick above; a stale reading only polls */
 		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v,
 						       memory_order_relaxed) & NTB_CAP_FUTEX_WAKE;
 		if (link->ops->db_wait_slice && peer_wakes) {

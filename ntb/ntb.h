@@ -11,6 +11,7 @@
 #ifndef NTBSOCK_NTB_H
 #define NTBSOCK_NTB_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -119,13 +120,29 @@ int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow, const voi
 		      size_t len, uint32_t crc, uint32_t *ret_crc);
 
 /* Single aligned stores (OFF must be aligned to the width): used to publish indices and
- * sequence bytes. Also subject to the fault decorator. */
+ * sequence bytes. Also subject to the fault decorator. Relaxed: they order nothing by
+ * themselves; a word that publishes writes is preceded by ntb_to_peer_barrier(), one that hands
+ * back space it read by ntb_from_peer_barrier(). */
 int ntb_write8(struct ntb_link *link, size_t off, uint8_t v);
 int ntb_write32(struct ntb_link *link, size_t off, uint32_t v);
 int ntb_write64(struct ntb_link *link, size_t off, uint64_t v);
 
-/* Order all previous window writes before any later one (payload before publish). */
+/* Order all previous window writes before any later one (payload before publish): a release
+ * fence (x86 write-back: no instruction), sfence on a write-combining mapping, the backend's op.
+ * Its partner is the peer's acquire load of the word written after it. */
 void ntb_to_peer_barrier(struct ntb_link *link);
+/* Order all previous reads of our inbound window before any later window write: the write that
+ * hands the space read back to the peer (a consumer index), after which the peer overwrites it.
+ * Its partner is the peer's acquire load of that index before it writes the space again. A
+ * release fence: on x86 (loads are not reordered with later stores, posted writes included) no
+ * instruction, only a compiler barrier, so it stays inline on the receive path; on ARM (dmb)
+ * and POWER (lwsync) a real fence. (An outbound window mapped as device memory on ARM would
+ * want dmb osh, beyond the inner-shareable release fence: a backend op then, as for
+ * ntb_to_peer_barrier().) */
+static inline void ntb_from_peer_barrier(void)
+{
+	atomic_thread_fence(memory_order_release);
+}
 /* The outbound window (ntb_out_size() bytes) as plain write-back memory that the caller may
  * store into directly, the stores reaching the peer in program order (a release fence before
  * a publishing store is all ntb_to_peer_barrier() would do); NULL when writes must go through

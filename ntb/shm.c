@@ -227,6 +227,10 @@ static int shm_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32
 	if (slice_ms <= 0)
 		return 0;
 	struct timespec ts = { slice_ms / 1000, (long)(slice_ms % 1000) * 1000000L };
+	/* The kernel compares *DB with SEEN and sleeps atomically: a ringer's store (release,
+	 * ntb_peer_db_ring()) that lands after our caller's seq_cst re-read is either seen here
+	 * (EAGAIN) or followed by its FUTEX_WAKE (shm_db_wake(): it loads db_waiters after a full
+	 * fence). The caller's acquire re-read (ntb_db_wait()) then orders what it announced. */
 	if (futex(db, FUTEX_WAIT, seen, &ts) < 0 && errno == EINTR)
 		return -EINTR;
 	return 0; /* woken, value already changed (EAGAIN) or slice over (ETIMEDOUT) */

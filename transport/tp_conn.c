@@ -429,7 +429,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		}
 		if (t.state == TP_TC_FAILED) {
 			if (e->result == TP_PKT_ACK) /* answered after all: tell the peer */
-				tp_write_st(l, e->peer_slot_off, e->peer_nonce, TP_ST_RST);
+				tp_ent_st_add(l, e, TP_ST_RST);
 			else if (t.reason == TP_REASON_TIMEOUT || t.reason == TP_REASON_NO_CONTEXT)
 				/* unanswered (or the answer is late): the peer may still reserve a
 				 * context for this Apply; withdraw it before the caller's TCP connect
@@ -454,7 +454,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	c = conn_new_first(l, (uint32_t)slot);
 	if (!c) {
 		tp_host_lock(l);
-		tp_write_st(l, e->peer_slot_off, e->peer_nonce, TP_ST_RST);
+		tp_ent_st_add(l, e, TP_ST_RST);
 		tp_slot_free(l, (uint32_t)slot);
 		tp_host_unlock(l);
 		*ret_reason = TP_REASON_LOCAL_ERROR;
@@ -504,7 +504,7 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	c = conn_new_first(l, (uint32_t)slot);
 	if (!c) {
 		tp_host_lock(l);
-		tp_write_st(l, h->e[slot].peer_slot_off, h->e[slot].peer_nonce, TP_ST_RST);
+		tp_ent_st_add(l, &h->e[slot], TP_ST_RST);
 		tp_slot_free(l, (uint32_t)slot);
 		tp_host_unlock(l);
 		return -ENOMEM;
@@ -586,7 +586,9 @@ static bool close_drives(struct tp_conn *c, bool shared)
  * gone without ending it: tell the peer (GONE), as the reclaim of a dead owner would. */
 static void release_share(struct tp_conn *c)
 {
-	tp_conn_release(c, TP_ST_GONE); /* (written only by the last holder) */
+	/* (written only by the last holder, added to what the owner wrote: an RST of an owner
+	 * that failed stays) */
+	tp_conn_release(c, TP_ST_GONE);
 }
 
 void tp_close(struct tp_conn *c)

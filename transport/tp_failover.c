@@ -477,10 +477,11 @@ void tp_fo_free(struct tp_conn *c)
 	c->fo = NULL;
 }
 
+/* (ordering: tp_write_st()'s barrier before the word; tp_st_flags() loads it with acquire) */
 void tp_conn_st_add(struct tp_conn *c, uint32_t flags)
 {
-	c->st_out |= flags;
-	tp_write_st(c->link, c->out.slot_off, c->nonce_out, c->st_out);
+	/* (the entry names the same peer slot and nonce as c->out.slot_off, c->nonce_out) */
+	tp_ent_st_add(c->link, c->ent, flags);
 }
 
 /* --- the peer's header arriving on a socket (helper) ------------------------------------------ */

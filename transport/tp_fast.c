@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Cheap readiness hints for the readiness calls of preload/ (select/poll/epoll): what a waiter
  * may report without validating messages, so that the reader validates each message once, on
- * the copy that delivers it (tp_recv()), instead of once in the poll and again in the read. */
+ * the copy that delivers it (tp_recv()), instead of once in the poll and again in the read.
+ * Ordering: loads only, of words the peer writes (tp_words.c's table): relaxed where only a
+ * hint (the read that follows loads again with acquire), acquire through tp_slot_word(). */
 #include <pthread.h>
 
 #include "transport/tp_int.h"
@@ -40,6 +42,8 @@ bool tp_readable_hint(struct tp_conn *c)
 			 !tp_inline_stale(c, c->v_i, tp_in_inline(c->link, c->slot, c->v_i)))
 			ready = true; /* (not a slot an earlier connection left: tp_rx_note_stale()) */
 		else if (tp_slot_word(c, TP_W_TX_D, &txd) && txd != c->v_d)
+			/* (acquire: pairs with ntb_to_peer_barrier() in publish_tx(); a hint,
+			 * the read validates again) */
 			ready = true; /* a data-ring message (tx_d published after its payload) */
 	}
 	tp_mutex_unlock(&c->rx_lock);
@@ -62,6 +66,7 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 		pos++;
 	/* Data-ring messages: the peer's tail, published after each message's payload. A word that
 	 * fails its check counts as what was validated so far. */
+	/* (acquire, tp_slot_word(): pairs with ntb_to_peer_barrier() in publish_tx()) */
 	if (!tp_slot_word(c, TP_W_TX_D, &txd))
 		txd = c->v_d;
 	tp_mutex_unlock(&c->rx_lock);

@@ -317,6 +317,7 @@ static uint32_t slot_nonce(struct tp_link *l, uint32_t slot)
 
 	for (uint32_t k = 0; k < l->geom.inline_n; k++) {
 		const volatile uint8_t *p = tp_in_inline(l, slot, k) + TP_INL_SEQ;
+		/* relaxed: the ring of a free slot is quiet; only the byte's value matters */
 		uint8_t b = __atomic_load_n((const uint8_t *)p, __ATOMIC_RELAXED);
 
 		seen[b / 32] |= 1u << (b % 32);
@@ -387,9 +388,51 @@ void tp_listen_publish(struct tp_link *l, bool force)
 		if (bits[w] == h->listen_pub[w] && !force)
 			continue;
 		h->listen_pub[w] = bits[w];
+		/* relaxed: the bitmap publishes nothing else (a port's Apply travels through the
+		 * mailbox, ordered there); read with acquire in tp_peer_listens() all the same */
 		tp_out_word(l, TP_OFF_LISTEN + w * 8u, seed, bits[w]);
 	}
 	free(bits);
+}
+
+/*
+ * The ST word of a peer slot has one writer host (this one) but several writers in it: the
+ * owner (CLOSING, FAILOVER, RST at MaxErr or abort, GONE at a forced release), a last holder
+ * after a fork (release_share(): GONE), the reclaim of a dead owner (GONE) and the set-up
+ * paths that give a reservation up (RST). Each store writes the whole word, so each writes
+ * every flag of E so far: the flags only accumulate (an RST is never overwritten by a later
+ * GONE or CLOSING; a CLOSING never stands alone after a failure).
+ *
+ * Without a lock (callers hold the host lock, a connection's tx/rx locks, or none): the OR
+ * into e->st_out is atomic, and a writer whose store raced a later OR stores again. The last
+ * OR's writer Q stores the final value F; a writer P whose store of a smaller value lands after
+ * Q's store then re-reads e->st_out after a full fence, and since Q's OR precedes Q's store
+ * (full fence in between) and Q's store precedes P's in the word's order, P reads F and stores
+ * it. At most one more store per flag (four flags).
+ */
+void tp_ent_st_add(struct tp_link *l, struct tp_host_entry *e, uint32_t flags)
+{
+	/* seq_cst: the OR is ordered before our store below (pairs with the re-read after the
+	 * store of a racing writer) */
+	uint32_t v = __atomic_or_fetch(&e->st_out, flags, __ATOMIC_SEQ_CST);
+	/* (the writers hold E while they write: its owner lives, or the host lock is held until
+	 * it is freed; read once all the same) */
+	uint64_t slot_off = e->peer_slot_off;
+	uint32_t nonce = e->peer_nonce;
+
+	for (;;) {
+		/* (tp_write_st() flushes and rings: the peer sees the word at its next look) */
+		atomic_thread_fence(memory_order_seq_cst);
+		tp_write_st(l, slot_off, nonce, v);
+		/* full fence: our store before the re-read (store→load), pairs with the fence
+		 * between a racing writer's OR and its store */
+		atomic_thread_fence(memory_order_seq_cst);
+		uint32_t now = __atomic_load_n(&e->st_out, __ATOMIC_SEQ_CST);
+
+		if (now == v)
+			return;
+		v = now;
+	}
 }
 
 /* ST flags the peer wrote into our slot SLOT (seeded with its NONCE); 0 when none valid. */
@@ -440,8 +483,10 @@ void tp_host_reclaim(struct tp_link *l)
 		if (!gone)
 			continue;
 		LOG(LL_DEBUG, "transport: reclaim slot %u (state %u pid %d)", i, e->state, e->pid);
+		/* GONE added to what the dead owner wrote (an RST it wrote stays: its peer reads
+		 * ECONNRESET, not a death's end of stream) */
 		if (e->state != TP_ES_CONNECTING && e->peer_slot_off)
-			tp_write_st(l, e->peer_slot_off, e->peer_nonce, TP_ST_GONE);
+			tp_ent_st_add(l, e, TP_ST_GONE);
 		tp_slot_free(l, i);
 	}
 }

@@ -395,6 +395,9 @@ struct tp_host_entry {
 	struct tp_key key;
 	uint32_t nonce;        /* ours: seeds what the peer writes into this slot */
 	uint32_t peer_slot, peer_nonce;
+	uint32_t st_out;       /* ST flags written into the peer's slot so far: they only
+				* accumulate, whichever process of this host writes (tp_ent_st_add()).
+				* (In what was padding: the layout is that of version 4.) */
 	uint64_t peer_slot_off; /* window offset of the peer's slot (64 bits: windows > 4 GiB) */
 	uint32_t peer_inline_n, peer_qsize;
 	uint32_t msgid, pri, epoch;
@@ -409,6 +412,8 @@ struct tp_host_entry {
 /* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
+static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
+	      offsetof(struct tp_host_entry, peer_slot_off) == 104, "host entry layout");
 
 struct tp_host_listen {
 	int32_t  pid;
@@ -599,8 +604,6 @@ struct tp_conn {
 	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */
 	struct tp_stats *st;
 	/* --- failover to the kernel TCP socket (tp_failover.c; DESIGN §5.8) */
-	uint32_t st_out;             /* ST flags written to the peer so far: they only accumulate
-				      * (one writer, the owner; tp_conn_st_add()) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
 	struct tp_fo *fo;            /* NULL until a failover is requested; then final (release) */
 	_Atomic int fo_state;        /* enum tp_fo_state; the data path's one load */
@@ -629,7 +632,7 @@ void tp_fo_free(struct tp_conn *c);
 /* A failover that cannot finish before exit: its kernel socket resets (SO_LINGER 0), so the
  * peer sees ECONNRESET after what it validated, never a short end of stream. */
 void tp_fo_abandon(struct tp_conn *c);
-/* Add ST flags FLAGS to the peer's ST word of C (all flags written so far, one store). */
+/* Add ST flags FLAGS to the peer's ST word of C (tp_ent_st_add() on its host entry). */
 void tp_conn_st_add(struct tp_conn *c, uint32_t flags);
 /* The witness of C joins (FD >= 0) or leaves (-1) the process's failover epoll set. */
 void tp_fo_watch(struct tp_conn *c, int fd);
@@ -654,6 +657,10 @@ void tp_host_close(struct tp_link *l);
 void tp_host_lock(struct tp_link *l);
 bool tp_host_trylock(struct tp_link *l);
 void tp_host_unlock(struct tp_link *l);
+/* Add ST flags FLAGS to the ST word of the peer's slot that host entry E names: every flag
+ * written so far (e->st_out), from whichever process of this host, in one store. Any lock or
+ * none held. The only way this host writes an ST word. */
+void tp_ent_st_add(struct tp_link *l, struct tp_host_entry *e, uint32_t flags);
 bool tp_pid_alive(int pid);
 bool tp_entry_owned(struct tp_host_entry *e);
 int tp_host_path(const struct ntb_link_params *lp, int side, char *buf, size_t len);
@@ -693,7 +700,8 @@ static inline bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
 {
 	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot);
 	/* acquire: a word published after a barrier is read before what it publishes (as
-	 * tp_in_word()) */
+	 * tp_in_word()); pairs with the writer's ntb_to_peer_barrier() or, for the FB words,
+	 * ntb_from_peer_barrier() (tp_words.c's table) */
 	uint64_t raw = __atomic_load_n((const uint64_t *)(const void *)(p + w), __ATOMIC_ACQUIRE);
 	unsigned i = w / 8u;
 
@@ -812,6 +820,8 @@ void tp_tx_feedback(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
+/* One store of a whole ST word (FLAGS), flushed, and the peer's doorbell: only through
+ * tp_ent_st_add(), which makes FLAGS every flag written so far. */
 void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
 bool tp_conn_peer_lost(struct tp_conn *c);
 void tp_conn_maxerr(struct tp_conn *c, int err);

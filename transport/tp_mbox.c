@@ -8,6 +8,16 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
+/*
+ * WHO WRITES / ORDERING (each host writes the peer's mailbox, under its host lock):
+ *   packet slots   sender host, ntb_write()     published by MBOX_TX
+ *   MBOX_TX        sender host (mbox_prod)      release: ntb_to_peer_barrier() after the
+ *                                               packet; acquire load in tp_mbox_process()
+ *   MBOX_RX        receiver host (mbox_cons)    release: ntb_from_peer_barrier() after the
+ *                                               packet copies, handing the slots back; acquire
+ *                                               load in mbox_send() before it rewrites them
+ */
+
 /* Seeds of what we write into the peer's mailbox area and of what we read from ours: both
  * sides' sessions (tp_mbox_seed()), the peer's as our indices last counted it. */
 static uint32_t seed_out(const struct tp_link *l)
@@ -48,6 +58,9 @@ static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 	 * is down, none for a new session before they were reset for it */
 	if (!h->peer_epoch || h->peer_epoch != ntb_link_peer_epoch(l->ntb))
 		return -ENOTCONN;
+	/* acquire (tp_in_word() in mbox_unconsumed()): the peer's copies of the slots it hands
+	 * back before our write into them below; pairs with ntb_from_peer_barrier() in
+	 * tp_mbox_process() */
 	if (mbox_unconsumed(l) >= TP_MBOX_SLOTS)
 		return -EAGAIN; /* full: never overwrite (TimerCnct repeats an Apply, and so its answer) */
 	p->seq = h->mbox_prod + 1;
@@ -286,8 +299,12 @@ unsigned tp_mbox_process(struct tp_link *l)
 		else if (p.type == TP_PKT_CANCEL)
 			on_cancel(l, &p);
 	}
-	if (start != h->mbox_cons)
+	if (start != h->mbox_cons) {
+		/* release: the packet copies above before the index that hands their slots
+		 * back; pairs with the acquire load of MBOX_RX in mbox_send() on the peer */
+		ntb_from_peer_barrier();
 		tp_out_word(l, TP_OFF_MBOX_RX, seed_out(l), h->mbox_cons);
+	}
 	return applies;
 }
 

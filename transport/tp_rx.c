@@ -53,6 +53,12 @@ static void fb_publish_words(struct tp_conn *c, bool all)
 {
 	uint32_t ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
 
+	/* release: every read of the rings (rec_copy(), data_copy(), the inline slots) before
+	 * the words that hand their space back (FB_RX_I, FB_RX_D) and acknowledge it (ACK_MSN):
+	 * the sender rewrites that space once it sees them. Pairs with the acquire loads of the
+	 * FB words in tp_tx_feedback() (tp_slot_word()) before its next writes. No instruction on
+	 * x86. */
+	ntb_from_peer_barrier();
 	if (all || c->c_i != c->pub_i)
 		tp_peer_word(c, TP_W_FB_RX_I, c->c_i);
 	if (all || c->c_d != c->pub_d)
@@ -92,6 +98,9 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 	c->gated = true;
 	c->gate_deadline_ms = tp_now_ms() + c->link->params.recv_timeout_ms;
 	c->pub_ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
+	/* release: our reads of the bad message before the Retry that makes the sender rewrite
+	 * it; pairs with the acquire load of FB_EPOCH in tp_tx_feedback() */
+	ntb_from_peer_barrier();
 	tp_peer_word(c, TP_W_FB_EPOCH, c->pub_ep);
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
@@ -176,6 +185,8 @@ static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, boo
 	uint32_t q = c->link->geom.qsize, txd, avail, fp, crc;
 	struct tp_desc d;
 
+	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
+	 * with ntb_to_peer_barrier() in publish_tx() */
 	if (!tp_slot_word(c, TP_W_TX_D, &txd))
 		return PR_NONE;
 	avail = txd - c->v_d;

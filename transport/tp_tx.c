@@ -49,7 +49,8 @@ static uint64_t coarse_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* The raw checked word W of our slot (written by the peer), unchecked: for change detection. */
+/* The raw checked word W of our slot (written by the peer), unchecked: for change detection.
+ * Relaxed: a hint that makes the caller read the word again through tp_slot_word() (acquire). */
 static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
 {
 	return __atomic_load_n((const uint64_t *)(const void *)(c->link->in +
@@ -340,6 +341,8 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	memcpy(c->sh_data + (pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
 	/* the descriptor after its payload (its CRC covers it); both before publish_tx() */
 	write_data_range(c, pos, pos + TP_DESC_SIZE);
+	/* (a DMA transfer is Done when its writes reached the window: publish_tx()'s barrier
+	 * orders them before TX_D as it does the CPU's) */
 	if (via_dmaq && !dma_range(c, pos + gap, pos + gap + len))
 		write_data_range(c, pos + gap, pos + gap + len);
 	if (type == TP_MT_LONG)
@@ -381,6 +384,8 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 		ntb_write(c->link->ntb, out_inline_off(c, 0), c->sh_inline, (size_t)(cnt - run) * 128u);
 	write_data_range(c, c->fb_rx_d, c->tx_d);
 	publish_tx(c);
+	/* the rewritten rings and TX_D before the epoch that lifts the receiver's gate; pairs
+	 * with the acquire load of TX_EPOCH in tp_rx_progress() */
 	ntb_to_peer_barrier(c->link->ntb);
 	c->tx_epoch = epoch;
 	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
@@ -395,7 +400,10 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	    c->tx_i - c->fb_rx_i, c->tx_d - c->fb_rx_d);
 }
 
-/* Read the feedback unit (under tx_lock): released space, CmpAck, retry epoch, detect ack. */
+/* Read the feedback unit (under tx_lock): released space, CmpAck, retry epoch, detect ack.
+ * Acquire loads (tp_slot_word()): the receiver's reads of the space a word hands back happen
+ * before our next writes into it; pairs with ntb_from_peer_barrier() in fb_publish_words() and
+ * rx_fail_at() (tp_rx.c). */
 void tp_tx_feedback(struct tp_conn *c)
 {
 	uint32_t v;
@@ -682,8 +690,14 @@ out:
 static void send_detect(struct tp_conn *c)
 {
 	c->detect_seq++;
+	/* TX_D publishes the data ring again: after the data, which another thread may have
+	 * written under tx_lock (the fence in its publish_tx() does not order our store); pairs
+	 * with the acquire load of TX_D in rx_data() */
+	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_TX_NEXT_MSN, c->msn_next);
 	tp_peer_word(c, TP_W_TX_D, c->tx_d);
+	/* NEXT_MSN and TX_D before the Detect they come with; pairs with the acquire load of
+	 * TX_EPOCH in tp_rx_progress() */
 	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
 	ntb_wc_flush(c->link->ntb);
@@ -785,7 +799,10 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 		} else if (c->tx_dirty && !c->last_tx_pub_ms) {
 			c->last_tx_pub_ms = now; /* published since the last run: stamp it now */
 		} else if (c->tx_dirty && age_ms(now, c->last_tx_pub_ms) > 50) {
-			/* republish: a dropped index write must not stall the peer */
+			/* republish: a dropped index write must not stall the peer. After a barrier
+			 * of our own: the data was written by the thread that published it first
+			 * (pairs with the acquire load of TX_D in rx_data()) */
+			ntb_to_peer_barrier(c->link->ntb);
 			tp_peer_word(c, TP_W_TX_D, c->tx_d);
 			tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
 				  (uint32_t)c->detect_seq << 16);

@@ -9,14 +9,54 @@
 #include "util/crc32c.h"
 #include "util/log.h"
 
+/*
+ * WHO WRITES / ORDERING of the words that cross the link (each in the reader's inbound window,
+ * each with one writer host: DESIGN.md §3 rules 1-2). Stores are tp_out_word() (relaxed, a
+ * 64-bit checked word); loads tp_in_word() / tp_slot_word() (acquire). "after barrier": the
+ * writer's ntb_to_peer_barrier() orders what the word publishes before it; "after reads": its
+ * ntb_from_peer_barrier() orders its reads of the space the word hands back before it.
+ *
+ *   word (unit)          writer (holder)         after      what it publishes / partner load
+ *   inline seq byte 127  sender (tx_lock)        barrier    the slot: write_inline_slot(),
+ *                                                           send_inline_direct() (release store)
+ *                                                           / rx_inline(), inline_seq_ready()
+ *   TX_D                 sender (tx_lock)        barrier    data ring up to it: publish_tx(),
+ *                                                           send_detect(), the timers' republish
+ *                                                           / rx_data(), tp_rx_quiet()
+ *   TX_NEXT_MSN, TX_EPOCH (epoch | detect seq)
+ *                        sender (tx_lock)        barrier    a Detect, the rewritten rings of a
+ *                                                           retransmit() / tp_rx_progress()
+ *   TX_WAIT              sender (tx_lock)        -          Dekker flag: store, seq_cst fence,
+ *                                                           re-check (tp_set_wait_flag()) / the
+ *                                                           receiver's fence + load (tp_wake_peer())
+ *   FB_RX_I, FB_RX_D, FB_ACK_MSN
+ *                        receiver (rx_lock)      reads      ring space handed back:
+ *                                                           fb_publish_words() / tp_tx_feedback()
+ *   FB_EPOCH (epoch | detect ack)
+ *                        receiver (rx_lock)      reads      Retry, DetectAck: rx_fail_at(),
+ *                                                           fb_publish_words() / tp_tx_feedback()
+ *   FB_WAIT              receiver (rx_lock)      -          Dekker flag, as TX_WAIT
+ *   ST_FLAGS             any process of the      barrier    RST/GONE/CLOSING/FAILOVER, the flags
+ *                        writer host, flags                 accumulated (tp_ent_st_add(),
+ *                        only accumulate                    tp_host.c) / tp_st_flags(),
+ *                                                           tp_rx_death_end() before the TX words
+ *   MBOX_TX, packets     host (host lock)        barrier    tp_mbox.c (its table)
+ *   MBOX_RX              host (host lock)        reads      mailbox slots handed back
+ *   LISTEN words         host (host lock)        -          a port bitmap: publishes nothing else
+ *
+ * The wc_raw[] cache (tp_slot_word()) is process-local: relaxed, a torn pair only misses.
+ */
+
 /* --- words -------------------------------------------------------------------------------- */
 
 uint64_t tp_in_word(const struct tp_link *l, uint64_t off)
 {
-	/* acquire: a word published after a barrier is read before what it publishes */
+	/* acquire: a word published after a barrier is read before what it publishes; pairs
+	 * with the writer's ntb_to_peer_barrier() / ntb_from_peer_barrier() (table above) */
 	return __atomic_load_n((const uint64_t *)(const void *)(l->in + off), __ATOMIC_ACQUIRE);
 }
 
+/* Relaxed (ntb_write64()): the caller's named barrier orders it (table above). */
 void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v)
 {
 	ntb_write64(l->ntb, off, tp_cw_make(seed, v));
@@ -24,6 +64,11 @@ void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v)
 
 void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags)
 {
+	/* everything this side published before (TX words, a FIN) before the flags: a GONE peer's
+	 * reader checks the TX words after the flag (tp_rx_death_end()). Pairs with the acquire
+	 * load in tp_st_flags() (tp_slot_word()). A rare path: the barrier costs nothing that
+	 * matters. */
+	ntb_to_peer_barrier(l->ntb);
 	tp_out_word(l, peer_slot_off + TP_W_ST_FLAGS, peer_nonce, flags);
 	ntb_wc_flush(l->ntb);
 	ntb_peer_db_ring(l->ntb);
@@ -111,7 +156,8 @@ void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line)
 }
 
 /* Full fence, then the peer's "sleeping" flag in our inbound slot: ring only when set.
- * Dekker pair with the waiter's flag store + fence + re-check in tp_arm(). */
+ * Dekker pair with the waiter's flag store + seq_cst fence + re-check in tp_set_wait_flag()
+ * (our published words before the flag's load; its flag store before its re-check). */
 void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 {
 	uint32_t v;

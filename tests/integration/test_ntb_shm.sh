@@ -18,7 +18,9 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; for f in "$T"/*; do echo "--- $f"; cat "$f"; done; exit 1; }
 wait_for() { # file pattern count seconds
 	i=0
-	while [ "$(grep -c "$2" "$1" 2>/dev/null)" -lt "$3" ]; do
+	# (a file not created yet counts 0: grep prints nothing for it, and the empty operand
+	# made [ fail, which ended the wait at once)
+	while n=$(grep -c "$2" "$1" 2>/dev/null); [ "${n:-0}" -lt "$3" ]; do
 		i=$((i + 1)); [ $i -gt $(($4 * 20)) ] && return 1; sleep 0.05
 	done
 }
