@@ -369,15 +369,18 @@ static int fo_io(struct tp_conn *c, struct tp_fo *fo)
 		}
 	}
 	while (!fo->hdr_ok) {
-		long n = fo_recv(fo->fd, fo->hdr + fo->hdr_got, sizeof(fo->hdr) - fo->hdr_got);
+		if (fo->hdr_got < sizeof(fo->hdr)) {
+			long n = fo_recv(fo->fd, fo->hdr + fo->hdr_got,
+					 sizeof(fo->hdr) - fo->hdr_got);
 
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return 0;
-		if (n <= 0)
-			return -ECONNRESET; /* the peer's socket ended without its header */
-		fo->hdr_got += (unsigned)n;
-		if (fo->hdr_got < sizeof(fo->hdr))
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				return 0;
+			if (n <= 0)
+				return -ECONNRESET; /* the peer's socket ended without its header */
+			fo->hdr_got += (unsigned)n;
 			continue;
+		}
+		/* (whole: switch the receive side, once its lock is free) */
 		if (tp_mutex_trylock(&c->rx_lock))
 			return 0; /* a reader is finishing: next time (hdr_got stays complete) */
 		int rc = fo_rx_switch(c, fo);

@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: MIT */
+/* Failover of a connection to its kernel socket (transport/tp_failover.c) on a real link pair,
+ * with a socketpair standing in for the TCP connection: the bytes each side's program has not
+ * read arrive on the socket exactly once and in order (mixed inline, short and long messages,
+ * a record read in part), a FIN in flight becomes the socket's end of stream, a header that
+ * promises bytes from beyond what was read resets the connection, and the header parser
+ * refuses what is not a header. */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/helpers/tp_testlib.h"
+#include "transport/tp_int.h"
+#include "util/crc32c.h"
+
+static void pair_open(struct tl_pair *p, const char *name)
+{
+	struct tp_params tpp;
+
+	tp_params_init(&tpp);
+	tpp.contexts = 8;
+	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
+	tl_unlink(p->path);
+	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
+	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
+	assert_int_equal(tp_listen(p->b, 8080), 0);
+	assert_int_equal(tl_wait_listen(p->a, 8080, 5000), 0);
+	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
+		usleep(1000);
+}
+
+static void connect_pair(struct tl_pair *p, uint16_t cport, struct tp_conn **ca,
+			 struct tp_conn **cb, int sv[2])
+{
+	struct tp_key k;
+	enum tp_reason why;
+
+	tl_key(&k, cport, 8080);
+	assert_int_equal(tp_connect(p->a, &k, 3000, ca, &why), 0);
+	assert_int_equal(tp_attach(p->b, &k, cb), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	tp_conn_set_witness(*ca, sv[0]);
+	tp_conn_set_witness(*cb, sv[1]);
+}
+
+/* Run both ends' timers until neither is moving any more; their final states. */
+static void pump(struct tp_conn *ca, struct tp_conn *cb, int *ret_a, int *ret_b)
+{
+	uint64_t end = tl_now_ms() + 5000;
+
+	while (tl_now_ms() < end) {
+		tp_conn_timers(ca, tp_now_ms());
+		tp_conn_timers(cb, tp_now_ms());
+		if (tp_conn_failover_state(ca) >= TP_FO_DONE && tp_conn_failover_state(cb) >= TP_FO_DONE)
+			break;
+		usleep(200);
+	}
+	*ret_a = tp_conn_failover_state(ca);
+	*ret_b = tp_conn_failover_state(cb);
+}
+
+/* Read exactly LEN bytes from FD (timeout 5 s); the count read. */
+static size_t read_fd(int fd, uint8_t *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, 5000) <= 0)
+			break;
+		ssize_t n = read(fd, buf + got, len - got);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	return got;
+}
+
+/* Send the pattern SEED from OFF in messages of mixed sizes until the rings are full or
+ * TOTAL is reached; returns the new offset. */
+static size_t send_mixed(struct tp_conn *c, uint64_t seed, size_t off, size_t total)
+{
+	static const size_t sizes[] = { 1, 4, 5, 52, 53, 116, 117, 1000, 4096, 20000, 65536 };
+	uint8_t buf[65536];
+
+	for (unsigned i = 0; off < total; i++) {
+		size_t n = sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+
+		if (n > total - off)
+			n = total - off;
+		tl_fill(buf, n, seed, off);
+		struct iovec v = { buf, n };
+		ssize_t r = tp_send(c, &v, 1);
+
+		if (r == -EAGAIN)
+			break;
+		assert_true(r > 0);
+		off += (size_t)r;
+	}
+	return off;
+}
+
+static void test_failover_exact_both_ways(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+	uint8_t *buf = malloc(4u << 20), *want = malloc(4u << 20);
+	size_t a_sent, b_sent, b_read = 0;
+
+	(void)state;
+	pair_open(&p, "fo-exact");
+	connect_pair(&p, 1, &ca, &cb, sv);
+	a_sent = send_mixed(ca, 11, 0, 3u << 20);
+	b_sent = send_mixed(cb, 22, 0, 100000);
+	assert_true(a_sent > 100000 && b_sent > 50000);
+	/* B's program reads part of A's stream, in odd pieces (one record read in part) */
+	while (b_read < a_sent / 3) {
+		ssize_t n = tl_recv_some(cb, buf, 777, 2000);
+
+		assert_true(n > 0);
+		tl_fill(want, (size_t)n, 11, b_read);
+		assert_memory_equal(buf, want, (size_t)n);
+		b_read += (size_t)n;
+	}
+	assert_true(tp_fo_request(ca, "link down"));
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_DONE);
+	assert_int_equal(fb, TP_FO_DONE);
+	/* the NTB side is done: the caller moves to the socket */
+	struct iovec v = { buf, 16 };
+	assert_int_equal(tp_send(ca, &v, 1), -EXDEV);
+	assert_int_equal(tp_recv(cb, &v, 1, 0), -EXDEV);
+	assert_int_equal(tp_poll(ca) & (TP_EV_IN | TP_EV_OUT), TP_EV_IN | TP_EV_OUT);
+	/* B's socket: A's stream from exactly what B's program read, to its last accepted byte */
+	size_t rest = a_sent - b_read;
+
+	assert_int_equal(read_fd(sv[1], buf, rest), rest);
+	tl_fill(want, rest, 11, b_read);
+	assert_memory_equal(buf, want, rest);
+	/* A's socket: all of B's stream (A's program read none) */
+	assert_int_equal(read_fd(sv[0], buf, b_sent), b_sent);
+	tl_fill(want, b_sent, 22, 0);
+	assert_memory_equal(buf, want, b_sent);
+	/* and nothing more on either: the stream goes on from there */
+	assert_int_equal(recv(sv[0], buf, 1, MSG_DONTWAIT), -1);
+	assert_int_equal(recv(sv[1], buf, 1, MSG_DONTWAIT), -1);
+	char reason[64];
+
+	snprintf(reason, sizeof(reason), "%s", tp_conn_failover_reason(cb));
+	assert_string_equal(reason, "peer moved to tcp");
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	tl_pair_close(&p);
+	free(buf);
+	free(want);
+}
+
+static void test_failover_fin_in_flight(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+	uint8_t buf[70000], want[70000];
+	size_t sent;
+
+	(void)state;
+	pair_open(&p, "fo-fin");
+	connect_pair(&p, 2, &ca, &cb, sv);
+	sent = send_mixed(ca, 33, 0, 60000);
+	assert_int_equal(sent, 60000);
+	assert_int_equal(tp_shutdown(ca, SHUT_WR), 0); /* FIN after the bytes, unread by B */
+	assert_true(tp_fo_request(cb, "retries exhausted")); /* this time the reader moves first */
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_DONE);
+	assert_int_equal(fb, TP_FO_DONE);
+	assert_int_equal(read_fd(sv[1], buf, sizeof(buf)), sent); /* then the end of stream */
+	tl_fill(want, sent, 33, 0);
+	assert_memory_equal(buf, want, sent);
+	assert_int_equal(read(sv[1], buf, 1), 0);
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	tl_pair_close(&p);
+}
+
+/* A header as a peer writes it (tp_failover.c's layout). */
+static void make_hdr(uint8_t h[32], uint32_t magic, uint16_t version, uint64_t start)
+{
+	uint16_t flags = 0;
+	uint64_t consumed = 0;
+	uint32_t reserved = 0, crc;
+
+	memcpy(h, &magic, 4);
+	memcpy(h + 4, &version, 2);
+	memcpy(h + 6, &flags, 2);
+	memcpy(h + 8, &start, 8);
+	memcpy(h + 16, &consumed, 8);
+	memcpy(h + 24, &reserved, 4);
+	crc = crc32c(0, h, 28);
+	memcpy(h + 28, &crc, 4);
+}
+
+static void test_failover_missing_bytes_reset(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	int sv[2];
+	uint8_t h[32], buf[4096];
+
+	(void)state;
+	pair_open(&p, "fo-missing");
+	connect_pair(&p, 3, &ca, &cb, sv);
+	assert_int_equal(send_mixed(ca, 44, 0, 1000), 1000);
+	assert_int_equal(tl_recv_some(cb, buf, 100, 2000), 100);
+	/* a peer that says its stream goes on at 500 when B's program read 100: 400 missing */
+	make_hdr(h, 0x4f46544eu, 1, 500);
+	assert_int_equal(write(sv[0], h, sizeof(h)), (ssize_t)sizeof(h));
+	assert_true(tp_fo_request(cb, "link down"));
+	for (int i = 0; i < 5000 && tp_conn_failover_state(cb) == TP_FO_RUN; i++) {
+		tp_conn_timers(cb, tp_now_ms());
+		usleep(200);
+	}
+	assert_int_equal(tp_conn_failover_state(cb), TP_FO_FAILED);
+	struct iovec v = { buf, sizeof(buf) };
+	assert_int_equal(tp_recv(cb, &v, 1, 0), -ECONNRESET); /* never a short end of stream */
+	assert_int_equal(tp_conn_error(cb), -ECONNRESET);
+	tp_abort(ca);
+	tp_abort(cb);
+	close(sv[0]);
+	close(sv[1]);
+	tl_pair_close(&p);
+}
+
+static void test_hdr_parse(void **state)
+{
+	uint8_t h[32];
+	uint64_t start = 0;
+
+	(void)state;
+	make_hdr(h, 0x4f46544eu, 1, 123456789012ull);
+	assert_int_equal(tp_fo_hdr_parse(h, sizeof(h), &start), 0);
+	assert_int_equal(start, 123456789012ull);
+	assert_int_equal(tp_fo_hdr_parse(h, 31, &start), -EPROTO);
+	h[9] ^= 1; /* a bit of START flipped: the CRC fails */
+	assert_int_equal(tp_fo_hdr_parse(h, sizeof(h), &start), -EPROTO);
+	make_hdr(h, 0x4f46544fu, 1, 5);
+	assert_int_equal(tp_fo_hdr_parse(h, sizeof(h), &start), -EPROTO);
+	make_hdr(h, 0x4f46544eu, 2, 5);
+	assert_int_equal(tp_fo_hdr_parse(h, sizeof(h), &start), -EPROTO);
+	assert_int_equal(start, 123456789012ull); /* written only on success */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_failover_exact_both_ways),
+		cmocka_unit_test(test_failover_fin_in_flight),
+		cmocka_unit_test(test_failover_missing_bytes_reset),
+		cmocka_unit_test(test_hdr_parse),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
