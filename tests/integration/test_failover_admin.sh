@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# `ntbsock link down` under live connections (issue 19): a bidirectional verified stream and an
-# `iperf3 -t 8` both carry on over their kernel TCP sockets without losing a byte (fail_peer
+# `ntbsock link down` under live connections (issue 19): a bidirectional verified stream, an
+# `iperf3 -t 8` and a socat through an echo server all carry on over their kernel TCP sockets without losing a byte (fail_peer
 # checks every byte both ways; iperf3 exits 0 with its full run), the logs say "failed over:
 # link down (admin)", the kernel's loopback carries the rest, a new connection goes tcp with
 # reason "link down (admin)"; after `ntbsock link up` a new connection is ntb again.
@@ -57,6 +57,7 @@ sleep 0.3
 
 # 3. iperf3 -t 8, link down in the middle: it finishes its full run, exit 0
 lo0=$(pl_lo_bytes)
+fo0=$(pl_count_log a 'tcp (failed over: ')
 env $(pl_env a) iperf3 -c 127.0.0.2 -p $((port + 1)) -t 8 -J >"$PL_TMP/ip.json" 2>"$PL_TMP/ip.err" &
 I=$!; PL_PIDS="$PL_PIDS $I"
 sleep 3
@@ -85,13 +86,32 @@ print("iperf3: %d intervals, %.1f s, %.2f Gbit/s received, sent %d received %d b
 assert len(iv) >= 8 and secs >= 7.5, "short run"
 assert "error" not in j
 PYEOF
-n_fo=$(grep -c 'failed over: link down (admin)' "$PL_TMP/a.log")
+n_fo=$(( $(pl_count_log a 'tcp (failed over: ') - fo0 ))
 [ "$n_fo" -ge 2 ] || pl_fail "iperf3's connections did not fail over ($n_fo lines)"
 d=$(( $(pl_lo_bytes) - lo0 ))
 echo "kernel loopback carried $d bytes during the iperf3 run"
 [ "$d" -gt 10485760 ] || pl_fail "the kernel carried only $d bytes: no failover?"
 
-# 4. link up: new connections are ntb again
+# 4. a bidirectional socat (an echo server: every byte goes out and comes back) across link down
+"$N" link up ab -c "$PL_TMP/a.conf" >/dev/null
+sleep 0.3
+head -c $((128 * 1024 * 1024)) /dev/urandom >"$PL_TMP/in.bin"
+p5=$((port + 5))
+env $(pl_env b) socat TCP-LISTEN:$p5,bind=127.0.0.2,reuseaddr EXEC:cat >"$PL_TMP/socat-s.log" 2>&1 &
+SS=$!; PL_PIDS="$PL_PIDS $SS"
+pl_wait_port 127.0.0.2 $p5
+before=$(pl_count_log a 'tcp (failed over: ')
+env $(pl_env a) timeout 60 socat -t 30 -b 65536 OPEN:"$PL_TMP/in.bin"!!CREATE:"$PL_TMP/out.bin" \
+	TCP:127.0.0.2:$p5,bind=127.0.0.1 &
+SC=$!; PL_PIDS="$PL_PIDS $SC"
+sleep 0.3
+"$N" link down ab -c "$PL_TMP/a.conf" >/dev/null || pl_fail "ntbsock link down failed"
+wait $SC || pl_fail "socat client failed across link down"
+cmp "$PL_TMP/in.bin" "$PL_TMP/out.bin" || pl_fail "socat: the echoed bytes differ from those sent"
+[ "$(pl_count_log a 'tcp (failed over: ')" -gt "${before:-0}" ] || pl_fail "socat's connection did not fail over"
+echo "socat echo: 128 MiB out and back, exact, across link down"
+
+# 5. link up: new connections are ntb again
 "$N" link up ab -c "$PL_TMP/a.conf" || pl_fail "ntbsock link up failed"
 sleep 0.3
 before=$(grep -c ': ntb (link' "$PL_TMP/a.log")
