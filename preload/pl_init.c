@@ -129,13 +129,17 @@ void pl_exit_linger(const char *when)
 
 	PL_ENTER();
 	bool at_exit = strcmp(when, "exit") == 0;
-	/* At exit, what is not acknowledged soon goes to the kernel (tp_exit_handoff()), which
-	 * delivers it after we are gone, as it would a TCP socket's. */
-	int left = tp_exit_drain(at_exit && ms ? 200 : ms);
+	/* At exit, what the peer does not acknowledge goes to the kernel (tp_exit_handoff():
+	 * at once when its acknowledgements stall, else before the time is up), which delivers
+	 * it after we are gone, as it would a TCP socket's. */
+	int left = at_exit && ms ? 0 : tp_exit_drain(ms);
 
 	if (at_exit && ms) {
-		int h = tp_exit_handoff(ms);
+		int handed = 0, h = tp_exit_handoff(ms, &handed);
 
+		if (handed)
+			LOG(LL_INFO, "%s: %d connection(s) handed their unacknowledged bytes to the "
+			    "kernel (failed over: exit)", when, handed);
 		if (h)
 			LOG(LL_INFO, "%s: %d connection(s) could not hand their bytes to the kernel "
 			    "in %d ms: reset", when, h, ms);

@@ -558,6 +558,7 @@ struct tp_conn {
 	uint32_t det_backoff;      /* Detects answered without progress in a row */
 	uint16_t det_acked;        /* the last Detect sequence the receiver's feedback echoed */
 	uint64_t last_ack_ms, last_tx_pub_ms;
+	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */

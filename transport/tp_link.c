@@ -154,6 +154,27 @@ static bool fin_acked(const struct tp_conn *c)
 	return c->fin_sent && c->fb_ack - c->fin_msn - 1u < (1u << 31);
 }
 
+/* A closed connection kept a duplicate of its kernel socket for a failover (tp_close()); once
+ * its FIN and every byte before it are acknowledged nothing is left to hand over: close it,
+ * so that the kernel's FIN goes out as soon as it would have without the library (the peer's
+ * close() waits for it: preload/pl_sock.c, await_peer_fin()). Trylocks: the helper's pass. */
+static void keep_release_if_acked(struct tp_conn *c)
+{
+	bool acked;
+
+	if (c->keep_fd < 0 || tp_fo_get(c) || tp_mutex_trylock(&c->tx_lock))
+		return;
+	acked = fin_acked(c);
+	tp_mutex_unlock(&c->tx_lock);
+	if (!acked || tp_mutex_trylock(&c->witness_lock))
+		return;
+	if (!tp_fo_get(c) && c->keep_fd >= 0) { /* (under witness_lock: fo_dup_socket()) */
+		syscall(SYS_close, c->keep_fd);
+		c->keep_fd = -1;
+	}
+	tp_mutex_unlock(&c->witness_lock);
+}
+
 /* Is a closed connection finished: FIN acknowledged and the peer's FIN seen (or gone)? */
 static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 {
@@ -335,6 +356,8 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool f
 			owned = tp_conn_own(c) == 0;
 		if (owned)
 			quick |= tp_conn_timers(c, now) != 0;
+		if (closed && owned)
+			keep_release_if_acked(c);
 		bool finished = closed && owned && linger_done(c, now, &fl);
 
 		if (closed && owned && !finished && force)
@@ -575,25 +598,35 @@ int tp_exit_drain(int timeout_ms)
 	return left;
 }
 
-/* At exit, for C (owned, on the list): does it still need its bytes handed to the kernel? */
-static bool handoff_needed(struct tp_conn *c)
+/* At exit, for C (owned, on the list): 0 when the peer has acknowledged everything (and the
+ * FIN of a closed one), 1 while it is acknowledging (feedback moved within TP_EXIT_STALL_MS:
+ * a loaded peer is still worth waiting for, over the link), 2 when its bytes must go to the
+ * kernel (no progress: a peer that stopped reading, or a lossy link). */
+#define TP_EXIT_STALL_MS 200u
+static int handoff_needed(struct tp_conn *c, uint64_t now)
 {
-	bool pending;
+	int need = 0;
 
 	if (atomic_load(&c->error) || tp_mutex_trylock(&c->tx_lock))
-		return false;
-	/* every message (and the FIN of a closed one) acknowledged: the peer has it all */
-	pending = c->msn_next != c->fb_ack;
+		return 0;
+	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent))
+		need = now - (c->progress_ms ? c->progress_ms : c->last_ack_ms) > TP_EXIT_STALL_MS ?
+		       2 : 1;
 	tp_mutex_unlock(&c->tx_lock);
-	return pending;
+	return need;
 }
 
-int tp_exit_handoff(int timeout_ms)
+int tp_exit_handoff(int timeout_ms, int *ret_handed)
 {
-	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	int handed = 0;
+
+	uint64_t t0 = tp_now_ms(), budget = (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
+	uint64_t end = t0 + budget;
+	/* the last quarter (at most 500 ms) is for the hand-overs themselves */
+	uint64_t hand_by = end - (budget / 4u < 500u ? budget / 4u : 500u);
 	int left = 0;
 
-	for (bool first = true;; first = false) {
+	for (;;) {
 		uint64_t now = tp_now_ms();
 		struct timespec abs;
 		bool last = now >= end;
@@ -612,8 +645,18 @@ int tp_exit_handoff(int timeout_ms)
 				/* acquire: pairs with the release store in tp_conn_own() */
 				if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
 					continue;
-				if (first && !tp_fo_get(c) && handoff_needed(c))
-					tp_fo_request(c, "exit");
+				if (!tp_fo_get(c)) {
+					tp_conn_timers(c, now); /* retransmissions, Detect, the FIN */
+					int need = handoff_needed(c, now);
+
+					if (need == 1 && now < hand_by) {
+						left++;
+						continue;
+					}
+					if (need && !tp_fo_request(c, "exit"))
+						continue;
+					handed += need != 0;
+				}
 				if (tp_fo_get(c) != TP_FO_RUN)
 					continue;
 				tp_fo_progress(c);
@@ -629,6 +672,8 @@ int tp_exit_handoff(int timeout_ms)
 			break;
 		usleep(1000);
 	}
+	if (ret_handed)
+		*ret_handed = handed;
 	return left;
 }
 

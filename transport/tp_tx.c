@@ -452,6 +452,7 @@ void tp_tx_feedback(struct tp_conn *c)
 	}
 	if (progress) {
 		c->last_ack_ms = coarse_ms();
+		c->progress_ms = c->last_ack_ms;
 		c->terr = 0;
 		c->det_backoff = 0;
 		c->quick_n = 0;

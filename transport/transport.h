@@ -257,8 +257,10 @@ int tp_conn_failover_state(struct tp_conn *c);
 const char *tp_conn_failover_reason(struct tp_conn *c);
 /* ADDED: at exit (after tp_exit_drain()): move every connection of this process that still
  * has unacknowledged bytes to its kernel socket, so the kernel delivers them after we are
- * gone; waits up to TIMEOUT_MS. Returns how many could not be handed over. */
-int tp_exit_handoff(int timeout_ms);
+ * gone: at once for a connection whose acknowledgements stall, else before the time is up
+ * (waits up to TIMEOUT_MS). Returns how many could not be handed over (they reset); *RET_HANDED
+ * (may be NULL) says how many were. */
+int tp_exit_handoff(int timeout_ms, int *ret_handed);
 
 /* Pending error of a failed connection (0, -ECONNRESET, -ETIMEDOUT, ...). */
 int tp_conn_error(struct tp_conn *c);

@@ -31,7 +31,7 @@ run_client() {
 		c=$(echo "$st" | sed -n 's/.*"crc_errors":\([0-9]*\).*/\1/p' | head -n 1)
 		[ -n "$r" ] && [ "$r" -gt "$retx" ] && retx=$r
 		[ -n "$c" ] && [ "$c" -gt "$crc" ] && crc=$c
-		sleep 0.2
+		sleep 0.05
 	done
 	wait $C || pl_fail "client (writes ≤ $w) failed: $(cat "$PL_TMP/cli.$w.out")"
 	end=$(grep '^END' "$PL_TMP/cli.$w.out")
