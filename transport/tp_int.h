@@ -597,6 +597,11 @@ struct tp_conn {
  * the stream offset of the bytes that follow, or -EPROTO (wrong size, magic, version, CRC).
  * Pure: what another host wrote is only read here (fuzzed). */
 int tp_fo_hdr_parse(const uint8_t *b, size_t len, uint64_t *ret_start);
+/* The receive side's answer to that header when CONSUMED bytes of the peer's stream were
+ * delivered here: 0 and in *RET_SKIP how many of the bytes that follow it we already have, or
+ * -EPROTO (a bad header), or -ECONNRESET (it starts beyond CONSUMED: bytes are missing; never a
+ * skip that wraps). Pure (fuzzed). */
+int tp_fo_rx_skip(const uint8_t *b, size_t len, uint64_t consumed, uint64_t *ret_skip);
 /* An OPEN host entry whose connection moved to its kernel socket: result holds this, and
  * result_reason the index of its reason (tp_fo_reason()); both unused once set up. */
 #define TP_ENT_MOVED 0x4d4f5644u
