@@ -638,6 +638,15 @@ bool tp_link_admin_down(struct tp_link *l);
 
 /* tp_host.c */
 int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp);
+/* tp_host_open()'s check of the table H (SIZE bytes mapped, named PATH in logs), under its
+ * flock: a table of another session or layout is rebuilt for L (epoch EPOCH); a live one of this
+ * session gives L its geometry, or -EINVAL when that does not fit L's window. Other processes of
+ * the host write the table: what it holds is checked here (fuzzed). */
+int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t epoch,
+		  const char *path);
+/* tp_stat_list() on one host table mapped at MAP (MAP_SIZE bytes, of side SIDE): the entries to
+ * list, the first MAX of them into OUT. Only reads the table (fuzzed). */
+int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_entry *out, int max);
 void tp_host_close(struct tp_link *l);
 void tp_host_lock(struct tp_link *l);
 bool tp_host_trylock(struct tp_link *l);
