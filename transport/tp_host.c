@@ -170,10 +170,13 @@ int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t ep
 		h->slot_size = l->slot_size;
 	} else if (h->slot_size != l->slot_size || h->inline_n != l->geom.inline_n ||
 		   h->qsize != l->geom.qsize) {
-		/* one layout per window: a process with other tunables uses the host's */
+		/* one layout per window: a process with other tunables uses the host's, if it is
+		 * one a peer accepts (tp_geom_valid(): 128-byte aligned slots, at least 2 inline
+		 * slots, rings of 4 KiB or more) */
 		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > l->in_size ||
-		    !h->inline_n || (h->inline_n & (h->inline_n - 1)) || h->inline_n > 65536 ||
-		    !h->qsize || (h->qsize & (h->qsize - 1)) || h->qsize > (1u << 30) ||
+		    h->slot_size % 128u || h->inline_n < 2 ||
+		    (h->inline_n & (h->inline_n - 1)) || h->inline_n > 65536 ||
+		    h->qsize < 4096 || (h->qsize & (h->qsize - 1)) || h->qsize > (1u << 30) ||
 		    h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize)
 			return -EINVAL;
 		LOG(LL_DEBUG, "transport: %s: using the host's queues (%u inline, %u bytes)", path,
