@@ -592,6 +592,13 @@ struct tp_conn {
 	uint64_t fo_id;              /* key of the witness in the process's failover epoll set */
 };
 
+/* tp_tcpstat.c */
+/* The size of the table of tcp connections (a 128-byte header and TP_TCPSTAT_MAX slots of 128). */
+#define TP_TCPSTAT_FILE_SIZE (128u + (size_t)TP_TCPSTAT_MAX * 128u)
+/* tp_tcpstat_list() on the table mapped at MAP (SIZE bytes): 0 unless SIZE and the header are
+ * ours. Only reads the table, which any process of the host may have written (fuzzed). */
+int tp_tcpstat_scan(const void *map, size_t size, struct tp_tcpstat_entry *out, int max);
+
 /* tp_failover.c */
 /* The failover header (32 bytes, the first thing a side writes on the kernel socket): 0 and
  * the stream offset of the bytes that follow, or -EPROTO (wrong size, magic, version, CRC).
