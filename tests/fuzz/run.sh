@@ -6,14 +6,15 @@
 # to make it a regression input (tests/unit/test_fuzz_replay.c replays every corpus file in
 # `make check`). Prints executions and coverage (libFuzzer's cov/ft) per target.
 #
-#   sh tests/fuzz/run.sh [target...]     targets: conf region tp_rx (default all)
+#   sh tests/fuzz/run.sh [target...]     targets: conf region tp_rx mbox host tcpstat fo_hdr
+#                                        (default all)
 cd "$(dirname "$0")/../.." || exit 1
 SECS=${FUZZ_SECONDS:-60}
 MAKE=${MAKE:-make}
 CLANG=${CLANG:-clang}
 B=${FUZZ_BUILD:-build/fuzz}
 case $B in /*) ;; *) B=$(pwd)/$B;; esac
-targets=${*:-conf region tp_rx}
+targets=${*:-conf region tp_rx mbox host tcpstat fo_hdr}
 command -v "$CLANG" >/dev/null || { echo "fuzz: $CLANG not installed (make deps)"; exit 1; }
 
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
