@@ -6,8 +6,10 @@
  * A geometry adopted from the table must fit the window and be one the peer accepts.
  *
  * Input: byte 0 the link's contexts (1..64), byte 1 mode (bit 0: a header of this session and
- * layout, so that the geometry check is reached; bit 1: the map as large as the input instead of
- * the table's size, for the stat reader), then the table's bytes. */
+ * layout, so that the geometry check is reached; bit 1: also a map only as large as the input
+ * describes, for the stat reader), then the table's first FZ_HEAD bytes (magic to slot_size, what
+ * the two read of the header) and the bytes of its entries (the 16 KiB between, lock, mailbox
+ * indices and listeners, stay zero: neither reads them). */
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +22,17 @@
 #define FZ_INLINE  16u
 #define FZ_QSIZE   (64u << 10)
 #define FZ_WINDOW  (4u << 20)
+#define FZ_HEAD    offsetof(struct tp_host, lock)
+
+/* The table (or map) of SIZE bytes the input describes: header bytes, then entries. */
+static void fill(uint8_t *t, size_t size, const uint8_t *data, size_t n)
+{
+	size_t head = n < FZ_HEAD ? n : FZ_HEAD, rest = n - head;
+	size_t room = size - offsetof(struct tp_host, e);
+
+	memcpy(t, data, head);
+	memcpy(t + offsetof(struct tp_host, e), data + head, rest < room ? rest : room);
+}
 
 static size_t table_size(uint32_t contexts)
 {
@@ -55,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tp_link l;
 	struct tp_host *h;
-	size_t tsize, n;
+	size_t tsize;
 	uint8_t mode;
 	int rc;
 
@@ -75,14 +88,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mode = data[1];
 	data += 2, size -= 2;
 
-	/* the stat reader on the raw bytes, mapped exactly */
+	/* the stat reader on a map just as large as the input describes */
 	if (mode & 2) {
-		void *raw = malloc(size ? size : 1);
+		size_t rsize = offsetof(struct tp_host, e) + (size > FZ_HEAD ? size - FZ_HEAD : 0);
+		uint8_t *raw = calloc(1, rsize);
 
 		if (!raw)
 			return 0;
-		memcpy(raw, data, size);
-		stat_read(raw, size);
+		fill(raw, rsize, data, size);
+		stat_read(raw, rsize);
 		free(raw);
 	}
 
@@ -90,8 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	h = calloc(1, tsize);
 	if (!h)
 		return 0;
-	n = size < tsize ? size : tsize;
-	memcpy(h, data, n);
+	fill((uint8_t *)h, tsize, data, size);
 	if (mode & 1) {
 		h->magic = TP_HOST_MAGIC;
 		h->version = TP_HOST_VERSION;
