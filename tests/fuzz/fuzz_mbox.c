@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the set-up mailbox (tp_mbox_process() reading struct tp_pkt from the inbound
  * window, DESIGN rule 3.4): Apply, Ack, Nack and Cancel packets, sealed or broken, and the
- * mailbox index the peer publishes. One shm link pair is opened once, with no helper thread (the
- * harness drives the receiver itself); between inputs the receiver's host table is restored from
+ * mailbox index the peer publishes. One shm link pair is opened once, with the helper thread held
+ * (the harness drives the receiver itself; where a helper runs anyway, as in the replay of `make
+ * check`, each input holds the receiver's host lock); between inputs its host table is restored from
  * a snapshot and the mailbox bytes the input wrote are zeroed again: no file, no sleep, no
  * connection per input. The receiver may refuse anything; it must never crash, read outside the
  * window, lose a context or admit a geometry it did not check.
