@@ -153,10 +153,14 @@ check-asan-unit:
 check-tsan: deps
 	$(Q)SAN_BUILD=$(BUILD)/tsan sh tests/sanitize/run.sh tsan all
 
-# libFuzzer targets (tests/fuzz/), each run FUZZ_SECONDS on its seed corpus.
+# libFuzzer targets (tests/fuzz/), each run FUZZ_SECONDS (0: no limit) on its seed corpus, or
+# until FUZZ_RUNS executions; FUZZ_TARGETS picks some (default all; tests/fuzz/README.md).
 FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= -1
+FUZZ_TARGETS ?=
 fuzz: deps
-	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_BUILD=$(BUILD)/fuzz sh tests/fuzz/run.sh
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) FUZZ_BUILD=$(BUILD)/fuzz \
+	    sh tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 # Mixed traffic with the fault decorator for SOAK_SECONDS; byte-exact, no leaks (tests/soak/run.sh);
 # then randomized failovers for SOAK_FAILOVER_SECONDS, every round byte-exact (tests/soak/failover.sh).

@@ -62,9 +62,14 @@ int conf_err_at(struct conf_ctx *ctx, const config_setting_t *s, const char *fmt
 	char key[128], value[128];
 	va_list ap;
 
+	va_start(ap, fmt);
+	if (!s) { /* (no setting to point at: the file alone) */
+		conf_err_vset(ctx->err, ctx->file, 0, NULL, NULL, fmt, ap);
+		va_end(ap);
+		return -EINVAL;
+	}
 	conf_setting_path(s, key, sizeof(key));
 	conf_setting_value(s, value, sizeof(value));
-	va_start(ap, fmt);
 	conf_err_vset(ctx->err, conf_setting_file(ctx, s), config_setting_source_line(s), key,
 		      value, fmt, ap);
 	va_end(ap);

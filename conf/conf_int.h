@@ -97,6 +97,13 @@ int conf_scan_text(struct conf_ctx *ctx, const char *file, const char *text, siz
  * Returns 0, -ENOENT, -EACCES, -EISDIR/-EINVAL (not a regular file), -EFBIG, -ENOMEM. */
 int conf_read_file(const char *path, char **ret_text, size_t *ret_len);
 
+/* --- loading (conf_load.c) --- */
+/* What conf_load() does once it has read the file: parse TEXT (LEN bytes, NUL-terminated)
+ * named FILE, with @include looked up in INCLUDE_DIR (NULL: as libconfig does, from the working
+ * directory). The fuzzer feeds its inputs here without a file per input. */
+int conf_load_text(const char *file, const char *text, size_t len, const char *include_dir,
+		   struct conf **ret_conf, struct conf_error *ret_err);
+
 /* --- sections (conf_schema.c) --- */
 int conf_parse_root(struct conf_ctx *ctx, const config_setting_t *root);
 

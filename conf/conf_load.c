@@ -28,9 +28,8 @@ static void restore_locale(locale_t cloc, locale_t oldloc)
 	freelocale(cloc);
 }
 
-/* Parse TEXT (LEN bytes, NUL-terminated) named FILE; includes are looked up in INCLUDE_DIR. */
-static int load_text(const char *file, const char *text, size_t len, const char *include_dir,
-		     struct conf **ret_conf, struct conf_error *ret_err)
+int conf_load_text(const char *file, const char *text, size_t len, const char *include_dir,
+		   struct conf **ret_conf, struct conf_error *ret_err)
 {
 	struct conf_ctx ctx = { .file = file, .err = ret_err };
 	locale_t cloc, oldloc = (locale_t)0;
@@ -98,7 +97,7 @@ int conf_load_string(const char *text, const char *name, struct conf **ret_conf,
 		conf_err_set(ret_err, name, 0, NULL, NULL, "no text");
 		return -EINVAL;
 	}
-	rc = load_text(name, text, strlen(text), NULL, &c, ret_err);
+	rc = conf_load_text(name, text, strlen(text), NULL, &c, ret_err);
 	if (rc)
 		return rc;
 	c->path[0] = '\0';
@@ -135,7 +134,7 @@ int conf_load(const char *path, struct conf **ret_conf, struct conf_error *ret_e
 	}
 	/* @include "x" is looked up beside the main file. */
 	snprintf(dir, sizeof(dir), "%s", path);
-	rc = load_text(path, text, len, dirname(dir), ret_conf, ret_err);
+	rc = conf_load_text(path, text, len, dirname(dir), ret_conf, ret_err);
 	free(text);
 	return rc;
 }

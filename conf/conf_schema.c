@@ -172,6 +172,9 @@ static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 	if (!is_pow2(t->inline_slots))
 		return conf_err_at(ctx, config_setting_get_member(g, "inline_slots"),
 				   "must be a power of two");
+	if (t->queue_size && t->short_max > t->queue_size &&
+	    !config_setting_get_member(g, "short_max"))
+		t->short_max = t->queue_size; /* the default follows a smaller queue */
 	if (t->queue_size && t->short_max > t->queue_size) {
 		char q[32];
 

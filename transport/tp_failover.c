@@ -312,27 +312,38 @@ int tp_fo_hdr_parse(const uint8_t *b, size_t len, uint64_t *ret_start)
 	return 0;
 }
 
+int tp_fo_rx_skip(const uint8_t *b, size_t len, uint64_t consumed, uint64_t *ret_skip)
+{
+	uint64_t start;
+
+	if (tp_fo_hdr_parse(b, len, &start))
+		return -EPROTO;
+	if (start > consumed)
+		return -ECONNRESET; /* the peer resends from beyond what we have: bytes missing */
+	*ret_skip = consumed - start;
+	return 0;
+}
+
 /* Under rx_lock, with the peer's header: drop everything the NTB side holds (the kernel
  * stream carries it again), and what to skip of the peer's tail. */
 static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
 {
-	uint64_t start;
+	uint64_t have = rx_consumed(c), skip;
+	int rc = tp_fo_rx_skip(fo->hdr, sizeof(fo->hdr), have, &skip);
 
-	if (tp_fo_hdr_parse(fo->hdr, sizeof(fo->hdr), &start))
-		return -EPROTO;
+	if (rc == -EPROTO)
+		return rc;
 	c->rec_tail = c->rec_head;
 	c->rec_bytes = 0;
 	c->rec_off = 0;
 	c->rx_bounce_ok = false;
 	c->inl_hold_ok = false;
-	uint64_t have = rx_consumed(c);
-
-	if (start > have) {
-		LOG(LL_DEBUG, "transport: slot %u: failover: peer resends from %llu, %llu consumed: "
-		    "bytes missing", c->slot, (unsigned long long)start, (unsigned long long)have);
-		return -ECONNRESET;
+	if (rc) {
+		LOG(LL_DEBUG, "transport: slot %u: failover: the peer resends from beyond the %llu "
+		    "bytes consumed: bytes missing", c->slot, (unsigned long long)have);
+		return rc;
 	}
-	fo->skip = have - start;
+	fo->skip = skip;
 	fo->hdr_ok = true;
 	return 0;
 }

@@ -149,6 +149,46 @@ static void host_init(struct tp_host *h, uint32_t contexts, uint32_t epoch, size
 	__atomic_store_n(&h->magic, TP_HOST_MAGIC, __ATOMIC_RELEASE);
 }
 
+int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t epoch,
+		  const char *path)
+{
+	/* A table from an earlier session of this side (every process of it gone) or from another
+	 * layout is rebuilt; the caller's flock serialises openers. */
+	bool live = h->magic == TP_HOST_MAGIC && h->version == TP_HOST_VERSION &&
+		    h->session_epoch == epoch && h->size == size;
+
+	if (h->magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
+		/* the receive-context pool is the host's: all its processes must agree */
+		LOG(LL_DEBUG, "transport: %s: contexts %u differ from the host's %u", path,
+		    l->contexts, h->contexts);
+		return -EINVAL;
+	}
+	if (!live) {
+		host_init(h, l->contexts, epoch, size);
+		h->inline_n = l->geom.inline_n;
+		h->qsize = l->geom.qsize;
+		h->slot_size = l->slot_size;
+	} else if (h->slot_size != l->slot_size || h->inline_n != l->geom.inline_n ||
+		   h->qsize != l->geom.qsize) {
+		/* one layout per window: a process with other tunables uses the host's, if it is
+		 * one a peer accepts (tp_geom_valid(): 128-byte aligned slots, at least 2 inline
+		 * slots, rings of 4 KiB or more) */
+		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > l->in_size ||
+		    h->slot_size % 128u || h->inline_n < 2 ||
+		    (h->inline_n & (h->inline_n - 1)) || h->inline_n > 65536 ||
+		    h->qsize < 4096 || (h->qsize & (h->qsize - 1)) || h->qsize > (1u << 30) ||
+		    h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize)
+			return -EINVAL;
+		LOG(LL_DEBUG, "transport: %s: using the host's queues (%u inline, %u bytes)", path,
+		    h->inline_n, h->qsize);
+		l->geom.inline_n = h->inline_n;
+		l->geom.log2n = (uint32_t)__builtin_ctz(h->inline_n);
+		l->geom.qsize = h->qsize;
+		l->slot_size = h->slot_size;
+	}
+	return 0;
+}
+
 int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 {
 	char path[NTB_PATH_MAX + 32];
@@ -202,40 +242,9 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	}
 	/* A truncation of the host table under us must not SIGBUS the host program. */
 	(void)mapguard_add(h, size);
-	/* A table from an earlier session of this side (every process of it gone) or from another
-	 * layout is rebuilt; the flock serialises openers. */
-	bool live = h->magic == TP_HOST_MAGIC && h->version == TP_HOST_VERSION &&
-		    h->session_epoch == epoch && h->size == size;
-
-	if (h->magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
-		/* the receive-context pool is the host's: all its processes must agree */
-		LOG(LL_DEBUG, "transport: %s: contexts %u differ from the host's %u", path,
-		    l->contexts, h->contexts);
-		rc = -EINVAL;
+	rc = tp_host_adopt(l, h, size, epoch, path);
+	if (rc)
 		goto err_unmap;
-	}
-	if (!live) {
-		host_init(h, l->contexts, epoch, size);
-		h->inline_n = l->geom.inline_n;
-		h->qsize = l->geom.qsize;
-		h->slot_size = l->slot_size;
-	} else if (h->slot_size != l->slot_size || h->inline_n != l->geom.inline_n ||
-		   h->qsize != l->geom.qsize) {
-		/* one layout per window: a process with other tunables uses the host's */
-		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > l->in_size ||
-		    !h->inline_n || (h->inline_n & (h->inline_n - 1)) || h->inline_n > 65536 ||
-		    !h->qsize || (h->qsize & (h->qsize - 1)) || h->qsize > (1u << 30) ||
-		    h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize) {
-			rc = -EINVAL;
-			goto err_unmap;
-		}
-		LOG(LL_DEBUG, "transport: %s: using the host's queues (%u inline, %u bytes)", path,
-		    h->inline_n, h->qsize);
-		l->geom.inline_n = h->inline_n;
-		l->geom.log2n = (uint32_t)__builtin_ctz(h->inline_n);
-		l->geom.qsize = h->qsize;
-		l->slot_size = h->slot_size;
-	}
 	flock(fd, LOCK_UN);
 	l->host = h;
 	l->host_size = size;
@@ -508,6 +517,32 @@ static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, ui
 		o->failed_over = tp_fo_reason(e->result_reason);
 }
 
+int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_entry *out, int max)
+{
+	const struct tp_host *h = map;
+	int n = 0;
+
+	if (map_size < sizeof(struct tp_host))
+		return 0;
+	/* acquire: pairs with the release store of the magic in host_init() */
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TP_HOST_MAGIC ||
+	    h->version != TP_HOST_VERSION || h->size > map_size ||
+	    host_size_for(h->contexts) > map_size)
+		return 0;
+	for (uint32_t i = 0; i < h->contexts; i++) {
+		struct tp_host_entry e = h->e[i];
+
+		if (e.state == TP_ES_FREE)
+			continue;
+		if (e.state != TP_ES_PENDING && !tp_entry_owned(&e))
+			continue;
+		if (n < max)
+			stat_fill(&out[n], &e, i, side);
+		n++;
+	}
+	return n;
+}
+
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max)
 {
 	int n = 0;
@@ -515,8 +550,8 @@ int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, in
 	for (int side = 0; side < 2; side++) {
 		char path[NTB_PATH_MAX + 32];
 		struct stat st;
-		struct tp_host *h;
-		int fd;
+		void *h;
+		int fd, skip;
 
 		if (lp->side >= 0 && side != lp->side)
 			continue;
@@ -533,22 +568,8 @@ int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, in
 		close(fd);
 		if (h == MAP_FAILED)
 			continue;
-		/* acquire: pairs with the release store of the magic in host_init() */
-		if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == TP_HOST_MAGIC &&
-		    h->version == TP_HOST_VERSION && h->size <= (size_t)st.st_size &&
-		    host_size_for(h->contexts) <= (size_t)st.st_size) {
-			for (uint32_t i = 0; i < h->contexts; i++) {
-				struct tp_host_entry e = h->e[i];
-
-				if (e.state == TP_ES_FREE)
-					continue;
-				if (e.state != TP_ES_PENDING && !tp_entry_owned(&e))
-					continue;
-				if (n < max)
-					stat_fill(&out[n], &e, i, side);
-				n++;
-			}
-		}
+		skip = n < max ? n : max;
+		n += tp_stat_table(h, (size_t)st.st_size, side, out + skip, max - skip);
 		munmap(h, (size_t)st.st_size);
 	}
 	return n;

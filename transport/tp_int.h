@@ -613,11 +613,23 @@ struct tp_conn {
 	uint64_t fo_id;              /* key of the witness in the process's failover epoll set */
 };
 
+/* tp_tcpstat.c */
+/* The size of the table of tcp connections (a 128-byte header and TP_TCPSTAT_MAX slots of 128). */
+#define TP_TCPSTAT_FILE_SIZE (128u + (size_t)TP_TCPSTAT_MAX * 128u)
+/* tp_tcpstat_list() on the table mapped at MAP (SIZE bytes): 0 unless SIZE and the header are
+ * ours. Only reads the table, which any process of the host may have written (fuzzed). */
+int tp_tcpstat_scan(const void *map, size_t size, struct tp_tcpstat_entry *out, int max);
+
 /* tp_failover.c */
 /* The failover header (32 bytes, the first thing a side writes on the kernel socket): 0 and
  * the stream offset of the bytes that follow, or -EPROTO (wrong size, magic, version, CRC).
  * Pure: what another host wrote is only read here (fuzzed). */
 int tp_fo_hdr_parse(const uint8_t *b, size_t len, uint64_t *ret_start);
+/* The receive side's answer to that header when CONSUMED bytes of the peer's stream were
+ * delivered here: 0 and in *RET_SKIP how many of the bytes that follow it we already have, or
+ * -EPROTO (a bad header), or -ECONNRESET (it starts beyond CONSUMED: bytes are missing; never a
+ * skip that wraps). Pure (fuzzed). */
+int tp_fo_rx_skip(const uint8_t *b, size_t len, uint64_t consumed, uint64_t *ret_skip);
 /* An OPEN host entry whose connection moved to its kernel socket: result holds this, and
  * result_reason the index of its reason (tp_fo_reason()); both unused once set up. */
 #define TP_ENT_MOVED 0x4d4f5644u
@@ -654,6 +666,15 @@ bool tp_link_admin_down(struct tp_link *l);
 
 /* tp_host.c */
 int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp);
+/* tp_host_open()'s check of the table H (SIZE bytes mapped, named PATH in logs), under its
+ * flock: a table of another session or layout is rebuilt for L (epoch EPOCH); a live one of this
+ * session gives L its geometry, or -EINVAL when that does not fit L's window. Other processes of
+ * the host write the table: what it holds is checked here (fuzzed). */
+int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t epoch,
+		  const char *path);
+/* tp_stat_list() on one host table mapped at MAP (MAP_SIZE bytes, of side SIDE): the entries to
+ * list, the first MAX of them into OUT. Only reads the table (fuzzed). */
+int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_entry *out, int max);
 void tp_host_close(struct tp_link *l);
 void tp_host_lock(struct tp_link *l);
 bool tp_host_trylock(struct tp_link *l);

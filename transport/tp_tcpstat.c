@@ -2,7 +2,7 @@
 /* Host-wide table of connections that stayed TCP (a shared, sparse file of fixed-size slots
  * that grows as needed, not tied to any link): written by preload/ at connect/accept/close,
  * read by `ntbsock stat`. */
-#include "transport/transport.h"
+#include "transport/tp_int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -53,6 +53,7 @@ struct tcpstat_file {
 };
 static_assert(offsetof(struct tcpstat_file, slot) == 128, "tcpstat header is one 128-byte unit");
 static_assert(sizeof(struct tcpstat_slot) == 128, "tcpstat slot size");
+static_assert(sizeof(struct tcpstat_file) == TP_TCPSTAT_FILE_SIZE, "tcpstat file size");
 
 static _Atomic(struct tcpstat_file *) writer_map; /* this process's mapping, once made */
 static _Atomic uint32_t claim_hint;               /* where this process looks first */
@@ -61,6 +62,15 @@ static _Atomic bool gave_up;                      /* waited for the file's creat
 static bool pid_dead(int32_t pid)
 {
 	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Does the (mapped) file F hold our header? */
+static bool header_ok(const struct tcpstat_file *f)
+{
+	/* Pairs with the creator's release store in open_map(). */
+	return atomic_load_explicit(&f->magic, memory_order_acquire) == TCPSTAT_MAGIC &&
+	       f->version == TCPSTAT_VERSION && f->slots == TCPSTAT_SLOTS &&
+	       f->slot_size == sizeof(f->slot[0]);
 }
 
 /* Map PATH (creating it race-free when CREATE). NULL on any problem: a foreign, short or
@@ -109,10 +119,7 @@ static struct tcpstat_file *open_map(const char *path, bool create, bool *ret_yo
 		/* Pairs with the acquire load below in other processes: header complete. */
 		atomic_store_explicit(&f->magic, TCPSTAT_MAGIC, memory_order_release);
 	}
-	/* Pairs with the creator's release store above. */
-	if (atomic_load_explicit(&f->magic, memory_order_acquire) != TCPSTAT_MAGIC ||
-	    f->version != TCPSTAT_VERSION || f->slots != TCPSTAT_SLOTS ||
-	    f->slot_size != sizeof(f->slot[0])) {
+	if (!header_ok(f)) {
 		*ret_young = atomic_load_explicit(&f->magic, memory_order_relaxed) == 0;
 		mapguard_remove(f);
 		munmap(f, sizeof(*f));
@@ -295,14 +302,14 @@ static bool fd_still_there(int32_t pid, int32_t fd, uint64_t ino)
 	return ino == 0 || (uint64_t)st.st_ino == ino;
 }
 
-int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max)
+int tp_tcpstat_scan(const void *map, size_t size, struct tp_tcpstat_entry *out, int max)
 {
-	bool young;
-	struct tcpstat_file *f = open_map(path ? path : TP_TCPSTAT_PATH, false, &young);
+	/* (the readers' view: nothing here is written) */
+	struct tcpstat_file *f = (struct tcpstat_file *)map;
 	uint32_t used;
 	int n = 0;
 
-	if (!f)
+	if (size != sizeof(*f) || !header_ok(f))
 		return 0;
 	used = used_of(f);
 	for (uint32_t i = 0; i < used && !mapguard_lost(f); i++) {
@@ -333,6 +340,18 @@ int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max)
 			out[n] = e;
 		n++;
 	}
+	return n;
+}
+
+int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max)
+{
+	bool young;
+	struct tcpstat_file *f = open_map(path ? path : TP_TCPSTAT_PATH, false, &young);
+	int n;
+
+	if (!f)
+		return 0;
+	n = tp_tcpstat_scan(f, sizeof(*f), out, max);
 	mapguard_remove(f);
 	munmap(f, sizeof(*f));
 	return n;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target: the config loader (conf_load on a file holding the input, in a private
- * directory so that @include "x" resolves beside it), then printing, routing and the
- * environment overrides of what it accepted. Every rejection must name the file. */
+/* libFuzzer target: the config loader (conf_load_text(), what conf_load() runs on the text it
+ * read, under the name of a file in a private directory so that @include "x" resolves beside
+ * it: no file is written per input), then printing, routing and the environment overrides of
+ * what it accepted. Every rejection must name the file. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -14,14 +15,15 @@
 #include <unistd.h>
 
 #include "conf/conf.h"
+#include "conf/conf_int.h"
 
 static char fz_dir[128], fz_path[160];
+static FILE *fz_null; /* conf_print()'s sink, opened once */
 
 static void fz_cleanup(void)
 {
 	char p[200];
 
-	unlink(fz_path);
 	snprintf(p, sizeof(p), "%s/inc.conf", fz_dir);
 	unlink(p);
 	rmdir(fz_dir);
@@ -43,6 +45,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		fputs("tunables = { contexts = 8; spin_us = 10; };\n", f);
 		fclose(f);
 	}
+	fz_null = fopen("/dev/null", "w");
 	atexit(fz_cleanup);
 	return 0;
 }
@@ -98,29 +101,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct conf_error err;
 	struct conf *c = NULL;
-	FILE *f;
+	char *text;
 	int rc;
 
 	if (!fz_dir[0])
 		LLVMFuzzerInitialize(NULL, NULL);
 	env_parsers(data, size);
-	f = fopen(fz_path, "w");
-	if (!f)
+	/* as conf_read_file() leaves it: the bytes (NULs included) and a terminating NUL */
+	text = malloc(size + 1);
+	if (!text)
 		return 0;
-	if (size)
-		fwrite(data, 1, size, f);
-	fclose(f);
+	memcpy(text, data, size);
+	text[size] = '\0';
 	memset(&err, 0, sizeof(err));
-	rc = conf_load(fz_path, &c, &err);
+	rc = conf_load_text(fz_path, text, size, fz_dir, &c, &err);
+	free(text);
 	if (rc == 0) {
-		FILE *null = fopen("/dev/null", "w");
-
 		if (!c)
 			abort();
-		if (null) {
-			conf_print(c, null);
-			fclose(null);
-		}
+		if (fz_null)
+			conf_print(c, fz_null);
 		route_some(c, data, size);
 		conf_free(c);
 	} else {

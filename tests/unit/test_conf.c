@@ -315,6 +315,16 @@ static void test_sizes_and_values(void **state)
 	assert_string_equal(c->log_file, "/tmp/x.log");
 	conf_free(c);
 
+	/* a queue smaller than short_max's default takes the default down with it (it crashed
+	 * the loader: the error pointed at a short_max the file does not have) */
+	c = load_ok("host = { name = \"A\"; };\ntunables = { queue_size = \"8K\"; };\n");
+	assert_int_equal(c->tunables.queue_size, 8192);
+	assert_int_equal(c->tunables.short_max, 8192);
+	conf_free(c);
+	c = load_ok("host = { name = \"A\"; };\ntunables = { queue_size = \"64K\"; };\n");
+	assert_int_equal(c->tunables.short_max, 16u << 10);
+	conf_free(c);
+
 	assert_int_equal(conf_parse_size("64M", &v), 0);
 	assert_int_equal(v, 64ull << 20);
 	assert_int_equal(conf_parse_size("4k", &v), 0);

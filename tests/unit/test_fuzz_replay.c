@@ -29,6 +29,26 @@
 #undef LLVMFuzzerInitialize
 #undef LLVMFuzzerTestOneInput
 
+#define LLVMFuzzerInitialize fuzz_mbox_init
+#define LLVMFuzzerTestOneInput fuzz_mbox_one
+#include "tests/fuzz/fuzz_mbox.c"
+#undef LLVMFuzzerInitialize
+#undef LLVMFuzzerTestOneInput
+
+#define LLVMFuzzerTestOneInput fuzz_host_one
+#include "tests/fuzz/fuzz_host.c"
+#undef LLVMFuzzerTestOneInput
+
+#define LLVMFuzzerInitialize fuzz_tcpstat_init
+#define LLVMFuzzerTestOneInput fuzz_tcpstat_one
+#include "tests/fuzz/fuzz_tcpstat.c"
+#undef LLVMFuzzerInitialize
+#undef LLVMFuzzerTestOneInput
+
+#define LLVMFuzzerTestOneInput fuzz_fo_hdr_one
+#include "tests/fuzz/fuzz_fo_hdr.c"
+#undef LLVMFuzzerTestOneInput
+
 /* Run ONE on every file of tests/fuzz/TARGET; returns how many. */
 static int replay(const char *target, int (*one)(const uint8_t *, size_t))
 {
@@ -89,12 +109,42 @@ static void test_replay_tp_rx(void **state)
 	assert_true(replay("tp_rx", fuzz_tp_rx_one) >= 5);
 }
 
+static void test_replay_mbox(void **state)
+{
+	(void)state;
+	fuzz_mbox_init(NULL, NULL);
+	assert_true(replay("mbox", fuzz_mbox_one) >= 5);
+}
+
+static void test_replay_host(void **state)
+{
+	(void)state;
+	assert_true(replay("host", fuzz_host_one) >= 5);
+}
+
+static void test_replay_tcpstat(void **state)
+{
+	(void)state;
+	fuzz_tcpstat_init(NULL, NULL);
+	assert_true(replay("tcpstat", fuzz_tcpstat_one) >= 5);
+}
+
+static void test_replay_fo_hdr(void **state)
+{
+	(void)state;
+	assert_true(replay("fo_hdr", fuzz_fo_hdr_one) >= 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_replay_conf),
 		cmocka_unit_test(test_replay_region),
 		cmocka_unit_test(test_replay_tp_rx),
+		cmocka_unit_test(test_replay_mbox),
+		cmocka_unit_test(test_replay_host),
+		cmocka_unit_test(test_replay_tcpstat),
+		cmocka_unit_test(test_replay_fo_hdr),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
