@@ -15,7 +15,8 @@ F=$BUILD/tests/fail_peer
 N=$BUILD/ntbsock
 [ -x "$F" ] || pl_fail "helpers not built (make soak builds them)"
 seed=${SOAK_SEED:-$$}
-rnd() { seed=$(( (seed * 1103515245 + 12345) % 2147483648 )); echo $(( seed % $1 )); }
+# rnd N: R = a pseudo-random number in 0..N-1 (no subshell: the seed must advance)
+rnd() { seed=$(( (seed * 1103515245 + 12345) % 2147483648 )); R=$(( (seed >> 8) % $1 )); }
 modes="truncate unlink admin cut_client cut_server lossy_cut none_lossy"
 end=$(( $(date +%s) + SECS ))
 round=0
@@ -27,15 +28,17 @@ while [ "$(date +%s)" -lt $end ]; do
 	for h in a b; do
 		sed "s#$base_link[^\"]*\"#$PL_LINK\"#" "$PL_TMP/$h.conf" >"$PL_TMP/$h.r.conf"
 	done
-	set -- $modes; shift $(rnd 7); mode=$1
-	bytes=$(( (16 + $(rnd 240)) * 1048576 ))
-	delay_ms=$(rnd 400)
+	rnd 7; set -- $modes; shift $R; mode=$1
+	rnd 240; bytes=$(( (16 + R) * 1048576 ))
+	rnd 400; delay_ms=$R
+	rnd 16; cut=$(( 1 + R ))
+	rnd 65536; maxw=$(( 1 + R ))
 	port=$(( $(pl_port 20) + round % 1000 ))
 	fa=""; fb=""
 	case $mode in
-	cut_client) fa="cut_after=$(( 1 + $(rnd 16) ))M";;
-	cut_server) fb="cut_after=$(( 1 + $(rnd 16) ))M";;
-	lossy_cut) fa="drop=0.01,corrupt=0.01,seed=$round,cut_after=$(( 1 + $(rnd 16) ))M"
+	cut_client) fa="cut_after=${cut}M";;
+	cut_server) fb="cut_after=${cut}M";;
+	lossy_cut) fa="drop=0.01,corrupt=0.01,seed=$round,cut_after=${cut}M"
 		fb="drop=0.01,corrupt=0.01,seed=$((round + 7))";;
 	none_lossy) fa="drop=0.01,corrupt=0.01,seed=$round"; fb="drop=0.01,corrupt=0.01,seed=$((round + 3))";;
 	esac
@@ -44,7 +47,7 @@ while [ "$(date +%s)" -lt $end ]; do
 	S=$!; PL_PIDS="$PL_PIDS $S"
 	pl_wait_port 127.0.0.2 $port
 	env $(pl_env a) NTBSOCK_CONF="$PL_TMP/a.r.conf" ${fa:+NTBSOCK_FAULT=$fa} \
-		"$F" client 127.0.0.2 $port -b $bytes -s $round -w $(( 1 + $(rnd 65536) )) \
+		"$F" client 127.0.0.2 $port -b $bytes -s $round -w $maxw \
 		>"$PL_TMP/cli.out" 2>&1 &
 	C=$!; PL_PIDS="$PL_PIDS $C"
 	sleep "$(awk "BEGIN { print $delay_ms / 1000 }")"
