@@ -228,6 +228,7 @@ static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
 	c->peer_epoch = e->peer_epoch;
 	c->tx_epoch = (uint16_t)e->epoch;
 	c->rx_epoch = (uint16_t)e->epoch;
+	c->fo_id = tp_fo_new_id(); /* (a recycled one gets a new key: old events miss it) */
 	if (tp_conn_init_queues(c)) {
 		conn_destroy(c);
 		return NULL;
