@@ -476,8 +476,15 @@ void tp_fo_free(struct tp_conn *c)
 
 void tp_conn_st_add(struct tp_conn *c, uint32_t flags)
 {
+	/* Several threads of the owner add flags: close (CLOSING), the timers of the helper or of
+	 * a waiter (a failover's snapshot: FAILOVER; MaxErr: RST), the release. The OR and the
+	 * write of the whole word go together, or a write of fewer flags could follow one of more
+	 * and take a flag back from the peer. A leaf lock: callers may hold tx_lock, rx_lock or
+	 * the host lock. */
+	tp_mutex_lock(&c->st_lock);
 	c->st_out |= flags;
 	tp_write_st(c->link, c->out.slot_off, c->nonce_out, c->st_out);
+	tp_mutex_unlock(&c->st_lock);
 }
 
 /* --- the peer's header arriving on a socket (helper) ------------------------------------------ */

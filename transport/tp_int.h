@@ -583,7 +583,8 @@ struct tp_conn {
 	struct tp_stats *st;
 	/* --- failover to the kernel TCP socket (tp_failover.c; DESIGN §5.8) */
 	uint32_t st_out;             /* ST flags written to the peer so far: they only accumulate
-				      * (one writer, the owner; tp_conn_st_add()) */
+				      * (the owner's threads, under st_lock; tp_conn_st_add()) */
+	struct tp_mutex st_lock;     /* st_out and the write of the peer's ST word (a leaf) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
 	struct tp_fo *fo;            /* NULL until a failover is requested; then final (release) */
 	_Atomic int fo_state;        /* enum tp_fo_state; the data path's one load */

@@ -145,6 +145,7 @@ int tp_conn_init_queues(struct tp_conn *c)
 	tp_mutex_init(&c->tx_lock);
 	tp_mutex_init(&c->rx_lock);
 	tp_mutex_init(&c->witness_lock);
+	tp_mutex_init(&c->st_lock);
 	c->seq_base_in = tp_inline_seq_base(c->nonce_in);
 	c->seq_base_out = tp_inline_seq_base(c->nonce_out);
 	tp_rx_note_stale(c);
