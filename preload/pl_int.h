@@ -160,7 +160,8 @@ struct pl_sock {
 	uint16_t port;               /* listener: advertised port */
 	int pending_err;             /* failed non-blocking connect: SO_ERROR once */
 	char desc[128];              /* "127.0.0.1:40000 -> 127.0.0.2:5201" for logs */
-	bool moved;                  /* failed over to its kernel socket (pl_failover.c; lock) */
+	bool moved;                  /* failed over to its kernel socket (pl_failover.c; written
+				      * under lock, before state's release store of FAILED) */
 	struct pl_epoll *ep;         /* PL_EPOLL */
 };
 

@@ -1028,9 +1028,12 @@ static void ep_migrate(struct pl_epoll *ep, int epfd, int i)
 
 static bool ep_moved(struct pl_sock *cur)
 {
-	return cur->kind == PL_CONN && cur->moved &&
-	       /* pairs with the release in pl_conn_moved() */
-	       atomic_load_explicit(&cur->state, memory_order_acquire) == PL_CS_FAILED;
+	/* state first: moved is written under s->lock (pl_conn_moved()), before the release
+	 * store of FAILED, which this acquire load pairs with; a socket that failed otherwise
+	 * (a connect) never has moved written again */
+	return cur->kind == PL_CONN &&
+	       atomic_load_explicit(&cur->state, memory_order_acquire) == PL_CS_FAILED &&
+	       cur->moved;
 }
 
 /* A moved connection's registration in EPFD's shadow, if any, goes to the kernel first. */

@@ -228,6 +228,7 @@ static struct tp_conn *conn_new(struct tp_link *l, uint32_t slot)
 	c->peer_epoch = e->peer_epoch;
 	c->tx_epoch = (uint16_t)e->epoch;
 	c->rx_epoch = (uint16_t)e->epoch;
+	c->fo_id = tp_fo_new_id(); /* (a recycled one gets a new key: old events miss it) */
 	if (tp_conn_init_queues(c)) {
 		conn_destroy(c);
 		return NULL;
@@ -628,9 +629,16 @@ void tp_close(struct tp_conn *c)
 		tp_conn_st_add(c, TP_ST_CLOSING);
 	tp_shutdown(c, SHUT_WR);
 	c->closed_ms = tp_now_ms();
+	/* Once closed is set, C is the helper's: its next pass may release it (linger_done() is
+	 * true at once for a connection in error or moved to TCP) and the cache may reuse or free
+	 * it. So nothing of C is read after the store: the link (which outlives its connections)
+	 * is taken before. */
+	struct tp_link *l = c->link;
+
 	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
 	atomic_store(&c->closed, true);
-	atomic_store(&c->link->lingering, true); /* (tp_link.c: link_service()) */
+	/* after closed: a pass that cleared lingering before it saw closed comes again soon */
+	atomic_store(&l->lingering, true); /* (tp_link.c: link_service()) */
 }
 
 void tp_abort(struct tp_conn *c)

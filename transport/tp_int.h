@@ -610,7 +610,9 @@ struct tp_conn {
 	_Atomic int fo_state;        /* enum tp_fo_state; the data path's one load */
 	int keep_fd;                 /* tp_close(): a private duplicate of the kernel socket kept
 				      * while the connection lingers (failover at exit), -1: none */
-	uint64_t fo_id;              /* key of the witness in the process's failover epoll set */
+	uint64_t fo_id;              /* key of the witness in the process's failover epoll set:
+				      * set by conn_new() before the connection is registered (the
+				      * helper reads it on the list), constant after */
 };
 
 /* tp_tcpstat.c */
@@ -653,6 +655,8 @@ void tp_fo_watch(struct tp_conn *c, int fd);
 void tp_fo_poll_watched(void);
 extern _Atomic int tp_fo_active;
 void tp_fo_atfork_child(void);
+/* A new key for a connection's witness (conn_new(): c->fo_id), never 0. */
+uint64_t tp_fo_new_id(void);
 /* Helper: ids (c->fo_id) of watched sockets that turned readable since the last call. */
 int tp_fo_watched_events(uint64_t *ids, int max);
 /* Data (not only an end of stream) waits on C's socket: the peer's failover header. */
