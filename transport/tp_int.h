@@ -651,8 +651,6 @@ void tp_fo_abandon(struct tp_conn *c);
 void tp_conn_st_add(struct tp_conn *c, uint32_t flags);
 /* The witness of C joins (FD >= 0) or leaves (-1) the process's failover epoll set. */
 void tp_fo_watch(struct tp_conn *c, int fd);
-/* Helper: a peer's failover header or end of stream arrived on some watched socket. */
-void tp_fo_poll_watched(void);
 extern _Atomic int tp_fo_active;
 void tp_fo_atfork_child(void);
 /* A new key for a connection's witness (conn_new(): c->fo_id), never 0. */
