@@ -91,8 +91,11 @@ static inline bool pl_active(void)
 /* How long exit() and exec wait for the connections the process closed (pl_init.c). */
 #define PL_EXIT_LINGER_MS 2000
 /* close() of a connection the peer closed first: how long it waits for the peer's TCP FIN
- * before closing its own TCP socket (pl_sock.c: await_peer_fin()). */
-#define PL_PEER_FIN_WAIT_MS 20
+ * before closing its own TCP socket (pl_sock.c: await_peer_fin()). The peer's FIN follows its
+ * NTB close at once, or, when it closed with bytes unacknowledged (it keeps its socket for a
+ * failover: tp_close()), once our reading acknowledged them and its helper saw it (a few ms;
+ * more on a loaded host). */
+#define PL_PEER_FIN_WAIT_MS 100
 void pl_exit_linger(const char *when);
 
 /* Return R (>= 0) or set errno from a negative errno and return -1: the one place. */
