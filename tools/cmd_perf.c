@@ -481,23 +481,11 @@ static void print_interleaved(const struct perf_result *res, int n, int pipe_err
 static int apply_conf(const char *conf_arg, struct perf_opts *o)
 {
 	char path[PATH_MAX];
-	struct conf_error err;
 	struct conf *conf = NULL;
-	int rc = conf_find_path(conf_arg, path, sizeof(path));
+	int rc = tool_load_conf("perf", conf_arg, path, sizeof(path), &conf);
 
-	if (rc < 0) {
-		fprintf(stderr, "ntbsock perf: config %s: %s\n", conf_arg, strerror(-rc));
+	if (rc < 0)
 		return rc;
-	}
-	memset(&err, 0, sizeof(err));
-	rc = conf_load(path, &conf, &err);
-	if (rc == 0)
-		rc = conf_apply_env(conf, &err);
-	if (rc < 0) {
-		fprintf(stderr, "ntbsock perf: %s\n", err.text[0] ? err.text : strerror(-rc));
-		conf_free(conf);
-		return rc;
-	}
 	glue_tp_params(&conf->tunables, &o->tpp);
 	if (conf->n_links > 0) {
 		struct ntb_link_params lp;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Finding and loading the config for the subcommands that act on its links (stat, link). */
+/* Finding and loading the config for the subcommands that act on its links (stat, link, perf -c). */
 #include "tools/tools_int.h"
 
 #include <errno.h>
