@@ -39,6 +39,10 @@ for f in "$PL_LINK" "$PL_LINK.side0" "$PL_LINK.side1"; do
 	[ "$(stat -c %u:%g:%a "$f")" = "0:$gid:660" ] || pl_fail "$f is not root:$gid mode 0660"
 done
 
+# (nobody must reach the library and the helper: a build under a 0700 directory, as mktemp -d
+# makes, cannot be loaded by it, and the server would run without the library)
+setpriv --reuid=nobody --regid=$gid --clear-groups sh -c "test -r '$PL_LIB' && test -x '$ECHO'" ||
+	pl_skip "user nobody cannot read $PL_LIB or run $ECHO (a directory above is closed to it)"
 pl_bg b setpriv --reuid=nobody --regid=$gid --clear-groups "$ECHO" et 127.0.0.2 $p
 srv=$PL_LAST
 pl_wait_port 127.0.0.2 $p
