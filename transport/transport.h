@@ -88,6 +88,12 @@ int tp_link_admin_path(const struct ntb_link_params *lp, char *buf, size_t len);
 int tp_link_admin_set(const struct ntb_link_params *lp, bool down);
 int tp_link_admin_get(const struct ntb_link_params *lp);
 
+/* ADDED: how loaded LINK is on this host, for placing a new connection among several links to
+ * one peer: the connections of all this host's processes on it (receive contexts in use in
+ * the host's pool, read without its lock: a hint). -ENETDOWN when the link is not up, is lost
+ * or is taken down by `ntbsock link down` (no new connection goes there). */
+int tp_link_load(struct tp_link *link);
+
 /* --- connection keys ------------------------------------------------------------------------
  * Opaque to transport: preload/ fills it with the TCP 4-tuple in a canonical order (client
  * address and port, then server address and port), so both ends build the same key.
