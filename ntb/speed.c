@@ -5,9 +5,10 @@
  *
  * Bandwidth: this side's processes share one link clock, pace_ns in their side's local page
  * (host-local memory: DESIGN rule 2 allows local atomics among one host's processes). A write
- * of LEN bytes claims the interval [max(now, pace_ns), + LEN / bandwidth) by a CAS and its
- * writer waits until the interval's end before its bytes land: bytes enter the peer's window
- * no faster than the bandwidth, whichever process writes. Latency: the first
+ * of LEN bytes claims the interval [max(now - SPEED_SLACK_NS, pace_ns), + LEN / bandwidth) by
+ * a CAS and its writer waits until the interval's end before its bytes land: bytes enter the
+ * peer's window no faster than the bandwidth (over any span longer than the slack), whichever
+ * process writes. Latency: the first
  * ntb_to_peer_barrier() after writes of this handle waits latency_ns more, so the word it
  * orders (a publication) lands one latency after its payload. Waits shorter than
  * SPEED_SPIN_NS spin on the clock, longer ones sleep most of the way.
@@ -25,7 +26,10 @@
 
 #include "ntb/ntb_int.h"
 
-#define SPEED_SPIN_NS 50000u /* sleep through the part of a wait beyond this */
+#define SPEED_SPIN_NS 50000u  /* sleep through the part of a wait beyond this */
+#define SPEED_SLACK_NS 500000u /* a clock behind now by up to this is not caught up: a wait
+				* that overslept (a sleep ends late) is made good by the next
+				* writes, as a link's queue would drain */
 
 struct ntb_speed {
 	struct ntb_backend_ops ops;         /* the backend's, with write and barrier paced */
@@ -74,7 +78,9 @@ static uint64_t pace_claim(struct ntb_link *link, struct ntb_speed *sp, size_t l
 	uint64_t old = atomic_load_explicit(&link->local->pace_ns, memory_order_relaxed), end;
 
 	do {
-		end = (old > now ? old : now) + cost;
+		uint64_t floor = now > SPEED_SLACK_NS ? now - SPEED_SLACK_NS : 0;
+
+		end = (old > floor ? old : floor) + cost;
 	} while (!atomic_compare_exchange_weak_explicit(&link->local->pace_ns, &old, end,
 							memory_order_relaxed,
 							memory_order_relaxed));

@@ -111,11 +111,11 @@ static void test_bandwidth_accounting(void **state)
 	ntb_speed_get_stats(a, &st);
 	assert_int_equal(st.bytes, total);
 	/* the clock: intervals are disjoint and none starts before t0 */
-	assert_true(a->local->pace_ns >= t0 + cost - total / chunk);
+	assert_true(a->local->pace_ns >= t0 + cost - 500000); /* (less the clock's slack) */
 	assert_true(a->local->pace_ns <= t1);
 	/* the writer waited for its bytes (at least all but the first chunk's worth) */
-	assert_true(t1 - t0 >= cost - cost / 64);
-	assert_true(st.bw_wait_ns >= cost - cost / 64);
+	assert_true(t1 - t0 >= cost - 500000);
+	assert_true(st.bw_wait_ns >= cost - 500000 - cost / 64);
 	/* the reading side is not modelled and kept its own clock */
 	assert_int_equal(b->local->pace_ns, 0);
 	free(buf);
@@ -138,8 +138,8 @@ static void test_shared_clock(void **state)
 	uint64_t cost = 64 * chunk * 1000000000ull / bw; /* 62.5 ms */
 
 	assert_int_equal(a1->local->pace_ns, a2->local->pace_ns); /* one clock in the file */
-	assert_true(a1->local->pace_ns >= t0 + cost - 64);
-	assert_true(mono_ns() - t0 >= cost - cost / 32);
+	assert_true(a1->local->pace_ns >= t0 + cost - 500000);
+	assert_true(mono_ns() - t0 >= cost - 500000);
 	ntb_link_close(a2);
 	ntb_link_close(a1);
 }
