@@ -575,14 +575,14 @@ static void link_stat_table(const void *map, size_t map_size, struct tp_link_sta
 	ret->congestion += __atomic_load_n(&h->totals.congestion, __ATOMIC_RELAXED);
 	ret->failovers += __atomic_load_n(&h->totals.failovers, __ATOMIC_RELAXED);
 	for (uint32_t i = 0; i < h->contexts; i++) {
-		const struct tp_host_entry *e = &h->e[i];
-		uint32_t state = __atomic_load_n(&e->state, __ATOMIC_RELAXED);
+		struct tp_host_entry e = h->e[i]; /* a copy: tp_entry_owned() prunes its owners */
 
-		if (state == TP_ES_FREE)
+		if (e.state == TP_ES_FREE)
 			continue;
-		if (state == TP_ES_OPEN)
+		/* live: as tp_stat_table() lists them (a dead process's entry waits for reclaim) */
+		if (e.state == TP_ES_OPEN && tp_entry_owned(&e))
 			ret->conns++;
-		tp_stats_load(&st, &e->stats);
+		tp_stats_load(&st, &e.stats);
 		ret->tx_bytes += st.tx_bytes;
 		ret->rx_bytes += st.rx_bytes;
 		ret->transfers += st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long;
