@@ -48,11 +48,12 @@ void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
 	for (int i = 0; i < n; i++) {
 		const struct tool_stat_link *l = &links[i];
 
-		fprintf(out, "link %s: admin %s; conns %" PRIu64 " setups %" PRIu64 " tx_bytes %"
-			PRIu64 " rx_bytes %" PRIu64 " transfers %" PRIu64 " congestion %" PRIu64
-			" failovers %" PRIu64 "\n", l->name,
-			l->admin_down ? "down (connections use tcp)" : "up", l->conns, l->setups,
-			l->tx_bytes, l->rx_bytes, l->transfers, l->congestion, l->failovers);
+		fprintf(out, "link %s: admin %s\n", l->name,
+			l->admin_down ? "down (connections use tcp)" : "up");
+		fprintf(out, "link %s: conns %" PRIu64 " setups %" PRIu64 " tx_bytes %" PRIu64
+			" rx_bytes %" PRIu64 " transfers %" PRIu64 " congestion %" PRIu64
+			" failovers %" PRIu64 "\n", l->name, l->conns, l->setups, l->tx_bytes,
+			l->rx_bytes, l->transfers, l->congestion, l->failovers);
 	}
 }
 

@@ -139,8 +139,9 @@ struct tool_stat_link {
 	uint64_t conns, setups, tx_bytes, rx_bytes, transfers, congestion, failovers;
 };
 
-/* Print one line per link: "link NAME: admin up" or "link NAME: admin down (connections use
- * tcp)", then "; conns N setups N tx_bytes N rx_bytes N transfers N congestion N failovers N". */
+/* Print two lines per link: "link NAME: admin up" or "link NAME: admin down (connections use
+ * tcp)", then "link NAME: conns N setups N tx_bytes N rx_bytes N transfers N congestion N
+ * failovers N". */
 void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n);
 
 /* Print ROWS as the human table (a header line, then one line per connection; "no

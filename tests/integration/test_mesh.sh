@@ -107,7 +107,7 @@ grep -q "\"remote\":\"127.0.0.2:$port\",\"mode\":\"ntb\"[^}]*\"link\":\"h1h2b\""
 # Per-link counters (this host's, closed connections included): h1h3 carried host 1's NCONN
 # streams to host 3 and host 1's echo of host 3's NCONN streams: NCONN x BYTES x 2 each way;
 # the two links to host 2 as much together, each its share, with 4 connections live now.
-lnk() { sed -n "s/^link $1: .* $2 \([0-9]*\).*/\1/p" "$PL_TMP/stat.txt"; }
+lnk() { sed -n "s/^link $1:.* $2 \([0-9]*\).*/\1/p" "$PL_TMP/stat.txt"; }
 want=$((2 * NCONN * BYTES))
 [ "$(lnk h1h3 tx_bytes)" = $want ] && [ "$(lnk h1h3 rx_bytes)" = $want ] ||
 	pl_fail "link h1h3 counted tx $(lnk h1h3 tx_bytes) rx $(lnk h1h3 rx_bytes), want $want each"

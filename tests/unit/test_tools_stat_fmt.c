@@ -91,9 +91,11 @@ static void test_links(void **state)
 	tool_stat_print_links(f, links, 2);
 	tool_stat_print_links(f, links, 0);
 	fclose(f);
-	assert_string_equal(buf, "link ab: admin up; conns 3 setups 10 tx_bytes 1048576 rx_bytes 37 "
+	assert_string_equal(buf, "link ab: admin up\n"
+				 "link ab: conns 3 setups 10 tx_bytes 1048576 rx_bytes 37 "
 				 "transfers 11 congestion 4 failovers 1\n"
-				 "link c\"d: admin down (connections use tcp); conns 0 setups 0 "
+				 "link c\"d: admin down (connections use tcp)\n"
+				 "link c\"d: conns 0 setups 0 "
 				 "tx_bytes 0 rx_bytes 0 transfers 0 congestion 0 failovers 0\n");
 	free(buf);
 }
