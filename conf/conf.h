@@ -30,7 +30,11 @@
 #define CONF_MAX_PEERS  256
 #define CONF_MAX_RULES  1024
 
-#define CONF_DEFAULT_PATH "/etc/ntbsock.conf"
+/* The build's SYSCONFDIR (make SYSCONFDIR=...) names the directory; /etc by default. */
+#ifndef NTBSOCK_SYSCONFDIR
+#define NTBSOCK_SYSCONFDIR "/etc"
+#endif
+#define CONF_DEFAULT_PATH NTBSOCK_SYSCONFDIR "/ntbsock.conf"
 
 /* --- errors --------------------------------------------------------------------------------- */
 
