@@ -44,7 +44,9 @@ struct tp_params {
 	uint32_t recv_timeout_ms; /* TimerRcvData */
 	uint32_t detect_timeout_ms; /* TimerDetect */
 	uint32_t max_err;         /* MaxErr */
-	uint32_t spin_us;         /* busy-poll budget before sleeping */
+	uint32_t spin_us;         /* busy-poll budget of tp_wait() before sleeping (preload
+				   * spins itself and passes 0); a connection woken within the
+				   * last few ms spins at least TP_SPIN_ACTIVE_US */
 	uint32_t setup_timeout_ms; /* whole connect handshake before falling back */
 	uint32_t peer_timeout_ms; /* a silent peer's connections end after this (see tp_link) */
 };
