@@ -40,7 +40,7 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -I.
               -MMD -MP $(CFLAGS)
 LDLIBS_ALL  = $(pkg_libs) -lpthread -ldl -lm
 
-CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c transport/*.c))
+CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c ntb/backend/*.c transport/*.c))
 PRELOAD_SRCS := $(sort $(wildcard preload/*.c))
 TOOL_SRCS    := $(sort $(wildcard tools/*.c))
 UNIT_SRCS    := $(sort $(wildcard tests/unit/test_*.c))

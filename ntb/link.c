@@ -53,7 +53,7 @@ static void sleep_us(unsigned us)
 void ntb_link_params_init(struct ntb_link_params *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->backend = NTB_BACKEND_SHM;
+	snprintf(p->backend, sizeof(p->backend), "shm");
 	p->side = -1;
 	p->window_size = 16u << 20;
 	p->mode = 0600;
@@ -367,10 +367,6 @@ static int check_params(const struct ntb_link_params *p)
 			       p->name, p->window_size);
 		return -EINVAL;
 	}
-	if (p->backend != NTB_BACKEND_SHM && p->backend != NTB_BACKEND_PCI) {
-		ntb_set_detail("link %s: unknown backend %d", p->name, (int)p->backend);
-		return -EINVAL;
-	}
 	const struct ntb_fault_params *f = &p->fault;
 	if (f->enabled && (!(f->drop >= 0.0 && f->drop <= 1.0) ||
 			   !(f->corrupt >= 0.0 && f->corrupt <= 1.0) || f->delay_us > 1000000)) {
@@ -395,10 +391,17 @@ static void link_layout(struct ntb_link *link)
 
 int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link)
 {
+	const struct ntb_backend_ops *ops;
+
 	if (!p)
 		return -EINVAL;
-	return ntb_link_open_ops(p, p->backend == NTB_BACKEND_PCI ? &ntb_pci_ops : &ntb_shm_ops,
-				 ret_link);
+	ops = ntb_backend_find(p->backend);
+	if (!ops) {
+		ntb_set_detail("link %s: no backend \"%.*s\" in this build", p->name,
+			       NTB_BACKEND_NAME_MAX, p->backend);
+		return -EINVAL;
+	}
+	return ntb_link_open_ops(p, ops, ret_link);
 }
 
 int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_ops *ops,
@@ -860,7 +863,7 @@ const char *ntb_link_name(const struct ntb_link *link)
 	return link->params.name;
 }
 
-enum ntb_backend ntb_link_backend(const struct ntb_link *link)
+const char *ntb_link_backend(const struct ntb_link *link)
 {
 	return link->params.backend;
 }
@@ -872,7 +875,7 @@ int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
 	struct ntb_link_info info;
 	memset(&info, 0, sizeof(info));
 	info.up = ntb_link_tick(link);
-	info.backend = link->params.backend;
+	snprintf(info.backend, sizeof(info.backend), "%s", link->params.backend);
 	info.side = link->side;
 	info.window_size = link->win_size;
 	info.region_size = link->hdr.region_size;
@@ -894,7 +897,7 @@ int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
 				info.claims[s]++;
 	}
 	snprintf(info.location, sizeof(info.location), "%s",
-		 link->params.backend == NTB_BACKEND_PCI ? link->params.device : link->params.path);
+		 link->ops->location ? link->ops->location(link) : "");
 	*ret = info;
 	return 0;
 }

@@ -20,11 +20,7 @@
 #define NTB_NAME_MAX     63
 #define NTB_PATH_MAX     255
 #define NTB_SPAD_COUNT   16
-
-enum ntb_backend {
-	NTB_BACKEND_SHM = 0,
-	NTB_BACKEND_PCI = 1,
-};
+#define NTB_BACKEND_NAME_MAX 15
 
 /* Fault injection on outbound-window writes (the `fault` decorator). Rates in [0,1].
  * The cut: once CUT_AFTER bytes have been offered to the decorator (the write that would take
@@ -56,7 +52,7 @@ struct ntb_speed_params {
 
 struct ntb_link_params {
 	char             name[NTB_NAME_MAX + 1];
-	enum ntb_backend backend;
+	char             backend[NTB_BACKEND_NAME_MAX + 1]; /* a name ntb_backend_name() lists */
 	int              side;          /* 0 or 1; -1: claim a free side (shm only) */
 	size_t           window_size;   /* bytes per direction; a multiple of 4096; 0: accept an
 					 * existing region's (never creates) */
@@ -79,8 +75,14 @@ struct ntb_link_params {
 	bool             inspect_only;
 };
 
-/* Fill P with defaults (side -1, 16 MiB windows, mode 0600, heartbeat 100 ms, timeout 500 ms). */
+/* Fill P with defaults (backend "shm", side -1, 16 MiB windows, mode 0600, heartbeat 100 ms,
+ * timeout 500 ms). */
 void ntb_link_params_init(struct ntb_link_params *p);
+
+/* The backends this build has (ntb/backend/backends.c): the name of the I-th, NULL past the
+ * last. ntb_backend_known(): is NAME one of them? */
+const char *ntb_backend_name(int i);
+bool ntb_backend_known(const char *name);
 
 struct ntb_link;
 
@@ -90,6 +92,7 @@ struct ntb_link;
  * Also: -EPROTONOSUPPORT (region version), -EMSGSIZE (window size differs from P's; 0 in P
  * accepts any), -EAGAIN (region all zero and we are side 1: side 0 initialises it), -EPERM
  * (shm file owned by another uid), -ELOOP (symlink), -EBUSY (side -1, both sides live).
+ * -EINVAL also when P->backend names no backend of this build.
  * ntb_strerror_detail() says why in one line. Several processes may open the same side (all
  * processes of one host share it); they share the side's session epoch (see ntb_int.h).
  * All functions but open/close/atfork may be called from several threads on one handle;
@@ -218,7 +221,7 @@ uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
  * how long to wait. False while up and for any other kind of down. */
 bool ntb_link_peer_silent(const struct ntb_link *link);
 const char *ntb_link_name(const struct ntb_link *link);
-enum ntb_backend ntb_link_backend(const struct ntb_link *link);
+const char *ntb_link_backend(const struct ntb_link *link); /* its backend's name */
 
 /* Added: is the mapping still backed? shm: -EIO when the file was truncated below the region
  * (accesses would SIGBUS), -ESTALE when the path no longer names our file (unlinked or
@@ -229,7 +232,7 @@ int ntb_link_check_mapping(struct ntb_link *link);
  * ntb_link_tick(). Works on inspect_only handles (then `enabled`/`epoch` are those our side
  * announced). claims[s]: handles holding side s (processes of that host). */
 struct ntb_link_info {
-	enum ntb_backend backend;
+	char     backend[NTB_BACKEND_NAME_MAX + 1];
 	int      side;
 	size_t   window_size, region_size, map_size;
 	bool     up, enabled, peer_enabled;

@@ -128,7 +128,7 @@ int ntb_speed_create(struct ntb_link *link)
 {
 	struct ntb_speed *sp;
 
-	if (link->params.backend != NTB_BACKEND_SHM)
+	if (strcmp(link->params.backend, "shm") != 0)
 		return -EINVAL;
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)

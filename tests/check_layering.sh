@@ -17,7 +17,7 @@ check() { # dir allowed-dirs...
 		done
 	done
 }
-out=$( { check util; check ntb util; check conf util; check transport ntb util;
+out=$( { check util; check ntb util; check ntb/backend ntb util; check conf util; check transport ntb util;
 	 check glue transport ntb conf util;
 	 check preload glue transport ntb conf util; check tools glue transport ntb conf util; } )
 if printf '%s' "$out" | grep -q '^x$'; then
