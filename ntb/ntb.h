@@ -69,7 +69,7 @@ struct ntb_link_params {
 	uint32_t         link_timeout_ms; /* peer silent this long → down; 0 → 500 */
 	struct ntb_fault_params fault;
 	struct ntb_speed_params speed;  /* shm only; zeroes: not modelled */
-	/* Added: map and read the link state only (e.g. `ntbsock check`): no create, no claim,
+	/* Map and read the link state only (e.g. `ntbsock check`): no create, no claim,
 	 * no writes at all, enable and window writes fail; side -1 → 0. Does not disturb a live
 	 * link. */
 	bool             inspect_only;
@@ -102,7 +102,7 @@ int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link);
 /* Announce link down to the peer, release our side, unmap. Accepts NULL. */
 void ntb_link_close(struct ntb_link *link);
 
-/* Added: call in a forked child that keeps using LINK (the handle is inherited, the claim on
+/* Call in a forked child that keeps using LINK (the handle is inherited, the claim on
  * the side is not): claims a slot for the child in the same session, so the side stays alive
  * (same epoch) when the parent exits. 0, -EUSERS (no free slot: the handle still works but
  * does not keep the side alive), -ESTALE (the side restarted meanwhile). Without it, the
@@ -223,12 +223,12 @@ bool ntb_link_peer_silent(const struct ntb_link *link);
 const char *ntb_link_name(const struct ntb_link *link);
 const char *ntb_link_backend(const struct ntb_link *link); /* its backend's name */
 
-/* Added: is the mapping still backed? shm: -EIO when the file was truncated below the region
+/* Is the mapping still backed? shm: -EIO when the file was truncated below the region
  * (accesses would SIGBUS), -ESTALE when the path no longer names our file (unlinked or
  * replaced); pci: 0. Not on the fast path; call from housekeeping, e.g. when the link is down. */
 int ntb_link_check_mapping(struct ntb_link *link);
 
-/* Added: a snapshot of the link state for display (`ntbsock check`); refreshes like
+/* A snapshot of the link state for display (`ntbsock check`); refreshes like
  * ntb_link_tick(). Works on inspect_only handles (then `enabled`/`epoch` are those our side
  * announced). claims[s]: handles holding side s (processes of that host). */
 struct ntb_link_info {

@@ -397,7 +397,8 @@ struct tp_host_entry {
 	uint32_t peer_slot, peer_nonce;
 	uint32_t st_out;       /* ST flags written into the peer's slot so far: they only
 				* accumulate, whichever process of this host writes (tp_ent_st_add()).
-				* (In what was padding: the layout is that of version 4.) */
+				* (Offset 100, before the 8-aligned peer_slot_off: static_assert
+				* below.) */
 	uint64_t peer_slot_off; /* window offset of the peer's slot (64 bits: windows > 4 GiB) */
 	uint32_t peer_inline_n, peer_qsize;
 	uint32_t msgid, pri, epoch;
@@ -650,7 +651,8 @@ const char *tp_fo_reason(uint32_t code);
 enum tp_fo_state { TP_FO_NONE = 0, TP_FO_RUN = 1, TP_FO_DONE = 2, TP_FO_FAILED = 3 };
 /* Ask for C to move to its kernel TCP socket because of WHY (a static string). Lock-free (any
  * thread, any lock held): the work is done by tp_fo_progress(). False when C cannot move
- * (no kernel socket, not ours since a fork, already failed): the caller ends it as before. */
+ * (no kernel socket, not ours since a fork, already failed): the caller then ends it with its
+ * error, as without failover. */
 bool tp_fo_request(struct tp_conn *c, const char *why);
 /* The failover's work, from the timers (helper, wait loops): snapshot, writes, reads. */
 void tp_fo_progress(struct tp_conn *c);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Failover of half-closed connections with a FIN in flight (issue 19): the client sends 8 MiB and
+# Failover of half-closed connections with a FIN in flight: the client sends 8 MiB and
 # shuts its writing down while the server is not reading yet (the bytes and the FIN wait in the
 # server's rings), then `ntbsock link down`; the server then reads every byte and the end of
 # file (over TCP now), answers with 32 MiB and closes; the client reads them all and EOF.
