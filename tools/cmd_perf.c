@@ -446,8 +446,8 @@ static void print_pipe(const struct perf_result *res, int n, int start_err)
 	}
 }
 
-/* The interleaved reference next to the smallest size's latency (the latency goal's comparison), and
- * the clock the round trips were timed with. */
+/* The interleaved reference next to the smallest size's latency (the latency goal's
+ * comparison), and the clock the round trips were timed with. */
 static void print_interleaved(const struct perf_result *res, int n, int pipe_err)
 {
 	const struct perf_result *r = NULL;

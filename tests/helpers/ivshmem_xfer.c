@@ -139,8 +139,10 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': p.side = atoi(optarg); break;
-		case 'p': snprintf(p.backend, sizeof(p.backend), "shm"); snprintf(p.path, sizeof(p.path), "%s", optarg); break;
-		case 'd': snprintf(p.backend, sizeof(p.backend), "pci"); snprintf(p.device, sizeof(p.device), "%s", optarg); break;
+		case 'p': snprintf(p.backend, sizeof(p.backend), "shm");
+			  snprintf(p.path, sizeof(p.path), "%s", optarg); break;
+		case 'd': snprintf(p.backend, sizeof(p.backend), "pci");
+			  snprintf(p.device, sizeof(p.device), "%s", optarg); break;
 		case 'w': p.window_size = strtoull(optarg, NULL, 0); break;
 		case 'b': total = strtoull(optarg, NULL, 0); break;
 		case 't': timeout_s = strtoull(optarg, NULL, 0); break;
