@@ -853,6 +853,19 @@ bool ntb_link_peer_silent(const struct ntb_link *link)
 	return atomic_load_explicit(&link->peer_silent, memory_order_relaxed);
 }
 
+int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link)
+{
+	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
+	uint64_t now = ntb_now_ns();
+
+	return changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u) : -1;
+}
+
+uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link)
+{
+	return link->params.heartbeat_ms;
+}
+
 uint32_t ntb_link_peer_epoch(const struct ntb_link *link)
 {
 	return atomic_load_explicit(&link->peer_epoch, memory_order_relaxed);

@@ -220,6 +220,9 @@ uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
  * announces down), or a live one whose processes are stopped or starved; the caller decides
  * how long to wait. False while up and for any other kind of down. */
 bool ntb_link_peer_silent(const struct ntb_link *link);
+/* Milliseconds since this handle last saw the peer's heartbeat change (-1: not yet). */
+int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link);
+uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link);
 const char *ntb_link_name(const struct ntb_link *link);
 const char *ntb_link_backend(const struct ntb_link *link); /* its backend's name */
 

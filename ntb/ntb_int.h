@@ -366,6 +366,8 @@ void ntb_fault_write(struct ntb_link *link, size_t off, const void *src, size_t 
  * checks the time-based cut first. */
 bool ntb_fault_ctrl_pass(struct ntb_link *link);
 void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret);
+/* Change the drop rate of window writes from now on (tests). */
+void ntb_fault_set_drop(struct ntb_fault *f, double rate);
 
 /* Raw write (no decorator): backend op or memcpy. */
 static inline void ntb_raw_write(struct ntb_link *link, size_t off, const void *src, size_t len)
