@@ -191,7 +191,7 @@ def write_md(stats, notes, path, machine, reps, secs):
            "Ratios compare medians. A run that failed, or an ntbsock run that did not use the "
            "link, is left out of its median and marked \"(k/n failed)\" or \"(k/n tcp "
            "fallback!)\"." % (reps, secs), ""]
-    out += ["## Goals (DESIGN.md §11)", ""] + goals(stats) + [""]
+    out += ["## Goals (doc/design.md §11)", ""] + goals(stats) + [""]
     out += ["## iperf3 throughput by write size (Gbit/s)", ""]
     table_by_size(stats, "iperf3", "v1", "ntbsock/TCP", False, out)
     out += ["## iperf3 -P 4, 128 KiB writes (Gbit/s)", ""]

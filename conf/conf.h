@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* conf/ — the per-host config file (DESIGN.md §8): load and validate it (libconfig syntax),
+/* conf/ — the per-host config file (doc/design.md §8): load and validate it (libconfig syntax),
  * apply the NTBSOCK_* environment overrides, print the resolved view, and route a destination
  * address to ntb or tcp.
  *

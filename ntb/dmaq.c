@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The DMA queue (DESIGN.md §3): a batch of transfers into the outbound window, gathered, posted
+/* The DMA queue (doc/design.md §3): a batch of transfers into the outbound window, gathered, posted
  * and completed by an engine; the default engine copies with the CPU through ntb_write().
  *
  * Transitions (anything else returns an error and changes nothing):

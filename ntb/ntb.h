@@ -2,7 +2,7 @@
 /* ntb/ — the link layer: one link joins this host to one peer host through two memory windows,
  * doorbells, scratchpads and a link state, in the vocabulary of Linux's include/linux/ntb.h.
  *
- * Rules (DESIGN.md §3): never read the outbound window; every polled word lives in the inbound
+ * Rules (doc/design.md §3): never read the outbound window; every polled word lives in the inbound
  * window or our inbound control page; one writer per shared word; payload, barrier, then the
  * word that publishes it; everything read from inbound memory is untrusted.
  *
@@ -260,7 +260,7 @@ struct ntb_fault_stats {
 };
 void ntb_fault_stats(const struct ntb_link *link, struct ntb_fault_stats *ret_stats);
 
-/* --- DMA queue (DESIGN.md §3) ----------------------------------------------------------------
+/* --- DMA queue (doc/design.md §3) ----------------------------------------------------------------
  * Idle → enqueue → Gather → post → Posted → wait/poll → Done | Error; abort: Posted → Aborted;
  * reset: Done/Aborted/Error → Idle. Illegal transitions return -EBUSY or -EINVAL and change
  * nothing. The CPU-copy engine writes through ntb_write(), so faults apply. */

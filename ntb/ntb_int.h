@@ -38,7 +38,7 @@
  * SIDES, SESSIONS, EPOCHS, HEARTBEAT (per host, not per process)
  *   Many processes of one host may open the same side at once (everything of host A under the
  *   preload library is side 0). They coordinate through their side's struct ntb_side_local,
- *   which only processes of that side touch (DESIGN.md rule 2: local atomics among the
+ *   which only processes of that side touch (doc/design.md §3 rule 2: local atomics among the
  *   processes of one host), with:
  *   - a lock word (pid of the holder; a dead holder's lock is stolen),
  *   - claim slots, one per open link handle: owner = (generation << 32) | pid, plus the

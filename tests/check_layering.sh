@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Dependencies point one way (DESIGN.md §2): preload → transport → ntb → util, preload → conf
+# Dependencies point one way (doc/design.md §2): preload → transport → ntb → util, preload → conf
 # → util, glue (conf → ntb/transport parameters) → transport/ntb/conf/util, tools → anything
 # but preload. Fails naming each #include that breaks the rule.
 cd "$(dirname "$0")/.." || exit 1

@@ -31,7 +31,7 @@
  * Messages carry MSN and CRC32C seeded with the slot nonce over payload and header, so stale
  * bytes of an earlier connection in a reused slot never validate.
  *
- * WHO WRITES / WHO READS (DESIGN rule 2: one writer per shared word)
+ * WHO WRITES / WHO READS (doc/design.md §3 rule 2: one writer per shared word)
  *   field                 writer                                reader
  *   X.slot[i].TX unit     Y's process owning the connection     X's owner (rx path)
  *   X.slot[i].rings       Y's owner (send path, retransmit)     X's owner (rx path)
@@ -143,7 +143,7 @@
 #define TP_ST_FAILOVER    0x8u  /* peer moved the connection to its kernel TCP socket: its
 				 * failover header is (or will be) there (tp_failover.c) */
 
-/* --- inline slots (DESIGN §4 table) ------------------------------------------------------- */
+/* --- inline slots (doc/design.md §4 table) ------------------------------------------------------- */
 #define TP_INLINE_MAX     116u
 #define TP_INL_LEN        116u  /* u16 payload length */
 #define TP_INL_MSN        118u  /* u32 */
@@ -616,7 +616,7 @@ struct tp_conn {
 #define TP_WCACHE 48
 	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */
 	struct tp_stats *st;
-	/* --- failover to the kernel TCP socket (tp_failover.c; DESIGN §5.8) */
+	/* --- failover to the kernel TCP socket (tp_failover.c; doc/design.md §5.8) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
 	struct tp_fo *fo;            /* NULL until a failover is requested; then final (release) */
 	_Atomic int fo_state;        /* enum tp_fo_state; the data path's one load */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* transport/ — reliable byte streams over NTB message queues (DESIGN.md §4–§6): inline, short
+/* transport/ — reliable byte streams over NTB message queues (doc/design.md §4–§6): inline, short
  * and long protocols, CRC32C, retransmission with [RT]'s receive contexts, connection set-up
  * over each link's control mailbox. The API preload/ builds sockets on.
  *
@@ -250,7 +250,7 @@ void tp_exec_release_closed(void);
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
 void tp_abort(struct tp_conn *c);
 
-/* Failover (DESIGN §5.8). When a connection's NTB path breaks while both programs live
+/* Failover (doc/design.md §5.8). When a connection's NTB path breaks while both programs live
  * (link lost, retries exhausted, `ntbsock link down`, the peer moved first), or at exit with
  * bytes unacknowledged, it moves to its kernel TCP socket (the witness, tp_conn_set_witness())
  * without losing, duplicating or reordering a byte. While that runs, sends and receives return

@@ -123,7 +123,7 @@ static void pci_to_peer_barrier(struct ntb_link *link)
 
 /* ivshmem-plain has no interrupts: poll the doorbell word with a growing sleep (50 µs doubling
  * to 1 ms) until it changes or SLICE_MS passes. The word lives in our inbound control page,
- * i.e. local memory, so polling it costs no link traffic (DESIGN.md rule 1). */
+ * i.e. local memory, so polling it costs no link traffic (doc/design.md §3 rule 1). */
 static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
 			     int slice_ms)
 {

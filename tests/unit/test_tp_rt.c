@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* [RT] rules (DESIGN §6), one table row per rule: context admission with priorities, the
+/* [RT] rules (doc/design.md §6), one table row per rule: context admission with priorities, the
  * sender's set-up state machine (Ack/Nack/timer, duplicated, stale and late answers), retry
  * epochs; then the receiver's mailbox rules on a real link pair (duplicated Apply, same
  * context with another MsgID, corrupted packets, no listener) and data-level rules (corrupted
