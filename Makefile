@@ -40,7 +40,7 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -I.
               -MMD -MP $(CFLAGS)
 LDLIBS_ALL  = $(pkg_libs) -lpthread -ldl -lm
 
-CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c transport/*.c))
+CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c ntb/backend/*.c transport/*.c))
 PRELOAD_SRCS := $(sort $(wildcard preload/*.c))
 TOOL_SRCS    := $(sort $(wildcard tools/*.c))
 UNIT_SRCS    := $(sort $(wildcard tests/unit/test_*.c))
@@ -187,7 +187,7 @@ $(BUILD)/bench/crc_bench: bench/crc_bench.c $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(LDLIBS_ALL)
 
-# 64-byte slot floor (issue #4's ping-pong without the protocol), not built by default:
+# 64-byte slot floor (the 64 B ping-pong of ntbsock perf without the protocol), not built by default:
 # `make slot-floor; build/bench/slot_floor 0 1 10`
 .PHONY: slot-floor
 slot-floor: $(BUILD)/bench/slot_floor

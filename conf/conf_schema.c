@@ -380,6 +380,45 @@ static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struc
 	return 0;
 }
 
+/* A backend this file has no keys for (ntb/ may have it: glue_check_backends() decides): none
+ * of the keys of shm and pci. */
+static int parse_link_other(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
+{
+	static const char *const shm_only[] = { "path", "mode", "group", "allow_foreign_owner",
+						"speed", NULL };
+	int rc;
+
+	(void)l;
+	for (const char *const *k = shm_only; *k; k++)
+		if ((rc = only_for(ctx, g, *k, "shm")))
+			return rc;
+	if ((rc = only_for(ctx, g, "device", "pci")) || (rc = only_for(ctx, g, "bar", "pci")))
+		return rc;
+	return 0;
+}
+
+/* The backends with keys of their own (struct conf_link's shm and pci parts): the lowest side
+ * a link may name (-1: claim a free one) and the parser of its keys. */
+struct backend_keys {
+	const char *name;
+	int         side_min;
+	int       (*parse)(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l);
+};
+
+static const struct backend_keys *backend_keys_of(const char *name)
+{
+	static const struct backend_keys table[] = {
+		{ "shm", -1, parse_link_shm },
+		{ "pci", 0, parse_link_pci },
+	};
+	static const struct backend_keys other = { "", -1, parse_link_other };
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return &other;
+}
+
 /* The window must hold every receive context's rings. Mirrors transport's layout
  * (tp_int.h: a 64 KiB header, then per context 512 bytes of ring heads, the inline ring and
  * the data ring of queue_size, at least 4 KiB when auto); transport re-checks at open. */
@@ -408,8 +447,9 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 		"allow_foreign_owner", "device", "bar", "heartbeat_ms", "link_timeout_ms", "fault",
 		"speed", NULL
 	};
-	static const char *const backends[] = { "shm", "pci", NULL };
-	int backend, rc;
+	const struct backend_keys *bk;
+	const config_setting_t *bs;
+	int rc;
 	int64_t side;
 	uint64_t v;
 
@@ -425,10 +465,13 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 
 	if ((rc = conf_want_group(ctx, g)) || (rc = conf_check_keys(ctx, g, keys)) ||
 	    (rc = conf_get_name(ctx, g, "name", true, l->name)) ||
-	    (rc = conf_get_choice(ctx, g, "backend", true, backends, &backend)))
+	    (rc = conf_get_name(ctx, g, "backend", true, l->backend)))
 		return rc;
-	l->backend = backend == 1 ? CONF_BACKEND_PCI : CONF_BACKEND_SHM;
-	rc = conf_get_i64(ctx, g, "side", false, l->backend == CONF_BACKEND_SHM ? -1 : 0, 1, &side);
+	bs = config_setting_get_member(g, "backend");
+	snprintf(l->backend_file, sizeof(l->backend_file), "%s", conf_setting_file(ctx, bs));
+	l->backend_line = config_setting_source_line(bs);
+	bk = backend_keys_of(l->backend);
+	rc = conf_get_i64(ctx, g, "side", false, bk->side_min, 1, &side);
 	if (rc < 0)
 		return rc;
 	if (rc == 0)
@@ -442,7 +485,7 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 					   "must be a multiple of 4096");
 		l->window_size = (size_t)v;
 	}
-	rc = l->backend == CONF_BACKEND_SHM ? parse_link_shm(ctx, g, l) : parse_link_pci(ctx, g, l);
+	rc = bk->parse(ctx, g, l);
 	if (rc)
 		return rc;
 	if ((rc = get_u32(ctx, g, "heartbeat_ms", false, 1, 60000, &l->heartbeat_ms)) ||

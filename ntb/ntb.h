@@ -2,7 +2,7 @@
 /* ntb/ — the link layer: one link joins this host to one peer host through two memory windows,
  * doorbells, scratchpads and a link state, in the vocabulary of Linux's include/linux/ntb.h.
  *
- * Rules (DESIGN.md §3): never read the outbound window; every polled word lives in the inbound
+ * Rules (doc/design.md §3): never read the outbound window; every polled word lives in the inbound
  * window or our inbound control page; one writer per shared word; payload, barrier, then the
  * word that publishes it; everything read from inbound memory is untrusted.
  *
@@ -20,11 +20,7 @@
 #define NTB_NAME_MAX     63
 #define NTB_PATH_MAX     255
 #define NTB_SPAD_COUNT   16
-
-enum ntb_backend {
-	NTB_BACKEND_SHM = 0,
-	NTB_BACKEND_PCI = 1,
-};
+#define NTB_BACKEND_NAME_MAX 15
 
 /* Fault injection on outbound-window writes (the `fault` decorator). Rates in [0,1].
  * The cut: once CUT_AFTER bytes have been offered to the decorator (the write that would take
@@ -56,7 +52,7 @@ struct ntb_speed_params {
 
 struct ntb_link_params {
 	char             name[NTB_NAME_MAX + 1];
-	enum ntb_backend backend;
+	char             backend[NTB_BACKEND_NAME_MAX + 1]; /* a name ntb_backend_name() lists */
 	int              side;          /* 0 or 1; -1: claim a free side (shm only) */
 	size_t           window_size;   /* bytes per direction; a multiple of 4096; 0: accept an
 					 * existing region's (never creates) */
@@ -73,14 +69,20 @@ struct ntb_link_params {
 	uint32_t         link_timeout_ms; /* peer silent this long → down; 0 → 500 */
 	struct ntb_fault_params fault;
 	struct ntb_speed_params speed;  /* shm only; zeroes: not modelled */
-	/* Added: map and read the link state only (e.g. `ntbsock check`): no create, no claim,
+	/* Map and read the link state only (e.g. `ntbsock check`): no create, no claim,
 	 * no writes at all, enable and window writes fail; side -1 → 0. Does not disturb a live
 	 * link. */
 	bool             inspect_only;
 };
 
-/* Fill P with defaults (side -1, 16 MiB windows, mode 0600, heartbeat 100 ms, timeout 500 ms). */
+/* Fill P with defaults (backend "shm", side -1, 16 MiB windows, mode 0600, heartbeat 100 ms,
+ * timeout 500 ms). */
 void ntb_link_params_init(struct ntb_link_params *p);
+
+/* The backends this build has (ntb/backend/backends.c): the name of the I-th, NULL past the
+ * last. ntb_backend_known(): is NAME one of them? */
+const char *ntb_backend_name(int i);
+bool ntb_backend_known(const char *name);
 
 struct ntb_link;
 
@@ -90,6 +92,7 @@ struct ntb_link;
  * Also: -EPROTONOSUPPORT (region version), -EMSGSIZE (window size differs from P's; 0 in P
  * accepts any), -EAGAIN (region all zero and we are side 1: side 0 initialises it), -EPERM
  * (shm file owned by another uid), -ELOOP (symlink), -EBUSY (side -1, both sides live).
+ * -EINVAL also when P->backend names no backend of this build.
  * ntb_strerror_detail() says why in one line. Several processes may open the same side (all
  * processes of one host share it); they share the side's session epoch (see ntb_int.h).
  * All functions but open/close/atfork may be called from several threads on one handle;
@@ -99,7 +102,7 @@ int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link);
 /* Announce link down to the peer, release our side, unmap. Accepts NULL. */
 void ntb_link_close(struct ntb_link *link);
 
-/* Added: call in a forked child that keeps using LINK (the handle is inherited, the claim on
+/* Call in a forked child that keeps using LINK (the handle is inherited, the claim on
  * the side is not): claims a slot for the child in the same session, so the side stays alive
  * (same epoch) when the parent exits. 0, -EUSERS (no free slot: the handle still works but
  * does not keep the side alive), -ESTALE (the side restarted meanwhile). Without it, the
@@ -221,18 +224,18 @@ bool ntb_link_peer_silent(const struct ntb_link *link);
 int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link);
 uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link);
 const char *ntb_link_name(const struct ntb_link *link);
-enum ntb_backend ntb_link_backend(const struct ntb_link *link);
+const char *ntb_link_backend(const struct ntb_link *link); /* its backend's name */
 
-/* Added: is the mapping still backed? shm: -EIO when the file was truncated below the region
+/* Is the mapping still backed? shm: -EIO when the file was truncated below the region
  * (accesses would SIGBUS), -ESTALE when the path no longer names our file (unlinked or
  * replaced); pci: 0. Not on the fast path; call from housekeeping, e.g. when the link is down. */
 int ntb_link_check_mapping(struct ntb_link *link);
 
-/* Added: a snapshot of the link state for display (`ntbsock check`); refreshes like
+/* A snapshot of the link state for display (`ntbsock check`); refreshes like
  * ntb_link_tick(). Works on inspect_only handles (then `enabled`/`epoch` are those our side
  * announced). claims[s]: handles holding side s (processes of that host). */
 struct ntb_link_info {
-	enum ntb_backend backend;
+	char     backend[NTB_BACKEND_NAME_MAX + 1];
 	int      side;
 	size_t   window_size, region_size, map_size;
 	bool     up, enabled, peer_enabled;
@@ -257,7 +260,7 @@ struct ntb_fault_stats {
 };
 void ntb_fault_stats(const struct ntb_link *link, struct ntb_fault_stats *ret_stats);
 
-/* --- DMA queue (DESIGN.md §3) ----------------------------------------------------------------
+/* --- DMA queue (doc/design.md §3) ----------------------------------------------------------------
  * Idle → enqueue → Gather → post → Posted → wait/poll → Done | Error; abort: Posted → Aborted;
  * reset: Done/Aborted/Error → Idle. Illegal transitions return -EBUSY or -EINVAL and change
  * nothing. The CPU-copy engine writes through ntb_write(), so faults apply. */

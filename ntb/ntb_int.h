@@ -38,7 +38,7 @@
  * SIDES, SESSIONS, EPOCHS, HEARTBEAT (per host, not per process)
  *   Many processes of one host may open the same side at once (everything of host A under the
  *   preload library is side 0). They coordinate through their side's struct ntb_side_local,
- *   which only processes of that side touch (DESIGN.md rule 2: local atomics among the
+ *   which only processes of that side touch (doc/design.md §3 rule 2: local atomics among the
  *   processes of one host), with:
  *   - a lock word (pid of the holder; a dead holder's lock is stolen),
  *   - claim slots, one per open link handle: owner = (generation << 32) | pid, plus the
@@ -273,6 +273,8 @@ struct ntb_backend_ops {
 			      int slice_ms);
 	/* Is the mapping still backed (shm: file size, path identity)? 0 or -errno. */
 	int  (*check_mapping)(struct ntb_link *link);
+	/* What ntb_link_info() shows as the link's location (a file, a device); NULL: "". */
+	const char *(*location)(const struct ntb_link *link);
 };
 
 /* This program image's random non-zero tag, stored in the claim slots it takes (link.c). */
@@ -283,8 +285,11 @@ uint32_t ntb_image_tag(void);
 int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_ops *ops,
 		      struct ntb_link **ret_link);
 
-extern const struct ntb_backend_ops ntb_shm_ops;
-extern const struct ntb_backend_ops ntb_pci_ops; /* ntb/pci.c (the pci helper's) */
+/* The table of backends (ntb/backend/backends.c): the ops of the backend called NAME, or NULL. */
+const struct ntb_backend_ops *ntb_backend_find(const char *name);
+
+extern const struct ntb_backend_ops ntb_shm_ops; /* ntb/backend/shm.c */
+extern const struct ntb_backend_ops ntb_pci_ops; /* ntb/backend/pci.c */
 
 struct ntb_fault; /* ntb/fault.c */
 struct ntb_speed; /* ntb/speed.c */

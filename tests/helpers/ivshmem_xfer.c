@@ -139,8 +139,10 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': p.side = atoi(optarg); break;
-		case 'p': p.backend = NTB_BACKEND_SHM; snprintf(p.path, sizeof(p.path), "%s", optarg); break;
-		case 'd': p.backend = NTB_BACKEND_PCI; snprintf(p.device, sizeof(p.device), "%s", optarg); break;
+		case 'p': snprintf(p.backend, sizeof(p.backend), "shm");
+			  snprintf(p.path, sizeof(p.path), "%s", optarg); break;
+		case 'd': snprintf(p.backend, sizeof(p.backend), "pci");
+			  snprintf(p.device, sizeof(p.device), "%s", optarg); break;
 		case 'w': p.window_size = strtoull(optarg, NULL, 0); break;
 		case 'b': total = strtoull(optarg, NULL, 0); break;
 		case 't': timeout_s = strtoull(optarg, NULL, 0); break;
@@ -153,7 +155,7 @@ int main(int argc, char **argv)
 	}
 	if (p.side != 0 && p.side != 1)
 		usage();
-	const char *bk = p.backend == NTB_BACKEND_PCI ? "pci" : "shm";
+	const char *bk = p.backend;
 	const int side = p.side;
 	const uint64_t deadline = now_ms() + timeout_s * 1000;
 

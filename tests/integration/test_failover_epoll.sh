@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Failover seen by event-driven and threaded programs (issue 19): an edge-triggered epoll echo
+# Failover seen by event-driven and threaded programs: an edge-triggered epoll echo
 # server (pl_echo et) with 100 live connections from an edge-triggered epoll client (pl_echo
 # eclient, every byte echoed and checked) while `ntbsock link down` moves them all at once;
 # then a program with one thread blocked in recv() and another blocked in send() while it

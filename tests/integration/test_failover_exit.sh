@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Bytes outlive their writer (issue 19): `socat -u OPEN:file TCP:...` closes and exits as soon as
+# Bytes outlive their writer: `socat -u OPEN:file TCP:...` closes and exits as soon as
 # its last write returns. Under NTBSOCK_FAULT=drop=0.01,corrupt=0.01 on both hosts, the reader
 # must get the whole 32 MiB file, byte-exact, then EOF, in every one of FO_RUNS (default 20)
 # runs: what was not acknowledged at exit goes to the kernel (failover "exit"). Then a reader

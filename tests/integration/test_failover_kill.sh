@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# A writer killed with SIGKILL mid-stream (issue 19), compared with kernel TCP: the reader gets
+# A writer killed with SIGKILL mid-stream, compared with kernel TCP: the reader gets
 # every byte the writer's send() had accepted (at least the count it last reported, at most one
 # more write), exact, then end of file, as kernel TCP gives after a killed writer's FIN. Run
 # over plain TCP first (no library), then over NTB on a clean link: the same ending. Then with

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Never lose a byte (issue 19): the shm link file truncated (FO_CUT=truncate, default) or
+# Never lose a byte: the shm link file truncated (FO_CUT=truncate, default) or
 # removed and recreated (FO_CUT=unlink) under a bidirectional 256 MiB stream. Both ends must
 # go on over the connection's kernel TCP socket from exactly the byte each has delivered: the
 # client's 256 MiB arrive exact, the server's stream arrives exact up to the client's end of

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "ntb/ntb.h"
-#include "ntb/pci_int.h"
+#include "ntb/backend/pci_int.h"
 
 #define BAR2_SIZE (1u << 20)
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* PCI device discovery for the pci backend: selectors, profiles, and a libpci scan whose
  * fatal-error callback longjmps back to us instead of exiting the host program. */
-#include "ntb/pci_int.h"
+#include "ntb/backend/pci_int.h"
 
 #include <ctype.h>
 #include <errno.h>

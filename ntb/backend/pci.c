@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "ntb/ntb_int.h"
-#include "ntb/pci_int.h"
+#include "ntb/backend/pci_int.h"
 #include "util/log.h"
 
 struct pci_priv {
@@ -123,7 +123,7 @@ static void pci_to_peer_barrier(struct ntb_link *link)
 
 /* ivshmem-plain has no interrupts: poll the doorbell word with a growing sleep (50 µs doubling
  * to 1 ms) until it changes or SLICE_MS passes. The word lives in our inbound control page,
- * i.e. local memory, so polling it costs no link traffic (DESIGN.md rule 1). */
+ * i.e. local memory, so polling it costs no link traffic (doc/design.md §3 rule 1). */
 static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
 			     int slice_ms)
 {
@@ -148,6 +148,11 @@ static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32
 	}
 }
 
+static const char *pci_location(const struct ntb_link *link)
+{
+	return link->params.device;
+}
+
 const struct ntb_backend_ops ntb_pci_ops = {
 	.name = "pci",
 	.open = pci_open,
@@ -158,4 +163,5 @@ const struct ntb_backend_ops ntb_pci_ops = {
 	.db_wake = NULL, /* nothing to wake: the peer polls */
 	.db_wait_slice = pci_db_wait_slice,
 	.check_mapping = NULL,
+	.location = pci_location,
 };

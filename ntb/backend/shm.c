@@ -261,6 +261,11 @@ static int shm_check_mapping(struct ntb_link *link)
 	return 0;
 }
 
+static const char *shm_location(const struct ntb_link *link)
+{
+	return link->params.path;
+}
+
 const struct ntb_backend_ops ntb_shm_ops = {
 	.name = "shm",
 	.open = shm_open_backend,
@@ -268,4 +273,5 @@ const struct ntb_backend_ops ntb_shm_ops = {
 	.db_wake = shm_db_wake,
 	.db_wait_slice = shm_db_wait_slice,
 	.check_mapping = shm_check_mapping,
+	.location = shm_location,
 };

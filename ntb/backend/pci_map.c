@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Mapping a PCI BAR into this process through sysfs (<root>/devices/<bdf>/resourceN, or
  * resourceN_wc for prefetchable BARs), with one clear sentence per failure. */
-#include "ntb/pci_int.h"
+#include "ntb/backend/pci_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
