@@ -1002,7 +1002,8 @@ uint32_t ntb_peer_db_target(const struct ntb_link *link)
 	 * device) or none, and the peer's waiter then wakes on its timer */
 	if (!(atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) & NTB_CAP_EVENT_DB))
 		return 0;
-	return atomic_load_explicit(&link->ctrl_in->db_id.v, memory_order_relaxed);
+	uint32_t id = atomic_load_explicit(&link->ctrl_in->db_id.v, memory_order_relaxed);
+	return id <= 65536 ? id : 0; /* untrusted: ivshmem ids are 16 bits */
 }
 
 bool ntb_db_event_mine(const struct ntb_link *link)
