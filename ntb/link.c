@@ -451,6 +451,14 @@ int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_
 			goto err_close;
 	}
 	link_layout(link);
+	if (!link->inspect && (p->speed.bandwidth || p->speed.latency_ns)) {
+		rc = ntb_speed_create(link);
+		if (rc) {
+			ntb_set_detail("link %s: speed model: %s", p->name,
+				       rc == -EINVAL ? "shm backend only" : "out of memory");
+			goto err_release;
+		}
+	}
 	if (!link->inspect && p->fault.enabled) {
 		rc = ntb_fault_create(&p->fault, &link->fault);
 		if (rc) {
@@ -474,6 +482,7 @@ err_release:
 err_close:
 	link->ops->close(link);
 err_free:
+	ntb_speed_destroy(link->speed);
 	free(link);
 	return rc;
 }
@@ -488,6 +497,7 @@ NTB_EXPORT void ntb_link_close(struct ntb_link *link)
 	}
 	ntb_fault_destroy(link->fault);
 	link->ops->close(link);
+	ntb_speed_destroy(link->speed);
 	free(link);
 }
 
@@ -849,6 +859,19 @@ NTB_EXPORT uint32_t ntb_link_epoch(const struct ntb_link *link)
 NTB_EXPORT bool ntb_link_peer_silent(const struct ntb_link *link)
 {
 	return atomic_load_explicit(&link->peer_silent, memory_order_relaxed);
+}
+
+NTB_EXPORT int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link)
+{
+	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
+	uint64_t now = ntb_now_ns();
+
+	return changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u) : -1;
+}
+
+NTB_EXPORT uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link)
+{
+	return link->params.heartbeat_ms;
 }
 
 NTB_EXPORT uint32_t ntb_link_peer_epoch(const struct ntb_link *link)

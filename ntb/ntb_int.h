@@ -177,16 +177,20 @@ struct ntb_side_local {
 	uint32_t pad3[31];
 	_Atomic uint32_t db_waiters;    /* 0x200 */
 	uint32_t pad4[31];
-	_Atomic uint32_t db_owner;      /* 0x280 ivshmem id + 1 published in ctrl.db_id; 0 none */
-	uint32_t pad6[31];
-	uint8_t  pad5[0x400 - 0x300];
+	/* 0x280 the emulated link's clock (ntb/speed.c): CLOCK_MONOTONIC ns at which the last
+	 * write of this side's processes is through; 0 in a region that never used the model */
+	_Atomic uint64_t pace_ns;
+	uint32_t pad6[30];
+	_Atomic uint32_t db_owner;      /* 0x300 ivshmem id + 1 published in ctrl.db_id; 0 none */
+	uint8_t  pad5[0x400 - 0x304];
 	struct ntb_side_slot slots[NTB_SIDE_SLOTS]; /* 0x400 */
 };
 static_assert(offsetof(struct ntb_side_local, generation) == 0x080, "local layout");
 static_assert(offsetof(struct ntb_side_local, hb_seq) == 0x100, "local layout");
 static_assert(offsetof(struct ntb_side_local, db_seq) == 0x180, "local layout");
 static_assert(offsetof(struct ntb_side_local, db_waiters) == 0x200, "local layout");
-static_assert(offsetof(struct ntb_side_local, db_owner) == 0x280, "local layout");
+static_assert(offsetof(struct ntb_side_local, pace_ns) == 0x280, "local layout");
+static_assert(offsetof(struct ntb_side_local, db_owner) == 0x300, "local layout");
 static_assert(offsetof(struct ntb_side_local, slots) == 0x400, "local layout");
 static_assert(sizeof(struct ntb_side_local) == NTB_LOCAL_SIZE, "local size");
 
@@ -299,6 +303,19 @@ extern const struct ntb_backend_ops ntb_shm_ops;
 extern const struct ntb_backend_ops ntb_pci_ops; /* ntb/pci.c (the pci helper's) */
 
 struct ntb_fault; /* ntb/fault.c */
+struct ntb_speed; /* ntb/speed.c */
+
+/* The emulated speed (ntb/speed.c): when LINK->params.speed is set, wrap LINK->ops in a copy
+ * whose write and to_peer_barrier pace the link (LINK->speed; the backend's ops stay below).
+ * 0, -EINVAL (not the shm backend) or -ENOMEM. ntb_speed_destroy() accepts NULL. */
+int ntb_speed_create(struct ntb_link *link);
+void ntb_speed_destroy(struct ntb_speed *sp);
+/* Counters of the model in this handle: bytes paced, nanoseconds waited for bandwidth and
+ * for latency (0 when off). */
+struct ntb_speed_stats {
+	uint64_t bytes, bw_wait_ns, lat_wait_ns, barriers;
+};
+void ntb_speed_get_stats(const struct ntb_link *link, struct ntb_speed_stats *ret);
 
 struct ntb_link {
 	struct ntb_link_params params;
@@ -341,6 +358,8 @@ struct ntb_link {
 	uint64_t hb_period_ns, timeout_ns;
 	/* fault decorator (NULL: plain writes) */
 	struct ntb_fault *fault;
+	/* emulated speed (NULL: off; ops then is the backend's own) */
+	struct ntb_speed *speed;
 };
 
 /* Set the thread's detail string for ntb_strerror_detail(). */
@@ -359,6 +378,8 @@ void ntb_fault_write(struct ntb_link *link, size_t off, const void *src, size_t 
  * checks the time-based cut first. */
 bool ntb_fault_ctrl_pass(struct ntb_link *link);
 void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret);
+/* Change the drop rate of window writes from now on (tests). */
+void ntb_fault_set_drop(struct ntb_fault *f, double rate);
 
 /* The peer's ivshmem id + 1 to ring, or 0 when it takes no interrupt doorbells (ntb/link.c). */
 uint32_t ntb_peer_db_target(const struct ntb_link *link);
