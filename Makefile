@@ -58,7 +58,7 @@ TOOL     := $(BUILD)/ntbsock
 # The export map is generated from the X-macro list of intercepted calls (preload/).
 EXPORT_MAP := $(BUILD)/libntbsock.map
 
-.PHONY: all deps check check-unit check-integration check-layering check-ivshmem \
+.PHONY: all deps check check-unit check-integration check-layering check-ivshmem check-ivshmem-apps check-ivshmem-apps-doorbell check-ivshmem-doorbell \
         check-asan check-asan-unit check-tsan fuzz soak \
         demo bench install uninstall clean help
 
@@ -143,6 +143,15 @@ check-integration: all $(HELPER_BINS)
 
 check-ivshmem: deps all $(HELPER_BINS)
 	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/run.sh
+
+check-ivshmem-apps: deps all
+	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/apps.sh
+
+check-ivshmem-apps-doorbell: deps all $(HELPER_BINS)
+	$(Q)BUILD=$(BUILD) IVSHMEM_APPS_MODE=doorbell sh tests/integration/ivshmem/apps.sh
+
+check-ivshmem-doorbell: deps all $(HELPER_BINS)
+	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/doorbell.sh
 
 # Sanitizer builds into $(BUILD)/asan and $(BUILD)/tsan (tests/sanitize/run.sh): unit tests, and
 # for check-asan/check-tsan the integration tests with the runtime preloaded; any report fails.

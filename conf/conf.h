@@ -101,9 +101,11 @@ struct conf_link {
 	gid_t             group;         /* (gid_t)-1: not set */
 	char              group_name[CONF_NAME_MAX + 1]; /* as written; "" when not set */
 	bool              allow_foreign_owner; /* default false */
+	char              ivshmem_server[CONF_PATH_MAX + 1]; /* UNIX socket; "" none */
 	/* pci */
 	char              device[CONF_NAME_MAX + 1]; /* BDF, vendor:device or class:XXXX */
 	int               bar;           /* -1: the profile's default */
+	bool              doorbell;      /* interrupt doorbells where there are some; default true */
 	/* link state */
 	uint32_t          heartbeat_ms;  /* default 100 */
 	uint32_t          link_timeout_ms; /* default 500 */

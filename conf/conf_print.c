@@ -46,6 +46,8 @@ static void print_link(FILE *out, const struct conf_link *l)
 			fprintf(out, "    %-20s (unchanged)\n", "group");
 		fprintf(out, "    %-20s %s\n", "allow_foreign_owner",
 			l->allow_foreign_owner ? "true" : "false");
+		fprintf(out, "    %-20s %s\n", "ivshmem_server",
+			l->ivshmem_server[0] ? l->ivshmem_server : "(none)");
 		if (l->speed.bandwidth || l->speed.latency_ns) {
 			char bw[32] = "unlimited";
 
@@ -63,6 +65,7 @@ static void print_link(FILE *out, const struct conf_link *l)
 		else
 			fprintf(out, "    %-20s %d\n", "bar", l->bar);
 	}
+	fprintf(out, "    %-20s %s\n", "doorbell", l->doorbell ? "true" : "false");
 	fprintf(out, "    %-20s %u ms\n", "heartbeat_ms", l->heartbeat_ms);
 	fprintf(out, "    %-20s %u ms\n", "link_timeout_ms", l->link_timeout_ms);
 	if (l->fault.enabled) {

@@ -350,13 +350,27 @@ static int parse_link_shm(struct conf_ctx *ctx, const config_setting_t *g, struc
 	if ((rc = parse_mode(ctx, g, &l->mode)) || (rc = parse_group(ctx, g, l)))
 		return rc;
 	rc = conf_get_bool(ctx, g, "allow_foreign_owner", false, &l->allow_foreign_owner);
-	return rc < 0 ? rc : 0;
+	if (rc < 0)
+		return rc;
+	rc = conf_get_string(ctx, g, "ivshmem_server", false, &path);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		const config_setting_t *s = config_setting_get_member(g, "ivshmem_server");
+
+		if (path[0] != '/')
+			return conf_err_at(ctx, s, "must be an absolute path");
+		if (strlen(path) > 107)
+			return conf_err_at(ctx, s, "too long for a UNIX socket (at most 107 characters)");
+		snprintf(l->ivshmem_server, sizeof(l->ivshmem_server), "%s", path);
+	}
+	return 0;
 }
 
 static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
 {
 	static const char *const shm_only[] = { "path", "mode", "group", "allow_foreign_owner",
-						"speed", NULL };
+						"ivshmem_server", "speed", NULL };
 	const char *dev;
 	int64_t bar;
 	int rc;
@@ -445,7 +459,7 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	static const char *const keys[] = {
 		"name", "backend", "side", "window_size", "path", "mode", "group",
 		"allow_foreign_owner", "device", "bar", "heartbeat_ms", "link_timeout_ms", "fault",
-		"speed", NULL
+		"ivshmem_server", "doorbell", "speed", NULL
 	};
 	const struct backend_keys *bk;
 	const config_setting_t *bs;
@@ -459,6 +473,7 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	l->mode = 0600;
 	l->group = (gid_t)-1;
 	l->bar = -1;
+	l->doorbell = true;
 	l->heartbeat_ms = 100;
 	l->link_timeout_ms = 500;
 	l->line = config_setting_source_line(g);
@@ -487,6 +502,9 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	}
 	rc = bk->parse(ctx, g, l);
 	if (rc)
+		return rc;
+	rc = conf_get_bool(ctx, g, "doorbell", false, &l->doorbell);
+	if (rc < 0)
 		return rc;
 	if ((rc = get_u32(ctx, g, "heartbeat_ms", false, 1, 60000, &l->heartbeat_ms)) ||
 	    (rc = get_u32(ctx, g, "link_timeout_ms", false, 1, 600000, &l->link_timeout_ms)))

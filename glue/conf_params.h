@@ -54,6 +54,8 @@ static inline void glue_link_params(const struct conf_link *cl, struct ntb_link_
 	ret->mode = cl->mode;
 	ret->group = cl->group;
 	ret->allow_foreign_owner = cl->allow_foreign_owner;
+	snprintf(ret->ivshmem_server, sizeof(ret->ivshmem_server), "%s", cl->ivshmem_server);
+	ret->doorbell = cl->doorbell;
 	snprintf(ret->device, sizeof(ret->device), "%s", cl->device);
 	ret->bar = cl->bar;
 	ret->heartbeat_ms = cl->heartbeat_ms;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +63,7 @@ void ntb_link_params_init(struct ntb_link_params *p)
 	p->bar = -1;
 	p->heartbeat_ms = 100;
 	p->link_timeout_ms = 500;
+	p->doorbell = true;
 }
 
 /* --- process liveness ------------------------------------------------------------------------ */
@@ -695,8 +698,16 @@ int ntb_link_enable(struct ntb_link *link)
 		atomic_store_explicit(&link->local->slots[link->slot].enabled, 1,
 				      memory_order_relaxed);
 	struct ntb_ctrl_page *c = link->ctrl_out;
+	uint32_t caps = link->caps;
+	if (link->db_id)
+		/* Interrupt doorbells: this process takes them from now on (under the side lock). */
+		atomic_store_explicit(&link->local->db_owner, link->db_id, memory_order_relaxed);
+	else if (atomic_load_explicit(&link->local->db_owner, memory_order_relaxed))
+		caps |= NTB_CAP_EVENT_DB; /* another process of this side takes them: keep its id */
 	if (!ctrl_cut(link)) {
-		atomic_store_explicit(&c->caps.v, link->caps, memory_order_relaxed);
+		if (link->db_id)
+			atomic_store_explicit(&c->db_id.v, link->db_id, memory_order_relaxed);
+		atomic_store_explicit(&c->caps.v, caps, memory_order_relaxed);
 		atomic_store_explicit(&c->writer_pid.v, (uint32_t)getpid(), memory_order_relaxed);
 		atomic_store_explicit(&c->epoch.v, link->epoch, memory_order_relaxed);
 		/* Release: epoch before enable; pairs with the acquire load of enable in
@@ -970,8 +981,8 @@ int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 		}
 		/* relaxed: written before enable (release) and read after observe_peer()'s
 		 * acquire of enable in the tick above; a stale reading only polls */
-		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v,
-						       memory_order_relaxed) & NTB_CAP_FUTEX_WAKE;
+		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+				  (NTB_CAP_FUTEX_WAKE | NTB_CAP_EVENT_DB);
 		if (link->ops->db_wait_slice && peer_wakes) {
 			rc = link->ops->db_wait_slice(link, db, seen, slice);
 		} else {
@@ -989,8 +1000,44 @@ int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 
 int ntb_db_fd(const struct ntb_link *link)
 {
-	(void)link;
-	return -ENOTSUP;
+	return link->ops->db_fd ? link->ops->db_fd(link) : -ENOTSUP;
+}
+
+int ntb_evfd_wait_slice(int fd, _Atomic uint32_t *db, uint32_t seen, int slice_ms)
+{
+	uint64_t count;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct timespec ts = { slice_ms / 1000, (long)(slice_ms % 1000) * 1000000L };
+
+	/* Drain first, then look: a ring after the drain leaves the fd readable, so the ppoll
+	 * below cannot miss it (the eventfd is level-triggered). */
+	while (syscall(SYS_read, fd, &count, sizeof(count)) == (long)sizeof(count))
+		;
+	/* acquire: pairs with the peer's release store of the doorbell in its ring */
+	if (atomic_load_explicit(db, memory_order_acquire) != seen)
+		return 0;
+	if (syscall(SYS_ppoll, &pfd, 1, &ts, NULL, (size_t)8) < 0 && errno == EINTR)
+		return -EINTR;
+	return 0;
+}
+
+uint32_t ntb_peer_db_target(const struct ntb_link *link)
+{
+	/* relaxed: both written by the peer before its enable (release), read after
+	 * observe_peer()'s acquire of enable; a stale reading rings a stale id (ignored by the
+	 * device) or none, and the peer's waiter then wakes on its timer */
+	if (!(atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) & NTB_CAP_EVENT_DB))
+		return 0;
+	uint32_t id = atomic_load_explicit(&link->ctrl_in->db_id.v, memory_order_relaxed);
+	return id <= 65536 ? id : 0; /* untrusted: ivshmem ids are 16 bits */
+}
+
+bool ntb_db_event_mine(const struct ntb_link *link)
+{
+	return link->db_id != 0 &&
+	       (atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+		NTB_CAP_EVENT_DB) &&
+	       atomic_load_explicit(&link->local->db_owner, memory_order_relaxed) == link->db_id;
 }
 
 /* --- scratchpads ------------------------------------------------------------------------------ */

@@ -61,9 +61,14 @@ struct ntb_link_params {
 	mode_t           mode;          /* creation mode, 0 → 0600 */
 	gid_t            group;         /* (gid_t)-1 → leave as created */
 	bool             allow_foreign_owner; /* accept a file owned by another uid */
+	/* the UNIX socket of an ivshmem server sharing this file with QEMU ivshmem-doorbell
+	 * devices: join it as a peer for interrupt doorbells ("" → none) */
+	char             ivshmem_server[NTB_PATH_MAX + 1];
 	/* pci */
 	char             device[NTB_NAME_MAX + 1]; /* "0000:00:04.0", "1af4:1110" or "class:0500" */
 	int              bar;           /* -1 → the profile's default (ivshmem: 2) */
+	/* both: use interrupt doorbells where there are some (default true) */
+	bool             doorbell;
 	/* link state */
 	uint32_t         heartbeat_ms;  /* 0 → 100 */
 	uint32_t         link_timeout_ms; /* peer silent this long → down; 0 → 500 */
@@ -180,8 +185,13 @@ uint32_t ntb_db_read(const struct ntb_link *link);
  * Returns 0 when rung, -ETIMEDOUT, -EINTR, or -ENOLINK when the link went down. */
 int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms);
 
-/* A pollable fd that turns readable on a doorbell, or -ENOTSUP: the shm and pci backends
- * have none, and the caller polls ntb_db_read() / sleeps in ntb_db_wait() instead. */
+/* A pollable fd (an eventfd) that turns readable when the peer rings, or -ENOTSUP. Only
+ * links with interrupt doorbells have one: a pci link on an ivshmem-doorbell device bound to
+ * vfio-pci, and a shm link that joined an ivshmem server (params.ivshmem_server). Readable
+ * means "look at ntb_db_read()": drain it with read(2) of 8 bytes (non-blocking) before
+ * re-checking. The peer rings only the process of this side that last enabled the link with
+ * a doorbell: another process's fd may stay quiet, so wait on it with a timeout. Without an
+ * fd, poll ntb_db_read() or sleep in ntb_db_wait(). Owned by the link: do not close it. */
 int ntb_db_fd(const struct ntb_link *link);
 
 /* --- scratchpads ---------------------------------------------------------------------------- */
