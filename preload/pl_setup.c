@@ -113,8 +113,9 @@ static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 	}
 	tl = l->tp;
 	bool fresh = tl && now - l->opened_ns < PL_FRESH_NS;
-	/* Only the first connect after the open waits for the link to come up: with the peer
-	 * host absent, later ones must not each lose the set-up timeout. */
+	/* Only the first connect after the open waits for the link to come up, and only while
+	 * the peer side may be alive (ntb_link_wait_peer()): a peer host with no ntbsock process
+	 * on the link, or whose heartbeat stopped, is known at once and costs no wait. */
 	bool wait = wait_up && fresh && !l->waited_up;
 	if (wait)
 		l->waited_up = true;
@@ -122,7 +123,12 @@ static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 	if (tl && wait && !tp_link_is_up(tl)) {
 		int ms = (int)pl_tpp.setup_timeout_ms;
 		PL_ENTER();
-		ntb_link_wait_up(tp_link_ntb(tl), ms > 0 ? ms : 1000);
+		int wr = ntb_link_wait_peer(tp_link_ntb(tl), ms > 0 ? ms : 1000);
+		if (wr == -EHOSTDOWN)
+			LOG(LL_DEBUG, "link %s: peer side %s: not waiting for it",
+			    pl_conf->links[index].name,
+			    ntb_link_peer_state(tp_link_ntb(tl)) == NTB_PEER_DEAD ?
+			    "silent (heartbeat stopped)" : "absent");
 		PL_LEAVE();
 	}
 	if (ret_fresh)
@@ -542,6 +548,19 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 	return r;
 }
 
+/* Why LINK is down, when the peer side is known to be gone; NULL: just down. */
+static const char *link_down_reason(struct tp_link *link)
+{
+	switch (ntb_link_peer_state(tp_link_ntb(link))) {
+	case NTB_PEER_ABSENT:
+		return "link down: no ntbsock on the peer host";
+	case NTB_PEER_DEAD:
+		return "link down: peer heartbeat stopped";
+	default:
+		return NULL;
+	}
+}
+
 /* Returns the kernel connect's result the libc way (0 or -1 + errno), having tried NTB first. */
 int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 {
@@ -576,6 +595,8 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	/* tp_link_is_up() also refreshes the transport's cached view (a forked child's). */
 	if (!link || !tp_link_is_up(link)) {
 		why = TP_REASON_LINK_DOWN;
+		if (link)
+			reason = link_down_reason(link);
 		goto tcp;
 	}
 	uint16_t port = sa_port(dst);
