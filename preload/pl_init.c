@@ -163,9 +163,13 @@ __attribute__((destructor)) static void pl_dtor(void)
 	/* not when exit() is called from inside the library (a signal handler that interrupted
 	 * one of our calls): the locks that call holds stay held */
 	if (pl_depth == 0 &&
-	    atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_ACTIVE) /* pairs with
-										      * pl_init_once */
+	    atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_ACTIVE) { /* pairs
+		* with pl_init_once */
 		pl_exit_linger("exit");
+		PL_ENTER();
+		tp_exit_announce(); /* the peer host need not wait for our heartbeat to stop */
+		PL_LEAVE();
+	}
 }
 
 int64_t pl_now_ns(void)

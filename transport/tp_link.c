@@ -555,6 +555,21 @@ static bool exit_pending(struct tp_conn *c)
 	return pending;
 }
 
+void tp_exit_announce(void)
+{
+	if (pthread_mutex_trylock(&g_lock))
+		return;
+	for (struct tp_link *l = g_links; l; l = l->next_link) {
+		if (pthread_mutex_trylock(&l->conns_lock))
+			continue;
+		bool idle = l->conns == NULL;
+		pthread_mutex_unlock(&l->conns_lock);
+		if (idle)
+			ntb_link_disable(l->ntb);
+	}
+	pthread_mutex_unlock(&g_lock);
+}
+
 int tp_exit_drain(int timeout_ms)
 {
 	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);

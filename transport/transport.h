@@ -262,6 +262,13 @@ const char *tp_conn_failover_reason(struct tp_conn *c);
  * (may be NULL) says how many were. */
 int tp_exit_handoff(int timeout_ms, int *ret_handed);
 
+/* At process exit, after tp_exit_handoff(): every link on which this process has no
+ * connection left is disabled, which announces it down to the peer host when no other process
+ * of this host has it enabled (ntb_link_disable()): the peer then knows at once that nobody
+ * here serves it, instead of waiting for the heartbeat to go stale. A link with connections
+ * left (or whose lock is held) keeps its state: the peer sees the heartbeat stop, as before. */
+void tp_exit_announce(void);
+
 /* Pending error of a failed connection (0, -ECONNRESET, -ETIMEDOUT, ...). */
 int tp_conn_error(struct tp_conn *c);
 
