@@ -364,8 +364,10 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		tp_host_unlock(l);
 		tp_link_reap(l);
 		tp_host_lock(l);
-		if (!tp_host_lost(l))
+		if (!tp_host_lost(l)) {
+			tp_host_reclaim_if_short(l); /* and those of dead processes */
 			slot = tp_slot_alloc(l, TP_ES_CONNECTING, tp_self_pid());
+		}
 	}
 	if (slot < 0) {
 		tp_host_unlock(l);

@@ -471,6 +471,7 @@ struct tp_link {
 				     * TP_QUICK_PROBE_MS (tp_tx_timers()' quick probes) */
 	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
+	uint64_t last_short_reclaim_ms; /* tp_host_reclaim_if_short() (under the host lock) */
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
 	bool mbox_quick;           /* under the host lock: the helper handles the mailbox at once
 				    * (standing by): it may answer a watched Apply without a ring */
@@ -700,6 +701,11 @@ void tp_slot_free(struct tp_link *l, uint32_t slot);
 void tp_listen_publish(struct tp_link *l, bool force);
 /* Under lock: reclaim entries of dead processes and expired pending set-ups. */
 void tp_host_reclaim(struct tp_link *l);
+/* Under lock: tp_host_reclaim() when at most one context is left free and none ran in the last
+ * TP_RECLAIM_SOON_MS: a set-up is not refused (nor made to wait for the helper's next pass)
+ * for contexts that processes which have died still hold. */
+void tp_host_reclaim_if_short(struct tp_link *l);
+#define TP_RECLAIM_SOON_MS 5
 uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
 
 /* tp_mbox.c */
