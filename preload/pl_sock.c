@@ -154,8 +154,9 @@ static bool peer_closed_first(struct pl_sock *s)
 
 /*
  * The peer closed first: its NTB close is in our window, and its TCP socket's FIN follows it
- * by microseconds (pl_sock.c's close() on its side: NTB first, then the kernel). Wait for that
- * FIN, bounded, before closing our TCP socket, so that it ends as the passive side, as it
+ * by microseconds (pl_sock.c's close() on its side: NTB first, then the kernel). Our TCP socket
+ * closes only after that FIN, bounded (the helper thread does it: tp_close_after_fin(); here
+ * when it cannot), so that it ends as the passive side, as it
  * would without the library: TIME_WAIT stays with the side that closed first. Closing at once
  * could send our FIN first, and a TIME_WAIT on a server's port makes a server restarted there
  * without SO_REUSEADDR fail to bind (sockperf's did, 1 run in ~8 of test_pl_sockperf).
@@ -194,8 +195,14 @@ NTB_EXPORT int close(int fd)
 
 		witness_move(s, fd);
 		pl_sock_put(s);
-		if (passive)
-			await_peer_fin(fd);
+		if (passive) {
+			/* the helper thread closes the socket after the FIN; else wait here */
+			PL_ENTER();
+			int kept = tp_close_after_fin(fd, PL_PEER_FIN_WAIT_MS);
+			PL_LEAVE();
+			if (kept < 0)
+				await_peer_fin(fd);
+		}
 		errno = saved;
 	}
 	int r = pl_real.close(fd);

@@ -861,6 +861,13 @@ void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v);
 /* tp_link.c */
 void tp_helper_start(void);
 bool tp_link_refresh(struct tp_link *l);
+
+bool tp_helper_running(void);         /* this process has its helper thread */
+
+/* tp_finwait.c: the helper's part of tp_close_after_fin(). */
+bool tp_finwait_pending(void);        /* sockets wait for their peer's FIN */
+void tp_finwait_service(void);        /* close those whose FIN came or whose time is up */
+void tp_finwait_atfork_child(void);   /* the child closes its copies */
 void tp_event_signal(void);
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);

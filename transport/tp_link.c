@@ -507,6 +507,8 @@ static void *helper_main(void *arg)
 		}
 		if (atomic_load(&tp_fo_active) > 0 && slice > 2)
 			slice = 2; /* failovers move bytes on kernel sockets (tp_failover.c) */
+		if (tp_finwait_pending() && slice > 2)
+			slice = 2; /* closes wait for the peer's FIN (tp_finwait.c) */
 		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
@@ -533,6 +535,7 @@ static void *helper_main(void *arg)
 		pthread_mutex_unlock(&g_lock);
 		if (signal)
 			tp_event_signal();
+		tp_finwait_service();
 	}
 	return NULL;
 }
@@ -741,6 +744,14 @@ static void atfork_init(void)
 	pthread_atfork(atfork_prepare, atfork_parent, tp_atfork_child);
 }
 
+bool tp_helper_running(void)
+{
+	pthread_mutex_lock(&g_lock);
+	bool on = g_helper;
+	pthread_mutex_unlock(&g_lock);
+	return on;
+}
+
 void tp_helper_start(void)
 {
 	pthread_t t;
@@ -790,6 +801,7 @@ void tp_atfork_child(void)
 	tp_proc_forked(); /* first: the cached pid is the parent's */
 	me = tp_self_pid();
 	tp_fo_atfork_child();
+	tp_finwait_atfork_child();
 	pthread_mutex_init(&g_lock, NULL);
 	g_helper = false;
 	g_helper_link = NULL;

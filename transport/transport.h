@@ -239,6 +239,13 @@ int tp_exit_drain(int timeout_ms);
  * connection gone (TP_ST_GONE), as for a program that exits. */
 void tp_exec_release_closed(void);
 
+/* FD is the kernel socket of an NTB connection the peer closed first: keep the socket open
+ * through a private duplicate until the peer's TCP FIN (or anything) arrives on it, at most
+ * TIMEOUT_MS, then close it from the helper thread; TIME_WAIT thus stays with the side that
+ * closed first, and the caller does not wait. The caller still closes FD itself (its number is
+ * free at once). 0, or -errno (nothing kept: the caller waits itself). */
+int tp_close_after_fin(int fd, int timeout_ms);
+
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
 void tp_abort(struct tp_conn *c);
 
