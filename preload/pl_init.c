@@ -146,6 +146,9 @@ void pl_exit_linger(const char *when)
 		left = left > 0 ? 0 : left;
 	}
 
+	/* closes that wait for the peer's FIN (they would end at once, our FIN first) */
+	tp_finwait_drain();
+
 	if (left && ms) {
 		atomic_store(&gave_up_ns, pl_now_ns());
 		if (left > 0)

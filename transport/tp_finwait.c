@@ -4,9 +4,10 @@
  * the closing thread does not wait and TIME_WAIT still stays with the side that closed first.
  *
  * WHO WRITES / WHO READS
- *   fw_list[0 .. fw_n)   appended under fw_lock by closers; entries removed only by the helper
- *                        (tp_finwait_service(), under fw_lock); the helper polls a snapshot of
- *                        the first n entries outside the lock: appends never move them
+ *   fw_list[0 .. fw_n)   appended under fw_lock by closers; entries removed only by
+ *                        tp_finwait_service() (the helper's, or at exit), under fw_lock and
+ *                        fw_service_lock; it polls a snapshot of the first n entries outside
+ *                        fw_lock: appends never move them, and no other service runs
  *   fw_pending           mirrors fw_n (relaxed) for a lock-free "none" test by the helper */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@ struct fw_entry {
 };
 
 static pthread_mutex_t fw_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t fw_service_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fw_entry *fw_list;
 static int fw_n, fw_alloc;
 static _Atomic int fw_pending;
@@ -75,6 +77,9 @@ void tp_finwait_service(void)
 
 	if (!tp_finwait_pending())
 		return;
+	/* one service at a time (the helper's, or tp_finwait_drain()'s at exit): the entries
+	 * polled must stay where they are until they are looked at */
+	pthread_mutex_lock(&fw_service_lock);
 	pthread_mutex_lock(&fw_lock);
 	n = fw_n < FW_BATCH ? fw_n : FW_BATCH;
 	for (int i = 0; i < n; i++) {
@@ -83,8 +88,10 @@ void tp_finwait_service(void)
 		p[i].revents = 0;
 	}
 	pthread_mutex_unlock(&fw_lock);
-	if (syscall(SYS_poll, p, (nfds_t)n, 0) < 0)
+	if (syscall(SYS_poll, p, (nfds_t)n, 0) < 0) {
+		pthread_mutex_unlock(&fw_service_lock);
 		return;
+	}
 	uint64_t now = tp_now_ms();
 	pthread_mutex_lock(&fw_lock);
 	/* back to front: removing entry i moves the last one into it, which was looked at (or is
@@ -97,6 +104,33 @@ void tp_finwait_service(void)
 	}
 	atomic_store_explicit(&fw_pending, fw_n, memory_order_relaxed);
 	pthread_mutex_unlock(&fw_lock);
+	pthread_mutex_unlock(&fw_service_lock);
+}
+
+void tp_finwait_drain(void)
+{
+	struct pollfd p[FW_BATCH];
+
+	while (tp_finwait_pending()) {
+		uint64_t now = tp_now_ms(), first = UINT64_MAX;
+		int n;
+
+		pthread_mutex_lock(&fw_lock);
+		n = fw_n < FW_BATCH ? fw_n : FW_BATCH;
+		for (int i = 0; i < n; i++) {
+			p[i].fd = fw_list[i].fd;
+			p[i].events = POLLIN | POLLRDHUP;
+			p[i].revents = 0;
+			if (fw_list[i].deadline_ms < first)
+				first = fw_list[i].deadline_ms;
+		}
+		pthread_mutex_unlock(&fw_lock);
+		/* until the first deadline among them: each is at most its timeout away */
+		int ms = first > now ? (int)(first - now) : 0;
+		if (syscall(SYS_poll, p, (nfds_t)n, ms) < 0 && errno != EINTR)
+			return;
+		tp_finwait_service();
+	}
 }
 
 void tp_finwait_atfork_child(void)
@@ -104,6 +138,7 @@ void tp_finwait_atfork_child(void)
 	/* The parent closes its sockets; the child's copies of the duplicates would keep them
 	 * open (no FIN) for as long as the child lives. */
 	pthread_mutex_init(&fw_lock, NULL);
+	pthread_mutex_init(&fw_service_lock, NULL);
 	for (int i = 0; i < fw_n; i++)
 		syscall(SYS_close, fw_list[i].fd);
 	fw_n = 0;

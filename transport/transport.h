@@ -245,6 +245,9 @@ void tp_exec_release_closed(void);
  * closed first, and the caller does not wait. The caller still closes FD itself (its number is
  * free at once). 0, or -errno (nothing kept: the caller waits itself). */
 int tp_close_after_fin(int fd, int timeout_ms);
+/* At exit and exec (which would close them at once): wait until every socket kept by
+ * tp_close_after_fin() is closed, each at its FIN or its time. */
+void tp_finwait_drain(void);
 
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
 void tp_abort(struct tp_conn *c);
