@@ -125,9 +125,13 @@ void tp_finwait_drain(void)
 				first = fw_list[i].deadline_ms;
 		}
 		pthread_mutex_unlock(&fw_lock);
-		/* until the first deadline among them: each is at most its timeout away */
-		int ms = first > now ? (int)(first - now) : 0;
-		if (syscall(SYS_poll, p, (nfds_t)n, ms) < 0 && errno != EINTR)
+		if (n == 0)
+			continue; /* (the helper closed them meanwhile) */
+		/* until the first deadline among them (each is at most its timeout away), looking
+		 * again every 10 ms: the helper may close some of them meanwhile */
+		uint64_t wait = first > now ? first - now : 0;
+		if (syscall(SYS_poll, p, (nfds_t)n, (int)(wait < 10 ? wait : 10)) < 0 &&
+		    errno != EINTR)
 			return;
 		tp_finwait_service();
 	}
