@@ -342,6 +342,20 @@ void pl_sock_load_opts(struct pl_sock *s, int fd)
 	errno = saved;
 }
 
+/* S's options for FD: as socket() left them when its PL_CAND_* flags CF say so (no system
+ * call), else from the kernel. */
+static void sock_opts(struct pl_sock *s, int fd, unsigned cf)
+{
+	if (!(cf & PL_CAND_DEFOPTS)) {
+		pl_sock_load_opts(s, fd);
+		return;
+	}
+	atomic_store_explicit(&s->nonblock, !!(cf & PL_CAND_NONBLOCK), memory_order_relaxed);
+	atomic_store_explicit(&s->rcvtimeo_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->sndtimeo_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->linger_abort, false, memory_order_relaxed);
+}
+
 /* --- connect ------------------------------------------------------------------------------------- */
 
 /* The kernel's connect for a connection that stays TCP, listed for `ntbsock stat` when it
@@ -457,7 +471,7 @@ static int connect_late_tcp(int fd, const struct sockaddr *dst, int r, int e, co
  * the NTB path under the 4-tuple, then let the handshake complete. Same results as
  * pl_connect(). */
 static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct tp_link *link,
-			int link_index, int saved_errno)
+			int link_index, unsigned cf, int saved_errno)
 {
 	struct sockaddr_storage local;
 	socklen_t llen = sizeof(local);
@@ -517,7 +531,7 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 		errno = e;
 		return r;
 	}
-	pl_sock_load_opts(s, fd);
+	sock_opts(s, fd, cf);
 	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = link_index;
@@ -541,7 +555,7 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 	pl_fd_install(fd, s);
 	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
 	PL_ENTER();
-	tp_conn_set_owner(conn, (int)getpid(), fd);
+	tp_conn_set_owner(conn, tp_process_id(), fd);
 	PL_LEAVE();
 	pl_sock_put(s);
 	errno = r == 0 ? saved_errno : e;
@@ -575,8 +589,10 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	char desc[128];
 	int saved_errno = errno;
 	int r;
+	/* what our socket() made and nothing changed since: no need to ask the kernel */
+	unsigned cf = pl_cand_flags(fd);
 
-	if (fd >= pl_nfds || !pl_is_tcp_stream(fd)) {
+	if (fd >= pl_nfds || (!(cf & PL_CAND_TCP) && !pl_is_tcp_stream(fd))) {
 		/* (an fd beyond the table cannot be tracked: it stays TCP) */
 		errno = saved_errno;
 		return pl_real.connect(fd, dst, dlen);
@@ -606,7 +622,10 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		why = TP_REASON_NO_LISTENER;
 		goto tcp;
 	}
-	if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
+	if (cf & PL_CAND_UNBOUND) {
+		memset(&local, 0, sizeof(local)); /* the wildcard address, port 0 */
+		local.ss_family = cf & PL_CAND_V6 ? AF_INET6 : AF_INET;
+	} else if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
 		reason = "getsockname failed";
 		goto tcp;
 	}
@@ -636,7 +655,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 			reason = "socket bound to an address that is not this host's";
 			goto tcp;
 		}
-		return connect_late(fd, dst, dlen, link, rt.link_index, saved_errno);
+		return connect_late(fd, dst, dlen, link, rt.link_index, cf, saved_errno);
 	} else if (sa_is_any((struct sockaddr *)&local)) {
 		reason = "socket bound to the wildcard address";
 		goto tcp;
@@ -667,7 +686,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		reason = "out of memory";
 		goto tcp;
 	}
-	pl_sock_load_opts(s, fd);
+	sock_opts(s, fd, cf);
 	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = rt.link_index;
@@ -675,7 +694,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	pl_fd_install(fd, s);
 	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
 	PL_ENTER();
-	tp_conn_set_owner(conn, (int)getpid(), fd);
+	tp_conn_set_owner(conn, tp_process_id(), fd);
 	PL_LEAVE();
 
 	errno = saved_errno;
@@ -880,7 +899,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	atomic_store_explicit(&s->state, PL_CS_OPEN, memory_order_relaxed);
 	pl_fd_install(nfd, s);
 	PL_ENTER();
-	tp_conn_set_owner(conn, (int)getpid(), nfd);
+	tp_conn_set_owner(conn, tp_process_id(), nfd);
 	PL_LEAVE();
 	pl_sock_put(s);
 	LOG(LL_INFO, "fd %d %s: ntb (link %s, accepted on fd %d)", nfd, desc,
@@ -1007,7 +1026,7 @@ static void pl_atfork_links_child(void)
 	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
 		struct pl_sock *s = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed);
 		if (s && s->kind == PL_CONN && s->conn)
-			tp_conn_set_owner(s->conn, (int)getpid(), fd);
+			tp_conn_set_owner(s->conn, tp_process_id(), fd);
 		if (!s || s->kind != PL_LISTENER)
 			continue;
 		bool seen = false; /* once per listener object, not per fd */

@@ -489,6 +489,7 @@ struct tp_link {
 	atomic_bool region_bad;      /* the mapping no longer is the link (file truncated, removed
 				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */
 	uint64_t admin_ms;
+	_Atomic uint64_t admin_look_ms; /* a set-up's last look at the flag (tp_connect()) */
 };
 
 /* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the
@@ -666,6 +667,11 @@ static inline int tp_fo_get(const struct tp_conn *c)
 }
 /* admin state of a link (`ntbsock link down`): a flag file beside the link file */
 bool tp_link_admin_down(struct tp_link *l);
+/* tp_link_admin_down() for a set-up: the flag file is looked at again only when the last such
+ * look is TP_ADMIN_LOOK_MS old (one lstat() per connection was a tenth of a set-up's system
+ * calls); in between, the answer of that look. */
+bool tp_link_admin_down_recent(struct tp_link *l);
+#define TP_ADMIN_LOOK_MS 10
 
 /* tp_host.c */
 int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp);

@@ -477,6 +477,17 @@ bool tp_link_admin_down(struct tp_link *l)
 	return down;
 }
 
+bool tp_link_admin_down_recent(struct tp_link *l)
+{
+	uint64_t now = tp_now_ms();
+	uint64_t last = atomic_load_explicit(&l->admin_look_ms, memory_order_relaxed);
+
+	if (last && now - last < TP_ADMIN_LOOK_MS)
+		return atomic_load(&l->admin_down);
+	atomic_store_explicit(&l->admin_look_ms, now, memory_order_relaxed);
+	return tp_link_admin_down(l);
+}
+
 static void *helper_main(void *arg)
 {
 	uint64_t spin_until = 0; /* stand-by after an Apply (helper_spin()) */

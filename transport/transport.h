@@ -318,6 +318,9 @@ struct tp_stats {
 };
 void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats);
 
+/* getpid(), cached (and renewed in a forked child): no system call. */
+int tp_process_id(void);
+
 /* ADDED: record the owning process and fd of C for `ntbsock stat` (preload calls it once the
  * fd is known; the pid is normally getpid()). */
 void tp_conn_set_owner(struct tp_conn *c, int pid, int fd);
