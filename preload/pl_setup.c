@@ -81,6 +81,54 @@ struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh)
 	return link_get(index, wait_up, ret_fresh);
 }
 
+#define PL_GONE_ABSENT "link down: no ntbsock on the peer host"
+#define PL_GONE_DEAD   "link down: peer heartbeat stopped"
+
+/* Before a connect opens link LP (creating its file, claiming a side, starting the helper
+ * thread: most of a millisecond), a look that maps the link read-only, if it exists: the
+ * reason when the peer side is known to be gone (no link file, nobody on the peer host has it
+ * enabled, or its heartbeat stopped: ntb_link_peer_state()), else NULL. */
+static const char *peer_gone(const struct ntb_link_params *lp)
+{
+	struct ntb_link_params p = *lp;
+	struct ntb_link *n = NULL;
+	const char *why = NULL;
+
+	if (p.side < 0)
+		return NULL; /* (our side is known only once claimed) */
+	p.inspect_only = true;
+	PL_ENTER();
+	int r = ntb_link_open(&p, &n);
+	if (r == -ENOENT && p.backend == NTB_BACKEND_SHM) {
+		why = PL_GONE_ABSENT; /* a peer side would have created it */
+	} else if (r == 0) {
+		enum ntb_peer_state st = ntb_link_peer_state(n);
+		why = st == NTB_PEER_ABSENT ? PL_GONE_ABSENT : st == NTB_PEER_DEAD ? PL_GONE_DEAD : NULL;
+		ntb_link_close(n);
+	}
+	PL_LEAVE();
+	return why;
+}
+
+/* For a connect over link INDEX: when this process has not opened it yet, peer_gone(). */
+static const char *link_peek_gone(int index)
+{
+	struct ntb_link_params lp;
+
+	if (!pl_conf || index < 0 || index >= pl_conf->n_links || index >= CONF_MAX_LINKS)
+		return NULL;
+	pthread_mutex_lock(&pl_link_lock);
+	bool open = pl_links[index].tp != NULL;
+	pthread_mutex_unlock(&pl_link_lock);
+	if (open)
+		return NULL;
+	pl_link_params(&pl_conf->links[index], &lp);
+	const char *why = peer_gone(&lp);
+	if (why)
+		LOG(LL_DEBUG, "link %s: %s: not opened", lp.name, why);
+	return why;
+}
+
 static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 {
 	struct tp_link *tl;
@@ -567,9 +615,9 @@ static const char *link_down_reason(struct tp_link *link)
 {
 	switch (ntb_link_peer_state(tp_link_ntb(link))) {
 	case NTB_PEER_ABSENT:
-		return "link down: no ntbsock on the peer host";
+		return PL_GONE_ABSENT;
 	case NTB_PEER_DEAD:
-		return "link down: peer heartbeat stopped";
+		return PL_GONE_DEAD;
 	default:
 		return NULL;
 	}
@@ -606,6 +654,12 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		reason = r < 0 ? "not an IP address" : route_reason_tcp(&rt);
 		LOG(LL_INFO, "fd %d -> %s: tcp (%s)", fd, desc, reason);
 		return connect_tcp(fd, dst, dlen, reason, saved_errno);
+	}
+	/* not worth opening the link (most of a millisecond) when nobody serves it */
+	reason = link_peek_gone(rt.link_index);
+	if (reason) {
+		why = TP_REASON_LINK_DOWN;
+		goto tcp;
 	}
 	link = pl_link_get(rt.link_index, true, NULL);
 	/* tp_link_is_up() also refreshes the transport's cached view (a forked child's). */
