@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -33,6 +34,21 @@ static struct fw_entry *fw_list;
 static int fw_n, fw_alloc;
 static _Atomic int fw_pending;
 
+/* The most sockets kept at once: a quarter of the descriptor limit (each takes a descriptor
+ * the program may want), at most FW_MAX. */
+static int fw_cap(void)
+{
+	static int cap; /* (under fw_lock) */
+
+	if (!cap) {
+		struct rlimit rl;
+		long n = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ?
+			 (long)(rl.rlim_cur / 4) : FW_MAX;
+		cap = n < 1 ? 1 : n > FW_MAX ? FW_MAX : (int)n;
+	}
+	return cap;
+}
+
 int tp_close_after_fin(int fd, int timeout_ms)
 {
 	int kfd, rc = 0;
@@ -40,6 +56,10 @@ int tp_close_after_fin(int fd, int timeout_ms)
 	if (!tp_helper_running())
 		return -EAGAIN; /* nobody would close it */
 	pthread_mutex_lock(&fw_lock);
+	if (fw_n >= fw_cap()) {
+		rc = -ENOSPC;
+		goto out;
+	}
 	if (fw_n == fw_alloc) {
 		int n = fw_alloc ? fw_alloc * 2 : 64;
 		struct fw_entry *p = n <= FW_MAX ? realloc(fw_list, (size_t)n * sizeof(*p)) : NULL;
