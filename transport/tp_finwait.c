@@ -51,10 +51,15 @@ static int fw_cap(void)
 
 int tp_close_after_fin(int fd, int timeout_ms)
 {
-	int kfd, rc = 0;
-
 	if (!tp_helper_running())
 		return -EAGAIN; /* nobody would close it */
+	return tp_finwait_add(fd, timeout_ms);
+}
+
+int tp_finwait_add(int fd, int timeout_ms)
+{
+	int kfd, rc = 0;
+
 	pthread_mutex_lock(&fw_lock);
 	if (fw_n >= fw_cap()) {
 		rc = -ENOSPC;

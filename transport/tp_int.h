@@ -871,6 +871,7 @@ bool tp_link_refresh(struct tp_link *l);
 bool tp_helper_running(void);         /* this process has its helper thread */
 
 /* tp_finwait.c: the helper's part of tp_close_after_fin(). */
+int tp_finwait_add(int fd, int timeout_ms); /* tp_close_after_fin() without the helper check */
 bool tp_finwait_pending(void);        /* sockets wait for their peer's FIN */
 void tp_finwait_service(void);        /* close those whose FIN came or whose time is up */
 void tp_finwait_atfork_child(void);   /* the child closes its copies */
