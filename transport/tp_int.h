@@ -543,6 +543,8 @@ struct tp_conn {
 	bool owned;               /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
+	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
+				    * TP_FIN_NUDGE_MS (helper's pass) */
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */
@@ -856,8 +858,11 @@ void tp_tx_feedback(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
-/* One store of a whole ST word (FLAGS), flushed, and the peer's doorbell: only through
- * tp_ent_st_add(), which makes FLAGS every flag written so far. */
+/* One store of a whole ST word (FLAGS), flushed, and the peer's doorbell unless FLAGS is only
+ * TP_ST_CLOSING: only through tp_ent_st_add(), which makes FLAGS every flag written so far. A
+ * closed connection whose FIN stays unacknowledged TP_FIN_NUDGE_MS rings then (the helper's
+ * pass), and an exit rings at once (tp_exit_handoff()). */
+#define TP_FIN_NUDGE_MS 10
 void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
 bool tp_conn_peer_lost(struct tp_conn *c);
 void tp_conn_maxerr(struct tp_conn *c, int err);
