@@ -154,11 +154,50 @@ if want 4; then
 				ntb=$(grep -c ': ntb (link' "$out.log" 2>/dev/null)
 				[ "${ntb:-0}" -ge "$2" ] && [ "$2" -gt 0 ] && ! grep -q ': tcp (' "$out.log" && chk=ok || chk=tcp-fallback
 			fi
-			record connrate $t 1 $r $1 - $chk
-			step "rep $r: connection set-up over $t: $1 per second ($chk)"
+			record connrate $t 1 $r $1 $4 $chk
+			step "rep $r: connection set-up over $t: $1 per second, client CPU $4 us per connection ($chk)"
 		done
 	done
 	stop_servers CR
+	# A new process's first connection (connect + 1-byte exchange) when the peer host has no
+	# ntbsock side (no link file: the fallback to TCP must not wait), beside kernel TCP's;
+	# the median of FB_N new processes per repetition.
+	FB_N=${FB_N:-21}
+	nopeer=$PL_LINK-nopeer
+	rm_nopeer() { rm -f "$nopeer"; }
+	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_nopeer"
+	sed "s#$PL_LINK\"#$nopeer\"#" "$PL_TMP/A.conf" >"$PL_TMP/A-nopeer.conf"
+	bn_next_port
+	bn_srv tcp $BN_CPU_SERVER 127.0.0.2 $BN_PORT $CONNRATE server 127.0.0.2 $BN_PORT
+	fb_pid=$BN_LAST
+	median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "nan" }'; }
+	for r in $(seq $REPS); do
+		for t in ntb tcp; do
+			times=""; chk=-
+			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/fallback-$BN_SEQ
+			for i in $(seq $FB_N); do
+				rm -f "$nopeer"
+				if [ $t = ntb ]; then
+					v=$(env NTBSOCK_CONF="$PL_TMP/A-nopeer.conf" NTBSOCK_LOG=info \
+						NTBSOCK_LOG_FILE="$out.log" LD_PRELOAD="$PL_LIB" \
+						taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $BN_PORT)
+				else
+					v=$(taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $BN_PORT)
+				fi
+				times="$times ${v:-nan}"
+			done
+			if [ $t = ntb ]; then
+				# every one must have decided tcp because nobody serves the link
+				n=$(grep -c 'tcp (link down: no ntbsock on the peer host)' "$out.log" 2>/dev/null)
+				[ "${n:-0}" -eq $FB_N ] && chk=ok || chk=not-decided
+			fi
+			med=$(echo $times | median)
+			record fallback $t 1 $r $med - $chk
+			step "rep $r: first connection of a new process, no peer side, over $t: $med us ($chk)"
+		done
+	done
+	bn_stop $fb_pid
+	rm_nopeer
 fi
 
 # --- 5. the transport alone: ntbsock perf's message-size sweep and the reference limits ---

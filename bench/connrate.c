@@ -12,6 +12,11 @@
  *       per second (0: no limit); prints "CONNECTIONS_PER_S CONNECTIONS FAILED CPU_US", CPU_US
  *       the client process's CPU time (user + system, all its threads) per connection
  *
+ *   connrate first ADDR PORT
+ *       one connection, as the client makes them; prints "MICROSECONDS" from before the
+ *       connect() to the server's answer (the first connection of a new process: what a
+ *       short-lived program pays, e.g. for a fallback decision)
+ *
  * CONNRATE_REPORT=SECONDS makes the client print "ELAPSED_S CONNECTIONS_PER_S CONNECTIONS" to
  * stderr for every interval of that length (the rate over time). */
 #include <arpa/inet.h>
@@ -132,10 +137,18 @@ int main(int argc, char **argv)
 	struct sockaddr_in sa;
 
 	if (argc < 4 || addr_of(argv[2], argv[3], &sa) < 0 ||
-	    (strcmp(argv[1], "server") && (strcmp(argv[1], "client") || argc < 5))) {
+	    (strcmp(argv[1], "server") && strcmp(argv[1], "first") &&
+	     (strcmp(argv[1], "client") || argc < 5))) {
 		fprintf(stderr, "usage: connrate server ADDR PORT [eof] | "
-			"client ADDR PORT SECONDS [COUNT [MAX_PER_S]]\n");
+			"client ADDR PORT SECONDS [COUNT [MAX_PER_S]] | first ADDR PORT\n");
 		return 2;
+	}
+	if (!strcmp(argv[1], "first")) {
+		double t0 = now_s();
+		if (one_connection(&sa) < 0)
+			return 1;
+		printf("%.0f\n", (now_s() - t0) * 1e6);
+		return 0;
 	}
 	if (argv[1][0] == 's')
 		return serve(&sa, argc > 4 && !strcmp(argv[4], "eof"));

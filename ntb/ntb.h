@@ -221,6 +221,29 @@ bool ntb_link_is_up(struct ntb_link *link);
 /* Wait for link up; 0, -ETIMEDOUT or -EINTR. */
 int ntb_link_wait_up(struct ntb_link *link, int timeout_ms);
 
+/* What this handle can tell about the peer side now, without waiting (refreshes like
+ * ntb_link_tick()). */
+enum ntb_peer_state {
+	NTB_PEER_UP,      /* the link is up */
+	NTB_PEER_UNKNOWN, /* down, and the peer side may be alive: coming up, or slow (a loaded
+			   * host whose heartbeat is late), or only just gone */
+	NTB_PEER_ABSENT,  /* no process of the peer host has the link enabled (never did, or the
+			   * last one closed it), or our mapping is lost: it cannot come up
+			   * before one opens it */
+	NTB_PEER_DEAD,    /* enabled, but its heartbeat has stood still for ntb_link_dead_ms(),
+			   * as the processes of this host saw it (one record per host, so a new
+			   * process knows at once); or, with no such record, the wall-clock stamp
+			   * of its last heartbeat is older than that by NTB_WALL_SLACK_S */
+};
+#define NTB_WALL_SLACK_S 2
+enum ntb_peer_state ntb_link_peer_state(struct ntb_link *link);
+/* How long a heartbeat must stand still for NTB_PEER_DEAD: twice link_timeout_ms, at least
+ * 1000 ms (a late heartbeat of a loaded host is only down, NTB_PEER_UNKNOWN). */
+uint32_t ntb_link_dead_ms(const struct ntb_link *link);
+/* Wait for link up only while the peer side may be alive: 0 (up), -EHOSTDOWN as soon as the
+ * peer is ABSENT or DEAD, -ETIMEDOUT, -EINTR. */
+int ntb_link_wait_peer(struct ntb_link *link, int timeout_ms);
+
 int ntb_link_side(const struct ntb_link *link);          /* 0 or 1 */
 uint32_t ntb_link_epoch(const struct ntb_link *link);    /* ours (the side's session) */
 uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */

@@ -163,6 +163,7 @@ static_assert(sizeof(struct ntb_side_slot) == 32, "slot size");
  * db_seq         ringers (fetch_add)             -
  * db_waiters     waiters (fetch_add/sub)         shm peer ringers (skip the wake syscall)
  * db_owner       enablers (under lock)           waiters (use the interrupt eventfd or not)
+ * peer_hb_seen   observers of the peer (CAS)     ntb_link_peer_state(), observe_peer()
  * slots          lock holder                     lock holder, ntb_link_info() */
 struct ntb_side_local {
 	_Atomic uint32_t lock;          /* 0x000 pid of holder, 0 free */
@@ -182,7 +183,14 @@ struct ntb_side_local {
 	_Atomic uint64_t pace_ns;
 	uint32_t pad6[30];
 	_Atomic uint32_t db_owner;      /* 0x300 ivshmem id + 1 published in ctrl.db_id; 0 none */
-	uint8_t  pad5[0x400 - 0x304];
+	uint32_t pad7[31];
+	/* 0x380 The peer's heartbeat as this host first saw it: NTB_HB_SEEN(value, changed, ms):
+	 * the value, whether the observer saw it replace another value it had seen (else it was
+	 * there when the observer opened the link), and this host's CLOCK_MONOTONIC in ms (mod
+	 * 2^31) at that sighting, read after the value. 0: none. Lets a new process tell at once
+	 * how long the peer's heartbeat has stood still (ntb_link_peer_state()). */
+	_Atomic uint64_t peer_hb_seen;
+	uint8_t  pad5[0x400 - 0x388];
 	struct ntb_side_slot slots[NTB_SIDE_SLOTS]; /* 0x400 */
 };
 static_assert(offsetof(struct ntb_side_local, generation) == 0x080, "local layout");
@@ -191,7 +199,14 @@ static_assert(offsetof(struct ntb_side_local, db_seq) == 0x180, "local layout");
 static_assert(offsetof(struct ntb_side_local, db_waiters) == 0x200, "local layout");
 static_assert(offsetof(struct ntb_side_local, pace_ns) == 0x280, "local layout");
 static_assert(offsetof(struct ntb_side_local, db_owner) == 0x300, "local layout");
+static_assert(offsetof(struct ntb_side_local, peer_hb_seen) == 0x380, "local layout");
 static_assert(offsetof(struct ntb_side_local, slots) == 0x400, "local layout");
+
+#define NTB_HB_SEEN(hb, changed, ms) \
+	(((uint64_t)(hb) << 32) | ((uint64_t)!!(changed) << 31) | ((uint64_t)(ms) & 0x7fffffffu))
+#define NTB_HB_SEEN_VALUE(rec)   ((uint32_t)((rec) >> 32))
+#define NTB_HB_SEEN_CHANGED(rec) (((rec) >> 31) & 1u)
+#define NTB_HB_SEEN_MS(rec)      ((uint32_t)(rec) & 0x7fffffffu)
 static_assert(sizeof(struct ntb_side_local) == NTB_LOCAL_SIZE, "local size");
 
 /* A 32-bit word alone in its 128-byte unit. */
@@ -212,7 +227,10 @@ struct ntb_ctrl_page {
 	struct ntb_ctrl_word writer_pid; /* 0x280 informational (a pid on the peer host) */
 	struct ntb_ctrl_word spad[NTB_SPAD_COUNT]; /* 0x300 .. 0xb00 */
 	struct ntb_ctrl_word db_id;      /* 0xb00 writer's ivshmem peer id + 1 (EVENT_DB); 0 none */
-	uint8_t reserved[NTB_CTRL_SIZE - 0xb80];
+	/* 0xb80 the peer's CLOCK_REALTIME in seconds (mod 2^32) at its last heartbeat, stored
+	 * before it; 0: not written (a writer that predates the field) */
+	struct ntb_ctrl_word hb_wall;
+	uint8_t reserved[NTB_CTRL_SIZE - 0xc00];
 };
 static_assert(offsetof(struct ntb_ctrl_page, enable) == 0x080, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, heartbeat) == 0x100, "ctrl layout");
@@ -220,6 +238,7 @@ static_assert(offsetof(struct ntb_ctrl_page, doorbell) == 0x180, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, caps) == 0x200, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, spad) == 0x300, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, db_id) == 0xb00, "ctrl layout");
+static_assert(offsetof(struct ntb_ctrl_page, hb_wall) == 0xb80, "ctrl layout");
 static_assert(sizeof(struct ntb_ctrl_page) == NTB_CTRL_SIZE, "ctrl size");
 
 /* --- region helpers (ntb/region.c) ----------------------------------------------------------- */

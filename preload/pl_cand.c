@@ -5,8 +5,12 @@
  * come from a kernel socket that never carries data. So registrations of candidates are
  * remembered, and moved by pl_cand_migrate().
  *
- *   pl_cand[fd]  set by socket(), cleared by connect/listen/close (relaxed: a hint only read by
- *                calls on the same fd, which the program orders itself)
+ *   pl_cand[fd]  set by socket(), cleared by connect/listen/close, dup2 onto it, close_range
+ *                (relaxed: only read by calls on the same fd, which the program orders itself).
+ *                Besides "candidate" it says what socket() left as it was, so that connect()
+ *                need not ask the kernel (PL_CAND_*): dropped by the calls that change it, by a
+ *                dup of the fd (the same socket then has another name), and by fork (the
+ *                generation in the high bits: another process may change it)
  *   regs         under cand_lock; n_regs mirrors its length for a lock-free "none" test */
 #include "preload/pl_int.h"
 
@@ -19,6 +23,10 @@ struct cand_reg {
 };
 
 static _Atomic unsigned char *pl_cand;
+static _Atomic int cand_hi;         /* above every fd marked (close_range clears up to it) */
+static _Atomic unsigned cand_gen;   /* forks so far (mod 8), in each mark's high bits */
+
+#define CAND_GEN_SHIFT 5
 static pthread_mutex_t cand_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct cand_reg *regs;
 static int n_alloc;
@@ -29,16 +37,53 @@ void pl_cand_init(void)
 	pl_cand = calloc((size_t)pl_nfds, 1);
 }
 
-void pl_cand_mark(int fd)
+void pl_cand_mark(int fd, unsigned flags)
 {
-	if (pl_cand && fd >= 0 && fd < pl_nfds)
-		atomic_store_explicit(&pl_cand[fd], 1, memory_order_relaxed);
+	if (!pl_cand || fd < 0 || fd >= pl_nfds)
+		return;
+	unsigned gen = atomic_load_explicit(&cand_gen, memory_order_relaxed) & 7u;
+	atomic_store_explicit(&pl_cand[fd],
+			      flags ? (unsigned char)(flags | gen << CAND_GEN_SHIFT) : 0,
+			      memory_order_relaxed);
+	int hi = atomic_load_explicit(&cand_hi, memory_order_relaxed);
+	while (flags && fd >= hi &&
+	       !atomic_compare_exchange_weak_explicit(&cand_hi, &hi, fd + 1, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
 }
 
 bool pl_cand_is(int fd)
 {
 	return pl_cand && fd >= 0 && fd < pl_nfds &&
-	       atomic_load_explicit(&pl_cand[fd], memory_order_relaxed);
+	       (atomic_load_explicit(&pl_cand[fd], memory_order_relaxed) & PL_CAND_TCP);
+}
+
+unsigned pl_cand_flags(int fd)
+{
+	if (!pl_cand || fd < 0 || fd >= pl_nfds)
+		return 0;
+	unsigned v = atomic_load_explicit(&pl_cand[fd], memory_order_relaxed);
+	unsigned gen = atomic_load_explicit(&cand_gen, memory_order_relaxed) & 7u;
+	return v >> CAND_GEN_SHIFT == gen ? v & ((1u << CAND_GEN_SHIFT) - 1) : 0;
+}
+
+void pl_cand_drop(int fd, unsigned flags)
+{
+	if (pl_cand && fd >= 0 && fd < pl_nfds)
+		atomic_fetch_and_explicit(&pl_cand[fd], (unsigned char)~flags, memory_order_relaxed);
+}
+
+void pl_cand_forked(void)
+{
+	atomic_fetch_add_explicit(&cand_gen, 1, memory_order_relaxed);
+}
+
+void pl_cand_closed_range(unsigned first, unsigned last)
+{
+	unsigned hi = (unsigned)atomic_load_explicit(&cand_hi, memory_order_relaxed);
+
+	for (unsigned fd = first; fd <= last && fd < hi; fd++)
+		pl_cand_closed((int)fd);
 }
 
 /* Drop the registrations matching FD as the registered fd (and, with AS_EPFD, as the set). */

@@ -95,7 +95,7 @@ void pl_init_once(void)
 		pl_fdtab_init();
 		if (pl_fds) {
 			mode = PL_MODE_ACTIVE;
-			pthread_atfork(NULL, NULL, pl_atfork_child);
+			pthread_atfork(pl_cand_forked, NULL, pl_atfork_child);
 			pl_inherit(true);
 		}
 		else
@@ -149,6 +149,9 @@ void pl_exit_linger(const char *when)
 		left = left > 0 ? 0 : left;
 	}
 
+	/* closes that wait for the peer's FIN (they would end at once, our FIN first) */
+	tp_finwait_drain();
+
 	if (left && ms) {
 		atomic_store(&gave_up_ns, pl_now_ns());
 		if (left > 0)
@@ -166,9 +169,13 @@ __attribute__((destructor)) static void pl_dtor(void)
 	/* not when exit() is called from inside the library (a signal handler that interrupted
 	 * one of our calls): the locks that call holds stay held */
 	if (pl_depth == 0 &&
-	    atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_ACTIVE) /* pairs with
-										      * pl_init_once */
+	    atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_ACTIVE) { /* pairs
+		* with pl_init_once */
 		pl_exit_linger("exit");
+		PL_ENTER();
+		tp_exit_announce(); /* the peer host need not wait for our heartbeat to stop */
+		PL_LEAVE();
+	}
 }
 
 int64_t pl_now_ns(void)

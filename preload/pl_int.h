@@ -287,10 +287,22 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 /* --- candidate sockets (pl_cand.c) ------------------------------------------------------------ */
 
 void pl_cand_init(void);
-void pl_cand_mark(int fd);      /* socket() made a TCP socket: it may become NTB */
-bool pl_cand_is(int fd);
+/* What socket() made, and what of it is still as socket() left it (pl_cand_flags()). */
+#define PL_CAND_TCP      0x01u /* a TCP socket: it may become NTB */
+#define PL_CAND_UNBOUND  0x02u /* no bind() since */
+#define PL_CAND_DEFOPTS  0x04u /* O_NONBLOCK, timeouts and linger as socket() left them */
+#define PL_CAND_NONBLOCK 0x08u /* made with SOCK_NONBLOCK */
+#define PL_CAND_V6       0x10u /* AF_INET6 */
+void pl_cand_mark(int fd, unsigned flags); /* socket() made FD (FLAGS 0: not TCP) */
+bool pl_cand_is(int fd);        /* a TCP socket from socket(), not connected or listening yet */
+/* FD's PL_CAND_* that still hold (0 after a fork since the mark: the child or parent may have
+ * changed the socket). */
+unsigned pl_cand_flags(int fd);
+void pl_cand_drop(int fd, unsigned flags); /* a call changed what FLAGS say */
+void pl_cand_forked(void);      /* fork(): every mark made before is no longer trusted */
 void pl_cand_clear(int fd);     /* its connect/listen decided: forget it */
 void pl_cand_closed(int fd);    /* FD closed (as a socket or as an epoll set) */
+void pl_cand_closed_range(unsigned first, unsigned last);
 /* pl_tcpstat.c: connections that stayed TCP, listed by `ntbsock stat` (REMOTE: connect()'s
  * destination, used while the connect is in progress; REASON: why tcp). */
 void pl_tcpstat_add(int fd, const struct sockaddr *remote, const char *reason);

@@ -82,6 +82,54 @@ struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh)
 	return link_get(index, wait_up, ret_fresh);
 }
 
+#define PL_GONE_ABSENT "link down: no ntbsock on the peer host"
+#define PL_GONE_DEAD   "link down: peer heartbeat stopped"
+
+/* Before a connect opens link LP (creating its file, claiming a side, starting the helper
+ * thread: most of a millisecond), a look that maps the link read-only, if it exists: the
+ * reason when the peer side is known to be gone (no link file, nobody on the peer host has it
+ * enabled, or its heartbeat stopped: ntb_link_peer_state()), else NULL. */
+static const char *peer_gone(const struct ntb_link_params *lp)
+{
+	struct ntb_link_params p = *lp;
+	struct ntb_link *n = NULL;
+	const char *why = NULL;
+
+	if (p.side < 0)
+		return NULL; /* (our side is known only once claimed) */
+	p.inspect_only = true;
+	PL_ENTER();
+	int r = ntb_link_open(&p, &n);
+	if (r == -ENOENT && !strcmp(p.backend, "shm")) {
+		why = PL_GONE_ABSENT; /* a peer side would have created it */
+	} else if (r == 0) {
+		enum ntb_peer_state st = ntb_link_peer_state(n);
+		why = st == NTB_PEER_ABSENT ? PL_GONE_ABSENT : st == NTB_PEER_DEAD ? PL_GONE_DEAD : NULL;
+		ntb_link_close(n);
+	}
+	PL_LEAVE();
+	return why;
+}
+
+/* For a connect over link INDEX: when this process has not opened it yet, peer_gone(). */
+static const char *link_peek_gone(int index)
+{
+	struct ntb_link_params lp;
+
+	if (!pl_conf || index < 0 || index >= pl_conf->n_links || index >= CONF_MAX_LINKS)
+		return NULL;
+	pthread_mutex_lock(&pl_link_lock);
+	bool open = pl_links[index].tp != NULL;
+	pthread_mutex_unlock(&pl_link_lock);
+	if (open)
+		return NULL;
+	pl_link_params(&pl_conf->links[index], &lp);
+	const char *why = peer_gone(&lp);
+	if (why)
+		LOG(LL_DEBUG, "link %s: %s: not opened", lp.name, why);
+	return why;
+}
+
 static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 {
 	struct tp_link *tl;
@@ -114,8 +162,9 @@ static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 	}
 	tl = l->tp;
 	bool fresh = tl && now - l->opened_ns < PL_FRESH_NS;
-	/* Only the first connect after the open waits for the link to come up: with the peer
-	 * host absent, later ones must not each lose the set-up timeout. */
+	/* Only the first connect after the open waits for the link to come up, and only while
+	 * the peer side may be alive (ntb_link_wait_peer()): a peer host with no ntbsock process
+	 * on the link, or whose heartbeat stopped, is known at once and costs no wait. */
 	bool wait = wait_up && fresh && !l->waited_up;
 	if (wait)
 		l->waited_up = true;
@@ -123,7 +172,12 @@ static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 	if (tl && wait && !tp_link_is_up(tl)) {
 		int ms = (int)pl_tpp.setup_timeout_ms;
 		PL_ENTER();
-		ntb_link_wait_up(tp_link_ntb(tl), ms > 0 ? ms : 1000);
+		int wr = ntb_link_wait_peer(tp_link_ntb(tl), ms > 0 ? ms : 1000);
+		if (wr == -EHOSTDOWN)
+			LOG(LL_DEBUG, "link %s: peer side %s: not waiting for it",
+			    pl_conf->links[index].name,
+			    ntb_link_peer_state(tp_link_ntb(tl)) == NTB_PEER_DEAD ?
+			    "silent (heartbeat stopped)" : "absent");
 		PL_LEAVE();
 	}
 	if (ret_fresh)
@@ -337,6 +391,20 @@ void pl_sock_load_opts(struct pl_sock *s, int fd)
 	errno = saved;
 }
 
+/* S's options for FD: as socket() left them when its PL_CAND_* flags CF say so (no system
+ * call), else from the kernel. */
+static void sock_opts(struct pl_sock *s, int fd, unsigned cf)
+{
+	if (!(cf & PL_CAND_DEFOPTS)) {
+		pl_sock_load_opts(s, fd);
+		return;
+	}
+	atomic_store_explicit(&s->nonblock, !!(cf & PL_CAND_NONBLOCK), memory_order_relaxed);
+	atomic_store_explicit(&s->rcvtimeo_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->sndtimeo_ms, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->linger_abort, false, memory_order_relaxed);
+}
+
 /* --- connect ------------------------------------------------------------------------------------- */
 
 /* The kernel's connect for a connection that stays TCP, listed for `ntbsock stat` when it
@@ -452,7 +520,7 @@ static int connect_late_tcp(int fd, const struct sockaddr *dst, int r, int e, co
  * the NTB path under the 4-tuple, then let the handshake complete. Same results as
  * pl_connect(). */
 static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct tp_link *link,
-			int link_index, int saved_errno)
+			int link_index, unsigned cf, int saved_errno)
 {
 	struct sockaddr_storage local;
 	socklen_t llen = sizeof(local);
@@ -512,7 +580,7 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 		errno = e;
 		return r;
 	}
-	pl_sock_load_opts(s, fd);
+	sock_opts(s, fd, cf);
 	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = link_index;
@@ -536,7 +604,7 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 	pl_fd_install(fd, s);
 	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
 	PL_ENTER();
-	tp_conn_set_owner(conn, (int)getpid(), fd);
+	tp_conn_set_owner(conn, tp_process_id(), fd);
 	PL_LEAVE();
 	pl_sock_put(s);
 	errno = r == 0 ? saved_errno : e;
@@ -571,6 +639,19 @@ static int pick_link(const struct conf_route *rt)
 	return best;
 }
 
+/* Why LINK is down, when the peer side is known to be gone; NULL: just down. */
+static const char *link_down_reason(struct tp_link *link)
+{
+	switch (ntb_link_peer_state(tp_link_ntb(link))) {
+	case NTB_PEER_ABSENT:
+		return PL_GONE_ABSENT;
+	case NTB_PEER_DEAD:
+		return PL_GONE_DEAD;
+	default:
+		return NULL;
+	}
+}
+
 /* Returns the kernel connect's result the libc way (0 or -1 + errno), having tried NTB first. */
 int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 {
@@ -585,8 +666,10 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	char desc[128];
 	int saved_errno = errno;
 	int r;
+	/* what our socket() made and nothing changed since: no need to ask the kernel */
+	unsigned cf = pl_cand_flags(fd);
 
-	if (fd >= pl_nfds || !pl_is_tcp_stream(fd)) {
+	if (fd >= pl_nfds || (!(cf & PL_CAND_TCP) && !pl_is_tcp_stream(fd))) {
 		/* (an fd beyond the table cannot be tracked: it stays TCP) */
 		errno = saved_errno;
 		return pl_real.connect(fd, dst, dlen);
@@ -602,10 +685,18 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		return connect_tcp(fd, dst, dlen, reason, saved_errno);
 	}
 	rt.link_index = pick_link(&rt);
+	/* not worth opening the link (most of a millisecond) when nobody serves it */
+	reason = link_peek_gone(rt.link_index);
+	if (reason) {
+		why = TP_REASON_LINK_DOWN;
+		goto tcp;
+	}
 	link = pl_link_get(rt.link_index, true, NULL);
 	/* tp_link_is_up() also refreshes the transport's cached view (a forked child's). */
 	if (!link || !tp_link_is_up(link)) {
 		why = TP_REASON_LINK_DOWN;
+		if (link)
+			reason = link_down_reason(link);
 		goto tcp;
 	}
 	uint16_t port = sa_port(dst);
@@ -615,7 +706,10 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		why = TP_REASON_NO_LISTENER;
 		goto tcp;
 	}
-	if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
+	if (cf & PL_CAND_UNBOUND) {
+		memset(&local, 0, sizeof(local)); /* the wildcard address, port 0 */
+		local.ss_family = cf & PL_CAND_V6 ? AF_INET6 : AF_INET;
+	} else if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
 		reason = "getsockname failed";
 		goto tcp;
 	}
@@ -645,7 +739,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 			reason = "socket bound to an address that is not this host's";
 			goto tcp;
 		}
-		return connect_late(fd, dst, dlen, link, rt.link_index, saved_errno);
+		return connect_late(fd, dst, dlen, link, rt.link_index, cf, saved_errno);
 	} else if (sa_is_any((struct sockaddr *)&local)) {
 		reason = "socket bound to the wildcard address";
 		goto tcp;
@@ -676,7 +770,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		reason = "out of memory";
 		goto tcp;
 	}
-	pl_sock_load_opts(s, fd);
+	sock_opts(s, fd, cf);
 	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = rt.link_index;
@@ -684,7 +778,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	pl_fd_install(fd, s);
 	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
 	PL_ENTER();
-	tp_conn_set_owner(conn, (int)getpid(), fd);
+	tp_conn_set_owner(conn, tp_process_id(), fd);
 	PL_LEAVE();
 
 	errno = saved_errno;
@@ -904,7 +998,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	atomic_store_explicit(&s->state, PL_CS_OPEN, memory_order_relaxed);
 	pl_fd_install(nfd, s);
 	PL_ENTER();
-	tp_conn_set_owner(conn, (int)getpid(), nfd);
+	tp_conn_set_owner(conn, tp_process_id(), nfd);
 	PL_LEAVE();
 	pl_sock_put(s);
 	LOG(LL_INFO, "fd %d %s: ntb (link %s, accepted on fd %d)", nfd, desc,
@@ -1031,7 +1125,7 @@ static void pl_atfork_links_child(void)
 	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
 		struct pl_sock *s = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed);
 		if (s && s->kind == PL_CONN && s->conn)
-			tp_conn_set_owner(s->conn, (int)getpid(), fd);
+			tp_conn_set_owner(s->conn, tp_process_id(), fd);
 		if (!s || s->kind != PL_LISTENER)
 			continue;
 		bool seen = false; /* once per listener object, not per fd */

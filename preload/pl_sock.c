@@ -14,9 +14,11 @@ NTB_EXPORT int socket(int domain, int type, int protocol)
 	int fd = pl_real.socket(domain, type, protocol);
 	if (act && fd >= 0) {
 		pl_fd_fresh(fd);
-		if ((domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
-		    (protocol == 0 || protocol == IPPROTO_TCP))
-			pl_cand_mark(fd);
+		bool tcp = (domain == AF_INET || domain == AF_INET6) &&
+			   (type & 0xf) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP);
+		pl_cand_mark(fd, !tcp ? 0 : PL_CAND_TCP | PL_CAND_UNBOUND | PL_CAND_DEFOPTS |
+				 (type & SOCK_NONBLOCK ? PL_CAND_NONBLOCK : 0) |
+				 (domain == AF_INET6 ? PL_CAND_V6 : 0));
 	}
 	return fd;
 }
@@ -60,6 +62,7 @@ static int do_accept(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags, boo
 
 	if (nfd >= 0 && pl_fds) {
 		pl_fd_fresh(nfd);
+		pl_cand_mark(nfd, 0); /* (not made by socket(): connect() asks the kernel) */
 		if (s && s->kind == PL_LISTENER) {
 			int saved = errno;
 			pl_accepted(fd, nfd, s, flags);
@@ -82,6 +85,7 @@ NTB_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 
 NTB_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
+	pl_cand_drop(fd, PL_CAND_UNBOUND);
 	return pl_real.bind(fd, addr, len);
 }
 
@@ -154,8 +158,9 @@ static bool peer_closed_first(struct pl_sock *s)
 
 /*
  * The peer closed first: its NTB close is in our window, and its TCP socket's FIN follows it
- * by microseconds (pl_sock.c's close() on its side: NTB first, then the kernel). Wait for that
- * FIN, bounded, before closing our TCP socket, so that it ends as the passive side, as it
+ * by microseconds (pl_sock.c's close() on its side: NTB first, then the kernel). Our TCP socket
+ * closes only after that FIN, bounded (the helper thread does it: tp_close_after_fin(); here
+ * when it cannot), so that it ends as the passive side, as it
  * would without the library: TIME_WAIT stays with the side that closed first. Closing at once
  * could send our FIN first, and a TIME_WAIT on a server's port makes a server restarted there
  * without SO_REUSEADDR fail to bind (sockperf's did, 1 run in ~8 of test_pl_sockperf).
@@ -194,8 +199,14 @@ NTB_EXPORT int close(int fd)
 
 		witness_move(s, fd);
 		pl_sock_put(s);
-		if (passive)
-			await_peer_fin(fd);
+		if (passive) {
+			/* the helper thread closes the socket after the FIN; else wait here */
+			PL_ENTER();
+			int kept = tp_close_after_fin(fd, PL_PEER_FIN_WAIT_MS);
+			PL_LEAVE();
+			if (kept < 0)
+				await_peer_fin(fd);
+		}
 		errno = saved;
 	}
 	int r = pl_real.close(fd);
@@ -234,6 +245,8 @@ static void dup_track(int oldfd, int newfd)
 	if (!pl_fds || newfd < 0 || newfd == oldfd)
 		return;
 	int saved = errno;
+	pl_cand_closed(newfd); /* whatever it was is closed; NEWFD is no candidate */
+	pl_cand_drop(oldfd, PL_CAND_UNBOUND | PL_CAND_DEFOPTS); /* changeable through NEWFD */
 	struct pl_sock *prev = pl_fd_take(newfd); /* dup2/dup3 closed whatever NEWFD was */
 	if (prev)
 		witness_move(prev, newfd);
@@ -276,6 +289,7 @@ static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, unsigned long a
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
 		dup_track(fd, r);
 	} else if (cmd == F_SETFL) {
+		pl_cand_drop(fd, PL_CAND_DEFOPTS);
 		struct pl_sock *s = pl_lookup(fd);
 		if (s) {
 			atomic_store_explicit(&s->nonblock, !!(arg & O_NONBLOCK), memory_order_relaxed);
@@ -310,6 +324,8 @@ NTB_EXPORT int ioctl(int fd, unsigned long req, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 
+	if (req == FIONBIO)
+		pl_cand_drop(fd, PL_CAND_DEFOPTS);
 	struct pl_sock *s = pl_lookup(fd);
 	if (s) {
 		long r = 1;
@@ -382,6 +398,8 @@ NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 
 NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+	if (level == SOL_SOCKET)
+		pl_cand_drop(fd, PL_CAND_DEFOPTS); /* (any of its options: a few matter) */
 	int r = pl_real.setsockopt(fd, level, name, val, len);
 	if (r == 0 && level == SOL_SOCKET &&
 	    (name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_LINGER)) {
@@ -448,6 +466,7 @@ NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 			}
 		}
 		pl_tcpstat_closed_range(first, last);
+		pl_cand_closed_range(first, last);
 		errno = saved;
 	}
 	int r = pl_real.close_range(first, last, flags);
@@ -457,6 +476,7 @@ NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 		for (unsigned fd = first; fd <= last && fd < hi; fd++)
 			pl_sock_put(pl_fd_take((int)fd));
 		pl_tcpstat_closed_range(first, last);
+		pl_cand_closed_range(first, last);
 		errno = saved;
 	}
 	return r;

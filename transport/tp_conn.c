@@ -342,7 +342,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		*ret_reason = TP_REASON_LINK_DOWN;
 		return -ENOLINK;
 	}
-	if (tp_link_admin_down(l)) {
+	if (tp_link_admin_down_recent(l)) {
 		*ret_reason = TP_REASON_ADMIN_DOWN;
 		return -ENOLINK;
 	}
@@ -364,8 +364,10 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 		tp_host_unlock(l);
 		tp_link_reap(l);
 		tp_host_lock(l);
-		if (!tp_host_lost(l))
+		if (!tp_host_lost(l)) {
+			tp_host_reclaim_if_short(l); /* and those of dead processes */
 			slot = tp_slot_alloc(l, TP_ES_CONNECTING, tp_self_pid());
+		}
 	}
 	if (slot < 0) {
 		tp_host_unlock(l);
@@ -513,6 +515,11 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	tp_conn_register(c);
 	*ret_conn = c;
 	return 0;
+}
+
+int tp_process_id(void)
+{
+	return tp_self_pid();
 }
 
 void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)

@@ -510,6 +510,16 @@ void tp_host_reclaim(struct tp_link *l)
 	}
 }
 
+void tp_host_reclaim_if_short(struct tp_link *l)
+{
+	uint64_t now = tp_now_ms();
+
+	if (l->host->free_num > 1 || now - l->last_short_reclaim_ms < TP_RECLAIM_SOON_MS)
+		return;
+	l->last_short_reclaim_ms = now;
+	tp_host_reclaim(l);
+}
+
 static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, uint32_t slot,
 		      int side)
 {

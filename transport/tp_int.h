@@ -483,6 +483,7 @@ struct tp_link {
 				     * TP_QUICK_PROBE_MS (tp_tx_timers()' quick probes) */
 	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
+	uint64_t last_short_reclaim_ms; /* tp_host_reclaim_if_short() (under the host lock) */
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
 	bool mbox_quick;           /* under the host lock: the helper handles the mailbox at once
 				    * (standing by): it may answer a watched Apply without a ring */
@@ -500,6 +501,7 @@ struct tp_link {
 	atomic_bool region_bad;      /* the mapping no longer is the link (file truncated, removed
 				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */
 	uint64_t admin_ms;
+	_Atomic uint64_t admin_look_ms; /* a set-up's last look at the flag (tp_connect()) */
 };
 
 /* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the
@@ -553,6 +555,8 @@ struct tp_conn {
 	bool owned;               /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
+	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
+				    * TP_FIN_NUDGE_MS (helper's pass) */
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */
@@ -678,6 +682,11 @@ static inline int tp_fo_get(const struct tp_conn *c)
 }
 /* admin state of a link (`ntbsock link down`): a flag file beside the link file */
 bool tp_link_admin_down(struct tp_link *l);
+/* tp_link_admin_down() for a set-up: the flag file is looked at again only when the last such
+ * look is TP_ADMIN_LOOK_MS old (one lstat() per connection was a tenth of a set-up's system
+ * calls); in between, the answer of that look. */
+bool tp_link_admin_down_recent(struct tp_link *l);
+#define TP_ADMIN_LOOK_MS 10
 
 /* tp_host.c */
 int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp);
@@ -713,6 +722,11 @@ void tp_slot_free(struct tp_link *l, uint32_t slot);
 void tp_listen_publish(struct tp_link *l, bool force);
 /* Under lock: reclaim entries of dead processes and expired pending set-ups. */
 void tp_host_reclaim(struct tp_link *l);
+/* Under lock: tp_host_reclaim() when at most one context is left free and none ran in the last
+ * TP_RECLAIM_SOON_MS: a set-up is not refused (nor made to wait for the helper's next pass)
+ * for contexts that processes which have died still hold. */
+void tp_host_reclaim_if_short(struct tp_link *l);
+#define TP_RECLAIM_SOON_MS 5
 uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
 
 /* tp_mbox.c */
@@ -858,8 +872,11 @@ void tp_tx_feedback(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
-/* One store of a whole ST word (FLAGS), flushed, and the peer's doorbell: only through
- * tp_ent_st_add(), which makes FLAGS every flag written so far. */
+/* One store of a whole ST word (FLAGS), flushed, and the peer's doorbell unless FLAGS is only
+ * TP_ST_CLOSING: only through tp_ent_st_add(), which makes FLAGS every flag written so far. A
+ * closed connection whose FIN stays unacknowledged TP_FIN_NUDGE_MS rings then (the helper's
+ * pass), and an exit rings at once (tp_exit_handoff()). */
+#define TP_FIN_NUDGE_MS 10
 void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
 bool tp_conn_peer_lost(struct tp_conn *c);
 void tp_conn_maxerr(struct tp_conn *c, int err);
@@ -869,6 +886,14 @@ void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v);
 /* tp_link.c */
 void tp_helper_start(void);
 bool tp_link_refresh(struct tp_link *l);
+
+bool tp_helper_running(void);         /* this process has its helper thread */
+
+/* tp_finwait.c: the helper's part of tp_close_after_fin(). */
+int tp_finwait_add(int fd, int timeout_ms); /* tp_close_after_fin() without the helper check */
+bool tp_finwait_pending(void);        /* sockets wait for their peer's FIN */
+void tp_finwait_service(void);        /* close those whose FIN came or whose time is up */
+void tp_finwait_atfork_child(void);   /* the child closes its copies */
 void tp_event_signal(void);
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);

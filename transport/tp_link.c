@@ -331,7 +331,7 @@ timers:
 static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
 {
 	struct tp_conn *done = NULL, *c, *next;
-	bool lingering = false, busy = false, quick = false;
+	bool lingering = false, busy = false, quick = false, nudge = false;
 
 	/* acq_rel: pairs with the release store that ends the other pass */
 	if (!atomic_compare_exchange_strong(&l->pass_busy, &busy, true))
@@ -361,6 +361,12 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool f
 			keep_release_if_acked(c);
 		bool finished = closed && owned && linger_done(c, now, &fl);
 
+		if (closed && owned && !finished && !c->fin_nudged &&
+		    now - c->closed_ms >= TP_FIN_NUDGE_MS) {
+			c->fin_nudged = true; /* (our closing rang nothing: tp_write_st()) */
+			nudge = true;
+		}
+
 		if (closed && owned && !finished && force)
 			fl = TP_ST_GONE; /* forced before the end: the peer learns it is gone */
 		if (closed && (!owned || finished || force)) {
@@ -374,6 +380,8 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool f
 		pp = &c->next;
 	}
 	pthread_mutex_unlock(&l->conns_lock);
+	if (nudge)
+		ntb_peer_db_ring(l->ntb); /* one ring for every connection that needs it */
 	if (lingering)
 		atomic_store(&l->lingering, true);
 	/* quick probes still to come on some connection: keep coming (a sleeper may set it again
@@ -477,6 +485,17 @@ bool tp_link_admin_down(struct tp_link *l)
 	return down;
 }
 
+bool tp_link_admin_down_recent(struct tp_link *l)
+{
+	uint64_t now = tp_now_ms();
+	uint64_t last = atomic_load_explicit(&l->admin_look_ms, memory_order_relaxed);
+
+	if (last && now - last < TP_ADMIN_LOOK_MS)
+		return atomic_load(&l->admin_down);
+	atomic_store_explicit(&l->admin_look_ms, now, memory_order_relaxed);
+	return tp_link_admin_down(l);
+}
+
 static void *helper_main(void *arg)
 {
 	uint64_t spin_until = 0; /* stand-by after an Apply (helper_spin()) */
@@ -507,6 +526,8 @@ static void *helper_main(void *arg)
 		}
 		if (atomic_load(&tp_fo_active) > 0 && slice > 2)
 			slice = 2; /* failovers move bytes on kernel sockets (tp_failover.c) */
+		if (tp_finwait_pending() && slice > 2)
+			slice = 2; /* closes wait for the peer's FIN (tp_finwait.c) */
 		g_helper_link = first; /* tp_link_close() waits until we are off it */
 		pthread_mutex_unlock(&g_lock);
 		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
@@ -533,6 +554,7 @@ static void *helper_main(void *arg)
 		pthread_mutex_unlock(&g_lock);
 		if (signal)
 			tp_event_signal();
+		tp_finwait_service();
 	}
 	return NULL;
 }
@@ -553,6 +575,21 @@ static bool exit_pending(struct tp_conn *c)
 	pending = !fin_acked(c);
 	tp_mutex_unlock(&c->tx_lock);
 	return pending;
+}
+
+void tp_exit_announce(void)
+{
+	if (pthread_mutex_trylock(&g_lock))
+		return;
+	for (struct tp_link *l = g_links; l; l = l->next_link) {
+		if (pthread_mutex_trylock(&l->conns_lock))
+			continue;
+		bool idle = l->conns == NULL;
+		pthread_mutex_unlock(&l->conns_lock);
+		if (idle)
+			ntb_link_disable(l->ntb);
+	}
+	pthread_mutex_unlock(&g_lock);
 }
 
 int tp_exit_drain(int timeout_ms)
@@ -604,15 +641,20 @@ int tp_exit_drain(int timeout_ms)
  * a loaded peer is still worth waiting for, over the link), 2 when its bytes must go to the
  * kernel (no progress: a peer that stopped reading, or a lossy link). */
 #define TP_EXIT_STALL_MS 200u
-static int handoff_needed(struct tp_conn *c, uint64_t now)
+/* At exit the peer's doorbell is rung once (a peer whose program does not read, its helper
+ * asleep, acknowledges a FIN only at its next pass otherwise); a connection counts as stalled
+ * only TP_EXIT_NUDGE_MS after that. */
+#define TP_EXIT_NUDGE_MS 20u
+static int handoff_needed(struct tp_conn *c, uint64_t now, uint64_t t0)
 {
 	int need = 0;
 
 	if (atomic_load(&c->error) || tp_mutex_trylock(&c->tx_lock))
 		return 0;
+	/* (stalled: no progress for TP_EXIT_STALL_MS, and none since the nudge at T0 either) */
 	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent))
-		need = now - (c->progress_ms ? c->progress_ms : c->last_ack_ms) > TP_EXIT_STALL_MS ?
-		       2 : 1;
+		need = now - (c->progress_ms ? c->progress_ms : c->last_ack_ms) > TP_EXIT_STALL_MS &&
+		       now - t0 > TP_EXIT_NUDGE_MS ? 2 : 1;
 	tp_mutex_unlock(&c->tx_lock);
 	return need;
 }
@@ -627,7 +669,7 @@ int tp_exit_handoff(int timeout_ms, int *ret_handed)
 	uint64_t hand_by = end - (budget / 4u < 500u ? budget / 4u : 500u);
 	int left = 0;
 
-	for (;;) {
+	for (bool first = true;; first = false) {
 		uint64_t now = tp_now_ms();
 		struct timespec abs;
 		bool last = now >= end;
@@ -638,6 +680,8 @@ int tp_exit_handoff(int timeout_ms, int *ret_handed)
 			return -ETIMEDOUT;
 		left = 0;
 		for (struct tp_link *l = g_links; l; l = l->next_link) {
+			if (first && l->conns)
+				ntb_peer_db_ring(l->ntb); /* the nudge (TP_EXIT_NUDGE_MS) */
 			if (pthread_mutex_trylock(&l->conns_lock)) {
 				left++;
 				continue;
@@ -648,7 +692,7 @@ int tp_exit_handoff(int timeout_ms, int *ret_handed)
 					continue;
 				if (!tp_fo_get(c)) {
 					tp_conn_timers(c, now); /* retransmissions, Detect, the FIN */
-					int need = handoff_needed(c, now);
+					int need = handoff_needed(c, now, t0);
 
 					if (need == 1 && now < hand_by) {
 						left++;
@@ -726,6 +770,14 @@ static void atfork_init(void)
 	pthread_atfork(atfork_prepare, atfork_parent, tp_atfork_child);
 }
 
+bool tp_helper_running(void)
+{
+	pthread_mutex_lock(&g_lock);
+	bool on = g_helper;
+	pthread_mutex_unlock(&g_lock);
+	return on;
+}
+
 void tp_helper_start(void)
 {
 	pthread_t t;
@@ -775,6 +827,7 @@ void tp_atfork_child(void)
 	tp_proc_forked(); /* first: the cached pid is the parent's */
 	me = tp_self_pid();
 	tp_fo_atfork_child();
+	tp_finwait_atfork_child();
 	pthread_mutex_init(&g_lock, NULL);
 	g_helper = false;
 	g_helper_link = NULL;

@@ -173,6 +173,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		reply(l, p, TP_PKT_NACK, TP_REASON_PEER_ERROR, NULL, 0);
 		return;
 	}
+	tp_host_reclaim_if_short(l);
 	pool.free_num = h->free_num;
 	pool.pri = h->rcxt_pri;
 	if (!tp_rt_admit(&pool, p->pri)) {

@@ -247,6 +247,16 @@ int tp_exit_drain(int timeout_ms);
  * connection gone (TP_ST_GONE), as for a program that exits. */
 void tp_exec_release_closed(void);
 
+/* FD is the kernel socket of an NTB connection the peer closed first: keep the socket open
+ * through a private duplicate until the peer's TCP FIN (or anything) arrives on it, at most
+ * TIMEOUT_MS, then close it from the helper thread; TIME_WAIT thus stays with the side that
+ * closed first, and the caller does not wait. The caller still closes FD itself (its number is
+ * free at once). 0, or -errno (nothing kept: the caller waits itself). */
+int tp_close_after_fin(int fd, int timeout_ms);
+/* At exit and exec (which would close them at once): wait until every socket kept by
+ * tp_close_after_fin() is closed, each at its FIN or its time. */
+void tp_finwait_drain(void);
+
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
 void tp_abort(struct tp_conn *c);
 
@@ -269,6 +279,13 @@ const char *tp_conn_failover_reason(struct tp_conn *c);
  * (waits up to TIMEOUT_MS). Returns how many could not be handed over (they reset); *RET_HANDED
  * (may be NULL) says how many were. */
 int tp_exit_handoff(int timeout_ms, int *ret_handed);
+
+/* At process exit, after tp_exit_handoff(): every link on which this process has no
+ * connection left is disabled, which announces it down to the peer host when no other process
+ * of this host has it enabled (ntb_link_disable()): the peer then knows at once that nobody
+ * here serves it, instead of waiting for the heartbeat to go stale. A link with connections
+ * left (or whose lock is held) keeps its state: the peer sees the heartbeat stop, as before. */
+void tp_exit_announce(void);
 
 /* Pending error of a failed connection (0, -ECONNRESET, -ETIMEDOUT, ...). */
 int tp_conn_error(struct tp_conn *c);
@@ -310,6 +327,9 @@ struct tp_stats {
 				 * credit): the link's congestion notices */
 };
 void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats);
+
+/* getpid(), cached (and renewed in a forked child): no system call. */
+int tp_process_id(void);
 
 /* Record the owning process and fd of C for `ntbsock stat` (preload calls it once the
  * fd is known; the pid is normally getpid()). */

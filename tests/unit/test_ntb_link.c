@@ -81,6 +81,147 @@ static bool both_up(struct ntb_link *a, struct ntb_link *b)
 	return false;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Tick A (and B, when given) until A has seen B's heartbeat move since now: returns the time of
+ * B's last tick before that. */
+static uint64_t see_peer_move(struct ntb_link *a, struct ntb_link *b)
+{
+	uint32_t hb = atomic_load(&a->ctrl_in->heartbeat.v);
+	uint64_t t_b = 0;
+	for (int i = 0; i < 400; i++) {
+		t_b = mono_ms();
+		ntb_link_tick(b);
+		ntb_link_tick(a);
+		if (atomic_load(&a->peer_hb_last) != hb)
+			return t_b;
+		sleep_ms(5);
+	}
+	fail_msg("the peer's heartbeat never moved");
+	return 0;
+}
+
+/* A peer side nobody has enabled, or whose last process closed the link, is absent: known at
+ * once, no waiting (a wait would take the 60 s given here). */
+static void test_peer_absent(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_peer_state(a), NTB_PEER_ABSENT);
+	assert_int_equal(ntb_link_wait_peer(a, 60000), -EHOSTDOWN);
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_int_equal(ntb_link_wait_peer(a, 60000), 0);
+	assert_int_equal(ntb_link_peer_state(a), NTB_PEER_UP);
+	ntb_link_close(b);
+	assert_int_equal(ntb_link_peer_state(a), NTB_PEER_ABSENT);
+	assert_int_equal(ntb_link_wait_peer(a, 60000), -EHOSTDOWN);
+	ntb_link_close(a);
+}
+
+/* A peer whose heartbeat stops (its processes killed or stopped: nothing announced) is only
+ * "unknown" while the heartbeat may just be late (a loaded host), dead once it stood still for
+ * ntb_link_dead_ms(); a new process of this host knows that at once from the host's record. */
+static void test_peer_dead_after_silence(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_true(both_up(a, b));
+	uint32_t dead_ms = ntb_link_dead_ms(a);
+	assert_int_equal(dead_ms, 1000); /* 2 x 300 ms, raised to the 1 s floor */
+	uint64_t last_b = see_peer_move(a, b); /* from here on B never ticks */
+	for (;;) {
+		enum ntb_peer_state st = ntb_link_peer_state(a);
+		uint64_t after = mono_ms();
+		if (after - last_b < dead_ms) /* (B's last heartbeat is at most this old) */
+			assert_int_not_equal(st, NTB_PEER_DEAD);
+		if (st == NTB_PEER_DEAD)
+			break;
+		assert_true(after - last_b < dead_ms + 5000);
+		sleep_ms(20);
+	}
+	assert_int_equal(ntb_link_wait_peer(a, 60000), -EHOSTDOWN);
+	/* a new handle of this host: dead at its first look */
+	struct ntb_link *a2 = open_side(0);
+	assert_int_equal(ntb_link_enable(a2), 0);
+	assert_int_equal(ntb_link_peer_state(a2), NTB_PEER_DEAD);
+	/* the peer ticks again: alive */
+	ntb_link_tick(b);
+	assert_int_not_equal(ntb_link_peer_state(a2), NTB_PEER_DEAD);
+	assert_int_equal(ntb_link_wait_peer(a2, 60000), 0);
+	ntb_link_close(a2);
+	ntb_link_close(b);
+	ntb_link_close(a);
+}
+
+/* A new handle finds a live peer up at its first tick when another process of this host saw
+ * the heartbeat move within link_timeout_ms (before, it waited for a move of its own). */
+static void test_peer_up_from_host_record(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_true(both_up(a, b));
+	uint64_t t = see_peer_move(a, b);
+	struct ntb_link *a2 = open_side(0);
+	assert_int_equal(ntb_link_enable(a2), 0);
+	bool up = ntb_link_tick(a2);
+	if (mono_ms() - t < 300) /* (the record is younger than link_timeout_ms) */
+		assert_true(up);
+	ntb_link_close(a2);
+	ntb_link_close(b);
+	ntb_link_close(a);
+}
+
+/* With no sighting on this host that dates the peer's heartbeat, its wall-clock stamp decides:
+ * older than ntb_link_dead_ms() + NTB_WALL_SLACK_S → dead; recent, or not written → unknown;
+ * a recent sighting of a move outweighs an old stamp. */
+static void test_peer_dead_by_wall_stamp(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_true(both_up(a, b));
+	ntb_link_close(a);
+	/* B falls silent (never ticks again); this host's record is forgotten */
+	struct ntb_link *a2 = open_side(0);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	atomic_store(&a2->local->peer_hb_seen, 0);
+	atomic_store(&a2->ctrl_in->hb_wall.v, (uint32_t)now.tv_sec);
+	assert_int_equal(ntb_link_enable(a2), 0);
+	atomic_store(&a2->local->peer_hb_seen, 0);
+	assert_int_not_equal(ntb_link_peer_state(a2), NTB_PEER_DEAD);
+	atomic_store(&a2->ctrl_in->hb_wall.v, (uint32_t)now.tv_sec - 4u - NTB_WALL_SLACK_S);
+	assert_int_equal(ntb_link_peer_state(a2), NTB_PEER_DEAD);
+	atomic_store(&a2->ctrl_in->hb_wall.v, 0); /* a writer without the stamp */
+	assert_int_equal(ntb_link_peer_state(a2), NTB_PEER_UNKNOWN);
+	/* a move seen just now (a recent record of another value) */
+	atomic_store(&a2->ctrl_in->hb_wall.v, (uint32_t)now.tv_sec - 100u);
+	uint32_t hb = atomic_load(&a2->ctrl_in->heartbeat.v);
+	struct timespec m;
+	clock_gettime(CLOCK_MONOTONIC, &m);
+	uint32_t ms31 = (uint32_t)(((uint64_t)m.tv_sec * 1000u + (uint64_t)m.tv_nsec / 1000000u) &
+				   0x7fffffffu);
+	atomic_store(&a2->local->peer_hb_seen, NTB_HB_SEEN(hb - 1u, true, ms31));
+	assert_int_equal(ntb_link_peer_state(a2), NTB_PEER_UNKNOWN);
+	/* ... or of this very value: the peer counts as up (a new process needs no move of
+	 * its own) */
+	atomic_store(&a2->local->peer_hb_seen, NTB_HB_SEEN(hb, true, ms31));
+	assert_int_equal(ntb_link_peer_state(a2), NTB_PEER_UP);
+	ntb_link_close(a2);
+	ntb_link_close(b);
+}
+
 static void test_params_init(void **state)
 {
 	(void)state;
@@ -803,7 +944,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_params_init),      T(test_bad_params),     T(test_create_file),
-		T(test_create_mode),      T(test_two_sides_up),   T(test_claims_and_sessions),
+		T(test_create_mode),      T(test_two_sides_up),   T(test_peer_absent),
+		T(test_peer_dead_after_silence), T(test_peer_up_from_host_record),
+		T(test_peer_dead_by_wall_stamp),   T(test_claims_and_sessions),
 		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
 		T(test_doorbells),        T(test_inspect),        T(test_bad_files),
 		T(test_foreign_owner),    T(test_exec_image_reaped), T(test_exec_image_session),    T(test_zero_file),      T(test_check_mapping),
