@@ -1049,6 +1049,9 @@ NTB_EXPORT int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *s
 		else if (errno == ENOSYS) {
 			atomic_store_explicit(&db_waitv_missing, true, memory_order_relaxed);
 			rc = -ENOTSUP;
+		} else if (errno == EFAULT) {
+			rc = -ENOTSUP; /* a doorbell the kernel cannot read (a mapping gone bad): the
+					* caller's ntb_db_wait() sleeps its slice instead of spinning */
 		}
 		/* else EAGAIN (a word moved), ETIMEDOUT (slice over): the caller looks */
 	}
