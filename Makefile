@@ -29,16 +29,18 @@ endif
 BUILD   ?= build
 OBJ     := $(BUILD)/obj
 
-# pkg-config is only consulted for targets that compile; `make deps` must work without it.
-pkg_cflags = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-pkg_libs   = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+# pkg-config is only consulted for targets that compile; `make deps` must work without it. Its
+# errors (a missing .pc file: `make deps` installs the -dev packages) are shown as they come.
+pkg_cflags = $(shell $(PKG_CONFIG) --cflags $(PKGS))
+pkg_libs   = $(shell $(PKG_CONFIG) --libs $(PKGS))
 
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -I. \
               -DNTBSOCK_VERSION='"$(VERSION)"' -DNTBSOCK_LIBDIR='"$(LIBDIR)"' \
-              -DNTBSOCK_BINDIR='"$(BINDIR)"' -MMD -MP $(CFLAGS)
+              -DNTBSOCK_BINDIR='"$(BINDIR)"' -DNTBSOCK_SYSCONFDIR='"$(SYSCONFDIR)"' \
+              -MMD -MP $(CFLAGS)
 LDLIBS_ALL  = $(pkg_libs) -lpthread -ldl -lm
 
-CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c transport/*.c))
+CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c ntb/backend/*.c transport/*.c))
 PRELOAD_SRCS := $(sort $(wildcard preload/*.c))
 TOOL_SRCS    := $(sort $(wildcard tools/*.c))
 UNIT_SRCS    := $(sort $(wildcard tests/unit/test_*.c))
@@ -56,7 +58,7 @@ TOOL     := $(BUILD)/ntbsock
 # The export map is generated from the X-macro list of intercepted calls (preload/).
 EXPORT_MAP := $(BUILD)/libntbsock.map
 
-.PHONY: all deps check check-unit check-integration check-layering check-ivshmem \
+.PHONY: all deps check check-unit check-integration check-layering check-ivshmem check-ivshmem-apps check-ivshmem-apps-doorbell check-ivshmem-doorbell \
         check-asan check-asan-unit check-tsan fuzz soak \
         demo bench install uninstall clean help
 
@@ -96,9 +98,9 @@ $(TOOL): $(TOOL_OBJS) $(CORE_LIB)
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB) $(PRELOAD_OBJS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null) \
+	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) $(shell $(PKG_CONFIG) --cflags cmocka) \
 	    -o $@ $< $(if $(findstring test_pl_,$*),$(PRELOAD_OBJS)) $(CORE_LIB) \
-	    $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null) $(LDLIBS_ALL)
+	    $(shell $(PKG_CONFIG) --libs cmocka) $(LDLIBS_ALL)
 
 # Helper programs used by integration tests (tests/helpers/*.c), one binary each.
 $(BUILD)/tests/%: tests/helpers/%.c $(CORE_LIB)
@@ -141,6 +143,15 @@ check-integration: all $(HELPER_BINS)
 
 check-ivshmem: deps all $(HELPER_BINS)
 	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/run.sh
+
+check-ivshmem-apps: deps all
+	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/apps.sh
+
+check-ivshmem-apps-doorbell: deps all $(HELPER_BINS)
+	$(Q)BUILD=$(BUILD) IVSHMEM_APPS_MODE=doorbell sh tests/integration/ivshmem/apps.sh
+
+check-ivshmem-doorbell: deps all $(HELPER_BINS)
+	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/doorbell.sh
 
 # Sanitizer builds into $(BUILD)/asan and $(BUILD)/tsan (tests/sanitize/run.sh): unit tests, and
 # for check-asan/check-tsan the integration tests with the runtime preloaded; any report fails.
@@ -185,7 +196,7 @@ $(BUILD)/bench/crc_bench: bench/crc_bench.c $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(LDLIBS_ALL)
 
-# 64-byte slot floor (issue #4's ping-pong without the protocol), not built by default:
+# 64-byte slot floor (the 64 B ping-pong of ntbsock perf without the protocol), not built by default:
 # `make slot-floor; build/bench/slot_floor 0 1 10`
 .PHONY: slot-floor
 slot-floor: $(BUILD)/bench/slot_floor

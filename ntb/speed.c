@@ -4,7 +4,7 @@
  * machine.
  *
  * Bandwidth: this side's processes share one link clock, pace_ns in their side's local page
- * (host-local memory: DESIGN rule 2 allows local atomics among one host's processes). A write
+ * (host-local memory: doc/design.md §3 rule 2 allows local atomics among one host's processes). A write
  * of LEN bytes claims the interval [max(now - SPEED_SLACK_NS, pace_ns), + LEN / bandwidth) by
  * a CAS and its writer waits until the interval ends less SPEED_AHEAD_BYTES' worth of time: as
  * a posted-write or DMA queue that deep lets a CPU go on (to another link, say) while its
@@ -133,7 +133,7 @@ int ntb_speed_create(struct ntb_link *link)
 {
 	struct ntb_speed *sp;
 
-	if (link->params.backend != NTB_BACKEND_SHM)
+	if (strcmp(link->params.backend, "shm") != 0)
 		return -EINVAL;
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)
