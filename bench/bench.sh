@@ -6,7 +6,8 @@
 #
 # Environment: BUILD (default build), BENCH_REPS (repetitions, default 3, at least 3 for the
 # record), BENCH_T (seconds per measurement, default 2), BENCH_OUT (results directory, default
-# bench/results), BENCH_SECTIONS (default "1 2 3 4 5"), CC. Progress goes to stderr. Each
+# bench/results), BENCH_SECTIONS (default "1 2 3 4 5 6"), BENCH_FABRIC_RATE (the modelled link
+# rate of section 6, bench/fabric.sh, default 1000M), CC. Progress goes to stderr. Each
 # run's transport check is as in the demo: an ntbsock value whose connection did not use the
 # link is marked, never counted as ntbsock.
 . "$(dirname "$0")/lib.sh"
@@ -58,7 +59,7 @@ addr_of() { [ $1 = netns ] && echo $NS_B_IP || echo 127.0.0.2; }
 IPERF_SIZES="64 1K 16K 128K 1M"
 SP_SIZES="64 1K 16K"
 # BENCH_SECTIONS: which of the numbered sections below to run (default all).
-want() { case " ${BENCH_SECTIONS:-1 2 3 4 5} " in *" $1 "*) return 0;; esac; return 1; }
+want() { case " ${BENCH_SECTIONS:-1 2 3 4 5 6} " in *" $1 "*) return 0;; esac; return 1; }
 n=0
 step() { n=$((n + 1)); bn_say "[$n] $*"; }
 # record TEST TRANSPORT SIZE REP V1 V2 CHECK
@@ -223,12 +224,24 @@ if want 5; then
 	done
 fi
 
+# --- 6. fabric: hosts 1 and 2 of the mesh over modelled links, a link cut (bench/fabric.sh) ---
+if want 6; then
+	FABRIC_MD=$PL_TMP/fabric.md FABRIC_PNG=$PL_TMP/fabric.png BUILD=$BUILD \
+		sh "$ROOT/bench/fabric.sh" "${BENCH_FABRIC_RATE:-1000M}" "$T" >"$PL_TMP/fabric.out" 2>&1 ||
+		echo "bench/fabric.sh failed: $(tail -1 "$PL_TMP/fabric.out")" >>"$NOTES"
+	step "fabric: $(grep -c '^|' "$PL_TMP/fabric.md" 2>/dev/null || echo 0) table rows (bench/fabric.sh)"
+fi
+
 mkdir -p "$OUTDIR"
 base=$OUTDIR/$(date -u +%Y%m%d-%H%M)-$(hostname -s)
 $PY "$ROOT/bench/summary.py" "$RAW" "$NOTES" "$base" "$MACHINE" "$REPS" "$T" "$PL_TMP/plot.dat" ||
 	bn_die "summary failed"
 { echo "## Projections to real NTB hardware (PROJECTED, not measured; method: bench/README.md)"
   echo; $PY "$ROOT/bench/project.py" "$base.csv"; echo; } >>"$base.md"
+if [ -s "$PL_TMP/fabric.md" ]; then
+	[ -f "$PL_TMP/fabric.png" ] && mv "$PL_TMP/fabric.png" "$base-fabric.png"
+	sed "s#^Plot: fabric.png#Plot: $(basename "$base")-fabric.png#" "$PL_TMP/fabric.md" >>"$base.md"
+fi
 if command -v gnuplot >/dev/null 2>&1; then
 	gnuplot -e "data='$PL_TMP/plot.dat'; out='$base.png'" "$ROOT/bench/plot.gp" 2>"$PL_TMP/gnuplot.err" ||
 		bn_say "gnuplot failed: $(tail -2 "$PL_TMP/gnuplot.err")"

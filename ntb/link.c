@@ -1114,6 +1114,102 @@ int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 	return rc;
 }
 
+/* One entry of futex_waitv(2) (the kernel's struct futex_waitv, not in every libc's headers). */
+struct db_waitv {
+	uint64_t val;
+	uint64_t uaddr;
+	uint32_t flags;
+	uint32_t reserved;
+};
+#define DB_FUTEX_32       2u   /* FUTEX2_SIZE_U32 */
+#define DB_FUTEX_PRIVATE  128u /* FUTEX2_PRIVATE */
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+
+static _Atomic bool db_waitv_missing; /* the kernel has no futex_waitv (before 5.16) */
+
+int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsigned n,
+		     const _Atomic uint32_t *kick, uint32_t kick_seen, int timeout_ms)
+{
+	struct db_waitv w[NTB_DB_WAIT_MAX + 1];
+	int slice = timeout_ms < 0 ? INT_MAX : timeout_ms, rc = 0;
+	unsigned i;
+
+	if (n > NTB_DB_WAIT_MAX || atomic_load_explicit(&db_waitv_missing, memory_order_relaxed))
+		return -ENOTSUP;
+	for (i = 0; i < n; i++)
+		if (links[i]->inspect || !(links[i]->caps & NTB_CAP_FUTEX_WAKE))
+			return -ENOTSUP; /* its doorbell is no futex word of ours (pci: polled) */
+	for (i = 0; i < n; i++)
+		/* seq_cst: the waiter half of the Dekker pair with the ringer's fence + load of
+		 * db_waiters in shm_db_wake(), as in ntb_db_wait() (count, then re-read) */
+		atomic_fetch_add_explicit(&links[i]->local->db_waiters, 1, memory_order_seq_cst);
+	for (i = 0; i < n; i++) {
+		struct ntb_link *link = links[i];
+		_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
+
+		if (atomic_load_explicit(db, memory_order_seq_cst) != seen[i])
+			goto out; /* rung already */
+		bool up = ntb_link_tick(link);
+		/* relaxed, as in ntb_db_wait(): a stale reading only polls */
+		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v,
+						       memory_order_relaxed) & NTB_CAP_FUTEX_WAKE;
+		int hb = (int)(link->params.heartbeat_ms + 1) / 2; /* our heartbeat keeps its period */
+
+		if (up && !peer_wakes) {
+			if (ntb_db_fd(link) >= 0) {
+				rc = -ENOTSUP; /* it rings our eventfd (ivshmem): ntb_db_wait() */
+				goto out;
+			}
+			if (slice > 1)
+				slice = 1; /* a peer that cannot wake us (pci) is polled, as
+					    * ntb_db_wait() does */
+		}
+		if (slice > hb)
+			slice = hb;
+		w[i] = (struct db_waitv){ .val = seen[i], .uaddr = (uintptr_t)db,
+					  .flags = DB_FUTEX_32 }; /* shared: the peer's processes */
+	}
+	if (kick) {
+		/* acquire: pairs with the kicker's release increment */
+		if (atomic_load_explicit(kick, memory_order_acquire) != kick_seen)
+			goto out;
+		w[i++] = (struct db_waitv){ .val = kick_seen, .uaddr = (uintptr_t)kick,
+					    .flags = DB_FUTEX_32 | DB_FUTEX_PRIVATE };
+	}
+	if (!i || slice <= 0)
+		goto out;
+	struct timespec abs;
+
+	clock_gettime(CLOCK_MONOTONIC, &abs);
+	abs.tv_sec += slice / 1000;
+	abs.tv_nsec += (long)(slice % 1000) * 1000000L;
+	if (abs.tv_nsec >= 1000000000L) {
+		abs.tv_sec++;
+		abs.tv_nsec -= 1000000000L;
+	}
+	/* As FUTEX_WAIT for each word: the kernel compares each with its value and sleeps
+	 * atomically, so a ring stored after our re-read above is either seen (EAGAIN) or followed
+	 * by its FUTEX_WAKE (we counted ourselves in db_waiters first). */
+	if (syscall(SYS_futex_waitv, w, i, 0, &abs, CLOCK_MONOTONIC) < 0) {
+		if (errno == EINTR)
+			rc = -EINTR;
+		else if (errno == ENOSYS) {
+			atomic_store_explicit(&db_waitv_missing, true, memory_order_relaxed);
+			rc = -ENOTSUP;
+		} else if (errno == EFAULT) {
+			rc = -ENOTSUP; /* a doorbell the kernel cannot read (a mapping gone bad): the
+					* caller's ntb_db_wait() sleeps its slice instead of spinning */
+		}
+		/* else EAGAIN (a word moved), ETIMEDOUT (slice over): the caller looks */
+	}
+out:
+	for (i = 0; i < n; i++)
+		atomic_fetch_sub_explicit(&links[i]->local->db_waiters, 1, memory_order_relaxed);
+	return rc;
+}
+
 int ntb_db_fd(const struct ntb_link *link)
 {
 	return link->ops->db_fd ? link->ops->db_fd(link) : -ENOTSUP;

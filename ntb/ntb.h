@@ -185,6 +185,18 @@ uint32_t ntb_db_read(const struct ntb_link *link);
  * Returns 0 when rung, -ETIMEDOUT, -EINTR, or -ENOLINK when the link went down. */
 int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms);
 
+/* Sleep until one of N links' doorbells differs from its SEEN[i], or *KICK (when not NULL: a
+ * futex word private to this process, bumped and woken by another of its threads) differs from
+ * KICK_SEEN, or TIMEOUT_MS passes (-1: no limit), for at most half a heartbeat of each link
+ * (whose heartbeats it keeps writing). One thread sleeps on every link at once, where
+ * ntb_db_wait() watches one. Returns 0 (rung, kicked or time up: the caller looks at each
+ * link), -EINTR, or -ENOTSUP when the links cannot be waited on together (a backend without
+ * futex doorbells, an inspect handle, more than NTB_DB_WAIT_MAX, a kernel without
+ * futex_waitv): the caller then uses ntb_db_wait(). */
+#define NTB_DB_WAIT_MAX 64u
+int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsigned n,
+		     const _Atomic uint32_t *kick, uint32_t kick_seen, int timeout_ms);
+
 /* A pollable fd (an eventfd) that turns readable when the peer rings, or -ENOTSUP. Only
  * links with interrupt doorbells have one: a pci link on an ivshmem-doorbell device bound to
  * vfio-pci, and a shm link that joined an ivshmem server (params.ivshmem_server). Readable

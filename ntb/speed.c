@@ -6,9 +6,11 @@
  * Bandwidth: this side's processes share one link clock, pace_ns in their side's local page
  * (host-local memory: doc/design.md §3 rule 2 allows local atomics among one host's processes). A write
  * of LEN bytes claims the interval [max(now - SPEED_SLACK_NS, pace_ns), + LEN / bandwidth) by
- * a CAS and its writer waits until the interval's end before its bytes land: bytes enter the
- * peer's window no faster than the bandwidth (over any span longer than the slack), whichever
- * process writes. Latency: the first
+ * a CAS and its writer waits until the interval ends less SPEED_AHEAD_BYTES' worth of time: as
+ * a posted-write or DMA queue that deep lets a CPU go on (to another link, say) while its
+ * writes drain. Bytes enter the peer's window no faster than the bandwidth over any span
+ * longer than the slack and the queue, whichever process writes; a message may become visible
+ * up to the queue's time early. Latency: the first
  * ntb_to_peer_barrier() after writes of this handle waits latency_ns more, so the word it
  * orders (a publication) lands one latency after its payload. Waits shorter than
  * SPEED_SPIN_NS spin on the clock, longer ones sleep most of the way.
@@ -27,6 +29,7 @@
 #include "ntb/ntb_int.h"
 
 #define SPEED_SPIN_NS 50000u  /* sleep through the part of a wait beyond this */
+#define SPEED_AHEAD_BYTES 131072u /* the queue a writer may run ahead of the link by */
 #define SPEED_SLACK_NS 500000u /* a clock behind now by up to this is not caught up: a wait
 				* that overslept (a sleep ends late) is made good by the next
 				* writes, as a link's queue would drain */
@@ -35,6 +38,7 @@ struct ntb_speed {
 	struct ntb_backend_ops ops;         /* the backend's, with write and barrier paced */
 	const struct ntb_backend_ops *base; /* the backend's own */
 	uint64_t bandwidth;
+	uint64_t ahead_ns;                  /* SPEED_AHEAD_BYTES at the bandwidth */
 	uint32_t latency_ns;
 	_Atomic bool dirty;                 /* writes since the last barrier */
 	_Atomic uint64_t bytes, bw_wait_ns, lat_wait_ns, barriers;
@@ -92,7 +96,8 @@ static void speed_write(struct ntb_link *link, size_t off, const void *src, size
 	struct ntb_speed *sp = link->speed;
 
 	if (sp->bandwidth && len) {
-		uint64_t waited = wait_until(pace_claim(link, sp, len));
+		uint64_t end = pace_claim(link, sp, len);
+		uint64_t waited = wait_until(end > sp->ahead_ns ? end - sp->ahead_ns : 0);
 
 		atomic_fetch_add_explicit(&sp->bw_wait_ns, waited, memory_order_relaxed);
 	}
@@ -138,6 +143,8 @@ int ntb_speed_create(struct ntb_link *link)
 	sp->ops.write = speed_write;
 	sp->ops.to_peer_barrier = speed_barrier;
 	sp->bandwidth = link->params.speed.bandwidth;
+	if (sp->bandwidth)
+		sp->ahead_ns = (uint64_t)SPEED_AHEAD_BYTES * 1000000000u / sp->bandwidth;
 	sp->latency_ns = link->params.speed.latency_ns;
 	link->speed = sp;
 	link->ops = &sp->ops;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <limits.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,7 +61,13 @@ static struct tp_link *g_links;
 static int g_efd = -1;
 static bool g_helper;
 static bool g_helper_held;            /* tp_helper_hold() (under g_lock, or before threads) */
-static struct tp_link *g_helper_link; /* the link the helper sleeps on (under g_lock) */
+static bool g_helper_waiting;         /* the helper sleeps on the links' doorbells (under
+				       * g_lock): tp_link_close() waits until it is off them */
+static uint64_t g_helper_round;       /* its sleeps so far (under g_lock): a later one is on a
+				       * list without the link being closed */
+/* Bumped (and futex-woken) to make the helper look at g_links again: a link added or being
+ * closed. Process-private; the helper sleeps on it beside the doorbells (ntb_db_wait_many()). */
+static _Atomic uint32_t g_helper_kick;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 int tp_event_fd(void)
@@ -401,6 +409,14 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool f
 	return true;
 }
 
+/* Wake the helper from its sleep on the doorbells: g_links changed. */
+static void helper_kick(void)
+{
+	/* release: pairs with the acquire load in ntb_db_wait_many() (the list change first) */
+	atomic_fetch_add_explicit(&g_helper_kick, 1, memory_order_release);
+	syscall(SYS_futex, &g_helper_kick, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
 void tp_link_reap(struct tp_link *l)
 {
 	conns_pass(l, tp_now_ms(), true, false);
@@ -504,19 +520,26 @@ static void *helper_main(void *arg)
 	(void)arg;
 	for (;;) {
 		struct tp_link *first;
-		uint32_t seen = 0;
+		struct ntb_link *wait_on[NTB_DB_WAIT_MAX];
+		uint32_t seen = 0, wait_seen[NTB_DB_WAIT_MAX], kick_seen;
+		unsigned nwait = 0;
 		bool signal = false;
 		int rc = 0;
 
 		int slice = 100;
 
 		pthread_mutex_lock(&g_lock);
+		/* acquire: pairs with the release in helper_kick() (a kick before this load is not
+		 * slept through: the list is read after it) */
+		kick_seen = atomic_load_explicit(&g_helper_kick, memory_order_acquire);
 		first = g_links;
 		if (first)
 			seen = first->db_seen;
-		if (first && first->next_link)
-			slice = 25; /* other links' doorbells are polled: do it often */
 		for (struct tp_link *l = first; l; l = l->next_link) {
+			if (nwait < NTB_DB_WAIT_MAX) {
+				wait_on[nwait] = l->ntb;
+				wait_seen[nwait++] = l->db_seen;
+			}
 			if (atomic_load(&l->lingering) && slice > 5)
 				slice = 5; /* closed connections to finish (link_service()) */
 			if (atomic_load(&l->probe_soon) && slice > (int)TP_QUICK_PROBE_MS)
@@ -528,19 +551,26 @@ static void *helper_main(void *arg)
 			slice = 2; /* failovers move bytes on kernel sockets (tp_failover.c) */
 		if (tp_finwait_pending() && slice > 2)
 			slice = 2; /* closes wait for the peer's FIN (tp_finwait.c) */
-		g_helper_link = first; /* tp_link_close() waits until we are off it */
+		g_helper_waiting = true; /* tp_link_close() waits until we are off the links */
+		g_helper_round++;
 		pthread_mutex_unlock(&g_lock);
-		/* One thread sleeps on one doorbell; other links are polled each wake-up. */
 		quick = first && spin_until && helper_spin(first->ntb, seen, spin_until);
-		if (first && !quick)
-			rc = ntb_db_wait(first->ntb, seen, slice);
+		/* One thread sleeps on every link's doorbell (and the kick); where they cannot be
+		 * waited on together, on the first one's, the others polled every 25 ms. */
+		if (first && !quick) {
+			rc = ntb_db_wait_many(wait_on, wait_seen, nwait, &g_helper_kick, kick_seen,
+					      slice);
+			if (rc == -ENOTSUP)
+				rc = ntb_db_wait(first->ntb, seen,
+						 first->next_link && slice > 25 ? 25 : slice);
+		}
 		spin_until = 0;
 		if (!first || rc == -ENOLINK || rc == -EINVAL || rc == -ENOTSUP)
 			usleep(first ? (useconds_t)slice * 1000u : 100000u);
 		uint64_t now = tp_now_ms();
 
 		pthread_mutex_lock(&g_lock);
-		g_helper_link = NULL;
+		g_helper_waiting = false;
 		watched_events();
 		for (struct tp_link *l = g_links; l; l = l->next_link) {
 			uint32_t db = ntb_db_read(l->ntb);
@@ -830,7 +860,7 @@ void tp_atfork_child(void)
 	tp_finwait_atfork_child();
 	pthread_mutex_init(&g_lock, NULL);
 	g_helper = false;
-	g_helper_link = NULL;
+	g_helper_waiting = false;
 	if (g_efd >= 0) {
 		/* own event counter, same fd number (callers may have cached it) */
 		int nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -967,6 +997,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	g_links = l;
 	tp_helper_start();
 	pthread_mutex_unlock(&g_lock);
+	helper_kick(); /* a running helper sleeps on the links it knew: this one too */
 	tp_host_lock(l);
 	tp_listen_publish(l, true);
 	tp_host_unlock(l);
@@ -990,9 +1021,10 @@ void tp_link_close(struct tp_link *l)
 			break;
 		}
 	}
-	while (g_helper_link == l) {
+	for (uint64_t round = g_helper_round; g_helper_waiting && g_helper_round == round;) {
+		helper_kick(); /* it sleeps on every link's doorbell: off them, and not on L again */
 		pthread_mutex_unlock(&g_lock);
-		usleep(1000);
+		usleep(200);
 		pthread_mutex_lock(&g_lock);
 	}
 	pthread_mutex_unlock(&g_lock);

@@ -15,6 +15,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 
 #include <cmocka.h>
 
@@ -669,6 +672,109 @@ static void test_doorbells(void **state)
 	ntb_link_close(b);
 }
 
+struct kicker { _Atomic uint32_t *word; int delay_ms; };
+
+static void *kick_later(void *arg)
+{
+	struct kicker *k = arg;
+
+	sleep_ms(k->delay_ms);
+	atomic_fetch_add(k->word, 1);
+	syscall(SYS_futex, k->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	return NULL;
+}
+
+/* Open both sides of a link at PATH2 with a slow heartbeat (slices of 20 s): a wait on it
+ * returns early only when woken. */
+static void open_slow_pair(const char *path2, struct ntb_link **ret_a, struct ntb_link **ret_b)
+{
+	struct ntb_link_params p;
+
+	unlink(path2);
+	params(&p, 0);
+	snprintf(p.path, sizeof(p.path), "%s", path2);
+	p.heartbeat_ms = 40000;
+	p.link_timeout_ms = 80000;
+	assert_int_equal(ntb_link_open(&p, ret_a), 0);
+	p.side = 1;
+	assert_int_equal(ntb_link_open(&p, ret_b), 0);
+	ntb_link_enable(*ret_a);
+	ntb_link_enable(*ret_b);
+	assert_true(both_up(*ret_a, *ret_b));
+}
+
+/* One sleeper on two links' doorbells and a kick word: a ring on the second link (which
+ * ntb_db_wait() on the first would not see) or the kick wakes it. Each wait below would last
+ * 20 s if nothing woke it; a wake-up is asserted within 10 s. */
+static void test_doorbells_many(void **state)
+{
+	(void)state;
+	char p2[sizeof(path) + 4], p3[sizeof(path) + 4];
+	struct ntb_link *a2, *b2, *a3, *b3;
+
+	snprintf(p2, sizeof(p2), "%s-2", path);
+	snprintf(p3, sizeof(p3), "%s-3", path);
+	open_slow_pair(p2, &a2, &b2);
+	open_slow_pair(p3, &a3, &b3);
+
+	_Atomic uint32_t kick = 5;
+	struct ntb_link *on[2] = { b2, b3 };
+	uint32_t seen[2] = { ntb_db_read(b2), ntb_db_read(b3) };
+
+	/* rung before: at once */
+	ntb_peer_db_ring(a3);
+	assert_int_equal(ntb_db_wait_many(on, seen, 2, &kick, 5, 60000), 0);
+	assert_int_not_equal(ntb_db_read(b3), seen[1]);
+	seen[1] = ntb_db_read(b3);
+	/* nothing rings: the whole timeout, 0 */
+	uint64_t t0 = ntb_now_ns();
+	assert_int_equal(ntb_db_wait_many(on, seen, 2, &kick, 5, 30), 0);
+	assert_true(ntb_now_ns() - t0 >= 25000000ull);
+
+	/* a ring on the second link wakes a sleeper on both */
+	pthread_t th;
+	struct ringer r = { a3, 50 };
+
+	pthread_create(&th, NULL, ring_later, &r);
+	t0 = ntb_now_ns();
+	assert_int_equal(ntb_db_wait_many(on, seen, 2, &kick, 5, 60000), 0);
+	assert_true(ntb_now_ns() - t0 < 10000000000ull);
+	pthread_join(th, NULL);
+	assert_int_not_equal(ntb_db_read(b3), seen[1]);
+	assert_int_equal(ntb_db_read(b2), seen[0]);
+	/* it counted itself as a waiter of both (the ringer woke it) and no longer does */
+	assert_int_equal(atomic_load(&b2->local->db_waiters), 0);
+	assert_int_equal(atomic_load(&b3->local->db_waiters), 0);
+	seen[1] = ntb_db_read(b3);
+
+	/* the kick wakes it */
+	struct kicker k = { &kick, 50 };
+
+	pthread_create(&th, NULL, kick_later, &k);
+	t0 = ntb_now_ns();
+	assert_int_equal(ntb_db_wait_many(on, seen, 2, &kick, 5, 60000), 0);
+	assert_true(ntb_now_ns() - t0 < 10000000000ull);
+	pthread_join(th, NULL);
+	assert_int_equal(atomic_load(&kick), 6);
+	/* a kick word that moved since: at once */
+	assert_int_equal(ntb_db_wait_many(on, seen, 2, &kick, 5, 60000), 0);
+
+	/* more links than it takes: the caller falls back */
+	struct ntb_link *many[NTB_DB_WAIT_MAX + 1];
+	uint32_t mseen[NTB_DB_WAIT_MAX + 1] = { 0 };
+
+	for (unsigned i = 0; i <= NTB_DB_WAIT_MAX; i++)
+		many[i] = b2;
+	assert_int_equal(ntb_db_wait_many(many, mseen, NTB_DB_WAIT_MAX + 1, NULL, 0, 10),
+			 -ENOTSUP);
+	ntb_link_close(a2);
+	ntb_link_close(b2);
+	ntb_link_close(a3);
+	ntb_link_close(b3);
+	unlink(p2);
+	unlink(p3);
+}
+
 static void test_inspect(void **state)
 {
 	(void)state;
@@ -948,7 +1054,9 @@ int main(void)
 		T(test_peer_dead_after_silence), T(test_peer_up_from_host_record),
 		T(test_peer_dead_by_wall_stamp),   T(test_claims_and_sessions),
 		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
-		T(test_doorbells),        T(test_inspect),        T(test_bad_files),
+		T(test_doorbells),
+		T(test_doorbells_many),
+		T(test_inspect),        T(test_bad_files),
 		T(test_foreign_owner),    T(test_exec_image_reaped), T(test_exec_image_session),    T(test_zero_file),      T(test_check_mapping),
 		T(test_backend_ops_dispatch),
 	};

@@ -83,7 +83,8 @@ static void test_off_by_default(void **state)
 }
 
 /* 8 MiB at 64 MiB/s: the side's clock moves by at least 125 ms of link time, the writer waited
- * for it, the bytes landed whole in the peer's window. */
+ * for it less the queue it may run ahead by (128 KiB: 2 ms), the bytes landed whole in the
+ * peer's window. */
 static void test_bandwidth_accounting(void **state)
 {
 	(void)state;
@@ -107,15 +108,16 @@ static void test_bandwidth_accounting(void **state)
 	}
 	uint64_t t1 = mono_ns();
 	uint64_t cost = total * 1000000000ull / bw; /* 125 ms */
+	uint64_t ahead = 131072ull * 1000000000ull / bw; /* the queue the writer may run ahead by */
 
 	ntb_speed_get_stats(a, &st);
 	assert_int_equal(st.bytes, total);
 	/* the clock: intervals are disjoint and none starts before t0 */
 	assert_true(a->local->pace_ns >= t0 + cost - 500000); /* (less the clock's slack) */
-	assert_true(a->local->pace_ns <= t1);
-	/* the writer waited for its bytes (at least all but the first chunk's worth) */
-	assert_true(t1 - t0 >= cost - 500000);
-	assert_true(st.bw_wait_ns >= cost - 500000 - cost / 64);
+	assert_true(a->local->pace_ns <= t1 + ahead);
+	/* the writer waited for its bytes (all but the queue's and the first chunk's worth) */
+	assert_true(t1 - t0 >= cost - 500000 - ahead);
+	assert_true(st.bw_wait_ns >= cost - 500000 - ahead - cost / 64);
 	/* the reading side is not modelled and kept its own clock */
 	assert_int_equal(b->local->pace_ns, 0);
 	free(buf);
@@ -124,6 +126,29 @@ static void test_bandwidth_accounting(void **state)
 }
 
 /* Two handles of one side share its clock: together they cannot exceed the bandwidth. */
+/* A write within the queue a writer may run ahead by (128 KiB) claims its time on the clock
+ * without waiting: one thread can feed two links at once. */
+static void test_queue_ahead(void **state)
+{
+	(void)state;
+	const uint64_t bw = 1ull << 20, chunk = 64 * 1024; /* 62.5 ms of link time */
+	struct ntb_link *a = open_side(0, bw, 0);
+	struct ntb_speed_stats st;
+	static uint8_t buf[64 * 1024];
+
+	uint64_t t0 = mono_ns();
+	assert_int_equal(ntb_write(a, 0, buf, chunk), 0);
+	ntb_speed_get_stats(a, &st);
+	assert_int_equal(st.bw_wait_ns, 0);
+	assert_true(a->local->pace_ns >= t0 + chunk * 1000000000ull / bw - 500000); /* (slack) */
+	/* the next 128 KiB go beyond the queue: that write waits */
+	assert_int_equal(ntb_write(a, 0, buf, chunk), 0);
+	assert_int_equal(ntb_write(a, 0, buf, chunk), 0);
+	ntb_speed_get_stats(a, &st);
+	assert_true(st.bw_wait_ns > 0);
+	ntb_link_close(a);
+}
+
 static void test_shared_clock(void **state)
 {
 	(void)state;
@@ -139,7 +164,7 @@ static void test_shared_clock(void **state)
 
 	assert_int_equal(a1->local->pace_ns, a2->local->pace_ns); /* one clock in the file */
 	assert_true(a1->local->pace_ns >= t0 + cost - 500000);
-	assert_true(mono_ns() - t0 >= cost - 500000);
+	assert_true(mono_ns() - t0 >= cost - 500000 - 131072ull * 1000000000ull / bw);
 	ntb_link_close(a2);
 	ntb_link_close(a1);
 }
@@ -174,6 +199,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_off_by_default, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bandwidth_accounting, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_queue_ahead, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared_clock, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_latency_per_publication, setup, teardown),
 	};
