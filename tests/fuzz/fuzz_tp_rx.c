@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the transport's receive path fed with hostile inbound-window contents
- * (doc/design.md §3 rule 4). A connection is set up between the two sides of a shm link in this
- * process; the input is then a program of "peer" writes into the receiver's slot — checked
- * words (TX index, epoch/detect, next MSN, ST flags) with valid or broken checks, inline slots
- * and data-ring descriptors with chosen lengths, MSNs, sequence bytes and CRCs, raw bytes,
- * control packets into the mailbox — interleaved with receives, polls, timers and genuine
- * sends. The receiver may fail the connection; it must never crash, touch memory outside the
- * window, or break the tp_recv() contract. */
+ * (doc/design.md §3 rule 4). One connection is set up once between the two sides of a shm link in this
+ * process, with the helper thread held (the harness drives everything by direct calls); each
+ * input is then a program of "peer" writes into the receiver's slot — checked words (TX index,
+ * epoch/detect, next MSN, ST flags) with valid or broken checks, inline slots and data-ring
+ * descriptors with chosen lengths, MSNs, sequence bytes and CRCs, raw bytes, control packets
+ * into the mailbox — interleaved with receives, polls, timers and genuine sends. The receiver
+ * may fail the connection; it must never crash, touch memory outside the window, break the
+ * tp_recv() contract or its record queue's invariants (rx_check()).
+ *
+ * Between inputs everything an input can change is put back from a snapshot taken after the
+ * set-up (fz_restore()): both connections' private state, the sender's shadow rings, both
+ * connections' slots in the two inbound windows, the mailbox areas and both host tables. No
+ * file, no thread, no sleep per input. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,42 +23,161 @@
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
 
+#define FZ_PORT 5000u
+
 static struct {
 	char path[128];
 	struct tp_link *a, *b;    /* a: side 0 (the hostile peer), b: side 1 (the receiver) */
 	struct tp_params tpp;
-	uint16_t cport;
+	struct tp_conn *ca, *cb;  /* the connection: a's end (genuine sends), b's (under test) */
+	struct ntb_link *out;     /* a's link: its outbound window is b's inbound window */
+	struct ntb_link *back;    /* b's link: its outbound window is a's inbound window */
 	bool open;
+	/* --- the snapshot taken after the set-up (fz_snap()) */
+	struct tp_conn snap_ca, snap_cb;
+	uint8_t *slot_b, *slot_a; /* cb's slot in b's inbound window, ca's in a's */
+	uint8_t *head_b, *head_a; /* each inbound window below the slots: indices, listener
+				   * bitmap, mailbox */
+	uint8_t *host_b, *host_a; /* each host table from peer_epoch on (what its lock guards) */
+	uint8_t *sh_inline, *sh_data; /* ca's shadow rings */
+	uint64_t ms;              /* tp_now_ms() when taken */
+	bool dirty_mbox, dirty_send; /* what the current input touched beyond the slots */
 } fz;
 
-/* Old pairs are abandoned, not closed: tp_link_close() while the transport's helper thread
- * sleeps in ntb_db_wait() on that link is a use-after-free (reported; ASan shows it in
- * test_tp_stream). Only their files are removed. */
 static void fz_unlink(void)
 {
 	if (fz.open)
 		tl_unlink(fz.path);
 }
 
-static int fz_open(void)
-{
-	static int gen;
+/* The set-up's server side: b's mailbox, served while a's tp_connect() waits for the Ack
+ * (there is no helper thread to do it). */
+static _Atomic bool fz_serving;
 
-	fz_unlink();
-	fz.open = false;
-	snprintf(fz.path, sizeof(fz.path), "/dev/shm/ntbsock-test-fuzz-tprx-%d-%d", (int)getpid(),
-		 gen++);
-	tl_unlink(fz.path);
-	if (tl_open(fz.path, 0, 4u << 20, &fz.tpp, &fz.a))
-		return -1;
-	if (tl_open(fz.path, 1, 4u << 20, &fz.tpp, &fz.b)) {
-		tl_unlink(fz.path);
-		return -1;
+static void *fz_serve(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&fz_serving)) {
+		tp_host_lock(fz.b);
+		tp_mbox_process(fz.b);
+		tp_host_unlock(fz.b);
+		usleep(200);
 	}
-	fz.open = true;
-	if (tp_listen(fz.b, 5000) || tl_wait_listen(fz.a, 5000, 10000))
+	return NULL;
+}
+
+static int fz_connect(void)
+{
+	uint64_t end = tl_now_ms() + 10000;
+	enum tp_reason why;
+	struct tp_key k;
+	pthread_t th;
+	int rc;
+
+	if (tp_listen(fz.b, FZ_PORT))
+		return -1;
+	while (!(tp_link_refresh(fz.a) & tp_link_refresh(fz.b))) {
+		if (tl_now_ms() > end)
+			return -1;
+		usleep(1000);
+	}
+	if (tl_wait_listen(fz.a, FZ_PORT, 10000))
+		return -1;
+	tl_key(&k, 40000, FZ_PORT);
+	atomic_store(&fz_serving, true);
+	if (pthread_create(&th, NULL, fz_serve, NULL))
+		return -1;
+	rc = tp_connect(fz.a, &k, 5000, &fz.ca, &why);
+	atomic_store(&fz_serving, false);
+	pthread_join(th, NULL);
+	if (rc || tp_conn_confirm(fz.ca) || tp_attach(fz.b, &k, &fz.cb))
 		return -1;
 	return 0;
+}
+
+static uint8_t *fz_dup(const volatile uint8_t *src, size_t len)
+{
+	uint8_t *d = malloc(len);
+
+	if (!d)
+		abort();
+	memcpy(d, (const void *)src, len);
+	return d;
+}
+
+static size_t host_body(const struct tp_link *l)
+{
+	return l->host_size - offsetof(struct tp_host, peer_epoch);
+}
+
+static void fz_snap(void)
+{
+	/* no record queued: the records array (most of struct tp_conn) need not be restored */
+	if (fz.ca->rec_head != fz.ca->rec_tail || fz.cb->rec_head != fz.cb->rec_tail ||
+	    fz.ca->fo || fz.cb->fo)
+		abort();
+	fz.snap_ca = *fz.ca;
+	fz.snap_cb = *fz.cb;
+	fz.slot_b = fz_dup(fz.b->in + tp_slot_off(fz.b, fz.cb->slot), fz.b->slot_size);
+	fz.slot_a = fz_dup(fz.a->in + tp_slot_off(fz.a, fz.ca->slot), fz.a->slot_size);
+	fz.head_b = fz_dup(fz.b->in, TP_OFF_SLOTS);
+	fz.head_a = fz_dup(fz.a->in, TP_OFF_SLOTS);
+	fz.host_b = fz_dup((const uint8_t *)&fz.b->host->peer_epoch, host_body(fz.b));
+	fz.host_a = fz_dup((const uint8_t *)&fz.a->host->peer_epoch, host_body(fz.a));
+	fz.sh_inline = fz_dup(fz.ca->sh_inline, (size_t)fz.ca->out.inline_n * 128u);
+	fz.sh_data = fz_dup(fz.ca->sh_data, fz.ca->out.qsize);
+	fz.ms = tp_now_ms();
+}
+
+/* Put C back as SNAP holds it, all but its records (none was queued then; those the input
+ * queued are past rec_tail again) and its bounce buffer (kept, not valid: a later input
+ * finds it allocated instead of allocating it, which only skips a malloc). The clock went
+ * on: every stamp moves by the time since the snapshot, so that an input meets the same
+ * timers however long the run has been going. */
+static void conn_restore(struct tp_conn *c, const struct tp_conn *snap, uint64_t shift)
+{
+	const size_t r0 = offsetof(struct tp_conn, recs), r1 = r0 + sizeof(c->recs);
+	uint8_t *bounce = c->rx_bounce;
+	uint32_t cap = c->rx_bounce_cap;
+
+	if (c->fo) /* no witness socket: a failover cannot start (tp_fo_request()) */
+		abort();
+	memcpy((void *)c, snap, r0);
+	memcpy((uint8_t *)c + r1, (const uint8_t *)snap + r1, sizeof(*c) - r1);
+	c->rx_bounce = bounce;
+	c->rx_bounce_cap = cap;
+	c->rx_bounce_ok = false;
+#define FZ_SHIFT(f) do { if (c->f) c->f += shift; } while (0)
+	FZ_SHIFT(closed_ms);
+	FZ_SHIFT(last_wake_ms);
+	FZ_SHIFT(last_ack_ms);
+	FZ_SHIFT(last_tx_pub_ms);
+	FZ_SHIFT(progress_ms);
+	FZ_SHIFT(gate_deadline_ms);
+#undef FZ_SHIFT
+	if (atomic_load(&c->witness_ms))
+		atomic_fetch_add(&c->witness_ms, shift);
+}
+
+static void fz_restore(void)
+{
+	uint64_t shift = tp_now_ms() - fz.ms;
+
+	conn_restore(fz.ca, &fz.snap_ca, shift);
+	conn_restore(fz.cb, &fz.snap_cb, shift);
+	ntb_write(fz.out, tp_slot_off(fz.b, fz.cb->slot), fz.slot_b, fz.b->slot_size);
+	ntb_write(fz.back, tp_slot_off(fz.a, fz.ca->slot), fz.slot_a, fz.a->slot_size);
+	memcpy(&fz.b->host->peer_epoch, fz.host_b, host_body(fz.b));
+	memcpy(&fz.a->host->peer_epoch, fz.host_a, host_body(fz.a));
+	if (fz.dirty_mbox) {
+		ntb_write(fz.out, 0, fz.head_b, TP_OFF_SLOTS);
+		ntb_write(fz.back, 0, fz.head_a, TP_OFF_SLOTS);
+	}
+	if (fz.dirty_send) {
+		memcpy(fz.ca->sh_inline, fz.sh_inline, (size_t)fz.ca->out.inline_n * 128u);
+		memcpy(fz.ca->sh_data, fz.sh_data, fz.ca->out.qsize);
+	}
+	fz.dirty_mbox = fz.dirty_send = false;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -60,21 +185,33 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc, (void)argv;
 	tp_params_init(&fz.tpp);
 	fz.tpp.contexts = 16;
-	fz.tpp.queue_size = 64u << 10;
+	fz.tpp.queue_size = 16u << 10; /* small: wraps often, and cheap to restore */
 	fz.tpp.inline_slots = 16;
 	fz.tpp.short_max = 1024;
-	/* background timers stay out of the way; the input drives them (op TIMERS) */
+	/* the input drives the timers (op TIMERS), with a clock of its own */
 	fz.tpp.cnct_timeout_ms = 500;
 	fz.tpp.send_timeout_ms = 60000;
 	fz.tpp.recv_timeout_ms = 60000;
 	fz.tpp.detect_timeout_ms = 60000;
 	fz.tpp.max_err = 4;
 	fz.tpp.spin_us = 0;
-	if (fz_open()) {
+	snprintf(fz.path, sizeof(fz.path), "/dev/shm/ntbsock-test-fuzz-tprx-%d", (int)getpid());
+	tl_unlink(fz.path);
+	tp_helper_hold(true); /* the harness alone drives the link */
+	if (tl_open(fz.path, 0, 4u << 20, &fz.tpp, &fz.a) ||
+	    tl_open(fz.path, 1, 4u << 20, &fz.tpp, &fz.b)) {
 		fprintf(stderr, "fuzz_tp_rx: cannot open the link pair\n");
 		exit(1);
 	}
+	fz.open = true;
 	atexit(fz_unlink);
+	if (fz_connect()) {
+		fprintf(stderr, "fuzz_tp_rx: cannot set up the connection\n");
+		exit(1);
+	}
+	fz.out = tp_link_ntb(fz.a);
+	fz.back = tp_link_ntb(fz.b);
+	fz_snap();
 	return 0;
 }
 
@@ -92,10 +229,22 @@ static uint8_t rd8(struct rd *r)
 }
 static uint16_t rd16(struct rd *r) { return (uint16_t)(rd8(r) | rd8(r) << 8); }
 static uint32_t rd32(struct rd *r) { return (uint32_t)rd16(r) | (uint32_t)rd16(r) << 16; }
+/* Bytes past the input's end: a fixed pattern (byte i is i * 37 + 11), copied from a table
+ * rather than computed per byte (a loop per byte is a traced comparison per byte). */
+static uint8_t fill_pat[1u << 15];
+
 static void rdbytes(struct rd *r, uint8_t *dst, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		dst[i] = r->n ? rd8(r) : (uint8_t)(i * 37 + 11);
+	size_t k = r->n < n ? r->n : n;
+
+	if (n > sizeof(fill_pat))
+		abort(); /* the harness asks for at most a data ring */
+	memcpy(dst, r->p, k);
+	r->p += k, r->n -= k;
+	if (!fill_pat[0])
+		for (size_t i = 0; i < sizeof(fill_pat); i++)
+			fill_pat[i] = (uint8_t)(i * 37 + 11);
+	memcpy(dst + k, fill_pat + k, n - k);
 }
 
 /* --- the hostile peer's writes ------------------------------------------------------------- */
@@ -267,6 +416,7 @@ static void op_send(struct ctx *x, struct rd *r)
 	ssize_t n;
 
 	tl_fill(b, len, 7, x->sent);
+	fz.dirty_send = true;
 	n = tp_send(x->ca, &v, 1);
 	if (n > 0)
 		x->sent += (uint64_t)n;
@@ -289,6 +439,7 @@ static void op_pkt(struct ctx *x, struct rd *r)
 		p.key.bytes[38] = 5000 >> 8;
 		p.key.bytes[39] = 5000 & 0xff;
 	}
+	fz.dirty_mbox = true;
 	tp_host_lock(fz.a);
 	tp_mbox_send(fz.a, &p);
 	tp_host_unlock(fz.a);
@@ -304,7 +455,7 @@ static void op_mbox_raw(struct ctx *x, struct rd *r)
 	uint8_t sel = rd8(r);
 	uint32_t off;
 
-	(void)x;
+	fz.dirty_mbox = true;
 	rdbytes(r, b, sizeof(b));
 	if (sel & 1)
 		off = (sel & 2) ? TP_OFF_MBOX_TX : TP_OFF_MBOX_RX;
@@ -316,23 +467,29 @@ static void op_mbox_raw(struct ctx *x, struct rd *r)
 	tp_host_unlock(fz.b);
 }
 
-static int connect_pair(struct ctx *x)
+/* The receiver's record queue after any step: within its array, each record's length within
+ * its ring, their byte count as kept. (Not the validated cursors against the released ones: a
+ * hostile peer that writes past the space it was given makes the receiver validate records
+ * over unreleased ones, v_i - c_i above inline_n or v_d - c_d above qsize; every byte is
+ * checked again on delivery, rec_copy(), so that only ends its own connection.) */
+static void rx_check(const struct tp_conn *c, bool walk)
 {
-	struct tp_key k;
-	enum tp_reason why;
+	const struct tp_geom *g = &c->link->geom;
+	uint32_t bytes = 0;
 
-	for (int tries = 0; tries < 3; tries++) {
-		fz.cport = (uint16_t)(fz.cport + 1);
-		tl_key(&k, (uint16_t)(10000 + fz.cport % 50000), 5000);
-		if (tp_connect(fz.a, &k, 3000, &x->ca, &why) == 0) {
-			if (tp_conn_confirm(x->ca) == 0 && tp_attach(fz.b, &k, &x->cb) == 0)
-				return 0;
-			tp_abort(x->ca);
-		}
-		if (fz_open()) /* a previous input wrecked the mailbox or the pools: start over */
+	if (c->rec_tail - c->rec_head > TP_RECS)
+		abort();
+	if (!walk) /* after each step: only the O(1) part */
+		return;
+	for (uint32_t i = c->rec_head; i != c->rec_tail; i++) {
+		const struct tp_rec *r = &c->recs[i % TP_RECS];
+
+		if (r->len > (r->ring ? g->qsize : TP_INLINE_MAX))
 			abort();
+		bytes += r->len + 1;
 	}
-	return -1;
+	if (bytes != c->rec_bytes)
+		abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -344,10 +501,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!fz.open)
 		LLVMFuzzerInitialize(NULL, NULL);
 	memset(&x, 0, sizeof(x));
-	if (connect_pair(&x))
-		abort();
-	x.out = tp_link_ntb(fz.a);
-	x.slot_off = x.ca->out.slot_off;
+	x.ca = fz.ca;
+	x.cb = fz.cb;
+	x.out = fz.out;
+	x.slot_off = (uint32_t)x.ca->out.slot_off;
 	x.slot_size = fz.b->slot_size;
 	x.inline_n = fz.b->geom.inline_n;
 	x.log2n = fz.b->geom.log2n;
@@ -373,7 +530,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		}
+		rx_check(x.cb, false);
 	}
+	rx_check(x.cb, true);
 	/* drain what the receiver accepts */
 	for (int i = 0; i < 64; i++) {
 		static uint8_t b[70000];
@@ -384,7 +543,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (n <= 0)
 			break;
 	}
-	tp_abort(x.ca);
-	tp_abort(x.cb);
+	rx_check(x.cb, true);
+	fz_restore();
 	return 0;
 }

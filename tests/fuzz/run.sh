@@ -8,14 +8,13 @@
 # `make check`). Prints executions, executions per second and coverage (libFuzzer's cov/ft) per
 # target.
 #
-# Every target but tp_rx stays in memory: no file per input, no sleep, one link (mbox) or one
-# mapping (tcpstat) reused between inputs, and runs tens of thousands of inputs per second or
-# more (tests/fuzz/README.md has the figures).
+# Every target stays in memory: no file per input, no sleep, one link and connection (tp_rx,
+# mbox) or one mapping (tcpstat) reused between inputs, reset from a snapshot
+# (tests/fuzz/README.md has the figures).
 #
 #   conf     the config loader, printer, router and the environment's parsers
 #   region   the link region's header (ntb_region_validate / _prepare)
 #   tp_rx    the receive path: a program of hostile peer writes into a live connection's slot
-#            (a connection set up per input: about a thousand inputs per second)
 #   mbox     the set-up mailbox packets (tp_mbox_process)
 #   host     the host table (tp_host_adopt, tp_stat_table)
 #   tcpstat  the table of tcp connections (tp_tcpstat_scan)
