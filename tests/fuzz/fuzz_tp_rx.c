@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the transport's receive path fed with hostile inbound-window contents
- * (doc/design.md §3 rule 4). One connection is set up once between the two sides of a shm link in this
- * process, with the helper thread held (the harness drives everything by direct calls); each
- * input is then a program of "peer" writes into the receiver's slot — checked words (TX index,
+ * (doc/design.md §3 rule 4). One connection is set up once between the two sides of a shm
+ * link in this process, with the helper thread held (the harness drives everything by direct
+ * calls); each input is then a program of "peer" writes into the receiver's slot — checked words (TX index,
  * epoch/detect, next MSN, ST flags) with valid or broken checks, inline slots and data-ring
  * descriptors with chosen lengths, MSNs, sequence bytes and CRCs, raw bytes, control packets
  * into the mailbox — interleaved with receives, polls, timers and genuine sends. The receiver
