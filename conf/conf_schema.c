@@ -323,13 +323,21 @@ static int parse_link_shm(struct conf_ctx *ctx, const config_setting_t *g, struc
 	if ((rc = parse_mode(ctx, g, &l->mode)) || (rc = parse_group(ctx, g, l)))
 		return rc;
 	rc = conf_get_bool(ctx, g, "allow_foreign_owner", false, &l->allow_foreign_owner);
-	return rc < 0 ? rc : 0;
+	if (rc < 0)
+		return rc;
+	rc = conf_get_bool(ctx, g, "loopback", false, &l->loopback);
+	if (rc < 0)
+		return rc;
+	if (l->loopback && config_setting_get_member(g, "side"))
+		return conf_err_at(ctx, config_setting_get_member(g, "side"),
+				   "a loopback link is both sides: leave side out");
+	return 0;
 }
 
 static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
 {
 	static const char *const shm_only[] = { "path", "mode", "group", "allow_foreign_owner",
-						NULL };
+						"loopback", NULL };
 	const char *dev;
 	int64_t bar;
 	int rc;
@@ -378,8 +386,8 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 {
 	static const char *const keys[] = {
 		"name", "backend", "side", "window_size", "path", "mode", "group",
-		"allow_foreign_owner", "device", "bar", "heartbeat_ms", "link_timeout_ms", "fault",
-		NULL
+		"allow_foreign_owner", "loopback", "device", "bar", "heartbeat_ms", "link_timeout_ms",
+		"fault", NULL
 	};
 	static const char *const backends[] = { "shm", "pci", NULL };
 	int backend, rc;
@@ -505,7 +513,8 @@ static int parse_peer(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	return 0;
 }
 
-/* An address may belong to one peer only, and never to this host. */
+/* An address may belong to one peer only, and never to this host, unless the peer's link is a
+ * loopback link (this host joined to itself: its peers are this host's own addresses). */
 static int check_peer_addrs(struct conf_ctx *ctx, const config_setting_t *g, int idx)
 {
 	const struct conf *c = ctx->c;
@@ -516,9 +525,10 @@ static int check_peer_addrs(struct conf_ctx *ctx, const config_setting_t *g, int
 		const config_setting_t *e = config_setting_type(as) == CONFIG_TYPE_STRING
 					  ? as : config_setting_get_elem(as, (unsigned)k);
 
-		for (int h = 0; h < c->n_host_addrs; h++)
+		for (int h = 0; h < c->n_host_addrs && !c->links[p->link_index].loopback; h++)
 			if (conf_addr_equal(&c->host_addrs[h], &p->addrs[k]))
-				return conf_err_at(ctx, e, "address belongs to this host");
+				return conf_err_at(ctx, e, "address belongs to this host (a link "
+						   "joining this host to itself says loopback = true)");
 		for (int j = 0; j < idx; j++)
 			for (int m = 0; m < c->peers[j].n_addrs; m++)
 				if (conf_addr_equal(&c->peers[j].addrs[m], &p->addrs[k]))
