@@ -563,6 +563,7 @@ struct tp_conn {
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
+	uint32_t tx_after_close;  /* sends after the peer closed in order and went away (tp_send()) */
 	/* --- receive side (rx_lock) */
 	struct tp_mutex rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */

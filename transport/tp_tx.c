@@ -575,6 +575,16 @@ int tp_tx_fin(struct tp_conn *c)
 	return 0;
 }
 
+/* Did the peer end its side in order (its FIN arrived, no reset) before it went away? Then, as
+ * over kernel TCP, the first send after still succeeds (the closed peer drops the bytes and
+ * answers with a reset) and later ones fail with EPIPE. The FIN flag is the receive side's,
+ * set once: relaxed read. */
+static bool peer_closed(struct tp_conn *c)
+{
+	return __atomic_load_n(&c->fin_rcvd_v, __ATOMIC_RELAXED) && !tp_fo_get(c) &&
+	       !(tp_st_flags(c) & TP_ST_RST);
+}
+
 ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 {
 	const struct tp_params *pp = &c->link->params;
@@ -591,6 +601,8 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		rc = tx_check(c);
 	if (!rc && tx_stale(c, total))
 		rc = tx_refresh(c);
+	if (rc == -ECONNRESET && peer_closed(c))
+		rc = c->tx_after_close++ ? -EPIPE : (ssize_t)total;
 	if (rc || total == 0)
 		goto out;
 	if (iovcnt == 1 && total <= pp->inline_max && inline_free(c) > 0) {
