@@ -979,9 +979,12 @@ void pl_sock_release(struct pl_sock *s)
 	switch (s->kind) {
 	case PL_CONN:
 		if (s->conn) {
-			/* last reference: pairs with set_state(); conn and state are final */
+			/* last reference: pairs with set_state(); conn and state are final. Unread
+			 * bytes make it a reset, as the kernel's close() does with data in its
+			 * receive queue. */
 			if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN ||
-			    atomic_load_explicit(&s->linger_abort, memory_order_relaxed))
+			    atomic_load_explicit(&s->linger_abort, memory_order_relaxed) ||
+			    tp_readable_bytes(s->conn) > 0)
 				tp_abort(s->conn);
 			else
 				tp_close(s->conn);

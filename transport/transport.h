@@ -218,6 +218,10 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm);
 bool tp_writable_hint(struct tp_conn *c, size_t len);
 size_t tp_unacked_bytes(struct tp_conn *c);
 
+/* Keep at most BYTES of data sent and not yet consumed by the receiver in flight (the
+ * program's SO_SNDBUF; 0: the data ring's size). Inline messages are not counted. */
+void tp_conn_set_sndbuf(struct tp_conn *c, uint32_t bytes);
+
 /* How: SHUT_RD, SHUT_WR, SHUT_RDWR. SHUT_WR sends an in-band FIN after the last byte. */
 int tp_shutdown(struct tp_conn *c, int how);
 
