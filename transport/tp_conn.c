@@ -28,6 +28,7 @@ int tp_listen(struct tp_link *l, uint16_t port)
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
 		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
 			h->listen[i].count++;
+			atomic_fetch_add(&l->listening, 1);
 			goto out;
 		}
 		if (!h->listen[i].count && free_i < 0)
@@ -40,6 +41,7 @@ int tp_listen(struct tp_link *l, uint16_t port)
 	h->listen[free_i].pid = me;
 	h->listen[free_i].port = port;
 	h->listen[free_i].count = 1;
+	atomic_fetch_add(&l->listening, 1);
 	tp_listen_publish(l, false);
 out:
 	tp_host_unlock(l);
@@ -55,6 +57,7 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
 		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
 			h->listen[i].count--;
+			atomic_fetch_sub(&l->listening, 1);
 			rc = 0;
 			break;
 		}

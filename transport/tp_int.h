@@ -484,6 +484,8 @@ struct tp_link {
 	_Atomic uint64_t down_since_ms; /* 0 while up */
 	uint32_t down_grace_ms;
 	char admin_path[300];        /* <link file>.admin-down: exists while `ntbsock link down` */
+	atomic_int listening;        /* tp_listen() minus tp_unlisten() here: the helper sleeps on
+				      * the doorbell of a link with listeners (Applies to answer) */
 	atomic_bool admin_down;      /* as last seen (helper, every 100 ms) */
 	atomic_bool region_bad;      /* the mapping no longer is the link (file truncated, removed
 				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */

@@ -514,9 +514,16 @@ static void *helper_main(void *arg)
 
 		pthread_mutex_lock(&g_lock);
 		first = g_links;
+		/* With several links (a loopback link's two sides), the one that receives Applies
+		 * for this process's listeners is the one to sleep on; the others are polled. */
+		for (struct tp_link *l = g_links; l; l = l->next_link)
+			if (atomic_load_explicit(&l->listening, memory_order_relaxed) > 0) {
+				first = l;
+				break;
+			}
 		if (first)
 			seen = first->db_seen;
-		if (first && first->next_link)
+		if (g_links && g_links->next_link)
 			slice = 25; /* other links' doorbells are polled: do it often */
 		for (struct tp_link *l = first; l; l = l->next_link) {
 			if (atomic_load(&l->lingering) && slice > 5)
