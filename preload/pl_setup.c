@@ -105,6 +105,10 @@ struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *
 {
 	if (unlikely(atomic_load_explicit(&pl_helper_held, memory_order_relaxed)))
 		helper_hold(false);
+	/* A loopback link's far side is this host: its two sides open together, so the link is up
+	 * while this process lives, and a port nobody listens on says "no listener". */
+	if (is_loopback(index))
+		link_get(listen_side ? index : listen_slot(index), false, NULL);
 	return link_get(listen_side ? listen_slot(index) : index, wait_up, ret_fresh);
 }
 
