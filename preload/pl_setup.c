@@ -983,12 +983,9 @@ void pl_sock_release(struct pl_sock *s)
 	switch (s->kind) {
 	case PL_CONN:
 		if (s->conn) {
-			/* last reference: pairs with set_state(); conn and state are final. Unread
-			 * bytes make it a reset, as the kernel's close() does with data in its
-			 * receive queue. */
+			/* last reference: pairs with set_state(); conn and state are final */
 			if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN ||
-			    atomic_load_explicit(&s->linger_abort, memory_order_relaxed) ||
-			    tp_readable_bytes(s->conn) > 0)
+			    atomic_load_explicit(&s->linger_abort, memory_order_relaxed))
 				tp_abort(s->conn);
 			else
 				tp_close(s->conn);

@@ -625,6 +625,12 @@ void tp_close(struct tp_conn *c)
 		release_share(c);
 		return;
 	}
+	if (!tp_fo_get(c) && tp_rx_unread(c, false)) {
+		/* as the kernel's close() with bytes in its receive queue: a reset (tp_abort()) */
+		atomic_store(&c->error, -ECONNRESET);
+		tp_conn_release(c, TP_ST_RST);
+		return;
+	}
 	/* the peer's witness will see our TCP socket's end now: say it was a close, not a death;
 	 * before the FIN, so a peer that reads the end of stream finds it (preload/: its close()
 	 * then waits for our TCP socket's FIN) */

@@ -176,23 +176,6 @@ static void keep_release_if_acked(struct tp_conn *c)
 	tp_mutex_unlock(&c->witness_lock);
 }
 
-/* Did data arrive for closed connection C (which had none unread when it closed, preload/)?
- * A busy receive lock (a timer on it) is looked at again on the next pass. */
-static bool data_after_close(struct tp_conn *c)
-{
-	size_t n = 0;
-
-	if (tp_mutex_trylock(&c->rx_lock))
-		return false;
-	if (!tp_rx_quiet(c))
-		tp_rx_progress(c, UINT32_MAX);
-	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
-		n += c->recs[h % TP_RECS].len;
-	n -= c->rec_off;
-	tp_mutex_unlock(&c->rx_lock);
-	return n > 0;
-}
-
 /* Is a closed connection finished: FIN acknowledged and the peer's FIN seen (or gone)? */
 static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 {
@@ -220,7 +203,9 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	peer_done = c->fin_rcvd_v;
 	if (tp_conn_peer_lost(c))
 		return true;
-	if (data_after_close(c)) {
+	/* (data for closed C, which had none unread when it closed: tp_close(); a busy receive
+	 * lock is looked at again on the next pass) */
+	if (tp_rx_unread(c, true)) {
 		*ret_flags = TP_ST_RST; /* as the kernel answers data for a closed socket */
 		return true;
 	}
