@@ -41,6 +41,7 @@ struct pl_link {
 	 * has 100 ms, which a peer that only now sees the link come up may need). A hint:
 	 * relaxed. */
 	_Atomic bool settled;
+	_Atomic bool both_up;  /* side 1 of a loopback link: loopback_open() waited for both */
 };
 /* Slot I is config link I on its configured side (side 0 of a loopback link); slot
  * CONF_MAX_LINKS + I is side 1 of loopback link I, where this process listens and accepts. */
@@ -101,6 +102,28 @@ struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh)
 	return pl_link_get_at(index, false, wait_up, ret_fresh);
 }
 
+/* Open both sides of loopback link INDEX; the first time both are open, wait until each sees
+ * the other up (at once, both being here): a connection attached before its side saw the
+ * link up would take the peer epoch it then learns for a restart. */
+static void loopback_open(int index)
+{
+	struct tp_link *a = link_get(index, false, NULL);
+	struct tp_link *b = link_get(listen_slot(index), false, NULL);
+	struct pl_link *flag = &pl_links[listen_slot(index)]; /* (its waited_up is unused) */
+
+	if (!a || !b || atomic_exchange(&flag->both_up, true))
+		return;
+	PL_ENTER();
+	for (int i = 0; i < 2; i++) {
+		struct tp_link *l = i ? b : a;
+		if (!tp_link_is_up(l)) {
+			ntb_link_wait_up(tp_link_ntb(l), 1000);
+			tp_link_is_up(l); /* (caches the peer epoch) */
+		}
+	}
+	PL_LEAVE();
+}
+
 struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *ret_fresh)
 {
 	if (unlikely(atomic_load_explicit(&pl_helper_held, memory_order_relaxed)))
@@ -108,7 +131,7 @@ struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *
 	/* A loopback link's far side is this host: its two sides open together, so the link is up
 	 * while this process lives, and a port nobody listens on says "no listener". */
 	if (is_loopback(index))
-		link_get(listen_side ? index : listen_slot(index), false, NULL);
+		loopback_open(index);
 	return link_get(listen_side ? listen_slot(index) : index, wait_up, ret_fresh);
 }
 

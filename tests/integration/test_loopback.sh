@@ -17,7 +17,9 @@ lo_env() { echo "NTBSOCK_CONF=$LC NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$PL_TMP/$1.l
 
 # peer.py MODE PORT SIZE [DIR]: "both" runs an echo server thread and a client in this process
 # (the client waits, connected, until DIR/go exists, after writing DIR/ready); "server" serves
-# one echo; "client" sends SIZE random bytes, reads them back and compares.
+# one echo; "forkexec" accepts, echoes the first 10 bytes, forks, and the child execs a new
+# image that serves the rest on the inherited descriptor; "client" sends SIZE random bytes,
+# reads them back and compares.
 cat >"$PL_TMP/peer.py" <<'PY'
 import hashlib, os, socket, sys, threading, time
 mode, port, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -56,6 +58,14 @@ def client():
     print("client: %d bytes back, %s" % (len(got), "identical" if ok else "DIFFERENT"))
     return ok
 
+if mode == "child":
+    c = socket.socket(fileno=port)
+    while True:
+        b = c.recv(1 << 16)
+        if not b:
+            break
+        c.sendall(b)
+    sys.exit(0)
 if mode == "client":
     sys.exit(0 if client() else 1)
 srv = socket.socket()
@@ -65,6 +75,18 @@ if mode == "server":
     print("listening", flush=True)
     serve(srv)
     sys.exit(0)
+if mode == "forkexec":
+    c, _ = srv.accept()
+    first = b""
+    while len(first) < 10:
+        first += c.recv(10 - len(first))
+    c.sendall(first)
+    pid = os.fork()
+    if pid == 0:
+        os.set_inheritable(c.fileno(), True)
+        os.execv(sys.executable, [sys.executable, sys.argv[0], "child", str(c.fileno()), "0"])
+    c.close()
+    sys.exit(0 if os.waitpid(pid, 0)[1] == 0 else 1)
 t = threading.Thread(target=serve, args=(srv,)); t.start()
 ok = client(); t.join()
 sys.exit(0 if ok else 1)
@@ -124,6 +146,24 @@ pl_assert_log cli "127.0.0.1:$p2: ntb (link lo)"
 pl_assert_log srv "ntb (link lo, accepted"
 pl_assert_lo_below "$before" 200000
 echo "two programs: 8 MiB echoed byte-exact over the link"
+
+# --- fork and exec: the accepted end moves to a child's new program image
+p4=$(pl_port 4)
+before=$(pl_lo_bytes)
+env $(lo_env fx) timeout 60 python3 "$PL_TMP/peer.py" forkexec "$p4" 0 >"$PL_TMP/fx.out" 2>&1 &
+fx=$!
+PL_PIDS="$PL_PIDS $fx"
+pl_wait_port 127.0.0.1 "$p4"
+env $(lo_env fxc) timeout 60 python3 "$PL_TMP/peer.py" client "$p4" 4194304 >"$PL_TMP/fxc.out" 2>&1 ||
+	pl_fail "client of the fork+exec server failed: $(cat "$PL_TMP/fxc.out")"
+wait $fx || pl_fail "the fork+exec server failed: $(cat "$PL_TMP/fx.out")"
+grep -q identical "$PL_TMP/fxc.out" || pl_fail "fork+exec echo not byte-exact"
+pl_assert_log fx "ntb (link lo, adopted across exec)"
+pl_assert_lo_below "$before" 200000
+echo "fork+exec: the accepted end adopted by the child's new image, 4 MiB byte-exact"
+for h in both cli srv fx fxc; do
+	pl_refute_log $h "failed over"
+done
 
 # --- a server without ntbsock: TCP, saying why, and the bytes still arrive (as over TCP)
 p3=$(pl_port 3)
