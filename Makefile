@@ -29,13 +29,15 @@ endif
 BUILD   ?= build
 OBJ     := $(BUILD)/obj
 
-# pkg-config is only consulted for targets that compile; `make deps` must work without it.
-pkg_cflags = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-pkg_libs   = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+# pkg-config is only consulted for targets that compile; `make deps` must work without it. Its
+# errors (a missing .pc file: `make deps` installs the -dev packages) are shown as they come.
+pkg_cflags = $(shell $(PKG_CONFIG) --cflags $(PKGS))
+pkg_libs   = $(shell $(PKG_CONFIG) --libs $(PKGS))
 
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -I. \
               -DNTBSOCK_VERSION='"$(VERSION)"' -DNTBSOCK_LIBDIR='"$(LIBDIR)"' \
-              -DNTBSOCK_BINDIR='"$(BINDIR)"' -MMD -MP $(CFLAGS)
+              -DNTBSOCK_BINDIR='"$(BINDIR)"' -DNTBSOCK_SYSCONFDIR='"$(SYSCONFDIR)"' \
+              -MMD -MP $(CFLAGS)
 LDLIBS_ALL  = $(pkg_libs) -lpthread -ldl -lm
 
 CORE_SRCS    := $(sort $(wildcard util/*.c conf/*.c ntb/*.c transport/*.c))
@@ -97,9 +99,9 @@ $(TOOL): $(TOOL_OBJS) $(CORE_LIB)
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_LIB) $(PRELOAD_OBJS)
 	@mkdir -p $(@D)
 	@$(if $(Q),echo "  TEST    $@")
-	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null) \
+	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) $(shell $(PKG_CONFIG) --cflags cmocka) \
 	    -o $@ $< $(if $(findstring test_pl_,$*),$(PRELOAD_OBJS)) $(CORE_LIB) \
-	    $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null) $(LDLIBS_ALL)
+	    $(shell $(PKG_CONFIG) --libs cmocka) $(LDLIBS_ALL)
 
 # Helper programs used by integration tests (tests/helpers/*.c), one binary each.
 $(BUILD)/tests/%: tests/helpers/%.c $(CORE_LIB)

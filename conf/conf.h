@@ -26,10 +26,15 @@
 #define CONF_PATH_MAX   255  /* file paths; == NTB_PATH_MAX */
 #define CONF_MAX_ADDRS  16   /* addresses per host / per peer */
 #define CONF_MAX_LINKS  64
+#define CONF_MAX_PEER_LINKS 8 /* links one peer may name (`links = [ ... ]`) */
 #define CONF_MAX_PEERS  256
 #define CONF_MAX_RULES  1024
 
-#define CONF_DEFAULT_PATH "/etc/ntbsock.conf"
+/* The build's SYSCONFDIR (make SYSCONFDIR=...) names the directory; /etc by default. */
+#ifndef NTBSOCK_SYSCONFDIR
+#define NTBSOCK_SYSCONFDIR "/etc"
+#endif
+#define CONF_DEFAULT_PATH NTBSOCK_SYSCONFDIR "/ntbsock.conf"
 
 /* --- errors --------------------------------------------------------------------------------- */
 
@@ -72,6 +77,13 @@ struct conf_fault {
 	uint32_t cut_after_ms; /* ... or this long after its first window write; 0: never */
 };
 
+/* An emulated link speed (shm backend only; the `speed` group of a link); maps 1:1 onto
+ * struct ntb_speed_params. Off unless bandwidth is set. */
+struct conf_speed {
+	uint64_t bandwidth;   /* bytes per second this host writes into the link; 0: unlimited */
+	uint32_t latency_ns;  /* one-way latency added before each publication; 0..1000000000 */
+};
+
 enum conf_backend {
 	CONF_BACKEND_SHM = 0,  /* == NTB_BACKEND_SHM */
 	CONF_BACKEND_PCI = 1,  /* == NTB_BACKEND_PCI */
@@ -99,6 +111,7 @@ struct conf_link {
 	uint32_t          heartbeat_ms;  /* default 100 */
 	uint32_t          link_timeout_ms; /* default 500 */
 	struct conf_fault fault;
+	struct conf_speed speed;         /* shm only; zeroes: not modelled (the default) */
 	int               line;          /* where it was defined (0: unknown) */
 };
 
@@ -106,8 +119,13 @@ struct conf_peer {
 	char             name[CONF_NAME_MAX + 1];
 	struct conf_addr addrs[CONF_MAX_ADDRS];
 	int              n_addrs;        /* ≥ 1 */
-	char             link_name[CONF_NAME_MAX + 1];
-	int              link_index;     /* index into conf.links, resolved */
+	char             link_name[CONF_NAME_MAX + 1]; /* the first of its links */
+	int              link_index;     /* index into conf.links of the first, resolved */
+	/* every link to this peer (`link = "x"` gives one, `links = [ ... ]` up to
+	 * CONF_MAX_PEER_LINKS), in the order written; link_indices[0] == link_index. A link
+	 * belongs to at most one peer. */
+	int              link_indices[CONF_MAX_PEER_LINKS];
+	int              n_links;        /* >= 1 */
 	int              line;
 };
 
@@ -227,7 +245,8 @@ struct conf_route {
 	enum conf_action        action;
 	const struct conf_peer *peer;       /* NULL when no peer owns the address */
 	int                     peer_index; /* -1 when none */
-	int                     link_index; /* -1 when none */
+	int                     link_index; /* -1 when none; the peer's first link (a caller
+					     * with several picks among peer->link_indices) */
 	int                     rule_index; /* the rule that decided (0-based), -1: default/none */
 	char                    reason[128]; /* "rule 2 says tcp", "not configured: no peer for
 					      * address 10.0.0.1", "rule 1 says ntb", "default: peer

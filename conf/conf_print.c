@@ -49,6 +49,16 @@ static void print_link(FILE *out, const struct conf_link *l)
 		fprintf(out, "    %-20s %s\n", "allow_foreign_owner",
 			l->allow_foreign_owner ? "true" : "false");
 		fprintf(out, "    %-20s %s\n", "loopback", l->loopback ? "true" : "false");
+		if (l->speed.bandwidth || l->speed.latency_ns) {
+			char bw[32] = "unlimited";
+
+			if (l->speed.bandwidth)
+				conf_fmt_size(l->speed.bandwidth, bw, sizeof(bw));
+			fprintf(out, "    %-20s bandwidth=%s%s latency_ns=%u (emulated)\n", "speed", bw,
+				l->speed.bandwidth ? "/s" : "", l->speed.latency_ns);
+		} else {
+			fprintf(out, "    %-20s not modelled\n", "speed");
+		}
 	} else {
 		fprintf(out, "    %-20s %s\n", "device", l->device);
 		if (l->bar < 0)
@@ -135,8 +145,15 @@ void conf_print(const struct conf *c, FILE *out)
 		print_link(out, &c->links[i]);
 	fprintf(out, "peers: %d\n", c->n_peers);
 	for (int i = 0; i < c->n_peers; i++) {
-		fprintf(out, "  peer %s via link %s: ", c->peers[i].name, c->peers[i].link_name);
-		print_addrs(out, c->peers[i].addrs, c->peers[i].n_addrs);
+		const struct conf_peer *p = &c->peers[i];
+
+		fprintf(out, "  peer %s via link%s ", p->name, p->n_links > 1 ? "s" : "");
+		for (int k = 0; k < p->n_links; k++)
+			fprintf(out, "%s%s", k ? ", " : "", c->links[p->link_indices[k]].name);
+		if (p->n_links > 1)
+			fprintf(out, " (new connections: least loaded live link)");
+		fprintf(out, ": ");
+		print_addrs(out, p->addrs, p->n_addrs);
 	}
 	print_rules(out, c);
 	print_tunables(out, &c->tunables);

@@ -228,6 +228,32 @@ static int parse_fault(struct conf_ctx *ctx, const config_setting_t *link, struc
 	return 0;
 }
 
+/* The emulated speed of a shm link: { bandwidth = "3500M"; latency_ns = 800; } (bytes per
+ * second this host writes into the link, one-way latency). */
+static int parse_speed(struct conf_ctx *ctx, const config_setting_t *link, struct conf_speed *sp)
+{
+	static const char *const keys[] = { "bandwidth", "latency_ns", NULL };
+	config_setting_t *g = config_setting_get_member(link, "speed");
+	uint64_t v;
+	int rc;
+
+	if (!g)
+		return 0;
+	if ((rc = conf_want_group(ctx, g)) || (rc = conf_check_keys(ctx, g, keys)))
+		return rc;
+	rc = conf_get_u64(ctx, g, "bandwidth", false, true, 1 * MIB, 1024 * GIB, &v);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		sp->bandwidth = v;
+	rc = conf_get_u64(ctx, g, "latency_ns", false, false, 0, 1000000000, &v);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		sp->latency_ns = (uint32_t)v;
+	return 0;
+}
+
 static int parse_mode(struct conf_ctx *ctx, const config_setting_t *g, mode_t *mode)
 {
 	config_setting_t *s = config_setting_get_member(g, "mode");
@@ -302,7 +328,8 @@ static int parse_link_shm(struct conf_ctx *ctx, const config_setting_t *g, struc
 	const char *path;
 	int rc;
 
-	if ((rc = only_for(ctx, g, "device", "pci")) || (rc = only_for(ctx, g, "bar", "pci")))
+	if ((rc = only_for(ctx, g, "device", "pci")) || (rc = only_for(ctx, g, "bar", "pci")) ||
+	    (rc = parse_speed(ctx, g, &l->speed)))
 		return rc;
 	rc = conf_get_string(ctx, g, "path", false, &path);
 	if (rc < 0)
@@ -337,7 +364,7 @@ static int parse_link_shm(struct conf_ctx *ctx, const config_setting_t *g, struc
 static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
 {
 	static const char *const shm_only[] = { "path", "mode", "group", "allow_foreign_owner",
-						"loopback", NULL };
+						"loopback", "speed", NULL };
 	const char *dev;
 	int64_t bar;
 	int rc;
@@ -387,7 +414,7 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	static const char *const keys[] = {
 		"name", "backend", "side", "window_size", "path", "mode", "group",
 		"allow_foreign_owner", "loopback", "device", "bar", "heartbeat_ms", "link_timeout_ms",
-		"fault", NULL
+		"fault", "speed", NULL
 	};
 	static const char *const backends[] = { "shm", "pci", NULL };
 	int backend, rc;
@@ -488,9 +515,66 @@ static int parse_links(struct conf_ctx *ctx, const config_setting_t *root)
 
 /* --- peers --- */
 
+/* The link called NAME (setting E, for errors) as the next of P's links. */
+static int add_peer_link(struct conf_ctx *ctx, const config_setting_t *e, const char *name,
+			 struct conf_peer *p)
+{
+	const struct conf *c = ctx->c;
+	int idx = -1;
+
+	for (int i = 0; i < c->n_links; i++)
+		if (strcmp(c->links[i].name, name) == 0)
+			idx = i;
+	if (idx < 0)
+		return conf_err_at(ctx, e, "no link with this name");
+	for (int k = 0; k < p->n_links; k++)
+		if (p->link_indices[k] == idx)
+			return conf_err_at(ctx, e, "link named twice");
+	p->link_indices[p->n_links++] = idx;
+	return 0;
+}
+
+/* `link = "x"` or `links = [ "x", "y" ]` (exactly one of the two). */
+static int get_peer_links(struct conf_ctx *ctx, const config_setting_t *g, struct conf_peer *p)
+{
+	const config_setting_t *one = config_setting_get_member(g, "link");
+	const config_setting_t *list = config_setting_get_member(g, "links");
+	char name[CONF_NAME_MAX + 1], msg[128];
+	int n, rc;
+
+	if (one && list)
+		return conf_err_at(ctx, list, "give either link or links, not both");
+	if (!list) {
+		if ((rc = conf_get_name(ctx, g, "link", true, name)))
+			return rc;
+		return add_peer_link(ctx, one, name, p);
+	}
+	if (config_setting_type(list) != CONFIG_TYPE_ARRAY &&
+	    config_setting_type(list) != CONFIG_TYPE_LIST)
+		return conf_err_at(ctx, list, "must be a list of link names [ \"a\", \"b\" ]");
+	n = config_setting_length(list);
+	if (n == 0)
+		return conf_err_at(ctx, list, "must name at least one link");
+	if (n > CONF_MAX_PEER_LINKS)
+		return conf_err_at(ctx, list, "too many links (at most %d)", CONF_MAX_PEER_LINKS);
+	for (int i = 0; i < n; i++) {
+		const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
+		const char *v;
+
+		if (config_setting_type(e) != CONFIG_TYPE_STRING)
+			return conf_err_at(ctx, e, "must be a link name");
+		v = config_setting_get_string(e);
+		if (conf_check_name(v, msg, sizeof(msg)))
+			return conf_err_at(ctx, e, "%s", msg);
+		if ((rc = add_peer_link(ctx, e, v, p)))
+			return rc;
+	}
+	return 0;
+}
+
 static int parse_peer(struct conf_ctx *ctx, const config_setting_t *g, struct conf_peer *p)
 {
-	static const char *const keys[] = { "name", "addresses", "link", NULL };
+	static const char *const keys[] = { "name", "addresses", "link", "links", NULL };
 	struct conf *c = ctx->c;
 	int rc;
 
@@ -500,16 +584,34 @@ static int parse_peer(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	if ((rc = conf_want_group(ctx, g)) || (rc = conf_check_keys(ctx, g, keys)) ||
 	    (rc = conf_get_name(ctx, g, "name", true, p->name)) ||
 	    (rc = get_addrs(ctx, g, "addresses", true, p->addrs, &p->n_addrs)) ||
-	    (rc = conf_get_name(ctx, g, "link", true, p->link_name)))
+	    (rc = get_peer_links(ctx, g, p)))
 		return rc;
 	if (strcmp(p->name, c->host_name) == 0)
 		return conf_err_at(ctx, config_setting_get_member(g, "name"),
 				   "a peer cannot have this host's name");
-	for (int i = 0; i < c->n_links; i++)
-		if (strcmp(c->links[i].name, p->link_name) == 0)
-			p->link_index = i;
-	if (p->link_index < 0)
-		return conf_err_at(ctx, config_setting_get_member(g, "link"), "no link with this name");
+	p->link_index = p->link_indices[0];
+	snprintf(p->link_name, sizeof(p->link_name), "%s", c->links[p->link_index].name);
+	return 0;
+}
+
+/* A link joins this host to one peer host: two peers cannot share it. */
+static int check_peer_links(struct conf_ctx *ctx, const config_setting_t *g, int idx)
+{
+	const struct conf *c = ctx->c;
+	const struct conf_peer *p = &c->peers[idx];
+	const config_setting_t *list = config_setting_get_member(g, "links");
+
+	for (int k = 0; k < p->n_links; k++) {
+		const config_setting_t *e = list ? config_setting_get_elem(list, (unsigned)k)
+						 : config_setting_get_member(g, "link");
+
+		for (int j = 0; j < idx; j++)
+			for (int m = 0; m < c->peers[j].n_links; m++)
+				if (c->peers[j].link_indices[m] == p->link_indices[k])
+					return conf_err_at(ctx, e, "link already belongs to peer '%s' "
+							   "(line %d): a link joins one peer",
+							   c->peers[j].name, c->peers[j].line);
+	}
 	return 0;
 }
 
@@ -560,7 +662,7 @@ static int parse_peers(struct conf_ctx *ctx, const config_setting_t *root)
 				return conf_err_at(ctx, config_setting_get_member(g, "name"),
 						   "duplicate peer name (first defined at line %d)",
 						   c->peers[j].line);
-		if ((rc = check_peer_addrs(ctx, g, i)))
+		if ((rc = check_peer_addrs(ctx, g, i)) || (rc = check_peer_links(ctx, g, i)))
 			return rc;
 	}
 	return 0;

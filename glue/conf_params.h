@@ -35,6 +35,8 @@ static inline void glue_link_params(const struct conf_link *cl, struct ntb_link_
 	ret->fault.seed = cl->fault.seed;
 	ret->fault.cut_after = cl->fault.cut_after;
 	ret->fault.cut_after_ms = cl->fault.cut_after_ms;
+	ret->speed.bandwidth = cl->speed.bandwidth;
+	ret->speed.latency_ns = cl->speed.latency_ns;
 }
 
 /* Fill RET with the transport tunables of T (same names, one to one). */

@@ -448,6 +448,14 @@ int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_
 			goto err_close;
 	}
 	link_layout(link);
+	if (!link->inspect && (p->speed.bandwidth || p->speed.latency_ns)) {
+		rc = ntb_speed_create(link);
+		if (rc) {
+			ntb_set_detail("link %s: speed model: %s", p->name,
+				       rc == -EINVAL ? "shm backend only" : "out of memory");
+			goto err_release;
+		}
+	}
 	if (!link->inspect && p->fault.enabled) {
 		rc = ntb_fault_create(&p->fault, &link->fault);
 		if (rc) {
@@ -471,6 +479,7 @@ err_release:
 err_close:
 	link->ops->close(link);
 err_free:
+	ntb_speed_destroy(link->speed);
 	free(link);
 	return rc;
 }
@@ -485,6 +494,7 @@ NTB_EXPORT void ntb_link_close(struct ntb_link *link)
 	}
 	ntb_fault_destroy(link->fault);
 	link->ops->close(link);
+	ntb_speed_destroy(link->speed);
 	free(link);
 }
 

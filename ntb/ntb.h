@@ -43,6 +43,17 @@ struct ntb_fault_params {
 	uint32_t cut_after_ms; /* cut this long after the first window write (0: never) */
 };
 
+/* An emulated link speed (shm backend only; all zero: off, the default). Every window write of
+ * this host's processes on the link takes LEN / BANDWIDTH seconds of one shared link clock (the
+ * writer waits for its turn and its bytes); the first ntb_to_peer_barrier() after writes waits
+ * LATENCY_NS more, so a publication reaches the peer one latency after its payload. A real
+ * posted write does not stall its writer for the latency: for a stream of messages the model
+ * is pessimistic by one latency per publication. */
+struct ntb_speed_params {
+	uint64_t bandwidth;  /* bytes per second; 0: unlimited */
+	uint32_t latency_ns; /* one-way; 0: none */
+};
+
 struct ntb_link_params {
 	char             name[NTB_NAME_MAX + 1];
 	enum ntb_backend backend;
@@ -61,6 +72,7 @@ struct ntb_link_params {
 	uint32_t         heartbeat_ms;  /* 0 → 100 */
 	uint32_t         link_timeout_ms; /* peer silent this long → down; 0 → 500 */
 	struct ntb_fault_params fault;
+	struct ntb_speed_params speed;  /* shm only; zeroes: not modelled */
 	/* Added: map and read the link state only (e.g. `ntbsock check`): no create, no claim,
 	 * no writes at all, enable and window writes fail; side -1 → 0. Does not disturb a live
 	 * link. */

@@ -168,13 +168,17 @@ struct ntb_side_local {
 	uint32_t pad3[31];
 	_Atomic uint32_t db_waiters;    /* 0x200 */
 	uint32_t pad4[31];
-	uint8_t  pad5[0x400 - 0x280];
+	/* 0x280 the emulated link's clock (ntb/speed.c): CLOCK_MONOTONIC ns at which the last
+	 * write of this side's processes is through; 0 in a region that never used the model */
+	_Atomic uint64_t pace_ns;
+	uint8_t  pad5[0x400 - 0x288];
 	struct ntb_side_slot slots[NTB_SIDE_SLOTS]; /* 0x400 */
 };
 static_assert(offsetof(struct ntb_side_local, generation) == 0x080, "local layout");
 static_assert(offsetof(struct ntb_side_local, hb_seq) == 0x100, "local layout");
 static_assert(offsetof(struct ntb_side_local, db_seq) == 0x180, "local layout");
 static_assert(offsetof(struct ntb_side_local, db_waiters) == 0x200, "local layout");
+static_assert(offsetof(struct ntb_side_local, pace_ns) == 0x280, "local layout");
 static_assert(offsetof(struct ntb_side_local, slots) == 0x400, "local layout");
 static_assert(sizeof(struct ntb_side_local) == NTB_LOCAL_SIZE, "local size");
 
@@ -283,6 +287,19 @@ extern const struct ntb_backend_ops ntb_shm_ops;
 extern const struct ntb_backend_ops ntb_pci_ops; /* ntb/pci.c (the pci helper's) */
 
 struct ntb_fault; /* ntb/fault.c */
+struct ntb_speed; /* ntb/speed.c */
+
+/* The emulated speed (ntb/speed.c): when LINK->params.speed is set, wrap LINK->ops in a copy
+ * whose write and to_peer_barrier pace the link (LINK->speed; the backend's ops stay below).
+ * 0, -EINVAL (not the shm backend) or -ENOMEM. ntb_speed_destroy() accepts NULL. */
+int ntb_speed_create(struct ntb_link *link);
+void ntb_speed_destroy(struct ntb_speed *sp);
+/* Counters of the model in this handle: bytes paced, nanoseconds waited for bandwidth and
+ * for latency (0 when off). */
+struct ntb_speed_stats {
+	uint64_t bytes, bw_wait_ns, lat_wait_ns, barriers;
+};
+void ntb_speed_get_stats(const struct ntb_link *link, struct ntb_speed_stats *ret);
 
 struct ntb_link {
 	struct ntb_link_params params;
@@ -324,6 +341,8 @@ struct ntb_link {
 	uint64_t hb_period_ns, timeout_ns;
 	/* fault decorator (NULL: plain writes) */
 	struct ntb_fault *fault;
+	/* emulated speed (NULL: off; ops then is the backend's own) */
+	struct ntb_speed *speed;
 };
 
 /* Set the thread's detail string for ntb_strerror_detail(). */

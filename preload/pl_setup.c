@@ -6,6 +6,7 @@
 #include "glue/conf_params.h"
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
@@ -599,6 +600,34 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 	return r;
 }
 
+/* The link a new connection to RT's peer goes on: with several, the least loaded live one
+ * (connections of this host on it, tp_link_load()), the first of equals; else, or when none is
+ * live, the peer's first link (whose state then decides, as for a single link). */
+static int pick_link(const struct conf_route *rt)
+{
+	const struct conf_peer *p = rt->peer;
+	int best = rt->link_index, best_load = INT_MAX;
+
+	if (!p || p->n_links <= 1)
+		return rt->link_index;
+	for (int k = 0; k < p->n_links; k++) {
+		int idx = p->link_indices[k];
+		struct tp_link *l = pl_link_get(idx, true, NULL);
+		int load;
+
+		if (!l)
+			continue;
+		PL_ENTER();
+		load = tp_link_load(l);
+		PL_LEAVE();
+		if (load >= 0 && load < best_load) {
+			best = idx;
+			best_load = load;
+		}
+	}
+	return best;
+}
+
 /* Returns the kernel connect's result the libc way (0 or -1 + errno), having tried NTB first. */
 int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 {
@@ -629,6 +658,7 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		LOG(LL_INFO, "fd %d -> %s: tcp (%s)", fd, desc, reason);
 		return connect_tcp(fd, dst, dlen, reason, saved_errno);
 	}
+	rt.link_index = pick_link(&rt);
 	link = pl_link_get(rt.link_index, true, NULL);
 	/* tp_link_is_up() also refreshes the transport's cached view (a forked child's). */
 	if (!link || !tp_link_is_up(link)) {
@@ -875,21 +905,36 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 		reason = "not configured: no peer for the client address";
 		goto tcp;
 	}
-	struct tp_link *link = pl_link_get_at(peer->link_index, true, false, NULL);
-	if (!link) {
-		reason = tp_reason_str(TP_REASON_LINK_DOWN);
-		goto tcp;
-	}
 	if (handshake_held_long(nfd)) {
 		reason = "ntb set-up slower than the TCP handshake may wait";
 		goto tcp;
 	}
-	PL_ENTER();
-	/* Look at the link now: a process forked before the link came up (pre-forked workers)
-	 * may not have seen it up yet, and would take its new connection's peer for lost. */
-	tp_link_is_up(link); /* (refreshes the transport's cached link state) */
-	r = tp_attach(link, &key, &conn);
-	PL_LEAVE();
+	/* The client reserved the connection on one of the peer's links (pick_link()): look on
+	 * each. */
+	int link_index = -1;
+	bool any_open = false;
+	r = -ENOENT;
+	for (int k = 0; k < peer->n_links; k++) {
+		struct tp_link *link = pl_link_get_at(peer->link_indices[k], true, false, NULL);
+		if (!link)
+			continue;
+		any_open = true;
+		PL_ENTER();
+		/* Look at the link now: a process forked before the link came up (pre-forked
+		 * workers) may not have seen it up yet, and would take its new connection's peer
+		 * for lost. */
+		tp_link_is_up(link); /* (refreshes the transport's cached link state) */
+		r = tp_attach(link, &key, &conn);
+		PL_LEAVE();
+		if (r != -ENOENT) {
+			link_index = peer->link_indices[k];
+			break;
+		}
+	}
+	if (!any_open) {
+		reason = tp_reason_str(TP_REASON_LINK_DOWN);
+		goto tcp;
+	}
 	if (r == -ENOENT) {
 		reason = "client did not set up ntb";
 		have_key = false; /* nothing reserved under it */
@@ -910,8 +955,8 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	}
 	tp_conn_set_witness(conn, nfd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
-	s->link_index = peer->link_index;
-	s->link_listen_side = is_loopback(peer->link_index);
+	s->link_index = link_index;
+	s->link_listen_side = is_loopback(link_index);
 	snprintf(s->desc, sizeof(s->desc), "%s", desc);
 	pl_sock_load_opts(s, nfd);
 	atomic_store_explicit(&s->nonblock, !!(flags & SOCK_NONBLOCK), memory_order_relaxed);
@@ -922,7 +967,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	PL_LEAVE();
 	pl_sock_put(s);
 	LOG(LL_INFO, "fd %d %s: ntb (link %s, accepted on fd %d)", nfd, desc,
-	    pl_conf->links[peer->link_index].name, fd);
+	    pl_conf->links[link_index].name, fd);
 	return;
 tcp:
 	LOG(LL_INFO, "fd %d %s: tcp (%s, accepted on fd %d)", nfd, desc, reason, fd);

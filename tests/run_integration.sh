@@ -4,6 +4,7 @@
 # test and a total; exit non-zero if any failed. A test exits 0 (pass), 77 (skip, with a line
 # containing SKIP saying why) or anything else (fail); one that leaves files in /dev/shm fails.
 # NTBSOCK_TEST_SHARED_SHM=1: run the tests in the machine's /dev/shm (see below).
+# NTBSOCK_TESTS="test_a test_b*": run only the tests whose names match these patterns.
 cd "$(dirname "$0")/.." || exit 1
 fail=0; pass=0; skip=0; failed=""; leftovers=0
 # Each test gets a private, empty /dev/shm (a tmpfs in its own mount namespace) when we may
@@ -21,6 +22,13 @@ shm_list() { ls /dev/shm 2>/dev/null | grep '^ntbsock' | sort; }
 for t in tests/integration/test_*.sh; do
 	[ -e "$t" ] || continue
 	name=$(basename "$t" .sh)
+	if [ -n "${NTBSOCK_TESTS:-}" ]; then
+		want=0
+		for pat in $NTBSOCK_TESTS; do
+			case $name in $pat) want=1;; esac
+		done
+		[ $want = 1 ] || continue
+	fi
 	start=$(date +%s)
 	log=$(mktemp)
 	left_file=$(mktemp)

@@ -170,9 +170,21 @@ static int collect_links(const struct conf *conf, struct tool_stat_link *links)
 	struct ntb_link_params lp;
 
 	for (int i = 0; i < conf->n_links; i++) {
+		struct tp_link_stat ls;
+
 		glue_link_params(&conf->links[i], &lp);
+		memset(&links[i], 0, sizeof(links[i]));
 		snprintf(links[i].name, sizeof(links[i].name), "%s", conf->links[i].name);
 		links[i].admin_down = tp_link_admin_get(&lp) == 1;
+		if (tp_link_stat(&lp, &ls) == 0) {
+			links[i].conns = ls.conns;
+			links[i].setups = ls.setups;
+			links[i].tx_bytes = ls.tx_bytes;
+			links[i].rx_bytes = ls.rx_bytes;
+			links[i].transfers = ls.transfers;
+			links[i].congestion = ls.congestion;
+			links[i].failovers = ls.failovers;
+		}
 	}
 	return conf->n_links;
 }

@@ -45,9 +45,16 @@ void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *r
 
 void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
 {
-	for (int i = 0; i < n; i++)
-		fprintf(out, "link %s: admin %s\n", links[i].name,
-			links[i].admin_down ? "down (connections use tcp)" : "up");
+	for (int i = 0; i < n; i++) {
+		const struct tool_stat_link *l = &links[i];
+
+		fprintf(out, "link %s: admin %s\n", l->name,
+			l->admin_down ? "down (connections use tcp)" : "up");
+		fprintf(out, "link %s: conns %" PRIu64 " setups %" PRIu64 " tx_bytes %" PRIu64
+			" rx_bytes %" PRIu64 " transfers %" PRIu64 " congestion %" PRIu64
+			" failovers %" PRIu64 "\n", l->name, l->conns, l->setups, l->tx_bytes,
+			l->rx_bytes, l->transfers, l->congestion, l->failovers);
+	}
 }
 
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
@@ -119,7 +126,12 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 	for (int i = 0; i < n_links; i++) {
 		fprintf(out, "%s{\"name\":", i ? "," : "");
 		tool_json_string(out, links[i].name);
-		fprintf(out, ",\"admin\":\"%s\"}", links[i].admin_down ? "down" : "up");
+		fprintf(out, ",\"admin\":\"%s\",\"conns\":%" PRIu64 ",\"setups\":%" PRIu64
+			",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%" PRIu64 ",\"transfers\":%" PRIu64
+			",\"congestion\":%" PRIu64 ",\"failovers\":%" PRIu64 "}",
+			links[i].admin_down ? "down" : "up", links[i].conns, links[i].setups,
+			links[i].tx_bytes, links[i].rx_bytes, links[i].transfers, links[i].congestion,
+			links[i].failovers);
 	}
 	fprintf(out, "]}\n");
 }

@@ -135,10 +135,13 @@ void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *r
 struct tool_stat_link {
 	char name[64];
 	bool admin_down;  /* `ntbsock link down` (its flag file exists) */
+	/* this host's counters on the link (tp_link_stat()) */
+	uint64_t conns, setups, tx_bytes, rx_bytes, transfers, congestion, failovers;
 };
 
-/* Print one line per link: "link NAME: admin up" or "link NAME: admin down (connections use
- * tcp)". */
+/* Print two lines per link: "link NAME: admin up" or "link NAME: admin down (connections use
+ * tcp)", then "link NAME: conns N setups N tx_bytes N rx_bytes N transfers N congestion N
+ * failovers N". */
 void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n);
 
 /* Print ROWS as the human table (a header line, then one line per connection; "no
@@ -146,7 +149,8 @@ void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n);
 
 /* Print ROWS and LINKS as one JSON document:
- * {"connections":[{...},...],"links":[{"name":"ab","admin":"up"},...]}. */
+ * {"connections":[{...},...],"links":[{"name":"ab","admin":"up","conns":N,"setups":N,
+ *  "tx_bytes":N,"rx_bytes":N,"transfers":N,"congestion":N,"failovers":N},...]}. */
 void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 			  const struct tool_stat_link *links, int n_links);
 

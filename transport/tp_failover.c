@@ -293,6 +293,8 @@ static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 		return rc;
 	/* a peer whose link still works learns it at once (else from its TCP socket) */
 	tp_conn_st_add(c, TP_ST_FAILOVER);
+	/* the link's counter (tp_link_stat()): host-local, shared by this host's processes */
+	__atomic_fetch_add(&c->link->host->totals.failovers, 1, __ATOMIC_RELAXED);
 	ntb_peer_db_ring(c->link->ntb);
 	fo->snap = true;
 	return 0;

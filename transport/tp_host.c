@@ -363,6 +363,7 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	e->created_ms = tp_now_ms();
 	e->fd = -1;
 	h->free_num--;
+	h->totals.setups++;
 	return best;
 }
 
@@ -372,6 +373,15 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 
 	if (e->state == TP_ES_FREE)
 		return;
+	struct tp_host_totals *t = &l->host->totals;
+	struct tp_stats st;
+
+	/* relaxed: the last writer is done with the slot (partner: TP_STAT_ADD) */
+	tp_stats_load(&st, &e->stats);
+	t->tx_bytes += st.tx_bytes;
+	t->rx_bytes += st.rx_bytes;
+	t->transfers += st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long;
+	t->congestion += st.tx_full;
 	e->state = TP_ES_FREE;
 	e->pid = 0;
 	memset(e->owners, 0, sizeof(e->owners));
@@ -541,6 +551,92 @@ int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_ent
 		n++;
 	}
 	return n;
+}
+
+/* Add the totals and live connections of the table at MAP to RET. */
+static void link_stat_table(const void *map, size_t map_size, struct tp_link_stat *ret)
+{
+	const struct tp_host *h = map;
+	struct tp_stats st;
+
+	if (map_size < sizeof(struct tp_host))
+		return;
+	/* acquire: pairs with the release store of the magic in host_init() */
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TP_HOST_MAGIC ||
+	    h->version != TP_HOST_VERSION || h->size > map_size ||
+	    host_size_for(h->contexts) > map_size)
+		return;
+	/* relaxed, unlocked: counters for display (a slot freed while we read may count twice
+	 * or not at all, once) */
+	ret->setups += __atomic_load_n(&h->totals.setups, __ATOMIC_RELAXED);
+	ret->tx_bytes += __atomic_load_n(&h->totals.tx_bytes, __ATOMIC_RELAXED);
+	ret->rx_bytes += __atomic_load_n(&h->totals.rx_bytes, __ATOMIC_RELAXED);
+	ret->transfers += __atomic_load_n(&h->totals.transfers, __ATOMIC_RELAXED);
+	ret->congestion += __atomic_load_n(&h->totals.congestion, __ATOMIC_RELAXED);
+	ret->failovers += __atomic_load_n(&h->totals.failovers, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < h->contexts; i++) {
+		struct tp_host_entry e = h->e[i]; /* a copy: tp_entry_owned() prunes its owners */
+
+		if (e.state == TP_ES_FREE)
+			continue;
+		/* live: as tp_stat_table() lists them (a dead process's entry waits for reclaim) */
+		if (e.state == TP_ES_OPEN && tp_entry_owned(&e))
+			ret->conns++;
+		tp_stats_load(&st, &e.stats);
+		ret->tx_bytes += st.tx_bytes;
+		ret->rx_bytes += st.rx_bytes;
+		ret->transfers += st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long;
+		ret->congestion += st.tx_full;
+	}
+}
+
+/* Map the host table of LP's SIDE read-only: its address and size, or NULL. */
+static void *host_map_ro(const struct ntb_link_params *lp, int side, size_t *ret_size)
+{
+	char path[NTB_PATH_MAX + 32];
+	struct stat st;
+	void *h;
+	int fd;
+
+	if (tp_host_path(lp, side, path, sizeof(path)))
+		return NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(struct tp_host)) {
+		close(fd);
+		return NULL;
+	}
+	h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED)
+		return NULL;
+	*ret_size = (size_t)st.st_size;
+	return h;
+}
+
+int tp_link_stat(const struct ntb_link_params *lp, struct tp_link_stat *ret)
+{
+	struct tp_link_stat s;
+	char path[NTB_PATH_MAX + 32];
+
+	memset(&s, 0, sizeof(s));
+	if (tp_host_path(lp, 0, path, sizeof(path)))
+		return -ENAMETOOLONG;
+	for (int side = 0; side < 2; side++) {
+		size_t size;
+		void *h;
+
+		if (lp->side >= 0 && side != lp->side)
+			continue;
+		h = host_map_ro(lp, side, &size);
+		if (!h)
+			continue;
+		link_stat_table(h, size, &s);
+		munmap(h, size);
+	}
+	*ret = s;
+	return 0;
 }
 
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max)

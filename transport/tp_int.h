@@ -361,7 +361,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   5u
+#define TP_HOST_VERSION   6u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u
 #define TP_OWNERS         4
@@ -409,7 +409,8 @@ struct tp_host_entry {
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
 };
 
-/* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index */
+/* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index;
+ * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals) */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -419,6 +420,15 @@ struct tp_host_listen {
 	int32_t  pid;
 	uint16_t port;
 	uint16_t count;
+};
+
+/* Per-link counters of this host (tp_link_stat()): the counters of connections whose slot was
+ * freed are added in at tp_slot_free() (under the host lock); failovers by an atomic add
+ * (host-local memory: several processes of this host may move connections at once). */
+struct tp_host_totals {
+	uint64_t setups;
+	uint64_t tx_bytes, rx_bytes, transfers, congestion;
+	uint64_t failovers;
 };
 
 struct tp_host {
@@ -437,6 +447,7 @@ struct tp_host {
 				* (MBOX_RX): its slots beyond are not known to be free */
 	uint32_t listen_pub[TP_LISTEN_WORDS]; /* bitmap as last published */
 	struct tp_host_listen listen[TP_MAX_LISTEN];
+	struct tp_host_totals totals;
 	struct tp_host_entry e[];
 };
 
@@ -763,6 +774,7 @@ static inline void tp_stats_load(struct tp_stats *dst, const struct tp_stats *sr
 	TP_STAT_LD(rx_msgs_inline); TP_STAT_LD(rx_msgs_short); TP_STAT_LD(rx_msgs_long);
 	TP_STAT_LD(retransmits); TP_STAT_LD(crc_errors);
 	TP_STAT_LD(tx_queue_fill); TP_STAT_LD(rx_queue_fill);
+	TP_STAT_LD(tx_full);
 #undef TP_STAT_LD
 }
 

@@ -975,6 +975,17 @@ bool tp_link_is_up(struct tp_link *l)
 	return tp_link_refresh(l);
 }
 
+int tp_link_load(struct tp_link *l)
+{
+	if (!tp_link_refresh(l) || atomic_load(&l->region_bad) || tp_link_admin_down(l))
+		return -ENETDOWN;
+	/* relaxed: a hint; the pool's count changes under the host lock, a placement racing
+	 * with another process's set-up may both pick the same link */
+	uint32_t free_num = __atomic_load_n(&l->host->free_num, __ATOMIC_RELAXED);
+
+	return free_num < l->host->contexts ? (int)(l->host->contexts - free_num) : 0;
+}
+
 struct ntb_link *tp_link_ntb(struct tp_link *l)
 {
 	return l->ntb;

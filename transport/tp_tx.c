@@ -676,8 +676,11 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 				break;
 			continue;
 		}
-		if (room == 0)
+		if (room == 0) {
+			/* the receiver's ring is full: a congestion notice of the link */
+			TP_STAT_ADD(c->st->tx_full, 1);
 			break;
+		}
 		uint32_t n = left < room ? (uint32_t)left : room;
 
 		if (type == TP_MT_LONG && n <= pp->short_max)

@@ -88,6 +88,12 @@ int tp_link_admin_path(const struct ntb_link_params *lp, char *buf, size_t len);
 int tp_link_admin_set(const struct ntb_link_params *lp, bool down);
 int tp_link_admin_get(const struct ntb_link_params *lp);
 
+/* ADDED: how loaded LINK is on this host, for placing a new connection among several links to
+ * one peer: the connections of all this host's processes on it (receive contexts in use in
+ * the host's pool, read without its lock: a hint). -ENETDOWN when the link is not up, is lost
+ * or is taken down by `ntbsock link down` (no new connection goes there). */
+int tp_link_load(struct tp_link *link);
+
 /* --- connection keys ------------------------------------------------------------------------
  * Opaque to transport: preload/ fills it with the TCP 4-tuple in a canonical order (client
  * address and port, then server address and port), so both ends build the same key.
@@ -302,6 +308,8 @@ struct tp_stats {
 	uint64_t rx_msgs_inline, rx_msgs_short, rx_msgs_long;
 	uint64_t retransmits, crc_errors;
 	uint32_t tx_queue_fill, rx_queue_fill; /* bytes in flight / pending */
+	uint64_t tx_full;       /* ADDED: sends that found the peer's ring full (waited for
+				 * credit): the link's congestion notices */
 };
 void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats);
 
@@ -325,6 +333,21 @@ struct tp_stat_entry {
 				  * it is a tcp connection: "link down", "retries exhausted"...) */
 };
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max);
+
+/* ADDED: per-link counters of this host (all its processes) on the link LP names (LP->side
+ * 0/1, or -1: both sides' tables added up), read from the host-local tables like
+ * tp_stat_list() (nothing opened, nothing written). They count from when this host's table of
+ * the link was created (the first process of a new session). Returns 0 (RET filled; zeroes when
+ * there is no table) or a negative errno. */
+struct tp_link_stat {
+	uint32_t conns;          /* connections live on it now */
+	uint64_t setups;         /* connections set up on it (receive contexts taken) */
+	uint64_t tx_bytes, rx_bytes;
+	uint64_t transfers;      /* messages sent (inline + short + long) */
+	uint64_t congestion;     /* sends that found the peer's ring full (tp_stats.tx_full) */
+	uint64_t failovers;      /* connections that moved off it to their kernel socket */
+};
+int tp_link_stat(const struct ntb_link_params *lp, struct tp_link_stat *ret);
 
 /* ADDED: host-wide table of connections that stayed TCP (tp_tcpstat.c), for `ntbsock stat`.
  * A shared file with room for TP_TCPSTAT_MAX fixed slots (PATH NULL = TP_TCPSTAT_PATH; mode

@@ -94,7 +94,7 @@ pl_env() {
 # pl_run HOST CMD...: run in the foreground (under `timeout` of PL_TIMEOUT seconds, default 120).
 pl_run() {
 	_pl_h=$1; shift
-	env $(pl_env "$_pl_h") timeout "${PL_TIMEOUT:-120}" "$@"
+	env $(pl_env "$_pl_h") timeout "${PL_TIMEOUT:-$((120 * PL_SLOW))}" "$@"
 }
 
 # pl_bg HOST CMD...: start in the background, output to $PL_TMP/HOST-bg-N.out; sets PL_LAST
@@ -103,14 +103,14 @@ pl_bg() {
 	_pl_h=$1; shift
 	_pl_n=$(echo $PL_PIDS | wc -w)
 	PL_LAST_OUT=$PL_TMP/$_pl_h-bg-$_pl_n.out
-	env $(pl_env "$_pl_h") timeout "${PL_TIMEOUT:-120}" "$@" >"$PL_LAST_OUT" 2>&1 &
+	env $(pl_env "$_pl_h") timeout "${PL_TIMEOUT:-$((120 * PL_SLOW))}" "$@" >"$PL_LAST_OUT" 2>&1 &
 	PL_LAST=$!
 	PL_PIDS="$PL_PIDS $PL_LAST"
 }
 
-# pl_wait_port ADDR PORT [SECONDS]: wait until a TCP listener is on ADDR:PORT.
+# pl_wait_port ADDR PORT [SECONDS]: wait until a TCP listener is on ADDR:PORT (SECONDS x PL_SLOW).
 pl_wait_port() {
-	i=0; max=$(( ${3:-10} * 10 ))
+	i=0; max=$(( ${3:-10} * 10 * PL_SLOW ))
 	while [ $i -lt $max ]; do
 		ss -Hltn "sport = :$2" 2>/dev/null | grep -q "$1:$2" && return 0
 		sleep 0.1; i=$((i + 1))
@@ -119,14 +119,29 @@ pl_wait_port() {
 	pl_fail "nothing listens on $1:$2"
 }
 
-# pl_wait_text FILE TEXT [SECONDS]: wait until FILE contains TEXT.
+# pl_wait_text FILE TEXT [SECONDS]: wait until FILE contains TEXT (SECONDS x PL_SLOW).
 pl_wait_text() {
-	i=0; max=$(( ${3:-10} * 10 ))
+	i=0; max=$(( ${3:-10} * 10 * PL_SLOW ))
 	while [ $i -lt $max ]; do
 		grep -qF -- "$2" "$1" 2>/dev/null && return 0
 		sleep 0.1; i=$((i + 1))
 	done
 	pl_fail "no '$2' in $1"
+}
+
+# PL_SLOW: how many times longer a wait may take: 8 under a sanitizer runtime (TSan runs our
+# set-up paths 5-15 times slower, more so while other connections stream), else 1.
+PL_SLOW=1
+[ -n "${PL_PRELOAD_FIRST:-}" ] && PL_SLOW=8
+
+# pl_wait_count LOG TEXT N [SECONDS]: wait until host LOG's log has at least N lines with TEXT,
+# for SECONDS (default 10) times PL_SLOW; returns 1 (no failure) if it does not get there.
+pl_wait_count() {
+	end=$(( $(date +%s) + ${4:-10} * PL_SLOW ))
+	while [ "$(pl_count_log "$1" "$2")" -lt "$3" ]; do
+		[ "$(date +%s)" -lt $end ] || return 1
+		sleep 0.05
+	done
 }
 
 # Bytes received + transmitted on lo so far.
@@ -142,7 +157,7 @@ pl_assert_lo_below() {
 # pl_assert_log HOST TEXT: HOST's log contains TEXT (fixed string).
 pl_assert_log() { grep -qF -- "$2" "$PL_TMP/$1.log" 2>/dev/null || pl_fail "log $1 lacks '$2'"; }
 pl_refute_log() { ! grep -qF -- "$2" "$PL_TMP/$1.log" 2>/dev/null || pl_fail "log $1 has '$2'"; }
-pl_count_log() { grep -cF -- "$2" "$PL_TMP/$1.log" 2>/dev/null || true; }
+pl_count_log() { _n=$(grep -cF -- "$2" "$PL_TMP/$1.log" 2>/dev/null); echo "${_n:-0}"; }
 
 # A free-ish port per test run (tests may run while others use fixed ports).
 pl_port() { echo $(( 20000 + ($$ * 7 + ${1:-0}) % 30000 )); }

@@ -17,13 +17,11 @@ N="$BUILD/ntbsock"
 
 pl_bg b "$ECHO" et 127.0.0.2 $port
 pl_wait_port 127.0.0.2 $port
-env $(pl_env a) timeout 120 "$ECHO" eclient 127.0.0.2 $port 100 $((64 * 1024 * 1024)) \
+env $(pl_env a) timeout $((120 * PL_SLOW)) "$ECHO" eclient 127.0.0.2 $port 100 $((64 * 1024 * 1024)) \
 	>"$PL_TMP/ecl.out" 2>&1 &
 C=$!; PL_PIDS="$PL_PIDS $C"
-nntb() { n=$(pl_count_log a ': ntb (link'); echo "${n:-0}"; }
-i=0
-while [ "$(nntb)" -lt 100 ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
-[ "$(nntb)" -ge 100 ] || pl_fail "not all 100 connections are ntb ($(nntb))"
+nntb() { pl_count_log a ': ntb (link'; }
+pl_wait_count a ': ntb (link' 100 20 || pl_fail "not all 100 connections are ntb ($(nntb))"
 lo0=$(pl_lo_bytes)
 "$N" link down ab -c "$PL_TMP/a.conf" >/dev/null || pl_fail "ntbsock link down failed"
 wait $C || pl_fail "the epoll client failed across the failover: $(cat "$PL_TMP/ecl.out")"
@@ -85,9 +83,13 @@ PY
 env $(pl_env b) python3 "$PL_TMP/srv.py" $p2 >"$PL_TMP/srv.out" 2>&1 &
 S=$!; PL_PIDS="$PL_PIDS $S"
 pl_wait_port 127.0.0.2 $p2
+n0=$(nntb)
 env $(pl_env a) timeout 60 python3 "$PL_TMP/cli.py" $p2 >"$PL_TMP/cli.out" 2>&1 &
 C=$!; PL_PIDS="$PL_PIDS $C"
-sleep 0.7
+# Both connections set up over the link (a sanitizer build can take a second to start python),
+# then a moment for the two threads to block: the server writes and reads 1.5 s after accepting.
+pl_wait_count a ': ntb (link' $((n0 + 2)) 10 || pl_fail "the threaded client's connections are not ntb: $(cat "$PL_TMP/cli.out")"
+sleep 0.3
 before=$(pl_count_log a 'tcp (failed over: ')
 "$N" link down ab -c "$PL_TMP/a.conf" >/dev/null || pl_fail "ntbsock link down failed"
 wait $C || pl_fail "threaded client failed: $(cat "$PL_TMP/cli.out")"

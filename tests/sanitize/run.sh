@@ -5,7 +5,9 @@
 # preloaded ahead of the library). Every sanitizer report goes to a log directory; any report
 # fails the run, even when the test that triggered it passed.
 #
-#   sh tests/sanitize/run.sh asan|tsan [unit|all]
+#   sh tests/sanitize/run.sh asan|tsan [unit|all|integration]
+#
+# NTBSOCK_TESTS picks integration tests by name (tests/run_integration.sh).
 #
 # Environment: SAN_BUILD (default build/<variant>), MAKE (default make), JOBS (default nproc).
 cd "$(dirname "$0")/../.." || exit 1
@@ -58,9 +60,11 @@ if [ "$variant" = tsan ]; then
 fi
 
 rc=0
-sh tests/run_unit.sh $units || rc=1
+if [ "$what" != integration ]; then
+	sh tests/run_unit.sh $units || rc=1
+fi
 
-if [ "$what" = all ]; then
+if [ "$what" != unit ]; then
 	# Integration tests run unmodified programs: they are not instrumented, so the runtime is
 	# preloaded first (PL_PRELOAD_FIRST, read by tests/integration/lib.sh) and leaks of the
 	# host programs are not ours to report.

@@ -168,6 +168,88 @@ static void test_example_demo_b(void **state)
 	check_demo(EX("demo-b.conf"), "B", "127.0.0.2", "A", "127.0.0.1", 1);
 }
 
+/* The 4-host mesh: every pair joined, hosts 1 and 2 by two links. */
+static void test_example_mesh(void **state)
+{
+	static const char *const h12[] = { "h1h2a", "h1h2b" };
+	char path[64], buf[64];
+
+	(void)state;
+	for (int h = 1; h <= 4; h++) {
+		struct conf *c = NULL;
+		struct conf_error e;
+		struct conf_route r;
+
+		snprintf(path, sizeof(path), EX("mesh/host%d.conf"), h);
+		if (conf_load(path, &c, &e))
+			fail_msg("%s: %s", path, e.text);
+		assert_int_equal(c->n_links, h <= 2 ? 4 : 3);
+		assert_int_equal(c->n_peers, 3);
+		snprintf(buf, sizeof(buf), "127.0.0.%d", h);
+		route(c, buf, 5201, &r);
+		assert_int_equal(r.action, CONF_ACTION_TCP); /* itself: not a peer */
+		for (int o = 1; o <= 4; o++) {
+			char want[32], ip[32];
+			int a = h < o ? h : o, b = h < o ? o : h;
+
+			if (o == h)
+				continue;
+			snprintf(ip, sizeof(ip), "127.0.0.%d", o);
+			route(c, ip, 5201, &r);
+			assert_int_equal(r.action, CONF_ACTION_NTB);
+			assert_non_null(r.peer);
+			snprintf(want, sizeof(want), "host%d", o);
+			assert_string_equal(r.peer->name, want);
+			if (a == 1 && b == 2) {
+				assert_int_equal(r.peer->n_links, 2);
+				for (int k = 0; k < 2; k++) {
+					const struct conf_link *l = &c->links[r.peer->link_indices[k]];
+
+					assert_string_equal(l->name, h12[k]);
+					assert_int_equal(l->side, h == a ? 0 : 1);
+				}
+			} else {
+				const struct conf_link *l = &c->links[r.peer->link_index];
+
+				assert_int_equal(r.peer->n_links, 1);
+				snprintf(want, sizeof(want), "h%dh%d", a, b);
+				assert_string_equal(l->name, want);
+				assert_int_equal(l->side, h == a ? 0 : 1);
+				snprintf(want, sizeof(want), "/dev/shm/ntbsock-mesh-h%dh%d", a, b);
+				assert_string_equal(l->path, want);
+			}
+			assert_int_equal(r.link_index, r.peer->link_indices[0]);
+		}
+		for (int i = 0; i < c->n_links; i++)
+			assert_int_equal(c->links[i].speed.bandwidth, 0); /* off by default */
+		conf_free(c);
+	}
+}
+
+/* A speed group is read as written; a link without one is not modelled. */
+static void test_speed_group(void **state)
+{
+	struct conf *c = NULL;
+	struct conf_error e;
+	int rc;
+
+	(void)state;
+	rc = conf_load_string("host = { name = \"A\"; };\n"
+			      "links = ( { name = \"a\"; backend = \"shm\";\n"
+			      "  speed = { bandwidth = \"3500M\"; latency_ns = 800; }; },\n"
+			      "  { name = \"b\"; backend = \"shm\"; speed = { latency_ns = 5; }; },\n"
+			      "  { name = \"c\"; backend = \"shm\"; } );\n", "t.conf", &c, &e);
+	if (rc)
+		fail_msg("%s", e.text);
+	assert_int_equal(c->links[0].speed.bandwidth, 3500ull << 20);
+	assert_int_equal(c->links[0].speed.latency_ns, 800);
+	assert_int_equal(c->links[1].speed.bandwidth, 0);
+	assert_int_equal(c->links[1].speed.latency_ns, 5);
+	assert_int_equal(c->links[2].speed.bandwidth, 0);
+	assert_int_equal(c->links[2].speed.latency_ns, 0);
+	conf_free(c);
+}
+
 static void test_example_full(void **state)
 {
 	struct conf *c = NULL;
@@ -496,6 +578,30 @@ static const struct bad_case bad_cases[] = {
 	  "key 'peers[1].addresses[1]': address already belongs to peer 'B'" },
 	{ H L "peers = ( { name = \"B\"; addresses = [ \"10.0.0.2\", \"10.0.0.2\" ]; link = \"ab\"; } );\n", 3,
 	  "address listed twice" },
+	/* several links per peer */
+#define L2 "links = ( { name = \"ab\"; backend = \"shm\"; }, { name = \"ab2\"; backend = \"shm\"; } );\n"
+	{ H L2 "peers = ( { name = \"B\"; addresses = \"10.0.0.2\";\n links = [ \"ab\", \"ab2\", \"ab\" ]; } );\n", 4,
+	  "t.conf:4: key 'peers[0].links[2]': link named twice (value 'ab')" },
+	{ H L2 "peers = ( { name = \"B\"; addresses = \"10.0.0.2\"; links = [ \"ab\" ]; },\n"
+	  "  { name = \"C\"; addresses = \"10.0.0.3\";\n links = [ \"ab2\", \"ab\" ]; } );\n", 5,
+	  "t.conf:5: key 'peers[1].links[1]': link already belongs to peer 'B' (line 3): a link joins one peer (value 'ab')" },
+	{ H L2 "peers = ( { name = \"B\"; addresses = \"10.0.0.2\"; link = \"ab\"; },\n"
+	  "  { name = \"C\"; addresses = \"10.0.0.3\";\n link = \"ab\"; } );\n", 5,
+	  "t.conf:5: key 'peers[1].link': link already belongs to peer 'B' (line 3)" },
+	{ H L2 "peers = ( { name = \"B\"; addresses = \"10.0.0.2\"; link = \"ab\";\n links = [ \"ab2\" ]; } );\n", 4,
+	  "key 'peers[0].links': give either link or links, not both" },
+	{ H L2 "peers = ( { name = \"B\"; addresses = \"10.0.0.2\";\n links = [ ]; } );\n", 4,
+	  "key 'peers[0].links': must name at least one link" },
+	{ H L2 "peers = ( { name = \"B\"; addresses = \"10.0.0.2\";\n links = [ \"ab\", \"zz\" ]; } );\n", 4,
+	  "t.conf:4: key 'peers[0].links[1]': no link with this name (value 'zz')" },
+	{ H L2 "peers = ( { name = \"B\"; addresses = \"10.0.0.2\";\n links = \"ab\"; } );\n", 4,
+	  "key 'peers[0].links': must be a list of link names" },
+	/* emulated speed */
+	{ H LNK("speed = { bandwidth = \"512K\"; };"), 3, "key 'links[0].speed.bandwidth': out of range (allowed 1M..1T)" },
+	{ H LNK("speed = { bandwidth = \"1G\";\n latency_ns = 2000000000; };"), 4, "key 'links[0].speed.latency_ns': out of range" },
+	{ H LNK("speed = { rate = 5; };"), 3, "key 'links[0].speed.rate': unknown key" },
+	{ H PCI("device = \"1af4:1110\"; side = 0;\n speed = { bandwidth = \"1G\"; };"), 4,
+	  "key 'links[0].speed': only valid with backend \"shm\"" },
 	{ H RULE("match = \"10.0.0.0/33\";"), 3, "key 'rules[0].match': bad prefix length (allowed 0..32) (value '10.0.0.0/33')" },
 	{ H RULE("match = \"fd00::/129\";"), 3, "bad prefix length (allowed 0..128)" },
 	{ H RULE("match = \"10.0.0.1/8\";"), 3, "key 'rules[0].match': host bits set beyond /8 (value '10.0.0.1/8')" },
@@ -760,10 +866,11 @@ static void test_robust_deep_and_huge(void **state)
 
 static const char route_conf[] =
 	"host = { name = \"A\"; addresses = [ \"10.0.0.1\", \"fd00::1\" ]; };\n"
-	"links = ( { name = \"l1\"; backend = \"shm\"; }, { name = \"l2\"; backend = \"shm\"; } );\n"
+	"links = ( { name = \"l1\"; backend = \"shm\"; }, { name = \"l2\"; backend = \"shm\"; },\n"
+	"          { name = \"l3\"; backend = \"shm\"; } );\n"
 	"peers = ( { name = \"B\"; addresses = [ \"10.0.0.2\", \"fd00::2\" ]; link = \"l1\"; },\n"
 	"          { name = \"C\"; addresses = [ \"10.0.1.3\" ]; link = \"l2\"; },\n"
-	"          { name = \"D\"; addresses = [ \"192.168.7.7\" ]; link = \"l2\"; } );\n"
+	"          { name = \"D\"; addresses = [ \"192.168.7.7\" ]; link = \"l3\"; } );\n"
 	"rules = (\n"
 	"  { match = \"0.0.0.0/0\"; ports = \"22\"; action = \"tcp\"; },\n"     /* rule 1 */
 	"  { match = \"10.0.0.0/24\"; ports = \"1000-2000\"; action = \"ntb\"; },\n" /* rule 2 */
@@ -834,7 +941,8 @@ static void test_routing(void **state)
 	ss = sa4("10.0.0.1", 1, &len);
 	assert_null(conf_peer_by_addr(c, (struct sockaddr *)&ss));
 	assert_ptr_equal(conf_link_by_name(c, "l2"), &c->links[1]);
-	assert_null(conf_link_by_name(c, "l3"));
+	assert_ptr_equal(conf_link_by_name(c, "l3"), &c->links[2]);
+	assert_null(conf_link_by_name(c, "l4"));
 	/* non-IP and short addresses */
 	memset(&ss, 0, sizeof(ss));
 	ss.ss_family = AF_UNIX;
@@ -1141,6 +1249,8 @@ int main(void)
 		cmocka_unit_test(test_example_demo_a),
 		cmocka_unit_test(test_example_demo_b),
 		cmocka_unit_test(test_example_full),
+		cmocka_unit_test(test_example_mesh),
+		cmocka_unit_test(test_speed_group),
 		cmocka_unit_test(test_example_ivshmem),
 		cmocka_unit_test(test_defaults_minimal),
 		cmocka_unit_test(test_loopback_link),

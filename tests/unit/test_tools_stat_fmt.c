@@ -20,7 +20,8 @@ static struct tool_stat_row rows[2] = {
 };
 
 static struct tool_stat_link links[2] = {
-	{ .name = "ab", .admin_down = false },
+	{ .name = "ab", .admin_down = false, .conns = 3, .setups = 10, .tx_bytes = 1048576,
+	  .rx_bytes = 37, .transfers = 11, .congestion = 4, .failovers = 1 },
 	{ .name = "c\"d", .admin_down = true },
 };
 
@@ -91,7 +92,11 @@ static void test_links(void **state)
 	tool_stat_print_links(f, links, 0);
 	fclose(f);
 	assert_string_equal(buf, "link ab: admin up\n"
-				 "link c\"d: admin down (connections use tcp)\n");
+				 "link ab: conns 3 setups 10 tx_bytes 1048576 rx_bytes 37 "
+				 "transfers 11 congestion 4 failovers 1\n"
+				 "link c\"d: admin down (connections use tcp)\n"
+				 "link c\"d: conns 0 setups 0 "
+				 "tx_bytes 0 rx_bytes 0 transfers 0 congestion 0 failovers 0\n");
 	free(buf);
 }
 
@@ -125,8 +130,12 @@ static void test_json(void **state)
 	/* each link with its admin state, names escaped */
 	g_links = 2;
 	s = capture(print_json, 0);
-	assert_string_equal(s, "{\"connections\":[],\"links\":[{\"name\":\"ab\",\"admin\":\"up\"},"
-			       "{\"name\":\"c\\\"d\",\"admin\":\"down\"}]}\n");
+	assert_string_equal(s, "{\"connections\":[],\"links\":[{\"name\":\"ab\",\"admin\":\"up\","
+			       "\"conns\":3,\"setups\":10,\"tx_bytes\":1048576,\"rx_bytes\":37,"
+			       "\"transfers\":11,\"congestion\":4,\"failovers\":1},"
+			       "{\"name\":\"c\\\"d\",\"admin\":\"down\",\"conns\":0,\"setups\":0,"
+			       "\"tx_bytes\":0,\"rx_bytes\":0,\"transfers\":0,\"congestion\":0,"
+			       "\"failovers\":0}]}\n");
 	free(s);
 }
 

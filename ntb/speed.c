@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+/* The emulated link speed of the shm backend (struct ntb_speed_params): bandwidth and one-way
+ * latency, so that two emulated links differ from one and a link can be congested on one
+ * machine.
+ *
+ * Bandwidth: this side's processes share one link clock, pace_ns in their side's local page
+ * (host-local memory: DESIGN rule 2 allows local atomics among one host's processes). A write
+ * of LEN bytes claims the interval [max(now - SPEED_SLACK_NS, pace_ns), + LEN / bandwidth) by
+ * a CAS and its writer waits until the interval's end before its bytes land: bytes enter the
+ * peer's window no faster than the bandwidth (over any span longer than the slack), whichever
+ * process writes. Latency: the first
+ * ntb_to_peer_barrier() after writes of this handle waits latency_ns more, so the word it
+ * orders (a publication) lands one latency after its payload. Waits shorter than
+ * SPEED_SPIN_NS spin on the clock, longer ones sleep most of the way.
+ *
+ *   field          written by                       read by
+ *   pace_ns        every writer of this side (CAS)  every writer of this side
+ *   dirty          writers (relaxed store)          barriers (exchange)
+ *   stats          writers / barriers (relaxed add) ntb_speed_get_stats()
+ *
+ * Off (no speed group) nothing here runs: the link keeps the backend's own ops. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ntb/ntb_int.h"
+
+#define SPEED_SPIN_NS 50000u  /* sleep through the part of a wait beyond this */
+#define SPEED_SLACK_NS 500000u /* a clock behind now by up to this is not caught up: a wait
+				* that overslept (a sleep ends late) is made good by the next
+				* writes, as a link's queue would drain */
+
+struct ntb_speed {
+	struct ntb_backend_ops ops;         /* the backend's, with write and barrier paced */
+	const struct ntb_backend_ops *base; /* the backend's own */
+	uint64_t bandwidth;
+	uint32_t latency_ns;
+	_Atomic bool dirty;                 /* writes since the last barrier */
+	_Atomic uint64_t bytes, bw_wait_ns, lat_wait_ns, barriers;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Wait until the monotonic clock reads UNTIL; returns how long that took. */
+static uint64_t wait_until(uint64_t until)
+{
+	uint64_t start = now_ns(), t = start;
+
+	while (t < until) {
+		uint64_t left = until - t;
+
+		if (left > SPEED_SPIN_NS) {
+			uint64_t ns = left - SPEED_SPIN_NS / 2;
+			struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+
+			nanosleep(&ts, NULL);
+		} else {
+			cpu_relax();
+		}
+		t = now_ns();
+	}
+	return t - start;
+}
+
+/* Claim LEN bytes' time on the link clock; returns when its interval ends. */
+static uint64_t pace_claim(struct ntb_link *link, struct ntb_speed *sp, size_t len)
+{
+	uint64_t cost = (uint64_t)((unsigned __int128)len * 1000000000u / sp->bandwidth);
+	uint64_t now = now_ns();
+	/* relaxed: the clock orders nothing but itself; the CAS makes the intervals disjoint */
+	uint64_t old = atomic_load_explicit(&link->local->pace_ns, memory_order_relaxed), end;
+
+	do {
+		uint64_t floor = now > SPEED_SLACK_NS ? now - SPEED_SLACK_NS : 0;
+
+		end = (old > floor ? old : floor) + cost;
+	} while (!atomic_compare_exchange_weak_explicit(&link->local->pace_ns, &old, end,
+							memory_order_relaxed,
+							memory_order_relaxed));
+	return end;
+}
+
+static void speed_write(struct ntb_link *link, size_t off, const void *src, size_t len)
+{
+	struct ntb_speed *sp = link->speed;
+
+	if (sp->bandwidth && len) {
+		uint64_t waited = wait_until(pace_claim(link, sp, len));
+
+		atomic_fetch_add_explicit(&sp->bw_wait_ns, waited, memory_order_relaxed);
+	}
+	if (sp->base->write)
+		sp->base->write(link, off, src, len);
+	else
+		memcpy(link->out + off, src, len);
+	atomic_fetch_add_explicit(&sp->bytes, len, memory_order_relaxed);
+	atomic_store_explicit(&sp->dirty, true, memory_order_relaxed);
+}
+
+static void speed_barrier(struct ntb_link *link)
+{
+	struct ntb_speed *sp = link->speed;
+
+	if (sp->latency_ns && atomic_exchange_explicit(&sp->dirty, false, memory_order_relaxed)) {
+		uint64_t waited = wait_until(now_ns() + sp->latency_ns);
+
+		atomic_fetch_add_explicit(&sp->lat_wait_ns, waited, memory_order_relaxed);
+		atomic_fetch_add_explicit(&sp->barriers, 1, memory_order_relaxed);
+	}
+	if (sp->base->to_peer_barrier) {
+		sp->base->to_peer_barrier(link);
+		return;
+	}
+	/* as ntb_to_peer_barrier() without an op on a write-back mapping (shm is never
+	 * write-combined): payload stores before the publishing store (pairs with the reader's
+	 * acquire load of the published word) */
+	atomic_thread_fence(memory_order_release);
+}
+
+int ntb_speed_create(struct ntb_link *link)
+{
+	struct ntb_speed *sp;
+
+	if (link->params.backend != NTB_BACKEND_SHM)
+		return -EINVAL;
+	sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return -ENOMEM;
+	sp->base = link->ops;
+	sp->ops = *link->ops;
+	sp->ops.write = speed_write;
+	sp->ops.to_peer_barrier = speed_barrier;
+	sp->bandwidth = link->params.speed.bandwidth;
+	sp->latency_ns = link->params.speed.latency_ns;
+	link->speed = sp;
+	link->ops = &sp->ops;
+	return 0;
+}
+
+void ntb_speed_destroy(struct ntb_speed *sp)
+{
+	free(sp);
+}
+
+void ntb_speed_get_stats(const struct ntb_link *link, struct ntb_speed_stats *ret)
+{
+	struct ntb_speed *sp = link->speed;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!sp)
+		return;
+	ret->bytes = atomic_load_explicit(&sp->bytes, memory_order_relaxed);
+	ret->bw_wait_ns = atomic_load_explicit(&sp->bw_wait_ns, memory_order_relaxed);
+	ret->lat_wait_ns = atomic_load_explicit(&sp->lat_wait_ns, memory_order_relaxed);
+	ret->barriers = atomic_load_explicit(&sp->barriers, memory_order_relaxed);
+}
