@@ -163,6 +163,8 @@ static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 			    has ? ": " : "", has ? d : "");
 		} else {
 			l->opened_ns = now;
+			if (cl->loopback && slot >= CONF_MAX_LINKS)
+				tp_link_set_self_rung(l->tp); /* our clients write into side 1 */
 			LOG(LL_DEBUG, "link %s: opened (side %d)", lp.name, ntb_link_side(tp_link_ntb(l->tp)));
 			/* After the transport's own fork handler (registered as it opened the link):
 			 * child handlers run in registration order. */

@@ -497,6 +497,7 @@ struct tp_link {
 	char admin_path[300];        /* <link file>.admin-down: exists while `ntbsock link down` */
 	atomic_int listening;        /* tp_listen() minus tp_unlisten() here: the helper sleeps on
 				      * the doorbell of a link with listeners (Applies to answer) */
+	atomic_bool self_rung;       /* tp_link_set_self_rung(): else not slept on */
 	atomic_bool admin_down;      /* as last seen (helper, every 100 ms) */
 	atomic_bool region_bad;      /* the mapping no longer is the link (file truncated, removed
 				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */

@@ -500,12 +500,20 @@ static void *helper_main(void *arg)
 		pthread_mutex_lock(&g_lock);
 		first = g_links;
 		/* With several links (a loopback link's two sides), the one that receives Applies
-		 * for this process's listeners is the one to sleep on; the others are polled. */
+		 * for this process's listeners is the one to sleep on, else one that this process's
+		 * own sends do not ring; the others are polled. */
 		for (struct tp_link *l = g_links; l; l = l->next_link)
 			if (atomic_load_explicit(&l->listening, memory_order_relaxed) > 0) {
 				first = l;
 				break;
 			}
+		if (first && first == g_links && !atomic_load(&first->listening) &&
+		    atomic_load(&first->self_rung))
+			for (struct tp_link *l = g_links; l; l = l->next_link)
+				if (!atomic_load(&l->self_rung)) {
+					first = l;
+					break;
+				}
 		if (first)
 			seen = first->db_seen;
 		if (g_links && g_links->next_link)
@@ -984,6 +992,11 @@ int tp_link_load(struct tp_link *l)
 	uint32_t free_num = __atomic_load_n(&l->host->free_num, __ATOMIC_RELAXED);
 
 	return free_num < l->host->contexts ? (int)(l->host->contexts - free_num) : 0;
+}
+
+void tp_link_set_self_rung(struct tp_link *l)
+{
+	atomic_store(&l->self_rung, true); /* read by helper_main() */
 }
 
 struct ntb_link *tp_link_ntb(struct tp_link *l)

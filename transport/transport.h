@@ -72,6 +72,12 @@ void tp_helper_hold(bool hold);
 bool tp_link_is_up(struct tp_link *link);
 struct ntb_link *tp_link_ntb(struct tp_link *link);
 
+/* LINK's doorbell is rung by this process's own connections (side 1 of a link joining the
+ * host to itself, which this process's clients write into): the helper thread sleeps on
+ * another link's doorbell unless LINK has listeners here (each ring would wake it, and the
+ * ringer would pay a futex wake per send). */
+void tp_link_set_self_rung(struct tp_link *link);
+
 /* ADDED (tp_admin.c): a link's administrative state on this host (`ntbsock link down|up`).
  * It is a flag file whose existence means "down": every live connection of the link on this
  * host moves to TCP without loss, and new ones use TCP (reason "link down (admin)"). Its path
