@@ -3,9 +3,10 @@
 # A loopback link (conf/examples/loopback.conf): connections to 127.0.0.1 within one program
 # (client and server threads) and between two programs of this host go over one shm region,
 # byte-exact, with both ends in `ntbsock stat` as ntb and almost nothing on the kernel's
-# loopback; a port listened on by a program without ntbsock gets plain TCP, saying "no
-# listener"; and a config that makes the host its own peer without `loopback = true` stays an
-# error in `ntbsock check`.
+# loopback; `ntbsock link down` moves both ends of a live same-process stream to TCP without a
+# byte lost; an accepted end survives fork and exec into a new image; a port listened on by a
+# program without ntbsock gets plain TCP, saying "no listener"; and a config that makes the
+# host its own peer without `loopback = true` stays an error in `ntbsock check`.
 . "$(dirname "$0")/lib.sh"
 pl_setup loopback
 pl_need python3
@@ -45,13 +46,15 @@ def client():
                 break
             got.extend(b)
     t = threading.Thread(target=rd); t.start()
-    s.sendall(data)
+    half = len(data) // 2 if mode == "split" else len(data)
+    s.sendall(data[:half])
     if d:
-        while len(got) < len(data):
+        while len(got) < half:
             time.sleep(0.01)
         open(d + "/ready", "w").close()
         while not os.path.exists(d + "/go"):
             time.sleep(0.05)
+    s.sendall(data[half:])
     s.shutdown(socket.SHUT_WR)
     t.join(); s.close()
     ok = hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
@@ -131,6 +134,29 @@ grep "127.0.0.1:$p1\"" "$PL_TMP/stat.json" | grep "\"mode\":\"ntb\"" | grep "\"l
 pl_assert_lo_below "$before" 200000
 echo "same process: 8 MiB echoed byte-exact over the link, both ends ntb in stat"
 
+# --- failover: `ntbsock link down lo` between two halves of a same-process stream
+p5=$(pl_port 5)
+mkdir "$PL_TMP/sync5"
+env $(lo_env split) timeout 60 python3 "$PL_TMP/peer.py" split "$p5" 8388608 "$PL_TMP/sync5" \
+	>"$PL_TMP/split.out" 2>&1 &
+sp=$!
+PL_PIDS="$PL_PIDS $sp"
+i=0
+while [ ! -e "$PL_TMP/sync5/ready" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$PL_TMP/sync5/ready" ] || pl_fail "the first half did not come back"
+NTBSOCK_LOG=error "$NTB" link down lo -c "$LC" || pl_fail "ntbsock link down lo failed"
+pl_wait_text "$PL_TMP/split.log" "failed over" 10 # (each process looks every 100 ms)
+before=$(pl_lo_bytes)
+touch "$PL_TMP/sync5/go"
+wait $sp || pl_fail "stream across link down failed: $(cat "$PL_TMP/split.out")"
+moved=$(( $(pl_lo_bytes) - before ))
+[ "$moved" -ge 8388608 ] || pl_fail "the second half (4 MiB each way) did not go over kernel TCP: lo moved $moved bytes"
+NTBSOCK_LOG=error "$NTB" link up lo -c "$LC" || pl_fail "ntbsock link up lo failed"
+grep -q identical "$PL_TMP/split.out" || pl_fail "stream across link down not byte-exact"
+[ "$(pl_count_log split 'failed over')" = 2 ] ||
+	pl_fail "both ends should have failed over to tcp: $(cat "$PL_TMP/split.log")"
+echo "link down: both ends of a same-process stream failed over, 8 MiB byte-exact"
+
 # --- two programs of this host
 p2=$(pl_port 2)
 before=$(pl_lo_bytes)
@@ -161,7 +187,7 @@ grep -q identical "$PL_TMP/fxc.out" || pl_fail "fork+exec echo not byte-exact"
 pl_assert_log fx "ntb (link lo, adopted across exec)"
 pl_assert_lo_below "$before" 200000
 echo "fork+exec: the accepted end adopted by the child's new image, 4 MiB byte-exact"
-for h in both cli srv fx fxc; do
+for h in both cli srv fx fxc; do # (not split: it failed over on purpose)
 	pl_refute_log $h "failed over"
 done
 
