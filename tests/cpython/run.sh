@@ -3,7 +3,7 @@
 # CPython's own socket test suites, written by others, run their clients and servers in one
 # process over 127.0.0.1: run each without ntbsock and then under `ntbsock run -c
 # conf/examples/loopback.conf` (every TCP port to 127.0.0.1 over a loopback link). Both runs
-# must give the same result (SUCCESS, the same counts of tests run and skipped), and the
+# must give the same result (SUCCESS, the same number of tests run, the same tests skipped), and the
 # library's log must show the suite's connections carried by the link: at least MIN_NTB of
 # them ("ntb (link lo" lines at log level info).
 #
@@ -28,11 +28,14 @@ fi
 # The suites use ports the kernel picks; the link file is the example config's own.
 link=$(sed -n 's/^ *path = "\(.*\)";.*/\1/p' "$CONF" | head -n 1)
 
-# summary FILE: "RESULT run=N skipped=M" from a `python3 -m test` output
+# summary FILE: "RESULT run=N skipped=M" from a verbose `python3 -m test -v` output (the
+# form every 3.x prints: "Tests result: X", unittest's "Ran N tests" and "... skipped" lines);
+# the skipped tests' names go to FILE.skips.
 summary() {
-	res=$(sed -n 's/^Result: //p' "$1" | tail -n 1)
-	tot=$(sed -n 's/^Total tests: //p' "$1" | tail -n 1 | sed 's/ (filtered)//')
-	echo "${res:-NONE} $tot"
+	res=$(sed -n 's/^\(== \)\{0,1\}Tests result: \([A-Z_]*\).*/\2/p' "$1" | tail -n 1)
+	run=$(sed -n 's/^Ran \([0-9]*\) tests\{0,1\} in .*/\1/p' "$1" | awk '{ s += $1 } END { print s + 0 }')
+	grep -E '^test[^ ]* \(.*\) \.\.\. skipped' "$1" | sed 's/ \.\.\. skipped.*//' | sort >"$1.skips"
+	echo "${res:-NONE} run=$run skipped=$(wc -l <"$1.skips")"
 }
 
 # suite NAME MIN_NTB ARGS...: both runs, compared.
@@ -40,11 +43,11 @@ suite() {
 	name=$1 min=$2
 	shift 2
 	t0=$(date +%s)
-	(cd "$TMP" && timeout 900 "$PYTHON" -m test "$@") >"$TMP/$name.tcp.out" 2>&1
+	(cd "$TMP" && timeout 900 "$PYTHON" -m test -v "$@") >"$TMP/$name.tcp.out" 2>&1
 	t1=$(date +%s)
 	rm -f "$link" "$link".side0 "$link".side1
 	(cd "$TMP" && NTBSOCK_LOG=info NTBSOCK_LOG_FILE="$TMP/$name.ntb.log" \
-		timeout 900 "$NTBSOCK" run -c "$CONF" -- "$PYTHON" -m test "$@") \
+		timeout 900 "$NTBSOCK" run -c "$CONF" -- "$PYTHON" -m test -v "$@") \
 		>"$TMP/$name.ntb.out" 2>&1
 	t2=$(date +%s)
 	rm -f "$link" "$link".side0 "$link".side1 "$link".stat-tcp
@@ -53,7 +56,7 @@ suite() {
 	ntb=$(grep -c 'ntb (link lo' "$TMP/$name.ntb.log" 2>/dev/null)
 	tcp=$(grep -c ': tcp (' "$TMP/$name.ntb.log" 2>/dev/null)
 	echo "$name: without ntbsock: $without ($((t1 - t0)) s)"
-	echo "$name: with ntbsock:    $with ($((t2 - t1)) s); connection ends over the link: ${ntb:-0}, over kernel TCP: ${tcp:-0}"
+	echo "$name: with ntbsock:    $with ($((t2 - t1)) s); connection ends (a client's and a server's each) over the link: ${ntb:-0}, over kernel TCP: ${tcp:-0}"
 	if [ "$tcp" -gt 0 ] 2>/dev/null; then
 		sed -n 's/.*: tcp (\(.*\))$/\1/p' "$TMP/$name.ntb.log" | sed 's/, accepted on fd [0-9]*//' |
 			sort | uniq -c | sed 's/^/    tcp: /'
@@ -62,9 +65,9 @@ suite() {
 		echo "FAIL: $name fails without ntbsock: the machine's suite is broken"; tail -n 20 "$TMP/$name.tcp.out"
 		fail=1; return;;
 	esac
-	if [ "$with" != "$without" ]; then
-		echo "FAIL: $name differs under ntbsock"; grep -E '^(FAIL|ERROR):|Error' "$TMP/$name.ntb.out" | head -n 20
-		tail -n 15 "$TMP/$name.ntb.out"
+	if [ "$with" != "$without" ] || ! cmp -s "$TMP/$name.tcp.out.skips" "$TMP/$name.ntb.out.skips"; then
+		echo "FAIL: $name differs under ntbsock"; grep -E '^(FAIL|ERROR):' "$TMP/$name.ntb.out" | head -n 20
+		diff "$TMP/$name.tcp.out.skips" "$TMP/$name.ntb.out.skips" | head -n 20
 		fail=1
 	fi
 	if [ "${ntb:-0}" -lt "$min" ]; then
