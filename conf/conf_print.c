@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "util/log.h"
 
@@ -29,7 +30,7 @@ static void print_addrs(FILE *out, const struct conf_addr *a, int n)
 static void print_link(FILE *out, const struct conf_link *l)
 {
 	fprintf(out, "  link %s\n", l->name);
-	fprintf(out, "    %-20s %s\n", "backend", conf_backend_name(l->backend));
+	fprintf(out, "    %-20s %s\n", "backend", l->backend);
 	if (l->loopback)
 		fprintf(out, "    %-20s both (loopback: connects on side 0, listens on side 1)\n",
 			"side");
@@ -38,7 +39,7 @@ static void print_link(FILE *out, const struct conf_link *l)
 	else
 		fprintf(out, "    %-20s %d\n", "side", l->side);
 	print_size(out, "window_size", l->window_size);
-	if (l->backend == CONF_BACKEND_SHM) {
+	if (strcmp(l->backend, "shm") == 0) {
 		fprintf(out, "    %-20s %s\n", "path", l->path);
 		fprintf(out, "    %-20s %04o\n", "mode", (unsigned)l->mode);
 		if (l->group_name[0])
@@ -49,6 +50,8 @@ static void print_link(FILE *out, const struct conf_link *l)
 		fprintf(out, "    %-20s %s\n", "allow_foreign_owner",
 			l->allow_foreign_owner ? "true" : "false");
 		fprintf(out, "    %-20s %s\n", "loopback", l->loopback ? "true" : "false");
+		fprintf(out, "    %-20s %s\n", "ivshmem_server",
+			l->ivshmem_server[0] ? l->ivshmem_server : "(none)");
 		if (l->speed.bandwidth || l->speed.latency_ns) {
 			char bw[32] = "unlimited";
 
@@ -59,13 +62,14 @@ static void print_link(FILE *out, const struct conf_link *l)
 		} else {
 			fprintf(out, "    %-20s not modelled\n", "speed");
 		}
-	} else {
+	} else if (strcmp(l->backend, "pci") == 0) {
 		fprintf(out, "    %-20s %s\n", "device", l->device);
 		if (l->bar < 0)
 			fprintf(out, "    %-20s default\n", "bar");
 		else
 			fprintf(out, "    %-20s %d\n", "bar", l->bar);
 	}
+	fprintf(out, "    %-20s %s\n", "doorbell", l->doorbell ? "true" : "false");
 	fprintf(out, "    %-20s %u ms\n", "heartbeat_ms", l->heartbeat_ms);
 	fprintf(out, "    %-20s %u ms\n", "link_timeout_ms", l->link_timeout_ms);
 	if (l->fault.enabled) {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# `ntbsock link down` under live connections (issue 19): a bidirectional verified stream, an
+# `ntbsock link down` under live connections: a bidirectional verified stream, an
 # `iperf3 -t 8` and a socat through an echo server all carry on over their kernel TCP sockets without losing a byte (fail_peer
 # checks every byte both ways; iperf3 exits 0 with its full run), the logs say "failed over:
 # link down (admin)", the kernel's loopback carries the rest, a new connection goes tcp with
