@@ -58,7 +58,7 @@ TOOL     := $(BUILD)/ntbsock
 # The export map is generated from the X-macro list of intercepted calls (preload/).
 EXPORT_MAP := $(BUILD)/libntbsock.map
 
-.PHONY: all deps check check-unit check-integration check-layering check-ivshmem check-ivshmem-apps check-ivshmem-apps-doorbell check-ivshmem-doorbell \
+.PHONY: all deps check check-unit check-integration check-layering check-ivshmem check-ivshmem-apps check-ivshmem-apps-doorbell check-ivshmem-doorbell check-cpython \
         check-asan check-asan-unit check-tsan fuzz soak \
         demo bench install uninstall clean help
 
@@ -68,6 +68,7 @@ help:
 	@echo "make            build $(SO) and $(TOOL)"
 	@echo "make deps       install the Debian packages the project needs (apt-get, as root)"
 	@echo "make check      build and run every unit and integration test"
+	@echo "make check-cpython  CPython's socket test suites over a loopback link (tests/cpython/)"
 	@echo "make demo       the comparison against kernel TCP (iperf3, sockperf)"
 	@echo "make bench      the full benchmark into bench/results/"
 	@echo "make install    install under PREFIX=$(PREFIX) (DESTDIR honoured)"
@@ -113,7 +114,7 @@ $(BUILD)/tests/%: tests/helpers/%.c $(CORE_LIB)
 DEB_PKGS := gcc make pkg-config libpci-dev liburcu-dev libconfig-dev libcmocka-dev \
             iperf3 sockperf socat iproute2 pciutils procps psmisc coreutils python3 \
             qemu-system-x86 linux-image-amd64 busybox-static cpio gzip \
-            clang libclang-rt-14-dev gnuplot-nox strace memcached
+            clang libclang-rt-14-dev gnuplot-nox strace memcached libpython3.11-testsuite
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -140,6 +141,12 @@ check-unit: $(UNIT_BINS)
 
 check-integration: all $(HELPER_BINS)
 	$(Q)BUILD=$(BUILD) sh tests/run_integration.sh
+
+# CPython's socket suites (test_socket's TCP groups, asyncio's socket tests, test_selectors), each
+# without ntbsock and under conf/examples/loopback.conf: same results, hundreds of connections
+# over the link (tests/cpython/run.sh; ~3 minutes here). Not part of `make check`.
+check-cpython: deps all
+	$(Q)BUILD=$(BUILD) sh tests/cpython/run.sh
 
 check-ivshmem: deps all $(HELPER_BINS)
 	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/run.sh

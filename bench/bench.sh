@@ -21,13 +21,7 @@ NOTES=$PL_TMP/notes
 command -v gnuplot >/dev/null 2>&1 || echo "gnuplot not installed: no plot" >>"$NOTES"
 
 # --- helpers: bench/*.c, built here into $BUILD/bench (make does not know them) ---
-mkdir -p "$BUILD/bench"
-for h in uds_bench connrate; do
-	${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -o "$BUILD/bench/$h" "$ROOT/bench/$h.c" ||
-		bn_die "cannot build bench/$h.c"
-done
-UDS=$BUILD/bench/uds_bench
-CONNRATE=$BUILD/bench/connrate
+bn_helpers
 
 # --- two network namespaces joined by a veth pair: the "two hosts" shape of kernel TCP ---
 # Addresses live only inside the two namespaces (no route leaves them).
@@ -46,15 +40,17 @@ netns_up() {
 	ip -n $BN_NS-a link set ${VETH}a up && ip -n $BN_NS-b link set ${VETH}b up &&
 	ip -n $BN_NS-a link set lo up && ip -n $BN_NS-b link set lo up
 }
+# lo: ntbsock's loopback link, client and server on this host (127.0.0.1, LO.conf): the
+# same-host comparison against kernel TCP loopback (tcp) and the Unix socket (unix).
 if netns_up; then
-	TRANSPORTS="ntb tcp netns"
+	TRANSPORTS="ntb lo tcp netns"
 else
 	netns_down
-	TRANSPORTS="ntb tcp"
+	TRANSPORTS="ntb lo tcp"
 	echo "TCP between network namespaces skipped: cannot create namespaces/veth here" >>"$NOTES"
 	bn_say "note: network namespaces not available; the veth rows are skipped"
 fi
-addr_of() { [ $1 = netns ] && echo $NS_B_IP || echo 127.0.0.2; }
+addr_of() { case $1 in netns) echo $NS_B_IP;; lo) echo 127.0.0.1;; *) echo 127.0.0.2;; esac; }
 
 IPERF_SIZES="64 1K 16K 128K 1M"
 SP_SIZES="64 1K 16K"
@@ -150,7 +146,7 @@ if want 4; then
 			bn_client $t "$out" $(port_of CR $t) $CONNRATE client $(addr_of $t) $(port_of CR $t) $T
 			set -- $(cat "$out" 2>/dev/null) nan 0
 			chk=-
-			if [ $t = ntb ]; then
+			if [ $t = ntb ] || [ $t = lo ]; then
 				# Every connection must have been an ntb one.
 				ntb=$(grep -c ': ntb (link' "$out.log" 2>/dev/null)
 				[ "${ntb:-0}" -ge "$2" ] && [ "$2" -gt 0 ] && ! grep -q ': tcp (' "$out.log" && chk=ok || chk=tcp-fallback

@@ -7,6 +7,7 @@
 #   bn_srv ntb 1 iperf3 -s -B 127.0.0.2 -p $port     # host B under the library, on CPU 1
 #   bn_iperf ntb 127.0.0.2 $port 3 -l 1K             # -> "GBPS CHECK"
 #   bn_sockperf tcp 127.0.0.2 $port 3 64             # -> "P50 P99 CHECK"
+#   bn_srv lo 1 127.0.0.1 $port sockperf sr ...      # same host: both ends under a loopback link
 #
 # CHECK is "ok", "tcp-fallback" (the ntbsock run used kernel TCP) or "-" (a kernel TCP row).
 # The integration helpers (tests/integration/lib.sh) provide the port wait and the cleanup by
@@ -34,12 +35,14 @@ bn_cleanup() {
 	trap - EXIT
 	[ "${BN_KEEP:-0}" = 1 ] && { echo "kept $PL_TMP" >&2; PL_TMP=""; }
 	pl_cleanup
-	[ -n "$PL_LINK" ] && rm -f "$PL_LINK".side0 "$PL_LINK".side1
+	[ -n "$PL_LINK" ] && rm -f "$PL_LINK".side0 "$PL_LINK".side1 "$PL_LINK"-lo \
+		"$PL_LINK"-lo.side0 "$PL_LINK"-lo.side1
 	for f in $BN_EXTRA_CLEANUP; do "$f"; done
 }
 
 # bn_init NAME: private link file and host configs (A = 127.0.0.1 side 0, B = 127.0.0.2 side 1),
-# a private directory; everything is removed on exit.
+# LO.conf (conf/examples/loopback.conf on a private file: this host joined to itself, every
+# port to 127.0.0.1), a private directory; everything is removed on exit.
 bn_init() {
 	[ -x "$NTBSOCK" ] && [ -f "$PL_LIB" ] || bn_die "$NTBSOCK or $PL_LIB missing: run make first"
 	for c in iperf3 sockperf taskset ss $PY; do
@@ -54,6 +57,8 @@ bn_init() {
 		sed "s#/dev/shm/ntbsock-demo\"#$PL_LINK\"#" "$ROOT/conf/examples/demo-$h.conf" >"$PL_TMP/$H.conf"
 		grep -q "$PL_LINK" "$PL_TMP/$H.conf" || bn_die "demo-$h.conf: link path not found"
 	done
+	sed "s#/dev/shm/ntbsock-loopback\"#$PL_LINK-lo\"#" "$ROOT/conf/examples/loopback.conf" >"$PL_TMP/LO.conf"
+	grep -q "$PL_LINK-lo" "$PL_TMP/LO.conf" || bn_die "loopback.conf: link path not found"
 	if [ "$(nproc)" -lt 2 ]; then BN_CPU_SERVER=0; fi
 	BN_PORT=$((50000 + ($$ % 1000) * 8))
 	BN_SEQ=0
@@ -66,11 +71,13 @@ bn_next_port() {
 }
 
 # bn_cmd MODE HOST CPU LOG: the command prefix that runs a program pinned to CPU: under
-# the library as demo host HOST (A or B) logging to LOG (ntb), inside the namespace of HOST
+# the library as demo host HOST (A or B) logging to LOG (ntb), under the library with the
+# loopback link LO.conf (lo: the same-host rows), inside the namespace of HOST
 # (netns, bench.sh sets BN_NS), or plainly (tcp).
 bn_cmd() {
 	case $1 in
 	ntb) echo "env NTBSOCK_LOG=${BN_LOG:-info} NTBSOCK_LOG_FILE=$4 taskset -c $3 $NTBSOCK run -c $PL_TMP/$2.conf --";;
+	lo) echo "env NTBSOCK_LOG=${BN_LOG:-info} NTBSOCK_LOG_FILE=$4 taskset -c $3 $NTBSOCK run -c $PL_TMP/LO.conf --";;
 	netns) echo "ip netns exec $BN_NS-$(echo $2 | tr AB ab) taskset -c $3";;
 	*) echo "taskset -c $3";;
 	esac
@@ -129,7 +136,7 @@ bn_client() {
 # ntb and never tcp, and its kernel TCP connections carried less than a twentieth of the
 # payload (plus 64 KiB of slack); "tcp-fallback" otherwise; "-" for kernel TCP runs.
 bn_check() {
-	[ "$1" = ntb ] || { echo "-"; return; }
+	[ "$1" = ntb ] || [ "$1" = lo ] || { echo "-"; return; }
 	ntb=$(grep -c ': ntb (link' "$2" 2>/dev/null)
 	tcp=$(grep -c ': tcp (' "$2" 2>/dev/null)
 	if [ "${ntb:-0}" -ge 1 ] && [ "${tcp:-0}" -eq 0 ] && [ "$BN_KBYTES" -lt $(( $3 / 20 + 65536 )) ]; then
@@ -202,6 +209,18 @@ bn_reference() {
 	pp=$(sed -n 's/^reference (interleaved with the 64 KiB stream): copy+CRC32C pipeline \([0-9]*\) MB\/s .* stream \([0-9]*\) MB\/s = \([0-9]*\)%$/\1 \2 \3/p' \
 		"$PL_TMP/ref.out")
 	echo "${mc:-nan} ${cl:-nan} ${il:-nan nan nan} ${pp:-nan nan nan}"
+}
+
+# bn_helpers: build bench/uds_bench.c and bench/connrate.c into $BUILD/bench (make does not know
+# them); UDS and CONNRATE name them.
+bn_helpers() {
+	mkdir -p "$BUILD/bench"
+	for h in uds_bench connrate; do
+		${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -o "$BUILD/bench/$h" "$ROOT/bench/$h.c" ||
+			bn_die "cannot build bench/$h.c"
+	done
+	UDS=$BUILD/bench/uds_bench
+	CONNRATE=$BUILD/bench/connrate
 }
 
 # bn_machine: one line naming the machine (and its load) and the code the numbers come from.

@@ -49,7 +49,7 @@ def main():
             for r in rows if len(r) >= 3}
     sizes = {k: [] for k in ("iperf", "sockperf")}
     for r in rows:
-        if r[0] in sizes and r[1] not in sizes[r[0]]:
+        if r[0] in sizes and r[1] not in sizes[r[0]] and (r[0], r[1], "ntb") in data:
             sizes[r[0]].append(r[1])
     bad = 0
     print("ntbsock demo — %s" % machine)
@@ -84,7 +84,47 @@ def main():
           "better). Every ntbsock row was checked to have used the link (library log says "
           "ntb, and its kernel TCP connections carried almost no bytes); a row that did not says "
           "\"(tcp fallback!)\"; \"(2nd try)\" marks a measurement whose first attempt failed.")
+    bad += same_host(rows, data)
     return 1 if bad else 0
+
+
+def same_host(rows, data):
+    """The same-host table (rows of modes lo, lotcp and unix), if measured; the count of bad rows."""
+    sizes = {k: [] for k in ("iperf", "sockperf")}
+    for r in rows:
+        if r[0] in sizes and r[2] == "lo" and r[1] not in sizes[r[0]]:
+            sizes[r[0]].append(r[1])
+    if not sizes["iperf"] and not sizes["sockperf"]:
+        return 0
+    bad = 0
+    print()
+    print("Same host: client and server both on 127.0.0.1, over ntbsock's loopback link "
+          "(conf/examples/loopback.conf), kernel loopback TCP and a Unix-domain socket.")
+    print()
+    print("| measurement | size | ntbsock loopback link | kernel TCP loopback | Unix socket "
+          "| vs TCP | vs Unix |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    missing = ["nan", "nan", "failed"]
+    for s in sizes["iperf"]:
+        n, t, u = (data.get(("iperf", s, m), missing) for m in ("lo", "lotcp", "unix"))
+        bad += not good(n[2]) or n[2].startswith("-") or not good(t[2])
+        print("| iperf3 throughput, Gbit/s | %s | %s%s | %s%s | %s | %s | %s |" % (
+            size_label(s), fmt(num(n[0]), 2), mark(n[2]), fmt(num(t[0]), 2), mark(t[2]),
+            fmt(num(u[0]), 2), ratio(num(n[0]), num(t[0])), ratio(num(n[0]), num(u[0]))))
+    for s in sizes["sockperf"]:
+        n, t, u = (data.get(("sockperf", s, m), missing) for m in ("lo", "lotcp", "unix"))
+        bad += not good(n[2]) or n[2].startswith("-") or not good(t[2])
+        print("| sockperf one-way latency p50 / p99, µs | %s | %s / %s%s | %s / %s%s | %s / %s "
+              "| %s / %s | %s / %s |" % (
+                  size_label(s), fmt(num(n[0]), 2), fmt(num(n[1]), 2), mark(n[2]),
+                  fmt(num(t[0]), 2), fmt(num(t[1]), 2), mark(t[2]),
+                  fmt(num(u[0]), 2), fmt(num(u[1]), 2),
+                  ratio(num(t[0]), num(n[0])), ratio(num(t[1]), num(n[1])),
+                  ratio(num(u[0]), num(n[0])), ratio(num(u[1]), num(n[1]))))
+    print()
+    print("Same-host ratios: ntbsock/other for throughput, other/ntbsock for latency (above 1× "
+          "ntbsock is better); the ntbsock rows were checked as above.")
+    return bad
 
 
 if __name__ == "__main__":

@@ -101,6 +101,9 @@ struct conf_link {
 	gid_t             group;         /* (gid_t)-1: not set */
 	char              group_name[CONF_NAME_MAX + 1]; /* as written; "" when not set */
 	bool              allow_foreign_owner; /* default false */
+	bool              loopback;      /* this host joined to itself: every process opens both
+					  * sides, connects from side 0, listens and accepts on
+					  * side 1; side stays -1 (default false) */
 	char              ivshmem_server[CONF_PATH_MAX + 1]; /* UNIX socket; "" none */
 	/* pci */
 	char              device[CONF_NAME_MAX + 1]; /* BDF, vendor:device or class:XXXX */

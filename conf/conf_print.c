@@ -31,7 +31,10 @@ static void print_link(FILE *out, const struct conf_link *l)
 {
 	fprintf(out, "  link %s\n", l->name);
 	fprintf(out, "    %-20s %s\n", "backend", l->backend);
-	if (l->side < 0)
+	if (l->loopback)
+		fprintf(out, "    %-20s both (loopback: connects on side 0, listens on side 1)\n",
+			"side");
+	else if (l->side < 0)
 		fprintf(out, "    %-20s auto\n", "side");
 	else
 		fprintf(out, "    %-20s %d\n", "side", l->side);
@@ -46,6 +49,7 @@ static void print_link(FILE *out, const struct conf_link *l)
 			fprintf(out, "    %-20s (unchanged)\n", "group");
 		fprintf(out, "    %-20s %s\n", "allow_foreign_owner",
 			l->allow_foreign_owner ? "true" : "false");
+		fprintf(out, "    %-20s %s\n", "loopback", l->loopback ? "true" : "false");
 		fprintf(out, "    %-20s %s\n", "ivshmem_server",
 			l->ivshmem_server[0] ? l->ivshmem_server : "(none)");
 		if (l->speed.bandwidth || l->speed.latency_ns) {

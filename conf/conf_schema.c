@@ -364,13 +364,19 @@ static int parse_link_shm(struct conf_ctx *ctx, const config_setting_t *g, struc
 			return conf_err_at(ctx, s, "too long for a UNIX socket (at most 107 characters)");
 		snprintf(l->ivshmem_server, sizeof(l->ivshmem_server), "%s", path);
 	}
+	rc = conf_get_bool(ctx, g, "loopback", false, &l->loopback);
+	if (rc < 0)
+		return rc;
+	if (l->loopback && config_setting_get_member(g, "side"))
+		return conf_err_at(ctx, config_setting_get_member(g, "side"),
+				   "a loopback link is both sides: leave side out");
 	return 0;
 }
 
 static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
 {
 	static const char *const shm_only[] = { "path", "mode", "group", "allow_foreign_owner",
-						"ivshmem_server", "speed", NULL };
+						"ivshmem_server", "loopback", "speed", NULL };
 	const char *dev;
 	int64_t bar;
 	int rc;
@@ -399,7 +405,7 @@ static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struc
 static int parse_link_other(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
 {
 	static const char *const shm_only[] = { "path", "mode", "group", "allow_foreign_owner",
-						"speed", NULL };
+						"loopback", "speed", NULL };
 	int rc;
 
 	(void)l;
@@ -458,8 +464,8 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 {
 	static const char *const keys[] = {
 		"name", "backend", "side", "window_size", "path", "mode", "group",
-		"allow_foreign_owner", "device", "bar", "heartbeat_ms", "link_timeout_ms", "fault",
-		"ivshmem_server", "doorbell", "speed", NULL
+		"allow_foreign_owner", "loopback", "device", "bar", "heartbeat_ms", "link_timeout_ms",
+		"fault", "ivshmem_server", "doorbell", "speed", NULL
 	};
 	const struct backend_keys *bk;
 	const config_setting_t *bs;
@@ -668,7 +674,8 @@ static int check_peer_links(struct conf_ctx *ctx, const config_setting_t *g, int
 	return 0;
 }
 
-/* An address may belong to one peer only, and never to this host. */
+/* An address may belong to one peer only, and never to this host, unless the peer's link is a
+ * loopback link (this host joined to itself: its peers are this host's own addresses). */
 static int check_peer_addrs(struct conf_ctx *ctx, const config_setting_t *g, int idx)
 {
 	const struct conf *c = ctx->c;
@@ -679,9 +686,10 @@ static int check_peer_addrs(struct conf_ctx *ctx, const config_setting_t *g, int
 		const config_setting_t *e = config_setting_type(as) == CONFIG_TYPE_STRING
 					  ? as : config_setting_get_elem(as, (unsigned)k);
 
-		for (int h = 0; h < c->n_host_addrs; h++)
+		for (int h = 0; h < c->n_host_addrs && !c->links[p->link_index].loopback; h++)
 			if (conf_addr_equal(&c->host_addrs[h], &p->addrs[k]))
-				return conf_err_at(ctx, e, "address belongs to this host");
+				return conf_err_at(ctx, e, "address belongs to this host (a link "
+						   "joining this host to itself says loopback = true)");
 		for (int j = 0; j < idx; j++)
 			for (int m = 0; m < c->peers[j].n_addrs; m++)
 				if (conf_addr_equal(&c->peers[j].addrs[m], &p->addrs[k]))

@@ -5,7 +5,8 @@
  * Before the real exec, for every tracked object:
  *  - an open NTB connection with an fd that survives exec (no FD_CLOEXEC) is exported from the
  *    transport (tp_conn_export(): waits until what we sent is acknowledged, then frees it here)
- *    and named in NTBSOCK_INHERIT="c:FD:LINK:TOKEN,..." in the new environment;
+ *    and named in NTBSOCK_INHERIT="c:FD:LINK:TOKEN,..." in the new environment ("a:" instead
+ *    of "c:" for one accepted on side 1 of a loopback link);
  *  - one whose fds all close at exec is closed now, as close() would (the peer sees FIN; the
  *    kernel closes the fds themselves at exec, where we cannot see it);
  *  - a listener that survives exec is named as "l:FD" (its advertisement stays: same pid);
@@ -264,8 +265,10 @@ static int plan_env(struct ex_plan *p, char *const envp[])
 		struct ex_obj *o = &p->objs[p->fds[i].obj];
 		int w = 0;
 		if (o->outcome == EX_EXPORTED)
-			w = snprintf(p->var + off, len - off, "%sc:%d:%s:%" PRIu64, entries ? "," : "",
-				     p->fds[i].fd, pl_conf->links[o->s->link_index].name, o->token);
+			/* "a:" a connection accepted on side 1 of a loopback link, "c:" any other */
+			w = snprintf(p->var + off, len - off, "%s%c:%d:%s:%" PRIu64, entries ? "," : "",
+				     o->s->link_listen_side ? 'a' : 'c', p->fds[i].fd,
+				     pl_conf->links[o->s->link_index].name, o->token);
 		else if (o->outcome == EX_LISTEN_KEPT)
 			w = snprintf(p->var + off, len - off, "%sl:%d", entries ? "," : "",
 				     p->fds[i].fd);
@@ -293,7 +296,8 @@ static void plan_undo(struct ex_plan *p)
 		struct ex_obj *o = &p->objs[i];
 		struct pl_sock *s = o->s;
 		if (o->outcome == EX_EXPORTED) {
-			struct tp_link *l = pl_link_get(s->link_index, false, NULL);
+			struct tp_link *l = pl_link_get_at(s->link_index, s->link_listen_side, false,
+							   NULL);
 			struct tp_conn *c = NULL;
 			int r = -ENOLINK;
 			PL_ENTER();
@@ -571,19 +575,19 @@ static void inherit_listener(int fd)
 	/* The advertisement made before exec stays (same pid); open the links so that closing the
 	 * listener here withdraws it. */
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
-		pl_link_get(i, false, NULL);
+		pl_link_get_at(i, true, false, NULL);
 	pl_fd_install(fd, s);
 	pl_sock_put(s);
 	LOG(LL_DEBUG, "fd %d: listener on port %u inherited across exec", fd, s->port);
 }
 
-static struct pl_sock *adopt_conn(int fd, int link_index, uint64_t token)
+static struct pl_sock *adopt_conn(int fd, int link_index, bool listen_side, uint64_t token)
 {
 	struct sockaddr_storage a, b;
 	socklen_t al = sizeof(a), bl = sizeof(b);
 	/* A link just opened is not seen up at once: without the wait, the connection would take
 	 * its peer for lost at the first call. */
-	struct tp_link *l = pl_link_get(link_index, true, NULL);
+	struct tp_link *l = pl_link_get_at(link_index, listen_side, true, NULL);
 	struct tp_conn *c = NULL;
 	int r = -ENOLINK;
 
@@ -606,6 +610,7 @@ static struct pl_sock *adopt_conn(int fd, int link_index, uint64_t token)
 	tp_conn_set_witness(c, fd);
 	s->conn = c;
 	s->link_index = link_index;
+	s->link_listen_side = listen_side;
 	if (pl_real.getsockname(fd, (struct sockaddr *)&a, &al) == 0 &&
 	    pl_real.getpeername(fd, (struct sockaddr *)&b, &bl) == 0)
 		pl_desc_pair(s->desc, sizeof(s->desc), (struct sockaddr *)&a, (struct sockaddr *)&b);
@@ -615,7 +620,8 @@ static struct pl_sock *adopt_conn(int fd, int link_index, uint64_t token)
 	return s;
 }
 
-static void inherit_conn(char *spec, struct in_adopted *done, int *ndone, int max)
+static void inherit_conn(char *spec, bool listen_side, struct in_adopted *done, int *ndone,
+			 int max)
 {
 	char *fd_s = spec, *link_s, *tok_s, *end;
 	int fd;
@@ -649,7 +655,7 @@ static void inherit_conn(char *spec, struct in_adopted *done, int *ndone, int ma
 	if (!s) {
 		if (*ndone >= max)
 			return;
-		s = adopt_conn(fd, (int)(cl - pl_conf->links), token);
+		s = adopt_conn(fd, (int)(cl - pl_conf->links), listen_side && cl->loopback, token);
 		if (!s)
 			return;
 		done[*ndone].token = token;
@@ -693,8 +699,8 @@ void pl_inherit(bool active)
 	char *save = NULL;
 	for (char *e = strtok_r(copy, ",", &save); e && done; e = strtok_r(NULL, ",", &save)) {
 		int fd;
-		if (!strncmp(e, "c:", 2))
-			inherit_conn(e + 2, done, &ndone, max);
+		if (!strncmp(e, "c:", 2) || !strncmp(e, "a:", 2))
+			inherit_conn(e + 2, e[0] == 'a', done, &ndone, max);
 		else if (!strncmp(e, "l:", 2) && parse_int(e + 2, &fd) == 0)
 			inherit_listener(fd);
 		else

@@ -128,6 +128,10 @@ extern uint32_t pl_spin_us;         /* busy-poll budget of blocking waits (confi
 /* The transport link for conf link INDEX, opened on first use. With WAIT_UP, a link opened less
  * than a moment ago is given the set-up timeout to come up. NULL when it cannot be opened. */
 struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh);
+/* The same for the side this process connects from (LISTEN_SIDE false: what pl_link_get()
+ * gives) or listens and accepts on (true). They differ only for a loopback link, where this
+ * host is both sides: connects start on side 0 and are accepted on side 1. */
+struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *ret_fresh);
 
 /* Convert config structs to layer params (pl_setup.c). */
 void pl_link_params(const struct conf_link *cl, struct ntb_link_params *ret);
@@ -171,6 +175,7 @@ struct pl_sock {
 	pthread_mutex_t lock;
 	struct tp_conn *conn;
 	int link_index;
+	bool link_listen_side;       /* accepted on side 1 of a loopback link (pl_link_get_at()) */
 	uint16_t port;               /* listener: advertised port */
 	int pending_err;             /* failed non-blocking connect: SO_ERROR once */
 	char desc[128];              /* "127.0.0.1:40000 -> 127.0.0.2:5201" for logs */

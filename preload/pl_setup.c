@@ -42,8 +42,31 @@ struct pl_link {
 	 * has 100 ms, which a peer that only now sees the link come up may need). A hint:
 	 * relaxed. */
 	_Atomic bool settled;
+	_Atomic bool both_up;  /* side 1 of a loopback link: loopback_open() waited for both */
 };
-static struct pl_link pl_links[CONF_MAX_LINKS];
+/* Slot I is config link I on its configured side (side 0 of a loopback link); slot
+ * CONF_MAX_LINKS + I is side 1 of loopback link I, where this process listens and accepts. */
+#define PL_SLOTS (2 * CONF_MAX_LINKS)
+static struct pl_link pl_links[PL_SLOTS];
+
+static bool is_loopback(int index)
+{
+	return pl_conf && index >= 0 && index < pl_conf->n_links && index < CONF_MAX_LINKS &&
+	       pl_conf->links[index].loopback;
+}
+
+/* The slot where this process listens on and accepts from config link INDEX. */
+static int listen_slot(int index)
+{
+	return is_loopback(index) ? CONF_MAX_LINKS + index : index;
+}
+
+static bool slot_valid(int slot)
+{
+	if (slot >= CONF_MAX_LINKS)
+		return is_loopback(slot - CONF_MAX_LINKS);
+	return pl_conf && slot >= 0 && slot < pl_conf->n_links;
+}
 static pthread_once_t pl_atfork_once = PTHREAD_ONCE_INIT;
 static void pl_atfork_links_child(void);
 
@@ -73,13 +96,11 @@ static void helper_hold(bool hold)
 	pthread_mutex_unlock(&pl_hold_lock);
 }
 
-static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh);
+static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh);
 
 struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh)
 {
-	if (unlikely(atomic_load_explicit(&pl_helper_held, memory_order_relaxed)))
-		helper_hold(false);
-	return link_get(index, wait_up, ret_fresh);
+	return pl_link_get_at(index, false, wait_up, ret_fresh);
 }
 
 #define PL_GONE_ABSENT "link down: no ntbsock on the peer host"
@@ -130,18 +151,54 @@ static const char *link_peek_gone(int index)
 	return why;
 }
 
-static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
+/* Open both sides of loopback link INDEX; the first time both are open, wait until each sees
+ * the other up (at once, both being here): a connection attached before its side saw the
+ * link up would take the peer epoch it then learns for a restart. */
+static void loopback_open(int index)
+{
+	struct tp_link *a = link_get(index, false, NULL);
+	struct tp_link *b = link_get(listen_slot(index), false, NULL);
+	struct pl_link *flag = &pl_links[listen_slot(index)]; /* (its waited_up is unused) */
+
+	if (!a || !b || atomic_exchange(&flag->both_up, true))
+		return;
+	PL_ENTER();
+	for (int i = 0; i < 2; i++) {
+		struct tp_link *l = i ? b : a;
+		if (!tp_link_is_up(l)) {
+			ntb_link_wait_up(tp_link_ntb(l), 1000);
+			tp_link_is_up(l); /* (caches the peer epoch) */
+		}
+	}
+	PL_LEAVE();
+}
+
+struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *ret_fresh)
+{
+	if (unlikely(atomic_load_explicit(&pl_helper_held, memory_order_relaxed)))
+		helper_hold(false);
+	/* A loopback link's far side is this host: its two sides open together, so the link is up
+	 * while this process lives, and a port nobody listens on says "no listener". */
+	if (is_loopback(index))
+		loopback_open(index);
+	return link_get(listen_side ? listen_slot(index) : index, wait_up, ret_fresh);
+}
+
+static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 {
 	struct tp_link *tl;
 	int64_t now = pl_now_ns();
 
-	if (!pl_conf || index < 0 || index >= pl_conf->n_links || index >= CONF_MAX_LINKS)
+	if (!slot_valid(slot))
 		return NULL;
 	pthread_mutex_lock(&pl_link_lock);
-	struct pl_link *l = &pl_links[index];
+	struct pl_link *l = &pl_links[slot];
 	if (!l->tp && (!l->failed_ns || now - l->failed_ns > 1000000000LL)) {
+		const struct conf_link *cl = &pl_conf->links[slot % CONF_MAX_LINKS];
 		struct ntb_link_params lp;
-		pl_link_params(&pl_conf->links[index], &lp);
+		pl_link_params(cl, &lp);
+		if (cl->loopback)
+			lp.side = slot >= CONF_MAX_LINKS; /* both sides, one handle each */
 		PL_ENTER();
 		int r = tp_link_open(&lp, &pl_tpp, &l->tp);
 		PL_LEAVE();
@@ -154,7 +211,9 @@ static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 			    has ? ": " : "", has ? d : "");
 		} else {
 			l->opened_ns = now;
-			LOG(LL_DEBUG, "link %s: opened", lp.name);
+			if (cl->loopback && slot >= CONF_MAX_LINKS)
+				tp_link_set_self_rung(l->tp); /* our clients write into side 1 */
+			LOG(LL_DEBUG, "link %s: opened (side %d)", lp.name, ntb_link_side(tp_link_ntb(l->tp)));
 			/* After the transport's own fork handler (registered as it opened the link):
 			 * child handlers run in registration order. */
 			pthread_once(&pl_atfork_once, pl_atfork_register);
@@ -175,7 +234,7 @@ static struct tp_link *link_get(int index, bool wait_up, bool *ret_fresh)
 		int wr = ntb_link_wait_peer(tp_link_ntb(tl), ms > 0 ? ms : 1000);
 		if (wr == -EHOSTDOWN)
 			LOG(LL_DEBUG, "link %s: peer side %s: not waiting for it",
-			    pl_conf->links[index].name,
+			    pl_conf->links[slot % CONF_MAX_LINKS].name,
 			    ntb_link_peer_state(tp_link_ntb(tl)) == NTB_PEER_DEAD ?
 			    "silent (heartbeat stopped)" : "absent");
 		PL_LEAVE();
@@ -879,14 +938,15 @@ out:
  * reservation, so the client sees a reset instead of waiting on a path nobody serves. */
 static void reject_reservation(const struct tp_key *key)
 {
-	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+	for (int i = 0; i < PL_SLOTS; i++) {
 		struct tp_link *l = pl_links[i].tp;
 		struct tp_conn *c = NULL;
 		if (!l)
 			continue;
 		PL_ENTER();
 		if (tp_attach(l, key, &c) == 0) {
-			LOG(LL_INFO, "link %s: refused the client's ntb reservation", pl_conf->links[i].name);
+			LOG(LL_INFO, "link %s: refused the client's ntb reservation",
+			    pl_conf->links[i % CONF_MAX_LINKS].name);
 			tp_abort(c);
 		}
 		PL_LEAVE();
@@ -951,7 +1011,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	bool any_open = false;
 	r = -ENOENT;
 	for (int k = 0; k < peer->n_links; k++) {
-		struct tp_link *link = pl_link_get(peer->link_indices[k], false, NULL);
+		struct tp_link *link = pl_link_get_at(peer->link_indices[k], true, false, NULL);
 		if (!link)
 			continue;
 		any_open = true;
@@ -992,6 +1052,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	tp_conn_set_witness(conn, nfd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = link_index;
+	s->link_listen_side = is_loopback(link_index);
 	snprintf(s->desc, sizeof(s->desc), "%s", desc);
 	pl_sock_load_opts(s, nfd);
 	atomic_store_explicit(&s->nonblock, !!(flags & SOCK_NONBLOCK), memory_order_relaxed);
@@ -1033,7 +1094,7 @@ bool pl_listened(int fd)
 		return false;
 	s->port = port;
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
-		struct tp_link *l = pl_link_get(i, false, NULL);
+		struct tp_link *l = pl_link_get_at(i, true, false, NULL);
 		if (!l)
 			continue;
 		PL_ENTER();
@@ -1054,13 +1115,14 @@ bool pl_listened(int fd)
 void pl_listener_links(uint16_t port, bool advertise)
 {
 	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
-		if (!pl_links[i].tp)
+		struct tp_link *l = pl_links[listen_slot(i)].tp;
+		if (!l)
 			continue;
 		PL_ENTER();
 		if (advertise)
-			tp_listen(pl_links[i].tp, port);
+			tp_listen(l, port);
 		else
-			tp_unlisten(pl_links[i].tp, port);
+			tp_unlisten(l, port);
 		PL_LEAVE();
 	}
 }
@@ -1073,8 +1135,8 @@ int pl_links_open_all(void)
 	 * set*id failed where the caller's succeeded (tp_helper_hold()). No effect on a helper
 	 * already running; held until a socket needs the links. */
 	helper_hold(true);
-	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
-		n += link_get(i, false, NULL) != NULL;
+	for (int i = 0; i < PL_SLOTS; i++)
+		n += slot_valid(i) && link_get(i, false, NULL) != NULL;
 	return n;
 }
 
@@ -1096,8 +1158,8 @@ void pl_sock_release(struct pl_sock *s)
 		break;
 	case PL_LISTENER:
 		for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
-			if (pl_links[i].tp)
-				tp_unlisten(pl_links[i].tp, s->port);
+			if (pl_links[listen_slot(i)].tp)
+				tp_unlisten(pl_links[listen_slot(i)].tp, s->port);
 		break;
 	case PL_EPOLL:
 		pl_epoll_free(s->ep);
@@ -1132,8 +1194,8 @@ static void pl_atfork_links_child(void)
 		for (int j = 0; j < fd && !seen; j++)
 			seen = atomic_load_explicit(&pl_fds[j], memory_order_relaxed) == s;
 		for (int i = 0; !seen && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
-			if (pl_links[i].tp)
-				tp_listen(pl_links[i].tp, s->port);
+			if (pl_links[listen_slot(i)].tp)
+				tp_listen(pl_links[listen_slot(i)].tp, s->port);
 	}
 	PL_LEAVE();
 }

@@ -396,6 +396,32 @@ NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 	return pl_real.getsockopt(fd, level, name, val, len);
 }
 
+/* The program sized FD's send buffer: an NTB connection keeps no more unconsumed bytes in flight
+ * than the kernel's buffer would hold (its value as the kernel set it: doubled, clamped), so
+ * a writer to a reader that stopped is held back as over TCP. */
+static void pl_sock_sndbuf(int fd)
+{
+	struct pl_sock *s = pl_lookup(fd);
+	int saved = errno, v = 0;
+	socklen_t l = sizeof(v);
+
+	if (!s)
+		return;
+	if (s->kind == PL_CONN && pl_real.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &l) == 0 &&
+	    v > 0) {
+		pthread_mutex_lock(&s->lock);
+		if (s->conn) {
+			PL_ENTER();
+			tp_conn_set_sndbuf(s->conn, (uint32_t)v);
+			PL_LEAVE();
+			LOG(LL_DEBUG, "fd %d %s: at most %d bytes in flight (SO_SNDBUF)", fd, s->desc, v);
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+	pl_sock_put(s);
+	errno = saved;
+}
+
 NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	if (level == SOL_SOCKET)
@@ -409,6 +435,8 @@ NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 			pl_sock_put(s);
 		}
 	}
+	if (r == 0 && level == SOL_SOCKET && name == SO_SNDBUF)
+		pl_sock_sndbuf(fd);
 	return r;
 }
 

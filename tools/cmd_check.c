@@ -102,7 +102,7 @@ static int print_link_state(const struct conf_link *cl)
 	printf("    link %s", info.up ? "up" : "down");
 	if (info.up)
 		printf(", peer epoch %#010x", info.peer_epoch);
-	printf("; this host uses %s\n",
+	printf("; this host uses %s\n", cl->loopback ? "both sides (loopback)" :
 	       cl->side < 0 ? "a free side" : (cl->side == 0 ? "side 0" : "side 1"));
 	unsigned tmo = cl->link_timeout_ms ? cl->link_timeout_ms : 500;
 

@@ -28,6 +28,7 @@ int tp_listen(struct tp_link *l, uint16_t port)
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
 		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
 			h->listen[i].count++;
+			atomic_fetch_add(&l->listening, 1);
 			goto out;
 		}
 		if (!h->listen[i].count && free_i < 0)
@@ -40,6 +41,7 @@ int tp_listen(struct tp_link *l, uint16_t port)
 	h->listen[free_i].pid = me;
 	h->listen[free_i].port = port;
 	h->listen[free_i].count = 1;
+	atomic_fetch_add(&l->listening, 1);
 	tp_listen_publish(l, false);
 out:
 	tp_host_unlock(l);
@@ -55,6 +57,7 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
 		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
 			h->listen[i].count--;
+			atomic_fetch_sub(&l->listening, 1);
 			rc = 0;
 			break;
 		}
@@ -627,6 +630,12 @@ void tp_close(struct tp_conn *c)
 	tp_conn_set_witness(c, -1);
 	if (!close_drives(c, shared_elsewhere(c))) {
 		release_share(c);
+		return;
+	}
+	if (!tp_fo_get(c) && tp_rx_unread(c, false)) {
+		/* as the kernel's close() with bytes in its receive queue: a reset (tp_abort()) */
+		atomic_store(&c->error, -ECONNRESET);
+		tp_conn_release(c, TP_ST_RST);
 		return;
 	}
 	/* the peer's witness will see our TCP socket's end now: say it was a close, not a death;

@@ -84,6 +84,15 @@ uint64_t tp_rx_arm_arrival(struct tp_conn *c)
 	return tp_rx_arrivals(c);
 }
 
+/* Under a send-buffer limit (tp_conn_set_sndbuf()), a write as large as half of it is
+ * writable when half of it is free, as the kernel's POLLOUT needs. */
+static size_t sndbuf_clamp(const struct tp_conn *c, size_t len)
+{
+	uint32_t cap = __atomic_load_n(&c->tx_cap, __ATOMIC_RELAXED); /* (as data_free()) */
+
+	return cap && len > cap / 2u ? cap / 2u : len;
+}
+
 bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 {
 	bool fits;
@@ -93,6 +102,7 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 	if (len <= c->link->params.inline_max || len > c->link->params.short_max ||
 	    len > c->out.qsize / 4u)
 		return true;
+	len = sndbuf_clamp(c, len);
 	tp_mutex_lock(&c->tx_lock);
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()); a
 	 * connection another process drives, or a failed one, is tp_send()'s to report */
@@ -127,6 +137,7 @@ bool tp_writable_hint(struct tp_conn *c, size_t len)
 
 	if (len == 0 || len > c->link->params.short_max || len > c->out.qsize / 4u)
 		return false; /* (no size to judge by, or one tp_send() cuts anyway: full poll) */
+	len = sndbuf_clamp(c, len);
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
 	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed) ||

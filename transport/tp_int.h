@@ -497,6 +497,9 @@ struct tp_link {
 	_Atomic uint64_t down_since_ms; /* 0 while up */
 	uint32_t down_grace_ms;
 	char admin_path[300];        /* <link file>.admin-down: exists while `ntbsock link down` */
+	atomic_int listening;        /* tp_listen() minus tp_unlisten() here: the helper sleeps on
+				      * the doorbell of a link with listeners (Applies to answer) */
+	atomic_bool self_rung;       /* tp_link_set_self_rung(): else not slept on */
 	atomic_bool admin_down;      /* as last seen (helper, every 100 ms) */
 	atomic_bool region_bad;      /* the mapping no longer is the link (file truncated, removed
 				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */
@@ -579,6 +582,8 @@ struct tp_conn {
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
+	uint32_t tx_after_close;  /* sends after the peer closed in order and went away (tp_send()) */
+	uint32_t tx_cap;          /* data bytes in flight at most (SO_SNDBUF); 0: the ring's size */
 	/* --- receive side (rx_lock) */
 	struct tp_mutex rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */
@@ -861,6 +866,9 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want);
  * set) when its process died with nothing missing, as kernel TCP ends a killed writer's stream
  * with a FIN (tp_rx.c) */
 bool tp_rx_death_end(struct tp_conn *c);
+/* Are bytes validated and not yet read waiting on C (tp_rx.c)? Takes rx_lock; with TRY, a busy
+ * lock answers false. */
+bool tp_rx_unread(struct tp_conn *c, bool try);
 /* Under rx_lock: true when tp_rx_progress() would find nothing new (tp_rx.c) */
 bool tp_rx_quiet(struct tp_conn *c);
 /* Under rx_lock: publish released space and CmpAck held back by the lazy release (tp_rx.c) —

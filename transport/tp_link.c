@@ -211,6 +211,12 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	peer_done = c->fin_rcvd_v;
 	if (tp_conn_peer_lost(c))
 		return true;
+	/* (data for closed C, which had none unread when it closed: tp_close(); a busy receive
+	 * lock is looked at again on the next pass) */
+	if (tp_rx_unread(c, true)) {
+		*ret_flags = TP_ST_RST; /* as the kernel answers data for a closed socket */
+		return true;
+	}
 	if (acked && peer_done)
 		return true;
 	if (acked && now - c->closed_ms > 1000u) {
@@ -533,12 +539,34 @@ static void *helper_main(void *arg)
 		 * slept through: the list is read after it) */
 		kick_seen = atomic_load_explicit(&g_helper_kick, memory_order_acquire);
 		first = g_links;
+		/* With several links (a loopback link's two sides), the one that receives Applies
+		 * for this process's listeners is the one to sleep on, else one that this process's
+		 * own sends do not ring; the others are polled. */
+		for (struct tp_link *l = g_links; l; l = l->next_link)
+			if (atomic_load_explicit(&l->listening, memory_order_relaxed) > 0) {
+				first = l;
+				break;
+			}
+		if (first && first == g_links && !atomic_load(&first->listening) &&
+		    atomic_load(&first->self_rung))
+			for (struct tp_link *l = g_links; l; l = l->next_link)
+				if (!atomic_load(&l->self_rung)) {
+					first = l;
+					break;
+				}
 		if (first)
 			seen = first->db_seen;
-		for (struct tp_link *l = first; l; l = l->next_link) {
-			if (nwait < NTB_DB_WAIT_MAX) {
+		/* Every link's doorbell is slept on together, but for one this process's own sends
+		 * ring and where it has no listener (a loopback link's side 1 in a process that only
+		 * connects): each send would wake us. Such a link is polled every 25 ms. */
+		for (struct tp_link *l = g_links; l; l = l->next_link) {
+			bool own = atomic_load(&l->self_rung) && !atomic_load(&l->listening);
+
+			if (!own && nwait < NTB_DB_WAIT_MAX) {
 				wait_on[nwait] = l->ntb;
 				wait_seen[nwait++] = l->db_seen;
+			} else if (slice > 25) {
+				slice = 25; /* polled */
 			}
 			if (atomic_load(&l->lingering) && slice > 5)
 				slice = 5; /* closed connections to finish (link_service()) */
@@ -1056,6 +1084,11 @@ int tp_link_load(struct tp_link *l)
 	uint32_t free_num = __atomic_load_n(&l->host->free_num, __ATOMIC_RELAXED);
 
 	return free_num < l->host->contexts ? (int)(l->host->contexts - free_num) : 0;
+}
+
+void tp_link_set_self_rung(struct tp_link *l)
+{
+	atomic_store(&l->self_rung, true); /* read by helper_main() */
 }
 
 struct ntb_link *tp_link_ntb(struct tp_link *l)

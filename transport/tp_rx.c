@@ -636,6 +636,21 @@ bool tp_rx_death_end(struct tp_conn *c)
 	return true;
 }
 
+bool tp_rx_unread(struct tp_conn *c, bool try)
+{
+	size_t n = 0;
+
+	if (try ? tp_mutex_trylock(&c->rx_lock) != 0 : (tp_mutex_lock(&c->rx_lock), false))
+		return false;
+	if (!tp_rx_quiet(c))
+		tp_rx_progress(c, UINT32_MAX);
+	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
+		n += c->recs[h % TP_RECS].len;
+	n -= c->rec_off;
+	tp_mutex_unlock(&c->rx_lock);
+	return n > 0;
+}
+
 bool tp_rx_quiet(struct tp_conn *c)
 {
 	const uint64_t *base = (const uint64_t *)(const void *)(in_slot(c));

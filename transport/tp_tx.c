@@ -466,7 +466,18 @@ static uint32_t inline_free(const struct tp_conn *c)
 
 static uint32_t data_free(const struct tp_conn *c)
 {
-	return c->out.qsize - (c->tx_d - c->fb_rx_d);
+	uint32_t used = c->tx_d - c->fb_rx_d, fr = c->out.qsize - used;
+	/* relaxed: a limit the program sets now and then (tp_conn_set_sndbuf()) */
+	uint32_t cap = __atomic_load_n(&c->tx_cap, __ATOMIC_RELAXED);
+
+	if (cap && fr > (cap > used ? cap - used : 0))
+		fr = cap > used ? cap - used : 0;
+	return fr;
+}
+
+void tp_conn_set_sndbuf(struct tp_conn *c, uint32_t bytes)
+{
+	__atomic_store_n(&c->tx_cap, bytes, __ATOMIC_RELAXED); /* read by data_free() */
 }
 
 /* Largest payload a data message at tx_d may carry now (0: none fits). */
@@ -575,6 +586,15 @@ int tp_tx_fin(struct tp_conn *c)
 	return 0;
 }
 
+/* Did the peer end its side in order (its FIN arrived) before it went away or reset? Then, as
+ * over kernel TCP (CLOSE_WAIT), a send fails with EPIPE rather than ECONNRESET, and the first
+ * send after a peer that went away without a reset still succeeds (the closed peer drops the
+ * bytes and answers with a reset). The FIN flag is the receive side's, set once: relaxed. */
+static bool peer_closed(struct tp_conn *c)
+{
+	return __atomic_load_n(&c->fin_rcvd_v, __ATOMIC_RELAXED) && !tp_fo_get(c);
+}
+
 ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 {
 	const struct tp_params *pp = &c->link->params;
@@ -591,6 +611,8 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		rc = tx_check(c);
 	if (!rc && tx_stale(c, total))
 		rc = tx_refresh(c);
+	if (rc == -ECONNRESET && peer_closed(c))
+		rc = c->tx_after_close++ || (tp_st_flags(c) & TP_ST_RST) ? -EPIPE : (ssize_t)total;
 	if (rc || total == 0)
 		goto out;
 	if (iovcnt == 1 && total <= pp->inline_max && inline_free(c) > 0) {

@@ -74,6 +74,12 @@ void tp_helper_hold(bool hold);
 bool tp_link_is_up(struct tp_link *link);
 struct ntb_link *tp_link_ntb(struct tp_link *link);
 
+/* LINK's doorbell is rung by this process's own connections (side 1 of a link joining the
+ * host to itself, which this process's clients write into): the helper thread sleeps on
+ * another link's doorbell unless LINK has listeners here (each ring would wake it, and the
+ * ringer would pay a futex wake per send). */
+void tp_link_set_self_rung(struct tp_link *link);
+
 /* tp_admin.c: a link's administrative state on this host (`ntbsock link down|up`).
  * It is a flag file whose existence means "down": every live connection of the link on this
  * host moves to TCP without loss, and new ones use TCP (reason "link down (admin)"). Its path
@@ -225,6 +231,10 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm);
  * tp_send_fits()" (also for errors, a lost peer, shutdown, a busy lock). */
 bool tp_writable_hint(struct tp_conn *c, size_t len);
 size_t tp_unacked_bytes(struct tp_conn *c);
+
+/* Keep at most BYTES of data sent and not yet consumed by the receiver in flight (the
+ * program's SO_SNDBUF; 0: the data ring's size). Inline messages are not counted. */
+void tp_conn_set_sndbuf(struct tp_conn *c, uint32_t bytes);
 
 /* How: SHUT_RD, SHUT_WR, SHUT_RDWR. SHUT_WR sends an in-band FIN after the last byte. */
 int tp_shutdown(struct tp_conn *c, int how);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Smoke test of `make demo` (bench/demo.sh with DEMO_QUICK=1: 1-second runs, two iperf3 sizes,
-# one sockperf size): the table has numeric ntbsock and kernel TCP values in every row, no
+# one sockperf size): the table has numeric ntbsock and kernel TCP values in every row (and the
+# same-host rows: loopback link, kernel TCP, Unix socket), no
 # ntbsock row fell back to TCP, progress went to stderr, and the run left no process (checked
 # by session id) and no file (its /tmp directory, its link files) behind. No timing assertions.
 . "$(dirname "$0")/lib.sh"
@@ -35,8 +36,13 @@ grep -q "^| reference: memcpy bandwidth, one core | 4 MiB | [0-9][0-9]* MB/s" "$
 grep -q "^| reference: cache-line one-way latency, core to core | 64 B | $num µs" "$OUT" || fail "no cache-line reference"
 ! grep -q "^|.*\(tcp fallback\|failed\|n/a\)" "$OUT" || fail "a row fell back to TCP or failed"
 # Progress: one line per measurement (4 iperf3 + 2 sockperf + 1 reference) on stderr.
-n=$(grep -c '^\[[0-9]/7\] ' "$OUT.err")
-[ "$n" -eq 7 ] || fail "expected 7 progress lines on stderr, got $n"
+# the same host: loopback link, kernel TCP, Unix socket, two ratios
+n=$(grep -c "^| iperf3 throughput, Gbit/s | [0-9]* [KMi]*B | $num$re2 | $num$re2 | $num | $num× | $num× |$" "$OUT")
+[ "$n" -eq 2 ] || fail "expected 2 numeric same-host iperf3 rows, got $n"
+n=$(grep -c "^| sockperf one-way latency p50 / p99, µs | 64 B | $num / $num$re2 | $num / $num$re2 | $num / $num | $num× / $num× | $num× / $num× |$" "$OUT")
+[ "$n" -eq 1 ] || fail "expected 1 numeric same-host sockperf row, got $n"
+n=$(grep -c '^\[[0-9]*/16\] ' "$OUT.err")
+[ "$n" -eq 16 ] || fail "expected 16 progress lines on stderr, got $n"
 
 # Nothing left behind.
 sleep 0.3

@@ -350,6 +350,30 @@ static void test_defaults_minimal(void **state)
 	conf_free(c);
 }
 
+/* A loopback link: the host's own addresses may be a peer's; side stays -1 (both). */
+static void test_loopback_link(void **state)
+{
+	struct conf *c;
+	struct conf_route rt;
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(80) };
+
+	(void)state;
+	c = load_ok("host = { name = \"A\"; addresses = [ \"127.0.0.1\" ]; };\n"
+		    "links = ( { name = \"lo\"; backend = \"shm\"; loopback = true; },\n"
+		    "  { name = \"ab\"; backend = \"shm\"; side = 0; } );\n"
+		    "peers = ( { name = \"self\"; addresses = \"127.0.0.1\"; link = \"lo\"; },\n"
+		    "  { name = \"B\"; addresses = \"127.0.0.2\"; link = \"ab\"; } );\n");
+	assert_true(c->links[0].loopback);
+	assert_int_equal(c->links[0].side, -1);
+	assert_false(c->links[1].loopback);
+	dst.sin_addr.s_addr = htonl(0x7f000001);
+	assert_int_equal(conf_route(c, (struct sockaddr *)&dst, sizeof(dst), &rt), 0);
+	assert_int_equal(rt.action, CONF_ACTION_NTB);
+	assert_int_equal(rt.link_index, 0);
+	assert_string_equal(conf_peer_by_addr(c, (struct sockaddr *)&dst)->name, "self");
+	conf_free(c);
+}
+
 static void test_sizes_and_values(void **state)
 {
 	struct conf *c;
@@ -555,7 +579,13 @@ static const struct bad_case bad_cases[] = {
 	{ H L "peers = ( { name = \"B\"; addresses = [ ]; link = \"ab\"; } );\n", 3, "must list at least one address" },
 	{ H L "peers = ( { name = \"B\"; addresses = 5; link = \"ab\"; } );\n", 3, "must be an address string or a list" },
 	{ H L "peers = ( { name = \"B\"; addresses = [ \"10.0.0.1\" ]; link = \"ab\"; } );\n", 3,
-	  "key 'peers[0].addresses[0]': address belongs to this host (value '10.0.0.1')" },
+	  "key 'peers[0].addresses[0]': address belongs to this host (a link joining this host to "
+	  "itself says loopback = true) (value '10.0.0.1')" },
+	/* loopback links: no side, shm only, and only they may make the host its own peer */
+	{ H LNK("loopback = true; side = 1;"), 3, "key 'links[0].side': a loopback link is both sides: leave side out" },
+	{ H "links = ( { name = \"ab\"; backend = \"pci\"; device = \"1af4:1110\"; side = 0;\n"
+	  " loopback = true; } );\n", 3, "key 'links[0].loopback': only valid with backend \"shm\"" },
+	{ H LNK("loopback = 1;"), 3, "key 'links[0].loopback': must be true or false" },
 	{ H L P "peers2 = 1;\n", 4, "unknown key" },
 	{ H L "peers = ( { name = \"B\"; addresses = \"10.0.0.2\"; link = \"ab\"; },\n"
 	  "  { name = \"C\"; addresses = [ \"10.0.0.3\", \"10.0.0.2\" ]; link = \"ab\"; } );\n", 4,
@@ -1237,6 +1267,7 @@ int main(void)
 		cmocka_unit_test(test_speed_group),
 		cmocka_unit_test(test_example_ivshmem),
 		cmocka_unit_test(test_defaults_minimal),
+		cmocka_unit_test(test_loopback_link),
 		cmocka_unit_test(test_sizes_and_values),
 		cmocka_unit_test(test_fault_cut_group),
 		cmocka_unit_test(test_bad_configs),
