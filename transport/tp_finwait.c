@@ -95,6 +95,25 @@ bool tp_finwait_pending(void)
 	return atomic_load_explicit(&fw_pending, memory_order_relaxed) > 0;
 }
 
+/* The first FW_BATCH kept sockets as poll entries (for their FIN or reset), and into *FIRST
+ * (when given) the earliest of their deadlines; returns how many. */
+static int fw_snapshot(struct pollfd *p, uint64_t *first)
+{
+	int n;
+
+	pthread_mutex_lock(&fw_lock);
+	n = fw_n < FW_BATCH ? fw_n : FW_BATCH;
+	for (int i = 0; i < n; i++) {
+		p[i].fd = fw_list[i].fd;
+		p[i].events = POLLIN | POLLRDHUP;
+		p[i].revents = 0;
+		if (first && fw_list[i].deadline_ms < *first)
+			*first = fw_list[i].deadline_ms;
+	}
+	pthread_mutex_unlock(&fw_lock);
+	return n;
+}
+
 void tp_finwait_service(void)
 {
 	struct pollfd p[FW_BATCH];
@@ -105,14 +124,7 @@ void tp_finwait_service(void)
 	/* one service at a time (the helper's, or tp_finwait_drain()'s at exit): the entries
 	 * polled must stay where they are until they are looked at */
 	pthread_mutex_lock(&fw_service_lock);
-	pthread_mutex_lock(&fw_lock);
-	n = fw_n < FW_BATCH ? fw_n : FW_BATCH;
-	for (int i = 0; i < n; i++) {
-		p[i].fd = fw_list[i].fd;
-		p[i].events = POLLIN | POLLRDHUP;
-		p[i].revents = 0;
-	}
-	pthread_mutex_unlock(&fw_lock);
+	n = fw_snapshot(p, NULL);
 	if (syscall(SYS_poll, p, (nfds_t)n, 0) < 0) {
 		pthread_mutex_unlock(&fw_service_lock);
 		return;
@@ -140,16 +152,7 @@ void tp_finwait_drain(void)
 		uint64_t now = tp_now_ms(), first = UINT64_MAX;
 		int n;
 
-		pthread_mutex_lock(&fw_lock);
-		n = fw_n < FW_BATCH ? fw_n : FW_BATCH;
-		for (int i = 0; i < n; i++) {
-			p[i].fd = fw_list[i].fd;
-			p[i].events = POLLIN | POLLRDHUP;
-			p[i].revents = 0;
-			if (fw_list[i].deadline_ms < first)
-				first = fw_list[i].deadline_ms;
-		}
-		pthread_mutex_unlock(&fw_lock);
+		n = fw_snapshot(p, &first);
 		if (n == 0)
 			continue; /* (the helper closed them meanwhile) */
 		/* until the first deadline among them (each is at most its timeout away), looking

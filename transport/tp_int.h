@@ -866,6 +866,8 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want);
  * set) when its process died with nothing missing, as kernel TCP ends a killed writer's stream
  * with a FIN (tp_rx.c) */
 bool tp_rx_death_end(struct tp_conn *c);
+/* Bytes received and not yet read, after validating what arrived; under the rx lock. */
+size_t tp_rx_queued(struct tp_conn *c);
 /* Are bytes validated and not yet read waiting on C (tp_rx.c)? Takes rx_lock; with TRY, a busy
  * lock answers false. */
 bool tp_rx_unread(struct tp_conn *c, bool try);

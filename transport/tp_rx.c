@@ -638,17 +638,25 @@ bool tp_rx_death_end(struct tp_conn *c)
 
 bool tp_rx_unread(struct tp_conn *c, bool try)
 {
-	size_t n = 0;
+	size_t n;
 
 	if (try ? tp_mutex_trylock(&c->rx_lock) != 0 : (tp_mutex_lock(&c->rx_lock), false))
 		return false;
+	n = tp_rx_queued(c);
+	tp_mutex_unlock(&c->rx_lock);
+	return n > 0;
+}
+
+size_t tp_rx_queued(struct tp_conn *c)
+{
+	size_t n = 0;
+
+	/* (a reader spinning on this finds nothing new most of the time: skip the validation) */
 	if (!tp_rx_quiet(c))
 		tp_rx_progress(c, UINT32_MAX);
 	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
 		n += c->recs[h % TP_RECS].len;
-	n -= c->rec_off;
-	tp_mutex_unlock(&c->rx_lock);
-	return n > 0;
+	return n - c->rec_off;
 }
 
 bool tp_rx_quiet(struct tp_conn *c)

@@ -291,17 +291,12 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 
 size_t tp_readable_bytes(struct tp_conn *c)
 {
-	size_t n = 0;
+	size_t n;
 
 	if (tp_conn_own(c) || tp_fo_get(c))
 		return 0; /* (the error is reported by the next call) */
 	tp_mutex_lock(&c->rx_lock);
-	/* (a reader spinning on this finds nothing new most of the time: skip the validation) */
-	if (!tp_rx_quiet(c))
-		tp_rx_progress(c, UINT32_MAX);
-	for (uint32_t h = c->rec_head; h != c->rec_tail; h++)
-		n += c->recs[h % TP_RECS].len;
-	n -= c->rec_off;
+	n = tp_rx_queued(c);
 	tp_mutex_unlock(&c->rx_lock);
 	return n;
 }
