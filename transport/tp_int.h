@@ -571,6 +571,10 @@ struct tp_conn {
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
+	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: publish_tx()
+				   * writes it again beside TX_D until the receiver acknowledges
+				   * epoch_msn (msn_next at that retransmit()) */
+	uint32_t epoch_msn;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
@@ -594,6 +598,13 @@ struct tp_conn {
 	uint64_t stale_sig[TP_STALE_MAX];
 	uint32_t rerr;
 	uint64_t gate_deadline_ms;
+	/* While gated: the Retry is asked again (the feedback words republished, the doorbell
+	 * rung) when the sender is seen writing without having answered it (TX_D moved from
+	 * gate_txd, or inline position gate_inl, the first one not published when last
+	 * looked, got published), or at gate_reask_ms, an interval that doubles from
+	 * TP_REASK_MS */
+	uint64_t gate_reask_ms, gate_txd;
+	uint32_t gate_reask_n, gate_inl;
 	struct tp_rec recs[TP_RECS];
 	uint32_t rec_head, rec_tail; /* free-running */
 	uint32_t rec_off;            /* bytes consumed of recs[rec_head] */
@@ -827,7 +838,12 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * while probe_soon is set (by a sleeper with such data, also poll/epoll's through
  * tp_poll()).
  */
-#define TP_QUICK_PROBE_MS 3u
+#define TP_QUICK_PROBE_MS 1u
+
+/* The receiver's counterpart: a Retry not answered within TP_REASK_MS is asked again (the same
+ * epoch, no error counted), again after twice that, and so on up to TimerRcvData
+ * (tp_rx_progress()); a sender seen writing past an unanswered Retry is asked at once. */
+#define TP_REASK_MS 1u
 
 /* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
  * C's next quick probe (0: none is due: nothing unacknowledged, or the normal timers have

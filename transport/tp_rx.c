@@ -81,6 +81,21 @@ static void fb_publish(struct tp_conn *c)
 	fb_publish_words(c, false);
 }
 
+static bool inline_seq_ready(const struct tp_conn *c, uint32_t pos);
+
+/* Gated: gate_inl := the inline position after the last one published (a lost slot may lie
+ * before it), so that its becoming published is an arrival. A ring's worth of sequence bytes:
+ * only when gated and asking. */
+static void gate_inline_frontier(struct tp_conn *c)
+{
+	uint32_t n = c->link->geom.inline_n, last = 0;
+
+	for (uint32_t k = 0; k < n; k++)
+		if (inline_seq_ready(c, c->v_i + k))
+			last = k + 1;
+	c->gate_inl = c->v_i + last;
+}
+
 /* Data missing or corrupt: bump the epoch and ask for a retransmission (Retry). */
 #define rx_fail(c, crc) rx_fail_at((c), (crc), __LINE__)
 static void rx_fail_at(struct tp_conn *c, bool crc, int line)
@@ -94,9 +109,15 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 		tp_conn_maxerr(c, -ECONNRESET);
 		return;
 	}
+	uint64_t now = tp_now_ms();
+
 	c->rx_epoch++;
 	c->gated = true;
-	c->gate_deadline_ms = tp_now_ms() + c->link->params.recv_timeout_ms;
+	c->gate_deadline_ms = now + c->link->params.recv_timeout_ms;
+	c->gate_reask_ms = now + TP_REASK_MS;
+	c->gate_reask_n = 0;
+	c->gate_txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
+	gate_inline_frontier(c);
 	c->pub_ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
 	/* release: our reads of the bad message before the Retry that makes the sender rewrite
 	 * it; pairs with the acquire load of FB_EPOCH in tp_tx_feedback() */
@@ -220,6 +241,42 @@ static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, boo
 	return PR_OK;
 }
 
+/* Gated, the sender's answer to our Retry (its epoch) not seen yet. */
+static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
+{
+	uint64_t now = tp_now_ms(),
+		 txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
+
+	if (now > c->gate_deadline_ms) {
+		rx_fail(c, false); /* TimerRcvData: ask again, with a new epoch */
+		return;
+	}
+	if (have_epoch && det != c->det_seen) {
+		/* a Detect while we wait for the sender's retransmission: it has not seen our
+		 * Retry (its word lost?): answer with all the feedback words, the Retry's epoch
+		 * among them, and ring */
+		c->det_seen = det;
+	} else if (txd == c->gate_txd && now < c->gate_reask_ms &&
+		   (c->gate_inl - c->v_i >= c->link->geom.inline_n ||
+		    !inline_seq_ready(c, c->gate_inl))) {
+		return;
+	}
+	/* The sender publishes data (TX_D moved, or a slot past those published at the Retry) it
+	 * wrote after our Retry without the epoch that answers it (the Retry's word, or its epoch
+	 * word, was lost), or it stays silent past the re-ask
+	 * interval: the same epoch again, with every feedback word, and the doorbell. A sender
+	 * that already retransmitted for it writes its epoch word again with its next data
+	 * (publish_tx()); one that never saw the Retry retransmits now. No error is counted:
+	 * TimerRcvData (gate_deadline_ms) stays what bounds the wait. */
+	c->gate_txd = txd;
+	gate_inline_frontier(c);
+	if (c->gate_reask_n < 16)
+		c->gate_reask_n++;
+	c->gate_reask_ms = now + ((uint64_t)TP_REASK_MS << c->gate_reask_n);
+	fb_publish_words(c, true);
+	ntb_peer_db_ring(c->link->ntb);
+}
+
 /* Validate ahead (under rx_lock): move messages in MSN order from the rings to the private
  * record queue; on evidence of loss or corruption, Retry. Also answers Detect. */
 void tp_rx_progress(struct tp_conn *c, uint32_t want)
@@ -238,16 +295,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 		if (have_epoch && tp_rt_epoch_ok(c->rx_epoch, txe)) {
 			c->gated = false;
 		} else {
-			if (tp_now_ms() > c->gate_deadline_ms) {
-				rx_fail(c, false); /* TimerRcvData: ask again */
-			} else if (have_epoch && det != c->det_seen) {
-				/* a Detect while we wait for the sender's retransmission: it has not
-				 * seen our Retry (its word lost?): answer with all the feedback words,
-				 * the Retry's epoch among them, and ring */
-				c->det_seen = det;
-				fb_publish_words(c, true);
-				ntb_peer_db_ring(c->link->ntb);
-			}
+			rx_gated(c, have_epoch, det);
 			return;
 		}
 	}

@@ -39,16 +39,6 @@
 #define TX_PIECE_LO (4u << 10)
 #define TX_PIECE_HI (16u << 10)
 
-/* CLOCK_MONOTONIC at tick resolution: a fraction of the cost of CLOCK_MONOTONIC, never ahead
- * of it (tp_now_ms()), which is what the timers compare these stamps with. */
-static uint64_t coarse_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* The raw checked word W of our slot (written by the peer), unchecked: for change detection.
  * Relaxed: a hint that makes the caller read the word again through tp_slot_word() (acquire). */
 static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
@@ -269,6 +259,14 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 	c->tx_i++;
 	c->msn_next++;
 	TP_STAT_ADD(c->st->tx_msgs_inline, 1);
+	if (unlikely(c->epoch_unconfirmed)) {
+		/* as publish_tx(): our last retransmit()'s epoch word once more, after the slot
+		 * (a lost one leaves the receiver ignoring everything until it sees it); pairs
+		 * with the acquire load of TX_EPOCH in tp_rx_progress() */
+		ntb_to_peer_barrier(c->link->ntb);
+		tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+		ntb_wc_flush(c->link->ntb);
+	}
 }
 
 /* Copy LEN bytes from the iovec cursor to data-ring position POS (free-running; may wrap) of
@@ -358,6 +356,13 @@ static void publish_tx(struct tp_conn *c)
 {
 	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_TX_D, c->tx_d);
+	if (unlikely(c->epoch_unconfirmed)) {
+		/* the epoch word of our last retransmit() once more (it may have been lost, and
+		 * the receiver ignores everything until it sees it): after TX_D and the data, as
+		 * there; pairs with the acquire load of TX_EPOCH in tp_rx_progress() */
+		ntb_to_peer_barrier(c->link->ntb);
+		tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+	}
 	c->tx_d_pub = c->tx_d;
 	ntb_wc_flush(c->link->ntb);
 	c->tx_dirty = true;
@@ -383,13 +388,14 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	if (cnt > run)
 		ntb_write(c->link->ntb, out_inline_off(c, 0), c->sh_inline, (size_t)(cnt - run) * 128u);
 	write_data_range(c, c->fb_rx_d, c->tx_d);
-	publish_tx(c);
-	/* the rewritten rings and TX_D before the epoch that lifts the receiver's gate; pairs
-	 * with the acquire load of TX_EPOCH in tp_rx_progress() */
-	ntb_to_peer_barrier(c->link->ntb);
+	/* TX_D, then (publish_tx(), once epoch_unconfirmed is set) the epoch that lifts the
+	 * receiver's gate, after the rewritten rings: it is written again with every publication
+	 * until the receiver's feedback moves (a lost one would leave the receiver gated until a
+	 * probe) */
 	c->tx_epoch = epoch;
-	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
-	ntb_wc_flush(c->link->ntb);
+	c->epoch_unconfirmed = true;
+	c->epoch_msn = c->msn_next;
+	publish_tx(c);
 	ntb_peer_db_ring(c->link->ntb);
 	c->last_ack_ms = tp_now_ms();
 	c->quick_n = 0; /* quick probes again for what was just sent again */
@@ -451,8 +457,14 @@ void tp_tx_feedback(struct tp_conn *c)
 		}
 	}
 	if (progress) {
-		c->last_ack_ms = coarse_ms();
+		/* (the fine clock: the quick probes count from this stamp, TP_QUICK_PROBE_MS
+		 * apart; a feedback change is one per several messages) */
+		c->last_ack_ms = tp_now_ms();
 		c->progress_ms = c->last_ack_ms;
+		/* the receiver validated all that retransmit() rewrote: it saw the epoch (it
+		 * validates nothing while it waits for it) */
+		if ((int32_t)(c->fb_ack - c->epoch_msn) >= 0)
+			c->epoch_unconfirmed = false;
 		c->terr = 0;
 		c->det_backoff = 0;
 		c->quick_n = 0;
@@ -713,30 +725,12 @@ static bool tx_pending(const struct tp_conn *c)
 	return c->msn_next != c->fb_ack || c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
 }
 
-/* The coarse clock's tick in ms, rounded up (progress is stamped with it: a stamp may be that
- * much older than the progress). */
-static uint32_t coarse_tick_ms(void)
-{
-	static _Atomic uint32_t tick; /* (benign race: every writer stores the same value) */
-	uint32_t t = atomic_load_explicit(&tick, memory_order_relaxed);
-
-	if (!t) {
-		struct timespec r;
-
-		t = clock_getres(CLOCK_MONOTONIC_COARSE, &r) == 0 ?
-			    (uint32_t)((r.tv_nsec + 999999) / 1000000 + r.tv_sec * 1000) : 10u;
-		t = t ? t : 1u;
-		atomic_store_explicit(&tick, t, memory_order_relaxed);
-	}
-	return t;
-}
-
 /* Under tx_lock: ms until the next quick probe is due (0: it is due now), or -1 when there is
  * none to come. */
 static int64_t quick_wait(const struct tp_conn *c, uint64_t now)
 {
-	uint64_t at = ((uint64_t)TP_QUICK_PROBE_MS << (c->quick_n < 20 ? c->quick_n : 20)) +
-		      coarse_tick_ms(), age;
+	/* (last_ack_ms is a CLOCK_MONOTONIC stamp: no coarse tick to add) */
+	uint64_t at = (uint64_t)TP_QUICK_PROBE_MS << (c->quick_n < 20 ? c->quick_n : 20), age;
 
 	/* (also after a retransmission, TErrCnt > 0: a retransmission the link dropped is found
 	 * the same way) */

@@ -876,6 +876,125 @@ static void test_gated_receiver_answers_detect(void **state)
 	expect_two(&p, b, c);
 }
 
+/* Open a pair whose timers never fire (60 s), send B inline and lose its slot, send C behind
+ * it: the receiver's read finds the loss, asks for a retransmission and waits for it (gated). */
+static void gated_pair(struct tl_pair *p, const char *name, const uint8_t *b, const uint8_t *c,
+		       uint8_t ret_fb_ep[8])
+{
+	struct tp_params tpp;
+	struct iovec vb = { (void *)b, 64 }, vc = { (void *)c, 64 };
+	uint8_t out[64];
+	struct iovec vo = { out, sizeof(out) };
+
+	tp_params_init(&tpp);
+	tpp.send_timeout_ms = 60000;
+	tpp.detect_timeout_ms = 60000;
+	tpp.recv_timeout_ms = 60000;
+	pair_open(p, name, &tpp, NULL);
+	uint32_t pos = p->ca->tx_i;
+	size_t at = p->ca->out.slot_off + TP_SLOT_RINGS + (pos & (p->ca->out.inline_n - 1)) * 128u +
+		    TP_INL_SEQ;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p->b), NULL);
+
+	assert_int_equal(tp_send(p->ca, &vb, 1), 64);
+	assert_int_equal(tp_send(p->ca, &vc, 1), 64);
+	uint8_t stale = (uint8_t)(win_b[at] ^ 0x5a); /* B's slot: as if its write never came */
+
+	link_fault_write(p->a, at, &stale, 1);
+	/* the receiver's epoch word in the sender's window, before the Retry */
+	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p->a), NULL);
+
+	for (int i = 0; i < 8; i++)
+		ret_fb_ep[i] = win_a[p->cb->out.slot_off + TP_W_FB_EPOCH + (size_t)i];
+	assert_int_equal(tp_recv(p->cb, &vo, 1, 0), -EAGAIN); /* Retry: gated */
+	assert_true(p->cb->gated);
+}
+
+static void expect_64(struct tp_conn *c, const uint8_t *want)
+{
+	uint8_t out[64];
+
+	memset(out, 0, sizeof(out));
+	assert_int_equal(tl_recv_some(c, out, sizeof(out), 3000), 64);
+	assert_memory_equal(out, want, sizeof(out));
+}
+
+/* A gated receiver whose Retry word was lost sees the sender go on writing (a message behind
+ * those published when it asked) and asks again at once, with the same epoch: no timer, no
+ * probe. The sender's next call then retransmits, and everything arrives in order. */
+static void test_gated_receiver_asks_again_on_arrival(void **state)
+{
+	struct tl_pair p;
+	uint8_t b[64], c[64], d[64], e[64], old_ep[8], now_ep[8];
+	struct iovec vd = { d, sizeof(d) }, ve = { e, sizeof(e) };
+	uint8_t out[64];
+	struct iovec vo = { out, sizeof(out) };
+
+	(void)state;
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	memset(d, 4, sizeof(d));
+	memset(e, 5, sizeof(e));
+	gated_pair(&p, "reask", b, c, old_ep);
+	size_t fb_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
+	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
+	uint16_t ep = p.cb->rx_epoch;
+
+	/* the Retry's word lost on its way to the sender */
+	link_fault_write(p.b, fb_ep, old_ep, sizeof(old_ep));
+	assert_int_equal(tp_send(p.ca, &vd, 1), 64); /* the sender saw no Retry: D goes out */
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* still gated, D seen arriving */
+	assert_true(p.cb->gated);
+	for (int i = 0; i < 8; i++)
+		now_ep[i] = win_a[fb_ep + (size_t)i];
+	assert_memory_not_equal(now_ep, old_ep, sizeof(old_ep)); /* asked again */
+	assert_int_equal(p.cb->rx_epoch, ep); /* with the same epoch: no error counted */
+	assert_int_equal(tp_send(p.ca, &ve, 1), 64); /* sees the Retry: retransmits */
+	expect_64(p.cb, b);
+	expect_64(p.cb, c);
+	expect_64(p.cb, d);
+	expect_64(p.cb, e);
+	tl_pair_close(&p);
+}
+
+/* The sender retransmitted for a Retry, but the epoch word that lifts the receiver's gate was
+ * lost: the sender writes it again with its next message, so the receiver reads at once
+ * instead of waiting for a probe. */
+static void test_lost_epoch_word_sent_again(void **state)
+{
+	struct tl_pair p;
+	uint8_t b[64], c[64], d[64], e[64], old_ep[8], fb_ep[8];
+	struct iovec vd = { d, sizeof(d) }, ve = { e, sizeof(e) };
+	uint8_t out[64];
+	struct iovec vo = { out, sizeof(out) };
+
+	(void)state;
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	memset(d, 4, sizeof(d));
+	memset(e, 5, sizeof(e));
+	gated_pair(&p, "epword", b, c, fb_ep);
+	size_t tx_ep = p.ca->out.slot_off + TP_W_TX_EPOCH;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	for (int i = 0; i < 8; i++)
+		old_ep[i] = win_b[tx_ep + (size_t)i];
+	assert_int_equal(tp_send(p.ca, &vd, 1), 64); /* sees the Retry: retransmits, then D */
+	assert_int_equal(p.ca->tx_epoch, p.cb->rx_epoch);
+	link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep)); /* its epoch word lost */
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
+	assert_true(p.cb->gated);
+	assert_int_equal(tp_send(p.ca, &ve, 1), 64);
+	/* at once: E came with the epoch word */
+	memset(out, 0, sizeof(out));
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), 64);
+	assert_memory_equal(out, b, sizeof(out));
+	expect_64(p.cb, c);
+	expect_64(p.cb, d);
+	expect_64(p.cb, e);
+	tl_pair_close(&p);
+}
+
 /* Two threads receive on one connection while a third sends: every 8-byte counter (written
  * inline, short and long, in writes of 8 B .. 2 KiB) is received exactly once, and each
  * receiver sees its counters in increasing order. */
@@ -1062,6 +1181,8 @@ int main(void)
 		cmocka_unit_test(test_reused_ring_not_published),
 		cmocka_unit_test(test_inline_wrap),
 		cmocka_unit_test(test_gated_receiver_answers_detect),
+		cmocka_unit_test(test_gated_receiver_asks_again_on_arrival),
+		cmocka_unit_test(test_lost_epoch_word_sent_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
