@@ -134,6 +134,11 @@
 #define TP_W_FB_ACK_MSN   (TP_SLOT_FB + 0x10)
 #define TP_W_FB_EPOCH     (TP_SLOT_FB + 0x18) /* retry epoch (low 16) | detect ack (high 16) */
 #define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver sleeps waiting for data */
+/* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
+ * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
+ * tp_tx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
+#define TP_W_FB_RETRY_D   (TP_SLOT_FB + 0x28)
+#define TP_W_FB_RETRY_I   (TP_SLOT_FB + 0x30)
 /* ST unit */
 #define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
@@ -575,6 +580,8 @@ struct tp_conn {
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
 	uint32_t epoch_msn;
+	uint32_t sel_d, sel_i;    /* the positions the last selective retransmit() rewrote */
+	bool sel_valid;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */

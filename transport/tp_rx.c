@@ -122,6 +122,11 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 	/* release: our reads of the bad message before the Retry that makes the sender rewrite
 	 * it; pairs with the acquire load of FB_EPOCH in tp_tx_feedback() */
 	ntb_from_peer_barrier();
+	/* where validation stopped, before the epoch that asks (the sender reads them when it
+	 * sees the epoch: pairs with its acquire loads in retransmit()) */
+	tp_peer_word(c, TP_W_FB_RETRY_D, c->v_d);
+	tp_peer_word(c, TP_W_FB_RETRY_I, c->v_i);
+	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_FB_EPOCH, c->pub_ep);
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
