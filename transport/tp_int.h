@@ -857,7 +857,16 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * it); tp_tx_quick_wait() the same without running the timers (trylock: 0 when busy). */
 uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now);
 uint32_t tp_tx_quick_wait(struct tp_conn *c, uint64_t now);
-void tp_rx_timers(struct tp_conn *c);
+/* The receive side's half: returns the ms until C's next re-ask of an unanswered Retry (at
+ * least 1), 0: none (not gated); tp_rx_reask_wait() the same without running them (trylock: 0
+ * when busy). */
+uint32_t tp_rx_timers(struct tp_conn *c);
+uint32_t tp_rx_reask_wait(struct tp_conn *c, uint64_t now);
+/* The smaller of two such waits, 0 standing for none. */
+static inline uint32_t tp_wait_min(uint32_t a, uint32_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
 
 /* tp_words.c, tp_tx.c, tp_rx.c, tp_conn.c */
 int tp_conn_init_queues(struct tp_conn *c);

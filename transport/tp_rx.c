@@ -935,8 +935,29 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 }
 
 /* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
-void tp_rx_timers(struct tp_conn *c)
+/* Under rx_lock: as tp_rx_reask_wait(). */
+static uint32_t reask_next(const struct tp_conn *c, uint64_t now)
 {
+	if (!c->gated)
+		return 0;
+	return c->gate_reask_ms > now ? (uint32_t)(c->gate_reask_ms - now) : 1u;
+}
+
+uint32_t tp_rx_reask_wait(struct tp_conn *c, uint64_t now)
+{
+	uint32_t w = 0;
+
+	if (tp_mutex_trylock(&c->rx_lock) == 0) {
+		w = reask_next(c, now);
+		tp_mutex_unlock(&c->rx_lock);
+	}
+	return w;
+}
+
+uint32_t tp_rx_timers(struct tp_conn *c)
+{
+	uint32_t next = 0;
+
 	if (tp_mutex_trylock(&c->rx_lock) == 0) {
 		bool discard = c->rd_shut || atomic_load(&c->closed);
 		uint32_t v;
@@ -960,6 +981,8 @@ void tp_rx_timers(struct tp_conn *c)
 			fb_publish_words(c, true);
 			c->fb_dirty = false;
 		}
+		next = c->gated ? reask_next(c, tp_now_ms()) : 0;
 		tp_mutex_unlock(&c->rx_lock);
 	}
+	return next;
 }

@@ -259,6 +259,46 @@ static void test_lazy_credits(void **state)
 	tl_pair_close(&p);
 }
 
+/* Writable means room in the data ring: with it full and inline slots free, a write larger
+ * than inline_max gets EAGAIN, so poll does not say writable and a writer waiting for room
+ * sleeps (and runs its timers) instead of coming straight back to spin on the send. The room
+ * the reader then releases makes it writable again. */
+static void test_writable_needs_data_room(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	size_t chunk = 64u << 10, sent = 0;
+	uint8_t *buf = malloc(2u << 20), *rbuf = malloc(2u << 20);
+	ssize_t n;
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(rbuf);
+	tp_params_init(&tpp);
+	tpp.contexts = 16;
+	pair_open(&p, "writable", &tpp, NULL);
+	tl_fill(buf, 2u << 20, 9, 0);
+	for (;;) {
+		struct iovec v = { buf + sent, chunk };
+
+		n = tp_send(p.ca, &v, 1);
+		if (n <= 0)
+			break;
+		sent += (size_t)n;
+		assert_true(sent <= (1u << 20));
+	}
+	assert_int_equal(n, -EAGAIN);
+	assert_int_equal(p.ca->tx_i - p.ca->fb_rx_i, 0); /* every inline slot free */
+	assert_int_equal(tp_poll(p.ca) & TP_EV_OUT, 0);
+	assert_int_equal(tp_wait(p.ca, TP_EV_OUT, 30), 0); /* slept its 30 ms: nothing */
+	recv_exact(p.cb, rbuf, sent);
+	assert_memory_equal(rbuf, buf, sent);
+	assert_true(tp_wait(p.ca, TP_EV_OUT, 3000) & TP_EV_OUT);
+	free(buf);
+	free(rbuf);
+	tl_pair_close(&p);
+}
+
 /* A write larger than the ring goes as several data messages of at most an eighth of the ring
  * each (tp_tx.c: TX_MSG_DIV; each published as it is written, so that the receiver copies out
  * one while the sender writes the next), and arrives byte-exact. */
@@ -1225,6 +1265,7 @@ int main(void)
 		cmocka_unit_test(test_stream_clean),
 		cmocka_unit_test(test_stream_fault),
 		cmocka_unit_test(test_lazy_credits),
+		cmocka_unit_test(test_writable_needs_data_room),
 		cmocka_unit_test(test_large_write_pieces),
 		cmocka_unit_test(test_reply_pieces),
 		cmocka_unit_test(test_reset_seen_by_sender),
