@@ -519,6 +519,52 @@ void tp_rx_flush_feedback(struct tp_conn *c)
 		fb_publish(c);
 }
 
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Largest data-ring message rx_short_direct() takes (as the sender's send_short_direct()). */
+#define RX_SHORT_DIRECT_MAX 1024u
+
+/* rx_direct() for one buffer and a small short message that does not wrap at the ring's end:
+ * the payload from the window straight into DST (ROOM bytes) with the CRC fused, the
+ * descriptor's part of the CRC from registers. The same checks as rx_data() + rx_direct() (the
+ * caller's buffer is the private copy: on a mismatch nothing is counted, and the validating
+ * path delivers over it). Returns bytes delivered, 0 if not taken (the general path then). */
+static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
+{
+	uint32_t q = c->link->geom.qsize, txd, p, crc, fp;
+	const uint8_t *base;
+	struct tp_desc d;
+
+	if (c->gated || c->fin_rcvd_v || c->rec_head != c->rec_tail || c->rec_skip ||
+	    atomic_load_explicit(&c->error, memory_order_relaxed))
+		return 0;
+	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
+	 * with the release before the sender's store of TX_D */
+	if (!tp_slot_word(c, TP_W_TX_D, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q)
+		return 0;
+	p = c->v_d & (q - 1);
+	base = (const uint8_t *)in_data(c);
+	memcpy(&d, base + p, sizeof(d)); /* private copy, then validate */
+	if (d.type != TP_MT_SHORT || d.flags || d.msn != c->v_msn || d.len == 0 ||
+	    d.len > RX_SHORT_DIRECT_MAX || d.len > room)
+		return 0;
+	fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(d.len, TP_DATA_ALIGN);
+	if (fp > txd - c->v_d || p + fp > q)
+		return 0;
+	crc = d.len <= 256 ? crc32c_small_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len)
+			   : crc32c_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len);
+	crc = crc32c_small_val(crc, (uint64_t)d.type | (uint64_t)d.len << 32, 8);
+	crc = crc32c_small_val(crc, d.msn, 4);
+	if (crc != d.crc)
+		return 0; /* (the validating path finds it again and asks for a Retry) */
+	c->v_d += fp;
+	c->v_msn++;
+	c->rerr = 0;
+	c->c_d = c->v_d;
+	TP_STAT_ADD(c->st->rx_msgs_short, 1);
+	return d.len;
+}
+#endif
+
 /* Fast path (record queue empty): the next data message fits in the caller's buffers, so
  * check its CRC while copying it there (one pass). Returns bytes delivered, 0 if not taken. */
 static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, int vi,
@@ -743,6 +789,11 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 
 	if (!peek && iovcnt == 1 && h == c->rec_tail && iov[0].iov_len) {
 		got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		/* nothing inline: a small data-ring message the same way */
+		if (!got)
+			got = rx_short_direct(c, iov[0].iov_base, iov[0].iov_len);
+#endif
 		voff = got;
 		/* a full buffer, or (the usual case of a reader with a larger buffer) nothing else
 		 * published yet: the loop below would find no more */

@@ -351,6 +351,64 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	c->msn_next++;
 }
 
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Largest write that send_short_direct() takes: up to it, a small write's data-ring message costs
+ * about what an inline one does (no cursor, no ntb calls, the descriptor from registers). */
+#define TX_SHORT_DIRECT_MAX 1024u
+
+/*
+ * One short message of LEN bytes from SRC (one buffer) into a plain write-back window
+ * (ntb_out_direct()), published at once: the payload to shadow and window in one pass, the
+ * descriptor and TX_D from registers, stored in the order send_data() + publish_tx() write
+ * them (payload, descriptor, then TX_D after a release fence). The caller checked that it
+ * fits the data ring's room; false (nothing written) where it would wrap at the ring's end or a
+ * retransmission's epoch word is still repeated (publish_tx() does that): send_data() then.
+ */
+static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t len)
+{
+	uint32_t q = c->out.qsize, pos = c->tx_d, p = pos & (q - 1), crc;
+	uint32_t fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+	uint8_t *s = c->sh_data + p, *d;
+	uint64_t w0, w1;
+
+	if (p + fp > q || c->epoch_unconfirmed)
+		return false;
+	d = c->link->out_direct + out_data_base(c) + p;
+	/* the shadow's padding after the payload as zeros (retransmissions rewrite it whole:
+	 * zero_data_gaps()); the copy below overwrites the payload part of these 16 bytes */
+	if (len % TP_DATA_ALIGN)
+		memset(s + TP_DESC_SIZE + (len & ~(TP_DATA_ALIGN - 1)), 0, TP_DATA_ALIGN);
+	crc = len <= 256 ? crc32c_small_copy2(c->nonce_out, s + TP_DESC_SIZE, d + TP_DESC_SIZE,
+					      src, len)
+			 : crc32c_copy2(c->nonce_out, d + TP_DESC_SIZE, s + TP_DESC_SIZE, src, len);
+	/* the descriptor's bytes 0..11 as tp_desc_crc() covers them: type, flags, pad, length;
+	 * MSN */
+	static_assert(offsetof(struct tp_desc, len) == 4 && offsetof(struct tp_desc, msn) == 8,
+		      "descriptor layout");
+	w0 = (uint64_t)TP_MT_SHORT | (uint64_t)len << 32;
+	crc = crc32c_small_val(crc, w0, 8);
+	crc = crc32c_small_val(crc, c->msn_next, 4);
+	w1 = (uint64_t)c->msn_next | (uint64_t)crc << 32;
+	memcpy(s, &w0, 8);
+	memcpy(s + 8, &w1, 8);
+	memcpy(d, &w0, 8);
+	memcpy(d + 8, &w1, 8);
+	c->tx_d = pos + fp;
+	c->msn_next++;
+	TP_STAT_ADD(c->st->tx_msgs_short, 1);
+	/* release: payload and descriptor before TX_D, which publishes them; pairs with the
+	 * acquire load of TX_D in rx_data() (as publish_tx(): ntb_to_peer_barrier() is this
+	 * fence on a plain window) */
+	atomic_thread_fence(memory_order_release);
+	__atomic_store_n((uint64_t *)(void *)(c->link->out_direct + c->out.slot_off + TP_W_TX_D),
+			 tp_cw_make(c->nonce_out, c->tx_d), __ATOMIC_RELAXED);
+	c->tx_d_pub = c->tx_d;
+	c->tx_dirty = true;
+	c->last_tx_pub_ms = 0;
+	return true;
+}
+#endif
+
 /* Publish tx_d after the data it covers; pairs with the acquire load in rx_data(). */
 static void publish_tx(struct tp_conn *c)
 {
@@ -662,6 +720,18 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		any = true;
 		goto sent;
 	}
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (iovcnt == 1 && total <= TX_SHORT_DIRECT_MAX && total <= pp->short_max &&
+	    c->link->out_direct && c->tx_d == c->tx_d_pub &&
+	    tp_data_room(c, TP_MT_SHORT) >= total &&
+	    send_short_direct(c, iov[0].iov_base, (uint32_t)total)) {
+		/* one buffer, one small data-ring message: the same for writes just above the
+		 * inline limit (before: twice the instructions of an inline message) */
+		sent = total;
+		any = true;
+		goto sent;
+	}
+#endif
 	uint32_t cap = c->out.qsize / TX_MSG_DIV, piece = cap;
 
 	if (total >= 2u * TX_PIECE_LO) {
