@@ -190,7 +190,7 @@ bn_sockperf() {
 # bn_reference: "MEMCPY_MBPS CACHELINE_ONEWAY_US IL_CACHELINE_US IL_P50_US IL_RATIO PIPE_MBPS
 # STREAM64K_MBPS PIPE_SHARE" from ntbsock perf (its own private link): the end-of-run
 # references; the cache line measured interleaved with the 64 B ping-pong, that ping-pong's
-# one-way p50 and their ratio (the two from the same host placement of the two vCPUs: issue 4's
+# one-way p50 and their ratio (the two from the same host placement of the two vCPUs: the transport's
 # latency goal); and the copy+CRC32C pipeline measured interleaved with the 64 KiB stream, that
 # stream's rate and its share of the pipeline's (in %).
 bn_reference() {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Microbenchmark: what issue #4's 64-byte ping-pong costs without the protocol — 64 bytes
- * through 128-byte inline slots (payload in the first line, padding and header in the second,
- * the sequence byte last; CRC32C fused with the copies, a shadow copy on the sender, as the
- * transport does), against the plain cache-line ping-pong between the same two CPUs, in
+/* Microbenchmark: what the 64-byte ping-pong of `ntbsock perf` costs without the protocol —
+ * 64 bytes through 128-byte inline slots (payload in the first line, padding and header in the
+ * second, the sequence byte last; CRC32C fused with the copies, a shadow copy on the sender, as
+ * the transport does), against the plain cache-line ping-pong between the same two CPUs, in
  * interleaved blocks. Two store orders for the slot: the transport's (padding of both lines
  * zeroed first, then payload and header) and each line written in one run.
  *

@@ -164,11 +164,11 @@ def goals(stats):
     for name, target, need, r in rows:
         met = "n/a" if r is None else ("yes" if r >= need else "**no**")
         out.append("| %s | %s | %s | %s |" % (name, target, rfmt(r), met))
-    # issue 4 (the transport alone, ntbsock perf)
+    # the transport's own goals (ntbsock perf alone)
     mem, bw = get("ref-memcpy", 4 << 20, "machine"), get("perf", 65536, "transport")
     frac = None if (mem is None or bw is None or mem.median is None or bw.median is None
                     or not mem.median) else bw.median / mem.median
-    out.append("| ntbsock perf 64 KiB streaming / same-run memcpy (issue 4) | ≥ 50%% | %s | %s |" % (
+    out.append("| ntbsock perf 64 KiB streaming / same-run memcpy (streaming goal) | ≥ 50%% | %s | %s |" % (
         "n/a" if frac is None else "%.0f%%" % (100 * frac),
         "n/a" if frac is None else ("yes" if frac >= 0.5 else "**no**")))
     sh = get("perf-pipe-share", 65536, "transport")
@@ -177,7 +177,7 @@ def goals(stats):
                                  "%.0f%% [%s–%s]" % (sh.median, fmt(sh.lo), fmt(sh.hi))))
     il = get("perf-ratio64", 64, "transport")
     r = None if il is None else il.median
-    out.append("| ntbsock perf 64 B one-way p50 / cache line measured interleaved (issue 4) "
+    out.append("| ntbsock perf 64 B one-way p50 / cache line measured interleaved (latency goal) "
                "| ≤ 4× | %s | %s |" % (
                    "n/a" if r is None else "%.1f× [%s–%s]" % (r, rfmt(il.lo), rfmt(il.hi)),
                    "n/a" if r is None else ("yes" if r <= 4 else "**no**")))
@@ -191,7 +191,7 @@ def write_md(stats, notes, path, machine, reps, secs):
            "Ratios compare medians. A run that failed, or an ntbsock run that did not use the "
            "link, is left out of its median and marked \"(k/n failed)\" or \"(k/n tcp "
            "fallback!)\"." % (reps, secs), ""]
-    out += ["## Goals (DESIGN.md §11, issue 6)", ""] + goals(stats) + [""]
+    out += ["## Goals (doc/design.md §11)", ""] + goals(stats) + [""]
     out += ["## iperf3 throughput by write size (Gbit/s)", ""]
     table_by_size(stats, "iperf3", "v1", "ntbsock/TCP", False, out)
     out += ["## iperf3 -P 4, 128 KiB writes (Gbit/s)", ""]

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* conf/ — the per-host config file (DESIGN.md §8): load and validate it (libconfig syntax),
+/* conf/ — the per-host config file (doc/design.md §8): load and validate it (libconfig syntax),
  * apply the NTBSOCK_* environment overrides, print the resolved view, and route a destination
  * address to ntb or tcp.
  *
@@ -84,15 +84,15 @@ struct conf_speed {
 	uint32_t latency_ns;  /* one-way latency added before each publication; 0..1000000000 */
 };
 
-enum conf_backend {
-	CONF_BACKEND_SHM = 0,  /* == NTB_BACKEND_SHM */
-	CONF_BACKEND_PCI = 1,  /* == NTB_BACKEND_PCI */
-};
-
 /* One link; maps 1:1 onto struct ntb_link_params. */
 struct conf_link {
 	char              name[CONF_NAME_MAX + 1];
-	enum conf_backend backend;
+	/* A backend's name, as written: whether ntb/ has it is checked where the config meets the
+	 * link layer (glue_check_backends()), with BACKEND_FILE and BACKEND_LINE for the error.
+	 * Only the keys of "shm" and "pci" below are known here. */
+	char              backend[CONF_NAME_MAX + 1];
+	char              backend_file[CONF_PATH_MAX + 1];
+	int               backend_line;
 	int               side;          /* 0 or 1; -1: claim a free side (shm only) */
 	size_t            window_size;   /* bytes, multiple of 4096; default 16M */
 	/* shm */
@@ -101,9 +101,11 @@ struct conf_link {
 	gid_t             group;         /* (gid_t)-1: not set */
 	char              group_name[CONF_NAME_MAX + 1]; /* as written; "" when not set */
 	bool              allow_foreign_owner; /* default false */
+	char              ivshmem_server[CONF_PATH_MAX + 1]; /* UNIX socket; "" none */
 	/* pci */
 	char              device[CONF_NAME_MAX + 1]; /* BDF, vendor:device or class:XXXX */
 	int               bar;           /* -1: the profile's default */
+	bool              doorbell;      /* interrupt doorbells where there are some; default true */
 	/* link state */
 	uint32_t          heartbeat_ms;  /* default 100 */
 	uint32_t          link_timeout_ms; /* default 500 */
@@ -198,6 +200,11 @@ int conf_find_path(const char *explicit_path, char *buf, size_t len);
  * directory. */
 int conf_load(const char *path, struct conf **ret_conf, struct conf_error *ret_err);
 
+/* Fill ERR (may be NULL) with an error at FILE:LINE about KEY and VALUE (both may be NULL) and
+ * format its text: for checks made on a loaded config by the layers above. */
+void conf_err_set(struct conf_error *err, const char *file, int line, const char *key,
+		  const char *value, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
 /* Same, from a string; NAME is used as the file name in errors (NULL → "<string>").
  * @include paths are relative to the current directory. */
 int conf_load_string(const char *text, const char *name, struct conf **ret_conf,
@@ -266,7 +273,6 @@ const struct conf_peer *conf_peer_by_addr(const struct conf *c, const struct soc
 const struct conf_link *conf_link_by_name(const struct conf *c, const char *name);
 
 /* Names for printing. */
-const char *conf_backend_name(enum conf_backend b);   /* "shm", "pci" */
 const char *conf_action_name(enum conf_action a);     /* "ntb", "tcp" */
 const char *conf_fallback_name(enum conf_fallback f); /* "tcp", "error" */
 

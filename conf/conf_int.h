@@ -21,9 +21,7 @@ struct conf_ctx {
 
 /* --- errors (conf_error.c) --- */
 
-/* Fill ERR (may be NULL) and format its text; KEY and VALUE may be NULL. */
-void conf_err_set(struct conf_error *err, const char *file, int line, const char *key,
-		  const char *value, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* conf_err_set() (conf.h) with a va_list. */
 void conf_err_vset(struct conf_error *err, const char *file, int line, const char *key,
 		   const char *value, const char *fmt, va_list ap);
 

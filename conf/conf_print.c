@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "util/log.h"
 
@@ -29,13 +30,13 @@ static void print_addrs(FILE *out, const struct conf_addr *a, int n)
 static void print_link(FILE *out, const struct conf_link *l)
 {
 	fprintf(out, "  link %s\n", l->name);
-	fprintf(out, "    %-20s %s\n", "backend", conf_backend_name(l->backend));
+	fprintf(out, "    %-20s %s\n", "backend", l->backend);
 	if (l->side < 0)
 		fprintf(out, "    %-20s auto\n", "side");
 	else
 		fprintf(out, "    %-20s %d\n", "side", l->side);
 	print_size(out, "window_size", l->window_size);
-	if (l->backend == CONF_BACKEND_SHM) {
+	if (strcmp(l->backend, "shm") == 0) {
 		fprintf(out, "    %-20s %s\n", "path", l->path);
 		fprintf(out, "    %-20s %04o\n", "mode", (unsigned)l->mode);
 		if (l->group_name[0])
@@ -45,6 +46,8 @@ static void print_link(FILE *out, const struct conf_link *l)
 			fprintf(out, "    %-20s (unchanged)\n", "group");
 		fprintf(out, "    %-20s %s\n", "allow_foreign_owner",
 			l->allow_foreign_owner ? "true" : "false");
+		fprintf(out, "    %-20s %s\n", "ivshmem_server",
+			l->ivshmem_server[0] ? l->ivshmem_server : "(none)");
 		if (l->speed.bandwidth || l->speed.latency_ns) {
 			char bw[32] = "unlimited";
 
@@ -55,13 +58,14 @@ static void print_link(FILE *out, const struct conf_link *l)
 		} else {
 			fprintf(out, "    %-20s not modelled\n", "speed");
 		}
-	} else {
+	} else if (strcmp(l->backend, "pci") == 0) {
 		fprintf(out, "    %-20s %s\n", "device", l->device);
 		if (l->bar < 0)
 			fprintf(out, "    %-20s default\n", "bar");
 		else
 			fprintf(out, "    %-20s %d\n", "bar", l->bar);
 	}
+	fprintf(out, "    %-20s %s\n", "doorbell", l->doorbell ? "true" : "false");
 	fprintf(out, "    %-20s %u ms\n", "heartbeat_ms", l->heartbeat_ms);
 	fprintf(out, "    %-20s %u ms\n", "link_timeout_ms", l->link_timeout_ms);
 	if (l->fault.enabled) {

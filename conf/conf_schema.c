@@ -350,13 +350,27 @@ static int parse_link_shm(struct conf_ctx *ctx, const config_setting_t *g, struc
 	if ((rc = parse_mode(ctx, g, &l->mode)) || (rc = parse_group(ctx, g, l)))
 		return rc;
 	rc = conf_get_bool(ctx, g, "allow_foreign_owner", false, &l->allow_foreign_owner);
-	return rc < 0 ? rc : 0;
+	if (rc < 0)
+		return rc;
+	rc = conf_get_string(ctx, g, "ivshmem_server", false, &path);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		const config_setting_t *s = config_setting_get_member(g, "ivshmem_server");
+
+		if (path[0] != '/')
+			return conf_err_at(ctx, s, "must be an absolute path");
+		if (strlen(path) > 107)
+			return conf_err_at(ctx, s, "too long for a UNIX socket (at most 107 characters)");
+		snprintf(l->ivshmem_server, sizeof(l->ivshmem_server), "%s", path);
+	}
+	return 0;
 }
 
 static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
 {
 	static const char *const shm_only[] = { "path", "mode", "group", "allow_foreign_owner",
-						"speed", NULL };
+						"ivshmem_server", "speed", NULL };
 	const char *dev;
 	int64_t bar;
 	int rc;
@@ -378,6 +392,45 @@ static int parse_link_pci(struct conf_ctx *ctx, const config_setting_t *g, struc
 	if (!config_setting_get_member(g, "side"))
 		return conf_err_missing(ctx, g, "side");
 	return 0;
+}
+
+/* A backend this file has no keys for (ntb/ may have it: glue_check_backends() decides): none
+ * of the keys of shm and pci. */
+static int parse_link_other(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)
+{
+	static const char *const shm_only[] = { "path", "mode", "group", "allow_foreign_owner",
+						"speed", NULL };
+	int rc;
+
+	(void)l;
+	for (const char *const *k = shm_only; *k; k++)
+		if ((rc = only_for(ctx, g, *k, "shm")))
+			return rc;
+	if ((rc = only_for(ctx, g, "device", "pci")) || (rc = only_for(ctx, g, "bar", "pci")))
+		return rc;
+	return 0;
+}
+
+/* The backends with keys of their own (struct conf_link's shm and pci parts): the lowest side
+ * a link may name (-1: claim a free one) and the parser of its keys. */
+struct backend_keys {
+	const char *name;
+	int         side_min;
+	int       (*parse)(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l);
+};
+
+static const struct backend_keys *backend_keys_of(const char *name)
+{
+	static const struct backend_keys table[] = {
+		{ "shm", -1, parse_link_shm },
+		{ "pci", 0, parse_link_pci },
+	};
+	static const struct backend_keys other = { "", -1, parse_link_other };
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return &other;
 }
 
 /* The window must hold every receive context's rings. Mirrors transport's layout
@@ -406,10 +459,11 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	static const char *const keys[] = {
 		"name", "backend", "side", "window_size", "path", "mode", "group",
 		"allow_foreign_owner", "device", "bar", "heartbeat_ms", "link_timeout_ms", "fault",
-		"speed", NULL
+		"ivshmem_server", "doorbell", "speed", NULL
 	};
-	static const char *const backends[] = { "shm", "pci", NULL };
-	int backend, rc;
+	const struct backend_keys *bk;
+	const config_setting_t *bs;
+	int rc;
 	int64_t side;
 	uint64_t v;
 
@@ -419,16 +473,20 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	l->mode = 0600;
 	l->group = (gid_t)-1;
 	l->bar = -1;
+	l->doorbell = true;
 	l->heartbeat_ms = 100;
 	l->link_timeout_ms = 500;
 	l->line = config_setting_source_line(g);
 
 	if ((rc = conf_want_group(ctx, g)) || (rc = conf_check_keys(ctx, g, keys)) ||
 	    (rc = conf_get_name(ctx, g, "name", true, l->name)) ||
-	    (rc = conf_get_choice(ctx, g, "backend", true, backends, &backend)))
+	    (rc = conf_get_name(ctx, g, "backend", true, l->backend)))
 		return rc;
-	l->backend = backend == 1 ? CONF_BACKEND_PCI : CONF_BACKEND_SHM;
-	rc = conf_get_i64(ctx, g, "side", false, l->backend == CONF_BACKEND_SHM ? -1 : 0, 1, &side);
+	bs = config_setting_get_member(g, "backend");
+	snprintf(l->backend_file, sizeof(l->backend_file), "%s", conf_setting_file(ctx, bs));
+	l->backend_line = config_setting_source_line(bs);
+	bk = backend_keys_of(l->backend);
+	rc = conf_get_i64(ctx, g, "side", false, bk->side_min, 1, &side);
 	if (rc < 0)
 		return rc;
 	if (rc == 0)
@@ -442,8 +500,11 @@ static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct co
 					   "must be a multiple of 4096");
 		l->window_size = (size_t)v;
 	}
-	rc = l->backend == CONF_BACKEND_SHM ? parse_link_shm(ctx, g, l) : parse_link_pci(ctx, g, l);
+	rc = bk->parse(ctx, g, l);
 	if (rc)
+		return rc;
+	rc = conf_get_bool(ctx, g, "doorbell", false, &l->doorbell);
+	if (rc < 0)
 		return rc;
 	if ((rc = get_u32(ctx, g, "heartbeat_ms", false, 1, 60000, &l->heartbeat_ms)) ||
 	    (rc = get_u32(ctx, g, "link_timeout_ms", false, 1, 600000, &l->link_timeout_ms)))

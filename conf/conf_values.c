@@ -319,10 +319,6 @@ const char *conf_addr_str(const struct conf_addr *addr, char *buf, size_t len)
 	return buf;
 }
 
-const char *conf_backend_name(enum conf_backend b)
-{
-	return b == CONF_BACKEND_PCI ? "pci" : b == CONF_BACKEND_SHM ? "shm" : "?";
-}
 
 const char *conf_action_name(enum conf_action a)
 {

@@ -6,24 +6,56 @@
 #ifndef NTBSOCK_GLUE_CONF_PARAMS_H
 #define NTBSOCK_GLUE_CONF_PARAMS_H
 
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "conf/conf.h"
 #include "ntb/ntb.h"
 #include "transport/transport.h"
+
+/* Is every link's backend one that ntb/ has (ntb/backend/backends.c)? 0, or -EINVAL with ERR
+ * filled: "FILE:LINE: key 'links[I].backend': no such backend in this build (shm, pci)
+ * (value 'X')".
+ * conf/ takes any name for a backend; call this after conf_load(), where the two meet. */
+static inline int glue_check_backends(const struct conf *c, struct conf_error *err)
+{
+	char names[128] = "";
+	size_t used = 0;
+
+	for (int i = 0; i < c->n_links; i++) {
+		const struct conf_link *l = &c->links[i];
+
+		if (ntb_backend_known(l->backend))
+			continue;
+		for (int k = 0; ntb_backend_name(k) && used < sizeof(names); k++)
+			used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+						 k ? ", " : "", ntb_backend_name(k));
+		char key[32];
+
+		snprintf(key, sizeof(key), "links[%d].backend", i);
+		conf_err_set(err, l->backend_file, l->backend_line, key, l->backend,
+			     "no such backend in this build (%s)", names);
+		return -EINVAL;
+	}
+	return 0;
+}
 
 /* Fill RET with the ntb parameters of config link CL (defaults first, then every field). */
 static inline void glue_link_params(const struct conf_link *cl, struct ntb_link_params *ret)
 {
 	ntb_link_params_init(ret);
 	snprintf(ret->name, sizeof(ret->name), "%s", cl->name);
-	ret->backend = cl->backend == CONF_BACKEND_PCI ? NTB_BACKEND_PCI : NTB_BACKEND_SHM;
+	/* (every backend's name fits; glue_check_backends() has refused the others) */
+	snprintf(ret->backend, sizeof(ret->backend), "%.*s", NTB_BACKEND_NAME_MAX, cl->backend);
 	ret->side = cl->side;
 	ret->window_size = cl->window_size;
 	snprintf(ret->path, sizeof(ret->path), "%s", cl->path);
 	ret->mode = cl->mode;
 	ret->group = cl->group;
 	ret->allow_foreign_owner = cl->allow_foreign_owner;
+	snprintf(ret->ivshmem_server, sizeof(ret->ivshmem_server), "%s", cl->ivshmem_server);
+	ret->doorbell = cl->doorbell;
 	snprintf(ret->device, sizeof(ret->device), "%s", cl->device);
 	ret->bar = cl->bar;
 	ret->heartbeat_ms = cl->heartbeat_ms;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The DMA queue (DESIGN.md §3): a batch of transfers into the outbound window, gathered, posted
+/* The DMA queue (doc/design.md §3): a batch of transfers into the outbound window, gathered, posted
  * and completed by an engine; the default engine copies with the CPU through ntb_write().
  *
  * Transitions (anything else returns an error and changes nothing):
@@ -48,7 +48,7 @@ static ssize_t cpu_copy_engine(struct ntb_link *link, size_t dst_off, const void
 	return rc ? rc : (ssize_t)n;
 }
 
-NTB_EXPORT int ntb_dmaq_create(struct ntb_link *link, unsigned max_entries,
+int ntb_dmaq_create(struct ntb_link *link, unsigned max_entries,
 			       struct ntb_dmaq **ret_q)
 {
 	if (!link || !ret_q || max_entries == 0 || max_entries > (1u << 20))
@@ -64,12 +64,12 @@ NTB_EXPORT int ntb_dmaq_create(struct ntb_link *link, unsigned max_entries,
 	return 0;
 }
 
-NTB_EXPORT void ntb_dmaq_destroy(struct ntb_dmaq *q)
+void ntb_dmaq_destroy(struct ntb_dmaq *q)
 {
 	free(q);
 }
 
-NTB_EXPORT bool ntb_dmaq_cpu_engine(const struct ntb_dmaq *q)
+bool ntb_dmaq_cpu_engine(const struct ntb_dmaq *q)
 {
 	return q && q->engine == cpu_copy_engine;
 }
@@ -79,7 +79,7 @@ void ntb_dmaq_set_engine(struct ntb_dmaq *q, ntb_dmaq_engine_fn fn)
 	q->engine = fn ? fn : cpu_copy_engine;
 }
 
-NTB_EXPORT int ntb_dmaq_enqueue(struct ntb_dmaq *q, size_t dst_off, const void *src, size_t len)
+int ntb_dmaq_enqueue(struct ntb_dmaq *q, size_t dst_off, const void *src, size_t len)
 {
 	if (q->state == NTB_DMAQ_POSTED)
 		return -EBUSY;
@@ -95,7 +95,7 @@ NTB_EXPORT int ntb_dmaq_enqueue(struct ntb_dmaq *q, size_t dst_off, const void *
 	return 0;
 }
 
-NTB_EXPORT int ntb_dmaq_post(struct ntb_dmaq *q)
+int ntb_dmaq_post(struct ntb_dmaq *q)
 {
 	if (q->state == NTB_DMAQ_POSTED)
 		return -EBUSY;
@@ -118,7 +118,7 @@ static int settled(const struct ntb_dmaq *q)
 	}
 }
 
-NTB_EXPORT int ntb_dmaq_poll(struct ntb_dmaq *q)
+int ntb_dmaq_poll(struct ntb_dmaq *q)
 {
 	if (q->state != NTB_DMAQ_POSTED)
 		return settled(q);
@@ -147,7 +147,7 @@ NTB_EXPORT int ntb_dmaq_poll(struct ntb_dmaq *q)
 	return 0;
 }
 
-NTB_EXPORT int ntb_dmaq_wait(struct ntb_dmaq *q, int timeout_ms)
+int ntb_dmaq_wait(struct ntb_dmaq *q, int timeout_ms)
 {
 	uint64_t start = ntb_now_ns();
 	for (;;) {
@@ -159,7 +159,7 @@ NTB_EXPORT int ntb_dmaq_wait(struct ntb_dmaq *q, int timeout_ms)
 	}
 }
 
-NTB_EXPORT int ntb_dmaq_abort(struct ntb_dmaq *q)
+int ntb_dmaq_abort(struct ntb_dmaq *q)
 {
 	if (q->state != NTB_DMAQ_POSTED)
 		return -EINVAL;
@@ -167,7 +167,7 @@ NTB_EXPORT int ntb_dmaq_abort(struct ntb_dmaq *q)
 	return 0;
 }
 
-NTB_EXPORT int ntb_dmaq_reset(struct ntb_dmaq *q)
+int ntb_dmaq_reset(struct ntb_dmaq *q)
 {
 	if (q->state == NTB_DMAQ_POSTED)
 		return -EBUSY;
@@ -182,12 +182,12 @@ NTB_EXPORT int ntb_dmaq_reset(struct ntb_dmaq *q)
 	return 0;
 }
 
-NTB_EXPORT enum ntb_dmaq_state ntb_dmaq_state(const struct ntb_dmaq *q)
+enum ntb_dmaq_state ntb_dmaq_state(const struct ntb_dmaq *q)
 {
 	return q->state;
 }
 
-NTB_EXPORT const char *ntb_dmaq_state_name(enum ntb_dmaq_state s)
+const char *ntb_dmaq_state_name(enum ntb_dmaq_state s)
 {
 	static const char *const names[] = { "idle", "gather", "posted", "done", "aborted",
 					     "error" };

@@ -54,6 +54,13 @@ void ntb_fault_destroy(struct ntb_fault *f)
 	free(f);
 }
 
+void ntb_fault_set_drop(struct ntb_fault *f, double rate)
+{
+	pthread_mutex_lock(&f->mu);
+	f->p.drop = rate;
+	pthread_mutex_unlock(&f->mu);
+}
+
 void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&f->mu);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,7 +34,7 @@ void ntb_set_detail(const char *fmt, ...)
 	LOG(LL_DEBUG, "ntb: %s", detail_buf);
 }
 
-NTB_EXPORT const char *ntb_strerror_detail(void)
+const char *ntb_strerror_detail(void)
 {
 	return detail_buf;
 }
@@ -50,10 +52,10 @@ static void sleep_us(unsigned us)
 	nanosleep(&ts, NULL);
 }
 
-NTB_EXPORT void ntb_link_params_init(struct ntb_link_params *p)
+void ntb_link_params_init(struct ntb_link_params *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->backend = NTB_BACKEND_SHM;
+	snprintf(p->backend, sizeof(p->backend), "shm");
 	p->side = -1;
 	p->window_size = 16u << 20;
 	p->mode = 0600;
@@ -61,6 +63,7 @@ NTB_EXPORT void ntb_link_params_init(struct ntb_link_params *p)
 	p->bar = -1;
 	p->heartbeat_ms = 100;
 	p->link_timeout_ms = 500;
+	p->doorbell = true;
 }
 
 /* --- process liveness ------------------------------------------------------------------------ */
@@ -367,10 +370,6 @@ static int check_params(const struct ntb_link_params *p)
 			       p->name, p->window_size);
 		return -EINVAL;
 	}
-	if (p->backend != NTB_BACKEND_SHM && p->backend != NTB_BACKEND_PCI) {
-		ntb_set_detail("link %s: unknown backend %d", p->name, (int)p->backend);
-		return -EINVAL;
-	}
 	const struct ntb_fault_params *f = &p->fault;
 	if (f->enabled && (!(f->drop >= 0.0 && f->drop <= 1.0) ||
 			   !(f->corrupt >= 0.0 && f->corrupt <= 1.0) || f->delay_us > 1000000)) {
@@ -393,12 +392,19 @@ static void link_layout(struct ntb_link *link)
 	link->out_size = link->inspect ? 0 : link->win_size;
 }
 
-NTB_EXPORT int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link)
+int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link)
 {
+	const struct ntb_backend_ops *ops;
+
 	if (!p)
 		return -EINVAL;
-	return ntb_link_open_ops(p, p->backend == NTB_BACKEND_PCI ? &ntb_pci_ops : &ntb_shm_ops,
-				 ret_link);
+	ops = ntb_backend_find(p->backend);
+	if (!ops) {
+		ntb_set_detail("link %s: no backend \"%.*s\" in this build", p->name,
+			       NTB_BACKEND_NAME_MAX, p->backend);
+		return -EINVAL;
+	}
+	return ntb_link_open_ops(p, ops, ret_link);
 }
 
 int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_ops *ops,
@@ -484,7 +490,7 @@ err_free:
 	return rc;
 }
 
-NTB_EXPORT void ntb_link_close(struct ntb_link *link)
+void ntb_link_close(struct ntb_link *link)
 {
 	if (!link)
 		return;
@@ -498,7 +504,7 @@ NTB_EXPORT void ntb_link_close(struct ntb_link *link)
 	free(link);
 }
 
-NTB_EXPORT int ntb_link_check_mapping(struct ntb_link *link)
+int ntb_link_check_mapping(struct ntb_link *link)
 {
 	if (!link)
 		return -EINVAL;
@@ -536,14 +542,14 @@ static inline void store_fence(void)
 }
 
 
-NTB_EXPORT const volatile void *ntb_in_window(const struct ntb_link *link, size_t *ret_size)
+const volatile void *ntb_in_window(const struct ntb_link *link, size_t *ret_size)
 {
 	if (ret_size)
 		*ret_size = link->win_size;
 	return link->in;
 }
 
-NTB_EXPORT size_t ntb_out_size(const struct ntb_link *link)
+size_t ntb_out_size(const struct ntb_link *link)
 {
 	return link->out_size;
 }
@@ -553,7 +559,7 @@ static int bounds_error(const struct ntb_link *link)
 	return link->inspect ? -EPERM : -EINVAL;
 }
 
-NTB_EXPORT int ntb_write(struct ntb_link *link, size_t off, const void *src, size_t len)
+int ntb_write(struct ntb_link *link, size_t off, const void *src, size_t len)
 {
 	if (unlikely(off > link->out_size || len > link->out_size - off))
 		return bounds_error(link);
@@ -566,7 +572,7 @@ NTB_EXPORT int ntb_write(struct ntb_link *link, size_t off, const void *src, siz
 	return 0;
 }
 
-NTB_EXPORT int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow, const void *src,
+int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow, const void *src,
 				 size_t len, uint32_t crc, uint32_t *ret_crc)
 {
 	if (unlikely(off > link->out_size || len > link->out_size - off))
@@ -590,7 +596,7 @@ NTB_EXPORT int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow
  * it publishes, ntb_from_peer_barrier() after the reads of the space it hands back); the
  * peer's partner is its acquire load of the word. */
 #define NTB_WRITE_N(fn, type)                                                              \
-	NTB_EXPORT int fn(struct ntb_link *link, size_t off, type v)                         \
+	int fn(struct ntb_link *link, size_t off, type v)                                    \
 	{                                                                                   \
 		if (unlikely(off % sizeof(type) || off > link->out_size ||                    \
 			     sizeof(type) > link->out_size - off))                          \
@@ -614,7 +620,7 @@ NTB_WRITE_N(ntb_write8, uint8_t)
 NTB_WRITE_N(ntb_write32, uint32_t)
 NTB_WRITE_N(ntb_write64, uint64_t)
 
-NTB_EXPORT uint8_t *ntb_out_direct(struct ntb_link *link)
+uint8_t *ntb_out_direct(struct ntb_link *link)
 {
 	/* plain write-back memory whose writes need nothing but the stores themselves, in order:
 	 * no fault decorator (fixed at open), no backend write or barrier op, not write-combined */
@@ -623,7 +629,7 @@ NTB_EXPORT uint8_t *ntb_out_direct(struct ntb_link *link)
 	return link->out;
 }
 
-NTB_EXPORT void ntb_to_peer_barrier(struct ntb_link *link)
+void ntb_to_peer_barrier(struct ntb_link *link)
 {
 	if (link->ops->to_peer_barrier) {
 		link->ops->to_peer_barrier(link);
@@ -640,7 +646,7 @@ NTB_EXPORT void ntb_to_peer_barrier(struct ntb_link *link)
 		atomic_thread_fence(memory_order_release);
 }
 
-NTB_EXPORT void ntb_wc_flush(struct ntb_link *link)
+void ntb_wc_flush(struct ntb_link *link)
 {
 	if (link->ops->wc_flush) {
 		link->ops->wc_flush(link);
@@ -679,7 +685,7 @@ static bool owns_slot(const struct ntb_link *link)
 	return link->slot >= 0 && (uint32_t)link->owner == (uint32_t)getpid();
 }
 
-NTB_EXPORT int ntb_link_enable(struct ntb_link *link)
+int ntb_link_enable(struct ntb_link *link)
 {
 	if (link->inspect)
 		return -EPERM;
@@ -692,8 +698,16 @@ NTB_EXPORT int ntb_link_enable(struct ntb_link *link)
 		atomic_store_explicit(&link->local->slots[link->slot].enabled, 1,
 				      memory_order_relaxed);
 	struct ntb_ctrl_page *c = link->ctrl_out;
+	uint32_t caps = link->caps;
+	if (link->db_id)
+		/* Interrupt doorbells: this process takes them from now on (under the side lock). */
+		atomic_store_explicit(&link->local->db_owner, link->db_id, memory_order_relaxed);
+	else if (atomic_load_explicit(&link->local->db_owner, memory_order_relaxed))
+		caps |= NTB_CAP_EVENT_DB; /* another process of this side takes them: keep its id */
 	if (!ctrl_cut(link)) {
-		atomic_store_explicit(&c->caps.v, link->caps, memory_order_relaxed);
+		if (link->db_id)
+			atomic_store_explicit(&c->db_id.v, link->db_id, memory_order_relaxed);
+		atomic_store_explicit(&c->caps.v, caps, memory_order_relaxed);
 		atomic_store_explicit(&c->writer_pid.v, (uint32_t)getpid(), memory_order_relaxed);
 		atomic_store_explicit(&c->epoch.v, link->epoch, memory_order_relaxed);
 		/* Release: epoch before enable; pairs with the acquire load of enable in
@@ -708,7 +722,7 @@ NTB_EXPORT int ntb_link_enable(struct ntb_link *link)
 	return 0;
 }
 
-NTB_EXPORT int ntb_link_disable(struct ntb_link *link)
+int ntb_link_disable(struct ntb_link *link)
 {
 	if (link->inspect)
 		return -EPERM;
@@ -733,7 +747,7 @@ NTB_EXPORT int ntb_link_disable(struct ntb_link *link)
 	return 0;
 }
 
-NTB_EXPORT int ntb_link_atfork_child(struct ntb_link *link)
+int ntb_link_atfork_child(struct ntb_link *link)
 {
 	if (!link)
 		return -EINVAL;
@@ -798,7 +812,7 @@ static void observe_peer(struct ntb_link *link, uint64_t now)
 		    up ? "up" : "down", ep);
 }
 
-NTB_EXPORT bool ntb_link_tick(struct ntb_link *link)
+bool ntb_link_tick(struct ntb_link *link)
 {
 	uint64_t now = ntb_now_ns();
 	if (atomic_load_explicit(&link->enabled, memory_order_relaxed)) {
@@ -815,12 +829,12 @@ NTB_EXPORT bool ntb_link_tick(struct ntb_link *link)
 	return atomic_load_explicit(&link->up, memory_order_relaxed);
 }
 
-NTB_EXPORT bool ntb_link_is_up(struct ntb_link *link)
+bool ntb_link_is_up(struct ntb_link *link)
 {
 	return ntb_link_tick(link);
 }
 
-NTB_EXPORT int ntb_link_wait_up(struct ntb_link *link, int timeout_ms)
+int ntb_link_wait_up(struct ntb_link *link, int timeout_ms)
 {
 	uint64_t start = ntb_now_ns();
 	for (;;) {
@@ -835,44 +849,57 @@ NTB_EXPORT int ntb_link_wait_up(struct ntb_link *link, int timeout_ms)
 	}
 }
 
-NTB_EXPORT int ntb_link_side(const struct ntb_link *link)
+int ntb_link_side(const struct ntb_link *link)
 {
 	return link->side;
 }
 
-NTB_EXPORT uint32_t ntb_link_epoch(const struct ntb_link *link)
+uint32_t ntb_link_epoch(const struct ntb_link *link)
 {
 	return link->epoch;
 }
 
-NTB_EXPORT bool ntb_link_peer_silent(const struct ntb_link *link)
+bool ntb_link_peer_silent(const struct ntb_link *link)
 {
 	return atomic_load_explicit(&link->peer_silent, memory_order_relaxed);
 }
 
-NTB_EXPORT uint32_t ntb_link_peer_epoch(const struct ntb_link *link)
+int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link)
+{
+	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
+	uint64_t now = ntb_now_ns();
+
+	return changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u) : -1;
+}
+
+uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link)
+{
+	return link->params.heartbeat_ms;
+}
+
+uint32_t ntb_link_peer_epoch(const struct ntb_link *link)
 {
 	return atomic_load_explicit(&link->peer_epoch, memory_order_relaxed);
 }
 
-NTB_EXPORT const char *ntb_link_name(const struct ntb_link *link)
+const char *ntb_link_name(const struct ntb_link *link)
 {
 	return link->params.name;
 }
 
-NTB_EXPORT enum ntb_backend ntb_link_backend(const struct ntb_link *link)
+const char *ntb_link_backend(const struct ntb_link *link)
 {
 	return link->params.backend;
 }
 
-NTB_EXPORT int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
+int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
 {
 	if (!link || !ret)
 		return -EINVAL;
 	struct ntb_link_info info;
 	memset(&info, 0, sizeof(info));
 	info.up = ntb_link_tick(link);
-	info.backend = link->params.backend;
+	snprintf(info.backend, sizeof(info.backend), "%s", link->params.backend);
 	info.side = link->side;
 	info.window_size = link->win_size;
 	info.region_size = link->hdr.region_size;
@@ -894,14 +921,14 @@ NTB_EXPORT int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
 				info.claims[s]++;
 	}
 	snprintf(info.location, sizeof(info.location), "%s",
-		 link->params.backend == NTB_BACKEND_PCI ? link->params.device : link->params.path);
+		 link->ops->location ? link->ops->location(link) : "");
 	*ret = info;
 	return 0;
 }
 
 /* --- doorbells -------------------------------------------------------------------------------- */
 
-NTB_EXPORT int ntb_peer_db_ring(struct ntb_link *link)
+int ntb_peer_db_ring(struct ntb_link *link)
 {
 	if (link->inspect)
 		return -EPERM;
@@ -915,13 +942,13 @@ NTB_EXPORT int ntb_peer_db_ring(struct ntb_link *link)
 	return 0;
 }
 
-NTB_EXPORT uint32_t ntb_db_read(const struct ntb_link *link)
+uint32_t ntb_db_read(const struct ntb_link *link)
 {
 	/* Acquire: pairs with the release store in the peer's ntb_peer_db_ring(). */
 	return atomic_load_explicit(&link->ctrl_in->doorbell.v, memory_order_acquire);
 }
 
-NTB_EXPORT int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
+int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 {
 	_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
 	uint64_t start = ntb_now_ns();
@@ -954,8 +981,8 @@ NTB_EXPORT int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 		}
 		/* relaxed: written before enable (release) and read after observe_peer()'s
 		 * acquire of enable in the tick above; a stale reading only polls */
-		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v,
-						       memory_order_relaxed) & NTB_CAP_FUTEX_WAKE;
+		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+				  (NTB_CAP_FUTEX_WAKE | NTB_CAP_EVENT_DB);
 		if (link->ops->db_wait_slice && peer_wakes) {
 			rc = link->ops->db_wait_slice(link, db, seen, slice);
 		} else {
@@ -971,21 +998,57 @@ NTB_EXPORT int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 	return rc;
 }
 
-NTB_EXPORT int ntb_db_fd(const struct ntb_link *link)
+int ntb_db_fd(const struct ntb_link *link)
 {
-	(void)link;
-	return -ENOTSUP;
+	return link->ops->db_fd ? link->ops->db_fd(link) : -ENOTSUP;
+}
+
+int ntb_evfd_wait_slice(int fd, _Atomic uint32_t *db, uint32_t seen, int slice_ms)
+{
+	uint64_t count;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct timespec ts = { slice_ms / 1000, (long)(slice_ms % 1000) * 1000000L };
+
+	/* Drain first, then look: a ring after the drain leaves the fd readable, so the ppoll
+	 * below cannot miss it (the eventfd is level-triggered). */
+	while (syscall(SYS_read, fd, &count, sizeof(count)) == (long)sizeof(count))
+		;
+	/* acquire: pairs with the peer's release store of the doorbell in its ring */
+	if (atomic_load_explicit(db, memory_order_acquire) != seen)
+		return 0;
+	if (syscall(SYS_ppoll, &pfd, 1, &ts, NULL, (size_t)8) < 0 && errno == EINTR)
+		return -EINTR;
+	return 0;
+}
+
+uint32_t ntb_peer_db_target(const struct ntb_link *link)
+{
+	/* relaxed: both written by the peer before its enable (release), read after
+	 * observe_peer()'s acquire of enable; a stale reading rings a stale id (ignored by the
+	 * device) or none, and the peer's waiter then wakes on its timer */
+	if (!(atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) & NTB_CAP_EVENT_DB))
+		return 0;
+	uint32_t id = atomic_load_explicit(&link->ctrl_in->db_id.v, memory_order_relaxed);
+	return id <= 65536 ? id : 0; /* untrusted: ivshmem ids are 16 bits */
+}
+
+bool ntb_db_event_mine(const struct ntb_link *link)
+{
+	return link->db_id != 0 &&
+	       (atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+		NTB_CAP_EVENT_DB) &&
+	       atomic_load_explicit(&link->local->db_owner, memory_order_relaxed) == link->db_id;
 }
 
 /* --- scratchpads ------------------------------------------------------------------------------ */
 
-NTB_EXPORT int ntb_spad_count(const struct ntb_link *link)
+int ntb_spad_count(const struct ntb_link *link)
 {
 	(void)link;
 	return NTB_SPAD_COUNT;
 }
 
-NTB_EXPORT int ntb_spad_read(const struct ntb_link *link, int idx, uint32_t *ret_val)
+int ntb_spad_read(const struct ntb_link *link, int idx, uint32_t *ret_val)
 {
 	if (idx < 0 || idx >= NTB_SPAD_COUNT || !ret_val)
 		return -EINVAL;
@@ -994,7 +1057,7 @@ NTB_EXPORT int ntb_spad_read(const struct ntb_link *link, int idx, uint32_t *ret
 	return 0;
 }
 
-NTB_EXPORT int ntb_peer_spad_write(struct ntb_link *link, int idx, uint32_t val)
+int ntb_peer_spad_write(struct ntb_link *link, int idx, uint32_t val)
 {
 	if (idx < 0 || idx >= NTB_SPAD_COUNT)
 		return -EINVAL;
@@ -1007,7 +1070,7 @@ NTB_EXPORT int ntb_peer_spad_write(struct ntb_link *link, int idx, uint32_t val)
 	return 0;
 }
 
-NTB_EXPORT void ntb_fault_stats(const struct ntb_link *link, struct ntb_fault_stats *ret_stats)
+void ntb_fault_stats(const struct ntb_link *link, struct ntb_fault_stats *ret_stats)
 {
 	if (link->fault)
 		ntb_fault_get_stats(link->fault, ret_stats);

@@ -2,7 +2,7 @@
 /* ntb/ — the link layer: one link joins this host to one peer host through two memory windows,
  * doorbells, scratchpads and a link state, in the vocabulary of Linux's include/linux/ntb.h.
  *
- * Rules (DESIGN.md §3): never read the outbound window; every polled word lives in the inbound
+ * Rules (doc/design.md §3): never read the outbound window; every polled word lives in the inbound
  * window or our inbound control page; one writer per shared word; payload, barrier, then the
  * word that publishes it; everything read from inbound memory is untrusted.
  *
@@ -20,11 +20,7 @@
 #define NTB_NAME_MAX     63
 #define NTB_PATH_MAX     255
 #define NTB_SPAD_COUNT   16
-
-enum ntb_backend {
-	NTB_BACKEND_SHM = 0,
-	NTB_BACKEND_PCI = 1,
-};
+#define NTB_BACKEND_NAME_MAX 15
 
 /* Fault injection on outbound-window writes (the `fault` decorator). Rates in [0,1].
  * The cut: once CUT_AFTER bytes have been offered to the decorator (the write that would take
@@ -56,7 +52,7 @@ struct ntb_speed_params {
 
 struct ntb_link_params {
 	char             name[NTB_NAME_MAX + 1];
-	enum ntb_backend backend;
+	char             backend[NTB_BACKEND_NAME_MAX + 1]; /* a name ntb_backend_name() lists */
 	int              side;          /* 0 or 1; -1: claim a free side (shm only) */
 	size_t           window_size;   /* bytes per direction; a multiple of 4096; 0: accept an
 					 * existing region's (never creates) */
@@ -65,22 +61,33 @@ struct ntb_link_params {
 	mode_t           mode;          /* creation mode, 0 → 0600 */
 	gid_t            group;         /* (gid_t)-1 → leave as created */
 	bool             allow_foreign_owner; /* accept a file owned by another uid */
+	/* the UNIX socket of an ivshmem server sharing this file with QEMU ivshmem-doorbell
+	 * devices: join it as a peer for interrupt doorbells ("" → none) */
+	char             ivshmem_server[NTB_PATH_MAX + 1];
 	/* pci */
 	char             device[NTB_NAME_MAX + 1]; /* "0000:00:04.0", "1af4:1110" or "class:0500" */
 	int              bar;           /* -1 → the profile's default (ivshmem: 2) */
+	/* both: use interrupt doorbells where there are some (default true) */
+	bool             doorbell;
 	/* link state */
 	uint32_t         heartbeat_ms;  /* 0 → 100 */
 	uint32_t         link_timeout_ms; /* peer silent this long → down; 0 → 500 */
 	struct ntb_fault_params fault;
 	struct ntb_speed_params speed;  /* shm only; zeroes: not modelled */
-	/* Added: map and read the link state only (e.g. `ntbsock check`): no create, no claim,
+	/* Map and read the link state only (e.g. `ntbsock check`): no create, no claim,
 	 * no writes at all, enable and window writes fail; side -1 → 0. Does not disturb a live
 	 * link. */
 	bool             inspect_only;
 };
 
-/* Fill P with defaults (side -1, 16 MiB windows, mode 0600, heartbeat 100 ms, timeout 500 ms). */
+/* Fill P with defaults (backend "shm", side -1, 16 MiB windows, mode 0600, heartbeat 100 ms,
+ * timeout 500 ms). */
 void ntb_link_params_init(struct ntb_link_params *p);
+
+/* The backends this build has (ntb/backend/backends.c): the name of the I-th, NULL past the
+ * last. ntb_backend_known(): is NAME one of them? */
+const char *ntb_backend_name(int i);
+bool ntb_backend_known(const char *name);
 
 struct ntb_link;
 
@@ -90,6 +97,7 @@ struct ntb_link;
  * Also: -EPROTONOSUPPORT (region version), -EMSGSIZE (window size differs from P's; 0 in P
  * accepts any), -EAGAIN (region all zero and we are side 1: side 0 initialises it), -EPERM
  * (shm file owned by another uid), -ELOOP (symlink), -EBUSY (side -1, both sides live).
+ * -EINVAL also when P->backend names no backend of this build.
  * ntb_strerror_detail() says why in one line. Several processes may open the same side (all
  * processes of one host share it); they share the side's session epoch (see ntb_int.h).
  * All functions but open/close/atfork may be called from several threads on one handle;
@@ -99,7 +107,7 @@ int ntb_link_open(const struct ntb_link_params *p, struct ntb_link **ret_link);
 /* Announce link down to the peer, release our side, unmap. Accepts NULL. */
 void ntb_link_close(struct ntb_link *link);
 
-/* Added: call in a forked child that keeps using LINK (the handle is inherited, the claim on
+/* Call in a forked child that keeps using LINK (the handle is inherited, the claim on
  * the side is not): claims a slot for the child in the same session, so the side stays alive
  * (same epoch) when the parent exits. 0, -EUSERS (no free slot: the handle still works but
  * does not keep the side alive), -ESTALE (the side restarted meanwhile). Without it, the
@@ -177,8 +185,13 @@ uint32_t ntb_db_read(const struct ntb_link *link);
  * Returns 0 when rung, -ETIMEDOUT, -EINTR, or -ENOLINK when the link went down. */
 int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms);
 
-/* A pollable fd that turns readable on a doorbell, or -ENOTSUP: the shm and pci backends
- * have none, and the caller polls ntb_db_read() / sleeps in ntb_db_wait() instead. */
+/* A pollable fd (an eventfd) that turns readable when the peer rings, or -ENOTSUP. Only
+ * links with interrupt doorbells have one: a pci link on an ivshmem-doorbell device bound to
+ * vfio-pci, and a shm link that joined an ivshmem server (params.ivshmem_server). Readable
+ * means "look at ntb_db_read()": drain it with read(2) of 8 bytes (non-blocking) before
+ * re-checking. The peer rings only the process of this side that last enabled the link with
+ * a doorbell: another process's fd may stay quiet, so wait on it with a timeout. Without an
+ * fd, poll ntb_db_read() or sleep in ntb_db_wait(). Owned by the link: do not close it. */
 int ntb_db_fd(const struct ntb_link *link);
 
 /* --- scratchpads ---------------------------------------------------------------------------- */
@@ -217,19 +230,22 @@ uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
  * announces down), or a live one whose processes are stopped or starved; the caller decides
  * how long to wait. False while up and for any other kind of down. */
 bool ntb_link_peer_silent(const struct ntb_link *link);
+/* Milliseconds since this handle last saw the peer's heartbeat change (-1: not yet). */
+int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link);
+uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link);
 const char *ntb_link_name(const struct ntb_link *link);
-enum ntb_backend ntb_link_backend(const struct ntb_link *link);
+const char *ntb_link_backend(const struct ntb_link *link); /* its backend's name */
 
-/* Added: is the mapping still backed? shm: -EIO when the file was truncated below the region
+/* Is the mapping still backed? shm: -EIO when the file was truncated below the region
  * (accesses would SIGBUS), -ESTALE when the path no longer names our file (unlinked or
  * replaced); pci: 0. Not on the fast path; call from housekeeping, e.g. when the link is down. */
 int ntb_link_check_mapping(struct ntb_link *link);
 
-/* Added: a snapshot of the link state for display (`ntbsock check`); refreshes like
+/* A snapshot of the link state for display (`ntbsock check`); refreshes like
  * ntb_link_tick(). Works on inspect_only handles (then `enabled`/`epoch` are those our side
  * announced). claims[s]: handles holding side s (processes of that host). */
 struct ntb_link_info {
-	enum ntb_backend backend;
+	char     backend[NTB_BACKEND_NAME_MAX + 1];
 	int      side;
 	size_t   window_size, region_size, map_size;
 	bool     up, enabled, peer_enabled;
@@ -254,7 +270,7 @@ struct ntb_fault_stats {
 };
 void ntb_fault_stats(const struct ntb_link *link, struct ntb_fault_stats *ret_stats);
 
-/* --- DMA queue (DESIGN.md §3) ----------------------------------------------------------------
+/* --- DMA queue (doc/design.md §3) ----------------------------------------------------------------
  * Idle → enqueue → Gather → post → Posted → wait/poll → Done | Error; abort: Posted → Aborted;
  * reset: Done/Aborted/Error → Idle. Illegal transitions return -EBUSY or -EINVAL and change
  * nothing. The CPU-copy engine writes through ntb_write(), so faults apply. */

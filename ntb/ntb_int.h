@@ -38,7 +38,7 @@
  * SIDES, SESSIONS, EPOCHS, HEARTBEAT (per host, not per process)
  *   Many processes of one host may open the same side at once (everything of host A under the
  *   preload library is side 0). They coordinate through their side's struct ntb_side_local,
- *   which only processes of that side touch (DESIGN.md rule 2: local atomics among the
+ *   which only processes of that side touch (doc/design.md §3 rule 2: local atomics among the
  *   processes of one host), with:
  *   - a lock word (pid of the holder; a dead holder's lock is stolen),
  *   - claim slots, one per open link handle: owner = (generation << 32) | pid, plus the
@@ -77,6 +77,13 @@
  *   a shm ringer skips the FUTEX_WAKE syscall when nobody sleeps (Dekker pair: waiter
  *   increments then re-reads the doorbell; ringer stores the doorbell, full fence, reads
  *   db_waiters).
+ *   A writer that receives doorbells as interrupts (an ivshmem-doorbell device: the pci backend
+ *   through vfio-pci in a guest, the shm backend as a client of the ivshmem server on the host)
+ *   also advertises NTB_CAP_EVENT_DB and writes its ivshmem peer id + 1 into ctrl.db_id; the
+ *   other side then rings that id (BAR0 doorbell register, or the id's eventfd) after every
+ *   doorbell store, and waits on its own interrupt eventfd instead of a timer. Several processes
+ *   of one side: the last to enable the link publishes its id (side_local.db_owner says which);
+ *   the others keep waiting on timers.
  *
  * SIGBUS: a shm file truncated by someone else makes accesses beyond its end fault. Callers
  *   that want to be defensive call ntb_link_check_mapping() (fstat size, and whether the path
@@ -107,6 +114,7 @@
 
 /* ctrl.caps bits (written by the writer of the page, describe the writer) */
 #define NTB_CAP_FUTEX_WAKE  0x1u /* the writer issues FUTEX_WAKE after a doorbell store */
+#define NTB_CAP_EVENT_DB    0x2u /* the writer rings ivshmem doorbells and takes them at db_id */
 
 /* Region header, offset 0. Written once by the initialiser (magic last, release), then never. */
 struct ntb_region_hdr {
@@ -154,6 +162,7 @@ static_assert(sizeof(struct ntb_side_slot) == 32, "slot size");
  * hb_seq/hb_due  tickers (fetch_add / CAS)       tickers
  * db_seq         ringers (fetch_add)             -
  * db_waiters     waiters (fetch_add/sub)         shm peer ringers (skip the wake syscall)
+ * db_owner       enablers (under lock)           waiters (use the interrupt eventfd or not)
  * slots          lock holder                     lock holder, ntb_link_info() */
 struct ntb_side_local {
 	_Atomic uint32_t lock;          /* 0x000 pid of holder, 0 free */
@@ -171,7 +180,9 @@ struct ntb_side_local {
 	/* 0x280 the emulated link's clock (ntb/speed.c): CLOCK_MONOTONIC ns at which the last
 	 * write of this side's processes is through; 0 in a region that never used the model */
 	_Atomic uint64_t pace_ns;
-	uint8_t  pad5[0x400 - 0x288];
+	uint32_t pad6[30];
+	_Atomic uint32_t db_owner;      /* 0x300 ivshmem id + 1 published in ctrl.db_id; 0 none */
+	uint8_t  pad5[0x400 - 0x304];
 	struct ntb_side_slot slots[NTB_SIDE_SLOTS]; /* 0x400 */
 };
 static_assert(offsetof(struct ntb_side_local, generation) == 0x080, "local layout");
@@ -179,6 +190,7 @@ static_assert(offsetof(struct ntb_side_local, hb_seq) == 0x100, "local layout");
 static_assert(offsetof(struct ntb_side_local, db_seq) == 0x180, "local layout");
 static_assert(offsetof(struct ntb_side_local, db_waiters) == 0x200, "local layout");
 static_assert(offsetof(struct ntb_side_local, pace_ns) == 0x280, "local layout");
+static_assert(offsetof(struct ntb_side_local, db_owner) == 0x300, "local layout");
 static_assert(offsetof(struct ntb_side_local, slots) == 0x400, "local layout");
 static_assert(sizeof(struct ntb_side_local) == NTB_LOCAL_SIZE, "local size");
 
@@ -199,13 +211,15 @@ struct ntb_ctrl_page {
 	struct ntb_ctrl_word caps;       /* 0x200 NTB_CAP_* of the writer */
 	struct ntb_ctrl_word writer_pid; /* 0x280 informational (a pid on the peer host) */
 	struct ntb_ctrl_word spad[NTB_SPAD_COUNT]; /* 0x300 .. 0xb00 */
-	uint8_t reserved[NTB_CTRL_SIZE - 0xb00];
+	struct ntb_ctrl_word db_id;      /* 0xb00 writer's ivshmem peer id + 1 (EVENT_DB); 0 none */
+	uint8_t reserved[NTB_CTRL_SIZE - 0xb80];
 };
 static_assert(offsetof(struct ntb_ctrl_page, enable) == 0x080, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, heartbeat) == 0x100, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, doorbell) == 0x180, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, caps) == 0x200, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, spad) == 0x300, "ctrl layout");
+static_assert(offsetof(struct ntb_ctrl_page, db_id) == 0xb00, "ctrl layout");
 static_assert(sizeof(struct ntb_ctrl_page) == NTB_CTRL_SIZE, "ctrl size");
 
 /* --- region helpers (ntb/region.c) ----------------------------------------------------------- */
@@ -273,6 +287,10 @@ struct ntb_backend_ops {
 			      int slice_ms);
 	/* Is the mapping still backed (shm: file size, path identity)? 0 or -errno. */
 	int  (*check_mapping)(struct ntb_link *link);
+	/* What ntb_link_info() shows as the link's location (a file, a device); NULL: "". */
+	const char *(*location)(const struct ntb_link *link);
+	/* The eventfd that turns readable when the peer rings our ivshmem doorbell, or -ENOTSUP. */
+	int  (*db_fd)(const struct ntb_link *link);
 };
 
 /* This program image's random non-zero tag, stored in the claim slots it takes (link.c). */
@@ -283,8 +301,11 @@ uint32_t ntb_image_tag(void);
 int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_ops *ops,
 		      struct ntb_link **ret_link);
 
-extern const struct ntb_backend_ops ntb_shm_ops;
-extern const struct ntb_backend_ops ntb_pci_ops; /* ntb/pci.c (the pci helper's) */
+/* The table of backends (ntb/backend/backends.c): the ops of the backend called NAME, or NULL. */
+const struct ntb_backend_ops *ntb_backend_find(const char *name);
+
+extern const struct ntb_backend_ops ntb_shm_ops; /* ntb/backend/shm.c */
+extern const struct ntb_backend_ops ntb_pci_ops; /* ntb/backend/pci.c */
 
 struct ntb_fault; /* ntb/fault.c */
 struct ntb_speed; /* ntb/speed.c */
@@ -311,6 +332,7 @@ struct ntb_link {
 	struct ntb_region_hdr hdr;    /* validated private copy */
 	bool    wc;
 	uint32_t caps;
+	uint32_t db_id;               /* our ivshmem peer id + 1 (with NTB_CAP_EVENT_DB); 0 none */
 	int     side_hint;
 	/* derived by link.c from hdr */
 	int     side;
@@ -361,6 +383,19 @@ void ntb_fault_write(struct ntb_link *link, size_t off, const void *src, size_t 
  * checks the time-based cut first. */
 bool ntb_fault_ctrl_pass(struct ntb_link *link);
 void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret);
+/* Change the drop rate of window writes from now on (tests). */
+void ntb_fault_set_drop(struct ntb_fault *f, double rate);
+
+/* The peer's ivshmem id + 1 to ring, or 0 when it takes no interrupt doorbells (ntb/link.c). */
+uint32_t ntb_peer_db_target(const struct ntb_link *link);
+
+/* Whether a waiter of this process should sleep on its interrupt eventfd: the peer rings
+ * interrupts and the id it rings is ours (ntb/link.c). */
+bool ntb_db_event_mine(const struct ntb_link *link);
+
+/* Wait on the interrupt eventfd FD until *DB != SEEN or SLICE_MS passes: drain FD, re-check
+ * DB (acquire), ppoll. 0 (rung, or slice over) or -EINTR (ntb/link.c). */
+int ntb_evfd_wait_slice(int fd, _Atomic uint32_t *db, uint32_t seen, int slice_ms);
 
 /* Raw write (no decorator): backend op or memcpy. */
 static inline void ntb_raw_write(struct ntb_link *link, size_t off, const void *src, size_t len)

@@ -4,7 +4,7 @@
  * machine.
  *
  * Bandwidth: this side's processes share one link clock, pace_ns in their side's local page
- * (host-local memory: DESIGN rule 2 allows local atomics among one host's processes). A write
+ * (host-local memory: doc/design.md §3 rule 2 allows local atomics among one host's processes). A write
  * of LEN bytes claims the interval [max(now - SPEED_SLACK_NS, pace_ns), + LEN / bandwidth) by
  * a CAS and its writer waits until the interval's end before its bytes land: bytes enter the
  * peer's window no faster than the bandwidth (over any span longer than the slack), whichever
@@ -128,7 +128,7 @@ int ntb_speed_create(struct ntb_link *link)
 {
 	struct ntb_speed *sp;
 
-	if (link->params.backend != NTB_BACKEND_SHM)
+	if (strcmp(link->params.backend, "shm") != 0)
 		return -EINVAL;
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* exec(): hand NTB connections and listeners over to the new program image, and adopt them
- * there (DESIGN.md §7: "the new image adopts inherited NTB connections").
+ * there (doc/design.md §7: "the new image adopts inherited NTB connections").
  *
  * Before the real exec, for every tracked object:
  *  - an open NTB connection with an fd that survives exec (no FD_CLOEXEC) is exported from the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* A connection whose NTB path broke and moved to its kernel TCP socket (transport's failover,
- * DESIGN §5.8): from then on the descriptor is an ordinary kernel socket. The transport says so
+ * doc/design.md §5.8): from then on the descriptor is an ordinary kernel socket. The transport says so
  * with -EXDEV from tp_send()/tp_recv() (or tp_conn_failover_state()); this file turns the
  * socket over to the kernel once (state PL_CS_FAILED: every wrapper then passes it through),
  * says it in the log, and finishes the call that found it. */

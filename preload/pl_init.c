@@ -2,6 +2,7 @@
 /* Initialisation: resolve the real functions, load the config, choose active or pass-through.
  * Runs from the constructor and, through pthread_once, from the first wrapper called. */
 #include "preload/pl_int.h"
+#include "glue/conf_params.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -61,6 +62,8 @@ static int pl_load_conf(void)
 	r = conf_load(path, &c, &err);
 	if (r == 0)
 		r = conf_apply_env(c, &err);
+	if (r == 0)
+		r = glue_check_backends(c, &err);
 	if (r < 0) {
 		LOG(LL_WARN, "config %s: %s: all sockets use the kernel", path,
 		    err.text[0] ? err.text : strerror(-r));

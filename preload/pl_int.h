@@ -49,6 +49,11 @@
 #include "util/compiler.h"
 #include "util/log.h"
 
+/* A wrapper of an intercepted call: default visibility, so that the version script generated
+ * from intercept.def (preload/gen_map.sh) can export it. Everything else in the library is
+ * hidden (-fvisibility=hidden) and local to the version script. */
+#define NTB_EXPORT __attribute__((visibility("default")))
+
 /* --- real functions (generated from intercept.def) ------------------------------------------ */
 
 #define PL_CALL(name, ret, params, args) ret (*name) params;
@@ -98,7 +103,13 @@ static inline bool pl_active(void)
 #define PL_PEER_FIN_WAIT_MS 100
 void pl_exit_linger(const char *when);
 
-/* Return R (>= 0) or set errno from a negative errno and return -1: the one place. */
+/* Return R (>= 0) or set errno from a negative errno and return -1: where a wrapper turns a
+ * transport/ or preload result (0, a count or -errno) into libc's convention. It is not the only
+ * place errno is written: the wrappers also restore the program's errno after calls of our own
+ * that may change it (`errno = saved`), pass on a kernel result that a real call or a pending
+ * connect left (`errno = e`), report the NTB set-up's outcome of a connect() under fallback
+ * "error" (ENETUNREACH, ECONNREFUSED), and the syscall() fallbacks (pl_sys.c) and the exec
+ * wrappers (pl_exec.c) follow libc's convention themselves. */
 static inline long pl_ret(long r)
 {
 	if (r < 0) {

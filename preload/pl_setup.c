@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* Connection set-up (DESIGN.md §5): route a connect() to ntb or tcp, reserve the NTB path
+/* Connection set-up (doc/design.md §5): route a connect() to ntb or tcp, reserve the NTB path
  * before the kernel connect, attach accepted connections, advertise listeners, and log one
  * line per connection saying which path it took and why. */
 #include "preload/pl_int.h"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Dependencies point one way (DESIGN.md §2): preload → transport → ntb → util, preload → conf
+# Dependencies point one way (doc/design.md §2): preload → transport → ntb → util, preload → conf
 # → util, glue (conf → ntb/transport parameters) → transport/ntb/conf/util, tools → anything
 # but preload. Fails naming each #include that breaks the rule.
 cd "$(dirname "$0")/.." || exit 1
@@ -17,7 +17,7 @@ check() { # dir allowed-dirs...
 		done
 	done
 }
-out=$( { check util; check ntb util; check conf util; check transport ntb util;
+out=$( { check util; check ntb util; check ntb/backend ntb util; check conf util; check transport ntb util;
 	 check glue transport ntb conf util;
 	 check preload glue transport ntb conf util; check tools glue transport ntb conf util; } )
 if printf '%s' "$out" | grep -q '^x$'; then

@@ -56,7 +56,8 @@ for t in tests/integration/test_*.sh; do
 	case $rc in
 	0)  pass=$((pass + 1)); echo "PASS $name (${secs}s)";;
 	77) skip=$((skip + 1)); echo "SKIP $name: $(grep -m1 SKIP "$log")";;
-	*)  fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name (rc=$rc, ${secs}s)"; tail -n 40 "$log";;
+	*)  fail=$((fail + 1)); failed="$failed $name"; echo "FAIL $name (rc=$rc, ${secs}s)"
+	    grep -m 5 '^FAIL' "$log"; tail -n 40 "$log";;
 	esac
 	rm -f "$log"
 done

@@ -63,14 +63,14 @@ static int print_link_state(const struct conf_link *cl)
 	int rc, view;
 
 	glue_link_params(cl, &p);
-	printf("  %s: backend %s, window %s, ", cl->name, conf_backend_name(cl->backend),
+	printf("  %s: backend %s, window %s, ", cl->name, cl->backend,
 	       tool_size_str(cl->window_size, size, sizeof(size)));
-	if (cl->backend == CONF_BACKEND_SHM)
+	if (strcmp(cl->backend, "shm") == 0)
 		printf("file %s\n", cl->path);
 	else
 		printf("device %s\n", cl->device[0] ? cl->device : "(first profile match)");
 	print_admin(&p);
-	if (cl->backend == CONF_BACKEND_SHM) {
+	if (strcmp(cl->backend, "shm") == 0) {
 		if (stat(cl->path, &st) != 0) {
 			if (errno == ENOENT) {
 				printf("    not created (no process has opened it)\n");
@@ -192,6 +192,8 @@ int cmd_check(int argc, char **argv)
 	rc = conf_load(path, &conf, &err);
 	if (rc == 0)
 		rc = conf_apply_env(conf, &err);
+	if (rc == 0)
+		rc = glue_check_backends(conf, &err);
 	if (rc < 0) {
 		fprintf(stderr, "ntbsock check: %s\n", err.text[0] ? err.text : strerror(-rc));
 		conf_free(conf);

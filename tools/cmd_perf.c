@@ -30,7 +30,7 @@
 #define PERF_REF_BUF        (4u << 20) /* L3-resident memcpy buffers */
 #define PERF_REF_NS         300000000ull
 #define PERF_REF_ROUNDS     200000u
-#define PERF_PIPE_MSG       (64u << 10) /* the pipeline reference: issue #4's streaming size, */
+#define PERF_PIPE_MSG       (64u << 10) /* the pipeline reference: the streaming goal's size, */
 #define PERF_PIPE_RING      (1u << 20)  /* the auto queue size of the private link, */
 #define PERF_PIPE_NS        40000000ull /* 40 ms bursts, */
 #define PERF_STREAM_BLOCKS  4u          /* one before each block of that size's stream and one after */
@@ -459,8 +459,8 @@ static void print_pipe(const struct perf_result *res, int n, int start_err)
 	}
 }
 
-/* The interleaved reference next to the smallest size's latency (issue #4's comparison), and
- * the clock the round trips were timed with. */
+/* The interleaved reference next to the smallest size's latency (the latency goal's
+ * comparison), and the clock the round trips were timed with. */
 static void print_interleaved(const struct perf_result *res, int n, int pipe_err)
 {
 	const struct perf_result *r = NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "conf/conf.h"
+#include "glue/conf_params.h"
 
 int tool_load_conf(const char *cmd, const char *conf_arg, char *path, size_t len,
 		   struct conf **ret_conf)
@@ -28,6 +29,8 @@ int tool_load_conf(const char *cmd, const char *conf_arg, char *path, size_t len
 	rc = conf_load(path, &conf, &err);
 	if (rc == 0)
 		rc = conf_apply_env(conf, &err);
+	if (rc == 0)
+		rc = glue_check_backends(conf, &err);
 	if (rc < 0) {
 		fprintf(stderr, "ntbsock %s: %s\n", cmd, err.text[0] ? err.text : strerror(-rc));
 		conf_free(conf);

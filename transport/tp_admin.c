@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +15,7 @@ int tp_link_admin_path(const struct ntb_link_params *lp, char *buf, size_t len)
 	int n;
 
 	/* a pci link has no file of its own: its flag sits where a shm link's default would */
-	if (lp->backend == NTB_BACKEND_SHM && lp->path[0])
+	if (strcmp(lp->backend, "shm") == 0 && lp->path[0])
 		n = snprintf(buf, len, "%s%s", lp->path, TP_ADMIN_SUFFIX);
 	else
 		n = snprintf(buf, len, "/dev/shm/ntbsock-%s%s", lp->name, TP_ADMIN_SUFFIX);

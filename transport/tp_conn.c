@@ -842,12 +842,26 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	bool dead = same && (r == 0 || (r < 0 && (e == ECONNRESET || e == EPIPE || e == ETIMEDOUT)));
 	struct tcp_info ti;
 	socklen_t tl = sizeof(ti);
+	bool dead_late = false;
 
 	memset(&ti, 0, sizeof(ti));
-	if (dead)
-		getsockopt(fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl); /* for the log line */
+	if (dead && syscall(SYS_getsockopt, fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl))
+		dead_late = true; /* no age of its end: take it as after a silence */
 	tp_mutex_unlock(&c->witness_lock);
-	if (!dead && same)
+	/* Did it die while its link still spoke? Its FIN (or reset) is the last segment the
+	 * socket received (tcpi_last_ack_recv: ms since), the heartbeat's last change is the last
+	 * sign of the link: a heartbeat older than the death by more than two periods means the
+	 * link was silent before it died, and what it wrote then may never have arrived. */
+	if (dead && !dead_late) {
+		int64_t hb_age = ntb_link_peer_hb_age_ms(c->link->ntb);
+		int64_t gap = hb_age - (int64_t)ti.tcpi_last_ack_recv;
+
+		dead_late = hb_age < 0 || gap > 2 * (int64_t)ntb_link_heartbeat_ms(c->link->ntb) + 50;
+		if (dead_late)
+			LOG(LL_INFO, "transport: slot %u: the link was silent %lld ms before the peer "
+			    "died: what it wrote meanwhile may be missing", c->slot, (long long)gap);
+	}
+	if ((!dead && same) || dead_late)
 		atomic_store(&c->silent_alive, true);
 	if (dead) {
 		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s, fd %d, "

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Failover of a connection to its kernel TCP socket (DESIGN.md §5.8): when the NTB path breaks
+/* Failover of a connection to its kernel TCP socket (doc/design.md §5.8): when the NTB path breaks
  * while both programs live (link lost, retries exhausted, `ntbsock link down`, the peer moved),
  * or at exit with bytes unacknowledged, both ends go on over the TCP socket that was made
  * beside the connection and never carried a byte.

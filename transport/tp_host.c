@@ -28,7 +28,7 @@ uint64_t tp_now_ms(void)
 
 /* Nonces and MsgIDs tell connections apart (a stale word or message of an earlier connection in
  * a reused slot fails its check); they need not be secret (the hosts of a link trust each other,
- * DESIGN §10), only unlikely to repeat. So a per-process generator, keyed once from getrandom()
+ * doc/design.md §10), only unlikely to repeat. So a per-process generator, keyed once from getrandom()
  * (one system call per set-up on each side was a measurable part of its cost), mixed with a
  * counter and the clock: a child forked without our fork handler (which rekeys it:
  * tp_proc_forked()) still draws other values than its parent, as their clocks differ. */

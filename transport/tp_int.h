@@ -31,7 +31,7 @@
  * Messages carry MSN and CRC32C seeded with the slot nonce over payload and header, so stale
  * bytes of an earlier connection in a reused slot never validate.
  *
- * WHO WRITES / WHO READS (DESIGN rule 2: one writer per shared word)
+ * WHO WRITES / WHO READS (doc/design.md §3 rule 2: one writer per shared word)
  *   field                 writer                                reader
  *   X.slot[i].TX unit     Y's process owning the connection     X's owner (rx path)
  *   X.slot[i].rings       Y's owner (send path, retransmit)     X's owner (rx path)
@@ -148,7 +148,7 @@
 #define TP_ST_FAILOVER    0x8u  /* peer moved the connection to its kernel TCP socket: its
 				 * failover header is (or will be) there (tp_failover.c) */
 
-/* --- inline slots (DESIGN §4 table) ------------------------------------------------------- */
+/* --- inline slots (doc/design.md §4 table) ------------------------------------------------------- */
 #define TP_INLINE_MAX     116u
 #define TP_INL_LEN        116u  /* u16 payload length */
 #define TP_INL_MSN        118u  /* u32 */
@@ -402,7 +402,8 @@ struct tp_host_entry {
 	uint32_t peer_slot, peer_nonce;
 	uint32_t st_out;       /* ST flags written into the peer's slot so far: they only
 				* accumulate, whichever process of this host writes (tp_ent_st_add()).
-				* (In what was padding: the layout is that of version 4.) */
+				* (Offset 100, before the 8-aligned peer_slot_off: static_assert
+				* below.) */
 	uint64_t peer_slot_off; /* window offset of the peer's slot (64 bits: windows > 4 GiB) */
 	uint32_t peer_inline_n, peer_qsize;
 	uint32_t msgid, pri, epoch;
@@ -633,7 +634,7 @@ struct tp_conn {
 #define TP_WCACHE 48
 	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */
 	struct tp_stats *st;
-	/* --- failover to the kernel TCP socket (tp_failover.c; DESIGN §5.8) */
+	/* --- failover to the kernel TCP socket (tp_failover.c; doc/design.md §5.8) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
 	struct tp_fo *fo;            /* NULL until a failover is requested; then final (release) */
 	_Atomic int fo_state;        /* enum tp_fo_state; the data path's one load */
@@ -668,7 +669,8 @@ const char *tp_fo_reason(uint32_t code);
 enum tp_fo_state { TP_FO_NONE = 0, TP_FO_RUN = 1, TP_FO_DONE = 2, TP_FO_FAILED = 3 };
 /* Ask for C to move to its kernel TCP socket because of WHY (a static string). Lock-free (any
  * thread, any lock held): the work is done by tp_fo_progress(). False when C cannot move
- * (no kernel socket, not ours since a fork, already failed): the caller ends it as before. */
+ * (no kernel socket, not ours since a fork, already failed): the caller then ends it with its
+ * error, as without failover. */
 bool tp_fo_request(struct tp_conn *c, const char *why);
 /* The failover's work, from the timers (helper, wait loops): snapshot, writes, reads. */
 void tp_fo_progress(struct tp_conn *c);

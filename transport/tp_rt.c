@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* [RT]'s connection-context decisions as pure functions (DESIGN §6), unit-tested row by row. */
+/* [RT]'s connection-context decisions as pure functions (doc/design.md §6), unit-tested row by row. */
 #include "transport/tp_int.h"
 
 /* RCxtFreeNum > 0 and (CnctPRI ≥ RCxtPRI or RCxtFreeNum > 1) → allocate; if CnctPRI ≥ RCxtPRI

@@ -183,8 +183,8 @@ static void publish_tx(struct tp_conn *c);
  * word), the header from registers. Nothing is read back from the shadow just written:
  * write_inline_slot()'s loads of it would each wait for several of those stores to drain (no
  * store forwarding from several stores), ~15 % of a 64-byte send. The window gets the table's
- * bytes [off, 127] as before: the padding zeroed first, then payload and header, and last the
- * word that holds the sequence byte. */
+ * bytes [off, 127], as write_inline_slot() writes them: the padding zeroed first, then payload
+ * and header, and last the word that holds the sequence byte. */
 static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s, uint32_t pos,
 			       unsigned len, uint8_t flags, uint8_t seq)
 {

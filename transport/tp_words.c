@@ -11,7 +11,7 @@
 
 /*
  * WHO WRITES / ORDERING of the words that cross the link (each in the reader's inbound window,
- * each with one writer host: DESIGN.md §3 rules 1-2). Stores are tp_out_word() (relaxed, a
+ * each with one writer host: doc/design.md §3 rules 1-2). Stores are tp_out_word() (relaxed, a
  * 64-bit checked word); loads tp_in_word() / tp_slot_word() (acquire). "after barrier": the
  * writer's ntb_to_peer_barrier() orders what the word publishes before it; "after reads": its
  * ntb_from_peer_barrier() orders its reads of the space the word hands back before it.

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* transport/ — reliable byte streams over NTB message queues (DESIGN.md §4–§6): inline, short
+/* transport/ — reliable byte streams over NTB message queues (doc/design.md §4–§6): inline, short
  * and long protocols, CRC32C, retransmission with [RT]'s receive contexts, connection set-up
  * over each link's control mailbox. The API preload/ builds sockets on.
  *
@@ -11,7 +11,7 @@
  * the library serialises what must be. At most one helper thread per process (heartbeat,
  * timers, mailbox, doorbell → event fd), asleep unless there is work.
  *
- * Notes for callers (no signature of the first contract changed; additions say ADDED):
+ * Notes for callers:
  * - Host-local state lives in /dev/shm/ntbsock-<link>.side<N> (or <path>.side<N>) beside
  *   the link file: receive-context pool, listeners, set-ups, live connections (tp_stat_list).
  *   All processes of a host opening one link must use the same `contexts`; other queue
@@ -44,7 +44,9 @@ struct tp_params {
 	uint32_t recv_timeout_ms; /* TimerRcvData */
 	uint32_t detect_timeout_ms; /* TimerDetect */
 	uint32_t max_err;         /* MaxErr */
-	uint32_t spin_us;         /* busy-poll budget before sleeping */
+	uint32_t spin_us;         /* busy-poll budget of tp_wait() before sleeping (preload
+				   * spins itself and passes 0); a connection woken within the
+				   * last few ms spins at least TP_SPIN_ACTIVE_US */
 	uint32_t setup_timeout_ms; /* whole connect handshake before falling back */
 	uint32_t peer_timeout_ms; /* a silent peer's connections end after this (see tp_link) */
 };
@@ -60,7 +62,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 		 struct tp_link **ret_link);
 void tp_link_close(struct tp_link *link);
 
-/* ADDED: tp_link_open() (and a forked child with links) starts the process's helper thread
+/* tp_link_open() (and a forked child with links) starts the process's helper thread
  * unless it is held: tp_helper_hold(true) before opening links keeps the process at its own
  * threads (no effect on a helper already running); tp_helper_hold(false) starts the helper
  * if links are open. For a process about to change its credentials: glibc applies a set*id
@@ -72,7 +74,7 @@ void tp_helper_hold(bool hold);
 bool tp_link_is_up(struct tp_link *link);
 struct ntb_link *tp_link_ntb(struct tp_link *link);
 
-/* ADDED (tp_admin.c): a link's administrative state on this host (`ntbsock link down|up`).
+/* tp_admin.c: a link's administrative state on this host (`ntbsock link down|up`).
  * It is a flag file whose existence means "down": every live connection of the link on this
  * host moves to TCP without loss, and new ones use TCP (reason "link down (admin)"). Its path
  * is the link's shm path (LP->path, else /dev/shm/ntbsock-<name>; a pci link, which has no
@@ -88,7 +90,7 @@ int tp_link_admin_path(const struct ntb_link_params *lp, char *buf, size_t len);
 int tp_link_admin_set(const struct ntb_link_params *lp, bool down);
 int tp_link_admin_get(const struct ntb_link_params *lp);
 
-/* ADDED: how loaded LINK is on this host, for placing a new connection among several links to
+/* How loaded LINK is on this host, for placing a new connection among several links to
  * one peer: the connections of all this host's processes on it (receive contexts in use in
  * the host's pool, read without its lock: a hint). -ENETDOWN when the link is not up, is lost
  * or is taken down by `ntbsock link down` (no new connection goes there). */
@@ -97,7 +99,7 @@ int tp_link_load(struct tp_link *link);
 /* --- connection keys ------------------------------------------------------------------------
  * Opaque to transport: preload/ fills it with the TCP 4-tuple in a canonical order (client
  * address and port, then server address and port), so both ends build the same key.
- * ADDED CONTRACT: transport reads exactly one thing inside it: bytes 38..39 are the SERVER
+ * Contract: transport reads exactly one thing inside it: bytes 38..39 are the SERVER
  * port in network byte order (used to check that the server host listens on it); see
  * tp_key_server_port(). Suggested full layout: 0..15 client address (IPv4-mapped IPv6),
  * 16..17 client port, 18..33 server address, 34..37 zero, 38..39 server port. */
@@ -145,7 +147,7 @@ struct tp_conn;
 int tp_connect(struct tp_link *link, const struct tp_key *key, int timeout_ms,
 	       struct tp_conn **ret_conn, enum tp_reason *ret_reason);
 int tp_conn_confirm(struct tp_conn *c);
-/* ADDED: the TCP connect failed after tp_connect() succeeded: release the reservation on both
+/* The TCP connect failed after tp_connect() succeeded: release the reservation on both
  * sides (the peer sees a reset). Same as tp_abort(). Accepts NULL. */
 void tp_conn_abort(struct tp_conn *c);
 
@@ -170,10 +172,10 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 #define TP_EV_HUP   0x8  /* both directions finished */
 #define TP_EV_ERR   0x10 /* reset / failed; tp_conn_error() says why */
 unsigned tp_poll(struct tp_conn *c);
-/* ADDED: tp_poll() without arming the peer's doorbell (for spinning: the peer's sends stay
+/* tp_poll() without arming the peer's doorbell (for spinning: the peer's sends stay
  * free of doorbells); a caller that then sleeps on tp_event_fd() must call tp_poll() first. */
 unsigned tp_poll_peek(struct tp_conn *c);
-/* ADDED: readiness for the directions in WANT only (TP_EV_IN, TP_EV_OUT: a socket polled for
+/* Readiness for the directions in WANT only (TP_EV_IN, TP_EV_OUT: a socket polled for
  * input alone leaves the send side and its feedback words alone, and never asks the peer to
  * ring for room); ARM as tp_poll() does, else as tp_poll_peek(). The receive side is always
  * looked at (RDHUP/HUP/ERR are reported whatever WANT says). */
@@ -192,23 +194,23 @@ void tp_event_ack(void);
 /* Pending bytes to read (FIONREAD) and unacknowledged bytes sent (SIOCOUTQ). */
 size_t tp_readable_bytes(struct tp_conn *c);
 
-/* ADDED (tp_fast.c): a cheap input hint for poll/select/epoll. True when C has validated
+/* tp_fast.c: a cheap input hint for poll/select/epoll. True when C has validated
  * records queued, or the peer has published a message not yet validated (no CRC, no feedback,
  * no arming, no lock wait): the read that follows validates it once, on the copy that delivers
  * it. A true answer may be spurious (that message may fail its check; a blocking read then
  * waits, a non-blocking one gets -EAGAIN). False means "ask tp_poll_dir()": also for errors,
  * end of stream, shut reads, a Retry in progress, another process's connection, a busy lock. */
 bool tp_readable_hint(struct tp_conn *c);
-/* ADDED (tp_fast.c): an arrival stamp for edge-triggered readiness: a value that changes
+/* tp_fast.c: an arrival stamp for edge-triggered readiness: a value that changes
  * whenever the peer publishes a new message (data or FIN), whether or not it was validated or
  * read since, and that reading alone never changes. No validation, no feedback, no arming.
  * (The kernel raises an EPOLLET edge for each arrival; preload/ compares stamps.) */
 uint64_t tp_rx_arrivals(struct tp_conn *c);
-/* ADDED (tp_fast.c): the caller is about to sleep until the next arrival, although data may be
+/* tp_fast.c: the caller is about to sleep until the next arrival, although data may be
  * unread (an edge-triggered waiter): ask the peer to ring for its next message, then return
  * tp_rx_arrivals() (a message published before the request shows in it, one after it rings). */
 uint64_t tp_rx_arm_arrival(struct tp_conn *c);
-/* ADDED (tp_fast.c): would tp_send() of LEN bytes go out as one message now? False only for a
+/* tp_fast.c: would tp_send() of LEN bytes go out as one message now? False only for a
  * write of inline_max < LEN <= short_max (and at most a quarter of the ring) while the data
  * ring has less room than LEN (after reading the receiver's feedback): a sender may then wait
  * instead of cutting the write in two (every message boundary after a cut falls inside the
@@ -217,7 +219,7 @@ uint64_t tp_rx_arm_arrival(struct tp_conn *c);
  * True otherwise, also for errors, shutdown and another process's connection (tp_send()
  * reports those). */
 bool tp_send_fits(struct tp_conn *c, size_t len, bool arm);
-/* ADDED (tp_fast.c): a cheap output hint for poll/select/epoll: true when the credits cached
+/* tp_fast.c: a cheap output hint for poll/select/epoll: true when the credits cached
  * from the receiver's last feedback show room for a write of LEN (1 … short_max) in one
  * message. No feedback read, no arming, no lock wait; false means "ask tp_poll_dir() and
  * tp_send_fits()" (also for errors, a lost peer, shutdown, a busy lock). */
@@ -248,7 +250,7 @@ void tp_exec_release_closed(void);
 /* Abortive close: reset the connection at once (peer sees ECONNRESET). Accepts NULL. */
 void tp_abort(struct tp_conn *c);
 
-/* ADDED: failover (DESIGN §5.8). When a connection's NTB path breaks while both programs live
+/* Failover (doc/design.md §5.8). When a connection's NTB path breaks while both programs live
  * (link lost, retries exhausted, `ntbsock link down`, the peer moved first), or at exit with
  * bytes unacknowledged, it moves to its kernel TCP socket (the witness, tp_conn_set_witness())
  * without losing, duplicating or reordering a byte. While that runs, sends and receives return
@@ -261,7 +263,7 @@ void tp_abort(struct tp_conn *c);
  * "exit"), NULL when none. */
 int tp_conn_failover_state(struct tp_conn *c);
 const char *tp_conn_failover_reason(struct tp_conn *c);
-/* ADDED: at exit (after tp_exit_drain()): move every connection of this process that still
+/* At exit (after tp_exit_drain()): move every connection of this process that still
  * has unacknowledged bytes to its kernel socket, so the kernel delivers them after we are
  * gone: at once for a connection whose acknowledgements stall, else before the time is up
  * (waits up to TIMEOUT_MS). Returns how many could not be handed over (they reset); *RET_HANDED
@@ -280,7 +282,7 @@ int tp_conn_error(struct tp_conn *c);
  * another descriptor of the same socket, it moves there (preload/: close() of the witness while
  * a dup lives on). */
 void tp_conn_set_witness(struct tp_conn *c, int fd);
-/* ADDED: whether the peer closed its end (tp_close(), the ST word says CLOSING), not merely
+/* Whether the peer closed its end (tp_close(), the ST word says CLOSING), not merely
  * shut down its writing: its kernel socket's close follows at once. */
 bool tp_peer_closing(struct tp_conn *c);
 
@@ -289,7 +291,7 @@ bool tp_peer_closing(struct tp_conn *c);
  * time is the caller's business, as for kernel sockets). */
 void tp_atfork_child(void);
 
-/* ADDED: exec support. Before exec, tp_conn_export() waits up to TIMEOUT_MS until everything
+/* Exec support. Before exec, tp_conn_export() waits up to TIMEOUT_MS until everything
  * C sent is acknowledged, saves C's state in the host-local table, frees C locally (no FIN)
  * and returns a token (-EBUSY when unacknowledged data remains: C stays usable). After exec
  * the new image opens the same link and calls tp_conn_adopt(TOKEN) to get the connection
@@ -304,16 +306,16 @@ struct tp_stats {
 	uint64_t rx_msgs_inline, rx_msgs_short, rx_msgs_long;
 	uint64_t retransmits, crc_errors;
 	uint32_t tx_queue_fill, rx_queue_fill; /* bytes in flight / pending */
-	uint64_t tx_full;       /* ADDED: sends that found the peer's ring full (waited for
+	uint64_t tx_full;       /* sends that found the peer's ring full (waited for
 				 * credit): the link's congestion notices */
 };
 void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats);
 
-/* ADDED: record the owning process and fd of C for `ntbsock stat` (preload calls it once the
+/* Record the owning process and fd of C for `ntbsock stat` (preload calls it once the
  * fd is known; the pid is normally getpid()). */
 void tp_conn_set_owner(struct tp_conn *c, int pid, int fd);
 
-/* ADDED: live connections of all processes of this host on the link LP names (LP->name/path;
+/* Live connections of all processes of this host on the link LP names (LP->name/path;
  * LP->side 0/1, or -1 for both sides' tables). Reads the host-local tables directly: no link
  * is opened, nothing is written. Fills up to MAX entries; returns the total count (may exceed
  * MAX) or a negative errno. */
@@ -325,12 +327,12 @@ struct tp_stat_entry {
 	const char *role;       /* "client" or "server" */
 	struct tp_key key;
 	struct tp_stats stats;
-	const char *failed_over; /* ADDED: NULL, or why it moved to its kernel TCP socket (then
+	const char *failed_over; /* NULL, or why it moved to its kernel TCP socket (then
 				  * it is a tcp connection: "link down", "retries exhausted"...) */
 };
 int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, int max);
 
-/* ADDED: per-link counters of this host (all its processes) on the link LP names (LP->side
+/* Per-link counters of this host (all its processes) on the link LP names (LP->side
  * 0/1, or -1: both sides' tables added up), read from the host-local tables like
  * tp_stat_list() (nothing opened, nothing written). They count from when this host's table of
  * the link was created (the first process of a new session). Returns 0 (RET filled; zeroes when
@@ -345,7 +347,7 @@ struct tp_link_stat {
 };
 int tp_link_stat(const struct ntb_link_params *lp, struct tp_link_stat *ret);
 
-/* ADDED: host-wide table of connections that stayed TCP (tp_tcpstat.c), for `ntbsock stat`.
+/* Host-wide table of connections that stayed TCP (tp_tcpstat.c), for `ntbsock stat`.
  * A shared file with room for TP_TCPSTAT_MAX fixed slots (PATH NULL = TP_TCPSTAT_PATH; mode
  * 0600, created O_EXCL, opened O_NOFOLLOW, magic/size checked: a foreign file is never used);
  * sparse: the table grows through it as connections need slots, and only the pages in use take

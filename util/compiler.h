@@ -9,7 +9,6 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
-#define NTB_EXPORT __attribute__((visibility("default")))
 #define CACHELINE 64
 #define WC_UNIT 128 /* one write-combining unit: fields written independently sit in their own */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the set-up mailbox (tp_mbox_process() reading struct tp_pkt from the inbound
- * window, DESIGN rule 3.4): Apply, Ack, Nack and Cancel packets, sealed or broken, and the
+ * window, doc/design.md §3 rule 4): Apply, Ack, Nack and Cancel packets, sealed or broken, and the
  * mailbox index the peer publishes. One shm link pair is opened once, with the helper thread held
  * (the harness drives the receiver itself; where a helper runs anyway, as in the replay of `make
  * check`, each input holds the receiver's host lock); between inputs its host table is restored from

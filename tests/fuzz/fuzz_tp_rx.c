@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the transport's receive path fed with hostile inbound-window contents
- * (DESIGN rule 3.4). A connection is set up between the two sides of a shm link in this
+ * (doc/design.md §3 rule 4). A connection is set up between the two sides of a shm link in this
  * process; the input is then a program of "peer" writes into the receiver's slot — checked
  * words (TX index, epoch/detect, next MSN, ST flags) with valid or broken checks, inline slots
  * and data-ring descriptors with chosen lengths, MSNs, sequence bytes and CRCs, raw bytes,

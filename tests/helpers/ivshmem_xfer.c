@@ -4,7 +4,16 @@
  *
  * Usage: ivshmem_xfer --side N (--path FILE | --device SEL) [--window BYTES] [--bytes N]
  *                     [--timeout SEC] [--name NAME] [--verbose] [--expect-down]
+ *                     [--ivshmem-server SOCKET] [--no-doorbell]
+ *                     [--pingpong N --wait fd|db --seq-base B]
  *        ivshmem_xfer --list      print the PCI devices a profile matches (ntb_pci_list())
+ *
+ * --pingpong N: instead of the stream, N round trips of a sequence number (B+1 .. B+N; B
+ * larger than every earlier run's on the same region), side 1 asking, side 0 answering, both
+ * sleeping between messages: --wait fd sleeps in poll(2) on ntb_db_fd() (2 s timeout; one
+ * that expires with the awaited word already there is counted: a doorbell that did not wake
+ * us), --wait db in ntb_db_wait() (the transport's wait). Prints "IVSHMEM-PINGPONG side=S wait=W db_fd=0|1 n=N rtt_us_median=.. rtt_us_mean=..
+ * timeouts=T status=ok|fail" (round-trip times on side 1 only).
  *
  * Each side sends N bytes of a pseudo-random stream (seeded by its side) to the peer and
  * receives the peer's N bytes, verifying every byte against the peer's stream and computing
@@ -18,6 +27,7 @@
  * until the peer's close is seen as link down and prints "IVSHMEM-DOWN after=MS". */
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +112,90 @@ static int list_devices(void)
 	return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleep until the word at OFF of our inbound window reaches WANT (or passes the deadline):
+ * WAIT_FD: poll(2) on ntb_db_fd() with a 2 s timeout (counted in *TIMEOUTS); else
+ * ntb_db_wait(). 0 or -ETIMEDOUT. */
+static int wait_word(struct ntb_link *link, const volatile uint8_t *in, size_t off,
+		     uint64_t want, bool wait_fd, uint64_t deadline, unsigned *timeouts)
+{
+	int fd = ntb_db_fd(link);
+
+	for (;;) {
+		uint64_t drained;
+		if (wait_fd)
+			while (read(fd, &drained, sizeof(drained)) == (ssize_t)sizeof(drained))
+				;
+		uint32_t seen = ntb_db_read(link);
+		if (in_load64(in, off) >= want)
+			return 0;
+		if (now_ms() > deadline)
+			return -ETIMEDOUT;
+		if (wait_fd) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			/* A timeout with the word already there: the doorbell did not wake us. */
+			if (poll(&pfd, 1, 2000) == 0 && in_load64(in, off) >= want)
+				(*timeouts)++;
+			ntb_link_tick(link);
+		} else {
+			ntb_db_wait(link, seen, 1000);
+		}
+	}
+}
+
+/* N round trips of sequence numbers BASE+1.. (see the usage at the top). */
+static bool pingpong(struct ntb_link *link, const volatile uint8_t *in, int side, uint64_t n,
+		     uint64_t base, bool wait_fd, uint64_t deadline)
+{
+	uint64_t *rtt = calloc(n ? n : 1, sizeof(*rtt));
+	unsigned timeouts = 0;
+	bool ok = rtt != NULL && (!wait_fd || ntb_db_fd(link) >= 0);
+
+	for (uint64_t i = 1; i <= n && ok; i++) {
+		uint64_t t0 = now_ns();
+		if (side == 1) {
+			ntb_write64(link, OFF_TX, base + i);
+			ntb_wc_flush(link);
+			ntb_peer_db_ring(link);
+			ok = wait_word(link, in, OFF_ACK, base + i, wait_fd, deadline, &timeouts) == 0;
+			rtt[i - 1] = now_ns() - t0;
+		} else {
+			ok = wait_word(link, in, OFF_TX, base + i, wait_fd, deadline, &timeouts) == 0;
+			ntb_write64(link, OFF_ACK, base + i);
+			ntb_wc_flush(link);
+			ntb_peer_db_ring(link);
+		}
+	}
+	uint64_t med = 0, sum = 0;
+	if (ok && side == 1 && n) {
+		for (uint64_t i = 0; i < n; i++)
+			sum += rtt[i];
+		qsort(rtt, n, sizeof(*rtt), cmp_u64);
+		med = rtt[n / 2];
+	}
+	ok = ok && timeouts == 0;
+	printf("IVSHMEM-PINGPONG side=%d wait=%s db_fd=%d n=%" PRIu64 " rtt_us_median=%.1f "
+	       "rtt_us_mean=%.1f timeouts=%u status=%s\n", side, wait_fd ? "fd" : "db",
+	       ntb_db_fd(link) >= 0, n, med / 1e3, n ? sum / 1e3 / (double)n : 0.0, timeouts,
+	       ok ? "ok" : "fail");
+	free(rtt);
+	return ok;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: ivshmem_xfer --side N (--path FILE | --device SEL) [--window B] "
@@ -122,12 +216,18 @@ int main(int argc, char **argv)
 		{ "list", no_argument, NULL, 'l' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "expect-down", no_argument, NULL, 'D' },
+		{ "ivshmem-server", required_argument, NULL, 'S' },
+		{ "no-doorbell", no_argument, NULL, 'N' },
+		{ "pingpong", required_argument, NULL, 'P' },
+		{ "wait", required_argument, NULL, 'W' },
+		{ "seq-base", required_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct ntb_link_params p;
 	struct ntb_link *link;
 	uint64_t total = 16u << 20, timeout_s = 120;
-	bool expect_down = false;
+	bool expect_down = false, wait_fd = false;
+	uint64_t pings = 0, seq_base = 0;
 	int c, rc;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -139,8 +239,10 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 's': p.side = atoi(optarg); break;
-		case 'p': p.backend = NTB_BACKEND_SHM; snprintf(p.path, sizeof(p.path), "%s", optarg); break;
-		case 'd': p.backend = NTB_BACKEND_PCI; snprintf(p.device, sizeof(p.device), "%s", optarg); break;
+		case 'p': snprintf(p.backend, sizeof(p.backend), "shm");
+			  snprintf(p.path, sizeof(p.path), "%s", optarg); break;
+		case 'd': snprintf(p.backend, sizeof(p.backend), "pci");
+			  snprintf(p.device, sizeof(p.device), "%s", optarg); break;
 		case 'w': p.window_size = strtoull(optarg, NULL, 0); break;
 		case 'b': total = strtoull(optarg, NULL, 0); break;
 		case 't': timeout_s = strtoull(optarg, NULL, 0); break;
@@ -148,12 +250,17 @@ int main(int argc, char **argv)
 		case 'l': return list_devices();
 		case 'v': log_set_level(LL_DEBUG); break;
 		case 'D': expect_down = true; break;
+		case 'S': snprintf(p.ivshmem_server, sizeof(p.ivshmem_server), "%s", optarg); break;
+		case 'N': p.doorbell = false; break;
+		case 'P': pings = strtoull(optarg, NULL, 0); break;
+		case 'W': wait_fd = strcmp(optarg, "fd") == 0; break;
+		case 'B': seq_base = strtoull(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
 	if (p.side != 0 && p.side != 1)
 		usage();
-	const char *bk = p.backend == NTB_BACKEND_PCI ? "pci" : "shm";
+	const char *bk = p.backend;
 	const int side = p.side;
 	const uint64_t deadline = now_ms() + timeout_s * 1000;
 
@@ -189,6 +296,12 @@ int main(int argc, char **argv)
 	}
 	printf("IVSHMEM-UP side=%d epoch=%08x peer_epoch=%08x\n", side, ntb_link_epoch(link),
 	       ntb_link_peer_epoch(link));
+	if (pings) {
+		bool ok = pingpong(link, in, side, pings, seq_base, wait_fd, deadline);
+		usleep(200000); /* the peer's last answer, before we announce link down */
+		ntb_link_close(link);
+		return ok ? 0 : 1;
+	}
 
 	uint8_t *sbuf = malloc(CHUNK), *rbuf = malloc(CHUNK), *ebuf = malloc(CHUNK);
 	if (!sbuf || !rbuf || !ebuf)

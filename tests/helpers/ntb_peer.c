@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'p': snprintf(p.path, sizeof(p.path), "%s", optarg); break;
 		case 'd': snprintf(p.device, sizeof(p.device), "%s", optarg);
-			  p.backend = NTB_BACKEND_PCI; break;
+			  snprintf(p.backend, sizeof(p.backend), "pci"); break;
 		case 's': p.side = atoi(optarg); break;
 		case 'w': p.window_size = strtoull(optarg, NULL, 0); break;
 		case 'b': p.heartbeat_ms = (uint32_t)atoi(optarg); break;

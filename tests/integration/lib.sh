@@ -108,9 +108,9 @@ pl_bg() {
 	PL_PIDS="$PL_PIDS $PL_LAST"
 }
 
-# pl_wait_port ADDR PORT [SECONDS]: wait until a TCP listener is on ADDR:PORT.
+# pl_wait_port ADDR PORT [SECONDS]: wait until a TCP listener is on ADDR:PORT (SECONDS x PL_SLOW).
 pl_wait_port() {
-	i=0; max=$(( ${3:-10} * 10 ))
+	i=0; max=$(( ${3:-10} * 10 * PL_SLOW ))
 	while [ $i -lt $max ]; do
 		ss -Hltn "sport = :$2" 2>/dev/null | grep -q "$1:$2" && return 0
 		sleep 0.1; i=$((i + 1))
@@ -119,9 +119,9 @@ pl_wait_port() {
 	pl_fail "nothing listens on $1:$2"
 }
 
-# pl_wait_text FILE TEXT [SECONDS]: wait until FILE contains TEXT.
+# pl_wait_text FILE TEXT [SECONDS]: wait until FILE contains TEXT (SECONDS x PL_SLOW).
 pl_wait_text() {
-	i=0; max=$(( ${3:-10} * 10 ))
+	i=0; max=$(( ${3:-10} * 10 * PL_SLOW ))
 	while [ $i -lt $max ]; do
 		grep -qF -- "$2" "$1" 2>/dev/null && return 0
 		sleep 0.1; i=$((i + 1))

@@ -37,7 +37,7 @@ for victim in server client; do
 	[ $((t1 - t0)) -ge 1 ] || [ "$ended" -ge 1 ] ||
 		pl_fail "$victim stopped: the other side neither timed out nor ended (blocked in a call?)"
 	i=0
-	while kill -0 $C 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+	while kill -0 $C 2>/dev/null && [ $i -lt $((600 * PL_SLOW)) ]; do sleep 0.1; i=$((i + 1)); done
 	kill -0 $C 2>/dev/null && pl_fail "$victim resumed: client still running 60 s later (hang)"
 	wait $C; crc=$?
 	[ $crc -gt 128 ] && pl_fail "client killed by signal $((crc - 128))"
@@ -64,7 +64,7 @@ C=$!; PL_PIDS="$PL_PIDS $C"
 sleep 0.5
 kill -STOP $S; sleep "${FAIL_SHORT_STOP:-0.15}"; kill -CONT $S
 i=0
-while kill -0 $C 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+while kill -0 $C 2>/dev/null && [ $i -lt $((600 * PL_SLOW)) ]; do sleep 0.1; i=$((i + 1)); done
 kill -0 $C 2>/dev/null && pl_fail "short stall: client still running 60 s later (hang)"
 cend=$(grep '^END' "$PL_TMP/cli.short.out")
 echo "short stall (${FAIL_SHORT_STOP:-0.15} s): $cend"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Failover seen by event-driven and threaded programs (issue 19): an edge-triggered epoll echo
+# Failover seen by event-driven and threaded programs: an edge-triggered epoll echo
 # server (pl_echo et) with 100 live connections from an edge-triggered epoll client (pl_echo
 # eclient, every byte echoed and checked) while `ntbsock link down` moves them all at once;
 # then a program with one thread blocked in recv() and another blocked in send() while it
@@ -21,7 +21,9 @@ env $(pl_env a) timeout $((120 * PL_SLOW)) "$ECHO" eclient 127.0.0.2 $port 100 $
 	>"$PL_TMP/ecl.out" 2>&1 &
 C=$!; PL_PIDS="$PL_PIDS $C"
 nntb() { pl_count_log a ': ntb (link'; }
-pl_wait_count a ': ntb (link' 100 20 || pl_fail "not all 100 connections are ntb ($(nntb))"
+pl_wait_count a ': ntb (link' 100 20 ||
+	pl_fail "not all 100 connections are ntb ($(nntb)); others: $(grep -v ': ntb (link' "$PL_TMP/a.log" |
+		sed 's/.*: tcp/tcp/' | sort | uniq -c | tr '\n' ' ')"
 lo0=$(pl_lo_bytes)
 "$N" link down ab -c "$PL_TMP/a.conf" >/dev/null || pl_fail "ntbsock link down failed"
 wait $C || pl_fail "the epoll client failed across the failover: $(cat "$PL_TMP/ecl.out")"

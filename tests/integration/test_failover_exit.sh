@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Bytes outlive their writer (issue 19): `socat -u OPEN:file TCP:...` closes and exits as soon as
+# Bytes outlive their writer: `socat -u OPEN:file TCP:...` closes and exits as soon as
 # its last write returns. Under NTBSOCK_FAULT=drop=0.01,corrupt=0.01 on both hosts, the reader
 # must get the whole 32 MiB file, byte-exact, then EOF, in every one of FO_RUNS (default 20)
 # runs: what was not acknowledged at exit goes to the kernel (failover "exit"). Then a reader
@@ -30,7 +30,7 @@ while [ $r -le $RUNS ]; do
 		pl_fail "run $r: writer failed"
 	t1=$(date +%s%N)
 	i=0
-	while kill -0 $S 2>/dev/null && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+	while kill -0 $S 2>/dev/null && [ $i -lt $((600 * PL_SLOW)) ]; do sleep 0.05; i=$((i + 1)); done
 	kill -0 $S 2>/dev/null && pl_fail "run $r: reader still running 30 s after the writer exited"
 	wait $S || pl_fail "run $r: reader failed"
 	got=$(stat -c %s "$PL_TMP/out.bin")
@@ -58,7 +58,7 @@ while [ $r -le 3 ]; do
 	env $(pl_env a) NTBSOCK_FAULT="cut_after=3500K" timeout 60 socat -u OPEN:"$PL_TMP/in4.bin" \
 		TCP:127.0.0.2:$p,bind=127.0.0.1 || pl_fail "cut run $r: writer failed"
 	i=0
-	while kill -0 $S 2>/dev/null && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+	while kill -0 $S 2>/dev/null && [ $i -lt $((600 * PL_SLOW)) ]; do sleep 0.05; i=$((i + 1)); done
 	wait $S || pl_fail "cut run $r: reader failed"
 	cmp -s "$PL_TMP/in4.bin" "$PL_TMP/out.bin" || pl_fail "cut run $r: the reader's bytes differ (short?)"
 	r=$((r + 1))

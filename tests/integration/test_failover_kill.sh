@@ -1,11 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# A writer killed with SIGKILL mid-stream (issue 19), compared with kernel TCP: the reader gets
+# A writer killed with SIGKILL mid-stream, compared with kernel TCP: the reader gets
 # every byte the writer's send() had accepted (at least the count it last reported, at most one
 # more write), exact, then end of file, as kernel TCP gives after a killed writer's FIN. Run
 # over plain TCP first (no library), then over NTB on a clean link: the same ending. Then with
 # the writer's link cut (NTBSOCK_FAULT=cut_after) so that accepted bytes die with it: every
-# validated byte, then ECONNRESET, never a short end of file.
+# validated byte, then ECONNRESET, never a short end of file, also when it dies before the
+# reader noticed the silence.
 . "$(dirname "$0")/lib.sh"
 pl_need python3
 pl_setup failover-kill
@@ -67,14 +68,14 @@ run() {
 	# with the link cut, 1 s after the writer passed the cut, so that the reader saw it alive
 	# behind the silent link (a death right after the cut looks like a clean one)
 	from=1
-	[ "$mode" = cut ] && from=3145729
+	case $mode in cut*) from=3145729;; esac
 	i=0
 	while [ "$(tail -n 2 "$PL_TMP/w.$mode.out" 2>/dev/null | head -n 1)" -lt $from ] 2>/dev/null ||
 		[ ! -s "$PL_TMP/w.$mode.out" ]; do
 		[ $i -lt 600 ] || pl_fail "$mode: the writer did not stream within 30 s"
 		sleep 0.05; i=$((i + 1))
 	done
-	sleep 1
+	sleep "${KILL_AFTER:-1}"
 	kill -9 $W; wait $W 2>/dev/null
 	i=0
 	while kill -0 $R 2>/dev/null && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
@@ -101,4 +102,12 @@ grep -q ': ntb (link' "$PL_TMP/b.log" || pl_fail "ntb run: not over ntb"
 run cut $((port + 2)) NTBSOCK_FAULT=cut_after=3M
 [ "$R_END" = reset ] || pl_fail "cut run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
 [ "$R_GOT" -le "$W_LAST" ] || pl_fail "cut run: the reader got more than was sent"
+# the same, killed 0.3 s after passing the cut: before the reader's link timeout (1 s) noticed
+# the silence, so its first look at the writer finds it dead; the heartbeat stopped well before
+# that death, which tells it from a clean one
+KILL_AFTER=0.3 run cutsoon $((port + 3)) NTBSOCK_FAULT=cut_after=3M
+[ "$R_END" = reset ] || pl_fail "cutsoon run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
+[ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutsoon run: the reader got more than was sent"
+grep -q 'the link was silent .* ms before the peer died' "$PL_TMP/b.log" ||
+	pl_fail "cutsoon run: the reader did not tell the death after a silence"
 echo "killed writer: every accepted byte then EOF (as kernel TCP) on a clean link; a reset when accepted bytes died: ok"

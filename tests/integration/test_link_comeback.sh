@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# A link that comes back by itself serves new connections again without restarting anything
-# (issue 19): a long-running server on host B; host A's programs all end (its heartbeat stops:
+# A link that comes back by itself serves new connections again without restarting anything:
+# a long-running server on host B; host A's programs all end (its heartbeat stops:
 # B takes the link down, then its connections for lost); 3 s later host A "restarts" (a new
 # program opens the link) and connects: the connection is ntb again, on both hosts, and its
 # bytes go over the link, not the kernel's loopback.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# exec adoption (DESIGN.md §7): a server on host B accepts an NTB connection, echoes 1000 bytes,
+# exec adoption (doc/design.md §7): a server on host B accepts an NTB connection, echoes 1000 bytes,
 # then execs a new image that serves the rest of the stream; the client on host A must get every
 # byte back exactly, over the link (loopback counters), and B's log must show the adoption.
 #  1. exec succeeds: the new image adopts the connection (and its dup), through every exec call;

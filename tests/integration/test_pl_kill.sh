@@ -24,9 +24,11 @@ for victim in sender receiver; do
 		>"$PL_TMP/srv-$victim.out" 2>&1 &
 	srv=$!; PL_PIDS="$PL_PIDS $srv"
 	pl_wait_port 127.0.0.2 $port
+	n0=$(pl_count_log a ': ntb (link')
 	env $(pl_env a) socat -u OPEN:/dev/zero TCP:127.0.0.2:$port >"$PL_TMP/cli-$victim.out" 2>&1 &
 	cli=$!; PL_PIDS="$PL_PIDS $cli"
-	sleep 1
+	pl_wait_count a ': ntb (link' $((n0 + 1)) 10 || pl_fail "the client's connection is not ntb"
+	sleep 0.5
 	kill -0 $cli 2>/dev/null || pl_fail "client ended early: $(cat "$PL_TMP/cli-$victim.out")"
 	# Mid-stream, `ntbsock stat` on each host lists the connection with its owner.
 	if [ -x "$BUILD/ntbsock" ]; then

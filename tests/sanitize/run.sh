@@ -80,7 +80,7 @@ if [ "$what" != unit ]; then
 	# "races" with the helper thread that takes the same lock: hundreds of false reports. With
 	# the library first, our wrappers run as ordinary instrumented code (real races in them are
 	# still found) and call the runtime's interceptor for the kernel part. The runtime still
-	# precedes libc, so it intercepts the program's and the library's calls as before.
+	# precedes libc, so it still intercepts the program's and the library's calls.
 	# The runtime comes with a swift_demangle stub (tests/sanitize/swift_demangle_stub.c, built
 	# without a sanitizer): without it curl and wget hang in setlocale() with the runtime alone.
 	stub=$B/swift_demangle_stub.so

@@ -92,7 +92,7 @@ for rate in $RATES; do
 	total_conns=$((total_conns + nb + ns + CONNS)); total_msgs=$((total_msgs + msgs))
 	kill $S1 $S2 2>/dev/null; wait $S1 $S2 2>/dev/null
 done
-# Under heavy faults a set-up may run out of time and fall back to TCP (DESIGN §6: reason
+# Under heavy faults a set-up may run out of time and fall back to TCP (doc/design.md §6: reason
 # "timeout" / "no receive context"); those streams were verified too. Allow at most 5 %.
 ntb=$(pl_count_log a ': ntb (link'); tcp=$(pl_count_log a ': tcp (')
 if [ "$tcp" -gt 0 ]; then

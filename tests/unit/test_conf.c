@@ -118,7 +118,7 @@ static void check_demo(const char *path, const char *host, const char *self, con
 	assert_string_equal(conf_addr_str(&c->host_addrs[0], buf, sizeof(buf)), self);
 	assert_int_equal(c->n_links, 1);
 	assert_string_equal(c->links[0].name, "ab");
-	assert_int_equal(c->links[0].backend, CONF_BACKEND_SHM);
+	assert_string_equal(c->links[0].backend, "shm");
 	assert_int_equal(c->links[0].side, side);
 	assert_int_equal(c->links[0].window_size, 256u << 20);
 	assert_string_equal(c->links[0].path, "/dev/shm/ntbsock-demo");
@@ -270,7 +270,7 @@ static void test_example_full(void **state)
 	assert_int_equal(c->links[0].mode, 0660);
 	assert_false(c->links[0].fault.enabled);
 	assert_int_equal(c->links[0].fault.seed, 7);
-	assert_int_equal(c->links[1].backend, CONF_BACKEND_PCI);
+	assert_string_equal(c->links[1].backend, "pci");
 	assert_string_equal(c->links[1].device, "1af4:1110");
 	assert_int_equal(c->links[1].bar, 2);
 	assert_int_equal(c->links[1].side, 1);
@@ -312,7 +312,7 @@ static void test_example_ivshmem(void **state)
 	rc = conf_load(EX("ivshmem.conf"), &c, &e);
 	if (rc)
 		fail_msg("%s", e.text);
-	assert_int_equal(c->links[0].backend, CONF_BACKEND_PCI);
+	assert_string_equal(c->links[0].backend, "pci");
 	assert_string_equal(c->links[0].device, "1af4:1110");
 	assert_int_equal(c->links[0].bar, 2);
 	assert_true(c->links[0].fault.enabled);
@@ -360,8 +360,10 @@ static void test_sizes_and_values(void **state)
 		    "links = ( { name = \"x\"; backend = \"shm\"; window_size = 131072; side = 1;\n"
 		    "  mode = \"640\"; heartbeat_ms = 10; link_timeout_ms = 30; allow_foreign_owner = true;\n"
 		    "  group = 0; fault = { drop = 0; corrupt = 0.5; delay_us = 5; seed = 12345678901L; }; },\n"
-		    "  { name = \"y\"; backend = \"shm\"; window_size = \"1G\"; },\n"
-		    "  { name = \"z\"; backend = \"pci\"; device = \"0000:00:04.0\"; side = 0; } );\n"
+		    "  { name = \"y\"; backend = \"shm\"; window_size = \"1G\";\n"
+		    "    ivshmem_server = \"/run/ivshmem.sock\"; },\n"
+		    "  { name = \"z\"; backend = \"pci\"; device = \"0000:00:04.0\"; side = 0;\n"
+		    "    doorbell = false; } );\n"
 		    "tunables = { queue_size = \"32K\"; short_max = 4096; inline_slots = 64; inline_max = 0;\n"
 		    "  contexts = 1; max_err = 1000; spin_us = 0; setup_timeout_ms = 600000;\n"
 		    "  peer_timeout_ms = 86400000; };\n"
@@ -379,7 +381,12 @@ static void test_sizes_and_values(void **state)
 	assert_int_equal(c->links[0].fault.cut_after, 0);
 	assert_int_equal(c->links[0].fault.cut_after_ms, 0);
 	assert_int_equal(c->links[1].window_size, 1ull << 30);
-	assert_int_equal(c->links[2].backend, CONF_BACKEND_PCI);
+	assert_string_equal(c->links[0].ivshmem_server, "");
+	assert_string_equal(c->links[1].ivshmem_server, "/run/ivshmem.sock");
+	assert_true(c->links[0].doorbell);
+	assert_true(c->links[1].doorbell);
+	assert_false(c->links[2].doorbell);
+	assert_string_equal(c->links[2].backend, "pci");
 	assert_string_equal(c->links[2].device, "0000:00:04.0");
 	assert_int_equal(c->links[2].bar, -1);
 	assert_int_equal(c->tunables.queue_size, 32768);
@@ -513,11 +520,18 @@ static const struct bad_case bad_cases[] = {
 	{ H PCI("device = \"zz\"; side = 0;"), 3, "key 'links[0].device': not a PCI device" },
 	{ H PCI("device = \"1af4:1110\"; side = 0; path = \"/dev/shm/x\";"), 3, "key 'links[0].path': only valid with backend \"shm\"" },
 	{ H LNK("device = \"1af4:1110\";"), 3, "key 'links[0].device': only valid with backend \"pci\"" },
+	{ H PCI("device = \"1af4:1110\"; side = 0; ivshmem_server = \"/s\";"), 3, "key 'links[0].ivshmem_server': only valid with backend \"shm\"" },
+	{ H LNK("ivshmem_server = \"ivshmem.sock\";"), 3, "key 'links[0].ivshmem_server': must be an absolute path (value 'ivshmem.sock')" },
+	{ H LNK("doorbell = 1;"), 3, "key 'links[0].doorbell': must be true or false (value '1')" },
 	{ H LNK("mode = \"0999\";"), 3, "must be an octal string like \"0600\" (value '0999')" },
 	{ H LNK("path = \"shm/x\";"), 3, "key 'links[0].path': must be an absolute path (value 'shm/x')" },
 	{ H LNK("heartbeat_ms = 500; link_timeout_ms = 400;"), 3, "link_timeout_ms (400) must be greater than heartbeat_ms (500)" },
 	{ H LNK("group = \"ntbsock-no-such-group\";"), 3, "key 'links[0].group': no such group" },
-	{ H "links = ( { name = \"ab\"; backend = \"rdma\"; } );\n", 2, "key 'links[0].backend': must be \"shm\" or \"pci\" (value 'rdma')" },
+	/* a backend conf/ has no keys for (whether ntb/ has it: test_pl_glue.c) takes neither
+	 * shm's keys nor pci's */
+	{ H "links = ( { name = \"ab\"; backend = \"rdma\";\n path = \"/dev/shm/x\"; } );\n", 3, "key 'links[0].path': only valid with backend \"shm\"" },
+	{ H "links = ( { name = \"ab\"; backend = \"rdma\";\n side = 0; bar = 2; } );\n", 3, "key 'links[0].bar': only valid with backend \"pci\"" },
+	{ H "links = ( { name = \"ab\"; backend = \"shm mem\"; } );\n", 2, "key 'links[0].backend'" },
 	{ H "fallback = \"maybe\";\n", 2, "key 'fallback': must be \"tcp\" or \"error\" (value 'maybe')" },
 	{ H "log = { level = \"verbose\"; };\n", 2, "key 'log.level': must be \"error\", \"warn\", \"info\" or \"debug\"" },
 	{ H "log = { file = \"x.log\"; };\n", 2, "key 'log.file': must be an absolute path" },

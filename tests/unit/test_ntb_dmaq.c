@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for ntb/dmaq.c: every operation from every state (table-driven: legal ones move
- * as DESIGN.md §3 says, illegal ones return an error and change nothing), the CPU-copy engine's
+ * as doc/design.md §3 says, illegal ones return an error and change nothing), the CPU-copy engine's
  * data, multi-poll progress, abort mid-transfer, errors from the engine, faults applying. */
 #include <errno.h>
 #include <setjmp.h>

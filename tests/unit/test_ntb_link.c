@@ -94,7 +94,7 @@ static void test_params_init(void **state)
 	assert_int_equal(p.bar, -1);
 	assert_int_equal(p.heartbeat_ms, 100);
 	assert_int_equal(p.link_timeout_ms, 500);
-	assert_int_equal(p.backend, NTB_BACKEND_SHM);
+	assert_string_equal(p.backend, "shm");
 	assert_false(p.fault.enabled);
 	assert_false(p.inspect_only);
 	assert_false(p.allow_foreign_owner);
@@ -120,8 +120,9 @@ static void test_bad_params(void **state)
 	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
 	params(&p, 0); p.fault.enabled = true; p.fault.drop = 1.5;
 	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
-	params(&p, 0); p.backend = (enum ntb_backend)7;
+	params(&p, 0); snprintf(p.backend, sizeof(p.backend), "rdma");
 	assert_int_equal(ntb_link_open(&p, &l), -EINVAL);
+	assert_non_null(strstr(ntb_strerror_detail(), "no backend \"rdma\""));
 	assert_int_equal(ntb_link_open(NULL, &l), -EINVAL);
 	assert_ptr_equal(l, (struct ntb_link *)0x1); /* ret_link untouched on failure */
 	assert_int_equal(access(path, F_OK), -1);  /* nothing created */
@@ -139,7 +140,7 @@ static void test_create_file(void **state)
 	assert_int_equal(st.st_uid, geteuid());
 	assert_int_equal(ntb_link_side(a), 0);
 	assert_string_equal(ntb_link_name(a), "test");
-	assert_int_equal(ntb_link_backend(a), NTB_BACKEND_SHM);
+	assert_string_equal(ntb_link_backend(a), "shm");
 	assert_int_not_equal(ntb_link_epoch(a), 0);
 	assert_int_equal(ntb_link_peer_epoch(a), 0);
 	assert_int_equal(ntb_out_size(a), WIN);

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "ntb/ntb.h"
-#include "ntb/pci_int.h"
+#include "ntb/backend/pci_int.h"
 
 #define BAR2_SIZE (1u << 20)
 #define WIN       (256u << 10)
@@ -84,7 +84,7 @@ static void pci_params(struct ntb_link_params *p, int side, const char *device)
 {
 	ntb_link_params_init(p);
 	snprintf(p->name, sizeof(p->name), "pcitest");
-	p->backend = NTB_BACKEND_PCI;
+	snprintf(p->backend, sizeof(p->backend), "pci");
 	p->side = side;
 	p->window_size = WIN;
 	p->heartbeat_ms = 20;
@@ -96,7 +96,7 @@ static void shm_params(struct ntb_link_params *p, int side)
 {
 	ntb_link_params_init(p);
 	snprintf(p->name, sizeof(p->name), "pcitest");
-	p->backend = NTB_BACKEND_SHM;
+	snprintf(p->backend, sizeof(p->backend), "shm");
 	p->side = side;
 	p->window_size = WIN;
 	p->heartbeat_ms = 20;
@@ -142,7 +142,7 @@ static void test_pci_shm_interop(void **state)
 
 	(void)state;
 	open_pair(&pci, &shm);
-	assert_int_equal(ntb_link_backend(pci), NTB_BACKEND_PCI);
+	assert_string_equal(ntb_link_backend(pci), "pci");
 	assert_int_equal(ntb_link_side(pci), 0);
 	assert_int_equal(ntb_link_peer_epoch(pci), ntb_link_epoch(shm));
 	assert_int_equal(ntb_link_peer_epoch(shm), ntb_link_epoch(pci));

@@ -347,7 +347,7 @@ static void test_gib_ring(void **state)
 		crc = crc32c(crc, chunk, CHUNK);
 		assert_int_equal(ntb_write(l, (size_t)(tx % RING), chunk, CHUNK), 0);
 		tx += CHUNK;
-		/* Payload before the index that publishes it (DESIGN.md rule 3). */
+		/* Payload before the index that publishes it (doc/design.md §3 rule 3). */
 		ntb_to_peer_barrier(l);
 		assert_int_equal(ntb_write64(l, TX_OFF, tx), 0);
 		if ((tx & ((1u << 20) - 1)) == 0)

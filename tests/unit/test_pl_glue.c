@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "preload/pl_int.h"
+#include "glue/conf_params.h"
 
 static struct sockaddr_in v4(const char *a, uint16_t port)
 {
@@ -96,7 +97,7 @@ static void test_params_conversion(void **state)
 
 	memset(&cl, 0, sizeof(cl));
 	strcpy(cl.name, "ab");
-	cl.backend = CONF_BACKEND_SHM;
+	strcpy(cl.backend, "shm");
 	cl.side = 1;
 	cl.window_size = 64 << 20;
 	strcpy(cl.path, "/dev/shm/x");
@@ -112,7 +113,12 @@ static void test_params_conversion(void **state)
 	cl.fault.cut_after_ms = 250;
 	pl_link_params(&cl, &lp);
 	assert_string_equal(lp.name, "ab");
-	assert_int_equal(lp.backend, NTB_BACKEND_SHM);
+	assert_string_equal(lp.backend, "shm");
+	strcpy(cl.backend, "pci");
+	pl_link_params(&cl, &lp);
+	assert_string_equal(lp.backend, "pci");
+	strcpy(cl.backend, "shm");
+	pl_link_params(&cl, &lp);
 	assert_int_equal(lp.side, 1);
 	assert_int_equal(lp.window_size, 64 << 20);
 	assert_string_equal(lp.path, "/dev/shm/x");
@@ -140,6 +146,39 @@ static void test_params_conversion(void **state)
 	assert_int_equal(pl_spin_us, 123);
 	assert_int_equal(tp.setup_timeout_ms, 456);
 	assert_int_equal(tp.peer_timeout_ms, 789);
+}
+
+/* conf/ takes any backend name; glue_check_backends() is where an unknown one becomes an error
+ * naming the file and line of the key, as the loaders of preload/ and tools/ report it. */
+static void test_unknown_backend(void **state)
+{
+	(void)state;
+	static const char text[] =
+		"host = { name = \"A\"; addresses = [ \"10.0.0.1\" ]; };\n"
+		"links = ( { name = \"ab\"; backend = \"shm\"; },\n"
+		"  { name = \"cd\";\n"
+		"    backend = \"rdma\"; side = 0; } );\n";
+	struct conf_error err;
+	struct conf *c = NULL;
+
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(conf_load_string(text, "t.conf", &c, &err), 0);
+	assert_non_null(c);
+	assert_string_equal(c->links[1].backend, "rdma");
+	assert_int_equal(glue_check_backends(c, &err), -EINVAL);
+	assert_string_equal(err.text, "t.conf:4: key 'links[1].backend': no such backend in this "
+				      "build (shm, pci) (value 'rdma')");
+	/* the table's names are known */
+	strcpy(c->links[1].backend, "pci");
+	assert_int_equal(glue_check_backends(c, &err), 0);
+	assert_true(ntb_backend_known("shm"));
+	assert_true(ntb_backend_known("pci"));
+	assert_false(ntb_backend_known("rdma"));
+	assert_false(ntb_backend_known(""));
+	assert_string_equal(ntb_backend_name(0), "shm");
+	assert_string_equal(ntb_backend_name(1), "pci");
+	assert_null(ntb_backend_name(2));
+	conf_free(c);
 }
 
 static void test_fdtab_refcount(void **state)
@@ -238,6 +277,7 @@ int main(void)
 		cmocka_unit_test(test_key_mapped_equals_v4),
 		cmocka_unit_test(test_key_v6_and_bad_family),
 		cmocka_unit_test(test_params_conversion),
+		cmocka_unit_test(test_unknown_backend),
 		cmocka_unit_test(test_fdtab_refcount),
 		cmocka_unit_test(test_room_spin_ends),
 	};

@@ -57,7 +57,7 @@ static void test_path(void **state)
 	assert_string_equal(buf, "/dev/shm/ntbsock-ab.admin-down");
 	/* pci: the shm default, whatever PATH holds */
 	shm_params(&lp, "cd", "/somewhere/else");
-	lp.backend = NTB_BACKEND_PCI;
+	snprintf(lp.backend, sizeof(lp.backend), "pci");
 	assert_int_equal(tp_link_admin_path(&lp, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "/dev/shm/ntbsock-cd.admin-down");
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A hostile or broken peer (DESIGN rule 4): garbage and forged-but-well-checked words in our
+/* A hostile or broken peer (doc/design.md §3 rule 4): garbage and forged-but-well-checked words in our
  * inbound window never crash us, never make us read outside the window, never hang; the
  * connection either recovers or fails with ECONNRESET. Run under ASan to catch stray reads. */
 #include <setjmp.h>

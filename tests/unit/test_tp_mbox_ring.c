@@ -38,19 +38,26 @@ static uint32_t in_seed(struct tp_link *l)
 	return tp_mbox_seed(ntb_link_peer_epoch(l->ntb), ntb_link_epoch(l->ntb));
 }
 
-/* A packet nobody acts on (a Cancel of no reservation), numbered N in its MsgID. */
-static int send_one(struct tp_link *l, uint32_t n)
+/* A packet nobody acts on (a Cancel of no reservation), numbered N in its MsgID; L's host
+ * lock held. */
+static int send_one_locked(struct tp_link *l, uint32_t n)
 {
 	struct tp_pkt k;
-	int rc;
 
 	memset(&k, 0, sizeof(k));
 	k.type = TP_PKT_CANCEL;
 	k.msgid = n;
 	k.client_slot = 0xffffffffu;
-	tp_host_lock(l);
 	tp_mbox_process(l); /* (as tp_connect(): the indices follow the peer's session first) */
-	rc = tp_mbox_send(l, &k);
+	return tp_mbox_send(l, &k);
+}
+
+static int send_one(struct tp_link *l, uint32_t n)
+{
+	int rc;
+
+	tp_host_lock(l);
+	rc = send_one_locked(l, n);
 	tp_host_unlock(l);
 	return rc;
 }
@@ -190,19 +197,20 @@ static void test_lost_tx_not_hidden(void **state)
 	assert_int_equal(send_one(p.a, 1), 0);
 	assert_true(wait_consumed(&p, 1, 3000));
 
+	/* (both helpers held off; the locks always taken A first, then B) */
+	tp_host_lock(p.a); /* (A's helper writes nothing meanwhile) */
 	tp_host_lock(p.b);
 	old_tx = *in_word(p.b, TP_OFF_MBOX_TX);
-	assert_int_equal(send_one(p.a, 2), 0);
-	tp_host_lock(p.a); /* (A's helper writes nothing meanwhile) */
+	assert_int_equal(send_one_locked(p.a, 2), 0);
 	*in_word(p.b, TP_OFF_MBOX_TX) = old_tx; /* the index write was dropped */
 	tp_host_unlock(p.b);
 	assert_int_equal(consumed(p.b), 2);
 	tp_host_unlock(p.a);
 
+	tp_host_lock(p.a);
 	tp_host_lock(p.b);
 	old_tx = *in_word(p.b, TP_OFF_MBOX_TX);
-	assert_int_equal(send_one(p.a, 3), 0);
-	tp_host_lock(p.a);
+	assert_int_equal(send_one_locked(p.a, 3), 0);
 	*in_word(p.b, TP_OFF_MBOX_TX) = old_tx; /* dropped, and the packet spoilt */
 	((volatile uint8_t *)(void *)(p.b->in + TP_OFF_MBOX + 2 * TP_MBOX_PKT))[20] ^= 4;
 	tp_host_unlock(p.b);

@@ -198,7 +198,7 @@ static void test_stopped_peer_survives(void **state)
 		assert_int_equal(tp_conn_error(c), 0);
 		silent |= ntb_link_peer_silent(tp_link_ntb(l));
 	}
-	/* the old rule (down past its grace: lost) would have ended it by now */
+	/* a rule "down past its grace: lost" would have ended it by now */
 	assert_true(silent);
 	assert_false(tp_link_is_up(l));
 	kill(pid, SIGCONT);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* [RT] rules (DESIGN §6), one table row per rule: context admission with priorities, the
+/* [RT] rules (doc/design.md §6), one table row per rule: context admission with priorities, the
  * sender's set-up state machine (Ack/Nack/timer, duplicated, stale and late answers), retry
  * epochs; then the receiver's mailbox rules on a real link pair (duplicated Apply, same
  * context with another MsgID, corrupted packets, no listener) and data-level rules (corrupted
@@ -194,7 +194,7 @@ static void test_cnct_timer(void **state)
 	assert_true(within_100 >= 6);
 	/* the set-up deadline, not MaxErr, ends a set-up nobody answers */
 	assert_true(at > tpp.setup_timeout_ms);
-	/* a small MaxErr still waits as long as 8 of the old 200 ms TimerCnct did */
+	/* a small MaxErr still gives up no sooner than 8 × 200 ms */
 	at = cnct_give_up_ms(&tpp, 8, &within_100);
 	print_message("TimerCnct: MaxErr 8 reached at %llu ms\n", (unsigned long long)at);
 	assert_true(at >= 1600);
@@ -541,7 +541,7 @@ static void test_late_detect_ack(void **state)
 	ca->det_acked = base;
 	tp_tx_feedback(ca);
 	assert_int_equal(ca->terr, 3);
-	/* the answer to the latest probe counts, as before */
+	/* the answer to the latest probe counts, as the first one did */
 	cb->det_seen = ca->detect_seq;
 	cb->pub_ep = (uint32_t)cb->rx_epoch | (uint32_t)cb->det_seen << 16;
 	tp_peer_word(cb, TP_W_FB_EPOCH, cb->pub_ep);

@@ -1248,8 +1248,8 @@ static void test_quick_probe_recovers(void **state)
 	tpp.detect_timeout_ms = 60000;
 	/* A receiver that asked for a retransmission waits for it gated and does not answer a
 	 * Detect meanwhile; when the Retry's own word is lost, TimerRcvData asks again (an
-	 * attempt to answer the Detect instead broke loss-free iperf3 runs: not understood, see
-	 * the eighth session's closing note). */
+	 * attempt to answer the Detect instead broke loss-free iperf3 runs, for reasons not
+	 * understood). */
 	tpp.recv_timeout_ms = 200;
 	pair_open(&p, "quick", &tpp, &f);
 	e.c = p.cb;

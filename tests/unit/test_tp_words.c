@@ -43,13 +43,10 @@ static void pair_open_fault(struct tl_pair *p, const char *name)
 }
 
 /* Every window write of L's handle is dropped from now on (RATE 1) or none (0): the heartbeat
- * and doorbells still go, so the link stays up. (The decorator's params open its private
- * struct; it reads them under its lock, which a test tool need not take for one double.) */
+ * and doorbells still go, so the link stays up. */
 static void link_drop(struct tp_link *l, double rate)
 {
-	struct ntb_fault_params *fp = (struct ntb_fault_params *)(void *)tp_link_ntb(l)->fault;
-
-	__atomic_store(&fp->drop, &rate, __ATOMIC_SEQ_CST);
+	ntb_fault_set_drop(tp_link_ntb(l)->fault, rate);
 }
 
 struct reader {
@@ -57,7 +54,7 @@ struct reader {
 	_Atomic bool stop;   /* the test gave up on it */
 	_Atomic bool done;
 	ssize_t end;         /* what its last tp_recv() returned: 0 (EOF) or an error */
-	size_t got;
+	_Atomic size_t got;
 	uint64_t done_ms;
 	char buf[4096];
 };
@@ -72,7 +69,7 @@ static void *reader_main(void *arg)
 		ssize_t n = tp_recv(r->c, &v, 1, 0);
 
 		if (n > 0) {
-			r->got += (size_t)n;
+			atomic_fetch_add(&r->got, (size_t)n);
 			continue;
 		}
 		if (n == -EAGAIN) {

@@ -1,21 +1,68 @@
 /* SPDX-License-Identifier: MIT */
 /* The pci backend: finds the device with libpci, maps its shared-memory BAR from sysfs and
- * drives the common region layout (ntb_int.h) in it; doorbells are polled (no interrupts). */
+ * drives the common region layout (ntb_int.h) in it. Doorbells are interrupts when the device
+ * has them and is bound to vfio-pci (ivshmem-doorbell, pci_vfio.c), else polled. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ntb/ntb_int.h"
-#include "ntb/pci_int.h"
+#include "ntb/backend/pci_int.h"
 #include "util/log.h"
 
 struct pci_priv {
 	struct ntb_pci_found   dev;
 	struct ntb_pci_bar_map map;
 	int bar;
+	bool has_vfio;                 /* interrupt doorbells through vfio-pci */
+	struct ntb_pci_vfio_db vfio;
 };
+
+/* The driver bound to BDF ("" when none). */
+static void bound_driver(const char *bdf, char *buf, size_t len)
+{
+	char path[512], target[512];
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "%s/devices/%s/driver", ntb_pci_sysfs_root(), bdf);
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	if (n > 0) {
+		target[n] = '\0';
+		const char *slash = strrchr(target, '/');
+		const char *name = slash ? slash + 1 : target;
+		if (strlen(name) < len)
+			memcpy(buf, name, strlen(name) + 1);
+	}
+}
+
+/* Interrupt doorbells when the function is bound to vfio-pci and its profile has them. Done
+ * before the BAR is mapped: opening the device through VFIO powers it up (vfio-pci keeps an
+ * idle function in D3hot). Failing here only means polled doorbells. */
+static void open_doorbells(struct ntb_link *link, struct pci_priv *pp)
+{
+	char drv[64], err[512];
+	const struct ntb_pci_profile *prof = pp->dev.profile;
+
+	bound_driver(pp->dev.bdf, drv, sizeof(drv));
+	if (strcmp(drv, "vfio-pci") != 0 || prof == NULL || !prof->has_doorbell_irq ||
+	    link->params.inspect_only || !link->params.doorbell)
+		return;
+	int rc = ntb_pci_vfio_db_open(pp->dev.bdf, prof->reg_bar, &pp->vfio, err, sizeof(err));
+	if (rc < 0) {
+		LOG(LL_DEBUG, "ntb/pci: link %s: no interrupt doorbells: %s", link->params.name,
+		    err);
+		return;
+	}
+	pp->has_vfio = true;
+	link->caps |= NTB_CAP_EVENT_DB;
+	link->db_id = pp->vfio.own_id + 1;
+	LOG(LL_DEBUG, "ntb/pci: link %s: interrupt doorbells through vfio-pci, ivshmem id %u",
+	    link->params.name, pp->vfio.own_id);
+}
 
 static int pci_open(struct ntb_link *link)
 {
@@ -52,6 +99,8 @@ static int pci_open(struct ntb_link *link)
 		goto err_free;
 	}
 	pp->bar = p->bar >= 0 ? p->bar : pp->dev.profile->mem_bar;
+	link->caps = 0; /* no FUTEX_WAKE: our doorbells wake no futex */
+	open_doorbells(link, pp);
 	rc = ntb_pci_map_bar(pp->dev.bdf, pp->bar, &pp->map, err, sizeof(err));
 	if (rc < 0) {
 		ntb_set_detail("pci link %s: %s", p->name, err);
@@ -60,7 +109,6 @@ static int pci_open(struct ntb_link *link)
 	link->base = (uint8_t *)pp->map.base;
 	link->map_size = pp->map.size;
 	link->wc = pp->map.wc;
-	link->caps = 0; /* no FUTEX_WAKE: our doorbells wake nobody, the peer polls */
 	link->side_hint = p->side < 0 ? 0 : p->side;
 	link->priv = pp;
 	/* Side 0 initialises a zeroed BAR; side 1 and inspectors wait for it (-EAGAIN). */
@@ -80,6 +128,10 @@ err_unmap:
 	link->map_size = 0;
 	link->priv = NULL;
 err_free:
+	if (pp->has_vfio)
+		ntb_pci_vfio_db_close(&pp->vfio);
+	link->caps = 0;
+	link->db_id = 0;
 	free(pp);
 	return rc;
 }
@@ -91,6 +143,8 @@ static void pci_close(struct ntb_link *link)
 	if (pp == NULL)
 		return;
 	ntb_pci_unmap_bar(&pp->map);
+	if (pp->has_vfio)
+		ntb_pci_vfio_db_close(&pp->vfio);
 	free(pp);
 	link->priv = NULL;
 	link->base = NULL;
@@ -121,16 +175,30 @@ static void pci_to_peer_barrier(struct ntb_link *link)
 	pci_wc_flush(link);
 }
 
-/* ivshmem-plain has no interrupts: poll the doorbell word with a growing sleep (50 µs doubling
- * to 1 ms) until it changes or SLICE_MS passes. The word lives in our inbound control page,
- * i.e. local memory, so polling it costs no link traffic (DESIGN.md rule 1). */
+/* After the doorbell word was stored: interrupt the peer's process that takes doorbells. */
+static void pci_db_wake(struct ntb_link *link, _Atomic uint32_t *peer_db)
+{
+	struct pci_priv *pp = link->priv;
+	uint32_t target = ntb_peer_db_target(link);
+
+	(void)peer_db;
+	if (pp->has_vfio && target)
+		ntb_pci_vfio_db_ring(&pp->vfio, target - 1, 0);
+}
+
+/* With interrupt doorbells: sleep on MSI-X vector 0's eventfd. Without (ivshmem-plain, or
+ * another process of this side takes them): poll the doorbell word with a growing sleep (50 µs
+ * doubling to 1 ms) until it changes or SLICE_MS passes. The word lives in our inbound control
+ * page, i.e. local memory, so polling it costs no link traffic (doc/design.md §3 rule 1). */
 static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
 			     int slice_ms)
 {
+	struct pci_priv *pp = link->priv;
 	uint64_t deadline = ntb_now_ns() + (uint64_t)(slice_ms > 0 ? slice_ms : 1) * 1000000ull;
 	long sleep_ns = 50000;
 
-	(void)link;
+	if (pp->has_vfio && ntb_db_event_mine(link))
+		return ntb_evfd_wait_slice(pp->vfio.evfd, db, seen, slice_ms > 0 ? slice_ms : 1);
 	for (;;) {
 		/* acquire: pairs with the peer's release store of the doorbell in its ring */
 		if (atomic_load_explicit(db, memory_order_acquire) != seen)
@@ -148,6 +216,18 @@ static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32
 	}
 }
 
+static const char *pci_location(const struct ntb_link *link)
+{
+	return link->params.device;
+}
+
+static int pci_db_fd(const struct ntb_link *link)
+{
+	const struct pci_priv *pp = link->priv;
+
+	return pp && pp->has_vfio ? pp->vfio.evfd : -ENOTSUP;
+}
+
 const struct ntb_backend_ops ntb_pci_ops = {
 	.name = "pci",
 	.open = pci_open,
@@ -155,7 +235,9 @@ const struct ntb_backend_ops ntb_pci_ops = {
 	.write = NULL, /* plain stores into the mapped BAR */
 	.to_peer_barrier = pci_to_peer_barrier,
 	.wc_flush = pci_wc_flush,
-	.db_wake = NULL, /* nothing to wake: the peer polls */
+	.db_wake = pci_db_wake,
 	.db_wait_slice = pci_db_wait_slice,
 	.check_mapping = NULL,
+	.location = pci_location,
+	.db_fd = pci_db_fd,
 };

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* PCI device discovery for the pci backend: selectors, profiles, and a libpci scan whose
  * fatal-error callback longjmps back to us instead of exiting the host program. */
-#include "ntb/pci_int.h"
+#include "ntb/backend/pci_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -20,9 +20,10 @@
 
 static const struct ntb_pci_profile profiles[] = {
 	/* QEMU ivshmem (plain or doorbell): BAR0 registers, BAR1 MSI-X, BAR2 shared memory.
-	 * ivshmem-plain raises no interrupts, so doorbells are polled. */
+	 * ivshmem-doorbell bound to vfio-pci interrupts (pci_vfio.c); ivshmem-plain raises no
+	 * interrupts (VFIO finds no MSI-X vector), so its doorbells are polled. */
 	{ .name = "ivshmem", .vendor = 0x1af4, .device = 0x1110, .mem_bar = 2, .reg_bar = 0,
-	  .has_doorbell_irq = false },
+	  .has_doorbell_irq = true },
 };
 
 const struct ntb_pci_profile *ntb_pci_profile_find(uint16_t vendor, uint16_t device)

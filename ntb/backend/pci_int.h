@@ -91,4 +91,22 @@ void ntb_pci_unmap_bar(struct ntb_pci_bar_map *map);
 /* The sentence used for an errno from open()/mmap() of a resource file (for tests and logs). */
 const char *ntb_pci_errno_hint(int err);
 
+/* Interrupt doorbells of an ivshmem-doorbell device bound to vfio-pci (pci_vfio.c). */
+struct ntb_pci_vfio_db {
+	int      container, group, device; /* -1: closed */
+	int      evfd;                     /* MSI-X vector 0 */
+	uint64_t reg_off;                  /* the register BAR in the device fd */
+	uint32_t own_id;                   /* IVPosition: our ivshmem peer id */
+};
+
+/* Open BDF through VFIO (its IOMMU group in /dev/vfio), read our id from IVPosition in BAR
+ * REG_BAR and route MSI-X vector 0 to V->evfd. 0, or -errno with the reason in ERR (-EBUSY:
+ * another process holds the group; -ENODEV: no IOMMU group). Closes what it opened on error. */
+int ntb_pci_vfio_db_open(const char *bdf, int reg_bar, struct ntb_pci_vfio_db *v, char *err,
+			 size_t errlen);
+/* Interrupt peer PEER_ID on VECTOR through the Doorbell register. 0 or -EIO. */
+int ntb_pci_vfio_db_ring(struct ntb_pci_vfio_db *v, uint32_t peer_id, uint32_t vector);
+/* Close everything (the vector's routing ends with the device fd). Accepts a closed V. */
+void ntb_pci_vfio_db_close(struct ntb_pci_vfio_db *v);
+
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ntb/ntb_int.h"
+#include "ntb/backend/shm_int.h"
 #include "util/log.h"
 #include "util/mapguard.h"
 
@@ -23,6 +24,8 @@ struct shm_priv {
 	int   fd;
 	dev_t dev;
 	ino_t ino;
+	bool  has_ivs;               /* joined an ivshmem server: interrupt doorbells */
+	struct ntb_ivs_client ivs;
 };
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
@@ -96,6 +99,38 @@ err_unlink:
 	close(fd);
 	unlink(tmp);
 	return rc;
+}
+
+static void shm_close(struct ntb_link *link);
+
+/* Join the ivshmem server that shares our file with QEMU: interrupt doorbells with
+ * ivshmem-doorbell devices. The server's memory must be our file. */
+static int join_ivshmem_server(struct ntb_link *link, struct shm_priv *sp)
+{
+	const char *srv = link->params.ivshmem_server;
+	char err[300];
+	struct stat st;
+	int shm_fd = -1;
+
+	int rc = ntb_ivs_join(srv, &sp->ivs, &shm_fd, err, sizeof(err));
+	if (rc) {
+		ntb_set_detail("link %s: %s", link->params.name, err);
+		return rc;
+	}
+	if (fstat(shm_fd, &st) < 0 || st.st_dev != sp->dev || st.st_ino != sp->ino) {
+		ntb_set_detail("link %s: ivshmem server %s shares another file than %s",
+			       link->params.name, srv, link->params.path);
+		close(shm_fd);
+		ntb_ivs_leave(&sp->ivs);
+		return -EINVAL;
+	}
+	close(shm_fd);
+	sp->has_ivs = true;
+	link->caps |= NTB_CAP_EVENT_DB;
+	link->db_id = sp->ivs.own_id + 1;
+	LOG(LL_DEBUG, "ntb: link %s: ivshmem server %s: peer id %u", link->params.name, srv,
+	    sp->ivs.own_id);
+	return 0;
 }
 
 static int shm_open_backend(struct ntb_link *link)
@@ -189,6 +224,13 @@ static int shm_open_backend(struct ntb_link *link)
 	link->wc = false;
 	link->caps = NTB_CAP_FUTEX_WAKE;
 	link->side_hint = -1;
+	if (p->ivshmem_server[0] && p->doorbell && !inspect) {
+		rc = join_ivshmem_server(link, sp);
+		if (rc) {
+			shm_close(link);
+			return rc;
+		}
+	}
 	return 0;
 
 err_close:
@@ -204,6 +246,8 @@ static void shm_close(struct ntb_link *link)
 		munmap(link->base, link->map_size);
 	}
 	if (sp) {
+		if (sp->has_ivs)
+			ntb_ivs_leave(&sp->ivs);
 		close(sp->fd);
 		free(sp);
 	}
@@ -218,14 +262,28 @@ static void shm_db_wake(struct ntb_link *link, _Atomic uint32_t *peer_db)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load_explicit(&link->peer_local->db_waiters, memory_order_relaxed))
 		futex(peer_db, FUTEX_WAKE, INT_MAX, NULL); /* shared (not private): other processes */
+	struct shm_priv *sp = link->priv;
+	uint32_t target;
+	if (sp->has_ivs && (target = ntb_peer_db_target(link)) != 0)
+		ntb_ivs_ring(&sp->ivs, target - 1); /* a guest's ivshmem-doorbell device */
 }
 
 static int shm_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
 			     int slice_ms)
 {
-	(void)link;
+	struct shm_priv *sp = link->priv;
 	if (slice_ms <= 0)
 		return 0;
+	/* relaxed: a hint (see ntb_db_wait()) */
+	if (!(atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+	      NTB_CAP_FUTEX_WAKE)) {
+		/* A guest peer: its ring is an interrupt on our eventfd when it rings us, else
+		 * poll in 1 ms steps. */
+		if (sp->has_ivs && ntb_db_event_mine(link))
+			return ntb_evfd_wait_slice(sp->ivs.rx_fd, db, seen, slice_ms);
+		struct timespec one = { 0, 1000000 };
+		return nanosleep(&one, NULL) < 0 && errno == EINTR ? -EINTR : 0;
+	}
 	struct timespec ts = { slice_ms / 1000, (long)(slice_ms % 1000) * 1000000L };
 	/* The kernel compares *DB with SEEN and sleeps atomically: a ringer's store (release,
 	 * ntb_peer_db_ring()) that lands after our caller's seq_cst re-read is either seen here
@@ -261,6 +319,18 @@ static int shm_check_mapping(struct ntb_link *link)
 	return 0;
 }
 
+static const char *shm_location(const struct ntb_link *link)
+{
+	return link->params.path;
+}
+
+static int shm_db_fd(const struct ntb_link *link)
+{
+	const struct shm_priv *sp = link->priv;
+
+	return sp && sp->has_ivs ? sp->ivs.rx_fd : -ENOTSUP;
+}
+
 const struct ntb_backend_ops ntb_shm_ops = {
 	.name = "shm",
 	.open = shm_open_backend,
@@ -268,4 +338,6 @@ const struct ntb_backend_ops ntb_shm_ops = {
 	.db_wake = shm_db_wake,
 	.db_wait_slice = shm_db_wait_slice,
 	.check_mapping = shm_check_mapping,
+	.location = shm_location,
+	.db_fd = shm_db_fd,
 };

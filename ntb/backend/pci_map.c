@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Mapping a PCI BAR into this process through sysfs (<root>/devices/<bdf>/resourceN, or
  * resourceN_wc for prefetchable BARs), with one clear sentence per failure. */
-#include "ntb/pci_int.h"
+#include "ntb/backend/pci_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -94,10 +94,13 @@ static void read_driver(const char *dir, char *buf, size_t len)
 		buf[len - 1] = '\0'; /* a truncated driver name still means "owned" */
 }
 
-/* Drivers that bind without claiming the BARs, so user space may still map them. */
+/* Drivers that bind without claiming the BARs, so user space may still map them (vfio-pci
+ * claims a BAR only when it is accessed through VFIO: the pci backend uses VFIO for the
+ * register BAR and the interrupts, never for the shared-memory BAR). */
 static bool driver_leaves_bars(const char *drv)
 {
-	return strcmp(drv, "pci-stub") == 0 || strcmp(drv, "uio_pci_generic") == 0;
+	return strcmp(drv, "pci-stub") == 0 || strcmp(drv, "uio_pci_generic") == 0 ||
+	       strcmp(drv, "vfio-pci") == 0;
 }
 
 int ntb_pci_map_bar(const char *bdf, int bar, struct ntb_pci_bar_map *ret_map,
