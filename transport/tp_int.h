@@ -15,7 +15,7 @@
  *   Slot i (one connection: X receives Y's bytes here, and Y's feedback on X's bytes):
  *   +0x000 TX unit  (Y as sender of the Y→X queue)       tx_d, epoch|detect, next_msn, tx_wait
  *   +0x080 FB unit  (Y as receiver of the X→Y queue)     rx_d, rx_i, ack_msn, epoch|detack,
- *                                                        rx_wait
+ *                                                        rx_wait, retry_d, retry_i
  *   +0x100 ST unit  (Y's host, owner or reclaimer)       flags: RST / GONE
  *   +0x200 inline ring: inline_n × 128-byte slots (byte 127 = sequence, written last)
  *   +0x200 + inline_n*128: data ring, q bytes (power of two): descriptor (16 B) + data
@@ -64,9 +64,11 @@
  *   rings. The sender keeps shadows of both rings (its retransmission copies). The receiver
  *   validates in MSN order into private records (or, fast path, checks the CRC while copying
  *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
- *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch) and
- *   ignores data until the sender has rewritten everything unreleased from its shadows and
- *   published the same epoch in TX; TimerRcvData repeats a Retry nobody answered.
+ *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch, after
+ *   the FB retry words: where its validation stopped) and ignores data until the sender has
+ *   rewritten the message there (else everything unreleased) from its shadows and published
+ *   the same epoch in TX; it asks again when the sender writes past its Retry and at doubling
+ *   intervals from 1 ms, and TimerRcvData repeats a Retry nobody answered with a new epoch.
  *   Detect: unacknowledged or unreleased data without progress for TimerSendData → the sender
  *   publishes next_msn and a new detect number; the receiver retries if it misses data, and
  *   always answers by republishing all its feedback words (DetectAck).
