@@ -586,6 +586,7 @@ struct tp_conn {
 	uint32_t sel_d, sel_i;    /* the positions the last selective retransmit() rewrote */
 	bool sel_valid;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
+	size_t tx_last_len;       /* bytes the last tp_send() call was given (poll_bits()) */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
 	/* --- receive side (rx_lock) */

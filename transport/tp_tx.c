@@ -705,6 +705,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	tp_mutex_lock(&c->tx_lock);
+	c->tx_last_len = total;
 	rc = tp_conn_own(c); /* single-owner rule after fork (tp_int.h) */
 	if (!rc)
 		rc = tx_check(c);

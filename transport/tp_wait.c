@@ -91,16 +91,19 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	}
 	tp_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);
-	/* Room in the data ring: what every write can use (free inline slots alone take only
-	 * writes of up to inline_max bytes; a larger one would get EAGAIN, and a writer that
-	 * waits here would come straight back and spin on tp_send() without ever sleeping, so
-	 * its timers, the quick probes among them, would not run: a stream under loss stalled
-	 * there until the helper got the lock, 50-300 ms) */
-	bool room = tp_data_room(c, TP_MT_SHORT) > 0;
+	/* Room in the data ring, which every write can use; free inline slots count only while
+	 * the writer writes small (its last write fitted one): a larger write would get EAGAIN
+	 * there, and a writer waiting here would come straight back and spin on tp_send()
+	 * without ever sleeping, so its timers, the quick probes among them, would not run (a
+	 * stream under loss stalled so until the helper got the lock, 50-300 ms) */
+	bool small = c->tx_last_len <= c->link->params.inline_max;
+	bool room = tp_data_room(c, TP_MT_SHORT) > 0 ||
+		    (small && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	if (arm && !room && !c->wr_shut) {
 		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
 		tp_tx_feedback(c);
-		room = tp_data_room(c, TP_MT_SHORT) > 0;
+		room = tp_data_room(c, TP_MT_SHORT) > 0 ||
+		       (small && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	}
 	if (room || c->wr_shut) {
 		ev |= TP_EV_OUT;

@@ -259,10 +259,11 @@ static void test_lazy_credits(void **state)
 	tl_pair_close(&p);
 }
 
-/* Writable means room in the data ring: with it full and inline slots free, a write larger
- * than inline_max gets EAGAIN, so poll does not say writable and a writer waiting for room
- * sleeps (and runs its timers) instead of coming straight back to spin on the send. The room
- * the reader then releases makes it writable again. */
+/* Writable means room in the data ring, or free inline slots for a writer of small writes:
+ * with the data ring full and inline slots free, a write larger than inline_max gets EAGAIN,
+ * so poll does not say writable to that writer, and a writer waiting for room sleeps (and
+ * runs its timers) instead of coming straight back to spin on the send. After a small write
+ * the inline slots count; the room the reader releases makes it writable again. */
 static void test_writable_needs_data_room(void **state)
 {
 	struct tl_pair p;
@@ -291,6 +292,12 @@ static void test_writable_needs_data_room(void **state)
 	assert_int_equal(p.ca->tx_i - p.ca->fb_rx_i, 0); /* every inline slot free */
 	assert_int_equal(tp_poll(p.ca) & TP_EV_OUT, 0);
 	assert_int_equal(tp_wait(p.ca, TP_EV_OUT, 30), 0); /* slept its 30 ms: nothing */
+	/* a writer of small writes can use the inline slots: writable for it */
+	struct iovec small = { buf + sent, 64 };
+
+	assert_int_equal(tp_send(p.ca, &small, 1), 64);
+	sent += 64;
+	assert_true(tp_poll(p.ca) & TP_EV_OUT);
 	recv_exact(p.cb, rbuf, sent);
 	assert_memory_equal(rbuf, buf, sent);
 	assert_true(tp_wait(p.ca, TP_EV_OUT, 3000) & TP_EV_OUT);
