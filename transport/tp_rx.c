@@ -268,11 +268,11 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 	}
 	/* The sender publishes data (TX_D moved, or a slot past those published at the Retry) it
 	 * wrote after our Retry without the epoch that answers it (the Retry's word, or its epoch
-	 * word, was lost), or it stays silent past the re-ask
-	 * interval: the same epoch again, with every feedback word, and the doorbell. A sender
-	 * that already retransmitted for it writes its epoch word again with its next data
-	 * (publish_tx()); one that never saw the Retry retransmits now. No error is counted:
-	 * TimerRcvData (gate_deadline_ms) stays what bounds the wait. */
+	 * word, was lost), or it stays silent past the re-ask interval: the same epoch again,
+	 * with every feedback word, and the doorbell. A sender that already retransmitted for it
+	 * writes its epoch word again with its next data (publish_tx(), send_inline()); one that
+	 * never saw the Retry retransmits now. No error is counted: TimerRcvData
+	 * (gate_deadline_ms) stays what bounds the wait. */
 	c->gate_txd = txd;
 	gate_inline_frontier(c);
 	if (c->gate_reask_n < 16)
