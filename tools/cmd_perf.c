@@ -51,6 +51,8 @@ struct perf_result {
 	int      pipe_err;        /* why there is none: a negative errno, 0: not asked */
 	double   ticks_per_ns;    /* the ping-pong's clock, calibrated over its run */
 	bool     tsc;             /* timed with the TSC (else CLOCK_MONOTONIC) */
+	bool     track_stall;     /* time every streamed message (only with --fault) */
+	uint64_t stall_ns;        /* the stream's longest wait for one message */
 	char     first_bad[160];  /* where verification first failed, for the error report */
 };
 
@@ -152,8 +154,19 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
 			pipe_burst(pipe, r, pipe_mbps, &n_pipe);
 		t0 = tool_now_ns();
 		rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, n_b, done);
+		uint64_t last = tool_now_ns();
+
 		for (uint64_t n = done; rc == 0 && n < done + n_b; n++) {
 			rc = perf_recv_all(c, buf, r->size);
+			if (r->track_stall) {
+				/* the longest wait for one message: what a loss costs the stream (a
+				 * clock read per message, so only under --fault) */
+				uint64_t now = tool_now_ns();
+
+				if (now - last > r->stall_ns)
+					r->stall_ns = now - last;
+				last = now;
+			}
 			/* every byte against its expected value, recomputed rather than read from
 			 * the pattern buffer: one stream of loads instead of memcmp's two */
 			if (rc == 0 && !tool_pattern_check(buf, r->size, tool_pattern_offset(n),
@@ -681,6 +694,7 @@ static int run_sweep(const struct perf_opts *o, struct tp_conn *c, int ctl, cons
 
 		r->size = o->sizes[i];
 		r->count = o->count;
+		r->track_stall = o->lp.fault.enabled;
 		rc = measure_stream(c, ctl, pattern, buf, r, pipe, err, errlen);
 		if (rc == 0)
 			rc = measure_latency(c, ctl, pattern, buf, r, peer, err, errlen);
@@ -719,13 +733,22 @@ static bool report_end(const struct perf_opts *o, const struct perf_result *res,
 
 /* What the fault decorator did to side 0's writes (side 1's are its own): on stdout after the
  * table, on stderr after a CSV (which stays pure CSV). */
-static void print_fault_stats(const struct perf_opts *o, struct tp_link *link)
+static void print_fault_stats(const struct perf_opts *o, struct tp_link *link,
+			      const struct perf_result *res)
 {
 	struct ntb_fault_stats st;
 	FILE *out = o->csv ? stderr : stdout;
 
 	if (!o->lp.fault.enabled || !link)
 		return;
+	for (int i = 0; i < o->n_sizes; i++) {
+		char sz[32];
+
+		if (res[i].done)
+			fprintf(out, "longest stall of the %s stream: %.3f ms (the longest wait for one "
+				"message)\n", tool_size_str(res[i].size, sz, sizeof(sz)),
+				(double)res[i].stall_ns / 1e6);
+	}
 	ntb_fault_stats(tp_link_ntb(link), &st);
 	fprintf(out, "faults on side 0's writes: %" PRIu64 " writes (%" PRIu64 " bytes before any "
 		"cut), %" PRIu64 " dropped, %" PRIu64 " corrupted, %" PRIu64 " delayed",
@@ -891,7 +914,7 @@ err_child:
 	tool_pipe_stop(&pipe);
 	remove_link_files(o.lp.path);
 	all_ok = report_end(&o, res, rc == 0, err, cpu_a, cpu_b, pipe_err);
-	print_fault_stats(&o, link);
+	print_fault_stats(&o, link, res);
 	/* Last: the side-1 process is gone, so this only releases our own resources. */
 	tp_close(c);
 	tp_link_close(link);

@@ -943,6 +943,6 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 		atomic_store(&c->silent_alive, false); /* it speaks again: its writes arrive */
 	}
 	next = tp_tx_timers(c, now);
-	tp_rx_timers(c);
-	return next;
+	/* (a gated receiver's re-asks count as quick probes: the helper comes for them too) */
+	return tp_wait_min(next, tp_rx_timers(c));
 }

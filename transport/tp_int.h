@@ -15,7 +15,7 @@
  *   Slot i (one connection: X receives Y's bytes here, and Y's feedback on X's bytes):
  *   +0x000 TX unit  (Y as sender of the Y→X queue)       tx_d, epoch|detect, next_msn, tx_wait
  *   +0x080 FB unit  (Y as receiver of the X→Y queue)     rx_d, rx_i, ack_msn, epoch|detack,
- *                                                        rx_wait
+ *                                                        rx_wait, retry_d, retry_i
  *   +0x100 ST unit  (Y's host, owner or reclaimer)       flags: RST / GONE
  *   +0x200 inline ring: inline_n × 128-byte slots (byte 127 = sequence, written last)
  *   +0x200 + inline_n*128: data ring, q bytes (power of two): descriptor (16 B) + data
@@ -64,9 +64,11 @@
  *   rings. The sender keeps shadows of both rings (its retransmission copies). The receiver
  *   validates in MSN order into private records (or, fast path, checks the CRC while copying
  *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
- *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch) and
- *   ignores data until the sender has rewritten everything unreleased from its shadows and
- *   published the same epoch in TX; TimerRcvData repeats a Retry nobody answered.
+ *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch, after
+ *   the FB retry words: where its validation stopped) and ignores data until the sender has
+ *   rewritten the message there (else everything unreleased) from its shadows and published
+ *   the same epoch in TX; it asks again when the sender writes past its Retry and at doubling
+ *   intervals from 1 ms, and TimerRcvData repeats a Retry nobody answered with a new epoch.
  *   Detect: unacknowledged or unreleased data without progress for TimerSendData → the sender
  *   publishes next_msn and a new detect number; the receiver retries if it misses data, and
  *   always answers by republishing all its feedback words (DetectAck).
@@ -134,6 +136,11 @@
 #define TP_W_FB_ACK_MSN   (TP_SLOT_FB + 0x10)
 #define TP_W_FB_EPOCH     (TP_SLOT_FB + 0x18) /* retry epoch (low 16) | detect ack (high 16) */
 #define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver sleeps waiting for data */
+/* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
+ * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
+ * tp_tx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
+#define TP_W_FB_RETRY_D   (TP_SLOT_FB + 0x28)
+#define TP_W_FB_RETRY_I   (TP_SLOT_FB + 0x30)
 /* ST unit */
 #define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
@@ -579,7 +586,14 @@ struct tp_conn {
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
+	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: publish_tx()
+				   * writes it again beside TX_D until the receiver acknowledges
+				   * epoch_msn (msn_next at that retransmit()) */
+	uint32_t epoch_msn;
+	uint32_t sel_d, sel_i;    /* the positions the last selective retransmit() rewrote */
+	bool sel_valid;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
+	size_t tx_last_len;       /* bytes the last tp_send() call was given (poll_bits()) */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
 	uint32_t tx_after_close;  /* sends after the peer closed in order and went away (tp_send()) */
@@ -604,6 +618,13 @@ struct tp_conn {
 	uint64_t stale_sig[TP_STALE_MAX];
 	uint32_t rerr;
 	uint64_t gate_deadline_ms;
+	/* While gated: the Retry is asked again (the feedback words republished, the doorbell
+	 * rung) when the sender is seen writing without having answered it (TX_D moved from
+	 * gate_txd, or inline position gate_inl, the first one not published when last
+	 * looked, got published), or at gate_reask_ms, an interval that doubles from
+	 * TP_REASK_MS */
+	uint64_t gate_reask_ms, gate_txd;
+	uint32_t gate_reask_n, gate_inl;
 	struct tp_rec recs[TP_RECS];
 	uint32_t rec_head, rec_tail; /* free-running */
 	uint32_t rec_off;            /* bytes consumed of recs[rec_head] */
@@ -848,14 +869,28 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * while probe_soon is set (by a sleeper with such data, also poll/epoll's through
  * tp_poll()).
  */
-#define TP_QUICK_PROBE_MS 3u
+#define TP_QUICK_PROBE_MS 1u
+
+/* The receiver's counterpart: a Retry not answered within TP_REASK_MS is asked again (the same
+ * epoch, no error counted), again after twice that, and so on up to TimerRcvData
+ * (tp_rx_progress()); a sender seen writing past an unanswered Retry is asked at once. */
+#define TP_REASK_MS 1u
 
 /* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
  * C's next quick probe (0: none is due: nothing unacknowledged, or the normal timers have
  * it); tp_tx_quick_wait() the same without running the timers (trylock: 0 when busy). */
 uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now);
 uint32_t tp_tx_quick_wait(struct tp_conn *c, uint64_t now);
-void tp_rx_timers(struct tp_conn *c);
+/* The receive side's half: returns the ms until C's next re-ask of an unanswered Retry (at
+ * least 1), 0: none (not gated); tp_rx_reask_wait() the same without running them (trylock: 0
+ * when busy). */
+uint32_t tp_rx_timers(struct tp_conn *c);
+uint32_t tp_rx_reask_wait(struct tp_conn *c, uint64_t now);
+/* The smaller of two such waits, 0 standing for none. */
+static inline uint32_t tp_wait_min(uint32_t a, uint32_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
 
 /* tp_words.c, tp_tx.c, tp_rx.c, tp_conn.c */
 int tp_conn_init_queues(struct tp_conn *c);

@@ -81,6 +81,21 @@ static void fb_publish(struct tp_conn *c)
 	fb_publish_words(c, false);
 }
 
+static bool inline_seq_ready(const struct tp_conn *c, uint32_t pos);
+
+/* Gated: gate_inl := the inline position after the last one published (a lost slot may lie
+ * before it), so that its becoming published is an arrival. A ring's worth of sequence bytes:
+ * only when gated and asking. */
+static void gate_inline_frontier(struct tp_conn *c)
+{
+	uint32_t n = c->link->geom.inline_n, last = 0;
+
+	for (uint32_t k = 0; k < n; k++)
+		if (inline_seq_ready(c, c->v_i + k))
+			last = k + 1;
+	c->gate_inl = c->v_i + last;
+}
+
 /* Data missing or corrupt: bump the epoch and ask for a retransmission (Retry). */
 #define rx_fail(c, crc) rx_fail_at((c), (crc), __LINE__)
 static void rx_fail_at(struct tp_conn *c, bool crc, int line)
@@ -94,13 +109,24 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 		tp_conn_maxerr(c, -ECONNRESET);
 		return;
 	}
+	uint64_t now = tp_now_ms();
+
 	c->rx_epoch++;
 	c->gated = true;
-	c->gate_deadline_ms = tp_now_ms() + c->link->params.recv_timeout_ms;
+	c->gate_deadline_ms = now + c->link->params.recv_timeout_ms;
+	c->gate_reask_ms = now + TP_REASK_MS;
+	c->gate_reask_n = 0;
+	c->gate_txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
+	gate_inline_frontier(c);
 	c->pub_ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
 	/* release: our reads of the bad message before the Retry that makes the sender rewrite
 	 * it; pairs with the acquire load of FB_EPOCH in tp_tx_feedback() */
 	ntb_from_peer_barrier();
+	/* where validation stopped, before the epoch that asks (the sender reads them when it
+	 * sees the epoch: pairs with its acquire loads in retransmit()) */
+	tp_peer_word(c, TP_W_FB_RETRY_D, c->v_d);
+	tp_peer_word(c, TP_W_FB_RETRY_I, c->v_i);
+	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_FB_EPOCH, c->pub_ep);
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
@@ -220,6 +246,42 @@ static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, boo
 	return PR_OK;
 }
 
+/* Gated, the sender's answer to our Retry (its epoch) not seen yet. */
+static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
+{
+	uint64_t now = tp_now_ms(),
+		 txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
+
+	if (now > c->gate_deadline_ms) {
+		rx_fail(c, false); /* TimerRcvData: ask again, with a new epoch */
+		return;
+	}
+	if (have_epoch && det != c->det_seen) {
+		/* a Detect while we wait for the sender's retransmission: it has not seen our
+		 * Retry (its word lost?): answer with all the feedback words, the Retry's epoch
+		 * among them, and ring */
+		c->det_seen = det;
+	} else if (txd == c->gate_txd && now < c->gate_reask_ms &&
+		   (c->gate_inl - c->v_i >= c->link->geom.inline_n ||
+		    !inline_seq_ready(c, c->gate_inl))) {
+		return;
+	}
+	/* The sender publishes data (TX_D moved, or a slot past those published at the Retry) it
+	 * wrote after our Retry without the epoch that answers it (the Retry's word, or its epoch
+	 * word, was lost), or it stays silent past the re-ask interval: the same epoch again,
+	 * with every feedback word, and the doorbell. A sender that already retransmitted for it
+	 * writes its epoch word again with its next data (publish_tx(), send_inline()); one that
+	 * never saw the Retry retransmits now. No error is counted: TimerRcvData
+	 * (gate_deadline_ms) stays what bounds the wait. */
+	c->gate_txd = txd;
+	gate_inline_frontier(c);
+	if (c->gate_reask_n < 16)
+		c->gate_reask_n++;
+	c->gate_reask_ms = now + ((uint64_t)TP_REASK_MS << c->gate_reask_n);
+	fb_publish_words(c, true);
+	ntb_peer_db_ring(c->link->ntb);
+}
+
 /* Validate ahead (under rx_lock): move messages in MSN order from the rings to the private
  * record queue; on evidence of loss or corruption, Retry. Also answers Detect. */
 void tp_rx_progress(struct tp_conn *c, uint32_t want)
@@ -238,16 +300,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 		if (have_epoch && tp_rt_epoch_ok(c->rx_epoch, txe)) {
 			c->gated = false;
 		} else {
-			if (tp_now_ms() > c->gate_deadline_ms) {
-				rx_fail(c, false); /* TimerRcvData: ask again */
-			} else if (have_epoch && det != c->det_seen) {
-				/* a Detect while we wait for the sender's retransmission: it has not
-				 * seen our Retry (its word lost?): answer with all the feedback words,
-				 * the Retry's epoch among them, and ring */
-				c->det_seen = det;
-				fb_publish_words(c, true);
-				ntb_peer_db_ring(c->link->ntb);
-			}
+			rx_gated(c, have_epoch, det);
 			return;
 		}
 	}
@@ -465,6 +518,52 @@ void tp_rx_flush_feedback(struct tp_conn *c)
 	if (fb_pending(c))
 		fb_publish(c);
 }
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Largest data-ring message rx_short_direct() takes (as the sender's send_short_direct()). */
+#define RX_SHORT_DIRECT_MAX 1024u
+
+/* rx_direct() for one buffer and a small short message that does not wrap at the ring's end:
+ * the payload from the window straight into DST (ROOM bytes) with the CRC fused, the
+ * descriptor's part of the CRC from registers. The same checks as rx_data() + rx_direct() (the
+ * caller's buffer is the private copy: on a mismatch nothing is counted, and the validating
+ * path delivers over it). Returns bytes delivered, 0 if not taken (the general path then). */
+static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
+{
+	uint32_t q = c->link->geom.qsize, txd, p, crc, fp;
+	const uint8_t *base;
+	struct tp_desc d;
+
+	if (c->gated || c->fin_rcvd_v || c->rec_head != c->rec_tail || c->rec_skip ||
+	    atomic_load_explicit(&c->error, memory_order_relaxed))
+		return 0;
+	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
+	 * with the release before the sender's store of TX_D */
+	if (!tp_slot_word(c, TP_W_TX_D, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q)
+		return 0;
+	p = c->v_d & (q - 1);
+	base = (const uint8_t *)in_data(c);
+	memcpy(&d, base + p, sizeof(d)); /* private copy, then validate */
+	if (d.type != TP_MT_SHORT || d.flags || d.msn != c->v_msn || d.len == 0 ||
+	    d.len > RX_SHORT_DIRECT_MAX || d.len > room)
+		return 0;
+	fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(d.len, TP_DATA_ALIGN);
+	if (fp > txd - c->v_d || p + fp > q)
+		return 0;
+	crc = d.len <= 256 ? crc32c_small_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len)
+			   : crc32c_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len);
+	crc = crc32c_small_val(crc, (uint64_t)d.type | (uint64_t)d.len << 32, 8);
+	crc = crc32c_small_val(crc, d.msn, 4);
+	if (crc != d.crc)
+		return 0; /* (the validating path finds it again and asks for a Retry) */
+	c->v_d += fp;
+	c->v_msn++;
+	c->rerr = 0;
+	c->c_d = c->v_d;
+	TP_STAT_ADD(c->st->rx_msgs_short, 1);
+	return d.len;
+}
+#endif
 
 /* Fast path (record queue empty): the next data message fits in the caller's buffers, so
  * check its CRC while copying it there (one pass). Returns bytes delivered, 0 if not taken. */
@@ -713,6 +812,11 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 
 	if (!peek && iovcnt == 1 && h == c->rec_tail && iov[0].iov_len) {
 		got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+		/* nothing inline: a small data-ring message the same way */
+		if (!got)
+			got = rx_short_direct(c, iov[0].iov_base, iov[0].iov_len);
+#endif
 		voff = got;
 		/* a full buffer, or (the usual case of a reader with a larger buffer) nothing else
 		 * published yet: the loop below would find no more */
@@ -905,8 +1009,29 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 }
 
 /* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
-void tp_rx_timers(struct tp_conn *c)
+/* Under rx_lock: as tp_rx_reask_wait(). */
+static uint32_t reask_next(const struct tp_conn *c, uint64_t now)
 {
+	if (!c->gated)
+		return 0;
+	return c->gate_reask_ms > now ? (uint32_t)(c->gate_reask_ms - now) : 1u;
+}
+
+uint32_t tp_rx_reask_wait(struct tp_conn *c, uint64_t now)
+{
+	uint32_t w = 0;
+
+	if (tp_mutex_trylock(&c->rx_lock) == 0) {
+		w = reask_next(c, now);
+		tp_mutex_unlock(&c->rx_lock);
+	}
+	return w;
+}
+
+uint32_t tp_rx_timers(struct tp_conn *c)
+{
+	uint32_t next = 0;
+
 	if (tp_mutex_trylock(&c->rx_lock) == 0) {
 		bool discard = c->rd_shut || atomic_load(&c->closed);
 		uint32_t v;
@@ -930,6 +1055,8 @@ void tp_rx_timers(struct tp_conn *c)
 			fb_publish_words(c, true);
 			c->fb_dirty = false;
 		}
+		next = c->gated ? reask_next(c, tp_now_ms()) : 0;
 		tp_mutex_unlock(&c->rx_lock);
 	}
+	return next;
 }

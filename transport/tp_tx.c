@@ -39,16 +39,6 @@
 #define TX_PIECE_LO (4u << 10)
 #define TX_PIECE_HI (16u << 10)
 
-/* CLOCK_MONOTONIC at tick resolution: a fraction of the cost of CLOCK_MONOTONIC, never ahead
- * of it (tp_now_ms()), which is what the timers compare these stamps with. */
-static uint64_t coarse_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* The raw checked word W of our slot (written by the peer), unchecked: for change detection.
  * Relaxed: a hint that makes the caller read the word again through tp_slot_word() (acquire). */
 static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
@@ -269,6 +259,14 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 	c->tx_i++;
 	c->msn_next++;
 	TP_STAT_ADD(c->st->tx_msgs_inline, 1);
+	if (unlikely(c->epoch_unconfirmed)) {
+		/* as publish_tx(): our last retransmit()'s epoch word once more, after the slot
+		 * (a lost one leaves the receiver ignoring everything until it sees it); pairs
+		 * with the acquire load of TX_EPOCH in tp_rx_progress() */
+		ntb_to_peer_barrier(c->link->ntb);
+		tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+		ntb_wc_flush(c->link->ntb);
+	}
 }
 
 /* Copy LEN bytes from the iovec cursor to data-ring position POS (free-running; may wrap) of
@@ -353,43 +351,158 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	c->msn_next++;
 }
 
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* Largest write that send_short_direct() takes: up to it, a small write's data-ring message costs
+ * about what an inline one does (no cursor, no ntb calls, the descriptor from registers). */
+#define TX_SHORT_DIRECT_MAX 1024u
+
+/*
+ * One short message of LEN bytes from SRC (one buffer) into a plain write-back window
+ * (ntb_out_direct()), published at once: the payload to shadow and window in one pass, the
+ * descriptor and TX_D from registers, stored in the order send_data() + publish_tx() write
+ * them (payload, descriptor, then TX_D after a release fence). The caller checked that it
+ * fits the data ring's room; false (nothing written) where it would wrap at the ring's end or a
+ * retransmission's epoch word is still repeated (publish_tx() does that): send_data() then.
+ */
+static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t len)
+{
+	uint32_t q = c->out.qsize, pos = c->tx_d, p = pos & (q - 1), crc;
+	uint32_t fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+	uint8_t *s = c->sh_data + p, *d;
+	uint64_t w0, w1;
+
+	if (p + fp > q || c->epoch_unconfirmed)
+		return false;
+	d = c->link->out_direct + out_data_base(c) + p;
+	/* the shadow's padding after the payload as zeros (retransmissions rewrite it whole:
+	 * zero_data_gaps()); the copy below overwrites the payload part of these 16 bytes */
+	if (len % TP_DATA_ALIGN)
+		memset(s + TP_DESC_SIZE + (len & ~(TP_DATA_ALIGN - 1)), 0, TP_DATA_ALIGN);
+	crc = len <= 256 ? crc32c_small_copy2(c->nonce_out, s + TP_DESC_SIZE, d + TP_DESC_SIZE,
+					      src, len)
+			 : crc32c_copy2(c->nonce_out, d + TP_DESC_SIZE, s + TP_DESC_SIZE, src, len);
+	/* the descriptor's bytes 0..11 as tp_desc_crc() covers them: type, flags, pad, length;
+	 * MSN */
+	static_assert(offsetof(struct tp_desc, len) == 4 && offsetof(struct tp_desc, msn) == 8,
+		      "descriptor layout");
+	w0 = (uint64_t)TP_MT_SHORT | (uint64_t)len << 32;
+	crc = crc32c_small_val(crc, w0, 8);
+	crc = crc32c_small_val(crc, c->msn_next, 4);
+	w1 = (uint64_t)c->msn_next | (uint64_t)crc << 32;
+	memcpy(s, &w0, 8);
+	memcpy(s + 8, &w1, 8);
+	memcpy(d, &w0, 8);
+	memcpy(d + 8, &w1, 8);
+	c->tx_d = pos + fp;
+	c->msn_next++;
+	TP_STAT_ADD(c->st->tx_msgs_short, 1);
+	/* release: payload and descriptor before TX_D, which publishes them; pairs with the
+	 * acquire load of TX_D in rx_data() (as publish_tx(): ntb_to_peer_barrier() is this
+	 * fence on a plain window) */
+	atomic_thread_fence(memory_order_release);
+	__atomic_store_n((uint64_t *)(void *)(c->link->out_direct + c->out.slot_off + TP_W_TX_D),
+			 tp_cw_make(c->nonce_out, c->tx_d), __ATOMIC_RELAXED);
+	c->tx_d_pub = c->tx_d;
+	c->tx_dirty = true;
+	c->last_tx_pub_ms = 0;
+	return true;
+}
+#endif
+
 /* Publish tx_d after the data it covers; pairs with the acquire load in rx_data(). */
 static void publish_tx(struct tp_conn *c)
 {
 	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_TX_D, c->tx_d);
+	if (unlikely(c->epoch_unconfirmed)) {
+		/* the epoch word of our last retransmit() once more (it may have been lost, and
+		 * the receiver ignores everything until it sees it): after TX_D and the data, as
+		 * there; pairs with the acquire load of TX_EPOCH in tp_rx_progress() */
+		ntb_to_peer_barrier(c->link->ntb);
+		tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+	}
 	c->tx_d_pub = c->tx_d;
 	ntb_wc_flush(c->link->ntb);
 	c->tx_dirty = true;
 	c->last_tx_pub_ms = 0; /* stamped by the next timer run (no clock read per message) */
 }
 
-/* The peer asked for a retry (newer epoch): rewrite every unreleased byte from the shadows,
- * then announce the epoch. Rewriting is idempotent: the shadow is what the window should hold. */
-static void retransmit(struct tp_conn *c, uint16_t epoch)
+/* Inline slots [from, to) (free-running) from the shadow, whole (the sequence bytes with
+ * them), in one or two writes. */
+static void write_inline_range(struct tp_conn *c, uint32_t from, uint32_t to)
 {
-	/* Whole slots in one or two writes (the sequence bytes with them): the receiver is gated
-	 * until the epoch below is published after a barrier, so it never sees a slot half
-	 * rewritten; fewer writes also give a lossy link fewer chances to spoil the retry. */
-	uint32_t n = c->out.inline_n, cnt = c->tx_i - c->fb_rx_i;
-	uint32_t first = c->fb_rx_i & (n - 1), run = cnt < n - first ? cnt : n - first;
-
-	/* counted first: the peer may see the data before we return */
-	TP_STAT_ADD(c->st->retransmits, 1);
+	uint32_t n = c->out.inline_n, cnt = to - from;
+	uint32_t first = from & (n - 1), run = cnt < n - first ? cnt : n - first;
 
 	if (run)
-		ntb_write(c->link->ntb, out_inline_off(c, c->fb_rx_i), c->sh_inline + first * 128u,
+		ntb_write(c->link->ntb, out_inline_off(c, from), c->sh_inline + first * 128u,
 			  (size_t)run * 128u);
 	if (cnt > run)
 		ntb_write(c->link->ntb, out_inline_off(c, 0), c->sh_inline, (size_t)(cnt - run) * 128u);
-	write_data_range(c, c->fb_rx_d, c->tx_d);
-	publish_tx(c);
-	/* the rewritten rings and TX_D before the epoch that lifts the receiver's gate; pairs
-	 * with the acquire load of TX_EPOCH in tp_rx_progress() */
-	ntb_to_peer_barrier(c->link->ntb);
+}
+
+/*
+ * Selective repeat: the receiver said where its validation stopped (FB_RETRY_D / FB_RETRY_I,
+ * written before the epoch): the message it misses is the one at either position, so only the
+ * inline slot there and the data-ring message there are rewritten; what follows them is in its
+ * window already (a further loss there is found when validation reaches it: another Retry).
+ * Under a lossy link a go-back-N of the whole unreleased rings (up to the ring: a megabyte for
+ * one lost word) is what kept a stream at a fifth of its clean rate. Falls back to everything
+ * (false) when the words are missing (a peer that does not write them), out of the unreleased
+ * ranges, not at a message boundary in our shadow, or the same as the last selective rewrite
+ * (it did not help: a stale word, or more than one message missing there).
+ */
+static bool retransmit_selective(struct tp_conn *c)
+{
+	uint32_t rd, ri, q = c->out.qsize;
+	struct tp_desc d;
+
+	if (!tp_slot_word(c, TP_W_FB_RETRY_D, &rd) || !tp_slot_word(c, TP_W_FB_RETRY_I, &ri) ||
+	    rd - c->fb_rx_d > c->tx_d - c->fb_rx_d || ri - c->fb_rx_i > c->tx_i - c->fb_rx_i)
+		return false;
+	if (c->sel_valid && rd == c->sel_d && ri == c->sel_i) {
+		c->sel_valid = false; /* next time selective again */
+		return false;
+	}
+	if (rd != c->tx_d) {
+		memcpy(&d, c->sh_data + (rd & (q - 1)), sizeof(d)); /* never wraps: 16-aligned */
+		if ((d.type != TP_MT_SHORT && d.type != TP_MT_LONG) ||
+		    d.msn - c->fb_ack >= c->msn_next - c->fb_ack ||
+		    tp_footprint(d.type, rd, d.len) > c->tx_d - rd)
+			return false;
+		write_data_range(c, rd, rd + tp_footprint(d.type, rd, d.len));
+	}
+	if (ri != c->tx_i)
+		write_inline_range(c, ri, ri + 1);
+	c->sel_d = rd;
+	c->sel_i = ri;
+	c->sel_valid = true;
+	return true;
+}
+
+/* The peer asked for a retry (newer epoch): rewrite what it misses from the shadows (the
+ * message where its validation stopped, else every unreleased byte), then announce the epoch.
+ * Rewriting is idempotent: the shadow is what the window should hold. */
+static void retransmit(struct tp_conn *c, uint16_t epoch)
+{
+	/* counted first: the peer may see the data before we return */
+	TP_STAT_ADD(c->st->retransmits, 1);
+
+	/* Whole slots (the sequence bytes with them): the receiver is gated until the epoch
+	 * below is published after a barrier, so it never sees a slot half rewritten; fewer
+	 * writes also give a lossy link fewer chances to spoil the retry. */
+	if (!retransmit_selective(c)) {
+		write_inline_range(c, c->fb_rx_i, c->tx_i);
+		write_data_range(c, c->fb_rx_d, c->tx_d);
+	}
+	/* TX_D, then (publish_tx(), once epoch_unconfirmed is set) the epoch that lifts the
+	 * receiver's gate, after the rewritten rings: it is written again with every publication
+	 * until the receiver's feedback moves (a lost one would leave the receiver gated until a
+	 * probe) */
 	c->tx_epoch = epoch;
-	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
-	ntb_wc_flush(c->link->ntb);
+	c->epoch_unconfirmed = true;
+	c->epoch_msn = c->msn_next;
+	publish_tx(c);
 	ntb_peer_db_ring(c->link->ntb);
 	c->last_ack_ms = tp_now_ms();
 	c->quick_n = 0; /* quick probes again for what was just sent again */
@@ -451,8 +564,14 @@ void tp_tx_feedback(struct tp_conn *c)
 		}
 	}
 	if (progress) {
-		c->last_ack_ms = coarse_ms();
+		/* (the fine clock: the quick probes count from this stamp, TP_QUICK_PROBE_MS
+		 * apart; a feedback change is one per several messages) */
+		c->last_ack_ms = tp_now_ms();
 		c->progress_ms = c->last_ack_ms;
+		/* the receiver validated all that retransmit() rewrote: it saw the epoch (it
+		 * validates nothing while it waits for it) */
+		if ((int32_t)(c->fb_ack - c->epoch_msn) >= 0)
+			c->epoch_unconfirmed = false;
 		c->terr = 0;
 		c->det_backoff = 0;
 		c->quick_n = 0;
@@ -606,6 +725,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
 	tp_mutex_lock(&c->tx_lock);
+	c->tx_last_len = total;
 	rc = tp_conn_own(c); /* single-owner rule after fork (tp_int.h) */
 	if (!rc)
 		rc = tx_check(c);
@@ -623,6 +743,18 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		any = true;
 		goto sent;
 	}
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (iovcnt == 1 && total <= TX_SHORT_DIRECT_MAX && total <= pp->short_max &&
+	    c->link->out_direct && c->tx_d == c->tx_d_pub &&
+	    tp_data_room(c, TP_MT_SHORT) >= total &&
+	    send_short_direct(c, iov[0].iov_base, (uint32_t)total)) {
+		/* one buffer, one small data-ring message: the same for writes just above the
+		 * inline limit (before: twice the instructions of an inline message) */
+		sent = total;
+		any = true;
+		goto sent;
+	}
+#endif
 	uint32_t cap = c->out.qsize / TX_MSG_DIV, piece = cap;
 
 	if (total >= 2u * TX_PIECE_LO) {
@@ -735,30 +867,12 @@ static bool tx_pending(const struct tp_conn *c)
 	return c->msn_next != c->fb_ack || c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
 }
 
-/* The coarse clock's tick in ms, rounded up (progress is stamped with it: a stamp may be that
- * much older than the progress). */
-static uint32_t coarse_tick_ms(void)
-{
-	static _Atomic uint32_t tick; /* (benign race: every writer stores the same value) */
-	uint32_t t = atomic_load_explicit(&tick, memory_order_relaxed);
-
-	if (!t) {
-		struct timespec r;
-
-		t = clock_getres(CLOCK_MONOTONIC_COARSE, &r) == 0 ?
-			    (uint32_t)((r.tv_nsec + 999999) / 1000000 + r.tv_sec * 1000) : 10u;
-		t = t ? t : 1u;
-		atomic_store_explicit(&tick, t, memory_order_relaxed);
-	}
-	return t;
-}
-
 /* Under tx_lock: ms until the next quick probe is due (0: it is due now), or -1 when there is
  * none to come. */
 static int64_t quick_wait(const struct tp_conn *c, uint64_t now)
 {
-	uint64_t at = ((uint64_t)TP_QUICK_PROBE_MS << (c->quick_n < 20 ? c->quick_n : 20)) +
-		      coarse_tick_ms(), age;
+	/* (last_ack_ms is a CLOCK_MONOTONIC stamp: no coarse tick to add) */
+	uint64_t at = (uint64_t)TP_QUICK_PROBE_MS << (c->quick_n < 20 ? c->quick_n : 20), age;
 
 	/* (also after a retransmission, TErrCnt > 0: a retransmission the link dropped is found
 	 * the same way) */

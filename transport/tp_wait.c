@@ -25,12 +25,19 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-/* The caller may sleep: if C has unacknowledged data, the helper comes for its quick probes
- * (tp_int.h). Only a flag on the link; the helper clears it when nothing needs it. */
+/* ms until C's next quick probe or re-ask of a Retry (tp_int.h), 0: none to come. */
+static uint32_t quick_wait(struct tp_conn *c, uint64_t now)
+{
+	return tp_wait_min(tp_tx_quick_wait(c, now), tp_rx_reask_wait(c, now));
+}
+
+/* The caller may sleep: if C has unacknowledged data (or waits gated for a retransmission), the
+ * helper comes for its quick probes (its re-asks). Only a flag on the link; the helper clears
+ * it when nothing needs it. */
 static void arm_quick_probe(struct tp_conn *c)
 {
 	if (!atomic_load_explicit(&c->link->probe_soon, memory_order_relaxed) &&
-	    tp_tx_quick_wait(c, tp_now_ms()))
+	    quick_wait(c, tp_now_ms()))
 		atomic_store(&c->link->probe_soon, true);
 }
 
@@ -84,13 +91,19 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	}
 	tp_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);
-	bool room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
-		    tp_data_room(c, TP_MT_SHORT) > 0;
+	/* Room in the data ring, which every write can use; free inline slots count only while
+	 * the writer writes small (its last write fitted one): a larger write would get EAGAIN
+	 * there, and a writer waiting here would come straight back and spin on tp_send()
+	 * without ever sleeping, so its timers, the quick probes among them, would not run (a
+	 * stream under loss stalled so until the helper got the lock, 50-300 ms) */
+	bool small = c->tx_last_len <= c->link->params.inline_max;
+	bool room = tp_data_room(c, TP_MT_SHORT) > 0 ||
+		    (small && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	if (arm && !room && !c->wr_shut) {
 		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
 		tp_tx_feedback(c);
-		room = c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0 ||
-		       tp_data_room(c, TP_MT_SHORT) > 0;
+		room = tp_data_room(c, TP_MT_SHORT) > 0 ||
+		       (small && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	}
 	if (room || c->wr_shut) {
 		ev |= TP_EV_OUT;
@@ -269,8 +282,9 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 		ev = poll_bits(c, true, events);
 		if (ev & events)
 			return woke(c, ev & events);
-		/* unacknowledged data: wake for its next quick probe (tp_int.h) */
-		uint32_t quick = tp_tx_quick_wait(c, now);
+		/* unacknowledged data: wake for its next quick probe; gated: for the next re-ask
+		 * of the Retry (tp_int.h) */
+		uint32_t quick = quick_wait(c, now);
 
 		if (quick && (int)quick < slice)
 			slice = (int)quick;

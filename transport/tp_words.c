@@ -35,6 +35,10 @@
  *   FB_EPOCH (epoch | detect ack)
  *                        receiver (rx_lock)      reads      Retry, DetectAck: rx_fail_at(),
  *                                                           fb_publish_words() / tp_tx_feedback()
+ *   FB_RETRY_D, FB_RETRY_I
+ *                        receiver (rx_lock)      -          where validation stopped, before
+ *                                                           the Retry's FB_EPOCH (barrier):
+ *                                                           rx_fail_at() / retransmit()
  *   FB_WAIT              receiver (rx_lock)      -          Dekker flag, as TX_WAIT
  *   ST_FLAGS             any process of the      barrier    RST/GONE/CLOSING/FAILOVER, the flags
  *                        writer host, flags                 accumulated (tp_ent_st_add(),

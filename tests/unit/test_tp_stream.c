@@ -259,6 +259,53 @@ static void test_lazy_credits(void **state)
 	tl_pair_close(&p);
 }
 
+/* Writable means room in the data ring, or free inline slots for a writer of small writes:
+ * with the data ring full and inline slots free, a write larger than inline_max gets EAGAIN,
+ * so poll does not say writable to that writer, and a writer waiting for room sleeps (and
+ * runs its timers) instead of coming straight back to spin on the send. After a small write
+ * the inline slots count; the room the reader releases makes it writable again. */
+static void test_writable_needs_data_room(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	size_t chunk = 64u << 10, sent = 0;
+	uint8_t *buf = malloc(2u << 20), *rbuf = malloc(2u << 20);
+	ssize_t n;
+
+	(void)state;
+	assert_non_null(buf);
+	assert_non_null(rbuf);
+	tp_params_init(&tpp);
+	tpp.contexts = 16;
+	pair_open(&p, "writable", &tpp, NULL);
+	tl_fill(buf, 2u << 20, 9, 0);
+	for (;;) {
+		struct iovec v = { buf + sent, chunk };
+
+		n = tp_send(p.ca, &v, 1);
+		if (n <= 0)
+			break;
+		sent += (size_t)n;
+		assert_true(sent <= (1u << 20));
+	}
+	assert_int_equal(n, -EAGAIN);
+	assert_int_equal(p.ca->tx_i - p.ca->fb_rx_i, 0); /* every inline slot free */
+	assert_int_equal(tp_poll(p.ca) & TP_EV_OUT, 0);
+	assert_int_equal(tp_wait(p.ca, TP_EV_OUT, 30), 0); /* slept its 30 ms: nothing */
+	/* a writer of small writes can use the inline slots: writable for it */
+	struct iovec small = { buf + sent, 64 };
+
+	assert_int_equal(tp_send(p.ca, &small, 1), 64);
+	sent += 64;
+	assert_true(tp_poll(p.ca) & TP_EV_OUT);
+	recv_exact(p.cb, rbuf, sent);
+	assert_memory_equal(rbuf, buf, sent);
+	assert_true(tp_wait(p.ca, TP_EV_OUT, 3000) & TP_EV_OUT);
+	free(buf);
+	free(rbuf);
+	tl_pair_close(&p);
+}
+
 /* A write larger than the ring goes as several data messages of at most an eighth of the ring
  * each (tp_tx.c: TX_MSG_DIV; each published as it is written, so that the receiver copies out
  * one while the sender writes the next), and arrives byte-exact. */
@@ -876,6 +923,245 @@ static void test_gated_receiver_answers_detect(void **state)
 	expect_two(&p, b, c);
 }
 
+/* Open a pair whose timers never fire (60 s), send B inline and lose its slot, send C behind
+ * it: the receiver's read finds the loss, asks for a retransmission and waits for it (gated). */
+static void gated_pair(struct tl_pair *p, const char *name, const uint8_t *b, const uint8_t *c,
+		       uint8_t ret_fb_ep[8])
+{
+	struct tp_params tpp;
+	struct iovec vb = { (void *)b, 64 }, vc = { (void *)c, 64 };
+	uint8_t out[64];
+	struct iovec vo = { out, sizeof(out) };
+
+	tp_params_init(&tpp);
+	tpp.send_timeout_ms = 60000;
+	tpp.detect_timeout_ms = 60000;
+	tpp.recv_timeout_ms = 60000;
+	pair_open(p, name, &tpp, NULL);
+	uint32_t pos = p->ca->tx_i;
+	size_t at = p->ca->out.slot_off + TP_SLOT_RINGS + (pos & (p->ca->out.inline_n - 1)) * 128u +
+		    TP_INL_SEQ;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p->b), NULL);
+
+	assert_int_equal(tp_send(p->ca, &vb, 1), 64);
+	assert_int_equal(tp_send(p->ca, &vc, 1), 64);
+	uint8_t stale = (uint8_t)(win_b[at] ^ 0x5a); /* B's slot: as if its write never came */
+
+	link_fault_write(p->a, at, &stale, 1);
+	/* the receiver's epoch word in the sender's window, before the Retry */
+	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p->a), NULL);
+
+	for (int i = 0; i < 8; i++)
+		ret_fb_ep[i] = win_a[p->cb->out.slot_off + TP_W_FB_EPOCH + (size_t)i];
+	assert_int_equal(tp_recv(p->cb, &vo, 1, 0), -EAGAIN); /* Retry: gated */
+	assert_true(p->cb->gated);
+}
+
+static void expect_64(struct tp_conn *c, const uint8_t *want)
+{
+	uint8_t out[64];
+
+	memset(out, 0, sizeof(out));
+	assert_int_equal(tl_recv_some(c, out, sizeof(out), 3000), 64);
+	assert_memory_equal(out, want, sizeof(out));
+}
+
+/* A gated receiver whose Retry word was lost sees the sender go on writing (a message behind
+ * those published when it asked) and asks again at once, with the same epoch: no timer, no
+ * probe. The sender's next call then retransmits, and everything arrives in order. */
+static void test_gated_receiver_asks_again_on_arrival(void **state)
+{
+	struct tl_pair p;
+	uint8_t b[64], c[64], d[64], e[64], old_ep[8], now_ep[8];
+	struct iovec vd = { d, sizeof(d) }, ve = { e, sizeof(e) };
+	uint8_t out[64];
+	struct iovec vo = { out, sizeof(out) };
+
+	(void)state;
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	memset(d, 4, sizeof(d));
+	memset(e, 5, sizeof(e));
+	gated_pair(&p, "reask", b, c, old_ep);
+	size_t fb_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
+	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
+	uint16_t ep = p.cb->rx_epoch;
+
+	/* the Retry's word lost on its way to the sender */
+	link_fault_write(p.b, fb_ep, old_ep, sizeof(old_ep));
+	assert_int_equal(tp_send(p.ca, &vd, 1), 64); /* the sender saw no Retry: D goes out */
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* still gated, D seen arriving */
+	assert_true(p.cb->gated);
+	for (int i = 0; i < 8; i++)
+		now_ep[i] = win_a[fb_ep + (size_t)i];
+	assert_memory_not_equal(now_ep, old_ep, sizeof(old_ep)); /* asked again */
+	assert_int_equal(p.cb->rx_epoch, ep); /* with the same epoch: no error counted */
+	assert_int_equal(tp_send(p.ca, &ve, 1), 64); /* sees the Retry: retransmits */
+	expect_64(p.cb, b);
+	expect_64(p.cb, c);
+	expect_64(p.cb, d);
+	expect_64(p.cb, e);
+	tl_pair_close(&p);
+}
+
+/* The sender retransmitted for a Retry, but the epoch word that lifts the receiver's gate was
+ * lost: the sender writes it again with its next message, so the receiver reads at once
+ * instead of waiting for a probe. */
+static void test_lost_epoch_word_sent_again(void **state)
+{
+	struct tl_pair p;
+	uint8_t b[64], c[64], d[64], e[64], old_ep[8], fb_ep[8];
+	struct iovec vd = { d, sizeof(d) }, ve = { e, sizeof(e) };
+	uint8_t out[64];
+	struct iovec vo = { out, sizeof(out) };
+
+	(void)state;
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	memset(d, 4, sizeof(d));
+	memset(e, 5, sizeof(e));
+	gated_pair(&p, "epword", b, c, fb_ep);
+	size_t tx_ep = p.ca->out.slot_off + TP_W_TX_EPOCH;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	for (int i = 0; i < 8; i++)
+		old_ep[i] = win_b[tx_ep + (size_t)i];
+	assert_int_equal(tp_send(p.ca, &vd, 1), 64); /* sees the Retry: retransmits, then D */
+	assert_int_equal(p.ca->tx_epoch, p.cb->rx_epoch);
+	link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep)); /* its epoch word lost */
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
+	assert_true(p.cb->gated);
+	assert_int_equal(tp_send(p.ca, &ve, 1), 64);
+	/* at once: E came with the epoch word */
+	memset(out, 0, sizeof(out));
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), 64);
+	assert_memory_equal(out, b, sizeof(out));
+	expect_64(p.cb, c);
+	expect_64(p.cb, d);
+	expect_64(p.cb, e);
+	tl_pair_close(&p);
+}
+
+/* Selective repeat: for a Retry the sender rewrites the message where the receiver's
+ * validation stopped, not everything unreleased. B is lost and D (two messages behind it)
+ * spoilt: the first retransmission restores B and leaves D's slot as it is (a go-back-N would
+ * have rewritten it); the receiver finds D bad when it gets there, asks again, and all arrive
+ * in order. */
+static void test_retransmit_selective(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64], c[64], d[64], e[64], spoilt[128], now[128], out[64];
+	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vd = { d, sizeof(d) };
+	struct iovec ve = { e, sizeof(e) }, vo = { out, sizeof(out) };
+	struct tp_stats st;
+
+	(void)state;
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	memset(d, 4, sizeof(d));
+	memset(e, 5, sizeof(e));
+	tp_params_init(&tpp);
+	tpp.send_timeout_ms = 60000;
+	tpp.detect_timeout_ms = 60000;
+	tpp.recv_timeout_ms = 60000;
+	pair_open(&p, "selective", &tpp, NULL);
+	uint32_t pos_b = p.ca->tx_i, pos_d = pos_b + 2;
+	size_t slot_b = p.ca->out.slot_off + TP_SLOT_RINGS +
+			(pos_b & (p.ca->out.inline_n - 1)) * 128u,
+	       slot_d = p.ca->out.slot_off + TP_SLOT_RINGS +
+			(pos_d & (p.ca->out.inline_n - 1)) * 128u;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vd, 1), 64);
+	uint8_t stale = (uint8_t)(win_b[slot_b + TP_INL_SEQ] ^ 0x5a); /* B: never came */
+
+	link_fault_write(p.a, slot_b + TP_INL_SEQ, &stale, 1);
+	for (int i = 0; i < 128; i++)
+		spoilt[i] = win_b[slot_d + (size_t)i];
+	spoilt[10] ^= 0x10; /* a payload byte: D fails its check */
+	link_fault_write(p.a, slot_d, spoilt, sizeof(spoilt));
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* Retry: gated */
+	assert_true(p.cb->gated);
+	assert_int_equal(tp_send(p.ca, &ve, 1), 64); /* sees the Retry: retransmits */
+	assert_int_equal(p.ca->tx_epoch, p.cb->rx_epoch);
+	assert_int_equal(win_b[slot_b + TP_INL_SEQ],
+			 tp_inline_seq(pos_b, p.ca->out.log2n, p.ca->seq_base_out)); /* B back */
+	for (int i = 0; i < 128; i++)
+		now[i] = win_b[slot_d + (size_t)i];
+	assert_memory_equal(now, spoilt, sizeof(now)); /* D left alone */
+	expect_64(p.cb, b);
+	expect_64(p.cb, c);
+	expect_64(p.cb, d);
+	expect_64(p.cb, e);
+	tp_conn_stats(p.ca, &st);
+	assert_int_equal(st.retransmits, 2); /* B's, then D's */
+	tl_pair_close(&p);
+}
+
+/* Small writes just above the inline limit go as single short messages written and read
+ * whole by the direct paths (send_short_direct(), rx_short_direct()): each arrives in one
+ * read, byte-exact; a peek (the validating path, which checks the descriptor's CRC as
+ * tp_desc_crc() computes it) accepts what the direct writer built; and a payload byte spoilt
+ * in the window is never delivered: the read asks for a retransmission and then delivers the
+ * right bytes. */
+static void test_short_direct(void **state)
+{
+	struct tl_pair p;
+	struct tp_stats a0, a1, b1;
+	uint8_t msg[1024], out[1024];
+	size_t sizes[] = { 117, 160, 512, 1024 };
+
+	(void)state;
+	pair_open(&p, "shortdirect", NULL, NULL);
+	tp_conn_stats(p.ca, &a0);
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k];
+		struct iovec v = { msg, n }, o = { out, n };
+
+		tl_fill(msg, n, 40 + (uint32_t)k, 0);
+		assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)n);
+		memset(out, 0, n);
+		assert_int_equal(tl_recv_some(p.cb, out, n, 3000), (ssize_t)n);
+		assert_memory_equal(out, msg, n);
+		/* the same through the validating path: peek, then read */
+		assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)n);
+		memset(out, 0, n);
+		for (int i = 0; i < 3000 && tp_recv(p.cb, &o, 1, TP_RECV_PEEK) != (ssize_t)n; i++)
+			usleep(1000);
+		assert_memory_equal(out, msg, n);
+		memset(out, 0, n);
+		assert_int_equal(tp_recv(p.cb, &o, 1, 0), (ssize_t)n);
+		assert_memory_equal(out, msg, n);
+	}
+	tp_conn_stats(p.ca, &a1);
+	tp_conn_stats(p.cb, &b1);
+	assert_int_equal(a1.tx_msgs_short - a0.tx_msgs_short, 8);
+	assert_int_equal(a1.tx_msgs_inline, a0.tx_msgs_inline);
+	assert_int_equal(b1.rx_msgs_short, 8);
+
+	/* a spoilt payload byte */
+	struct iovec v = { msg, 200 }, o = { out, 200 };
+	uint32_t at_d = p.ca->tx_d;
+	size_t at = p.ca->out.slot_off + TP_SLOT_RINGS + (size_t)p.ca->out.inline_n * 128u +
+		    (at_d & (p.ca->out.qsize - 1)) + TP_DESC_SIZE + 50;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	tl_fill(msg, 200, 77, 0);
+	assert_int_equal(tp_send(p.ca, &v, 1), 200);
+	uint8_t bad = (uint8_t)(win_b[at] ^ 0x40);
+
+	link_fault_write(p.a, at, &bad, 1);
+	memset(out, 0, 200);
+	assert_int_equal(tp_recv(p.cb, &o, 1, 0), -EAGAIN); /* not delivered: Retry */
+	assert_true(p.cb->gated);
+	assert_int_equal(tl_recv_some(p.cb, out, 200, 3000), 200);
+	assert_memory_equal(out, msg, 200);
+	tl_pair_close(&p);
+}
+
 /* Two threads receive on one connection while a third sends: every 8-byte counter (written
  * inline, short and long, in writes of 8 B .. 2 KiB) is received exactly once, and each
  * receiver sees its counters in increasing order. */
@@ -1047,6 +1333,7 @@ int main(void)
 		cmocka_unit_test(test_stream_clean),
 		cmocka_unit_test(test_stream_fault),
 		cmocka_unit_test(test_lazy_credits),
+		cmocka_unit_test(test_writable_needs_data_room),
 		cmocka_unit_test(test_large_write_pieces),
 		cmocka_unit_test(test_reply_pieces),
 		cmocka_unit_test(test_reset_seen_by_sender),
@@ -1062,6 +1349,10 @@ int main(void)
 		cmocka_unit_test(test_reused_ring_not_published),
 		cmocka_unit_test(test_inline_wrap),
 		cmocka_unit_test(test_gated_receiver_answers_detect),
+		cmocka_unit_test(test_gated_receiver_asks_again_on_arrival),
+		cmocka_unit_test(test_lost_epoch_word_sent_again),
+		cmocka_unit_test(test_retransmit_selective),
+		cmocka_unit_test(test_short_direct),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
