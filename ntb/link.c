@@ -22,6 +22,7 @@
 #include "util/log.h"
 #include "util/crc32c.h"
 #include "util/mapguard.h"
+#include "util/proc.h"
 
 static __thread char detail_buf[256];
 
@@ -66,55 +67,6 @@ void ntb_link_params_init(struct ntb_link_params *p)
 	p->doorbell = true;
 }
 
-/* --- process liveness ------------------------------------------------------------------------ */
-
-/* Start time (field 22 of /proc/PID/stat) and state; 0 = no such process / unreadable. */
-static uint64_t proc_starttime(pid_t pid, char *ret_state)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')'); /* comm may contain spaces and parentheses */
-	if (!p || p[1] != ' ')
-		return 0;
-	p += 2;
-	if (ret_state)
-		*ret_state = *p;
-	/* p is at field 3 (state); advance to field 22 */
-	for (int field = 3; field < 22; field++) {
-		p = strchr(p, ' ');
-		if (!p)
-			return 0;
-		p++;
-	}
-	return strtoull(p, NULL, 10);
-}
-
-/* Is PID (claimed with STARTTIME, 0 = unknown) still the same live, non-zombie process? */
-static bool pid_alive(pid_t pid, uint64_t starttime)
-{
-	if (pid <= 0)
-		return false;
-	char state = 0;
-	uint64_t st = proc_starttime(pid, &state);
-	if (st == 0) {
-		/* No /proc (or hidden): fall back to kill(0). */
-		if (kill(pid, 0) == 0)
-			return true;
-		return errno != ESRCH;
-	}
-	if (state == 'Z' || state == 'X')
-		return false;
-	return starttime == 0 || st == starttime;
-}
-
 /* --- the side lock (local atomics among one side's processes) ---------------------------------- */
 
 static int side_lock(struct ntb_side_local *l)
@@ -128,7 +80,7 @@ static int side_lock(struct ntb_side_local *l)
 							  memory_order_acquire,
 							  memory_order_relaxed))
 			return 0;
-		if (expect != 0 && i % 16 == 15 && !pid_alive((pid_t)expect, 0) &&
+		if (expect != 0 && i % 16 == 15 && !proc_alive((pid_t)expect, 0) &&
 		    atomic_compare_exchange_strong_explicit(&l->lock, &expect, me,
 							    memory_order_acquire,
 							    memory_order_relaxed)) {
@@ -203,7 +155,7 @@ static bool slot_live(struct ntb_side_slot *s)
 	uint64_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
 	if (!owner)
 		return false;
-	return pid_alive((pid_t)(owner & 0xffffffffu),
+	return proc_alive((pid_t)(owner & 0xffffffffu),
 			 atomic_load_explicit(&s->starttime, memory_order_relaxed));
 }
 

@@ -17,6 +17,7 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 #include "util/mapguard.h"
+#include "util/proc.h"
 
 uint64_t tp_now_ms(void)
 {
@@ -106,9 +107,7 @@ bool tp_entry_owned(struct tp_host_entry *e)
 
 bool tp_pid_alive(int pid)
 {
-	if (pid <= 0)
-		return false;
-	return kill(pid, 0) == 0 || errno == EPERM;
+	return proc_alive(pid, 0);
 }
 
 int tp_host_path(const struct ntb_link_params *lp, int side, char *buf, size_t len)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "util/mapguard.h"
+#include "util/proc.h"
 
 #define TCPSTAT_MAGIC   0x31544350544e4c55ULL  /* any value a foreign file is unlikely to hold */
 #define TCPSTAT_VERSION 2u
@@ -61,7 +62,7 @@ static _Atomic bool gave_up;                      /* waited for the file's creat
 
 static bool pid_dead(int32_t pid)
 {
-	return pid > 0 && kill(pid, 0) < 0 && errno == ESRCH;
+	return pid > 0 && !proc_alive(pid, 0);
 }
 
 /* Does the (mapped) file F hold our header? */
