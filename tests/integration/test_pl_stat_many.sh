@@ -51,7 +51,17 @@ while [ "$(ss -Htn state established "( sport = :$p_rule or sport = :$p_ntb )" |
 	[ $i -lt 300 ] || pl_fail "the servers do not hold $((2 * N)) connections"
 	sleep 0.1; i=$((i + 1))
 done
-sleep 0.5 # each accepted end is listed once its set-up is decided
+# each accepted end is listed once its server decided its set-up (in its event loop): wait for
+# every row on both hosts
+for h in a b; do
+	t=$NTBSOCK_STAT_TCP; [ $h = b ] && t=$STAT_B
+	i=0
+	while [ "$(NTBSOCK_STAT_TCP=$t NTBSOCK_LOG=error "$NTB" stat -c "$PL_TMP/$h.conf" 2>/dev/null |
+		awk '$1 ~ /^[0-9]+$/' | wc -l)" -lt $((2 * N)) ]; do
+		[ $i -lt $((100 * PL_SLOW)) ] || break # (the checks below say what is missing)
+		sleep 0.1; i=$((i + 1))
+	done
+done
 
 # stat_host HOST STAT_TCP OPTIONS...: stat with each OPTIONS into a file: "" the table
 # (HOST.txt), --json (HOST.json), --summary (HOST-sum.txt), "--summary --json" (HOST-sum.json)
