@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "ntb/ntb_int.h"
 #include "util/log.h"
 #include "util/crc32c.h"
@@ -42,9 +43,7 @@ const char *ntb_strerror_detail(void)
 
 uint64_t ntb_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 static void sleep_us(unsigned us)

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/clock.h"
 #include "ntb/ntb_int.h"
 
 #define SPEED_SPIN_NS 50000u  /* sleep through the part of a wait beyond this */
@@ -46,10 +47,7 @@ struct ntb_speed {
 
 static uint64_t now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 /* Wait until the monotonic clock reads UNTIL; returns how long that took. */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Initialisation: resolve the real functions, load the config, choose active or pass-through.
  * Runs from the constructor and, through pthread_once, from the first wrapper called. */
+#include "util/clock.h"
 #include "preload/pl_int.h"
 #include "glue/conf_params.h"
 
@@ -180,9 +181,7 @@ __attribute__((destructor)) static void pl_dtor(void)
 
 int64_t pl_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return (int64_t)clock_mono_ns();
 }
 
 int pl_ms_left(int64_t deadline_ns)

@@ -3,6 +3,7 @@
  * is read in user space (tp_poll); when nothing is ready the thread spins for the configured
  * budget, then sleeps in the real call with the transport's event fd added, and re-checks.
  * epoll keeps a user-space shadow of the NTB fds registered in each epoll set. */
+#include "util/clock.h"
 #include "preload/pl_int.h"
 
 #include <sched.h>
@@ -24,16 +25,14 @@
 
 struct pl_kturn {
 	unsigned calls;
-	int64_t tick; /* CLOCK_MONOTONIC_COARSE at the last look, in ns */
+	int64_t tick; /* the coarse monotonic clock at the last look, in ms */
 };
 
 /* Is it the kernel fds' turn? The coarse clock is read from the vDSO's data page: no syscall
  * and no TSC read. */
 static bool kernel_turn(struct pl_kturn *k)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	int64_t now = (int64_t)clock_coarse_ms();
 	if (++k->calls % PL_KCHECK_EVERY != 0 && now == k->tick)
 		return false;
 	k->tick = now;

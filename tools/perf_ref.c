@@ -3,6 +3,7 @@
  * round trip between two processes pinned to different cores — the physical limits the
  * transport is compared with. Also CPU selection and pinning, and the time-stamp counter the
  * ping-pong is timed with. */
+#include "util/clock.h"
 #include "tools/tools_int.h"
 #include "util/compiler.h"
 
@@ -23,10 +24,7 @@
 
 uint64_t tool_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 int tool_pick_cpus(int *ret_a, int *ret_b)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "transport/tp_int.h"
 #include "util/log.h"
 #include "util/mapguard.h"
@@ -21,10 +22,7 @@
 
 uint64_t tp_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return clock_mono_ms();
 }
 
 /* Nonces and MsgIDs tell connections apart (a stale word or message of an earlier connection in

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "transport/tp_int.h"
 #include "util/log.h"
 
@@ -459,10 +460,7 @@ void tp_exec_release_closed(void)
 
 static uint64_t now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "transport/tp_int.h"
 #include "util/log.h"
 
@@ -153,18 +154,12 @@ unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
  * tell a streaming connection from an idle one. */
 static uint64_t coarse_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return clock_coarse_ms();
 }
 
 static uint64_t mono_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 static int woke(struct tp_conn *c, unsigned ev)

@@ -87,7 +87,15 @@ for h in 1 2 3 4; do
 done
 echo "12 ordered pairs streamed at once over ntb, byte-exact: ok"
 
-# Placement: 8 connections from host 1 to host 2, one after the other, held open.
+# Placement: 8 connections from host 1 to host 2, one after the other, held open, once the
+# streams' connections are all released (a closed one lingers until its FIN is acknowledged,
+# and counts on its link until then).
+i=0
+while NTBSOCK_LOG=error "$NTB" stat -c "$PL_TMP/host1.conf" 2>/dev/null |
+	grep -q '^link .* conns [1-9]'; do
+	[ $i -lt $((100 * PL_SLOW)) ] || pl_fail "host 1's links still count live connections"
+	sleep 0.1; i=$((i + 1))
+done
 mkdir "$PL_TMP/hold"
 mesh_bg 1 "$HOLD" 127.0.0.2 $port "$PL_TMP/hold" 8
 hold=$PL_LAST

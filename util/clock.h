@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* The clocks every layer reads: CLOCK_MONOTONIC in nanoseconds and milliseconds, and the coarse
+ * monotonic clock (a few ms of resolution, no system call cost beyond the vDSO read) for
+ * timers that tolerate its tick. */
+#ifndef NTBSOCK_UTIL_CLOCK_H
+#define NTBSOCK_UTIL_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline uint64_t clock_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t clock_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static inline uint64_t clock_coarse_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+#endif
