@@ -266,23 +266,39 @@ static void test_apply_other_version_refused(void **state)
 	assert_int_equal(tl_wait_listen(a, 443, 5000), 0);
 	for (int i = 0; i < 2000 && !tp_link_is_up(b); i++)
 		usleep(1000);
+	tp_host_lock(b);
 	uint32_t free_b = b->host->free_num;
+	tp_host_unlock(b);
 	uint32_t old = apply_raw(a, 443, 0), cur = apply_raw(a, 443, TP_WIRE_VERSION);
 
-	for (int i = 0; i < 2000 && !(a->host->e[old].result && a->host->e[cur].result); i++) {
+	for (int i = 0; i < 2000; i++) {
+		bool both;
+
 		tp_host_lock(b);
 		tp_mbox_process(b);
 		tp_host_unlock(b);
 		tp_host_lock(a);
 		tp_mbox_process(a);
+		both = a->host->e[old].result && a->host->e[cur].result; /* (under A's lock) */
 		tp_host_unlock(a);
+		if (both)
+			break;
 		usleep(1000);
 	}
-	assert_int_equal(a->host->e[old].result, TP_PKT_NACK);
-	assert_int_equal(a->host->e[old].result_reason, TP_REASON_PEER_ERROR);
-	assert_int_equal(a->host->e[cur].result, TP_PKT_ACK);
-	assert_true(a->host->e[cur].peer_slot_off >= TP_OFF_SLOTS);
-	assert_int_equal(b->host->free_num, free_b - 1); /* only the second took a context */
+	/* (read under each host's lock: the helpers write these under it) */
+	tp_host_lock(a);
+	uint32_t r_old = a->host->e[old].result, why_old = a->host->e[old].result_reason;
+	uint32_t r_cur = a->host->e[cur].result;
+	uint64_t off_cur = a->host->e[cur].peer_slot_off;
+	tp_host_unlock(a);
+	tp_host_lock(b);
+	uint32_t free_now = b->host->free_num;
+	tp_host_unlock(b);
+	assert_int_equal(r_old, TP_PKT_NACK);
+	assert_int_equal(why_old, TP_REASON_PEER_ERROR);
+	assert_int_equal(r_cur, TP_PKT_ACK);
+	assert_true(off_cur >= TP_OFF_SLOTS);
+	assert_int_equal(free_now, free_b - 1); /* only the second took a context */
 	tp_link_close(a);
 	tp_link_close(b);
 	tl_unlink(path);
