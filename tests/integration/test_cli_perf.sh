@@ -114,7 +114,7 @@ elif echo "$pl" | grep -qE '^reference \(interleaved with the 64 KiB stream\): c
 	[ -n "$row" ] &&
 	awk -v l="$pl" -v row="$row" 'BEGIN {
 		split(l, w, " "); for (i in w) { if (w[i] == "pipeline") p = w[i + 1]; if (w[i] == "stream" && w[i + 1] ~ /^[0-9]+$/) s = w[i + 1] }
-		pct = w[length(w)]; sub(/%/, "", pct)
+		pct = w[length(w)]; sub(/%/, "", pct); pct += 0 # (a number: sub() left a string)
 		# (the share is computed before rounding: P and S are whole MB/s, so it lies within
 		# what they allow, which is wide at a few MB/s, as under a sanitizer)
 		exit !(p > 0 && s > 0 && (s - row < 1 && row - s < 1) &&
