@@ -506,6 +506,29 @@ void tp_conn_commit(struct tp_conn *c)
 {
 	/* (accumulates with what is written later: a CLOSING or RST keeps COMMIT) */
 	tp_ent_st_add(c->link, c->ent, TP_ST_COMMIT);
+	atomic_store(&c->commit_ms, tp_now_ms());
+}
+
+/* The timers of a client connection committed less than the server's longest wait ago: the
+ * ST word again (every flag so far), in case the link lost or spoilt the first write. */
+#define TP_COMMIT_REPEAT_MS 20u
+
+static void commit_repeat(struct tp_conn *c, uint64_t now)
+{
+	uint64_t t = atomic_load(&c->commit_ms);
+
+	if (!t)
+		return;
+	if (now - t > c->link->params.setup_timeout_ms) {
+		atomic_store(&c->commit_ms, 0);
+		return;
+	}
+	uint64_t rep = atomic_load(&c->commit_rep_ms);
+
+	/* (every TP_COMMIT_REPEAT_MS at most; one thread wins each) */
+	if (now - rep >= TP_COMMIT_REPEAT_MS &&
+	    atomic_compare_exchange_strong(&c->commit_rep_ms, &rep, now))
+		tp_ent_st_add(c->link, c->ent, 0);
 }
 
 int tp_conn_confirm(struct tp_conn *c)
@@ -1036,6 +1059,7 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	} else if (!lost && atomic_load_explicit(&c->silent_alive, memory_order_relaxed)) {
 		atomic_store(&c->silent_alive, false); /* it speaks again: its writes arrive */
 	}
+	commit_repeat(c, now);
 	next = tp_tx_timers(c, now);
 	tp_rx_timers(c);
 	return next;

@@ -562,6 +562,10 @@ struct tp_conn {
 	bool owned;               /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
+	/* client: when tp_conn_commit() wrote COMMIT; the timers write the ST word again while
+	 * the server may still wait for it (a faulty link loses or spoils writes): 0 after that */
+	_Atomic uint64_t commit_ms;
+	_Atomic uint64_t commit_rep_ms; /* the last of those writes */
 	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
 				    * TP_FIN_NUDGE_MS (helper's pass) */
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
