@@ -519,7 +519,18 @@ static void commit_repeat(struct tp_conn *c, uint64_t now)
 
 	if (!t)
 		return;
-	if (now - t > c->link->params.setup_timeout_ms) {
+	/* Not once closed, nor once the server answered (its acknowledgements): the server slot
+	 * may then be released and reused by another connection, whose word this must not
+	 * overwrite. (The peer's acknowledgement: tx_lock, tried.) */
+	bool answered = false;
+
+	if (!atomic_load(&c->closed) && tp_mutex_trylock(&c->tx_lock) == 0) {
+		answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
+		tp_mutex_unlock(&c->tx_lock);
+	} else {
+		answered = true;
+	}
+	if (answered || now - t > c->link->params.setup_timeout_ms) {
 		atomic_store(&c->commit_ms, 0);
 		return;
 	}
