@@ -513,24 +513,22 @@ void tp_conn_commit(struct tp_conn *c)
  * ST word again (every flag so far), in case the link lost or spoilt the first write. */
 #define TP_COMMIT_REPEAT_MS 20u
 
-static void commit_repeat(struct tp_conn *c, uint64_t now)
+static void commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
 {
 	uint64_t t = atomic_load(&c->commit_ms);
 
 	if (!t)
 		return;
-	/* Not once closed, nor once the server answered (its acknowledgements): the server slot
-	 * may then be released and reused by another connection, whose word this must not
-	 * overwrite. (The peer's acknowledgement: tx_lock, tried.) */
-	bool answered = false;
+	/* Not once the server answered (its acknowledgements) or refused (a reset): the server
+	 * slot may be released and reused by another connection after that, whose word this
+	 * must not overwrite. (The acknowledgements: under tx_lock, tried; busy: next time.) */
+	bool answered;
 
-	if (!atomic_load(&c->closed) && tp_mutex_trylock(&c->tx_lock) == 0) {
-		answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
-		tp_mutex_unlock(&c->tx_lock);
-	} else {
-		answered = true;
-	}
-	if (answered || now - t > c->link->params.setup_timeout_ms) {
+	if (tp_mutex_trylock(&c->tx_lock))
+		return;
+	answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
+	tp_mutex_unlock(&c->tx_lock);
+	if (answered || lost || now - t > c->link->params.setup_timeout_ms) {
 		atomic_store(&c->commit_ms, 0);
 		return;
 	}
@@ -1070,7 +1068,7 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	} else if (!lost && atomic_load_explicit(&c->silent_alive, memory_order_relaxed)) {
 		atomic_store(&c->silent_alive, false); /* it speaks again: its writes arrive */
 	}
-	commit_repeat(c, now);
+	commit_repeat(c, now, lost);
 	next = tp_tx_timers(c, now);
 	tp_rx_timers(c);
 	return next;
