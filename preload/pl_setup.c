@@ -478,10 +478,9 @@ static int connect_tcp(int fd, const struct sockaddr *dst, socklen_t dlen, const
 	return r;
 }
 
-/* Hold limits of the late set-up, see "connect with the port chosen by the kernel". */
+/* Limits of the late set-up, see "connect with the port chosen by the kernel". */
 #define PL_HOLD_OK_MS 100
 #define PL_HOLD_GIVEUP_MS 150
-#define PL_HOLD_SERVER_US 125000u
 
 /* A tp_connect() that started at START_NS ended with R / WHY: a quick answer settles the link
  * (see struct pl_link), a timeout unsettles it. */
@@ -504,21 +503,17 @@ static void link_note_setup(int index, int r, enum tp_reason why, int64_t start_
  * completes on the SYN-ACK); once tp_connect() has reserved the path under the now known
  * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK.
  *
- * Both ends must then agree on the path without talking, also when the set-up is slow (a
- * stalled peer, contexts short): a reservation the server finds at accept() may have been
- * made after the client gave up. The time the ACK was held decides, and the server sees it as
- * the handshake's round-trip time (tcpi_rtt: SYN-ACK sent to ACK received):
- *   client: ntb only when the reservation was complete PL_HOLD_OK_MS after connect() returned
- *           and the ACK still held (a reservation completed later is ended first, its RST
- *           written before the ACK is released); tp_connect() gives up after
- *           PL_HOLD_GIVEUP_MS; the kernel's delayed-ACK timer releases the ACK at 200 ms
- *           (handshake_acked() then says so: tcp);
- *   server: tcp, and any reservation under the key ended, when the handshake took
- *           PL_HOLD_SERVER_US or more, i.e. when the client released it late; else attach.
- * An ntb client released the ACK within PL_HOLD_OK_MS (plus microseconds), a tcp client
- * after PL_HOLD_GIVEUP_MS, or with no reservation left to find. (A client descheduled for
- * 25 ms between its check and the release, or peers more than 25 ms apart, would break the
- * margin; the hosts of an NTB link are next to each other.) */
+ * Both ends must then agree on the path, also when the set-up is slow (a stalled peer,
+ * contexts short, a client descheduled or stopped at any point). The client decides, and its
+ * decision is final once written into the server's reservation (transport: COMMIT for ntb, a
+ * reset or a Cancel for tcp); the server's accept() follows it, waiting for it if the
+ * reservation is still undecided (tp_attach()). The client commits only while the ACK is
+ * still held: a reservation then existed before the server could accept. When the ACK went
+ * out first (the kernel's delayed-ACK timer releases it at 200 ms; handshake_acked() says so),
+ * the server may have accepted without finding a reservation and stayed tcp, so the client
+ * gives its reservation up (tcp on both ends). tp_connect() gives up after PL_HOLD_GIVEUP_MS
+ * (then a reservation made late is withdrawn by a Cancel before the ACK is released). No
+ * timing margin decides, so a starved process on either side cannot split a connection. */
 
 /* struct tcp_info as the kernel fills it since Linux 4.2 (glibc's stops at tcpi_total_retrans). */
 struct pl_tcp_info {
@@ -593,7 +588,6 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 	errno = saved_errno;
 	r = pl_real.connect(fd, dst, dlen);
 	e = errno;
-	int64_t connected_ns = pl_now_ns();
 	if (r < 0 && e != EINPROGRESS && e != EINTR) {
 		/* refused, unreachable, no port left...: as over TCP */
 		hold_ack(fd, false);
@@ -614,19 +608,26 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 		tmo = PL_HOLD_GIVEUP_MS;
 	int64_t setup_ns = pl_now_ns();
 	PL_ENTER();
-	int tr = tp_connect(link, &key, tmo, &conn, &why);
+	int tr = tp_connect_reserve(link, &key, tmo, &conn, &why);
 	PL_LEAVE();
 	link_note_setup(link_index, tr, why, setup_ns);
 	if (tr < 0)
 		return connect_late_tcp(fd, dst, r, e, desc, NULL,
 					why == TP_REASON_NONE ? TP_REASON_LOCAL_ERROR : why);
-	if (pl_now_ns() - connected_ns > PL_HOLD_OK_MS * 1000000LL || handshake_acked(fd)) {
+	/* The decision, final once written (the server's tp_attach() waits for it): an ACK
+	 * already sent (the kernel's delayed ACK) may have let the server accept before the
+	 * reservation existed, so that it stayed tcp: give it up. Else commit it before the ACK
+	 * goes out. */
+	if (handshake_acked(fd)) {
 		PL_ENTER();
 		tp_abort(conn);
 		PL_LEAVE();
 		return connect_late_tcp(fd, dst, r, e, desc,
 					"ntb set-up slower than the TCP handshake may wait", why);
 	}
+	PL_ENTER();
+	tp_conn_commit(conn);
+	PL_LEAVE();
 	hold_ack(fd, false);
 
 	struct pl_sock *s = pl_sock_alloc(PL_CONN);
@@ -940,30 +941,14 @@ static void reject_reservation(const struct tp_key *key)
 {
 	for (int i = 0; i < PL_SLOTS; i++) {
 		struct tp_link *l = pl_links[i].tp;
-		struct tp_conn *c = NULL;
 		if (!l)
 			continue;
 		PL_ENTER();
-		if (tp_attach(l, key, &c) == 0) {
+		if (tp_refuse(l, key) == 0)
 			LOG(LL_INFO, "link %s: refused the client's ntb reservation",
 			    pl_conf->links[i % CONF_MAX_LINKS].name);
-			tp_abort(c);
-		}
 		PL_LEAVE();
 	}
-}
-
-/* Did the client of the accepted FD hold its handshake's last ACK so long that it chose TCP?
- * (see "connect with the port chosen by the kernel") */
-static bool handshake_held_long(int fd)
-{
-	struct tcp_info ti;
-	socklen_t l = sizeof(ti);
-
-	if (pl_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
-	    l < offsetof(struct tcp_info, tcpi_rttvar))
-		return false;
-	return ti.tcpi_rtt >= PL_HOLD_SERVER_US;
 }
 
 void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
@@ -1001,10 +986,6 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 		reason = "not configured: no peer for the client address";
 		goto tcp;
 	}
-	if (handshake_held_long(nfd)) {
-		reason = "ntb set-up slower than the TCP handshake may wait";
-		goto tcp;
-	}
 	/* The client reserved the connection on one of the peer's links (pick_link()): look on
 	 * each. */
 	int link_index = -1;
@@ -1034,6 +1015,11 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	if (r == -ENOENT) {
 		reason = "client did not set up ntb";
 		have_key = false; /* nothing reserved under it */
+		goto tcp;
+	}
+	if (r == -ETIMEDOUT) {
+		reason = "client did not decide in time";
+		have_key = false; /* refused by tp_attach() */
 		goto tcp;
 	}
 	if (r < 0) {

@@ -273,8 +273,8 @@ int tp_conn_own_slow(struct tp_conn *c)
 	return -EPERM;
 }
 
-static void apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t,
-			    uint8_t type, uint32_t apply_flags)
+static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t,
+			   uint8_t type, uint32_t apply_flags)
 {
 	struct tp_host_entry *e = &l->host->e[slot];
 	struct tp_pkt p;
@@ -291,7 +291,7 @@ static void apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tc
 	p.key = e->key;
 	p.apply_flags = apply_flags;
 	e->result = 0;
-	tp_mbox_send(l, &p);
+	return tp_mbox_send(l, &p);
 }
 
 /* The client watches for the answer for TP_ACK_SPIN_NS after each Apply (ack_spin()): a peer
@@ -328,8 +328,29 @@ static bool ack_spin(struct tp_link *l, uint32_t seen_db, uint64_t seen_mbox, ui
 	}
 }
 
-int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
-	       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+/* The Cancel of a set-up given up, under the host lock. A server's accept() waits for an
+ * Apply it answered until the client decides (tp_attach()): a Cancel that cannot be sent now
+ * (the mailbox full, or the peer's heartbeat late on a starved host: the link looks down) is
+ * tried again for TP_CANCEL_RETRY_MS, so that the server is not kept waiting (it gives up after
+ * its setup_timeout_ms, staying tcp all the same). */
+#define TP_CANCEL_RETRY_MS 500u
+
+static void cancel_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
+{
+	uint64_t end = tp_now_ms() + TP_CANCEL_RETRY_MS;
+
+	while (apply_send_type(l, slot, t, TP_PKT_CANCEL, 0) < 0 && tp_now_ms() < end) {
+		tp_host_unlock(l);
+		usleep(1000);
+		tp_link_refresh(l);
+		tp_host_lock(l);
+		tp_mbox_process(l); /* (frees mailbox slots; a new peer session resets indices) */
+	}
+	apply_send_type(l, slot, t, TP_PKT_CANCEL, 0);
+}
+
+int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+		       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
 {
 	const struct tp_params *pp = &l->params;
 	struct tp_tcxt t = { .state = TP_TC_CONNECTING };
@@ -441,8 +462,7 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 				 * context for this Apply; withdraw it before the caller's TCP connect
 				 * lets the server accept. Nothing answers a Cancel, nor repeats one
 				 * the link loses: twice (the second finds nothing to withdraw). */
-				for (int i = 0; i < 2; i++)
-					apply_send_type(l, (uint32_t)slot, &t, TP_PKT_CANCEL, 0);
+				cancel_send(l, (uint32_t)slot, &t);
 			tp_slot_free(l, (uint32_t)slot);
 			tp_host_unlock(l);
 			*ret_reason = t.reason;
@@ -472,36 +492,124 @@ int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	return 0;
 }
 
+int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+	       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+{
+	int r = tp_connect_reserve(l, key, timeout_ms, ret_conn, ret_reason);
+
+	if (r == 0)
+		tp_conn_commit(*ret_conn);
+	return r;
+}
+
+void tp_conn_commit(struct tp_conn *c)
+{
+	/* (accumulates with what is written later: a CLOSING or RST keeps COMMIT) */
+	tp_ent_st_add(c->link, c->ent, TP_ST_COMMIT);
+	atomic_store(&c->commit_ms, tp_now_ms());
+}
+
+/* The timers of a client connection committed less than the server's longest wait ago: the
+ * ST word again (every flag so far), in case the link lost or spoilt the first write. */
+#define TP_COMMIT_REPEAT_MS 20u
+
+static void commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
+{
+	uint64_t t = atomic_load(&c->commit_ms);
+
+	if (!t)
+		return;
+	/* Not once the server answered (its acknowledgements) or refused (a reset): the server
+	 * slot may be released and reused by another connection after that, whose word this
+	 * must not overwrite. (The acknowledgements: under tx_lock, tried; busy: next time.) */
+	bool answered;
+
+	if (tp_mutex_trylock(&c->tx_lock))
+		return;
+	answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
+	tp_mutex_unlock(&c->tx_lock);
+	if (answered || lost || now - t > c->link->params.setup_timeout_ms) {
+		atomic_store(&c->commit_ms, 0);
+		return;
+	}
+	uint64_t rep = atomic_load(&c->commit_rep_ms);
+
+	/* (every TP_COMMIT_REPEAT_MS at most; one thread wins each) */
+	if (now - rep >= TP_COMMIT_REPEAT_MS &&
+	    atomic_compare_exchange_strong(&c->commit_rep_ms, &rep, now))
+		tp_ent_st_add(c->link, c->ent, 0);
+}
+
 int tp_conn_confirm(struct tp_conn *c)
 {
 	return c ? atomic_load(&c->error) : -EINVAL;
 }
 
+/* Under the host lock: the first reservation under KEY the client has not given up, or -1.
+ * *RET_FLAGS: the ST flags the client wrote into it. */
+static int pending_find(struct tp_link *l, const struct tp_key *key, uint32_t *ret_flags)
+{
+	struct tp_host *h = l->host;
+
+	for (uint32_t i = 0; i < h->contexts; i++) {
+		if (h->e[i].state != TP_ES_PENDING || memcmp(&h->e[i].key, key, sizeof(*key)))
+			continue;
+		uint32_t f = tp_slot_st_flags(l, i, h->e[i].nonce);
+
+		if (f & (TP_ST_RST | TP_ST_GONE)) {
+			tp_slot_free(l, i); /* the client gave up (its set-up or TCP connect failed) */
+			continue;
+		}
+		*ret_flags = f;
+		return (int)i;
+	}
+	return -1;
+}
+
+/*
+ * The decision between ntb and tcp is the client's, and it is final once written: COMMIT (ntb)
+ * or RST / a Cancel (tcp), written before the client lets the TCP handshake complete
+ * (preload/pl_setup.c: connect_late()). The server only follows it: a reservation found
+ * undecided is waited for. A reservation made after the accept (the client's ACK went out
+ * before its Apply was answered: the kernel's delayed ACK) is never committed: the client
+ * sees its ACK gone and gives it up.
+ */
+#define TP_ATTACH_POLL_US 200u
+
 int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_conn)
 {
 	struct tp_host *h = l->host;
 	struct tp_conn *c;
-	int slot = -1;
+	uint64_t end = tp_now_ms() + l->params.setup_timeout_ms;
+	uint32_t flags = 0;
+	int slot;
 
-	tp_host_lock(l);
-	if (tp_host_lost(l)) {
-		tp_host_unlock(l);
-		return -ENOENT;
-	}
-	tp_mbox_process(l);
-	for (uint32_t i = 0; i < h->contexts; i++) {
-		if (h->e[i].state == TP_ES_PENDING && !memcmp(&h->e[i].key, key, sizeof(*key))) {
-			if (tp_slot_st_flags(l, i, h->e[i].nonce) & (TP_ST_RST | TP_ST_GONE)) {
-				tp_slot_free(l, i); /* the client gave up (its TCP connect failed) */
-				continue;
-			}
-			slot = (int)i;
-			break;
+	for (;;) {
+		tp_host_lock(l);
+		if (tp_host_lost(l)) {
+			tp_host_unlock(l);
+			return -ENOENT;
 		}
-	}
-	if (slot < 0) {
+		tp_mbox_process(l); /* (a Cancel, a repeated Apply) */
+		slot = pending_find(l, key, &flags);
+		if (slot < 0) {
+			tp_host_unlock(l);
+			return -ENOENT;
+		}
+		if (flags & TP_ST_COMMIT)
+			break; /* keeps the host lock */
+		if (tp_now_ms() >= end) {
+			/* a client stalled (stopped) between its answer and its decision: refused;
+			 * it reads a reset if it commits after all */
+			LOG(LL_DEBUG, "transport: slot %d: the client did not decide within %u ms: "
+			    "refused", slot, l->params.setup_timeout_ms);
+			tp_ent_st_add(l, &h->e[slot], TP_ST_RST);
+			tp_slot_free(l, (uint32_t)slot);
+			tp_host_unlock(l);
+			return -ETIMEDOUT;
+		}
 		tp_host_unlock(l);
-		return -ENOENT;
+		usleep(TP_ATTACH_POLL_US);
 	}
 	h->e[slot].state = TP_ES_OPEN;
 	h->e[slot].pid = tp_self_pid();
@@ -518,6 +626,24 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	tp_conn_register(c);
 	*ret_conn = c;
 	return 0;
+}
+
+int tp_refuse(struct tp_link *l, const struct tp_key *key)
+{
+	uint32_t flags;
+	int slot, rc = -ENOENT;
+
+	tp_host_lock(l);
+	if (!tp_host_lost(l)) {
+		tp_mbox_process(l);
+		while ((slot = pending_find(l, key, &flags)) >= 0) {
+			tp_ent_st_add(l, &l->host->e[slot], TP_ST_RST);
+			tp_slot_free(l, (uint32_t)slot);
+			rc = 0;
+		}
+	}
+	tp_host_unlock(l);
+	return rc;
 }
 
 int tp_process_id(void)
@@ -942,6 +1068,7 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	} else if (!lost && atomic_load_explicit(&c->silent_alive, memory_order_relaxed)) {
 		atomic_store(&c->silent_alive, false); /* it speaks again: its writes arrive */
 	}
+	commit_repeat(c, now, lost);
 	next = tp_tx_timers(c, now);
 	/* (a gated receiver's re-asks count as quick probes: the helper comes for them too) */
 	return tp_wait_min(next, tp_rx_timers(c));

@@ -149,6 +149,8 @@
 				 * the connection lingers there (witness_look() ignores the TCP EOF) */
 #define TP_ST_FAILOVER    0x8u  /* peer moved the connection to its kernel TCP socket: its
 				 * failover header is (or will be) there (tp_failover.c) */
+#define TP_ST_COMMIT      0x10u /* client: it uses the reservation (tp_conn_commit()); until
+				 * then (or RST) the server's tp_attach() waits */
 
 /* --- inline slots (doc/design.md §4 table) ------------------------------------------------------- */
 #define TP_INLINE_MAX     116u
@@ -259,8 +261,10 @@ static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
  * refused (Nack / RST: the connection uses TCP). 1: slot offsets of 64 bits (slot_off_hi);
  * 2: inline sequence bytes modulo 254 (tp_inline_seq()); 3: packets and indices seeded with
  * both sides' sessions (tp_mbox_seed(): an earlier build's packets fail their check, so they
- * time out rather than being refused). Packets of earlier builds carry 0 (reserved bytes). */
-#define TP_WIRE_VERSION   3u
+ * time out rather than being refused); 4: the server attaches only a reservation the client
+ * committed (TP_ST_COMMIT; an earlier client never does). Packets of earlier builds carry 0
+ * (reserved bytes). */
+#define TP_WIRE_VERSION   4u
 
 /* The window offset of the slot a packet describes. */
 static inline uint64_t tp_pkt_slot_off(const struct tp_pkt *p)
@@ -565,6 +569,10 @@ struct tp_conn {
 	bool owned;               /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
+	/* client: when tp_conn_commit() wrote COMMIT; the timers write the ST word again while
+	 * the server may still wait for it (a faulty link loses or spoils writes): 0 after that */
+	_Atomic uint64_t commit_ms;
+	_Atomic uint64_t commit_rep_ms; /* the last of those writes */
 	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
 				    * TP_FIN_NUDGE_MS (helper's pass) */
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */

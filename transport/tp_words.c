@@ -75,11 +75,12 @@ void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce,
 	ntb_to_peer_barrier(l->ntb);
 	tp_out_word(l, peer_slot_off + TP_W_ST_FLAGS, peer_nonce, flags);
 	ntb_wc_flush(l->ntb);
-	/* CLOSING alone wakes nobody: it is only looked at (a close, a witness's look), the FIN
+	/* CLOSING and COMMIT alone wake nobody (a server's tp_attach() that waits for COMMIT
+	 * polls); CLOSING: it is only looked at (a close, a witness's look), the FIN
 	 * that tp_close() sends next wakes a reader that waits, and a peer that does not read is
 	 * rung when the FIN stays unacknowledged (TP_FIN_NUDGE_MS). Every other flag ends or
 	 * moves the connection: a sleeping reader must see it at once. */
-	if (flags & ~TP_ST_CLOSING)
+	if (flags & ~(TP_ST_CLOSING | TP_ST_COMMIT))
 		ntb_peer_db_ring(l->ntb);
 }
 

@@ -147,19 +147,34 @@ bool tp_peer_listens(struct tp_link *link, uint16_t port);
 struct tp_conn;
 
 /* Client side, before the TCP connect: ask the peer for a receive context keyed by KEY
- * (Apply/Ack/Nack with priorities, §6). On success *RET_CONN is reserved on both sides;
- * the caller then makes the TCP connection and calls tp_conn_confirm() (or tp_conn_abort()
- * when the TCP connect failed). On failure returns a negative errno and sets *RET_REASON. */
+ * (Apply/Ack/Nack with priorities, §6). On success *RET_CONN is reserved on both sides and
+ * committed (tp_conn_commit()); the caller then makes the TCP connection and calls
+ * tp_conn_confirm() (or tp_conn_abort() when the TCP connect failed). On failure returns a
+ * negative errno and sets *RET_REASON. */
 int tp_connect(struct tp_link *link, const struct tp_key *key, int timeout_ms,
 	       struct tp_conn **ret_conn, enum tp_reason *ret_reason);
+/* tp_connect() without the commit: the reservation stays undecided until the caller either
+ * commits it (tp_conn_commit(): the connection is ntb) or aborts it (tp_conn_abort(): tcp).
+ * The server's tp_attach() waits for that decision, so both ends take the same path. */
+int tp_connect_reserve(struct tp_link *link, const struct tp_key *key, int timeout_ms,
+		       struct tp_conn **ret_conn, enum tp_reason *ret_reason);
+/* Tell the server that this client uses the reservation: its tp_attach() may take it. Final:
+ * from here on only tp_abort() ends it (the server then reads a reset). */
+void tp_conn_commit(struct tp_conn *c);
 int tp_conn_confirm(struct tp_conn *c);
 /* The TCP connect failed after tp_connect() succeeded: release the reservation on both
  * sides (the peer sees a reset). Same as tp_abort(). Accepts NULL. */
 void tp_conn_abort(struct tp_conn *c);
 
 /* Server side, after the kernel's accept(): attach to the connection the client reserved
- * under KEY. -ENOENT when there is none (a TCP-only client: the socket stays TCP). */
+ * under KEY and committed. -ENOENT when there is none (a TCP-only client, or one that gave its
+ * reservation up: the socket stays TCP). A reservation the client has not decided on yet is
+ * waited for (the client decides within its set-up: commit or give up), at most the link's
+ * setup_timeout_ms; then it is refused (tp_refuse()) and -ETIMEDOUT returned. */
 int tp_attach(struct tp_link *link, const struct tp_key *key, struct tp_conn **ret_conn);
+/* Server side: the accepted connection under KEY stays TCP: end any reservation the client
+ * made under it (the client sees a reset). 0 when one was ended, else -ENOENT. */
+int tp_refuse(struct tp_link *link, const struct tp_key *key);
 
 /* Send from IOV (all or part); returns bytes queued (≥ 1) or -EAGAIN when the queue is
  * full, -EPIPE after shutdown(SHUT_WR)/peer gone, -ECONNRESET when reset. Bytes queued are
