@@ -64,6 +64,13 @@ pl_bg b "$CONNRATE" server 127.0.0.2 $bport
 pl_wait_port 127.0.0.2 $bport
 bsrv=$(pgrep -P $PL_LAST) # (pl_bg's pid is timeout's)
 [ -n "$bsrv" ] || pl_fail "no server process under $PL_LAST"
+# its side enabled and beating (a slow start, as under a sanitizer, may listen first)
+i=0
+until "$BUILD/ntbsock" check -c "$PL_TMP/a.conf" 2>/dev/null | grep -q 'side 1: claimed by 1 handle, enabled'; do
+	[ $i -lt $((100 * PL_SLOW)) ] || pl_fail "host B's server did not enable its side of the link"
+	sleep 0.1; i=$((i + 1))
+done
+sleep 0.3
 kill -9 $bsrv
 sleep 4.5
 first_tcp "peer killed" "link down: peer heartbeat stopped"
