@@ -528,14 +528,14 @@ static void commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
 		return;
 	answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
 	tp_mutex_unlock(&c->tx_lock);
-	if (answered || lost || now - t > c->link->params.setup_timeout_ms) {
+	if (answered || lost || clock_age_ms(now, t) > c->link->params.setup_timeout_ms) {
 		atomic_store(&c->commit_ms, 0);
 		return;
 	}
 	uint64_t rep = atomic_load(&c->commit_rep_ms);
 
 	/* (every TP_COMMIT_REPEAT_MS at most; one thread wins each) */
-	if (now - rep >= TP_COMMIT_REPEAT_MS &&
+	if (clock_age_ms(now, rep) >= TP_COMMIT_REPEAT_MS &&
 	    atomic_compare_exchange_strong(&c->commit_rep_ms, &rep, now))
 		tp_ent_st_add(c->link, c->ent, 0);
 }
@@ -760,6 +760,7 @@ void tp_close(struct tp_conn *c)
 	}
 	if (!tp_fo_get(c) && tp_rx_unread(c, false)) {
 		/* as the kernel's close() with bytes in its receive queue: a reset (tp_abort()) */
+		LOG(LL_DEBUG, "transport: slot %u closed with bytes unread: reset", c->slot);
 		atomic_store(&c->error, -ECONNRESET);
 		tp_conn_release(c, TP_ST_RST);
 		return;
@@ -965,7 +966,7 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	 * peer said it closed (TP_ST_CLOSING): then its TCP socket's end is that close, and its
 	 * connection still lingers on the NTB side (data, FIN), to be waited for. */
 	if (!fd1 || !atomic_load(&c->link->down_since_ms) || (tp_st_flags(c) & TP_ST_CLOSING) ||
-	    now - last < 100u || atomic_load(&c->peer_gone) ||
+	    clock_age_ms(now, last) < 100u || atomic_load(&c->peer_gone) ||
 	    !atomic_compare_exchange_strong(&c->witness_ms, &last, now))
 		return;
 	/* a busy lock: the witness is being changed (the descriptor may be closing) */
