@@ -69,9 +69,10 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 
 /* A word of the peer's listener bitmap that fails its check was spoilt on the way (a faulty
  * link) or is left from an earlier session of the peer: the peer rewrites the whole bitmap every
- * 500 ms (link_service()), so wait that long for a good copy before saying "no listener". A word
- * never written (0) or a good one answers at once. */
-#define TP_LISTEN_REPAIR_MS 700u
+ * 500 ms (link_service()), so wait for a good copy before saying "no listener": three rewrites,
+ * as a rewrite can be spoilt too and a loaded peer's helper runs late. A word never written (0)
+ * or a good one answers at once. */
+#define TP_LISTEN_REPAIR_MS 1600u
 
 bool tp_peer_listens(struct tp_link *l, uint16_t port)
 {
@@ -82,8 +83,13 @@ bool tp_peer_listens(struct tp_link *l, uint16_t port)
 		w = tp_in_word(l, off);
 		if (tp_cw_check(ntb_link_peer_epoch(l->ntb), w, &bits))
 			return bits & (1u << (port % 32u));
-		if (w == 0 || tp_now_ms() - start >= TP_LISTEN_REPAIR_MS || !tp_link_refresh(l))
+		if (w == 0 || !tp_link_refresh(l))
 			return false;
+		if (clock_age_ms(tp_now_ms(), start) >= TP_LISTEN_REPAIR_MS) {
+			LOG(LL_DEBUG, "transport: listener word of port %u spoilt for %u ms", port,
+			    TP_LISTEN_REPAIR_MS);
+			return false;
+		}
 		usleep(2000);
 	}
 }
