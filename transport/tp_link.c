@@ -949,26 +949,25 @@ void tp_atfork_child(void)
 
 /* --- links ----------------------------------------------------------------------------------- */
 
-static int link_geometry(struct tp_link *l)
+int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *g)
 {
-	const struct tp_params *p = &l->params;
 	uint32_t n = p->inline_slots, base, q;
 	uint64_t avail;
 
 	if (p->contexts == 0 || p->contexts > TP_MAX_CONTEXTS || n < 2 || (n & (n - 1)) ||
 	    n > 65536 || p->inline_max > TP_INLINE_MAX)
 		return -EINVAL;
-	if (l->in_size <= TP_OFF_SLOTS || l->out_size != l->in_size)
+	if (window <= TP_OFF_SLOTS)
 		return -ENOSPC;
-	if (l->in_size > TP_WINDOW_MAX) {
+	if (window > TP_WINDOW_MAX) {
 		/* (ntb/ refuses these already; offsets here are sized for this bound) */
-		LOG(LL_DEBUG, "transport: window of %zu bytes: more than the %llu the transport "
-		    "drives", l->in_size, (unsigned long long)TP_WINDOW_MAX);
+		LOG(LL_DEBUG, "transport: window of %llu bytes: more than the %llu the transport "
+		    "drives", (unsigned long long)window, (unsigned long long)TP_WINDOW_MAX);
 		return -EFBIG;
 	}
 	base = TP_SLOT_RINGS + n * 128u;
 	/* 64 bits: a window above 4 GiB leaves a slot more than 4 GiB (the ring is capped below) */
-	avail = (uint64_t)(l->in_size - TP_OFF_SLOTS) / p->contexts;
+	avail = (window - TP_OFF_SLOTS) / p->contexts;
 	if (avail < base + 4096u)
 		return -ENOSPC;
 	for (q = 4096; (uint64_t)q * 2 <= avail - base && q < (1u << 30); q *= 2)
@@ -977,19 +976,36 @@ static int link_geometry(struct tp_link *l)
 		if ((p->queue_size & (p->queue_size - 1)) || p->queue_size < 4096)
 			return -EINVAL;
 		if (p->queue_size > q) {
-			LOG(LL_DEBUG, "transport: queue_size %u does not fit: window %zu / %u contexts "
-			    "leaves %u", p->queue_size, l->in_size, p->contexts, q);
+			LOG(LL_DEBUG, "transport: queue_size %u does not fit: window %llu / %u "
+			    "contexts leaves %u", p->queue_size, (unsigned long long)window,
+			    p->contexts, q);
 			return -ENOSPC;
 		}
 		q = p->queue_size;
 	} else if (q > (1u << 20)) {
 		q = 1u << 20;
 	}
-	l->contexts = p->contexts;
-	l->geom.inline_n = n;
-	l->geom.log2n = (uint32_t)__builtin_ctz(n);
-	l->geom.qsize = q;
-	l->slot_size = base + q;
+	g->contexts = p->contexts;
+	g->inline_slots = n;
+	g->queue_size = q;
+	g->slot_size = base + q;
+	return 0;
+}
+
+static int link_geometry(struct tp_link *l)
+{
+	struct tp_geometry g;
+	int rc;
+
+	if (l->out_size != l->in_size)
+		return -ENOSPC;
+	if ((rc = tp_geometry(&l->params, l->in_size, &g)))
+		return rc;
+	l->contexts = g.contexts;
+	l->geom.inline_n = g.inline_slots;
+	l->geom.log2n = (uint32_t)__builtin_ctz(g.inline_slots);
+	l->geom.qsize = g.queue_size;
+	l->slot_size = g.slot_size;
 	return 0;
 }
 
