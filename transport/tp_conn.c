@@ -300,9 +300,9 @@ static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcx
  * our helper thread); an answer later than that is found by the 1 ms sleeps that follow. */
 #define TP_ACK_SPIN_NS 150000u
 
-static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
+static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t, uint32_t flags)
 {
-	apply_send_type(l, slot, t, TP_PKT_APPLY, TP_APPLY_WATCH);
+	apply_send_type(l, slot, t, TP_PKT_APPLY, TP_APPLY_WATCH | flags);
 }
 
 static uint64_t mono_ns(void)
@@ -349,8 +349,11 @@ static void cancel_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *
 	apply_send_type(l, slot, t, TP_PKT_CANCEL, 0);
 }
 
-int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
-		       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+/* tp_connect_reserve(), or with APPLY_FLAGS TP_APPLY_REATTACH a live connection's re-attachment
+ * (tp_connect_reattach(): the server need not listen any more). */
+static int connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+			   uint32_t apply_flags, struct tp_conn **ret_conn,
+			   enum tp_reason *ret_reason)
 {
 	const struct tp_params *pp = &l->params;
 	struct tp_tcxt t = { .state = TP_TC_CONNECTING };
@@ -370,7 +373,7 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 		*ret_reason = TP_REASON_ADMIN_DOWN;
 		return -ENOLINK;
 	}
-	if (!tp_peer_listens(l, tp_key_server_port(key))) {
+	if (!(apply_flags & TP_APPLY_REATTACH) && !tp_peer_listens(l, tp_key_server_port(key))) {
 		*ret_reason = TP_REASON_NO_LISTENER;
 		return -ECONNREFUSED;
 	}
@@ -402,7 +405,7 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 	e->key = *key;
 	e->role = 0;
 	t.msgid = e->msgid = l->host->msgid_next++;
-	apply_send(l, (uint32_t)slot, &t);
+	apply_send(l, (uint32_t)slot, &t, apply_flags);
 	tp_host_unlock(l);
 	sent_ms = tp_now_ms();
 	spin_end = mono_ns() + TP_ACK_SPIN_NS;
@@ -429,7 +432,7 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 				tp_host_unlock(l);
 				usleep(t.pri < 25u ? 200u * t.pri : 5000u);
 				tp_host_lock(l);
-				apply_send(l, (uint32_t)slot, &t);
+				apply_send(l, (uint32_t)slot, &t, apply_flags);
 				sent_ms = now;
 				spin_end = mono_ns() + TP_ACK_SPIN_NS;
 			}
@@ -437,7 +440,7 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 			if (tp_rt_tcxt_event(&t, TP_EV_TIMER, t.msgid, pp->max_err)) {
 				LOG(LL_DEBUG, "transport: Apply msgid %u unanswered for %llu ms: "
 				    "again", t.msgid, (unsigned long long)(now - sent_ms));
-				apply_send(l, (uint32_t)slot, &t); /* TimerCnct: same MsgID */
+				apply_send(l, (uint32_t)slot, &t, apply_flags); /* TimerCnct: same MsgID */
 				sent_ms = now;
 				spin_end = mono_ns() + TP_ACK_SPIN_NS;
 			}
@@ -492,6 +495,23 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 	return 0;
 }
 
+int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+		       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+{
+	return connect_reserve(l, key, timeout_ms, 0, ret_conn, ret_reason);
+}
+
+int tp_connect_reattach(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+			struct tp_conn **ret_conn)
+{
+	enum tp_reason why;
+	int r = connect_reserve(l, key, timeout_ms, TP_APPLY_REATTACH, ret_conn, &why);
+
+	if (r == 0)
+		tp_conn_commit(*ret_conn);
+	return r;
+}
+
 int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
 {
@@ -542,6 +562,7 @@ static void commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
 
 int tp_conn_confirm(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	return c ? atomic_load(&c->error) : -EINVAL;
 }
 
@@ -653,6 +674,7 @@ int tp_process_id(void)
 
 void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (!c)
 		return;
 	c->ent->pid = pid;
@@ -663,6 +685,7 @@ void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
 
 int tp_shutdown(struct tp_conn *c, int how)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
 	if (tp_conn_own(c))
@@ -728,10 +751,28 @@ static void release_share(struct tp_conn *c)
 	tp_conn_release(c, TP_ST_GONE);
 }
 
+/* A shell C (moved to another link): the connection it moved to ends (CLOSE or abort), and the
+ * shell with it, its slot being freed already. */
+static void shell_end(struct tp_conn *c, bool close)
+{
+	/* acquire: pairs with the release store in mv_finish() */
+	struct tp_conn *n = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE);
+
+	if (close)
+		tp_close(n);
+	else
+		tp_abort(n);
+	tp_conn_release(c, 0);
+}
+
 void tp_close(struct tp_conn *c)
 {
 	if (!c)
 		return;
+	if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) { /* (pairs with mv_finish()) */
+		shell_end(c, true);
+		return;
+	}
 	/* Bytes not yet acknowledged must outlive the descriptor, as a kernel socket's do: a
 	 * private duplicate of the socket stays for a failover at exit (tp_exit_handoff()), or
 	 * for one under way, until the connection is released. */
@@ -776,9 +817,23 @@ void tp_close(struct tp_conn *c)
 	 * it. So nothing of C is read after the store: the link (which outlives its connections)
 	 * is taken before. */
 	struct tp_link *l = c->link;
+	/* A move to another link under way: it ends here or there. Under its lock, so that the move
+	 * either sees closed (and closes where it went) or has gone and says where (the close goes
+	 * there too); the helper leaves a moving connection whose lock is taken alone. */
+	/* acquire: pairs with the CAS in tp_fo_request() */
+	struct tp_fo *mv = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	struct tp_conn *moved = NULL;
 
+	if (mv)
+		tp_fo_lock(mv);
+	if (mv)
+		moved = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE); /* (pairs with mv_finish) */
 	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
 	atomic_store(&c->closed, true);
+	if (mv)
+		tp_fo_unlock(mv);
+	if (moved)
+		tp_close(moved);
 	/* after closed: a pass that cleared lingering before it saw closed comes again soon */
 	atomic_store(&l->lingering, true); /* (tp_link.c: link_service()) */
 }
@@ -787,6 +842,10 @@ void tp_abort(struct tp_conn *c)
 {
 	if (!c)
 		return;
+	if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) { /* (pairs with mv_finish()) */
+		shell_end(c, false);
+		return;
+	}
 	tp_conn_set_witness(c, -1); /* as tp_close() */
 	if (!close_drives(c, shared_elsewhere(c))) {
 		release_share(c);
@@ -803,6 +862,7 @@ void tp_conn_abort(struct tp_conn *c)
 
 int tp_conn_error(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	int err = atomic_load(&c->error);
 
 	if (!err && atomic_load(&c->peer_gone) && !c->fin_rcvd_v)
@@ -810,8 +870,10 @@ int tp_conn_error(struct tp_conn *c)
 	return err;
 }
 
-void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)
+void tp_conn_stats(const struct tp_conn *cc, struct tp_stats *ret_stats)
 {
+	const struct tp_conn *c = tp_conn_cur((struct tp_conn *)cc);
+
 	/* the cursors are written under their locks: read them there (the API keeps C const; the
 	 * mutexes are the only thing touched) */
 	struct tp_conn *m = (struct tp_conn *)c;
@@ -829,6 +891,7 @@ void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)
 
 int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (tp_fo_get(c))
 		return -EBUSY; /* moving to (or moved to) the kernel socket: not exported */
 	struct tp_export *x = &c->ent->ex;
@@ -932,6 +995,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 
 void tp_conn_set_witness(struct tp_conn *c, int fd)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	struct stat st;
 
 	if (!c)

@@ -120,9 +120,26 @@ void tp_conn_unregister(struct tp_conn *c)
 
 /* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
  * tell the peer when the connection did not end with both FINs. Frees C. */
+void tp_conn_free_slot(struct tp_conn *c)
+{
+	struct tp_link *l = c->link;
+
+	tp_host_lock(l);
+	tp_slot_free(l, c->slot);
+	tp_host_unlock(l);
+	c->slot_gone = true;
+}
+
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 {
 	struct tp_link *l = c->link;
+
+	if (c->slot_gone) { /* a shell (moved to another link): only the object is left */
+		tp_conn_unregister(c);
+		tp_fo_free(c);
+		tp_conn_recycle(c);
+		return;
+	}
 	struct tp_host_entry *e = c->ent;
 	int me = tp_self_pid();
 	/* acquire: pairs with the release store in tp_conn_own() / conn_new() */
@@ -195,6 +212,8 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 		return true;
 	int fo = tp_fo_get(c);
 
+	if (fo == TP_FO_LINKED)
+		return tp_fo_idle(c); /* (a tp_close() finishing under the move's lock: next time) */
 	if (fo == TP_FO_DONE || fo == TP_FO_FAILED)
 		return true; /* the kernel socket carries (or ended) the rest */
 	if (fo == TP_FO_RUN)
@@ -1054,6 +1073,7 @@ void tp_link_close(struct tp_link *l)
 		pthread_mutex_lock(&g_lock);
 	}
 	pthread_mutex_unlock(&g_lock);
+	tp_link_set_group(l, 0);
 	while (l->conns)
 		tp_abort(l->conns);
 	tp_conn_cache_drain(l);
@@ -1082,6 +1102,62 @@ int tp_link_load(struct tp_link *l)
 	uint32_t free_num = __atomic_load_n(&l->host->free_num, __ATOMIC_RELAXED);
 
 	return free_num < l->host->contexts ? (int)(l->host->contexts - free_num) : 0;
+}
+
+/* The grouped links of this process (tp_link_set_group()): a leaf lock, taken with any other
+ * held (tp_link_alt() runs from the timers), never held while taking another. */
+static pthread_mutex_t g_group_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tp_link *g_group[TP_GROUP_LINKS];
+
+void tp_link_set_group(struct tp_link *l, unsigned group)
+{
+	int free_i = -1;
+
+	pthread_mutex_lock(&g_group_lock);
+	l->group = group;
+	for (int i = 0; i < TP_GROUP_LINKS; i++) {
+		if (g_group[i] == l) {
+			if (!group)
+				g_group[i] = NULL;
+			free_i = -2;
+			break;
+		}
+		if (!g_group[i] && free_i == -1)
+			free_i = i;
+	}
+	if (group && free_i >= 0)
+		g_group[free_i] = l;
+	pthread_mutex_unlock(&g_group_lock);
+}
+
+int tp_link_group_others(struct tp_link *l, struct tp_link **out, int max)
+{
+	int n = 0;
+
+	if (!l->group)
+		return 0;
+	pthread_mutex_lock(&g_group_lock);
+	for (int i = 0; i < TP_GROUP_LINKS && n < max; i++)
+		if (g_group[i] && g_group[i] != l && g_group[i]->group == l->group)
+			out[n++] = g_group[i];
+	pthread_mutex_unlock(&g_group_lock);
+	return n;
+}
+
+struct tp_link *tp_link_alt(struct tp_link *l)
+{
+	struct tp_link *cand[TP_GROUP_LINKS], *best = NULL;
+	int n = tp_link_group_others(l, cand, TP_GROUP_LINKS), best_load = 0;
+	for (int i = 0; i < n; i++) {
+		/* (not lost, not admin down, up: tp_link_load()) */
+		int load = atomic_load(&cand[i]->lost) ? -1 : tp_link_load(cand[i]);
+
+		if (load >= 0 && (!best || load < best_load)) {
+			best = cand[i];
+			best_load = load;
+		}
+	}
+	return best;
 }
 
 void tp_link_set_self_rung(struct tp_link *l)

@@ -596,6 +596,7 @@ static uint32_t data_free(const struct tp_conn *c)
 
 void tp_conn_set_sndbuf(struct tp_conn *c, uint32_t bytes)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	__atomic_store_n(&c->tx_cap, bytes, __ATOMIC_RELAXED); /* read by data_free() */
 }
 
@@ -716,6 +717,7 @@ static bool peer_closed(struct tp_conn *c)
 
 ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	const struct tp_params *pp = &c->link->params;
 	struct iov_cur ic = { .iov = iov, .cnt = iovcnt };
 	size_t total = 0, sent = 0;
