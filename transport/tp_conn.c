@@ -1102,6 +1102,9 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 {
 	uint32_t next;
 
+	if (atomic_load(&c->slot_gone))
+		return 0; /* a shell (moved to another link): its entry is another's now */
+
 	/* queue fill levels for `ntbsock stat`: the cursors are read under their locks (trylock:
 	 * a busy side keeps its last value until the next tick; callers may hold a lock) */
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {

@@ -675,7 +675,7 @@ struct tp_conn {
 	 * one is then an empty shell the caller's handle still names, and its slot is freed
 	 * (slot_gone, written before moved_to) */
 	struct tp_conn *moved_to;
-	bool slot_gone;
+	atomic_bool slot_gone;
 };
 
 /* The connection that carries C's stream: C, or where it moved (every public entry point that

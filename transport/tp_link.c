@@ -127,14 +127,15 @@ void tp_conn_free_slot(struct tp_conn *c)
 	tp_host_lock(l);
 	tp_slot_free(l, c->slot);
 	tp_host_unlock(l);
-	c->slot_gone = true;
+	atomic_store(&c->slot_gone, true);
 }
 
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 {
 	struct tp_link *l = c->link;
 
-	if (c->slot_gone) { /* a shell (moved to another link): only the object is left */
+	/* a shell (moved to another link): only the object is left */
+	if (atomic_load(&c->slot_gone)) {
 		tp_conn_unregister(c);
 		tp_fo_free(c);
 		tp_conn_recycle(c);
@@ -643,8 +644,9 @@ static bool exit_pending(struct tp_conn *c)
 
 	/* nor for a peer down past the grace: a silent one may be stopped for long, and a
 	 * kernel socket's close does not hold up exit either */
-	if (atomic_load(&c->error) || tp_conn_peer_lost(c) || !atomic_load(&c->link->up))
-		return false;
+	if (atomic_load(&c->slot_gone) || atomic_load(&c->error) || tp_conn_peer_lost(c) ||
+	    !atomic_load(&c->link->up))
+		return false; /* (a shell: the connection it moved to is looked at on its link) */
 	if (tp_mutex_trylock(&c->tx_lock))
 		return true;
 	pending = !fin_acked(c);
@@ -812,8 +814,9 @@ static void atfork_prepare(void)
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			tp_mutex_lock(&c->tx_lock);
 			tp_mutex_lock(&c->rx_lock);
-			if (atomic_load(&c->closed))
-				continue; /* lingering here: stays ours, the child drops it */
+			if (atomic_load(&c->closed) || atomic_load(&c->slot_gone))
+				continue; /* lingering here: stays ours, the child drops it; or a shell
+					   * (moved to another link: its entry is another's now) */
 			/* the release held back by the lazy rx_release() goes out now: after the
 			 * fork nobody may drive this connection (no timers) for a while */
 			if (__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) && !atomic_load(&c->error))
