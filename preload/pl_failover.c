@@ -36,19 +36,24 @@ void pl_conn_moved(struct pl_sock *s, int fd)
 /* S's connection moved to another link (MOVES times so far): say it once per move. */
 static void conn_linked(struct pl_sock *s, int fd, unsigned moves)
 {
-	unsigned seen = atomic_load(&s->link_moves);
-
-	if (seen >= moves || !atomic_compare_exchange_strong(&s->link_moves, &seen, moves))
-		return;
 	PL_ENTER();
 	struct tp_link *tl = tp_conn_link(s->conn);
 	PL_LEAVE();
 	int idx = pl_link_index_of(tl);
 
+	/* (under the lock: a thread that finds the count current finds the link current; the
+	 * exec hand-over names it: pl_exec.c, after pl_is_ntb()) */
 	pthread_mutex_lock(&s->lock);
-	if (idx >= 0)
-		s->link_index = idx;
+	bool news = atomic_load(&s->link_moves) < moves;
+
+	if (news) {
+		atomic_store(&s->link_moves, moves);
+		if (idx >= 0)
+			s->link_index = idx;
+	}
 	pthread_mutex_unlock(&s->lock);
+	if (!news)
+		return;
 	LOG(LL_INFO, "fd %d %s: ntb (moved to link %s)", fd, s->desc,
 	    idx >= 0 ? pl_conf->links[idx].name : "?");
 }
