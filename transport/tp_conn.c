@@ -115,6 +115,8 @@ void tp_conn_recycle(struct tp_conn *c)
 	struct tp_link *l = c->link;
 	bool kept = false;
 
+	if (c->pre_buf || atomic_load(&c->pre_on))
+		tp_prefix_drop(c);
 	if (c->dmaq && ntb_dmaq_state(c->dmaq) != NTB_DMAQ_IDLE) {
 		ntb_dmaq_destroy(c->dmaq); /* left mid-transfer: the next user gets a new one */
 		c->dmaq = NULL;
@@ -695,8 +697,24 @@ int tp_shutdown(struct tp_conn *c, int how)
 		c->rd_shut = true;
 		tp_mutex_unlock(&c->rx_lock);
 	}
+	if (how != SHUT_RD && atomic_load(&c->pre_on)) {
+		/* the rest of a moved connection's tail is still going out: the FIN after it */
+		tp_prefix_lock(c);
+		bool pending = atomic_load(&c->pre_on);
+
+		if (pending)
+			atomic_store(&c->pre_fin, true);
+		tp_prefix_unlock(c);
+		if (pending)
+			return 0;
+	}
 	if (how != SHUT_RD) {
 		tp_mutex_lock(&c->tx_lock);
+		if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) {
+			/* it moved meanwhile (mv_finish() reads wr_shut under this lock): there */
+			tp_mutex_unlock(&c->tx_lock);
+			return tp_shutdown(c, SHUT_WR);
+		}
 		if (!c->wr_shut) {
 			c->wr_shut = true;
 			/* (while moving to the kernel socket, its FIN says it: tp_failover.c) */
@@ -780,7 +798,7 @@ void tp_close(struct tp_conn *c)
 	bool mine = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
 
 	tp_mutex_lock(&c->tx_lock);
-	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
+	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d || atomic_load(&c->pre_on);
 
 	tp_mutex_unlock(&c->tx_lock);
 	int fo = tp_fo_get(c);
@@ -1136,6 +1154,8 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 		atomic_store(&c->silent_alive, false); /* it speaks again: its writes arrive */
 	}
 	commit_repeat(c, now, lost);
+	if (atomic_load_explicit(&c->pre_on, memory_order_relaxed))
+		tp_prefix_flush(c); /* (a moved connection's tail, before the program's bytes) */
 	next = tp_tx_timers(c, now);
 	/* (a gated receiver's re-asks count as quick probes: the helper comes for them too) */
 	return tp_wait_min(next, tp_rx_timers(c));

@@ -310,6 +310,8 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 
 	/* the tail is at most what the rings hold */
 	cap += (size_t)(c->tx_i - c->fb_rx_i) * 128u + (size_t)(c->tx_d - c->fb_rx_d);
+	if (c->pre_buf) /* (and the rest of an earlier move's tail: tp_fo_snapshot()) */
+		cap += c->pre_len - c->pre_off;
 	fo->tx = malloc(cap);
 	if (!fo->tx)
 		return -ENOMEM;
@@ -347,6 +349,10 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 
 	if (total > sent)
 		return -EPROTO;
+	if (c->pre_buf) { /* the bytes that follow what was sent here */
+		memcpy(o, c->pre_buf + c->pre_off, c->pre_len - c->pre_off);
+		o += c->pre_len - c->pre_off;
+	}
 	h.crc = crc32c(0, &h, offsetof(struct tp_fo_hdr, crc));
 	memcpy(fo->tx, &h, sizeof(h));
 	fo->tx_len = (size_t)(o - fo->tx);
@@ -361,11 +367,31 @@ static uint64_t rx_consumed(const struct tp_conn *c)
 	return __atomic_load_n(&c->st->rx_bytes, __ATOMIC_RELAXED) + c->rx_discarded;
 }
 
-/* Under both locks, once: what goes out, and the NTB side stops (the peer learns it). */
+/* Under both locks, once: what goes out, and the NTB side stops (the peer learns it). A
+ * connection an earlier move went to may still hold the rest of that tail (its prefix): it
+ * follows in the tail, and its FIN becomes ours. -EAGAIN: its flusher is busy, next time. */
 static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 {
+	bool busy = false, pre = atomic_load(&c->pre_on);
+
+	/* acquire: pairs with the release in tp_prefix_unlock() (a try: a flusher holding it
+	 * waits for the tx lock we hold) */
+	if (pre && !atomic_compare_exchange_strong_explicit(&c->pre_busy, &busy, true,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+		return -EAGAIN;
 	int rc = fo_build_tail(c, fo, rx_consumed(c));
 
+	if (pre && !rc) {
+		if (atomic_load(&c->pre_fin))
+			c->wr_shut = true; /* (the kernel's FIN after the tail: fo_io_tx()) */
+		free(c->pre_buf);
+		c->pre_buf = NULL;
+		if (atomic_exchange(&c->pre_on, false))
+			atomic_fetch_sub(&tp_fo_active, 1);
+	}
+	if (pre)
+		tp_prefix_unlock(c);
 	if (rc)
 		return rc;
 	/* a peer whose link still works learns it at once (else from its TCP socket, or its own
@@ -462,8 +488,8 @@ static void fo_shut(struct tp_fo *fo)
 		syscall(SYS_shutdown, fo->fd, SHUT_WR);
 }
 
-/* Move what can move without blocking. 0 (more to do), 1 (done) or a negative errno. */
-static int fo_io(struct tp_conn *c, struct tp_fo *fo)
+/* The header and tail out, then the FIN when the writing was shut: 0, or a negative errno. */
+static int fo_io_tx(struct tp_conn *c, struct tp_fo *fo)
 {
 	while (fo->tx_off < fo->tx_len) {
 		long n = fo_send(fo, fo->tx + fo->tx_off, fo->tx_len - fo->tx_off);
@@ -483,6 +509,12 @@ static int fo_io(struct tp_conn *c, struct tp_fo *fo)
 			fo->shut_done = true;
 		}
 	}
+	return 0;
+}
+
+/* The peer's header in, and the receive side switched: 1, 0 (not yet), or a negative errno. */
+static int fo_io_hdr(struct tp_conn *c, struct tp_fo *fo)
+{
 	while (!fo->hdr_ok) {
 		if (fo->hdr_got < sizeof(fo->hdr)) {
 			long n = fo_recv(fo, fo->hdr + fo->hdr_got, sizeof(fo->hdr) - fo->hdr_got);
@@ -503,6 +535,26 @@ static int fo_io(struct tp_conn *c, struct tp_fo *fo)
 		if (rc)
 			return rc;
 	}
+	return 1;
+}
+
+/* Move what can move without blocking. 0 (more to do), 1 (done) or a negative errno.
+ *
+ * On another link the client writes only once the server's header is in: from then on neither
+ * side gives the move up for time (mv_step()), so that a server whose header went out never
+ * finds the client gone to the kernel socket while it took the new connection for the stream. */
+static int fo_io(struct tp_conn *c, struct tp_fo *fo)
+{
+	bool answer = fo->to_link && fo->client && !fo->hdr_ok;
+	int rc;
+
+	if (!answer && (rc = fo_io_tx(c, fo)))
+		return rc;
+	rc = fo_io_hdr(c, fo);
+	if (rc <= 0)
+		return rc;
+	if (answer && (rc = fo_io_tx(c, fo)))
+		return rc;
 	while (fo->skip) {
 		uint8_t junk[16384];
 		long n = fo_recv(fo, junk, fo->skip < sizeof(junk) ? fo->skip : sizeof(junk));
@@ -513,6 +565,11 @@ static int fo_io(struct tp_conn *c, struct tp_fo *fo)
 			return -ECONNRESET;
 		fo->skip -= (uint64_t)n;
 	}
+	/* On another link the rest of the tail may follow as the new connection's prefix
+	 * (mv_finish()): waiting for it here could wait for ever, each side's tail filling the
+	 * other's ring while neither program may read yet. */
+	if (fo->to_link)
+		return 1;
 	if (fo->tx_off < fo->tx_len)
 		return 0;
 	bool shut;
@@ -552,7 +609,13 @@ static int mv_step(struct tp_conn *c, struct tp_fo *fo)
 {
 	if (tp_fo_peer_spoke(c))
 		return -1; /* the peer's failover header is on the kernel socket */
-	if (tp_now_ms() >= fo->move_end_ms)
+	/* Time runs out only while the other side may still give up: for the server until it took
+	 * the re-attachment (then it answers at once, and the client's header follows its own),
+	 * for the client until the server's header is in (fo_io()). A new connection that fails
+	 * ends the move at any time (the peer sees it fail too). */
+	bool committed = fo->client ? fo->hdr_ok : fo->next != NULL;
+
+	if (!committed && tp_now_ms() >= fo->move_end_ms)
 		return -1;
 	if (fo->next)
 		return tp_conn_error(fo->next) || tp_fo_get(fo->next) ? -1 : 1;
@@ -587,8 +650,9 @@ static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
 	ntb_peer_db_ring(c->link->ntb);
 }
 
-/* Under fo->lock, both headers exchanged and the tail queued there: the new connection carries
- * the stream from now on; C's slot is freed and C becomes its shell. */
+/* Under fo->lock, the peer's header in and what we had of its tail skipped: the new connection
+ * carries the stream from now on (the rest of our tail first, as its prefix); C's slot is freed
+ * and C becomes its shell. */
 static void mv_finish(struct tp_conn *c, struct tp_fo *fo)
 {
 	struct tp_conn *n = fo->next;
@@ -603,8 +667,18 @@ static void mv_finish(struct tp_conn *c, struct tp_fo *fo)
 	if (w >= 0)
 		tp_conn_set_witness(n, w);
 	tp_conn_free_slot(c);
+	/* (under C's tx lock: a shutdown(SHUT_WR) of C either came before, and its FIN follows
+	 * the tail, or finds C moved and goes to N: tp_shutdown()) */
+	tp_mutex_lock(&c->tx_lock);
+	bool fin = c->wr_shut && !fo->shut_done;
+
+	if (fo->tx_off < fo->tx_len || fin) {
+		tp_prefix_set(n, fo->tx, fo->tx_len, fo->tx_off, fin);
+		fo->tx = NULL;
+	}
 	/* release: the new connection's state before the pointer; pairs with tp_conn_cur() */
 	__atomic_store_n(&c->moved_to, n, __ATOMIC_RELEASE);
+	tp_mutex_unlock(&c->tx_lock);
 	fo->next = NULL; /* (n's now: closing C closes it) */
 	fo_end(c, fo, TP_FO_LINKED, 0);
 	if (atomic_load(&c->closed))
@@ -632,6 +706,8 @@ void tp_fo_progress(struct tp_conn *c)
 		rc = fo_snapshot(c, fo);
 		tp_mutex_unlock(&c->rx_lock);
 		tp_mutex_unlock(&c->tx_lock);
+		if (rc == -EAGAIN)
+			goto out;
 		if (rc)
 			goto fail;
 	}

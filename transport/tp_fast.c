@@ -146,7 +146,8 @@ bool tp_writable_hint(struct tp_conn *c, size_t len)
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
 	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) || tp_fo_get(c))
+	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) || tp_fo_get(c) ||
+	    atomic_load_explicit(&c->pre_on, memory_order_relaxed))
 		return false;
 	if (tp_mutex_trylock(&c->tx_lock))
 		return false;

@@ -676,6 +676,14 @@ struct tp_conn {
 	 * (slot_gone, written before moved_to) */
 	struct tp_conn *moved_to;
 	atomic_bool slot_gone;
+	/* The connection a move went to (tp_failover.c: mv_finish()): the rest of the moved
+	 * connection's tail, which goes out before any byte the program sends here (tp_send()
+	 * flushes it first, the timers too), and the FIN after it when that writing was shut
+	 * (or a shutdown(SHUT_WR) came meanwhile). pre_on: pending (the data path's one load);
+	 * the rest under pre_busy (a CAS: one flusher at a time). */
+	atomic_bool pre_on, pre_busy, pre_fin;
+	uint8_t *pre_buf;
+	size_t pre_len, pre_off;
 };
 
 /* The connection that carries C's stream: C, or where it moved (every public entry point that
@@ -1001,6 +1009,18 @@ void tp_conn_unregister(struct tp_conn *c);
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
 /* Finish this process's closed connections of L that are done (a set-up short of contexts). */
 void tp_link_reap(struct tp_link *l);
+
+/* tp_tx.c: the rest of a moved connection's tail (BUF from OFF to LEN, BUF now C's) goes out on C
+ * before anything else, then a FIN when FIN (tp_failover.c). */
+void tp_prefix_set(struct tp_conn *c, uint8_t *buf, size_t len, size_t off, bool fin);
+/* Send what of C's prefix fits: 0 when none is left (the FIN sent if due), -EAGAIN while some
+ * is, or C's error. */
+int tp_prefix_flush(struct tp_conn *c);
+/* C ends with its prefix pending: drop it. */
+void tp_prefix_drop(struct tp_conn *c);
+/* Take the prefix lock (a spin: flushers hold it for one send). */
+void tp_prefix_lock(struct tp_conn *c);
+void tp_prefix_unlock(struct tp_conn *c);
 
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */

@@ -45,7 +45,21 @@ static void arm_quick_probe(struct tp_conn *c)
 /* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
  * feedback words; TP_EV_IN: the receive side, which is always checked as it also yields
  * RDHUP/HUP); ARM asks the peer to ring for what WANT lacks. */
+static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want);
+
+/* poll_bits_now(), with no room reported while the rest of a moved connection's tail is still
+ * going out (pushed on here too). */
 static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
+{
+	if (likely(!atomic_load_explicit(&c->pre_on, memory_order_relaxed)))
+		return poll_bits_now(c, arm, want);
+	tp_prefix_flush(c);
+	if (!atomic_load(&c->pre_on))
+		return poll_bits_now(c, arm, want);
+	return poll_bits_now(c, arm, want & ~TP_EV_OUT) & ~TP_EV_OUT;
+}
+
+static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 {
 	unsigned ev = 0;
 	int err = tp_conn_own(c);

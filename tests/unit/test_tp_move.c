@@ -3,8 +3,10 @@
  * (transport/tp_failover.c, link to link): two shm link pairs in one process, each host's two
  * links in one group, a socketpair standing in for the TCP connection. The bytes each side's
  * program has not read arrive over the other link exactly once and in order, whichever side
- * starts and whether its link is still up; a reader blocked through the move gets them; a FIN in
- * flight ends the stream there; the kernel socket carries nothing. Where the peer has no live
+ * starts and whether its link is still up, also with both directions' rings full (the tails
+ * outgrow the new rings: the rest follows as the new connection's prefix) and across a second
+ * move; a reader blocked through the move gets them; a FIN in flight ends the stream there; the
+ * kernel socket carries nothing. Where the peer has no live
  * link to go to, both sides go on over the socket instead, with the same bytes. A re-attach
  * Apply needs no listener (the listener of an accepted connection may be closed). */
 #include <errno.h>
@@ -205,6 +207,79 @@ static void move_exact(const char *name, uint16_t cport, int side, const char *w
 	quad_close(&q);
 }
 
+/* Both directions full (mixed inline and data messages, nothing read) when the move starts: each
+ * side's tail is as large as its rings hold. */
+static void test_move_both_full(void **state)
+{
+	struct quad q;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+	size_t a_sent, b_sent;
+
+	(void)state;
+	quad_open(&q, "mv-full", true);
+	connect_one(&q, 7, &ca, &cb, sv);
+	a_sent = send_mixed(ca, 66, 0, 8u << 20);
+	b_sent = send_mixed(cb, 77, 0, 8u << 20);
+	assert_true(a_sent < 8u << 20 && b_sent < 8u << 20); /* (both stopped for room) */
+	assert_true(tp_fo_request(ca, "link down"));
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_LINKED);
+	assert_int_equal(fb, TP_FO_LINKED);
+	read_check(cb, 66, 0, a_sent);
+	read_check(ca, 77, 0, b_sent);
+	assert_socket_empty(sv[0]);
+	assert_socket_empty(sv[1]);
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	quad_close(&q);
+}
+
+/* A connection moves twice (to the second link, then back to the first), its rings full both
+ * times: the handle follows both moves, every byte arrives once. */
+static void test_move_twice(void **state)
+{
+	struct quad q;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+	size_t a1, b1, a2, b2;
+
+	(void)state;
+	quad_open(&q, "mv-twice", true);
+	connect_one(&q, 8, &ca, &cb, sv);
+	a1 = send_mixed(ca, 88, 0, 8u << 20);
+	b1 = send_mixed(cb, 99, 0, 8u << 20);
+	assert_true(tp_fo_request(ca, "link down (admin)"));
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_LINKED);
+	assert_int_equal(fb, TP_FO_LINKED);
+	/* more on top, and the second move starts at once (the first tail may still be going
+	 * out as the new connection's prefix) */
+	a2 = send_mixed(ca, 88, a1, a1 + (4u << 20));
+	b2 = send_mixed(cb, 99, b1, b1 + (4u << 20));
+	struct tp_conn *na = tp_conn_cur(ca), *nb = tp_conn_cur(cb);
+
+	assert_true(tp_fo_request(nb, "link down"));
+	pump(na, nb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_LINKED);
+	assert_int_equal(fb, TP_FO_LINKED);
+	assert_int_equal(tp_conn_moves(ca), 2);
+	assert_int_equal(tp_conn_moves(cb), 2);
+	assert_ptr_equal(tp_conn_link(ca), q.one.a);
+	assert_ptr_equal(tp_conn_link(cb), q.one.b);
+	read_check(cb, 88, 0, a2);
+	read_check(ca, 99, 0, b2);
+	assert_socket_empty(sv[0]);
+	assert_socket_empty(sv[1]);
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	quad_close(&q);
+}
+
 static void test_move_client_starts(void **state)
 {
 	(void)state;
@@ -390,6 +465,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_move_client_starts),
+		cmocka_unit_test(test_move_both_full),
+		cmocka_unit_test(test_move_twice),
 		cmocka_unit_test(test_move_server_starts),
 		cmocka_unit_test(test_move_blocked_reader),
 		cmocka_unit_test(test_move_fin_in_flight),
