@@ -522,7 +522,8 @@ struct tp_link {
 	uint64_t admin_ms;
 	_Atomic uint64_t admin_look_ms; /* a set-up's last look at the flag (tp_connect()) */
 	unsigned group;              /* links to the same peer host share it (tp_link_set_group());
-				      * 0: none. A connection moves among them (tp_failover.c) */
+				      * 0: none. A connection moves among them (tp_failover.c).
+				      * Under tp_link.c's g_group_lock */
 };
 
 /* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the

@@ -118,8 +118,6 @@ void tp_conn_unregister(struct tp_conn *c)
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
 
-/* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
- * tell the peer when the connection did not end with both FINs. Frees C. */
 void tp_conn_free_slot(struct tp_conn *c)
 {
 	struct tp_link *l = c->link;
@@ -130,6 +128,8 @@ void tp_conn_free_slot(struct tp_conn *c)
 	atomic_store(&c->slot_gone, true);
 }
 
+/* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
+ * tell the peer when the connection did not end with both FINs. Frees C. */
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 {
 	struct tp_link *l = c->link;
@@ -1137,10 +1137,8 @@ int tp_link_group_others(struct tp_link *l, struct tp_link **out, int max)
 {
 	int n = 0;
 
-	if (!l->group)
-		return 0;
 	pthread_mutex_lock(&g_group_lock);
-	for (int i = 0; i < TP_GROUP_LINKS && n < max; i++)
+	for (int i = 0; i < TP_GROUP_LINKS && n < max && l->group; i++)
 		if (g_group[i] && g_group[i] != l && g_group[i]->group == l->group)
 			out[n++] = g_group[i];
 	pthread_mutex_unlock(&g_group_lock);
@@ -1151,6 +1149,7 @@ struct tp_link *tp_link_alt(struct tp_link *l)
 {
 	struct tp_link *cand[TP_GROUP_LINKS], *best = NULL;
 	int n = tp_link_group_others(l, cand, TP_GROUP_LINKS), best_load = 0;
+
 	for (int i = 0; i < n; i++) {
 		/* (not lost, not admin down, up: tp_link_load()) */
 		int load = atomic_load(&cand[i]->lost) ? -1 : tp_link_load(cand[i]);

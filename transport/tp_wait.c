@@ -291,7 +291,8 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);
 		uint64_t now = tp_now_ms();
-		int slice = tp_fo_get(c) ? 2 : 50, rc;
+		/* (a failover, or a moved connection's tail going out first: short slices) */
+		int slice = tp_fo_get(c) || atomic_load(&c->pre_on) ? 2 : 50, rc;
 
 		ev = poll_bits(c, true, events);
 		if (ev & events)
