@@ -56,7 +56,9 @@
 struct tp_fo_hdr {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t flags;
+	uint16_t flags;    /* the writer's moves to another link so far (c->moves): both sides'
+			    * counts agree, or they would resume different streams (a second
+			    * link lost during a move: fo_rx_switch() resets then) */
 	uint64_t start;    /* stream offset of the first byte after this header */
 	uint64_t consumed; /* bytes of the peer's stream delivered here so far (diagnostics) */
 	uint32_t reserved;
@@ -343,7 +345,7 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 	}
 	uint64_t sent = __atomic_load_n(&c->st->tx_bytes, __ATOMIC_RELAXED);
 	struct tp_fo_hdr h = {
-		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION,
+		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION, .flags = c->moves,
 		.start = sent - total, .consumed = consumed,
 	};
 
@@ -436,9 +438,18 @@ static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
 {
 	uint64_t have = rx_consumed(c), skip;
 	int rc = tp_fo_rx_skip(fo->hdr, sizeof(fo->hdr), have, &skip);
+	uint16_t moves;
 
 	if (rc == -EPROTO)
 		return rc;
+	memcpy(&moves, fo->hdr + offsetof(struct tp_fo_hdr, flags), sizeof(moves));
+	if (!rc && moves != c->moves) {
+		/* the peer resumes another connection of the chain than we do (one side had
+		 * finished a move when the new link was lost too): offsets of different streams */
+		LOG(LL_DEBUG, "transport: slot %u: failover: the peer resumes after %u moves, we "
+		    "after %u: reset", c->slot, moves, c->moves);
+		rc = -ECONNRESET;
+	}
 	c->rec_tail = c->rec_head;
 	c->rec_bytes = 0;
 	c->rec_off = 0;
@@ -619,16 +630,18 @@ static int mv_step(struct tp_conn *c, struct tp_fo *fo)
 		return -1;
 	if (fo->next)
 		return tp_conn_error(fo->next) || tp_fo_get(fo->next) ? -1 : 1;
-	if (!fo->client)
-		return mv_attach(c, fo);
-	int rc = tp_connect_reattach(fo->to, &fo->key, TP_MOVE_SETUP_MS, &fo->next);
+	int rc = fo->client ? tp_connect_reattach(fo->to, &fo->key, TP_MOVE_SETUP_MS, &fo->next) :
+		 mv_attach(c, fo);
 
-	if (rc) {
+	if (rc < 0) {
 		LOG(LL_DEBUG, "transport: slot %u: no re-attachment on the other link (%d)", c->slot,
 		    rc);
 		fo->next = NULL;
 		return -1;
 	}
+	if (!fo->next)
+		return 0; /* (the server: not there yet) */
+	fo->next->moves = c->moves + 1; /* (before anything can fail it over: fo_build_tail()) */
 	return 1;
 }
 

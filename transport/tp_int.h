@@ -685,6 +685,8 @@ struct tp_conn {
 	atomic_bool pre_on, pre_busy, pre_fin;
 	uint8_t *pre_buf;
 	size_t pre_len, pre_off;
+	uint16_t moves;              /* moves to another link that led to this connection (set
+				      * before it can fail over; the failover header says it) */
 };
 
 /* The connection that carries C's stream: C, or where it moved (every public entry point that

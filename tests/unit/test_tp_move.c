@@ -6,7 +6,9 @@
  * starts and whether its link is still up, also with both directions' rings full (the tails
  * outgrow the new rings: the rest follows as the new connection's prefix) and across a second
  * move; a reader blocked through the move gets them; a FIN in flight ends the stream there; the
- * kernel socket carries nothing. Where the peer has no live
+ * kernel socket carries nothing; a later failover header that resumes another connection of the
+ * chain (the moves counted differ) resets rather than resuming wrong offsets. Where the peer has
+ * no live
  * link to go to, both sides go on over the socket instead, with the same bytes. A re-attach
  * Apply needs no listener (the listener of an accepted connection may be closed). */
 #include <errno.h>
@@ -26,6 +28,7 @@
 
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
+#include "util/crc32c.h"
 
 /* Host A (side 0 of both links: a1, a2) and host B (side 1: b1, b2). */
 struct quad {
@@ -437,6 +440,55 @@ static void test_move_gives_way_to_tcp(void **state)
 	free(want);
 }
 
+/* After a move, a failover header from a peer that resumes the connection before the move (it
+ * counts no move: a second link lost while only one side had finished moving) resets the
+ * connection instead of resuming another stream's offsets. */
+static void test_move_generation_mismatch_resets(void **state)
+{
+	struct quad q;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+	uint8_t h[32], buf[64];
+	uint32_t magic = 0x4f46544eu, crc;
+	uint16_t version = 1, flags = 0;
+	uint64_t start = 0, consumed = 0;
+	uint32_t reserved = 0;
+
+	(void)state;
+	quad_open(&q, "mv-gen", true);
+	connect_one(&q, 9, &ca, &cb, sv);
+	assert_int_equal(send_mixed(ca, 12, 0, 5000), 5000);
+	assert_true(tp_fo_request(ca, "link down (admin)"));
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fb, TP_FO_LINKED);
+	read_check(cb, 12, 0, 5000);
+	/* A's side says (on the socket) it resumes from offset 0 of the stream before the move */
+	memcpy(h, &magic, 4);
+	memcpy(h + 4, &version, 2);
+	memcpy(h + 6, &flags, 2);
+	memcpy(h + 8, &start, 8);
+	memcpy(h + 16, &consumed, 8);
+	memcpy(h + 24, &reserved, 4);
+	crc = crc32c(0, h, 28);
+	memcpy(h + 28, &crc, 4);
+	assert_int_equal(write(sv[0], h, sizeof(h)), (ssize_t)sizeof(h));
+	struct tp_conn *nb = tp_conn_cur(cb);
+
+	assert_true(tp_fo_request(nb, "peer moved to tcp"));
+	for (int i = 0; i < 5000 && tp_conn_failover_state(nb) == TP_FO_RUN; i++) {
+		tp_conn_timers(nb, tp_now_ms());
+		usleep(200);
+	}
+	assert_int_equal(tp_conn_failover_state(cb), TP_FO_FAILED);
+	struct iovec v = { buf, sizeof(buf) };
+	assert_int_equal(tp_recv(cb, &v, 1, 0), -ECONNRESET);
+	tp_abort(ca);
+	tp_abort(cb);
+	close(sv[0]);
+	close(sv[1]);
+	quad_close(&q);
+}
+
 /* A re-attach Apply is admitted on a port nobody listens on (an ordinary one is refused). */
 static void test_reattach_needs_no_listener(void **state)
 {
@@ -471,6 +523,7 @@ int main(void)
 		cmocka_unit_test(test_move_blocked_reader),
 		cmocka_unit_test(test_move_fin_in_flight),
 		cmocka_unit_test(test_move_gives_way_to_tcp),
+		cmocka_unit_test(test_move_generation_mismatch_resets),
 		cmocka_unit_test(test_reattach_needs_no_listener),
 	};
 
