@@ -8,9 +8,8 @@
  * move; a reader blocked through the move gets them; a FIN in flight ends the stream there; the
  * kernel socket carries nothing; a later failover header that resumes another connection of the
  * chain (the moves counted differ) resets rather than resuming wrong offsets. Where the peer has
- * no live
- * link to go to, both sides go on over the socket instead, with the same bytes. A re-attach
- * Apply needs no listener (the listener of an accepted connection may be closed). */
+ * no live link to go to, both sides go on over the socket instead, with the same bytes. A
+ * re-attach Apply needs no listener (the listener of an accepted connection may be closed). */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
