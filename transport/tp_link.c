@@ -729,7 +729,8 @@ static int handoff_needed(struct tp_conn *c, uint64_t now, uint64_t t0)
 	if (atomic_load(&c->error) || tp_mutex_trylock(&c->tx_lock))
 		return 0;
 	/* (stalled: no progress for TP_EXIT_STALL_MS, and none since the nudge at T0 either) */
-	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent))
+	/* (a moved connection's tail still going out first counts as unacknowledged) */
+	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent) || atomic_load(&c->pre_on))
 		need = now - (c->progress_ms ? c->progress_ms : c->last_ack_ms) > TP_EXIT_STALL_MS &&
 		       now - t0 > TP_EXIT_NUDGE_MS ? 2 : 1;
 	tp_mutex_unlock(&c->tx_lock);
