@@ -33,11 +33,39 @@ void pl_conn_moved(struct pl_sock *s, int fd)
 	/* (`ntbsock stat` lists it as tcp from its host entry: tp_stat_list()) */
 }
 
+/* S's connection moved to another link (MOVES times so far): say it once per move. */
+static void conn_linked(struct pl_sock *s, int fd, unsigned moves)
+{
+	PL_ENTER();
+	struct tp_link *tl = tp_conn_link(s->conn);
+	PL_LEAVE();
+	int idx = pl_link_index_of(tl);
+
+	/* (under the lock: a thread that finds the count current finds the link current; the
+	 * exec hand-over names it: pl_exec.c, after pl_is_ntb()) */
+	pthread_mutex_lock(&s->lock);
+	bool news = atomic_load(&s->link_moves) < moves;
+
+	if (news) {
+		atomic_store(&s->link_moves, moves);
+		if (idx >= 0)
+			s->link_index = idx;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!news)
+		return;
+	LOG(LL_INFO, "fd %d %s: ntb (moved to link %s)", fd, s->desc,
+	    idx >= 0 ? pl_conf->links[idx].name : "?");
+}
+
 bool pl_conn_check_moved(struct pl_sock *s, int fd)
 {
 	PL_ENTER();
 	int st = tp_conn_failover_state(s->conn);
+	unsigned moves = tp_conn_moves(s->conn);
 	PL_LEAVE();
+	if (unlikely(moves != atomic_load_explicit(&s->link_moves, memory_order_relaxed)))
+		conn_linked(s, fd, moves);
 	if (st != 2)
 		return false;
 	pl_conn_moved(s, fd);

@@ -75,6 +75,7 @@ struct pl_sock *pl_sock_alloc(enum pl_kind kind)
 	s->port = 0;
 	s->pending_err = 0;
 	s->moved = false;
+	atomic_store(&s->link_moves, 0);
 	s->desc[0] = 0;
 	s->ep = NULL;
 	atomic_store_explicit(&s->refs, 1, memory_order_relaxed); /* the creator's */

@@ -132,6 +132,8 @@ struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh);
  * gives) or listens and accepts on (true). They differ only for a loopback link, where this
  * host is both sides: connects start on side 0 and are accepted on side 1. */
 struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *ret_fresh);
+/* The config link index of open transport link L, or -1. */
+int pl_link_index_of(struct tp_link *l);
 
 /* Convert config structs to layer params (pl_setup.c). */
 void pl_link_params(const struct conf_link *cl, struct ntb_link_params *ret);
@@ -181,6 +183,7 @@ struct pl_sock {
 	char desc[128];              /* "127.0.0.1:40000 -> 127.0.0.2:5201" for logs */
 	bool moved;                  /* failed over to its kernel socket (pl_failover.c; written
 				      * under lock, before state's release store of FAILED) */
+	_Atomic unsigned link_moves; /* moves to another link logged so far (pl_failover.c) */
 	struct pl_epoll *ep;         /* PL_EPOLL */
 };
 

@@ -184,6 +184,38 @@ struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *
 	return link_get(listen_side ? listen_slot(index) : index, wait_up, ret_fresh);
 }
 
+/* Link SLOT, just opened as TL, joins the other links to its peer (when it has several): a
+ * connection moves among them when its own is lost (transport's failover). */
+static void link_group(int slot, struct tp_link *tl)
+{
+	for (int p = 0; p < pl_conf->n_peers; p++) {
+		const struct conf_peer *pe = &pl_conf->peers[p];
+
+		if (pe->n_links < 2)
+			continue;
+		for (int k = 0; k < pe->n_links; k++) {
+			if (pe->link_indices[k] != slot)
+				continue;
+			PL_ENTER();
+			tp_link_set_group(tl, (unsigned)p + 1);
+			PL_LEAVE();
+			return;
+		}
+	}
+}
+
+int pl_link_index_of(struct tp_link *tl)
+{
+	int idx = -1;
+
+	pthread_mutex_lock(&pl_link_lock);
+	for (int i = 0; i < PL_SLOTS && idx < 0; i++)
+		if (pl_links[i].tp == tl)
+			idx = i % CONF_MAX_LINKS;
+	pthread_mutex_unlock(&pl_link_lock);
+	return idx;
+}
+
 static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 {
 	struct tp_link *tl;
@@ -214,6 +246,8 @@ static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 			if (cl->loopback && slot >= CONF_MAX_LINKS)
 				tp_link_set_self_rung(l->tp); /* our clients write into side 1 */
 			LOG(LL_DEBUG, "link %s: opened (side %d)", lp.name, ntb_link_side(tp_link_ntb(l->tp)));
+			if (!cl->loopback)
+				link_group(slot, l->tp);
 			/* After the transport's own fork handler (registered as it opened the link):
 			 * child handlers run in registration order. */
 			pthread_once(&pl_atfork_once, pl_atfork_register);

@@ -59,8 +59,8 @@ int cmd_link(int argc, char **argv)
 		return TOOL_EXIT_FAIL;
 	}
 	if (args.down)
-		printf("link %s: down (admin): connections move to tcp; new connections use tcp\n",
-		       cl->name);
+		printf("link %s: down (admin): connections move to another link or to tcp; "
+		       "new connections avoid it\n", cl->name);
 	else
 		printf("link %s: up (admin): new connections use ntb; those moved to tcp stay there\n",
 		       cl->name);

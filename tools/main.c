@@ -97,7 +97,7 @@ static const struct tool_cmd commands[] = {
 	  "\n"
 	  "Exit status: 0 when every size was measured and verified, 1 otherwise.\n",
 	  cmd_perf },
-	{ "link", "set a link down (its connections move to tcp) or up on this host",
+	{ "link", "set a link down (its connections move to another link or tcp) or up on this host",
 	  "usage: ntbsock link down|up NAME [-c CONF]\n"
 	  "\n"
 	  "Set the administrative state of link NAME of the config (CONF, else $NTBSOCK_CONF,\n"

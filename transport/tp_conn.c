@@ -121,6 +121,8 @@ void tp_conn_recycle(struct tp_conn *c)
 	struct tp_link *l = c->link;
 	bool kept = false;
 
+	if (c->pre_buf || atomic_load(&c->pre_on))
+		tp_prefix_drop(c);
 	if (c->dmaq && ntb_dmaq_state(c->dmaq) != NTB_DMAQ_IDLE) {
 		ntb_dmaq_destroy(c->dmaq); /* left mid-transfer: the next user gets a new one */
 		c->dmaq = NULL;
@@ -306,9 +308,9 @@ static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcx
  * our helper thread); an answer later than that is found by the 1 ms sleeps that follow. */
 #define TP_ACK_SPIN_NS 150000u
 
-static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
+static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t, uint32_t flags)
 {
-	apply_send_type(l, slot, t, TP_PKT_APPLY, TP_APPLY_WATCH);
+	apply_send_type(l, slot, t, TP_PKT_APPLY, TP_APPLY_WATCH | flags);
 }
 
 static uint64_t mono_ns(void)
@@ -355,8 +357,11 @@ static void cancel_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *
 	apply_send_type(l, slot, t, TP_PKT_CANCEL, 0);
 }
 
-int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
-		       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+/* tp_connect_reserve(), or with APPLY_FLAGS TP_APPLY_REATTACH a live connection's re-attachment
+ * (tp_connect_reattach(): the server need not listen any more). */
+static int connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+			   uint32_t apply_flags, struct tp_conn **ret_conn,
+			   enum tp_reason *ret_reason)
 {
 	const struct tp_params *pp = &l->params;
 	struct tp_tcxt t = { .state = TP_TC_CONNECTING };
@@ -376,7 +381,7 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 		*ret_reason = TP_REASON_ADMIN_DOWN;
 		return -ENOLINK;
 	}
-	if (!tp_peer_listens(l, tp_key_server_port(key))) {
+	if (!(apply_flags & TP_APPLY_REATTACH) && !tp_peer_listens(l, tp_key_server_port(key))) {
 		*ret_reason = TP_REASON_NO_LISTENER;
 		return -ECONNREFUSED;
 	}
@@ -408,7 +413,7 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 	e->key = *key;
 	e->role = 0;
 	t.msgid = e->msgid = l->host->msgid_next++;
-	apply_send(l, (uint32_t)slot, &t);
+	apply_send(l, (uint32_t)slot, &t, apply_flags);
 	tp_host_unlock(l);
 	sent_ms = tp_now_ms();
 	spin_end = mono_ns() + TP_ACK_SPIN_NS;
@@ -435,7 +440,7 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 				tp_host_unlock(l);
 				usleep(t.pri < 25u ? 200u * t.pri : 5000u);
 				tp_host_lock(l);
-				apply_send(l, (uint32_t)slot, &t);
+				apply_send(l, (uint32_t)slot, &t, apply_flags);
 				sent_ms = now;
 				spin_end = mono_ns() + TP_ACK_SPIN_NS;
 			}
@@ -443,7 +448,7 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 			if (tp_rt_tcxt_event(&t, TP_EV_TIMER, t.msgid, pp->max_err)) {
 				LOG(LL_DEBUG, "transport: Apply msgid %u unanswered for %llu ms: "
 				    "again", t.msgid, (unsigned long long)(now - sent_ms));
-				apply_send(l, (uint32_t)slot, &t); /* TimerCnct: same MsgID */
+				apply_send(l, (uint32_t)slot, &t, apply_flags); /* TimerCnct: same MsgID */
 				sent_ms = now;
 				spin_end = mono_ns() + TP_ACK_SPIN_NS;
 			}
@@ -498,6 +503,23 @@ int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_
 	return 0;
 }
 
+int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+		       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+{
+	return connect_reserve(l, key, timeout_ms, 0, ret_conn, ret_reason);
+}
+
+int tp_connect_reattach(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+			struct tp_conn **ret_conn)
+{
+	enum tp_reason why;
+	int r = connect_reserve(l, key, timeout_ms, TP_APPLY_REATTACH, ret_conn, &why);
+
+	if (r == 0)
+		tp_conn_commit(*ret_conn);
+	return r;
+}
+
 int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
 	       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
 {
@@ -548,6 +570,7 @@ static void commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
 
 int tp_conn_confirm(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	return c ? atomic_load(&c->error) : -EINVAL;
 }
 
@@ -659,6 +682,7 @@ int tp_process_id(void)
 
 void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (!c)
 		return;
 	c->ent->pid = pid;
@@ -669,6 +693,7 @@ void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
 
 int tp_shutdown(struct tp_conn *c, int how)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
 		return -EINVAL;
 	if (tp_conn_own(c))
@@ -678,8 +703,24 @@ int tp_shutdown(struct tp_conn *c, int how)
 		c->rd_shut = true;
 		tp_mutex_unlock(&c->rx_lock);
 	}
+	if (how != SHUT_RD && atomic_load(&c->pre_on)) {
+		/* the rest of a moved connection's tail is still going out: the FIN after it */
+		tp_prefix_lock(c);
+		bool pending = atomic_load(&c->pre_on);
+
+		if (pending)
+			atomic_store(&c->pre_fin, true);
+		tp_prefix_unlock(c);
+		if (pending)
+			return 0;
+	}
 	if (how != SHUT_RD) {
 		tp_mutex_lock(&c->tx_lock);
+		if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) {
+			/* it moved meanwhile (mv_finish() reads wr_shut under this lock): there */
+			tp_mutex_unlock(&c->tx_lock);
+			return tp_shutdown(c, SHUT_WR);
+		}
 		if (!c->wr_shut) {
 			c->wr_shut = true;
 			/* (while moving to the kernel socket, its FIN says it: tp_failover.c) */
@@ -734,10 +775,28 @@ static void release_share(struct tp_conn *c)
 	tp_conn_release(c, TP_ST_GONE);
 }
 
+/* A shell C (moved to another link): the connection it moved to ends (CLOSE or abort), and the
+ * shell with it, its slot being freed already. */
+static void shell_end(struct tp_conn *c, bool close)
+{
+	/* acquire: pairs with the release store in mv_finish() */
+	struct tp_conn *n = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE);
+
+	if (close)
+		tp_close(n);
+	else
+		tp_abort(n);
+	tp_conn_release(c, 0);
+}
+
 void tp_close(struct tp_conn *c)
 {
 	if (!c)
 		return;
+	if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) { /* (pairs with mv_finish()) */
+		shell_end(c, true);
+		return;
+	}
 	/* Bytes not yet acknowledged must outlive the descriptor, as a kernel socket's do: a
 	 * private duplicate of the socket stays for a failover at exit (tp_exit_handoff()), or
 	 * for one under way, until the connection is released. */
@@ -745,7 +804,7 @@ void tp_close(struct tp_conn *c)
 	bool mine = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
 
 	tp_mutex_lock(&c->tx_lock);
-	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
+	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d || atomic_load(&c->pre_on);
 
 	tp_mutex_unlock(&c->tx_lock);
 	int fo = tp_fo_get(c);
@@ -783,9 +842,23 @@ void tp_close(struct tp_conn *c)
 	 * it. So nothing of C is read after the store: the link (which outlives its connections)
 	 * is taken before. */
 	struct tp_link *l = c->link;
+	/* A move to another link under way: it ends here or there. Under its lock, so that the move
+	 * either sees closed (and closes where it went) or has gone and says where (the close goes
+	 * there too); the helper leaves a moving connection whose lock is taken alone. */
+	/* acquire: pairs with the CAS in tp_fo_request() */
+	struct tp_fo *mv = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	struct tp_conn *moved = NULL;
 
+	if (mv)
+		tp_fo_lock(mv);
+	if (mv)
+		moved = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE); /* (pairs with mv_finish) */
 	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
 	atomic_store(&c->closed, true);
+	if (mv)
+		tp_fo_unlock(mv);
+	if (moved)
+		tp_close(moved);
 	/* after closed: a pass that cleared lingering before it saw closed comes again soon */
 	atomic_store(&l->lingering, true); /* (tp_link.c: link_service()) */
 }
@@ -794,6 +867,10 @@ void tp_abort(struct tp_conn *c)
 {
 	if (!c)
 		return;
+	if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) { /* (pairs with mv_finish()) */
+		shell_end(c, false);
+		return;
+	}
 	tp_conn_set_witness(c, -1); /* as tp_close() */
 	if (!close_drives(c, shared_elsewhere(c))) {
 		release_share(c);
@@ -810,6 +887,7 @@ void tp_conn_abort(struct tp_conn *c)
 
 int tp_conn_error(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	int err = atomic_load(&c->error);
 
 	if (!err && atomic_load(&c->peer_gone) && !c->fin_rcvd_v)
@@ -817,8 +895,10 @@ int tp_conn_error(struct tp_conn *c)
 	return err;
 }
 
-void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)
+void tp_conn_stats(const struct tp_conn *cc, struct tp_stats *ret_stats)
 {
+	const struct tp_conn *c = tp_conn_cur((struct tp_conn *)cc);
+
 	/* the cursors are written under their locks: read them there (the API keeps C const; the
 	 * mutexes are the only thing touched) */
 	struct tp_conn *m = (struct tp_conn *)c;
@@ -836,6 +916,7 @@ void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats)
 
 int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (tp_fo_get(c))
 		return -EBUSY; /* moving to (or moved to) the kernel socket: not exported */
 	struct tp_export *x = &c->ent->ex;
@@ -939,6 +1020,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 
 void tp_conn_set_witness(struct tp_conn *c, int fd)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	struct stat st;
 
 	if (!c)
@@ -1045,6 +1127,9 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 {
 	uint32_t next;
 
+	if (atomic_load(&c->slot_gone))
+		return 0; /* a shell (moved to another link): its entry is another's now */
+
 	/* queue fill levels for `ntbsock stat`: the cursors are read under their locks (trylock:
 	 * a busy side keeps its last value until the next tick; callers may hold a lock) */
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
@@ -1076,6 +1161,8 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 		atomic_store(&c->silent_alive, false); /* it speaks again: its writes arrive */
 	}
 	commit_repeat(c, now, lost);
+	if (atomic_load_explicit(&c->pre_on, memory_order_relaxed))
+		tp_prefix_flush(c); /* (a moved connection's tail, before the program's bytes) */
 	next = tp_tx_timers(c, now);
 	/* (a gated receiver's re-asks count as quick probes: the helper comes for them too) */
 	return tp_wait_min(next, tp_rx_timers(c));

@@ -21,6 +21,19 @@
  * receives wait (-EAGAIN) and poll reports nothing; when done, everything reports ready and the
  * calls return -EXDEV.
  *
+ * Link to link (a move): when C's link is lost or taken down and another live link joins the
+ * same two hosts (tp_link_alt(): the link's group), the same header and tail go over a new NTB
+ * connection on that link instead of the kernel socket, bound to C by C's key (the TCP 4-tuple,
+ * which both sides know): the client sets it up with a re-attach Apply (TP_APPLY_REATTACH: no
+ * listener needed), the server takes it with tp_attach() as it comes. Each side then reads the
+ * peer's header from the new connection, drops the bytes it already delivered, and from then on
+ * the new connection IS the stream: C becomes a shell (state LINKED, c->moved_to), its slot is
+ * freed, and every public call on C goes to the new one (tp_conn_cur()). The side that starts
+ * writes TP_ST_MOVING into the old slot, so that a peer whose link still works joins. The kernel
+ * socket stays the last resort: a move that cannot be set up (no answer within the time, the
+ * new connection failing before it carries the stream, the peer's header arriving on the kernel
+ * socket instead) goes on there with the same tail, as if it had started there.
+ *
  * Fields: c->fo (struct tp_fo) is set once by the CAS in tp_fo_request() and freed with the
  * connection; its contents are under fo->lock (one worker at a time). c->fo_state is written
  * with release by fo_set() and read with acquire by tp_fo_get().
@@ -43,7 +56,9 @@
 struct tp_fo_hdr {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t flags;
+	uint16_t flags;    /* the writer's moves to another link so far (c->moves): both sides'
+			    * counts agree, or they would resume different streams (a second
+			    * link lost during a move: fo_rx_switch() resets then) */
 	uint64_t start;    /* stream offset of the first byte after this header */
 	uint64_t consumed; /* bytes of the peer's stream delivered here so far (diagnostics) */
 	uint32_t reserved;
@@ -64,14 +79,49 @@ struct tp_fo {
 	bool hdr_ok;
 	uint64_t skip;
 	uint64_t start_ms;  /* requested at (the log says how long it took) */
+	/* a move to another link (else to the kernel socket) */
+	bool to_link;
+	struct tp_link *to;   /* that link */
+	struct tp_conn *next; /* the connection set up there (ours until mv_finish()) */
+	uint64_t move_end_ms; /* not carrying the stream by then: the kernel socket */
+	struct tp_key key;    /* C's (both sides know it: the TCP 4-tuple) */
+	bool client;          /* C's role: the client re-attaches, the server takes it */
 };
+
+/* How long a move may take before the kernel socket is used instead: the client's set-up
+ * attempt, and the whole move (the server waits that long for the client's re-attach). */
+#define TP_MOVE_SETUP_MS 500u
+#define TP_MOVE_MS       4000u
+
+void tp_fo_lock(struct tp_fo *fo)
+{
+	pthread_mutex_lock(&fo->lock);
+}
+
+void tp_fo_unlock(struct tp_fo *fo)
+{
+	pthread_mutex_unlock(&fo->lock);
+}
+
+bool tp_fo_idle(struct tp_conn *c)
+{
+	/* acquire: pairs with the CAS in tp_fo_request() */
+	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+
+	if (!fo)
+		return true;
+	if (pthread_mutex_trylock(&fo->lock))
+		return false;
+	pthread_mutex_unlock(&fo->lock);
+	return true;
+}
 
 _Atomic int tp_fo_active;
 
 /* Why a connection moves, as `ntbsock stat` shows it (the host entry keeps the index). */
 static const char *const fo_reasons[] = {
 	"link broke", "link down", "link region gone", "link restarted", "retries exhausted",
-	"link down (admin)", "peer moved to tcp", "exit",
+	"link down (admin)", "peer moved to tcp", "exit", "peer moved link",
 };
 
 const char *tp_fo_reason(uint32_t code)
@@ -129,6 +179,16 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	pthread_mutex_init(&fo->lock, NULL);
 	fo->why = why;
 	fo->start_ms = tp_now_ms();
+	/* another link to the peer first; never at exit (the kernel outlives us), nor for a
+	 * closed connection (the kernel socket's duplicate carries its rest), nor when the peer
+	 * went to its kernel socket already */
+	if (strcmp(why, "exit") && strcmp(why, "peer moved to tcp") && !atomic_load(&c->closed)) {
+		fo->key = c->ent->key;
+		fo->client = c->ent->role == 0;
+		fo->to = tp_link_alt(c->link);
+		fo->to_link = fo->to != NULL;
+		fo->move_end_ms = fo->start_ms + TP_MOVE_MS;
+	}
 	if (!__atomic_compare_exchange_n(&c->fo, &none, fo, false, __ATOMIC_ACQ_REL,
 					 __ATOMIC_ACQUIRE)) {
 		syscall(SYS_close, fo->fd);
@@ -137,13 +197,30 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	}
 	atomic_fetch_add(&tp_fo_active, 1);
 	fo_set(c, TP_FO_RUN);
-	LOG(LL_DEBUG, "transport: slot %u: failover to tcp requested (%s)", c->slot, why);
+	LOG(LL_DEBUG, "transport: slot %u: failover to %s requested (%s)", c->slot,
+	    fo->to_link ? "another link" : "tcp", why);
 	tp_event_signal();
 	return true;
 }
 
+unsigned tp_conn_moves(struct tp_conn *c)
+{
+	unsigned n = 0;
+
+	/* acquire: pairs with the release store in mv_finish() */
+	while (c && (c = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)))
+		n++;
+	return n;
+}
+
+struct tp_link *tp_conn_link(struct tp_conn *c)
+{
+	return tp_conn_cur(c)->link;
+}
+
 const char *tp_conn_failover_reason(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	/* acquire: pairs with the CAS in tp_fo_request() */
 	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
 
@@ -152,6 +229,7 @@ const char *tp_conn_failover_reason(struct tp_conn *c)
 
 int tp_conn_failover_state(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	return tp_fo_get(c);
 }
 
@@ -174,7 +252,8 @@ static void fo_end(struct tp_conn *c, struct tp_fo *fo, int state, int err)
 	fo_set(c, state);
 	atomic_fetch_sub(&tp_fo_active, 1);
 	LOG(LL_DEBUG, "transport: slot %u: failover %s (%s) %llu ms after it was requested",
-	    c->slot, state == TP_FO_DONE ? "done" : "failed", fo->why,
+	    c->slot, state == TP_FO_DONE ? "done" : state == TP_FO_LINKED ? "to another link done" :
+	    "failed", fo->why,
 	    (unsigned long long)(tp_now_ms() - fo->start_ms));
 	tp_event_signal();
 }
@@ -233,6 +312,8 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 
 	/* the tail is at most what the rings hold */
 	cap += (size_t)(c->tx_i - c->fb_rx_i) * 128u + (size_t)(c->tx_d - c->fb_rx_d);
+	if (c->pre_buf) /* (and the rest of an earlier move's tail: tp_fo_snapshot()) */
+		cap += c->pre_len - c->pre_off;
 	fo->tx = malloc(cap);
 	if (!fo->tx)
 		return -ENOMEM;
@@ -264,12 +345,16 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 	}
 	uint64_t sent = __atomic_load_n(&c->st->tx_bytes, __ATOMIC_RELAXED);
 	struct tp_fo_hdr h = {
-		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION,
+		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION, .flags = c->moves,
 		.start = sent - total, .consumed = consumed,
 	};
 
 	if (total > sent)
 		return -EPROTO;
+	if (c->pre_buf) { /* the bytes that follow what was sent here */
+		memcpy(o, c->pre_buf + c->pre_off, c->pre_len - c->pre_off);
+		o += c->pre_len - c->pre_off;
+	}
 	h.crc = crc32c(0, &h, offsetof(struct tp_fo_hdr, crc));
 	memcpy(fo->tx, &h, sizeof(h));
 	fo->tx_len = (size_t)(o - fo->tx);
@@ -284,15 +369,36 @@ static uint64_t rx_consumed(const struct tp_conn *c)
 	return __atomic_load_n(&c->st->rx_bytes, __ATOMIC_RELAXED) + c->rx_discarded;
 }
 
-/* Under both locks, once: what goes out, and the NTB side stops (the peer learns it). */
+/* Under both locks, once: what goes out, and the NTB side stops (the peer learns it). A
+ * connection an earlier move went to may still hold the rest of that tail (its prefix): it
+ * follows in the tail, and its FIN becomes ours. -EAGAIN: its flusher is busy, next time. */
 static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 {
+	bool busy = false, pre = atomic_load(&c->pre_on);
+
+	/* acquire: pairs with the release in tp_prefix_unlock() (a try: a flusher holding it
+	 * waits for the tx lock we hold) */
+	if (pre && !atomic_compare_exchange_strong_explicit(&c->pre_busy, &busy, true,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+		return -EAGAIN;
 	int rc = fo_build_tail(c, fo, rx_consumed(c));
 
+	if (pre && !rc) {
+		if (atomic_load(&c->pre_fin))
+			c->wr_shut = true; /* (the kernel's FIN after the tail: fo_io_tx()) */
+		free(c->pre_buf);
+		c->pre_buf = NULL;
+		if (atomic_exchange(&c->pre_on, false))
+			atomic_fetch_sub(&tp_fo_active, 1);
+	}
+	if (pre)
+		tp_prefix_unlock(c);
 	if (rc)
 		return rc;
-	/* a peer whose link still works learns it at once (else from its TCP socket) */
-	tp_conn_st_add(c, TP_ST_FAILOVER);
+	/* a peer whose link still works learns it at once (else from its TCP socket, or its own
+	 * view of the link) */
+	tp_conn_st_add(c, fo->to_link ? TP_ST_MOVING : TP_ST_FAILOVER);
 	/* the link's counter (tp_link_stat()): host-local, shared by this host's processes */
 	__atomic_fetch_add(&c->link->host->totals.failovers, 1, __ATOMIC_RELAXED);
 	ntb_peer_db_ring(c->link->ntb);
@@ -332,9 +438,18 @@ static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
 {
 	uint64_t have = rx_consumed(c), skip;
 	int rc = tp_fo_rx_skip(fo->hdr, sizeof(fo->hdr), have, &skip);
+	uint16_t moves;
 
 	if (rc == -EPROTO)
 		return rc;
+	memcpy(&moves, fo->hdr + offsetof(struct tp_fo_hdr, flags), sizeof(moves));
+	if (!rc && moves != c->moves) {
+		/* the peer resumes another connection of the chain than we do (one side had
+		 * finished a move when the new link was lost too): offsets of different streams */
+		LOG(LL_DEBUG, "transport: slot %u: failover: the peer resumes after %u moves, we "
+		    "after %u: reset", c->slot, moves, c->moves);
+		rc = -ECONNRESET;
+	}
 	c->rec_tail = c->rec_head;
 	c->rec_bytes = 0;
 	c->rec_off = 0;
@@ -350,23 +465,47 @@ static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
 	return 0;
 }
 
-static long fo_send(int fd, const void *b, size_t n)
+/* The way the tail and the peer's header go: the connection on the other link (a move), else
+ * the kernel socket. Bytes, 0 (the peer's end), or a negative errno (-EAGAIN: later). */
+static long fo_send(struct tp_fo *fo, const void *b, size_t n)
 {
-	return syscall(SYS_sendto, fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	if (fo->to_link) {
+		struct iovec v = { .iov_base = (void *)b, .iov_len = n };
+
+		return tp_send(fo->next, &v, 1);
+	}
+	long r = syscall(SYS_sendto, fo->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+
+	return r < 0 ? -errno : r;
 }
 
-static long fo_recv(int fd, void *b, size_t n)
+static long fo_recv(struct tp_fo *fo, void *b, size_t n)
 {
-	return syscall(SYS_recvfrom, fd, b, n, MSG_DONTWAIT, NULL, NULL);
+	if (fo->to_link) {
+		struct iovec v = { .iov_base = b, .iov_len = n };
+
+		return tp_recv(fo->next, &v, 1, 0);
+	}
+	long r = syscall(SYS_recvfrom, fo->fd, b, n, MSG_DONTWAIT, NULL, NULL);
+
+	return r < 0 ? -errno : r;
 }
 
-/* Move what can move without blocking. 0 (more to do), 1 (done) or a negative errno. */
-static int fo_io(struct tp_conn *c, struct tp_fo *fo)
+static void fo_shut(struct tp_fo *fo)
+{
+	if (fo->to_link)
+		tp_shutdown(fo->next, SHUT_WR); /* (its FIN follows the tail) */
+	else
+		syscall(SYS_shutdown, fo->fd, SHUT_WR);
+}
+
+/* The header and tail out, then the FIN when the writing was shut: 0, or a negative errno. */
+static int fo_io_tx(struct tp_conn *c, struct tp_fo *fo)
 {
 	while (fo->tx_off < fo->tx_len) {
-		long n = fo_send(fo->fd, fo->tx + fo->tx_off, fo->tx_len - fo->tx_off);
+		long n = fo_send(fo, fo->tx + fo->tx_off, fo->tx_len - fo->tx_off);
 
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		if (n == -EAGAIN || n == -EINTR)
 			break;
 		if (n <= 0)
 			return -ECONNRESET;
@@ -377,16 +516,21 @@ static int fo_io(struct tp_conn *c, struct tp_fo *fo)
 
 		tp_mutex_unlock(&c->tx_lock);
 		if (shut) {
-			syscall(SYS_shutdown, fo->fd, SHUT_WR);
+			fo_shut(fo);
 			fo->shut_done = true;
 		}
 	}
+	return 0;
+}
+
+/* The peer's header in, and the receive side switched: 1, 0 (not yet), or a negative errno. */
+static int fo_io_hdr(struct tp_conn *c, struct tp_fo *fo)
+{
 	while (!fo->hdr_ok) {
 		if (fo->hdr_got < sizeof(fo->hdr)) {
-			long n = fo_recv(fo->fd, fo->hdr + fo->hdr_got,
-					 sizeof(fo->hdr) - fo->hdr_got);
+			long n = fo_recv(fo, fo->hdr + fo->hdr_got, sizeof(fo->hdr) - fo->hdr_got);
 
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			if (n == -EAGAIN || n == -EINTR)
 				return 0;
 			if (n <= 0)
 				return -ECONNRESET; /* the peer's socket ended without its header */
@@ -402,16 +546,41 @@ static int fo_io(struct tp_conn *c, struct tp_fo *fo)
 		if (rc)
 			return rc;
 	}
+	return 1;
+}
+
+/* Move what can move without blocking. 0 (more to do), 1 (done) or a negative errno.
+ *
+ * On another link the client writes only once the server's header is in: from then on neither
+ * side gives the move up for time (mv_step()), so that a server whose header went out never
+ * finds the client gone to the kernel socket while it took the new connection for the stream. */
+static int fo_io(struct tp_conn *c, struct tp_fo *fo)
+{
+	bool answer = fo->to_link && fo->client && !fo->hdr_ok;
+	int rc;
+
+	if (!answer && (rc = fo_io_tx(c, fo)))
+		return rc;
+	rc = fo_io_hdr(c, fo);
+	if (rc <= 0)
+		return rc;
+	if (answer && (rc = fo_io_tx(c, fo)))
+		return rc;
 	while (fo->skip) {
 		uint8_t junk[16384];
-		long n = fo_recv(fo->fd, junk, fo->skip < sizeof(junk) ? fo->skip : sizeof(junk));
+		long n = fo_recv(fo, junk, fo->skip < sizeof(junk) ? fo->skip : sizeof(junk));
 
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		if (n == -EAGAIN || n == -EINTR)
 			return 0;
 		if (n <= 0)
 			return -ECONNRESET;
 		fo->skip -= (uint64_t)n;
 	}
+	/* On another link the rest of the tail may follow as the new connection's prefix
+	 * (mv_finish()): waiting for it here could wait for ever, each side's tail filling the
+	 * other's ring while neither program may read yet. */
+	if (fo->to_link)
+		return 1;
 	if (fo->tx_off < fo->tx_len)
 		return 0;
 	bool shut;
@@ -421,6 +590,112 @@ static int fo_io(struct tp_conn *c, struct tp_fo *fo)
 	shut = c->wr_shut;
 	tp_mutex_unlock(&c->tx_lock);
 	return shut && !fo->shut_done ? 0 : 1;
+}
+
+/* --- a move to another link ------------------------------------------------------------------ */
+
+/* The server's side: the client's re-attachment on any other link of the group. 1 taken, 0 not
+ * there (yet), -1 failed. */
+static int mv_attach(struct tp_conn *c, struct tp_fo *fo)
+{
+	struct tp_link *others[TP_GROUP_LINKS];
+	int n = tp_link_group_others(c->link, others, TP_GROUP_LINKS);
+
+	for (int i = 0; i < n; i++) {
+		int rc = tp_attach(others[i], &fo->key, &fo->next);
+
+		if (rc == 0) {
+			fo->to = others[i];
+			return 1;
+		}
+		if (rc != -ENOENT)
+			return -1;
+	}
+	return 0;
+}
+
+/* Under fo->lock: the connection on the other link, made or taken. 1 ready, 0 wait, -1: the
+ * kernel socket instead (no answer in time, the new one failed, or the peer chose it). */
+static int mv_step(struct tp_conn *c, struct tp_fo *fo)
+{
+	if (tp_fo_peer_spoke(c))
+		return -1; /* the peer's failover header is on the kernel socket */
+	/* Time runs out only while the other side may still give up: for the server until it took
+	 * the re-attachment (then it answers at once, and the client's header follows its own),
+	 * for the client until the server's header is in (fo_io()). A new connection that fails
+	 * ends the move at any time (the peer sees it fail too). */
+	bool committed = fo->client ? fo->hdr_ok : fo->next != NULL;
+
+	if (!committed && tp_now_ms() >= fo->move_end_ms)
+		return -1;
+	if (fo->next)
+		return tp_conn_error(fo->next) || tp_fo_get(fo->next) ? -1 : 1;
+	int rc = fo->client ? tp_connect_reattach(fo->to, &fo->key, TP_MOVE_SETUP_MS, &fo->next) :
+		 mv_attach(c, fo);
+
+	if (rc < 0) {
+		LOG(LL_DEBUG, "transport: slot %u: no re-attachment on the other link (%d)", c->slot,
+		    rc);
+		fo->next = NULL;
+		return -1;
+	}
+	if (!fo->next)
+		return 0; /* (the server: not there yet) */
+	fo->next->moves = c->moves + 1; /* (before anything can fail it over: fo_build_tail()) */
+	return 1;
+}
+
+/* Under fo->lock: the move gives way to the kernel socket; the tail goes there from its start
+ * (nothing was delivered from the other link: the peer's header only counts when whole). */
+static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
+{
+	LOG(LL_DEBUG, "transport: slot %u: the move to another link gives way to tcp", c->slot);
+	if (fo->next)
+		tp_abort(fo->next);
+	fo->next = NULL;
+	fo->to_link = false;
+	fo->tx_off = 0;
+	fo->shut_done = false;
+	fo->hdr_got = 0;
+	fo->hdr_ok = false;
+	fo->skip = 0;
+	tp_conn_st_add(c, TP_ST_FAILOVER);
+	ntb_peer_db_ring(c->link->ntb);
+}
+
+/* Under fo->lock, the peer's header in and what we had of its tail skipped: the new connection
+ * carries the stream from now on (the rest of our tail first, as its prefix); C's slot is freed
+ * and C becomes its shell. */
+static void mv_finish(struct tp_conn *c, struct tp_fo *fo)
+{
+	struct tp_conn *n = fo->next;
+	int w = atomic_load(&c->witness_fd1) - 1;
+
+	n->ent->pid = c->ent->pid;
+	n->ent->fd = c->ent->fd;
+	n->tx_cap = c->tx_cap;
+	if (c->rd_shut)
+		tp_shutdown(n, SHUT_RD);
+	tp_conn_set_witness(c, -1);
+	if (w >= 0)
+		tp_conn_set_witness(n, w);
+	tp_conn_free_slot(c);
+	/* (under C's tx lock: a shutdown(SHUT_WR) of C either came before, and its FIN follows
+	 * the tail, or finds C moved and goes to N: tp_shutdown()) */
+	tp_mutex_lock(&c->tx_lock);
+	bool fin = c->wr_shut && !fo->shut_done;
+
+	if (fo->tx_off < fo->tx_len || fin) {
+		tp_prefix_set(n, fo->tx, fo->tx_len, fo->tx_off, fin);
+		fo->tx = NULL;
+	}
+	/* release: the new connection's state before the pointer; pairs with tp_conn_cur() */
+	__atomic_store_n(&c->moved_to, n, __ATOMIC_RELEASE);
+	tp_mutex_unlock(&c->tx_lock);
+	fo->next = NULL; /* (n's now: closing C closes it) */
+	fo_end(c, fo, TP_FO_LINKED, 0);
+	if (atomic_load(&c->closed))
+		tp_close(n); /* closed while it moved (tp_close() takes fo->lock) */
 }
 
 void tp_fo_progress(struct tp_conn *c)
@@ -444,14 +719,28 @@ void tp_fo_progress(struct tp_conn *c)
 		rc = fo_snapshot(c, fo);
 		tp_mutex_unlock(&c->rx_lock);
 		tp_mutex_unlock(&c->tx_lock);
+		if (rc == -EAGAIN)
+			goto out;
 		if (rc)
 			goto fail;
 	}
+	if (fo->to_link) {
+		rc = mv_step(c, fo);
+		if (rc == 0)
+			goto out;
+		if (rc < 0)
+			mv_to_tcp(c, fo);
+	}
 	rc = fo_io(c, fo);
-	if (rc == 1)
+	if (rc == 1 && fo->to_link) {
+		mv_finish(c, fo);
+	} else if (rc == 1) {
 		fo_end(c, fo, TP_FO_DONE, 0);
-	else if (rc < 0)
+	} else if (rc < 0 && fo->to_link) {
+		mv_to_tcp(c, fo); /* (the new connection broke: the kernel socket next time) */
+	} else if (rc < 0) {
 		goto fail;
+	}
 out:
 	pthread_mutex_unlock(&fo->lock);
 	return;
@@ -485,6 +774,8 @@ void tp_fo_free(struct tp_conn *c)
 	if (tp_fo_get(c) == TP_FO_RUN) {
 		if (fo->fd >= 0)
 			syscall(SYS_close, fo->fd);
+		if (fo->next)
+			tp_abort(fo->next); /* a move under way ends with C */
 		atomic_fetch_sub(&tp_fo_active, 1);
 	}
 	free(fo->tx);

@@ -22,6 +22,7 @@ static bool inline_published(const struct tp_conn *c, uint32_t pos)
 
 bool tp_readable_hint(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	bool ready = false;
 	uint32_t txd;
 
@@ -52,6 +53,7 @@ bool tp_readable_hint(struct tp_conn *c)
 
 uint64_t tp_rx_arrivals(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	const uint32_t n = c->link->geom.inline_n;
 	uint32_t pos, k, txd;
 
@@ -75,6 +77,7 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 
 uint64_t tp_rx_arm_arrival(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	tp_mutex_lock(&c->rx_lock);
 	/* (tp_poll() asks for a ring only when nothing is readable; tp_recv() and a poll that
 	 * finds data readable take the request back) */
@@ -95,6 +98,7 @@ static size_t sndbuf_clamp(const struct tp_conn *c, size_t len)
 
 bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	bool fits;
 
 	/* Only writes that go whole into one data-ring message are worth waiting for; inline
@@ -133,6 +137,7 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 
 bool tp_writable_hint(struct tp_conn *c, size_t len)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	bool ready = false;
 
 	if (len == 0 || len > c->link->params.short_max || len > c->out.qsize / 4u)
@@ -141,7 +146,8 @@ bool tp_writable_hint(struct tp_conn *c, size_t len)
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
 	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed) ||
-	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) || tp_fo_get(c))
+	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) || tp_fo_get(c) ||
+	    atomic_load_explicit(&c->pre_on, memory_order_relaxed))
 		return false;
 	if (tp_mutex_trylock(&c->tx_lock))
 		return false;

@@ -152,6 +152,8 @@
 				 * failover header is (or will be) there (tp_failover.c) */
 #define TP_ST_COMMIT      0x10u /* client: it uses the reservation (tp_conn_commit()); until
 				 * then (or RST) the server's tp_attach() waits */
+#define TP_ST_MOVING      0x20u /* peer moves the connection to another link to this host: its
+				 * client side re-attaches there (tp_failover.c) */
 
 /* --- inline slots (doc/design.md §4 table) ------------------------------------------------------- */
 #define TP_INLINE_MAX     116u
@@ -250,6 +252,9 @@ struct tp_pkt {
  * whose helper stood by (answers within microseconds: tp_link.c, mbox_quick) answers without
  * ringing its doorbell, which would only wake the client's helper. */
 #define TP_APPLY_WATCH    0x1u
+/* The Apply re-attaches a live connection (the same key) that moves off another link between
+ * the two hosts (tp_failover.c): admitted whether or not the port still has a listener. */
+#define TP_APPLY_REATTACH 0x2u
 static_assert(sizeof(struct tp_pkt) == TP_MBOX_PKT, "pkt size");
 static_assert(offsetof(struct tp_pkt, key) == 48, "pkt layout");
 static_assert(offsetof(struct tp_pkt, apply_flags) == 88, "pkt layout");
@@ -517,6 +522,9 @@ struct tp_link {
 				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */
 	uint64_t admin_ms;
 	_Atomic uint64_t admin_look_ms; /* a set-up's last look at the flag (tp_connect()) */
+	unsigned group;              /* links to the same peer host share it (tp_link_set_group());
+				      * 0: none. A connection moves among them (tp_failover.c).
+				      * Under tp_link.c's g_group_lock */
 };
 
 /* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the
@@ -664,7 +672,35 @@ struct tp_conn {
 	uint64_t fo_id;              /* key of the witness in the process's failover epoll set:
 				      * set by conn_new() before the connection is registered (the
 				      * helper reads it on the list), constant after */
+	/* Moved to another link (tp_failover.c): the connection that carries the stream now,
+	 * written once (release, under c->fo->lock) and read with acquire by tp_conn_cur(); this
+	 * one is then an empty shell the caller's handle still names, and its slot is freed
+	 * (slot_gone, written before moved_to) */
+	struct tp_conn *moved_to;
+	atomic_bool slot_gone;
+	/* The connection a move went to (tp_failover.c: mv_finish()): the rest of the moved
+	 * connection's tail, which goes out before any byte the program sends here (tp_send()
+	 * flushes it first, the timers too), and the FIN after it when that writing was shut
+	 * (or a shutdown(SHUT_WR) came meanwhile). pre_on: pending (the data path's one load);
+	 * the rest under pre_busy (a CAS: one flusher at a time). */
+	atomic_bool pre_on, pre_busy, pre_fin;
+	uint8_t *pre_buf;
+	size_t pre_len, pre_off;
+	uint16_t moves;              /* moves to another link that led to this connection (set
+				      * before it can fail over; the failover header says it) */
 };
+
+/* The connection that carries C's stream: C, or where it moved (every public entry point that
+ * takes a connection starts here). */
+static inline struct tp_conn *tp_conn_cur(struct tp_conn *c)
+{
+	struct tp_conn *n;
+
+	/* acquire: pairs with the release store in mv_finish() (tp_failover.c) */
+	while (c && (n = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)))
+		c = n;
+	return c;
+}
 
 /* tp_tcpstat.c */
 /* The size of the table of tcp connections (a 128-byte header and TP_TCPSTAT_MAX slots of 128). */
@@ -687,12 +723,20 @@ int tp_fo_rx_skip(const uint8_t *b, size_t len, uint64_t consumed, uint64_t *ret
  * result_reason the index of its reason (tp_fo_reason()); both unused once set up. */
 #define TP_ENT_MOVED 0x4d4f5644u
 const char *tp_fo_reason(uint32_t code);
-enum tp_fo_state { TP_FO_NONE = 0, TP_FO_RUN = 1, TP_FO_DONE = 2, TP_FO_FAILED = 3 };
+/* LINKED: moved to another link; C is a shell (c->moved_to carries the stream) */
+enum tp_fo_state { TP_FO_NONE = 0, TP_FO_RUN = 1, TP_FO_DONE = 2, TP_FO_FAILED = 3,
+		   TP_FO_LINKED = 4 };
 /* Ask for C to move to its kernel TCP socket because of WHY (a static string). Lock-free (any
  * thread, any lock held): the work is done by tp_fo_progress(). False when C cannot move
  * (no kernel socket, not ours since a fork, already failed): the caller then ends it with its
  * error, as without failover. */
 bool tp_fo_request(struct tp_conn *c, const char *why);
+struct tp_fo;
+void tp_fo_lock(struct tp_fo *fo);
+void tp_fo_unlock(struct tp_fo *fo);
+/* Nobody holds C's failover lock (a tp_close() of a connection that moved meanwhile is done
+ * with it): true. */
+bool tp_fo_idle(struct tp_conn *c);
 /* The failover's work, from the timers (helper, wait loops): snapshot, writes, reads. */
 void tp_fo_progress(struct tp_conn *c);
 void tp_fo_free(struct tp_conn *c);
@@ -722,6 +766,21 @@ bool tp_link_admin_down(struct tp_link *l);
  * calls); in between, the answer of that look. */
 bool tp_link_admin_down_recent(struct tp_link *l);
 #define TP_ADMIN_LOOK_MS 10
+
+/* Another link of L's group (the same peer host) that is up and not taken down, the least
+ * loaded; NULL when none (tp_link.c). */
+struct tp_link *tp_link_alt(struct tp_link *l);
+/* The other links of L's group, at most MAX into OUT: how many. */
+int tp_link_group_others(struct tp_link *l, struct tp_link **out, int max);
+/* A connection that moved to another link gives its slot back (the peer's side gives its own);
+ * the object stays, a shell, until its holder closes it (tp_link.c). */
+void tp_conn_free_slot(struct tp_conn *c);
+
+/* tp_conn.c: the client side of a move: a connection under KEY set up on L and committed, for
+ * a live connection re-attaching there (TP_APPLY_REATTACH: no listener needed). As
+ * tp_connect(). */
+int tp_connect_reattach(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+			struct tp_conn **ret_conn);
 
 /* tp_host.c */
 int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp);
@@ -958,6 +1017,18 @@ void tp_link_reap(struct tp_link *l);
  * timers (only the closed ones' when CLOSED_ONLY) and the release of closed ones that are
  * finished (with FORCE, of every closed one). False when another thread's pass runs. */
 bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force);
+
+/* tp_tx.c: the rest of a moved connection's tail (BUF from OFF to LEN, BUF now C's) goes out on C
+ * before anything else, then a FIN when FIN (tp_failover.c). */
+void tp_prefix_set(struct tp_conn *c, uint8_t *buf, size_t len, size_t off, bool fin);
+/* Send what of C's prefix fits: 0 when none is left (the FIN sent if due), -EAGAIN while some
+ * is, or C's error. */
+int tp_prefix_flush(struct tp_conn *c);
+/* C ends with its prefix pending: drop it. */
+void tp_prefix_drop(struct tp_conn *c);
+/* Take the prefix lock (a spin: flushers hold it for one send). */
+void tp_prefix_lock(struct tp_conn *c);
+void tp_prefix_unlock(struct tp_conn *c);
 
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */

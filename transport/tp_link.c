@@ -118,11 +118,29 @@ void tp_conn_unregister(struct tp_conn *c)
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
 
+void tp_conn_free_slot(struct tp_conn *c)
+{
+	struct tp_link *l = c->link;
+
+	tp_host_lock(l);
+	tp_slot_free(l, c->slot);
+	tp_host_unlock(l);
+	atomic_store(&c->slot_gone, true);
+}
+
 /* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
  * tell the peer when the connection did not end with both FINs. Frees C. */
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 {
 	struct tp_link *l = c->link;
+
+	/* a shell (moved to another link): only the object is left */
+	if (atomic_load(&c->slot_gone)) {
+		tp_conn_unregister(c);
+		tp_fo_free(c);
+		tp_conn_recycle(c);
+		return;
+	}
 	struct tp_host_entry *e = c->ent;
 	int me = tp_self_pid();
 	/* acquire: pairs with the release store in tp_conn_own() / conn_new() */
@@ -203,6 +221,8 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 		return true;
 	int fo = tp_fo_get(c);
 
+	if (fo == TP_FO_LINKED)
+		return tp_fo_idle(c); /* (a tp_close() finishing under the move's lock: next time) */
 	if (fo == TP_FO_DONE || fo == TP_FO_FAILED)
 		return true; /* the kernel socket carries (or ended) the rest */
 	if (fo == TP_FO_RUN)
@@ -640,8 +660,9 @@ static bool exit_pending(struct tp_conn *c)
 
 	/* nor for a peer down past the grace: a silent one may be stopped for long, and a
 	 * kernel socket's close does not hold up exit either */
-	if (atomic_load(&c->error) || tp_conn_peer_lost(c) || !atomic_load(&c->link->up))
-		return false;
+	if (atomic_load(&c->slot_gone) || atomic_load(&c->error) || tp_conn_peer_lost(c) ||
+	    !atomic_load(&c->link->up))
+		return false; /* (a shell: the connection it moved to is looked at on its link) */
 	if (tp_mutex_trylock(&c->tx_lock))
 		return true;
 	pending = !fin_acked(c);
@@ -724,7 +745,8 @@ static int handoff_needed(struct tp_conn *c, uint64_t now, uint64_t t0)
 	if (atomic_load(&c->error) || tp_mutex_trylock(&c->tx_lock))
 		return 0;
 	/* (stalled: no progress for TP_EXIT_STALL_MS, and none since the nudge at T0 either) */
-	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent))
+	/* (a moved connection's tail still going out first counts as unacknowledged) */
+	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent) || atomic_load(&c->pre_on))
 		need = clock_age_ms(now, c->progress_ms ? c->progress_ms : c->last_ack_ms) >
 			       TP_EXIT_STALL_MS &&
 		       clock_age_ms(now, t0) > TP_EXIT_NUDGE_MS ? 2 : 1;
@@ -810,8 +832,9 @@ static void atfork_prepare(void)
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			tp_mutex_lock(&c->tx_lock);
 			tp_mutex_lock(&c->rx_lock);
-			if (atomic_load(&c->closed))
-				continue; /* lingering here: stays ours, the child drops it */
+			if (atomic_load(&c->closed) || atomic_load(&c->slot_gone))
+				continue; /* lingering here: stays ours, the child drops it; or a shell
+					   * (moved to another link: its entry is another's now) */
 			/* the release held back by the lazy rx_release() goes out now: after the
 			 * fork nobody may drive this connection (no timers) for a while */
 			if (__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) && !atomic_load(&c->error))
@@ -1087,6 +1110,7 @@ void tp_link_close(struct tp_link *l)
 		pthread_mutex_lock(&g_lock);
 	}
 	pthread_mutex_unlock(&g_lock);
+	tp_link_set_group(l, 0);
 	while (l->conns)
 		tp_abort(l->conns);
 	tp_conn_cache_drain(l);
@@ -1115,6 +1139,61 @@ int tp_link_load(struct tp_link *l)
 	uint32_t free_num = __atomic_load_n(&l->host->free_num, __ATOMIC_RELAXED);
 
 	return free_num < l->host->contexts ? (int)(l->host->contexts - free_num) : 0;
+}
+
+/* The grouped links of this process (tp_link_set_group()): a leaf lock, taken with any other
+ * held (tp_link_alt() runs from the timers), never held while taking another. */
+static pthread_mutex_t g_group_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tp_link *g_group[TP_GROUP_LINKS];
+
+void tp_link_set_group(struct tp_link *l, unsigned group)
+{
+	int free_i = -1;
+
+	pthread_mutex_lock(&g_group_lock);
+	l->group = group;
+	for (int i = 0; i < TP_GROUP_LINKS; i++) {
+		if (g_group[i] == l) {
+			if (!group)
+				g_group[i] = NULL;
+			free_i = -2;
+			break;
+		}
+		if (!g_group[i] && free_i == -1)
+			free_i = i;
+	}
+	if (group && free_i >= 0)
+		g_group[free_i] = l;
+	pthread_mutex_unlock(&g_group_lock);
+}
+
+int tp_link_group_others(struct tp_link *l, struct tp_link **out, int max)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&g_group_lock);
+	for (int i = 0; i < TP_GROUP_LINKS && n < max && l->group; i++)
+		if (g_group[i] && g_group[i] != l && g_group[i]->group == l->group)
+			out[n++] = g_group[i];
+	pthread_mutex_unlock(&g_group_lock);
+	return n;
+}
+
+struct tp_link *tp_link_alt(struct tp_link *l)
+{
+	struct tp_link *cand[TP_GROUP_LINKS], *best = NULL;
+	int n = tp_link_group_others(l, cand, TP_GROUP_LINKS), best_load = 0;
+
+	for (int i = 0; i < n; i++) {
+		/* (not lost, not admin down, up: tp_link_load()) */
+		int load = atomic_load(&cand[i]->lost) ? -1 : tp_link_load(cand[i]);
+
+		if (load >= 0 && (!best || load < best_load)) {
+			best = cand[i];
+			best_load = load;
+		}
+	}
+	return best;
 }
 
 void tp_link_set_self_rung(struct tp_link *l)

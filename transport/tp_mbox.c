@@ -159,7 +159,9 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 			tp_slot_free(l, i);
 		}
 	}
-	if (!host_listens(h, tp_key_server_port(&p->key))) {
+	/* (a re-attachment: a connection accepted here moves from another link, maybe after
+	 * its listener closed) */
+	if (!(p->apply_flags & TP_APPLY_REATTACH) && !host_listens(h, tp_key_server_port(&p->key))) {
 		reply(l, p, TP_PKT_NACK, TP_REASON_NO_LISTENER, NULL, 0);
 		return;
 	}

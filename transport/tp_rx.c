@@ -780,6 +780,7 @@ bool tp_rx_quiet(struct tp_conn *c)
 
 ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	bool peek = flags & TP_RECV_PEEK;
 	size_t got = 0, voff = 0;
 	int vi = 0;

@@ -45,7 +45,21 @@ static void arm_quick_probe(struct tp_conn *c)
 /* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
  * feedback words; TP_EV_IN: the receive side, which is always checked as it also yields
  * RDHUP/HUP); ARM asks the peer to ring for what WANT lacks. */
+static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want);
+
+/* poll_bits_now(), with no room reported while the rest of a moved connection's tail is still
+ * going out (pushed on here too). */
 static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
+{
+	if (likely(!atomic_load_explicit(&c->pre_on, memory_order_relaxed)))
+		return poll_bits_now(c, arm, want);
+	tp_prefix_flush(c);
+	if (!atomic_load(&c->pre_on))
+		return poll_bits_now(c, arm, want);
+	return poll_bits_now(c, arm, want & ~TP_EV_OUT) & ~TP_EV_OUT;
+}
+
+static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 {
 	unsigned ev = 0;
 	int err = tp_conn_own(c);
@@ -56,7 +70,8 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	if (err)
 		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
 	if (unlikely(tp_fo_get(c))) /* running: nothing yet; done: the calls say -EXDEV */
-		return tp_fo_get(c) == TP_FO_DONE ? TP_EV_IN | TP_EV_OUT : 0;
+		return tp_fo_get(c) == TP_FO_DONE || tp_fo_get(c) == TP_FO_LINKED ?
+		       TP_EV_IN | TP_EV_OUT : 0;
 	tp_mutex_lock(&c->rx_lock);
 	/* (tp_rx_quiet(): nothing published since the last look, nothing to validate) */
 	if (!tp_rx_quiet(c))
@@ -135,18 +150,21 @@ lost:
 
 unsigned tp_poll(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	/* arm the peer's doorbell for what is not ready: the caller may sleep on tp_event_fd() */
 	return poll_bits(c, true, TP_EV_IN | TP_EV_OUT);
 }
 
 unsigned tp_poll_peek(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	/* (preload/ spins on this and arms with tp_poll() only right before it sleeps) */
 	return poll_bits(c, false, TP_EV_IN | TP_EV_OUT);
 }
 
 unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	return poll_bits(c, arm, want);
 }
 
@@ -245,6 +263,7 @@ static unsigned spin_in_lean(struct tp_conn *c)
 
 int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	long budget = (long)c->link->params.spin_us;
 	uint64_t t0, start;
 	unsigned ev;
@@ -272,7 +291,8 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);
 		uint64_t now = tp_now_ms();
-		int slice = tp_fo_get(c) ? 2 : 50, rc;
+		/* (a failover, or a moved connection's tail going out first: short slices) */
+		int slice = tp_fo_get(c) || atomic_load(&c->pre_on) ? 2 : 50, rc;
 
 		ev = poll_bits(c, true, events);
 		if (ev & events)
@@ -300,6 +320,7 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 
 size_t tp_readable_bytes(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	size_t n;
 
 	if (tp_conn_own(c) || tp_fo_get(c))
@@ -312,6 +333,7 @@ size_t tp_readable_bytes(struct tp_conn *c)
 
 size_t tp_unacked_bytes(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	size_t n;
 
 	if (tp_conn_own(c) || tp_fo_get(c))

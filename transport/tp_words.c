@@ -111,6 +111,7 @@ uint32_t tp_st_flags(struct tp_conn *c)
 
 bool tp_peer_closing(struct tp_conn *c)
 {
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	return (tp_st_flags(c) & TP_ST_CLOSING) != 0;
 }
 
@@ -125,6 +126,8 @@ bool tp_conn_peer_lost(struct tp_conn *c)
 	if (atomic_load_explicit(&c->peer_gone, memory_order_relaxed))
 		return true;
 	if ((st & TP_ST_FAILOVER) && tp_fo_request(c, "peer moved to tcp"))
+		return false;
+	if ((st & TP_ST_MOVING) && tp_fo_request(c, "peer moved link"))
 		return false;
 	/* link state as the helper thread last saw it (every ≤ 100 ms): cheap on the data path */
 	bool down = atomic_load_explicit(&c->link->lost, memory_order_relaxed);

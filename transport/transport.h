@@ -106,6 +106,13 @@ int tp_link_admin_path(const struct ntb_link_params *lp, char *buf, size_t len);
 int tp_link_admin_set(const struct ntb_link_params *lp, bool down);
 int tp_link_admin_get(const struct ntb_link_params *lp);
 
+/* LINK joins this host to the same peer host as the other links given the same GROUP (≥ 1;
+ * 0 takes it out): a connection whose link is lost (or taken down) moves to another live link
+ * of its group without loss before its kernel TCP socket is considered (tp_failover.c). At most
+ * TP_GROUP_LINKS links per process are grouped. */
+#define TP_GROUP_LINKS 64
+void tp_link_set_group(struct tp_link *link, unsigned group);
+
 /* How loaded LINK is on this host, for placing a new connection among several links to
  * one peer: the connections of all this host's processes on it (receive contexts in use in
  * the host's pool, read without its lock: a hint). -ENETDOWN when the link is not up, is lost
@@ -307,6 +314,10 @@ void tp_abort(struct tp_conn *c);
  * string ("link down", "retries exhausted", "link down (admin)", "peer moved to tcp",
  * "exit"), NULL when none. */
 int tp_conn_failover_state(struct tp_conn *c);
+/* How many times C moved to another link of its group (0: it is on the link it was set up on),
+ * and the link that carries it now. */
+unsigned tp_conn_moves(struct tp_conn *c);
+struct tp_link *tp_conn_link(struct tp_conn *c);
 const char *tp_conn_failover_reason(struct tp_conn *c);
 /* At exit (after tp_exit_drain()): move every connection of this process that still
  * has unacknowledged bytes to its kernel socket, so the kernel delivers them after we are

@@ -36,7 +36,7 @@ print(",".join(l["name"] + "=" + l["admin"] for l in d["links"]))'
 
 # --- down ---------------------------------------------------------------------------------
 expect 0 "$NTB" link down ab -c "$PL_TMP/a.conf"
-has "link ab: down (admin): connections move to tcp; new connections use tcp"
+has "link ab: down (admin): connections move to another link or to tcp; new connections avoid it"
 [ "$(wc -l <"$out")" -eq 1 ] || pl_fail "link down printed more than one line"
 [ -f "$FLAG" ] || pl_fail "no flag file $FLAG"
 [ -s "$FLAG" ] && pl_fail "flag file not empty"
