@@ -24,6 +24,7 @@
 #include "util/crc32c.h"
 #include "util/mapguard.h"
 #include "util/proc.h"
+#include "util/rawsys.h"
 
 static __thread char detail_buf[256];
 
@@ -1170,16 +1171,15 @@ int ntb_evfd_wait_slice(int fd, _Atomic uint32_t *db, uint32_t seen, int slice_m
 {
 	uint64_t count;
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	struct timespec ts = { slice_ms / 1000, (long)(slice_ms % 1000) * 1000000L };
 
-	/* Drain first, then look: a ring after the drain leaves the fd readable, so the ppoll
+	/* Drain first, then look: a ring after the drain leaves the fd readable, so the poll
 	 * below cannot miss it (the eventfd is level-triggered). */
-	while (syscall(SYS_read, fd, &count, sizeof(count)) == (long)sizeof(count))
+	while (raw_read(fd, &count, sizeof(count)) == (long)sizeof(count))
 		;
 	/* acquire: pairs with the peer's release store of the doorbell in its ring */
 	if (atomic_load_explicit(db, memory_order_acquire) != seen)
 		return 0;
-	if (syscall(SYS_ppoll, &pfd, 1, &ts, NULL, (size_t)8) < 0 && errno == EINTR)
+	if (raw_poll(&pfd, 1, slice_ms) < 0 && errno == EINTR)
 		return -EINTR;
 	return 0;
 }

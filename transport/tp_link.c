@@ -19,6 +19,7 @@
 #include "util/clock.h"
 #include "transport/tp_int.h"
 #include "util/log.h"
+#include "util/rawsys.h"
 
 void tp_params_init(struct tp_params *p)
 {
@@ -84,7 +85,7 @@ void tp_event_ack(void)
 {
 	uint64_t v;
 
-	if (g_efd >= 0 && read(g_efd, &v, sizeof(v)) < 0) {
+	if (g_efd >= 0 && raw_read(g_efd, &v, sizeof(v)) < 0) {
 		/* EAGAIN: nothing pending */
 	}
 }
@@ -93,7 +94,7 @@ void tp_event_signal(void)
 {
 	uint64_t one = 1;
 
-	if (g_efd >= 0 && write(g_efd, &one, sizeof(one)) < 0) {
+	if (g_efd >= 0 && raw_write(g_efd, &one, sizeof(one)) < 0) {
 		/* EAGAIN: counter saturated, already readable */
 	}
 }
@@ -152,7 +153,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	tp_host_unlock(l);
 	tp_fo_free(c);
 	if (c->keep_fd >= 0) {
-		syscall(SYS_close, c->keep_fd); /* the kernel's FIN (after any failover tail) */
+		raw_close(c->keep_fd); /* the kernel's FIN (after any failover tail) */
 		c->keep_fd = -1;
 	}
 	tp_conn_recycle(c);
@@ -179,7 +180,7 @@ static void keep_release_if_acked(struct tp_conn *c)
 	if (!acked || tp_mutex_trylock(&c->witness_lock))
 		return;
 	if (!tp_fo_get(c) && c->keep_fd >= 0) { /* (under witness_lock: fo_dup_socket()) */
-		syscall(SYS_close, c->keep_fd);
+		raw_close(c->keep_fd);
 		c->keep_fd = -1;
 	}
 	tp_mutex_unlock(&c->witness_lock);
@@ -892,8 +893,8 @@ void tp_atfork_child(void)
 		int nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 
 		if (nfd >= 0) {
-			dup3(nfd, g_efd, O_CLOEXEC);
-			close(nfd);
+			raw_dup3(nfd, g_efd, O_CLOEXEC);
+			raw_close(nfd);
 		}
 	}
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
