@@ -76,12 +76,12 @@ static void note_mismatch(struct perf_result *r, const char *phase, uint64_t msg
 static int parent_accept(struct tp_link *link, pid_t self, struct tp_conn **ret_conn)
 {
 	struct tp_key key;
-	uint64_t start = tool_now_ns();
+	uint64_t start = clock_mono_ns();
 	int rc;
 
 	perf_key(&key, self);
 	while ((rc = tp_attach(link, &key, ret_conn)) == -ENOENT) {
-		if (tool_now_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u)
+		if (clock_mono_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u)
 			return -ETIMEDOUT;
 		usleep(200);
 	}
@@ -152,16 +152,16 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
 
 		if (il)
 			pipe_burst(pipe, r, pipe_mbps, &n_pipe);
-		t0 = tool_now_ns();
+		t0 = clock_mono_ns();
 		rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, n_b, done);
-		uint64_t last = tool_now_ns();
+		uint64_t last = clock_mono_ns();
 
 		for (uint64_t n = done; rc == 0 && n < done + n_b; n++) {
 			rc = perf_recv_all(c, buf, r->size);
 			if (r->track_stall) {
 				/* the longest wait for one message: what a loss costs the stream (a
 				 * clock read per message, so only under --fault) */
-				uint64_t now = tool_now_ns();
+				uint64_t now = clock_mono_ns();
 
 				if (now - last > r->stall_ns)
 					r->stall_ns = now - last;
@@ -176,7 +176,7 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
 				ok = false;
 			}
 		}
-		elapsed += tool_now_ns() - t0;
+		elapsed += clock_mono_ns() - t0;
 		if (rc < 0) {
 			snprintf(err, errlen, "stream of %zu-byte messages: receive: %s", r->size,
 				 strerror(-rc));
@@ -593,7 +593,7 @@ static int parse_opts(int argc, char **argv, struct perf_opts *o)
 	}
 	snprintf(o->lp.name, sizeof(o->lp.name), "perf-%d", (int)getpid());
 	snprintf(o->lp.path, sizeof(o->lp.path), "/dev/shm/ntbsock-perf-%d-%llx", (int)getpid(),
-		 (unsigned long long)(tool_now_ns() & 0xffffffffu));
+		 (unsigned long long)(clock_mono_ns() & 0xffffffffu));
 	o->lp.mode = 0600;
 	return 0;
 }

@@ -459,14 +459,9 @@ void tp_exec_release_closed(void)
  * the process's own threads (its accept()) go first. Returns true when the doorbell moved. */
 #define TP_HELPER_SPIN_NS 300000u
 
-static uint64_t now_ns(void)
-{
-	return clock_mono_ns();
-}
-
 static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
 {
-	while (now_ns() < until_ns) {
+	while (clock_mono_ns() < until_ns) {
 		for (int i = 0; i < 32; i++) {
 			/* acquire inside ntb_db_read(): pairs with the ringer's release */
 			if (ntb_db_read(n) != seen)
@@ -606,7 +601,7 @@ static void *helper_main(void *arg)
 			l->db_seen = db;
 			signal |= rung;
 			if (link_service(l, now, rung, quick && l == first))
-				spin_until = now_ns() + TP_HELPER_SPIN_NS;
+				spin_until = clock_mono_ns() + TP_HELPER_SPIN_NS;
 		}
 		pthread_mutex_unlock(&g_lock);
 		if (signal)

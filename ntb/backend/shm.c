@@ -41,7 +41,7 @@ static int shm_create(struct ntb_link *nl, const char *path)
 	const struct ntb_link_params *p = &nl->params;
 	mode_t mode = p->mode ? p->mode : 0600;
 	char tmp[NTB_PATH_MAX + 64];
-	uint32_t rnd = (uint32_t)(ntb_now_ns() ^ ((uint64_t)getpid() << 16));
+	uint32_t rnd = (uint32_t)(clock_mono_ns() ^ ((uint64_t)getpid() << 16));
 	struct ntb_region_hdr h;
 	int rc;
 
