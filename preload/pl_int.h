@@ -5,7 +5,9 @@
  * Files: intercept.def (the one list of wrapped calls) → pl_sys.c (syscall fallbacks, the table
  * of real functions) and pl_init.c (dlsym, config, mode); pl_fdtab.c (fd table, object pool);
  * pl_setup.c (routing, NTB set-up beside the kernel connect/accept, listeners, fork);
- * pl_sock.c (control calls); pl_io.c (data calls); pl_poll.c (poll/select/epoll);
+ * pl_sock.c (control calls); pl_io.c (data calls); readiness: pl_ready.c (one fd's poll bits),
+ * pl_spin.c (spin-then-sleep timing), pl_poll.c, pl_select.c, pl_epoll.c (the epoll shadow),
+ * sharing pl_ready_int.h;
  *
  * Flow: every socket stays a kernel TCP socket. connect() asks conf_route(); for ntb it binds
  * the host address if needed, reserves the NTB path under the 4-tuple (tp_connect) BEFORE the
@@ -171,7 +173,7 @@ struct pl_sock {
 				      * SOCK_NOSPACE): room found afterwards is an EPOLLOUT edge */
 	_Atomic unsigned room_gen;   /* bumped on each such edge (edge-triggered epoll) */
 	_Atomic unsigned wlen;       /* bytes of the last send call: POLLOUT means room for as
-				      * many in one message (pl_poll.c, tp_send_fits()) */
+				      * many in one message (pl_ready.c, tp_send_fits()) */
 	pthread_mutex_t lock;
 	struct tp_conn *conn;
 	int link_index;
@@ -320,7 +322,7 @@ void pl_cand_epoll(int epfd, int op, int fd, const struct epoll_event *ev);
 /* connect() made FD (object S) NTB: move its kernel epoll registrations into the shadows. */
 void pl_cand_migrate(int fd, struct pl_sock *s);
 
-/* --- readiness (pl_poll.c) --------------------------------------------------------------------- */
+/* --- readiness (pl_ready.c, pl_poll.c, pl_epoll.c) ------------------------------------------ */
 
 /* Add FD (object T) to the shadow of EPFD, as EPOLL_CTL_ADD would. 0 or a negative errno. */
 int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_event *ev);
@@ -328,7 +330,7 @@ int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_
 /* poll(2) bits of a tracked fd in user space (PL_CONN open, PL_EPOLL with ready entries). */
 unsigned pl_sock_revents(struct pl_sock *s, int fd);
 /* A send or a look at S found no room: the next look that finds room raises an EPOLLOUT edge
- * (pl_poll.c), as the kernel's SOCK_NOSPACE makes the ACK that frees space wake its waiters. */
+ * (pl_ready.c), as the kernel's SOCK_NOSPACE makes the ACK that frees space wake its waiters. */
 static inline void pl_note_nospace(struct pl_sock *s)
 {
 	if (!atomic_load_explicit(&s->nospace, memory_order_relaxed))

@@ -2,7 +2,7 @@
 /* Data calls: read/write/send/recv and their vector, message, multi-message, sendfile, splice
  * and _FORTIFY_SOURCE variants. NTB connections go to the transport with kernel socket
  * semantics (blocking, timeouts, flags, SIGPIPE); every other fd goes to libc unchanged. */
-#include "preload/pl_int.h"
+#include "preload/pl_ready_int.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -91,8 +91,9 @@ static bool restart_after_signal(int timeout_ms)
 }
 
 /* Wait for EVENTS on S: spin for the configured budget, yielding the CPU every few rounds so
- * a peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
- * set to 0: see pl_tp_params()). Same results as tp_wait().
+ * a peer that shares this core can run (pl_spinning(), as poll, select and epoll), then sleep
+ * in tp_wait() (the transport's own spin is set to 0: see pl_tp_params()). Same results as
+ * tp_wait().
  * Waiting for input spins on tp_readable_hint(), for output on tp_poll_dir(): neither asks
  * the peer to ring us (as tp_poll() does), so the peer's calls stay free of doorbells while we
  * spin. The hint validates nothing: the receive that follows checks the message as it copies
@@ -101,25 +102,24 @@ static bool restart_after_signal(int timeout_ms)
  * seen by tp_wait() when the spin ends. */
 static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 {
+	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000 };
+	struct pl_timing tm = { .tmo = timeout_ms < 0 ? NULL : &ts };
+	bool kcheck;
+
 	events |= TP_EV_ERR | TP_EV_HUP;
-	if (pl_spin_us && timeout_ms != 0) {
-		int64_t until = pl_now_ns() + (int64_t)pl_spin_us * 1000;
-		do {
-			for (int i = 0; i < 32; i++) {
-				if (events & TP_EV_IN) {
-					if (tp_readable_hint(s->conn))
-						return TP_EV_IN;
-				} else {
-					/* (no arming: tp_wait() arms before it sleeps) */
-					unsigned ev = tp_poll_dir(s->conn, events, false);
-					if (ev & events)
-						return (int)(ev & events);
-				}
-				cpu_relax();
-			}
-			sched_yield();
-		} while (pl_now_ns() < until);
-	}
+	if (!pl_spin_us)
+		return tp_wait(s->conn, events, timeout_ms);
+	do {
+		if (events & TP_EV_IN) {
+			if (tp_readable_hint(s->conn))
+				return TP_EV_IN;
+		} else {
+			/* (no arming: tp_wait() arms before it sleeps) */
+			unsigned ev = tp_poll_dir(s->conn, events, false);
+			if (ev & events)
+				return (int)(ev & events);
+		}
+	} while (pl_spinning(&tm, &kcheck));
 	return tp_wait(s->conn, events, timeout_ms);
 }
 
