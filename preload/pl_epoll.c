@@ -204,7 +204,7 @@ NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return ctl_kernel(epfd, op, fd, ev);
 	if (!(t->kind == PL_CONN || (t->kind == PL_EPOLL && t->ep)) ||
 	    (t->kind == PL_CONN &&
-	     /* pairs with the release in set_state() */
+	     /* pairs with the release in pl_set_state() */
 	     atomic_load_explicit(&t->state, memory_order_acquire) == PL_CS_FAILED)) {
 		if (ep_moved(t))
 			ep_migrate_fd(epfd, fd); /* (its shadow entry, if still there) */
@@ -260,7 +260,7 @@ static uint64_t sock_rx_stamp(struct pl_sock *s, bool arm)
 	if (s->kind == PL_EPOLL)
 		return s->ep ? ep_stamp(s->ep, arm) : 0;
 	if (s->kind != PL_CONN ||
-	    /* pairs with the release in set_state() (pl_setup.c) */
+	    /* pairs with the release in pl_set_state() */
 	    atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN)
 		return 0;
 	PL_ENTER();

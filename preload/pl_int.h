@@ -4,7 +4,8 @@
  *
  * Files: intercept.def (the one list of wrapped calls) → pl_sys.c (syscall fallbacks, the table
  * of real functions) and pl_init.c (dlsym, config, mode); pl_fdtab.c (fd table, object pool);
- * pl_setup.c (routing, NTB set-up beside the kernel connect/accept, listeners, fork);
+ * set-up: pl_link.c (links, listeners, fork), pl_addr.c (keys, host addresses), pl_connect.c
+ * (routing, NTB set-up beside the kernel connect), pl_accept.c (accept, listen), pl_sockopt.c;
  * pl_sock.c (control calls); pl_io.c (data calls); readiness: pl_ready.c (one fd's poll bits),
  * pl_spin.c (spin-then-sleep timing), pl_poll.c, pl_select.c, pl_epoll.c (the epoll shadow),
  * sharing pl_ready_int.h;
@@ -135,9 +136,26 @@ struct tp_link *pl_link_get(int index, bool wait_up, bool *ret_fresh);
  * host is both sides: connects start on side 0 and are accepted on side 1. */
 struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *ret_fresh);
 
-/* Convert config structs to layer params (pl_setup.c). */
+/* Convert config structs to layer params (pl_link.c). */
 void pl_link_params(const struct conf_link *cl, struct ntb_link_params *ret);
 void pl_tp_params(const struct conf_tunables *t, struct tp_params *ret);
+
+/* Is conf link INDEX a loopback link (both sides on this host)? */
+bool pl_link_is_loopback(int index);
+/* For a connect over link INDEX that this process has not opened yet: why the peer side is
+ * known to be gone (a link that would not come up), or NULL. */
+const char *pl_link_peek_gone(int index);
+/* Why LINK is down, when the peer side is known to be gone; NULL: just down. */
+const char *pl_link_down_reason(struct tp_link *link);
+/* A tp_connect() over link INDEX ended with R / WHY, QUICK when it took less than the hold of
+ * a late connect: a quick answer settles the link (the peer host serves it), a timeout
+ * unsettles it. */
+void pl_link_note_setup(int index, int r, enum tp_reason why, bool quick);
+bool pl_link_settled(int index);
+/* The server stays TCP although the client may have reserved NTB under KEY: end that
+ * reservation on every link, so the client sees a reset instead of waiting on a path nobody
+ * serves. */
+void pl_links_refuse(const struct tp_key *key);
 
 /* --- sockets ---------------------------------------------------------------------------------- */
 
@@ -243,18 +261,25 @@ ssize_t pl_moved_send(int fd, const struct iovec *iov, int iovcnt, size_t done, 
 ssize_t pl_moved_recv(int fd, const struct iovec *iov, int iovcnt, int flags);
 extern _Atomic unsigned pl_moved_gen;
 
+/* Publish connection S's state ST (enum pl_cstate). */
+static inline void pl_set_state(struct pl_sock *s, int st)
+{
+	/* release pairs with the acquire in pl_is_ntb(): conn is set before. */
+	atomic_store_explicit(&s->state, st, memory_order_release);
+}
+
 /* True when S carries data over NTB (open connection). Resolves a pending connect first. */
 static inline bool pl_is_ntb(struct pl_sock *s, int fd)
 {
 	if (s->kind != PL_CONN)
 		return false;
-	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
+	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with pl_set_state */
 	if (unlikely(st == PL_CS_PENDING))
 		st = pl_check_pending(s, fd);
 	return st == PL_CS_OPEN && !pl_conn_check_moved(s, fd);
 }
 
-/* --- set-up (pl_setup.c) --------------------------------------------------------------------- */
+/* --- set-up (pl_link.c, pl_addr.c, pl_connect.c, pl_accept.c) -------------------------------- */
 
 void pl_init_once(void);
 int pl_connect(int fd, const struct sockaddr *addr, socklen_t len);
@@ -272,6 +297,17 @@ void pl_atfork_child(void);
 void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to);
 /* Is FD a TCP stream socket? */
 bool pl_is_tcp_stream(int fd);
+/* Addresses (pl_addr.c): SA as "address:port" into BUF; its port (host order); is it the
+ * wildcard address; is it (port ignored) one of this host's configured addresses (IPv4-mapped
+ * counts as IPv4)? */
+void pl_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+uint16_t pl_sa_port(const struct sockaddr *sa);
+bool pl_sa_is_any(const struct sockaddr *sa);
+bool pl_is_host_addr(const struct sockaddr *sa);
+/* Bind FD to this host's address (family of DST), so that the peer recognises our source
+ * address. With NO_PORT the port is left to connect(), which picks it with the 4-tuple check
+ * and may reuse ports in TIME_WAIT; without, the kernel picks it now. 0 or a negative errno. */
+int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port);
 /* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
 void pl_listener_links(uint16_t port, bool advertise);
 /* Open every configured link not open yet (pl_link_get() of each): the number open after. */
@@ -285,6 +321,8 @@ int pl_links_open_all(void);
 void pl_inherit(bool active);
 /* Cache the socket options the data path needs (O_NONBLOCK, timeouts, linger) from FD. */
 void pl_sock_load_opts(struct pl_sock *s, int fd);
+/* The same, as socket() left them when its PL_CAND_* flags CF say so (no system call). */
+void pl_sock_opts_init(struct pl_sock *s, int fd, unsigned cf);
 
 /* --- data (pl_io.c) ---------------------------------------------------------------------------- */
 

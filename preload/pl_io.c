@@ -51,7 +51,7 @@ static int pl_route_io(struct pl_sock *s, int fd, bool nonblock)
 	if (s->kind != PL_CONN)
 		return 0;
 	for (;;) {
-		int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
+		int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with pl_set_state */
 		if (st == PL_CS_PENDING)
 			st = pl_check_pending(s, fd);
 		if (st == PL_CS_OPEN)

@@ -30,7 +30,7 @@ static unsigned sock_revents_now(struct pl_sock *s, int fd, bool arm, unsigned e
 	}
 	if (s->kind != PL_CONN)
 		return PL_REV_KERNEL;
-	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
+	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with pl_set_state */
 	if (st == PL_CS_PENDING)
 		st = pl_check_pending(s, fd);
 	if (st == PL_CS_FAILED && s->pending_err)
@@ -103,7 +103,7 @@ unsigned pl_sock_revents(struct pl_sock *s, int fd)
 bool pl_user_space(struct pl_sock *s)
 {
 	if (s->kind == PL_CONN)
-		/* pairs with the release in set_state() (pl_setup.c) */
+		/* pairs with the release in pl_set_state() */
 		return atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_FAILED;
 	return s->kind == PL_EPOLL && s->ep && pl_epoll_size(s->ep) > 0;
 }

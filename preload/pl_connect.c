@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: MIT
+/* connect() (doc/design.md §5): route it to ntb or tcp, reserve the NTB path before the kernel
+ * connect and confirm it after, or take the late path when the kernel chooses the port; log
+ * one line per connection saying which path it took and why. */
+#include "preload/pl_int.h"
+#include "glue/conf_params.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *route_reason_tcp(const struct conf_route *rt)
+{
+	return rt->reason[0] ? rt->reason : "rule says tcp";
+}
+
+/* --- connect ------------------------------------------------------------------------------------- */
+
+/* The kernel's connect for a connection that stays TCP, listed for `ntbsock stat` when it
+ * succeeds or is in progress. */
+static int connect_tcp(int fd, const struct sockaddr *dst, socklen_t dlen, const char *reason,
+		       int saved_errno)
+{
+	errno = saved_errno;
+	int r = pl_real.connect(fd, dst, dlen);
+	if (r == 0 || errno == EINPROGRESS)
+		pl_tcpstat_add(fd, dst, reason); /* keeps errno */
+	return r;
+}
+
+/* Limits of the late set-up, see "connect with the port chosen by the kernel". */
+#define PL_HOLD_OK_MS 100
+#define PL_HOLD_GIVEUP_MS 150
+
+/* --- connect with the port chosen by the kernel ---------------------------------------------------
+ *
+ * The NTB set-up is keyed by the 4-tuple, and the server's accept() looks the key up at once. An
+ * explicit bind to port 0 would give the 4-tuple before the connect, but such a bind cannot
+ * reuse a port in TIME_WAIT (it scans the whole ephemeral range when that is full), and with
+ * ntbsock the client often closes first. So the port is left to connect(), and the server is
+ * kept from accepting until the reservation exists: TCP_DEFER_ACCEPT on a connecting socket
+ * makes the kernel hold back the ACK that completes the handshake (connect() itself still
+ * completes on the SYN-ACK); once tp_connect() has reserved the path under the now known
+ * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK.
+ *
+ * Both ends must then agree on the path, also when the set-up is slow (a stalled peer,
+ * contexts short, a client descheduled or stopped at any point). The client decides, and its
+ * decision is final once written into the server's reservation (transport: COMMIT for ntb, a
+ * reset or a Cancel for tcp); the server's accept() follows it, waiting for it if the
+ * reservation is still undecided (tp_attach()). The client commits only while the ACK is
+ * still held: a reservation then existed before the server could accept. When the ACK went
+ * out first (the kernel's delayed-ACK timer releases it at 200 ms; handshake_acked() says so),
+ * the server may have accepted without finding a reservation and stayed tcp, so the client
+ * gives its reservation up (tcp on both ends). tp_connect() gives up after PL_HOLD_GIVEUP_MS
+ * (then a reservation made late is withdrawn by a Cancel before the ACK is released). No
+ * timing margin decides, so a starved process on either side cannot split a connection. */
+
+/* struct tcp_info as the kernel fills it since Linux 4.2 (glibc's stops at tcpi_total_retrans). */
+struct pl_tcp_info {
+	struct tcp_info base;
+	uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+	uint32_t segs_out, segs_in;
+};
+
+static void hold_ack(int fd, bool hold)
+{
+	int on = hold, one = 1;
+
+	/* sends the held ACK, if any (only in ESTABLISHED: else a no-op); first, as the server
+	 * waits for it */
+	if (!hold)
+		pl_real.setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &on, sizeof(on));
+}
+
+/* Has FD's kernel sent the ACK completing its handshake? It has sent only SYNs until then:
+ * one, plus each retransmission. True when that cannot be told. */
+static bool handshake_acked(int fd)
+{
+	struct pl_tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (pl_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
+	    l < offsetof(struct pl_tcp_info, segs_in))
+		return true;
+	if (ti.base.tcpi_state == TCP_SYN_SENT)
+		return false;
+	return ti.segs_out > 1u + ti.base.tcpi_total_retrans;
+}
+
+/* The NTB set-up failed after the kernel connect (R, errno E) was made: release the held ACK,
+ * and under the "error" fall-back policy dissolve the TCP connection again (connect(AF_UNSPEC):
+ * the server never accepted it) and fail. */
+static int connect_late_tcp(int fd, const struct sockaddr *dst, int r, int e, const char *desc,
+			    const char *reason, enum tp_reason why)
+{
+	hold_ack(fd, false);
+	if (!reason)
+		reason = tp_reason_str(why);
+	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, desc, reason);
+	if (pl_conf->fallback == CONF_FALLBACK_ERROR) {
+		struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+		pl_real.connect(fd, &unspec, sizeof(unspec));
+		errno = why == TP_REASON_LINK_DOWN ? ENETUNREACH : ECONNREFUSED;
+		return -1;
+	}
+	pl_tcpstat_add(fd, dst, reason);
+	errno = e;
+	return r;
+}
+
+/* FD is bound to a host address without a port (IP_BIND_ADDRESS_NO_PORT): connect, reserve
+ * the NTB path under the 4-tuple, then let the handshake complete. Same results as
+ * pl_connect(). */
+static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct tp_link *link,
+			int link_index, unsigned cf, int saved_errno)
+{
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	enum tp_reason why = TP_REASON_NONE;
+	struct tp_conn *conn = NULL;
+	struct tp_key key;
+	char desc[128];
+	int r, e;
+
+	hold_ack(fd, true);
+	errno = saved_errno;
+	r = pl_real.connect(fd, dst, dlen);
+	e = errno;
+	if (r < 0 && e != EINPROGRESS && e != EINTR) {
+		/* refused, unreachable, no port left...: as over TCP */
+		hold_ack(fd, false);
+		pl_addr_str(dst, desc, sizeof(desc));
+		LOG(LL_DEBUG, "fd %d -> %s: connect failed: %s", fd, desc, strerror(e));
+		errno = e;
+		return -1;
+	}
+	/* The port is assigned now, also for a connect still in progress. */
+	if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0 ||
+	    pl_key_build((struct sockaddr *)&local, dst, &key) < 0) {
+		pl_addr_str(dst, desc, sizeof(desc));
+		return connect_late_tcp(fd, dst, r, e, desc, "getsockname failed", why);
+	}
+	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
+	int tmo = (int)pl_tpp.setup_timeout_ms;
+	if (tmo > PL_HOLD_GIVEUP_MS)
+		tmo = PL_HOLD_GIVEUP_MS;
+	int64_t setup_ns = pl_now_ns();
+	PL_ENTER();
+	int tr = tp_connect_reserve(link, &key, tmo, &conn, &why);
+	PL_LEAVE();
+	pl_link_note_setup(link_index, tr, why,
+			   pl_now_ns() - setup_ns < PL_HOLD_OK_MS * 1000000LL);
+	if (tr < 0)
+		return connect_late_tcp(fd, dst, r, e, desc, NULL,
+					why == TP_REASON_NONE ? TP_REASON_LOCAL_ERROR : why);
+	/* The decision, final once written (the server's tp_attach() waits for it): an ACK
+	 * already sent (the kernel's delayed ACK) may have let the server accept before the
+	 * reservation existed, so that it stayed tcp: give it up. Else commit it before the ACK
+	 * goes out. */
+	if (handshake_acked(fd)) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		return connect_late_tcp(fd, dst, r, e, desc,
+					"ntb set-up slower than the TCP handshake may wait", why);
+	}
+	PL_ENTER();
+	tp_conn_commit(conn);
+	PL_LEAVE();
+	hold_ack(fd, false);
+
+	struct pl_sock *s = pl_sock_alloc(PL_CONN);
+	if (!s) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		LOG(LL_INFO, "fd %d %s: tcp (out of memory)", fd, desc);
+		pl_tcpstat_add(fd, dst, "out of memory");
+		errno = e;
+		return r;
+	}
+	pl_sock_opts_init(s, fd, cf);
+	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
+	s->conn = conn;
+	s->link_index = link_index;
+	snprintf(s->desc, sizeof(s->desc), "%s", desc);
+	if (r == 0) {
+		PL_ENTER();
+		int cr = tp_conn_confirm(conn);
+		PL_LEAVE();
+		if (cr < 0) {
+			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
+			    strerror(-cr));
+			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
+			pl_sock_put(s); /* never installed: releases conn (tp_abort, state PENDING) */
+			errno = saved_errno;
+			return 0;
+		}
+		pl_set_state(s, PL_CS_OPEN);
+		LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, desc, pl_conf->links[link_index].name);
+	}
+	/* else completes in the background: confirmed by pl_check_pending() */
+	pl_fd_install(fd, s);
+	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
+	PL_ENTER();
+	tp_conn_set_owner(conn, tp_process_id(), fd);
+	PL_LEAVE();
+	pl_sock_put(s);
+	errno = r == 0 ? saved_errno : e;
+	return r;
+}
+
+/* The link a new connection to RT's peer goes on: with several, the least loaded live one
+ * (connections of this host on it, tp_link_load()), the first of equals; else, or when none is
+ * live, the peer's first link (whose state then decides, as for a single link). */
+static int pick_link(const struct conf_route *rt)
+{
+	const struct conf_peer *p = rt->peer;
+	int best = rt->link_index, best_load = INT_MAX;
+
+	if (!p || p->n_links <= 1)
+		return rt->link_index;
+	for (int k = 0; k < p->n_links; k++) {
+		int idx = p->link_indices[k];
+		struct tp_link *l = pl_link_get(idx, true, NULL);
+		int load;
+
+		if (!l)
+			continue;
+		PL_ENTER();
+		load = tp_link_load(l);
+		PL_LEAVE();
+		if (load >= 0 && load < best_load) {
+			best = idx;
+			best_load = load;
+		}
+	}
+	return best;
+}
+
+/* Returns the kernel connect's result the libc way (0 or -1 + errno), having tried NTB first. */
+int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
+{
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	struct conf_route rt;
+	enum tp_reason why = TP_REASON_NONE;
+	const char *reason = NULL;
+	struct tp_conn *conn = NULL;
+	struct tp_link *link;
+	struct tp_key key;
+	char desc[128];
+	int saved_errno = errno;
+	int r;
+	/* what our socket() made and nothing changed since: no need to ask the kernel */
+	unsigned cf = pl_cand_flags(fd);
+
+	if (fd >= pl_nfds || (!(cf & PL_CAND_TCP) && !pl_is_tcp_stream(fd))) {
+		/* (an fd beyond the table cannot be tracked: it stays TCP) */
+		errno = saved_errno;
+		return pl_real.connect(fd, dst, dlen);
+	}
+
+	PL_ENTER();
+	r = conf_route(pl_conf, dst, dlen, &rt);
+	PL_LEAVE();
+	pl_addr_str(dst, desc, sizeof(desc));
+	if (r < 0 || rt.action != CONF_ACTION_NTB) {
+		reason = r < 0 ? "not an IP address" : route_reason_tcp(&rt);
+		LOG(LL_INFO, "fd %d -> %s: tcp (%s)", fd, desc, reason);
+		return connect_tcp(fd, dst, dlen, reason, saved_errno);
+	}
+	rt.link_index = pick_link(&rt);
+	/* not worth opening the link (most of a millisecond) when nobody serves it */
+	reason = pl_link_peek_gone(rt.link_index);
+	if (reason) {
+		why = TP_REASON_LINK_DOWN;
+		goto tcp;
+	}
+	link = pl_link_get(rt.link_index, true, NULL);
+	/* tp_link_is_up() also refreshes the transport's cached view (a forked child's). */
+	if (!link || !tp_link_is_up(link)) {
+		why = TP_REASON_LINK_DOWN;
+		if (link)
+			reason = pl_link_down_reason(link);
+		goto tcp;
+	}
+	uint16_t port = pl_sa_port(dst);
+	/* The peer's listeners are in our inbound window as soon as the link is up: no waiting
+	 * here (a port without an ntbsock listener must not delay the TCP connect). */
+	if (!tp_peer_listens(link, port)) {
+		why = TP_REASON_NO_LISTENER;
+		goto tcp;
+	}
+	if (cf & PL_CAND_UNBOUND) {
+		memset(&local, 0, sizeof(local)); /* the wildcard address, port 0 */
+		local.ss_family = cf & PL_CAND_V6 ? AF_INET6 : AF_INET;
+	} else if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
+		reason = "getsockname failed";
+		goto tcp;
+	}
+	if (pl_sa_port((struct sockaddr *)&local) == 0 && pl_sa_is_any((struct sockaddr *)&local) &&
+	    !pl_link_settled(rt.link_index) &&
+	    pl_bind_host_addr(fd, dst, false) == 0) {
+		/* Until the peer host answered quickly, the port is bound now and the path reserved
+		 * before the kernel connect, which waits as long as the set-up needs. (When the
+		 * bind finds no port, connect() picks one below.) */
+		llen = sizeof(local);
+		if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0) {
+			reason = "getsockname failed";
+			goto tcp;
+		}
+	}
+	if (pl_sa_port((struct sockaddr *)&local) == 0) {
+		/* No port yet: connect() picks it (as for any TCP client), and the reservation
+		 * follows the kernel connect. */
+		if (pl_sa_is_any((struct sockaddr *)&local)) {
+			r = pl_bind_host_addr(fd, dst, true);
+			if (r < 0) {
+				reason = r == -EADDRNOTAVAIL ? "no host address of that family"
+							     : "cannot bind the host address";
+				goto tcp;
+			}
+		} else if (!pl_is_host_addr((struct sockaddr *)&local)) {
+			reason = "socket bound to an address that is not this host's";
+			goto tcp;
+		}
+		return connect_late(fd, dst, dlen, link, rt.link_index, cf, saved_errno);
+	} else if (pl_sa_is_any((struct sockaddr *)&local)) {
+		reason = "socket bound to the wildcard address";
+		goto tcp;
+	} else if (!pl_is_host_addr((struct sockaddr *)&local)) {
+		/* The peer would not know this source address and would stay TCP. */
+		reason = "socket bound to an address that is not this host's";
+		goto tcp;
+	}
+	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
+	if (pl_key_build((struct sockaddr *)&local, dst, &key) < 0) {
+		reason = "not an IP address";
+		goto tcp;
+	}
+	int64_t setup_ns = pl_now_ns();
+	PL_ENTER();
+	r = tp_connect(link, &key, (int)pl_tpp.setup_timeout_ms, &conn, &why);
+	PL_LEAVE();
+	pl_link_note_setup(rt.link_index, r, why,
+			   pl_now_ns() - setup_ns < PL_HOLD_OK_MS * 1000000LL);
+	if (r < 0) {
+		if (why == TP_REASON_NONE)
+			why = TP_REASON_LOCAL_ERROR;
+		goto tcp;
+	}
+
+	struct pl_sock *s = pl_sock_alloc(PL_CONN);
+	if (!s) {
+		tp_abort(conn);
+		reason = "out of memory";
+		goto tcp;
+	}
+	pl_sock_opts_init(s, fd, cf);
+	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
+	s->conn = conn;
+	s->link_index = rt.link_index;
+	snprintf(s->desc, sizeof(s->desc), "%s", desc);
+	pl_fd_install(fd, s);
+	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
+	PL_ENTER();
+	tp_conn_set_owner(conn, tp_process_id(), fd);
+	PL_LEAVE();
+
+	errno = saved_errno;
+	r = pl_real.connect(fd, dst, dlen);
+	if (r == 0) {
+		PL_ENTER();
+		r = tp_conn_confirm(conn);
+		PL_LEAVE();
+		if (r < 0) {
+			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
+			    strerror(-r));
+			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
+			struct pl_sock *t = pl_fd_take(fd);
+			pl_set_state(s, PL_CS_FAILED);
+			pl_sock_put(t);
+			pl_sock_put(s);
+			errno = saved_errno;
+			return 0;
+		}
+		pl_set_state(s, PL_CS_OPEN);
+		LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, desc, pl_conf->links[rt.link_index].name);
+		pl_sock_put(s);
+		errno = saved_errno;
+		return 0;
+	}
+	int e = errno;
+	if (e == EINPROGRESS || e == EINTR || e == EALREADY) {
+		/* Completes in the background: confirmed by pl_check_pending(). */
+		pl_sock_put(s);
+		errno = e;
+		return -1;
+	}
+	struct pl_sock *t = pl_fd_take(fd);
+	pl_sock_put(t);       /* releases conn: tp_abort (state is still PENDING) */
+	pl_sock_put(s);
+	errno = e;
+	return -1;
+
+tcp:
+	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, desc, reason ? reason : tp_reason_str(why));
+	if (pl_conf->fallback == CONF_FALLBACK_ERROR) {
+		errno = why == TP_REASON_LINK_DOWN ? ENETUNREACH : ECONNREFUSED;
+		return -1;
+	}
+	return connect_tcp(fd, dst, dlen, reason ? reason : tp_reason_str(why), saved_errno);
+}
+
+int pl_check_pending(struct pl_sock *s, int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	int st;
+
+	pthread_mutex_lock(&s->lock);
+	st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with pl_set_state() */
+	if (st != PL_CS_PENDING)
+		goto out;
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	if (pl_real.poll(&p, 1, 0) <= 0 || !(p.revents & (POLLOUT | POLLERR | POLLHUP)))
+		goto out;
+	if (pl_real.getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+		PL_ENTER();
+		int r = tp_conn_confirm(s->conn);
+		PL_LEAVE();
+		if (r == 0) {
+			st = PL_CS_OPEN;
+			LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, s->desc,
+			    pl_conf->links[s->link_index].name);
+		} else {
+			st = PL_CS_FAILED;
+			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, s->desc,
+			    strerror(-r));
+			pl_tcpstat_add(fd, NULL, "peer error: confirm failed");
+		}
+	} else {
+		int err = 0;
+		socklen_t el = sizeof(err);
+		pl_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		s->pending_err = err ? err : ECONNREFUSED;
+		st = PL_CS_FAILED;
+		LOG(LL_DEBUG, "fd %d %s: connect failed: %s", fd, s->desc, strerror(s->pending_err));
+	}
+	if (st == PL_CS_FAILED) {
+		PL_ENTER();
+		tp_abort(s->conn);
+		PL_LEAVE();
+		s->conn = NULL;
+	}
+	pl_set_state(s, st);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return st;
+}
