@@ -62,22 +62,27 @@ static void ep_remove(struct pl_epoll *ep, int i)
 static bool ep_moved(struct pl_sock *cur);
 static void ep_migrate_fd(int epfd, int fd);
 
+/* A new epoll fd FD from the kernel (ACTIVE: the library was active before the call): a
+ * stale object of an fd closed behind our back must not be taken for it. */
+static int ep_created(bool active, int fd)
+{
+	if (active && fd >= 0)
+		pl_fd_fresh(fd);
+	return fd;
+}
+
 NTB_EXPORT int epoll_create(int size)
 {
 	bool act = pl_active();
-	int fd = pl_real.epoll_create(size);
-	if (act && fd >= 0)
-		pl_fd_fresh(fd);
-	return fd;
+
+	return ep_created(act, pl_real.epoll_create(size));
 }
 
 NTB_EXPORT int epoll_create1(int flags)
 {
 	bool act = pl_active();
-	int fd = pl_real.epoll_create1(flags);
-	if (act && fd >= 0)
-		pl_fd_fresh(fd);
-	return fd;
+
+	return ep_created(act, pl_real.epoll_create1(flags));
 }
 
 /* The shadow of EPFD, created on first use (a new PL_EPOLL object at EPFD). */
