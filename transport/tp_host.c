@@ -488,7 +488,7 @@ void tp_host_reclaim(struct tp_link *l)
 		case TP_ES_FREE:
 			continue;
 		case TP_ES_PENDING:
-			gone = now - e->created_ms > pend_ms ||
+			gone = clock_age_ms(now, e->created_ms) > pend_ms ||
 			       (peer_epoch && peer_epoch != e->peer_epoch) ||
 			       (tp_slot_st_flags(l, i, e->nonce) & (TP_ST_RST | TP_ST_GONE));
 			break;
