@@ -12,6 +12,74 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The connection the client at KEY reserved on one of PEER's links (pl_connect(), pick_link():
+ * looked for on each) into *RET_CONN, its link's index into *RET_LINK. NULL, or why the
+ * connection stays TCP; *RET_RESERVED false when nothing is left reserved under KEY. */
+static const char *accept_attach(const struct conf_peer *peer, const struct tp_key *key,
+				 struct tp_conn **ret_conn, int *ret_link, bool *ret_reserved)
+{
+	bool any_open = false;
+	int r = -ENOENT;
+
+	for (int k = 0; k < peer->n_links; k++) {
+		struct tp_link *link = pl_link_get_at(peer->link_indices[k], true, false, NULL);
+		if (!link)
+			continue;
+		any_open = true;
+		PL_ENTER();
+		/* Look at the link now: a process forked before the link came up (pre-forked
+		 * workers) may not have seen it up yet, and would take its new connection's peer
+		 * for lost. */
+		tp_link_is_up(link); /* (refreshes the transport's cached link state) */
+		r = tp_attach(link, key, ret_conn);
+		PL_LEAVE();
+		if (r != -ENOENT) {
+			*ret_link = peer->link_indices[k];
+			break;
+		}
+	}
+	if (!any_open)
+		return tp_reason_str(TP_REASON_LINK_DOWN);
+	if (r == -ENOENT) {
+		*ret_reserved = false; /* nothing reserved under it */
+		return "client did not set up ntb";
+	}
+	if (r == -ETIMEDOUT) {
+		*ret_reserved = false; /* refused by tp_attach() */
+		return "client did not decide in time";
+	}
+	return r < 0 ? "peer error" : NULL;
+}
+
+/* Accepted fd NFD carries CONN (over link LINK_INDEX, described DESC) from now on. FLAGS: the
+ * accept4() flags. NULL, or why it stays TCP (CONN then aborted). */
+static const char *accept_install(int nfd, struct tp_conn *conn, int link_index,
+				  const char *desc, int flags)
+{
+	struct pl_sock *s = pl_sock_alloc(PL_CONN);
+
+	if (!s) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		return "out of memory";
+	}
+	tp_conn_set_witness(conn, nfd); /* a silent peer's end is seen there (transport.h) */
+	s->conn = conn;
+	s->link_index = link_index;
+	s->link_listen_side = pl_link_is_loopback(link_index);
+	snprintf(s->desc, sizeof(s->desc), "%s", desc);
+	pl_sock_load_opts(s, nfd);
+	atomic_store_explicit(&s->nonblock, !!(flags & SOCK_NONBLOCK), memory_order_relaxed);
+	atomic_store_explicit(&s->state, PL_CS_OPEN, memory_order_relaxed);
+	pl_fd_install(nfd, s);
+	PL_ENTER();
+	tp_conn_set_owner(conn, tp_process_id(), nfd);
+	PL_LEAVE();
+	pl_sock_put(s);
+	return NULL;
+}
+
 void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 {
 	struct sockaddr_storage cli, srv;
@@ -22,7 +90,6 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	bool have_key = false;
 	char desc[128] = "?";
 	const char *reason = NULL;
-	int r;
 
 	(void)listener;
 	if (pl_real.getpeername(nfd, (struct sockaddr *)&cli, &cl) < 0 ||
@@ -47,68 +114,15 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 		reason = "not configured: no peer for the client address";
 		goto tcp;
 	}
-	/* The client reserved the connection on one of the peer's links (pick_link()): look on
-	 * each. */
 	int link_index = -1;
-	bool any_open = false;
-	r = -ENOENT;
-	for (int k = 0; k < peer->n_links; k++) {
-		struct tp_link *link = pl_link_get_at(peer->link_indices[k], true, false, NULL);
-		if (!link)
-			continue;
-		any_open = true;
-		PL_ENTER();
-		/* Look at the link now: a process forked before the link came up (pre-forked
-		 * workers) may not have seen it up yet, and would take its new connection's peer
-		 * for lost. */
-		tp_link_is_up(link); /* (refreshes the transport's cached link state) */
-		r = tp_attach(link, &key, &conn);
-		PL_LEAVE();
-		if (r != -ENOENT) {
-			link_index = peer->link_indices[k];
-			break;
-		}
+	reason = accept_attach(peer, &key, &conn, &link_index, &have_key);
+	if (!reason) {
+		reason = accept_install(nfd, conn, link_index, desc, flags);
+		if (reason)
+			have_key = false; /* aborted: nothing left reserved */
 	}
-	if (!any_open) {
-		reason = tp_reason_str(TP_REASON_LINK_DOWN);
+	if (reason)
 		goto tcp;
-	}
-	if (r == -ENOENT) {
-		reason = "client did not set up ntb";
-		have_key = false; /* nothing reserved under it */
-		goto tcp;
-	}
-	if (r == -ETIMEDOUT) {
-		reason = "client did not decide in time";
-		have_key = false; /* refused by tp_attach() */
-		goto tcp;
-	}
-	if (r < 0) {
-		reason = "peer error";
-		goto tcp;
-	}
-	struct pl_sock *s = pl_sock_alloc(PL_CONN);
-	if (!s) {
-		PL_ENTER();
-		tp_abort(conn);
-		PL_LEAVE();
-		reason = "out of memory";
-		have_key = false; /* aborted above */
-		goto tcp;
-	}
-	tp_conn_set_witness(conn, nfd); /* a silent peer's end is seen there (transport.h) */
-	s->conn = conn;
-	s->link_index = link_index;
-	s->link_listen_side = pl_link_is_loopback(link_index);
-	snprintf(s->desc, sizeof(s->desc), "%s", desc);
-	pl_sock_load_opts(s, nfd);
-	atomic_store_explicit(&s->nonblock, !!(flags & SOCK_NONBLOCK), memory_order_relaxed);
-	atomic_store_explicit(&s->state, PL_CS_OPEN, memory_order_relaxed);
-	pl_fd_install(nfd, s);
-	PL_ENTER();
-	tp_conn_set_owner(conn, tp_process_id(), nfd);
-	PL_LEAVE();
-	pl_sock_put(s);
 	LOG(LL_INFO, "fd %d %s: ntb (link %s, accepted on fd %d)", nfd, desc,
 	    pl_conf->links[link_index].name, fd);
 	return;
