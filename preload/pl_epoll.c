@@ -1,41 +1,12 @@
 // SPDX-License-Identifier: MIT
-/* epoll over NTB fds mixed with kernel fds: each epoll set keeps a user-space shadow of the NTB
- * fds registered in it (the kernel's set holds the rest and the transport's event fd); a wait
- * collects the shadow's events, spins, then sleeps in the kernel's epoll_pwait(). */
-#include "preload/pl_ready_int.h"
+/* The epoll shadow: each epoll set holding NTB fds keeps a user-space list of them beside the
+ * kernel's set (which holds the kernel fds and the transport's event fd): epoll_create,
+ * epoll_ctl, and the move of a registration to the kernel when its connection fails over.
+ * pl_epoll_wait.c reports what the shadow holds. */
+#include "preload/pl_epoll_int.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define PL_EP_TAG 0x6e7462736f636b21ULL /* epoll data of our event fd inside an epoll set */
-
-struct pl_ep_entry {
-	int fd;
-	struct pl_sock *s;   /* not a reference: validated against the fd table by gen */
-	unsigned gen;
-	uint32_t events;
-	epoll_data_t data;
-	bool disabled;       /* EPOLLONESHOT fired */
-	/* EPOLLET, as the kernel: an event when something happened since the last one (added or
-	 * modified; new data arrived; room came after a send or look found none; error, hang-up
-	 * or end of stream appeared) and the fd is ready for what it is registered for. Reading,
-	 * writing and peeking alone raise none. */
-	bool fresh;          /* added or modified since the last event */
-	unsigned last;       /* EPOLLERR|EPOLLHUP|EPOLLRDHUP seen at the last look */
-	uint64_t rx_seen;    /* arrival stamp at the last event (sock_rx_stamp()) */
-	unsigned tx_seen;    /* room_gen at the last event */
-};
-
-/* Who touches what: everything under LOCK (epoll_ctl and the waits of this set). */
-struct pl_epoll {
-	pthread_mutex_t lock;
-	struct pl_ep_entry *v;
-	int n, cap;
-	unsigned rr;         /* where the next collection starts (fairness) */
-	struct pl_kturn kturn; /* when the kernel's side is looked at although NTB fds are ready */
-	bool evfd_added;
-	bool nested;         /* an epoll set was added to it once (ep_nested_filter()) */
-};
 
 void pl_epoll_free(struct pl_epoll *ep)
 {
@@ -45,7 +16,7 @@ void pl_epoll_free(struct pl_epoll *ep)
 	free(ep);
 }
 
-static int ep_find(struct pl_epoll *ep, int fd)
+int pl_ep_find(struct pl_epoll *ep, int fd)
 {
 	for (int i = 0; i < ep->n; i++)
 		if (ep->v[i].fd == fd)
@@ -53,13 +24,12 @@ static int ep_find(struct pl_epoll *ep, int fd)
 	return -1;
 }
 
-static void ep_remove(struct pl_epoll *ep, int i)
+void pl_ep_remove(struct pl_epoll *ep, int i)
 {
 	ep->v[i] = ep->v[ep->n - 1];
 	ep->n--;
 }
 
-static bool ep_moved(struct pl_sock *cur);
 static void ep_migrate_fd(int epfd, int fd);
 
 /* A new epoll fd FD from the kernel (ACTIVE: the library was active before the call): a
@@ -113,10 +83,10 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 	if (op != EPOLL_CTL_DEL && !ev)
 		return -EFAULT;
 	pthread_mutex_lock(&ep->lock);
-	int i = ep_find(ep, fd);
+	int i = pl_ep_find(ep, fd);
 	if (i >= 0 && (pl_fds[fd] != ep->v[i].s ||
 		       atomic_load_explicit(&ep->v[i].s->gen, memory_order_relaxed) != ep->v[i].gen)) {
-		ep_remove(ep, i); /* stale: the fd was closed and reused */
+		pl_ep_remove(ep, i); /* stale: the fd was closed and reused */
 		i = -1;
 	}
 	switch (op) {
@@ -159,7 +129,7 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 		if (i < 0)
 			r = -ENOENT;
 		else
-			ep_remove(ep, i);
+			pl_ep_remove(ep, i);
 		break;
 	default:
 		r = -EINVAL;
@@ -211,7 +181,7 @@ NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	    (t->kind == PL_CONN &&
 	     /* pairs with the release in pl_set_state() */
 	     atomic_load_explicit(&t->state, memory_order_acquire) == PL_CS_FAILED)) {
-		if (ep_moved(t))
+		if (pl_ep_moved(t))
 			ep_migrate_fd(epfd, fd); /* (its shadow entry, if still there) */
 		pl_sock_put(t);
 		return ctl_kernel(epfd, op, fd, ev);
@@ -240,156 +210,7 @@ NTB_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return (int)pl_ret(r);
 }
 
-/* Does entry E's fd still hold the object it was added as? (A reference in *RET_CUR if so.) */
-static bool ep_entry_valid(const struct pl_ep_entry *e, struct pl_sock **ret_cur)
-{
-	struct pl_sock *cur = pl_sock_get(e->fd);
-
-	if (cur != e->s || atomic_load_explicit(&cur->gen, memory_order_relaxed) != e->gen) {
-		pl_sock_put(cur);
-		return false;
-	}
-	*ret_cur = cur;
-	return true;
-}
-
-static uint64_t ep_stamp(struct pl_epoll *ep, bool arm);
-
-/* The arrival stamp of S for an edge-triggered entry registered for input: changes with every
- * message the peer publishes (tp_rx_arrivals()); for an epoll set, with every arrival at its
- * enabled entries (the kernel wakes a set's watchers on each wake-up of an entry; adding,
- * removing or re-arming an entry there may raise a spurious edge). ARM: the caller sleeps next,
- * waiting for an arrival: the peers are asked to ring for their next message. */
-static uint64_t sock_rx_stamp(struct pl_sock *s, bool arm)
-{
-	if (s->kind == PL_EPOLL)
-		return s->ep ? ep_stamp(s->ep, arm) : 0;
-	if (s->kind != PL_CONN ||
-	    /* pairs with the release in pl_set_state() */
-	    atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN)
-		return 0;
-	PL_ENTER();
-	uint64_t st = arm ? tp_rx_arm_arrival(s->conn) : tp_rx_arrivals(s->conn);
-	PL_LEAVE();
-	return st;
-}
-
-static uint64_t ep_stamp(struct pl_epoll *ep, bool arm)
-{
-	uint64_t sum = 0;
-
-	pthread_mutex_lock(&ep->lock);
-	for (int i = 0; i < ep->n; i++) {
-		struct pl_ep_entry *e = &ep->v[i];
-		struct pl_sock *cur;
-
-		if (e->disabled || !ep_entry_valid(e, &cur))
-			continue;
-		if (e->events & (EPOLLIN | EPOLLRDHUP))
-			sum += sock_rx_stamp(cur, arm);
-		if (e->events & EPOLLOUT)
-			sum += atomic_load_explicit(&cur->room_gen, memory_order_relaxed);
-		pl_sock_put(cur);
-	}
-	pthread_mutex_unlock(&ep->lock);
-	return sum;
-}
-
-/* Under ep->lock: what entry E (object CUR) reports now, 0 for nothing, or PL_REV_KERNEL. Level
- * entries report whatever is ready; edge ones only after an edge (see struct pl_ep_entry), and
- * CONSUME then records it as reported (a wait; a look from poll or a nesting set does not). */
-static unsigned ep_entry_report(struct pl_ep_entry *e, struct pl_sock *cur, bool arm, bool quick,
-				bool consume)
-{
-	bool et = e->events & EPOLLET;
-	bool in = et && (e->events & (EPOLLIN | EPOLLRDHUP));
-	bool out = et && (e->events & EPOLLOUT) && cur->kind == PL_CONN;
-	/* Registered for both: the arrival stamp before the look too, for an event that reports
-	 * output alone (see the consume rule below). An entry for input alone reads it only when
-	 * the look finds input: an idle one costs no more than a level-triggered one. */
-	uint64_t rx0 = in && out ? sock_rx_stamp(cur, false) : 0, rx1 = rx0;
-	unsigned tx0 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0, tx1;
-	unsigned rev = pl_revents(cur, e->fd, arm, e->events, quick);
-
-	if (rev & PL_REV_KERNEL)
-		return PL_REV_KERNEL;
-	unsigned want = rev & (e->events | EPOLLERR | EPOLLHUP);
-	if (!et)
-		return want;
-	if (!want) {
-		if (consume)
-			e->last = 0;
-		return 0; /* nothing to report; an edge stays pending */
-	}
-	/* (room found by this look bumped room_gen) */
-	tx1 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0;
-	bool rx_known = in && (out || (want & EPOLLIN));
-	if (in && (want & EPOLLIN))
-		rx1 = sock_rx_stamp(cur, false); /* (what arrived until the data the look saw) */
-	unsigned hup = want & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
-	bool edge = e->fresh || (hup & ~e->last) || (rx_known && rx1 != e->rx_seen) ||
-		    (out && tx1 != e->tx_seen);
-	if (!edge && arm && in && (want & EPOLLIN)) {
-		/* Readable, nothing new, and the caller sleeps next: the look (tp_poll()) asked no
-		 * peer to ring, as data is there; the next arrival must end the sleep. */
-		rx1 = sock_rx_stamp(cur, true);
-		edge = rx1 != e->rx_seen;
-	}
-	if (!consume)
-		return edge ? want : 0;
-	e->last = hup;
-	if (!edge)
-		return 0;
-	/* Reported: what the event covers is seen. An arrival or room the look did not show
-	 * (after it) stays news for the next wait. */
-	e->fresh = false;
-	if (rx_known)
-		e->rx_seen = (want & EPOLLIN) ? rx1 : rx0;
-	e->tx_seen = (want & EPOLLOUT) ? tx1 : tx0;
-	return want;
-}
-
-/* Under ep->lock: OR of the poll bits of every enabled entry that would report now (for poll on
- * an epoll fd and for nesting: the kernel calls a set readable while it holds an event). */
-static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm)
-{
-	unsigned m = 0;
-	for (int i = 0; i < ep->n; i++) {
-		struct pl_ep_entry *e = &ep->v[i];
-		struct pl_sock *cur;
-
-		if (e->disabled || !ep_entry_valid(e, &cur))
-			continue;
-		unsigned rev = ep_entry_report(e, cur, arm, false, false);
-		if (rev & PL_REV_KERNEL) {
-			if (ret_pending && cur->kind == PL_CONN)
-				*ret_pending = true;
-		} else {
-			m |= rev;
-		}
-		pl_sock_put(cur);
-	}
-	return m;
-}
-
-bool pl_epoll_ready(struct pl_epoll *ep, bool arm)
-{
-	pthread_mutex_lock(&ep->lock);
-	unsigned m = ep_ready_mask(ep, NULL, arm);
-	pthread_mutex_unlock(&ep->lock);
-	return m != 0;
-}
-
-int pl_epoll_size(struct pl_epoll *ep)
-{
-	return ep->n; /* (read without the lock: a wait looks again under it) */
-}
-
-/* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. ARM:
- * see pl_revents(). */
-/* Under ep->lock: entry I's connection moved to its kernel socket (pl_failover.c): its
- * registration goes to the kernel's set as it stands (a fired one-shot stays disabled). */
-static void ep_migrate(struct pl_epoll *ep, int epfd, int i)
+void pl_ep_migrate(struct pl_epoll *ep, int epfd, int i)
 {
 	struct pl_ep_entry *e = &ep->v[i];
 	struct epoll_event ev = { .events = e->disabled ? 0 : e->events, .data = e->data };
@@ -397,10 +218,10 @@ static void ep_migrate(struct pl_epoll *ep, int epfd, int i)
 	if (pl_real.epoll_ctl(epfd, EPOLL_CTL_ADD, e->fd, &ev) < 0 && errno != EEXIST)
 		LOG(LL_WARN, "fd %d: cannot move its epoll registration to the kernel: %s", e->fd,
 		    strerror(errno));
-	ep_remove(ep, i);
+	pl_ep_remove(ep, i);
 }
 
-static bool ep_moved(struct pl_sock *cur)
+bool pl_ep_moved(struct pl_sock *cur)
 {
 	/* state first: moved is written under s->lock (pl_conn_moved()), before the release
 	 * store of FAILED, which this acquire load pairs with; a socket that failed otherwise
@@ -417,214 +238,11 @@ static void ep_migrate_fd(int epfd, int fd)
 
 	if (ep_s && ep_s->kind == PL_EPOLL && ep_s->ep) {
 		pthread_mutex_lock(&ep_s->ep->lock);
-		int i = ep_find(ep_s->ep, fd);
+		int i = pl_ep_find(ep_s->ep, fd);
 
 		if (i >= 0)
-			ep_migrate(ep_s->ep, epfd, i);
+			pl_ep_migrate(ep_s->ep, epfd, i);
 		pthread_mutex_unlock(&ep_s->ep->lock);
 	}
 	pl_sock_put(ep_s);
-}
-
-static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, int max,
-		      bool *ret_pending, bool arm, bool quick)
-{
-	int n = 0;
-	int cnt = ep->n;
-
-	for (int k = 0; k < cnt && n < max && ep->n > 0; k++) {
-		int i = (int)((ep->rr + (unsigned)k) % (unsigned)ep->n);
-		struct pl_ep_entry *e = &ep->v[i];
-		struct pl_sock *cur;
-		if (!ep_entry_valid(e, &cur)) {
-			/* Closed: the kernel drops closed fds from epoll sets, so do we. */
-			ep_remove(ep, i);
-			cnt--;
-			k--;
-			continue;
-		}
-		if (e->disabled) {
-			pl_sock_put(cur);
-			continue;
-		}
-		unsigned report = ep_entry_report(e, cur, arm, quick, true);
-		if ((report & PL_REV_KERNEL) && ep_moved(cur)) {
-			pl_sock_put(cur);
-			ep_migrate(ep, epfd, i);
-			cnt--;
-			k--;
-			continue;
-		}
-		if (report & PL_REV_KERNEL) {
-			if (cur->kind == PL_CONN)
-				*ret_pending = true;
-			pl_sock_put(cur);
-			continue;
-		}
-		pl_sock_put(cur);
-		if (!report)
-			continue;
-		evs[n].events = report;
-		evs[n].data = e->data;
-		n++;
-		if (e->events & EPOLLONESHOT)
-			e->disabled = true;
-	}
-	ep->rr++;
-	return n;
-}
-
-/* Drop our event fd's entries from a kernel result; returns the new count. */
-static int ep_filter(struct epoll_event *evs, int n, bool *ret_woken)
-{
-	int j = 0;
-	for (int i = 0; i < n; i++) {
-		if (evs[i].data.u64 == PL_EP_TAG) {
-			*ret_woken = true;
-			continue;
-		}
-		evs[j++] = evs[i];
-	}
-	return j;
-}
-
-/* Kernel events of nested epoll sets in EVS (N): the kernel side of such a set holds our event
- * fd, which makes it readable on every doorbell of any connection, so an edge-triggered
- * watcher of it saw an edge that was none. Each is kept only if the set is still readable with
- * the event fd consumed (its NTB side is reported by the shadow). Returns the new count. */
-static int ep_nested_filter(struct pl_epoll *ep, struct epoll_event *evs, int n)
-{
-	bool acked = false;
-	int j = 0;
-
-	for (int i = 0; i < n; i++) {
-		int nfd = -1;
-		pthread_mutex_lock(&ep->lock);
-		for (int k = 0; k < ep->n && nfd < 0; k++)
-			if (ep->v[k].s->kind == PL_EPOLL && ep->v[k].data.u64 == evs[i].data.u64)
-				nfd = ep->v[k].fd;
-		pthread_mutex_unlock(&ep->lock);
-		if (nfd >= 0) {
-			if (!acked) {
-				PL_ENTER();
-				tp_event_ack();
-				PL_LEAVE();
-				acked = true;
-			}
-			struct pollfd p = { .fd = nfd, .events = POLLIN };
-			struct timespec zero = { 0, 0 };
-			if (pl_real.ppoll(&p, 1, &zero, NULL) != 1)
-				continue;
-		}
-		evs[j++] = evs[i];
-	}
-	return j;
-}
-
-#define PL_EP_NOT_OURS (-1000)
-
-static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo,
-		   const sigset_t *mask)
-{
-	struct pl_sock *s = pl_lookup(epfd);
-
-	if (!s || s->kind != PL_EPOLL || !s->ep) {
-		pl_sock_put(s);
-		return PL_EP_NOT_OURS;
-	}
-	if (max <= 0 || !evs) {
-		pl_sock_put(s);
-		return (int)pl_ret(-EINVAL);
-	}
-	struct pl_epoll *ep = s->ep;
-	struct pl_timing tm = { .tmo = tmo };
-	bool quick = false; /* as in pl_poll_run() */
-	int ret;
-
-	for (;;) {
-		bool pending = false, woken = false, kcheck = false;
-		pthread_mutex_lock(&ep->lock);
-		int n = ep_collect(ep, epfd, evs, max, &pending, false, quick);
-		bool evfd_ok = ep->evfd_added;
-		/* Kernel fds are looked at in their turn (pl_kernel_turn()) when NTB events were found,
-		 * and always when none was: neither side starves, and the common case needs no
-		 * syscall. */
-		bool look = n && pl_kernel_turn(&ep->kturn);
-		pthread_mutex_unlock(&ep->lock);
-		if (n && !look) {
-			ret = n;
-			break;
-		}
-		int ms = 0;
-		bool spin = !n && pl_spinning(&tm, &kcheck);
-		quick = spin && !kcheck;
-		if (spin && !kcheck)
-			continue;
-		if (!n && !spin && !pl_zero_timeout(tmo)) {
-			/* About to sleep: consume the event fd, then look again arming the doorbells
-			 * (see poll_wait()). */
-			PL_ENTER();
-			tp_event_ack();
-			PL_LEAVE();
-			pthread_mutex_lock(&ep->lock);
-			n = ep_collect(ep, epfd, evs, max, &pending, true, false);
-			pthread_mutex_unlock(&ep->lock);
-			ms = n ? 0 : pl_sleep_ms(&tm, pending || !evfd_ok);
-		}
-		int r = pl_real.epoll_pwait(epfd, evs + n, max - n, ms, mask);
-		if (r < 0) {
-			ret = n ? n : -1;
-			break;
-		}
-		r = ep_filter(evs + n, r, &woken);
-		if (r > 0 && ep->nested)
-			r = ep_nested_filter(ep, evs + n, r);
-		if (woken) {
-			/* Consumed only when the kernel saw it: while readable it would make this set
-			 * (and a set nesting it) look readable to the kernel. */
-			PL_ENTER();
-			tp_event_ack();
-			PL_LEAVE();
-		}
-		if (n + r > 0) {
-			ret = n + r;
-			break;
-		}
-		if (spin)
-			continue;
-		if (pl_timed_out(&tm)) {
-			ret = 0;
-			break;
-		}
-	}
-	pl_sock_put(s);
-	return ret;
-}
-
-NTB_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int maxevents, int timeout)
-{
-	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
-		return pl_real.epoll_wait(epfd, evs, maxevents, timeout);
-	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
-	int r = ep_wait(epfd, evs, maxevents, timeout < 0 ? NULL : &ts, NULL);
-	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_wait(epfd, evs, maxevents, timeout);
-}
-
-NTB_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int maxevents, int timeout,
-			   const sigset_t *mask)
-{
-	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
-		return pl_real.epoll_pwait(epfd, evs, maxevents, timeout, mask);
-	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
-	int r = ep_wait(epfd, evs, maxevents, timeout < 0 ? NULL : &ts, mask);
-	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_pwait(epfd, evs, maxevents, timeout, mask);
-}
-
-NTB_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int maxevents,
-			    const struct timespec *tmo, const sigset_t *mask)
-{
-	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
-		return pl_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
-	int r = ep_wait(epfd, evs, maxevents, tmo, mask);
-	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
 }

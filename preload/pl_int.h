@@ -7,8 +7,8 @@
  * set-up: pl_link.c (links, listeners, fork), pl_addr.c (keys, host addresses), pl_connect.c
  * (routing, NTB set-up beside the kernel connect), pl_accept.c (accept, listen), pl_sockopt.c;
  * pl_sock.c (control calls); pl_io.c (data calls); readiness: pl_ready.c (one fd's poll bits),
- * pl_spin.c (spin-then-sleep timing), pl_poll.c, pl_select.c, pl_epoll.c (the epoll shadow),
- * sharing pl_ready_int.h;
+ * pl_spin.c (spin-then-sleep timing), pl_poll.c, pl_select.c, pl_epoll.c (the epoll shadow) and
+ * pl_epoll_wait.c, sharing pl_ready_int.h;
  *
  * Flow: every socket stays a kernel TCP socket. connect() asks conf_route(); for ntb it binds
  * the host address if needed, reserves the NTB path under the 4-tuple (tp_connect) BEFORE the
@@ -360,7 +360,7 @@ void pl_cand_epoll(int epfd, int op, int fd, const struct epoll_event *ev);
 /* connect() made FD (object S) NTB: move its kernel epoll registrations into the shadows. */
 void pl_cand_migrate(int fd, struct pl_sock *s);
 
-/* --- readiness (pl_ready.c, pl_poll.c, pl_epoll.c) ------------------------------------------ */
+/* --- readiness (pl_ready.c, pl_poll.c, pl_epoll.c, pl_epoll_wait.c) --------------------------- */
 
 /* Add FD (object T) to the shadow of EPFD, as EPOLL_CTL_ADD would. 0 or a negative errno. */
 int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_event *ev);

@@ -63,7 +63,7 @@ bool pl_timed_out(struct pl_timing *t);
 /* Nanoseconds since the call first had to wait (0: it never did). */
 int64_t pl_waited_ns(const struct pl_timing *t);
 
-/* --- pl_poll.c, pl_epoll.c ------------------------------------------------------------------- */
+/* --- pl_poll.c, pl_epoll_wait.c -------------------------------------------------------------- */
 
 /* The wait of poll/select over FDS, whose objects SOCKS include at least one user-space fd;
  * KFDS has room for NFDS + 1 entries. *RET_WAIT_NS (when not NULL): how long it waited, 0 when

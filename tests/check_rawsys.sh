@@ -13,8 +13,9 @@ CC=${CC:-cc}
 # "file:name" (to go once they use util/rawsys.h); a new call of another name still fails.
 allow="transport/tp_conn.c:fcntl transport/tp_conn.c:recvfrom transport/tp_conn.c:getsockopt
 transport/tp_failover.c:fcntl transport/tp_failover.c:close transport/tp_failover.c:sendto
-transport/tp_failover.c:recvfrom transport/tp_failover.c:shutdown transport/tp_failover.c:setsockopt
-transport/tp_failover.c:epoll_create1 transport/tp_failover.c:epoll_ctl transport/tp_failover.c:epoll_pwait"
+transport/tp_failover.c:recvfrom transport/tp_failover.c:shutdown
+transport/tp_failover.c:setsockopt transport/tp_failover.c:epoll_create1
+transport/tp_failover.c:epoll_ctl transport/tp_failover.c:epoll_pwait"
 
 names=$(sed -nE 's/^PL_CALL\(([a-z_0-9]+),.*/\1/p' preload/intercept.def | paste -sd'|' -)
 [ -n "$names" ] || { echo "rawsys: no names in preload/intercept.def"; exit 1; }
@@ -38,11 +39,12 @@ bad=$(for f in "$@"; do
 	code "$f" | grep -oE "^[^:]*:[0-9]+:|SYS_($names)\\b" | awk -v f="$f" -v allow="$allow" '
 		BEGIN { n = split(allow, a, /[ \n]+/); for (i = 1; i <= n; i++) ok[a[i]] = 1 }
 		/^[^:]*:[0-9]+:$/ { where = $0; next }
-		{ name = substr($0, 5); if (!ok[f ":" name]) print "syscall() outside util/rawsys.h: " where " SYS_" name }'
+		{ name = substr($0, 5)
+		  if (!ok[f ":" name]) print "syscall() outside util/rawsys.h: " where " SYS_" name }'
 done)
 if [ -n "$bad" ]; then
 	printf 'rawsys: %s\n' "$bad" | sed '2,$s/^/rawsys: /'
-	echo "rawsys: below preload/, call the kernel through util/rawsys.h (raw_close(), raw_getsockopt(), ...)"
+	echo "rawsys: below preload/, call the kernel through util/rawsys.h (raw_close(), ...)"
 	exit 1
 fi
 echo "rawsys: ok"

@@ -24,7 +24,7 @@ SRC
 out=$(sh tests/check_rawsys.sh "$tmp/probe.c")
 rc=$?
 fail=0
-[ $rc -ne 0 ] || { echo "check_rawsys_test: the check passed a file that calls getsockopt()"; fail=1; }
+[ $rc -ne 0 ] || { echo "check_rawsys_test: passed a file that calls getsockopt()"; fail=1; }
 echo "$out" | grep -q "probe.c:10: .*getsockopt" ||
 	{ echo "check_rawsys_test: getsockopt() on line 10 not named"; fail=1; }
 echo "$out" | grep -q "probe.c:12: SYS_shutdown" ||
