@@ -388,7 +388,7 @@ struct pl_spin {
 	bool yielding;
 };
 /* A blocking send found too little room for its write: true while it should pause and try
- * again (pl_io.c); false once the wait is spent, and on every later call with SP. */
+ * again (pl_spin.c); false once the wait is spent, and on every later call with SP. */
 bool pl_room_spin(struct pl_spin *sp);
 
 int pl_ms_left(int64_t deadline_ns);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* The spin-then-sleep of preload's waits (poll, select, epoll and the blocking calls): spin for
  * the configured budget yielding the CPU every few rounds, then sleep in the kernel capped, and
- * when a wait that found NTB fds ready looks at the kernel fds too. */
+ * when a wait that found NTB fds ready looks at the kernel fds too. Beside it, the short hold
+ * of a blocking send for room for its whole write (pl_room_spin()), which never sleeps: the
+ * send's wait for room, if it comes to that, is the spin-then-sleep one (pl_wait()). */
 #include "util/clock.h"
 #include "preload/pl_ready_int.h"
 
@@ -88,4 +90,41 @@ bool pl_timed_out(struct pl_timing *t)
 int64_t pl_waited_ns(const struct pl_timing *t)
 {
 	return t->init ? pl_now_ns() - t->start : 0;
+}
+
+/* How long a blocking send waits for room for a whole write before it cuts it: a receiver
+ * that was descheduled (a loaded machine) needs longer than the spin budget to drain the ring,
+ * and every cut costs it a second copy per read until the boundaries line up again. Past this,
+ * the send cuts, fills the rings, and sleeps on the doorbell as always (no polling sleeper). */
+#define PL_ROOM_WAIT_NS 1000000
+
+/* A blocking send found too little room for its write: true after a pause (the caller tries
+ * again) while the wait lasts: spinning for the budget (config spin_us) with a yield every 16
+ * rounds, so a receiver sharing this core can drain the ring, then a yield every round until
+ * PL_ROOM_WAIT_NS; false once that is spent. */
+bool pl_room_spin(struct pl_spin *sp)
+{
+	if (!pl_spin_us || sp->until < 0)
+		return false; /* (spent: stays spent for the rest of the call) */
+	if (sp->until == 0) {
+		int64_t now = pl_now_ns();
+		sp->spin_end = now + (int64_t)pl_spin_us * 1000;
+		sp->until = now + PL_ROOM_WAIT_NS;
+	}
+	if (sp->yielding || ++sp->rounds % 16 == 0) {
+		int64_t now = pl_now_ns();
+		/* Latched: a caller descheduled past the end before its first look (a loaded
+		 * host) would otherwise get true again on the next 15 calls, and a send that
+		 * alternates between two spins would never reach its wait and SO_SNDTIMEO. */
+		if (now >= sp->until) {
+			sp->until = -1;
+			return false;
+		}
+		sp->yielding = now >= sp->spin_end;
+		sched_yield();
+		return true;
+	}
+	for (int i = 0; i < 8; i++)
+		cpu_relax();
+	return true;
 }
