@@ -114,6 +114,56 @@ static int connect_late_tcp(int fd, const struct sockaddr *dst, int r, int e, co
 	return r;
 }
 
+/* The late set-up of FD decided for ntb (CONN committed, the held ACK released), its kernel
+ * connect having returned R with errno E: install CONN at FD, confirmed at once when the
+ * connect completed. Same results as pl_connect(). */
+static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_conn *conn,
+				int link_index, unsigned cf, const char *desc, int r, int e,
+				int saved_errno)
+{
+	struct pl_sock *s = pl_sock_alloc(PL_CONN);
+
+	if (!s) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		LOG(LL_INFO, "fd %d %s: tcp (out of memory)", fd, desc);
+		pl_tcpstat_add(fd, dst, "out of memory");
+		errno = e;
+		return r;
+	}
+	pl_sock_opts_init(s, fd, cf);
+	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
+	s->conn = conn;
+	s->link_index = link_index;
+	snprintf(s->desc, sizeof(s->desc), "%s", desc);
+	if (r == 0) {
+		PL_ENTER();
+		int cr = tp_conn_confirm(conn);
+		PL_LEAVE();
+		if (cr < 0) {
+			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
+			    strerror(-cr));
+			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
+			pl_sock_put(s); /* never installed: releases conn (tp_abort, state PENDING) */
+			errno = saved_errno;
+			return 0;
+		}
+		pl_set_state(s, PL_CS_OPEN);
+		LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, desc, pl_conf->links[link_index].name);
+	}
+	/* else completes in the background: confirmed by pl_check_pending() */
+	pl_fd_install(fd, s);
+	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
+	PL_ENTER();
+	tp_conn_set_owner(conn, tp_process_id(), fd);
+	PL_LEAVE();
+	pl_sock_put(s);
+	errno = r == 0 ? saved_errno : e;
+	return r;
+}
+
+
 /* FD is bound to a host address without a port (IP_BIND_ADDRESS_NO_PORT): connect, reserve
  * the NTB path under the 4-tuple, then let the handshake complete. Same results as
  * pl_connect(). */
@@ -174,46 +224,7 @@ static int connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, stru
 	tp_conn_commit(conn);
 	PL_LEAVE();
 	hold_ack(fd, false);
-
-	struct pl_sock *s = pl_sock_alloc(PL_CONN);
-	if (!s) {
-		PL_ENTER();
-		tp_abort(conn);
-		PL_LEAVE();
-		LOG(LL_INFO, "fd %d %s: tcp (out of memory)", fd, desc);
-		pl_tcpstat_add(fd, dst, "out of memory");
-		errno = e;
-		return r;
-	}
-	pl_sock_opts_init(s, fd, cf);
-	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
-	s->conn = conn;
-	s->link_index = link_index;
-	snprintf(s->desc, sizeof(s->desc), "%s", desc);
-	if (r == 0) {
-		PL_ENTER();
-		int cr = tp_conn_confirm(conn);
-		PL_LEAVE();
-		if (cr < 0) {
-			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
-			    strerror(-cr));
-			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
-			pl_sock_put(s); /* never installed: releases conn (tp_abort, state PENDING) */
-			errno = saved_errno;
-			return 0;
-		}
-		pl_set_state(s, PL_CS_OPEN);
-		LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, desc, pl_conf->links[link_index].name);
-	}
-	/* else completes in the background: confirmed by pl_check_pending() */
-	pl_fd_install(fd, s);
-	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
-	PL_ENTER();
-	tp_conn_set_owner(conn, tp_process_id(), fd);
-	PL_LEAVE();
-	pl_sock_put(s);
-	errno = r == 0 ? saved_errno : e;
-	return r;
+	return connect_late_install(fd, dst, conn, link_index, cf, desc, r, e, saved_errno);
 }
 
 /* The link a new connection to RT's peer goes on: with several, the least loaded live one

@@ -103,6 +103,18 @@ static bool poll_lookup(const struct pollfd *fds, nfds_t nfds, struct pl_sock **
 	return any;
 }
 
+/* Before asking the kernel about fds of which one is an epoll set that may hold the
+ * transport's event fd (EP_KERNEL): consume the event fd, whose unconsumed count would make that
+ * set look readable. */
+static void ack_for_epoll(bool ep_kernel)
+{
+	if (ep_kernel) {
+		PL_ENTER();
+		tp_event_ack();
+		PL_LEAVE();
+	}
+}
+
 int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct pollfd *kfds,
 		    const struct timespec *tmo, const sigset_t *mask, int64_t *ret_wait_ns)
 {
@@ -132,12 +144,7 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 				ret = nready;
 				break;
 			}
-			if (sc.ep_kernel) {
-				/* an unconsumed event fd would make that epoll set look readable */
-				PL_ENTER();
-				tp_event_ack();
-				PL_LEAVE();
-			}
+			ack_for_epoll(sc.ep_kernel);
 			int r = poll_kernel(fds, nfds, socks, kfds, -1, 0, mask);
 			ret = nready + (r > 0 ? r : 0);
 			break;
@@ -146,11 +153,7 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 			quick = !kcheck;
 			if (!kcheck || sc.nkernel == 0)
 				continue;
-			if (sc.ep_kernel) {
-				PL_ENTER();
-				tp_event_ack();
-				PL_LEAVE();
-			}
+			ack_for_epoll(sc.ep_kernel);
 			int r = poll_kernel(fds, nfds, socks, kfds, -1, 0, mask);
 			if (r != 0) {
 				ret = r;
@@ -160,11 +163,7 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 		}
 		if (pl_zero_timeout(tmo)) {
 			/* A check, not a wait: no arming, no event fd. */
-			if (sc.ep_kernel) {
-				PL_ENTER();
-				tp_event_ack();
-				PL_LEAVE();
-			}
+			ack_for_epoll(sc.ep_kernel);
 			ret = sc.nkernel ? poll_kernel(fds, nfds, socks, kfds, -1, 0, mask) : 0;
 			break;
 		}
