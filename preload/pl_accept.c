@@ -2,13 +2,7 @@
 /* accept() and listen(): attach an accepted connection to the reservation its client made,
  * advertise listening ports on the links. */
 #include "preload/pl_int.h"
-#include "glue/conf_params.h"
 
-#include <arpa/inet.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -2,7 +2,6 @@
 /* Addresses: the 4-tuple key both sides' set-up names a connection by, printable forms for the
  * log, and the host's own addresses (what a connect binds to before it reserves its path). */
 #include "preload/pl_int.h"
-#include "glue/conf_params.h"
 
 #include <arpa/inet.h>
 #include <limits.h>

@@ -3,7 +3,6 @@
  * connect and confirm it after, or take the late path when the kernel chooses the port; log
  * one line per connection saying which path it took and why. */
 #include "preload/pl_int.h"
-#include "glue/conf_params.h"
 
 #include <arpa/inet.h>
 #include <limits.h>

@@ -2,15 +2,6 @@
 /* The socket options an NTB connection honours itself (O_NONBLOCK, SO_RCVTIMEO, SO_SNDTIMEO,
  * SO_LINGER 0), copied from the kernel socket into its object. */
 #include "preload/pl_int.h"
-#include "glue/conf_params.h"
-
-#include <arpa/inet.h>
-#include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <string.h>
 
 static int tv_ms(const struct timeval *tv)
 {
