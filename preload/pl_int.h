@@ -5,10 +5,11 @@
  * Files: intercept.def (the one list of wrapped calls) → pl_sys.c (syscall fallbacks, the table
  * of real functions) and pl_init.c (dlsym, config, mode); pl_fdtab.c (fd table, object pool);
  * set-up: pl_link.c (links, listeners, fork), pl_addr.c (keys, host addresses), pl_connect.c
- * (routing, NTB set-up beside the kernel connect), pl_accept.c (accept, listen), pl_sockopt.c;
- * pl_sock.c (control calls); pl_io.c (data calls); readiness: pl_ready.c (one fd's poll bits),
- * pl_spin.c (spin-then-sleep timing), pl_poll.c, pl_select.c, pl_epoll.c (the epoll shadow) and
- * pl_epoll_wait.c, sharing pl_ready_int.h;
+ * (routing, NTB set-up beside the kernel connect) and pl_connect_late.c (the port left to the
+ * kernel), pl_accept.c (accept, listen), pl_sockopt.c; pl_sock.c (control calls); pl_io.c
+ * (data calls); readiness: pl_ready.c (one fd's poll bits), pl_spin.c (spin-then-sleep
+ * timing), pl_poll.c, pl_select.c, pl_epoll.c (the epoll shadow) and pl_epoll_wait.c, sharing
+ * pl_ready_int.h;
  *
  * Flow: every socket stays a kernel TCP socket. connect() asks conf_route(); for ntb it binds
  * the host address if needed, reserves the NTB path under the 4-tuple (tp_connect) BEFORE the
@@ -151,6 +152,10 @@ const char *pl_link_down_reason(struct tp_link *link);
  * a late connect: a quick answer settles the link (the peer host serves it), a timeout
  * unsettles it. */
 void pl_link_note_setup(int index, int r, enum tp_reason why, bool quick);
+/* A set-up answered within this settles its link (pl_link_note_setup()): later connects over it
+ * leave the port to the kernel and reserve after its connect (pl_connect_late.c, whose set-up
+ * is given up after PL_HOLD_GIVEUP_MS). */
+#define PL_HOLD_OK_MS 100
 bool pl_link_settled(int index);
 /* The server stays TCP although the client may have reserved NTB under KEY: end that
  * reservation on every link, so the client sees a reset instead of waiting on a path nobody
@@ -295,6 +300,11 @@ void pl_sock_release(struct pl_sock *s);
 void pl_atfork_child(void);
 /* "FROM -> TO" (addresses with ports) into BUF, for logs. */
 void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to);
+/* FD is bound to a host address without a port (IP_BIND_ADDRESS_NO_PORT): connect, reserve
+ * the NTB path on LINK (config link LINK_INDEX) under the 4-tuple, then let the handshake
+ * complete. CF: pl_cand_flags(); SAVED_ERRNO: errno on entry. Same results as pl_connect(). */
+int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct tp_link *link,
+		    int link_index, unsigned cf, int saved_errno);
 /* Is FD a TCP stream socket? */
 bool pl_is_tcp_stream(int fd);
 /* Addresses (pl_addr.c): SA as "address:port" into BUF; its port (host order); is it the

@@ -38,7 +38,7 @@ struct pl_link {
 	int64_t opened_ns;
 	int64_t failed_ns;   /* last open failure: retried after a second */
 	bool waited_up;      /* a connect already waited for this link to come up */
-	/* A set-up over it was answered quickly: the peer host serves the link (connect_late()
+	/* A set-up over it was answered quickly: the peer host serves the link (pl_connect_late()
 	 * has 100 ms, which a peer that only now sees the link come up may need). A hint:
 	 * relaxed. */
 	_Atomic bool settled;
