@@ -135,6 +135,8 @@ check: deps
 
 check-layering:
 	$(Q)sh tests/check_layering.sh
+	$(Q)CC='$(CC)' sh tests/check_rawsys.sh
+	$(Q)CC='$(CC)' sh tests/check_rawsys_test.sh
 
 check-unit: $(UNIT_BINS)
 	$(Q)sh tests/run_unit.sh $(UNIT_BINS)

@@ -149,12 +149,12 @@ int ntb_dmaq_poll(struct ntb_dmaq *q)
 
 int ntb_dmaq_wait(struct ntb_dmaq *q, int timeout_ms)
 {
-	uint64_t start = ntb_now_ns();
+	uint64_t start = clock_mono_ns();
 	for (;;) {
 		int rc = ntb_dmaq_poll(q);
 		if (rc != -EINPROGRESS)
 			return rc;
-		if (timeout_ms >= 0 && ntb_now_ns() - start >= (uint64_t)timeout_ms * 1000000u)
+		if (timeout_ms >= 0 && clock_mono_ns() - start >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
 	}
 }

@@ -89,8 +89,8 @@ static void delay_us(uint32_t us)
 {
 	if (us < 100) {
 		/* nanosleep overshoots short delays by ~50 µs: spin on the clock instead */
-		uint64_t end = ntb_now_ns() + (uint64_t)us * 1000u;
-		while (ntb_now_ns() < end)
+		uint64_t end = clock_mono_ns() + (uint64_t)us * 1000u;
+		while (clock_mono_ns() < end)
 			cpu_relax();
 		return;
 	}
@@ -141,7 +141,7 @@ bool ntb_fault_ctrl_pass(struct ntb_link *link)
 
 	pthread_mutex_lock(&f->mu);
 	was = f->st.cut;
-	if (!was && cut_time_due(f, ntb_now_ns()))
+	if (!was && cut_time_due(f, clock_mono_ns()))
 		f->st.cut = true;
 	cut = f->st.cut;
 	if (cut)
@@ -158,7 +158,7 @@ void ntb_fault_write(struct ntb_link *link, size_t off, const void *src, size_t 
 	struct ntb_fault *f = link->fault;
 	uint32_t delay = 0;
 	bool drop, corrupt, was_cut, cut;
-	uint64_t bit = 0, bytes, now = f->p.cut_after_ms ? ntb_now_ns() : 0;
+	uint64_t bit = 0, bytes, now = f->p.cut_after_ms ? clock_mono_ns() : 0;
 
 	/* Draw order is fixed (delay?, drop, corrupt?, bit?) so the fault sequence depends only
 	 * on the seed and the sequence of writes (their lengths); a cut write draws nothing. */

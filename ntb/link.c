@@ -24,6 +24,7 @@
 #include "util/crc32c.h"
 #include "util/mapguard.h"
 #include "util/proc.h"
+#include "util/rawsys.h"
 
 static __thread char detail_buf[256];
 
@@ -39,11 +40,6 @@ void ntb_set_detail(const char *fmt, ...)
 const char *ntb_strerror_detail(void)
 {
 	return detail_buf;
-}
-
-uint64_t ntb_now_ns(void)
-{
-	return clock_mono_ns();
 }
 
 static void sleep_us(unsigned us)
@@ -71,7 +67,7 @@ void ntb_link_params_init(struct ntb_link_params *p)
 static int side_lock(struct ntb_side_local *l)
 {
 	uint32_t me = (uint32_t)getpid();
-	uint64_t start = ntb_now_ns();
+	uint64_t start = clock_mono_ns();
 	for (unsigned i = 0;; i++) {
 		uint32_t expect = 0;
 		/* Acquire: pairs with the release in side_unlock(). */
@@ -86,7 +82,7 @@ static int side_lock(struct ntb_side_local *l)
 			LOG(LL_DEBUG, "ntb: stole side lock from dead pid %u", expect);
 			return 0;
 		}
-		if (ntb_now_ns() - start > 3000000000ull)
+		if (clock_mono_ns() - start > 3000000000ull)
 			return -EDEADLK;
 		if (i < 64)
 			sched_yield();
@@ -195,7 +191,7 @@ static uint32_t random_epoch(uint32_t not_this)
 	uint32_t e = 0;
 	while (e == 0 || e == not_this) {
 		if (getrandom(&e, sizeof(e), GRND_NONBLOCK) != sizeof(e)) {
-			uint64_t x = ntb_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&e;
+			uint64_t x = clock_mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)&e;
 			x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33;
 			e = (uint32_t)x;
 		}
@@ -673,7 +669,7 @@ int ntb_link_enable(struct ntb_link *link)
 		atomic_store_explicit(&c->enable.v, 1, memory_order_release);
 	}
 	write_heartbeat(link);
-	atomic_store_explicit(&link->local->hb_due_ns, ntb_now_ns() + link->hb_period_ns,
+	atomic_store_explicit(&link->local->hb_due_ns, clock_mono_ns() + link->hb_period_ns,
 			      memory_order_relaxed);
 	atomic_store(&link->enabled, true);
 	side_unlock(link->local);
@@ -744,7 +740,7 @@ int ntb_link_atfork_child(struct ntb_link *link)
 
 static uint32_t mono_ms31(void)
 {
-	return (uint32_t)(ntb_now_ns() / 1000000u) & 0x7fffffffu;
+	return (uint32_t)(clock_mono_ns() / 1000000u) & 0x7fffffffu;
 }
 
 /* Record that a process of this host saw heartbeat value HB (CHANGED: replacing another value
@@ -825,7 +821,7 @@ static void observe_peer(struct ntb_link *link, uint64_t now)
 
 bool ntb_link_tick(struct ntb_link *link)
 {
-	uint64_t now = ntb_now_ns();
+	uint64_t now = clock_mono_ns();
 	if (atomic_load_explicit(&link->enabled, memory_order_relaxed)) {
 		uint64_t due = atomic_load_explicit(&link->local->hb_due_ns, memory_order_relaxed);
 		/* One heartbeat per period for the whole side: the CAS winner writes it. */
@@ -847,11 +843,11 @@ bool ntb_link_is_up(struct ntb_link *link)
 
 int ntb_link_wait_up(struct ntb_link *link, int timeout_ms)
 {
-	uint64_t start = ntb_now_ns();
+	uint64_t start = clock_mono_ns();
 	for (;;) {
 		if (ntb_link_tick(link))
 			return 0;
-		uint64_t el = ntb_now_ns() - start;
+		uint64_t el = clock_mono_ns() - start;
 		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
 		struct timespec ts = { 0, 5000000 };
@@ -898,14 +894,14 @@ enum ntb_peer_state ntb_link_peer_state(struct ntb_link *link)
 
 int ntb_link_wait_peer(struct ntb_link *link, int timeout_ms)
 {
-	uint64_t start = ntb_now_ns();
+	uint64_t start = clock_mono_ns();
 	for (;;) {
 		enum ntb_peer_state st = ntb_link_peer_state(link);
 		if (st == NTB_PEER_UP)
 			return 0;
 		if (st == NTB_PEER_ABSENT || st == NTB_PEER_DEAD)
 			return -EHOSTDOWN;
-		uint64_t el = ntb_now_ns() - start;
+		uint64_t el = clock_mono_ns() - start;
 		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
 		/* (a live peer's heartbeat moves every heartbeat_ms: look often enough to see it
@@ -934,7 +930,7 @@ bool ntb_link_peer_silent(const struct ntb_link *link)
 int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link)
 {
 	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
-	uint64_t now = ntb_now_ns();
+	uint64_t now = clock_mono_ns();
 
 	return changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u) : -1;
 }
@@ -978,7 +974,7 @@ int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
 	info.peer_enabled = atomic_load(&link->ctrl_in->enable.v) == 1;
 	info.peer_epoch_word = atomic_load(&link->ctrl_in->epoch.v);
 	info.peer_heartbeat = atomic_load(&link->peer_hb_last);
-	uint64_t changed = atomic_load(&link->peer_hb_change_ns), now = ntb_now_ns();
+	uint64_t changed = atomic_load(&link->peer_hb_change_ns), now = clock_mono_ns();
 	info.peer_hb_age_ms = changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u)
 				      : -1;
 	for (int s = 0; s < 2; s++) {
@@ -1018,7 +1014,7 @@ uint32_t ntb_db_read(const struct ntb_link *link)
 int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 {
 	_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
-	uint64_t start = ntb_now_ns();
+	uint64_t start = clock_mono_ns();
 	int rc;
 
 	if (!link->inspect)
@@ -1038,7 +1034,7 @@ int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 		 * keeps its period while we wait. */
 		int slice = (int)(link->params.heartbeat_ms + 1) / 2;
 		if (timeout_ms >= 0) {
-			uint64_t el = (ntb_now_ns() - start) / 1000000u;
+			uint64_t el = (clock_mono_ns() - start) / 1000000u;
 			if (el >= (uint64_t)timeout_ms) {
 				rc = -ETIMEDOUT;
 				break;
@@ -1170,16 +1166,15 @@ int ntb_evfd_wait_slice(int fd, _Atomic uint32_t *db, uint32_t seen, int slice_m
 {
 	uint64_t count;
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
-	struct timespec ts = { slice_ms / 1000, (long)(slice_ms % 1000) * 1000000L };
 
-	/* Drain first, then look: a ring after the drain leaves the fd readable, so the ppoll
+	/* Drain first, then look: a ring after the drain leaves the fd readable, so the poll
 	 * below cannot miss it (the eventfd is level-triggered). */
-	while (syscall(SYS_read, fd, &count, sizeof(count)) == (long)sizeof(count))
+	while (raw_read(fd, &count, sizeof(count)) == (long)sizeof(count))
 		;
 	/* acquire: pairs with the peer's release store of the doorbell in its ring */
 	if (atomic_load_explicit(db, memory_order_acquire) != seen)
 		return 0;
-	if (syscall(SYS_ppoll, &pfd, 1, &ts, NULL, (size_t)8) < 0 && errno == EINTR)
+	if (raw_poll(&pfd, 1, slice_ms) < 0 && errno == EINTR)
 		return -EINTR;
 	return 0;
 }

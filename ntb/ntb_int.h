@@ -100,6 +100,7 @@
 #include <sys/types.h>
 
 #include "ntb/ntb.h"
+#include "util/clock.h"
 #include "util/compiler.h"
 
 #define NTB_REGION_MAGIC    0x314e4b4c4b4f534eULL /* "NSOKLKN1" little-endian */
@@ -388,9 +389,6 @@ struct ntb_link {
 
 /* Set the thread's detail string for ntb_strerror_detail(). */
 void ntb_set_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* CLOCK_MONOTONIC in ns. */
-uint64_t ntb_now_ns(void);
 
 /* --- fault decorator (ntb/fault.c) ---------------------------------------------------------- */
 int  ntb_fault_create(const struct ntb_fault_params *p, struct ntb_fault **ret_f);

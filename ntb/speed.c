@@ -45,15 +45,10 @@ struct ntb_speed {
 	_Atomic uint64_t bytes, bw_wait_ns, lat_wait_ns, barriers;
 };
 
-static uint64_t now_ns(void)
-{
-	return clock_mono_ns();
-}
-
 /* Wait until the monotonic clock reads UNTIL; returns how long that took. */
 static uint64_t wait_until(uint64_t until)
 {
-	uint64_t start = now_ns(), t = start;
+	uint64_t start = clock_mono_ns(), t = start;
 
 	while (t < until) {
 		uint64_t left = until - t;
@@ -66,7 +61,7 @@ static uint64_t wait_until(uint64_t until)
 		} else {
 			cpu_relax();
 		}
-		t = now_ns();
+		t = clock_mono_ns();
 	}
 	return t - start;
 }
@@ -75,7 +70,7 @@ static uint64_t wait_until(uint64_t until)
 static uint64_t pace_claim(struct ntb_link *link, struct ntb_speed *sp, size_t len)
 {
 	uint64_t cost = (uint64_t)((unsigned __int128)len * 1000000000u / sp->bandwidth);
-	uint64_t now = now_ns();
+	uint64_t now = clock_mono_ns();
 	/* relaxed: the clock orders nothing but itself; the CAS makes the intervals disjoint */
 	uint64_t old = atomic_load_explicit(&link->local->pace_ns, memory_order_relaxed), end;
 
@@ -112,7 +107,7 @@ static void speed_barrier(struct ntb_link *link)
 	struct ntb_speed *sp = link->speed;
 
 	if (sp->latency_ns && atomic_exchange_explicit(&sp->dirty, false, memory_order_relaxed)) {
-		uint64_t waited = wait_until(now_ns() + sp->latency_ns);
+		uint64_t waited = wait_until(clock_mono_ns() + sp->latency_ns);
 
 		atomic_fetch_add_explicit(&sp->lat_wait_ns, waited, memory_order_relaxed);
 		atomic_fetch_add_explicit(&sp->barriers, 1, memory_order_relaxed);

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-_Atomic unsigned pl_moved_gen; /* bumped on every move: epoll shadows migrate (pl_poll.c) */
+_Atomic unsigned pl_moved_gen; /* bumped on every move: epoll shadows migrate (pl_epoll.c) */
 
 void pl_conn_moved(struct pl_sock *s, int fd)
 {

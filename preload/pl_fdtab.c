@@ -174,3 +174,30 @@ void pl_fdtab_atfork_child(void)
 	/* Only this thread survives: a lock another thread held is never released. */
 	pthread_mutex_init(&pl_pool_lock, NULL);
 }
+
+/* The last reference is gone: end the connection / withdraw the listener. */
+void pl_sock_release(struct pl_sock *s)
+{
+	PL_ENTER();
+	switch (s->kind) {
+	case PL_CONN:
+		if (s->conn) {
+			/* last reference: pairs with pl_set_state(); conn and state are final */
+			if (atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN ||
+			    atomic_load_explicit(&s->linger_abort, memory_order_relaxed))
+				tp_abort(s->conn);
+			else
+				tp_close(s->conn);
+		}
+		s->conn = NULL;
+		break;
+	case PL_LISTENER:
+		pl_listener_links(s->port, false);
+		break;
+	case PL_EPOLL:
+		pl_epoll_free(s->ep);
+		s->ep = NULL;
+		break;
+	}
+	PL_LEAVE();
+}

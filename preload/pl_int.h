@@ -4,8 +4,12 @@
  *
  * Files: intercept.def (the one list of wrapped calls) → pl_sys.c (syscall fallbacks, the table
  * of real functions) and pl_init.c (dlsym, config, mode); pl_fdtab.c (fd table, object pool);
- * pl_setup.c (routing, NTB set-up beside the kernel connect/accept, listeners, fork);
- * pl_sock.c (control calls); pl_io.c (data calls); pl_poll.c (poll/select/epoll);
+ * set-up: pl_link.c (links, listeners, fork), pl_addr.c (keys, host addresses), pl_connect.c
+ * (routing, NTB set-up beside the kernel connect) and pl_connect_late.c (the port left to the
+ * kernel), pl_accept.c (accept, listen), pl_sockopt.c; pl_sock.c (control calls); pl_io.c
+ * (data calls); readiness: pl_ready.c (one fd's poll bits), pl_spin.c (spin-then-sleep
+ * timing), pl_poll.c, pl_select.c, pl_epoll.c (the epoll shadow) and pl_epoll_wait.c, sharing
+ * pl_ready_int.h;
  *
  * Flow: every socket stays a kernel TCP socket. connect() asks conf_route(); for ntb it binds
  * the host address if needed, reserves the NTB path under the 4-tuple (tp_connect) BEFORE the
@@ -135,9 +139,30 @@ struct tp_link *pl_link_get_at(int index, bool listen_side, bool wait_up, bool *
 /* The config link index of open transport link L, or -1. */
 int pl_link_index_of(struct tp_link *l);
 
-/* Convert config structs to layer params (pl_setup.c). */
+/* Convert config structs to layer params (pl_link.c). */
 void pl_link_params(const struct conf_link *cl, struct ntb_link_params *ret);
 void pl_tp_params(const struct conf_tunables *t, struct tp_params *ret);
+
+/* Is conf link INDEX a loopback link (both sides on this host)? */
+bool pl_link_is_loopback(int index);
+/* For a connect over link INDEX that this process has not opened yet: why the peer side is
+ * known to be gone (a link that would not come up), or NULL. */
+const char *pl_link_peek_gone(int index);
+/* Why LINK is down, when the peer side is known to be gone; NULL: just down. */
+const char *pl_link_down_reason(struct tp_link *link);
+/* A tp_connect() over link INDEX ended with R / WHY, QUICK when it took less than the hold of
+ * a late connect: a quick answer settles the link (the peer host serves it), a timeout
+ * unsettles it. */
+void pl_link_note_setup(int index, int r, enum tp_reason why, bool quick);
+/* A set-up answered within this settles its link (pl_link_note_setup()): later connects over it
+ * leave the port to the kernel and reserve after its connect (pl_connect_late.c, whose set-up
+ * is given up after PL_HOLD_GIVEUP_MS). */
+#define PL_HOLD_OK_MS 100
+bool pl_link_settled(int index);
+/* The server stays TCP although the client may have reserved NTB under KEY: end that
+ * reservation on every link, so the client sees a reset instead of waiting on a path nobody
+ * serves. */
+void pl_links_refuse(const struct tp_key *key);
 
 /* --- sockets ---------------------------------------------------------------------------------- */
 
@@ -173,7 +198,7 @@ struct pl_sock {
 				      * SOCK_NOSPACE): room found afterwards is an EPOLLOUT edge */
 	_Atomic unsigned room_gen;   /* bumped on each such edge (edge-triggered epoll) */
 	_Atomic unsigned wlen;       /* bytes of the last send call: POLLOUT means room for as
-				      * many in one message (pl_poll.c, tp_send_fits()) */
+				      * many in one message (pl_ready.c, tp_send_fits()) */
 	pthread_mutex_t lock;
 	struct tp_conn *conn;
 	int link_index;
@@ -244,18 +269,25 @@ ssize_t pl_moved_send(int fd, const struct iovec *iov, int iovcnt, size_t done, 
 ssize_t pl_moved_recv(int fd, const struct iovec *iov, int iovcnt, int flags);
 extern _Atomic unsigned pl_moved_gen;
 
+/* Publish connection S's state ST (enum pl_cstate). */
+static inline void pl_set_state(struct pl_sock *s, int st)
+{
+	/* release pairs with the acquire in pl_is_ntb(): conn is set before. */
+	atomic_store_explicit(&s->state, st, memory_order_release);
+}
+
 /* True when S carries data over NTB (open connection). Resolves a pending connect first. */
 static inline bool pl_is_ntb(struct pl_sock *s, int fd)
 {
 	if (s->kind != PL_CONN)
 		return false;
-	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
+	int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with pl_set_state */
 	if (unlikely(st == PL_CS_PENDING))
 		st = pl_check_pending(s, fd);
 	return st == PL_CS_OPEN && !pl_conn_check_moved(s, fd);
 }
 
-/* --- set-up (pl_setup.c) --------------------------------------------------------------------- */
+/* --- set-up (pl_link.c, pl_addr.c, pl_connect.c, pl_accept.c) -------------------------------- */
 
 void pl_init_once(void);
 int pl_connect(int fd, const struct sockaddr *addr, socklen_t len);
@@ -271,8 +303,24 @@ void pl_sock_release(struct pl_sock *s);
 void pl_atfork_child(void);
 /* "FROM -> TO" (addresses with ports) into BUF, for logs. */
 void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to);
+/* FD is bound to a host address without a port (IP_BIND_ADDRESS_NO_PORT): connect, reserve
+ * the NTB path on LINK (config link LINK_INDEX) under the 4-tuple, then let the handshake
+ * complete. CF: pl_cand_flags(); SAVED_ERRNO: errno on entry. Same results as pl_connect(). */
+int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct tp_link *link,
+		    int link_index, unsigned cf, int saved_errno);
 /* Is FD a TCP stream socket? */
 bool pl_is_tcp_stream(int fd);
+/* Addresses (pl_addr.c): SA as "address:port" into BUF; its port (host order); is it the
+ * wildcard address; is it (port ignored) one of this host's configured addresses (IPv4-mapped
+ * counts as IPv4)? */
+void pl_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+uint16_t pl_sa_port(const struct sockaddr *sa);
+bool pl_sa_is_any(const struct sockaddr *sa);
+bool pl_is_host_addr(const struct sockaddr *sa);
+/* Bind FD to this host's address (family of DST), so that the peer recognises our source
+ * address. With NO_PORT the port is left to connect(), which picks it with the 4-tuple check
+ * and may reuse ports in TIME_WAIT; without, the kernel picks it now. 0 or a negative errno. */
+int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port);
 /* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
 void pl_listener_links(uint16_t port, bool advertise);
 /* Open every configured link not open yet (pl_link_get() of each): the number open after. */
@@ -286,6 +334,8 @@ int pl_links_open_all(void);
 void pl_inherit(bool active);
 /* Cache the socket options the data path needs (O_NONBLOCK, timeouts, linger) from FD. */
 void pl_sock_load_opts(struct pl_sock *s, int fd);
+/* The same, as socket() left them when its PL_CAND_* flags CF say so (no system call). */
+void pl_sock_opts_init(struct pl_sock *s, int fd, unsigned cf);
 
 /* --- data (pl_io.c) ---------------------------------------------------------------------------- */
 
@@ -323,7 +373,7 @@ void pl_cand_epoll(int epfd, int op, int fd, const struct epoll_event *ev);
 /* connect() made FD (object S) NTB: move its kernel epoll registrations into the shadows. */
 void pl_cand_migrate(int fd, struct pl_sock *s);
 
-/* --- readiness (pl_poll.c) --------------------------------------------------------------------- */
+/* --- readiness (pl_ready.c, pl_poll.c, pl_epoll.c, pl_epoll_wait.c) --------------------------- */
 
 /* Add FD (object T) to the shadow of EPFD, as EPOLL_CTL_ADD would. 0 or a negative errno. */
 int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_event *ev);
@@ -331,7 +381,7 @@ int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_
 /* poll(2) bits of a tracked fd in user space (PL_CONN open, PL_EPOLL with ready entries). */
 unsigned pl_sock_revents(struct pl_sock *s, int fd);
 /* A send or a look at S found no room: the next look that finds room raises an EPOLLOUT edge
- * (pl_poll.c), as the kernel's SOCK_NOSPACE makes the ACK that frees space wake its waiters. */
+ * (pl_ready.c), as the kernel's SOCK_NOSPACE makes the ACK that frees space wake its waiters. */
 static inline void pl_note_nospace(struct pl_sock *s)
 {
 	if (!atomic_load_explicit(&s->nospace, memory_order_relaxed))
@@ -351,7 +401,7 @@ struct pl_spin {
 	bool yielding;
 };
 /* A blocking send found too little room for its write: true while it should pause and try
- * again (pl_io.c); false once the wait is spent, and on every later call with SP. */
+ * again (pl_spin.c); false once the wait is spent, and on every later call with SP. */
 bool pl_room_spin(struct pl_spin *sp);
 
 int pl_ms_left(int64_t deadline_ns);

@@ -2,7 +2,7 @@
 /* Data calls: read/write/send/recv and their vector, message, multi-message, sendfile, splice
  * and _FORTIFY_SOURCE variants. NTB connections go to the transport with kernel socket
  * semantics (blocking, timeouts, flags, SIGPIPE); every other fd goes to libc unchanged. */
-#include "preload/pl_int.h"
+#include "preload/pl_ready_int.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -51,7 +51,7 @@ static int pl_route_io(struct pl_sock *s, int fd, bool nonblock)
 	if (s->kind != PL_CONN)
 		return 0;
 	for (;;) {
-		int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with set_state */
+		int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pairs with pl_set_state */
 		if (st == PL_CS_PENDING)
 			st = pl_check_pending(s, fd);
 		if (st == PL_CS_OPEN)
@@ -91,8 +91,9 @@ static bool restart_after_signal(int timeout_ms)
 }
 
 /* Wait for EVENTS on S: spin for the configured budget, yielding the CPU every few rounds so
- * a peer that shares this core can run, then sleep in tp_wait() (the transport's own spin is
- * set to 0: see pl_tp_params()). Same results as tp_wait().
+ * a peer that shares this core can run (pl_spinning(), as poll, select and epoll), then sleep
+ * in tp_wait() (the transport's own spin is set to 0: see pl_tp_params()). Same results as
+ * tp_wait().
  * Waiting for input spins on tp_readable_hint(), for output on tp_poll_dir(): neither asks
  * the peer to ring us (as tp_poll() does), so the peer's calls stay free of doorbells while we
  * spin. The hint validates nothing: the receive that follows checks the message as it copies
@@ -101,69 +102,107 @@ static bool restart_after_signal(int timeout_ms)
  * seen by tp_wait() when the spin ends. */
 static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 {
+	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000 };
+	struct pl_timing tm = { .tmo = timeout_ms < 0 ? NULL : &ts };
+	bool kcheck;
+
 	events |= TP_EV_ERR | TP_EV_HUP;
-	if (pl_spin_us && timeout_ms != 0) {
-		int64_t until = pl_now_ns() + (int64_t)pl_spin_us * 1000;
-		do {
-			for (int i = 0; i < 32; i++) {
-				if (events & TP_EV_IN) {
-					if (tp_readable_hint(s->conn))
-						return TP_EV_IN;
-				} else {
-					/* (no arming: tp_wait() arms before it sleeps) */
-					unsigned ev = tp_poll_dir(s->conn, events, false);
-					if (ev & events)
-						return (int)(ev & events);
-				}
-				cpu_relax();
-			}
-			sched_yield();
-		} while (pl_now_ns() < until);
-	}
+	if (!pl_spin_us)
+		return tp_wait(s->conn, events, timeout_ms);
+	do {
+		if (events & TP_EV_IN) {
+			if (tp_readable_hint(s->conn))
+				return TP_EV_IN;
+		} else {
+			/* (no arming: tp_wait() arms before it sleeps) */
+			unsigned ev = tp_poll_dir(s->conn, events, false);
+			if (ev & events)
+				return (int)(ev & events);
+		}
+	} while (pl_spinning(&tm, &kcheck));
 	return tp_wait(s->conn, events, timeout_ms);
 }
 
 
-/* How long a blocking send waits for room for a whole write before it cuts it: a receiver
- * that was descheduled (a loaded machine) needs longer than the spin budget to drain the ring,
- * and every cut costs it a second copy per read until the boundaries line up again. Past this,
- * the send cuts, fills the rings, and sleeps on the doorbell as always (no polling sleeper). */
-#define PL_ROOM_WAIT_NS 1000000
-
-/* A blocking send found too little room for its write: true after a pause (the caller tries
- * again) while the wait lasts: spinning for the budget (config spin_us) with a yield every 16
- * rounds, so a receiver sharing this core can drain the ring, then a yield every round until
- * PL_ROOM_WAIT_NS; false once that is spent. */
-bool pl_room_spin(struct pl_spin *sp)
-{
-	if (!pl_spin_us || sp->until < 0)
-		return false; /* (spent: stays spent for the rest of the call) */
-	if (sp->until == 0) {
-		int64_t now = pl_now_ns();
-		sp->spin_end = now + (int64_t)pl_spin_us * 1000;
-		sp->until = now + PL_ROOM_WAIT_NS;
-	}
-	if (sp->yielding || ++sp->rounds % 16 == 0) {
-		int64_t now = pl_now_ns();
-		/* Latched: a caller descheduled past the end before its first look (a loaded
-		 * host) would otherwise get true again on the next 15 calls, and a send that
-		 * alternates between two spins would never reach its wait and SO_SNDTIMEO. */
-		if (now >= sp->until) {
-			sp->until = -1;
-			return false;
-		}
-		sp->yielding = now >= sp->spin_end;
-		sched_yield();
-		return true;
-	}
-	for (int i = 0; i < 8; i++)
-		cpu_relax();
-	return true;
-}
-
 static int64_t deadline_of(int ms)
 {
 	return ms > 0 ? pl_now_ns() + (int64_t)ms * 1000000 : -1;
+}
+
+/* A send refused for want of room, yet the connection polls writable: the room is in the inline
+ * ring, which takes only small writes. Put a small piece of ITER (from DONE on) there, so that
+ * POLLOUT stays truthful and a sender never spins on it (the ring fills, then waits arm
+ * properly). Returns the bytes sent, 0 when none. */
+static ssize_t send_inline_piece(struct pl_sock *s, const struct iovec *iov, int iovcnt,
+				 size_t done)
+{
+	struct iovec piece[PL_IOV_WIN];
+	size_t lim = pl_tpp.inline_max, acc = 0;
+	int pn;
+
+	/* (not arming: the wait that may follow arms only if it has to sleep) */
+	if (!lim || !(tp_poll_dir(s->conn, TP_EV_OUT, false) & TP_EV_OUT))
+		return 0;
+	pn = iov_window(iov, iovcnt, done, piece);
+	for (int i = 0; i < pn; i++) {
+		if (acc + piece[i].iov_len > lim)
+			piece[i].iov_len = lim - acc;
+		acc += piece[i].iov_len;
+		if (acc == lim) {
+			pn = i + 1;
+			break;
+		}
+	}
+	ssize_t r = tp_send(s->conn, piece, pn);
+	return r > 0 ? r : 0;
+}
+
+/* Back-off of a blocking send between wake-ups that found no usable room ("futile": the
+ * transport reported room, e.g. the peer's consumer index moved, that a send of this size
+ * cannot use yet). The first PL_FUTILE_RETRIES look again at once (the peer is releasing more
+ * as we look); until the PL_FUTILE_YIELDS-th each yields the CPU (a receiver that shares this
+ * core drains the ring meanwhile); past that the receiver is not running beside us
+ * (descheduled, or a slow peer): sleep, PL_FUTILE_STEP_US longer each round up to
+ * PL_FUTILE_MAX_US, so that a long wait looks at most 1000 times a second instead of burning
+ * a core. FUTILE counts from 1. */
+#define PL_FUTILE_RETRIES 2u
+#define PL_FUTILE_YIELDS  64u
+#define PL_FUTILE_STEP_US 50u
+#define PL_FUTILE_MAX_US  1000u
+
+static void futile_backoff(unsigned futile)
+{
+	if (futile <= PL_FUTILE_RETRIES)
+		return;
+	if (futile < PL_FUTILE_YIELDS) {
+		sched_yield();
+		return;
+	}
+	unsigned steps = futile - PL_FUTILE_YIELDS + 1;
+
+	usleep(steps < PL_FUTILE_MAX_US / PL_FUTILE_STEP_US ? steps * PL_FUTILE_STEP_US
+							    : PL_FUTILE_MAX_US);
+}
+
+/* A blocking send of S (DONE bytes sent so far) found no room: wait for it, until *DEADLINE
+ * (-2: not read yet; SO_SNDTIMEO). 0: look again; else the negative errno the send ends with
+ * (-EAGAIN when SO_SNDTIMEO expired). *FUTILE counts the wake-ups since the last progress. */
+static ssize_t send_wait_room(struct pl_sock *s, size_t done, int64_t *deadline,
+			      unsigned *futile)
+{
+	pl_note_nospace(s); /* (a writer that sleeps: its room is an edge too) */
+	if (*deadline == -2)
+		*deadline = deadline_of(atomic_load_explicit(&s->sndtimeo_ms, memory_order_relaxed));
+	futile_backoff(++*futile);
+	int w = pl_wait(s, TP_EV_OUT, pl_ms_left(*deadline));
+	/* (the deadline is checked here too: "room" that the next send cannot use must not keep
+	 * us past SO_SNDTIMEO) */
+	if (w > 0 && (*deadline < 0 || pl_now_ns() < *deadline))
+		return 0;
+	if (w == -EINTR && !done &&
+	    restart_after_signal(atomic_load_explicit(&s->sndtimeo_ms, memory_order_relaxed)))
+		return 0;
+	return w >= 0 ? -EAGAIN : w; /* (w >= 0: SO_SNDTIMEO expired) */
 }
 
 ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, int flags)
@@ -198,7 +237,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		 * goes as a second message, or inline, and every later message boundary then falls
 		 * inside the reader's buffers: a second copy per read), a blocking send waits a
 		 * moment for room for all of it, and a non-blocking one says EAGAIN, as its
-		 * POLLOUT does (sock_revents() asks the same of the last write's size). */
+		 * POLLOUT does (pl_revents() asks the same of the last write's size). */
 		if (!tp_send_fits(s->conn, total - done, false)) {
 			if (!nb && pl_room_spin(&spin_until))
 				continue;
@@ -214,6 +253,17 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 			/* (the kernel's epoll reports its edges from now on) */
 			return pl_moved_send(fd, iov, iovcnt, done, flags);
 		}
+		if (r == 0 || r == -EAGAIN) {
+			/* Blocking: wait a moment for the data ring rather than split the write
+			 * (below): a write cut into an inline piece and a rest shifts every later
+			 * message boundary against the reader's buffers, and a message that
+			 * straddles two reads costs the reader a second copy (tp_recv()'s bounce). */
+			if (!nb && total - done > pl_tpp.inline_max && pl_room_spin(&spin_until))
+				continue;
+			ssize_t piece = send_inline_piece(s, iov, iovcnt, done);
+			if (piece > 0)
+				r = piece;
+		}
 		if (r > 0) {
 			futile = 0;
 			done += (size_t)r;
@@ -221,71 +271,14 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 				break;
 			continue;
 		}
-		if ((r == 0 || r == -EAGAIN) && !nb && total - done > pl_tpp.inline_max &&
-		    pl_room_spin(&spin_until)) {
-			/* Blocking: wait a moment for the data ring rather than split the write
-			 * (below): a write cut into an inline piece and a rest shifts every later
-			 * message boundary against the reader's buffers, and a message that
-			 * straddles two reads costs the reader a second copy (tp_recv()'s bounce). */
-			continue;
-		}
-		if ((r == 0 || r == -EAGAIN) && pl_tpp.inline_max &&
-		    /* (not arming: the wait below arms only if it has to sleep) */
-		    (tp_poll_dir(s->conn, TP_EV_OUT, false) & TP_EV_OUT)) {
-			/* Refused, yet "writable": the room is in the inline ring, which takes only
-			 * small writes. Put a small piece there, so that POLLOUT stays truthful and a
-			 * sender never spins on it (the ring fills, then waits arm properly). */
-			struct iovec piece[PL_IOV_WIN];
-			int pn = iov_window(iov, iovcnt, done, piece);
-			size_t lim = pl_tpp.inline_max, acc = 0;
-			for (int i = 0; i < pn; i++) {
-				if (acc + piece[i].iov_len > lim)
-					piece[i].iov_len = lim - acc;
-				acc += piece[i].iov_len;
-				if (acc == lim) {
-					pn = i + 1;
-					break;
-				}
-			}
-			ssize_t r2 = tp_send(s->conn, piece, pn);
-			if (r2 > 0) {
-				futile = 0;
-				done += (size_t)r2;
-				if (done >= total)
-					break;
-				continue;
-			}
-		}
 		if (r == 0 || r == -EAGAIN) {
 			if (nb) {
 				full = true;
 				break;
 			}
-			pl_note_nospace(s); /* (a writer that sleeps: its room is an edge too) */
-			if (deadline == -2)
-				deadline = deadline_of(atomic_load_explicit(&s->sndtimeo_ms,
-									     memory_order_relaxed));
-			/* The transport may report room that a send of this size cannot use yet:
-			 * after a futile wake-up, back off instead of spinning. */
-			if (futile++ > 1) {
-				if (futile < 64)
-					sched_yield();
-				else
-					usleep(futile < 84 ? 50u * (futile - 63) : 1000u);
-			}
-			int w = pl_wait(s, TP_EV_OUT, pl_ms_left(deadline));
-			/* (the deadline is checked here too: "room" that the next send cannot use must
-			 * not keep us past SO_SNDTIMEO) */
-			if (w > 0 && (deadline < 0 || pl_now_ns() < deadline))
+			r = send_wait_room(s, done, &deadline, &futile);
+			if (r == 0)
 				continue;
-			if (w == -EINTR && !done &&
-			    restart_after_signal(atomic_load_explicit(&s->sndtimeo_ms,
-								       memory_order_relaxed)))
-				continue;
-			if (w >= 0)
-				r = -EAGAIN; /* SO_SNDTIMEO expired */
-			else
-				r = w;
 		}
 		if (done)
 			break;

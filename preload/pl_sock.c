@@ -124,7 +124,7 @@ NTB_EXPORT int listen(int fd, int backlog)
  * stale find is harmless.) */
 static void witness_move_outside(struct pl_sock *s, unsigned lo, unsigned hi)
 {
-	/* (acquire: pairs with set_state(); an open connection's conn is final) */
+	/* (acquire: pairs with pl_set_state(); an open connection's conn is final) */
 	if (s->kind == PL_CONN &&
 	    atomic_load_explicit(&s->state, memory_order_acquire) == PL_CS_OPEN &&
 	    atomic_load_explicit(&s->refs, memory_order_relaxed) > 1 && s->conn) {
@@ -144,7 +144,7 @@ static void witness_move(struct pl_sock *s, int fd)
  * peer closed first. */
 static bool peer_closed_first(struct pl_sock *s)
 {
-	/* (acquire: pairs with set_state(); an open connection's conn is final) */
+	/* (acquire: pairs with pl_set_state(); an open connection's conn is final) */
 	if (s->kind != PL_CONN ||
 	    atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN || !s->conn ||
 	    atomic_load_explicit(&s->refs, memory_order_relaxed) != 1 || pl_depth != 0 ||
@@ -359,7 +359,7 @@ NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 	if (s && s->kind == PL_CONN) {
 		long r = 1;
 		int err = 0;
-		int st = atomic_load_explicit(&s->state, memory_order_acquire); /* set_state() */
+		int st = atomic_load_explicit(&s->state, memory_order_acquire); /* pl_set_state() */
 		if (st == PL_CS_PENDING)
 			st = pl_check_pending(s, fd);
 		if (st == PL_CS_FAILED) {

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /* syscall() fallbacks for every intercepted call, and the real-function table that starts out
  * pointing at them: used until dlsym(RTLD_NEXT) has resolved the real libc function (calls from
- * other constructors, or from inside our own init). */
+ * other constructors, or from inside our own init). The calls util/rawsys.h has (the layers
+ * below use them) come from there. */
 #include "preload/pl_int.h"
+#include "util/rawsys.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,9 +14,9 @@
 #include <sys/syscall.h>
 
 static int sys_socket(int domain, int type, int protocol)
-{ return (int)syscall(SYS_socket, domain, type, protocol); }
+{ return raw_socket(domain, type, protocol); }
 static int sys_connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
-{ return (int)syscall(SYS_connect, fd, addr.__sockaddr__, len); }
+{ return raw_connect(fd, addr.__sockaddr__, len); }
 static int sys_accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 { return (int)syscall(SYS_accept4, fd, addr.__sockaddr__, len, 0); }
 static int sys_accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
@@ -24,21 +26,21 @@ static int sys_bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 static int sys_listen(int fd, int backlog)
 { return (int)syscall(SYS_listen, fd, backlog); }
 static int sys_close(int fd)
-{ return (int)syscall(SYS_close, fd); }
+{ return raw_close(fd); }
 static int sys_shutdown(int fd, int how)
-{ return (int)syscall(SYS_shutdown, fd, how); }
+{ return raw_shutdown(fd, how); }
 static ssize_t sys_read(int fd, void *buf, size_t len)
-{ return syscall(SYS_read, fd, buf, len); }
+{ return raw_read(fd, buf, len); }
 static ssize_t sys_write(int fd, const void *buf, size_t len)
-{ return syscall(SYS_write, fd, buf, len); }
+{ return raw_write(fd, buf, len); }
 static ssize_t sys_readv(int fd, const struct iovec *iov, int iovcnt)
 { return syscall(SYS_readv, fd, iov, iovcnt); }
 static ssize_t sys_writev(int fd, const struct iovec *iov, int iovcnt)
 { return syscall(SYS_writev, fd, iov, iovcnt); }
 static ssize_t sys_send(int fd, const void *buf, size_t len, int flags)
-{ return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0); }
+{ return raw_send(fd, buf, len, flags); }
 static ssize_t sys_recv(int fd, void *buf, size_t len, int flags)
-{ return syscall(SYS_recvfrom, fd, buf, len, flags, NULL, NULL); }
+{ return raw_recv(fd, buf, len, flags); }
 static ssize_t sys_sendto(int fd, const void *buf, size_t len, int flags,
 			  __CONST_SOCKADDR_ARG addr, socklen_t alen)
 { return syscall(SYS_sendto, fd, buf, len, flags, addr.__sockaddr__, alen); }
@@ -48,7 +50,7 @@ static ssize_t sys_recvfrom(int fd, void *buf, size_t len, int flags, __SOCKADDR
 static ssize_t sys_sendmsg(int fd, const struct msghdr *msg, int flags)
 { return syscall(SYS_sendmsg, fd, msg, flags); }
 static ssize_t sys_recvmsg(int fd, struct msghdr *msg, int flags)
-{ return syscall(SYS_recvmsg, fd, msg, flags); }
+{ return raw_recvmsg(fd, msg, flags); }
 static int sys_sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 { return (int)syscall(SYS_sendmmsg, fd, vec, vlen, flags); }
 static int sys_recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
@@ -65,10 +67,7 @@ static int sys_ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo
 		     const sigset_t *mask)
 { return (int)syscall(SYS_ppoll, fds, nfds, tmo, mask, _NSIG / 8); }
 static int sys_poll(struct pollfd *fds, nfds_t nfds, int timeout)
-{
-	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
-	return sys_ppoll(fds, nfds, timeout < 0 ? NULL : &ts, NULL);
-}
+{ return raw_poll(fds, nfds, timeout); }
 static int sys_pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
 		       const sigset_t *mask)
 {
@@ -101,7 +100,7 @@ static int sys_dup(int fd)
 static int sys_dup2(int fd, int fd2)
 { return (int)syscall(SYS_dup2, fd, fd2); }
 static int sys_dup3(int fd, int fd2, int flags)
-{ return (int)syscall(SYS_dup3, fd, fd2, flags); }
+{ return raw_dup3(fd, fd2, flags); }
 static int sys_fcntl(int fd, int cmd, ...)
 {
 	va_list ap;
@@ -119,9 +118,9 @@ static int sys_ioctl(int fd, unsigned long req, ...)
 	return (int)syscall(SYS_ioctl, fd, req, arg);
 }
 static int sys_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
-{ return (int)syscall(SYS_getsockopt, fd, level, name, val, len); }
+{ return raw_getsockopt(fd, level, name, val, len); }
 static int sys_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
-{ return (int)syscall(SYS_setsockopt, fd, level, name, val, len); }
+{ return raw_setsockopt(fd, level, name, val, len); }
 static int sys_getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 { return (int)syscall(SYS_getsockname, fd, addr.__sockaddr__, len); }
 static int sys_getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)

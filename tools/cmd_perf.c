@@ -76,12 +76,12 @@ static void note_mismatch(struct perf_result *r, const char *phase, uint64_t msg
 static int parent_accept(struct tp_link *link, pid_t self, struct tp_conn **ret_conn)
 {
 	struct tp_key key;
-	uint64_t start = tool_now_ns();
+	uint64_t start = clock_mono_ns();
 	int rc;
 
 	perf_key(&key, self);
 	while ((rc = tp_attach(link, &key, ret_conn)) == -ENOENT) {
-		if (tool_now_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u)
+		if (clock_mono_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u)
 			return -ETIMEDOUT;
 		usleep(200);
 	}
@@ -152,16 +152,16 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
 
 		if (il)
 			pipe_burst(pipe, r, pipe_mbps, &n_pipe);
-		t0 = tool_now_ns();
+		t0 = clock_mono_ns();
 		rc = ctl_run(ctl, PERF_CMD_STREAM, r->size, n_b, done);
-		uint64_t last = tool_now_ns();
+		uint64_t last = clock_mono_ns();
 
 		for (uint64_t n = done; rc == 0 && n < done + n_b; n++) {
 			rc = perf_recv_all(c, buf, r->size);
 			if (r->track_stall) {
 				/* the longest wait for one message: what a loss costs the stream (a
 				 * clock read per message, so only under --fault) */
-				uint64_t now = tool_now_ns();
+				uint64_t now = clock_mono_ns();
 
 				if (now - last > r->stall_ns)
 					r->stall_ns = now - last;
@@ -176,7 +176,7 @@ static int measure_stream(struct tp_conn *c, int ctl, const uint8_t *pattern, ui
 				ok = false;
 			}
 		}
-		elapsed += tool_now_ns() - t0;
+		elapsed += clock_mono_ns() - t0;
 		if (rc < 0) {
 			snprintf(err, errlen, "stream of %zu-byte messages: receive: %s", r->size,
 				 strerror(-rc));
@@ -593,7 +593,7 @@ static int parse_opts(int argc, char **argv, struct perf_opts *o)
 	}
 	snprintf(o->lp.name, sizeof(o->lp.name), "perf-%d", (int)getpid());
 	snprintf(o->lp.path, sizeof(o->lp.path), "/dev/shm/ntbsock-perf-%d-%llx", (int)getpid(),
-		 (unsigned long long)(tool_now_ns() & 0xffffffffu));
+		 (unsigned long long)(clock_mono_ns() & 0xffffffffu));
 	o->lp.mode = 0600;
 	return 0;
 }
@@ -822,21 +822,117 @@ static int perf_env_log(void)
 	return 0;
 }
 
+/* One `ntbsock perf` run: what its steps share. */
+struct perf_run {
+	const struct perf_opts *o;
+	struct perf_result res[PERF_MAX_SIZES];
+	struct tool_ref_peer peer;  /* the interleaved cache-line reference's responder */
+	struct tool_pipe_peer pipe; /* the pipeline reference's receiver */
+	int pipe_err;               /* why the pipeline reference could not start (0: it did) */
+	struct tp_link *link;
+	struct tp_conn *c;
+	uint8_t *pattern, *buf;     /* the payload, and side 0's receive buffer */
+	size_t max_size;
+	int cpu_a, cpu_b;
+	char err[512];
+};
+
+/* The payload pattern and the receive buffer, for the largest size measured. 0, or -ENOMEM
+ * (said on stderr). */
+static int perf_alloc(struct perf_run *r)
+{
+	for (int i = 0; i < r->o->n_sizes; i++)
+		if (r->o->sizes[i] > r->max_size)
+			r->max_size = r->o->sizes[i];
+	r->pattern = malloc(tool_pattern_len(r->max_size));
+	r->buf = malloc(r->max_size);
+	if (!r->pattern || !r->buf) {
+		fprintf(stderr, "ntbsock perf: out of memory\n");
+		free(r->pattern);
+		free(r->buf);
+		return -ENOMEM;
+	}
+	tool_pattern_fill(r->pattern, tool_pattern_len(r->max_size), PERF_PATTERN_SEED);
+	return 0;
+}
+
+/* The reference peers, forked first: before the control socket (they must not hold side 1's
+ * other end) and before any transport call (a fork with an open connection takes part in the
+ * transport's fork protocol). Without the interleaved cache-line responder its line reports a
+ * failure; the rest of the run does not depend on it. The pipeline's receiver only when its
+ * message size is measured. */
+static void perf_refs_start(struct perf_run *r)
+{
+	tool_ref_peer_start(&r->peer, r->cpu_a, r->cpu_b);
+	memset(&r->pipe, 0, sizeof(r->pipe));
+	r->pipe.pid = r->pipe.fd = -1;
+	for (int i = 0; i < r->o->n_sizes && !r->o->csv; i++) /* (the CSV has no reference lines) */
+		if (r->o->sizes[i] == PERF_PIPE_MSG && r->pipe.pid < 0)
+			r->pipe_err = tool_pipe_start(&r->pipe, r->cpu_a, r->cpu_b, PERF_PIPE_MSG,
+						      PERF_PIPE_RING, r->peer.fd);
+}
+
+/* Fork the side-1 process (perf_child_main()) before any transport call: each process opens
+ * its own side of the link. Returns its pid, with our end of the control socket in *RET_CTL;
+ * -1 on failure (said on stderr). */
+static pid_t perf_fork_side1(struct perf_run *r, int *ret_ctl)
+{
+	int sv[2];
+	pid_t child;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		fprintf(stderr, "ntbsock perf: socketpair: %s\n", strerror(errno));
+		return -1;
+	}
+	child = fork();
+	if (child < 0) {
+		fprintf(stderr, "ntbsock perf: fork: %s\n", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (child == 0) {
+		close(sv[0]);
+		if (r->peer.fd >= 0)
+			close(r->peer.fd); /* the responder sees EOF when the parent closes it */
+		if (r->pipe.fd >= 0)
+			close(r->pipe.fd); /* the same for the pipeline's receiver */
+		_exit(perf_child_main(r->o, sv[1], r->pattern, r->max_size, r->cpu_b));
+	}
+	close(sv[1]);
+	*ret_ctl = sv[0];
+	return child;
+}
+
+/* Side 0's part, over control socket CTL: set up the connection and measure every size. 0, or
+ * negative with r->err saying why. */
+static int perf_measure(struct perf_run *r, int ctl)
+{
+	int rc = parent_setup(r->o, ctl, &r->link, &r->c, r->err, sizeof(r->err));
+
+	if (rc < 0)
+		return rc;
+	if (!r->o->csv)
+		print_table_head(r->o, r->cpu_a, r->cpu_b);
+	rc = run_sweep(r->o, r->c, ctl, r->pattern, r->buf, r->res, &r->peer, &r->pipe, r->err,
+		       sizeof(r->err));
+	if (rc == 0)
+		ctl_run(ctl, PERF_CMD_QUIT, 0, 0, 0);
+	return rc;
+}
+
 int cmd_perf(int argc, char **argv)
 {
 	struct perf_opts o;
-	struct perf_result res[PERF_MAX_SIZES];
-	struct tool_ref_peer peer;
-	struct tool_pipe_peer pipe;
-	struct tp_link *link = NULL;
-	struct tp_conn *c = NULL;
-	uint8_t *pattern = NULL, *buf = NULL;
-	size_t max_size = 0;
-	int cpu_a = -1, cpu_b = -1, sv[2], status, rc, pipe_err = 0;
-	char err[512] = "";
+	struct perf_run run;
+	struct perf_run *r = &run;
+	int ctl, status, rc;
 	bool all_ok;
 	pid_t child;
 
+	memset(r, 0, sizeof(*r));
+	r->cpu_a = r->cpu_b = -1;
+	r->o = &o;
 	rc = parse_opts(argc, argv, &o);
 	if (rc < 0)
 		return TOOL_EXIT_OK; /* --help */
@@ -845,86 +941,36 @@ int cmd_perf(int argc, char **argv)
 	rc = perf_env_log();
 	if (rc > 0)
 		return rc;
-	for (int i = 0; i < o.n_sizes; i++)
-		if (o.sizes[i] > max_size)
-			max_size = o.sizes[i];
-	memset(res, 0, sizeof(res));
-	pattern = malloc(tool_pattern_len(max_size));
-	buf = malloc(max_size);
-	if (!pattern || !buf) {
-		fprintf(stderr, "ntbsock perf: out of memory\n");
-		free(pattern);
-		free(buf);
+	if (perf_alloc(r) < 0)
+		return TOOL_EXIT_FAIL;
+	if (tool_pick_cpus(&r->cpu_a, &r->cpu_b) < 0)
+		r->cpu_a = r->cpu_b = -1;
+	fflush(NULL);
+	perf_refs_start(r);
+	child = perf_fork_side1(r, &ctl);
+	if (child < 0) {
+		tool_ref_peer_stop(&r->peer);
+		tool_pipe_stop(&r->pipe);
+		free(r->pattern);
+		free(r->buf);
 		return TOOL_EXIT_FAIL;
 	}
-	tool_pattern_fill(pattern, tool_pattern_len(max_size), PERF_PATTERN_SEED);
-	if (tool_pick_cpus(&cpu_a, &cpu_b) < 0)
-		cpu_a = cpu_b = -1;
-	fflush(NULL);
-	/* The interleaved cache-line reference's responder, first: forked before the control
-	 * socket (it must not hold side 1's other end) and before any transport call (a fork
-	 * with an open connection takes part in the transport's fork protocol). Without it the
-	 * interleaved line reports a failure; the rest of the run does not depend on it. */
-	tool_ref_peer_start(&peer, cpu_a, cpu_b);
-	/* The same for the pipeline reference, when its message size is measured. */
-	memset(&pipe, 0, sizeof(pipe));
-	pipe.pid = pipe.fd = -1;
-	for (int i = 0; i < o.n_sizes && !o.csv; i++) /* (the CSV has no reference lines) */
-		if (o.sizes[i] == PERF_PIPE_MSG && pipe.pid < 0)
-			pipe_err = tool_pipe_start(&pipe, cpu_a, cpu_b, PERF_PIPE_MSG, PERF_PIPE_RING,
-						   peer.fd);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		fprintf(stderr, "ntbsock perf: socketpair: %s\n", strerror(errno));
-		goto err_free;
-	}
-	/* Fork before any transport call: each process opens its own side of the link. */
-	child = fork();
-	if (child < 0) {
-		fprintf(stderr, "ntbsock perf: fork: %s\n", strerror(errno));
-		close(sv[0]);
-		close(sv[1]);
-		goto err_free;
-	}
-	if (child == 0) {
-		close(sv[0]);
-		if (peer.fd >= 0)
-			close(peer.fd); /* the responder sees EOF when the parent closes it */
-		if (pipe.fd >= 0)
-			close(pipe.fd); /* the same for the pipeline's receiver */
-		_exit(perf_child_main(&o, sv[1], pattern, max_size, cpu_b));
-	}
-	close(sv[1]);
-	install_cleanup(o.lp.path, child);
-	tool_pin_cpu(cpu_a);
-
-	rc = parent_setup(&o, sv[0], &link, &c, err, sizeof(err));
-	if (rc < 0)
-		goto err_child;
-	if (!o.csv)
-		print_table_head(&o, cpu_a, cpu_b);
-	rc = run_sweep(&o, c, sv[0], pattern, buf, res, &peer, &pipe, err, sizeof(err));
-	if (rc == 0)
-		ctl_run(sv[0], PERF_CMD_QUIT, 0, 0, 0);
-err_child:
-	close(sv[0]); /* the child sees EOF on its control socket and leaves */
+	install_cleanup(r->o->lp.path, child);
+	tool_pin_cpu(r->cpu_a);
+	rc = perf_measure(r, ctl);
+	close(ctl); /* the child sees EOF on its control socket and leaves */
 	if (rc < 0)
 		kill(child, SIGTERM);
 	waitpid(child, &status, 0);
-	tool_ref_peer_stop(&peer);
-	tool_pipe_stop(&pipe);
-	remove_link_files(o.lp.path);
-	all_ok = report_end(&o, res, rc == 0, err, cpu_a, cpu_b, pipe_err);
-	print_fault_stats(&o, link, res);
+	tool_ref_peer_stop(&r->peer);
+	tool_pipe_stop(&r->pipe);
+	remove_link_files(r->o->lp.path);
+	all_ok = report_end(r->o, r->res, rc == 0, r->err, r->cpu_a, r->cpu_b, r->pipe_err);
+	print_fault_stats(r->o, r->link, r->res);
 	/* Last: the side-1 process is gone, so this only releases our own resources. */
-	tp_close(c);
-	tp_link_close(link);
-	free(pattern);
-	free(buf);
+	tp_close(r->c);
+	tp_link_close(r->link);
+	free(r->pattern);
+	free(r->buf);
 	return rc == 0 && all_ok ? TOOL_EXIT_OK : TOOL_EXIT_FAIL;
-err_free:
-	tool_ref_peer_stop(&peer);
-	tool_pipe_stop(&pipe);
-	free(pattern);
-	free(buf);
-	return TOOL_EXIT_FAIL;
 }

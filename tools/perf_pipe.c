@@ -162,8 +162,8 @@ static uint64_t pipe_send_burst(struct tool_pipe_peer *peer, uint64_t min_ns,
 			continue;
 		}
 		if (h == first)
-			start = tool_now_ns();
-		if (h > first && h % 16u == 0 && tool_now_ns() - start >= min_ns)
+			start = clock_mono_ns();
+		if (h > first && h % 16u == 0 && clock_mono_ns() - start >= min_ns)
 			break;
 		uint32_t i = (uint32_t)(h % peer->slots);
 
@@ -178,7 +178,7 @@ static uint64_t pipe_send_burst(struct tool_pipe_peer *peer, uint64_t min_ns,
 			return 0;
 		cpu_relax();
 	}
-	*ret_elapsed = tool_now_ns() - start;
+	*ret_elapsed = clock_mono_ns() - start;
 	return h - first;
 }
 

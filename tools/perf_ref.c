@@ -22,11 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-uint64_t tool_now_ns(void)
-{
-	return clock_mono_ns();
-}
-
 int tool_pick_cpus(int *ret_a, int *ret_b)
 {
 	cpu_set_t set;
@@ -68,7 +63,7 @@ int tool_ref_memcpy(size_t buf_size, uint64_t min_ns, double *ret_mbps)
 	memset(src, 0x5a, buf_size);
 	memset(dst, 0xa5, buf_size);
 	memcpy(dst, src, buf_size); /* warm the caches and the page tables */
-	start = tool_now_ns();
+	start = clock_mono_ns();
 	do {
 		for (int i = 0; i < 8; i++) {
 			memcpy(dst, src, buf_size);
@@ -76,7 +71,7 @@ int tool_ref_memcpy(size_t buf_size, uint64_t min_ns, double *ret_mbps)
 			src[(bytes / buf_size) % buf_size]++;
 			bytes += buf_size;
 		}
-		elapsed = tool_now_ns() - start;
+		elapsed = clock_mono_ns() - start;
 	} while (elapsed < min_ns);
 	/* read the destination so the compiler must perform the copies */
 	if (dst[0] != src[0])
@@ -177,7 +172,7 @@ static int cacheline_run(int cpu_a, int cpu_b, uint64_t rounds, uint64_t *batch,
 		}
 		sched_yield();
 	}
-	start = mark = tool_now_ns();
+	start = mark = clock_mono_ns();
 	for (uint64_t i = 0; i < total; i++) {
 		/* release: pairs with the acquire load in the responder's wait_seq() */
 		__atomic_store_n(&line->seq, 2 * i + 1, __ATOMIC_RELEASE);
@@ -186,13 +181,13 @@ static int cacheline_run(int cpu_a, int cpu_b, uint64_t rounds, uint64_t *batch,
 			break;
 		}
 		if ((i + 1) % TOOL_REF_BATCH == 0 && nb < max_b) {
-			uint64_t now = tool_now_ns();
+			uint64_t now = clock_mono_ns();
 
 			batch[nb++] = now - mark;
 			mark = now;
 		}
 	}
-	*ret_elapsed = tool_now_ns() - start;
+	*ret_elapsed = clock_mono_ns() - start;
 	if (restore)
 		sched_setaffinity(0, sizeof(saved), &saved);
 	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
@@ -314,7 +309,7 @@ int tool_ref_peer_burst(struct tool_ref_peer *peer, unsigned warm, unsigned n,
 		return rc;
 	for (uint64_t i = 0; i < rounds; i++) {
 		if (i == skip)
-			mark = tool_now_ns();
+			mark = clock_mono_ns();
 		/* release: pairs with the acquire load in peer_main()'s wait_seq() */
 		__atomic_store_n(&peer->line->seq, peer->seq + 1, __ATOMIC_RELEASE);
 		if (!wait_seq(peer->line, peer->seq + 2, peer->yield, peer->pid)) {
@@ -323,7 +318,7 @@ int tool_ref_peer_burst(struct tool_ref_peer *peer, unsigned warm, unsigned n,
 		}
 		peer->seq += 2;
 		if (i >= skip && (i + 1 - skip) % TOOL_REF_BATCH == 0) {
-			uint64_t now = tool_now_ns();
+			uint64_t now = clock_mono_ns();
 
 			ret_batch_ns[nb++] = now - mark;
 			mark = now;
@@ -416,7 +411,7 @@ bool tool_tsc_usable(void)
 /* A (TSC, CLOCK_MONOTONIC) pair: the TSC read on both sides of the clock, averaged. */
 static void clock_pair(bool tsc, uint64_t *ret_ticks, uint64_t *ret_ns)
 {
-	uint64_t a = tool_stamp(tsc), ns = tool_now_ns(), b = tool_stamp(tsc);
+	uint64_t a = tool_stamp(tsc), ns = clock_mono_ns(), b = tool_stamp(tsc);
 
 	*ret_ticks = a + (b - a) / 2;
 	*ret_ns = ns;

@@ -70,7 +70,7 @@ void perf_key(struct tp_key *k, pid_t pid)
  * (*SINCE 0: the first wait since progress starts the count), never per message. */
 static bool stalled(uint64_t *since)
 {
-	uint64_t now = tool_now_ns();
+	uint64_t now = clock_mono_ns();
 
 	if (!*since) {
 		*since = now;
@@ -167,9 +167,9 @@ static int child_connect(const struct perf_opts *o, struct tp_link **ret_link,
 		snprintf(msg, msglen, "side 1: link did not come up: %s", strerror(-rc));
 		goto err_link;
 	}
-	start = tool_now_ns();
+	start = clock_mono_ns();
 	while (!tp_peer_listens(link, PERF_PORT)) {
-		if (tool_now_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u) {
+		if (clock_mono_ns() - start > (uint64_t)PERF_SETUP_MS * 1000000u) {
 			rc = -ETIMEDOUT;
 			snprintf(msg, msglen, "side 1: the listener never appeared on the link");
 			goto err_link;

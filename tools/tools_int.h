@@ -17,6 +17,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "util/clock.h"
+
 #define TOOL_EXIT_OK      0
 #define TOOL_EXIT_FAIL    1
 #define TOOL_EXIT_USAGE   2
@@ -167,9 +169,6 @@ int tool_stat_print_summary_json(FILE *out, const struct tool_stat_row *rows, in
 
 /* --- perf_ref.c: reference measurements, CPUs ----------------------------------------------- */
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t tool_now_ns(void);
-
 /* The first two CPUs this process may run on; -ENODEV when there is only one. */
 int tool_pick_cpus(int *ret_a, int *ret_b);
 
@@ -283,7 +282,7 @@ static inline uint64_t tool_stamp(bool tsc)
 #else
 	(void)tsc;
 #endif
-	return tool_now_ns();
+	return clock_mono_ns();
 }
 
 /* Converts tool_stamp() units to ns, calibrated against CLOCK_MONOTONIC over the interval

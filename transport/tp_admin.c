@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "transport/transport.h"
+#include "util/rawsys.h"
 
 int tp_link_admin_path(const struct ntb_link_params *lp, char *buf, size_t len)
 {
@@ -36,7 +37,7 @@ int tp_link_admin_set(const struct ntb_link_params *lp, bool down)
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0644);
 	if (fd < 0)
 		return -errno;
-	close(fd);
+	raw_close(fd);
 	return 0;
 }
 

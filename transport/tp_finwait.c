@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/rawsys.h"
 
 #define FW_MAX   4096 /* pending closes at most; more wait in the caller, as before */
 #define FW_BATCH 256  /* sockets looked at per poll() */
@@ -76,7 +77,7 @@ int tp_finwait_add(int fd, int timeout_ms)
 		fw_alloc = n;
 	}
 	/* (the lowest free number from 3, as the other private duplicates: tp_close()) */
-	kfd = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 3);
+	kfd = raw_dupfd_cloexec(fd, 3);
 	if (kfd < 0) {
 		rc = -errno;
 		goto out;
@@ -125,7 +126,7 @@ void tp_finwait_service(void)
 	 * polled must stay where they are until they are looked at */
 	pthread_mutex_lock(&fw_service_lock);
 	n = fw_snapshot(p, NULL);
-	if (syscall(SYS_poll, p, (nfds_t)n, 0) < 0) {
+	if (raw_poll(p, (nfds_t)n, 0) < 0) {
 		pthread_mutex_unlock(&fw_service_lock);
 		return;
 	}
@@ -136,7 +137,7 @@ void tp_finwait_service(void)
 	for (int i = n - 1; i >= 0; i--) {
 		if (!p[i].revents && now < fw_list[i].deadline_ms)
 			continue;
-		syscall(SYS_close, fw_list[i].fd);
+		raw_close(fw_list[i].fd);
 		fw_list[i] = fw_list[--fw_n]; /* (one looked at already, or a newer one) */
 	}
 	atomic_store_explicit(&fw_pending, fw_n, memory_order_relaxed);
@@ -158,7 +159,7 @@ void tp_finwait_drain(void)
 		/* until the first deadline among them (each is at most its timeout away), looking
 		 * again every 10 ms: the helper may close some of them meanwhile */
 		uint64_t wait = first > now ? first - now : 0;
-		if (syscall(SYS_poll, p, (nfds_t)n, (int)(wait < 10 ? wait : 10)) < 0 &&
+		if (raw_poll(p, (nfds_t)n, (int)(wait < 10 ? wait : 10)) < 0 &&
 		    errno != EINTR)
 			return;
 		tp_finwait_service();
@@ -172,7 +173,7 @@ void tp_finwait_atfork_child(void)
 	pthread_mutex_init(&fw_lock, NULL);
 	pthread_mutex_init(&fw_service_lock, NULL);
 	for (int i = 0; i < fw_n; i++)
-		syscall(SYS_close, fw_list[i].fd);
+		raw_close(fw_list[i].fd);
 	fw_n = 0;
 	atomic_store_explicit(&fw_pending, 0, memory_order_relaxed);
 }

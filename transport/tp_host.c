@@ -19,6 +19,7 @@
 #include "util/log.h"
 #include "util/mapguard.h"
 #include "util/proc.h"
+#include "util/rawsys.h"
 
 uint64_t tp_now_ms(void)
 {
@@ -274,7 +275,7 @@ err_unmap:
 err_unlock:
 	flock(fd, LOCK_UN);
 err_close:
-	close(fd);
+	raw_close(fd);
 	return rc;
 }
 
@@ -300,7 +301,7 @@ void tp_host_close(struct tp_link *l)
 		munmap(l->host, l->host_size);
 	}
 	if (l->host_fd >= 0)
-		close(l->host_fd);
+		raw_close(l->host_fd);
 	l->host = NULL;
 	l->host_fd = -1;
 }
@@ -632,11 +633,11 @@ static void *host_map_ro(const struct ntb_link_params *lp, int side, size_t *ret
 	if (fd < 0)
 		return NULL;
 	if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(struct tp_host)) {
-		close(fd);
+		raw_close(fd);
 		return NULL;
 	}
 	h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
+	raw_close(fd);
 	if (h == MAP_FAILED)
 		return NULL;
 	*ret_size = (size_t)st.st_size;
@@ -685,11 +686,11 @@ int tp_stat_list(const struct ntb_link_params *lp, struct tp_stat_entry *out, in
 		if (fd < 0)
 			continue;
 		if (fstat(fd, &st) < 0 || (size_t)st.st_size < sizeof(struct tp_host)) {
-			close(fd);
+			raw_close(fd);
 			continue;
 		}
 		h = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-		close(fd);
+		raw_close(fd);
 		if (h == MAP_FAILED)
 			continue;
 		skip = n < max ? n : max;

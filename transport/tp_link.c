@@ -19,6 +19,7 @@
 #include "util/clock.h"
 #include "transport/tp_int.h"
 #include "util/log.h"
+#include "util/rawsys.h"
 
 void tp_params_init(struct tp_params *p)
 {
@@ -84,7 +85,7 @@ void tp_event_ack(void)
 {
 	uint64_t v;
 
-	if (g_efd >= 0 && read(g_efd, &v, sizeof(v)) < 0) {
+	if (g_efd >= 0 && raw_read(g_efd, &v, sizeof(v)) < 0) {
 		/* EAGAIN: nothing pending */
 	}
 }
@@ -93,7 +94,7 @@ void tp_event_signal(void)
 {
 	uint64_t one = 1;
 
-	if (g_efd >= 0 && write(g_efd, &one, sizeof(one)) < 0) {
+	if (g_efd >= 0 && raw_write(g_efd, &one, sizeof(one)) < 0) {
 		/* EAGAIN: counter saturated, already readable */
 	}
 }
@@ -170,7 +171,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	tp_host_unlock(l);
 	tp_fo_free(c);
 	if (c->keep_fd >= 0) {
-		syscall(SYS_close, c->keep_fd); /* the kernel's FIN (after any failover tail) */
+		raw_close(c->keep_fd); /* the kernel's FIN (after any failover tail) */
 		c->keep_fd = -1;
 	}
 	tp_conn_recycle(c);
@@ -197,7 +198,7 @@ static void keep_release_if_acked(struct tp_conn *c)
 	if (!acked || tp_mutex_trylock(&c->witness_lock))
 		return;
 	if (!tp_fo_get(c) && c->keep_fd >= 0) { /* (under witness_lock: fo_dup_socket()) */
-		syscall(SYS_close, c->keep_fd);
+		raw_close(c->keep_fd);
 		c->keep_fd = -1;
 	}
 	tp_mutex_unlock(&c->witness_lock);
@@ -494,14 +495,9 @@ void tp_exec_release_closed(void)
  * the process's own threads (its accept()) go first. Returns true when the doorbell moved. */
 #define TP_HELPER_SPIN_NS 300000u
 
-static uint64_t now_ns(void)
-{
-	return clock_mono_ns();
-}
-
 static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
 {
-	while (now_ns() < until_ns) {
+	while (clock_mono_ns() < until_ns) {
 		for (int i = 0; i < 32; i++) {
 			/* acquire inside ntb_db_read(): pairs with the ringer's release */
 			if (ntb_db_read(n) != seen)
@@ -641,7 +637,7 @@ static void *helper_main(void *arg)
 			l->db_seen = db;
 			signal |= rung;
 			if (link_service(l, now, rung, quick && l == first))
-				spin_until = now_ns() + TP_HELPER_SPIN_NS;
+				spin_until = clock_mono_ns() + TP_HELPER_SPIN_NS;
 		}
 		pthread_mutex_unlock(&g_lock);
 		if (signal)
@@ -932,8 +928,8 @@ void tp_atfork_child(void)
 		int nfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 
 		if (nfd >= 0) {
-			dup3(nfd, g_efd, O_CLOEXEC);
-			close(nfd);
+			raw_dup3(nfd, g_efd, O_CLOEXEC);
+			raw_close(nfd);
 		}
 	}
 	for (struct tp_link *l = g_links; l; l = l->next_link) {

@@ -19,6 +19,7 @@
 
 #include "util/mapguard.h"
 #include "util/proc.h"
+#include "util/rawsys.h"
 
 #define TCPSTAT_MAGIC   0x31544350544e4c55ULL  /* any value a foreign file is unlikely to hold */
 #define TCPSTAT_VERSION 2u
@@ -92,7 +93,7 @@ static struct tcpstat_file *open_map(const char *path, bool create, bool *ret_yo
 		if (fd >= 0) {
 			mine = true;
 			if (ftruncate(fd, sizeof(*f)) < 0) {
-				close(fd);
+				raw_close(fd);
 				unlink(path);
 				return NULL;
 			}
@@ -105,11 +106,11 @@ static struct tcpstat_file *open_map(const char *path, bool create, bool *ret_yo
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(*f) ||
 	    (st.st_uid != geteuid() && geteuid() != 0)) {
 		*ret_young = S_ISREG(st.st_mode) && st.st_size == 0;
-		close(fd);
+		raw_close(fd);
 		return NULL;
 	}
 	f = mmap(NULL, sizeof(*f), create ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
+	raw_close(fd);
 	if (f == MAP_FAILED)
 		return NULL;
 	(void)mapguard_add(f, sizeof(*f));

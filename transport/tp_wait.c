@@ -168,21 +168,9 @@ unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
 	return poll_bits(c, arm, want);
 }
 
-/* Monotonic milliseconds at the kernel tick's resolution (a few ns, no TSC read): enough to
- * tell a streaming connection from an idle one. */
-static uint64_t coarse_ms(void)
-{
-	return clock_coarse_ms();
-}
-
-static uint64_t mono_ns(void)
-{
-	return clock_mono_ns();
-}
-
 static int woke(struct tp_conn *c, unsigned ev)
 {
-	__atomic_store_n(&c->last_wake_ms, coarse_ms(), __ATOMIC_RELAXED);
+	__atomic_store_n(&c->last_wake_ms, clock_coarse_ms(), __ATOMIC_RELAXED);
 	return (int)ev;
 }
 
@@ -217,7 +205,7 @@ static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long 
 			if (ev & events)
 				return ev & events;
 			if (spins % TP_SPIN_FULL_EVERY == 0 &&
-			    mono_ns() - t0 >= (uint64_t)budget_us * 1000u)
+			    clock_mono_ns() - t0 >= (uint64_t)budget_us * 1000u)
 				return 0;
 			if (hit)
 				tp_probe_arm(c, &pr, events); /* not for us after all (yet) */
@@ -275,12 +263,12 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	ev = poll_bits(c, false, events);
 	if (ev & events)
 		return woke(c, ev & events);
-	t0 = mono_ns();
+	t0 = clock_mono_ns();
 	start = t0 / 1000000u;
 	/* Adaptive spinning: a connection that was waited on and woke within the last few ms is
 	 * streaming; sleeping there costs the peer a wake-up per message and us two context
 	 * switches per ring turn, so spin longer (still bounded: an idle connection sleeps). */
-	if (coarse_ms() - __atomic_load_n(&c->last_wake_ms, __ATOMIC_RELAXED) <= 8u &&
+	if (clock_coarse_ms() - __atomic_load_n(&c->last_wake_ms, __ATOMIC_RELAXED) <= 8u &&
 	    budget < TP_SPIN_ACTIVE_US)
 		budget = TP_SPIN_ACTIVE_US;
 	if (budget > 0 && timeout_ms != 0) {

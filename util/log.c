@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* Logging: raw write(2) through syscall(), so the interposer's own write() never sees it. */
+/* Logging: raw write(2) (util/rawsys.h), so the interposer's own write() never sees it. */
 #include "util/log.h"
+#include "util/rawsys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,14 +51,13 @@ int log_set_file(const char *path)
 	if (!path || !*path) {
 		log_out_fd = 2;
 	} else {
-		int fd = (int)syscall(SYS_openat, AT_FDCWD, path,
-				      O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int fd = raw_open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return -errno;
 		log_out_fd = fd;
 	}
 	if (old != 2 && old != log_out_fd)
-		syscall(SYS_close, old);
+		raw_close(old);
 	return 0;
 }
 
@@ -82,7 +82,7 @@ void log_vwrite(int level, const char *fmt, va_list ap)
 	buf[len++] = '\n';
 	size_t off = 0;
 	while (off < len) {
-		long w = syscall(SYS_write, log_out_fd, buf + off, len - off);
+		long w = raw_write(log_out_fd, buf + off, len - off);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Process liveness (util/proc.h). Raw system calls: the preload library interposes close(). */
+/* Process liveness (util/proc.h). Raw system calls (util/rawsys.h): the preload library
+ * interposes close(). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -10,17 +11,18 @@
 #include <unistd.h>
 
 #include "util/proc.h"
+#include "util/rawsys.h"
 
 uint64_t proc_starttime(pid_t pid, char *ret_state)
 {
 	char path[64], buf[512];
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	int fd = raw_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return 0;
-	ssize_t n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
-	syscall(SYS_close, fd);
+	ssize_t n = raw_read(fd, buf, sizeof(buf) - 1);
+	raw_close(fd);
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;

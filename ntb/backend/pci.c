@@ -194,7 +194,7 @@ static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32
 			     int slice_ms)
 {
 	struct pci_priv *pp = link->priv;
-	uint64_t deadline = ntb_now_ns() + (uint64_t)(slice_ms > 0 ? slice_ms : 1) * 1000000ull;
+	uint64_t deadline = clock_mono_ns() + (uint64_t)(slice_ms > 0 ? slice_ms : 1) * 1000000ull;
 	long sleep_ns = 50000;
 
 	if (pp->has_vfio && ntb_db_event_mine(link))
@@ -203,7 +203,7 @@ static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32
 		/* acquire: pairs with the peer's release store of the doorbell in its ring */
 		if (atomic_load_explicit(db, memory_order_acquire) != seen)
 			return 0;
-		uint64_t now = ntb_now_ns();
+		uint64_t now = clock_mono_ns();
 		if (now >= deadline)
 			return 0;
 		if ((uint64_t)sleep_ns > deadline - now)

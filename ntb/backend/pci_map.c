@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/rawsys.h"
 
 /* Linux include/linux/ioport.h resource flags, as printed in the sysfs `resource` file. */
 #define IORESOURCE_IO       0x00000100u
@@ -177,7 +178,7 @@ int ntb_pci_map_bar(const char *bdf, int bar, struct ntb_pci_bar_map *ret_map,
 	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != len) {
 		snprintf(err, errlen, "PCI device %s: %s has size %lld, BAR %d is %" PRIu64 " bytes",
 			 bdf, path, (long long)st.st_size, bar, len);
-		close(fd);
+		raw_close(fd);
 		return -EINVAL;
 	}
 	p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -185,10 +186,10 @@ int ntb_pci_map_bar(const char *bdf, int bar, struct ntb_pci_bar_map *ret_map,
 		rc = -errno;
 		snprintf(err, errlen, "PCI device %s: mmap %s: %s", bdf, path,
 			 ntb_pci_errno_hint(-rc));
-		close(fd);
+		raw_close(fd);
 		return rc;
 	}
-	close(fd); /* the mapping stays valid */
+	raw_close(fd); /* the mapping stays valid */
 	LOG(LL_DEBUG, "ntb/pci: mapped %s (%" PRIu64 " bytes%s)", path, len, wc ? ", WC" : "");
 	ret_map->base = p;
 	ret_map->size = (size_t)len;

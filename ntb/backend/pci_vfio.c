@@ -18,9 +18,7 @@
 #include <unistd.h>
 
 #include "ntb/backend/pci_int.h"
-
-/* Raw system calls: the preload library interposes libc's ioctl, read and write. */
-#define sys_ioctl(fd, req, arg) syscall(SYS_ioctl, (fd), (req), (arg))
+#include "util/rawsys.h"
 
 #define IVSHMEM_REG_IVPOSITION 8
 #define IVSHMEM_REG_DOORBELL   12
@@ -28,7 +26,7 @@
 static void close_fd(int *fd)
 {
 	if (*fd >= 0)
-		syscall(SYS_close, *fd);
+		raw_close(*fd);
 	*fd = -1;
 }
 
@@ -75,28 +73,28 @@ int ntb_pci_vfio_db_open(const char *bdf, int reg_bar, struct ntb_pci_vfio_db *v
 	v->container = open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
 	if (v->container < 0)
 		return vfio_fail(v, -errno, err, errlen, "/dev/vfio/vfio");
-	if (sys_ioctl(v->container, VFIO_GET_API_VERSION, 0) != VFIO_API_VERSION ||
-	    sys_ioctl(v->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0)
+	if (raw_ioctl(v->container, VFIO_GET_API_VERSION, 0) != VFIO_API_VERSION ||
+	    raw_ioctl(v->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0)
 		return vfio_fail(v, -ENOTSUP, err, errlen, "no type1v2 IOMMU");
 	snprintf(path, sizeof(path), "/dev/vfio/%d", g);
 	v->group = open(path, O_RDWR | O_CLOEXEC);
 	if (v->group < 0) /* EBUSY: another process holds the group (and the doorbells) */
 		return vfio_fail(v, -errno, err, errlen, path);
 	struct vfio_group_status st = { .argsz = sizeof(st) };
-	if (sys_ioctl(v->group, VFIO_GROUP_GET_STATUS, &st) < 0)
+	if (raw_ioctl(v->group, VFIO_GROUP_GET_STATUS, &st) < 0)
 		return vfio_fail(v, -errno, err, errlen, "group status");
 	if (!(st.flags & VFIO_GROUP_FLAGS_VIABLE))
 		return vfio_fail(v, -EPERM, err, errlen,
 				 "group not viable (bind every device of the group to vfio-pci)");
-	if (sys_ioctl(v->group, VFIO_GROUP_SET_CONTAINER, &v->container) < 0 ||
-	    sys_ioctl(v->container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) < 0)
+	if (raw_ioctl(v->group, VFIO_GROUP_SET_CONTAINER, &v->container) < 0 ||
+	    raw_ioctl(v->container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) < 0)
 		return vfio_fail(v, -errno, err, errlen, "set container / IOMMU");
-	v->device = sys_ioctl(v->group, VFIO_GROUP_GET_DEVICE_FD, bdf);
+	v->device = raw_ioctl(v->group, VFIO_GROUP_GET_DEVICE_FD, bdf);
 	if (v->device < 0)
 		return vfio_fail(v, -errno, err, errlen, "get device fd");
 	struct vfio_region_info reg = { .argsz = sizeof(reg),
 					.index = VFIO_PCI_BAR0_REGION_INDEX + (uint32_t)reg_bar };
-	if (sys_ioctl(v->device, VFIO_DEVICE_GET_REGION_INFO, &reg) < 0)
+	if (raw_ioctl(v->device, VFIO_DEVICE_GET_REGION_INFO, &reg) < 0)
 		return vfio_fail(v, -errno, err, errlen, "register BAR info");
 	if (reg.size < IVSHMEM_REG_DOORBELL + 4)
 		return vfio_fail(v, -EINVAL, err, errlen, "register BAR too small");
@@ -108,7 +106,7 @@ int ntb_pci_vfio_db_open(const char *bdf, int reg_bar, struct ntb_pci_vfio_db *v
 		return vfio_fail(v, -EIO, err, errlen, "read IVPosition");
 	v->own_id = pos & 0xffffu;
 	struct vfio_irq_info irq = { .argsz = sizeof(irq), .index = VFIO_PCI_MSIX_IRQ_INDEX };
-	if (sys_ioctl(v->device, VFIO_DEVICE_GET_IRQ_INFO, &irq) < 0 || irq.count < 1)
+	if (raw_ioctl(v->device, VFIO_DEVICE_GET_IRQ_INFO, &irq) < 0 || irq.count < 1)
 		return vfio_fail(v, -ENOTSUP, err, errlen,
 				 "no MSI-X vector (ivshmem-plain, or vectors=0)");
 	/* MSI-X messages are memory writes by the device: without Bus Master Enable they are
@@ -116,7 +114,7 @@ int ntb_pci_vfio_db_open(const char *bdf, int reg_bar, struct ntb_pci_vfio_db *v
 	struct vfio_region_info cfg = { .argsz = sizeof(cfg),
 					.index = VFIO_PCI_CONFIG_REGION_INDEX };
 	uint16_t cmd;
-	if (sys_ioctl(v->device, VFIO_DEVICE_GET_REGION_INFO, &cfg) < 0 ||
+	if (raw_ioctl(v->device, VFIO_DEVICE_GET_REGION_INFO, &cfg) < 0 ||
 	    syscall(SYS_pread64, v->device, &cmd, sizeof(cmd), (off_t)(cfg.offset + PCI_COMMAND)) !=
 	    (long)sizeof(cmd))
 		return vfio_fail(v, -EIO, err, errlen, "read the command register");
@@ -134,7 +132,7 @@ int ntb_pci_vfio_db_open(const char *bdf, int reg_bar, struct ntb_pci_vfio_db *v
 			 .flags = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER,
 			 .index = VFIO_PCI_MSIX_IRQ_INDEX, .start = 0, .count = 1 },
 		.fd = v->evfd };
-	if (sys_ioctl(v->device, VFIO_DEVICE_SET_IRQS, &s) < 0) {
+	if (raw_ioctl(v->device, VFIO_DEVICE_SET_IRQS, &s) < 0) {
 		rc = -errno;
 		return vfio_fail(v, rc, err, errlen, "MSI-X vector 0 → eventfd");
 	}

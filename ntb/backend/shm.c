@@ -19,6 +19,7 @@
 #include "ntb/backend/shm_int.h"
 #include "util/log.h"
 #include "util/mapguard.h"
+#include "util/rawsys.h"
 
 struct shm_priv {
 	int   fd;
@@ -40,7 +41,7 @@ static int shm_create(struct ntb_link *nl, const char *path)
 	const struct ntb_link_params *p = &nl->params;
 	mode_t mode = p->mode ? p->mode : 0600;
 	char tmp[NTB_PATH_MAX + 64];
-	uint32_t rnd = (uint32_t)(ntb_now_ns() ^ ((uint64_t)getpid() << 16));
+	uint32_t rnd = (uint32_t)(clock_mono_ns() ^ ((uint64_t)getpid() << 16));
 	struct ntb_region_hdr h;
 	int rc;
 
@@ -78,7 +79,7 @@ static int shm_create(struct ntb_link *nl, const char *path)
 	__atomic_store_n(&((struct ntb_region_hdr *)base)->magic, NTB_REGION_MAGIC,
 			 __ATOMIC_RELEASE);
 	munmap(base, NTB_HDR_SIZE);
-	close(fd);
+	raw_close(fd);
 	/* link() fails if PATH exists: atomic create-if-absent of an initialised file. Where
 	 * hard links are not supported, renameat2(RENAME_NOREPLACE) does the same. */
 	int lrc = link(tmp, path);
@@ -96,7 +97,7 @@ static int shm_create(struct ntb_link *nl, const char *path)
 	return 0;
 
 err_unlink:
-	close(fd);
+	raw_close(fd);
 	unlink(tmp);
 	return rc;
 }
@@ -120,11 +121,11 @@ static int join_ivshmem_server(struct ntb_link *link, struct shm_priv *sp)
 	if (fstat(shm_fd, &st) < 0 || st.st_dev != sp->dev || st.st_ino != sp->ino) {
 		ntb_set_detail("link %s: ivshmem server %s shares another file than %s",
 			       link->params.name, srv, link->params.path);
-		close(shm_fd);
+		raw_close(shm_fd);
 		ntb_ivs_leave(&sp->ivs);
 		return -EINVAL;
 	}
-	close(shm_fd);
+	raw_close(shm_fd);
 	sp->has_ivs = true;
 	link->caps |= NTB_CAP_EVENT_DB;
 	link->db_id = sp->ivs.own_id + 1;
@@ -234,7 +235,7 @@ static int shm_open_backend(struct ntb_link *link)
 	return 0;
 
 err_close:
-	close(fd);
+	raw_close(fd);
 	return rc;
 }
 
@@ -248,7 +249,7 @@ static void shm_close(struct ntb_link *link)
 	if (sp) {
 		if (sp->has_ivs)
 			ntb_ivs_leave(&sp->ivs);
-		close(sp->fd);
+		raw_close(sp->fd);
 		free(sp);
 	}
 	link->base = NULL;

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include "ntb/backend/shm_int.h"
+#include "util/rawsys.h"
 
-/* Raw system calls: the preload library interposes libc's socket calls, read and write. */
+/* Raw system calls (util/rawsys.h): the preload library interposes libc's socket calls, read
+ * and write. */
 static void close_fd(int *fd)
 {
 	if (*fd >= 0)
-		syscall(SYS_close, *fd);
+		raw_close(*fd);
 	*fd = -1;
 }
 
@@ -36,9 +38,9 @@ static int recv_msg(int sock, bool dontwait, int64_t *ret_value, int *ret_fd)
 	int avail = 0;
 
 	/* Whole messages only: a message split by the stream is read once it is all there. */
-	if (dontwait && (syscall(SYS_ioctl, sock, FIONREAD, &avail) < 0 || avail < 8))
+	if (dontwait && (raw_ioctl(sock, FIONREAD, &avail) < 0 || avail < 8))
 		return -EAGAIN;
-	long n = syscall(SYS_recvmsg, sock, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+	long n = raw_recvmsg(sock, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
 	if (n == 0)
@@ -123,10 +125,10 @@ int ntb_ivs_join(const char *path, struct ntb_ivs_client *c, int *ret_shm_fd, ch
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path));
-	c->sock = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->sock = raw_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->sock < 0 ||
-	    syscall(SYS_setsockopt, c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-	    syscall(SYS_connect, c->sock, &sa, sizeof(sa)) < 0) {
+	    raw_setsockopt(c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    raw_connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "ivshmem server %s: %s", path, strerror(errno));
 		goto err;
@@ -180,7 +182,7 @@ int ntb_ivs_ring(struct ntb_ivs_client *c, uint32_t peer_id)
 			drain(c); /* a peer we have not heard of yet: read the notifications */
 		for (int i = 0; i < NTB_IVS_PEERS; i++)
 			if (c->peer_id[i] == (int64_t)peer_id) {
-				rc = syscall(SYS_write, c->peer_fd[i], &one, sizeof(one)) ==
+				rc = raw_write(c->peer_fd[i], &one, sizeof(one)) ==
 				     (long)sizeof(one) ? 0 : -EIO;
 				break;
 			}

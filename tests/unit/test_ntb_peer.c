@@ -218,13 +218,13 @@ static void test_crash_and_restart(void **state)
 	/* kill -9: no goodbye; seen through the heartbeat within 1 s (not reaped yet, so
 	 * nothing but the heartbeat tells) */
 	assert_int_equal(kill(pid, SIGKILL), 0);
-	uint64_t t0 = ntb_now_ns();
+	uint64_t t0 = clock_mono_ns();
 	while (ntb_link_tick(l)) {
 		sleep_ms(5);
-		if (ntb_now_ns() - t0 > 3000000000ull)
+		if (clock_mono_ns() - t0 > 3000000000ull)
 			break;
 	}
-	uint64_t took_ms = (ntb_now_ns() - t0) / 1000000u;
+	uint64_t took_ms = (clock_mono_ns() - t0) / 1000000u;
 	print_message("peer crash seen as link down after %llu ms\n", (unsigned long long)took_ms);
 	assert_false(ntb_link_tick(l));
 	assert_true(took_ms < 1000);
@@ -330,7 +330,7 @@ static void test_gib_ring(void **state)
 	uint64_t tx = 0, rx = 0;
 	uint32_t crc = 0;
 	unsigned idle = 0;
-	uint64_t t0 = ntb_now_ns();
+	uint64_t t0 = clock_mono_ns();
 	while (tx < TOTAL) {
 		if (RING - (tx - rx) < CHUNK) {
 			/* Acquire: pairs with the consumer's barrier before it publishes rx. */
@@ -354,7 +354,7 @@ static void test_gib_ring(void **state)
 			ntb_link_tick(l);
 	}
 	assert_int_equal(wait_spad(l, SP_DONE, 30000), 1);
-	double secs = (double)(ntb_now_ns() - t0) / 1e9;
+	double secs = (double)(clock_mono_ns() - t0) / 1e9;
 	uint32_t their = 0;
 	ntb_spad_read(l, SP_CRC, &their);
 	print_message("1 GiB through the ring in %.2f s, crc32c %08x / %08x\n", secs, crc, their);

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+/* connect() with the port chosen by the kernel (pl_connect() hands it over): the kernel connect
+ * first, the NTB reservation under the 4-tuple it gives, the handshake's last ACK held until
+ * the client has decided between ntb and tcp. */
+#include "preload/pl_int.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+/* How long tp_connect_reserve() may take (see below). */
+#define PL_HOLD_GIVEUP_MS 150
+
+/* The NTB set-up is keyed by the 4-tuple, and the server's accept() looks the key up at once. An
+ * explicit bind to port 0 would give the 4-tuple before the connect, but such a bind cannot
+ * reuse a port in TIME_WAIT (it scans the whole ephemeral range when that is full), and with
+ * ntbsock the client often closes first. So the port is left to connect(), and the server is
+ * kept from accepting until the reservation exists: TCP_DEFER_ACCEPT on a connecting socket
+ * makes the kernel hold back the ACK that completes the handshake (connect() itself still
+ * completes on the SYN-ACK); once tp_connect() has reserved the path under the now known
+ * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK.
+ *
+ * Both ends must then agree on the path, also when the set-up is slow (a stalled peer,
+ * contexts short, a client descheduled or stopped at any point). The client decides, and its
+ * decision is final once written into the server's reservation (transport: COMMIT for ntb, a
+ * reset or a Cancel for tcp); the server's accept() follows it, waiting for it if the
+ * reservation is still undecided (tp_attach()). The client commits only while the ACK is
+ * still held: a reservation then existed before the server could accept. When the ACK went
+ * out first (the kernel's delayed-ACK timer releases it at 200 ms; handshake_acked() says so),
+ * the server may have accepted without finding a reservation and stayed tcp, so the client
+ * gives its reservation up (tcp on both ends). tp_connect() gives up after PL_HOLD_GIVEUP_MS
+ * (then a reservation made late is withdrawn by a Cancel before the ACK is released). No
+ * timing margin decides, so a starved process on either side cannot split a connection. */
+
+/* struct tcp_info as the kernel fills it since Linux 4.2 (glibc's stops at tcpi_total_retrans). */
+struct pl_tcp_info {
+	struct tcp_info base;
+	uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+	uint32_t segs_out, segs_in;
+};
+
+static void hold_ack(int fd, bool hold)
+{
+	int on = hold, one = 1;
+
+	/* sends the held ACK, if any (only in ESTABLISHED: else a no-op); first, as the server
+	 * waits for it */
+	if (!hold)
+		pl_real.setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &on, sizeof(on));
+}
+
+/* Has FD's kernel sent the ACK completing its handshake? It has sent only SYNs until then:
+ * one, plus each retransmission. True when that cannot be told. */
+static bool handshake_acked(int fd)
+{
+	struct pl_tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	if (pl_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
+	    l < offsetof(struct pl_tcp_info, segs_in))
+		return true;
+	if (ti.base.tcpi_state == TCP_SYN_SENT)
+		return false;
+	return ti.segs_out > 1u + ti.base.tcpi_total_retrans;
+}
+
+/* The NTB set-up failed after the kernel connect (R, errno E) was made: release the held ACK,
+ * and under the "error" fall-back policy dissolve the TCP connection again (connect(AF_UNSPEC):
+ * the server never accepted it) and fail. */
+static int connect_late_tcp(int fd, const struct sockaddr *dst, int r, int e, const char *desc,
+			    const char *reason, enum tp_reason why)
+{
+	hold_ack(fd, false);
+	if (!reason)
+		reason = tp_reason_str(why);
+	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, desc, reason);
+	if (pl_conf->fallback == CONF_FALLBACK_ERROR) {
+		struct sockaddr unspec = { .sa_family = AF_UNSPEC };
+		pl_real.connect(fd, &unspec, sizeof(unspec));
+		errno = why == TP_REASON_LINK_DOWN ? ENETUNREACH : ECONNREFUSED;
+		return -1;
+	}
+	pl_tcpstat_add(fd, dst, reason);
+	errno = e;
+	return r;
+}
+
+/* The late set-up of FD decided for ntb (CONN committed, the held ACK released), its kernel
+ * connect having returned R with errno E: install CONN at FD, confirmed at once when the
+ * connect completed. Same results as pl_connect(). */
+static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_conn *conn,
+				int link_index, unsigned cf, const char *desc, int r, int e,
+				int saved_errno)
+{
+	struct pl_sock *s = pl_sock_alloc(PL_CONN);
+
+	if (!s) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		LOG(LL_INFO, "fd %d %s: tcp (out of memory)", fd, desc);
+		pl_tcpstat_add(fd, dst, "out of memory");
+		errno = e;
+		return r;
+	}
+	pl_sock_opts_init(s, fd, cf);
+	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
+	s->conn = conn;
+	s->link_index = link_index;
+	snprintf(s->desc, sizeof(s->desc), "%s", desc);
+	if (r == 0) {
+		PL_ENTER();
+		int cr = tp_conn_confirm(conn);
+		PL_LEAVE();
+		if (cr < 0) {
+			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
+			    strerror(-cr));
+			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
+			pl_sock_put(s); /* never installed: releases conn (tp_abort, state PENDING) */
+			errno = saved_errno;
+			return 0;
+		}
+		pl_set_state(s, PL_CS_OPEN);
+		LOG(LL_INFO, "fd %d %s: ntb (link %s)", fd, desc, pl_conf->links[link_index].name);
+	}
+	/* else completes in the background: confirmed by pl_check_pending() */
+	pl_fd_install(fd, s);
+	pl_cand_migrate(fd, s); /* epoll sets it joined before connect() now see NTB readiness */
+	PL_ENTER();
+	tp_conn_set_owner(conn, tp_process_id(), fd);
+	PL_LEAVE();
+	pl_sock_put(s);
+	errno = r == 0 ? saved_errno : e;
+	return r;
+}
+
+
+int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct tp_link *link,
+			int link_index, unsigned cf, int saved_errno)
+{
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	enum tp_reason why = TP_REASON_NONE;
+	struct tp_conn *conn = NULL;
+	struct tp_key key;
+	char desc[128];
+	int r, e;
+
+	hold_ack(fd, true);
+	errno = saved_errno;
+	r = pl_real.connect(fd, dst, dlen);
+	e = errno;
+	if (r < 0 && e != EINPROGRESS && e != EINTR) {
+		/* refused, unreachable, no port left...: as over TCP */
+		hold_ack(fd, false);
+		pl_addr_str(dst, desc, sizeof(desc));
+		LOG(LL_DEBUG, "fd %d -> %s: connect failed: %s", fd, desc, strerror(e));
+		errno = e;
+		return -1;
+	}
+	/* The port is assigned now, also for a connect still in progress. */
+	if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0 ||
+	    pl_key_build((struct sockaddr *)&local, dst, &key) < 0) {
+		pl_addr_str(dst, desc, sizeof(desc));
+		return connect_late_tcp(fd, dst, r, e, desc, "getsockname failed", why);
+	}
+	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
+	int tmo = (int)pl_tpp.setup_timeout_ms;
+	if (tmo > PL_HOLD_GIVEUP_MS)
+		tmo = PL_HOLD_GIVEUP_MS;
+	int64_t setup_ns = pl_now_ns();
+	PL_ENTER();
+	int tr = tp_connect_reserve(link, &key, tmo, &conn, &why);
+	PL_LEAVE();
+	pl_link_note_setup(link_index, tr, why,
+			   pl_now_ns() - setup_ns < PL_HOLD_OK_MS * 1000000LL);
+	if (tr < 0)
+		return connect_late_tcp(fd, dst, r, e, desc, NULL,
+					why == TP_REASON_NONE ? TP_REASON_LOCAL_ERROR : why);
+	/* The decision, final once written (the server's tp_attach() waits for it): an ACK
+	 * already sent (the kernel's delayed ACK) may have let the server accept before the
+	 * reservation existed, so that it stayed tcp: give it up. Else commit it before the ACK
+	 * goes out. */
+	if (handshake_acked(fd)) {
+		PL_ENTER();
+		tp_abort(conn);
+		PL_LEAVE();
+		return connect_late_tcp(fd, dst, r, e, desc,
+					"ntb set-up slower than the TCP handshake may wait", why);
+	}
+	PL_ENTER();
+	tp_conn_commit(conn);
+	PL_LEAVE();
+	hold_ack(fd, false);
+	return connect_late_install(fd, dst, conn, link_index, cf, desc, r, e, saved_errno);
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/* The epoll shadow that pl_epoll.c (epoll_create, epoll_ctl) keeps and pl_epoll_wait.c
+ * (epoll_wait and poll of an epoll fd) reads. */
+#ifndef NTBSOCK_PRELOAD_PL_EPOLL_INT_H
+#define NTBSOCK_PRELOAD_PL_EPOLL_INT_H
+
+#include "preload/pl_ready_int.h"
+
+#define PL_EP_TAG 0x6e7462736f636b21ULL /* epoll data of our event fd inside an epoll set */
+
+struct pl_ep_entry {
+	int fd;
+	struct pl_sock *s;   /* not a reference: validated against the fd table by gen */
+	unsigned gen;
+	uint32_t events;
+	epoll_data_t data;
+	bool disabled;       /* EPOLLONESHOT fired */
+	/* EPOLLET, as the kernel: an event when something happened since the last one (added or
+	 * modified; new data arrived; room came after a send or look found none; error, hang-up
+	 * or end of stream appeared) and the fd is ready for what it is registered for. Reading,
+	 * writing and peeking alone raise none. */
+	bool fresh;          /* added or modified since the last event */
+	unsigned last;       /* EPOLLERR|EPOLLHUP|EPOLLRDHUP seen at the last look */
+	uint64_t rx_seen;    /* arrival stamp at the last event (sock_rx_stamp()) */
+	unsigned tx_seen;    /* room_gen at the last event */
+};
+
+/* Who touches what: everything under LOCK (epoll_ctl and the waits of this set). */
+struct pl_epoll {
+	pthread_mutex_t lock;
+	struct pl_ep_entry *v;
+	int n, cap;
+	unsigned rr;         /* where the next collection starts (fairness) */
+	struct pl_kturn kturn; /* when the kernel's side is looked at although NTB fds are ready */
+	bool evfd_added;
+	bool nested;         /* an epoll set was added to it once (ep_nested_filter()) */
+};
+
+/* Under ep->lock: the index of FD's entry in EP, or -1. */
+int pl_ep_find(struct pl_epoll *ep, int fd);
+/* Under ep->lock: remove entry I of EP (the last one takes its place). */
+void pl_ep_remove(struct pl_epoll *ep, int i);
+/* Has connection CUR moved to its kernel socket (pl_failover.c)? */
+bool pl_ep_moved(struct pl_sock *cur);
+/* Under ep->lock: entry I's connection moved to its kernel socket: its registration goes to
+ * the kernel's set EPFD as it stands (a fired one-shot stays disabled). */
+void pl_ep_migrate(struct pl_epoll *ep, int epfd, int i);
+
+#endif

@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: MIT
+/* What an epoll set's shadow reports (pl_epoll.c keeps it): its entries' readiness with the
+ * edge-triggered and one-shot rules, and epoll_wait, epoll_pwait and epoll_pwait2 over NTB fds
+ * and kernel fds together: collect the shadow's events, spin, then sleep in the kernel's
+ * epoll_pwait() with the transport's event fd in the set. */
+#include "preload/pl_epoll_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Does entry E's fd still hold the object it was added as? (A reference in *RET_CUR if so.) */
+static bool ep_entry_valid(const struct pl_ep_entry *e, struct pl_sock **ret_cur)
+{
+	struct pl_sock *cur = pl_sock_get(e->fd);
+
+	if (cur != e->s || atomic_load_explicit(&cur->gen, memory_order_relaxed) != e->gen) {
+		pl_sock_put(cur);
+		return false;
+	}
+	*ret_cur = cur;
+	return true;
+}
+
+static uint64_t ep_stamp(struct pl_epoll *ep, bool arm);
+
+/* The arrival stamp of S for an edge-triggered entry registered for input: changes with every
+ * message the peer publishes (tp_rx_arrivals()); for an epoll set, with every arrival at its
+ * enabled entries (the kernel wakes a set's watchers on each wake-up of an entry; adding,
+ * removing or re-arming an entry there may raise a spurious edge). ARM: the caller sleeps next,
+ * waiting for an arrival: the peers are asked to ring for their next message. */
+static uint64_t sock_rx_stamp(struct pl_sock *s, bool arm)
+{
+	if (s->kind == PL_EPOLL)
+		return s->ep ? ep_stamp(s->ep, arm) : 0;
+	if (s->kind != PL_CONN ||
+	    /* pairs with the release in pl_set_state() */
+	    atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_OPEN)
+		return 0;
+	PL_ENTER();
+	uint64_t st = arm ? tp_rx_arm_arrival(s->conn) : tp_rx_arrivals(s->conn);
+	PL_LEAVE();
+	return st;
+}
+
+static uint64_t ep_stamp(struct pl_epoll *ep, bool arm)
+{
+	uint64_t sum = 0;
+
+	pthread_mutex_lock(&ep->lock);
+	for (int i = 0; i < ep->n; i++) {
+		struct pl_ep_entry *e = &ep->v[i];
+		struct pl_sock *cur;
+
+		if (e->disabled || !ep_entry_valid(e, &cur))
+			continue;
+		if (e->events & (EPOLLIN | EPOLLRDHUP))
+			sum += sock_rx_stamp(cur, arm);
+		if (e->events & EPOLLOUT)
+			sum += atomic_load_explicit(&cur->room_gen, memory_order_relaxed);
+		pl_sock_put(cur);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return sum;
+}
+
+/* Under ep->lock: what entry E (object CUR) reports now, 0 for nothing, or PL_REV_KERNEL. Level
+ * entries report whatever is ready; edge ones only after an edge (see struct pl_ep_entry), and
+ * CONSUME then records it as reported (a wait; a look from poll or a nesting set does not). */
+static unsigned ep_entry_report(struct pl_ep_entry *e, struct pl_sock *cur, bool arm, bool quick,
+				bool consume)
+{
+	bool et = e->events & EPOLLET;
+	bool in = et && (e->events & (EPOLLIN | EPOLLRDHUP));
+	bool out = et && (e->events & EPOLLOUT) && cur->kind == PL_CONN;
+	/* Registered for both: the arrival stamp before the look too, for an event that reports
+	 * output alone (see the consume rule below). An entry for input alone reads it only when
+	 * the look finds input: an idle one costs no more than a level-triggered one. */
+	uint64_t rx0 = in && out ? sock_rx_stamp(cur, false) : 0, rx1 = rx0;
+	unsigned tx0 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0, tx1;
+	unsigned rev = pl_revents(cur, e->fd, arm, e->events, quick);
+
+	if (rev & PL_REV_KERNEL)
+		return PL_REV_KERNEL;
+	unsigned want = rev & (e->events | EPOLLERR | EPOLLHUP);
+	if (!et)
+		return want;
+	if (!want) {
+		if (consume)
+			e->last = 0;
+		return 0; /* nothing to report; an edge stays pending */
+	}
+	/* (room found by this look bumped room_gen) */
+	tx1 = out ? atomic_load_explicit(&cur->room_gen, memory_order_relaxed) : 0;
+	bool rx_known = in && (out || (want & EPOLLIN));
+	if (in && (want & EPOLLIN))
+		rx1 = sock_rx_stamp(cur, false); /* (what arrived until the data the look saw) */
+	unsigned hup = want & (EPOLLERR | EPOLLHUP | EPOLLRDHUP);
+	bool edge = e->fresh || (hup & ~e->last) || (rx_known && rx1 != e->rx_seen) ||
+		    (out && tx1 != e->tx_seen);
+	if (!edge && arm && in && (want & EPOLLIN)) {
+		/* Readable, nothing new, and the caller sleeps next: the look (tp_poll()) asked no
+		 * peer to ring, as data is there; the next arrival must end the sleep. */
+		rx1 = sock_rx_stamp(cur, true);
+		edge = rx1 != e->rx_seen;
+	}
+	if (!consume)
+		return edge ? want : 0;
+	e->last = hup;
+	if (!edge)
+		return 0;
+	/* Reported: what the event covers is seen. An arrival or room the look did not show
+	 * (after it) stays news for the next wait. */
+	e->fresh = false;
+	if (rx_known)
+		e->rx_seen = (want & EPOLLIN) ? rx1 : rx0;
+	e->tx_seen = (want & EPOLLOUT) ? tx1 : tx0;
+	return want;
+}
+
+/* Under ep->lock: OR of the poll bits of every enabled entry that would report now (for poll on
+ * an epoll fd and for nesting: the kernel calls a set readable while it holds an event). */
+static unsigned ep_ready_mask(struct pl_epoll *ep, bool *ret_pending, bool arm)
+{
+	unsigned m = 0;
+	for (int i = 0; i < ep->n; i++) {
+		struct pl_ep_entry *e = &ep->v[i];
+		struct pl_sock *cur;
+
+		if (e->disabled || !ep_entry_valid(e, &cur))
+			continue;
+		unsigned rev = ep_entry_report(e, cur, arm, false, false);
+		if (rev & PL_REV_KERNEL) {
+			if (ret_pending && cur->kind == PL_CONN)
+				*ret_pending = true;
+		} else {
+			m |= rev;
+		}
+		pl_sock_put(cur);
+	}
+	return m;
+}
+
+bool pl_epoll_ready(struct pl_epoll *ep, bool arm)
+{
+	pthread_mutex_lock(&ep->lock);
+	unsigned m = ep_ready_mask(ep, NULL, arm);
+	pthread_mutex_unlock(&ep->lock);
+	return m != 0;
+}
+
+int pl_epoll_size(struct pl_epoll *ep)
+{
+	return ep->n; /* (read without the lock: a wait looks again under it) */
+}
+
+/* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. ARM:
+ * see pl_revents(). */
+static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, int max,
+		      bool *ret_pending, bool arm, bool quick)
+{
+	int n = 0;
+	int cnt = ep->n;
+
+	for (int k = 0; k < cnt && n < max && ep->n > 0; k++) {
+		int i = (int)((ep->rr + (unsigned)k) % (unsigned)ep->n);
+		struct pl_ep_entry *e = &ep->v[i];
+		struct pl_sock *cur;
+		if (!ep_entry_valid(e, &cur)) {
+			/* Closed: the kernel drops closed fds from epoll sets, so do we. */
+			pl_ep_remove(ep, i);
+			cnt--;
+			k--;
+			continue;
+		}
+		if (e->disabled) {
+			pl_sock_put(cur);
+			continue;
+		}
+		unsigned report = ep_entry_report(e, cur, arm, quick, true);
+		if ((report & PL_REV_KERNEL) && pl_ep_moved(cur)) {
+			pl_sock_put(cur);
+			pl_ep_migrate(ep, epfd, i);
+			cnt--;
+			k--;
+			continue;
+		}
+		if (report & PL_REV_KERNEL) {
+			if (cur->kind == PL_CONN)
+				*ret_pending = true;
+			pl_sock_put(cur);
+			continue;
+		}
+		pl_sock_put(cur);
+		if (!report)
+			continue;
+		evs[n].events = report;
+		evs[n].data = e->data;
+		n++;
+		if (e->events & EPOLLONESHOT)
+			e->disabled = true;
+	}
+	ep->rr++;
+	return n;
+}
+
+/* Drop our event fd's entries from a kernel result; returns the new count. */
+static int ep_filter(struct epoll_event *evs, int n, bool *ret_woken)
+{
+	int j = 0;
+	for (int i = 0; i < n; i++) {
+		if (evs[i].data.u64 == PL_EP_TAG) {
+			*ret_woken = true;
+			continue;
+		}
+		evs[j++] = evs[i];
+	}
+	return j;
+}
+
+/* Kernel events of nested epoll sets in EVS (N): the kernel side of such a set holds our event
+ * fd, which makes it readable on every doorbell of any connection, so an edge-triggered
+ * watcher of it saw an edge that was none. Each is kept only if the set is still readable with
+ * the event fd consumed (its NTB side is reported by the shadow). Returns the new count. */
+static int ep_nested_filter(struct pl_epoll *ep, struct epoll_event *evs, int n)
+{
+	bool acked = false;
+	int j = 0;
+
+	for (int i = 0; i < n; i++) {
+		int nfd = -1;
+		pthread_mutex_lock(&ep->lock);
+		for (int k = 0; k < ep->n && nfd < 0; k++)
+			if (ep->v[k].s->kind == PL_EPOLL && ep->v[k].data.u64 == evs[i].data.u64)
+				nfd = ep->v[k].fd;
+		pthread_mutex_unlock(&ep->lock);
+		if (nfd >= 0) {
+			if (!acked) {
+				PL_ENTER();
+				tp_event_ack();
+				PL_LEAVE();
+				acked = true;
+			}
+			struct pollfd p = { .fd = nfd, .events = POLLIN };
+			struct timespec zero = { 0, 0 };
+			if (pl_real.ppoll(&p, 1, &zero, NULL) != 1)
+				continue;
+		}
+		evs[j++] = evs[i];
+	}
+	return j;
+}
+
+#define PL_EP_NOT_OURS (-1000)
+
+static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo,
+		   const sigset_t *mask)
+{
+	struct pl_sock *s = pl_lookup(epfd);
+
+	if (!s || s->kind != PL_EPOLL || !s->ep) {
+		pl_sock_put(s);
+		return PL_EP_NOT_OURS;
+	}
+	if (max <= 0 || !evs) {
+		pl_sock_put(s);
+		return (int)pl_ret(-EINVAL);
+	}
+	struct pl_epoll *ep = s->ep;
+	struct pl_timing tm = { .tmo = tmo };
+	bool quick = false; /* as in pl_poll_run() */
+	int ret;
+
+	for (;;) {
+		bool pending = false, woken = false, kcheck = false;
+		pthread_mutex_lock(&ep->lock);
+		int n = ep_collect(ep, epfd, evs, max, &pending, false, quick);
+		bool evfd_ok = ep->evfd_added;
+		/* Kernel fds are looked at in their turn (pl_kernel_turn()) when NTB events were found,
+		 * and always when none was: neither side starves, and the common case needs no
+		 * syscall. */
+		bool look = n && pl_kernel_turn(&ep->kturn);
+		pthread_mutex_unlock(&ep->lock);
+		if (n && !look) {
+			ret = n;
+			break;
+		}
+		int ms = 0;
+		bool spin = !n && pl_spinning(&tm, &kcheck);
+		quick = spin && !kcheck;
+		if (spin && !kcheck)
+			continue;
+		if (!n && !spin && !pl_zero_timeout(tmo)) {
+			/* About to sleep: consume the event fd, then look again arming the doorbells
+			 * (see poll_wait()). */
+			PL_ENTER();
+			tp_event_ack();
+			PL_LEAVE();
+			pthread_mutex_lock(&ep->lock);
+			n = ep_collect(ep, epfd, evs, max, &pending, true, false);
+			pthread_mutex_unlock(&ep->lock);
+			ms = n ? 0 : pl_sleep_ms(&tm, pending || !evfd_ok);
+		}
+		int r = pl_real.epoll_pwait(epfd, evs + n, max - n, ms, mask);
+		if (r < 0) {
+			ret = n ? n : -1;
+			break;
+		}
+		r = ep_filter(evs + n, r, &woken);
+		if (r > 0 && ep->nested)
+			r = ep_nested_filter(ep, evs + n, r);
+		if (woken) {
+			/* Consumed only when the kernel saw it: while readable it would make this set
+			 * (and a set nesting it) look readable to the kernel. */
+			PL_ENTER();
+			tp_event_ack();
+			PL_LEAVE();
+		}
+		if (n + r > 0) {
+			ret = n + r;
+			break;
+		}
+		if (spin)
+			continue;
+		if (pl_timed_out(&tm)) {
+			ret = 0;
+			break;
+		}
+	}
+	pl_sock_put(s);
+	return ret;
+}
+
+NTB_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int maxevents, int timeout)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+		return pl_real.epoll_wait(epfd, evs, maxevents, timeout);
+	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+	int r = ep_wait(epfd, evs, maxevents, timeout < 0 ? NULL : &ts, NULL);
+	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_wait(epfd, evs, maxevents, timeout);
+}
+
+NTB_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int maxevents, int timeout,
+			   const sigset_t *mask)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+		return pl_real.epoll_pwait(epfd, evs, maxevents, timeout, mask);
+	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+	int r = ep_wait(epfd, evs, maxevents, timeout < 0 ? NULL : &ts, mask);
+	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_pwait(epfd, evs, maxevents, timeout, mask);
+}
+
+NTB_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int maxevents,
+			    const struct timespec *tmo, const sigset_t *mask)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+		return pl_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
+	int r = ep_wait(epfd, evs, maxevents, tmo, mask);
+	return r != PL_EP_NOT_OURS ? r : pl_real.epoll_pwait2(epfd, evs, maxevents, tmo, mask);
+}

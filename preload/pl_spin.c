@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+/* The spin-then-sleep of preload's waits (poll, select, epoll and the blocking calls): spin for
+ * the configured budget yielding the CPU every few rounds, then sleep in the kernel capped, and
+ * when a wait that found NTB fds ready looks at the kernel fds too. Beside it, the short hold
+ * of a blocking send for room for its whole write (pl_room_spin()), which never sleeps: the
+ * send's wait for room, if it comes to that, is the spin-then-sleep one (pl_wait()). */
+#include "util/clock.h"
+#include "preload/pl_ready_int.h"
+
+#include <sched.h>
+
+#define PL_SLEEP_CAP_MS 100 /* bound on a sleep: covers a wake-up another waiter consumed */
+
+/* How often a wait that finds NTB fds ready also asks the kernel about the kernel fds of the
+ * same call (zero timeout): on every PL_KCHECK_EVERY-th such call, and at least once per tick
+ * of the coarse clock (1-4 ms), so ready NTB fds never starve kernel fds; a call that finds
+ * nothing ready always asks the kernel. The count is prime, so that a thread alternating
+ * between a few poll or select calls (sets) still checks each of them in turn. (Each look is a
+ * ppoll(): with 61, an iperf3 receiver's select() spent ~2 % of its time there. 127 still
+ * looks at least twice in 256 calls, which test_pl_semantics asserts.) */
+#define PL_KCHECK_EVERY 127u
+
+/* Is it the kernel fds' turn? The coarse clock is read from the vDSO's data page: no syscall
+ * and no TSC read. */
+bool pl_kernel_turn(struct pl_kturn *k)
+{
+	int64_t now = (int64_t)clock_coarse_ms();
+	if (++k->calls % PL_KCHECK_EVERY != 0 && now == k->tick)
+		return false;
+	k->tick = now;
+	return true;
+}
+
+/* Spin rounds between two looks at the kernel fds, clock reads and yields of a spinning wait. */
+#define PL_SPIN_ROUND 16u
+
+bool pl_zero_timeout(const struct timespec *tmo)
+{
+	return tmo && !tmo->tv_sec && !tmo->tv_nsec;
+}
+
+static void timing_init(struct pl_timing *t)
+{
+	if (t->init)
+		return;
+	int64_t now = pl_now_ns();
+	t->init = true;
+	t->start = now;
+	t->deadline = t->tmo ? now + t->tmo->tv_sec * 1000000000LL + t->tmo->tv_nsec : -1;
+	t->spin_until = pl_zero_timeout(t->tmo) ? 0 : now + (int64_t)pl_spin_us * 1000;
+	if (t->deadline >= 0 && t->spin_until > t->deadline)
+		t->spin_until = t->deadline;
+}
+
+bool pl_spinning(struct pl_timing *t, bool *ret_kcheck)
+{
+	timing_init(t);
+	*ret_kcheck = false;
+	if (t->spin_until == 0)
+		return false;
+	if (++t->spins % PL_SPIN_ROUND) {
+		cpu_relax();
+		return true;
+	}
+	*ret_kcheck = true;
+	if (pl_now_ns() >= t->spin_until) {
+		t->spin_until = 0;
+		return false;
+	}
+	sched_yield();
+	return true;
+}
+
+int pl_sleep_ms(struct pl_timing *t, bool cap_short)
+{
+	timing_init(t);
+	int ms = pl_ms_left(t->deadline);
+	int cap = cap_short ? 1 : PL_SLEEP_CAP_MS;
+	if (ms < 0 || ms > cap)
+		ms = cap;
+	return ms;
+}
+
+bool pl_timed_out(struct pl_timing *t)
+{
+	timing_init(t);
+	return t->deadline >= 0 && pl_now_ns() >= t->deadline;
+}
+
+int64_t pl_waited_ns(const struct pl_timing *t)
+{
+	return t->init ? pl_now_ns() - t->start : 0;
+}
+
+/* How long a blocking send waits for room for a whole write before it cuts it: a receiver
+ * that was descheduled (a loaded machine) needs longer than the spin budget to drain the ring,
+ * and every cut costs it a second copy per read until the boundaries line up again. Past this,
+ * the send cuts, fills the rings, and sleeps on the doorbell as always (no polling sleeper). */
+#define PL_ROOM_WAIT_NS 1000000
+
+/* A blocking send found too little room for its write: true after a pause (the caller tries
+ * again) while the wait lasts: spinning for the budget (config spin_us) with a yield every 16
+ * rounds, so a receiver sharing this core can drain the ring, then a yield every round until
+ * PL_ROOM_WAIT_NS; false once that is spent. */
+bool pl_room_spin(struct pl_spin *sp)
+{
+	if (!pl_spin_us || sp->until < 0)
+		return false; /* (spent: stays spent for the rest of the call) */
+	if (sp->until == 0) {
+		int64_t now = pl_now_ns();
+		sp->spin_end = now + (int64_t)pl_spin_us * 1000;
+		sp->until = now + PL_ROOM_WAIT_NS;
+	}
+	if (sp->yielding || ++sp->rounds % 16 == 0) {
+		int64_t now = pl_now_ns();
+		/* Latched: a caller descheduled past the end before its first look (a loaded
+		 * host) would otherwise get true again on the next 15 calls, and a send that
+		 * alternates between two spins would never reach its wait and SO_SNDTIMEO. */
+		if (now >= sp->until) {
+			sp->until = -1;
+			return false;
+		}
+		sp->yielding = now >= sp->spin_end;
+		sched_yield();
+		return true;
+	}
+	for (int i = 0; i < 8; i++)
+		cpu_relax();
+	return true;
+}
