@@ -46,6 +46,8 @@ bool tp_readable_hint(struct tp_conn *c)
 			 * the read validates again) */
 			ready = true; /* a data-ring message (tx_d published after its payload) */
 	}
+	if (!ready)
+		tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
 	tp_mutex_unlock(&c->rx_lock);
 	return ready;
 }
@@ -69,6 +71,7 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 	/* (acquire, tp_slot_word(): pairs with ntb_to_peer_barrier() in publish_tx()) */
 	if (!tp_slot_word(c, TP_W_TX_D, &txd))
 		txd = c->v_d;
+	tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
 	tp_mutex_unlock(&c->rx_lock);
 	return (uint64_t)pos << 32 | txd;
 }

@@ -493,6 +493,8 @@ struct tp_link {
 	atomic_bool probe_soon;     /* a sleeper has unacknowledged data: the helper comes every
 				     * TP_QUICK_PROBE_MS (tp_tx_timers()' quick probes) */
 	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
+	atomic_int held_conns;      /* connections of this process holding a merged message: the
+				     * helper flushes them when the peer rings (tp_tx_flush_held()) */
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
 	uint64_t last_short_reclaim_ms; /* tp_host_reclaim_if_short() (under the host lock) */
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
@@ -606,6 +608,16 @@ struct tp_conn {
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
 	uint32_t tx_after_close;  /* sends after the peer closed in order and went away (tp_send()) */
 	uint32_t tx_cap;          /* data bytes in flight at most (SO_SNDBUF); 0: the ring's size */
+	/* Merging of small writes (tp_tx.c: tx_merge()): the last data-ring message, at held_pos
+	 * with held_len payload bytes whose CRC so far is held_crc, is written to the window and
+	 * the shadow but not published (TX_D stays at tx_d_pub) while the receiver has not
+	 * consumed what was published before it; later small writes append to it. Whatever
+	 * publishes TX_D (publish_tx()) ends the hold. */
+	bool held;
+	uint32_t held_pos, held_len, held_crc;
+	bool tx_streak;           /* no read on this connection since the last send (a stream,
+				   * not a request awaiting its answer): written by the receive
+				   * side, read by tp_send(); a hint (relaxed) */
 	/* --- receive side (rx_lock) */
 	struct tp_mutex rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */
@@ -834,6 +846,8 @@ struct tp_probe {
 	bool seq_stale;                  /* the slot is a stale one (tp_inline_stale()): only
 					  * the full looks watch it */
 	uint64_t tx_d, fb_rx_i, fb_rx_d; /* raw checked words when armed */
+	uint64_t tx_wait;                /* raw TX_WAIT: the sender holds a merged message for
+					  * our release (tp_rx_release()) */
 	uint32_t db;
 	unsigned events;                 /* TP_EV_IN: watch the rings, TP_EV_OUT: the feedback */
 };
@@ -920,6 +934,14 @@ bool tp_rx_quiet(struct tp_conn *c);
  * before the reader sleeps, and from the timers. */
 void tp_rx_flush_feedback(struct tp_conn *c);
 uint32_t tp_data_room(const struct tp_conn *c, uint8_t type);
+/* Publish C's held (merged, unpublished) message, if any: under tx_lock (_locked) or taking
+ * it. Every caller that may leave the connection idle with bytes held runs one: the helper
+ * when the peer rings, reads, waits, polls, the timers, fork. */
+void tp_tx_flush_held_locked(struct tp_conn *c);
+void tp_tx_flush_held(struct tp_conn *c);
+/* Under rx_lock: the receive side's lazy release, which publishes at once while the sender
+ * says it waits (TX_WAIT: for room, or holding a merged message until we consume) */
+void tp_rx_release(struct tp_conn *c);
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */

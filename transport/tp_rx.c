@@ -513,6 +513,11 @@ static void rx_release(struct tp_conn *c)
 		fb_publish(c);
 }
 
+void tp_rx_release(struct tp_conn *c)
+{
+	rx_release(c);
+}
+
 void tp_rx_flush_feedback(struct tp_conn *c)
 {
 	if (fb_pending(c))
@@ -787,6 +792,12 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	uint32_t h, off;
 	bool bad = false;
 
+	/* a read: this connection is not a one-way stream of writes, whose small writes merge
+	 * (tp_tx.c), and what we hold goes out now, the peer may be waiting for it to answer
+	 * (before rx_lock: the tx lock is taken first) */
+	if (__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
+		__atomic_store_n(&c->tx_streak, false, __ATOMIC_RELAXED);
+	tp_tx_flush_held(c);
 	tp_mutex_lock(&c->rx_lock);
 	if ((rc = tp_conn_own(c))) { /* single-owner rule after fork (tp_int.h) */
 		tp_mutex_unlock(&c->rx_lock);
@@ -973,6 +984,7 @@ void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
 	p->tx_d = events & TP_EV_IN ? slot_raw(c, TP_W_TX_D) : 0;
 	p->fb_rx_i = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_I) : 0;
 	p->fb_rx_d = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_D) : 0;
+	p->tx_wait = events & TP_EV_IN ? slot_raw(c, TP_W_TX_WAIT) : 0;
 	p->db = ntb_db_read(c->link->ntb);
 }
 
@@ -998,6 +1010,10 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 		}
 		if (slot_raw(c, TP_W_TX_D) != p->tx_d)
 			hit |= TP_EV_IN;
+		/* the sender holds a merged message until we release: the caller's poll_bits()
+		 * publishes the release (tp_rx_release()) */
+		if (slot_raw(c, TP_W_TX_WAIT) != p->tx_wait)
+			hit |= TP_EV_ERR;
 	}
 	if ((p->events & TP_EV_OUT) && (slot_raw(c, TP_W_FB_RX_I) != p->fb_rx_i ||
 					slot_raw(c, TP_W_FB_RX_D) != p->fb_rx_d))

@@ -176,6 +176,7 @@ gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc, bool smal
 }
 
 static void publish_tx(struct tp_conn *c);
+static uint32_t data_free(const struct tp_conn *c);
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 /* send_inline() into a plain write-back window (ntb_out_direct()) at shadow slot S: the payload
@@ -425,6 +426,142 @@ static void publish_tx(struct tp_conn *c)
 	ntb_wc_flush(c->link->ntb);
 	c->tx_dirty = true;
 	c->last_tx_pub_ms = 0; /* stamped by the next timer run (no clock read per message) */
+	if (c->held) {
+		/* (relaxed: tp_tx_flush_held()'s unlocked look is a hint) */
+		__atomic_store_n(&c->held, false, __ATOMIC_RELAXED);
+		atomic_fetch_sub_explicit(&c->link->held_conns, 1, memory_order_relaxed);
+	}
+}
+
+/* --- merging of small writes ----------------------------------------------------------------- */
+
+/*
+ * The short protocol's coalescing ([MQ]): a small write that finds the receiver still behind
+ * (it has not released everything published) and the previous call on this connection a send
+ * goes into one data-ring message that is written but not published: the held message. Later
+ * small writes append to it (payload after payload, the descriptor rewritten with the new
+ * length and CRC) while the receiver stays behind; it is published (TX_D) as soon as anything
+ * shows the receiver caught up, so nothing waits for a timer:
+ *   - each write that merges asks the receiver to publish its release at once (TX_WAIT, which
+ *     its rx_release(), polls, arrival checks and spin probes honour, ringing our doorbell),
+ *     then reads the feedback once more (Dekker pair: our flag store and fence, then its
+ *     words; its words and fence, then our flag): a receiver that caught up is seen here, or
+ *     it sees the flag and rings, and the helper publishes (tp_tx_flush_held());
+ *   - any other message (inline, larger writes, FIN, Detect, retransmission), a read, wait or
+ *     poll on the connection, the timers, fork and export publish it first.
+ * The receiver cannot have read a held message (TX_D does not cover it), so rewriting it is
+ * safe; once published it is an ordinary short message, and the shadow holds it whole for
+ * retransmission and failover from the start.
+ */
+#define TX_MERGE_WRITE 1024u        /* writes up to this size merge */
+#define TX_MERGE_MAX   (16u << 10)  /* a held message grows to this at most */
+
+/* Has the receiver, as its feedback says, not released everything published? */
+static bool rx_behind(const struct tp_conn *c)
+{
+	return c->fb_rx_i != c->tx_i || c->fb_rx_d != c->tx_d_pub;
+}
+
+/* The held message's descriptor for LEN payload bytes (its CRC from held_crc), to the shadow
+ * and the window. */
+static void held_desc(struct tp_conn *c, uint32_t len)
+{
+	uint32_t q = c->out.qsize;
+	struct tp_desc d = { .type = TP_MT_SHORT, .len = len, .msn = c->msn_next - 1u };
+
+	d.crc = tp_desc_crc(c->held_crc, &d);
+	memcpy(c->sh_data + (c->held_pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
+	write_data_range(c, c->held_pos, c->held_pos + TP_DESC_SIZE);
+	c->held_len = len;
+	c->tx_d = c->held_pos + TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+}
+
+/* Zero the shadow's padding after LEN payload bytes of the held message (retransmissions
+ * rewrite it whole: zero_data_gaps()). After the payload's copy: the bytes before LEN are
+ * payload already. */
+static void held_pad(struct tp_conn *c, uint32_t len)
+{
+	uint32_t q = c->out.qsize, end = (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+
+	if (end != len)
+		memset(c->sh_data + ((c->held_pos + TP_DESC_SIZE + len) & (q - 1)), 0, end - len);
+}
+
+/* Start a held message with the next N bytes of IC; false (nothing written) when it would
+ * wrap at the ring's end or does not fit. */
+static bool held_start(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
+{
+	uint32_t q = c->out.qsize, pos = c->tx_d;
+	uint32_t fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(n, TP_DATA_ALIGN);
+
+	if ((pos & (q - 1)) + fp > q || data_free(c) < fp || c->tx_d != c->tx_d_pub)
+		return false;
+	c->held_pos = pos;
+	c->held_crc = gather_out(c, ic, pos + TP_DESC_SIZE, n, c->nonce_out);
+	held_pad(c, n);
+	c->msn_next++;
+	held_desc(c, n);
+	__atomic_store_n(&c->held, true, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&c->link->held_conns, 1, memory_order_relaxed);
+	TP_STAT_ADD(c->st->tx_msgs_short, 1);
+	return true;
+}
+
+/* Append the next N bytes of IC to the held message; false (nothing written) when it would
+ * pass TX_MERGE_MAX or the ring's end, or the room. */
+static bool held_append(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
+{
+	uint32_t q = c->out.qsize, len = c->held_len + n;
+	uint32_t end = TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+	uint32_t grow = (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN) -
+			(uint32_t)ALIGN_UP(c->held_len, TP_DATA_ALIGN);
+
+	if (len > TX_MERGE_MAX || (c->held_pos & (q - 1)) + end > q || data_free(c) < grow)
+		return false;
+	c->held_crc = gather_out(c, ic, c->held_pos + TP_DESC_SIZE + c->held_len, n,
+				 c->held_crc);
+	held_pad(c, len);
+	held_desc(c, len);
+	return true;
+}
+
+/* Under tx_lock: N bytes of IC (a small write, the receiver behind or a message held) merged
+ * into the held message; false when they were not (the caller sends them as usual; a held
+ * message that could not take them is published first). */
+static bool tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
+{
+	if (c->held ? !held_append(c, ic, n) : !held_start(c, ic, n)) {
+		if (c->held)
+			publish_tx(c);
+		return false;
+	}
+	/* ask the receiver to publish its release at once, then look at it again: see above */
+	if (!c->tx_wait_set)
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	tp_tx_feedback(c);
+	if (!rx_behind(c) && c->held)
+		publish_tx(c); /* (the feedback may have published it: a Retry) */
+	return true;
+}
+
+void tp_tx_flush_held_locked(struct tp_conn *c)
+{
+	if (!c->held)
+		return;
+	publish_tx(c);
+	tp_wake_peer(c, TP_W_FB_WAIT);
+}
+
+void tp_tx_flush_held(struct tp_conn *c)
+{
+	/* relaxed: a hint; the lock's acquire orders what publish_tx() reads */
+	if (!__atomic_load_n(&c->held, __ATOMIC_RELAXED))
+		return;
+	tp_mutex_lock(&c->tx_lock);
+	tp_tx_flush_held_locked(c);
+	tp_mutex_unlock(&c->tx_lock);
 }
 
 /* Inline slots [from, to) (free-running) from the shadow, whole (the sequence bytes with
@@ -735,6 +872,15 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		rc = c->tx_after_close++ || (tp_st_flags(c) & TP_ST_RST) ? -EPIPE : (ssize_t)total;
 	if (rc || total == 0)
 		goto out;
+	/* a small write of a stream while the receiver is behind: into the held message (relaxed:
+	 * tx_streak is a hint the receive side clears) */
+	if (total <= TX_MERGE_WRITE && total <= pp->short_max &&
+	    (c->held || (rx_behind(c) && __atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))) &&
+	    tx_merge(c, &ic, (uint32_t)total)) {
+		sent = total;
+		any = true;
+		goto sent;
+	}
 	if (iovcnt == 1 && total <= pp->inline_max && inline_free(c) > 0) {
 		/* one buffer, one inline message (a ping-pong's): without the bookkeeping of the
 		 * cursor and the pieces below (~5 % of a 64-byte send + receive on one core) */
@@ -833,9 +979,12 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 sent:
 	if (any) {
 		TP_STAT_ADD(c->st->tx_bytes, sent);
-		tp_wake_peer(c, TP_W_FB_WAIT);
-		if (c->tx_wait_set)
+		if (!c->held)
+			tp_wake_peer(c, TP_W_FB_WAIT);
+		if (c->tx_wait_set && !c->held)
 			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+		if (!__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
+			__atomic_store_n(&c->tx_streak, true, __ATOMIC_RELAXED);
 	}
 	rc = sent ? (ssize_t)sent : -EAGAIN;
 out:
@@ -847,6 +996,8 @@ out:
  * missing). Under tx_lock. */
 static void send_detect(struct tp_conn *c)
 {
+	if (c->held)
+		publish_tx(c); /* (TX_D below covers it) */
 	c->detect_seq++;
 	/* TX_D publishes the data ring again: after the data, which another thread may have
 	 * written under tx_lock (the fence in its publish_tx() does not order our store); pairs
@@ -909,6 +1060,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 	uint32_t next = 0;
 
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
+		tp_tx_flush_held_locked(c);
 		tp_tx_feedback(c);
 		if (c->wr_shut && !c->fin_sent && !atomic_load(&c->error))
 			tp_tx_fin(c);
