@@ -839,6 +839,7 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 		return rc; /* another process drives it since a fork: our state is stale */
 	for (;;) {
 		tp_mutex_lock(&c->tx_lock);
+		tp_tx_flush_held_locked(c); /* a merged message held back goes out first */
 		tp_tx_feedback(c);
 		bool drained = c->fb_rx_i == c->tx_i && c->fb_rx_d == c->tx_d;
 

@@ -413,6 +413,8 @@ static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t le
 /* Publish tx_d after the data it covers; pairs with the acquire load in rx_data(). */
 static void publish_tx(struct tp_conn *c)
 {
+	if (c->held) /* its descriptor, final now (held_desc()), after its payload */
+		write_data_range(c, c->held_pos, c->held_pos + TP_DESC_SIZE);
 	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_TX_D, c->tx_d);
 	if (unlikely(c->epoch_unconfirmed)) {
@@ -436,8 +438,9 @@ static void publish_tx(struct tp_conn *c)
 /* --- merging of small writes ----------------------------------------------------------------- */
 
 /*
- * The short protocol's coalescing ([MQ]): a small write that finds the receiver still behind
- * (it has not released everything published) and the previous call on this connection a send
+ * The short protocol's coalescing ([MQ]): a small write that finds the receiver behind (more
+ * unreleased than its lazy release holds back: rx_surely_behind()) and the previous call on
+ * this connection a send
  * goes into one data-ring message that is written but not published: the held message. Later
  * small writes append to it (payload after payload, the descriptor rewritten with the new
  * length and CRC) while the receiver stays behind; it is published (TX_D) as soon as anything
@@ -456,22 +459,34 @@ static void publish_tx(struct tp_conn *c)
 #define TX_MERGE_WRITE 1024u        /* writes up to this size merge */
 #define TX_MERGE_MAX   (16u << 10)  /* a held message grows to this at most */
 
-/* Has the receiver, as its feedback says, not released everything published? */
+/* Has the receiver, as its feedback says, not released everything published? (While a message
+ * is held the receiver publishes its release at once: exact then.) */
 static bool rx_behind(const struct tp_conn *c)
 {
 	return c->fb_rx_i != c->tx_i || c->fb_rx_d != c->tx_d_pub;
 }
 
-/* The held message's descriptor for LEN payload bytes (its CRC from held_crc), to the shadow
- * and the window. */
+/* Is the receiver behind for sure, before it was asked to publish at once? Its lazy release
+ * (tp_rx.c: rx_release()) holds back less than a quarter of the inline ring and less than an
+ * eighth of the data ring it consumed, so more than that unreleased is unconsumed: a receiver
+ * that caught up is never taken for a busy one (its release may simply not be published). */
+static bool rx_surely_behind(const struct tp_conn *c)
+{
+	return c->tx_i - c->fb_rx_i >= c->out.inline_n / 4u ||
+	       c->tx_d_pub - c->fb_rx_d >= c->out.qsize / 8u;
+}
+
+/* The held message's descriptor for LEN payload bytes (its CRC from held_crc). */
 static void held_desc(struct tp_conn *c, uint32_t len)
 {
 	uint32_t q = c->out.qsize;
 	struct tp_desc d = { .type = TP_MT_SHORT, .len = len, .msn = c->msn_next - 1u };
 
 	d.crc = tp_desc_crc(c->held_crc, &d);
+	/* to the shadow only: the window gets it once, when publish_tx() publishes the message. An
+	 * earlier length written there and not overwritten (a write the link lost) would check
+	 * out over a prefix of the payload and leave the receiver inside the message. */
 	memcpy(c->sh_data + (c->held_pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
-	write_data_range(c, c->held_pos, c->held_pos + TP_DESC_SIZE);
 	c->held_len = len;
 	c->tx_d = c->held_pos + TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
 }
@@ -875,7 +890,8 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	/* a small write of a stream while the receiver is behind: into the held message (relaxed:
 	 * tx_streak is a hint the receive side clears) */
 	if (total <= TX_MERGE_WRITE && total <= pp->short_max &&
-	    (c->held || (rx_behind(c) && __atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))) &&
+	    (c->held || (rx_surely_behind(c) && __atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED) &&
+			 (tp_tx_feedback(c), rx_surely_behind(c)))) &&
 	    tx_merge(c, &ic, (uint32_t)total)) {
 		sent = total;
 		any = true;
@@ -1060,8 +1076,10 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 	uint32_t next = 0;
 
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
-		tp_tx_flush_held_locked(c);
 		tp_tx_feedback(c);
+		/* a ring the helper could not act on (tx lock busy: flush_held()) */
+		if (c->held && !rx_behind(c))
+			tp_tx_flush_held_locked(c);
 		if (c->wr_shut && !c->fin_sent && !atomic_load(&c->error))
 			tp_tx_fin(c);
 		/* unacknowledged or unreleased data without progress: Detect (the answer also
@@ -1095,7 +1113,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			 * of our own: the data was written by the thread that published it first
 			 * (pairs with the acquire load of TX_D in rx_data()) */
 			ntb_to_peer_barrier(c->link->ntb);
-			tp_peer_word(c, TP_W_TX_D, c->tx_d);
+			tp_peer_word(c, TP_W_TX_D, c->tx_d_pub); /* (not a held message) */
 			tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
 				  (uint32_t)c->detect_seq << 16);
 			c->tx_dirty = false;
