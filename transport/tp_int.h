@@ -939,6 +939,9 @@ uint32_t tp_data_room(const struct tp_conn *c, uint8_t type);
  * when the peer rings, reads, waits, polls, the timers, fork. */
 void tp_tx_flush_held_locked(struct tp_conn *c);
 void tp_tx_flush_held(struct tp_conn *c);
+/* The helper's: publish C's held message if the receiver released everything published (its
+ * ring said so); false when the tx lock was busy. */
+bool tp_tx_flush_held_ready(struct tp_conn *c);
 /* Under rx_lock: the receive side's lazy release, which publishes at once while the sender
  * says it waits (TX_WAIT: for room, or holding a merged message until we consume) */
 void tp_rx_release(struct tp_conn *c);

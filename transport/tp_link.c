@@ -294,12 +294,8 @@ static void flush_held(struct tp_link *l)
 		if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
 		    !__atomic_load_n(&c->held, __ATOMIC_RELAXED))
 			continue;
-		if (tp_mutex_trylock(&c->tx_lock) == 0) {
-			tp_tx_flush_held_locked(c);
-			tp_mutex_unlock(&c->tx_lock);
-		} else {
+		if (!tp_tx_flush_held_ready(c))
 			atomic_store(&l->probe_soon, true);
-		}
 	}
 	pthread_mutex_unlock(&l->conns_lock);
 }

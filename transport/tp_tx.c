@@ -472,8 +472,11 @@ static bool rx_behind(const struct tp_conn *c)
  * that caught up is never taken for a busy one (its release may simply not be published). */
 static bool rx_surely_behind(const struct tp_conn *c)
 {
-	return c->tx_i - c->fb_rx_i >= c->out.inline_n / 4u ||
-	       c->tx_d_pub - c->fb_rx_d >= c->out.qsize / 8u;
+	uint32_t in_keep = c->out.inline_n / 4u, d_keep = c->out.qsize / 8u;
+
+	/* (a quarter of a ring of fewer than 4 slots is 0: it releases every slot at once) */
+	return c->tx_i - c->fb_rx_i >= (in_keep ? in_keep : 1u) ||
+	       c->tx_d_pub - c->fb_rx_d >= (d_keep ? d_keep : 1u);
 }
 
 /* The held message's descriptor for LEN payload bytes (its CRC from held_crc). */
@@ -567,6 +570,19 @@ void tp_tx_flush_held_locked(struct tp_conn *c)
 		return;
 	publish_tx(c);
 	tp_wake_peer(c, TP_W_FB_WAIT);
+}
+
+bool tp_tx_flush_held_ready(struct tp_conn *c)
+{
+	if (tp_mutex_trylock(&c->tx_lock))
+		return false;
+	if (c->held) {
+		tp_tx_feedback(c);
+		if (c->held && !rx_behind(c))
+			tp_tx_flush_held_locked(c);
+	}
+	tp_mutex_unlock(&c->tx_lock);
+	return true;
 }
 
 void tp_tx_flush_held(struct tp_conn *c)

@@ -608,15 +608,16 @@ static void test_direct_paths_interleaved(void **state)
 		tail = p.cb->rec_tail;
 		memset(out, 0, sizeof(out));
 		for (got = 0; got < total;) {
-			struct iovec o = { out + got, sizeof(out) - got };
-			ssize_t n = tp_recv(p.cb, &o, 1, 0);
+			/* (waiting: a merged message goes out when the reader caught up) */
+			ssize_t n = tl_recv_some(p.cb, out + got, sizeof(out) - got, 3000);
 
 			assert_true(n > 0);
 			got += (size_t)n;
 		}
 		assert_int_equal(got, total);
 		assert_memory_equal(out, pay, total);
-		assert_int_equal(p.cb->rec_tail, tail); /* every message taken directly */
+		/* every message taken directly, but for a merged one read in parts */
+		assert_true(p.cb->rec_tail - tail <= 1u);
 	}
 	tl_pair_close(&p);
 }
@@ -1376,9 +1377,12 @@ static void test_merge_small_writes(void **state)
 	assert_true(p.ca->held); /* the 7-byte writes */
 	assert_int_equal(p.ca->held_len, total - first);
 	tp_conn_stats(p.ca, &a1);
-	/* K inline, one merged, the large one, one merged */
+	/* K inline, one merged, the large one (in pieces of at most an eighth of the ring:
+	 * tp_tx.c, TX_MSG_DIV), one merged */
+	uint32_t cap = p.ca->out.qsize / 8u, msgs = k + 2u + (5000u + cap - 1u) / cap;
+
 	assert_int_equal((a1.tx_msgs_inline + a1.tx_msgs_short + a1.tx_msgs_long) -
-			 (a0.tx_msgs_inline + a0.tx_msgs_short + a0.tx_msgs_long), k + 3);
+			 (a0.tx_msgs_inline + a0.tx_msgs_short + a0.tx_msgs_long), msgs);
 
 	/* the receiver reads what was published: its release is published at once */
 	memset(out, 0, sizeof(out));
@@ -1393,7 +1397,7 @@ static void test_merge_small_writes(void **state)
 	assert_memory_equal(out, pay, total);
 	assert_false(p.ca->held);
 	tp_conn_stats(p.cb, &b1);
-	assert_int_equal(b1.rx_msgs_inline + b1.rx_msgs_short + b1.rx_msgs_long, k + 3);
+	assert_int_equal(b1.rx_msgs_inline + b1.rx_msgs_short + b1.rx_msgs_long, msgs);
 
 	/* a read on the sending connection ends the stream's merging: request and answer */
 	struct iovec w = { pay, 50 }, back = { pay + 50, 60 };
