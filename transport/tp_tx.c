@@ -553,12 +553,19 @@ static bool tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 			publish_tx(c);
 		return false;
 	}
-	/* ask the receiver to publish its release at once, then look at it again: see above */
-	if (!c->tx_wait_set)
+	if (!c->tx_wait_set) {
+		/* ask the receiver to publish its release at once, then look at it again (the
+		 * flag's store and fence, then the words: see above) */
 		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
-	else
-		atomic_thread_fence(memory_order_seq_cst);
-	tp_tx_feedback(c);
+		tp_tx_feedback(c);
+	} else if (slot_raw(c, TP_W_FB_RX_I) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_I / 8u],
+								__ATOMIC_RELAXED) ||
+		   slot_raw(c, TP_W_FB_RX_D) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_D / 8u],
+								__ATOMIC_RELAXED)) {
+		/* the flag stood: a receiver that released since rings (the helper publishes);
+		 * a release it published already is read here (two loads while nothing moved) */
+		tp_tx_feedback(c);
+	}
 	if (!rx_behind(c) && c->held)
 		publish_tx(c); /* (the feedback may have published it: a Retry) */
 	return true;
