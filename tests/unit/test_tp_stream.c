@@ -1453,7 +1453,7 @@ static void test_merge_stream_fault(void **state)
 	struct tp_stats sa, sb;
 	struct ntb_fault_params f = { .enabled = true, .drop = 0.01, .corrupt = 0.01, .seed = 5 };
 	struct merge_arg s = { .total = 4u << 20 };
-	struct stream_arg r = { .seed = 5, .total = 4u << 20, .maxw = 70000 };
+	struct stream_arg r = { .seed = 5, .total = 4u << 20, .maxw = 300 };
 	pthread_t t[2];
 
 	(void)state;
