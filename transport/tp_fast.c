@@ -41,7 +41,7 @@ bool tp_readable_hint(struct tp_conn *c)
 		else if (inline_published(c, c->v_i) &&
 			 !tp_inline_stale(c, c->v_i, tp_in_inline(c->link, c->slot, c->v_i)))
 			ready = true; /* (not a slot an earlier connection left: tp_rx_note_stale()) */
-		else if (tp_slot_word(c, TP_W_TX_D, &txd) && txd != c->v_d)
+		else if (tp_rx_txd(c, &txd) && txd != c->v_d)
 			/* (acquire: pairs with ntb_to_peer_barrier() in publish_tx(); a hint,
 			 * the read validates again) */
 			ready = true; /* a data-ring message (tx_d published after its payload) */

@@ -621,6 +621,7 @@ struct tp_conn {
 	/* --- receive side (rx_lock) */
 	struct tp_mutex rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */
+	uint32_t rx_txd;              /* TX_D as last read valid (tp_rx.c: rx_txd()) */
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
@@ -928,6 +929,10 @@ size_t tp_rx_queued(struct tp_conn *c);
 /* Are bytes validated and not yet read waiting on C (tp_rx.c)? Takes rx_lock; with TRY, a busy
  * lock answers false. */
 bool tp_rx_unread(struct tp_conn *c, bool try);
+/* Under rx_lock: the sender's TX_D, from the last reading while validation is behind it (no load
+ * of the word, whose line the sender writes after every message), else read again (checked,
+ * acquire); false when the word fails its check (tp_rx.c). */
+bool tp_rx_txd(struct tp_conn *c, uint32_t *ret);
 /* Under rx_lock: true when tp_rx_progress() would find nothing new (tp_rx.c) */
 bool tp_rx_quiet(struct tp_conn *c);
 /* Under rx_lock: publish released space and CmpAck held back by the lazy release (tp_rx.c) —

@@ -206,14 +206,39 @@ void tp_rx_note_stale(struct tp_conn *c)
 		    "connection look published", c->slot, c->n_stale);
 }
 
+/*
+ * The sender writes TX_D after every data-ring message, so a receiver that read the word for
+ * every message moved its cache line between the cores twice a message (the sender's store,
+ * our load) beside the message's own lines: the data ring's messages cost about twice the
+ * transfers of inline ones, which publish themselves (their sequence byte). What a reading of
+ * TX_D covered stays published until we release it (the sender writes only released space;
+ * a retransmission rewrites it while we are gated, and the epoch that ends the gate is read
+ * with acquire after the rewrite), so while validation is behind the last reading the reading
+ * serves; the word is read again (acquire: pairs with the release before the sender's store)
+ * only once validation reached it. Under rx_lock.
+ */
+bool tp_rx_txd(struct tp_conn *c, uint32_t *ret)
+{
+	uint32_t ahead = c->rx_txd - c->v_d;
+
+	if (ahead != 0 && ahead <= c->link->geom.qsize) {
+		*ret = c->rx_txd;
+		return true;
+	}
+	if (!tp_slot_word(c, TP_W_TX_D, ret))
+		return false;
+	c->rx_txd = *ret;
+	return true;
+}
+
 static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check)
 {
 	uint32_t q = c->link->geom.qsize, txd, avail, fp, crc;
 	struct tp_desc d;
 
-	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
-	 * with ntb_to_peer_barrier() in publish_tx() */
-	if (!tp_slot_word(c, TP_W_TX_D, &txd))
+	/* acquire (tp_rx_txd(), when it reads the word): TX_D before the descriptor and payload it
+	 * publishes; pairs with ntb_to_peer_barrier() in publish_tx() */
+	if (!tp_rx_txd(c, &txd))
 		return PR_NONE;
 	avail = txd - c->v_d;
 	if (avail == 0)
@@ -544,7 +569,7 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 		return 0;
 	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
 	 * with the release before the sender's store of TX_D */
-	if (!tp_slot_word(c, TP_W_TX_D, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q)
+	if (!tp_rx_txd(c, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q)
 		return 0;
 	p = c->v_d & (q - 1);
 	base = (const uint8_t *)in_data(c);
@@ -771,6 +796,9 @@ bool tp_rx_quiet(struct tp_conn *c)
 	/* (the slot after the next one too: published behind a lost one, it is news: the loss,
 	 * which tp_rx_progress() answers with a Retry at once) */
 	if (c->gated || inline_seq_ready(c, c->v_i) || inline_seq_ready(c, c->v_i + 1))
+		return false;
+	/* data-ring messages known published and not validated yet (tp_rx_txd()): no load */
+	if (c->rx_txd != c->v_d && c->rx_txd - c->v_d <= c->link->geom.qsize)
 		return false;
 	/* acquire: as tp_in_word() (pairs with the barrier before the sender publishes) */
 	txd = __atomic_load_n(&base[TP_W_TX_D / 8u], __ATOMIC_ACQUIRE);
