@@ -64,6 +64,10 @@
  *   rings. The sender keeps shadows of both rings (its retransmission copies). The receiver
  *   validates in MSN order into private records (or, fast path, checks the CRC while copying
  *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
+ *   Small writes of a stream, while the receiver is surely behind, merge into one data-ring
+ *   message held unpublished (tp_tx.c: tx_merge()); TX_WAIT then asks the receiver to publish
+ *   its release at once and ring, and the message goes out when the release shows it caught
+ *   up (or with anything else the sender publishes).
  *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch, after
  *   the FB retry words: where its validation stopped) and ignores data until the sender has
  *   rewritten the message there (else everything unreleased) from its shadows and published
@@ -129,7 +133,8 @@
 #define TP_W_TX_D         (TP_SLOT_TX + 0x00)
 #define TP_W_TX_EPOCH     (TP_SLOT_TX + 0x08) /* epoch (low 16) | detect seq (high 16) */
 #define TP_W_TX_NEXT_MSN  (TP_SLOT_TX + 0x10)
-#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender sleeps waiting for feedback */
+#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender waits for feedback: sleeping for room,
+					       * or holding a merged message (tp_tx.c) */
 /* FB unit words */
 #define TP_W_FB_RX_D      (TP_SLOT_FB + 0x00)
 #define TP_W_FB_RX_I      (TP_SLOT_FB + 0x08)
