@@ -522,6 +522,12 @@ static bool held_start(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 	__atomic_store_n(&c->held, true, __ATOMIC_RELAXED);
 	atomic_fetch_add_explicit(&c->link->held_conns, 1, memory_order_relaxed);
 	TP_STAT_ADD(c->st->tx_msgs_short, 1);
+	/* the helper runs the quick probes while we hold: a release the link lost (the receiver
+	 * rang, but its words say it is behind) is answered by the next Detect, which publishes
+	 * the held message first (send_detect()), within TP_QUICK_PROBE_MS, not at the helper's
+	 * 100 ms pass */
+	if (!atomic_load_explicit(&c->link->probe_soon, memory_order_relaxed))
+		atomic_store(&c->link->probe_soon, true);
 	return true;
 }
 
