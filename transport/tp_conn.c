@@ -123,6 +123,7 @@ void tp_conn_recycle(struct tp_conn *c)
 
 	if (c->pre_buf || atomic_load(&c->pre_on))
 		tp_prefix_drop(c);
+	tp_tx_hold_drop(c);
 	if (c->dmaq && ntb_dmaq_state(c->dmaq) != NTB_DMAQ_IDLE) {
 		ntb_dmaq_destroy(c->dmaq); /* left mid-transfer: the next user gets a new one */
 		c->dmaq = NULL;
@@ -927,6 +928,7 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 		return rc; /* another process drives it since a fork: our state is stale */
 	for (;;) {
 		tp_mutex_lock(&c->tx_lock);
+		tp_tx_flush_held_locked(c); /* a merged message held back goes out first */
 		tp_tx_feedback(c);
 		bool drained = c->fb_rx_i == c->tx_i && c->fb_rx_d == c->tx_d;
 
@@ -1006,6 +1008,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	c->fin_sent = x.fin_sent;
 	c->c_i = c->v_i = c->pub_i = x.c_i;
 	c->c_d = c->v_d = c->pub_d = x.c_d;
+	c->rx_txd = c->v_d; /* (nothing read yet: tp_rx_txd() reads the word) */
 	c->v_msn = x.c_msn;
 	c->rec_skip = x.rec_off;
 	c->rx_epoch = x.rx_epoch;

@@ -310,6 +310,7 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 	uint64_t total = 0;
 	size_t cap = sizeof(struct tp_fo_hdr);
 
+	tp_tx_hold_drop(c); /* (a merged message held back is in the tail: tx_d covers it) */
 	/* the tail is at most what the rings hold */
 	cap += (size_t)(c->tx_i - c->fb_rx_i) * 128u + (size_t)(c->tx_d - c->fb_rx_d);
 	if (c->pre_buf) /* (and the rest of an earlier move's tail: tp_fo_snapshot()) */

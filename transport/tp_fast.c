@@ -42,11 +42,13 @@ bool tp_readable_hint(struct tp_conn *c)
 		else if (inline_published(c, c->v_i) &&
 			 !tp_inline_stale(c, c->v_i, tp_in_inline(c->link, c->slot, c->v_i)))
 			ready = true; /* (not a slot an earlier connection left: tp_rx_note_stale()) */
-		else if (tp_slot_word(c, TP_W_TX_D, &txd) && txd != c->v_d)
+		else if (tp_rx_txd(c, &txd) && txd != c->v_d)
 			/* (acquire: pairs with ntb_to_peer_barrier() in publish_tx(); a hint,
 			 * the read validates again) */
 			ready = true; /* a data-ring message (tx_d published after its payload) */
 	}
+	if (!ready)
+		tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
 	tp_mutex_unlock(&c->rx_lock);
 	return ready;
 }
@@ -71,6 +73,7 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 	/* (acquire, tp_slot_word(): pairs with ntb_to_peer_barrier() in publish_tx()) */
 	if (!tp_slot_word(c, TP_W_TX_D, &txd))
 		txd = c->v_d;
+	tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
 	tp_mutex_unlock(&c->rx_lock);
 	return (uint64_t)pos << 32 | txd;
 }

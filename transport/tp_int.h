@@ -64,6 +64,10 @@
  *   rings. The sender keeps shadows of both rings (its retransmission copies). The receiver
  *   validates in MSN order into private records (or, fast path, checks the CRC while copying
  *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
+ *   Small writes of a stream, while the receiver is surely behind, merge into one data-ring
+ *   message held unpublished (tp_tx.c: tx_merge()); TX_WAIT then asks the receiver to publish
+ *   its release at once and ring, and the message goes out when the release shows it caught
+ *   up (or with anything else the sender publishes).
  *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch, after
  *   the FB retry words: where its validation stopped) and ignores data until the sender has
  *   rewritten the message there (else everything unreleased) from its shadows and published
@@ -130,7 +134,8 @@
 #define TP_W_TX_D         (TP_SLOT_TX + 0x00)
 #define TP_W_TX_EPOCH     (TP_SLOT_TX + 0x08) /* epoch (low 16) | detect seq (high 16) */
 #define TP_W_TX_NEXT_MSN  (TP_SLOT_TX + 0x10)
-#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender sleeps waiting for feedback */
+#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender waits for feedback: sleeping for room,
+					       * or holding a merged message (tp_tx.c) */
 /* FB unit words */
 #define TP_W_FB_RX_D      (TP_SLOT_FB + 0x00)
 #define TP_W_FB_RX_I      (TP_SLOT_FB + 0x08)
@@ -499,6 +504,8 @@ struct tp_link {
 	atomic_bool probe_soon;     /* a sleeper has unacknowledged data: the helper comes every
 				     * TP_QUICK_PROBE_MS (tp_tx_timers()' quick probes) */
 	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
+	atomic_int held_conns;      /* connections of this process holding a merged message: the
+				     * helper flushes them when the peer rings (tp_tx_flush_held()) */
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
 	uint64_t last_short_reclaim_ms; /* tp_host_reclaim_if_short() (under the host lock) */
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
@@ -615,9 +622,20 @@ struct tp_conn {
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
 	uint32_t tx_after_close;  /* sends after the peer closed in order and went away (tp_send()) */
 	uint32_t tx_cap;          /* data bytes in flight at most (SO_SNDBUF); 0: the ring's size */
+	/* Merging of small writes (tp_tx.c: tx_merge()): the last data-ring message, at held_pos
+	 * with held_len payload bytes whose CRC so far is held_crc, is written to the window and
+	 * the shadow but not published (TX_D stays at tx_d_pub) while the receiver has not
+	 * consumed what was published before it; later small writes append to it. Whatever
+	 * publishes TX_D (publish_tx()) ends the hold. */
+	bool held;
+	uint32_t held_pos, held_len, held_crc;
+	bool tx_streak;           /* no read on this connection since the last send (a stream,
+				   * not a request awaiting its answer): written by the receive
+				   * side, read by tp_send(); a hint (relaxed) */
 	/* --- receive side (rx_lock) */
 	struct tp_mutex rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */
+	uint32_t rx_txd;              /* TX_D as last read valid (tp_rx.c: rx_txd()) */
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
@@ -894,6 +912,8 @@ struct tp_probe {
 	bool seq_stale;                  /* the slot is a stale one (tp_inline_stale()): only
 					  * the full looks watch it */
 	uint64_t tx_d, fb_rx_i, fb_rx_d; /* raw checked words when armed */
+	uint64_t tx_wait;                /* raw TX_WAIT: the sender holds a merged message for
+					  * our release (tp_rx_release()) */
 	uint32_t db;
 	unsigned events;                 /* TP_EV_IN: watch the rings, TP_EV_OUT: the feedback */
 };
@@ -974,12 +994,31 @@ size_t tp_rx_queued(struct tp_conn *c);
 /* Are bytes validated and not yet read waiting on C (tp_rx.c)? Takes rx_lock; with TRY, a busy
  * lock answers false. */
 bool tp_rx_unread(struct tp_conn *c, bool try);
+/* Under rx_lock: the sender's TX_D, from the last reading while validation is behind it (no load
+ * of the word, whose line the sender writes after every message), else read again (checked,
+ * acquire); false when the word fails its check (tp_rx.c). */
+bool tp_rx_txd(struct tp_conn *c, uint32_t *ret);
 /* Under rx_lock: true when tp_rx_progress() would find nothing new (tp_rx.c) */
 bool tp_rx_quiet(struct tp_conn *c);
 /* Under rx_lock: publish released space and CmpAck held back by the lazy release (tp_rx.c) —
  * before the reader sleeps, and from the timers. */
 void tp_rx_flush_feedback(struct tp_conn *c);
 uint32_t tp_data_room(const struct tp_conn *c, uint8_t type);
+/* Publish C's held (merged, unpublished) message, if any: under tx_lock (_locked) or taking
+ * it. Every caller that may leave the connection idle with bytes held runs one: the helper
+ * when the peer rings, reads, waits, polls, the timers, fork. */
+void tp_tx_flush_held_locked(struct tp_conn *c);
+/* Under tx_lock (or C no longer used): C's held message will never be published on its link —
+ * it leaves in a failover's tail (fo_build_tail()), or C is finished — so it stops counting
+ * in the link's held_conns (which keeps the helper looking every millisecond). */
+void tp_tx_hold_drop(struct tp_conn *c);
+void tp_tx_flush_held(struct tp_conn *c);
+/* The helper's: publish C's held message if the receiver released everything published (its
+ * ring said so); false when the tx lock was busy. */
+bool tp_tx_flush_held_ready(struct tp_conn *c);
+/* Under rx_lock: the receive side's lazy release, which publishes at once while the sender
+ * says it waits (TX_WAIT: for room, or holding a merged message until we consume) */
+void tp_rx_release(struct tp_conn *c);
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */

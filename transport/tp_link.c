@@ -316,6 +316,24 @@ static bool mbox_lock(struct tp_link *l)
 	return false;
 }
 
+/* Publish the held (merged) messages of L's connections that this process drives. A busy tx
+ * lock is a sender that publishes or looks at the feedback itself, unless it looked just
+ * before this ring: then the helper comes back within TP_QUICK_PROBE_MS (probe_soon). */
+static void flush_held(struct tp_link *l)
+{
+	pthread_mutex_lock(&l->conns_lock);
+	for (struct tp_conn *c = l->conns; c; c = c->next) {
+		/* acquire: pairs with the release store in tp_conn_own() (single-owner rule);
+		 * relaxed held: a hint, read again under the lock */
+		if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
+		    !__atomic_load_n(&c->held, __ATOMIC_RELAXED))
+			continue;
+		if (!tp_tx_flush_held_ready(c))
+			atomic_store(&l->probe_soon, true);
+	}
+	pthread_mutex_unlock(&l->conns_lock);
+}
+
 /* Returns true when it answered an Apply (a server host taking connections). QUICK: the helper
  * stood by and saw this doorbell at once (helper_spin()). */
 
@@ -356,6 +374,9 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 			tp_conn_cache_trim(l); /* (not under the host lock: it frees memory) */
 	}
 timers:
+	/* the peer rang: it may have released what our held messages wait for (tp_tx.c) */
+	if (rung && atomic_load_explicit(&l->held_conns, memory_order_relaxed) > 0)
+		flush_held(l);
 	/* connection timers every 100 ms, and on doorbells (at most every 5 ms: a busy link
 	 * rings often, the timers are O(connections)); every 5 ms while closed connections
 	 * linger: they hold receive contexts (both hosts'), which a host making connections one
@@ -600,6 +621,8 @@ static void *helper_main(void *arg)
 			}
 			if (atomic_load(&l->lingering) && slice > 5)
 				slice = 5; /* closed connections to finish (link_service()) */
+			if (own && atomic_load(&l->held_conns) > 0 && slice > 1)
+				slice = 1; /* polled, yet held messages wait for its rings */
 			if (atomic_load(&l->probe_soon) && slice > (int)TP_QUICK_PROBE_MS)
 				slice = (int)TP_QUICK_PROBE_MS; /* quick probes (tp_int.h) */
 			if (l->mbox_missed)
@@ -833,8 +856,10 @@ static void atfork_prepare(void)
 					   * (moved to another link: its entry is another's now) */
 			/* the release held back by the lazy rx_release() goes out now: after the
 			 * fork nobody may drive this connection (no timers) for a while */
-			if (__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) && !atomic_load(&c->error))
+			if (__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) && !atomic_load(&c->error)) {
 				tp_rx_flush_feedback(c);
+				tp_tx_flush_held_locked(c); /* and a merged message held back */
+			}
 			__atomic_add_fetch(&c->ent->refs, 1, __ATOMIC_ACQ_REL);
 			__atomic_store_n(&c->ent->fork_ms, now, __ATOMIC_RELEASE);
 			/* both copies start unowned (the child inherits this); release: pairs with

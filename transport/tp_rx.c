@@ -206,14 +206,39 @@ void tp_rx_note_stale(struct tp_conn *c)
 		    "connection look published", c->slot, c->n_stale);
 }
 
+/*
+ * The sender writes TX_D after every data-ring message, so a receiver that read the word for
+ * every message moved its cache line between the cores twice a message (the sender's store,
+ * our load) beside the message's own lines: the data ring's messages cost about twice the
+ * transfers of inline ones, which publish themselves (their sequence byte). What a reading of
+ * TX_D covered stays published until we release it (the sender writes only released space;
+ * a retransmission rewrites it while we are gated, and the epoch that ends the gate is read
+ * with acquire after the rewrite), so while validation is behind the last reading the reading
+ * serves; the word is read again (acquire: pairs with the release before the sender's store)
+ * only once validation reached it. Under rx_lock.
+ */
+bool tp_rx_txd(struct tp_conn *c, uint32_t *ret)
+{
+	uint32_t ahead = c->rx_txd - c->v_d;
+
+	if (ahead != 0 && ahead <= c->link->geom.qsize) {
+		*ret = c->rx_txd;
+		return true;
+	}
+	if (!tp_slot_word(c, TP_W_TX_D, ret))
+		return false;
+	c->rx_txd = *ret;
+	return true;
+}
+
 static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check)
 {
 	uint32_t q = c->link->geom.qsize, txd, avail, fp, crc;
 	struct tp_desc d;
 
-	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
-	 * with ntb_to_peer_barrier() in publish_tx() */
-	if (!tp_slot_word(c, TP_W_TX_D, &txd))
+	/* acquire (tp_rx_txd(), when it reads the word): TX_D before the descriptor and payload it
+	 * publishes; pairs with ntb_to_peer_barrier() in publish_tx() */
+	if (!tp_rx_txd(c, &txd))
 		return PR_NONE;
 	avail = txd - c->v_d;
 	if (avail == 0)
@@ -513,6 +538,11 @@ static void rx_release(struct tp_conn *c)
 		fb_publish(c);
 }
 
+void tp_rx_release(struct tp_conn *c)
+{
+	rx_release(c);
+}
+
 void tp_rx_flush_feedback(struct tp_conn *c)
 {
 	if (fb_pending(c))
@@ -539,7 +569,7 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 		return 0;
 	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
 	 * with the release before the sender's store of TX_D */
-	if (!tp_slot_word(c, TP_W_TX_D, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q)
+	if (!tp_rx_txd(c, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q)
 		return 0;
 	p = c->v_d & (q - 1);
 	base = (const uint8_t *)in_data(c);
@@ -767,6 +797,9 @@ bool tp_rx_quiet(struct tp_conn *c)
 	 * which tp_rx_progress() answers with a Retry at once) */
 	if (c->gated || inline_seq_ready(c, c->v_i) || inline_seq_ready(c, c->v_i + 1))
 		return false;
+	/* data-ring messages known published and not validated yet (tp_rx_txd()): no load */
+	if (c->rx_txd != c->v_d && c->rx_txd - c->v_d <= c->link->geom.qsize)
+		return false;
 	/* acquire: as tp_in_word() (pairs with the barrier before the sender publishes) */
 	txd = __atomic_load_n(&base[TP_W_TX_D / 8u], __ATOMIC_ACQUIRE);
 	txe = __atomic_load_n(&base[TP_W_TX_EPOCH / 8u], __ATOMIC_ACQUIRE);
@@ -788,6 +821,12 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	uint32_t h, off;
 	bool bad = false;
 
+	/* a read: this connection is not a one-way stream of writes, whose small writes merge
+	 * (tp_tx.c), and what we hold goes out now, the peer may be waiting for it to answer
+	 * (before rx_lock: the tx lock is taken first) */
+	if (__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
+		__atomic_store_n(&c->tx_streak, false, __ATOMIC_RELAXED);
+	tp_tx_flush_held(c);
 	tp_mutex_lock(&c->rx_lock);
 	if ((rc = tp_conn_own(c))) { /* single-owner rule after fork (tp_int.h) */
 		tp_mutex_unlock(&c->rx_lock);
@@ -977,6 +1016,7 @@ void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
 	p->tx_d = events & TP_EV_IN ? slot_raw(c, TP_W_TX_D) : 0;
 	p->fb_rx_i = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_I) : 0;
 	p->fb_rx_d = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_D) : 0;
+	p->tx_wait = events & TP_EV_IN ? slot_raw(c, TP_W_TX_WAIT) : 0;
 	p->db = ntb_db_read(c->link->ntb);
 }
 
@@ -1002,6 +1042,10 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 		}
 		if (slot_raw(c, TP_W_TX_D) != p->tx_d)
 			hit |= TP_EV_IN;
+		/* the sender holds a merged message until we release: the caller's poll_bits()
+		 * publishes the release (tp_rx_release()) */
+		if (slot_raw(c, TP_W_TX_WAIT) != p->tx_wait)
+			hit |= TP_EV_ERR;
 	}
 	if ((p->events & TP_EV_OUT) && (slot_raw(c, TP_W_FB_RX_I) != p->fb_rx_i ||
 					slot_raw(c, TP_W_FB_RX_D) != p->fb_rx_d))

@@ -170,6 +170,7 @@ gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc, bool smal
 }
 
 static void publish_tx(struct tp_conn *c);
+static uint32_t data_free(const struct tp_conn *c);
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 /* send_inline() into a plain write-back window (ntb_out_direct()) at shadow slot S: the payload
@@ -406,6 +407,8 @@ static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t le
 /* Publish tx_d after the data it covers; pairs with the acquire load in rx_data(). */
 static void publish_tx(struct tp_conn *c)
 {
+	if (c->held) /* its descriptor, final now (held_desc()), after its payload */
+		write_data_range(c, c->held_pos, c->held_pos + TP_DESC_SIZE);
 	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_TX_D, c->tx_d);
 	if (unlikely(c->epoch_unconfirmed)) {
@@ -419,6 +422,192 @@ static void publish_tx(struct tp_conn *c)
 	ntb_wc_flush(c->link->ntb);
 	c->tx_dirty = true;
 	c->last_tx_pub_ms = 0; /* stamped by the next timer run (no clock read per message) */
+	if (c->held) {
+		/* (relaxed: tp_tx_flush_held()'s unlocked look is a hint) */
+		__atomic_store_n(&c->held, false, __ATOMIC_RELAXED);
+		atomic_fetch_sub_explicit(&c->link->held_conns, 1, memory_order_relaxed);
+	}
+}
+
+/* --- merging of small writes ----------------------------------------------------------------- */
+
+void tp_tx_hold_drop(struct tp_conn *c)
+{
+	if (!c->held)
+		return;
+	__atomic_store_n(&c->held, false, __ATOMIC_RELAXED);
+	atomic_fetch_sub_explicit(&c->link->held_conns, 1, memory_order_relaxed);
+}
+
+/*
+ * The short protocol's coalescing ([MQ]): a small write that finds the receiver behind (more
+ * unreleased than its lazy release holds back: rx_surely_behind()) and the previous call on
+ * this connection a send
+ * goes into one data-ring message that is written but not published: the held message. Later
+ * small writes append to it (payload after payload, the descriptor rewritten with the new
+ * length and CRC) while the receiver stays behind; it is published (TX_D) as soon as anything
+ * shows the receiver caught up, so nothing waits for a timer:
+ *   - each write that merges asks the receiver to publish its release at once (TX_WAIT, which
+ *     its rx_release(), polls, arrival checks and spin probes honour, ringing our doorbell),
+ *     then reads the feedback once more (Dekker pair: our flag store and fence, then its
+ *     words; its words and fence, then our flag): a receiver that caught up is seen here, or
+ *     it sees the flag and rings, and the helper publishes (tp_tx_flush_held());
+ *   - any other message (inline, larger writes, FIN, Detect, retransmission), a read, wait or
+ *     poll on the connection, the timers, fork and export publish it first.
+ * The receiver cannot have read a held message (TX_D does not cover it), so rewriting it is
+ * safe; once published it is an ordinary short message, and the shadow holds it whole for
+ * retransmission and failover from the start.
+ */
+#define TX_MERGE_WRITE 1024u        /* writes up to this size merge */
+#define TX_MERGE_MAX   (16u << 10)  /* a held message grows to this at most */
+
+/* Has the receiver, as its feedback says, not released everything published? (While a message
+ * is held the receiver publishes its release at once: exact then.) */
+static bool rx_behind(const struct tp_conn *c)
+{
+	return c->fb_rx_i != c->tx_i || c->fb_rx_d != c->tx_d_pub;
+}
+
+/* Is the receiver behind for sure, before it was asked to publish at once? Its lazy release
+ * (tp_rx.c: rx_release()) holds back less than a quarter of the inline ring and less than an
+ * eighth of the data ring it consumed, so more than that unreleased is unconsumed: a receiver
+ * that caught up is never taken for a busy one (its release may simply not be published). */
+static bool rx_surely_behind(const struct tp_conn *c)
+{
+	uint32_t in_keep = c->out.inline_n / 4u, d_keep = c->out.qsize / 8u;
+
+	/* (a quarter of a ring of fewer than 4 slots is 0: it releases every slot at once) */
+	return c->tx_i - c->fb_rx_i >= (in_keep ? in_keep : 1u) ||
+	       c->tx_d_pub - c->fb_rx_d >= (d_keep ? d_keep : 1u);
+}
+
+/* The held message's descriptor for LEN payload bytes (its CRC from held_crc). */
+static void held_desc(struct tp_conn *c, uint32_t len)
+{
+	uint32_t q = c->out.qsize;
+	struct tp_desc d = { .type = TP_MT_SHORT, .len = len, .msn = c->msn_next - 1u };
+
+	d.crc = tp_desc_crc(c->held_crc, &d);
+	/* to the shadow only: the window gets it once, when publish_tx() publishes the message. An
+	 * earlier length written there and not overwritten (a write the link lost) would check
+	 * out over a prefix of the payload and leave the receiver inside the message. */
+	memcpy(c->sh_data + (c->held_pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
+	c->held_len = len;
+	c->tx_d = c->held_pos + TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+}
+
+/* Zero the shadow's padding after LEN payload bytes of the held message (retransmissions
+ * rewrite it whole: zero_data_gaps()). After the payload's copy: the bytes before LEN are
+ * payload already. */
+static void held_pad(struct tp_conn *c, uint32_t len)
+{
+	uint32_t q = c->out.qsize, end = (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+
+	if (end != len)
+		memset(c->sh_data + ((c->held_pos + TP_DESC_SIZE + len) & (q - 1)), 0, end - len);
+}
+
+/* Start a held message with the next N bytes of IC; false (nothing written) when it would
+ * wrap at the ring's end or does not fit. */
+static bool held_start(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
+{
+	uint32_t q = c->out.qsize, pos = c->tx_d;
+	uint32_t fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(n, TP_DATA_ALIGN);
+
+	if ((pos & (q - 1)) + fp > q || data_free(c) < fp || c->tx_d != c->tx_d_pub)
+		return false;
+	c->held_pos = pos;
+	c->held_crc = gather_out(c, ic, pos + TP_DESC_SIZE, n, c->nonce_out);
+	held_pad(c, n);
+	c->msn_next++;
+	held_desc(c, n);
+	__atomic_store_n(&c->held, true, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&c->link->held_conns, 1, memory_order_relaxed);
+	TP_STAT_ADD(c->st->tx_msgs_short, 1);
+	/* the helper runs the quick probes while we hold: a release the link lost (the receiver
+	 * rang, but its words say it is behind) is answered by the next Detect, which publishes
+	 * the held message first (send_detect()), within TP_QUICK_PROBE_MS, not at the helper's
+	 * 100 ms pass */
+	if (!atomic_load_explicit(&c->link->probe_soon, memory_order_relaxed))
+		atomic_store(&c->link->probe_soon, true);
+	return true;
+}
+
+/* Append the next N bytes of IC to the held message; false (nothing written) when it would
+ * pass TX_MERGE_MAX or the ring's end, or the room. */
+static bool held_append(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
+{
+	uint32_t q = c->out.qsize, len = c->held_len + n;
+	uint32_t end = TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
+	uint32_t grow = (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN) -
+			(uint32_t)ALIGN_UP(c->held_len, TP_DATA_ALIGN);
+
+	if (len > TX_MERGE_MAX || (c->held_pos & (q - 1)) + end > q || data_free(c) < grow)
+		return false;
+	c->held_crc = gather_out(c, ic, c->held_pos + TP_DESC_SIZE + c->held_len, n,
+				 c->held_crc);
+	held_pad(c, len);
+	held_desc(c, len);
+	return true;
+}
+
+/* Under tx_lock: N bytes of IC (a small write, the receiver behind or a message held) merged
+ * into the held message; false when they were not (the caller sends them as usual; a held
+ * message that could not take them is published first). */
+static bool tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
+{
+	if (c->held ? !held_append(c, ic, n) : !held_start(c, ic, n)) {
+		if (c->held)
+			publish_tx(c);
+		return false;
+	}
+	if (!c->tx_wait_set) {
+		/* ask the receiver to publish its release at once, then look at it again (the
+		 * flag's store and fence, then the words: see above) */
+		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+		tp_tx_feedback(c);
+	} else if (slot_raw(c, TP_W_FB_RX_I) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_I / 8u],
+								__ATOMIC_RELAXED) ||
+		   slot_raw(c, TP_W_FB_RX_D) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_D / 8u],
+								__ATOMIC_RELAXED)) {
+		/* the flag stood: a receiver that released since rings (the helper publishes);
+		 * a release it published already is read here (two loads while nothing moved) */
+		tp_tx_feedback(c);
+	}
+	if (!rx_behind(c) && c->held)
+		publish_tx(c); /* (the feedback may have published it: a Retry) */
+	return true;
+}
+
+void tp_tx_flush_held_locked(struct tp_conn *c)
+{
+	if (!c->held)
+		return;
+	publish_tx(c);
+	tp_wake_peer(c, TP_W_FB_WAIT);
+}
+
+bool tp_tx_flush_held_ready(struct tp_conn *c)
+{
+	if (tp_mutex_trylock(&c->tx_lock))
+		return false;
+	if (c->held) {
+		tp_tx_feedback(c);
+		if (c->held && !rx_behind(c))
+			tp_tx_flush_held_locked(c);
+	}
+	tp_mutex_unlock(&c->tx_lock);
+	return true;
+}
+
+void tp_tx_flush_held(struct tp_conn *c)
+{
+	/* relaxed: a hint; the lock's acquire orders what publish_tx() reads */
+	if (!__atomic_load_n(&c->held, __ATOMIC_RELAXED))
+		return;
+	tp_mutex_lock(&c->tx_lock);
+	tp_tx_flush_held_locked(c);
+	tp_mutex_unlock(&c->tx_lock);
 }
 
 /* Inline slots [from, to) (free-running) from the shadow, whole (the sequence bytes with
@@ -834,6 +1023,16 @@ static ssize_t tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		rc = c->tx_after_close++ || (tp_st_flags(c) & TP_ST_RST) ? -EPIPE : (ssize_t)total;
 	if (rc || total == 0)
 		goto out;
+	/* a small write of a stream while the receiver is behind: into the held message (relaxed:
+	 * tx_streak is a hint the receive side clears) */
+	if (total <= TX_MERGE_WRITE && total <= pp->short_max &&
+	    (c->held || (rx_surely_behind(c) && __atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED) &&
+			 (tp_tx_feedback(c), rx_surely_behind(c)))) &&
+	    tx_merge(c, &ic, (uint32_t)total)) {
+		sent = total;
+		any = true;
+		goto sent;
+	}
 	if (iovcnt == 1 && total <= pp->inline_max && inline_free(c) > 0) {
 		/* one buffer, one inline message (a ping-pong's): without the bookkeeping of the
 		 * cursor and the pieces below (~5 % of a 64-byte send + receive on one core) */
@@ -932,9 +1131,12 @@ static ssize_t tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 sent:
 	if (any) {
 		TP_STAT_ADD(c->st->tx_bytes, sent);
-		tp_wake_peer(c, TP_W_FB_WAIT);
-		if (c->tx_wait_set)
+		if (!c->held)
+			tp_wake_peer(c, TP_W_FB_WAIT);
+		if (c->tx_wait_set && !c->held)
 			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+		if (!__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
+			__atomic_store_n(&c->tx_streak, true, __ATOMIC_RELAXED);
 	}
 	rc = sent ? (ssize_t)sent : -EAGAIN;
 out:
@@ -946,6 +1148,8 @@ out:
  * missing). Under tx_lock. */
 static void send_detect(struct tp_conn *c)
 {
+	if (c->held)
+		publish_tx(c); /* (TX_D below covers it) */
 	c->detect_seq++;
 	/* TX_D publishes the data ring again: after the data, which another thread may have
 	 * written under tx_lock (the fence in its publish_tx() does not order our store); pairs
@@ -1009,6 +1213,9 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
 		tp_tx_feedback(c);
+		/* a ring the helper could not act on (tx lock busy: flush_held()) */
+		if (c->held && !rx_behind(c))
+			tp_tx_flush_held_locked(c);
 		if (c->wr_shut && !c->fin_sent && !atomic_load(&c->error))
 			tp_tx_fin(c);
 		/* unacknowledged or unreleased data without progress: Detect (the answer also
@@ -1042,7 +1249,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			 * of our own: the data was written by the thread that published it first
 			 * (pairs with the acquire load of TX_D in rx_data()) */
 			ntb_to_peer_barrier(c->link->ntb);
-			tp_peer_word(c, TP_W_TX_D, c->tx_d);
+			tp_peer_word(c, TP_W_TX_D, c->tx_d_pub); /* (not a held message) */
 			tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
 				  (uint32_t)c->detect_seq << 16);
 			c->tx_dirty = false;

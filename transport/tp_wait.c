@@ -72,10 +72,20 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	if (unlikely(tp_fo_get(c))) /* running: nothing yet; done: the calls say -EXDEV */
 		return tp_fo_get(c) == TP_FO_DONE || tp_fo_get(c) == TP_FO_LINKED ?
 		       TP_EV_IN | TP_EV_OUT : 0;
+	if (!(want & TP_EV_OUT)) {
+		/* waiting for input alone: not a one-way stream (tp_tx.c: merging), and what we
+		 * hold goes out (the peer may answer it) */
+		if (__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
+			__atomic_store_n(&c->tx_streak, false, __ATOMIC_RELAXED);
+		tp_tx_flush_held(c);
+	} else if (arm) {
+		tp_tx_flush_held(c); /* the caller may sleep */
+	}
 	tp_mutex_lock(&c->rx_lock);
 	/* (tp_rx_quiet(): nothing published since the last look, nothing to validate) */
 	if (!tp_rx_quiet(c))
 		tp_rx_progress(c, 1);
+	tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
 	if (arm)
 		tp_rx_flush_feedback(c); /* the caller may sleep: nothing held back meanwhile */
 	if (arm && (want & TP_EV_IN) && c->rec_head == c->rec_tail && !c->eof) {
@@ -123,7 +133,8 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	}
 	if (room || c->wr_shut) {
 		ev |= TP_EV_OUT;
-		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+		if (!c->held) /* (a held message asks for the receiver's release: tp_tx.c) */
+			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;
 	tp_mutex_unlock(&c->tx_lock);
@@ -255,6 +266,9 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	long budget = (long)c->link->params.spin_us;
 	uint64_t t0, start;
 	unsigned ev;
+
+	if (!(events & TP_EV_OUT))
+		tp_tx_flush_held(c); /* waiting for input: the peer may answer what we hold */
 
 	events |= TP_EV_ERR | TP_EV_HUP;
 	if ((events & (TP_EV_IN | TP_EV_OUT)) == TP_EV_IN && budget > 0 && timeout_ms != 0 &&
