@@ -1158,7 +1158,7 @@ static void edge_client(int fd)
 	close(fd);
 }
 
-/* --- epoll_wait with more fds ready than maxevents (fairserver / fairclient) ----------------------
+/* --- epoll_wait with more fds ready than maxevents (fairserver / fairclient) --------------------
  * FAIR_N connections with a byte unread (level-triggered EPOLLIN) and one non-blocking connect
  * that completed (edge-triggered EPOLLOUT, joined before the connect, as nginx and Go do) in one
  * set; epoll_wait with maxevents FAIR_MAX, FAIR_CALLS times. The kernel keeps ready fds in a
