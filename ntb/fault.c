@@ -105,7 +105,7 @@ static void delay_us(uint32_t us)
 /* Under f->mu: has cut_after_ms passed since the first window write? */
 static bool cut_time_due(const struct ntb_fault *f, uint64_t now)
 {
-	return f->p.cut_after_ms && f->first_ns &&
+	return f->p.cut_after_ms && f->first_ns && now >= f->first_ns &&
 	       now - f->first_ns >= (uint64_t)f->p.cut_after_ms * 1000000u;
 }
 

@@ -53,6 +53,34 @@ static void print_admin(const struct ntb_link_params *p)
 
 /* Open the link in inspect mode (no side claimed, nothing written) and describe it. Returns
  * 0, or a negative errno when the link exists but cannot be inspected. */
+/* What the window holds with the tunables TPP (tp_geometry()): how many connections at once
+ * and what each costs. False when it holds none (the link could never carry a connection). */
+static bool print_capacity(const char *path, const struct conf_link *cl,
+			   const struct tp_params *tpp)
+{
+	struct tp_geometry g;
+	char w[32], ring[32];
+	int rc = tp_geometry(tpp, cl->window_size, &g);
+
+	tool_size_str(cl->window_size, w, sizeof(w));
+	if (rc) {
+		printf("    capacity: none: %s\n", rc == -ENOSPC ?
+		       "the window is too small for the receive contexts" : strerror(-rc));
+		fprintf(stderr, "ntbsock check: %s: link %s: a window of %s cannot hold %u receive "
+			"contexts with %u inline slots of 128 B and a data ring of at least 4 KiB "
+			"each%s: lower contexts or queue_size, or enlarge window_size\n", path,
+			cl->name, w, tpp->contexts, tpp->inline_slots,
+			tpp->queue_size ? " (or the queue_size given)" : "");
+		return false;
+	}
+	printf("    capacity: %u connections at once (a receive context each), each %.1f KiB of "
+	       "window per direction, idle or busy: %u inline slots of 128 B and a %s data ring "
+	       "(%.0f %% of the window in slots)\n", g.contexts, g.slot_size / 1024.0,
+	       g.inline_slots, tool_size_str(g.queue_size, ring, sizeof(ring)),
+	       100.0 * g.contexts * (double)g.slot_size / (double)cl->window_size);
+	return true;
+}
+
 static int print_link_state(const struct conf_link *cl)
 {
 	struct ntb_link_params p;
@@ -204,11 +232,17 @@ int cmd_check(int argc, char **argv)
 	printf("\nlink state:\n");
 	if (conf->n_links == 0)
 		printf("  no links\n");
-	for (int i = 0; i < conf->n_links; i++)
+	struct tp_params tpp;
+	bool fits = true;
+
+	glue_tp_params(&conf->tunables, &tpp);
+	for (int i = 0; i < conf->n_links; i++) {
 		print_link_state(&conf->links[i]);
+		fits &= print_capacity(path, &conf->links[i], &tpp);
+	}
 	if (pci)
 		list_pci();
-	printf("\n%s: valid\n", path);
+	printf("\n%s: %s\n", path, fits ? "valid" : "invalid");
 	conf_free(conf);
-	return TOOL_EXIT_OK;
+	return fits ? TOOL_EXIT_OK : TOOL_EXIT_FAIL;
 }

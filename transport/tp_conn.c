@@ -69,9 +69,10 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 
 /* A word of the peer's listener bitmap that fails its check was spoilt on the way (a faulty
  * link) or is left from an earlier session of the peer: the peer rewrites the whole bitmap every
- * 500 ms (link_service()), so wait that long for a good copy before saying "no listener". A word
- * never written (0) or a good one answers at once. */
-#define TP_LISTEN_REPAIR_MS 700u
+ * 500 ms (link_service()), so wait for a good copy before saying "no listener": three rewrites,
+ * as a rewrite can be spoilt too and a loaded peer's helper runs late. A word never written (0)
+ * or a good one answers at once. */
+#define TP_LISTEN_REPAIR_MS 1600u
 
 bool tp_peer_listens(struct tp_link *l, uint16_t port)
 {
@@ -82,8 +83,13 @@ bool tp_peer_listens(struct tp_link *l, uint16_t port)
 		w = tp_in_word(l, off);
 		if (tp_cw_check(ntb_link_peer_epoch(l->ntb), w, &bits))
 			return bits & (1u << (port % 32u));
-		if (w == 0 || tp_now_ms() - start >= TP_LISTEN_REPAIR_MS || !tp_link_refresh(l))
+		if (w == 0 || !tp_link_refresh(l))
 			return false;
+		if (clock_age_ms(tp_now_ms(), start) >= TP_LISTEN_REPAIR_MS) {
+			LOG(LL_DEBUG, "transport: listener word of port %u spoilt for %u ms", port,
+			    TP_LISTEN_REPAIR_MS);
+			return false;
+		}
 		usleep(2000);
 	}
 }
@@ -528,14 +534,14 @@ static void commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
 		return;
 	answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
 	tp_mutex_unlock(&c->tx_lock);
-	if (answered || lost || now - t > c->link->params.setup_timeout_ms) {
+	if (answered || lost || clock_age_ms(now, t) > c->link->params.setup_timeout_ms) {
 		atomic_store(&c->commit_ms, 0);
 		return;
 	}
 	uint64_t rep = atomic_load(&c->commit_rep_ms);
 
 	/* (every TP_COMMIT_REPEAT_MS at most; one thread wins each) */
-	if (now - rep >= TP_COMMIT_REPEAT_MS &&
+	if (clock_age_ms(now, rep) >= TP_COMMIT_REPEAT_MS &&
 	    atomic_compare_exchange_strong(&c->commit_rep_ms, &rep, now))
 		tp_ent_st_add(c->link, c->ent, 0);
 }
@@ -760,6 +766,7 @@ void tp_close(struct tp_conn *c)
 	}
 	if (!tp_fo_get(c) && tp_rx_unread(c, false)) {
 		/* as the kernel's close() with bytes in its receive queue: a reset (tp_abort()) */
+		LOG(LL_DEBUG, "transport: slot %u closed with bytes unread: reset", c->slot);
 		atomic_store(&c->error, -ECONNRESET);
 		tp_conn_release(c, TP_ST_RST);
 		return;
@@ -965,7 +972,7 @@ static void witness_look(struct tp_conn *c, uint64_t now)
 	 * peer said it closed (TP_ST_CLOSING): then its TCP socket's end is that close, and its
 	 * connection still lingers on the NTB side (data, FIN), to be waited for. */
 	if (!fd1 || !atomic_load(&c->link->down_since_ms) || (tp_st_flags(c) & TP_ST_CLOSING) ||
-	    now - last < 100u || atomic_load(&c->peer_gone) ||
+	    clock_age_ms(now, last) < 100u || atomic_load(&c->peer_gone) ||
 	    !atomic_compare_exchange_strong(&c->witness_ms, &last, now))
 		return;
 	/* a busy lock: the witness is being changed (the descriptor may be closing) */

@@ -93,7 +93,8 @@ uint32_t tp_random32(void)
 /* Does a live process own entry E? (forked children join the owner list) */
 bool tp_entry_owned(struct tp_host_entry *e)
 {
-	bool any = tp_now_ms() - __atomic_load_n(&e->fork_ms, __ATOMIC_ACQUIRE) < 2000u;
+	bool any = clock_age_ms(tp_now_ms(), __atomic_load_n(&e->fork_ms, __ATOMIC_ACQUIRE)) <
+		   2000u;
 
 	for (int i = 0; i < TP_OWNERS; i++) {
 		if (e->owners[i] && !tp_pid_alive(e->owners[i]))
@@ -103,9 +104,29 @@ bool tp_entry_owned(struct tp_host_entry *e)
 	return any;
 }
 
+/* proc_alive() reads /proc/PID/stat (a zombie or a reused pid is not the owner): a reclaim pass
+ * asks for every owner of every entry, a few processes owning hundreds of entries, so each
+ * thread keeps its last few answers for 100 ms (a dead owner is reclaimed that much later). */
 bool tp_pid_alive(int pid)
 {
-	return proc_alive(pid, 0);
+	static __thread struct {
+		int pid;
+		bool alive;
+		uint64_t ms;
+	} memo[8];
+	static __thread unsigned next;
+	uint64_t now = tp_now_ms();
+
+	for (unsigned i = 0; i < 8u; i++)
+		if (memo[i].pid == pid && clock_age_ms(now, memo[i].ms) < 100u)
+			return memo[i].alive;
+	bool alive = proc_alive(pid, 0);
+	unsigned i = next++ % 8u;
+
+	memo[i].pid = pid;
+	memo[i].alive = alive;
+	memo[i].ms = now;
+	return alive;
 }
 
 int tp_host_path(const struct ntb_link_params *lp, int side, char *buf, size_t len)
@@ -487,7 +508,7 @@ void tp_host_reclaim(struct tp_link *l)
 		case TP_ES_FREE:
 			continue;
 		case TP_ES_PENDING:
-			gone = now - e->created_ms > pend_ms ||
+			gone = clock_age_ms(now, e->created_ms) > pend_ms ||
 			       (peer_epoch && peer_epoch != e->peer_epoch) ||
 			       (tp_slot_st_flags(l, i, e->nonce) & (TP_ST_RST | TP_ST_GONE));
 			break;

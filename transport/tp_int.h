@@ -107,6 +107,7 @@
 
 #include "transport/tp_mutex.h"
 #include "transport/transport.h"
+#include "util/clock.h"
 #include "util/compiler.h"
 #include "util/crc32c.h"
 
@@ -953,6 +954,10 @@ void tp_conn_unregister(struct tp_conn *c);
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
 /* Finish this process's closed connections of L that are done (a set-up short of contexts). */
 void tp_link_reap(struct tp_link *l);
+/* One pass over L's connections at time NOW (tp_now_ms(), maybe read a while before): their
+ * timers (only the closed ones' when CLOSED_ONLY) and the release of closed ones that are
+ * finished (with FORCE, of every closed one). False when another thread's pass runs. */
+bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force);
 
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */

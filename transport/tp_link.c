@@ -185,6 +185,14 @@ static void keep_release_if_acked(struct tp_conn *c)
 	tp_mutex_unlock(&c->witness_lock);
 }
 
+/* Milliseconds since C was closed. NOW was read before the pass, and tp_close() may have
+ * stamped closed_ms since (an age of 2^64 - 1 ms released a connection closed a moment ago
+ * as gone, before its last bytes were delivered). */
+static uint64_t closed_age(const struct tp_conn *c, uint64_t now)
+{
+	return clock_age_ms(now, c->closed_ms);
+}
+
 /* Is a closed connection finished: FIN acknowledged and the peer's FIN seen (or gone)? */
 static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 {
@@ -198,13 +206,15 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	if (fo == TP_FO_DONE || fo == TP_FO_FAILED)
 		return true; /* the kernel socket carries (or ended) the rest */
 	if (fo == TP_FO_RUN)
-		return now - c->closed_ms > 5000u + c->link->params.setup_timeout_ms;
+		return closed_age(c, now) > 5000u + c->link->params.setup_timeout_ms;
 	/* (a silent peer, maybe stopped, is waited for as long as its open connections are) */
 	uint64_t bound = 5000u + c->link->params.setup_timeout_ms;
 
 	if (ntb_link_peer_silent(c->link->ntb) && bound < c->link->params.peer_timeout_ms)
 		bound = c->link->params.peer_timeout_ms;
-	if (now - c->closed_ms > bound) {
+	if (closed_age(c, now) > bound) {
+		LOG(LL_DEBUG, "transport: slot %u: unfinished %llu ms after close: gone", c->slot,
+		    (unsigned long long)closed_age(c, now));
 		*ret_flags = TP_ST_GONE;
 		return true;
 	}
@@ -215,12 +225,15 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	/* (data for closed C, which had none unread when it closed: tp_close(); a busy receive
 	 * lock is looked at again on the next pass) */
 	if (tp_rx_unread(c, true)) {
+		LOG(LL_DEBUG, "transport: slot %u: data arrived after close: reset", c->slot);
 		*ret_flags = TP_ST_RST; /* as the kernel answers data for a closed socket */
 		return true;
 	}
 	if (acked && peer_done)
 		return true;
-	if (acked && now - c->closed_ms > 1000u) {
+	if (acked && closed_age(c, now) > 1000u) {
+		LOG(LL_DEBUG, "transport: slot %u: no FIN from the peer %llu ms after close: gone",
+		    c->slot, (unsigned long long)closed_age(c, now));
 		*ret_flags = TP_ST_GONE; /* we stopped reading: the peer's later sends fail */
 		return true;
 	}
@@ -253,12 +266,12 @@ bool tp_link_refresh(struct tp_link *l)
 	 * looks the same as a dead host, and a kernel TCP connection would wait for it. Those
 	 * wait up to peer_timeout_ms; a peer process that died is seen sooner, through the TCP
 	 * socket (witness_look()) or its host's reclaim (GONE). */
-	bool grace_up = up || now - since < l->down_grace_ms;
+	bool grace_up = up || clock_age_ms(now, since) < l->down_grace_ms;
 	bool silent = !up && ntb_link_peer_silent(l->ntb);
 
 	atomic_store(&l->up, grace_up);
 	bool lost = atomic_load(&l->region_bad) ||
-		    (!grace_up && (!silent || now - since >= l->params.peer_timeout_ms));
+		    (!grace_up && (!silent || clock_age_ms(now, since) >= l->params.peer_timeout_ms));
 
 	if (lost && !atomic_exchange(&l->lost, true))
 		tp_event_signal(); /* sleeping waiters look again and see the loss */
@@ -284,7 +297,6 @@ static bool mbox_lock(struct tp_link *l)
 
 /* Returns true when it answered an Apply (a server host taking connections). QUICK: the helper
  * stood by and saw this doorbell at once (helper_spin()). */
-static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force);
 
 static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 {
@@ -334,7 +346,7 @@ timers:
 	if (!timers)
 		return applied;
 	l->last_timers_ms = now;
-	if (!conns_pass(l, now, false, false))
+	if (!tp_link_conns_pass(l, now, false, false))
 		atomic_store(&l->lingering, true); /* another thread's pass: come again soon */
 	return applied;
 }
@@ -343,7 +355,7 @@ timers:
  * release of closed ones that are finished (with FORCE, of every closed one: an unfinished one
  * with TP_ST_GONE). One pass at a time (the released ones leave the list for a moment): false
  * when another thread's pass runs. */
-static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
+bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
 {
 	struct tp_conn *done = NULL, *c, *next;
 	bool lingering = false, busy = false, quick = false, nudge = false;
@@ -377,13 +389,17 @@ static bool conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool f
 		bool finished = closed && owned && linger_done(c, now, &fl);
 
 		if (closed && owned && !finished && !c->fin_nudged &&
-		    now - c->closed_ms >= TP_FIN_NUDGE_MS) {
+		    closed_age(c, now) >= TP_FIN_NUDGE_MS) {
 			c->fin_nudged = true; /* (our closing rang nothing: tp_write_st()) */
 			nudge = true;
 		}
 
-		if (closed && owned && !finished && force)
+		if (closed && owned && !finished && force) {
+			LOG(LL_DEBUG, "transport: slot %u: release forced before its end", c->slot);
 			fl = TP_ST_GONE; /* forced before the end: the peer learns it is gone */
+		}
+		if (closed && !owned)
+			LOG(LL_DEBUG, "transport: slot %u: closed here, driven elsewhere", c->slot);
 		if (closed && (!owned || finished || force)) {
 			*pp = c->next;
 			c->next = done;
@@ -426,7 +442,7 @@ static void helper_kick(void)
 
 void tp_link_reap(struct tp_link *l)
 {
-	conns_pass(l, tp_now_ms(), true, false);
+	tp_link_conns_pass(l, tp_now_ms(), true, false);
 }
 
 void tp_exec_release_closed(void)
@@ -443,7 +459,7 @@ void tp_exec_release_closed(void)
 		if (pthread_mutex_timedlock(&g_lock, &abs))
 			return;
 		for (struct tp_link *l = g_links; l; l = l->next_link)
-			all &= conns_pass(l, tp_now_ms(), true, true);
+			all &= tp_link_conns_pass(l, tp_now_ms(), true, true);
 		pthread_mutex_unlock(&g_lock);
 		if (all)
 			return;
@@ -709,8 +725,9 @@ static int handoff_needed(struct tp_conn *c, uint64_t now, uint64_t t0)
 		return 0;
 	/* (stalled: no progress for TP_EXIT_STALL_MS, and none since the nudge at T0 either) */
 	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent))
-		need = now - (c->progress_ms ? c->progress_ms : c->last_ack_ms) > TP_EXIT_STALL_MS &&
-		       now - t0 > TP_EXIT_NUDGE_MS ? 2 : 1;
+		need = clock_age_ms(now, c->progress_ms ? c->progress_ms : c->last_ack_ms) >
+			       TP_EXIT_STALL_MS &&
+		       clock_age_ms(now, t0) > TP_EXIT_NUDGE_MS ? 2 : 1;
 	tp_mutex_unlock(&c->tx_lock);
 	return need;
 }
@@ -932,26 +949,25 @@ void tp_atfork_child(void)
 
 /* --- links ----------------------------------------------------------------------------------- */
 
-static int link_geometry(struct tp_link *l)
+int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *g)
 {
-	const struct tp_params *p = &l->params;
 	uint32_t n = p->inline_slots, base, q;
 	uint64_t avail;
 
 	if (p->contexts == 0 || p->contexts > TP_MAX_CONTEXTS || n < 2 || (n & (n - 1)) ||
 	    n > 65536 || p->inline_max > TP_INLINE_MAX)
 		return -EINVAL;
-	if (l->in_size <= TP_OFF_SLOTS || l->out_size != l->in_size)
+	if (window <= TP_OFF_SLOTS)
 		return -ENOSPC;
-	if (l->in_size > TP_WINDOW_MAX) {
+	if (window > TP_WINDOW_MAX) {
 		/* (ntb/ refuses these already; offsets here are sized for this bound) */
-		LOG(LL_DEBUG, "transport: window of %zu bytes: more than the %llu the transport "
-		    "drives", l->in_size, (unsigned long long)TP_WINDOW_MAX);
+		LOG(LL_DEBUG, "transport: window of %llu bytes: more than the %llu the transport "
+		    "drives", (unsigned long long)window, (unsigned long long)TP_WINDOW_MAX);
 		return -EFBIG;
 	}
 	base = TP_SLOT_RINGS + n * 128u;
 	/* 64 bits: a window above 4 GiB leaves a slot more than 4 GiB (the ring is capped below) */
-	avail = (uint64_t)(l->in_size - TP_OFF_SLOTS) / p->contexts;
+	avail = (window - TP_OFF_SLOTS) / p->contexts;
 	if (avail < base + 4096u)
 		return -ENOSPC;
 	for (q = 4096; (uint64_t)q * 2 <= avail - base && q < (1u << 30); q *= 2)
@@ -960,19 +976,36 @@ static int link_geometry(struct tp_link *l)
 		if ((p->queue_size & (p->queue_size - 1)) || p->queue_size < 4096)
 			return -EINVAL;
 		if (p->queue_size > q) {
-			LOG(LL_DEBUG, "transport: queue_size %u does not fit: window %zu / %u contexts "
-			    "leaves %u", p->queue_size, l->in_size, p->contexts, q);
+			LOG(LL_DEBUG, "transport: queue_size %u does not fit: window %llu / %u "
+			    "contexts leaves %u", p->queue_size, (unsigned long long)window,
+			    p->contexts, q);
 			return -ENOSPC;
 		}
 		q = p->queue_size;
 	} else if (q > (1u << 20)) {
 		q = 1u << 20;
 	}
-	l->contexts = p->contexts;
-	l->geom.inline_n = n;
-	l->geom.log2n = (uint32_t)__builtin_ctz(n);
-	l->geom.qsize = q;
-	l->slot_size = base + q;
+	g->contexts = p->contexts;
+	g->inline_slots = n;
+	g->queue_size = q;
+	g->slot_size = base + q;
+	return 0;
+}
+
+static int link_geometry(struct tp_link *l)
+{
+	struct tp_geometry g;
+	int rc;
+
+	if (l->out_size != l->in_size)
+		return -ENOSPC;
+	if ((rc = tp_geometry(&l->params, l->in_size, &g)))
+		return rc;
+	l->contexts = g.contexts;
+	l->geom.inline_n = g.inline_slots;
+	l->geom.log2n = (uint32_t)__builtin_ctz(g.inline_slots);
+	l->geom.qsize = g.queue_size;
+	l->slot_size = g.slot_size;
 	return 0;
 }
 

@@ -941,8 +941,11 @@ out:
 		rc = c->rec_head == c->rec_tail ? -ECONNRESET : -EAGAIN;
 		if (rc == -ECONNRESET && tp_rx_death_end(c))
 			rc = 0;
-		else if (rc == -ECONNRESET)
+		else if (rc == -ECONNRESET) {
+			LOG(LL_DEBUG, "transport: slot %u: peer lost (flags %#x, died %d)", c->slot,
+			    tp_st_flags(c), (int)atomic_load(&c->peer_died));
 			tp_set_error(c, -ECONNRESET);
+		}
 	} else {
 		rc = -EAGAIN;
 	}

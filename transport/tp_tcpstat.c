@@ -185,21 +185,36 @@ static uint32_t used_of(struct tcpstat_file *f)
 	return u < TCPSTAT_SLOTS ? u : TCPSTAT_SLOTS;
 }
 
-/* Take slot I for PID if it is free (or, with REAP, held by a dead process); true when taken.
- * LAST_PID / LAST_DEAD cache the last liveness check: neighbouring slots mostly share an owner. */
-static bool claim(struct tcpstat_slot *s, int pid, bool reap, int32_t *last_pid, bool *last_dead)
+/* Liveness of the owners a search met: a table of a few thousand rows has a few owners, and
+ * each look is a read of /proc (proc_alive()), so one look per owner and search. */
+struct owner_cache {
+	int32_t pid[8];
+	bool dead[8];
+	unsigned n, next;
+};
+
+static bool owner_dead(struct owner_cache *oc, int32_t o, int self)
+{
+	if (o == self)
+		return false;
+	for (unsigned i = 0; i < oc->n; i++)
+		if (oc->pid[i] == o)
+			return oc->dead[i];
+	unsigned i = oc->n < 8u ? oc->n++ : oc->next++ % 8u;
+
+	oc->pid[i] = o;
+	oc->dead[i] = pid_dead(o);
+	return oc->dead[i];
+}
+
+/* Take slot I for PID if it is free (or, with REAP, held by a dead process); true when taken. */
+static bool claim(struct tcpstat_slot *s, int pid, bool reap, struct owner_cache *oc)
 {
 	int32_t free_ = 0;
 	int32_t o = atomic_load_explicit(&s->owner, memory_order_relaxed);
 
 	if (o != 0) {
-		if (!reap)
-			return false;
-		if (o != *last_pid) {
-			*last_pid = o;
-			*last_dead = pid_dead(o);
-		}
-		if (!*last_dead)
+		if (!reap || !owner_dead(oc, o, pid))
 			return false;
 		atomic_store_explicit(&s->valid, 0, memory_order_relaxed);
 		/* Release pairs with the CAS acquire of the next claimer. */
@@ -218,14 +233,13 @@ static int find_slot(struct tcpstat_file *f, int pid)
 	for (;;) {
 		uint32_t u = used_of(f);
 		uint32_t h = u ? atomic_load_explicit(&claim_hint, memory_order_relaxed) % u : 0;
-		int32_t last_pid = 0;
-		bool last_dead = false;
+		struct owner_cache oc = { .n = 0 };
 
 		for (int pass = 0; pass < 2; pass++) {
 			for (uint32_t k = 0; k < u; k++) {
 				uint32_t i = (h + k) % u;
 
-				if (claim(&f->slot[i], pid, pass == 1, &last_pid, &last_dead)) {
+				if (claim(&f->slot[i], pid, pass == 1, &oc)) {
 					atomic_store_explicit(&claim_hint, i + 1, memory_order_relaxed);
 					return (int)i;
 				}
@@ -240,7 +254,7 @@ static int find_slot(struct tcpstat_file *f, int pid)
 
 		atomic_compare_exchange_strong_explicit(&f->used, &expect, u + 1,
 							memory_order_release, memory_order_relaxed);
-		if (claim(&f->slot[u], pid, false, &last_pid, &last_dead)) {
+		if (claim(&f->slot[u], pid, false, &oc)) {
 			atomic_store_explicit(&claim_hint, u + 1, memory_order_relaxed);
 			return (int)u;
 		}

@@ -47,12 +47,6 @@ static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
 			       tp_slot_off(c->link, c->slot) + w), __ATOMIC_RELAXED);
 }
 
-/* NOW - THEN for stamps that may have been taken after NOW (no wrap to a huge age). */
-static uint64_t age_ms(uint64_t now, uint64_t then)
-{
-	return now > then ? now - then : 0;
-}
-
 /* Window offsets in the peer's slot (64 bits: the slot may lie above 4 GiB). */
 static uint64_t out_inline_off(const struct tp_conn *c, uint32_t pos)
 {
@@ -878,7 +872,7 @@ static int64_t quick_wait(const struct tp_conn *c, uint64_t now)
 	 * the same way) */
 	if (!tx_pending(c) || atomic_load(&c->error) || at >= c->link->params.send_timeout_ms)
 		return -1;
-	age = age_ms(now, c->last_ack_ms);
+	age = clock_age_ms(now, c->last_ack_ms);
 	return age >= at ? 0 : (int64_t)(at - age);
 }
 
@@ -922,7 +916,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			/* an alive receiver that does not read: up to ~2 s between probes */
 			to += (c->det_backoff < 16 ? c->det_backoff : 16) * 120u;
 
-			if (age_ms(now, c->last_ack_ms) > to) {
+			if (clock_age_ms(now, c->last_ack_ms) > to) {
 				/* TimerSendData / TimerDetect: PROBING, send Detect */
 				if (++c->terr > pp->max_err) {
 					tp_conn_maxerr(c, -ECONNRESET);
@@ -938,7 +932,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			next = quick_next(c, now);
 		} else if (c->tx_dirty && !c->last_tx_pub_ms) {
 			c->last_tx_pub_ms = now; /* published since the last run: stamp it now */
-		} else if (c->tx_dirty && age_ms(now, c->last_tx_pub_ms) > 50) {
+		} else if (c->tx_dirty && clock_age_ms(now, c->last_tx_pub_ms) > 50) {
 			/* republish: a dropped index write must not stall the peer. After a barrier
 			 * of our own: the data was written by the thread that published it first
 			 * (pairs with the acquire load of TX_D in rx_data()) */

@@ -52,6 +52,16 @@ struct tp_params {
 };
 void tp_params_init(struct tp_params *p);
 
+/* What a window of WINDOW bytes holds with P: CONTEXTS receive contexts, one per connection
+ * (a link carries at most that many connections at once), each a slot of SLOT_SIZE bytes of
+ * window in each direction: INLINE_SLOTS inline slots of 128 bytes and a QUEUE_SIZE-byte data
+ * ring (queue_size 0 = the largest power of two that fits, at most 1 MiB). 0, or -EINVAL (bad
+ * tunables), -ENOSPC (the window is too small for CONTEXTS slots), -EFBIG. */
+struct tp_geometry {
+	uint32_t contexts, inline_slots, queue_size, slot_size;
+};
+int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *g);
+
 /* --- links ------------------------------------------------------------------------------- */
 
 struct tp_link;

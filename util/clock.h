@@ -32,4 +32,11 @@ static inline uint64_t clock_coarse_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* NOW - THEN for a stamp THEN that another thread or process may have taken after NOW was
+ * read: such a stamp is age 0, never a wrap to an age of 2^64 - 1 ms. */
+static inline uint64_t clock_age_ms(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
 #endif

@@ -102,10 +102,13 @@ env $(pl_env b) socat TCP-LISTEN:$p5,bind=127.0.0.2,reuseaddr EXEC:cat >"$PL_TMP
 SS=$!; PL_PIDS="$PL_PIDS $SS"
 pl_wait_port 127.0.0.2 $p5
 before=$(pl_count_log a 'tcp (failed over: ')
-env $(pl_env a) timeout 60 socat -t 30 -b 65536 OPEN:"$PL_TMP/in.bin"!!CREATE:"$PL_TMP/out.bin" \
+nb=$(pl_count_log a ': ntb (link')
+env $(pl_env a) timeout $((60 * PL_SLOW)) socat -t 30 -b 65536 OPEN:"$PL_TMP/in.bin"!!CREATE:"$PL_TMP/out.bin" \
 	TCP:127.0.0.2:$p5,bind=127.0.0.1 &
 SC=$!; PL_PIDS="$PL_PIDS $SC"
-sleep 0.3
+# down as soon as socat's connection is up over the link (a fixed sleep was too long for the
+# plain build, which can echo the 128 MiB in it, and too short under a sanitizer)
+pl_wait_count a ': ntb (link' $((nb + 1)) 20 || pl_fail "socat's connection is not ntb"
 "$N" link down ab -c "$PL_TMP/a.conf" >/dev/null || pl_fail "ntbsock link down failed"
 wait $SC || pl_fail "socat client failed across link down"
 cmp "$PL_TMP/in.bin" "$PL_TMP/out.bin" || pl_fail "socat: the echoed bytes differ from those sent"

@@ -70,12 +70,13 @@ echo "3 cut runs exact; $((handed - h0)) writer(s) handed their tail to the kern
 # A reader that stopped reading: the writer's send()s that returned are kept, the writer exits
 # within a bound, the reader later gets a prefix, exact, then all and EOF or ECONNRESET.
 p=$((port + RUNS + 1))
-env $(pl_env b) python3 - 127.0.0.2 $p "$PL_TMP/slow.out" >"$PL_TMP/slow.log" 2>&1 <<'PY' &
+# (times scaled by PL_SLOW: under a sanitizer and load a python writer needs seconds to start)
+env $(pl_env b) python3 - 127.0.0.2 $p "$PL_TMP/slow.out" $((4 * PL_SLOW)) >"$PL_TMP/slow.log" 2>&1 <<'PY' &
 import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
 c, _ = s.accept()
-time.sleep(4)                  # not reading while the writer fills the queues and exits
+time.sleep(int(sys.argv[4]))   # not reading while the writer fills the queues and exits
 got = 0; end = "eof"
 with open(sys.argv[3], "wb") as f:
     while True:
@@ -91,7 +92,7 @@ PY
 S=$!; PL_PIDS="$PL_PIDS $S"
 pl_wait_port 127.0.0.2 $p
 t0=$(date +%s%N)
-env $(pl_env a) timeout 30 python3 - 127.0.0.2 $p "$PL_TMP/in.bin" >"$PL_TMP/w.log" 2>&1 <<'PY'
+env $(pl_env a) timeout $((30 * PL_SLOW)) python3 - 127.0.0.2 $p "$PL_TMP/in.bin" >"$PL_TMP/w.log" 2>&1 <<'PY'
 import socket, sys
 data = open(sys.argv[3], "rb").read()
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=("127.0.0.1", 0))
@@ -111,7 +112,7 @@ t1=$(date +%s%N)
 ms=$(( (t1 - t0) / 1000000 ))
 sent=$(awk '/^SENT/ {print $2}' "$PL_TMP/w.log")
 echo "writer: $sent bytes accepted, exited after $ms ms"
-[ $ms -lt 6000 ] || pl_fail "writer took $ms ms to exit (not bounded)"
+[ $ms -lt $((6000 * PL_SLOW)) ] || pl_fail "writer took $ms ms to exit (not bounded)"
 wait $S
 line=$(grep '^END' "$PL_TMP/slow.log")
 echo "reader: $line"

@@ -515,6 +515,38 @@ static void test_exec_release_closed(void **state)
 	tl_pair_close(&p);
 }
 
+/* A connection closed after a pass read its clock (the pass's NOW older than the close) has
+ * not lingered for 2^64 - 1 ms: it stays, its peer not told it is gone, and the byte it sent
+ * and its FIN are delivered. (The stale NOW wrapped the age once: connrate under faults got
+ * a reset for a server's last byte.) */
+static void test_close_after_pass_clock(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	struct tp_stat_entry e[8];
+	char buf[16];
+	struct iovec v = { (void *)"y", 1 };
+
+	(void)state;
+	pair_open(&p, "closeage");
+	connect_pair(&p, 21, &ca, &cb);
+	uint64_t before = tp_now_ms();
+
+	assert_int_equal(tp_send(cb, &v, 1), 1);
+	while (tp_now_ms() <= before)
+		usleep(200);
+	tp_close(cb); /* closed_ms > BEFORE */
+	while (!tp_link_conns_pass(p.b, before, true, false))
+		usleep(100); /* (the helper's own pass was running) */
+	assert_int_equal(stat_count(p.path, 1, e, 8), 1); /* cb lingers */
+	assert_false(tp_conn_peer_lost(ca));
+	assert_int_equal(tl_recv_some(ca, buf, sizeof(buf), 2000), 1);
+	assert_int_equal(buf[0], 'y');
+	assert_int_equal(tl_recv_some(ca, buf, sizeof(buf), 2000), 0); /* the FIN */
+	tp_close(ca);
+	tl_pair_close(&p);
+}
+
 static void test_peek_counts_stats(void **state)
 {
 	struct tl_pair p;
@@ -956,6 +988,7 @@ int main(void)
 		cmocka_unit_test(test_reused_conn_is_new),
 		cmocka_unit_test(test_retransmit_sends_no_stale_bytes),
 		cmocka_unit_test(test_conn_cache_trim),
+		cmocka_unit_test(test_close_after_pass_clock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
