@@ -158,10 +158,10 @@ int pl_epoll_size(struct pl_epoll *ep)
 static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, int max,
 		      bool *ret_pending, bool arm, bool quick)
 {
-	int n = 0;
+	int n = 0, k;
 	int cnt = ep->n;
 
-	for (int k = 0; k < cnt && n < max && ep->n > 0; k++) {
+	for (k = 0; k < cnt && n < max && ep->n > 0; k++) {
 		int i = (int)((ep->rr + (unsigned)k) % (unsigned)ep->n);
 		struct pl_ep_entry *e = &ep->v[i];
 		struct pl_sock *cur;
@@ -199,7 +199,14 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 		if (e->events & EPOLLONESHOT)
 			e->disabled = true;
 	}
-	ep->rr++;
+	/* The next collection starts after the last entry this one looked at, as the kernel's
+	 * ready list sends a reported entry to its back: with more entries ready than MAX, each is
+	 * looked at (a pending connect decided, an event reported) within ceil(n / MAX) calls.
+	 * (Starting one further each call instead left the entries beyond the first MAX ready
+	 * ones unseen for up to n - MAX calls.) A collection that looked at every entry moves the
+	 * start by one. */
+	if (ep->n > 0)
+		ep->rr = (ep->rr + (unsigned)(k < cnt ? k : 1)) % (unsigned)ep->n;
 	return n;
 }
 

@@ -9,7 +9,10 @@
  *   pl_sem edgeserver ADDR PORT    pl_sem edgeclient ADDR PORT
  *       (readiness transcript: epoll edges, one-shot, nesting, threads; select, poll, MSG_PEEK
  *       and SIOCINQ after partial reads; the client prints it, the test compares it with the
- *       kernel's) */
+ *       kernel's)
+ *   pl_sem fairserver ADDR PORT    pl_sem fairclient ADDR PORT
+ *       (which of more ready fds than maxevents each epoll_wait reports, a non-blocking
+ *       connect's completion among them: a transcript, as above) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1155,6 +1158,80 @@ static void edge_client(int fd)
 	close(fd);
 }
 
+/* --- epoll_wait with more fds ready than maxevents (fairserver / fairclient) --------------------
+ * FAIR_N connections with a byte unread (level-triggered EPOLLIN) and one non-blocking connect
+ * that completed (edge-triggered EPOLLOUT, joined before the connect, as nginx and Go do) in one
+ * set; epoll_wait with maxevents FAIR_MAX, FAIR_CALLS times. The kernel keeps ready fds in a
+ * list and sends a reported one to its back: each is reported within ceil(ready / FAIR_MAX)
+ * calls, in the order they became ready. The client prints which fds each call reports. */
+#define FAIR_N 6
+#define FAIR_MAX 2
+#define FAIR_CALLS 6
+
+static void fair_server(int ls, int ctl)
+{
+	int c[FAIR_N + 1];
+
+	for (int i = 0; i < FAIR_N; i++) {
+		c[i] = accept(ls, NULL, NULL);
+		CHECK(c[i] >= 0, "accept %d", i);
+		write_all(c[i], "x", 1);
+	}
+	c[FAIR_N] = accept(ls, NULL, NULL); /* the non-blocking connect: complete on both ends */
+	CHECK(c[FAIR_N] >= 0, "accept of the non-blocking connect");
+	write_all(ctl, "A", 1);
+	sync_byte_recv(ctl, 'E');
+	for (int i = 0; i <= FAIR_N; i++)
+		close(c[i]);
+	close(ctl);
+}
+
+static void fair_client(int ctl, const struct sockaddr_in *sa)
+{
+	struct epoll_event ev, evs[FAIR_MAX];
+	int c[FAIR_N + 1];
+	int ep = epoll_create1(0);
+
+	CHECK(ep >= 0, "epoll_create1");
+	for (int i = 0; i < FAIR_N; i++) {
+		c[i] = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(c[i] >= 0 && connect(c[i], (const struct sockaddr *)sa, sizeof(*sa)) == 0,
+		      "connect %d", i);
+		/* its byte is there before it joins the set: the set's ready list is in join order */
+		struct pollfd p = { .fd = c[i], .events = POLLIN };
+		CHECK(poll(&p, 1, 10000) == 1 && (p.revents & POLLIN), "byte on %d", i);
+		ev.events = EPOLLIN;
+		ev.data.u64 = (uint64_t)i;
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c[i], &ev) == 0, "epoll add %d", i);
+	}
+	c[FAIR_N] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(c[FAIR_N] >= 0, "socket");
+	ev.events = EPOLLOUT | EPOLLET;
+	ev.data.u64 = FAIR_N;
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c[FAIR_N], &ev) == 0, "epoll add before connect");
+	int r = connect(c[FAIR_N], (const struct sockaddr *)sa, sizeof(*sa));
+	CHECK(r == 0 || errno == EINPROGRESS, "non-blocking connect");
+	sync_byte_recv(ctl, 'A'); /* the server accepted it: the handshake is complete */
+	for (int k = 1; k <= FAIR_CALLS; k++) {
+		int n = epoll_wait(ep, evs, FAIR_MAX, 5000);
+		CHECK(n > 0, "epoll_wait %d: %d", k, n);
+		printf("fair: call %d:", k);
+		for (int j = 0; j < n; j++)
+			printf(" %llu%s", (unsigned long long)evs[j].data.u64,
+			       evs[j].events == EPOLLIN ? "in" : evs[j].events == EPOLLOUT ? "out" : "?");
+		printf("\n");
+	}
+	fflush(stdout);
+	int err = -1;
+	socklen_t el = sizeof(err);
+	CHECK(getsockopt(c[FAIR_N], SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0,
+	      "the non-blocking connect's SO_ERROR %d", err);
+	write_all(ctl, "E", 1);
+	for (int i = 0; i <= FAIR_N; i++)
+		close(c[i]);
+	close(ep);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -1182,7 +1259,8 @@ int main(int argc, char **argv)
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(s >= 0, "socket");
 	bool edge = !strcmp(role, "edgeserver") || !strcmp(role, "edgeclient");
-	if (!strcmp(role, "server") || !strcmp(role, "edgeserver")) {
+	bool fair = !strcmp(role, "fairserver") || !strcmp(role, "fairclient");
+	if (!strcmp(role, "server") || !strcmp(role, "edgeserver") || !strcmp(role, "fairserver")) {
 		int one = 1;
 		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		CHECK(bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind");
@@ -1191,6 +1269,8 @@ int main(int argc, char **argv)
 		CHECK(c >= 0, "accept");
 		if (edge)
 			edge_server(c);
+		else if (fair)
+			fair_server(s, c);
 		else
 			server(c);
 		close(s);
@@ -1207,6 +1287,8 @@ int main(int argc, char **argv)
 		CHECK(r == 0, "connect");
 		if (edge)
 			edge_client(s);
+		else if (fair)
+			fair_client(s, &sa);
 		else
 			client(s);
 	}

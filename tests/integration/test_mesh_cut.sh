@@ -25,7 +25,11 @@ PY=/usr/bin/python3
 port=$(pl_port 13)
 MINSTREAMS=4
 MAXSTREAMS=8
-BYTES=$((768 * 1024 * 1024)) # (long enough to be under way at the cut)
+# Long enough to be under way at the cut. Under a sanitizer (PL_SLOW) every byte fail_peer makes
+# and checks is instrumented (TSan: about 3 MB/s per stream here, so that 768 MiB still ran
+# minutes after the cut): a quarter of the bytes, still under way at the cut, and the waits
+# scaled.
+BYTES=$((768 * 1024 * 1024 * 2 / PL_SLOW))
 
 cut_cleanup() {
 	rm -f "$PL_LINK"-h[1-4]h[1-4]* 2>/dev/null
@@ -46,7 +50,7 @@ done
 run_bg() {
 	_h=$1; _o=$2; shift 2
 	env NTBSOCK_CONF="$PL_TMP/host$_h.conf" NTBSOCK_LOG=info NTBSOCK_LOG_FILE="$PL_TMP/host$_h.log" \
-		LD_PRELOAD="$(pl_preload)" timeout "${PL_TIMEOUT:-240}" "$@" >"$_o" 2>&1 &
+		LD_PRELOAD="$(pl_preload)" timeout "${PL_TIMEOUT:-$((240 * PL_SLOW))}" "$@" >"$_o" 2>&1 &
 	PL_LAST=$!
 	PL_PIDS="$PL_PIDS $PL_LAST"
 }
@@ -129,13 +133,14 @@ round() {
 	done
 	for c in $clients; do
 		i=0
-		while kill -0 $c 2>/dev/null && [ $i -lt 1800 ]; do sleep 0.05; i=$((i + 1)); done
-		kill -0 $c 2>/dev/null && pl_fail "$name: a client still runs 90 s after the cut (hang?)"
+		while kill -0 $c 2>/dev/null && [ $i -lt $((1800 * PL_SLOW)) ]; do sleep 0.05; i=$((i + 1)); done
+		kill -0 $c 2>/dev/null &&
+			pl_fail "$name: a client still runs $((90 * PL_SLOW)) s after the cut (hang?)"
 		wait $c || pl_fail "$name: a client exited with status $? (2: corrupt bytes)"
 	done
 	for s in $servers; do
 		i=0
-		while kill -0 $s 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+		while kill -0 $s 2>/dev/null && [ $i -lt $((200 * PL_SLOW)) ]; do sleep 0.05; i=$((i + 1)); done
 		wait $s || pl_fail "$name: a server exited with status $? (2: corrupt bytes)"
 	done
 	for i in $(seq $n); do
