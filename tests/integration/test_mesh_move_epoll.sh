@@ -95,51 +95,11 @@ sleep 0.3
 
 # --- threads blocked in recv and in send while their connection moves ----------------------
 p2=$((port + 1))
-cat >"$PL_TMP/srv.py" <<'PY'
-import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.2", int(sys.argv[1]))); s.listen(2)
-a, _ = s.accept(); b, _ = s.accept()
-time.sleep(2)                       # both client threads are blocked now; the link goes down
-data = bytes(i * 31 % 251 for i in range(1 << 20))
-a.sendall(data); a.close()          # what the recv thread waits for
-got = bytearray()
-while True:
-    x = b.recv(1 << 16)
-    if not x:
-        break
-    got += x
-ok = len(got) == 8 << 20 and all(got[i] == (i * 17) % 253 for i in range(0, len(got), 4093))
-print("SERVER", len(got), "ok" if ok else "bad", flush=True)
-PY
-cat >"$PL_TMP/cli.py" <<'PY'
-import socket, sys, threading
-p = int(sys.argv[1])
-a = socket.create_connection(("127.0.0.2", p), source_address=("127.0.0.1", 0))
-b = socket.create_connection(("127.0.0.2", p), source_address=("127.0.0.1", 0))
-res = {}
-def reader():
-    got = bytearray()
-    while True:
-        x = a.recv(1 << 16)        # blocks: nothing comes for 2 s
-        if not x:
-            break
-        got += x
-    want = bytes(i * 31 % 251 for i in range(1 << 20))
-    res["recv"] = "ok" if got == want else "bad %d" % len(got)
-def writer():
-    data = bytes((i * 17) % 253 for i in range(8 << 20))
-    b.sendall(data)                 # blocks: the server does not read for 2 s
-    b.shutdown(socket.SHUT_WR)
-    res["send"] = "ok"
-t1 = threading.Thread(target=reader); t2 = threading.Thread(target=writer)
-t1.start(); t2.start(); t1.join(30); t2.join(30)
-print("CLIENT recv=%s send=%s" % (res.get("recv"), res.get("send")), flush=True)
-PY
-run_bg 2 "$PL_TMP/srv.out" python3 "$PL_TMP/srv.py" $p2
+BP="python3 $ROOT/tests/helpers/blocked_pair.py"
+run_bg 2 "$PL_TMP/srv.out" $BP server $p2 2
 S=$PL_LAST
 pl_wait_port 127.0.0.2 $p2
-run_bg 1 "$PL_TMP/cli.out" python3 "$PL_TMP/cli.py" $p2
+run_bg 1 "$PL_TMP/cli.out" $BP client $p2
 C=$PL_LAST
 i=0
 while :; do
