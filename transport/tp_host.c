@@ -381,8 +381,9 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	e->nonce = slot_nonce(l, (uint32_t)best);
 	e->created_ms = tp_now_ms();
 	e->fd = -1;
-	h->free_num--;
-	h->totals.setups++;
+	/* relaxed store: changed under the host lock, read without it by tp_link_load() */
+	__atomic_store_n(&h->free_num, h->free_num - 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&h->totals.setups, 1, __ATOMIC_RELAXED); /* read unlocked: stat */
 	return best;
 }
 
@@ -397,15 +398,18 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 
 	/* relaxed: the last writer is done with the slot (partner: TP_STAT_ADD) */
 	tp_stats_load(&st, &e->stats);
-	t->tx_bytes += st.tx_bytes;
-	t->rx_bytes += st.rx_bytes;
-	t->transfers += st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long;
-	t->congestion += st.tx_full;
+	/* relaxed: the totals are read unlocked for display (link_stat_table()) */
+	__atomic_fetch_add(&t->tx_bytes, st.tx_bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->rx_bytes, st.rx_bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->transfers, st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long,
+			   __ATOMIC_RELAXED);
+	__atomic_fetch_add(&t->congestion, st.tx_full, __ATOMIC_RELAXED);
 	e->state = TP_ES_FREE;
 	e->pid = 0;
 	memset(e->owners, 0, sizeof(e->owners));
 	e->released_ms = tp_now_ms();
-	l->host->free_num++;
+	/* relaxed store: changed under the host lock, read without it by tp_link_load() */
+	__atomic_store_n(&l->host->free_num, l->host->free_num + 1, __ATOMIC_RELAXED);
 }
 
 void tp_listen_publish(struct tp_link *l, bool force)

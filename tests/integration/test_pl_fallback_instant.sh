@@ -7,8 +7,10 @@
 #     exit);
 #  3. a stale link file whose peer side was killed (enabled, heartbeat stopped), seen by no
 #     process of host A before: the wall-clock stamp of B's last heartbeat decides;
-#  4. a peer whose heartbeat stopped (SIGSTOP) after a process of host A had seen it alive: the
-#     host's record of the heartbeat decides;
+#  4. a peer whose heartbeat stopped (SIGSTOP) while a process of host A watched it (an ntb
+#     connection held through the stop): the host's record of the heartbeat decides. (Had the
+#     last watcher left before the peer's last beats, the record would not hold the final value
+#     and the first connect would wait up to the dead limit, 1 s, to see it stand still.)
 #  5. a peer that is only slow (stopped for less than the dead limit, then resumed): the first
 #     connect waits for it and is an ntb one.
 # Host A's setup_timeout_ms is 600 s and every client runs under a 60 s timeout: a client that
@@ -84,13 +86,20 @@ pl_wait_port 127.0.0.2 $bport
 bsrv=$(pgrep -P $PL_LAST)
 [ -n "$bsrv" ] || pl_fail "no server process under $PL_LAST"
 : >"$PL_TMP/a.log"
-PL_TIMEOUT=60 pl_run a "$CONNRATE" first 127.0.0.2 $bport >/dev/null || pl_fail "ntb client failed"
+pl_bg a python3 -c '
+import socket, sys, time
+s = socket.create_connection(("127.0.0.2", int(sys.argv[1])))
+s.sendall(b"x"); assert s.recv(1) == b"x"
+print("held", flush=True); time.sleep(600)' $bport
+holder=$PL_LAST
+pl_wait_text "$PL_LAST_OUT" held 30
 pl_assert_log a ': ntb (link'
 kill -STOP $bsrv
 sleep 1.5
 first_tcp "peer stopped" "link down: peer heartbeat stopped"
 pl_assert_log a "link down: peer heartbeat stopped: not opened"
 kill -CONT $bsrv
+kill $holder
 
 # 5. A peer that is only slow: B stopped for less than the dead limit. This part uses
 # link_timeout_ms = 3000 on both hosts (dead after 6 s): B stops for 3.5 s (the link is down),
