@@ -821,7 +821,7 @@ void tp_fo_watch(struct tp_conn *c, int fd)
 	if (wep >= 0 && old >= 0)
 		syscall(SYS_epoll_ctl, wep, EPOLL_CTL_DEL, old, NULL);
 	if (wep >= 0 && fd >= 0) {
-		/* (fo_id: set by conn_new() before the connection was registered, constant) */
+		/* (fo_id: set by tp_conn_new() before the connection was registered, constant) */
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET,
 					  .data.u64 = c->fo_id };
 

@@ -152,7 +152,7 @@
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
 #define TP_ST_GONE        0x2u  /* peer process died / released without FIN exchange */
 #define TP_ST_CLOSING     0x4u  /* peer closed it (tp_close): its socket's close is deliberate,
-				 * the connection lingers there (witness_look() ignores the TCP EOF) */
+				 * the connection lingers there (tp_witness_look() ignores the TCP EOF) */
 #define TP_ST_FAILOVER    0x8u  /* peer moved the connection to its kernel TCP socket: its
 				 * failover header is (or will be) there (tp_failover.c) */
 #define TP_ST_COMMIT      0x10u /* client: it uses the reservation (tp_conn_commit()); until
@@ -567,7 +567,7 @@ struct tp_conn {
 	uint32_t peer_epoch;
 	atomic_int error;         /* 0 or -errno */
 	atomic_bool closed;       /* tp_close() called; helper finishes */
-	atomic_bool peer_died;    /* its process died: its TCP socket ended (witness_look()) */
+	atomic_bool peer_died;    /* its process died: its TCP socket ended (tp_witness_look()) */
 	atomic_bool silent_alive; /* a look found it alive while its host was silent: its writes
 				   * were not arriving, so a death that follows may have lost some */
 	atomic_bool peer_gone;    /* the peer is lost (tp_conn_peer_lost() once said yes, or a
@@ -578,7 +578,7 @@ struct tp_conn {
 	_Atomic int witness_fd1;
 	_Atomic uint64_t witness_ino;
 	_Atomic uint64_t witness_ms; /* last look (helper, wait loops: whoever runs the timers) */
-	/* held across a look (witness_look(): fstat, recvfrom, fstat) and by whoever changes the
+	/* held across a look (tp_witness_look(): fstat, recvfrom, fstat) and by whoever changes the
 	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
@@ -688,7 +688,7 @@ struct tp_conn {
 	int keep_fd;                 /* tp_close(): a private duplicate of the kernel socket kept
 				      * while the connection lingers (failover at exit), -1: none */
 	uint64_t fo_id;              /* key of the witness in the process's failover epoll set:
-				      * set by conn_new() before the connection is registered (the
+				      * set by tp_conn_new() before the connection is registered (the
 				      * helper reads it on the list), constant after */
 	/* Moved to another link (tp_failover.c): the connection that carries the stream now,
 	 * written once (release, under c->fo->lock) and read with acquire by tp_conn_cur(); this
@@ -767,7 +767,7 @@ void tp_conn_st_add(struct tp_conn *c, uint32_t flags);
 void tp_fo_watch(struct tp_conn *c, int fd);
 extern _Atomic int tp_fo_active;
 void tp_fo_atfork_child(void);
-/* A new key for a connection's witness (conn_new(): c->fo_id), never 0. */
+/* A new key for a connection's witness (tp_conn_new(): c->fo_id), never 0. */
 uint64_t tp_fo_new_id(void);
 /* Helper: ids (c->fo_id) of watched sockets that turned readable since the last call. */
 int tp_fo_watched_events(uint64_t *ids, int max);
@@ -1069,6 +1069,18 @@ void tp_prefix_drop(struct tp_conn *c);
 void tp_prefix_lock(struct tp_conn *c);
 void tp_prefix_unlock(struct tp_conn *c);
 
+/* tp_conn.c: a connection object for our context SLOT of L, from the cache or new, owned by this
+ * process; NULL when out of memory. tp_conn_new_first() also counts its first holder (set-up,
+ * attach); adopt keeps the count it had (fork). */
+struct tp_conn *tp_conn_new(struct tp_link *l, uint32_t slot);
+struct tp_conn *tp_conn_new_first(struct tp_link *l, uint32_t slot);
+/* tp_connect.c: a committed client connection's ST word written again until the server answered
+ * (the link may have lost the first write). */
+void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost);
+/* tp_witness.c: while the link is silent, look at C's witness socket (every 100 ms at most):
+ * sets peer_died / peer_gone when the peer process is gone, silent_alive when it lives. */
+void tp_witness_look(struct tp_conn *c, uint64_t now);
+
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */
 void tp_conn_recycle(struct tp_conn *c);
@@ -1080,7 +1092,7 @@ void tp_conn_cache_trim(struct tp_link *l);   /* every 500 ms: unused, half are 
 int tp_conn_own_slow(struct tp_conn *c);
 static inline int tp_conn_own(struct tp_conn *c)
 {
-	/* acquire: pairs with the release store in conn_new() / tp_conn_own_slow() (same
+	/* acquire: pairs with the release store in tp_conn_new() / tp_conn_own_slow() (same
 	 * process, other thread) */
 	if (likely(__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE)))
 		return 0;

@@ -144,7 +144,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	}
 	struct tp_host_entry *e = c->ent;
 	int me = tp_self_pid();
-	/* acquire: pairs with the release store in tp_conn_own() / conn_new() */
+	/* acquire: pairs with the release store in tp_conn_own() / tp_conn_new() */
 	bool owned = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
 	int32_t active;
 	bool last = true;
@@ -286,7 +286,7 @@ bool tp_link_refresh(struct tp_link *l)
 	 * heartbeat stale, nothing announced): a process stopped (SIGSTOP, a debugger) or starved
 	 * looks the same as a dead host, and a kernel TCP connection would wait for it. Those
 	 * wait up to peer_timeout_ms; a peer process that died is seen sooner, through the TCP
-	 * socket (witness_look()) or its host's reclaim (GONE). */
+	 * socket (tp_witness_look()) or its host's reclaim (GONE). */
 	bool grace_up = up || clock_age_ms(now, since) < l->down_grace_ms;
 	bool silent = !up && ntb_link_peer_silent(l->ntb);
 
@@ -531,7 +531,7 @@ static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
 }
 
 /* Under g_lock: a peer's failover header arrived on the kernel socket of some connection
- * (tp_failover.c): that connection moves too. An end of stream there is witness_look()'s. */
+ * (tp_failover.c): that connection moves too. An end of stream there is tp_witness_look()'s. */
 static void watched_events(void)
 {
 	uint64_t ids[64];

@@ -1,0 +1,303 @@
+/* SPDX-License-Identifier: MIT */
+/* Connection set-up, client side ([RT] Apply/Ack/Nack): reserve a context on the peer, commit
+ * or give it up (Cancel). The server side: tp_accept.c. */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t,
+			   uint8_t type, uint32_t apply_flags)
+{
+	struct tp_host_entry *e = &l->host->e[slot];
+	struct tp_pkt p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = type;
+	p.msgid = t->msgid;
+	p.pri = t->pri;
+	p.client_slot = slot;
+	p.client_nonce = e->nonce;
+	tp_pkt_set_slot_off(&p, tp_slot_off(l, slot));
+	p.inline_n = l->geom.inline_n;
+	p.qsize = l->geom.qsize;
+	p.key = e->key;
+	p.apply_flags = apply_flags;
+	e->result = 0;
+	return tp_mbox_send(l, &p);
+}
+
+/* The client watches for the answer for TP_ACK_SPIN_NS after each Apply (ack_spin()): a peer
+ * host that serves the link answers within microseconds, and a futex sleep and wake-up cost more
+ * than that. Meanwhile the answer comes without a doorbell (TP_APPLY_WATCH: it would only wake
+ * our helper thread); an answer later than that is found by the 1 ms sleeps that follow. */
+#define TP_ACK_SPIN_NS 150000u
+
+static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t, uint32_t flags)
+{
+	apply_send_type(l, slot, t, TP_PKT_APPLY, TP_APPLY_WATCH | flags);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Until END_NS, wait for the doorbell to move from SEEN_DB or the peer's mailbox index (raw
+ * word) from SEEN_MBOX; true when one did. Lock-free: both words are only read here; what they
+ * announce is read under the host lock by the caller. */
+static bool ack_spin(struct tp_link *l, uint32_t seen_db, uint64_t seen_mbox, uint64_t end_ns)
+{
+	for (unsigned i = 1;; i++) {
+		/* acquire (in both reads): pairs with the peer's release of the index / ring */
+		if (tp_in_word(l, TP_OFF_MBOX_TX) != seen_mbox || ntb_db_read(l->ntb) != seen_db)
+			return true;
+		cpu_relax();
+		if (i % 64u == 0 && mono_ns() >= end_ns)
+			return false;
+	}
+}
+
+/* The Cancel of a set-up given up, under the host lock. A server's accept() waits for an
+ * Apply it answered until the client decides (tp_attach()): a Cancel that cannot be sent now
+ * (the mailbox full, or the peer's heartbeat late on a starved host: the link looks down) is
+ * tried again for TP_CANCEL_RETRY_MS, so that the server is not kept waiting (it gives up after
+ * its setup_timeout_ms, staying tcp all the same). */
+#define TP_CANCEL_RETRY_MS 500u
+
+static void cancel_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t)
+{
+	uint64_t end = tp_now_ms() + TP_CANCEL_RETRY_MS;
+
+	while (apply_send_type(l, slot, t, TP_PKT_CANCEL, 0) < 0 && tp_now_ms() < end) {
+		tp_host_unlock(l);
+		usleep(1000);
+		tp_link_refresh(l);
+		tp_host_lock(l);
+		tp_mbox_process(l); /* (frees mailbox slots; a new peer session resets indices) */
+	}
+	apply_send_type(l, slot, t, TP_PKT_CANCEL, 0);
+}
+
+/* tp_connect_reserve(), or with APPLY_FLAGS TP_APPLY_REATTACH a live connection's re-attachment
+ * (tp_connect_reattach(): the server need not listen any more). */
+static int connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+			   uint32_t apply_flags, struct tp_conn **ret_conn,
+			   enum tp_reason *ret_reason)
+{
+	const struct tp_params *pp = &l->params;
+	struct tp_tcxt t = { .state = TP_TC_CONNECTING };
+	uint64_t start = tp_now_ms(), deadline, sent_ms, spin_end;
+	struct tp_host_entry *e;
+	struct tp_conn *c;
+	int slot;
+
+	if (timeout_ms < 0 || (uint32_t)timeout_ms > pp->setup_timeout_ms)
+		timeout_ms = (int)pp->setup_timeout_ms;
+	deadline = start + (uint64_t)timeout_ms;
+	if (!tp_link_refresh(l) || atomic_load(&l->region_bad)) {
+		*ret_reason = TP_REASON_LINK_DOWN;
+		return -ENOLINK;
+	}
+	if (tp_link_admin_down_recent(l)) {
+		*ret_reason = TP_REASON_ADMIN_DOWN;
+		return -ENOLINK;
+	}
+	if (!(apply_flags & TP_APPLY_REATTACH) && !tp_peer_listens(l, tp_key_server_port(key))) {
+		*ret_reason = TP_REASON_NO_LISTENER;
+		return -ECONNREFUSED;
+	}
+	tp_host_lock(l);
+	if (tp_host_lost(l)) { /* (checked under the lock: taking it may be what faults) */
+		tp_host_unlock(l);
+		*ret_reason = TP_REASON_LOCAL_ERROR;
+		return -EIO;
+	}
+	tp_mbox_process(l);
+	slot = tp_slot_alloc(l, TP_ES_CONNECTING, tp_self_pid());
+	if (slot < 0) {
+		/* our closed connections may hold the contexts until the helper's next pass:
+		 * finish those that are done, then look again */
+		tp_host_unlock(l);
+		tp_link_reap(l);
+		tp_host_lock(l);
+		if (!tp_host_lost(l)) {
+			tp_host_reclaim_if_short(l); /* and those of dead processes */
+			slot = tp_slot_alloc(l, TP_ES_CONNECTING, tp_self_pid());
+		}
+	}
+	if (slot < 0) {
+		tp_host_unlock(l);
+		*ret_reason = TP_REASON_NO_CONTEXT;
+		return -EAGAIN;
+	}
+	e = &l->host->e[slot];
+	e->key = *key;
+	e->role = 0;
+	t.msgid = e->msgid = l->host->msgid_next++;
+	apply_send(l, (uint32_t)slot, &t, apply_flags);
+	tp_host_unlock(l);
+	sent_ms = tp_now_ms();
+	spin_end = mono_ns() + TP_ACK_SPIN_NS;
+	for (;;) {
+		uint32_t seen = ntb_db_read(l->ntb), res;
+		uint64_t seen_mbox = tp_in_word(l, TP_OFF_MBOX_TX), now;
+
+		tp_host_lock(l);
+		tp_mbox_process(l);
+		/* acquire: pairs with the release store of result in on_answer() */
+		res = __atomic_load_n(&e->result, __ATOMIC_ACQUIRE);
+		now = tp_now_ms();
+		if (res == TP_PKT_ACK) {
+			tp_rt_tcxt_event(&t, TP_EV_ACK, t.msgid, pp->max_err);
+		} else if (res == TP_PKT_NACK) {
+			enum tp_rt_event ev = e->result_reason == TP_REASON_NO_LISTENER ?
+				TP_EV_NACK_NOLISTEN : TP_EV_NACK;
+
+			if (e->result_reason == TP_REASON_PEER_ERROR) {
+				t.state = TP_TC_FAILED;
+				t.reason = TP_REASON_PEER_ERROR;
+			} else if (tp_rt_tcxt_event(&t, ev, t.msgid, pp->max_err)) {
+				/* Nack: CnctPRI + 1 and Apply again after a pause that grows to 5 ms */
+				tp_host_unlock(l);
+				usleep(t.pri < 25u ? 200u * t.pri : 5000u);
+				tp_host_lock(l);
+				apply_send(l, (uint32_t)slot, &t, apply_flags);
+				sent_ms = now;
+				spin_end = mono_ns() + TP_ACK_SPIN_NS;
+			}
+		} else if (now - sent_ms >= tp_rt_cnct_timer(pp->cnct_timeout_ms, t.expired)) {
+			if (tp_rt_tcxt_event(&t, TP_EV_TIMER, t.msgid, pp->max_err)) {
+				LOG(LL_DEBUG, "transport: Apply msgid %u unanswered for %llu ms: "
+				    "again", t.msgid, (unsigned long long)(now - sent_ms));
+				apply_send(l, (uint32_t)slot, &t, apply_flags); /* TimerCnct: same MsgID */
+				sent_ms = now;
+				spin_end = mono_ns() + TP_ACK_SPIN_NS;
+			}
+		}
+		if (t.state == TP_TC_CONNECTING && now >= deadline) {
+			t.state = TP_TC_FAILED;
+			t.reason = t.pri ? TP_REASON_NO_CONTEXT : TP_REASON_TIMEOUT;
+		}
+		if (t.state == TP_TC_SENDING) {
+			if (!tp_geom_valid(l, e->peer_slot_off, e->peer_inline_n, e->peer_qsize)) {
+				t.state = TP_TC_FAILED;
+				t.reason = TP_REASON_PEER_ERROR;
+			} else {
+				e->state = TP_ES_OPEN;
+			}
+		}
+		if (t.state == TP_TC_FAILED) {
+			if (e->result == TP_PKT_ACK) /* answered after all: tell the peer */
+				tp_ent_st_add(l, e, TP_ST_RST);
+			else if (t.reason == TP_REASON_TIMEOUT || t.reason == TP_REASON_NO_CONTEXT)
+				/* unanswered (or the answer is late): the peer may still reserve a
+				 * context for this Apply; withdraw it before the caller's TCP connect
+				 * lets the server accept. Nothing answers a Cancel, nor repeats one
+				 * the link loses: twice (the second finds nothing to withdraw). */
+				cancel_send(l, (uint32_t)slot, &t);
+			tp_slot_free(l, (uint32_t)slot);
+			tp_host_unlock(l);
+			*ret_reason = t.reason;
+			LOG(LL_DEBUG, "transport: connect failed: %s", tp_reason_str(t.reason));
+			return t.reason == TP_REASON_TIMEOUT ? -ETIMEDOUT :
+			       t.reason == TP_REASON_NO_CONTEXT ? -EAGAIN : -ECONNREFUSED;
+		}
+		tp_host_unlock(l);
+		if (t.state == TP_TC_SENDING)
+			break;
+		if (mono_ns() < spin_end && ack_spin(l, seen, seen_mbox, spin_end))
+			continue;
+		ntb_db_wait(l->ntb, seen, 1); /* (an answer to a watched Apply does not ring) */
+	}
+	c = tp_conn_new_first(l, (uint32_t)slot);
+	if (!c) {
+		tp_host_lock(l);
+		tp_ent_st_add(l, e, TP_ST_RST);
+		tp_slot_free(l, (uint32_t)slot);
+		tp_host_unlock(l);
+		*ret_reason = TP_REASON_LOCAL_ERROR;
+		return -ENOMEM;
+	}
+	tp_conn_register(c);
+	*ret_conn = c;
+	*ret_reason = TP_REASON_NONE;
+	return 0;
+}
+
+int tp_connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+		       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+{
+	return connect_reserve(l, key, timeout_ms, 0, ret_conn, ret_reason);
+}
+
+int tp_connect_reattach(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+			struct tp_conn **ret_conn)
+{
+	enum tp_reason why;
+	int r = connect_reserve(l, key, timeout_ms, TP_APPLY_REATTACH, ret_conn, &why);
+
+	if (r == 0)
+		tp_conn_commit(*ret_conn);
+	return r;
+}
+
+int tp_connect(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+	       struct tp_conn **ret_conn, enum tp_reason *ret_reason)
+{
+	int r = tp_connect_reserve(l, key, timeout_ms, ret_conn, ret_reason);
+
+	if (r == 0)
+		tp_conn_commit(*ret_conn);
+	return r;
+}
+
+void tp_conn_commit(struct tp_conn *c)
+{
+	/* (accumulates with what is written later: a CLOSING or RST keeps COMMIT) */
+	tp_ent_st_add(c->link, c->ent, TP_ST_COMMIT);
+	atomic_store(&c->commit_ms, tp_now_ms());
+}
+
+/* The timers of a client connection committed less than the server's longest wait ago: the
+ * ST word again (every flag so far), in case the link lost or spoilt the first write. */
+#define TP_COMMIT_REPEAT_MS 20u
+
+void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
+{
+	uint64_t t = atomic_load(&c->commit_ms);
+
+	if (!t)
+		return;
+	/* Not once the server answered (its acknowledgements) or refused (a reset): the server
+	 * slot may be released and reused by another connection after that, whose word this
+	 * must not overwrite. (The acknowledgements: under tx_lock, tried; busy: next time.) */
+	bool answered;
+
+	if (tp_mutex_trylock(&c->tx_lock))
+		return;
+	answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
+	tp_mutex_unlock(&c->tx_lock);
+	if (answered || lost || clock_age_ms(now, t) > c->link->params.setup_timeout_ms) {
+		atomic_store(&c->commit_ms, 0);
+		return;
+	}
+	uint64_t rep = atomic_load(&c->commit_rep_ms);
+
+	/* (every TP_COMMIT_REPEAT_MS at most; one thread wins each) */
+	if (clock_age_ms(now, rep) >= TP_COMMIT_REPEAT_MS &&
+	    atomic_compare_exchange_strong(&c->commit_rep_ms, &rep, now))
+		tp_ent_st_add(c->link, c->ent, 0);
+}
+
+int tp_conn_confirm(struct tp_conn *c)
+{
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
+	return c ? atomic_load(&c->error) : -EINVAL;
+}

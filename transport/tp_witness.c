@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* The TCP witness: the program's kernel socket of a connection, looked at while the link is
+ * silent to tell a dead peer process from a quiet one. */
+#include <errno.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+void tp_conn_set_witness(struct tp_conn *c, int fd)
+{
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
+	struct stat st;
+
+	if (!c)
+		return;
+	tp_mutex_lock(&c->witness_lock); /* after any look in progress (tp_witness_look()) */
+	tp_fo_watch(c, fd); /* (before the old descriptor is forgotten: it leaves the set) */
+	atomic_store(&c->witness_fd1, 0);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		atomic_store(&c->witness_ino, (uint64_t)st.st_ino);
+		/* seq_cst store after the inode: tp_witness_look() reads the fd first, then the
+		 * inode */
+		atomic_store(&c->witness_fd1, fd + 1);
+	}
+	tp_mutex_unlock(&c->witness_lock);
+}
+
+/* The peer is silent: is its kernel socket closed (the process died) rather than only quiet
+ * (stopped, starved, or the host gone)? Looked at every 100 ms, never read: MSG_PEEK, and
+ * through the system call itself, since the preload library interposes recv(). */
+void tp_witness_look(struct tp_conn *c, uint64_t now)
+{
+	int fd1 = atomic_load(&c->witness_fd1);
+	struct stat st;
+	char b;
+
+	uint64_t last = atomic_load(&c->witness_ms);
+
+	/* one look per 100 ms, by whichever thread wins it */
+	/* From the moment the link is down (the first look tells a death, which stopped the
+	 * heartbeat, from a process alive behind a silent link: silent_alive), and not once the
+	 * peer said it closed (TP_ST_CLOSING): then its TCP socket's end is that close, and its
+	 * connection still lingers on the NTB side (data, FIN), to be waited for. */
+	if (!fd1 || !atomic_load(&c->link->down_since_ms) || (tp_st_flags(c) & TP_ST_CLOSING) ||
+	    clock_age_ms(now, last) < 100u || atomic_load(&c->peer_gone) ||
+	    !atomic_compare_exchange_strong(&c->witness_ms, &last, now))
+		return;
+	/* a busy lock: the witness is being changed (the descriptor may be closing) */
+	if (tp_mutex_trylock(&c->witness_lock))
+		return;
+	fd1 = atomic_load(&c->witness_fd1);
+	if (!fd1 || fstat(fd1 - 1, &st) || (uint64_t)st.st_ino != atomic_load(&c->witness_ino)) {
+		tp_mutex_unlock(&c->witness_lock);
+		return; /* gone, closed or reused: nothing to learn from it */
+	}
+	long r = syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+	int e = errno;
+
+	/* the same socket still (not closed and reused between the two calls)? */
+	bool same = fstat(fd1 - 1, &st) == 0 && (uint64_t)st.st_ino == atomic_load(&c->witness_ino);
+	bool dead = same && (r == 0 || (r < 0 && (e == ECONNRESET || e == EPIPE || e == ETIMEDOUT)));
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+	bool dead_late = false;
+
+	memset(&ti, 0, sizeof(ti));
+	if (dead && syscall(SYS_getsockopt, fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl))
+		dead_late = true; /* no age of its end: take it as after a silence */
+	tp_mutex_unlock(&c->witness_lock);
+	/* Did it die while its link still spoke? Its FIN (or reset) is the last segment the
+	 * socket received (tcpi_last_ack_recv: ms since), the heartbeat's last change is the last
+	 * sign of the link: a heartbeat older than the death by more than two periods means the
+	 * link was silent before it died, and what it wrote then may never have arrived. */
+	if (dead && !dead_late) {
+		int64_t hb_age = ntb_link_peer_hb_age_ms(c->link->ntb);
+		int64_t gap = hb_age - (int64_t)ti.tcpi_last_ack_recv;
+
+		dead_late = hb_age < 0 || gap > 2 * (int64_t)ntb_link_heartbeat_ms(c->link->ntb) + 50;
+		if (dead_late)
+			LOG(LL_INFO, "transport: slot %u: the link was silent %lld ms before the peer "
+			    "died: what it wrote meanwhile may be missing", c->slot, (long long)gap);
+	}
+	if ((!dead && same) || dead_late)
+		atomic_store(&c->silent_alive, true);
+	if (dead) {
+		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s, fd %d, "
+		    "tcp state %u): the peer process is gone", c->slot,
+		    r == 0 ? "end of stream" : strerror(e), fd1 - 1, ti.tcpi_state);
+		atomic_store(&c->peer_died, true);
+		atomic_store(&c->peer_gone, true);
+		tp_event_signal(); /* waiters look again and see the loss */
+	}
+}
