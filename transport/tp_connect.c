@@ -85,22 +85,18 @@ static void cancel_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *
 	apply_send_type(l, slot, t, TP_PKT_CANCEL, 0);
 }
 
-/* tp_connect_reserve(), or with APPLY_FLAGS TP_APPLY_REATTACH a live connection's re-attachment
- * (tp_connect_reattach(): the server need not listen any more). */
-static int connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
-			   uint32_t apply_flags, struct tp_conn **ret_conn,
-			   enum tp_reason *ret_reason)
-{
-	const struct tp_params *pp = &l->params;
-	struct tp_tcxt t = { .state = TP_TC_CONNECTING };
-	uint64_t start = tp_now_ms(), deadline, sent_ms, spin_end;
+/* One client set-up under way: its transmission context ([RT]) and its Apply's timing. */
+struct setup {
+	struct tp_tcxt t;
 	struct tp_host_entry *e;
-	struct tp_conn *c;
-	int slot;
+	uint32_t slot, apply_flags;
+	uint64_t sent_ms, spin_end; /* the last Apply sent (tp_now_ms()), its spin's end (ns) */
+};
 
-	if (timeout_ms < 0 || (uint32_t)timeout_ms > pp->setup_timeout_ms)
-		timeout_ms = (int)pp->setup_timeout_ms;
-	deadline = start + (uint64_t)timeout_ms;
+/* Can a set-up start on L at all? 0, or the error with *RET_REASON. */
+static int connect_check(struct tp_link *l, const struct tp_key *key, uint32_t apply_flags,
+			 enum tp_reason *ret_reason)
+{
 	if (!tp_link_refresh(l) || atomic_load(&l->region_bad)) {
 		*ret_reason = TP_REASON_LINK_DOWN;
 		return -ENOLINK;
@@ -113,6 +109,15 @@ static int connect_reserve(struct tp_link *l, const struct tp_key *key, int time
 		*ret_reason = TP_REASON_NO_LISTENER;
 		return -ECONNREFUSED;
 	}
+	return 0;
+}
+
+/* Take a context of our host for the set-up: its slot, with the host lock held; or a negative
+ * error (the lock released) with *RET_REASON. */
+static int slot_reserve(struct tp_link *l, enum tp_reason *ret_reason)
+{
+	int slot;
+
 	tp_host_lock(l);
 	if (tp_host_lost(l)) { /* (checked under the lock: taking it may be what faults) */
 		tp_host_unlock(l);
@@ -137,90 +142,150 @@ static int connect_reserve(struct tp_link *l, const struct tp_key *key, int time
 		*ret_reason = TP_REASON_NO_CONTEXT;
 		return -EAGAIN;
 	}
-	e = &l->host->e[slot];
-	e->key = *key;
-	e->role = 0;
-	t.msgid = e->msgid = l->host->msgid_next++;
-	apply_send(l, (uint32_t)slot, &t, apply_flags);
+	return slot;
+}
+
+/* Under the host lock: send S's Apply (again) at NOW and spin for its answer afresh. */
+static void apply_again(struct tp_link *l, struct setup *s, uint64_t now)
+{
+	apply_send(l, s->slot, &s->t, s->apply_flags);
+	s->sent_ms = now;
+	s->spin_end = mono_ns() + TP_ACK_SPIN_NS;
+}
+
+/* Under the host lock: the peer's answer RES to S's Apply (Ack, Nack, or none yet: its timer at
+ * NOW) applied to S's context ([RT]); an Apply is sent again where the protocol says so. */
+static void apply_answer(struct tp_link *l, struct setup *s, uint32_t res, uint64_t now)
+{
+	const struct tp_params *pp = &l->params;
+
+	if (res == TP_PKT_ACK) {
+		tp_rt_tcxt_event(&s->t, TP_EV_ACK, s->t.msgid, pp->max_err);
+	} else if (res == TP_PKT_NACK) {
+		enum tp_rt_event ev = s->e->result_reason == TP_REASON_NO_LISTENER ?
+			TP_EV_NACK_NOLISTEN : TP_EV_NACK;
+
+		if (s->e->result_reason == TP_REASON_PEER_ERROR) {
+			s->t.state = TP_TC_FAILED;
+			s->t.reason = TP_REASON_PEER_ERROR;
+		} else if (tp_rt_tcxt_event(&s->t, ev, s->t.msgid, pp->max_err)) {
+			/* Nack: CnctPRI + 1 and Apply again after a pause that grows to 5 ms */
+			tp_host_unlock(l);
+			usleep(s->t.pri < 25u ? 200u * s->t.pri : 5000u);
+			tp_host_lock(l);
+			apply_again(l, s, now);
+		}
+	} else if (now - s->sent_ms >= tp_rt_cnct_timer(pp->cnct_timeout_ms, s->t.expired)) {
+		if (tp_rt_tcxt_event(&s->t, TP_EV_TIMER, s->t.msgid, pp->max_err)) {
+			LOG(LL_DEBUG, "transport: Apply msgid %u unanswered for %llu ms: "
+			    "again", s->t.msgid, (unsigned long long)(now - s->sent_ms));
+			apply_again(l, s, now); /* TimerCnct: same MsgID */
+		}
+	}
+}
+
+/* Under the host lock: S fails at DEADLINE; once answered (SENDING) the peer's geometry must fit
+ * our window, and the context opens. */
+static void apply_decide(struct tp_link *l, struct setup *s, uint64_t now, uint64_t deadline)
+{
+	struct tp_host_entry *e = s->e;
+
+	if (s->t.state == TP_TC_CONNECTING && now >= deadline) {
+		s->t.state = TP_TC_FAILED;
+		s->t.reason = s->t.pri ? TP_REASON_NO_CONTEXT : TP_REASON_TIMEOUT;
+	}
+	if (s->t.state == TP_TC_SENDING) {
+		if (!tp_geom_valid(l, e->peer_slot_off, e->peer_inline_n, e->peer_qsize)) {
+			s->t.state = TP_TC_FAILED;
+			s->t.reason = TP_REASON_PEER_ERROR;
+		} else {
+			e->state = TP_ES_OPEN;
+		}
+	}
+}
+
+/* Under the host lock, which it releases: S failed; its context is freed (the peer told when it
+ * may hold one for it). The error for the caller, with *RET_REASON. */
+static int apply_failed(struct tp_link *l, struct setup *s, enum tp_reason *ret_reason)
+{
+	if (s->e->result == TP_PKT_ACK) /* answered after all: tell the peer */
+		tp_ent_st_add(l, s->e, TP_ST_RST);
+	else if (s->t.reason == TP_REASON_TIMEOUT || s->t.reason == TP_REASON_NO_CONTEXT)
+		/* unanswered (or the answer is late): the peer may still reserve a context for
+		 * this Apply; withdraw it before the caller's TCP connect lets the server accept.
+		 * Nothing answers a Cancel, nor repeats one the link loses: twice (the second
+		 * finds nothing to withdraw). */
+		cancel_send(l, s->slot, &s->t);
+	tp_slot_free(l, s->slot);
 	tp_host_unlock(l);
-	sent_ms = tp_now_ms();
-	spin_end = mono_ns() + TP_ACK_SPIN_NS;
+	*ret_reason = s->t.reason;
+	LOG(LL_DEBUG, "transport: connect failed: %s", tp_reason_str(s->t.reason));
+	return s->t.reason == TP_REASON_TIMEOUT ? -ETIMEDOUT :
+	       s->t.reason == TP_REASON_NO_CONTEXT ? -EAGAIN : -ECONNREFUSED;
+}
+
+/* Send S's first Apply and wait for the set-up to be decided by DEADLINE: 0 once answered (the
+ * context open), or the error of apply_failed(). Called with the host lock held; returns
+ * without it. */
+static int apply_until_decided(struct tp_link *l, struct setup *s, uint64_t deadline,
+			       enum tp_reason *ret_reason)
+{
+	apply_send(l, s->slot, &s->t, s->apply_flags);
+	tp_host_unlock(l);
+	s->sent_ms = tp_now_ms();
+	s->spin_end = mono_ns() + TP_ACK_SPIN_NS;
 	for (;;) {
-		uint32_t seen = ntb_db_read(l->ntb), res;
+		uint32_t seen = ntb_db_read(l->ntb);
 		uint64_t seen_mbox = tp_in_word(l, TP_OFF_MBOX_TX), now;
+		uint32_t res;
 
 		tp_host_lock(l);
 		tp_mbox_process(l);
 		/* acquire: pairs with the release store of result in on_answer() */
-		res = __atomic_load_n(&e->result, __ATOMIC_ACQUIRE);
+		res = __atomic_load_n(&s->e->result, __ATOMIC_ACQUIRE);
 		now = tp_now_ms();
-		if (res == TP_PKT_ACK) {
-			tp_rt_tcxt_event(&t, TP_EV_ACK, t.msgid, pp->max_err);
-		} else if (res == TP_PKT_NACK) {
-			enum tp_rt_event ev = e->result_reason == TP_REASON_NO_LISTENER ?
-				TP_EV_NACK_NOLISTEN : TP_EV_NACK;
-
-			if (e->result_reason == TP_REASON_PEER_ERROR) {
-				t.state = TP_TC_FAILED;
-				t.reason = TP_REASON_PEER_ERROR;
-			} else if (tp_rt_tcxt_event(&t, ev, t.msgid, pp->max_err)) {
-				/* Nack: CnctPRI + 1 and Apply again after a pause that grows to 5 ms */
-				tp_host_unlock(l);
-				usleep(t.pri < 25u ? 200u * t.pri : 5000u);
-				tp_host_lock(l);
-				apply_send(l, (uint32_t)slot, &t, apply_flags);
-				sent_ms = now;
-				spin_end = mono_ns() + TP_ACK_SPIN_NS;
-			}
-		} else if (now - sent_ms >= tp_rt_cnct_timer(pp->cnct_timeout_ms, t.expired)) {
-			if (tp_rt_tcxt_event(&t, TP_EV_TIMER, t.msgid, pp->max_err)) {
-				LOG(LL_DEBUG, "transport: Apply msgid %u unanswered for %llu ms: "
-				    "again", t.msgid, (unsigned long long)(now - sent_ms));
-				apply_send(l, (uint32_t)slot, &t, apply_flags); /* TimerCnct: same MsgID */
-				sent_ms = now;
-				spin_end = mono_ns() + TP_ACK_SPIN_NS;
-			}
-		}
-		if (t.state == TP_TC_CONNECTING && now >= deadline) {
-			t.state = TP_TC_FAILED;
-			t.reason = t.pri ? TP_REASON_NO_CONTEXT : TP_REASON_TIMEOUT;
-		}
-		if (t.state == TP_TC_SENDING) {
-			if (!tp_geom_valid(l, e->peer_slot_off, e->peer_inline_n, e->peer_qsize)) {
-				t.state = TP_TC_FAILED;
-				t.reason = TP_REASON_PEER_ERROR;
-			} else {
-				e->state = TP_ES_OPEN;
-			}
-		}
-		if (t.state == TP_TC_FAILED) {
-			if (e->result == TP_PKT_ACK) /* answered after all: tell the peer */
-				tp_ent_st_add(l, e, TP_ST_RST);
-			else if (t.reason == TP_REASON_TIMEOUT || t.reason == TP_REASON_NO_CONTEXT)
-				/* unanswered (or the answer is late): the peer may still reserve a
-				 * context for this Apply; withdraw it before the caller's TCP connect
-				 * lets the server accept. Nothing answers a Cancel, nor repeats one
-				 * the link loses: twice (the second finds nothing to withdraw). */
-				cancel_send(l, (uint32_t)slot, &t);
-			tp_slot_free(l, (uint32_t)slot);
-			tp_host_unlock(l);
-			*ret_reason = t.reason;
-			LOG(LL_DEBUG, "transport: connect failed: %s", tp_reason_str(t.reason));
-			return t.reason == TP_REASON_TIMEOUT ? -ETIMEDOUT :
-			       t.reason == TP_REASON_NO_CONTEXT ? -EAGAIN : -ECONNREFUSED;
-		}
+		apply_answer(l, s, res, now);
+		apply_decide(l, s, now, deadline);
+		if (s->t.state == TP_TC_FAILED)
+			return apply_failed(l, s, ret_reason);
 		tp_host_unlock(l);
-		if (t.state == TP_TC_SENDING)
-			break;
-		if (mono_ns() < spin_end && ack_spin(l, seen, seen_mbox, spin_end))
+		if (s->t.state == TP_TC_SENDING)
+			return 0;
+		if (mono_ns() < s->spin_end && ack_spin(l, seen, seen_mbox, s->spin_end))
 			continue;
 		ntb_db_wait(l->ntb, seen, 1); /* (an answer to a watched Apply does not ring) */
 	}
-	c = tp_conn_new_first(l, (uint32_t)slot);
+}
+
+/* tp_connect_reserve(), or with APPLY_FLAGS TP_APPLY_REATTACH a live connection's re-attachment
+ * (tp_connect_reattach(): the server need not listen any more). */
+static int connect_reserve(struct tp_link *l, const struct tp_key *key, int timeout_ms,
+			   uint32_t apply_flags, struct tp_conn **ret_conn,
+			   enum tp_reason *ret_reason)
+{
+	struct setup s = { .t = { .state = TP_TC_CONNECTING }, .apply_flags = apply_flags };
+	uint64_t start = tp_now_ms();
+	struct tp_conn *c;
+	int slot, rc;
+
+	if (timeout_ms < 0 || (uint32_t)timeout_ms > l->params.setup_timeout_ms)
+		timeout_ms = (int)l->params.setup_timeout_ms;
+	if ((rc = connect_check(l, key, apply_flags, ret_reason)))
+		return rc;
+	if ((slot = slot_reserve(l, ret_reason)) < 0)
+		return slot;
+	s.slot = (uint32_t)slot;
+	s.e = &l->host->e[slot];
+	s.e->key = *key;
+	s.e->role = 0;
+	s.t.msgid = s.e->msgid = l->host->msgid_next++;
+	if ((rc = apply_until_decided(l, &s, start + (uint64_t)timeout_ms, ret_reason)))
+		return rc;
+	c = tp_conn_new_first(l, s.slot);
 	if (!c) {
 		tp_host_lock(l);
-		tp_ent_st_add(l, e, TP_ST_RST);
-		tp_slot_free(l, (uint32_t)slot);
+		tp_ent_st_add(l, s.e, TP_ST_RST);
+		tp_slot_free(l, s.slot);
 		tp_host_unlock(l);
 		*ret_reason = TP_REASON_LOCAL_ERROR;
 		return -ENOMEM;

@@ -569,99 +569,139 @@ bool tp_link_admin_down_recent(struct tp_link *l)
 	return tp_link_admin_down(l);
 }
 
+/* What the helper sleeps on in one round: planned under g_lock (helper_plan()). */
+struct helper_round {
+	struct tp_link *first;     /* the link slept on alone where links cannot be together */
+	uint32_t seen;             /* its doorbell as last seen */
+	struct ntb_link *wait_on[NTB_DB_WAIT_MAX];
+	uint32_t wait_seen[NTB_DB_WAIT_MAX];
+	unsigned nwait;
+	uint32_t kick_seen;        /* g_helper_kick before the links were read */
+	int slice;                 /* the longest sleep (ms) */
+};
+
+/* Under g_lock: the link to sleep on alone. With several links (a loopback link's two sides),
+ * the one that receives Applies for this process's listeners, else one that this process's own
+ * sends do not ring; the others are polled. NULL when there is no link. */
+static struct tp_link *helper_first(void)
+{
+	struct tp_link *first = g_links;
+
+	for (struct tp_link *l = g_links; l; l = l->next_link)
+		if (atomic_load_explicit(&l->listening, memory_order_relaxed) > 0) {
+			first = l;
+			break;
+		}
+	if (first && first == g_links && !atomic_load(&first->listening) &&
+	    atomic_load(&first->self_rung))
+		for (struct tp_link *l = g_links; l; l = l->next_link)
+			if (!atomic_load(&l->self_rung)) {
+				first = l;
+				break;
+			}
+	return first;
+}
+
+/* Under g_lock: R's doorbells to sleep on and the longest sleep, from what the links have to do
+ * (closed connections lingering, held messages, quick probes, failovers, FIN waits). */
+static void helper_plan(struct helper_round *r)
+{
+	r->nwait = 0;
+	r->slice = 100;
+	/* acquire: pairs with the release in helper_kick() (a kick before this load is not
+	 * slept through: the list is read after it) */
+	r->kick_seen = atomic_load_explicit(&g_helper_kick, memory_order_acquire);
+	r->first = helper_first();
+	r->seen = r->first ? r->first->db_seen : 0;
+	/* Every link's doorbell is slept on together, but for one this process's own sends
+	 * ring and where it has no listener (a loopback link's side 1 in a process that only
+	 * connects): each send would wake us. Such a link is polled every 25 ms. */
+	for (struct tp_link *l = g_links; l; l = l->next_link) {
+		bool own = atomic_load(&l->self_rung) && !atomic_load(&l->listening);
+
+		if (!own && r->nwait < NTB_DB_WAIT_MAX) {
+			r->wait_on[r->nwait] = l->ntb;
+			r->wait_seen[r->nwait++] = l->db_seen;
+		} else if (r->slice > 25) {
+			r->slice = 25; /* polled */
+		}
+		if (atomic_load(&l->lingering) && r->slice > 5)
+			r->slice = 5; /* closed connections to finish (link_service()) */
+		if (own && atomic_load(&l->held_conns) > 0 && r->slice > 1)
+			r->slice = 1; /* polled, yet held messages wait for its rings */
+		if (atomic_load(&l->probe_soon) && r->slice > (int)TP_QUICK_PROBE_MS)
+			r->slice = (int)TP_QUICK_PROBE_MS; /* quick probes (tp_int.h) */
+		if (l->mbox_missed)
+			r->slice = 1; /* link_service() could not take a host lock */
+	}
+	if (atomic_load(&tp_fo_active) > 0 && r->slice > 2)
+		r->slice = 2; /* failovers move bytes on kernel sockets (tp_failover.c) */
+	if (tp_finwait_pending() && r->slice > 2)
+		r->slice = 2; /* closes wait for the peer's FIN (tp_finwait.c) */
+}
+
+/* Sleep as R plans, unless the stand-by (QUICK) saw a doorbell move. One thread sleeps on every
+ * link's doorbell (and the kick); where they cannot be waited on together, on the first one's,
+ * the others polled every 25 ms. */
+static void helper_sleep(const struct helper_round *r, bool quick)
+{
+	struct tp_link *first = r->first;
+	int rc = 0;
+
+	if (first && !quick) {
+		rc = ntb_db_wait_many(r->wait_on, r->wait_seen, r->nwait,
+				      &g_helper_kick, r->kick_seen, r->slice);
+		if (rc == -ENOTSUP)
+			rc = ntb_db_wait(first->ntb, r->seen,
+					 first->next_link && r->slice > 25 ? 25 : r->slice);
+	}
+	if (!first || rc == -ENOLINK || rc == -EINVAL || rc == -ENOTSUP)
+		usleep(first ? (useconds_t)r->slice * 1000u : 100000u);
+}
+
+/* Under g_lock: serve every link at NOW after a sleep (doorbells read, link_service()); true
+ * when one rang. *SPIN_UNTIL: the next stand-by's end, when a link asks for one. */
+static bool helper_service(const struct helper_round *r, bool quick, uint64_t now,
+			   uint64_t *spin_until)
+{
+	bool signal = false;
+
+	watched_events();
+	for (struct tp_link *l = g_links; l; l = l->next_link) {
+		uint32_t db = ntb_db_read(l->ntb);
+		bool rung = db != l->db_seen;
+
+		l->db_seen = db;
+		signal |= rung;
+		if (link_service(l, now, rung, quick && l == r->first))
+			*spin_until = clock_mono_ns() + TP_HELPER_SPIN_NS;
+	}
+	return signal;
+}
+
 static void *helper_main(void *arg)
 {
 	uint64_t spin_until = 0; /* stand-by after an Apply (helper_spin()) */
 	bool quick = false;      /* the stand-by saw the doorbell move */
+	struct helper_round r;
 
 	(void)arg;
 	for (;;) {
-		struct tp_link *first;
-		struct ntb_link *wait_on[NTB_DB_WAIT_MAX];
-		uint32_t seen = 0, wait_seen[NTB_DB_WAIT_MAX], kick_seen;
-		unsigned nwait = 0;
-		bool signal = false;
-		int rc = 0;
-
-		int slice = 100;
+		bool signal;
 
 		pthread_mutex_lock(&g_lock);
-		/* acquire: pairs with the release in helper_kick() (a kick before this load is not
-		 * slept through: the list is read after it) */
-		kick_seen = atomic_load_explicit(&g_helper_kick, memory_order_acquire);
-		first = g_links;
-		/* With several links (a loopback link's two sides), the one that receives Applies
-		 * for this process's listeners is the one to sleep on, else one that this process's
-		 * own sends do not ring; the others are polled. */
-		for (struct tp_link *l = g_links; l; l = l->next_link)
-			if (atomic_load_explicit(&l->listening, memory_order_relaxed) > 0) {
-				first = l;
-				break;
-			}
-		if (first && first == g_links && !atomic_load(&first->listening) &&
-		    atomic_load(&first->self_rung))
-			for (struct tp_link *l = g_links; l; l = l->next_link)
-				if (!atomic_load(&l->self_rung)) {
-					first = l;
-					break;
-				}
-		if (first)
-			seen = first->db_seen;
-		/* Every link's doorbell is slept on together, but for one this process's own sends
-		 * ring and where it has no listener (a loopback link's side 1 in a process that only
-		 * connects): each send would wake us. Such a link is polled every 25 ms. */
-		for (struct tp_link *l = g_links; l; l = l->next_link) {
-			bool own = atomic_load(&l->self_rung) && !atomic_load(&l->listening);
-
-			if (!own && nwait < NTB_DB_WAIT_MAX) {
-				wait_on[nwait] = l->ntb;
-				wait_seen[nwait++] = l->db_seen;
-			} else if (slice > 25) {
-				slice = 25; /* polled */
-			}
-			if (atomic_load(&l->lingering) && slice > 5)
-				slice = 5; /* closed connections to finish (link_service()) */
-			if (own && atomic_load(&l->held_conns) > 0 && slice > 1)
-				slice = 1; /* polled, yet held messages wait for its rings */
-			if (atomic_load(&l->probe_soon) && slice > (int)TP_QUICK_PROBE_MS)
-				slice = (int)TP_QUICK_PROBE_MS; /* quick probes (tp_int.h) */
-			if (l->mbox_missed)
-				slice = 1; /* link_service() could not take a host lock */
-		}
-		if (atomic_load(&tp_fo_active) > 0 && slice > 2)
-			slice = 2; /* failovers move bytes on kernel sockets (tp_failover.c) */
-		if (tp_finwait_pending() && slice > 2)
-			slice = 2; /* closes wait for the peer's FIN (tp_finwait.c) */
+		helper_plan(&r);
 		g_helper_waiting = true; /* tp_link_close() waits until we are off the links */
 		g_helper_round++;
 		pthread_mutex_unlock(&g_lock);
-		quick = first && spin_until && helper_spin(first->ntb, seen, spin_until);
-		/* One thread sleeps on every link's doorbell (and the kick); where they cannot be
-		 * waited on together, on the first one's, the others polled every 25 ms. */
-		if (first && !quick) {
-			rc = ntb_db_wait_many(wait_on, wait_seen, nwait, &g_helper_kick, kick_seen,
-					      slice);
-			if (rc == -ENOTSUP)
-				rc = ntb_db_wait(first->ntb, seen,
-						 first->next_link && slice > 25 ? 25 : slice);
-		}
+		quick = r.first && spin_until && helper_spin(r.first->ntb, r.seen, spin_until);
+		helper_sleep(&r, quick);
 		spin_until = 0;
-		if (!first || rc == -ENOLINK || rc == -EINVAL || rc == -ENOTSUP)
-			usleep(first ? (useconds_t)slice * 1000u : 100000u);
 		uint64_t now = tp_now_ms();
 
 		pthread_mutex_lock(&g_lock);
 		g_helper_waiting = false;
-		watched_events();
-		for (struct tp_link *l = g_links; l; l = l->next_link) {
-			uint32_t db = ntb_db_read(l->ntb);
-			bool rung = db != l->db_seen;
-
-			l->db_seen = db;
-			signal |= rung;
-			if (link_service(l, now, rung, quick && l == first))
-				spin_until = clock_mono_ns() + TP_HELPER_SPIN_NS;
-		}
+		signal = helper_service(&r, quick, now, &spin_until);
 		pthread_mutex_unlock(&g_lock);
 		if (signal)
 			tp_event_signal();
