@@ -234,7 +234,9 @@ int ntb_link_enable(struct ntb_link *link)
 {
 	if (link->inspect)
 		return -EPERM;
-	if (atomic_load(&link->enabled))
+	/* relaxed: this handle's flag, changed under the side lock (taken below); a racing
+	 * enable of the same handle finds it again there */
+	if (atomic_load_explicit(&link->enabled, memory_order_relaxed))
 		return 0;
 	int rc = ntb_side_lock(link->local);
 	if (rc)
@@ -262,7 +264,8 @@ int ntb_link_enable(struct ntb_link *link)
 	ntb_heartbeat_write(link);
 	atomic_store_explicit(&link->local->hb_due_ns, clock_mono_ns() + link->hb_period_ns,
 			      memory_order_relaxed);
-	atomic_store(&link->enabled, true);
+	/* relaxed: under the side lock; ntb_link_tick() reads it as a hint */
+	atomic_store_explicit(&link->enabled, true, memory_order_relaxed);
 	ntb_side_unlock(link->local);
 	return 0;
 }
@@ -271,7 +274,8 @@ int ntb_link_disable(struct ntb_link *link)
 {
 	if (link->inspect)
 		return -EPERM;
-	if (!atomic_load(&link->enabled))
+	/* relaxed: as in ntb_link_enable() */
+	if (!atomic_load_explicit(&link->enabled, memory_order_relaxed))
 		return 0;
 	int locked = ntb_side_lock(link->local);
 	int enabled = 0;
@@ -283,10 +287,12 @@ int ntb_link_disable(struct ntb_link *link)
 	 * one cannot: the peer sees its heartbeat stop instead. */
 	if (enabled == 0 && !ntb_ctrl_cut(link))
 		atomic_store_explicit(&link->ctrl_out->enable.v, 0, memory_order_release);
-	atomic_store(&link->enabled, false);
-	atomic_store(&link->up, false);
-	atomic_store(&link->peer_epoch, 0);
-	atomic_store(&link->peer_silent, false);
+	/* relaxed: this handle's view, which observe_peer() writes relaxed too (nothing is
+	 * published with it) */
+	atomic_store_explicit(&link->enabled, false, memory_order_relaxed);
+	atomic_store_explicit(&link->up, false, memory_order_relaxed);
+	atomic_store_explicit(&link->peer_epoch, 0, memory_order_relaxed);
+	atomic_store_explicit(&link->peer_silent, false, memory_order_relaxed);
 	if (locked == 0)
 		ntb_side_unlock(link->local);
 	return 0;
@@ -325,14 +331,20 @@ int ntb_link_info(struct ntb_link *link, struct ntb_link_info *ret)
 	info.window_size = link->win_size;
 	info.region_size = link->hdr.region_size;
 	info.map_size = link->map_size;
-	info.enabled = link->inspect ? atomic_load(&link->ctrl_out->enable.v) == 1
-				     : atomic_load(&link->enabled);
-	info.epoch = link->inspect ? atomic_load(&link->local->session_epoch) : link->epoch;
-	info.peer_epoch = atomic_load(&link->peer_epoch);
-	info.peer_enabled = atomic_load(&link->ctrl_in->enable.v) == 1;
-	info.peer_epoch_word = atomic_load(&link->ctrl_in->epoch.v);
-	info.peer_heartbeat = atomic_load(&link->peer_hb_last);
-	uint64_t changed = atomic_load(&link->peer_hb_change_ns), now = clock_mono_ns();
+	/* relaxed (all of these): a snapshot for display, each word on its own */
+	info.enabled = link->inspect ?
+		atomic_load_explicit(&link->ctrl_out->enable.v, memory_order_relaxed) == 1 :
+		atomic_load_explicit(&link->enabled, memory_order_relaxed);
+	info.epoch = link->inspect ?
+		atomic_load_explicit(&link->local->session_epoch, memory_order_relaxed) :
+		link->epoch;
+	info.peer_epoch = atomic_load_explicit(&link->peer_epoch, memory_order_relaxed);
+	info.peer_enabled = atomic_load_explicit(&link->ctrl_in->enable.v,
+						 memory_order_relaxed) == 1;
+	info.peer_epoch_word = atomic_load_explicit(&link->ctrl_in->epoch.v, memory_order_relaxed);
+	info.peer_heartbeat = atomic_load_explicit(&link->peer_hb_last, memory_order_relaxed);
+	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
+	uint64_t now = clock_mono_ns();
 	info.peer_hb_age_ms = changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u)
 				      : -1;
 	for (int s = 0; s < 2; s++) {

@@ -119,7 +119,7 @@
 
 /* Region header, offset 0. Written once by the initialiser (magic last, release), then never. */
 struct ntb_region_hdr {
-	uint64_t magic;          /* 0x00 NTB_REGION_MAGIC, written last */
+	_Atomic uint64_t magic;  /* 0x00 NTB_REGION_MAGIC, written last */
 	uint32_t version;        /* 0x08 NTB_REGION_VERSION */
 	uint32_t hdr_size;       /* 0x0c NTB_HDR_SIZE */
 	uint64_t region_size;    /* 0x10 bytes used from offset 0 */
@@ -131,7 +131,7 @@ struct ntb_region_hdr {
 	uint32_t ctrl_size;      /* 0x54 NTB_CTRL_SIZE */
 	uint32_t spad_count;     /* 0x58 NTB_SPAD_COUNT */
 	uint32_t side_slots;     /* 0x5c NTB_SIDE_SLOTS */
-	uint32_t init_word;      /* 0x60 0: virgin; pid: initialising; NTB_INIT_DONE */
+	_Atomic uint32_t init_word; /* 0x60 0: virgin; pid: initialising; NTB_INIT_DONE */
 	uint32_t flags;          /* 0x64 reserved, 0 */
 	uint8_t  reserved[NTB_HDR_SIZE - 0x68];
 };

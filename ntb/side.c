@@ -130,8 +130,11 @@ int ntb_side_reap(struct ntb_side_local *l, int *ret_enabled)
 			continue;
 		}
 		if (!slot_live(s)) {
+			/* relaxed: for the log (under the side lock) */
+			uint64_t dead = atomic_load_explicit(&s->owner, memory_order_relaxed);
+
 			LOG(LL_DEBUG, "ntb: reaping slot %d of dead pid %llu", i,
-			    (unsigned long long)(atomic_load(&s->owner) & 0xffffffffu));
+			    (unsigned long long)(dead & 0xffffffffu));
 			atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->owner, 0, memory_order_release);
 			continue;
@@ -276,7 +279,8 @@ int ntb_link_atfork_child(struct ntb_link *link)
 	}
 	/* Join the session (never start a new one: the epoch must stay). */
 	rc = side_claim_locked(link, l, live > 0 ? live : 1);
-	if (rc == 0 && atomic_load(&link->enabled))
+	/* relaxed: this handle's flag (as in ntb_link_enable()) */
+	if (rc == 0 && atomic_load_explicit(&link->enabled, memory_order_relaxed))
 		atomic_store_explicit(&l->slots[link->slot].enabled, 1, memory_order_relaxed);
 	ntb_side_unlock(l);
 	if (rc)

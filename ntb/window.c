@@ -100,7 +100,8 @@ int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow, const voi
 		if (unlikely(link->fault) || link->ops->write)                               \
 			ntb_fault_or_raw_store(link, off, &v, sizeof(type));                \
 		else                                                                        \
-			__atomic_store_n((type *)(link->out + off), v, __ATOMIC_RELAXED);    \
+			atomic_store_explicit((_Atomic type *)(link->out + off), v,         \
+					      memory_order_relaxed);                        \
 		return 0;                                                                   \
 	}
 

@@ -22,20 +22,23 @@ int tp_shutdown(struct tp_conn *c, int how)
 		c->rd_shut = true;
 		tp_mutex_unlock(&c->rx_lock);
 	}
-	if (how != SHUT_RD && atomic_load(&c->pre_on)) {
+	/* relaxed: a hint, looked at again under the prefix lock */
+	if (how != SHUT_RD && atomic_load_explicit(&c->pre_on, memory_order_relaxed)) {
 		/* the rest of a moved connection's tail is still going out: the FIN after it */
 		tp_prefix_lock(c);
-		bool pending = atomic_load(&c->pre_on);
+		/* relaxed (both): under the prefix lock, which every writer of them holds */
+		bool pending = atomic_load_explicit(&c->pre_on, memory_order_relaxed);
 
 		if (pending)
-			atomic_store(&c->pre_fin, true);
+			atomic_store_explicit(&c->pre_fin, true, memory_order_relaxed);
 		tp_prefix_unlock(c);
 		if (pending)
 			return 0;
 	}
 	if (how != SHUT_RD) {
 		tp_mutex_lock(&c->tx_lock);
-		if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) {
+		/* acquire: pairs with the release store in mv_finish() */
+		if (atomic_load_explicit(&c->moved_to, memory_order_acquire)) {
 			/* it moved meanwhile (mv_finish() reads wr_shut under this lock): there */
 			tp_mutex_unlock(&c->tx_lock);
 			return tp_shutdown(c, SHUT_WR);
@@ -43,7 +46,8 @@ int tp_shutdown(struct tp_conn *c, int how)
 		if (!c->wr_shut) {
 			c->wr_shut = true;
 			/* (while moving to the kernel socket, its FIN says it: tp_failover.c) */
-			if (!atomic_load(&c->error) && !tp_fo_get(c))
+			/* acquire: pairs with the CAS in tp_set_error_at() */
+			if (!atomic_load_explicit(&c->error, memory_order_acquire) && !tp_fo_get(c))
 				tp_tx_fin(c); /* -EAGAIN: the timers send it when room frees */
 		}
 		tp_mutex_unlock(&c->tx_lock);
@@ -59,7 +63,9 @@ static bool shared_elsewhere(struct tp_conn *c)
 	struct tp_host_entry *e = c->ent;
 	int me = tp_self_pid();
 	bool other = false;
-	uint32_t refs = __atomic_sub_fetch(&e->refs, 1, __ATOMIC_ACQ_REL);
+	/* acq_rel: pairs with the other holders' decrements here, the increment in
+	 * atfork_prepare() and the release store in tp_conn_new_first() */
+	uint32_t refs = atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) - 1;
 
 	if (refs == 0 || refs > 1000u) /* last reference (or never counted) */
 		return false;
@@ -67,7 +73,8 @@ static bool shared_elsewhere(struct tp_conn *c)
 	for (int i = 0; i < TP_OWNERS; i++)
 		if (e->owners[i] && e->owners[i] != me && tp_pid_alive(e->owners[i]))
 			other = true;
-	if (tp_now_ms() - __atomic_load_n(&e->fork_ms, __ATOMIC_ACQUIRE) < 2000u)
+	/* acquire: pairs with the release store of fork_ms in atfork_prepare() */
+	if (tp_now_ms() - atomic_load_explicit(&e->fork_ms, memory_order_acquire) < 2000u)
 		other = true;
 	tp_host_unlock(c->link);
 	return other;
@@ -80,7 +87,7 @@ static bool shared_elsewhere(struct tp_conn *c)
 static bool close_drives(struct tp_conn *c, bool shared)
 {
 	/* acquire: pairs with the release store in tp_conn_own() / tp_conn_new() */
-	if (__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
+	if (atomic_load_explicit(&c->owned, memory_order_acquire))
 		return true;
 	return !shared && tp_conn_own(c) == 0;
 }
@@ -99,7 +106,7 @@ static void release_share(struct tp_conn *c)
 static void shell_end(struct tp_conn *c, bool close)
 {
 	/* acquire: pairs with the release store in mv_finish() */
-	struct tp_conn *n = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE);
+	struct tp_conn *n = atomic_load_explicit(&c->moved_to, memory_order_acquire);
 
 	if (close)
 		tp_close(n);
@@ -112,7 +119,8 @@ void tp_close(struct tp_conn *c)
 {
 	if (!c)
 		return;
-	if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) { /* (pairs with mv_finish()) */
+	/* acquire: pairs with the release store in mv_finish() */
+	if (atomic_load_explicit(&c->moved_to, memory_order_acquire)) {
 		shell_end(c, true);
 		return;
 	}
@@ -120,17 +128,21 @@ void tp_close(struct tp_conn *c)
 	 * private duplicate of the socket stays for a failover at exit (tp_exit_handoff()), or
 	 * for one under way, until the connection is released. */
 	/* acquire: pairs with the release store in tp_conn_own() / tp_conn_new() */
-	bool mine = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
+	bool mine = atomic_load_explicit(&c->owned, memory_order_acquire);
 
 	tp_mutex_lock(&c->tx_lock);
-	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d || atomic_load(&c->pre_on);
+	/* relaxed pre_on: a tail still going out (its writers hold the prefix lock, not this
+	 * one: a tail that just went out counts as unacknowledged, which only keeps a duplicate) */
+	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d ||
+		       atomic_load_explicit(&c->pre_on, memory_order_relaxed);
 
 	tp_mutex_unlock(&c->tx_lock);
 	int fo = tp_fo_get(c);
 
 	if (mine && (fo == TP_FO_RUN || (fo == TP_FO_NONE && unacked))) {
 		tp_mutex_lock(&c->witness_lock);
-		int w = atomic_load(&c->witness_fd1) - 1;
+		/* relaxed: under witness_lock, which its writer holds */
+		int w = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed) - 1;
 
 		if (w >= 0 && c->keep_fd < 0)
 			c->keep_fd = (int)syscall(SYS_fcntl, w, F_DUPFD_CLOEXEC, 3);
@@ -145,7 +157,8 @@ void tp_close(struct tp_conn *c)
 	if (!tp_fo_get(c) && tp_rx_unread(c, false)) {
 		/* as the kernel's close() with bytes in its receive queue: a reset (tp_abort()) */
 		LOG(LL_DEBUG, "transport: slot %u closed with bytes unread: reset", c->slot);
-		atomic_store(&c->error, -ECONNRESET);
+		/* release: pairs with the acquire loads of error (tp_conn_error(), the waiters) */
+		atomic_store_explicit(&c->error, -ECONNRESET, memory_order_release);
 		tp_conn_release(c, TP_ST_RST);
 		return;
 	}
@@ -165,28 +178,34 @@ void tp_close(struct tp_conn *c)
 	 * either sees closed (and closes where it went) or has gone and says where (the close goes
 	 * there too); the helper leaves a moving connection whose lock is taken alone. */
 	/* acquire: pairs with the CAS in tp_fo_request() */
-	struct tp_fo *mv = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	struct tp_fo *mv = atomic_load_explicit(&c->fo, memory_order_acquire);
 	struct tp_conn *moved = NULL;
 
 	if (mv)
 		tp_fo_lock(mv);
 	if (mv)
-		moved = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE); /* (pairs with mv_finish) */
-	/* release: the helper sees closed_ms and the shutdown state; pairs with its load */
-	atomic_store(&c->closed, true);
+		/* acquire: pairs with the release store in mv_finish() */
+		moved = atomic_load_explicit(&c->moved_to, memory_order_acquire);
+	/* seq_cst: the helper sees closed_ms and the shutdown state (pairs with its load of
+	 * closed in tp_link_conns_pass()); and with the store of lingering below against the
+	 * pass's clearing of lingering before it reads closed (store, store / store, load: only
+	 * a single total order keeps a pass from both missing closed and clearing our flag) */
+	atomic_store_explicit(&c->closed, true, memory_order_seq_cst);
 	if (mv)
 		tp_fo_unlock(mv);
 	if (moved)
 		tp_close(moved);
 	/* after closed: a pass that cleared lingering before it saw closed comes again soon */
-	atomic_store(&l->lingering, true); /* (tp_link.c: link_service()) */
+	/* seq_cst: see the store of closed above (tp_link.c: tp_link_conns_pass()) */
+	atomic_store_explicit(&l->lingering, true, memory_order_seq_cst);
 }
 
 void tp_abort(struct tp_conn *c)
 {
 	if (!c)
 		return;
-	if (__atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)) { /* (pairs with mv_finish()) */
+	/* acquire: pairs with the release store in mv_finish() */
+	if (atomic_load_explicit(&c->moved_to, memory_order_acquire)) {
 		shell_end(c, false);
 		return;
 	}
@@ -195,7 +214,8 @@ void tp_abort(struct tp_conn *c)
 		release_share(c);
 		return;
 	}
-	atomic_store(&c->error, -ECONNRESET);
+	/* release: pairs with the acquire loads of error (tp_conn_error(), the waiters) */
+	atomic_store_explicit(&c->error, -ECONNRESET, memory_order_release);
 	tp_conn_release(c, tp_fo_get(c) ? 0 : TP_ST_RST);
 }
 

@@ -35,7 +35,8 @@ void tp_conn_recycle(struct tp_conn *c)
 	struct tp_link *l = c->link;
 	bool kept = false;
 
-	if (c->pre_buf || atomic_load(&c->pre_on))
+	/* relaxed: C is finished, no other thread of ours uses it any more */
+	if (c->pre_buf || atomic_load_explicit(&c->pre_on, memory_order_relaxed))
 		tp_prefix_drop(c);
 	tp_tx_hold_drop(c);
 	if (c->dmaq && ntb_dmaq_state(c->dmaq) != NTB_DMAQ_IDLE) {
@@ -161,8 +162,9 @@ struct tp_conn *tp_conn_new(struct tp_link *l, uint32_t slot)
 	}
 	/* this process drives it (set-up, adopt): the release pairs with the CAS in
 	 * tp_conn_own() of a process forked later */
-	__atomic_store_n(&e->active, (int32_t)tp_self_pid(), __ATOMIC_RELEASE);
-	__atomic_store_n(&c->owned, true, __ATOMIC_RELEASE); /* read by the helper */
+	atomic_store_explicit(&e->active, (int32_t)tp_self_pid(), memory_order_release);
+	/* release: pairs with the acquire loads of owned (tp_conn_own(), the helper's pass) */
+	atomic_store_explicit(&c->owned, true, memory_order_release);
 	return c;
 }
 
@@ -171,8 +173,10 @@ struct tp_conn *tp_conn_new_first(struct tp_link *l, uint32_t slot)
 {
 	struct tp_conn *c = tp_conn_new(l, slot);
 
+	/* release: pairs with the acq_rel decrement in shared_elsewhere() (tp_close.c) and the
+	 * increment in atfork_prepare() */
 	if (c)
-		__atomic_store_n(&l->host->e[slot].refs, 1, __ATOMIC_RELEASE);
+		atomic_store_explicit(&l->host->e[slot].refs, 1, memory_order_release);
 	return c;
 }
 
@@ -183,13 +187,15 @@ int tp_conn_own_slow(struct tp_conn *c)
 	me = (int32_t)tp_self_pid();
 	/* CAS 0 → me: the first user after a fork wins; acq_rel pairs with the release store of
 	 * 0 in atfork_prepare() and with the other claimant's CAS */
-	if (__atomic_compare_exchange_n(&c->ent->active, &cur, me, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE) || cur == me) {
+	if (atomic_compare_exchange_strong_explicit(&c->ent->active, &cur, me, memory_order_acq_rel,
+						    memory_order_acquire) || cur == me) {
 		c->ent->pid = me; /* informational (ntbsock stat) */
-		__atomic_store_n(&c->owned, true, __ATOMIC_RELEASE);
+		/* release: pairs with the acquire loads of owned (tp_conn_own(), the helper) */
+		atomic_store_explicit(&c->owned, true, memory_order_release);
 		return 0;
 	}
-	if (!atomic_load(&c->error))
+	/* relaxed: only whether to log */
+	if (!atomic_load_explicit(&c->error, memory_order_relaxed))
 		LOG(LL_DEBUG, "transport: slot %u is driven by process %d since a fork: "
 		    "not usable here", c->slot, cur);
 	tp_set_error(c, -EPERM);
@@ -213,9 +219,11 @@ void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
 int tp_conn_error(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
-	int err = atomic_load(&c->error);
+	/* acquire: pairs with the CAS in tp_set_error_at() and the release stores in tp_close.c */
+	int err = atomic_load_explicit(&c->error, memory_order_acquire);
 
-	if (!err && atomic_load(&c->peer_gone) && !c->fin_rcvd_v)
+	/* relaxed peer_gone: a sticky flag, nothing is published with it */
+	if (!err && atomic_load_explicit(&c->peer_gone, memory_order_relaxed) && !c->fin_rcvd_v)
 		err = -ECONNRESET; /* the peer vanished without an orderly FIN */
 	return err;
 }

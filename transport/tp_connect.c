@@ -26,7 +26,7 @@ static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcx
 	p.qsize = l->geom.qsize;
 	p.key = e->key;
 	p.apply_flags = apply_flags;
-	e->result = 0;
+	atomic_store_explicit(&e->result, 0, memory_order_relaxed); /* (under the host lock) */
 	return tp_mbox_send(l, &p);
 }
 
@@ -97,7 +97,8 @@ struct setup {
 static int connect_check(struct tp_link *l, const struct tp_key *key, uint32_t apply_flags,
 			 enum tp_reason *ret_reason)
 {
-	if (!tp_link_refresh(l) || atomic_load(&l->region_bad)) {
+	/* relaxed region_bad: the helper's verdict, a flag nothing is published with */
+	if (!tp_link_refresh(l) || atomic_load_explicit(&l->region_bad, memory_order_relaxed)) {
 		*ret_reason = TP_REASON_LINK_DOWN;
 		return -ENOLINK;
 	}
@@ -208,7 +209,9 @@ static void apply_decide(struct tp_link *l, struct setup *s, uint64_t now, uint6
  * may hold one for it). The error for the caller, with *RET_REASON. */
 static int apply_failed(struct tp_link *l, struct setup *s, enum tp_reason *ret_reason)
 {
-	if (s->e->result == TP_PKT_ACK) /* answered after all: tell the peer */
+	/* relaxed: under the host lock, as every write of result */
+	if (atomic_load_explicit(&s->e->result, memory_order_relaxed) == TP_PKT_ACK)
+		/* answered after all: tell the peer */
 		tp_ent_st_add(l, s->e, TP_ST_RST);
 	else if (s->t.reason == TP_REASON_TIMEOUT || s->t.reason == TP_REASON_NO_CONTEXT)
 		/* unanswered (or the answer is late): the peer may still reserve a context for
@@ -242,7 +245,7 @@ static int apply_until_decided(struct tp_link *l, struct setup *s, uint64_t dead
 		tp_host_lock(l);
 		tp_mbox_process(l);
 		/* acquire: pairs with the release store of result in on_answer() */
-		res = __atomic_load_n(&s->e->result, __ATOMIC_ACQUIRE);
+		res = atomic_load_explicit(&s->e->result, memory_order_acquire);
 		now = tp_now_ms();
 		apply_answer(l, s, res, now);
 		apply_decide(l, s, now, deadline);
@@ -327,7 +330,8 @@ void tp_conn_commit(struct tp_conn *c)
 {
 	/* (accumulates with what is written later: a CLOSING or RST keeps COMMIT) */
 	tp_ent_st_add(c->link, c->ent, TP_ST_COMMIT);
-	atomic_store(&c->commit_ms, tp_now_ms());
+	/* relaxed: a time stamp for this process's timers; the ST word has its own ordering */
+	atomic_store_explicit(&c->commit_ms, tp_now_ms(), memory_order_relaxed);
 }
 
 /* The timers of a client connection committed less than the server's longest wait ago: the
@@ -336,7 +340,8 @@ void tp_conn_commit(struct tp_conn *c)
 
 void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
 {
-	uint64_t t = atomic_load(&c->commit_ms);
+	/* relaxed (commit_ms, commit_rep_ms): time stamps, nothing is published with them */
+	uint64_t t = atomic_load_explicit(&c->commit_ms, memory_order_relaxed);
 
 	if (!t)
 		return;
@@ -350,19 +355,21 @@ void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
 	answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
 	tp_mutex_unlock(&c->tx_lock);
 	if (answered || lost || clock_age_ms(now, t) > c->link->params.setup_timeout_ms) {
-		atomic_store(&c->commit_ms, 0);
+		atomic_store_explicit(&c->commit_ms, 0, memory_order_relaxed);
 		return;
 	}
-	uint64_t rep = atomic_load(&c->commit_rep_ms);
+	uint64_t rep = atomic_load_explicit(&c->commit_rep_ms, memory_order_relaxed);
 
 	/* (every TP_COMMIT_REPEAT_MS at most; one thread wins each) */
 	if (clock_age_ms(now, rep) >= TP_COMMIT_REPEAT_MS &&
-	    atomic_compare_exchange_strong(&c->commit_rep_ms, &rep, now))
+	    atomic_compare_exchange_strong_explicit(&c->commit_rep_ms, &rep, now,
+						    memory_order_relaxed, memory_order_relaxed))
 		tp_ent_st_add(c->link, c->ent, 0);
 }
 
 int tp_conn_confirm(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
-	return c ? atomic_load(&c->error) : -EINVAL;
+	/* acquire: pairs with the CAS in tp_set_error_at() */
+	return c ? atomic_load_explicit(&c->error, memory_order_acquire) : -EINVAL;
 }

@@ -34,7 +34,8 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 		tp_mutex_unlock(&c->tx_lock);
 		return -EBUSY;
 	}
-	if ((rc = atomic_load(&c->error))) {
+	/* acquire: pairs with the CAS in tp_set_error_at() */
+	if ((rc = atomic_load_explicit(&c->error, memory_order_acquire))) {
 		tp_mutex_unlock(&c->tx_lock);
 		return rc;
 	}
@@ -59,8 +60,8 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	tp_mutex_unlock(&c->rx_lock);
 	tp_mutex_unlock(&c->tx_lock);
 	*ret_token = (uint64_t)c->slot << 32 | c->nonce_in;
-	/* release: the state before the flag tp_conn_adopt() checks */
-	__atomic_store_n(&x->valid, 1, __ATOMIC_RELEASE);
+	/* release: the state before the flag; pairs with the acquire load in tp_conn_adopt() */
+	atomic_store_explicit(&x->valid, 1, memory_order_release);
 	tp_conn_unregister(c);
 	tp_conn_recycle(c);
 	return 0;
@@ -78,12 +79,13 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	e = &l->host->e[slot];
 	tp_host_lock(l);
 	if (e->state != TP_ES_OPEN || e->nonce != nonce ||
-	    !__atomic_load_n(&e->ex.valid, __ATOMIC_ACQUIRE)) {
+	    /* acquire: pairs with the release store in tp_conn_export() */
+	    !atomic_load_explicit(&e->ex.valid, memory_order_acquire)) {
 		tp_host_unlock(l);
 		return -ENOENT;
 	}
 	x = e->ex;
-	e->ex.valid = 0;
+	atomic_store_explicit(&e->ex.valid, 0, memory_order_relaxed); /* (under the host lock) */
 	e->pid = tp_self_pid();
 	tp_host_unlock(l);
 	c = tp_conn_new(l, slot); /* refs unchanged: other processes may share it (fork) */

@@ -397,7 +397,7 @@ enum tp_entry_state {
 
 /* What survives exec: with everything sent acknowledged, the cursors are the whole state. */
 struct tp_export {
-	uint32_t valid;        /* 1 between tp_conn_export() and tp_conn_adopt() */
+	_Atomic uint32_t valid; /* 1 between tp_conn_export() and tp_conn_adopt() */
 	uint32_t msn_next, tx_i, tx_d, fin_msn;
 	uint32_t c_i, c_d, c_msn, rec_off;
 	uint16_t tx_epoch, detect_seq, rx_epoch, det_seen;
@@ -408,16 +408,16 @@ struct tp_host_entry {
 	uint32_t state;
 	int32_t  pid;          /* owner (CONNECTING/OPEN), 0 for PENDING */
 	int32_t  owners[4];    /* processes sharing it (fork); dead ones are dropped */
-	uint32_t refs;         /* processes holding a copy (fork adds one, export/adopt keep it) */
-	int32_t  active;       /* pid of the one process that drives it, 0: nobody since the
+	_Atomic uint32_t refs; /* processes holding a copy (fork adds one, export/adopt keep it) */
+	_Atomic int32_t active; /* pid of the one process that drives it, 0: nobody since the
 				* last fork (single-owner rule, see the header comment) */
-	uint64_t fork_ms;      /* last fork of an owner: the child may not be listed yet */
+	_Atomic uint64_t fork_ms; /* last fork of an owner: the child may not be listed yet */
 	int32_t  fd;           /* informational (tp_conn_set_owner) */
 	uint32_t role;         /* 0 client, 1 server */
 	struct tp_key key;
 	uint32_t nonce;        /* ours: seeds what the peer writes into this slot */
 	uint32_t peer_slot, peer_nonce;
-	uint32_t st_out;       /* ST flags written into the peer's slot so far: they only
+	_Atomic uint32_t st_out; /* ST flags written into the peer's slot so far: they only
 				* accumulate, whichever process of this host writes (tp_ent_st_add()).
 				* (Offset 100, before the 8-aligned peer_slot_off: static_assert
 				* below.) */
@@ -425,7 +425,7 @@ struct tp_host_entry {
 	uint32_t peer_inline_n, peer_qsize;
 	uint32_t msgid, pri, epoch;
 	uint32_t peer_epoch;   /* the peer's ntb session when set up */
-	uint32_t result;       /* client: 0 waiting, TP_PKT_ACK, TP_PKT_NACK */
+	_Atomic uint32_t result; /* client: 0 waiting, TP_PKT_ACK, TP_PKT_NACK */
 	uint32_t result_reason;
 	uint64_t created_ms, released_ms;
 	struct tp_stats stats;
@@ -449,20 +449,21 @@ struct tp_host_listen {
  * freed are added in at tp_slot_free() (under the host lock); failovers by an atomic add
  * (host-local memory: several processes of this host may move connections at once). */
 struct tp_host_totals {
-	uint64_t setups;
-	uint64_t tx_bytes, rx_bytes, transfers, congestion;
-	uint64_t failovers;
+	_Atomic uint64_t setups;
+	_Atomic uint64_t tx_bytes, rx_bytes, transfers, congestion;
+	_Atomic uint64_t failovers;
 };
 
 struct tp_host {
-	uint64_t magic;
+	_Atomic uint64_t magic;
 	uint32_t version, size;
 	uint32_t contexts, session_epoch;
 	uint32_t inline_n, qsize, slot_size; /* geometry of this side's slots: first opener's */
 	pthread_mutex_t lock;
 	/* everything below under lock */
 	uint32_t peer_epoch;   /* peer session the mailbox indices belong to */
-	uint32_t free_num, rcxt_pri;
+	_Atomic uint32_t free_num; /* written under lock, read unlocked (tp_link_load()) */
+	uint32_t rcxt_pri;
 	uint32_t msgid_next;
 	uint32_t mbox_prod;    /* packets we wrote into the peer's mailbox */
 	uint32_t mbox_cons;    /* packets we consumed from ours */
@@ -582,7 +583,7 @@ struct tp_conn {
 	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
-	bool owned;               /* this process drives it (ent->active is our pid): only then
+	atomic_bool owned;        /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
 	/* client: when tp_conn_commit() wrote COMMIT; the timers write the ST word again while
@@ -683,7 +684,7 @@ struct tp_conn {
 	struct tp_stats *st;
 	/* --- failover to the kernel TCP socket (tp_failover.c; doc/design.md §5.8) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
-	struct tp_fo *fo;            /* NULL until a failover is requested; then final (release) */
+	struct tp_fo *_Atomic fo;    /* NULL until a failover is requested; then final (release) */
 	_Atomic int fo_state;        /* enum tp_fo_state; the data path's one load */
 	int keep_fd;                 /* tp_close(): a private duplicate of the kernel socket kept
 				      * while the connection lingers (failover at exit), -1: none */
@@ -694,7 +695,7 @@ struct tp_conn {
 	 * written once (release, under c->fo->lock) and read with acquire by tp_conn_cur(); this
 	 * one is then an empty shell the caller's handle still names, and its slot is freed
 	 * (slot_gone, written before moved_to) */
-	struct tp_conn *moved_to;
+	struct tp_conn *_Atomic moved_to;
 	atomic_bool slot_gone;
 	/* The connection a move went to (tp_failover.c: mv_finish()): the rest of the moved
 	 * connection's tail, which goes out before any byte the program sends here (tp_send()
@@ -715,7 +716,7 @@ static inline struct tp_conn *tp_conn_cur(struct tp_conn *c)
 	struct tp_conn *n;
 
 	/* acquire: pairs with the release store in mv_finish() (tp_failover.c) */
-	while (c && (n = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)))
+	while (c && (n = atomic_load_explicit(&c->moved_to, memory_order_acquire)))
 		c = n;
 	return c;
 }
@@ -1094,7 +1095,7 @@ static inline int tp_conn_own(struct tp_conn *c)
 {
 	/* acquire: pairs with the release store in tp_conn_new() / tp_conn_own_slow() (same
 	 * process, other thread) */
-	if (likely(__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE)))
+	if (likely(atomic_load_explicit(&c->owned, memory_order_acquire)))
 		return 0;
 	return tp_conn_own_slow(c);
 }

@@ -16,7 +16,8 @@ int tp_listen(struct tp_link *l, uint16_t port)
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
 		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
 			h->listen[i].count++;
-			atomic_fetch_add(&l->listening, 1);
+			/* relaxed: a count for the helper's choice of link to sleep on */
+			atomic_fetch_add_explicit(&l->listening, 1, memory_order_relaxed);
 			goto out;
 		}
 		if (!h->listen[i].count && free_i < 0)
@@ -29,7 +30,7 @@ int tp_listen(struct tp_link *l, uint16_t port)
 	h->listen[free_i].pid = me;
 	h->listen[free_i].port = port;
 	h->listen[free_i].count = 1;
-	atomic_fetch_add(&l->listening, 1);
+	atomic_fetch_add_explicit(&l->listening, 1, memory_order_relaxed); /* (as above) */
 	tp_listen_publish(l, false);
 out:
 	tp_host_unlock(l);
@@ -45,7 +46,8 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
 		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
 			h->listen[i].count--;
-			atomic_fetch_sub(&l->listening, 1);
+			/* relaxed: as in tp_listen() */
+			atomic_fetch_sub_explicit(&l->listening, 1, memory_order_relaxed);
 			rc = 0;
 			break;
 		}

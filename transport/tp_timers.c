@@ -25,7 +25,8 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 {
 	uint32_t next;
 
-	if (atomic_load(&c->slot_gone))
+	/* acquire: pairs with the release store of slot_gone in tp_conn_free_slot() */
+	if (atomic_load_explicit(&c->slot_gone, memory_order_acquire))
 		return 0; /* a shell (moved to another link): its entry is another's now */
 
 	/* queue fill levels for `ntbsock stat`: the cursors are read under their locks (trylock:
@@ -39,11 +40,14 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 		TP_STAT_SET(c->st->rx_queue_fill, (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u);
 		tp_mutex_unlock(&c->rx_lock);
 	}
-	/* acquire: pairs with the release store in tp_conn_own(); never for a connection another
-	 * process drives (our copy of its state is stale) */
-	if (atomic_load(&c->error) || !__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
+	/* acquire (error): pairs with the CAS in tp_set_error_at(); (owned): with the release
+	 * store in tp_conn_own(): never for a connection another process drives (our copy of its
+	 * state is stale) */
+	if (atomic_load_explicit(&c->error, memory_order_acquire) ||
+	    !atomic_load_explicit(&c->owned, memory_order_acquire))
 		return 0;
-	if (!tp_fo_get(c) && atomic_load(&c->link->admin_down))
+	/* relaxed: a flag the helper refreshes every 100 ms */
+	if (!tp_fo_get(c) && atomic_load_explicit(&c->link->admin_down, memory_order_relaxed))
 		tp_fo_request(c, "link down (admin)");
 	if (tp_fo_get(c)) {
 		tp_fo_progress(c);
@@ -56,7 +60,9 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 		tp_witness_look(c, now);
 		hold_timers(c, now); /* then the housekeeping below, which now counts nothing */
 	} else if (!lost && atomic_load_explicit(&c->silent_alive, memory_order_relaxed)) {
-		atomic_store(&c->silent_alive, false); /* it speaks again: its writes arrive */
+		/* relaxed: a hint (as its store in tp_witness_look()); it speaks again: its writes
+		 * arrive */
+		atomic_store_explicit(&c->silent_alive, false, memory_order_relaxed);
 	}
 	tp_conn_commit_repeat(c, now, lost);
 	if (atomic_load_explicit(&c->pre_on, memory_order_relaxed))

@@ -72,12 +72,12 @@ static int shm_create(struct ntb_link *nl, const char *path)
 		goto err_unlink;
 	}
 	ntb_region_hdr_build(&h, p->window_size);
-	h.init_word = NTB_INIT_DONE;
+	atomic_init(&h.init_word, NTB_INIT_DONE); /* (a private header, copied below) */
 	memcpy(base, &h, sizeof(h));
 	/* Release: header fields before magic; pairs with the acquire in ntb_region_validate().
 	 * (link() below publishes the whole file anyway.) */
-	__atomic_store_n(&((struct ntb_region_hdr *)base)->magic, NTB_REGION_MAGIC,
-			 __ATOMIC_RELEASE);
+	atomic_store_explicit(&((struct ntb_region_hdr *)base)->magic, NTB_REGION_MAGIC,
+			      memory_order_release);
 	munmap(base, NTB_HDR_SIZE);
 	raw_close(fd);
 	/* link() fails if PATH exists: atomic create-if-absent of an initialised file. Where
