@@ -163,10 +163,11 @@ static void apply_answer(struct tp_link *l, struct setup *s, uint32_t res, uint6
 	if (res == TP_PKT_ACK) {
 		tp_rt_tcxt_event(&s->t, TP_EV_ACK, s->t.msgid, pp->max_err);
 	} else if (res == TP_PKT_NACK) {
-		enum tp_rt_event ev = s->e->result_reason == TP_REASON_NO_LISTENER ?
-			TP_EV_NACK_NOLISTEN : TP_EV_NACK;
+		/* relaxed: under the host lock, as its write (on_answer()) */
+		uint32_t why = atomic_load_explicit(&s->e->result_reason, memory_order_relaxed);
+		enum tp_rt_event ev = why == TP_REASON_NO_LISTENER ? TP_EV_NACK_NOLISTEN : TP_EV_NACK;
 
-		if (s->e->result_reason == TP_REASON_PEER_ERROR) {
+		if (why == TP_REASON_PEER_ERROR) {
 			s->t.state = TP_TC_FAILED;
 			s->t.reason = TP_REASON_PEER_ERROR;
 		} else if (tp_rt_tcxt_event(&s->t, ev, s->t.msgid, pp->max_err)) {

@@ -426,7 +426,7 @@ struct tp_host_entry {
 	uint32_t msgid, pri, epoch;
 	uint32_t peer_epoch;   /* the peer's ntb session when set up */
 	_Atomic uint32_t result; /* client: 0 waiting, TP_PKT_ACK, TP_PKT_NACK */
-	uint32_t result_reason;
+	_Atomic uint32_t result_reason; /* written with result (relaxed, before it) */
 	uint64_t created_ms, released_ms;
 	struct tp_stats stats;
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
@@ -628,7 +628,7 @@ struct tp_conn {
 	 * the shadow but not published (TX_D stays at tx_d_pub) while the receiver has not
 	 * consumed what was published before it; later small writes append to it. Whatever
 	 * publishes TX_D (publish_tx()) ends the hold. */
-	bool held;
+	atomic_bool held;
 	uint32_t held_pos, held_len, held_crc;
 	bool tx_streak;           /* no read on this connection since the last send (a stream,
 				   * not a request awaiting its answer): written by the receive

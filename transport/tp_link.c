@@ -126,7 +126,9 @@ void tp_conn_free_slot(struct tp_conn *c)
 	tp_host_lock(l);
 	tp_slot_free(l, c->slot);
 	tp_host_unlock(l);
-	atomic_store(&c->slot_gone, true);
+	/* release: the freed slot before the flag; pairs with the acquire loads of slot_gone
+	 * (tp_conn_timers(), tp_conn_release(), exit_pending(), atfork_prepare()) */
+	atomic_store_explicit(&c->slot_gone, true, memory_order_release);
 }
 
 /* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
@@ -136,7 +138,8 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	struct tp_link *l = c->link;
 
 	/* a shell (moved to another link): only the object is left */
-	if (atomic_load(&c->slot_gone)) {
+	/* acquire: pairs with the release store in tp_conn_free_slot() */
+	if (atomic_load_explicit(&c->slot_gone, memory_order_acquire)) {
 		tp_conn_unregister(c);
 		tp_fo_free(c);
 		tp_conn_recycle(c);
@@ -145,7 +148,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	struct tp_host_entry *e = c->ent;
 	int me = tp_self_pid();
 	/* acquire: pairs with the release store in tp_conn_own() / tp_conn_new() */
-	bool owned = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
+	bool owned = atomic_load_explicit(&c->owned, memory_order_acquire);
 	int32_t active;
 	bool last = true;
 
@@ -155,7 +158,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 		if (e->owners[i] == me)
 			e->owners[i] = 0;
 	/* acquire: pairs with the CAS in tp_conn_own() (a driver not in the owner list) */
-	active = __atomic_load_n(&e->active, __ATOMIC_ACQUIRE);
+	active = atomic_load_explicit(&e->active, memory_order_acquire);
 	last = !tp_entry_owned(e) && (active == me || !tp_pid_alive(active));
 	/* The owner ends the connection for everyone (nobody else can drive it); others only when
 	 * they are the last holder. */
@@ -218,7 +221,8 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	bool acked, peer_done;
 
 	*ret_flags = 0;
-	if (atomic_load(&c->error))
+	/* acquire: pairs with the CAS in tp_set_error_at() */
+	if (atomic_load_explicit(&c->error, memory_order_acquire))
 		return true;
 	int fo = tp_fo_get(c);
 
@@ -270,14 +274,19 @@ bool tp_link_refresh(struct tp_link *l)
 	uint64_t since = 0;
 
 	if (up) {
-		/* while down the peer epoch reads 0: keep the last one seen */
-		atomic_store(&l->peer_epoch, ntb_link_peer_epoch(l->ntb));
-		atomic_store(&l->down_since_ms, 0);
+		/* while down the peer epoch reads 0: keep the last one seen. Relaxed (the link's
+		 * state words here): a cache of what ntb_link_tick() saw, each word on its own;
+		 * nothing is published with them, and sleepers are woken by tp_event_signal() */
+		atomic_store_explicit(&l->peer_epoch, ntb_link_peer_epoch(l->ntb),
+				      memory_order_relaxed);
+		atomic_store_explicit(&l->down_since_ms, 0, memory_order_relaxed);
 	} else {
 		uint64_t zero = 0;
 
 		since = now;
-		if (!atomic_compare_exchange_strong(&l->down_since_ms, &zero, now))
+		if (!atomic_compare_exchange_strong_explicit(&l->down_since_ms, &zero, now,
+							     memory_order_relaxed,
+							     memory_order_relaxed))
 			since = zero; /* the first thread to see it down set the time */
 	}
 	/* A stall shorter than the grace (a starved heartbeat on a loaded host) does not end
@@ -290,14 +299,14 @@ bool tp_link_refresh(struct tp_link *l)
 	bool grace_up = up || clock_age_ms(now, since) < l->down_grace_ms;
 	bool silent = !up && ntb_link_peer_silent(l->ntb);
 
-	atomic_store(&l->up, grace_up);
-	bool lost = atomic_load(&l->region_bad) ||
+	atomic_store_explicit(&l->up, grace_up, memory_order_relaxed);
+	bool lost = atomic_load_explicit(&l->region_bad, memory_order_relaxed) ||
 		    (!grace_up && (!silent || clock_age_ms(now, since) >= l->params.peer_timeout_ms));
 
-	if (lost && !atomic_exchange(&l->lost, true))
+	if (lost && !atomic_exchange_explicit(&l->lost, true, memory_order_relaxed))
 		tp_event_signal(); /* sleeping waiters look again and see the loss */
 	else if (!lost)
-		atomic_store(&l->lost, false);
+		atomic_store_explicit(&l->lost, false, memory_order_relaxed);
 	return up;
 }
 
@@ -325,11 +334,12 @@ static void flush_held(struct tp_link *l)
 	for (struct tp_conn *c = l->conns; c; c = c->next) {
 		/* acquire: pairs with the release store in tp_conn_own() (single-owner rule);
 		 * relaxed held: a hint, read again under the lock */
-		if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
-		    !__atomic_load_n(&c->held, __ATOMIC_RELAXED))
+		if (!atomic_load_explicit(&c->owned, memory_order_acquire) ||
+		    !atomic_load_explicit(&c->held, memory_order_relaxed))
 			continue;
+		/* relaxed: only asks the helper to come sooner */
 		if (!tp_tx_flush_held_ready(c))
-			atomic_store(&l->probe_soon, true);
+			atomic_store_explicit(&l->probe_soon, true, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&l->conns_lock);
 }
@@ -348,7 +358,9 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 		tp_link_admin_down(l);
 		int mc = ntb_link_check_mapping(l->ntb);
 
-		if (mc < 0 && mc != -EINVAL && mc != -ENOTSUP && !atomic_exchange(&l->region_bad, true))
+		/* relaxed: a sticky flag (logged once); readers take it as a hint */
+		if (mc < 0 && mc != -EINVAL && mc != -ENOTSUP &&
+		    !atomic_exchange_explicit(&l->region_bad, true, memory_order_relaxed))
 			LOG(LL_DEBUG, "transport: link region no longer valid (%d)", mc);
 	}
 	if (rung || l->mbox_missed || now - l->last_mbox_ms >= 100) {
@@ -381,15 +393,21 @@ timers:
 	 * rings often, the timers are O(connections)); every 5 ms while closed connections
 	 * linger: they hold receive contexts (both hosts'), which a host making connections one
 	 * after another runs short of when they are released only every 100 ms */
-	lingering = atomic_load(&l->lingering);
-	timers = now - l->last_timers_ms >= 100 || atomic_load(&tp_fo_active) > 0 ||
+	/* relaxed (lingering, tp_fo_active, probe_soon): hints for how soon the pass runs; it
+	 * runs every 100 ms anyway */
+	lingering = atomic_load_explicit(&l->lingering, memory_order_relaxed);
+	timers = now - l->last_timers_ms >= 100 ||
+		 atomic_load_explicit(&tp_fo_active, memory_order_relaxed) > 0 ||
 		 ((rung || lingering) && now - l->last_timers_ms >= 5) ||
-		 (atomic_load(&l->probe_soon) && now - l->last_timers_ms >= TP_QUICK_PROBE_MS);
+		 (atomic_load_explicit(&l->probe_soon, memory_order_relaxed) &&
+		  now - l->last_timers_ms >= TP_QUICK_PROBE_MS);
 	if (!timers)
 		return applied;
 	l->last_timers_ms = now;
 	if (!tp_link_conns_pass(l, now, false, false))
-		atomic_store(&l->lingering, true); /* another thread's pass: come again soon */
+		/* another thread's pass: come again soon (relaxed: setting it only asks for
+		 * a pass sooner) */
+		atomic_store_explicit(&l->lingering, true, memory_order_relaxed);
 	return applied;
 }
 
@@ -403,18 +421,23 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 	bool lingering = false, busy = false, quick = false, nudge = false;
 
 	/* acq_rel: pairs with the release store that ends the other pass */
-	if (!atomic_compare_exchange_strong(&l->pass_busy, &busy, true))
+	if (!atomic_compare_exchange_strong_explicit(&l->pass_busy, &busy, true,
+						     memory_order_acq_rel, memory_order_relaxed))
 		return false;
-	/* cleared first: a tp_close() from now on sets it again (pairs with its store) */
-	atomic_store(&l->lingering, false);
+	/* cleared first: a tp_close() from now on sets it again. seq_cst, as the load of each
+	 * closed below: against tp_close()'s seq_cst stores of closed, then lingering (a pass
+	 * must not both clear a close's flag and miss its connection) */
+	atomic_store_explicit(&l->lingering, false, memory_order_seq_cst);
 	pthread_mutex_lock(&l->conns_lock);
 	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
 		uint32_t fl;
 
 		/* single-owner rule: nothing runs here for a connection another process drives (or
 		 * nobody since a fork). Acquire: pairs with the release store in tp_conn_own(). */
-		bool owned = __atomic_load_n(&c->owned, __ATOMIC_ACQUIRE);
-		bool closed = atomic_load(&c->closed);
+		bool owned = atomic_load_explicit(&c->owned, memory_order_acquire);
+		/* seq_cst: see the store of lingering above; it also pairs with the store in
+		 * tp_close() as an acquire would (closed_ms, the shutdown state) */
+		bool closed = atomic_load_explicit(&c->closed, memory_order_seq_cst);
 
 		if (closed_only && !closed) {
 			pp = &c->next;
@@ -455,12 +478,12 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 	pthread_mutex_unlock(&l->conns_lock);
 	if (nudge)
 		ntb_peer_db_ring(l->ntb); /* one ring for every connection that needs it */
-	if (lingering)
-		atomic_store(&l->lingering, true);
+	if (lingering) /* (relaxed: setting it only asks for a pass sooner) */
+		atomic_store_explicit(&l->lingering, true, memory_order_relaxed);
 	/* quick probes still to come on some connection: keep coming (a sleeper may set it again
 	 * meanwhile: a pass at most TP_QUICK_PROBE_MS later clears it once more) */
-	if (!closed_only)
-		atomic_store(&l->probe_soon, quick);
+	if (!closed_only) /* (relaxed: a hint for the helper's sleep) */
+		atomic_store_explicit(&l->probe_soon, quick, memory_order_relaxed);
 	for (c = done; c; c = next) {
 		next = c->next;
 		c->next = NULL;
@@ -470,7 +493,8 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		pthread_mutex_unlock(&l->conns_lock);
 		tp_conn_release(c, (uint32_t)c->closed_ms);
 	}
-	atomic_store(&l->pass_busy, false);
+	/* release: pairs with the CAS that starts the next pass */
+	atomic_store_explicit(&l->pass_busy, false, memory_order_release);
 	return true;
 }
 
@@ -554,7 +578,8 @@ bool tp_link_admin_down(struct tp_link *l)
 	/* (the flag file's existence, as tp_link_admin_get(), without building its path again) */
 	bool down = l->admin_path[0] && lstat(l->admin_path, &st) == 0;
 
-	atomic_store(&l->admin_down, down);
+	/* relaxed: a flag nothing is published with (readers: a set-up, the timers) */
+	atomic_store_explicit(&l->admin_down, down, memory_order_relaxed);
 	return down;
 }
 
@@ -564,7 +589,7 @@ bool tp_link_admin_down_recent(struct tp_link *l)
 	uint64_t last = atomic_load_explicit(&l->admin_look_ms, memory_order_relaxed);
 
 	if (last && now - last < TP_ADMIN_LOOK_MS)
-		return atomic_load(&l->admin_down);
+		return atomic_load_explicit(&l->admin_down, memory_order_relaxed); /* (a flag) */
 	atomic_store_explicit(&l->admin_look_ms, now, memory_order_relaxed);
 	return tp_link_admin_down(l);
 }
@@ -592,10 +617,12 @@ static struct tp_link *helper_first(void)
 			first = l;
 			break;
 		}
-	if (first && first == g_links && !atomic_load(&first->listening) &&
-	    atomic_load(&first->self_rung))
+	/* relaxed (listening, self_rung): hints for which doorbell to sleep on */
+	if (first && first == g_links &&
+	    !atomic_load_explicit(&first->listening, memory_order_relaxed) &&
+	    atomic_load_explicit(&first->self_rung, memory_order_relaxed))
 		for (struct tp_link *l = g_links; l; l = l->next_link)
-			if (!atomic_load(&l->self_rung)) {
+			if (!atomic_load_explicit(&l->self_rung, memory_order_relaxed)) {
 				first = l;
 				break;
 			}
@@ -617,7 +644,10 @@ static void helper_plan(struct helper_round *r)
 	 * ring and where it has no listener (a loopback link's side 1 in a process that only
 	 * connects): each send would wake us. Such a link is polled every 25 ms. */
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
-		bool own = atomic_load(&l->self_rung) && !atomic_load(&l->listening);
+		/* relaxed (every flag and count here): hints for the sleep's length; a pass
+		 * comes at the latest after 100 ms */
+		bool own = atomic_load_explicit(&l->self_rung, memory_order_relaxed) &&
+			   !atomic_load_explicit(&l->listening, memory_order_relaxed);
 
 		if (!own && r->nwait < NTB_DB_WAIT_MAX) {
 			r->wait_on[r->nwait] = l->ntb;
@@ -625,16 +655,18 @@ static void helper_plan(struct helper_round *r)
 		} else if (r->slice > 25) {
 			r->slice = 25; /* polled */
 		}
-		if (atomic_load(&l->lingering) && r->slice > 5)
+		if (atomic_load_explicit(&l->lingering, memory_order_relaxed) && r->slice > 5)
 			r->slice = 5; /* closed connections to finish (link_service()) */
-		if (own && atomic_load(&l->held_conns) > 0 && r->slice > 1)
+		if (own && atomic_load_explicit(&l->held_conns, memory_order_relaxed) > 0 &&
+		    r->slice > 1)
 			r->slice = 1; /* polled, yet held messages wait for its rings */
-		if (atomic_load(&l->probe_soon) && r->slice > (int)TP_QUICK_PROBE_MS)
+		if (atomic_load_explicit(&l->probe_soon, memory_order_relaxed) &&
+		    r->slice > (int)TP_QUICK_PROBE_MS)
 			r->slice = (int)TP_QUICK_PROBE_MS; /* quick probes (tp_int.h) */
 		if (l->mbox_missed)
 			r->slice = 1; /* link_service() could not take a host lock */
 	}
-	if (atomic_load(&tp_fo_active) > 0 && r->slice > 2)
+	if (atomic_load_explicit(&tp_fo_active, memory_order_relaxed) > 0 && r->slice > 2)
 		r->slice = 2; /* failovers move bytes on kernel sockets (tp_failover.c) */
 	if (tp_finwait_pending() && r->slice > 2)
 		r->slice = 2; /* closes wait for the peer's FIN (tp_finwait.c) */
@@ -719,8 +751,11 @@ static bool exit_pending(struct tp_conn *c)
 
 	/* nor for a peer down past the grace: a silent one may be stopped for long, and a
 	 * kernel socket's close does not hold up exit either */
-	if (atomic_load(&c->slot_gone) || atomic_load(&c->error) || tp_conn_peer_lost(c) ||
-	    !atomic_load(&c->link->up))
+	/* acquire (slot_gone, error): pair with the release store in tp_conn_free_slot() and
+	 * the CAS in tp_set_error_at(); relaxed up: the link's state, a cache */
+	if (atomic_load_explicit(&c->slot_gone, memory_order_acquire) ||
+	    atomic_load_explicit(&c->error, memory_order_acquire) || tp_conn_peer_lost(c) ||
+	    !atomic_load_explicit(&c->link->up, memory_order_relaxed))
 		return false; /* (a shell: the connection it moved to is looked at on its link) */
 	if (tp_mutex_trylock(&c->tx_lock))
 		return true;
@@ -768,9 +803,10 @@ int tp_exit_drain(int timeout_ms)
 				continue;
 			}
 			for (struct tp_conn *c = l->conns; c; c = c->next) {
-				/* acquire: pairs with the release store in tp_conn_own() */
-				if (!atomic_load(&c->closed) ||
-				    !__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
+				/* acquire (closed): pairs with the store in tp_close(); (owned): with
+				 * the release store in tp_conn_own() */
+				if (!atomic_load_explicit(&c->closed, memory_order_acquire) ||
+				    !atomic_load_explicit(&c->owned, memory_order_acquire))
 					continue;
 				/* the FIN goes out when room frees (the helper may be asleep for
 				 * its slice, or absent) */
@@ -801,11 +837,14 @@ static int handoff_needed(struct tp_conn *c, uint64_t now, uint64_t t0)
 {
 	int need = 0;
 
-	if (atomic_load(&c->error) || tp_mutex_trylock(&c->tx_lock))
+	/* acquire: pairs with the CAS in tp_set_error_at() */
+	if (atomic_load_explicit(&c->error, memory_order_acquire) || tp_mutex_trylock(&c->tx_lock))
 		return 0;
 	/* (stalled: no progress for TP_EXIT_STALL_MS, and none since the nudge at T0 either) */
 	/* (a moved connection's tail still going out first counts as unacknowledged) */
-	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent) || atomic_load(&c->pre_on))
+	/* relaxed pre_on: a tail still going out (a hint; its writers hold the prefix lock) */
+	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent) ||
+	    atomic_load_explicit(&c->pre_on, memory_order_relaxed))
 		need = clock_age_ms(now, c->progress_ms ? c->progress_ms : c->last_ack_ms) >
 			       TP_EXIT_STALL_MS &&
 		       clock_age_ms(now, t0) > TP_EXIT_NUDGE_MS ? 2 : 1;
@@ -842,7 +881,7 @@ int tp_exit_handoff(int timeout_ms, int *ret_handed)
 			}
 			for (struct tp_conn *c = l->conns; c; c = c->next) {
 				/* acquire: pairs with the release store in tp_conn_own() */
-				if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE))
+				if (!atomic_load_explicit(&c->owned, memory_order_acquire))
 					continue;
 				if (!tp_fo_get(c)) {
 					tp_conn_timers(c, now); /* retransmissions, Detect, the FIN */
@@ -891,21 +930,31 @@ static void atfork_prepare(void)
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			tp_mutex_lock(&c->tx_lock);
 			tp_mutex_lock(&c->rx_lock);
-			if (atomic_load(&c->closed) || atomic_load(&c->slot_gone))
+			/* acquire: pairs with the store of closed in tp_close() and the release
+			 * store of slot_gone in tp_conn_free_slot() */
+			if (atomic_load_explicit(&c->closed, memory_order_acquire) ||
+			    atomic_load_explicit(&c->slot_gone, memory_order_acquire))
 				continue; /* lingering here: stays ours, the child drops it; or a shell
 					   * (moved to another link: its entry is another's now) */
 			/* the release held back by the lazy rx_release() goes out now: after the
 			 * fork nobody may drive this connection (no timers) for a while */
-			if (__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) && !atomic_load(&c->error)) {
+			/* acquire: pairs with the release store in tp_conn_own() (owned) and the
+			 * CAS in tp_set_error_at() (error) */
+			if (atomic_load_explicit(&c->owned, memory_order_acquire) &&
+			    !atomic_load_explicit(&c->error, memory_order_acquire)) {
 				tp_rx_flush_feedback(c);
 				tp_tx_flush_held_locked(c); /* and a merged message held back */
 			}
-			__atomic_add_fetch(&c->ent->refs, 1, __ATOMIC_ACQ_REL);
-			__atomic_store_n(&c->ent->fork_ms, now, __ATOMIC_RELEASE);
-			/* both copies start unowned (the child inherits this); release: pairs with
+			/* acq_rel: pairs with the decrements in shared_elsewhere() (tp_close.c) */
+			atomic_fetch_add_explicit(&c->ent->refs, 1, memory_order_acq_rel);
+			/* release: pairs with the acquire loads of fork_ms in shared_elsewhere()
+			 * and tp_entry_owned() */
+			atomic_store_explicit(&c->ent->fork_ms, now, memory_order_release);
+			/* both copies start unowned (the child inherits this); relaxed owned: this
+			 * process's flag, under the connection's locks; release active: pairs with
 			 * the CAS in tp_conn_own() of the first user */
-			__atomic_store_n(&c->owned, false, __ATOMIC_RELAXED);
-			__atomic_store_n(&c->ent->active, 0, __ATOMIC_RELEASE);
+			atomic_store_explicit(&c->owned, false, memory_order_relaxed);
+			atomic_store_explicit(&c->ent->active, 0, memory_order_release);
 		}
 	}
 }
@@ -1000,10 +1049,11 @@ void tp_atfork_child(void)
 	for (struct tp_link *l = g_links; l; l = l->next_link) {
 		pthread_mutex_init(&l->conns_lock, NULL);
 		/* a set-up's tp_link_reap() in another thread of the parent may have been running */
-		atomic_store(&l->pass_busy, false);
+		atomic_store_explicit(&l->pass_busy, false, memory_order_relaxed); /* (one thread) */
 		tp_host_lock(l);
 		for (struct tp_conn **pp = &l->conns, *c; (c = *pp); pp = &c->next) {
-			while (c && atomic_load(&c->closed)) {
+			/* relaxed: the child's one thread (state copied at fork) */
+			while (c && atomic_load_explicit(&c->closed, memory_order_relaxed)) {
 				/* the parent's lingering close: not ours (left allocated: its DMA
 				 * queue belongs to the parent's threads) */
 				*pp = c = c->next;
@@ -1013,8 +1063,11 @@ void tp_atfork_child(void)
 			tp_mutex_init(&c->tx_lock);
 			tp_mutex_init(&c->rx_lock);
 			tp_mutex_init(&c->witness_lock); /* a look may have been running */
-			if (atomic_load(&c->witness_fd1))
-				tp_fo_watch(c, atomic_load(&c->witness_fd1) - 1); /* our own set */
+			/* relaxed: the child's one thread */
+			int w1 = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed);
+
+			if (w1)
+				tp_fo_watch(c, w1 - 1); /* our own set */
 			/* c->owned is false: atfork_prepare() cleared it */
 			for (int i = 0; i < TP_OWNERS; i++) {
 				if (c->ent->owners[i] == me)
@@ -1130,7 +1183,8 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 		goto err_ntb;
 	if (tp_link_admin_path(lp, l->admin_path, sizeof(l->admin_path)))
 		l->admin_path[0] = '\0'; /* (too long: never down by admin) */
-	atomic_store(&l->admin_down, tp_link_admin_down(l));
+	/* relaxed: a flag (the link is not published yet) */
+	atomic_store_explicit(&l->admin_down, tp_link_admin_down(l), memory_order_relaxed);
 	l->db_seen = ntb_db_read(l->ntb);
 	l->geom.slot_off = TP_OFF_SLOTS;
 	tp_link_refresh(l);
@@ -1193,11 +1247,13 @@ bool tp_link_is_up(struct tp_link *l)
 
 int tp_link_load(struct tp_link *l)
 {
-	if (!tp_link_refresh(l) || atomic_load(&l->region_bad) || tp_link_admin_down(l))
+	/* relaxed: the helper's verdict, a flag */
+	if (!tp_link_refresh(l) || atomic_load_explicit(&l->region_bad, memory_order_relaxed) ||
+	    tp_link_admin_down(l))
 		return -ENETDOWN;
 	/* relaxed: a hint; the pool's count changes under the host lock, a placement racing
 	 * with another process's set-up may both pick the same link */
-	uint32_t free_num = __atomic_load_n(&l->host->free_num, __ATOMIC_RELAXED);
+	uint32_t free_num = atomic_load_explicit(&l->host->free_num, memory_order_relaxed);
 
 	return free_num < l->host->contexts ? (int)(l->host->contexts - free_num) : 0;
 }
@@ -1247,7 +1303,9 @@ struct tp_link *tp_link_alt(struct tp_link *l)
 
 	for (int i = 0; i < n; i++) {
 		/* (not lost, not admin down, up: tp_link_load()) */
-		int load = atomic_load(&cand[i]->lost) ? -1 : tp_link_load(cand[i]);
+		/* relaxed: the link's state, a cache (tp_link_refresh()) */
+		int load = atomic_load_explicit(&cand[i]->lost, memory_order_relaxed) ? -1 :
+			   tp_link_load(cand[i]);
 
 		if (load >= 0 && (!best || load < best_load)) {
 			best = cand[i];
@@ -1259,7 +1317,8 @@ struct tp_link *tp_link_alt(struct tp_link *l)
 
 void tp_link_set_self_rung(struct tp_link *l)
 {
-	atomic_store(&l->self_rung, true); /* read by helper_main() */
+	/* relaxed: a hint read by the helper (helper_first()) */
+	atomic_store_explicit(&l->self_rung, true, memory_order_relaxed);
 }
 
 struct ntb_link *tp_link_ntb(struct tp_link *l)

@@ -178,7 +178,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		return;
 	}
 	tp_host_reclaim_if_short(l);
-	pool.free_num = h->free_num;
+	pool.free_num = atomic_load_explicit(&h->free_num, memory_order_relaxed); /* (host lock) */
 	pool.pri = h->rcxt_pri;
 	if (!tp_rt_admit(&pool, p->pri)) {
 		h->rcxt_pri = pool.pri;
@@ -248,7 +248,7 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 		e->epoch = p->epoch;
 		e->peer_epoch = ntb_link_peer_epoch(l->ntb);
 	}
-	e->result_reason = p->reason;
+	atomic_store_explicit(&e->result_reason, p->reason, memory_order_relaxed); /* (lock) */
 	/* release: the answer fields before the result word the connecting thread polls;
 	 * pairs with the acquire load in tp_connect() */
 	atomic_store_explicit(&e->result, p->type, memory_order_release);
