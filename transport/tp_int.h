@@ -1037,6 +1037,10 @@ uint64_t tp_in_word(const struct tp_link *l, uint64_t off);
 void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v);
 
 /* tp_link.c */
+/* This process's links (linked by next_link) and the lock over that list and the helper's start
+ * (taken before a link's conns_lock). */
+extern pthread_mutex_t tp_links_lock;
+extern struct tp_link *tp_links;
 void tp_helper_start(void);
 bool tp_link_refresh(struct tp_link *l);
 

@@ -59,26 +59,26 @@ const char *tp_reason_str(enum tp_reason r)
 
 /* --- process state ------------------------------------------------------------------------- */
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* links list, helper start */
-static struct tp_link *g_links;
+pthread_mutex_t tp_links_lock = PTHREAD_MUTEX_INITIALIZER; /* links list, helper start */
+struct tp_link *tp_links;
 static int g_efd = -1;
 static bool g_helper;
-static bool g_helper_held;            /* tp_helper_hold() (under g_lock, or before threads) */
+static bool g_helper_held;            /* tp_helper_hold() (under tp_links_lock, or before threads) */
 static bool g_helper_waiting;         /* the helper sleeps on the links' doorbells (under
-				       * g_lock): tp_link_close() waits until it is off them */
-static uint64_t g_helper_round;       /* its sleeps so far (under g_lock): a later one is on a
+				       * tp_links_lock): tp_link_close() waits until it is off them */
+static uint64_t g_helper_round;       /* its sleeps so far (under tp_links_lock): a later one is on a
 				       * list without the link being closed */
-/* Bumped (and futex-woken) to make the helper look at g_links again: a link added or being
+/* Bumped (and futex-woken) to make the helper look at tp_links again: a link added or being
  * closed. Process-private; the helper sleeps on it beside the doorbells (ntb_db_wait_many()). */
 static _Atomic uint32_t g_helper_kick;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 int tp_event_fd(void)
 {
-	pthread_mutex_lock(&g_lock);
+	pthread_mutex_lock(&tp_links_lock);
 	if (g_efd < 0)
 		g_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&tp_links_lock);
 	return g_efd < 0 ? -EMFILE : g_efd;
 }
 
@@ -246,7 +246,7 @@ timers:
 	return applied;
 }
 
-/* Wake the helper from its sleep on the doorbells: g_links changed. */
+/* Wake the helper from its sleep on the doorbells: tp_links changed. */
 static void helper_kick(void)
 {
 	/* release: pairs with the acquire load in ntb_db_wait_many() (the list change first) */
@@ -256,7 +256,7 @@ static void helper_kick(void)
 
 void tp_exec_release_closed(void)
 {
-	/* A pass of another thread's tp_link_reap() (the helper's run under g_lock) makes ours
+	/* A pass of another thread's tp_link_reap() (the helper's run under tp_links_lock) makes ours
 	 * wait: up to ~100 ms in all. The list lock is taken with a deadline, as in
 	 * tp_exit_drain(): a holder that never lets go leaves the connections as they were. */
 	for (int tries = 0; tries < 200; tries++) {
@@ -265,11 +265,11 @@ void tp_exec_release_closed(void)
 
 		clock_gettime(CLOCK_REALTIME, &abs);
 		abs.tv_sec += 1;
-		if (pthread_mutex_timedlock(&g_lock, &abs))
+		if (pthread_mutex_timedlock(&tp_links_lock, &abs))
 			return;
-		for (struct tp_link *l = g_links; l; l = l->next_link)
+		for (struct tp_link *l = tp_links; l; l = l->next_link)
 			all &= tp_link_conns_pass(l, tp_now_ms(), true, true);
-		pthread_mutex_unlock(&g_lock);
+		pthread_mutex_unlock(&tp_links_lock);
 		if (all)
 			return;
 		usleep(500);
@@ -297,7 +297,7 @@ static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
 	return false;
 }
 
-/* Under g_lock: a peer's failover header arrived on the kernel socket of some connection
+/* Under tp_links_lock: a peer's failover header arrived on the kernel socket of some connection
  * (tp_failover.c): that connection moves too. An end of stream there is tp_witness_look()'s. */
 static void watched_events(void)
 {
@@ -305,7 +305,7 @@ static void watched_events(void)
 	int n = tp_fo_watched_events(ids, 64);
 
 	for (int k = 0; k < n; k++) {
-		for (struct tp_link *l = g_links; l; l = l->next_link) {
+		for (struct tp_link *l = tp_links; l; l = l->next_link) {
 			pthread_mutex_lock(&l->conns_lock);
 			for (struct tp_conn *c = l->conns; c; c = c->next)
 				if (c->fo_id == ids[k] && !tp_fo_get(c) && tp_fo_peer_spoke(c))
@@ -337,7 +337,7 @@ bool tp_link_admin_down_recent(struct tp_link *l)
 	return tp_link_admin_down(l);
 }
 
-/* What the helper sleeps on in one round: planned under g_lock (helper_plan()). */
+/* What the helper sleeps on in one round: planned under tp_links_lock (helper_plan()). */
 struct helper_round {
 	struct tp_link *first;     /* the link slept on alone where links cannot be together */
 	uint32_t seen;             /* its doorbell as last seen */
@@ -348,23 +348,23 @@ struct helper_round {
 	int slice;                 /* the longest sleep (ms) */
 };
 
-/* Under g_lock: the link to sleep on alone. With several links (a loopback link's two sides),
+/* Under tp_links_lock: the link to sleep on alone. With several links (a loopback link's two sides),
  * the one that receives Applies for this process's listeners, else one that this process's own
  * sends do not ring; the others are polled. NULL when there is no link. */
 static struct tp_link *helper_first(void)
 {
-	struct tp_link *first = g_links;
+	struct tp_link *first = tp_links;
 
-	for (struct tp_link *l = g_links; l; l = l->next_link)
+	for (struct tp_link *l = tp_links; l; l = l->next_link)
 		if (atomic_load_explicit(&l->listening, memory_order_relaxed) > 0) {
 			first = l;
 			break;
 		}
 	/* relaxed (listening, self_rung): hints for which doorbell to sleep on */
-	if (first && first == g_links &&
+	if (first && first == tp_links &&
 	    !atomic_load_explicit(&first->listening, memory_order_relaxed) &&
 	    atomic_load_explicit(&first->self_rung, memory_order_relaxed))
-		for (struct tp_link *l = g_links; l; l = l->next_link)
+		for (struct tp_link *l = tp_links; l; l = l->next_link)
 			if (!atomic_load_explicit(&l->self_rung, memory_order_relaxed)) {
 				first = l;
 				break;
@@ -372,7 +372,7 @@ static struct tp_link *helper_first(void)
 	return first;
 }
 
-/* Under g_lock: R's doorbells to sleep on and the longest sleep, from what the links have to do
+/* Under tp_links_lock: R's doorbells to sleep on and the longest sleep, from what the links have to do
  * (closed connections lingering, held messages, quick probes, failovers, FIN waits). */
 static void helper_plan(struct helper_round *r)
 {
@@ -386,7 +386,7 @@ static void helper_plan(struct helper_round *r)
 	/* Every link's doorbell is slept on together, but for one this process's own sends
 	 * ring and where it has no listener (a loopback link's side 1 in a process that only
 	 * connects): each send would wake us. Such a link is polled every 25 ms. */
-	for (struct tp_link *l = g_links; l; l = l->next_link) {
+	for (struct tp_link *l = tp_links; l; l = l->next_link) {
 		/* relaxed (every flag and count here): hints for the sleep's length; a pass
 		 * comes at the latest after 100 ms */
 		bool own = atomic_load_explicit(&l->self_rung, memory_order_relaxed) &&
@@ -434,7 +434,7 @@ static void helper_sleep(const struct helper_round *r, bool quick)
 		usleep(first ? (useconds_t)r->slice * 1000u : 100000u);
 }
 
-/* Under g_lock: serve every link at NOW after a sleep (doorbells read, link_service()); true
+/* Under tp_links_lock: serve every link at NOW after a sleep (doorbells read, link_service()); true
  * when one rang. *SPIN_UNTIL: the next stand-by's end, when a link asks for one. */
 static bool helper_service(const struct helper_round *r, bool quick, uint64_t now,
 			   uint64_t *spin_until)
@@ -442,7 +442,7 @@ static bool helper_service(const struct helper_round *r, bool quick, uint64_t no
 	bool signal = false;
 
 	watched_events();
-	for (struct tp_link *l = g_links; l; l = l->next_link) {
+	for (struct tp_link *l = tp_links; l; l = l->next_link) {
 		uint32_t db = ntb_db_read(l->ntb);
 		bool rung = db != l->db_seen;
 
@@ -464,20 +464,20 @@ static void *helper_main(void *arg)
 	for (;;) {
 		bool signal;
 
-		pthread_mutex_lock(&g_lock);
+		pthread_mutex_lock(&tp_links_lock);
 		helper_plan(&r);
 		g_helper_waiting = true; /* tp_link_close() waits until we are off the links */
 		g_helper_round++;
-		pthread_mutex_unlock(&g_lock);
+		pthread_mutex_unlock(&tp_links_lock);
 		quick = r.first && spin_until && helper_spin(r.first->ntb, r.seen, spin_until);
 		helper_sleep(&r, quick);
 		spin_until = 0;
 		uint64_t now = tp_now_ms();
 
-		pthread_mutex_lock(&g_lock);
+		pthread_mutex_lock(&tp_links_lock);
 		g_helper_waiting = false;
 		signal = helper_service(&r, quick, now, &spin_until);
-		pthread_mutex_unlock(&g_lock);
+		pthread_mutex_unlock(&tp_links_lock);
 		if (signal)
 			tp_event_signal();
 		tp_finwait_service();
@@ -485,190 +485,18 @@ static void *helper_main(void *arg)
 	return NULL;
 }
 
-/* Does closed connection C still need this process at exit: its FIN not out yet, or data or the
- * FIN not acknowledged (only the sender can retransmit)? Under its tx lock; a busy lock counts
- * as pending (the holder is about to change it). */
-static bool exit_pending(struct tp_conn *c)
-{
-	bool pending;
-
-	/* nor for a peer down past the grace: a silent one may be stopped for long, and a
-	 * kernel socket's close does not hold up exit either */
-	/* acquire (slot_gone, error): pair with the release store in tp_conn_free_slot() and
-	 * the CAS in tp_set_error_at(); relaxed up: the link's state, a cache */
-	if (atomic_load_explicit(&c->slot_gone, memory_order_acquire) ||
-	    atomic_load_explicit(&c->error, memory_order_acquire) || tp_conn_peer_lost(c) ||
-	    !atomic_load_explicit(&c->link->up, memory_order_relaxed))
-		return false; /* (a shell: the connection it moved to is looked at on its link) */
-	if (tp_mutex_trylock(&c->tx_lock))
-		return true;
-	pending = !tp_fin_acked(c);
-	tp_mutex_unlock(&c->tx_lock);
-	return pending;
-}
-
-void tp_exit_announce(void)
-{
-	if (pthread_mutex_trylock(&g_lock))
-		return;
-	for (struct tp_link *l = g_links; l; l = l->next_link) {
-		if (pthread_mutex_trylock(&l->conns_lock))
-			continue;
-		bool idle = l->conns == NULL;
-		pthread_mutex_unlock(&l->conns_lock);
-		if (idle)
-			ntb_link_disable(l->ntb);
-	}
-	pthread_mutex_unlock(&g_lock);
-}
-
-int tp_exit_drain(int timeout_ms)
-{
-	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
-	int left;
-
-	/* Only timers and looks, with trylocks below g_lock: this runs at exit, maybe while
-	 * another thread (or a signal-interrupted caller) holds a lock, and must not hang. The
-	 * helper thread releases the finished connections as usual. */
-	for (;;) {
-		uint64_t now = tp_now_ms();
-		struct timespec abs;
-
-		clock_gettime(CLOCK_REALTIME, &abs);
-		abs.tv_sec += (time_t)((end > now ? end - now : 0) / 1000u + 1u);
-		if (pthread_mutex_timedlock(&g_lock, &abs))
-			return -ETIMEDOUT;
-		left = 0;
-		for (struct tp_link *l = g_links; l; l = l->next_link) {
-			tp_link_refresh(l);
-			if (pthread_mutex_trylock(&l->conns_lock)) {
-				left++; /* a pass or a set-up is on the list: look again */
-				continue;
-			}
-			for (struct tp_conn *c = l->conns; c; c = c->next) {
-				/* acquire (closed): pairs with the store in tp_close(); (owned): with
-				 * the release store in tp_conn_own() */
-				if (!atomic_load_explicit(&c->closed, memory_order_acquire) ||
-				    !atomic_load_explicit(&c->owned, memory_order_acquire))
-					continue;
-				/* the FIN goes out when room frees (the helper may be asleep for
-				 * its slice, or absent) */
-				tp_conn_timers(c, now);
-				if (exit_pending(c))
-					left++;
-			}
-			pthread_mutex_unlock(&l->conns_lock);
-		}
-		pthread_mutex_unlock(&g_lock);
-		if (!left || now >= end)
-			break;
-		usleep(1000);
-	}
-	return left;
-}
-
-/* At exit, for C (owned, on the list): 0 when the peer has acknowledged everything (and the
- * FIN of a closed one), 1 while it is acknowledging (feedback moved within TP_EXIT_STALL_MS:
- * a loaded peer is still worth waiting for, over the link), 2 when its bytes must go to the
- * kernel (no progress: a peer that stopped reading, or a lossy link). */
-#define TP_EXIT_STALL_MS 200u
-/* At exit the peer's doorbell is rung once (a peer whose program does not read, its helper
- * asleep, acknowledges a FIN only at its next pass otherwise); a connection counts as stalled
- * only TP_EXIT_NUDGE_MS after that. */
-#define TP_EXIT_NUDGE_MS 20u
-static int handoff_needed(struct tp_conn *c, uint64_t now, uint64_t t0)
-{
-	int need = 0;
-
-	/* acquire: pairs with the CAS in tp_set_error_at() */
-	if (atomic_load_explicit(&c->error, memory_order_acquire) || tp_mutex_trylock(&c->tx_lock))
-		return 0;
-	/* (stalled: no progress for TP_EXIT_STALL_MS, and none since the nudge at T0 either) */
-	/* (a moved connection's tail still going out first counts as unacknowledged) */
-	/* relaxed pre_on: a tail still going out (a hint; its writers hold the prefix lock) */
-	if (c->msn_next != c->fb_ack || (c->wr_shut && !c->fin_sent) ||
-	    atomic_load_explicit(&c->pre_on, memory_order_relaxed))
-		need = clock_age_ms(now, c->progress_ms ? c->progress_ms : c->last_ack_ms) >
-			       TP_EXIT_STALL_MS &&
-		       clock_age_ms(now, t0) > TP_EXIT_NUDGE_MS ? 2 : 1;
-	tp_mutex_unlock(&c->tx_lock);
-	return need;
-}
-
-int tp_exit_handoff(int timeout_ms, int *ret_handed)
-{
-	int handed = 0;
-
-	uint64_t t0 = tp_now_ms(), budget = (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
-	uint64_t end = t0 + budget;
-	/* the last quarter (at most 500 ms) is for the hand-overs themselves */
-	uint64_t hand_by = end - (budget / 4u < 500u ? budget / 4u : 500u);
-	int left = 0;
-
-	for (bool first = true;; first = false) {
-		uint64_t now = tp_now_ms();
-		struct timespec abs;
-		bool last = now >= end;
-
-		clock_gettime(CLOCK_REALTIME, &abs);
-		abs.tv_sec += 1;
-		if (pthread_mutex_timedlock(&g_lock, &abs))
-			return -ETIMEDOUT;
-		left = 0;
-		for (struct tp_link *l = g_links; l; l = l->next_link) {
-			if (first && l->conns)
-				ntb_peer_db_ring(l->ntb); /* the nudge (TP_EXIT_NUDGE_MS) */
-			if (pthread_mutex_trylock(&l->conns_lock)) {
-				left++;
-				continue;
-			}
-			for (struct tp_conn *c = l->conns; c; c = c->next) {
-				/* acquire: pairs with the release store in tp_conn_own() */
-				if (!atomic_load_explicit(&c->owned, memory_order_acquire))
-					continue;
-				if (!tp_fo_get(c)) {
-					tp_conn_timers(c, now); /* retransmissions, Detect, the FIN */
-					int need = handoff_needed(c, now, t0);
-
-					if (need == 1 && now < hand_by) {
-						left++;
-						continue;
-					}
-					if (need && !tp_fo_request(c, "exit"))
-						continue;
-					handed += need != 0;
-				}
-				if (tp_fo_get(c) != TP_FO_RUN)
-					continue;
-				tp_fo_progress(c);
-				if (tp_fo_get(c) == TP_FO_RUN && last)
-					tp_fo_abandon(c); /* the peer gets a reset, never a short end */
-				else if (tp_fo_get(c) == TP_FO_RUN)
-					left++;
-			}
-			pthread_mutex_unlock(&l->conns_lock);
-		}
-		pthread_mutex_unlock(&g_lock);
-		if (!left || last)
-			break;
-		usleep(1000);
-	}
-	if (ret_handed)
-		*ret_handed = handed;
-	return left;
-}
 
 /* fork, before: every connection gains a reference (the child inherits it, as a kernel
  * socket's file reference) and loses its owner: the first process to use it afterwards drives
  * it (single-owner rule, tp_int.h). The lists and every connection's locks stay held across
  * fork, so that both copies are the same consistent state (order as in link_service():
- * g_lock, conns_lock, then a connection's locks). */
+ * tp_links_lock, conns_lock, then a connection's locks). */
 static void atfork_prepare(void)
 {
 	uint64_t now = tp_now_ms();
 
-	pthread_mutex_lock(&g_lock);
-	for (struct tp_link *l = g_links; l; l = l->next_link) {
+	pthread_mutex_lock(&tp_links_lock);
+	for (struct tp_link *l = tp_links; l; l = l->next_link) {
 		pthread_mutex_lock(&l->conns_lock);
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			tp_mutex_lock(&c->tx_lock);
@@ -704,14 +532,14 @@ static void atfork_prepare(void)
 
 static void atfork_parent(void)
 {
-	for (struct tp_link *l = g_links; l; l = l->next_link) {
+	for (struct tp_link *l = tp_links; l; l = l->next_link) {
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			tp_mutex_unlock(&c->rx_lock);
 			tp_mutex_unlock(&c->tx_lock);
 		}
 		pthread_mutex_unlock(&l->conns_lock);
 	}
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&tp_links_lock);
 }
 
 static void atfork_init(void)
@@ -721,9 +549,9 @@ static void atfork_init(void)
 
 bool tp_helper_running(void)
 {
-	pthread_mutex_lock(&g_lock);
+	pthread_mutex_lock(&tp_links_lock);
 	bool on = g_helper;
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&tp_links_lock);
 	return on;
 }
 
@@ -760,13 +588,13 @@ void tp_helper_start(void)
 
 void tp_helper_hold(bool hold)
 {
-	pthread_mutex_lock(&g_lock);
+	pthread_mutex_lock(&tp_links_lock);
 	/* A running helper stays, and is not held for a forked child either (its connections
 	 * need one: tp_atfork_child()). */
 	g_helper_held = hold && !g_helper;
-	if (!hold && g_links)
+	if (!hold && tp_links)
 		tp_helper_start();
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&tp_links_lock);
 }
 
 void tp_atfork_child(void)
@@ -777,7 +605,7 @@ void tp_atfork_child(void)
 	me = tp_self_pid();
 	tp_fo_atfork_child();
 	tp_finwait_atfork_child();
-	pthread_mutex_init(&g_lock, NULL);
+	pthread_mutex_init(&tp_links_lock, NULL);
 	g_helper = false;
 	g_helper_waiting = false;
 	if (g_efd >= 0) {
@@ -789,7 +617,7 @@ void tp_atfork_child(void)
 			raw_close(nfd);
 		}
 	}
-	for (struct tp_link *l = g_links; l; l = l->next_link) {
+	for (struct tp_link *l = tp_links; l; l = l->next_link) {
 		pthread_mutex_init(&l->conns_lock, NULL);
 		/* a set-up's tp_link_reap() in another thread of the parent may have been running */
 		atomic_store_explicit(&l->pass_busy, false, memory_order_relaxed); /* (one thread) */
@@ -823,7 +651,7 @@ void tp_atfork_child(void)
 		}
 		tp_host_unlock(l);
 	}
-	if (g_links)
+	if (tp_links)
 		tp_helper_start();
 }
 
@@ -932,11 +760,11 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	l->geom.slot_off = TP_OFF_SLOTS;
 	tp_link_refresh(l);
 	tp_event_fd();
-	pthread_mutex_lock(&g_lock);
-	l->next_link = g_links;
-	g_links = l;
+	pthread_mutex_lock(&tp_links_lock);
+	l->next_link = tp_links;
+	tp_links = l;
 	tp_helper_start();
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&tp_links_lock);
 	helper_kick(); /* a running helper sleeps on the links it knew: this one too */
 	tp_host_lock(l);
 	tp_listen_publish(l, true);
@@ -954,8 +782,8 @@ void tp_link_close(struct tp_link *l)
 {
 	if (!l)
 		return;
-	pthread_mutex_lock(&g_lock);
-	for (struct tp_link **pp = &g_links; *pp; pp = &(*pp)->next_link) {
+	pthread_mutex_lock(&tp_links_lock);
+	for (struct tp_link **pp = &tp_links; *pp; pp = &(*pp)->next_link) {
 		if (*pp == l) {
 			*pp = l->next_link;
 			break;
@@ -963,11 +791,11 @@ void tp_link_close(struct tp_link *l)
 	}
 	for (uint64_t round = g_helper_round; g_helper_waiting && g_helper_round == round;) {
 		helper_kick(); /* it sleeps on every link's doorbell: off them, and not on L again */
-		pthread_mutex_unlock(&g_lock);
+		pthread_mutex_unlock(&tp_links_lock);
 		usleep(200);
-		pthread_mutex_lock(&g_lock);
+		pthread_mutex_lock(&tp_links_lock);
 	}
-	pthread_mutex_unlock(&g_lock);
+	pthread_mutex_unlock(&tp_links_lock);
 	tp_link_set_group(l, 0);
 	while (l->conns)
 		tp_abort(l->conns);
@@ -1011,3 +839,4 @@ struct ntb_link *tp_link_ntb(struct tp_link *l)
 {
 	return l->ntb;
 }
+
