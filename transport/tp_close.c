@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/rawsys.h"
 #include "util/log.h"
 
 int tp_shutdown(struct tp_conn *c, int how)
@@ -145,7 +146,7 @@ void tp_close(struct tp_conn *c)
 		int w = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed) - 1;
 
 		if (w >= 0 && c->keep_fd < 0)
-			c->keep_fd = (int)syscall(SYS_fcntl, w, F_DUPFD_CLOEXEC, 3);
+			c->keep_fd = raw_dupfd_cloexec(w, 3);
 		tp_mutex_unlock(&c->witness_lock);
 	}
 	/* the caller's descriptor (the witness) closes next: no look may still use it */

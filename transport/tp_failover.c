@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/rawsys.h"
 #include "util/log.h"
 
 #define TP_FO_MAGIC   0x4f46544eu /* "NTFO" little-endian */
@@ -154,7 +155,7 @@ static int fo_dup_socket(struct tp_conn *c)
 	if (w < 0)
 		w = c->keep_fd;
 	if (w >= 0)
-		fd = (int)syscall(SYS_fcntl, w, F_DUPFD_CLOEXEC, 3);
+		fd = raw_dupfd_cloexec(w, 3);
 	tp_mutex_unlock(&c->witness_lock);
 	return fd;
 }
@@ -198,7 +199,7 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	 * loser sees the winner's */
 	if (!atomic_compare_exchange_strong_explicit(&c->fo, &none, fo, memory_order_acq_rel,
 						     memory_order_acquire)) {
-		syscall(SYS_close, fo->fd);
+		raw_close(fo->fd);
 		free(fo);
 		return tp_fo_get(c) != TP_FO_FAILED;
 	}
@@ -244,7 +245,7 @@ int tp_conn_failover_state(struct tp_conn *c)
 static void fo_end(struct tp_conn *c, struct tp_fo *fo, int state, int err)
 {
 	if (fo->fd >= 0) {
-		syscall(SYS_close, fo->fd);
+		raw_close(fo->fd);
 		fo->fd = -1;
 	}
 	free(fo->tx);
@@ -494,7 +495,7 @@ static long fo_send(struct tp_fo *fo, const void *b, size_t n)
 
 		return tp_send(fo->next, &v, 1);
 	}
-	long r = syscall(SYS_sendto, fo->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	long r = raw_send(fo->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 	return r < 0 ? -errno : r;
 }
@@ -506,7 +507,7 @@ static long fo_recv(struct tp_fo *fo, void *b, size_t n)
 
 		return tp_recv(fo->next, &v, 1, 0);
 	}
-	long r = syscall(SYS_recvfrom, fo->fd, b, n, MSG_DONTWAIT, NULL, NULL);
+	long r = raw_recv(fo->fd, b, n, MSG_DONTWAIT);
 
 	return r < 0 ? -errno : r;
 }
@@ -516,7 +517,7 @@ static void fo_shut(struct tp_fo *fo)
 	if (fo->to_link)
 		tp_shutdown(fo->next, SHUT_WR); /* (its FIN follows the tail) */
 	else
-		syscall(SYS_shutdown, fo->fd, SHUT_WR);
+		raw_shutdown(fo->fd, SHUT_WR);
 }
 
 /* The header and tail out, then the FIN when the writing was shut: 0, or a negative errno. */
@@ -781,7 +782,7 @@ void tp_fo_abandon(struct tp_conn *c)
 		return;
 	if (tp_fo_get(c) == TP_FO_RUN && fo->fd >= 0) {
 		/* (no shutdown: a FIN now would end the peer's stream short) */
-		syscall(SYS_setsockopt, fo->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		raw_setsockopt(fo->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		LOG(LL_DEBUG, "transport: slot %u: failover not finished at exit: reset", c->slot);
 	}
 	pthread_mutex_unlock(&fo->lock);
@@ -796,7 +797,7 @@ void tp_fo_free(struct tp_conn *c)
 		return;
 	if (tp_fo_get(c) == TP_FO_RUN) {
 		if (fo->fd >= 0)
-			syscall(SYS_close, fo->fd);
+			raw_close(fo->fd);
 		if (fo->next)
 			tp_abort(fo->next); /* a move under way ends with C */
 		atomic_fetch_sub_explicit(&tp_fo_active, 1, memory_order_relaxed); /* (a count) */
@@ -812,82 +813,4 @@ void tp_conn_st_add(struct tp_conn *c, uint32_t flags)
 {
 	/* (the entry names the same peer slot and nonce as c->out.slot_off, c->nonce_out) */
 	tp_ent_st_add(c->link, c->ent, flags);
-}
-
-/* --- the peer's header arriving on a socket (helper) ------------------------------------------ */
-
-/* The set is made (and its entries changed) under g_wep_lock by the threads that set
- * witnesses; the helper only waits on it (tp_fo_watched_events(), without the lock): g_wep is
- * written once per process (and once more in a forked child, before it has threads). */
-static _Atomic int g_wep = -1;   /* epoll set of the witnesses, EPOLLET (one per process) */
-static pthread_mutex_t g_wep_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic uint64_t g_fo_ids;
-
-uint64_t tp_fo_new_id(void)
-{
-	return atomic_fetch_add_explicit(&g_fo_ids, 1, memory_order_relaxed) + 1;
-}
-
-void tp_fo_watch(struct tp_conn *c, int fd)
-{
-	/* relaxed: under witness_lock (tp_conn_set_witness()) or in a fork's child alone */
-	int old = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed) - 1;
-
-	pthread_mutex_lock(&g_wep_lock);
-	int wep = atomic_load_explicit(&g_wep, memory_order_relaxed); /* (ours: under the lock) */
-
-	if (wep < 0 && fd >= 0) {
-		wep = (int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC);
-		/* release: pairs with the acquire load in tp_fo_watched_events() */
-		atomic_store_explicit(&g_wep, wep, memory_order_release);
-	}
-	if (wep >= 0 && old >= 0)
-		syscall(SYS_epoll_ctl, wep, EPOLL_CTL_DEL, old, NULL);
-	if (wep >= 0 && fd >= 0) {
-		/* (fo_id: set by tp_conn_new() before the connection was registered, constant) */
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET,
-					  .data.u64 = c->fo_id };
-
-		syscall(SYS_epoll_ctl, wep, EPOLL_CTL_ADD, fd, &ev);
-	}
-	pthread_mutex_unlock(&g_wep_lock);
-}
-
-void tp_fo_atfork_child(void)
-{
-	/* the set is shared with the parent: ours is made anew as witnesses are set */
-	int wep = atomic_exchange_explicit(&g_wep, -1, memory_order_relaxed);
-
-	if (wep >= 0)
-		syscall(SYS_close, wep);
-	pthread_mutex_init(&g_wep_lock, NULL);
-}
-
-int tp_fo_watched_events(uint64_t *ids, int max)
-{
-	struct epoll_event ev[64];
-	/* acquire: pairs with the release store in tp_fo_watch() */
-	int wep = atomic_load_explicit(&g_wep, memory_order_acquire);
-	int n;
-
-	if (wep < 0)
-		return 0;
-	if (max > 64)
-		max = 64;
-	n = (int)syscall(SYS_epoll_pwait, wep, ev, max, 0, NULL, (size_t)8);
-	for (int i = 0; i < n; i++)
-		ids[i] = ev[i].data.u64;
-	return n < 0 ? 0 : n;
-}
-
-/* Data (not only an end) on C's socket: the peer's failover header. */
-bool tp_fo_peer_spoke(struct tp_conn *c)
-{
-	/* acquire: pairs with the release store in tp_conn_set_witness() */
-	int fd1 = atomic_load_explicit(&c->witness_fd1, memory_order_acquire);
-	char b;
-
-	if (!fd1)
-		return false;
-	return syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) == 1;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/rawsys.h"
 #include "util/log.h"
 
 void tp_conn_set_witness(struct tp_conn *c, int fd)
@@ -69,7 +70,7 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
 		tp_mutex_unlock(&c->witness_lock);
 		return; /* gone, closed or reused: nothing to learn from it */
 	}
-	long r = syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL);
+	long r = raw_recv(fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 	int e = errno;
 
 	/* the same socket still (not closed and reused between the two calls)? */
@@ -81,7 +82,7 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
 	bool dead_late = false;
 
 	memset(&ti, 0, sizeof(ti));
-	if (dead && syscall(SYS_getsockopt, fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl))
+	if (dead && raw_getsockopt(fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl))
 		dead_late = true; /* no age of its end: take it as after a silence */
 	tp_mutex_unlock(&c->witness_lock);
 	/* Did it die while its link still spoke? Its FIN (or reset) is the last segment the
