@@ -77,6 +77,14 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
 	bool same = fstat(fd1 - 1, &st) == 0 &&
 		    (uint64_t)st.st_ino == atomic_load_explicit(&c->witness_ino, memory_order_relaxed);
 	bool dead = same && (r == 0 || (r < 0 && (e == ECONNRESET || e == EPIPE || e == ETIMEDOUT)));
+
+	/* A closing peer writes CLOSING, then its socket ends: an end seen here may be a close
+	 * whose CLOSING came after the look at the flags above (the flags are read again now,
+	 * after the end: the kernel orders its close after that write) */
+	if (dead && (tp_st_flags(c) & TP_ST_CLOSING)) {
+		tp_mutex_unlock(&c->witness_lock);
+		return;
+	}
 	struct tcp_info ti;
 	socklen_t tl = sizeof(ti);
 	bool dead_late = false;
