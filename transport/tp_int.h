@@ -532,7 +532,7 @@ struct tp_link {
 	_Atomic uint64_t admin_look_ms; /* a set-up's last look at the flag (tp_connect()) */
 	unsigned group;              /* links to the same peer host share it (tp_link_set_group());
 				      * 0: none. A connection moves among them (tp_failover.c).
-				      * Under tp_link.c's g_group_lock */
+				      * Under tp_group.c's g_group_lock */
 };
 
 /* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the
@@ -787,15 +787,15 @@ bool tp_link_admin_down_recent(struct tp_link *l);
 #define TP_ADMIN_LOOK_MS 10
 
 /* Another link of L's group (the same peer host) that is up and not taken down, the least
- * loaded; NULL when none (tp_link.c). */
+ * loaded; NULL when none (tp_group.c). */
 struct tp_link *tp_link_alt(struct tp_link *l);
 /* The other links of L's group, at most MAX into OUT: how many. */
 int tp_link_group_others(struct tp_link *l, struct tp_link **out, int max);
 /* A connection that moved to another link gives its slot back (the peer's side gives its own);
- * the object stays, a shell, until its holder closes it (tp_link.c). */
+ * the object stays, a shell, until its holder closes it (tp_conns.c). */
 void tp_conn_free_slot(struct tp_conn *c);
 
-/* tp_conn.c: the client side of a move: a connection under KEY set up on L and committed, for
+/* tp_connect.c: the client side of a move: a connection under KEY set up on L and committed, for
  * a live connection re-attaching there (TP_APPLY_REATTACH: no listener needed). As
  * tp_connect(). */
 int tp_connect_reattach(struct tp_link *l, const struct tp_key *key, int timeout_ms,
@@ -981,7 +981,7 @@ static inline uint32_t tp_wait_min(uint32_t a, uint32_t b)
 	return !a ? b : !b ? a : a < b ? a : b;
 }
 
-/* tp_words.c, tp_tx.c, tp_rx.c, tp_conn.c */
+/* tp_words.c, tp_tx.c, tp_rx.c, tp_timers.c */
 int tp_conn_init_queues(struct tp_conn *c);
 void tp_conn_free_queues(struct tp_conn *c);
 uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now); /* tp_tx_timers()' result */
@@ -1107,7 +1107,7 @@ static inline int tp_conn_own(struct tp_conn *c)
 	return tp_conn_own_slow(c);
 }
 
-/* tp_conn.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
+/* tp_wait.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
 void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);
 
 #endif
