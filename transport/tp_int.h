@@ -297,10 +297,9 @@ bool tp_cw_check(uint32_t seed, uint64_t word, uint32_t *ret_value);
 static inline uint32_t tp_inline_crc(uint32_t payload_crc, unsigned len, uint32_t msn,
 				     uint8_t flags)
 {
-	uint32_t crc = crc32c_small_val(payload_crc, (uint64_t)(uint16_t)len | (uint64_t)msn << 16,
-					6);
+	uint32_t crc = crc32c_word(payload_crc, (uint64_t)(uint16_t)len | (uint64_t)msn << 16, 6);
 
-	return crc32c_small_val(crc, flags, 1);
+	return crc32c_word(crc, flags, 1);
 }
 
 /* Build inline slot content for LEN bytes at SLOT (128 B); the payload is already at

@@ -580,10 +580,9 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(d.len, TP_DATA_ALIGN);
 	if (fp > txd - c->v_d || p + fp > q)
 		return 0;
-	crc = d.len <= 256 ? crc32c_small_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len)
-			   : crc32c_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len);
-	crc = crc32c_small_val(crc, (uint64_t)d.type | (uint64_t)d.len << 32, 8);
-	crc = crc32c_small_val(crc, d.msn, 4);
+	crc = crc32c_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len);
+	crc = crc32c_word(crc, (uint64_t)d.type | (uint64_t)d.len << 32, 8);
+	crc = crc32c_word(crc, d.msn, 4);
 	if (crc != d.crc)
 		return 0; /* (the validating path finds it again and asks for a Retry) */
 	c->v_d += fp;
@@ -686,18 +685,18 @@ static size_t rx_inline_direct(struct tp_conn *c, const struct iovec *iov, int i
 		 * byte read once and checksummed as stored (rule 3.4: the caller's buffer is
 		 * the private copy; on a mismatch nothing is delivered, and what was written
 		 * there is overwritten by the validating path's delivery, as rx_direct()). */
-		want = crc32c_small_copy(c->nonce_in, dst, (const void *)(s + off), len);
+		want = crc32c_copy(c->nonce_in, dst, (const void *)(s + off), len);
 	} else {
 		/* scattered: a private copy first, checked, then delivered piece by piece
 		 * (fixed-size moves: the first line only for 53-116-byte messages) */
 		memcpy(buf + 64, (const void *)(s + 64), 48);
 		if (off == 0)
 			memcpy(buf, (const void *)s, 64);
-		want = crc32c_small(c->nonce_in, buf + off, len);
+		want = crc32c(c->nonce_in, buf + off, len);
 	}
 	/* header bytes as tp_inline_hdr_crc(): length, MSN, flags */
-	want = crc32c_small_val(want, (uint64_t)len | (uint64_t)msn << 16, 6);
-	want = crc32c_small_val(want, buf[TP_INL_FLAGS], 1);
+	want = crc32c_word(want, (uint64_t)len | (uint64_t)msn << 16, 6);
+	want = crc32c_word(want, buf[TP_INL_FLAGS], 1);
 	if (want != crc || msn != c->v_msn || (buf[TP_INL_FLAGS] & TP_MSG_FIN))
 		return 0;
 	if (iov[vi].iov_len - voff < len) {

@@ -152,17 +152,15 @@ static size_t iov_take(struct iov_cur *ic, size_t max, const uint8_t **src)
 	return n;
 }
 
-/* Gather LEN bytes from the iovec cursor into DST, fusing the CRC; returns the CRC. SMALL
- * (inline payloads, ≤ 116 bytes; a constant at each call site): inline crc32 instructions,
- * no dispatch. */
+/* Gather LEN bytes from the iovec cursor into DST, fusing the CRC; returns the CRC. */
 static inline __attribute__((always_inline)) uint32_t
-gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc, bool small)
+gather_crc(struct iov_cur *ic, uint8_t *dst, size_t len, uint32_t crc)
 {
 	while (len) {
 		const uint8_t *src;
 		size_t n = iov_take(ic, len, &src);
 
-		crc = small ? crc32c_small_copy(crc, dst, src, n) : crc32c_copy(crc, dst, src, n);
+		crc = crc32c_copy(crc, dst, src, n);
 		dst += n;
 		len -= n;
 	}
@@ -203,15 +201,15 @@ static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s
 	memcpy(d + 112, &zero16, 4);
 	if (ic->cnt == 1) {
 		/* one buffer (that holds LEN more bytes): no cursor walk */
-		crc = crc32c_small_copy2(crc, s + off, d + off,
-					 (const uint8_t *)ic->iov[0].iov_base + ic->off, len);
+		crc = crc32c_copy2(crc, d + off, s + off,
+				   (const uint8_t *)ic->iov[0].iov_base + ic->off, len);
 		ic->off += len;
 	} else {
 		for (unsigned done = 0; done < len;) {
 			const uint8_t *src;
 			size_t n = iov_take(ic, len - done, &src);
 
-			crc = crc32c_small_copy2(crc, s + off + done, d + off + done, src, n);
+			crc = crc32c_copy2(crc, d + off + done, s + off + done, src, n);
 			done += (unsigned)n;
 		}
 	}
@@ -247,7 +245,7 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 		/* the window gets [off, 127] from the shadow: padding as zeros (as the direct
 		 * path writes it), not an earlier lap's bytes */
 		memset(s + off + len, 0, TP_INL_LEN - off - len);
-		crc = gather_crc(ic, s + off, len, c->nonce_out, true);
+		crc = gather_crc(ic, s + off, len, c->nonce_out);
 		tp_inline_finish(s, len, c->msn_next, flags, seq, crc);
 		write_inline_slot(c, pos);
 	}
@@ -324,9 +322,9 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	if (via_dmaq) {
 		uint32_t pp = (pos + gap) & (q - 1), first = len < q - pp ? len : q - pp;
 
-		crc = gather_crc(ic, c->sh_data + pp, first, c->nonce_out, false);
+		crc = gather_crc(ic, c->sh_data + pp, first, c->nonce_out);
 		if (len > first)
-			crc = gather_crc(ic, c->sh_data, len - first, crc, false);
+			crc = gather_crc(ic, c->sh_data, len - first, crc);
 	} else {
 		crc = gather_out(c, ic, pos + gap, len, c->nonce_out);
 	}
@@ -373,16 +371,14 @@ static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t le
 	 * zero_data_gaps()); the copy below overwrites the payload part of these 16 bytes */
 	if (len % TP_DATA_ALIGN)
 		memset(s + TP_DESC_SIZE + (len & ~(TP_DATA_ALIGN - 1)), 0, TP_DATA_ALIGN);
-	crc = len <= 256 ? crc32c_small_copy2(c->nonce_out, s + TP_DESC_SIZE, d + TP_DESC_SIZE,
-					      src, len)
-			 : crc32c_copy2(c->nonce_out, d + TP_DESC_SIZE, s + TP_DESC_SIZE, src, len);
+	crc = crc32c_copy2(c->nonce_out, d + TP_DESC_SIZE, s + TP_DESC_SIZE, src, len);
 	/* the descriptor's bytes 0..11 as tp_desc_crc() covers them: type, flags, pad, length;
 	 * MSN */
 	static_assert(offsetof(struct tp_desc, len) == 4 && offsetof(struct tp_desc, msn) == 8,
 		      "descriptor layout");
 	w0 = (uint64_t)TP_MT_SHORT | (uint64_t)len << 32;
-	crc = crc32c_small_val(crc, w0, 8);
-	crc = crc32c_small_val(crc, c->msn_next, 4);
+	crc = crc32c_word(crc, w0, 8);
+	crc = crc32c_word(crc, c->msn_next, 4);
 	w1 = (uint64_t)c->msn_next | (uint64_t)crc << 32;
 	memcpy(s, &w0, 8);
 	memcpy(s + 8, &w1, 8);
