@@ -875,6 +875,18 @@ static inline bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
 		return false;
 	return tp_slot_word_check(c, w, raw, ret);
 }
+
+/* The raw checked word W of our own slot (written by the peer), unchecked: for change
+ * detection, on the send path and in the wait probes. */
+static inline uint64_t tp_slot_raw(const struct tp_conn *c, uint32_t w)
+{
+	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot) + w;
+
+	/* relaxed: a hint; a change makes the caller read the word through tp_slot_word()
+	 * (acquire) before it acts on it */
+	return atomic_load_explicit((const _Atomic uint64_t *)(const void *)p,
+				    memory_order_relaxed);
+}
 void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's slot */
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
 #define tp_set_error(c, e) tp_set_error_at((c), (e), __FILE__, __LINE__)

@@ -996,11 +996,6 @@ out:
 
 /* --- spinning waits --------------------------------------------------------------------------- */
 
-static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
-{
-	return tp_in_word(c->link, tp_slot_off(c->link, c->slot) + w);
-}
-
 void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
 {
 	tp_mutex_lock(&c->rx_lock);
@@ -1012,10 +1007,10 @@ void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
 		     c->eof;
 	tp_mutex_unlock(&c->rx_lock);
 	p->events = events;
-	p->tx_d = events & TP_EV_IN ? slot_raw(c, TP_W_TX_D) : 0;
-	p->fb_rx_i = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_I) : 0;
-	p->fb_rx_d = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_D) : 0;
-	p->tx_wait = events & TP_EV_IN ? slot_raw(c, TP_W_TX_WAIT) : 0;
+	p->tx_d = events & TP_EV_IN ? tp_slot_raw(c, TP_W_TX_D) : 0;
+	p->fb_rx_i = events & TP_EV_OUT ? tp_slot_raw(c, TP_W_FB_RX_I) : 0;
+	p->fb_rx_d = events & TP_EV_OUT ? tp_slot_raw(c, TP_W_FB_RX_D) : 0;
+	p->tx_wait = events & TP_EV_IN ? tp_slot_raw(c, TP_W_TX_WAIT) : 0;
 	p->db = ntb_db_read(c->link->ntb);
 }
 
@@ -1039,15 +1034,15 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 			if (seq == p->seq_want)
 				return TP_EV_IN; /* at once: the caller's tp_recv() sees the rest */
 		}
-		if (slot_raw(c, TP_W_TX_D) != p->tx_d)
+		if (tp_slot_raw(c, TP_W_TX_D) != p->tx_d)
 			hit |= TP_EV_IN;
 		/* the sender holds a merged message until we release: the caller's poll_bits()
 		 * publishes the release (tp_rx_release()) */
-		if (slot_raw(c, TP_W_TX_WAIT) != p->tx_wait)
+		if (tp_slot_raw(c, TP_W_TX_WAIT) != p->tx_wait)
 			hit |= TP_EV_ERR;
 	}
-	if ((p->events & TP_EV_OUT) && (slot_raw(c, TP_W_FB_RX_I) != p->fb_rx_i ||
-					slot_raw(c, TP_W_FB_RX_D) != p->fb_rx_d))
+	if ((p->events & TP_EV_OUT) && (tp_slot_raw(c, TP_W_FB_RX_I) != p->fb_rx_i ||
+					tp_slot_raw(c, TP_W_FB_RX_D) != p->fb_rx_d))
 		hit |= TP_EV_OUT;
 	if (ntb_db_read(c->link->ntb) != p->db ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed))

@@ -39,14 +39,6 @@
 #define TX_PIECE_LO (4u << 10)
 #define TX_PIECE_HI (16u << 10)
 
-/* The raw checked word W of our slot (written by the peer), unchecked: for change detection.
- * Relaxed: a hint that makes the caller read the word again through tp_slot_word() (acquire). */
-static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
-{
-	return __atomic_load_n((const uint64_t *)(const void *)(c->link->in +
-			       tp_slot_off(c->link, c->slot) + w), __ATOMIC_RELAXED);
-}
-
 /* Window offsets in the peer's slot (64 bits: the slot may lie above 4 GiB). */
 static uint64_t out_inline_off(const struct tp_conn *c, uint32_t pos)
 {
@@ -94,6 +86,35 @@ static bool dma_range(struct tp_conn *c, uint32_t from, uint32_t to)
 	return ok;
 }
 
+/* The last step of writing inline slot POS to the window, the one way every inline slot is
+ * published: its sequence byte after everything before it. A plain write-back window
+ * (ntb_out_direct()): the caller has stored bytes [off, 124); bytes 124-127 (the rest of the
+ * CRC, the flags and the sequence byte) go from shadow slot S in one aligned release store.
+ * Through the ntb API: bytes [OFF, 127) from S, the barrier, then the sequence byte. */
+static inline void inline_publish(struct tp_conn *c, uint32_t pos, const uint8_t *s,
+				  unsigned off)
+{
+	uint8_t *d = c->link->out_direct;
+
+	static_assert(TP_INL_SEQ == 127 && TP_INL_FLAGS == 126, "inline slot's last word");
+	if (d) {
+		uint32_t last;
+
+		memcpy(&last, s + 124, 4);
+		/* release: payload and header before the sequence byte that publishes the slot;
+		 * pairs with the acquire load of the sequence byte in inline_seq_ready() and
+		 * rx_inline_direct() */
+		atomic_store_explicit((_Atomic uint32_t *)(void *)(d + out_inline_off(c, pos) + 124),
+				      last, memory_order_release);
+		return;
+	}
+	ntb_write(c->link->ntb, out_inline_off(c, pos) + off, s + off, TP_INL_SEQ - off);
+	/* payload and header before the sequence byte that publishes the slot; pairs with the
+	 * acquire load of the sequence byte in inline_seq_ready() */
+	ntb_to_peer_barrier(c->link->ntb);
+	ntb_write8(c->link->ntb, out_inline_off(c, pos) + TP_INL_SEQ, s[TP_INL_SEQ]);
+}
+
 static void write_inline_slot(struct tp_conn *c, uint32_t pos)
 {
 	uint8_t *s = c->sh_inline + (pos & (c->out.inline_n - 1)) * 128u;
@@ -104,9 +125,8 @@ static void write_inline_slot(struct tp_conn *c, uint32_t pos)
 	memcpy(&len, s + TP_INL_LEN, 2);
 	off = tp_inline_off(len > TP_INLINE_MAX ? TP_INLINE_MAX : len);
 	if (d) {
-		/* Plain write-back window (ntb_out_direct()): the table's bytes [off, 127) in
-		 * fixed-size moves (no calls, no length dispatch; the last two overlap by one byte
-		 * of the same value), then the sequence byte. */
+		/* Plain write-back window (ntb_out_direct()): the table's bytes [off, 124) in
+		 * fixed-size moves (no calls, no length dispatch) */
 		d += out_inline_off(c, pos);
 		if (off == 0)
 			memcpy(d, s, 64);
@@ -114,18 +134,9 @@ static void write_inline_slot(struct tp_conn *c, uint32_t pos)
 			memcpy(d + 64, s + 64, 32);
 			memcpy(d + 96, s + 96, 16);
 		}
-		memcpy(d + 112, s + 112, 8);
-		memcpy(d + 119, s + 119, 8);
-		/* release: payload and header before the sequence byte that publishes the slot;
-		 * pairs with the acquire load of the sequence byte in rx_inline() */
-		__atomic_store_n(d + TP_INL_SEQ, s[TP_INL_SEQ], __ATOMIC_RELEASE);
-		return;
+		memcpy(d + 112, s + 112, 12);
 	}
-	ntb_write(c->link->ntb, out_inline_off(c, pos) + off, s + off, TP_INL_SEQ - off);
-	/* payload and header before the sequence byte that publishes the slot; pairs with the
-	 * acquire load of the sequence byte in rx_inline() */
-	ntb_to_peer_barrier(c->link->ntb);
-	ntb_write8(c->link->ntb, out_inline_off(c, pos) + TP_INL_SEQ, s[TP_INL_SEQ]);
+	inline_publish(c, pos, s, off);
 }
 
 /* A cursor over the caller's iovecs. */
@@ -217,10 +228,7 @@ static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s
 	memcpy(s + TP_INL_LEN, &h0, 8);
 	memcpy(s + TP_INL_FLAGS - 2, &h1, 4);
 	memcpy(d + TP_INL_LEN, &h0, 8);
-	/* release: payload and header before the sequence byte that publishes the slot (one
-	 * aligned 4-byte store of bytes 124-127: the rest of the CRC and the flags go with it);
-	 * pairs with the acquire load of the sequence byte in rx_inline() */
-	__atomic_store_n((uint32_t *)(void *)(d + TP_INL_FLAGS - 2), h1, __ATOMIC_RELEASE);
+	inline_publish(c, pos, s, off); /* (bytes 124-127 forwarded from the store of H1) */
 }
 #endif
 
@@ -562,9 +570,9 @@ static bool tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 		 * flag's store and fence, then the words: see above) */
 		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
 		tp_tx_feedback(c);
-	} else if (slot_raw(c, TP_W_FB_RX_I) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_I / 8u],
+	} else if (tp_slot_raw(c, TP_W_FB_RX_I) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_I / 8u],
 								__ATOMIC_RELAXED) ||
-		   slot_raw(c, TP_W_FB_RX_D) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_D / 8u],
+		   tp_slot_raw(c, TP_W_FB_RX_D) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_D / 8u],
 								__ATOMIC_RELAXED)) {
 		/* the flag stood: a receiver that released since rings (the helper publishes);
 		 * a release it published already is read here (two loads while nothing moved) */
@@ -816,9 +824,9 @@ static int tx_check(struct tp_conn *c)
 static int tx_refresh(struct tp_conn *c)
 {
 	c->tx_fresh_sends = 0;
-	c->tx_seen_st = slot_raw(c, TP_W_ST_FLAGS);
+	c->tx_seen_st = tp_slot_raw(c, TP_W_ST_FLAGS);
 	/* (atomic: tp_tx_retry_check() compares it without the tx lock) */
-	__atomic_store_n(&c->tx_seen_ep, slot_raw(c, TP_W_FB_EPOCH), __ATOMIC_RELAXED);
+	__atomic_store_n(&c->tx_seen_ep, tp_slot_raw(c, TP_W_FB_EPOCH), __ATOMIC_RELAXED);
 	if (tp_conn_peer_lost(c)) {
 		atomic_store(&c->peer_gone, true);
 		return -ECONNRESET;
@@ -838,7 +846,7 @@ static int tx_refresh(struct tp_conn *c)
  */
 void tp_tx_retry_check(struct tp_conn *c)
 {
-	uint64_t raw = slot_raw(c, TP_W_FB_EPOCH);
+	uint64_t raw = tp_slot_raw(c, TP_W_FB_EPOCH);
 
 	if (raw == __atomic_load_n(&c->tx_seen_ep, __ATOMIC_RELAXED) ||
 	    tp_mutex_trylock(&c->tx_lock) != 0)
@@ -855,8 +863,8 @@ static bool tx_stale(struct tp_conn *c, size_t total)
 
 	/* (relaxed: a hint only; tx_refresh() reads the words through tp_slot_word()) */
 	if (++c->tx_fresh_sends >= TX_REFRESH_SENDS || total == 0 ||
-	    slot_raw(c, TP_W_ST_FLAGS) != c->tx_seen_st ||
-	    slot_raw(c, TP_W_FB_EPOCH) != c->tx_seen_ep)
+	    tp_slot_raw(c, TP_W_ST_FLAGS) != c->tx_seen_st ||
+	    tp_slot_raw(c, TP_W_FB_EPOCH) != c->tx_seen_ep)
 		return true;
 	if (total <= pp->inline_max && inline_free(c) > 0)
 		return false;
