@@ -307,6 +307,45 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 	ntb_peer_db_ring(c->link->ntb);
 }
 
+/* Message R, validated, joins the record queue (HEAD: it is its first record, validated in
+ * the inline hold). */
+static void rec_take(struct tp_conn *c, const struct tp_rec *r, bool head)
+{
+	if (head && r->ring == 0) {
+		c->inl_hold_ok = true;
+		c->inl_hold_pos = r->pos;
+		c->inl_hold_msn = r->msn;
+	}
+	c->recs[c->rec_tail % TP_RECS] = *r;
+	if (c->rec_skip && c->rec_tail == c->rec_head) {
+		/* adopted after exec: the old image had consumed this much of it */
+		c->rec_off = c->rec_skip < r->len ? c->rec_skip : r->len;
+		c->rec_skip = 0;
+	}
+	c->rec_tail++;
+	c->rec_bytes += r->len + 1; /* +1: a FIN counts as something to read */
+	c->v_msn++;
+	c->rerr = 0;
+	if (r->flags & TP_MSG_FIN)
+		c->fin_rcvd_v = true;
+}
+
+/* A new Detect number DET: still missing what the sender says it sent → Retry; else
+ * DetectAck. Either way all our feedback words again, and the doorbell. */
+static void rx_detect_answer(struct tp_conn *c, uint16_t det, uint32_t want)
+{
+	uint32_t next;
+
+	c->det_seen = det;
+	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &next) && next != c->v_msn &&
+	    next - c->v_msn < (1u << 31) && !c->fin_rcvd_v && !c->gated && c->rec_bytes < want)
+		rx_fail(c, c->inline_bad);
+	fb_publish_words(c, true);
+	/* the prober waits for this answer (it may not have asked to be rung: a sender that
+	 * waits for input, as a ping-pong's does) */
+	ntb_peer_db_ring(c->link->ntb);
+}
+
 /* Validate ahead (under rx_lock): move messages in MSN order from the rings to the private
  * record queue; on evidence of loss or corruption, Retry. Also answers Detect. */
 void tp_rx_progress(struct tp_conn *c, uint32_t want)
@@ -375,39 +414,10 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 			}
 		}
 take:
-		if (head && r.ring == 0) {
-			c->inl_hold_ok = true;
-			c->inl_hold_pos = r.pos;
-			c->inl_hold_msn = r.msn;
-		}
-		c->recs[c->rec_tail % TP_RECS] = r;
-		if (c->rec_skip && c->rec_tail == c->rec_head) {
-			/* adopted after exec: the old image had consumed this much of it */
-			c->rec_off = c->rec_skip < r.len ? c->rec_skip : r.len;
-			c->rec_skip = 0;
-		}
-		c->rec_tail++;
-		c->rec_bytes += r.len + 1; /* +1: a FIN counts as something to read */
-		c->v_msn++;
-		c->rerr = 0;
-		if (r.flags & TP_MSG_FIN)
-			c->fin_rcvd_v = true;
+		rec_take(c, &r, head);
 	}
-	if (have_epoch && det != c->det_seen) {
-		/* Detect: still missing what the sender says it sent → Retry; else DetectAck */
-		uint32_t next;
-
-		c->det_seen = det;
-		if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &next) && next != c->v_msn &&
-		    next - c->v_msn < (1u << 31) && !c->fin_rcvd_v && !c->gated &&
-		    c->rec_bytes < want) {
-			rx_fail(c, c->inline_bad);
-		}
-		fb_publish_words(c, true);
-		/* the prober waits for this answer (it may not have asked to be rung: a sender
-		 * that waits for input, as a ping-pong's does) */
-		ntb_peer_db_ring(c->link->ntb);
-	}
+	if (have_epoch && det != c->det_seen)
+		rx_detect_answer(c, det, want);
 }
 
 /* A record was consumed entirely: release its ring space. */
@@ -810,15 +820,192 @@ bool tp_rx_quiet(struct tp_conn *c)
 			(uint16_t)(txe >> 16) == c->det_seen);
 }
 
+/* A read's progress: through the caller's iovecs (VI, VOFF; GOT bytes so far) and the record
+ * queue (record H, OFF bytes into it). */
+struct rx_read {
+	const struct iovec *iov;
+	int iovcnt, vi;
+	size_t voff, got;
+	uint32_t h, off;
+	bool peek, skip_inline, bad;
+};
+
+/* Under rx_lock: may this read go on? If not, *RC is what it returns. */
+static bool recv_refused(struct tp_conn *c, ssize_t *rc)
+{
+	if ((*rc = tp_conn_own(c))) /* single-owner rule after fork (tp_int.h) */
+		return true;
+	if (unlikely(tp_fo_get(c))) { /* moving to the kernel socket (tp_failover.c) */
+		int fo = tp_fo_get(c);
+
+		if (fo == TP_FO_FAILED)
+			*rc = atomic_load(&c->error) ? atomic_load(&c->error) : -ECONNRESET;
+		else
+			*rc = fo == TP_FO_DONE ? -EXDEV : -EAGAIN;
+		return true;
+	}
+	if (c->rd_shut) { /* as Linux: reads after shutdown(SHUT_RD) see end of stream */
+		*rc = 0;
+		return true;
+	}
+	return false;
+}
+
+/* Fast path (one buffer, nothing queued): the next inline message straight into it. True
+ * when the read is complete: it filled the buffer, or nothing else is published yet. */
+static bool recv_fast(struct tp_conn *c, struct rx_read *rd)
+{
+	const struct iovec *iov = rd->iov;
+
+	if (rd->peek || rd->iovcnt != 1 || rd->h != c->rec_tail || !iov[0].iov_len)
+		return false;
+	rd->got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* nothing inline: a small data-ring message the same way */
+	if (!rd->got)
+		rd->got = rx_short_direct(c, iov[0].iov_base, iov[0].iov_len);
+#endif
+	rd->voff = rd->got;
+	/* a full buffer, or (the usual case of a reader with a larger buffer) nothing else
+	 * published yet: the loop of tp_recv() would find no more */
+	if (rd->got == iov[0].iov_len || (rd->got && tp_rx_quiet(c)))
+		return true;
+	/* nothing inline just now: the loop's first look goes to the data ring (a slot
+	 * published meanwhile is found by the validation, or by the next call) */
+	rd->skip_inline = !rd->got;
+	return false;
+}
+
+/* N bytes delivered straight into the iovecs at the read's position. */
+static void recv_advance(struct rx_read *rd, size_t n)
+{
+	rd->got += n;
+	while (n) {
+		size_t k = rd->iov[rd->vi].iov_len - rd->voff;
+
+		if (k > n)
+			k = n;
+		rd->voff += k;
+		n -= k;
+		if (rd->voff == rd->iov[rd->vi].iov_len && n) {
+			rd->vi++;
+			rd->voff = 0;
+		}
+	}
+}
+
+enum recv_step { RECV_STOP, RECV_AGAIN, RECV_COPY };
+
+/* The record queue is empty: deliver the next message directly (RECV_AGAIN), or validate
+ * what was published into records (RECV_COPY: record H is there to copy), or stop. */
+static enum recv_step recv_empty(struct tp_conn *c, struct rx_read *rd)
+{
+	size_t n = 0;
+
+	if (!rd->peek) {
+		size_t room = rd->iov[rd->vi].iov_len - rd->voff;
+
+		for (int i = rd->vi + 1; i < rd->iovcnt && room < TP_INLINE_MAX; i++)
+			room += rd->iov[i].iov_len;
+		n = rd->skip_inline ? 0 : rx_inline_direct(c, rd->iov, rd->iovcnt, rd->vi,
+							    rd->voff, room);
+		rd->skip_inline = false;
+		if (!n)
+			n = rx_direct(c, rd->iov, rd->iovcnt, rd->vi, rd->voff);
+	}
+	if (n) {
+		recv_advance(rd, n);
+		return RECV_AGAIN; /* (released by tp_recv(), once for the whole call) */
+	}
+	/* As kernel TCP, a read takes what has arrived up to the end of its buffer, across
+	 * message boundaries: a peek whatever was published, a read a published inline
+	 * message too (split from its validated copy). A data-ring message that did not
+	 * fit whole is left to the next call: split, it would cost a second copy of all
+	 * of it (rec_copy()'s bounce). */
+	if (rd->got && !rd->peek && !inline_seq_ready(c, c->v_i))
+		return RECV_STOP; /* (one load: the slot the direct copy just looked at) */
+	if (tp_rx_quiet(c))
+		return RECV_STOP; /* nothing published since the last look: what we have, or -EAGAIN */
+	tp_rx_progress(c, rd->got ? c->rec_bytes + 1 : 1);
+	if (rd->h == c->rec_tail)
+		return RECV_STOP;
+	if (rd->got && !rd->peek && c->recs[rd->h % TP_RECS].ring != 0)
+		return RECV_STOP; /* (validated: the next call copies it) */
+	if (rd->h == c->rec_head)
+		rd->off = c->rec_off; /* an adopted connection may start inside it */
+	return RECV_COPY;
+}
+
+/* Copy what fits of record R from the read's offset in it; false when the read stops here
+ * (the iovecs are full, or the copy failed: RD->bad). */
+static bool recv_copy(struct tp_conn *c, struct rx_read *rd, const struct tp_rec *r)
+{
+	uint32_t left = r->len - rd->off;
+
+	while (left && rd->vi < rd->iovcnt) {
+		size_t room = rd->iov[rd->vi].iov_len - rd->voff, n = left < room ? left : room;
+
+		if (room == 0) {
+			rd->vi++;
+			rd->voff = 0;
+			continue;
+		}
+		int e = rec_copy(c, r, rd->off, (uint8_t *)rd->iov[rd->vi].iov_base + rd->voff, n);
+
+		if (e == -ENOMEM) {
+			tp_set_error(c, e);
+			rd->bad = true;
+			break;
+		}
+		if (e) {
+			rx_rewind(c, rd->peek ? c->rec_off : rd->off);
+			rd->off = 0;
+			rd->bad = true;
+			break;
+		}
+		rd->voff += n;
+		rd->off += (uint32_t)n;
+		left -= (uint32_t)n;
+		rd->got += n;
+	}
+	return !left && !rd->bad;
+}
+
+/* Under rx_lock, after the copies: what the read returns. */
+static ssize_t recv_result(struct tp_conn *c, const struct rx_read *rd)
+{
+	ssize_t rc;
+
+	if (rd->got) {
+		if (!rd->peek)
+			TP_STAT_ADD(c->st->rx_bytes, rd->got);
+		/* reading without polling: the peer need not ring for us any more */
+		if (c->rx_wait_set)
+			tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
+		return (ssize_t)rd->got;
+	}
+	if (c->eof)
+		return 0;
+	if ((rc = atomic_load(&c->error)))
+		return rc;
+	if (c->rec_head != c->rec_tail || !tp_conn_peer_lost(c))
+		return -EAGAIN;
+	tp_rx_progress(c, 1); /* whatever arrived before the loss is still delivered */
+	if (c->rec_head != c->rec_tail)
+		return -EAGAIN;
+	if (tp_rx_death_end(c))
+		return 0;
+	LOG(LL_DEBUG, "transport: slot %u: peer lost (flags %#x, died %d)", c->slot,
+	    tp_st_flags(c), (int)atomic_load(&c->peer_died));
+	tp_set_error(c, -ECONNRESET);
+	return -ECONNRESET;
+}
+
 ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
-	bool peek = flags & TP_RECV_PEEK;
-	size_t got = 0, voff = 0;
-	int vi = 0;
+	struct rx_read rd = { .iov = iov, .iovcnt = iovcnt, .peek = flags & TP_RECV_PEEK };
 	ssize_t rc;
-	uint32_t h, off;
-	bool bad = false;
 
 	/* a read: this connection is not a one-way stream of writes, whose small writes merge
 	 * (tp_tx.c), and what we hold goes out now, the peer may be waiting for it to answer
@@ -827,167 +1014,48 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		__atomic_store_n(&c->tx_streak, false, __ATOMIC_RELAXED);
 	tp_tx_flush_held(c);
 	tp_mutex_lock(&c->rx_lock);
-	if ((rc = tp_conn_own(c))) { /* single-owner rule after fork (tp_int.h) */
+	if (recv_refused(c, &rc)) {
 		tp_mutex_unlock(&c->rx_lock);
 		return rc;
 	}
-	if (unlikely(tp_fo_get(c))) { /* moving to the kernel socket (tp_failover.c) */
-		int fo = tp_fo_get(c);
-
-		tp_mutex_unlock(&c->rx_lock);
-		if (fo == TP_FO_FAILED)
-			return atomic_load(&c->error) ? atomic_load(&c->error) : -ECONNRESET;
-		return fo == TP_FO_DONE ? -EXDEV : -EAGAIN;
-	}
-	if (c->rd_shut) { /* as Linux: reads after shutdown(SHUT_RD) see end of stream */
-		tp_mutex_unlock(&c->rx_lock);
-		return 0;
-	}
-	h = c->rec_head;
-	off = c->rec_off;
-	/* Fast path (one buffer, nothing queued): the next inline message straight into it; when
-	 * it fills the buffer there is nothing left for the loop below to do. */
-	bool skip_inline = false;
-
-	if (!peek && iovcnt == 1 && h == c->rec_tail && iov[0].iov_len) {
-		got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		/* nothing inline: a small data-ring message the same way */
-		if (!got)
-			got = rx_short_direct(c, iov[0].iov_base, iov[0].iov_len);
-#endif
-		voff = got;
-		/* a full buffer, or (the usual case of a reader with a larger buffer) nothing else
-		 * published yet: the loop below would find no more */
-		if (got == iov[0].iov_len || (got && tp_rx_quiet(c)))
-			goto out;
-		/* nothing inline just now: the loop's first look goes to the data ring (a slot
-		 * published meanwhile is found by the validation below, or by the next call) */
-		skip_inline = !got;
-	}
-	for (;;) {
-		while (vi < iovcnt && voff == iov[vi].iov_len) {
-			vi++;
-			voff = 0;
-		}
-		if (vi == iovcnt || (c->eof && h == c->rec_tail))
-			break;
-		if (h == c->rec_tail) {
-			size_t n = 0;
-
-			if (!peek) {
-				size_t room = iov[vi].iov_len - voff;
-
-				for (int i = vi + 1; i < iovcnt && room < TP_INLINE_MAX; i++)
-					room += iov[i].iov_len;
-				n = skip_inline ? 0 : rx_inline_direct(c, iov, iovcnt, vi, voff, room);
-				skip_inline = false;
-				if (!n)
-					n = rx_direct(c, iov, iovcnt, vi, voff);
+	rd.h = c->rec_head;
+	rd.off = c->rec_off;
+	if (!recv_fast(c, &rd)) {
+		for (;;) {
+			while (rd.vi < iovcnt && rd.voff == iov[rd.vi].iov_len) {
+				rd.vi++;
+				rd.voff = 0;
 			}
-			if (n) {
-				got += n;
-				while (n) {
-					size_t k = iov[vi].iov_len - voff;
-
-					if (k > n)
-						k = n;
-					voff += k;
-					n -= k;
-					if (voff == iov[vi].iov_len && n) {
-						vi++;
-						voff = 0;
-					}
-				}
-				continue; /* (released below, once for the whole call) */
-			}
-			/* As kernel TCP, a read takes what has arrived up to the end of its buffer, across
-			 * message boundaries: a peek whatever was published, a read a published inline
-			 * message too (split from its validated copy). A data-ring message that did not
-			 * fit whole is left to the next call: split, it would cost a second copy of all
-			 * of it (rec_copy()'s bounce). */
-			if (got && !peek && !inline_seq_ready(c, c->v_i))
-				break; /* (one load: the slot the direct copy just looked at) */
-			if (tp_rx_quiet(c))
-				break; /* nothing published since the last look: what we have, or -EAGAIN */
-			tp_rx_progress(c, got ? c->rec_bytes + 1 : 1);
-			if (h == c->rec_tail)
+			if (rd.vi == iovcnt || (c->eof && rd.h == c->rec_tail))
 				break;
-			if (got && !peek && c->recs[h % TP_RECS].ring != 0)
-				break; /* (validated: the next call copies it) */
-			if (h == c->rec_head)
-				off = c->rec_off; /* an adopted connection may start inside it */
-		}
-		struct tp_rec *r = &c->recs[h % TP_RECS];
-		uint32_t left = r->len - off;
+			if (rd.h == c->rec_tail) {
+				enum recv_step st = recv_empty(c, &rd);
 
-		while (left && vi < iovcnt) {
-			size_t room = iov[vi].iov_len - voff, n = left < room ? left : room;
+				if (st == RECV_STOP)
+					break;
+				if (st == RECV_AGAIN)
+					continue;
+			}
+			struct tp_rec *r = &c->recs[rd.h % TP_RECS];
 
-			if (room == 0) {
-				vi++;
-				voff = 0;
+			if (!recv_copy(c, &rd, r))
+				break;
+			if (rd.peek) {
+				if (r->flags & TP_MSG_FIN)
+					break;
+				rd.h++;
+				rd.off = 0;
 				continue;
 			}
-			int e = rec_copy(c, r, off, (uint8_t *)iov[vi].iov_base + voff, n);
-
-			if (e == -ENOMEM) {
-				tp_set_error(c, e);
-				bad = true;
-				break;
-			}
-			if (e) {
-				rx_rewind(c, peek ? c->rec_off : off);
-				off = 0;
-				bad = true;
-				break;
-			}
-			voff += n;
-			off += (uint32_t)n;
-			left -= (uint32_t)n;
-			got += n;
+			rec_done(c, r);
+			rd.h = c->rec_head;
+			rd.off = 0;
+			rx_release(c);
 		}
-		if (left || bad)
-			break;
-		if (peek) {
-			if (r->flags & TP_MSG_FIN)
-				break;
-			h++;
-			off = 0;
-			continue;
-		}
-		rec_done(c, r);
-		h = c->rec_head;
-		off = 0;
-		rx_release(c);
 	}
-out:
-	if (!peek)
-		c->rec_off = off;
-	if (got) {
-		if (!peek)
-			TP_STAT_ADD(c->st->rx_bytes, got);
-		rc = (ssize_t)got;
-		/* reading without polling: the peer need not ring for us any more */
-		if (c->rx_wait_set)
-			tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
-	} else if (c->eof) {
-		rc = 0;
-	} else if ((rc = atomic_load(&c->error))) {
-		;
-	} else if (c->rec_head == c->rec_tail && tp_conn_peer_lost(c)) {
-		tp_rx_progress(c, 1); /* whatever arrived before the loss is still delivered */
-		rc = c->rec_head == c->rec_tail ? -ECONNRESET : -EAGAIN;
-		if (rc == -ECONNRESET && tp_rx_death_end(c))
-			rc = 0;
-		else if (rc == -ECONNRESET) {
-			LOG(LL_DEBUG, "transport: slot %u: peer lost (flags %#x, died %d)", c->slot,
-			    tp_st_flags(c), (int)atomic_load(&c->peer_died));
-			tp_set_error(c, -ECONNRESET);
-		}
-	} else {
-		rc = -EAGAIN;
-	}
+	if (!rd.peek)
+		c->rec_off = rd.off;
+	rc = recv_result(c, &rd);
 	rx_release(c);
 	tp_mutex_unlock(&c->rx_lock);
 	return rc;

@@ -1006,12 +1006,132 @@ void tp_prefix_drop(struct tp_conn *c)
 	tp_prefix_unlock(c);
 }
 
-static ssize_t tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
+/* The whole write as one message, when a quick way takes it: into the held message (a small
+ * write of a stream while the receiver is behind), one inline message, or one small data-ring
+ * message written directly. Under tx_lock. */
+static bool tx_send_whole(struct tp_conn *c, struct iov_cur *ic, size_t total)
 {
 	const struct tp_params *pp = &c->link->params;
+
+	/* relaxed: tx_streak is a hint the receive side clears */
+	if (total <= TX_MERGE_WRITE && total <= pp->short_max &&
+	    (c->held || (rx_surely_behind(c) && __atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED) &&
+			 (tp_tx_feedback(c), rx_surely_behind(c)))) &&
+	    tx_merge(c, ic, (uint32_t)total))
+		return true;
+	if (ic->cnt == 1 && total <= pp->inline_max && inline_free(c) > 0) {
+		/* one buffer, one inline message (a ping-pong's): without the bookkeeping of the
+		 * cursor and the pieces below (~5 % of a 64-byte send + receive on one core) */
+		send_inline(c, ic, (unsigned)total, 0);
+		return true;
+	}
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	/* one buffer, one small data-ring message: the same for writes just above the inline
+	 * limit (before: twice the instructions of an inline message) */
+	if (ic->cnt == 1 && total <= TX_SHORT_DIRECT_MAX && total <= pp->short_max &&
+	    c->link->out_direct && c->tx_d == c->tx_d_pub &&
+	    tp_data_room(c, TP_MT_SHORT) >= total &&
+	    send_short_direct(c, ic->iov[0].iov_base, (uint32_t)total))
+		return true;
+#endif
+	return false;
+}
+
+/* The first piece of a write of TOTAL bytes: a quarter of it, within [TX_PIECE_LO,
+ * TX_PIECE_HI], while our own reader is busy too (a two-way stream); else the most a message
+ * may take. */
+static uint32_t tx_first_piece(struct tp_conn *c, size_t total)
+{
+	uint32_t cap = c->out.qsize / TX_MSG_DIV, piece = cap;
+
+	if (total >= 2u * TX_PIECE_LO) {
+		/* relaxed: our own reader's counter, a hint only (partner: TP_STAT_ADD) */
+		uint64_t rx = __atomic_load_n(&c->st->rx_bytes, __ATOMIC_RELAXED);
+
+		if (rx != c->tx_rx_seen) {
+			size_t q = total / 4u;
+
+			q = q < TX_PIECE_LO ? TX_PIECE_LO : q > TX_PIECE_HI ? TX_PIECE_HI : q;
+			piece = q < cap ? (uint32_t)q : cap;
+		}
+		c->tx_rx_seen = rx;
+	}
+	return piece;
+}
+
+/* The write in messages of growing pieces, as far as the rings take it. Under tx_lock.
+ * Returns the bytes sent (0: no room), or a negative error when none were. */
+static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t total)
+{
+	const struct tp_params *pp = &c->link->params;
+	uint32_t cap = c->out.qsize / TX_MSG_DIV, piece = tx_first_piece(c, total);
+	size_t sent = 0;
+	bool data_pub = false, refreshed = false;
+
+	while (sent < total) {
+		size_t left = total - sent;
+
+		if (left <= pp->inline_max && inline_free(c) > 0) {
+			send_inline(c, ic, (unsigned)left, 0);
+			sent += left;
+			continue;
+		}
+		uint8_t type = TP_MT_SHORT;
+		uint32_t room;
+
+		while (ic->i < ic->cnt && ic->off == ic->iov[ic->i].iov_len) {
+			ic->i++;
+			ic->off = 0;
+		}
+		if (left > pp->short_max &&
+		    ((uintptr_t)ic->iov[ic->i].iov_base + ic->off) % 4u == 0)
+			type = TP_MT_LONG;
+		room = tp_data_room(c, type);
+		if (room == 0 && type == TP_MT_LONG) {
+			type = TP_MT_SHORT;
+			room = tp_data_room(c, type);
+		}
+		if (room > piece)
+			room = piece;
+		if (room == 0 && !refreshed) {
+			/* the cached credits ran out: look at what the receiver released since */
+			int err = tx_refresh(c);
+
+			refreshed = true;
+			if (err < 0 && !sent)
+				return err;
+			if (err < 0)
+				break;
+			continue;
+		}
+		if (room == 0) {
+			/* the receiver's ring is full: a congestion notice of the link */
+			TP_STAT_ADD(c->st->tx_full, 1);
+			break;
+		}
+		uint32_t n = left < room ? (uint32_t)left : room;
+
+		if (type == TP_MT_LONG && n <= pp->short_max)
+			type = TP_MT_SHORT;
+		send_data(c, ic, n, type, 0);
+		sent += n;
+		data_pub = true;
+		piece = piece < cap / 2u ? piece * 2u : cap;
+		if (sent < total) {
+			/* more to come in this call: the receiver starts on this message now */
+			publish_tx(c);
+			tp_wake_peer(c, TP_W_FB_WAIT);
+		}
+	}
+	if (data_pub)
+		publish_tx(c);
+	return (ssize_t)sent;
+}
+
+static ssize_t tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
+{
 	struct iov_cur ic = { .iov = iov, .cnt = iovcnt };
-	size_t total = 0, sent = 0;
-	bool data_pub = false, any = false, refreshed = false;
+	size_t total = 0;
 	ssize_t rc;
 
 	for (int i = 0; i < iovcnt; i++)
@@ -1027,122 +1147,18 @@ static ssize_t tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		rc = c->tx_after_close++ || (tp_st_flags(c) & TP_ST_RST) ? -EPIPE : (ssize_t)total;
 	if (rc || total == 0)
 		goto out;
-	/* a small write of a stream while the receiver is behind: into the held message (relaxed:
-	 * tx_streak is a hint the receive side clears) */
-	if (total <= TX_MERGE_WRITE && total <= pp->short_max &&
-	    (c->held || (rx_surely_behind(c) && __atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED) &&
-			 (tp_tx_feedback(c), rx_surely_behind(c)))) &&
-	    tx_merge(c, &ic, (uint32_t)total)) {
-		sent = total;
-		any = true;
-		goto sent;
-	}
-	if (iovcnt == 1 && total <= pp->inline_max && inline_free(c) > 0) {
-		/* one buffer, one inline message (a ping-pong's): without the bookkeeping of the
-		 * cursor and the pieces below (~5 % of a 64-byte send + receive on one core) */
-		send_inline(c, &ic, (unsigned)total, 0);
-		sent = total;
-		any = true;
-		goto sent;
-	}
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-	if (iovcnt == 1 && total <= TX_SHORT_DIRECT_MAX && total <= pp->short_max &&
-	    c->link->out_direct && c->tx_d == c->tx_d_pub &&
-	    tp_data_room(c, TP_MT_SHORT) >= total &&
-	    send_short_direct(c, iov[0].iov_base, (uint32_t)total)) {
-		/* one buffer, one small data-ring message: the same for writes just above the
-		 * inline limit (before: twice the instructions of an inline message) */
-		sent = total;
-		any = true;
-		goto sent;
-	}
-#endif
-	uint32_t cap = c->out.qsize / TX_MSG_DIV, piece = cap;
-
-	if (total >= 2u * TX_PIECE_LO) {
-		/* relaxed: our own reader's counter, a hint only (partner: TP_STAT_ADD) */
-		uint64_t rx = __atomic_load_n(&c->st->rx_bytes, __ATOMIC_RELAXED);
-
-		if (rx != c->tx_rx_seen) {
-			size_t q = total / 4u;
-
-			q = q < TX_PIECE_LO ? TX_PIECE_LO : q > TX_PIECE_HI ? TX_PIECE_HI : q;
-			piece = q < cap ? (uint32_t)q : cap;
-		}
-		c->tx_rx_seen = rx;
-	}
-	while (sent < total) {
-		size_t left = total - sent;
-
-		if (left <= pp->inline_max && inline_free(c) > 0) {
-			send_inline(c, &ic, (unsigned)left, 0);
-			sent += left;
-			any = true;
-			continue;
-		}
-		uint8_t type = TP_MT_SHORT;
-		uint32_t room;
-
-		while (ic.i < iovcnt && ic.off == iov[ic.i].iov_len) {
-			ic.i++;
-			ic.off = 0;
-		}
-		if (left > pp->short_max &&
-		    ((uintptr_t)iov[ic.i].iov_base + ic.off) % 4u == 0)
-			type = TP_MT_LONG;
-		room = tp_data_room(c, type);
-		if (room == 0 && type == TP_MT_LONG) {
-			type = TP_MT_SHORT;
-			room = tp_data_room(c, type);
-		}
-		if (room > piece)
-			room = piece;
-		if (room == 0 && !refreshed) {
-			/* the cached credits ran out: look at what the receiver released since */
-			int err = tx_refresh(c);
-
-			refreshed = true;
-			if (err < 0 && !any) {
-				rc = err;
-				goto out;
-			}
-			if (err < 0)
-				break;
-			continue;
-		}
-		if (room == 0) {
-			/* the receiver's ring is full: a congestion notice of the link */
-			TP_STAT_ADD(c->st->tx_full, 1);
-			break;
-		}
-		uint32_t n = left < room ? (uint32_t)left : room;
-
-		if (type == TP_MT_LONG && n <= pp->short_max)
-			type = TP_MT_SHORT;
-		send_data(c, &ic, n, type, 0);
-		sent += n;
-		data_pub = true;
-		piece = piece < cap / 2u ? piece * 2u : cap;
-		if (sent < total) {
-			/* more to come in this call: the receiver starts on this message now */
-			publish_tx(c);
-			tp_wake_peer(c, TP_W_FB_WAIT);
-		}
-		any = true;
-	}
-	if (data_pub)
-		publish_tx(c);
-sent:
-	if (any) {
-		TP_STAT_ADD(c->st->tx_bytes, sent);
+	rc = tx_send_whole(c, &ic, total) ? (ssize_t)total : tx_send_pieces(c, &ic, total);
+	if (rc > 0) {
+		TP_STAT_ADD(c->st->tx_bytes, (size_t)rc);
 		if (!c->held)
 			tp_wake_peer(c, TP_W_FB_WAIT);
 		if (c->tx_wait_set && !c->held)
 			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 		if (!__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
 			__atomic_store_n(&c->tx_streak, true, __ATOMIC_RELAXED);
+	} else if (rc == 0) {
+		rc = -EAGAIN;
 	}
-	rc = sent ? (ssize_t)sent : -EAGAIN;
 out:
 	tp_mutex_unlock(&c->tx_lock);
 	return rc;
