@@ -43,7 +43,7 @@ bool tp_readable_hint(struct tp_conn *c)
 			 !tp_inline_stale(c, c->v_i, tp_in_inline(c->link, c->slot, c->v_i)))
 			ready = true; /* (not a slot an earlier connection left: tp_rx_note_stale()) */
 		else if (tp_rx_txd(c, &txd) && txd != c->v_d)
-			/* (acquire: pairs with ntb_to_peer_barrier() in publish_tx(); a hint,
+			/* (acquire: pairs with ntb_to_peer_barrier() in tp_tx_publish(); a hint,
 			 * the read validates again) */
 			ready = true; /* a data-ring message (tx_d published after its payload) */
 	}
@@ -70,7 +70,7 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 		pos++;
 	/* Data-ring messages: the peer's tail, published after each message's payload. A word that
 	 * fails its check counts as what was validated so far. */
-	/* (acquire, tp_slot_word(): pairs with ntb_to_peer_barrier() in publish_tx()) */
+	/* (acquire, tp_slot_word(): pairs with ntb_to_peer_barrier() in tp_tx_publish()) */
 	if (!tp_slot_word(c, TP_W_TX_D, &txd))
 		txd = c->v_d;
 	tp_rx_release(c); /* (at once while the sender holds a merged message for it) */

@@ -65,7 +65,7 @@
  *   validates in MSN order into private records (or, fast path, checks the CRC while copying
  *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
  *   Small writes of a stream, while the receiver is surely behind, merge into one data-ring
- *   message held unpublished (tp_tx.c: tx_merge()); TX_WAIT then asks the receiver to publish
+ *   message held unpublished (tp_tx_merge.c: tp_tx_merge()); TX_WAIT then asks the receiver to publish
  *   its release at once and ring, and the message goes out when the release shows it caught
  *   up (or with anything else the sender publishes).
  *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch, after
@@ -135,7 +135,7 @@
 #define TP_W_TX_EPOCH     (TP_SLOT_TX + 0x08) /* epoch (low 16) | detect seq (high 16) */
 #define TP_W_TX_NEXT_MSN  (TP_SLOT_TX + 0x10)
 #define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender waits for feedback: sleeping for room,
-					       * or holding a merged message (tp_tx.c) */
+					       * or holding a merged message (tp_tx_merge.c) */
 /* FB unit words */
 #define TP_W_FB_RX_D      (TP_SLOT_FB + 0x00)
 #define TP_W_FB_RX_I      (TP_SLOT_FB + 0x08)
@@ -144,7 +144,7 @@
 #define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver sleeps waiting for data */
 /* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
  * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
- * tp_tx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
+ * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
 #define TP_W_FB_RETRY_D   (TP_SLOT_FB + 0x28)
 #define TP_W_FB_RETRY_I   (TP_SLOT_FB + 0x30)
 /* ST unit */
@@ -609,7 +609,7 @@ struct tp_conn {
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
-	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: publish_tx()
+	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
 	uint32_t epoch_msn;
@@ -621,11 +621,11 @@ struct tp_conn {
 	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
 	uint32_t tx_after_close;  /* sends after the peer closed in order and went away (tp_send()) */
 	uint32_t tx_cap;          /* data bytes in flight at most (SO_SNDBUF); 0: the ring's size */
-	/* Merging of small writes (tp_tx.c: tx_merge()): the last data-ring message, at held_pos
+	/* Merging of small writes (tp_tx_merge.c: tp_tx_merge()): the last data-ring message, at held_pos
 	 * with held_len payload bytes whose CRC so far is held_crc, is written to the window and
 	 * the shadow but not published (TX_D stays at tx_d_pub) while the receiver has not
 	 * consumed what was published before it; later small writes append to it. Whatever
-	 * publishes TX_D (publish_tx()) ends the hold. */
+	 * publishes TX_D (tp_tx_publish()) ends the hold. */
 	bool held;
 	uint32_t held_pos, held_len, held_crc;
 	bool tx_streak;           /* no read on this connection since the last send (a stream,
@@ -913,7 +913,7 @@ static inline void tp_stats_load(struct tp_stats *dst, const struct tp_stats *sr
 #undef TP_STAT_LD
 }
 
-/* tp_rx.c: a lock-free snapshot for spinning waits (tp_wait): what would change when the peer
+/* tp_probe.c: a lock-free snapshot for spinning waits (tp_wait): what would change when the peer
  * publishes something (the next inline sequence byte, TX_D, the feedback words, the doorbell).
  * Armed under rx_lock from the current cursors; a hit only means "look again" (poll_bits). */
 struct tp_probe {
@@ -975,7 +975,7 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * (tp_rx_progress()); a sender seen writing past an unanswered Retry is asked at once. */
 #define TP_REASK_MS 1u
 
-/* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
+/* tp_retx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
  * C's next quick probe (0: none is due: nothing unacknowledged, or the normal timers have
  * it); tp_tx_quick_wait() the same without running the timers (trylock: 0 when busy). */
 uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now);
@@ -1032,7 +1032,7 @@ bool tp_tx_flush_held_ready(struct tp_conn *c);
 void tp_rx_release(struct tp_conn *c);
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);
-/* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */
+/* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_retx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
 /* One store of a whole ST word (FLAGS), flushed, and the peer's doorbell unless FLAGS is only
@@ -1068,8 +1068,8 @@ void tp_link_reap(struct tp_link *l);
  * finished (with FORCE, of every closed one). False when another thread's pass runs. */
 bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force);
 
-/* tp_tx.c: the rest of a moved connection's tail (BUF from OFF to LEN, BUF now C's) goes out on C
- * before anything else, then a FIN when FIN (tp_failover.c). */
+/* tp_prefix.c: the rest of a moved connection's tail (BUF from OFF to LEN, BUF now C's) goes out
+ * on C before anything else, then a FIN when FIN (tp_failover.c). */
 void tp_prefix_set(struct tp_conn *c, uint8_t *buf, size_t len, size_t off, bool fin);
 /* Send what of C's prefix fits: 0 when none is left (the FIN sent if due), -EAGAIN while some
  * is, or C's error. */
@@ -1079,6 +1079,8 @@ void tp_prefix_drop(struct tp_conn *c);
 /* Take the prefix lock (a spin: flushers hold it for one send). */
 void tp_prefix_lock(struct tp_conn *c);
 void tp_prefix_unlock(struct tp_conn *c);
+/* tp_tx.c: tp_send() without the prefix (what sends it). */
+ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt);
 
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */

@@ -73,7 +73,7 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 		return tp_fo_get(c) == TP_FO_DONE || tp_fo_get(c) == TP_FO_LINKED ?
 		       TP_EV_IN | TP_EV_OUT : 0;
 	if (!(want & TP_EV_OUT)) {
-		/* waiting for input alone: not a one-way stream (tp_tx.c: merging), and what we
+		/* waiting for input alone: not a one-way stream (tp_tx_merge.c), and what we
 		 * hold goes out (the peer may answer it) */
 		if (__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
 			__atomic_store_n(&c->tx_streak, false, __ATOMIC_RELAXED);
@@ -133,7 +133,7 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	}
 	if (room || c->wr_shut) {
 		ev |= TP_EV_OUT;
-		if (!c->held) /* (a held message asks for the receiver's release: tp_tx.c) */
+		if (!c->held) /* (a held message asks for the receiver's release: tp_tx_merge.c) */
 			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;

@@ -20,7 +20,7 @@
  *   inline seq byte 127  sender (tx_lock)        barrier    the slot: write_inline_slot(),
  *                                                           send_inline_direct() (release store)
  *                                                           / rx_inline(), inline_seq_ready()
- *   TX_D                 sender (tx_lock)        barrier    data ring up to it: publish_tx(),
+ *   TX_D                 sender (tx_lock)        barrier    data ring up to it: tp_tx_publish(),
  *                                                           send_detect(), the timers' republish
  *                                                           / rx_data(), tp_rx_quiet()
  *   TX_NEXT_MSN, TX_EPOCH (epoch | detect seq)
@@ -197,7 +197,7 @@ int tp_conn_init_queues(struct tp_conn *c)
 	/* (whole slots are rewritten on retransmission: no byte of an earlier use goes out) */
 	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
 	/* sh_data is not cleared (up to 1 GiB per set-up): each message zeroes its own gaps and
-	 * padding in it as it is written (tp_tx.c: zero_data_gaps()), so what a retransmission
+	 * padding in it as it is written (tp_tx.c: tp_tx_zero_gaps()), so what a retransmission
 	 * rewrites, [fb_rx_d, tx_d), holds none of the heap's or an earlier use's bytes */
 	if (!c->dmaq && ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
@@ -219,7 +219,7 @@ void tp_conn_free_queues(struct tp_conn *c)
 	free(c->sh_data);
 	c->sh_inline = NULL;
 	c->sh_data = NULL;
-	free(c->rx_bounce); /* tp_rx.c: rec_copy() */
+	free(c->rx_bounce); /* tp_recv.c: rec_copy() */
 	c->rx_bounce = NULL;
 	c->rx_bounce_cap = 0;
 	c->rx_bounce_ok = false;
