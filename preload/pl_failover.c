@@ -44,10 +44,11 @@ static void conn_linked(struct pl_sock *s, int fd, unsigned moves)
 	/* (under the lock: a thread that finds the count current finds the link current; the
 	 * exec hand-over names it: pl_exec.c, after pl_is_ntb()) */
 	pthread_mutex_lock(&s->lock);
-	bool news = atomic_load(&s->link_moves) < moves;
+	/* relaxed: written under s->lock, held here (the unlocked look below is a hint) */
+	bool news = atomic_load_explicit(&s->link_moves, memory_order_relaxed) < moves;
 
 	if (news) {
-		atomic_store(&s->link_moves, moves);
+		atomic_store_explicit(&s->link_moves, moves, memory_order_relaxed);
 		if (idx >= 0)
 			s->link_index = idx;
 	}

@@ -581,7 +581,7 @@ struct tp_conn {
 	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
-	bool owned;               /* this process drives it (ent->active is our pid): only then
+	_Atomic bool owned;       /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
 	/* client: when tp_conn_commit() wrote COMMIT; the timers write the ST word again while
@@ -590,7 +590,7 @@ struct tp_conn {
 	_Atomic uint64_t commit_rep_ms; /* the last of those writes */
 	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
 				    * TP_FIN_NUDGE_MS (helper's pass) */
-	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
+	_Atomic uint64_t last_wake_ms; /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */
 	struct tp_mutex tx_lock;
@@ -618,17 +618,18 @@ struct tp_conn {
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	size_t tx_last_len;       /* bytes the last tp_send() call was given (poll_bits()) */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
-	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
+	uint64_t tx_seen_st;      /* raw ST and FB epoch words at that read (tx_stale()) */
+	_Atomic uint64_t tx_seen_ep;
 	uint32_t tx_after_close;  /* sends after the peer closed in order and went away (tp_send()) */
-	uint32_t tx_cap;          /* data bytes in flight at most (SO_SNDBUF); 0: the ring's size */
+	_Atomic uint32_t tx_cap;  /* data bytes in flight at most (SO_SNDBUF); 0: the ring's size */
 	/* Merging of small writes (tp_tx_merge.c: tp_tx_merge()): the last data-ring message, at held_pos
 	 * with held_len payload bytes whose CRC so far is held_crc, is written to the window and
 	 * the shadow but not published (TX_D stays at tx_d_pub) while the receiver has not
 	 * consumed what was published before it; later small writes append to it. Whatever
 	 * publishes TX_D (tp_tx_publish()) ends the hold. */
-	bool held;
+	_Atomic bool held;
 	uint32_t held_pos, held_len, held_crc;
-	bool tx_streak;           /* no read on this connection since the last send (a stream,
+	_Atomic bool tx_streak;   /* no read on this connection since the last send (a stream,
 				   * not a request awaiting its answer): written by the receive
 				   * side, read by tp_send(); a hint (relaxed) */
 	/* --- receive side (rx_lock) */
@@ -639,7 +640,8 @@ struct tp_conn {
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
 	uint16_t rx_epoch, det_seen;
-	bool gated, rx_wait_set, rd_shut, fin_rcvd_v, eof, fb_dirty;
+	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
+	_Atomic bool fin_rcvd_v;     /* validation reached the peer's FIN (read by the send side) */
 	bool inline_bad;             /* the next inline slot failed its CRC */
 	/* First-lap inline positions whose slot, when the connection was set up, held what an
 	 * earlier connection of this receive context left there under the sequence byte this
@@ -678,7 +680,7 @@ struct tp_conn {
 	uint8_t inl_hold[128];
 	struct tp_stats local_stats; /* when ent is NULL */
 #define TP_WCACHE 48
-	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */
+	_Atomic uint64_t wc_raw[TP_WCACHE]; /* last valid raw checked word per slot word (ST/FB/TX) */
 	struct tp_stats *st;
 	/* --- failover to the kernel TCP socket (tp_failover.c; doc/design.md §5.8) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
@@ -886,6 +888,12 @@ static inline uint64_t tp_slot_raw(const struct tp_conn *c, uint32_t w)
 	 * (acquire) before it acts on it */
 	return atomic_load_explicit((const _Atomic uint64_t *)(const void *)p,
 				    memory_order_relaxed);
+}
+/* Word W of our slot as last checked valid (the cache of tp_slot_word()), raw. Relaxed: the
+ * cache is a hint shared by the tx and rx threads (see tp_slot_word()). */
+static inline uint64_t tp_wc_raw(const struct tp_conn *c, uint32_t w)
+{
+	return atomic_load_explicit(&c->wc_raw[w / 8u], memory_order_relaxed);
 }
 void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's slot */
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
@@ -1098,6 +1106,27 @@ static inline int tp_conn_own(struct tp_conn *c)
 	if (likely(__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE)))
 		return 0;
 	return tp_conn_own_slow(c);
+}
+
+/* C's error, 0 or -errno, set once (tp_set_error_at()). Acquire: pairs with the release of
+ * the compare-and-exchange there, so what the setter did before is seen with the error. */
+static inline int tp_conn_err(const struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->error, memory_order_acquire);
+}
+
+/* Is a merged message held (tp_tx_merge.c)? Relaxed: written under tx_lock, which the send
+ * side holds when it reads; a reader without it (waits, the helper) takes a hint. */
+static inline bool tp_tx_held(const struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->held, memory_order_relaxed);
+}
+
+/* Has validation reached the peer's FIN? Relaxed: written under rx_lock, which the receive
+ * side holds when it reads; a reader without it (the send side, waits) takes a hint. */
+static inline bool tp_rx_fin_seen(const struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->fin_rcvd_v, memory_order_relaxed);
 }
 
 /* tp_conn.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */

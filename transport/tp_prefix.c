@@ -29,9 +29,13 @@ void tp_prefix_set(struct tp_conn *c, uint8_t *buf, size_t len, size_t off, bool
 	c->pre_buf = buf;
 	c->pre_len = len;
 	c->pre_off = off;
-	atomic_store(&c->pre_fin, fin);
-	atomic_fetch_add(&tp_fo_active, 1); /* (the helper comes often until it is out) */
-	atomic_store(&c->pre_on, true);
+	/* release: pairs with the acquire load of pre_fin in tp_send() */
+	atomic_store_explicit(&c->pre_fin, fin, memory_order_release);
+	/* relaxed: a count the helper reads as a hint (it comes often until the tail is out) */
+	atomic_fetch_add_explicit(&tp_fo_active, 1, memory_order_relaxed);
+	/* release: the fields above before the flag; pairs with the acquire load of pre_on in
+	 * tp_prefix_flush() (the lock orders them for the flushers that take it) */
+	atomic_store_explicit(&c->pre_on, true, memory_order_release);
 	tp_prefix_unlock(c);
 }
 
@@ -40,9 +44,13 @@ static void prefix_done(struct tp_conn *c)
 {
 	free(c->pre_buf);
 	c->pre_buf = NULL;
-	atomic_store(&c->pre_on, false);
-	atomic_fetch_sub(&tp_fo_active, 1);
-	if (atomic_load(&c->pre_fin)) {
+	/* relaxed: under the prefix lock; a reader without it sees a hint (it looks again
+	 * under the lock: tp_prefix_flush()) */
+	atomic_store_explicit(&c->pre_on, false, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&tp_fo_active, 1, memory_order_relaxed); /* (a hint, above) */
+	/* acquire: pairs with the release stores of pre_fin in tp_prefix_set() and
+	 * tp_shutdown() (tp_conn.c; without the prefix lock) */
+	if (atomic_load_explicit(&c->pre_fin, memory_order_acquire)) {
 		tp_mutex_lock(&c->tx_lock);
 		if (!c->wr_shut) {
 			c->wr_shut = true;
@@ -58,7 +66,8 @@ int tp_prefix_flush(struct tp_conn *c)
 	bool busy = false;
 	int rc = 0;
 
-	if (!atomic_load(&c->pre_on))
+	/* acquire: pairs with the release store of pre_on in tp_prefix_set() */
+	if (!atomic_load_explicit(&c->pre_on, memory_order_acquire))
 		return 0;
 	/* acquire: pairs with the release in tp_prefix_unlock() */
 	if (!atomic_compare_exchange_strong_explicit(&c->pre_busy, &busy, true,
@@ -88,8 +97,9 @@ void tp_prefix_drop(struct tp_conn *c)
 	if (c->pre_buf) {
 		free(c->pre_buf);
 		c->pre_buf = NULL;
-		atomic_fetch_sub(&tp_fo_active, 1);
+		atomic_fetch_sub_explicit(&tp_fo_active, 1, memory_order_relaxed); /* (a hint) */
 	}
-	atomic_store(&c->pre_on, false);
+	/* relaxed: under the prefix lock (as prefix_done()) */
+	atomic_store_explicit(&c->pre_on, false, memory_order_relaxed);
 	tp_prefix_unlock(c);
 }

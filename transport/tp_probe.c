@@ -31,7 +31,9 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 
 	if (p->events & TP_EV_IN) {
 		if (!p->seq_was && !p->seq_stale) {
-			uint8_t seq = __atomic_load_n((const uint8_t *)p->seq_at, __ATOMIC_ACQUIRE);
+			/* acquire: pairs with the release in inline_publish() (tp_tx.c) */
+			uint8_t seq = atomic_load_explicit(
+				(const _Atomic uint8_t *)(const void *)p->seq_at, memory_order_acquire);
 
 			/* Also load the slot's first line (payload of 53-116-byte messages) in the
 			 * same round: its miss overlaps the sequence byte's instead of following it

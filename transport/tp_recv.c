@@ -110,7 +110,8 @@ static void rx_rewind(struct tp_conn *c, uint32_t skip)
 	c->rec_bytes = 0;
 	c->rec_off = 0;
 	c->rec_skip = skip;
-	c->fin_rcvd_v = false;
+	/* relaxed: under rx_lock (tp_rx_fin_seen()) */
+	atomic_store_explicit(&c->fin_rcvd_v, false, memory_order_relaxed);
 	c->inline_bad = false;
 	c->rx_bounce_ok = false;
 	c->inl_hold_ok = false;
@@ -132,7 +133,7 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	const uint8_t *base;
 	struct tp_desc d;
 
-	if (c->gated || c->fin_rcvd_v || c->rec_head != c->rec_tail || c->rec_skip ||
+	if (c->gated || tp_rx_fin_seen(c) || c->rec_head != c->rec_tail || c->rec_skip ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed))
 		return 0;
 	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
@@ -171,7 +172,7 @@ static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, 
 	size_t room = 0;
 	uint32_t crc, left, pos;
 
-	if (c->gated || c->fin_rcvd_v || atomic_load(&c->error) || c->rec_head != c->rec_tail ||
+	if (c->gated || tp_rx_fin_seen(c) || tp_conn_err(c) || c->rec_head != c->rec_tail ||
 	    c->rec_skip)
 		return 0;
 	/* (a published inline slot does not stop us: the descriptor's MSN says whether the next
@@ -207,7 +208,8 @@ static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, 
 	else
 		TP_STAT_ADD(c->st->rx_msgs_short, 1);
 	if (r.flags & TP_MSG_FIN) {
-		c->fin_rcvd_v = true;
+		/* relaxed: under rx_lock (tp_rx_fin_seen()) */
+		atomic_store_explicit(&c->fin_rcvd_v, true, memory_order_relaxed);
 		c->eof = true;
 	}
 	return r.len;
@@ -231,13 +233,14 @@ static size_t rx_inline_direct(struct tp_conn *c, const struct iovec *iov, int i
 	uint32_t msn, crc, want;
 	unsigned off;
 
-	if (c->gated || c->fin_rcvd_v || c->rec_head != c->rec_tail || c->rec_skip ||
+	if (c->gated || tp_rx_fin_seen(c) || c->rec_head != c->rec_tail || c->rec_skip ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed))
 		return 0;
 	s = tp_rx_inline_at(c, c->v_i);
-	/* acquire: the sequence byte before the slot it publishes; pairs with the barrier in
-	 * write_inline_slot() */
-	if (__atomic_load_n((const uint8_t *)s + TP_INL_SEQ, __ATOMIC_ACQUIRE) !=
+	/* acquire: the sequence byte before the slot it publishes; pairs with the release in
+	 * inline_publish() (tp_tx.c) */
+	if (atomic_load_explicit((const _Atomic uint8_t *)(const void *)(s + TP_INL_SEQ),
+				 memory_order_acquire) !=
 	    tp_inline_seq(c->v_i, c->link->geom.log2n, c->seq_base_in))
 		return 0;
 	/* the header (one 16-byte move into private memory: what is checked is what is used) */
@@ -306,7 +309,7 @@ static bool recv_refused(struct tp_conn *c, ssize_t *rc)
 		int fo = tp_fo_get(c);
 
 		if (fo == TP_FO_FAILED)
-			*rc = atomic_load(&c->error) ? atomic_load(&c->error) : -ECONNRESET;
+			*rc = tp_conn_err(c) ? tp_conn_err(c) : -ECONNRESET;
 		else
 			*rc = fo == TP_FO_DONE ? -EXDEV : -EAGAIN;
 		return true;
@@ -453,7 +456,7 @@ static ssize_t recv_result(struct tp_conn *c, const struct rx_read *rd)
 	}
 	if (c->eof)
 		return 0;
-	if ((rc = atomic_load(&c->error)))
+	if ((rc = tp_conn_err(c)))
 		return rc;
 	if (c->rec_head != c->rec_tail || !tp_conn_peer_lost(c))
 		return -EAGAIN;
@@ -462,8 +465,9 @@ static ssize_t recv_result(struct tp_conn *c, const struct rx_read *rd)
 		return -EAGAIN;
 	if (tp_rx_death_end(c))
 		return 0;
+	/* (relaxed: for the log) */
 	LOG(LL_DEBUG, "transport: slot %u: peer lost (flags %#x, died %d)", c->slot,
-	    tp_st_flags(c), (int)atomic_load(&c->peer_died));
+	    tp_st_flags(c), (int)atomic_load_explicit(&c->peer_died, memory_order_relaxed));
 	tp_set_error(c, -ECONNRESET);
 	return -ECONNRESET;
 }
@@ -477,8 +481,8 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	/* a read: this connection is not a one-way stream of writes, whose small writes merge
 	 * (tp_tx_merge.c), and what we hold goes out now, the peer may be waiting for it to answer
 	 * (before rx_lock: the tx lock is taken first) */
-	if (__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
-		__atomic_store_n(&c->tx_streak, false, __ATOMIC_RELAXED);
+	if (atomic_load_explicit(&c->tx_streak, memory_order_relaxed))
+		atomic_store_explicit(&c->tx_streak, false, memory_order_relaxed);
 	tp_tx_flush_held(c);
 	tp_mutex_lock(&c->rx_lock);
 	if (recv_refused(c, &rc)) {

@@ -86,7 +86,7 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	c->quick_n = 0; /* quick probes again for what was just sent again */
 	/* ... also when this thread goes on to other things: the helper runs them (the epoch word
 	 * above may be lost too, and the receiver stays gated until it sees it) */
-	atomic_store(&c->link->probe_soon, true);
+	atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
 	LOG(LL_DEBUG, "transport: slot %u retransmit epoch %u inline %u data %u", c->slot, epoch,
 	    c->tx_i - c->fb_rx_i, c->tx_d - c->fb_rx_d);
 }
@@ -167,10 +167,10 @@ void tp_tx_retry_check(struct tp_conn *c)
 {
 	uint64_t raw = tp_slot_raw(c, TP_W_FB_EPOCH);
 
-	if (raw == __atomic_load_n(&c->tx_seen_ep, __ATOMIC_RELAXED) ||
+	if (raw == atomic_load_explicit(&c->tx_seen_ep, memory_order_relaxed) ||
 	    tp_mutex_trylock(&c->tx_lock) != 0)
 		return;
-	__atomic_store_n(&c->tx_seen_ep, raw, __ATOMIC_RELAXED);
+	atomic_store_explicit(&c->tx_seen_ep, raw, memory_order_relaxed);
 	tp_tx_feedback(c);
 	tp_mutex_unlock(&c->tx_lock);
 }
@@ -179,7 +179,7 @@ void tp_tx_retry_check(struct tp_conn *c)
  * missing). Under tx_lock. */
 static void send_detect(struct tp_conn *c)
 {
-	if (c->held)
+	if (tp_tx_held(c))
 		tp_tx_publish(c); /* (TX_D below covers it) */
 	c->detect_seq++;
 	/* TX_D publishes the data ring again: after the data, which another thread may have
@@ -210,7 +210,7 @@ static int64_t quick_wait(const struct tp_conn *c, uint64_t now)
 
 	/* (also after a retransmission, TErrCnt > 0: a retransmission the link dropped is found
 	 * the same way) */
-	if (!tx_pending(c) || atomic_load(&c->error) || at >= c->link->params.send_timeout_ms)
+	if (!tx_pending(c) || tp_conn_err(c) || at >= c->link->params.send_timeout_ms)
 		return -1;
 	age = clock_age_ms(now, c->last_ack_ms);
 	return age >= at ? 0 : (int64_t)(at - age);
@@ -245,15 +245,15 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
 		tp_tx_feedback(c);
 		/* a ring the helper could not act on (tx lock busy: flush_held()) */
-		if (c->held && !tp_tx_rx_behind(c))
+		if (tp_tx_held(c) && !tp_tx_rx_behind(c))
 			tp_tx_flush_held_locked(c);
-		if (c->wr_shut && !c->fin_sent && !atomic_load(&c->error))
+		if (c->wr_shut && !c->fin_sent && !tp_conn_err(c))
 			tp_tx_fin(c);
 		/* unacknowledged or unreleased data without progress: Detect (the answer also
 		 * republishes the receiver's feedback, whose last write may have been lost) */
 		bool pending = tx_pending(c);
 
-		if (pending && !atomic_load(&c->error)) {
+		if (pending && !tp_conn_err(c)) {
 			uint32_t to = c->terr ? pp->detect_timeout_ms : pp->send_timeout_ms;
 
 			/* an alive receiver that does not read: up to ~2 s between probes */

@@ -300,7 +300,8 @@ static void rec_take(struct tp_conn *c, const struct tp_rec *r, bool head)
 	c->v_msn++;
 	c->rerr = 0;
 	if (r->flags & TP_MSG_FIN)
-		c->fin_rcvd_v = true;
+		/* relaxed: under rx_lock (tp_rx_fin_seen()) */
+		atomic_store_explicit(&c->fin_rcvd_v, true, memory_order_relaxed);
 }
 
 /* A new Detect number DET: still missing what the sender says it sent → Retry; else
@@ -311,7 +312,7 @@ static void rx_detect_answer(struct tp_conn *c, uint16_t det, uint32_t want)
 
 	c->det_seen = det;
 	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &next) && next != c->v_msn &&
-	    next - c->v_msn < (1u << 31) && !c->fin_rcvd_v && !c->gated && c->rec_bytes < want)
+	    next - c->v_msn < (1u << 31) && !tp_rx_fin_seen(c) && !c->gated && c->rec_bytes < want)
 		tp_rx_fail(c, c->inline_bad);
 	fb_publish_words(c, true);
 	/* the prober waits for this answer (it may not have asked to be rung: a sender that
@@ -327,7 +328,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 	uint16_t txe = 0, det;
 	bool have_epoch;
 
-	if (atomic_load(&c->error))
+	if (tp_conn_err(c))
 		return;
 	have_epoch = tp_slot_word(c, TP_W_TX_EPOCH, &v);
 	if (have_epoch)
@@ -341,7 +342,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 			return;
 		}
 	}
-	while (c->rec_tail - c->rec_head < TP_RECS && !c->fin_rcvd_v && c->rec_bytes < want) {
+	while (c->rec_tail - c->rec_head < TP_RECS && !tp_rx_fin_seen(c) && c->rec_bytes < want) {
 		struct tp_rec r;
 		uint8_t scratch[128];
 		/* the head record's slot is validated in the hold it is delivered from */
@@ -439,12 +440,16 @@ bool tp_rx_death_end(struct tp_conn *c)
 
 	if (c->eof)
 		return true;
-	/* a death (its TCP socket ended, or its host reclaimed it), not a reset or a lost link */
-	if ((st & TP_ST_RST) || !(atomic_load(&c->peer_died) || (st & TP_ST_GONE)) ||
+	/* a death (its TCP socket ended, or its host reclaimed it), not a reset or a lost link
+	 * (acquire: pairs with the store of peer_died in witness_look(), tp_conn.c, after its
+	 * look at the peer) */
+	if ((st & TP_ST_RST) ||
+	    !(atomic_load_explicit(&c->peer_died, memory_order_acquire) || (st & TP_ST_GONE)) ||
 	    c->rec_head != c->rec_tail)
 		return false;
 	/* alive but silent before it died: what it wrote meanwhile may never have arrived */
-	if (atomic_load(&c->silent_alive))
+	/* (acquire: pairs with the store of silent_alive in witness_look(), tp_conn.c) */
+	if (atomic_load_explicit(&c->silent_alive, memory_order_acquire))
 		return false;
 	tp_rx_progress(c, UINT32_MAX);
 	if (c->rec_head != c->rec_tail)
@@ -467,7 +472,8 @@ bool tp_rx_death_end(struct tp_conn *c)
 	LOG(LL_DEBUG, "transport: slot %u: peer process died with every byte delivered: end of "
 	    "stream", c->slot);
 	c->eof = true;
-	c->fin_rcvd_v = true;
+	/* relaxed: under rx_lock (tp_rx_fin_seen()) */
+	atomic_store_explicit(&c->fin_rcvd_v, true, memory_order_relaxed);
 	return true;
 }
 
@@ -496,7 +502,7 @@ size_t tp_rx_queued(struct tp_conn *c)
 
 bool tp_rx_quiet(struct tp_conn *c)
 {
-	const uint64_t *base = (const uint64_t *)(const void *)(tp_rx_slot(c));
+	const _Atomic uint64_t *base = (const _Atomic uint64_t *)(const void *)tp_rx_slot(c);
 	uint64_t txd, txe;
 
 	/* (the slot after the next one too: published behind a lost one, it is news: the loss,
@@ -506,15 +512,14 @@ bool tp_rx_quiet(struct tp_conn *c)
 	/* data-ring messages known published and not validated yet (tp_rx_txd()): no load */
 	if (c->rx_txd != c->v_d && c->rx_txd - c->v_d <= c->link->geom.qsize)
 		return false;
-	/* acquire: as tp_in_word() (pairs with the barrier before the sender publishes) */
-	txd = __atomic_load_n(&base[TP_W_TX_D / 8u], __ATOMIC_ACQUIRE);
-	txe = __atomic_load_n(&base[TP_W_TX_EPOCH / 8u], __ATOMIC_ACQUIRE);
+	/* acquire: as tp_in_word() (pairs with the barrier before the sender publishes: in
+	 * tp_tx_publish(), the release fence in send_short_direct()) */
+	txd = atomic_load_explicit(&base[TP_W_TX_D / 8u], memory_order_acquire);
+	txe = atomic_load_explicit(&base[TP_W_TX_EPOCH / 8u], memory_order_acquire);
 	/* (a word never written is 0: no data yet, no epoch or Detect published yet) */
-	if (txd ? txd != __atomic_load_n(&c->wc_raw[TP_W_TX_D / 8u], __ATOMIC_RELAXED) ||
-		  (uint32_t)txd != c->v_d : c->v_d != 0)
+	if (txd ? txd != tp_wc_raw(c, TP_W_TX_D) || (uint32_t)txd != c->v_d : c->v_d != 0)
 		return false;
-	return !txe || (txe == __atomic_load_n(&c->wc_raw[TP_W_TX_EPOCH / 8u], __ATOMIC_RELAXED) &&
-			(uint16_t)(txe >> 16) == c->det_seen);
+	return !txe || (txe == tp_wc_raw(c, TP_W_TX_EPOCH) && (uint16_t)(txe >> 16) == c->det_seen);
 }
 
 /* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
@@ -542,7 +547,9 @@ uint32_t tp_rx_timers(struct tp_conn *c)
 	uint32_t next = 0;
 
 	if (tp_mutex_trylock(&c->rx_lock) == 0) {
-		bool discard = c->rd_shut || atomic_load(&c->closed);
+		/* acquire: pairs with the store of closed in tp_close() (tp_conn.c): the program
+		 * closed it, nobody will read */
+		bool discard = c->rd_shut || atomic_load_explicit(&c->closed, memory_order_acquire);
 		uint32_t v;
 		/* Validation (a CRC pass over the data) is the reader's job, done on its own core
 		 * when it reads: the timers validate only to answer a Detect (is data missing?) and

@@ -28,10 +28,12 @@ enum tp_rx_look { TP_RX_NONE, TP_RX_OK, TP_RX_OTHER, TP_RX_BAD };
 /* Whether the sequence byte of inline position POS says the slot is written. */
 static inline bool tp_rx_seq_ready(const struct tp_conn *c, uint32_t pos)
 {
-	/* acquire: the sequence byte before the slot it publishes; pairs with the barrier in
-	 * write_inline_slot() */
-	return __atomic_load_n((const uint8_t *)tp_rx_inline_at(c, pos) + TP_INL_SEQ,
-			       __ATOMIC_ACQUIRE) ==
+	const volatile uint8_t *seq = tp_rx_inline_at(c, pos) + TP_INL_SEQ;
+
+	/* acquire: the sequence byte before the slot it publishes; pairs with the release in
+	 * inline_publish() (tp_tx.c) */
+	return atomic_load_explicit((const _Atomic uint8_t *)(const void *)seq,
+				    memory_order_acquire) ==
 	       tp_inline_seq(pos, c->link->geom.log2n, c->seq_base_in);
 }
 

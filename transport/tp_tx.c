@@ -380,8 +380,9 @@ static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t le
 	 * acquire load of TX_D in rx_data() (as tp_tx_publish(): ntb_to_peer_barrier() is this
 	 * fence on a plain window) */
 	atomic_thread_fence(memory_order_release);
-	__atomic_store_n((uint64_t *)(void *)(c->link->out_direct + c->out.slot_off + TP_W_TX_D),
-			 tp_cw_make(c->nonce_out, c->tx_d), __ATOMIC_RELAXED);
+	atomic_store_explicit((_Atomic uint64_t *)(void *)(c->link->out_direct + c->out.slot_off +
+							   TP_W_TX_D),
+			      tp_cw_make(c->nonce_out, c->tx_d), memory_order_relaxed);
 	c->tx_d_pub = c->tx_d;
 	c->tx_dirty = true;
 	c->last_tx_pub_ms = 0;
@@ -392,7 +393,7 @@ static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t le
 /* Publish tx_d after the data it covers; pairs with the acquire load in rx_data(). */
 void tp_tx_publish(struct tp_conn *c)
 {
-	if (c->held) /* its descriptor, final now (held_desc()), after its payload */
+	if (tp_tx_held(c)) /* its descriptor, final now (held_desc()), after its payload */
 		tp_tx_write_data(c, c->held_pos, c->held_pos + TP_DESC_SIZE);
 	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_TX_D, c->tx_d);
@@ -407,9 +408,9 @@ void tp_tx_publish(struct tp_conn *c)
 	ntb_wc_flush(c->link->ntb);
 	c->tx_dirty = true;
 	c->last_tx_pub_ms = 0; /* stamped by the next timer run (no clock read per message) */
-	if (c->held) {
+	if (tp_tx_held(c)) {
 		/* (relaxed: tp_tx_flush_held()'s unlocked look is a hint) */
-		__atomic_store_n(&c->held, false, __ATOMIC_RELAXED);
+		atomic_store_explicit(&c->held, false, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&c->link->held_conns, 1, memory_order_relaxed);
 	}
 }
@@ -417,7 +418,7 @@ void tp_tx_publish(struct tp_conn *c)
 void tp_conn_set_sndbuf(struct tp_conn *c, uint32_t bytes)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
-	__atomic_store_n(&c->tx_cap, bytes, __ATOMIC_RELAXED); /* read by tp_tx_data_free() */
+	atomic_store_explicit(&c->tx_cap, bytes, memory_order_relaxed); /* read by tp_tx_data_free() */
 }
 
 /* Largest payload a data message at tx_d may carry now (0: none fits). */
@@ -433,7 +434,7 @@ uint32_t tp_data_room(const struct tp_conn *c, uint8_t type)
 /* Per-send checks of process-local state only (the peer's ST word: tx_refresh()). */
 static int tx_check(struct tp_conn *c)
 {
-	int err = atomic_load(&c->error);
+	int err = tp_conn_err(c);
 
 	if (err)
 		return err;
@@ -459,15 +460,17 @@ static int tx_refresh(struct tp_conn *c)
 	c->tx_fresh_sends = 0;
 	c->tx_seen_st = tp_slot_raw(c, TP_W_ST_FLAGS);
 	/* (atomic: tp_tx_retry_check() compares it without the tx lock) */
-	__atomic_store_n(&c->tx_seen_ep, tp_slot_raw(c, TP_W_FB_EPOCH), __ATOMIC_RELAXED);
+	atomic_store_explicit(&c->tx_seen_ep, tp_slot_raw(c, TP_W_FB_EPOCH), memory_order_relaxed);
 	if (tp_conn_peer_lost(c)) {
-		atomic_store(&c->peer_gone, true);
+		/* release: pairs with the loads of peer_gone in tp_close() and witness_look()
+		 * (tp_conn.c), which then skip what this send just found */
+		atomic_store_explicit(&c->peer_gone, true, memory_order_release);
 		return -ECONNRESET;
 	}
 	if (tp_fo_get(c))
 		return -EAGAIN;
 	tp_tx_feedback(c);
-	return atomic_load(&c->error);
+	return tp_conn_err(c);
 }
 
 /* Must tp_send() read the peer-written words before sending TOTAL bytes? */
@@ -513,14 +516,16 @@ int tp_tx_fin(struct tp_conn *c)
  * bytes and answers with a reset). The FIN flag is the receive side's, set once: relaxed. */
 static bool peer_closed(struct tp_conn *c)
 {
-	return __atomic_load_n(&c->fin_rcvd_v, __ATOMIC_RELAXED) && !tp_fo_get(c);
+	return atomic_load_explicit(&c->fin_rcvd_v, memory_order_relaxed) && !tp_fo_get(c);
 }
 
 ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (unlikely(atomic_load_explicit(&c->pre_on, memory_order_relaxed))) {
-		if (atomic_load(&c->pre_fin))
+		/* acquire: pairs with the release stores of pre_fin in tp_prefix_set() and
+		 * tp_shutdown() (tp_conn.c) */
+		if (atomic_load_explicit(&c->pre_fin, memory_order_acquire))
 			return -EPIPE; /* (shut before its tail was out) */
 		int r = tp_prefix_flush(c);
 
@@ -538,9 +543,11 @@ static bool tx_send_whole(struct tp_conn *c, struct iov_cur *ic, size_t total)
 	const struct tp_params *pp = &c->link->params;
 
 	/* relaxed: tx_streak is a hint the receive side clears */
+	bool stream = atomic_load_explicit(&c->tx_streak, memory_order_relaxed);
+
 	if (total <= TX_MERGE_WRITE && total <= pp->short_max &&
-	    (c->held || (tp_tx_rx_surely_behind(c) && __atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED) &&
-			 (tp_tx_feedback(c), tp_tx_rx_surely_behind(c)))) &&
+	    (tp_tx_held(c) || (tp_tx_rx_surely_behind(c) && stream &&
+			       (tp_tx_feedback(c), tp_tx_rx_surely_behind(c)))) &&
 	    tp_tx_merge(c, ic, (uint32_t)total))
 		return true;
 	if (ic->cnt == 1 && total <= pp->inline_max && tp_tx_inline_free(c) > 0) {
@@ -570,7 +577,7 @@ static uint32_t tx_first_piece(struct tp_conn *c, size_t total)
 
 	if (total >= 2u * TX_PIECE_LO) {
 		/* relaxed: our own reader's counter, a hint only (partner: TP_STAT_ADD) */
-		uint64_t rx = __atomic_load_n(&c->st->rx_bytes, __ATOMIC_RELAXED);
+		uint64_t rx = atomic_load_explicit(&c->st->rx_bytes, memory_order_relaxed);
 
 		if (rx != c->tx_rx_seen) {
 			size_t q = total / 4u;
@@ -674,12 +681,12 @@ ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	rc = tx_send_whole(c, &ic, total) ? (ssize_t)total : tx_send_pieces(c, &ic, total);
 	if (rc > 0) {
 		TP_STAT_ADD(c->st->tx_bytes, (size_t)rc);
-		if (!c->held)
+		if (!tp_tx_held(c))
 			tp_wake_peer(c, TP_W_FB_WAIT);
-		if (c->tx_wait_set && !c->held)
+		if (c->tx_wait_set && !tp_tx_held(c))
 			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
-		if (!__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
-			__atomic_store_n(&c->tx_streak, true, __ATOMIC_RELAXED);
+		if (!atomic_load_explicit(&c->tx_streak, memory_order_relaxed))
+			atomic_store_explicit(&c->tx_streak, true, memory_order_relaxed);
 	} else if (rc == 0) {
 		rc = -EAGAIN;
 	}

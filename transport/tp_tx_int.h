@@ -37,7 +37,7 @@ static inline uint32_t tp_tx_data_free(const struct tp_conn *c)
 {
 	uint32_t used = c->tx_d - c->fb_rx_d, fr = c->out.qsize - used;
 	/* relaxed: a limit the program sets now and then (tp_conn_set_sndbuf()) */
-	uint32_t cap = __atomic_load_n(&c->tx_cap, __ATOMIC_RELAXED);
+	uint32_t cap = atomic_load_explicit(&c->tx_cap, memory_order_relaxed);
 
 	if (cap && fr > (cap > used ? cap - used : 0))
 		fr = cap > used ? cap - used : 0;

@@ -7,9 +7,9 @@
 
 void tp_tx_hold_drop(struct tp_conn *c)
 {
-	if (!c->held)
+	if (!tp_tx_held(c))
 		return;
-	__atomic_store_n(&c->held, false, __ATOMIC_RELAXED);
+	atomic_store_explicit(&c->held, false, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&c->link->held_conns, 1, memory_order_relaxed);
 }
 
@@ -94,7 +94,7 @@ static bool held_start(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 	held_pad(c, n);
 	c->msn_next++;
 	held_desc(c, n);
-	__atomic_store_n(&c->held, true, __ATOMIC_RELAXED);
+	atomic_store_explicit(&c->held, true, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->link->held_conns, 1, memory_order_relaxed);
 	TP_STAT_ADD(c->st->tx_msgs_short, 1);
 	/* the helper runs the quick probes while we hold: a release the link lost (the receiver
@@ -102,7 +102,7 @@ static bool held_start(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 	 * the held message first (send_detect()), within TP_QUICK_PROBE_MS, not at the helper's
 	 * 100 ms pass */
 	if (!atomic_load_explicit(&c->link->probe_soon, memory_order_relaxed))
-		atomic_store(&c->link->probe_soon, true);
+		atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
 	return true;
 }
 
@@ -129,8 +129,8 @@ static bool held_append(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
  * message that could not take them is published first). */
 bool tp_tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 {
-	if (c->held ? !held_append(c, ic, n) : !held_start(c, ic, n)) {
-		if (c->held)
+	if (tp_tx_held(c) ? !held_append(c, ic, n) : !held_start(c, ic, n)) {
+		if (tp_tx_held(c))
 			tp_tx_publish(c);
 		return false;
 	}
@@ -139,22 +139,20 @@ bool tp_tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 		 * flag's store and fence, then the words: see above) */
 		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
 		tp_tx_feedback(c);
-	} else if (tp_slot_raw(c, TP_W_FB_RX_I) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_I / 8u],
-								__ATOMIC_RELAXED) ||
-		   tp_slot_raw(c, TP_W_FB_RX_D) != __atomic_load_n(&c->wc_raw[TP_W_FB_RX_D / 8u],
-								__ATOMIC_RELAXED)) {
+	} else if (tp_slot_raw(c, TP_W_FB_RX_I) != tp_wc_raw(c, TP_W_FB_RX_I) ||
+		   tp_slot_raw(c, TP_W_FB_RX_D) != tp_wc_raw(c, TP_W_FB_RX_D)) {
 		/* the flag stood: a receiver that released since rings (the helper publishes);
 		 * a release it published already is read here (two loads while nothing moved) */
 		tp_tx_feedback(c);
 	}
-	if (!tp_tx_rx_behind(c) && c->held)
+	if (!tp_tx_rx_behind(c) && tp_tx_held(c))
 		tp_tx_publish(c); /* (the feedback may have published it: a Retry) */
 	return true;
 }
 
 void tp_tx_flush_held_locked(struct tp_conn *c)
 {
-	if (!c->held)
+	if (!tp_tx_held(c))
 		return;
 	tp_tx_publish(c);
 	tp_wake_peer(c, TP_W_FB_WAIT);
@@ -164,9 +162,9 @@ bool tp_tx_flush_held_ready(struct tp_conn *c)
 {
 	if (tp_mutex_trylock(&c->tx_lock))
 		return false;
-	if (c->held) {
+	if (tp_tx_held(c)) {
 		tp_tx_feedback(c);
-		if (c->held && !tp_tx_rx_behind(c))
+		if (tp_tx_held(c) && !tp_tx_rx_behind(c))
 			tp_tx_flush_held_locked(c);
 	}
 	tp_mutex_unlock(&c->tx_lock);
@@ -176,7 +174,7 @@ bool tp_tx_flush_held_ready(struct tp_conn *c)
 void tp_tx_flush_held(struct tp_conn *c)
 {
 	/* relaxed: a hint; the lock's acquire orders what tp_tx_publish() reads */
-	if (!__atomic_load_n(&c->held, __ATOMIC_RELAXED))
+	if (!atomic_load_explicit(&c->held, memory_order_relaxed))
 		return;
 	tp_mutex_lock(&c->tx_lock);
 	tp_tx_flush_held_locked(c);

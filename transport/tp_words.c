@@ -57,7 +57,8 @@ uint64_t tp_in_word(const struct tp_link *l, uint64_t off)
 {
 	/* acquire: a word published after a barrier is read before what it publishes; pairs
 	 * with the writer's ntb_to_peer_barrier() / ntb_from_peer_barrier() (table above) */
-	return __atomic_load_n((const uint64_t *)(const void *)(l->in + off), __ATOMIC_ACQUIRE);
+	return atomic_load_explicit((const _Atomic uint64_t *)(const void *)(l->in + off),
+				    memory_order_acquire);
 }
 
 /* Relaxed (ntb_write64()): the caller's named barrier orders it (table above). */
@@ -91,8 +92,8 @@ bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *r
 
 	if (!tp_cw_check(c->nonce_in, raw, ret))
 		return false;
-	if (i < TP_WCACHE)
-		__atomic_store_n(&c->wc_raw[i], raw, __ATOMIC_RELAXED);
+	if (i < TP_WCACHE) /* relaxed: a cache, a hint (tp_wc_raw()) */
+		atomic_store_explicit(&c->wc_raw[i], raw, memory_order_relaxed);
 	return true;
 }
 
@@ -164,7 +165,11 @@ void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line)
 
 	LOG(LL_DEBUG, "transport: slot %u error %d (%s:%d)", c->slot, err, file, line);
 
-	if (atomic_compare_exchange_strong(&c->error, &zero, err))
+	/* release: what the caller did before (state, the failed operation) before the error;
+	 * pairs with the acquire load in tp_conn_err(). Acquire on failure: the first error
+	 * stays, and is read as tp_conn_err() reads it. */
+	if (atomic_compare_exchange_strong_explicit(&c->error, &zero, err, memory_order_acq_rel,
+						    memory_order_acquire))
 		tp_event_signal();
 }
 
