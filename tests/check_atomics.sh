@@ -8,7 +8,7 @@
 # atomic_fetch_add() and the other RMWs, atomic_compare_exchange_strong/weak(),
 # atomic_flag_test_and_set(), atomic_flag_clear(). Comments and string literals are not looked
 # at. What it cannot see: a plain access (x++, x = v) to an _Atomic object, which is seq_cst
-# too (doc/design.md: the vocabulary).
+# too; nor whether each order carries its comment (its partner, or why relaxed is enough).
 # Usage: check_atomics.sh [file or directory...] (default: every .c and .h under preload/,
 # transport/, ntb/, util/ and tools/; tests/ may keep what they need).
 cd "$(dirname "$0")/.." || exit 1

@@ -77,31 +77,35 @@ static bool dma_range(struct tp_conn *c, uint32_t from, uint32_t to)
 	return ok;
 }
 
-/* The last step of writing inline slot POS to the window, the one way every inline slot is
- * published: its sequence byte after everything before it. A plain write-back window
- * (ntb_out_direct()): the caller has stored bytes [off, 124); bytes 124-127 (the rest of the
- * CRC, the flags and the sequence byte) go from shadow slot S in one aligned release store.
- * Through the ntb API: bytes [OFF, 127) from S, the barrier, then the sequence byte. */
-static inline void inline_publish(struct tp_conn *c, uint32_t pos, const uint8_t *s,
-				  unsigned off)
+/* The last step of writing an inline slot to a plain write-back window (ntb_out_direct()) at
+ * D, whose bytes [off, 124) are stored: bytes 124-127 (the rest of the CRC, the flags and the
+ * sequence byte that publishes the slot, LAST in little-endian order) in one aligned store. */
+static inline void inline_seal(uint8_t *d, uint32_t last)
+{
+	static_assert(TP_INL_SEQ == 127 && TP_INL_FLAGS == 126, "inline slot's last word");
+	/* release: payload and header before the sequence byte that publishes the slot; pairs
+	 * with the acquire load of the sequence byte in tp_rx_seq_ready() and rx_inline_direct() */
+	atomic_store_explicit((_Atomic uint32_t *)(void *)(d + 124), last, memory_order_release);
+}
+
+/* The last step of writing inline slot POS from shadow slot S to the window, the one way a
+ * slot is published: its sequence byte after everything before it. A plain window: the
+ * caller stored bytes [off, 124), inline_seal() the rest. Through the ntb API: bytes
+ * [OFF, 127) from S, the barrier, then the sequence byte. */
+static void inline_publish(struct tp_conn *c, uint32_t pos, const uint8_t *s, unsigned off)
 {
 	uint8_t *d = c->link->out_direct;
 
-	static_assert(TP_INL_SEQ == 127 && TP_INL_FLAGS == 126, "inline slot's last word");
 	if (d) {
 		uint32_t last;
 
 		memcpy(&last, s + 124, 4);
-		/* release: payload and header before the sequence byte that publishes the slot;
-		 * pairs with the acquire load of the sequence byte in inline_seq_ready() and
-		 * rx_inline_direct() */
-		atomic_store_explicit((_Atomic uint32_t *)(void *)(d + tp_out_inline_off(c, pos) + 124),
-				      last, memory_order_release);
+		inline_seal(d + tp_out_inline_off(c, pos), last);
 		return;
 	}
 	ntb_write(c->link->ntb, tp_out_inline_off(c, pos) + off, s + off, TP_INL_SEQ - off);
 	/* payload and header before the sequence byte that publishes the slot; pairs with the
-	 * acquire load of the sequence byte in inline_seq_ready() */
+	 * acquire load of the sequence byte in tp_rx_seq_ready() */
 	ntb_to_peer_barrier(c->link->ntb);
 	ntb_write8(c->link->ntb, tp_out_inline_off(c, pos) + TP_INL_SEQ, s[TP_INL_SEQ]);
 }
@@ -209,7 +213,7 @@ static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s
 	memcpy(s + TP_INL_LEN, &h0, 8);
 	memcpy(s + TP_INL_FLAGS - 2, &h1, 4);
 	memcpy(d + TP_INL_LEN, &h0, 8);
-	inline_publish(c, pos, s, off); /* (bytes 124-127 forwarded from the store of H1) */
+	inline_seal(d, h1); /* (as inline_publish(), from registers) */
 }
 #endif
 

@@ -44,6 +44,26 @@ static inline uint32_t tp_tx_data_free(const struct tp_conn *c)
 	return fr;
 }
 
+/* Has the receiver, as its feedback says, not released everything published? (While a message
+ * is held the receiver publishes its release at once: exact then.) */
+static inline bool tp_tx_rx_behind(const struct tp_conn *c)
+{
+	return c->fb_rx_i != c->tx_i || c->fb_rx_d != c->tx_d_pub;
+}
+
+/* Is the receiver behind for sure, before it was asked to publish at once? Its lazy release
+ * (tp_rx.c: rx_release()) holds back less than a quarter of the inline ring and less than an
+ * eighth of the data ring it consumed, so more than that unreleased is unconsumed: a receiver
+ * that caught up is never taken for a busy one (its release may simply not be published). */
+static inline bool tp_tx_rx_surely_behind(const struct tp_conn *c)
+{
+	uint32_t in_keep = c->out.inline_n / 4u, d_keep = c->out.qsize / 8u;
+
+	/* (a quarter of a ring of fewer than 4 slots is 0: it releases every slot at once) */
+	return c->tx_i - c->fb_rx_i >= (in_keep ? in_keep : 1u) ||
+	       c->tx_d_pub - c->fb_rx_d >= (d_keep ? d_keep : 1u);
+}
+
 /* tp_tx.c */
 /* Publish the data ring up to tx_d (TX_D after a barrier; the epoch word again while a
  * retransmission's may have been lost). Under tx_lock. */
@@ -57,10 +77,6 @@ uint32_t tp_tx_gather_out(struct tp_conn *c, struct iov_cur *ic, uint32_t pos, u
 void tp_tx_zero_gaps(struct tp_conn *c, uint32_t pos, uint32_t gap, uint32_t len);
 
 /* tp_tx_merge.c */
-/* Is the receiver behind (its feedback: not everything published released)? SURELY: beyond
- * what its lazy release holds back. */
-bool tp_tx_rx_behind(const struct tp_conn *c);
-bool tp_tx_rx_surely_behind(const struct tp_conn *c);
 /* Merge the next N bytes of the cursor into the held message; false when it cannot take
  * them (the message that could not is published first). Under tx_lock. */
 bool tp_tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n);

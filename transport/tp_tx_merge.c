@@ -34,26 +34,6 @@ void tp_tx_hold_drop(struct tp_conn *c)
  */
 #define TX_MERGE_MAX   (16u << 10)  /* a held message grows to this at most */
 
-/* Has the receiver, as its feedback says, not released everything published? (While a message
- * is held the receiver publishes its release at once: exact then.) */
-bool tp_tx_rx_behind(const struct tp_conn *c)
-{
-	return c->fb_rx_i != c->tx_i || c->fb_rx_d != c->tx_d_pub;
-}
-
-/* Is the receiver behind for sure, before it was asked to publish at once? Its lazy release
- * (tp_rx.c: rx_release()) holds back less than a quarter of the inline ring and less than an
- * eighth of the data ring it consumed, so more than that unreleased is unconsumed: a receiver
- * that caught up is never taken for a busy one (its release may simply not be published). */
-bool tp_tx_rx_surely_behind(const struct tp_conn *c)
-{
-	uint32_t in_keep = c->out.inline_n / 4u, d_keep = c->out.qsize / 8u;
-
-	/* (a quarter of a ring of fewer than 4 slots is 0: it releases every slot at once) */
-	return c->tx_i - c->fb_rx_i >= (in_keep ? in_keep : 1u) ||
-	       c->tx_d_pub - c->fb_rx_d >= (d_keep ? d_keep : 1u);
-}
-
 /* The held message's descriptor for LEN payload bytes (its CRC from held_crc). */
 static void held_desc(struct tp_conn *c, uint32_t len)
 {

@@ -53,9 +53,22 @@ static inline uint32_t crc32c_inl_raw(uint32_t reg, void *d, void *d2, const voi
 	unsigned char *o = (unsigned char *)d, *o2 = (unsigned char *)d2;
 	uint64_t r = reg;
 
-	/* 16 bytes a round, the copy decided once (fewer loop instructions per byte: these run
+	/* 16 bytes a round, the copies decided once (fewer loop instructions per byte: these run
 	 * on every inline message and header) */
-	if (o) {
+	if (o2) {
+		for (; n >= 16; n -= 16, s += 16, o += 16, o2 += 16) {
+			uint64_t v0, v1;
+
+			memcpy(&v0, s, 8);
+			memcpy(&v1, s + 8, 8);
+			memcpy(o, &v0, 8);
+			memcpy(o + 8, &v1, 8);
+			memcpy(o2, &v0, 8);
+			memcpy(o2 + 8, &v1, 8);
+			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v0));
+			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v1));
+		}
+	} else if (o) {
 		for (; n >= 16; n -= 16, s += 16, o += 16) {
 			uint64_t v0, v1;
 
@@ -63,11 +76,6 @@ static inline uint32_t crc32c_inl_raw(uint32_t reg, void *d, void *d2, const voi
 			memcpy(&v1, s + 8, 8);
 			memcpy(o, &v0, 8);
 			memcpy(o + 8, &v1, 8);
-			if (o2) {
-				memcpy(o2, &v0, 8);
-				memcpy(o2 + 8, &v1, 8);
-				o2 += 16;
-			}
 			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v0));
 			__asm__("crc32q %1, %0" : "+r"(r) : "rm"(v1));
 		}
