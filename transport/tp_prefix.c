@@ -20,6 +20,8 @@ void tp_prefix_lock(struct tp_conn *c)
 
 void tp_prefix_unlock(struct tp_conn *c)
 {
+	/* release: the prefix's fields before the lock is free; pairs with the acquire
+	 * compare-and-exchange in tp_prefix_lock() / tp_prefix_flush() */
 	atomic_store_explicit(&c->pre_busy, false, memory_order_release);
 }
 

@@ -54,6 +54,7 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
 	if ((p->events & TP_EV_OUT) && (tp_slot_raw(c, TP_W_FB_RX_I) != p->fb_rx_i ||
 					tp_slot_raw(c, TP_W_FB_RX_D) != p->fb_rx_d))
 		hit |= TP_EV_OUT;
+	/* (relaxed: a probe is a hint; the caller's full look reads the error with tp_conn_err()) */
 	if (ntb_db_read(c->link->ntb) != p->db ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed))
 		hit |= TP_EV_ERR;

@@ -133,6 +133,7 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	const uint8_t *base;
 	struct tp_desc d;
 
+	/* (relaxed error: a fast path declines; the validating path reads it with tp_conn_err()) */
 	if (c->gated || tp_rx_fin_seen(c) || c->rec_head != c->rec_tail || c->rec_skip ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed))
 		return 0;
@@ -233,6 +234,7 @@ static size_t rx_inline_direct(struct tp_conn *c, const struct iovec *iov, int i
 	uint32_t msn, crc, want;
 	unsigned off;
 
+	/* (relaxed error: a fast path declines; the validating path reads it with tp_conn_err()) */
 	if (c->gated || tp_rx_fin_seen(c) || c->rec_head != c->rec_tail || c->rec_skip ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed))
 		return 0;

@@ -167,10 +167,11 @@ void tp_tx_retry_check(struct tp_conn *c)
 {
 	uint64_t raw = tp_slot_raw(c, TP_W_FB_EPOCH);
 
+	/* relaxed: a hint (a change sends us to the feedback, read under tx_lock) */
 	if (raw == atomic_load_explicit(&c->tx_seen_ep, memory_order_relaxed) ||
 	    tp_mutex_trylock(&c->tx_lock) != 0)
 		return;
-	atomic_store_explicit(&c->tx_seen_ep, raw, memory_order_relaxed);
+	atomic_store_explicit(&c->tx_seen_ep, raw, memory_order_relaxed); /* (the hint above) */
 	tp_tx_feedback(c);
 	tp_mutex_unlock(&c->tx_lock);
 }

@@ -689,6 +689,8 @@ ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 			tp_wake_peer(c, TP_W_FB_WAIT);
 		if (c->tx_wait_set && !tp_tx_held(c))
 			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+		/* relaxed: a hint the receive side clears (stored on change only: its line
+		 * stays shared) */
 		if (!atomic_load_explicit(&c->tx_streak, memory_order_relaxed))
 			atomic_store_explicit(&c->tx_streak, true, memory_order_relaxed);
 	} else if (rc == 0) {

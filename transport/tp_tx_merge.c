@@ -9,6 +9,7 @@ void tp_tx_hold_drop(struct tp_conn *c)
 {
 	if (!tp_tx_held(c))
 		return;
+	/* relaxed: under tx_lock (tp_tx_held()); held_conns a count the helper reads as a hint */
 	atomic_store_explicit(&c->held, false, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&c->link->held_conns, 1, memory_order_relaxed);
 }
@@ -74,6 +75,7 @@ static bool held_start(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 	held_pad(c, n);
 	c->msn_next++;
 	held_desc(c, n);
+	/* relaxed: as tp_tx_hold_drop() */
 	atomic_store_explicit(&c->held, true, memory_order_relaxed);
 	atomic_fetch_add_explicit(&c->link->held_conns, 1, memory_order_relaxed);
 	TP_STAT_ADD(c->st->tx_msgs_short, 1);

@@ -183,6 +183,7 @@ unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
 
 static int woke(struct tp_conn *c, unsigned ev)
 {
+	/* relaxed: a time stamp read as a hint (spin or not) */
 	atomic_store_explicit(&c->last_wake_ms, clock_coarse_ms(), memory_order_relaxed);
 	return (int)ev;
 }
@@ -239,7 +240,7 @@ static unsigned spin_in_lean(struct tp_conn *c)
 {
 	struct tp_probe pr;
 
-	if (tp_conn_own(c) || atomic_load_explicit(&c->error, memory_order_relaxed))
+	if (tp_conn_own(c) || tp_conn_err(c))
 		return 0;
 	tp_probe_arm(c, &pr, TP_EV_IN);
 	if (pr.seq_was)
