@@ -17,9 +17,9 @@
  * ntb_from_peer_barrier() orders its reads of the space the word hands back before it.
  *
  *   word (unit)          writer (holder)         after      what it publishes / partner load
- *   inline seq byte 127  sender (tx_lock)        barrier    the slot: write_inline_slot(),
- *                                                           send_inline_direct() (release store)
- *                                                           / rx_inline(), inline_seq_ready()
+ *   inline seq byte 127  sender (tx_lock)        barrier    the slot: inline_publish()
+ *                                                           (release store on a plain window)
+ *                                                           / rx_inline(), tp_rx_seq_ready()
  *   TX_D                 sender (tx_lock)        barrier    data ring up to it: tp_tx_publish(),
  *                                                           send_detect(), the timers' republish
  *                                                           / rx_data(), tp_rx_quiet()
