@@ -557,6 +557,10 @@ struct tp_rec {          /* a validated inbound message, private copy */
 #define TP_STALE_MAX 8u /* stale first-lap slots noted per connection (0 expected) */
 #define TP_SPIN_ACTIVE_US 300 /* spin budget of a streaming connection (tp_wait) */
 
+/* Connections in a failover one pass drives with conns_lock released (tp_link.c); more wait
+ * for the next pass. */
+#define TP_PASS_PINS 32
+
 struct tp_conn {
 	struct tp_link *link;
 	struct tp_conn *next;     /* link->conns */
@@ -591,6 +595,8 @@ struct tp_conn {
 	_Atomic uint64_t commit_rep_ms; /* the last of those writes */
 	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
 				    * TP_FIN_NUDGE_MS (helper's pass) */
+	bool pass_pin;             /* (conns_lock) a pass drives its failover with conns_lock
+				    * released: tp_conn_unregister() waits for the pass */
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */

@@ -107,9 +107,31 @@ void tp_conn_register(struct tp_conn *c)
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
 
+/* The connections the running pass of this thread pinned (tp_link_conns_pass()), for
+ * tp_conn_unregister() called from inside their failover. */
+static __thread struct tp_conn **t_pass_pins;
+static __thread int t_pass_pins_n;
+
 void tp_conn_unregister(struct tp_conn *c)
 {
 	pthread_mutex_lock(&c->link->conns_lock);
+	/* a pass drives C's failover without conns_lock: wait until it is done with C (it takes no
+	 * lock a caller here holds), unless this thread is that pass, which then forgets C */
+	while (c->pass_pin) {
+		int i;
+
+		for (i = 0; i < t_pass_pins_n && t_pass_pins[i] != c; i++)
+			;
+		if (i < t_pass_pins_n) {
+			t_pass_pins[i] = NULL;
+			c->pass_pin = false;
+			break;
+		}
+		pthread_mutex_unlock(&c->link->conns_lock);
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&c->link->conns_lock);
+	}
 	for (struct tp_conn **pp = &c->link->conns; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
@@ -393,6 +415,25 @@ timers:
 	return applied;
 }
 
+/* The timers of the connections a pass pinned (in a failover), with conns_lock released; then
+ * unpinned. One of them released from inside its failover drops out of PINS
+ * (tp_conn_unregister()). */
+static void pass_pinned(struct tp_link *l, struct tp_conn **pins, int n, uint64_t now)
+{
+	t_pass_pins = pins;
+	t_pass_pins_n = n;
+	for (int i = 0; i < n; i++)
+		if (pins[i])
+			tp_conn_timers(pins[i], now);
+	pthread_mutex_lock(&l->conns_lock);
+	for (int i = 0; i < n; i++)
+		if (pins[i])
+			pins[i]->pass_pin = false;
+	pthread_mutex_unlock(&l->conns_lock);
+	t_pass_pins = NULL;
+	t_pass_pins_n = 0;
+}
+
 /* One pass over L's connections: their timers (only the closed ones' when CLOSED_ONLY), and the
  * release of closed ones that are finished (with FORCE, of every closed one: an unfinished one
  * with TP_ST_GONE). One pass at a time (the released ones leave the list for a moment): false
@@ -400,6 +441,11 @@ timers:
 bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
 {
 	struct tp_conn *done = NULL, *c, *next;
+	/* Connections in a failover: their timers run after conns_lock is released, for a move
+	 * takes the other link's locks (under ours, a pass over that link moving a connection here
+	 * would take them in the other order). Pinned meanwhile: not released by anyone. */
+	struct tp_conn *pins[TP_PASS_PINS];
+	int npins = 0;
 	bool lingering = false, busy = false, quick = false, nudge = false;
 
 	/* acq_rel: pairs with the release store that ends the other pass */
@@ -424,6 +470,17 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		/* closed here while a fork cleared its owner: finish it unless the child took it */
 		if (closed && !owned)
 			owned = tp_conn_own(c) == 0;
+		if (owned && tp_fo_get(c) == TP_FO_RUN) {
+			if (npins < TP_PASS_PINS) {
+				c->pass_pin = true;
+				pins[npins++] = c;
+			} else {
+				quick = true; /* (the next pass, soon) */
+			}
+			lingering |= closed;
+			pp = &c->next;
+			continue;
+		}
 		if (owned)
 			quick |= tp_conn_timers(c, now) != 0;
 		if (closed && owned)
@@ -453,6 +510,8 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		pp = &c->next;
 	}
 	pthread_mutex_unlock(&l->conns_lock);
+	if (npins)
+		pass_pinned(l, pins, npins, now);
 	if (nudge)
 		ntb_peer_db_ring(l->ntb); /* one ring for every connection that needs it */
 	if (lingering)
