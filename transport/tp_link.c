@@ -111,6 +111,12 @@ void tp_conn_register(struct tp_conn *c)
  * tp_conn_unregister() called from inside their failover. */
 static __thread struct tp_conn **t_pass_pins;
 static __thread int t_pass_pins_n;
+static __thread bool t_pass_locked; /* this thread runs a pass holding conns_lock */
+
+bool tp_link_pass_locked(void)
+{
+	return t_pass_locked;
+}
 
 void tp_conn_unregister(struct tp_conn *c)
 {
@@ -454,6 +460,7 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 	/* cleared first: a tp_close() from now on sets it again (pairs with its store) */
 	atomic_store(&l->lingering, false);
 	pthread_mutex_lock(&l->conns_lock);
+	t_pass_locked = true;
 	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
 		uint32_t fl;
 
@@ -470,6 +477,8 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		/* closed here while a fork cleared its owner: finish it unless the child took it */
 		if (closed && !owned)
 			owned = tp_conn_own(c) == 0;
+		if (owned && tp_fo_get(c) != TP_FO_RUN)
+			quick |= tp_conn_timers(c, now) != 0; /* (it may start a failover) */
 		if (owned && tp_fo_get(c) == TP_FO_RUN) {
 			if (npins < TP_PASS_PINS) {
 				c->pass_pin = true;
@@ -481,8 +490,6 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 			pp = &c->next;
 			continue;
 		}
-		if (owned)
-			quick |= tp_conn_timers(c, now) != 0;
 		if (closed && owned)
 			keep_release_if_acked(c);
 		bool finished = closed && owned && linger_done(c, now, &fl);
@@ -509,6 +516,7 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		lingering |= closed;
 		pp = &c->next;
 	}
+	t_pass_locked = false;
 	pthread_mutex_unlock(&l->conns_lock);
 	if (npins)
 		pass_pinned(l, pins, npins, now);

@@ -899,6 +899,7 @@ static bool peer_closed(struct tp_conn *c)
 }
 
 static ssize_t tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt);
+static int prefix_flush(struct tp_conn *c, bool wait);
 
 ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 {
@@ -906,7 +907,9 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	if (unlikely(atomic_load_explicit(&c->pre_on, memory_order_relaxed))) {
 		if (atomic_load(&c->pre_fin))
 			return -EPIPE; /* (shut before its tail was out) */
-		int r = tp_prefix_flush(c);
+		/* (another thread sending the prefix is waited for: a send into a connection with
+		 * room is never refused for it) */
+		int r = prefix_flush(c, true);
 
 		if (r)
 			return r;
@@ -961,16 +964,19 @@ static void prefix_done(struct tp_conn *c)
 	tp_event_signal(); /* writers waiting for room look again */
 }
 
-int tp_prefix_flush(struct tp_conn *c)
+/* Send what fits of C's prefix; WAIT: for another thread sending it (else -EAGAIN then). */
+static int prefix_flush(struct tp_conn *c, bool wait)
 {
 	bool busy = false;
 	int rc = 0;
 
 	if (!atomic_load(&c->pre_on))
 		return 0;
+	if (wait)
+		tp_prefix_lock(c);
 	/* acquire: pairs with the release in tp_prefix_unlock() */
-	if (!atomic_compare_exchange_strong_explicit(&c->pre_busy, &busy, true,
-						     memory_order_acquire, memory_order_relaxed))
+	else if (!atomic_compare_exchange_strong_explicit(&c->pre_busy, &busy, true,
+							  memory_order_acquire, memory_order_relaxed))
 		return -EAGAIN;
 	while (c->pre_buf && c->pre_off < c->pre_len) {
 		struct iovec v = { c->pre_buf + c->pre_off, c->pre_len - c->pre_off };
@@ -988,6 +994,11 @@ int tp_prefix_flush(struct tp_conn *c)
 	}
 	tp_prefix_unlock(c);
 	return rc;
+}
+
+int tp_prefix_flush(struct tp_conn *c)
+{
+	return prefix_flush(c, false);
 }
 
 void tp_prefix_drop(struct tp_conn *c)
