@@ -598,8 +598,11 @@ struct tp_conn {
 	_Atomic uint64_t commit_rep_ms; /* the last of those writes */
 	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
 				    * TP_FIN_NUDGE_MS (helper's pass) */
-	bool pass_pin;             /* (conns_lock) a pass drives its failover with conns_lock
-				    * released: tp_conn_unregister() waits for the pass */
+	/* (conns_lock) a pass drives its failover with conns_lock released: the pass's thread
+	 * (its token) and the connection's entry in the pass's list; tp_conn_unregister() waits
+	 * for the pass, or in the pass's own thread drops the entry */
+	const void *pin_owner;
+	struct tp_conn **pin_slot;
 	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */

@@ -107,11 +107,8 @@ void tp_conn_register(struct tp_conn *c)
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
 
-/* The connections the running pass of this thread pinned (tp_link_conns_pass()), for
- * tp_conn_unregister() called from inside their failover. */
-static __thread struct tp_conn **t_pass_pins;
-static __thread int t_pass_pins_n;
 static __thread bool t_pass_locked; /* this thread runs a pass holding conns_lock */
+/* (its address is this thread's token in tp_conn.pin_owner) */
 
 bool tp_link_pass_locked(void)
 {
@@ -123,14 +120,10 @@ void tp_conn_unregister(struct tp_conn *c)
 	pthread_mutex_lock(&c->link->conns_lock);
 	/* a pass drives C's failover without conns_lock: wait until it is done with C (it takes no
 	 * lock a caller here holds), unless this thread is that pass, which then forgets C */
-	while (c->pass_pin) {
-		int i;
-
-		for (i = 0; i < t_pass_pins_n && t_pass_pins[i] != c; i++)
-			;
-		if (i < t_pass_pins_n) {
-			t_pass_pins[i] = NULL;
-			c->pass_pin = false;
+	while (c->pin_owner) {
+		if (c->pin_owner == &t_pass_locked) {
+			*c->pin_slot = NULL;
+			c->pin_owner = NULL;
 			break;
 		}
 		pthread_mutex_unlock(&c->link->conns_lock);
@@ -426,18 +419,14 @@ timers:
  * (tp_conn_unregister()). */
 static void pass_pinned(struct tp_link *l, struct tp_conn **pins, int n, uint64_t now)
 {
-	t_pass_pins = pins;
-	t_pass_pins_n = n;
 	for (int i = 0; i < n; i++)
 		if (pins[i])
 			tp_conn_timers(pins[i], now);
 	pthread_mutex_lock(&l->conns_lock);
 	for (int i = 0; i < n; i++)
 		if (pins[i])
-			pins[i]->pass_pin = false;
+			pins[i]->pin_owner = NULL;
 	pthread_mutex_unlock(&l->conns_lock);
-	t_pass_pins = NULL;
-	t_pass_pins_n = 0;
 }
 
 /* One pass over L's connections: their timers (only the closed ones' when CLOSED_ONLY), and the
@@ -481,7 +470,8 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 			quick |= tp_conn_timers(c, now) != 0; /* (it may start a failover) */
 		if (owned && tp_fo_get(c) == TP_FO_RUN) {
 			if (npins < TP_PASS_PINS) {
-				c->pass_pin = true;
+				c->pin_owner = &t_pass_locked;
+				c->pin_slot = &pins[npins];
 				pins[npins++] = c;
 			} else {
 				quick = true; /* (the next pass, soon) */
