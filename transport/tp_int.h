@@ -559,7 +559,7 @@ struct tp_rec {          /* a validated inbound message, private copy */
 
 /* Connections in a failover one pass drives with conns_lock released (tp_link.c); more wait
  * for the next pass. */
-#define TP_PASS_PINS 32
+#define TP_PASS_PINS 256
 /* This thread runs a pass over a link's connections holding its conns_lock: a failover started
  * there makes progress only in the pass's second part, or the next pass (tp_conn_timers()). */
 bool tp_link_pass_locked(void);
