@@ -35,6 +35,12 @@ struct quad {
 	struct tl_pair one, two;
 };
 
+/* A copy of the quad a test has open (its own is on the test's stack, gone after a failed
+ * assertion): closed by the teardown when an assertion ended the test early (its links would
+ * stay in the process's link group and draw the next test's moves). */
+static struct quad g_quad;
+static bool g_open;
+
 static void link_pair(struct tl_pair *p, const char *name, int n)
 {
 	struct tp_params tpp;
@@ -60,12 +66,23 @@ static void quad_open(struct quad *q, const char *name, bool group_b)
 	}
 	assert_int_equal(tp_listen(q->one.b, 8080), 0);
 	assert_int_equal(tl_wait_listen(q->one.a, 8080, 5000), 0);
+	g_quad = *q;
+	g_open = true;
 }
 
 static void quad_close(struct quad *q)
 {
 	tl_pair_close(&q->one);
 	tl_pair_close(&q->two);
+	g_open = false;
+}
+
+static int quad_teardown(void **state)
+{
+	(void)state;
+	if (g_open)
+		quad_close(&g_quad);
+	return 0;
 }
 
 /* Close both ends, the stand-in socket SV and both links. */
@@ -441,15 +458,15 @@ static void test_reattach_needs_no_listener(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_move_client_starts),
-		cmocka_unit_test(test_move_both_full),
-		cmocka_unit_test(test_move_twice),
-		cmocka_unit_test(test_move_server_starts),
-		cmocka_unit_test(test_move_blocked_reader),
-		cmocka_unit_test(test_move_fin_in_flight),
-		cmocka_unit_test(test_move_gives_way_to_tcp),
-		cmocka_unit_test(test_move_generation_mismatch_resets),
-		cmocka_unit_test(test_reattach_needs_no_listener),
+		cmocka_unit_test_teardown(test_move_client_starts, quad_teardown),
+		cmocka_unit_test_teardown(test_move_both_full, quad_teardown),
+		cmocka_unit_test_teardown(test_move_twice, quad_teardown),
+		cmocka_unit_test_teardown(test_move_server_starts, quad_teardown),
+		cmocka_unit_test_teardown(test_move_blocked_reader, quad_teardown),
+		cmocka_unit_test_teardown(test_move_fin_in_flight, quad_teardown),
+		cmocka_unit_test_teardown(test_move_gives_way_to_tcp, quad_teardown),
+		cmocka_unit_test_teardown(test_move_generation_mismatch_resets, quad_teardown),
+		cmocka_unit_test_teardown(test_reattach_needs_no_listener, quad_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
