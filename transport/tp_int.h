@@ -556,6 +556,13 @@ struct tp_rec {          /* a validated inbound message, private copy */
 #define TP_STALE_MAX 8u /* stale first-lap slots noted per connection (0 expected) */
 #define TP_SPIN_ACTIVE_US 300 /* spin budget of a streaming connection (tp_wait) */
 
+/* Connections in a failover one pass drives with conns_lock released (tp_link.c); more wait
+ * for the next pass. */
+#define TP_PASS_PINS 256
+/* This thread runs a pass over a link's connections holding its conns_lock: a failover started
+ * there makes progress only in the pass's second part, or the next pass (tp_conn_timers()). */
+bool tp_link_pass_locked(void);
+
 struct tp_conn {
 	struct tp_link *link;
 	struct tp_conn *next;     /* link->conns */
@@ -590,6 +597,11 @@ struct tp_conn {
 	_Atomic uint64_t commit_rep_ms; /* the last of those writes */
 	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
 				    * TP_FIN_NUDGE_MS (helper's pass) */
+	/* (conns_lock) a pass drives its failover with conns_lock released: the pass's thread
+	 * (its token) and the connection's entry in the pass's list; tp_conn_unregister() waits
+	 * for the pass, or in the pass's own thread drops the entry */
+	const void *pin_owner;
+	struct tp_conn **pin_slot;
 	_Atomic uint64_t last_wake_ms; /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */
@@ -1082,6 +1094,9 @@ void tp_prefix_set(struct tp_conn *c, uint8_t *buf, size_t len, size_t off, bool
 /* Send what of C's prefix fits: 0 when none is left (the FIN sent if due), -EAGAIN while some
  * is, or C's error. */
 int tp_prefix_flush(struct tp_conn *c);
+/* tp_prefix_flush(), waiting for another thread sending the prefix instead of -EAGAIN (tp_send():
+ * a send into a connection with room is never refused for it). */
+int tp_prefix_flush_wait(struct tp_conn *c);
 /* C ends with its prefix pending: drop it. */
 void tp_prefix_drop(struct tp_conn *c);
 /* Take the prefix lock (a spin: flushers hold it for one send). */

@@ -63,7 +63,8 @@ static void prefix_done(struct tp_conn *c)
 	tp_event_signal(); /* writers waiting for room look again */
 }
 
-int tp_prefix_flush(struct tp_conn *c)
+/* Send what fits of C's prefix; WAIT: for another thread sending it (else -EAGAIN then). */
+static int prefix_flush(struct tp_conn *c, bool wait)
 {
 	bool busy = false;
 	int rc = 0;
@@ -71,9 +72,11 @@ int tp_prefix_flush(struct tp_conn *c)
 	/* acquire: pairs with the release store of pre_on in tp_prefix_set() */
 	if (!atomic_load_explicit(&c->pre_on, memory_order_acquire))
 		return 0;
+	if (wait)
+		tp_prefix_lock(c);
 	/* acquire: pairs with the release in tp_prefix_unlock() */
-	if (!atomic_compare_exchange_strong_explicit(&c->pre_busy, &busy, true,
-						     memory_order_acquire, memory_order_relaxed))
+	else if (!atomic_compare_exchange_strong_explicit(&c->pre_busy, &busy, true,
+							  memory_order_acquire, memory_order_relaxed))
 		return -EAGAIN;
 	while (c->pre_buf && c->pre_off < c->pre_len) {
 		struct iovec v = { c->pre_buf + c->pre_off, c->pre_len - c->pre_off };
@@ -91,6 +94,16 @@ int tp_prefix_flush(struct tp_conn *c)
 	}
 	tp_prefix_unlock(c);
 	return rc;
+}
+
+int tp_prefix_flush(struct tp_conn *c)
+{
+	return prefix_flush(c, false);
+}
+
+int tp_prefix_flush_wait(struct tp_conn *c)
+{
+	return prefix_flush(c, true);
 }
 
 void tp_prefix_drop(struct tp_conn *c)

@@ -531,7 +531,9 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		 * tp_shutdown() (tp_conn.c) */
 		if (atomic_load_explicit(&c->pre_fin, memory_order_acquire))
 			return -EPIPE; /* (shut before its tail was out) */
-		int r = tp_prefix_flush(c);
+		/* (another thread sending the prefix is waited for: a send into a connection with
+		 * room is never refused for it) */
+		int r = tp_prefix_flush_wait(c);
 
 		if (r)
 			return r;
