@@ -218,7 +218,7 @@ static void test_send_fits(void **state)
 		uint64_t m0 = msgs_sent(p.ca);
 
 		assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)sizeof(buf));
-		/* one message each, or (the receiver behind: merging, tp_tx.c) appended whole to
+		/* one message each, or (the receiver behind: merging, tp_tx_merge.c) appended whole to
 		 * the message held back */
 		assert_true(msgs_sent(p.ca) - m0 == 1 ||
 			    (msgs_sent(p.ca) == m0 && p.ca->held));
