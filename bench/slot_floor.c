@@ -64,7 +64,7 @@ static void slot_send(struct ring *r, uint32_t i, const uint8_t *src, int m)
 		memcpy(d + 48, zero, 16);
 		memcpy(d + 64, zero, 52);
 	}
-	crc = crc32c_small_copy2(0, s, d, src, 64);
+	crc = crc32c_copy2(0, d, s, src, 64);
 	if (m == 2)
 		memcpy(d + 64, zero, 52);
 	h0 = 64u | (uint64_t)i << 16 | (uint64_t)(crc & 0xffffu) << 48;
@@ -89,7 +89,7 @@ static bool slot_recv(struct ring *r, uint32_t i, uint8_t *dst)
 	}
 	memcpy(&h0, s + 116, 8);
 	memcpy(&c_hi, s + 124, 4);
-	crc = crc32c_small_copy(0, dst, s, 64);
+	crc = crc32c_copy(0, dst, s, 64);
 	return (crc & 0xffffu) == (uint32_t)(h0 >> 48) && (crc >> 16) == (c_hi & 0xffffu);
 }
 

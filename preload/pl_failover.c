@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-_Atomic unsigned pl_moved_gen; /* bumped on every move: epoll shadows migrate (pl_epoll.c) */
 
 void pl_conn_moved(struct pl_sock *s, int fd)
 {
@@ -26,9 +25,10 @@ void pl_conn_moved(struct pl_sock *s, int fd)
 	const char *why = tp_conn_failover_reason(s->conn);
 	PL_LEAVE();
 	snprintf(reason, sizeof(reason), "failed over: %s", why ? why : "link broke");
+	/* release: the move's record (moved, the kernel socket in place) before the state; pairs
+	 * with the acquire loads of s->state on the calls' paths (as the check above) */
 	atomic_store_explicit(&s->state, PL_CS_FAILED, memory_order_release);
 	pthread_mutex_unlock(&s->lock);
-	atomic_fetch_add_explicit(&pl_moved_gen, 1, memory_order_release);
 	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, s->desc, reason);
 	/* (`ntbsock stat` lists it as tcp from its host entry: tp_stat_list()) */
 }
@@ -44,10 +44,11 @@ static void conn_linked(struct pl_sock *s, int fd, unsigned moves)
 	/* (under the lock: a thread that finds the count current finds the link current; the
 	 * exec hand-over names it: pl_exec.c, after pl_is_ntb()) */
 	pthread_mutex_lock(&s->lock);
-	bool news = atomic_load(&s->link_moves) < moves;
+	/* relaxed: written under s->lock, held here (the unlocked look below is a hint) */
+	bool news = atomic_load_explicit(&s->link_moves, memory_order_relaxed) < moves;
 
 	if (news) {
-		atomic_store(&s->link_moves, moves);
+		atomic_store_explicit(&s->link_moves, moves, memory_order_relaxed);
 		if (idx >= 0)
 			s->link_index = idx;
 	}

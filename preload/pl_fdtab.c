@@ -75,7 +75,8 @@ struct pl_sock *pl_sock_alloc(enum pl_kind kind)
 	s->port = 0;
 	s->pending_err = 0;
 	s->moved = false;
-	atomic_store(&s->link_moves, 0);
+	/* relaxed: the slot is being reset, not in use by a connection yet */
+	atomic_store_explicit(&s->link_moves, 0, memory_order_relaxed);
 	s->desc[0] = 0;
 	s->ep = NULL;
 	atomic_store_explicit(&s->refs, 1, memory_order_relaxed); /* the creator's */

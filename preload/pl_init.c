@@ -128,7 +128,8 @@ __attribute__((constructor)) static void pl_ctor(void)
 void pl_exit_linger(const char *when)
 {
 	static _Atomic int64_t gave_up_ns;
-	int64_t now = pl_now_ns(), g = atomic_load(&gave_up_ns);
+	/* relaxed: a time stamp alone, nothing published with it */
+	int64_t now = pl_now_ns(), g = atomic_load_explicit(&gave_up_ns, memory_order_relaxed);
 	int ms = g && now - g < 1000000000LL ? 0 : PL_EXIT_LINGER_MS;
 
 	PL_ENTER();
@@ -154,7 +155,7 @@ void pl_exit_linger(const char *when)
 	tp_finwait_drain();
 
 	if (left && ms) {
-		atomic_store(&gave_up_ns, pl_now_ns());
+		atomic_store_explicit(&gave_up_ns, pl_now_ns(), memory_order_relaxed); /* (above) */
 		if (left > 0)
 			LOG(LL_INFO, "%s: %d closed connection(s) still unacknowledged after %d ms",
 			    when, left, ms);

@@ -267,7 +267,6 @@ bool pl_conn_check_moved(struct pl_sock *s, int fd);
 /* The rest of a call that found the connection moved, through the kernel (negative errno). */
 ssize_t pl_moved_send(int fd, const struct iovec *iov, int iovcnt, size_t done, int flags);
 ssize_t pl_moved_recv(int fd, const struct iovec *iov, int iovcnt, int flags);
-extern _Atomic unsigned pl_moved_gen;
 
 /* Publish connection S's state ST (enum pl_cstate). */
 static inline void pl_set_state(struct pl_sock *s, int st)

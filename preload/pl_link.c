@@ -159,7 +159,9 @@ static void loopback_open(int index)
 	struct tp_link *b = link_get(listen_slot(index), false, NULL);
 	struct pl_link *flag = &pl_links[listen_slot(index)]; /* (its waited_up is unused) */
 
-	if (!a || !b || atomic_exchange(&flag->both_up, true))
+	/* relaxed: the exchange alone picks the one caller that waits; the links it waits for
+	 * publish their own state */
+	if (!a || !b || atomic_exchange_explicit(&flag->both_up, true, memory_order_relaxed))
 		return;
 	PL_ENTER();
 	for (int i = 0; i < 2; i++) {

@@ -55,6 +55,8 @@ static void raise_hi(int fd)
 
 static _Atomic int *map(void)
 {
+	/* acquire: pairs with the release store of ids_map where it is created (its zeroed
+	 * slots before the pointer) */
 	return atomic_load_explicit(&ids_map, memory_order_acquire);
 }
 

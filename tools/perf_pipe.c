@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,9 +27,9 @@
  * layout). HEAD and CRC[] are written by the sender only, TAIL by the receiver. A burst ends
  * when STOP reaches the burst's number and the ring is empty. */
 struct pipe_ctl {
-	uint64_t head __attribute__((aligned(128)));
-	uint64_t tail __attribute__((aligned(128)));
-	uint64_t stop __attribute__((aligned(128)));
+	_Atomic uint64_t head __attribute__((aligned(128)));
+	_Atomic uint64_t tail __attribute__((aligned(128)));
+	_Atomic uint64_t stop __attribute__((aligned(128)));
 	uint32_t crc[PIPE_SLOTS_MAX] __attribute__((aligned(128)));
 };
 
@@ -47,15 +48,16 @@ static bool peer_alive(pid_t peer)
 static int64_t pipe_recv_burst(struct pipe_ctl *ctl, const uint8_t *ring, uint8_t *dst,
 			       size_t msg, uint32_t slots, uint64_t burst, pid_t parent)
 {
-	uint64_t t = ctl->tail;
+	/* relaxed: TAIL is ours (only the receiver writes it) */
+	uint64_t t = atomic_load_explicit(&ctl->tail, memory_order_relaxed);
 	int64_t bad = 0;
 
 	for (uint32_t n = 1;; n++) {
 		/* acquire: pairs with the release store of HEAD after the message and its CRC */
-		if (__atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE) == t) {
+		if (atomic_load_explicit(&ctl->head, memory_order_acquire) == t) {
 			/* acquire: pairs with the sender's STOP, stored after its last HEAD */
-			if (__atomic_load_n(&ctl->stop, __ATOMIC_ACQUIRE) == burst &&
-			    __atomic_load_n(&ctl->head, __ATOMIC_ACQUIRE) == t)
+			if (atomic_load_explicit(&ctl->stop, memory_order_acquire) == burst &&
+			    atomic_load_explicit(&ctl->head, memory_order_acquire) == t)
 				return bad;
 			if ((n & 0xffffu) == 0 && !peer_alive(-parent))
 				return -1;
@@ -69,7 +71,7 @@ static int64_t pipe_recv_burst(struct pipe_ctl *ctl, const uint8_t *ring, uint8_
 			bad++;
 		t++;
 		/* release: the slot is free once our copy of it is done */
-		__atomic_store_n(&ctl->tail, t, __ATOMIC_RELEASE);
+		atomic_store_explicit(&ctl->tail, t, memory_order_release);
 	}
 }
 
@@ -150,12 +152,14 @@ static uint64_t pipe_send_burst(struct tool_pipe_peer *peer, uint64_t min_ns,
 {
 	struct pipe_ctl *ctl = (struct pipe_ctl *)(void *)peer->map;
 	uint8_t *ring = peer->map + sizeof(*ctl);
-	uint64_t h = ctl->head, first = h + peer->slots, start = 0;
+	/* relaxed: HEAD is ours (only the sender writes it) */
+	uint64_t h = atomic_load_explicit(&ctl->head, memory_order_relaxed);
+	uint64_t first = h + peer->slots, start = 0;
 	size_t msg = peer->msg;
 
 	for (uint32_t spins = 1;; spins++) {
 		/* acquire: pairs with the receiver's release of TAIL (its copy of the slot done) */
-		if (h - __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE) >= peer->slots) {
+		if (h - atomic_load_explicit(&ctl->tail, memory_order_acquire) >= peer->slots) {
 			if ((spins & 0xffffu) == 0 && !peer_alive(peer->pid))
 				return 0;
 			cpu_relax();
@@ -171,9 +175,10 @@ static uint64_t pipe_send_burst(struct tool_pipe_peer *peer, uint64_t min_ns,
 					   peer->src, msg);
 		h++;
 		/* release: the message and its CRC before the index that publishes them */
-		__atomic_store_n(&ctl->head, h, __ATOMIC_RELEASE);
+		atomic_store_explicit(&ctl->head, h, memory_order_release);
 	}
-	for (uint32_t spins = 1; __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE) != h; spins++) {
+	/* acquire: pairs with the receiver's release of TAIL (everything copied out) */
+	for (uint32_t spins = 1; atomic_load_explicit(&ctl->tail, memory_order_acquire) != h; spins++) {
 		if ((spins & 0xffffu) == 0 && !peer_alive(peer->pid))
 			return 0;
 		cpu_relax();
@@ -198,7 +203,7 @@ int tool_pipe_burst(struct tool_pipe_peer *peer, uint64_t min_ns, double *ret_mb
 		return -ECHILD;
 	}
 	/* release: after the last HEAD; the receiver returns once it took everything */
-	__atomic_store_n(&ctl->stop, burst, __ATOMIC_RELEASE);
+	atomic_store_explicit(&ctl->stop, burst, memory_order_release);
 	do
 		w = read(peer->fd, &bad, sizeof(bad));
 	while (w < 0 && errno == EINTR);

@@ -13,6 +13,7 @@
 #endif
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,8 +87,8 @@ int tool_ref_memcpy(size_t buf_size, uint64_t min_ns, double *ret_mbps)
  * the responder); only one side writes at a time, so a plain atomic store suffices. READY is
  * set once by the responder when it runs on its own CPU. */
 struct pingpong_line {
-	uint64_t seq;
-	uint32_t ready;
+	_Atomic uint64_t seq;
+	_Atomic uint32_t ready;
 	char pad[64 - sizeof(uint64_t) - sizeof(uint32_t)];
 } __attribute__((aligned(64)));
 
@@ -98,7 +99,7 @@ static bool wait_seq(struct pingpong_line *line, uint64_t want, bool yield, pid_
 {
 	/* acquire: pairs with the release stores of the other side: cacheline_run() and
 	 * cacheline_child(), tool_ref_peer_burst() and peer_main() */
-	for (uint32_t n = 1; __atomic_load_n(&line->seq, __ATOMIC_ACQUIRE) != want; n++) {
+	for (uint32_t n = 1; atomic_load_explicit(&line->seq, memory_order_acquire) != want; n++) {
 		if (yield)
 			sched_yield();
 		else
@@ -116,12 +117,12 @@ static void __attribute__((noreturn)) cacheline_child(struct pingpong_line *line
 {
 	tool_pin_cpu(cpu);
 	/* release: pairs with the acquire load of the initiator's wait for READY */
-	__atomic_store_n(&line->ready, 1, __ATOMIC_RELEASE);
+	atomic_store_explicit(&line->ready, 1, memory_order_release);
 	for (uint64_t i = 0; i < rounds; i++) {
 		if (!wait_seq(line, 2 * i + 1, yield, -parent))
 			_exit(1); /* the initiator died: do not spin on */
 		/* release: pairs with the acquire load in the initiator's wait_seq() */
-		__atomic_store_n(&line->seq, 2 * i + 2, __ATOMIC_RELEASE);
+		atomic_store_explicit(&line->seq, 2 * i + 2, memory_order_release);
 	}
 	_exit(0);
 }
@@ -146,8 +147,8 @@ static int cacheline_run(int cpu_a, int cpu_b, uint64_t rounds, uint64_t *batch,
 	line = mmap(NULL, sizeof(*line), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (line == MAP_FAILED)
 		return -errno;
-	line->seq = 0;
-	line->ready = 0;
+	atomic_init(&line->seq, 0); /* (not shared yet: before the fork) */
+	atomic_init(&line->ready, 0);
 	child = fork();
 	if (child < 0) {
 		rc = -errno;
@@ -164,7 +165,7 @@ static int cacheline_run(int cpu_a, int cpu_b, uint64_t rounds, uint64_t *batch,
 	/* The new child starts on our CPU: yield until it has moved to its own, so that the
 	 * first round trips do not wait for a time slice. acquire: pairs with the release store
 	 * of READY in cacheline_child(). */
-	while (!__atomic_load_n(&line->ready, __ATOMIC_ACQUIRE)) {
+	while (!atomic_load_explicit(&line->ready, memory_order_acquire)) {
 		if (waitpid(child, NULL, WNOHANG) != 0) {
 			child = -1; /* died (and reaped) before it started: no round trips */
 			total = 0;
@@ -175,7 +176,7 @@ static int cacheline_run(int cpu_a, int cpu_b, uint64_t rounds, uint64_t *batch,
 	start = mark = clock_mono_ns();
 	for (uint64_t i = 0; i < total; i++) {
 		/* release: pairs with the acquire load in the responder's wait_seq() */
-		__atomic_store_n(&line->seq, 2 * i + 1, __ATOMIC_RELEASE);
+		atomic_store_explicit(&line->seq, 2 * i + 1, memory_order_release);
 		if (!wait_seq(line, 2 * i + 2, yield, child)) {
 			child = -1; /* died and reaped: no answer will come */
 			break;
@@ -235,7 +236,7 @@ static void __attribute__((noreturn)) peer_main(struct pingpong_line *line, int 
 				_exit(1); /* the initiator died: do not spin on */
 			seq += 2;
 			/* release: pairs with the acquire load in tool_ref_peer_burst()'s wait_seq() */
-			__atomic_store_n(&line->seq, seq, __ATOMIC_RELEASE);
+			atomic_store_explicit(&line->seq, seq, memory_order_release);
 		}
 	}
 }
@@ -278,7 +279,7 @@ int tool_ref_peer_start(struct tool_ref_peer *peer, int cpu_a, int cpu_b)
 	line = mmap(NULL, sizeof(*line), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (line == MAP_FAILED)
 		return -errno;
-	line->seq = 0;
+	atomic_init(&line->seq, 0); /* (not shared yet: before the fork) */
 	pid = tool_fork_responder(&fd, -1);
 	if (pid < 0) {
 		rc = (int)pid;
@@ -311,7 +312,7 @@ int tool_ref_peer_burst(struct tool_ref_peer *peer, unsigned warm, unsigned n,
 		if (i == skip)
 			mark = clock_mono_ns();
 		/* release: pairs with the acquire load in peer_main()'s wait_seq() */
-		__atomic_store_n(&peer->line->seq, peer->seq + 1, __ATOMIC_RELEASE);
+		atomic_store_explicit(&peer->line->seq, peer->seq + 1, memory_order_release);
 		if (!wait_seq(peer->line, peer->seq + 2, peer->yield, peer->pid)) {
 			peer->pid = -1; /* died and reaped */
 			return -ECHILD;

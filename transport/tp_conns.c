@@ -4,6 +4,7 @@
  * the passes that run their timers and finish them. */
 #include <errno.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "transport/tp_int.h"
 #include "util/log.h"
@@ -17,9 +18,30 @@ void tp_conn_register(struct tp_conn *c)
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
 
+static __thread bool t_pass_locked; /* this thread runs a pass holding conns_lock */
+/* (its address is this thread's token in tp_conn.pin_owner) */
+
+bool tp_link_pass_locked(void)
+{
+	return t_pass_locked;
+}
+
 void tp_conn_unregister(struct tp_conn *c)
 {
 	pthread_mutex_lock(&c->link->conns_lock);
+	/* a pass drives C's failover without conns_lock: wait until it is done with C (it takes no
+	 * lock a caller here holds), unless this thread is that pass, which then forgets C */
+	while (c->pin_owner) {
+		if (c->pin_owner == &t_pass_locked) {
+			*c->pin_slot = NULL;
+			c->pin_owner = NULL;
+			break;
+		}
+		pthread_mutex_unlock(&c->link->conns_lock);
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&c->link->conns_lock);
+	}
 	for (struct tp_conn **pp = &c->link->conns; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
@@ -175,6 +197,21 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 	return false;
 }
 
+/* The timers of the connections a pass pinned (in a failover), with conns_lock released; then
+ * unpinned. One of them released from inside its failover drops out of PINS
+ * (tp_conn_unregister()). */
+static void pass_pinned(struct tp_link *l, struct tp_conn **pins, int n, uint64_t now)
+{
+	for (int i = 0; i < n; i++)
+		if (pins[i])
+			tp_conn_timers(pins[i], now);
+	pthread_mutex_lock(&l->conns_lock);
+	for (int i = 0; i < n; i++)
+		if (pins[i])
+			pins[i]->pin_owner = NULL;
+	pthread_mutex_unlock(&l->conns_lock);
+}
+
 /* One pass over L's connections: their timers (only the closed ones' when CLOSED_ONLY), and the
  * release of closed ones that are finished (with FORCE, of every closed one: an unfinished one
  * with TP_ST_GONE). One pass at a time (the released ones leave the list for a moment): false
@@ -182,6 +219,11 @@ static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
 bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
 {
 	struct tp_conn *done = NULL, *c, *next;
+	/* Connections in a failover: their timers run after conns_lock is released, for a move
+	 * takes the other link's locks (under ours, a pass over that link moving a connection here
+	 * would take them in the other order). Pinned meanwhile: not released by anyone. */
+	struct tp_conn *pins[TP_PASS_PINS];
+	int npins = 0;
 	bool lingering = false, busy = false, quick = false, nudge = false;
 
 	/* acq_rel: pairs with the release store that ends the other pass */
@@ -193,6 +235,7 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 	 * must not both clear a close's flag and miss its connection) */
 	atomic_store_explicit(&l->lingering, false, memory_order_seq_cst);
 	pthread_mutex_lock(&l->conns_lock);
+	t_pass_locked = true;
 	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
 		uint32_t fl;
 
@@ -211,8 +254,20 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		/* closed here while a fork cleared its owner: finish it unless the child took it */
 		if (closed && !owned)
 			owned = tp_conn_own(c) == 0;
-		if (owned)
-			quick |= tp_conn_timers(c, now) != 0;
+		if (owned && tp_fo_get(c) != TP_FO_RUN)
+			quick |= tp_conn_timers(c, now) != 0; /* (it may start a failover) */
+		if (owned && tp_fo_get(c) == TP_FO_RUN) {
+			if (npins < TP_PASS_PINS) {
+				c->pin_owner = &t_pass_locked;
+				c->pin_slot = &pins[npins];
+				pins[npins++] = c;
+			} else {
+				quick = true; /* (the next pass, soon) */
+			}
+			lingering |= closed;
+			pp = &c->next;
+			continue;
+		}
 		if (closed && owned)
 			keep_release_if_acked(c);
 		bool finished = closed && owned && linger_done(c, now, &fl);
@@ -239,7 +294,10 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		lingering |= closed;
 		pp = &c->next;
 	}
+	t_pass_locked = false;
 	pthread_mutex_unlock(&l->conns_lock);
+	if (npins)
+		pass_pinned(l, pins, npins, now);
 	if (nudge)
 		ntb_peer_db_ring(l->ntb); /* one ring for every connection that needs it */
 	if (lingering) /* (relaxed: setting it only asks for a pass sooner) */

@@ -15,8 +15,9 @@ static bool inline_published(const struct tp_conn *c, uint32_t pos)
 	const volatile uint8_t *slot = tp_in_inline(l, c->slot, pos);
 
 	/* relaxed: only a hint; tp_recv() reads the byte again with acquire (rx_inline(),
-	 * inline_seq_ready(): pairs with the barrier before the byte in write_inline_slot()) */
-	return __atomic_load_n((const uint8_t *)slot + TP_INL_SEQ, __ATOMIC_RELAXED) ==
+	 * tp_rx_seq_ready(): pairs with the release in inline_publish()) */
+	return atomic_load_explicit((const _Atomic uint8_t *)(const void *)(slot + TP_INL_SEQ),
+				    memory_order_relaxed) ==
 	       tp_inline_seq(pos, l->geom.log2n, c->seq_base_in);
 }
 
@@ -28,7 +29,7 @@ bool tp_readable_hint(struct tp_conn *c)
 
 	/* Not owned (after fork) or failed: the full poll says what (tp_conn_own(), errors).
 	 * acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
-	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
+	if (!atomic_load_explicit(&c->owned, memory_order_acquire) ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed) || tp_fo_get(c))
 		return false;
 	/* A reader holding the lock is consuming: let the full poll wait for it. */
@@ -36,14 +37,14 @@ bool tp_readable_hint(struct tp_conn *c)
 		return false;
 	/* End of stream, shut reads, a Retry in progress: the full poll reports them (RDHUP,
 	 * HUP; gated data may be stale). */
-	if (!c->gated && !c->fin_rcvd_v && !c->eof && !c->rd_shut) {
+	if (!c->gated && !tp_rx_fin_seen(c) && !c->eof && !c->rd_shut) {
 		if (c->rec_head != c->rec_tail)
 			ready = true; /* validated already */
 		else if (inline_published(c, c->v_i) &&
 			 !tp_inline_stale(c, c->v_i, tp_in_inline(c->link, c->slot, c->v_i)))
 			ready = true; /* (not a slot an earlier connection left: tp_rx_note_stale()) */
 		else if (tp_rx_txd(c, &txd) && txd != c->v_d)
-			/* (acquire: pairs with ntb_to_peer_barrier() in publish_tx(); a hint,
+			/* (acquire: pairs with ntb_to_peer_barrier() in tp_tx_publish(); a hint,
 			 * the read validates again) */
 			ready = true; /* a data-ring message (tx_d published after its payload) */
 	}
@@ -70,7 +71,7 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 		pos++;
 	/* Data-ring messages: the peer's tail, published after each message's payload. A word that
 	 * fails its check counts as what was validated so far. */
-	/* (acquire, tp_slot_word(): pairs with ntb_to_peer_barrier() in publish_tx()) */
+	/* (acquire, tp_slot_word(): pairs with ntb_to_peer_barrier() in tp_tx_publish()) */
 	if (!tp_slot_word(c, TP_W_TX_D, &txd))
 		txd = c->v_d;
 	tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
@@ -94,7 +95,7 @@ uint64_t tp_rx_arm_arrival(struct tp_conn *c)
  * writable when half of it is free, as the kernel's POLLOUT needs. */
 static size_t sndbuf_clamp(const struct tp_conn *c, size_t len)
 {
-	uint32_t cap = __atomic_load_n(&c->tx_cap, __ATOMIC_RELAXED); /* (as data_free()) */
+	uint32_t cap = atomic_load_explicit(&c->tx_cap, memory_order_relaxed); /* (as data_free()) */
 
 	return cap && len > cap / 2u ? cap / 2u : len;
 }
@@ -113,7 +114,7 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 	tp_mutex_lock(&c->tx_lock);
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()); a
 	 * connection another process drives, or a failed one, is tp_send()'s to report */
-	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
+	if (!atomic_load_explicit(&c->owned, memory_order_acquire) ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed) || c->wr_shut || tp_fo_get(c)) {
 		tp_mutex_unlock(&c->tx_lock);
 		return true;
@@ -147,7 +148,7 @@ bool tp_writable_hint(struct tp_conn *c, size_t len)
 		return false; /* (no size to judge by, or one tp_send() cuts anyway: full poll) */
 	len = sndbuf_clamp(c, len);
 	/* acquire: pairs with the release stores of c->owned in tp_conn.c (as tp_conn_own()) */
-	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) ||
+	if (!atomic_load_explicit(&c->owned, memory_order_acquire) ||
 	    atomic_load_explicit(&c->error, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) || tp_fo_get(c) ||
 	    atomic_load_explicit(&c->pre_on, memory_order_relaxed))

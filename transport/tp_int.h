@@ -65,7 +65,7 @@
  *   validates in MSN order into private records (or, fast path, checks the CRC while copying
  *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
  *   Small writes of a stream, while the receiver is surely behind, merge into one data-ring
- *   message held unpublished (tp_tx.c: tx_merge()); TX_WAIT then asks the receiver to publish
+ *   message held unpublished (tp_tx_merge.c: tp_tx_merge()); TX_WAIT then asks the receiver to publish
  *   its release at once and ring, and the message goes out when the release shows it caught
  *   up (or with anything else the sender publishes).
  *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch, after
@@ -135,7 +135,7 @@
 #define TP_W_TX_EPOCH     (TP_SLOT_TX + 0x08) /* epoch (low 16) | detect seq (high 16) */
 #define TP_W_TX_NEXT_MSN  (TP_SLOT_TX + 0x10)
 #define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender waits for feedback: sleeping for room,
-					       * or holding a merged message (tp_tx.c) */
+					       * or holding a merged message (tp_tx_merge.c) */
 /* FB unit words */
 #define TP_W_FB_RX_D      (TP_SLOT_FB + 0x00)
 #define TP_W_FB_RX_I      (TP_SLOT_FB + 0x08)
@@ -144,7 +144,7 @@
 #define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver sleeps waiting for data */
 /* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
  * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
- * tp_tx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
+ * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
 #define TP_W_FB_RETRY_D   (TP_SLOT_FB + 0x28)
 #define TP_W_FB_RETRY_I   (TP_SLOT_FB + 0x30)
 /* ST unit */
@@ -297,10 +297,9 @@ bool tp_cw_check(uint32_t seed, uint64_t word, uint32_t *ret_value);
 static inline uint32_t tp_inline_crc(uint32_t payload_crc, unsigned len, uint32_t msn,
 				     uint8_t flags)
 {
-	uint32_t crc = crc32c_small_val(payload_crc, (uint64_t)(uint16_t)len | (uint64_t)msn << 16,
-					6);
+	uint32_t crc = crc32c_word(payload_crc, (uint64_t)(uint16_t)len | (uint64_t)msn << 16, 6);
 
-	return crc32c_small_val(crc, flags, 1);
+	return crc32c_word(crc, flags, 1);
 }
 
 /* Build inline slot content for LEN bytes at SLOT (128 B); the payload is already at
@@ -558,6 +557,13 @@ struct tp_rec {          /* a validated inbound message, private copy */
 #define TP_STALE_MAX 8u /* stale first-lap slots noted per connection (0 expected) */
 #define TP_SPIN_ACTIVE_US 300 /* spin budget of a streaming connection (tp_wait) */
 
+/* Connections in a failover one pass drives with conns_lock released (tp_link.c); more wait
+ * for the next pass. */
+#define TP_PASS_PINS 256
+/* This thread runs a pass over a link's connections holding its conns_lock: a failover started
+ * there makes progress only in the pass's second part, or the next pass (tp_conn_timers()). */
+bool tp_link_pass_locked(void);
+
 struct tp_conn {
 	struct tp_link *link;
 	struct tp_conn *next;     /* link->conns */
@@ -583,7 +589,7 @@ struct tp_conn {
 	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
-	atomic_bool owned;        /* this process drives it (ent->active is our pid): only then
+	_Atomic bool owned;       /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
 	/* client: when tp_conn_commit() wrote COMMIT; the timers write the ST word again while
@@ -592,7 +598,12 @@ struct tp_conn {
 	_Atomic uint64_t commit_rep_ms; /* the last of those writes */
 	bool fin_nudged;           /* the peer was rung for a FIN unacknowledged after
 				    * TP_FIN_NUDGE_MS (helper's pass) */
-	uint64_t last_wake_ms;     /* last tp_wait() that found the connection ready */
+	/* (conns_lock) a pass drives its failover with conns_lock released: the pass's thread
+	 * (its token) and the connection's entry in the pass's list; tp_conn_unregister() waits
+	 * for the pass, or in the pass's own thread drops the entry */
+	const void *pin_owner;
+	struct tp_conn **pin_slot;
+	_Atomic uint64_t last_wake_ms; /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */
 	struct tp_mutex tx_lock;
@@ -611,7 +622,7 @@ struct tp_conn {
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
-	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: publish_tx()
+	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
 	uint32_t epoch_msn;
@@ -620,17 +631,18 @@ struct tp_conn {
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	size_t tx_last_len;       /* bytes the last tp_send() call was given (poll_bits()) */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
-	uint64_t tx_seen_st, tx_seen_ep; /* raw ST and FB epoch words at that read (tx_stale()) */
+	uint64_t tx_seen_st;      /* raw ST and FB epoch words at that read (tx_stale()) */
+	_Atomic uint64_t tx_seen_ep;
 	uint32_t tx_after_close;  /* sends after the peer closed in order and went away (tp_send()) */
-	uint32_t tx_cap;          /* data bytes in flight at most (SO_SNDBUF); 0: the ring's size */
-	/* Merging of small writes (tp_tx.c: tx_merge()): the last data-ring message, at held_pos
+	_Atomic uint32_t tx_cap;  /* data bytes in flight at most (SO_SNDBUF); 0: the ring's size */
+	/* Merging of small writes (tp_tx_merge.c: tp_tx_merge()): the last data-ring message, at held_pos
 	 * with held_len payload bytes whose CRC so far is held_crc, is written to the window and
 	 * the shadow but not published (TX_D stays at tx_d_pub) while the receiver has not
 	 * consumed what was published before it; later small writes append to it. Whatever
-	 * publishes TX_D (publish_tx()) ends the hold. */
-	atomic_bool held;
+	 * publishes TX_D (tp_tx_publish()) ends the hold. */
+	_Atomic bool held;
 	uint32_t held_pos, held_len, held_crc;
-	bool tx_streak;           /* no read on this connection since the last send (a stream,
+	_Atomic bool tx_streak;   /* no read on this connection since the last send (a stream,
 				   * not a request awaiting its answer): written by the receive
 				   * side, read by tp_send(); a hint (relaxed) */
 	/* --- receive side (rx_lock) */
@@ -641,7 +653,8 @@ struct tp_conn {
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
 	uint16_t rx_epoch, det_seen;
-	bool gated, rx_wait_set, rd_shut, fin_rcvd_v, eof, fb_dirty;
+	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
+	_Atomic bool fin_rcvd_v;     /* validation reached the peer's FIN (read by the send side) */
 	bool inline_bad;             /* the next inline slot failed its CRC */
 	/* First-lap inline positions whose slot, when the connection was set up, held what an
 	 * earlier connection of this receive context left there under the sequence byte this
@@ -680,7 +693,7 @@ struct tp_conn {
 	uint8_t inl_hold[128];
 	struct tp_stats local_stats; /* when ent is NULL */
 #define TP_WCACHE 48
-	uint64_t wc_raw[TP_WCACHE];  /* last valid raw checked word per slot word (ST/FB/TX) */
+	_Atomic uint64_t wc_raw[TP_WCACHE]; /* last valid raw checked word per slot word (ST/FB/TX) */
 	struct tp_stats *st;
 	/* --- failover to the kernel TCP socket (tp_failover.c; doc/design.md §5.8) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
@@ -877,6 +890,24 @@ static inline bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
 		return false;
 	return tp_slot_word_check(c, w, raw, ret);
 }
+
+/* The raw checked word W of our own slot (written by the peer), unchecked: for change
+ * detection, on the send path and in the wait probes. */
+static inline uint64_t tp_slot_raw(const struct tp_conn *c, uint32_t w)
+{
+	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot) + w;
+
+	/* relaxed: a hint; a change makes the caller read the word through tp_slot_word()
+	 * (acquire) before it acts on it */
+	return atomic_load_explicit((const _Atomic uint64_t *)(const void *)p,
+				    memory_order_relaxed);
+}
+/* Word W of our slot as last checked valid (the cache of tp_slot_word()), raw. Relaxed: the
+ * cache is a hint shared by the tx and rx threads (see tp_slot_word()). */
+static inline uint64_t tp_wc_raw(const struct tp_conn *c, uint32_t w)
+{
+	return atomic_load_explicit(&c->wc_raw[w / 8u], memory_order_relaxed);
+}
 void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's slot */
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
 #define tp_set_error(c, e) tp_set_error_at((c), (e), __FILE__, __LINE__)
@@ -903,7 +934,7 @@ static inline void tp_stats_load(struct tp_stats *dst, const struct tp_stats *sr
 #undef TP_STAT_LD
 }
 
-/* tp_rx.c: a lock-free snapshot for spinning waits (tp_wait): what would change when the peer
+/* tp_probe.c: a lock-free snapshot for spinning waits (tp_wait): what would change when the peer
  * publishes something (the next inline sequence byte, TX_D, the feedback words, the doorbell).
  * Armed under rx_lock from the current cursors; a hit only means "look again" (poll_bits). */
 struct tp_probe {
@@ -965,7 +996,7 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * (tp_rx_progress()); a sender seen writing past an unanswered Retry is asked at once. */
 #define TP_REASK_MS 1u
 
-/* tp_tx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
+/* tp_retx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
  * C's next quick probe (0: none is due: nothing unacknowledged, or the normal timers have
  * it); tp_tx_quick_wait() the same without running the timers (trylock: 0 when busy). */
 uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now);
@@ -1022,7 +1053,7 @@ bool tp_tx_flush_held_ready(struct tp_conn *c);
 void tp_rx_release(struct tp_conn *c);
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);
-/* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_tx.c). */
+/* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_retx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
 /* One store of a whole ST word (FLAGS), flushed, and the peer's doorbell unless FLAGS is only
@@ -1065,17 +1096,22 @@ void tp_link_reap(struct tp_link *l);
  * finished (with FORCE, of every closed one). False when another thread's pass runs. */
 bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force);
 
-/* tp_tx.c: the rest of a moved connection's tail (BUF from OFF to LEN, BUF now C's) goes out on C
- * before anything else, then a FIN when FIN (tp_failover.c). */
+/* tp_prefix.c: the rest of a moved connection's tail (BUF from OFF to LEN, BUF now C's) goes out
+ * on C before anything else, then a FIN when FIN (tp_failover.c). */
 void tp_prefix_set(struct tp_conn *c, uint8_t *buf, size_t len, size_t off, bool fin);
 /* Send what of C's prefix fits: 0 when none is left (the FIN sent if due), -EAGAIN while some
  * is, or C's error. */
 int tp_prefix_flush(struct tp_conn *c);
+/* tp_prefix_flush(), waiting for another thread sending the prefix instead of -EAGAIN (tp_send():
+ * a send into a connection with room is never refused for it). */
+int tp_prefix_flush_wait(struct tp_conn *c);
 /* C ends with its prefix pending: drop it. */
 void tp_prefix_drop(struct tp_conn *c);
 /* Take the prefix lock (a spin: flushers hold it for one send). */
 void tp_prefix_lock(struct tp_conn *c);
 void tp_prefix_unlock(struct tp_conn *c);
+/* tp_tx.c: tp_send() without the prefix (what sends it). */
+ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt);
 
 /* tp_conn.c: a connection object for our context SLOT of L, from the cache or new, owned by this
  * process; NULL when out of memory. tp_conn_new_first() also counts its first holder (set-up,
@@ -1105,6 +1141,27 @@ static inline int tp_conn_own(struct tp_conn *c)
 	if (likely(atomic_load_explicit(&c->owned, memory_order_acquire)))
 		return 0;
 	return tp_conn_own_slow(c);
+}
+
+/* C's error, 0 or -errno, set once (tp_set_error_at()). Acquire: pairs with the release of
+ * the compare-and-exchange there, so what the setter did before is seen with the error. */
+static inline int tp_conn_err(const struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->error, memory_order_acquire);
+}
+
+/* Is a merged message held (tp_tx_merge.c)? Relaxed: written under tx_lock, which the send
+ * side holds when it reads; a reader without it (waits, the helper) takes a hint. */
+static inline bool tp_tx_held(const struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->held, memory_order_relaxed);
+}
+
+/* Has validation reached the peer's FIN? Relaxed: written under rx_lock, which the receive
+ * side holds when it reads; a reader without it (the send side, waits) takes a hint. */
+static inline bool tp_rx_fin_seen(const struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->fin_rcvd_v, memory_order_relaxed);
 }
 
 /* tp_wait.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */

@@ -1,39 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* The receive side: validation in MSN order across both rings (private copies, bounds
- * checked), delivery with the CRC fused into the copy, release of space, Retry. */
+/* The receive side's validation: messages in MSN order across both rings into the record
+ * queue (private copies, bounds checked), the feedback (release of space, Retry, Detect
+ * answers) and the receive timers. Reading is tp_recv.c, the wait probes tp_probe.c. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "transport/tp_int.h"
+#include "transport/tp_rx_int.h"
 #include "util/crc32c.h"
 #include "util/log.h"
 
 /* --- receive side --------------------------------------------------------------------------- */
 
-static const volatile uint8_t *in_slot(const struct tp_conn *c)
-{
-	return c->link->in + tp_slot_off(c->link, c->slot);
-}
-
-static const volatile uint8_t *in_inline(const struct tp_conn *c, uint32_t pos)
-{
-	return tp_in_inline(c->link, c->slot, pos);
-}
-
-static const volatile uint8_t *in_data(const struct tp_conn *c)
-{
-	return in_slot(c) + TP_SLOT_RINGS + c->link->geom.inline_n * 128u;
-}
-
 /* Copy LEN bytes at data-ring position POS out of the window (wrap aware), fusing the CRC. */
-static uint32_t data_copy(const struct tp_conn *c, uint8_t *dst, uint32_t pos, uint32_t len,
-			  uint32_t crc, bool copy)
+uint32_t tp_rx_data_copy(const struct tp_conn *c, uint8_t *dst, uint32_t pos, uint32_t len,
+			 uint32_t crc, bool copy)
 {
 	uint32_t q = c->link->geom.qsize, p = pos & (q - 1);
 	uint32_t first = len < q - p ? len : q - p;
-	const uint8_t *base = (const uint8_t *)in_data(c);
+	const uint8_t *base = (const uint8_t *)tp_rx_ring(c);
 
 	if (copy) {
 		crc = crc32c_copy(crc, dst, base + p, first);
@@ -53,7 +40,7 @@ static void fb_publish_words(struct tp_conn *c, bool all)
 {
 	uint32_t ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
 
-	/* release: every read of the rings (rec_copy(), data_copy(), the inline slots) before
+	/* release: every read of the rings (rec_copy(), tp_rx_data_copy(), the inline slots) before
 	 * the words that hand their space back (FB_RX_I, FB_RX_D) and acknowledge it (ACK_MSN):
 	 * the sender rewrites that space once it sees them. Pairs with the acquire loads of the
 	 * FB words in tp_tx_feedback() (tp_slot_word()) before its next writes. No instruction on
@@ -81,8 +68,6 @@ static void fb_publish(struct tp_conn *c)
 	fb_publish_words(c, false);
 }
 
-static bool inline_seq_ready(const struct tp_conn *c, uint32_t pos);
-
 /* Gated: gate_inl := the inline position after the last one published (a lost slot may lie
  * before it), so that its becoming published is an arrival. A ring's worth of sequence bytes:
  * only when gated and asking. */
@@ -91,17 +76,16 @@ static void gate_inline_frontier(struct tp_conn *c)
 	uint32_t n = c->link->geom.inline_n, last = 0;
 
 	for (uint32_t k = 0; k < n; k++)
-		if (inline_seq_ready(c, c->v_i + k))
+		if (tp_rx_seq_ready(c, c->v_i + k))
 			last = k + 1;
 	c->gate_inl = c->v_i + last;
 }
 
 /* Data missing or corrupt: bump the epoch and ask for a retransmission (Retry). */
-#define rx_fail(c, crc) rx_fail_at((c), (crc), __LINE__)
-static void rx_fail_at(struct tp_conn *c, bool crc, int line)
+void tp_rx_fail_at(struct tp_conn *c, bool crc, const char *file, int line)
 {
-	LOG(LL_DEBUG, "transport: slot %u retry (epoch %u, msn %u, tp_rx.c:%d)", c->slot,
-	    c->rx_epoch + 1u, c->v_msn, line);
+	LOG(LL_DEBUG, "transport: slot %u retry (epoch %u, msn %u, %s:%d)", c->slot,
+	    c->rx_epoch + 1u, c->v_msn, file, line);
 	if (crc)
 		TP_STAT_ADD(c->st->crc_errors, 1);
 	if (++c->rerr > c->link->params.max_err) {
@@ -132,34 +116,23 @@ static void rx_fail_at(struct tp_conn *c, bool crc, int line)
 	ntb_peer_db_ring(c->link->ntb);
 }
 
-enum probe { PR_NONE, PR_OK, PR_OTHER, PR_BAD };
-
-/* Whether the sequence byte of inline position POS says the slot is written. */
-static bool inline_seq_ready(const struct tp_conn *c, uint32_t pos)
-{
-	/* acquire: the sequence byte before the slot it publishes; pairs with the barrier in
-	 * write_inline_slot() */
-	return __atomic_load_n((const uint8_t *)in_inline(c, pos) + TP_INL_SEQ, __ATOMIC_ACQUIRE) ==
-	       tp_inline_seq(pos, c->link->geom.log2n, c->seq_base_in);
-}
-
 /* Look at inline position POS for message MSN; the slot is copied to BUF (128 B, private) and
  * validated there. */
-static enum probe rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struct tp_rec *r,
+static enum tp_rx_look rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struct tp_rec *r,
 			    uint8_t *buf)
 {
-	const volatile uint8_t *s = in_inline(c, pos);
+	const volatile uint8_t *s = tp_rx_inline_at(c, pos);
 	uint8_t flags;
 	unsigned len;
 	uint32_t m;
 
-	if (!inline_seq_ready(c, pos))
-		return PR_NONE;
+	if (!tp_rx_seq_ready(c, pos))
+		return TP_RX_NONE;
 	memcpy(buf, (const void *)s, 128); /* private copy, then validate */
 	if (tp_inline_check(buf, c->nonce_in, &len, &m, &flags))
-		return PR_BAD;
+		return TP_RX_BAD;
 	if (m != msn)
-		return PR_OTHER;
+		return TP_RX_OTHER;
 	r->msn = m;
 	r->len = len;
 	r->pos = pos;
@@ -168,7 +141,7 @@ static enum probe rx_inline(struct tp_conn *c, uint32_t pos, uint32_t msn, struc
 	r->flags = flags;
 	r->type = 0;
 	r->footprint = 1;
-	return PR_OK;
+	return TP_RX_OK;
 }
 
 /* A receive context is reused with whatever its previous connection left in the inline ring.
@@ -187,14 +160,14 @@ void tp_rx_note_stale(struct tp_conn *c)
 
 	c->n_stale = 0;
 	for (uint32_t pos = 0; pos < c->link->geom.inline_n && c->n_stale < TP_STALE_MAX; pos++) {
-		if (!inline_seq_ready(c, pos))
+		if (!tp_rx_seq_ready(c, pos))
 			continue;
-		memcpy(buf, (const void *)in_inline(c, pos), sizeof(buf));
+		memcpy(buf, (const void *)tp_rx_inline_at(c, pos), sizeof(buf));
 		if (!tp_inline_check(buf, c->nonce_in, &len, &msn, &flags))
 			continue;
 		/* a slot being written as we copied it (the peer's first messages may be on
 		 * their way already) is not noted: only one that stays the same */
-		memcpy(again, (const void *)in_inline(c, pos), sizeof(again));
+		memcpy(again, (const void *)tp_rx_inline_at(c, pos), sizeof(again));
 		if (memcmp(buf, again, sizeof(buf)) != 0)
 			continue;
 		c->stale_pos[c->n_stale] = pos;
@@ -231,7 +204,7 @@ bool tp_rx_txd(struct tp_conn *c, uint32_t *ret)
 	return true;
 }
 
-static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check)
+enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check)
 {
 	uint32_t q = c->link->geom.qsize, txd, avail, fp, crc;
 	struct tp_desc d;
@@ -239,25 +212,25 @@ static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, boo
 	/* acquire (tp_rx_txd(), when it reads the word): TX_D before the descriptor and payload it
 	 * publishes; pairs with ntb_to_peer_barrier() in publish_tx() */
 	if (!tp_rx_txd(c, &txd))
-		return PR_NONE;
+		return TP_RX_NONE;
 	avail = txd - c->v_d;
 	if (avail == 0)
-		return PR_NONE;
+		return TP_RX_NONE;
 	if (avail > q || avail < TP_DESC_SIZE)
-		return PR_BAD;
-	memcpy(&d, (const void *)(in_data(c) + (c->v_d & (q - 1))), sizeof(d));
+		return TP_RX_BAD;
+	memcpy(&d, (const void *)(tp_rx_ring(c) + (c->v_d & (q - 1))), sizeof(d));
 	if (d.msn != msn)
-		return PR_OTHER;
+		return TP_RX_OTHER;
 	if ((d.type != TP_MT_SHORT && d.type != TP_MT_LONG) || d.len > q)
-		return PR_BAD;
+		return TP_RX_BAD;
 	fp = tp_footprint(d.type, c->v_d, d.len);
 	if (fp > avail)
-		return PR_BAD;
+		return TP_RX_BAD;
 	if (check) {
-		crc = data_copy(c, NULL, c->v_d + tp_payload_gap(d.type, c->v_d), d.len,
+		crc = tp_rx_data_copy(c, NULL, c->v_d + tp_payload_gap(d.type, c->v_d), d.len,
 				c->nonce_in, false);
 		if (tp_desc_crc(crc, &d) != d.crc)
-			return PR_BAD;
+			return TP_RX_BAD;
 	}
 	r->desc = d;
 	r->msn = msn;
@@ -268,7 +241,7 @@ static enum probe rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, boo
 	r->ring = 1;
 	r->flags = d.flags;
 	r->type = d.type;
-	return PR_OK;
+	return TP_RX_OK;
 }
 
 /* Gated, the sender's answer to our Retry (its epoch) not seen yet. */
@@ -278,7 +251,7 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 		 txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
 
 	if (now > c->gate_deadline_ms) {
-		rx_fail(c, false); /* TimerRcvData: ask again, with a new epoch */
+		tp_rx_fail(c, false); /* TimerRcvData: ask again, with a new epoch */
 		return;
 	}
 	if (have_epoch && det != c->det_seen) {
@@ -288,7 +261,7 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 		c->det_seen = det;
 	} else if (txd == c->gate_txd && now < c->gate_reask_ms &&
 		   (c->gate_inl - c->v_i >= c->link->geom.inline_n ||
-		    !inline_seq_ready(c, c->gate_inl))) {
+		    !tp_rx_seq_ready(c, c->gate_inl))) {
 		return;
 	}
 	/* The sender publishes data (TX_D moved, or a slot past those published at the Retry) it
@@ -307,6 +280,46 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 	ntb_peer_db_ring(c->link->ntb);
 }
 
+/* Message R, validated, joins the record queue (HEAD: it is its first record, validated in
+ * the inline hold). */
+static void rec_take(struct tp_conn *c, const struct tp_rec *r, bool head)
+{
+	if (head && r->ring == 0) {
+		c->inl_hold_ok = true;
+		c->inl_hold_pos = r->pos;
+		c->inl_hold_msn = r->msn;
+	}
+	c->recs[c->rec_tail % TP_RECS] = *r;
+	if (c->rec_skip && c->rec_tail == c->rec_head) {
+		/* adopted after exec: the old image had consumed this much of it */
+		c->rec_off = c->rec_skip < r->len ? c->rec_skip : r->len;
+		c->rec_skip = 0;
+	}
+	c->rec_tail++;
+	c->rec_bytes += r->len + 1; /* +1: a FIN counts as something to read */
+	c->v_msn++;
+	c->rerr = 0;
+	if (r->flags & TP_MSG_FIN)
+		/* relaxed: under rx_lock (tp_rx_fin_seen()) */
+		atomic_store_explicit(&c->fin_rcvd_v, true, memory_order_relaxed);
+}
+
+/* A new Detect number DET: still missing what the sender says it sent → Retry; else
+ * DetectAck. Either way all our feedback words again, and the doorbell. */
+static void rx_detect_answer(struct tp_conn *c, uint16_t det, uint32_t want)
+{
+	uint32_t next;
+
+	c->det_seen = det;
+	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &next) && next != c->v_msn &&
+	    next - c->v_msn < (1u << 31) && !tp_rx_fin_seen(c) && !c->gated && c->rec_bytes < want)
+		tp_rx_fail(c, c->inline_bad);
+	fb_publish_words(c, true);
+	/* the prober waits for this answer (it may not have asked to be rung: a sender that
+	 * waits for input, as a ping-pong's does) */
+	ntb_peer_db_ring(c->link->ntb);
+}
+
 /* Validate ahead (under rx_lock): move messages in MSN order from the rings to the private
  * record queue; on evidence of loss or corruption, Retry. Also answers Detect. */
 void tp_rx_progress(struct tp_conn *c, uint32_t want)
@@ -315,7 +328,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 	uint16_t txe = 0, det;
 	bool have_epoch;
 
-	if (atomic_load(&c->error))
+	if (tp_conn_err(c))
 		return;
 	have_epoch = tp_slot_word(c, TP_W_TX_EPOCH, &v);
 	if (have_epoch)
@@ -329,36 +342,36 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 			return;
 		}
 	}
-	while (c->rec_tail - c->rec_head < TP_RECS && !c->fin_rcvd_v && c->rec_bytes < want) {
+	while (c->rec_tail - c->rec_head < TP_RECS && !tp_rx_fin_seen(c) && c->rec_bytes < want) {
 		struct tp_rec r;
 		uint8_t scratch[128];
 		/* the head record's slot is validated in the hold it is delivered from */
 		bool head = c->rec_tail == c->rec_head;
 		uint8_t *buf = head ? c->inl_hold : scratch;
-		enum probe pi;
+		enum tp_rx_look pi;
 
 		if (head)
 			c->inl_hold_ok = false;
 		pi = rx_inline(c, c->v_i, c->v_msn, &r, buf);
 
-		if (pi == PR_OK) {
+		if (pi == TP_RX_OK) {
 			c->v_i++;
 		} else {
-			enum probe pd = rx_data(c, c->v_msn, &r, true);
+			enum tp_rx_look pd = tp_rx_data(c, c->v_msn, &r, true);
 
 			/* The inline probe came first: a later data message seen now (tx_d read with
 			 * acquire) proves an inline one published before it is visible by now. */
-			if (pd == PR_OTHER && pi == PR_NONE &&
-			    (pi = rx_inline(c, c->v_i, c->v_msn, &r, buf)) == PR_OK) {
+			if (pd == TP_RX_OTHER && pi == TP_RX_NONE &&
+			    (pi = rx_inline(c, c->v_i, c->v_msn, &r, buf)) == TP_RX_OK) {
 				c->v_i++;
 				goto take;
 			}
-			if (pd == PR_OK) {
+			if (pd == TP_RX_OK) {
 				c->v_d += r.footprint;
-			} else if (pd == PR_BAD || pd == PR_OTHER || pi == PR_OTHER) {
+			} else if (pd == TP_RX_BAD || pd == TP_RX_OTHER || pi == TP_RX_OTHER) {
 				LOG(LL_DEBUG, "transport: slot %u msn %u: inline %d data %d (v_i %u v_d %u)",
 				    c->slot, c->v_msn, pi, pd, c->v_i, c->v_d);
-				rx_fail(c, pd == PR_BAD || pi == PR_BAD);
+				tp_rx_fail(c, pd == TP_RX_BAD || pi == TP_RX_BAD);
 				return;
 			} else {
 				/* nothing in the data ring: an unreadable or unpublished inline slot is
@@ -366,154 +379,19 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 				 * sequence byte: the sender wrote ours before it, so ours was lost) */
 				struct tp_rec r2;
 
-				if (rx_inline(c, c->v_i + 1, c->v_msn + 1, &r2, scratch) == PR_OK) {
-					rx_fail(c, pi == PR_BAD);
+				if (rx_inline(c, c->v_i + 1, c->v_msn + 1, &r2, scratch) == TP_RX_OK) {
+					tp_rx_fail(c, pi == TP_RX_BAD);
 					return;
 				}
-				c->inline_bad = pi == PR_BAD;
+				c->inline_bad = pi == TP_RX_BAD;
 				break;
 			}
 		}
 take:
-		if (head && r.ring == 0) {
-			c->inl_hold_ok = true;
-			c->inl_hold_pos = r.pos;
-			c->inl_hold_msn = r.msn;
-		}
-		c->recs[c->rec_tail % TP_RECS] = r;
-		if (c->rec_skip && c->rec_tail == c->rec_head) {
-			/* adopted after exec: the old image had consumed this much of it */
-			c->rec_off = c->rec_skip < r.len ? c->rec_skip : r.len;
-			c->rec_skip = 0;
-		}
-		c->rec_tail++;
-		c->rec_bytes += r.len + 1; /* +1: a FIN counts as something to read */
-		c->v_msn++;
-		c->rerr = 0;
-		if (r.flags & TP_MSG_FIN)
-			c->fin_rcvd_v = true;
+		rec_take(c, &r, head);
 	}
-	if (have_epoch && det != c->det_seen) {
-		/* Detect: still missing what the sender says it sent → Retry; else DetectAck */
-		uint32_t next;
-
-		c->det_seen = det;
-		if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &next) && next != c->v_msn &&
-		    next - c->v_msn < (1u << 31) && !c->fin_rcvd_v && !c->gated &&
-		    c->rec_bytes < want) {
-			rx_fail(c, c->inline_bad);
-		}
-		fb_publish_words(c, true);
-		/* the prober waits for this answer (it may not have asked to be rung: a sender
-		 * that waits for input, as a ping-pong's does) */
-		ntb_peer_db_ring(c->link->ntb);
-	}
-}
-
-/* A record was consumed entirely: release its ring space. */
-static void rec_done(struct tp_conn *c, const struct tp_rec *r)
-{
-	if (r->ring == 0) {
-		c->c_i = r->pos + 1;
-		TP_STAT_ADD(c->st->rx_msgs_inline, 1);
-	} else {
-		c->c_d = r->pos + r->footprint;
-		if (r->type == TP_MT_LONG)
-			TP_STAT_ADD(c->st->rx_msgs_long, 1);
-		else
-			TP_STAT_ADD(c->st->rx_msgs_short, 1);
-	}
-	if (r->flags & TP_MSG_FIN)
-		c->eof = true;
-	c->rec_bytes -= r->len + 1;
-	c->rec_head++;
-	c->rec_off = 0;
-	c->rx_bounce_ok = false;
-	c->inl_hold_ok = false;
-}
-
-static bool bounce_holds(const struct tp_conn *c, const struct tp_rec *r)
-{
-	return c->rx_bounce_ok && c->rx_bounce_pos == r->pos && c->rx_bounce_msn == r->msn;
-}
-
-/* Copy bytes OFF … OFF+N of record R to DST. The record was validated in the window, but the
- * window may have changed since (rule 3.4: a peer, a retransmission corrupted on the way, a
- * truncated shm file), so every byte delivered is CRC-checked on the copy that delivers it:
- * inline slots are copied privately and validated again; a data record taken whole is checked
- * while copied to DST (nothing counted on mismatch); one taken in parts is copied whole to the
- * bounce buffer, checked there, and served from it. 0, -EBADMSG (window changed) or -ENOMEM. */
-static int rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, uint8_t *dst,
-		    size_t n)
-{
-	uint32_t crc;
-
-	if (r->ring == 0) {
-		uint8_t s[128], fl;
-		unsigned len;
-		uint32_t msn;
-
-		if (c->inl_hold_ok && c->inl_hold_pos == r->pos && c->inl_hold_msn == r->msn) {
-			/* validated when it was taken (tp_rx_progress), never changed since */
-			memcpy(dst, c->inl_hold + r->payload + off, n);
-			return 0;
-		}
-		memcpy(s, (const void *)in_inline(c, r->pos), sizeof(s));
-		if (tp_inline_check(s, c->nonce_in, &len, &msn, &fl) || msn != r->msn ||
-		    len != r->len || fl != r->flags)
-			return -EBADMSG;
-		memcpy(dst, s + r->payload + off, n);
-		return 0;
-	}
-	if (bounce_holds(c, r)) {
-		memcpy(dst, c->rx_bounce + off, n);
-		return 0;
-	}
-	if (off == 0 && n == r->len) { /* common case: one pass, CRC fused into the copy */
-		crc = data_copy(c, dst, r->pos + r->payload, r->len, c->nonce_in, true);
-		return tp_desc_crc(crc, &r->desc) == r->desc.crc ? 0 : -EBADMSG;
-	}
-	if (c->rx_bounce_cap < r->len) { /* r->len ≤ qsize: checked by rx_data() */
-		uint32_t cap = (uint32_t)ALIGN_UP(r->len, 4096u);
-		uint8_t *b = malloc(cap);
-
-		if (!b)
-			return -ENOMEM;
-		free(c->rx_bounce);
-		c->rx_bounce = b;
-		c->rx_bounce_cap = cap;
-	}
-	c->rx_bounce_ok = false;
-	crc = data_copy(c, c->rx_bounce, r->pos + r->payload, r->len, c->nonce_in, true);
-	if (tp_desc_crc(crc, &r->desc) != r->desc.crc)
-		return -EBADMSG;
-	c->rx_bounce_ok = true;
-	c->rx_bounce_pos = r->pos;
-	c->rx_bounce_msn = r->msn;
-	memcpy(dst, c->rx_bounce + off, n);
-	return 0;
-}
-
-/* A queued record no longer matches its CRC: the window changed after validation. Drop every
- * queued record (none is released: the sender still holds them all in its shadows), rewind
- * validation to the first one, and Retry; SKIP bytes of it were already delivered and are
- * skipped when it is validated again (as after exec). */
-static void rx_rewind(struct tp_conn *c, uint32_t skip)
-{
-	LOG(LL_DEBUG, "transport: slot %u msn %u changed in the window after validation",
-	    c->slot, c->recs[c->rec_head % TP_RECS].msn);
-	c->v_msn = c->recs[c->rec_head % TP_RECS].msn;
-	c->v_i = c->c_i; /* = position of the first queued inline record, or v_i if none */
-	c->v_d = c->c_d; /* the same for the data ring */
-	c->rec_tail = c->rec_head;
-	c->rec_bytes = 0;
-	c->rec_off = 0;
-	c->rec_skip = skip;
-	c->fin_rcvd_v = false;
-	c->inline_bad = false;
-	c->rx_bounce_ok = false;
-	c->inl_hold_ok = false;
-	rx_fail(c, true);
+	if (have_epoch && det != c->det_seen)
+		rx_detect_answer(c, det, want);
 }
 
 static bool fb_pending(const struct tp_conn *c)
@@ -549,177 +427,6 @@ void tp_rx_flush_feedback(struct tp_conn *c)
 		fb_publish(c);
 }
 
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-/* Largest data-ring message rx_short_direct() takes (as the sender's send_short_direct()). */
-#define RX_SHORT_DIRECT_MAX 1024u
-
-/* rx_direct() for one buffer and a small short message that does not wrap at the ring's end:
- * the payload from the window straight into DST (ROOM bytes) with the CRC fused, the
- * descriptor's part of the CRC from registers. The same checks as rx_data() + rx_direct() (the
- * caller's buffer is the private copy: on a mismatch nothing is counted, and the validating
- * path delivers over it). Returns bytes delivered, 0 if not taken (the general path then). */
-static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
-{
-	uint32_t q = c->link->geom.qsize, txd, p, crc, fp;
-	const uint8_t *base;
-	struct tp_desc d;
-
-	if (c->gated || c->fin_rcvd_v || c->rec_head != c->rec_tail || c->rec_skip ||
-	    atomic_load_explicit(&c->error, memory_order_relaxed))
-		return 0;
-	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
-	 * with the release before the sender's store of TX_D */
-	if (!tp_rx_txd(c, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q)
-		return 0;
-	p = c->v_d & (q - 1);
-	base = (const uint8_t *)in_data(c);
-	memcpy(&d, base + p, sizeof(d)); /* private copy, then validate */
-	if (d.type != TP_MT_SHORT || d.flags || d.msn != c->v_msn || d.len == 0 ||
-	    d.len > RX_SHORT_DIRECT_MAX || d.len > room)
-		return 0;
-	fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(d.len, TP_DATA_ALIGN);
-	if (fp > txd - c->v_d || p + fp > q)
-		return 0;
-	crc = d.len <= 256 ? crc32c_small_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len)
-			   : crc32c_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len);
-	crc = crc32c_small_val(crc, (uint64_t)d.type | (uint64_t)d.len << 32, 8);
-	crc = crc32c_small_val(crc, d.msn, 4);
-	if (crc != d.crc)
-		return 0; /* (the validating path finds it again and asks for a Retry) */
-	c->v_d += fp;
-	c->v_msn++;
-	c->rerr = 0;
-	c->c_d = c->v_d;
-	TP_STAT_ADD(c->st->rx_msgs_short, 1);
-	return d.len;
-}
-#endif
-
-/* Fast path (record queue empty): the next data message fits in the caller's buffers, so
- * check its CRC while copying it there (one pass). Returns bytes delivered, 0 if not taken. */
-static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, int vi,
-			size_t voff)
-{
-	struct tp_rec r;
-	size_t room = 0;
-	uint32_t crc, left, pos;
-
-	if (c->gated || c->fin_rcvd_v || atomic_load(&c->error) || c->rec_head != c->rec_tail ||
-	    c->rec_skip)
-		return 0;
-	/* (a published inline slot does not stop us: the descriptor's MSN says whether the next
-	 * message is this one; a later inline message, or a bad slot, is the next call's) */
-	if (rx_data(c, c->v_msn, &r, false) != PR_OK || r.len == 0)
-		return 0;
-	for (int i = vi; i < iovcnt && room < r.len; i++)
-		room += iov[i].iov_len - (i == vi ? voff : 0);
-	if (room < r.len)
-		return 0;
-	crc = c->nonce_in;
-	left = r.len;
-	pos = r.pos + r.payload;
-	for (int i = vi; left; i++) {
-		size_t o = i == vi ? voff : 0, n = iov[i].iov_len - o;
-
-		if (n > left)
-			n = left;
-		crc = data_copy(c, (uint8_t *)iov[i].iov_base + o, pos, (uint32_t)n, crc, true);
-		pos += (uint32_t)n;
-		left -= (uint32_t)n;
-	}
-	if (tp_desc_crc(crc, &r.desc) != r.desc.crc) {
-		rx_fail(c, true);
-		return 0;
-	}
-	c->v_d += r.footprint;
-	c->v_msn++;
-	c->rerr = 0;
-	c->c_d = c->v_d;
-	if (r.type == TP_MT_LONG)
-		TP_STAT_ADD(c->st->rx_msgs_long, 1);
-	else
-		TP_STAT_ADD(c->st->rx_msgs_short, 1);
-	if (r.flags & TP_MSG_FIN) {
-		c->fin_rcvd_v = true;
-		c->eof = true;
-	}
-	return r.len;
-}
-
-/* Fast path for inline messages (record queue empty): when the next inline slot is published
- * and holds the next MSN, copy it once to a private buffer (header first, then only the
- * payload part the table says is written), check its CRC there (inline crc32 instructions)
- * and copy the payload straight to the caller's buffers: no record, no hold, no second CRC.
- * The CRC is checked on the private copy the bytes are delivered from (rule 3.4), so a slot
- * changed after its sequence byte was seen is either caught or delivered self-consistent.
- * Anything unusual (not published, bad CRC, other MSN, FIN, does not fit ROOM bytes of the
- * caller's buffers) is left to the validating path (tp_rx_progress), which owns the Retry
- * logic. Under rx_lock. Returns the bytes delivered, 0 if not taken. */
-static size_t rx_inline_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, int vi,
-			       size_t voff, size_t room)
-{
-	const volatile uint8_t *s;
-	uint8_t buf[128], *dst = (uint8_t *)iov[vi].iov_base + voff;
-	uint16_t len;
-	uint32_t msn, crc, want;
-	unsigned off;
-
-	if (c->gated || c->fin_rcvd_v || c->rec_head != c->rec_tail || c->rec_skip ||
-	    atomic_load_explicit(&c->error, memory_order_relaxed))
-		return 0;
-	s = in_inline(c, c->v_i);
-	/* acquire: the sequence byte before the slot it publishes; pairs with the barrier in
-	 * write_inline_slot() */
-	if (__atomic_load_n((const uint8_t *)s + TP_INL_SEQ, __ATOMIC_ACQUIRE) !=
-	    tp_inline_seq(c->v_i, c->link->geom.log2n, c->seq_base_in))
-		return 0;
-	/* the header (one 16-byte move into private memory: what is checked is what is used) */
-	memcpy(buf + 112, (const void *)(s + 112), 16);
-	memcpy(&len, buf + TP_INL_LEN, 2);
-	if (len == 0 || len > TP_INLINE_MAX || len > room)
-		return 0;
-	off = tp_inline_off(len);
-	memcpy(&msn, buf + TP_INL_MSN, 4);
-	memcpy(&crc, buf + TP_INL_CRC, 4);
-	if (iov[vi].iov_len - voff >= len) {
-		/* One buffer takes it: the payload goes from the window straight there, each
-		 * byte read once and checksummed as stored (rule 3.4: the caller's buffer is
-		 * the private copy; on a mismatch nothing is delivered, and what was written
-		 * there is overwritten by the validating path's delivery, as rx_direct()). */
-		want = crc32c_small_copy(c->nonce_in, dst, (const void *)(s + off), len);
-	} else {
-		/* scattered: a private copy first, checked, then delivered piece by piece
-		 * (fixed-size moves: the first line only for 53-116-byte messages) */
-		memcpy(buf + 64, (const void *)(s + 64), 48);
-		if (off == 0)
-			memcpy(buf, (const void *)s, 64);
-		want = crc32c_small(c->nonce_in, buf + off, len);
-	}
-	/* header bytes as tp_inline_hdr_crc(): length, MSN, flags */
-	want = crc32c_small_val(want, (uint64_t)len | (uint64_t)msn << 16, 6);
-	want = crc32c_small_val(want, buf[TP_INL_FLAGS], 1);
-	if (want != crc || msn != c->v_msn || (buf[TP_INL_FLAGS] & TP_MSG_FIN))
-		return 0;
-	if (iov[vi].iov_len - voff < len) {
-		for (size_t done = 0; done < len; vi++, voff = 0) {
-			size_t n = iov[vi].iov_len - voff;
-
-			if (n > len - done)
-				n = len - done;
-			memcpy((uint8_t *)iov[vi].iov_base + voff, buf + off + done, n);
-			done += n;
-		}
-	}
-	(void)iovcnt;
-	c->v_i++;
-	c->c_i = c->v_i;
-	c->v_msn++;
-	c->rerr = 0;
-	c->inline_bad = false;
-	TP_STAT_ADD(c->st->rx_msgs_inline, 1);
-	return len;
-}
-
 /* Whether tp_rx_progress() would find nothing to do (under rx_lock, record queue empty): not
  * gated, the next inline slot not published, and the TX_D and TX_EPOCH words exactly as their
  * last valid reading (tp_slot_word()'s cache), with no Detect pending in the latter. Loads of
@@ -733,12 +440,16 @@ bool tp_rx_death_end(struct tp_conn *c)
 
 	if (c->eof)
 		return true;
-	/* a death (its TCP socket ended, or its host reclaimed it), not a reset or a lost link */
-	if ((st & TP_ST_RST) || !(atomic_load(&c->peer_died) || (st & TP_ST_GONE)) ||
+	/* a death (its TCP socket ended, or its host reclaimed it), not a reset or a lost link
+	 * (acquire: pairs with the store of peer_died in witness_look(), tp_conn.c, after its
+	 * look at the peer) */
+	if ((st & TP_ST_RST) ||
+	    !(atomic_load_explicit(&c->peer_died, memory_order_acquire) || (st & TP_ST_GONE)) ||
 	    c->rec_head != c->rec_tail)
 		return false;
 	/* alive but silent before it died: what it wrote meanwhile may never have arrived */
-	if (atomic_load(&c->silent_alive))
+	/* (acquire: pairs with the store of silent_alive in witness_look(), tp_conn.c) */
+	if (atomic_load_explicit(&c->silent_alive, memory_order_acquire))
 		return false;
 	tp_rx_progress(c, UINT32_MAX);
 	if (c->rec_head != c->rec_tail)
@@ -761,7 +472,8 @@ bool tp_rx_death_end(struct tp_conn *c)
 	LOG(LL_DEBUG, "transport: slot %u: peer process died with every byte delivered: end of "
 	    "stream", c->slot);
 	c->eof = true;
-	c->fin_rcvd_v = true;
+	/* relaxed: under rx_lock (tp_rx_fin_seen()) */
+	atomic_store_explicit(&c->fin_rcvd_v, true, memory_order_relaxed);
 	return true;
 }
 
@@ -790,270 +502,24 @@ size_t tp_rx_queued(struct tp_conn *c)
 
 bool tp_rx_quiet(struct tp_conn *c)
 {
-	const uint64_t *base = (const uint64_t *)(const void *)(in_slot(c));
+	const _Atomic uint64_t *base = (const _Atomic uint64_t *)(const void *)tp_rx_slot(c);
 	uint64_t txd, txe;
 
 	/* (the slot after the next one too: published behind a lost one, it is news: the loss,
 	 * which tp_rx_progress() answers with a Retry at once) */
-	if (c->gated || inline_seq_ready(c, c->v_i) || inline_seq_ready(c, c->v_i + 1))
+	if (c->gated || tp_rx_seq_ready(c, c->v_i) || tp_rx_seq_ready(c, c->v_i + 1))
 		return false;
 	/* data-ring messages known published and not validated yet (tp_rx_txd()): no load */
 	if (c->rx_txd != c->v_d && c->rx_txd - c->v_d <= c->link->geom.qsize)
 		return false;
-	/* acquire: as tp_in_word() (pairs with the barrier before the sender publishes) */
-	txd = __atomic_load_n(&base[TP_W_TX_D / 8u], __ATOMIC_ACQUIRE);
-	txe = __atomic_load_n(&base[TP_W_TX_EPOCH / 8u], __ATOMIC_ACQUIRE);
+	/* acquire: as tp_in_word() (pairs with the barrier before the sender publishes: in
+	 * tp_tx_publish(), the release fence in send_short_direct()) */
+	txd = atomic_load_explicit(&base[TP_W_TX_D / 8u], memory_order_acquire);
+	txe = atomic_load_explicit(&base[TP_W_TX_EPOCH / 8u], memory_order_acquire);
 	/* (a word never written is 0: no data yet, no epoch or Detect published yet) */
-	if (txd ? txd != __atomic_load_n(&c->wc_raw[TP_W_TX_D / 8u], __ATOMIC_RELAXED) ||
-		  (uint32_t)txd != c->v_d : c->v_d != 0)
+	if (txd ? txd != tp_wc_raw(c, TP_W_TX_D) || (uint32_t)txd != c->v_d : c->v_d != 0)
 		return false;
-	return !txe || (txe == __atomic_load_n(&c->wc_raw[TP_W_TX_EPOCH / 8u], __ATOMIC_RELAXED) &&
-			(uint16_t)(txe >> 16) == c->det_seen);
-}
-
-ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags)
-{
-	c = tp_conn_cur(c); /* (moved to another link: that one) */
-	bool peek = flags & TP_RECV_PEEK;
-	size_t got = 0, voff = 0;
-	int vi = 0;
-	ssize_t rc;
-	uint32_t h, off;
-	bool bad = false;
-
-	/* a read: this connection is not a one-way stream of writes, whose small writes merge
-	 * (tp_tx.c), and what we hold goes out now, the peer may be waiting for it to answer
-	 * (before rx_lock: the tx lock is taken first) */
-	if (__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
-		__atomic_store_n(&c->tx_streak, false, __ATOMIC_RELAXED);
-	tp_tx_flush_held(c);
-	tp_mutex_lock(&c->rx_lock);
-	if ((rc = tp_conn_own(c))) { /* single-owner rule after fork (tp_int.h) */
-		tp_mutex_unlock(&c->rx_lock);
-		return rc;
-	}
-	if (unlikely(tp_fo_get(c))) { /* moving to the kernel socket (tp_failover.c) */
-		int fo = tp_fo_get(c);
-
-		tp_mutex_unlock(&c->rx_lock);
-		if (fo == TP_FO_FAILED)
-			return atomic_load(&c->error) ? atomic_load(&c->error) : -ECONNRESET;
-		return fo == TP_FO_DONE ? -EXDEV : -EAGAIN;
-	}
-	if (c->rd_shut) { /* as Linux: reads after shutdown(SHUT_RD) see end of stream */
-		tp_mutex_unlock(&c->rx_lock);
-		return 0;
-	}
-	h = c->rec_head;
-	off = c->rec_off;
-	/* Fast path (one buffer, nothing queued): the next inline message straight into it; when
-	 * it fills the buffer there is nothing left for the loop below to do. */
-	bool skip_inline = false;
-
-	if (!peek && iovcnt == 1 && h == c->rec_tail && iov[0].iov_len) {
-		got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-		/* nothing inline: a small data-ring message the same way */
-		if (!got)
-			got = rx_short_direct(c, iov[0].iov_base, iov[0].iov_len);
-#endif
-		voff = got;
-		/* a full buffer, or (the usual case of a reader with a larger buffer) nothing else
-		 * published yet: the loop below would find no more */
-		if (got == iov[0].iov_len || (got && tp_rx_quiet(c)))
-			goto out;
-		/* nothing inline just now: the loop's first look goes to the data ring (a slot
-		 * published meanwhile is found by the validation below, or by the next call) */
-		skip_inline = !got;
-	}
-	for (;;) {
-		while (vi < iovcnt && voff == iov[vi].iov_len) {
-			vi++;
-			voff = 0;
-		}
-		if (vi == iovcnt || (c->eof && h == c->rec_tail))
-			break;
-		if (h == c->rec_tail) {
-			size_t n = 0;
-
-			if (!peek) {
-				size_t room = iov[vi].iov_len - voff;
-
-				for (int i = vi + 1; i < iovcnt && room < TP_INLINE_MAX; i++)
-					room += iov[i].iov_len;
-				n = skip_inline ? 0 : rx_inline_direct(c, iov, iovcnt, vi, voff, room);
-				skip_inline = false;
-				if (!n)
-					n = rx_direct(c, iov, iovcnt, vi, voff);
-			}
-			if (n) {
-				got += n;
-				while (n) {
-					size_t k = iov[vi].iov_len - voff;
-
-					if (k > n)
-						k = n;
-					voff += k;
-					n -= k;
-					if (voff == iov[vi].iov_len && n) {
-						vi++;
-						voff = 0;
-					}
-				}
-				continue; /* (released below, once for the whole call) */
-			}
-			/* As kernel TCP, a read takes what has arrived up to the end of its buffer, across
-			 * message boundaries: a peek whatever was published, a read a published inline
-			 * message too (split from its validated copy). A data-ring message that did not
-			 * fit whole is left to the next call: split, it would cost a second copy of all
-			 * of it (rec_copy()'s bounce). */
-			if (got && !peek && !inline_seq_ready(c, c->v_i))
-				break; /* (one load: the slot the direct copy just looked at) */
-			if (tp_rx_quiet(c))
-				break; /* nothing published since the last look: what we have, or -EAGAIN */
-			tp_rx_progress(c, got ? c->rec_bytes + 1 : 1);
-			if (h == c->rec_tail)
-				break;
-			if (got && !peek && c->recs[h % TP_RECS].ring != 0)
-				break; /* (validated: the next call copies it) */
-			if (h == c->rec_head)
-				off = c->rec_off; /* an adopted connection may start inside it */
-		}
-		struct tp_rec *r = &c->recs[h % TP_RECS];
-		uint32_t left = r->len - off;
-
-		while (left && vi < iovcnt) {
-			size_t room = iov[vi].iov_len - voff, n = left < room ? left : room;
-
-			if (room == 0) {
-				vi++;
-				voff = 0;
-				continue;
-			}
-			int e = rec_copy(c, r, off, (uint8_t *)iov[vi].iov_base + voff, n);
-
-			if (e == -ENOMEM) {
-				tp_set_error(c, e);
-				bad = true;
-				break;
-			}
-			if (e) {
-				rx_rewind(c, peek ? c->rec_off : off);
-				off = 0;
-				bad = true;
-				break;
-			}
-			voff += n;
-			off += (uint32_t)n;
-			left -= (uint32_t)n;
-			got += n;
-		}
-		if (left || bad)
-			break;
-		if (peek) {
-			if (r->flags & TP_MSG_FIN)
-				break;
-			h++;
-			off = 0;
-			continue;
-		}
-		rec_done(c, r);
-		h = c->rec_head;
-		off = 0;
-		rx_release(c);
-	}
-out:
-	if (!peek)
-		c->rec_off = off;
-	if (got) {
-		if (!peek)
-			TP_STAT_ADD(c->st->rx_bytes, got);
-		rc = (ssize_t)got;
-		/* reading without polling: the peer need not ring for us any more */
-		if (c->rx_wait_set)
-			tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
-	} else if (c->eof) {
-		rc = 0;
-	} else if ((rc = atomic_load(&c->error))) {
-		;
-	} else if (c->rec_head == c->rec_tail && tp_conn_peer_lost(c)) {
-		tp_rx_progress(c, 1); /* whatever arrived before the loss is still delivered */
-		rc = c->rec_head == c->rec_tail ? -ECONNRESET : -EAGAIN;
-		if (rc == -ECONNRESET && tp_rx_death_end(c))
-			rc = 0;
-		else if (rc == -ECONNRESET) {
-			LOG(LL_DEBUG, "transport: slot %u: peer lost (flags %#x, died %d)", c->slot,
-			    tp_st_flags(c), (int)atomic_load(&c->peer_died));
-			tp_set_error(c, -ECONNRESET);
-		}
-	} else {
-		rc = -EAGAIN;
-	}
-	rx_release(c);
-	tp_mutex_unlock(&c->rx_lock);
-	return rc;
-}
-
-
-/* --- spinning waits --------------------------------------------------------------------------- */
-
-static uint64_t slot_raw(const struct tp_conn *c, uint32_t w)
-{
-	return tp_in_word(c->link, tp_slot_off(c->link, c->slot) + w);
-}
-
-void tp_probe_arm(struct tp_conn *c, struct tp_probe *p, unsigned events)
-{
-	tp_mutex_lock(&c->rx_lock);
-	p->seq_at = in_inline(c, c->v_i) + TP_INL_SEQ;
-	p->seq_want = tp_inline_seq(c->v_i, c->link->geom.log2n, c->seq_base_in);
-	/* records already queued (or end of stream) are not news either: the caller must look */
-	p->seq_stale = tp_inline_stale(c, c->v_i, p->seq_at - TP_INL_SEQ);
-	p->seq_was = (inline_seq_ready(c, c->v_i) && !p->seq_stale) || c->rec_head != c->rec_tail ||
-		     c->eof;
-	tp_mutex_unlock(&c->rx_lock);
-	p->events = events;
-	p->tx_d = events & TP_EV_IN ? slot_raw(c, TP_W_TX_D) : 0;
-	p->fb_rx_i = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_I) : 0;
-	p->fb_rx_d = events & TP_EV_OUT ? slot_raw(c, TP_W_FB_RX_D) : 0;
-	p->tx_wait = events & TP_EV_IN ? slot_raw(c, TP_W_TX_WAIT) : 0;
-	p->db = ntb_db_read(c->link->ntb);
-}
-
-/* Only window words and the doorbell, no locks, no CRC: cheap enough for every spin. Returns
- * TP_EV_IN (a message was published), TP_EV_OUT (space was released), TP_EV_ERR (something
- * else moved: doorbell, error) or 0. */
-unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p)
-{
-	unsigned hit = 0;
-
-	if (p->events & TP_EV_IN) {
-		if (!p->seq_was && !p->seq_stale) {
-			uint8_t seq = __atomic_load_n((const uint8_t *)p->seq_at, __ATOMIC_ACQUIRE);
-
-			/* Also load the slot's first line (payload of 53-116-byte messages) in the
-			 * same round: its miss overlaps the sequence byte's instead of following it
-			 * when rx_inline() copies the slot. Only a prefetch: the copy re-reads it.
-			 * (acquire above: pairs with the barrier before the sequence byte in
-			 * write_inline_slot(); what it publishes is validated under rx_lock later) */
-			(void)*(p->seq_at - TP_INL_SEQ);
-			if (seq == p->seq_want)
-				return TP_EV_IN; /* at once: the caller's tp_recv() sees the rest */
-		}
-		if (slot_raw(c, TP_W_TX_D) != p->tx_d)
-			hit |= TP_EV_IN;
-		/* the sender holds a merged message until we release: the caller's poll_bits()
-		 * publishes the release (tp_rx_release()) */
-		if (slot_raw(c, TP_W_TX_WAIT) != p->tx_wait)
-			hit |= TP_EV_ERR;
-	}
-	if ((p->events & TP_EV_OUT) && (slot_raw(c, TP_W_FB_RX_I) != p->fb_rx_i ||
-					slot_raw(c, TP_W_FB_RX_D) != p->fb_rx_d))
-		hit |= TP_EV_OUT;
-	if (ntb_db_read(c->link->ntb) != p->db ||
-	    atomic_load_explicit(&c->error, memory_order_relaxed))
-		hit |= TP_EV_ERR;
-	return hit;
+	return !txe || (txe == tp_wc_raw(c, TP_W_TX_EPOCH) && (uint16_t)(txe >> 16) == c->det_seen);
 }
 
 /* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
@@ -1081,7 +547,9 @@ uint32_t tp_rx_timers(struct tp_conn *c)
 	uint32_t next = 0;
 
 	if (tp_mutex_trylock(&c->rx_lock) == 0) {
-		bool discard = c->rd_shut || atomic_load(&c->closed);
+		/* acquire: pairs with the store of closed in tp_close() (tp_conn.c): the program
+		 * closed it, nobody will read */
+		bool discard = c->rd_shut || atomic_load_explicit(&c->closed, memory_order_acquire);
 		uint32_t v;
 		/* Validation (a CRC pass over the data) is the reader's job, done on its own core
 		 * when it reads: the timers validate only to answer a Detect (is data missing?) and
@@ -1094,7 +562,7 @@ uint32_t tp_rx_timers(struct tp_conn *c)
 			while (c->rec_head != c->rec_tail) {
 				/* counted: a failover resends from what was consumed */
 				c->rx_discarded += c->recs[c->rec_head % TP_RECS].len - c->rec_off;
-				rec_done(c, &c->recs[c->rec_head % TP_RECS]);
+				tp_rx_rec_done(c, &c->recs[c->rec_head % TP_RECS]);
 			}
 		}
 		/* what was consumed since the last release (rx_release() is lazy) */

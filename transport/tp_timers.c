@@ -50,6 +50,9 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	if (!tp_fo_get(c) && atomic_load_explicit(&c->link->admin_down, memory_order_relaxed))
 		tp_fo_request(c, "link down (admin)");
 	if (tp_fo_get(c)) {
+		/* (a move takes another link's locks: never under a pass's conns_lock) */
+		if (tp_link_pass_locked())
+			return 1; /* (the pass runs it after releasing the lock) */
 		tp_fo_progress(c);
 		return 0;
 	}

@@ -39,7 +39,7 @@ static void arm_quick_probe(struct tp_conn *c)
 {
 	if (!atomic_load_explicit(&c->link->probe_soon, memory_order_relaxed) &&
 	    quick_wait(c, tp_now_ms()))
-		atomic_store(&c->link->probe_soon, true);
+		atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
 }
 
 /* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
@@ -54,7 +54,9 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 	if (likely(!atomic_load_explicit(&c->pre_on, memory_order_relaxed)))
 		return poll_bits_now(c, arm, want);
 	tp_prefix_flush(c);
-	if (!atomic_load(&c->pre_on))
+	/* relaxed: tp_prefix_flush() just looked under the prefix lock; a stale yes only hides
+	 * the room until the next poll */
+	if (!atomic_load_explicit(&c->pre_on, memory_order_relaxed))
 		return poll_bits_now(c, arm, want);
 	return poll_bits_now(c, arm, want & ~TP_EV_OUT) & ~TP_EV_OUT;
 }
@@ -65,7 +67,7 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	int err = tp_conn_own(c);
 
 	if (!err)
-		err = atomic_load(&c->error);
+		err = tp_conn_err(c);
 
 	if (err)
 		return TP_EV_ERR | TP_EV_HUP | TP_EV_IN | TP_EV_OUT;
@@ -73,10 +75,10 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 		return tp_fo_get(c) == TP_FO_DONE || tp_fo_get(c) == TP_FO_LINKED ?
 		       TP_EV_IN | TP_EV_OUT : 0;
 	if (!(want & TP_EV_OUT)) {
-		/* waiting for input alone: not a one-way stream (tp_tx.c: merging), and what we
+		/* waiting for input alone: not a one-way stream (tp_tx_merge.c), and what we
 		 * hold goes out (the peer may answer it) */
-		if (__atomic_load_n(&c->tx_streak, __ATOMIC_RELAXED))
-			__atomic_store_n(&c->tx_streak, false, __ATOMIC_RELAXED);
+		if (atomic_load_explicit(&c->tx_streak, memory_order_relaxed))
+			atomic_store_explicit(&c->tx_streak, false, memory_order_relaxed);
 		tp_tx_flush_held(c);
 	} else if (arm) {
 		tp_tx_flush_held(c); /* the caller may sleep */
@@ -98,7 +100,7 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 		ev |= TP_EV_IN;
 		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
 	}
-	if (c->fin_rcvd_v)
+	if (tp_rx_fin_seen(c))
 		ev |= TP_EV_RDHUP;
 	tp_mutex_unlock(&c->rx_lock);
 	if (!(want & TP_EV_OUT)) {
@@ -133,7 +135,7 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	}
 	if (room || c->wr_shut) {
 		ev |= TP_EV_OUT;
-		if (!c->held) /* (a held message asks for the receiver's release: tp_tx.c) */
+		if (!tp_tx_held(c)) /* (a held message asks for the receiver's release: tp_tx_merge.c) */
 			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;
@@ -154,7 +156,7 @@ lost:
 		/* writes fail; recv delivers what arrived, then EOF (FIN seen) or ECONNRESET */
 		ev |= TP_EV_OUT | TP_EV_HUP;
 		if (!(ev & TP_EV_IN))
-			ev |= TP_EV_IN | (c->fin_rcvd_v ? 0 : TP_EV_ERR);
+			ev |= TP_EV_IN | (tp_rx_fin_seen(c) ? 0 : TP_EV_ERR);
 	}
 	return ev;
 }
@@ -181,7 +183,8 @@ unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
 
 static int woke(struct tp_conn *c, unsigned ev)
 {
-	__atomic_store_n(&c->last_wake_ms, clock_coarse_ms(), __ATOMIC_RELAXED);
+	/* relaxed: a time stamp read as a hint (spin or not) */
+	atomic_store_explicit(&c->last_wake_ms, clock_coarse_ms(), memory_order_relaxed);
 	return (int)ev;
 }
 
@@ -237,7 +240,7 @@ static unsigned spin_in_lean(struct tp_conn *c)
 {
 	struct tp_probe pr;
 
-	if (tp_conn_own(c) || atomic_load_explicit(&c->error, memory_order_relaxed))
+	if (tp_conn_own(c) || tp_conn_err(c))
 		return 0;
 	tp_probe_arm(c, &pr, TP_EV_IN);
 	if (pr.seq_was)
@@ -282,7 +285,7 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	/* Adaptive spinning: a connection that was waited on and woke within the last few ms is
 	 * streaming; sleeping there costs the peer a wake-up per message and us two context
 	 * switches per ring turn, so spin longer (still bounded: an idle connection sleeps). */
-	if (clock_coarse_ms() - __atomic_load_n(&c->last_wake_ms, __ATOMIC_RELAXED) <= 8u &&
+	if (clock_coarse_ms() - atomic_load_explicit(&c->last_wake_ms, memory_order_relaxed) <= 8u &&
 	    budget < TP_SPIN_ACTIVE_US)
 		budget = TP_SPIN_ACTIVE_US;
 	if (budget > 0 && timeout_ms != 0) {
@@ -293,8 +296,10 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);
 		uint64_t now = tp_now_ms();
-		/* (a failover, or a moved connection's tail going out first: short slices) */
-		int slice = tp_fo_get(c) || atomic_load(&c->pre_on) ? 2 : 50, rc;
+		/* (a failover, or a moved connection's tail going out first: short slices;
+		 * relaxed: pre_on picks a slice length, a hint) */
+		bool fast = tp_fo_get(c) || atomic_load_explicit(&c->pre_on, memory_order_relaxed);
+		int slice = fast ? 2 : 50, rc;
 
 		ev = poll_bits(c, true, events);
 		if (ev & events)

@@ -8,7 +8,7 @@
 
 uint64_t tp_cw_make(uint32_t seed, uint32_t value)
 {
-	uint32_t chk = crc32c_small(seed, &value, sizeof(value));
+	uint32_t chk = crc32c(seed, &value, sizeof(value));
 
 	return ((uint64_t)chk << 32) | value;
 }
@@ -17,7 +17,7 @@ bool tp_cw_check(uint32_t seed, uint64_t word, uint32_t *ret_value)
 {
 	uint32_t value = (uint32_t)word;
 
-	if (word == 0 || crc32c_small(seed, &value, sizeof(value)) != (uint32_t)(word >> 32))
+	if (word == 0 || crc32c(seed, &value, sizeof(value)) != (uint32_t)(word >> 32))
 		return false;
 	*ret_value = value;
 	return true;
@@ -27,9 +27,9 @@ bool tp_cw_check(uint32_t seed, uint64_t word, uint32_t *ret_value)
  * field itself, not the sequence byte, which only publishes). */
 uint32_t tp_inline_hdr_crc(uint32_t payload_crc, const uint8_t *slot)
 {
-	uint32_t crc = crc32c_small(payload_crc, slot + TP_INL_LEN, 6);
+	uint32_t crc = crc32c(payload_crc, slot + TP_INL_LEN, 6);
 
-	return crc32c_small(crc, slot + TP_INL_FLAGS, 1);
+	return crc32c(crc, slot + TP_INL_FLAGS, 1);
 }
 
 int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint32_t *ret_msn,
@@ -43,7 +43,7 @@ int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint
 	memcpy(&crc, slot + TP_INL_CRC, 4);
 	if (len > TP_INLINE_MAX)
 		return -EBADMSG;
-	want = crc32c_small(nonce, slot + tp_inline_off(len), len);
+	want = crc32c(nonce, slot + tp_inline_off(len), len);
 	want = tp_inline_hdr_crc(want, slot);
 	if (want != crc)
 		return -EBADMSG;
@@ -55,7 +55,7 @@ int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint
 
 uint32_t tp_desc_crc(uint32_t payload_crc, const struct tp_desc *d)
 {
-	return crc32c_small(payload_crc, d, offsetof(struct tp_desc, crc));
+	return crc32c(payload_crc, d, offsetof(struct tp_desc, crc));
 }
 
 uint32_t tp_mbox_seed(uint32_t writer_epoch, uint32_t reader_epoch)
@@ -64,7 +64,7 @@ uint32_t tp_mbox_seed(uint32_t writer_epoch, uint32_t reader_epoch)
 	 * same for both directions) */
 	uint32_t v[2] = { writer_epoch, reader_epoch };
 
-	return crc32c_small(0x6d626f78u, v, sizeof(v)); /* "mbox" */
+	return crc32c(0x6d626f78u, v, sizeof(v)); /* "mbox" */
 }
 
 void tp_pkt_seal(struct tp_pkt *p, uint32_t seed)

@@ -17,10 +17,10 @@
  * ntb_from_peer_barrier() orders its reads of the space the word hands back before it.
  *
  *   word (unit)          writer (holder)         after      what it publishes / partner load
- *   inline seq byte 127  sender (tx_lock)        barrier    the slot: write_inline_slot(),
- *                                                           send_inline_direct() (release store)
- *                                                           / rx_inline(), inline_seq_ready()
- *   TX_D                 sender (tx_lock)        barrier    data ring up to it: publish_tx(),
+ *   inline seq byte 127  sender (tx_lock)        barrier    the slot: inline_publish()
+ *                                                           (release store on a plain window)
+ *                                                           / rx_inline(), tp_rx_seq_ready()
+ *   TX_D                 sender (tx_lock)        barrier    data ring up to it: tp_tx_publish(),
  *                                                           send_detect(), the timers' republish
  *                                                           / rx_data(), tp_rx_quiet()
  *   TX_NEXT_MSN, TX_EPOCH (epoch | detect seq)
@@ -57,7 +57,8 @@ uint64_t tp_in_word(const struct tp_link *l, uint64_t off)
 {
 	/* acquire: a word published after a barrier is read before what it publishes; pairs
 	 * with the writer's ntb_to_peer_barrier() / ntb_from_peer_barrier() (table above) */
-	return __atomic_load_n((const uint64_t *)(const void *)(l->in + off), __ATOMIC_ACQUIRE);
+	return atomic_load_explicit((const _Atomic uint64_t *)(const void *)(l->in + off),
+				    memory_order_acquire);
 }
 
 /* Relaxed (ntb_write64()): the caller's named barrier orders it (table above). */
@@ -91,8 +92,8 @@ bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *r
 
 	if (!tp_cw_check(c->nonce_in, raw, ret))
 		return false;
-	if (i < TP_WCACHE)
-		__atomic_store_n(&c->wc_raw[i], raw, __ATOMIC_RELAXED);
+	if (i < TP_WCACHE) /* relaxed: a cache, a hint (tp_wc_raw()) */
+		atomic_store_explicit(&c->wc_raw[i], raw, memory_order_relaxed);
 	return true;
 }
 
@@ -164,7 +165,11 @@ void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line)
 
 	LOG(LL_DEBUG, "transport: slot %u error %d (%s:%d)", c->slot, err, file, line);
 
-	if (atomic_compare_exchange_strong(&c->error, &zero, err))
+	/* release: what the caller did before (state, the failed operation) before the error;
+	 * pairs with the acquire load in tp_conn_err(). Acquire on failure: the first error
+	 * stays, and is read as tp_conn_err() reads it. */
+	if (atomic_compare_exchange_strong_explicit(&c->error, &zero, err, memory_order_acq_rel,
+						    memory_order_acquire))
 		tp_event_signal();
 }
 
@@ -197,7 +202,7 @@ int tp_conn_init_queues(struct tp_conn *c)
 	/* (whole slots are rewritten on retransmission: no byte of an earlier use goes out) */
 	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
 	/* sh_data is not cleared (up to 1 GiB per set-up): each message zeroes its own gaps and
-	 * padding in it as it is written (tp_tx.c: zero_data_gaps()), so what a retransmission
+	 * padding in it as it is written (tp_tx.c: tp_tx_zero_gaps()), so what a retransmission
 	 * rewrites, [fb_rx_d, tx_d), holds none of the heap's or an earlier use's bytes */
 	if (!c->dmaq && ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
@@ -219,7 +224,7 @@ void tp_conn_free_queues(struct tp_conn *c)
 	free(c->sh_data);
 	c->sh_inline = NULL;
 	c->sh_data = NULL;
-	free(c->rx_bounce); /* tp_rx.c: rec_copy() */
+	free(c->rx_bounce); /* tp_recv.c: rec_copy() */
 	c->rx_bounce = NULL;
 	c->rx_bounce_cap = 0;
 	c->rx_bounce_ok = false;

@@ -49,34 +49,20 @@ static inline const struct crc32c_impl *crc32c_get(void)
 	return likely(impl) ? impl : crc32c_select();
 }
 
-uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
+uint32_t crc32c_long(uint32_t crc, const void *buf, size_t len)
 {
 	return crc32c_get()->crc(crc, buf, len);
 }
 
-/* Up to this many bytes the inline crc32 loop of crc32c.h beats the selected implementation
- * (its alignment prologue, lane set-up and combination cost more than they save): short data
- * messages, descriptors. */
-#define CRC32C_COPY_SMALL 256u
-
-uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+uint32_t crc32c_copy_long(uint32_t crc, void *dst, const void *src, size_t len)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-	if (len <= CRC32C_COPY_SMALL && crc32c_small_hw())
-		return ~crc32c_small_raw(~crc, dst, src, len);
-#endif
 	return crc32c_get()->copy(crc, dst, src, len);
 }
 
-uint32_t crc32c_copy2(uint32_t crc, void *dst, void *dst2, const void *src, size_t len)
+uint32_t crc32c_copy2_long(uint32_t crc, void *dst, void *dst2, const void *src, size_t len)
 {
-	const struct crc32c_impl *impl;
+	const struct crc32c_impl *impl = crc32c_get();
 
-#if defined(__x86_64__) && defined(__GNUC__)
-	if (len <= CRC32C_COPY_SMALL && crc32c_small_hw())
-		return ~crc32c_small_raw2(~crc, dst, dst2, src, len); /* one load, two stores */
-#endif
-	impl = crc32c_get();
 	if (impl->copy2)
 		return impl->copy2(crc, dst, dst2, src, len);
 	/* both copies from the one read of @src: @dst2 is local memory, cheap to read back */

@@ -152,6 +152,8 @@ static struct mg_entry *mg_find(const void *base)
 void mapguard_remove(void *base)
 {
 	struct mg_entry *e = mg_find(base);
+	/* release: the entry's last use before it is free; pairs with the acquire loads of
+	 * state in the lookups and the compare-and-exchange that takes a free entry */
 	if (e)
 		atomic_store_explicit(&e->state, MG_FREE, memory_order_release);
 }

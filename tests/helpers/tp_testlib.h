@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,48 @@ static inline int tl_wait_listen(struct tp_link *l, uint16_t port, int timeout_m
 		usleep(2000);
 	}
 	return -ETIMEDOUT;
+}
+
+/* Open both sides of a fresh shm link NAME (window WIN bytes, parameters TPP: NULL for the
+ * defaults) into P; with PORT non-zero, side 1 listens on it and side 0 waits to see that. Waits
+ * (up to 5 s) until both sides see the link up. 0, or the first failure's negative errno. */
+static inline int tl_pair_open(struct tl_pair *p, const char *name, size_t win,
+			       const struct tp_params *tpp, uint16_t port)
+{
+	struct tp_params def;
+	int rc;
+
+	if (!tpp) {
+		tp_params_init(&def);
+		tpp = &def;
+	}
+	memset(p, 0, sizeof(*p));
+	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
+	tl_unlink(p->path);
+	if ((rc = tl_open(p->path, 0, win, tpp, &p->a)) || (rc = tl_open(p->path, 1, win, tpp, &p->b)))
+		return rc;
+	if (port && ((rc = tp_listen(p->b, port)) || (rc = tl_wait_listen(p->a, port, 5000))))
+		return rc;
+	for (int i = 0; i < 5000 && !(tp_link_is_up(p->a) && tp_link_is_up(p->b)); i++)
+		usleep(1000);
+	return tp_link_is_up(p->a) && tp_link_is_up(p->b) ? 0 : -ETIMEDOUT;
+}
+
+/* Connect side 0 of P from CPORT to PORT on side 1 (set-up waits up to 5 s), confirm the
+ * connection when CONFIRM (the program's TCP connect succeeded) and attach side 1's end: P->ca
+ * and P->cb. 0, or the failing call's negative errno. */
+static inline int tl_pair_connect(struct tl_pair *p, uint16_t cport, uint16_t port, bool confirm)
+{
+	struct tp_key k;
+	enum tp_reason why;
+	int rc;
+
+	tl_key(&k, cport, port);
+	if ((rc = tp_connect(p->a, &k, 5000, &p->ca, &why)))
+		return rc;
+	if (confirm && (rc = tp_conn_confirm(p->ca)))
+		return rc;
+	return tp_attach(p->b, &k, &p->cb);
 }
 
 static inline uint64_t tl_rand(uint64_t *s)

@@ -208,7 +208,9 @@ static void test_portable_vs_bitwise(void **state)
 	free(buf);
 }
 
-/* Every implementation equals the portable one for all lengths 0..4096, any offset. */
+/* Every implementation, and the public entry point (inline chain up to CRC32C_INLINE_MAX
+ * bytes, the selected implementation beyond) and its out-of-line half crc32c_long() at every
+ * length, equals the portable one for all lengths 0..4096, any offset. */
 static void test_impls_small(void **state)
 {
 	const struct crc32c_impl *impls[8];
@@ -228,6 +230,13 @@ static void test_impls_small(void **state)
 			assert_int_equal(impls[i]->crc(0, buf + (len & 7), len),
 					 crc32c_portable(0, buf + (len & 7), len));
 		}
+	}
+	for (size_t len = 0; len <= MAX_SMALL; len++) {
+		size_t off = rng() % 64;
+		uint32_t init = (uint32_t)rng(), ref = crc32c_portable(init, buf + off, len);
+
+		assert_int_equal(crc32c(init, buf + off, len), ref);
+		assert_int_equal(crc32c_long(init, buf + off, len), ref);
 	}
 	free(buf);
 }
@@ -327,10 +336,13 @@ static void test_copy(void **state)
 	assert_non_null(src);
 	assert_non_null(dst);
 	fill_random(src, LARGE);
-	for (size_t i = 0; i <= n; i++) {
-		/* i == n: the public, dispatched entry point. */
+	for (size_t i = 0; i <= n + 1; i++) {
+		/* i == n: the public entry point (inline chain for short buffers); n + 1: its
+		 * out-of-line half, the selected implementation, at every length */
 		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift, NULL };
-		const struct crc32c_impl *impl = i < n ? impls[i] : &pub;
+		struct crc32c_impl lng = { "long", NULL, crc32c_long, crc32c_copy_long, crc32c_shift,
+					   NULL };
+		const struct crc32c_impl *impl = i < n ? impls[i] : i == n ? &pub : &lng;
 
 		for (size_t len = 0; len <= MAX_SMALL; len++)
 			check_copy(impl, dst, src + (rng() % 64), len, rng() % 64);
@@ -387,10 +399,13 @@ static void test_copy2(void **state)
 	assert_non_null(a);
 	assert_non_null(b);
 	fill_random(src, LARGE);
-	for (size_t i = 0; i <= n; i++) {
-		/* i == n: the public, dispatched entry point (copy2 NULL → crc32c_copy2()) */
+	for (size_t i = 0; i <= n + 1; i++) {
+		/* i == n: the public entry point (copy2 NULL → crc32c_copy2(): the inline chain
+		 * for short buffers); n + 1: its out-of-line half at every length */
 		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift, NULL };
-		const struct crc32c_impl *impl = i < n ? impls[i] : &pub;
+		struct crc32c_impl lng = { "long", NULL, crc32c_long, crc32c_copy_long, crc32c_shift,
+					   crc32c_copy2_long };
+		const struct crc32c_impl *impl = i < n ? impls[i] : i == n ? &pub : &lng;
 
 		for (size_t len = 0; len <= MAX_SMALL; len++)
 			check_copy2(impl, a, b, src + rng() % 64, len, rng() % 64, rng() % 64);
@@ -409,6 +424,51 @@ static void test_copy2(void **state)
 	free(src);
 	free(a);
 	free(b);
+}
+
+/* The entry points around CRC32C_INLINE_MAX, where they change path: crc32c()'s value for
+ * every length, alignment and seed; the copying forms copy exactly, nothing past either end;
+ * crc32c_word() equals the CRC of its little-endian bytes. */
+static void test_entry_points_inline(void **state)
+{
+	uint8_t src[320 + 8], dst[320 + 8], dst2[320 + 8];
+
+	(void)state;
+	fill_random(src, sizeof(src));
+	for (size_t len = 0; len <= 300; len++) {
+		for (unsigned al = 0; al < 8; al += 3) {
+			uint32_t seed = (uint32_t)rng();
+			uint32_t ref = crc32c_portable(seed, src + al, len);
+
+			assert_int_equal(crc32c(seed, src + al, len), ref);
+			memset(dst, 0xee, sizeof(dst));
+			assert_int_equal(crc32c_copy(seed, dst + al, src + al, len), ref);
+			assert_memory_equal(dst + al, src + al, len);
+			assert_int_equal(dst[al + len], 0xee); /* nothing written past the end */
+			memset(dst, 0xee, sizeof(dst));
+			memset(dst2, 0xdd, sizeof(dst2));
+			assert_int_equal(crc32c_copy2(seed, dst + al, dst2 + 5, src + al, len), ref);
+			assert_memory_equal(dst + al, src + al, len);
+			assert_memory_equal(dst2 + 5, src + al, len);
+			assert_int_equal(dst[al + len], 0xee);
+			assert_int_equal(dst2[5 + len], 0xdd);
+			assert_int_equal(dst2[4], 0xdd);
+		}
+	}
+	assert_int_equal(crc32c(0, "123456789", 9), 0xE3069283);
+	assert_int_equal(crc32c_word(0, 0x3837363534333231ull, 8),
+			 crc32c_portable(0, "12345678", 8));
+	for (unsigned n = 1; n <= 8; n++) {
+		for (int k = 0; k < 50; k++) {
+			uint64_t v = rng();
+			uint32_t seed = (uint32_t)rng();
+			uint8_t b[8];
+
+			for (unsigned i = 0; i < 8; i++)
+				b[i] = (uint8_t)(v >> (8 * i));
+			assert_int_equal(crc32c_word(seed, v, n), crc32c_portable(seed, b, n));
+		}
+	}
 }
 
 static void test_combine(void **state)
@@ -476,6 +536,7 @@ int main(void)
 		cmocka_unit_test(test_chaining),
 		cmocka_unit_test(test_copy),
 		cmocka_unit_test(test_copy2),
+		cmocka_unit_test(test_entry_points_inline),
 		cmocka_unit_test(test_combine),
 	};
 

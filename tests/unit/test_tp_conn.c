@@ -24,14 +24,7 @@ static void pair_open_ctx(struct tl_pair *p, const char *name, uint32_t contexts
 	tp_params_init(&tpp);
 	tpp.contexts = contexts;
 	tpp.setup_timeout_ms = 1000;
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
-	assert_int_equal(tp_listen(p->b, 8080), 0);
-	assert_int_equal(tl_wait_listen(p->a, 8080, 5000), 0);
-	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
-		usleep(1000);
+	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 8080), 0);
 }
 
 static void pair_open(struct tl_pair *p, const char *name)

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "tests/helpers/tp_testlib.h"
+#include "tests/unit/tp_unitlib.h"
 #include "transport/tp_int.h"
 #include "util/crc32c.h"
 
@@ -29,28 +30,13 @@ static void pair_open(struct tl_pair *p, const char *name)
 
 	tp_params_init(&tpp);
 	tpp.contexts = 8;
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
-	assert_int_equal(tp_listen(p->b, 8080), 0);
-	assert_int_equal(tl_wait_listen(p->a, 8080, 5000), 0);
-	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
-		usleep(1000);
+	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 8080), 0);
 }
 
 static void connect_pair(struct tl_pair *p, uint16_t cport, struct tp_conn **ca,
 			 struct tp_conn **cb, int sv[2])
 {
-	struct tp_key k;
-	enum tp_reason why;
-
-	tl_key(&k, cport, 8080);
-	assert_int_equal(tp_connect(p->a, &k, 3000, ca, &why), 0);
-	assert_int_equal(tp_attach(p->b, &k, cb), 0);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	tp_conn_set_witness(*ca, sv[0]);
-	tp_conn_set_witness(*cb, sv[1]);
+	tu_connect_witnessed(p, cport, 8080, ca, cb, sv);
 }
 
 /* Run both ends' timers until neither is moving any more; their final states. */
@@ -88,30 +74,6 @@ static size_t read_fd(int fd, uint8_t *buf, size_t len)
 	return got;
 }
 
-/* Send the pattern SEED from OFF in messages of mixed sizes until the rings are full or
- * TOTAL is reached; returns the new offset. */
-static size_t send_mixed(struct tp_conn *c, uint64_t seed, size_t off, size_t total)
-{
-	static const size_t sizes[] = { 1, 4, 5, 52, 53, 116, 117, 1000, 4096, 20000, 65536 };
-	uint8_t buf[65536];
-
-	for (unsigned i = 0; off < total; i++) {
-		size_t n = sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
-
-		if (n > total - off)
-			n = total - off;
-		tl_fill(buf, n, seed, off);
-		struct iovec v = { buf, n };
-		ssize_t r = tp_send(c, &v, 1);
-
-		if (r == -EAGAIN)
-			break;
-		assert_true(r > 0);
-		off += (size_t)r;
-	}
-	return off;
-}
-
 static void test_failover_exact_both_ways(void **state)
 {
 	struct tl_pair p;
@@ -123,8 +85,8 @@ static void test_failover_exact_both_ways(void **state)
 	(void)state;
 	pair_open(&p, "fo-exact");
 	connect_pair(&p, 1, &ca, &cb, sv);
-	a_sent = send_mixed(ca, 11, 0, 3u << 20);
-	b_sent = send_mixed(cb, 22, 0, 100000);
+	a_sent = tu_send_mixed(ca, 11, 0, 3u << 20);
+	b_sent = tu_send_mixed(cb, 22, 0, 100000);
 	assert_true(a_sent > 100000 && b_sent > 50000);
 	/* B's program reads part of A's stream, in odd pieces (one record read in part) */
 	while (b_read < a_sent / 3) {
@@ -181,7 +143,7 @@ static void test_failover_fin_in_flight(void **state)
 	(void)state;
 	pair_open(&p, "fo-fin");
 	connect_pair(&p, 2, &ca, &cb, sv);
-	sent = send_mixed(ca, 33, 0, 60000);
+	sent = tu_send_mixed(ca, 33, 0, 60000);
 	assert_int_equal(sent, 60000);
 	assert_int_equal(tp_shutdown(ca, SHUT_WR), 0); /* FIN after the bytes, unread by B */
 	assert_true(tp_fo_request(cb, "retries exhausted")); /* this time the reader moves first */
@@ -226,7 +188,7 @@ static void test_failover_missing_bytes_reset(void **state)
 	(void)state;
 	pair_open(&p, "fo-missing");
 	connect_pair(&p, 3, &ca, &cb, sv);
-	assert_int_equal(send_mixed(ca, 44, 0, 1000), 1000);
+	assert_int_equal(tu_send_mixed(ca, 44, 0, 1000), 1000);
 	assert_int_equal(tl_recv_some(cb, buf, 100, 2000), 100);
 	/* a peer that says its stream goes on at 500 when B's program read 100: 400 missing */
 	make_hdr(h, 0x4f46544eu, 1, 500);

@@ -18,21 +18,8 @@
 
 static void pair_open(struct tl_pair *p, const char *name, uint16_t cport)
 {
-	struct tp_params tpp;
-	struct tp_key k;
-	enum tp_reason why;
-
-	tp_params_init(&tpp);
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 16u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 16u << 20, &tpp, &p->b), 0);
-	assert_int_equal(tp_listen(p->b, 5000), 0);
-	assert_int_equal(tl_wait_listen(p->a, 5000, 5000), 0);
-	tl_key(&k, cport, 5000);
-	assert_int_equal(tp_connect(p->a, &k, 5000, &p->ca, &why), 0);
-	assert_int_equal(tp_conn_confirm(p->ca), 0);
-	assert_int_equal(tp_attach(p->b, &k, &p->cb), 0);
+	assert_int_equal(tl_pair_open(p, name, 16u << 20, NULL, 5000), 0);
+	assert_int_equal(tl_pair_connect(p, cport, 5000, true), 0);
 }
 
 static void send_bytes(struct tp_conn *c, size_t n, uint64_t seed)
@@ -231,7 +218,7 @@ static void test_send_fits(void **state)
 		uint64_t m0 = msgs_sent(p.ca);
 
 		assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)sizeof(buf));
-		/* one message each, or (the receiver behind: merging, tp_tx.c) appended whole to
+		/* one message each, or (the receiver behind: merging, tp_tx_merge.c) appended whole to
 		 * the message held back */
 		assert_true(msgs_sent(p.ca) - m0 == 1 ||
 			    (msgs_sent(p.ca) == m0 && p.ca->held));

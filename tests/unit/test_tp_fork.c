@@ -18,36 +18,17 @@
 #define STREAM_BYTES (64u << 20)
 #define SEED 0x5eedf0cull
 
-struct pair {
-	char path[128];
-	struct tp_link *a, *b;
-};
-
-static void pair_open(struct pair *p, const char *name)
+static void pair_open(struct tl_pair *p, const char *name)
 {
 	struct tp_params tpp;
 
 	tp_params_init(&tpp);
 	tpp.contexts = 8;
 	tpp.setup_timeout_ms = 2000;
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
-	assert_int_equal(tp_listen(p->b, 8080), 0);
-	assert_int_equal(tl_wait_listen(p->a, 8080, 5000), 0);
-	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
-		usleep(1000);
+	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 8080), 0);
 }
 
-static void pair_close(struct pair *p)
-{
-	tp_link_close(p->a);
-	tp_link_close(p->b);
-	tl_unlink(p->path);
-}
-
-static void connect_pair(struct pair *p, uint16_t cport, struct tp_conn **ca, struct tp_conn **cb)
+static void connect_pair(struct tl_pair *p, uint16_t cport, struct tp_conn **ca, struct tp_conn **cb)
 {
 	struct tp_key k;
 	enum tp_reason why;
@@ -146,7 +127,7 @@ static void *late_close(void *arg)
 
 static void run_fork_stream(const char *name, uint16_t cport, bool use_it)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	struct late t = { 0 };
 	int told[2], hold[2], st;
@@ -184,7 +165,7 @@ static void run_fork_stream(const char *name, uint16_t cport, bool use_it)
 	close(told[1]);
 	close(hold[0]);
 	close(hold[1]);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* The parent holds its copy for 2 s after the fork, without using it. */
@@ -205,7 +186,7 @@ static void test_fork_second_user(void **state)
  * not the owner: its close leaves the parent's stream working, byte-exact. */
 static void test_adopt_keeps_refs(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb, *cb2;
 	char buf[64];
 	uint64_t tok;
@@ -251,14 +232,14 @@ static void test_adopt_keeps_refs(void **state)
 	tp_close(ca);
 	close(go[0]);
 	close(go[1]);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A fork while a closed connection lingers (FIN sent, the peer's not yet): the closing process
  * still finishes and releases it, the child does not take it. */
 static void test_fork_during_linger(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	char buf[16];
 	uint64_t end;
@@ -295,7 +276,7 @@ static void test_fork_during_linger(void **state)
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 	tp_close(cb);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 int main(void)

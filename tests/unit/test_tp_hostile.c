@@ -11,37 +11,15 @@
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
 
-struct pair {
-	char path[128];
-	struct tp_link *a, *b;
-	struct tp_conn *ca, *cb;
-};
-
-static void pair_open(struct pair *p, const char *name)
+static void pair_open(struct tl_pair *p, const char *name)
 {
 	struct tp_params tpp;
-	struct tp_key k;
-	enum tp_reason why;
 
 	tp_params_init(&tpp);
 	tpp.contexts = 4;
 	tpp.max_err = 8;
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
-	assert_int_equal(tp_listen(p->b, 7), 0);
-	assert_int_equal(tl_wait_listen(p->a, 7, 5000), 0);
-	tl_key(&k, 7, 7);
-	assert_int_equal(tp_connect(p->a, &k, 3000, &p->ca, &why), 0);
-	assert_int_equal(tp_attach(p->b, &k, &p->cb), 0);
-}
-
-static void pair_close(struct pair *p)
-{
-	tp_link_close(p->a);
-	tp_link_close(p->b);
-	tl_unlink(p->path);
+	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 7), 0);
+	assert_int_equal(tl_pair_connect(p, 7, 7, false), 0);
 }
 
 /* Drive the receiver for up to MS: returns the last recv result. */
@@ -66,7 +44,7 @@ static ssize_t drive_rx(struct tp_conn *c, int ms)
 
 /* After an attack the connection is either reset, or (the honest sender's retransmission
  * having rewritten what it owns) still carries a stream exactly. */
-static void reset_or_exact(struct pair *p, ssize_t last)
+static void reset_or_exact(struct tl_pair *p, ssize_t last)
 {
 	char out[64];
 
@@ -86,7 +64,7 @@ static void reset_or_exact(struct pair *p, ssize_t last)
 
 static void test_garbage_rings(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	uint64_t rnd = 99;
 	static uint8_t junk[1 << 16];
 
@@ -111,12 +89,12 @@ static void test_garbage_rings(void **state)
 	ssize_t n = drive_rx(p.cb, 3000);
 	print_message("garbage rings: last recv %zd, error %d\n", n, tp_conn_error(p.cb));
 	reset_or_exact(&p, n);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_forged_descriptors(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_desc d;
 
 	(void)state;
@@ -129,7 +107,7 @@ static void test_forged_descriptors(void **state)
 	ntb_write(p.a->ntb, data_off, &d, sizeof(d));
 	tp_out_word(p.a, p.ca->out.slot_off + TP_W_TX_D, p.ca->nonce_out, 64);
 	reset_or_exact(&p, drive_rx(p.cb, 1000));
-	pair_close(&p);
+	tl_pair_close(&p);
 
 	pair_open(&p, "hostile3");
 	data_off = p.ca->out.slot_off + TP_SLOT_RINGS + p.ca->out.inline_n * 128u;
@@ -139,12 +117,12 @@ static void test_forged_descriptors(void **state)
 	ntb_write(p.a->ntb, data_off, &d, sizeof(d));
 	tp_out_word(p.a, p.ca->out.slot_off + TP_W_TX_D, p.ca->nonce_out, 4096);
 	reset_or_exact(&p, drive_rx(p.cb, 1000));
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_forged_feedback(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	char buf[4096];
 
 	(void)state;
@@ -169,7 +147,7 @@ static void test_forged_feedback(void **state)
 		got += (size_t)n;
 	}
 	assert_memory_equal(out, buf, sizeof(buf));
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* Offset (in the sender's view of the receiver's window) of payload byte OFF of the queued
@@ -187,7 +165,7 @@ static uint32_t rec_window_off(const struct tp_conn *ca, const struct tp_rec *r,
 /* Send a data-ring message (300 B) and an inline one (50 B), let the receiver validate and
  * queue both, then change payload bytes of both in its window (time of check ≠ time of use).
  * CHUNK bytes per recv, PRE bytes read before the change; only unchanged bytes may arrive. */
-static void toctou_round(struct pair *p, const uint8_t *msg, size_t chunk, size_t pre)
+static void toctou_round(struct tl_pair *p, const uint8_t *msg, size_t chunk, size_t pre)
 {
 	static const uint8_t evil[8] = "EVILEVIL";
 	uint8_t out[350];
@@ -239,11 +217,11 @@ static void toctou_round(struct pair *p, const uint8_t *msg, size_t chunk, size_
 
 /* A round may end in a reset (a retransmission that lost the race with the change: slower
  * under a sanitizer): the next one needs a new connection. */
-static void reopen_if_reset(struct pair *p, const char *name)
+static void reopen_if_reset(struct tl_pair *p, const char *name)
 {
 	if (tp_conn_error(p->cb) == 0 && tp_conn_error(p->ca) == 0)
 		return;
-	pair_close(p);
+	tl_pair_close(p);
 	pair_open(p, name);
 }
 
@@ -251,7 +229,7 @@ static void reopen_if_reset(struct pair *p, const char *name)
  * record was validated in the window (rule 3.4): whole-record reads. */
 static void test_toctou_whole(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	uint8_t msg[350];
 	uint64_t seed = 7;
 
@@ -261,14 +239,14 @@ static void test_toctou_whole(void **state)
 	pair_open(&p, "hostile5");
 	toctou_round(&p, msg, sizeof(msg), 0);
 	toctou_round(&p, msg, sizeof(msg), 0); /* and the stream goes on */
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* The same with reads smaller than a record (a private checked copy serves the parts), with
  * and without part of the record read before the window changes; and MSG_PEEK. */
 static void test_toctou_partial(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	uint8_t msg[350], out[64];
 	uint64_t seed = 8;
 
@@ -307,7 +285,7 @@ static void test_toctou_partial(void **state)
 	}
 	assert_memory_equal(all, msg, got);
 	assert_true(got == sizeof(all) || tp_conn_error(p.cb) == -ECONNRESET);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* An inline message validated as the head of the queue is delivered from the private copy it
@@ -316,7 +294,7 @@ static void test_toctou_partial(void **state)
 static void test_toctou_inline_head(void **state)
 {
 	static const uint8_t evil[8] = "EVILEVIL";
-	struct pair p;
+	struct tl_pair p;
 	uint8_t msg[60], out[64];
 	uint64_t seed = 9, end;
 
@@ -343,7 +321,7 @@ static void test_toctou_inline_head(void **state)
 	assert_int_equal(tp_conn_error(p.cb), 0);
 	/* validated once: the later change was never read, so no checksum error and no Retry */
 	assert_int_equal(p.cb->st->crc_errors, 0);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 int main(void)

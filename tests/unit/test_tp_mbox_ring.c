@@ -18,13 +18,7 @@ static void pair_open(struct tl_pair *p, const char *name)
 
 	tp_params_init(&tpp);
 	tpp.contexts = 4;
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
-	for (int i = 0; i < 5000 && !(tp_link_is_up(p->a) && tp_link_is_up(p->b)); i++)
-		usleep(1000);
-	assert_true(tp_link_is_up(p->a) && tp_link_is_up(p->b));
+	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 0), 0);
 }
 
 static volatile uint64_t *in_word(struct tp_link *l, uint32_t off)

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "tests/helpers/tp_testlib.h"
+#include "tests/unit/tp_unitlib.h"
 #include "transport/tp_int.h"
 #include "util/crc32c.h"
 
@@ -34,18 +35,21 @@ struct quad {
 	struct tl_pair one, two;
 };
 
+/* A copy of the quad a test has open (its own is on the test's stack, gone after a failed
+ * assertion): closed by the teardown when an assertion ended the test early (its links would
+ * stay in the process's link group and draw the next test's moves). */
+static struct quad g_quad;
+static bool g_open;
+
 static void link_pair(struct tl_pair *p, const char *name, int n)
 {
 	struct tp_params tpp;
+	char nm[64];
 
 	tp_params_init(&tpp);
 	tpp.contexts = 8;
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s%d-%d", name, n, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
-	for (int i = 0; i < 2000 && !(tp_link_is_up(p->a) && tp_link_is_up(p->b)); i++)
-		usleep(1000);
+	snprintf(nm, sizeof(nm), "%s%d", name, n);
+	assert_int_equal(tl_pair_open(p, nm, 4u << 20, &tpp, 0), 0);
 }
 
 /* Both links; B listens on 8080 over the first. GROUP_B false: B's links are not grouped (B has
@@ -62,26 +66,39 @@ static void quad_open(struct quad *q, const char *name, bool group_b)
 	}
 	assert_int_equal(tp_listen(q->one.b, 8080), 0);
 	assert_int_equal(tl_wait_listen(q->one.a, 8080, 5000), 0);
+	g_quad = *q;
+	g_open = true;
 }
 
 static void quad_close(struct quad *q)
 {
 	tl_pair_close(&q->one);
 	tl_pair_close(&q->two);
+	g_open = false;
+}
+
+static int quad_teardown(void **state)
+{
+	(void)state;
+	if (g_open)
+		quad_close(&g_quad);
+	return 0;
+}
+
+/* Close both ends, the stand-in socket SV and both links. */
+static void quad_end(struct quad *q, struct tp_conn *ca, struct tp_conn *cb, int sv[2])
+{
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	quad_close(q);
 }
 
 static void connect_one(struct quad *q, uint16_t cport, struct tp_conn **ca, struct tp_conn **cb,
 			int sv[2])
 {
-	struct tp_key k;
-	enum tp_reason why;
-
-	tl_key(&k, cport, 8080);
-	assert_int_equal(tp_connect(q->one.a, &k, 3000, ca, &why), 0);
-	assert_int_equal(tp_attach(q->one.b, &k, cb), 0);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	tp_conn_set_witness(*ca, sv[0]);
-	tp_conn_set_witness(*cb, sv[1]);
+	tu_connect_witnessed(&q->one, cport, 8080, ca, cb, sv);
 }
 
 /* Run both ends' timers until both moved (or moved to the socket); their final states. */
@@ -100,56 +117,6 @@ static void pump(struct tp_conn *ca, struct tp_conn *cb, int *ret_a, int *ret_b)
 	*ret_b = cb->fo_state;
 }
 
-/* Send the pattern SEED from OFF in messages of mixed sizes until the rings are full or
- * TOTAL is reached; returns the new offset. */
-static size_t send_mixed(struct tp_conn *c, uint64_t seed, size_t off, size_t total)
-{
-	static const size_t sizes[] = { 1, 4, 5, 52, 53, 116, 117, 1000, 4096, 20000, 65536 };
-	uint8_t buf[65536];
-
-	for (unsigned i = 0; off < total; i++) {
-		size_t n = sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
-
-		if (n > total - off)
-			n = total - off;
-		tl_fill(buf, n, seed, off);
-		struct iovec v = { buf, n };
-		ssize_t r = tp_send(c, &v, 1);
-
-		if (r == -EAGAIN)
-			break;
-		assert_true(r > 0);
-		off += (size_t)r;
-	}
-	return off;
-}
-
-/* Read LEN bytes of pattern SEED from offset OFF off C (blocking) and check them. */
-static void read_check(struct tp_conn *c, uint64_t seed, size_t off, size_t len)
-{
-	uint8_t *buf = malloc(65536), *want = malloc(65536);
-
-	while (len) {
-		ssize_t n = tl_recv_some(c, buf, len < 65536 ? len : 65536, 5000);
-
-		assert_true(n > 0);
-		tl_fill(want, (size_t)n, seed, off);
-		assert_memory_equal(buf, want, (size_t)n);
-		off += (size_t)n;
-		len -= (size_t)n;
-	}
-	free(buf);
-	free(want);
-}
-
-static void assert_socket_empty(int fd)
-{
-	char b;
-
-	assert_int_equal(recv(fd, &b, 1, MSG_DONTWAIT), -1);
-	assert_int_equal(errno, EAGAIN);
-}
-
 /* The program's view of a move started by SIDE (0: the client, A; 1: the server, B) for WHY. */
 static void move_exact(const char *name, uint16_t cport, int side, const char *why)
 {
@@ -161,14 +128,14 @@ static void move_exact(const char *name, uint16_t cport, int side, const char *w
 
 	quad_open(&q, name, true);
 	connect_one(&q, cport, &ca, &cb, sv);
-	a_sent = send_mixed(ca, 11, 0, 3u << 20);
-	b_sent = send_mixed(cb, 22, 0, 100000);
+	a_sent = tu_send_mixed(ca, 11, 0, 3u << 20);
+	b_sent = tu_send_mixed(cb, 22, 0, 100000);
 	assert_true(a_sent > 100000 && b_sent > 50000);
 	/* B's program reads part of A's stream, in odd pieces (a record read in part) */
 	while (b_read < a_sent / 3) {
 		size_t n = a_sent / 3 - b_read < 777 ? a_sent / 3 - b_read : 777;
 
-		read_check(cb, 11, b_read, n);
+		tu_read_check(cb, 11, b_read, n);
 		b_read += n;
 	}
 	assert_true(tp_fo_request(side ? cb : ca, why));
@@ -183,30 +150,26 @@ static void move_exact(const char *name, uint16_t cport, int side, const char *w
 	assert_int_equal(tp_conn_failover_state(ca), TP_FO_NONE); /* (the new connection's) */
 	/* B: A's stream from exactly what B's program read, to its last accepted byte; A: all of
 	 * B's stream (A's program read none) */
-	read_check(cb, 11, b_read, a_sent - b_read);
-	read_check(ca, 22, 0, b_sent);
+	tu_read_check(cb, 11, b_read, a_sent - b_read);
+	tu_read_check(ca, 22, 0, b_sent);
 	struct iovec v = { buf, sizeof(buf) };
 	assert_int_equal(tp_recv(cb, &v, 1, 0), -EAGAIN); /* nothing more, nothing twice */
 	assert_int_equal(tp_recv(ca, &v, 1, 0), -EAGAIN);
 	/* and the stream goes on there, both ways */
-	size_t a_more = send_mixed(ca, 11, a_sent, a_sent + 50000);
+	size_t a_more = tu_send_mixed(ca, 11, a_sent, a_sent + 50000);
 
 	assert_int_equal(a_more, a_sent + 50000);
-	read_check(cb, 11, a_sent, 50000);
+	tu_read_check(cb, 11, a_sent, 50000);
 	assert_int_equal(tl_send_all(cb, "end", 3), 0);
 	assert_int_equal(tl_recv_some(ca, buf, 3, 5000), 3);
 	assert_memory_equal(buf, "end", 3);
 	/* the kernel socket carried nothing */
-	assert_socket_empty(sv[0]);
-	assert_socket_empty(sv[1]);
+	tu_assert_socket_empty(sv[0]);
+	tu_assert_socket_empty(sv[1]);
 	/* the old link's slots are free again, the new link holds the connection */
 	assert_int_equal(tp_link_load(q.one.a), 0);
 	assert_int_equal(tp_link_load(q.two.a), 1);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	quad_end(&q, ca, cb, sv);
 }
 
 /* Both directions full (mixed inline and data messages, nothing read) when the move starts: each
@@ -221,22 +184,18 @@ static void test_move_both_full(void **state)
 	(void)state;
 	quad_open(&q, "mv-full", true);
 	connect_one(&q, 7, &ca, &cb, sv);
-	a_sent = send_mixed(ca, 66, 0, 8u << 20);
-	b_sent = send_mixed(cb, 77, 0, 8u << 20);
+	a_sent = tu_send_mixed(ca, 66, 0, 8u << 20);
+	b_sent = tu_send_mixed(cb, 77, 0, 8u << 20);
 	assert_true(a_sent < 8u << 20 && b_sent < 8u << 20); /* (both stopped for room) */
 	assert_true(tp_fo_request(ca, "link down"));
 	pump(ca, cb, &fa, &fb);
 	assert_int_equal(fa, TP_FO_LINKED);
 	assert_int_equal(fb, TP_FO_LINKED);
-	read_check(cb, 66, 0, a_sent);
-	read_check(ca, 77, 0, b_sent);
-	assert_socket_empty(sv[0]);
-	assert_socket_empty(sv[1]);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	tu_read_check(cb, 66, 0, a_sent);
+	tu_read_check(ca, 77, 0, b_sent);
+	tu_assert_socket_empty(sv[0]);
+	tu_assert_socket_empty(sv[1]);
+	quad_end(&q, ca, cb, sv);
 }
 
 /* A connection moves twice (to the second link, then back to the first), its rings full both
@@ -251,16 +210,16 @@ static void test_move_twice(void **state)
 	(void)state;
 	quad_open(&q, "mv-twice", true);
 	connect_one(&q, 8, &ca, &cb, sv);
-	a1 = send_mixed(ca, 88, 0, 8u << 20);
-	b1 = send_mixed(cb, 99, 0, 8u << 20);
+	a1 = tu_send_mixed(ca, 88, 0, 8u << 20);
+	b1 = tu_send_mixed(cb, 99, 0, 8u << 20);
 	assert_true(tp_fo_request(ca, "link down (admin)"));
 	pump(ca, cb, &fa, &fb);
 	assert_int_equal(fa, TP_FO_LINKED);
 	assert_int_equal(fb, TP_FO_LINKED);
 	/* more on top, and the second move starts at once (the first tail may still be going
 	 * out as the new connection's prefix) */
-	a2 = send_mixed(ca, 88, a1, a1 + (4u << 20));
-	b2 = send_mixed(cb, 99, b1, b1 + (4u << 20));
+	a2 = tu_send_mixed(ca, 88, a1, a1 + (4u << 20));
+	b2 = tu_send_mixed(cb, 99, b1, b1 + (4u << 20));
 	struct tp_conn *na = tp_conn_cur(ca), *nb = tp_conn_cur(cb);
 
 	assert_true(tp_fo_request(nb, "link down"));
@@ -271,15 +230,11 @@ static void test_move_twice(void **state)
 	assert_int_equal(tp_conn_moves(cb), 2);
 	assert_ptr_equal(tp_conn_link(ca), q.one.a);
 	assert_ptr_equal(tp_conn_link(cb), q.one.b);
-	read_check(cb, 88, 0, a2);
-	read_check(ca, 99, 0, b2);
-	assert_socket_empty(sv[0]);
-	assert_socket_empty(sv[1]);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	tu_read_check(cb, 88, 0, a2);
+	tu_read_check(ca, 99, 0, b2);
+	tu_assert_socket_empty(sv[0]);
+	tu_assert_socket_empty(sv[1]);
+	quad_end(&q, ca, cb, sv);
 }
 
 static void test_move_client_starts(void **state)
@@ -337,22 +292,18 @@ static void test_move_blocked_reader(void **state)
 	r.c = cb;
 	r.len = 60000;
 	assert_int_equal(pthread_create(&th, NULL, reader_main, &r), 0);
-	assert_int_equal(send_mixed(ca, 33, 0, 30000), 30000);
+	assert_int_equal(tu_send_mixed(ca, 33, 0, 30000), 30000);
 	usleep(200000); /* (read, and waiting for more) */
 	assert_true(tp_fo_request(ca, "link down (admin)"));
 	pump(ca, cb, &fa, &fb);
 	assert_int_equal(fa, TP_FO_LINKED);
 	assert_int_equal(fb, TP_FO_LINKED);
-	assert_int_equal(send_mixed(ca, 33, 30000, 60000), 60000);
+	assert_int_equal(tu_send_mixed(ca, 33, 30000, 60000), 60000);
 	assert_int_equal(tp_shutdown(ca, SHUT_WR), 0);
 	pthread_join(th, NULL);
 	assert_true(r.ok);
-	assert_socket_empty(sv[1]);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	tu_assert_socket_empty(sv[1]);
+	quad_end(&q, ca, cb, sv);
 }
 
 /* A FIN in flight (sent, not yet read) moves with the bytes before it. */
@@ -367,7 +318,7 @@ static void test_move_fin_in_flight(void **state)
 	(void)state;
 	quad_open(&q, "mv-fin", true);
 	connect_one(&q, 6, &ca, &cb, sv);
-	assert_int_equal(send_mixed(ca, 33, 0, 60000), 60000);
+	assert_int_equal(tu_send_mixed(ca, 33, 0, 60000), 60000);
 	assert_int_equal(tp_shutdown(ca, SHUT_WR), 0);
 	assert_true(tp_fo_request(cb, "link down")); /* the reader's side moves first */
 	pump(ca, cb, &fa, &fb);
@@ -378,12 +329,8 @@ static void test_move_fin_in_flight(void **state)
 	assert_int_equal(pthread_create(&th, NULL, reader_main, &r), 0);
 	pthread_join(th, NULL);
 	assert_true(r.ok);
-	assert_socket_empty(sv[1]);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	tu_assert_socket_empty(sv[1]);
+	quad_end(&q, ca, cb, sv);
 }
 
 /* B has no other link to go to: A's re-attachment is never taken, B's failover header arrives on
@@ -399,8 +346,8 @@ static void test_move_gives_way_to_tcp(void **state)
 	(void)state;
 	quad_open(&q, "mv-tcp", false);
 	connect_one(&q, 4, &ca, &cb, sv);
-	a_sent = send_mixed(ca, 44, 0, 200000);
-	b_sent = send_mixed(cb, 55, 0, 70000);
+	a_sent = tu_send_mixed(ca, 44, 0, 200000);
+	b_sent = tu_send_mixed(cb, 55, 0, 70000);
 	assert_true(tp_fo_request(ca, "link down (admin)"));
 	pump(ca, cb, &fa, &fb);
 	assert_int_equal(fa, TP_FO_DONE);
@@ -424,17 +371,13 @@ static void test_move_gives_way_to_tcp(void **state)
 		}
 		tl_fill(want, len, s ? 44 : 55, 0);
 		assert_memory_equal(buf, want, len);
-		assert_socket_empty(sv[s]);
+		tu_assert_socket_empty(sv[s]);
 	}
 	/* the re-attachment A made on the second link is given back */
 	for (int i = 0; i < 200 && tp_link_load(q.two.a) != 0; i++)
 		usleep(5000);
 	assert_int_equal(tp_link_load(q.two.a), 0);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	quad_end(&q, ca, cb, sv);
 	free(buf);
 	free(want);
 }
@@ -456,11 +399,11 @@ static void test_move_generation_mismatch_resets(void **state)
 	(void)state;
 	quad_open(&q, "mv-gen", true);
 	connect_one(&q, 9, &ca, &cb, sv);
-	assert_int_equal(send_mixed(ca, 12, 0, 5000), 5000);
+	assert_int_equal(tu_send_mixed(ca, 12, 0, 5000), 5000);
 	assert_true(tp_fo_request(ca, "link down (admin)"));
 	pump(ca, cb, &fa, &fb);
 	assert_int_equal(fb, TP_FO_LINKED);
-	read_check(cb, 12, 0, 5000);
+	tu_read_check(cb, 12, 0, 5000);
 	/* A's side says (on the socket) it resumes from offset 0 of the stream before the move */
 	memcpy(h, &magic, 4);
 	memcpy(h + 4, &version, 2);
@@ -515,15 +458,15 @@ static void test_reattach_needs_no_listener(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_move_client_starts),
-		cmocka_unit_test(test_move_both_full),
-		cmocka_unit_test(test_move_twice),
-		cmocka_unit_test(test_move_server_starts),
-		cmocka_unit_test(test_move_blocked_reader),
-		cmocka_unit_test(test_move_fin_in_flight),
-		cmocka_unit_test(test_move_gives_way_to_tcp),
-		cmocka_unit_test(test_move_generation_mismatch_resets),
-		cmocka_unit_test(test_reattach_needs_no_listener),
+		cmocka_unit_test_teardown(test_move_client_starts, quad_teardown),
+		cmocka_unit_test_teardown(test_move_both_full, quad_teardown),
+		cmocka_unit_test_teardown(test_move_twice, quad_teardown),
+		cmocka_unit_test_teardown(test_move_server_starts, quad_teardown),
+		cmocka_unit_test_teardown(test_move_blocked_reader, quad_teardown),
+		cmocka_unit_test_teardown(test_move_fin_in_flight, quad_teardown),
+		cmocka_unit_test_teardown(test_move_gives_way_to_tcp, quad_teardown),
+		cmocka_unit_test_teardown(test_move_generation_mismatch_resets, quad_teardown),
+		cmocka_unit_test_teardown(test_reattach_needs_no_listener, quad_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

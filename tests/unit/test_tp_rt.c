@@ -212,37 +212,17 @@ static void test_epochs(void **state)
 }
 
 /* --- the receiver's mailbox rules on a real link pair ----------------------------------- */
-struct pair {
-	char path[128];
-	struct tp_link *a, *b;
-};
-
-static void pair_open(struct pair *p, const char *name, uint32_t contexts)
+static void pair_open(struct tl_pair *p, const char *name, uint32_t contexts)
 {
 	struct tp_params tpp;
 
 	tp_params_init(&tpp);
 	tpp.contexts = contexts;
-	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
-	tl_unlink(p->path);
-	assert_int_equal(tl_open(p->path, 0, 4u << 20, &tpp, &p->a), 0);
-	assert_int_equal(tl_open(p->path, 1, 4u << 20, &tpp, &p->b), 0);
-	assert_int_equal(tp_listen(p->b, 443), 0);
-	assert_int_equal(tl_wait_listen(p->a, 443, 5000), 0);
-	for (int i = 0; i < 2000 && !tp_link_is_up(p->b); i++)
-		usleep(1000);
-	assert_true(tp_link_is_up(p->b));
-}
-
-static void pair_close(struct pair *p)
-{
-	tp_link_close(p->a);
-	tp_link_close(p->b);
-	tl_unlink(p->path);
+	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 443), 0);
 }
 
 /* Reserve a CONNECTING entry on A and send an Apply for it (optionally corrupted). */
-static int apply_from(struct pair *p, uint16_t port, uint32_t msgid, bool corrupt, int slot)
+static int apply_from(struct tl_pair *p, uint16_t port, uint32_t msgid, bool corrupt, int slot)
 {
 	struct tp_pkt k;
 	struct tp_host_entry *e;
@@ -284,7 +264,7 @@ static int apply_from(struct pair *p, uint16_t port, uint32_t msgid, bool corrup
 }
 
 /* Let both hosts process their mailboxes (the helper thread does too). */
-static void settle(struct pair *p)
+static void settle(struct tl_pair *p)
 {
 	for (int i = 0; i < 3; i++) {
 		tp_host_lock(p->b);
@@ -309,7 +289,7 @@ static uint32_t free_num(struct tp_link *l)
 
 static void test_mailbox_rules(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	int slot, slot2;
 	uint32_t f0;
 
@@ -368,7 +348,7 @@ static void test_mailbox_rules(void **state)
 	settle(&p);
 	assert_int_equal(p.a->host->e[slot3].result, TP_PKT_NACK);
 	assert_int_equal(p.a->host->e[slot3].result_reason, TP_REASON_NO_CONTEXT);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* A reservation whose client slot the client reuses for another connection (its earlier one was
@@ -376,7 +356,7 @@ static void test_mailbox_rules(void **state)
  * one of the server's contexts for minutes. */
 static void test_reused_client_slot_frees_reservation(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	int slot;
 
 	(void)state;
@@ -394,11 +374,11 @@ static void test_reused_client_slot_frees_reservation(void **state)
 	settle(&p);
 	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
 	assert_int_equal(free_num(p.b), 3); /* the new reservation, and not the orphan */
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* --- data-level rules ------------------------------------------------------------------------- */
-static void conn_pair(struct pair *p, struct tp_conn **ca, struct tp_conn **cb)
+static void conn_pair(struct tl_pair *p, struct tp_conn **ca, struct tp_conn **cb)
 {
 	struct tp_key k;
 	enum tp_reason why;
@@ -410,7 +390,7 @@ static void conn_pair(struct pair *p, struct tp_conn **ca, struct tp_conn **cb)
 
 static void test_corrupted_data_retry(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	struct tp_stats sa, sb;
 	char msg[40] = "0123456789abcdefghijklmnopqrstuvwxyzABC", out[64];
@@ -437,7 +417,7 @@ static void test_corrupted_data_retry(void **state)
 	assert_int_equal(tp_send(ca, &v, 1), 5);
 	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 3000), 5);
 	assert_memory_equal(out, msg, 5);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* RETRANSMITS of A's connection, waiting up to 1 ms for WANT (a helper pass that held the tx
@@ -464,7 +444,7 @@ static uint64_t retransmits_soon(struct tp_conn *c, uint64_t want)
  * are armed after the retransmission. */
 static void test_retry_seen_by_waiting_reader(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	struct tp_stats sa, sb;
 	char msg[40] = "0123456789abcdefghijklmnopqrstuvwxyzABC", out[2 * sizeof(msg)];
@@ -501,7 +481,7 @@ static void test_retry_seen_by_waiting_reader(void **state)
 		assert_memory_equal(out, msg, sizeof(msg));
 		assert_memory_equal(out + sizeof(msg), msg, sizeof(msg));
 	}
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 /* The receiver echoes the sender's Detect sequence in its feedback (DetectAck). An answer
@@ -510,7 +490,7 @@ static void test_retry_seen_by_waiting_reader(void **state)
  * before does not count again. */
 static void test_late_detect_ack(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 
 	(void)state;
@@ -550,12 +530,12 @@ static void test_late_detect_ack(void **state)
 	assert_int_equal(ca->det_acked, ca->detect_seq);
 	tp_mutex_unlock(&ca->tx_lock);
 	tp_mutex_unlock(&cb->rx_lock);
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 static void test_duplicate_retry_no_duplicate_data(void **state)
 {
-	struct pair p;
+	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	char big[3000], out[4096];
 	struct iovec v = { big, sizeof(big) };
@@ -598,7 +578,7 @@ static void test_duplicate_retry_no_duplicate_data(void **state)
 	assert_memory_equal(out + 4 + sizeof(big), "tiny", 4);
 	struct iovec r = { out, sizeof(out) };
 	assert_int_equal(tp_recv(cb, &r, 1, 0), -EAGAIN); /* nothing more: no duplicates */
-	pair_close(&p);
+	tl_pair_close(&p);
 }
 
 int main(void)

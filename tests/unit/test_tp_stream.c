@@ -433,7 +433,7 @@ static void test_reset_seen_by_sender(void **state)
 	tl_pair_close(&p);
 }
 
-/* The inline receive fast path (tp_rx.c: rx_inline_direct) delivers every length 1..116 intact
+/* The inline receive fast path (tp_recv.c: rx_inline_direct) delivers every length 1..116 intact
  * into one or several iovecs without queueing a record; several messages in one call; a message
  * larger than the buffer goes through the record queue and arrives intact in parts. */
 static void test_inline_fast_path(void **state)
@@ -1326,7 +1326,7 @@ static void test_two_receivers(void **state)
 }
 
 
-/* Small writes of a stream merge while the receiver is behind (tp_tx.c: tx_merge()): the
+/* Small writes of a stream merge while the receiver is behind (tp_tx_merge.c: tp_tx_merge()): the
  * merged message stays unpublished until the receiver is seen caught up, larger writes go
  * after it in order, and the receiver gets every byte in order in fewer messages than writes.
  * The receiver publishes its release at once while the sender holds a message (TX_WAIT), and

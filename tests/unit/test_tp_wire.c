@@ -239,57 +239,9 @@ static void test_inline_window_layout(void **state)
 	tl_unlink(path);
 }
 
-/* crc32c_small*() (util/crc32c.h, inlined on the fast paths) give crc32c()'s results for every
- * length, alignment and seed; the copying form copies exactly; the value form equals the CRC of
- * its little-endian bytes. */
-static void test_crc32c_small_matches(void **state)
-{
-	uint8_t src[320 + 8], dst[320 + 8], dst2[320 + 8];
-	uint64_t rnd = 99;
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(src); i++)
-		src[i] = (uint8_t)tl_rand(&rnd);
-	for (size_t len = 0; len <= 300; len++) {
-		for (unsigned al = 0; al < 8; al += 3) {
-			uint32_t seed = (uint32_t)tl_rand(&rnd);
-
-			assert_int_equal(crc32c_small(seed, src + al, len), crc32c(seed, src + al, len));
-			memset(dst, 0xee, sizeof(dst));
-			assert_int_equal(crc32c_small_copy(seed, dst + al, src + al, len),
-					 crc32c(seed, src + al, len));
-			assert_memory_equal(dst + al, src + al, len);
-			assert_int_equal(dst[al + len], 0xee); /* nothing written past the end */
-			/* the two-destination form: both copies exact, nothing past either end */
-			memset(dst, 0xee, sizeof(dst));
-			memset(dst2, 0xdd, sizeof(dst2));
-			assert_int_equal(crc32c_small_copy2(seed, dst + al, dst2 + 5, src + al, len),
-					 crc32c(seed, src + al, len));
-			assert_memory_equal(dst + al, src + al, len);
-			assert_memory_equal(dst2 + 5, src + al, len);
-			assert_int_equal(dst[al + len], 0xee);
-			assert_int_equal(dst2[5 + len], 0xdd);
-			assert_int_equal(dst2[4], 0xdd);
-		}
-	}
-	assert_int_equal(crc32c_small(0, "123456789", 9), 0xE3069283);
-	for (unsigned n = 1; n <= 8; n++) {
-		for (int k = 0; k < 50; k++) {
-			uint64_t v = tl_rand(&rnd);
-			uint32_t seed = (uint32_t)tl_rand(&rnd);
-			uint8_t b[8];
-
-			for (unsigned i = 0; i < 8; i++)
-				b[i] = (uint8_t)(v >> (8 * i));
-			assert_int_equal(crc32c_small_val(seed, v, n), crc32c(seed, b, n));
-		}
-	}
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_crc32c_small_matches),
 		cmocka_unit_test(test_checked_words),
 		cmocka_unit_test(test_inline_offsets_table),
 		cmocka_unit_test(test_inline_roundtrip_and_corruption),

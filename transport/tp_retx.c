@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT */
+/* The send side's recovery: the receiver's feedback (released space, CmpAck, Retry), the
+ * retransmission a Retry asks for, Detect, and the send side's timers. */
+#include "transport/tp_int.h"
+#include "transport/tp_tx_int.h"
+#include "util/log.h"
+
+/* Inline slots [from, to) (free-running) from the shadow, whole (the sequence bytes with
+ * them), in one or two writes. */
+static void write_inline_range(struct tp_conn *c, uint32_t from, uint32_t to)
+{
+	uint32_t n = c->out.inline_n, cnt = to - from;
+	uint32_t first = from & (n - 1), run = cnt < n - first ? cnt : n - first;
+
+	if (run)
+		ntb_write(c->link->ntb, tp_out_inline_off(c, from), c->sh_inline + first * 128u,
+			  (size_t)run * 128u);
+	if (cnt > run)
+		ntb_write(c->link->ntb, tp_out_inline_off(c, 0), c->sh_inline, (size_t)(cnt - run) * 128u);
+}
+
+/*
+ * Selective repeat: the receiver said where its validation stopped (FB_RETRY_D / FB_RETRY_I,
+ * written before the epoch): the message it misses is the one at either position, so only the
+ * inline slot there and the data-ring message there are rewritten; what follows them is in its
+ * window already (a further loss there is found when validation reaches it: another Retry).
+ * Under a lossy link a go-back-N of the whole unreleased rings (up to the ring: a megabyte for
+ * one lost word) is what kept a stream at a fifth of its clean rate. Falls back to everything
+ * (false) when the words are missing (a peer that does not write them), out of the unreleased
+ * ranges, not at a message boundary in our shadow, or the same as the last selective rewrite
+ * (it did not help: a stale word, or more than one message missing there).
+ */
+static bool retransmit_selective(struct tp_conn *c)
+{
+	uint32_t rd, ri, q = c->out.qsize;
+	struct tp_desc d;
+
+	if (!tp_slot_word(c, TP_W_FB_RETRY_D, &rd) || !tp_slot_word(c, TP_W_FB_RETRY_I, &ri) ||
+	    rd - c->fb_rx_d > c->tx_d - c->fb_rx_d || ri - c->fb_rx_i > c->tx_i - c->fb_rx_i)
+		return false;
+	if (c->sel_valid && rd == c->sel_d && ri == c->sel_i) {
+		c->sel_valid = false; /* next time selective again */
+		return false;
+	}
+	if (rd != c->tx_d) {
+		memcpy(&d, c->sh_data + (rd & (q - 1)), sizeof(d)); /* never wraps: 16-aligned */
+		if ((d.type != TP_MT_SHORT && d.type != TP_MT_LONG) ||
+		    d.msn - c->fb_ack >= c->msn_next - c->fb_ack ||
+		    tp_footprint(d.type, rd, d.len) > c->tx_d - rd)
+			return false;
+		tp_tx_write_data(c, rd, rd + tp_footprint(d.type, rd, d.len));
+	}
+	if (ri != c->tx_i)
+		write_inline_range(c, ri, ri + 1);
+	c->sel_d = rd;
+	c->sel_i = ri;
+	c->sel_valid = true;
+	return true;
+}
+
+/* The peer asked for a retry (newer epoch): rewrite what it misses from the shadows (the
+ * message where its validation stopped, else every unreleased byte), then announce the epoch.
+ * Rewriting is idempotent: the shadow is what the window should hold. */
+static void retransmit(struct tp_conn *c, uint16_t epoch)
+{
+	/* counted first: the peer may see the data before we return */
+	TP_STAT_ADD(c->st->retransmits, 1);
+
+	/* Whole slots (the sequence bytes with them): the receiver is gated until the epoch
+	 * below is published after a barrier, so it never sees a slot half rewritten; fewer
+	 * writes also give a lossy link fewer chances to spoil the retry. */
+	if (!retransmit_selective(c)) {
+		write_inline_range(c, c->fb_rx_i, c->tx_i);
+		tp_tx_write_data(c, c->fb_rx_d, c->tx_d);
+	}
+	/* TX_D, then (tp_tx_publish(), once epoch_unconfirmed is set) the epoch that lifts the
+	 * receiver's gate, after the rewritten rings: it is written again with every publication
+	 * until the receiver's feedback moves (a lost one would leave the receiver gated until a
+	 * probe) */
+	c->tx_epoch = epoch;
+	c->epoch_unconfirmed = true;
+	c->epoch_msn = c->msn_next;
+	tp_tx_publish(c);
+	ntb_peer_db_ring(c->link->ntb);
+	c->last_ack_ms = tp_now_ms();
+	c->quick_n = 0; /* quick probes again for what was just sent again */
+	/* ... also when this thread goes on to other things: the helper runs them (the epoch word
+	 * above may be lost too, and the receiver stays gated until it sees it) */
+	atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
+	LOG(LL_DEBUG, "transport: slot %u retransmit epoch %u inline %u data %u", c->slot, epoch,
+	    c->tx_i - c->fb_rx_i, c->tx_d - c->fb_rx_d);
+}
+
+/* Read the feedback unit (under tx_lock): released space, CmpAck, retry epoch, detect ack.
+ * Acquire loads (tp_slot_word()): the receiver's reads of the space a word hands back happen
+ * before our next writes into it; pairs with ntb_from_peer_barrier() in fb_publish_words() and
+ * tp_rx_fail_at() (tp_rx.c). */
+void tp_tx_feedback(struct tp_conn *c)
+{
+	uint32_t v;
+	bool progress = false;
+
+	if (tp_slot_word(c, TP_W_FB_RX_I, &v) && v != c->fb_rx_i &&
+	    v - c->fb_rx_i <= c->tx_i - c->fb_rx_i) {
+		c->fb_rx_i = v;
+		progress = true;
+	}
+	if (tp_slot_word(c, TP_W_FB_RX_D, &v) && v != c->fb_rx_d &&
+	    v - c->fb_rx_d <= c->tx_d - c->fb_rx_d) {
+		c->fb_rx_d = v;
+		progress = true;
+	}
+	if (tp_slot_word(c, TP_W_FB_ACK_MSN, &v) && v != c->fb_ack &&
+	    v - c->fb_ack <= c->msn_next - c->fb_ack) {
+		c->fb_ack = v;
+		progress = true;
+	}
+	if (tp_slot_word(c, TP_W_FB_EPOCH, &v)) {
+		uint16_t ep = (uint16_t)v, det = (uint16_t)(v >> 16);
+
+		/* DetectAck: the receiver is alive, only not consuming: probe less often. A late
+		 * answer (to an earlier probe: the next one went out before it came) counts too,
+		 * once: else a receiver that always answers a little after the next timer tick
+		 * (a loaded host) would reach MaxErr while answering every probe. The echoed
+		 * sequence only moves forward; a new one within the probes sent since the last
+		 * answer is an answer. */
+		if (det != c->det_acked &&
+		    (uint16_t)(c->detect_seq - det) <= c->link->params.max_err) {
+			c->det_acked = det;
+			if (c->terr) {
+				c->terr = 0;
+				if (c->det_backoff < 16)
+					c->det_backoff++;
+			}
+		}
+		if (tp_rt_epoch_newer(ep, c->tx_epoch)) {
+			if (++c->terr > c->link->params.max_err * 4u) {
+				tp_conn_maxerr(c, -ECONNRESET);
+				return;
+			}
+			retransmit(c, ep);
+		}
+	}
+	if (progress) {
+		/* (the fine clock: the quick probes count from this stamp, TP_QUICK_PROBE_MS
+		 * apart; a feedback change is one per several messages) */
+		c->last_ack_ms = tp_now_ms();
+		c->progress_ms = c->last_ack_ms;
+		/* the receiver validated all that retransmit() rewrote: it saw the epoch (it
+		 * validates nothing while it waits for it) */
+		if ((int32_t)(c->fb_ack - c->epoch_msn) >= 0)
+			c->epoch_unconfirmed = false;
+		c->terr = 0;
+		c->det_backoff = 0;
+		c->quick_n = 0;
+	}
+}
+
+/*
+ * For a thread that waits to read (tp_wait() without TP_EV_OUT: a request sent, its answer
+ * awaited): when the FB epoch word moved since the send path last read it, read the feedback
+ * now, so that a Retry for what we sent is answered at once instead of at the helper's next
+ * timer pass (1-3 ms later: the ping-pong p99 under 1 % corruption). One load while nothing
+ * moved; skipped while a sender holds the tx lock (its next send reads the word itself).
+ */
+void tp_tx_retry_check(struct tp_conn *c)
+{
+	uint64_t raw = tp_slot_raw(c, TP_W_FB_EPOCH);
+
+	/* relaxed: a hint (a change sends us to the feedback, read under tx_lock) */
+	if (raw == atomic_load_explicit(&c->tx_seen_ep, memory_order_relaxed) ||
+	    tp_mutex_trylock(&c->tx_lock) != 0)
+		return;
+	atomic_store_explicit(&c->tx_seen_ep, raw, memory_order_relaxed); /* (the hint above) */
+	tp_tx_feedback(c);
+	tp_mutex_unlock(&c->tx_lock);
+}
+
+/* Detect: the receiver answers with its feedback (and a Retry when data it was told of is
+ * missing). Under tx_lock. */
+static void send_detect(struct tp_conn *c)
+{
+	if (tp_tx_held(c))
+		tp_tx_publish(c); /* (TX_D below covers it) */
+	c->detect_seq++;
+	/* TX_D publishes the data ring again: after the data, which another thread may have
+	 * written under tx_lock (the fence in its tp_tx_publish() does not order our store); pairs
+	 * with the acquire load of TX_D in rx_data() */
+	ntb_to_peer_barrier(c->link->ntb);
+	tp_peer_word(c, TP_W_TX_NEXT_MSN, c->msn_next);
+	tp_peer_word(c, TP_W_TX_D, c->tx_d);
+	/* NEXT_MSN and TX_D before the Detect they come with; pairs with the acquire load of
+	 * TX_EPOCH in tp_rx_progress() */
+	ntb_to_peer_barrier(c->link->ntb);
+	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+	ntb_wc_flush(c->link->ntb);
+	ntb_peer_db_ring(c->link->ntb);
+}
+
+static bool tx_pending(const struct tp_conn *c)
+{
+	return c->msn_next != c->fb_ack || c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
+}
+
+/* Under tx_lock: ms until the next quick probe is due (0: it is due now), or -1 when there is
+ * none to come. */
+static int64_t quick_wait(const struct tp_conn *c, uint64_t now)
+{
+	/* (last_ack_ms is a CLOCK_MONOTONIC stamp: no coarse tick to add) */
+	uint64_t at = (uint64_t)TP_QUICK_PROBE_MS << (c->quick_n < 20 ? c->quick_n : 20), age;
+
+	/* (also after a retransmission, TErrCnt > 0: a retransmission the link dropped is found
+	 * the same way) */
+	if (!tx_pending(c) || tp_conn_err(c) || at >= c->link->params.send_timeout_ms)
+		return -1;
+	age = clock_age_ms(now, c->last_ack_ms);
+	return age >= at ? 0 : (int64_t)(at - age);
+}
+
+/* As returned by tp_tx_timers(): ms until the next quick probe (at least 1), 0: none. */
+static uint32_t quick_next(const struct tp_conn *c, uint64_t now)
+{
+	int64_t w = quick_wait(c, now);
+
+	return w < 0 ? 0u : w == 0 ? 1u : (uint32_t)w;
+}
+
+uint32_t tp_tx_quick_wait(struct tp_conn *c, uint64_t now)
+{
+	uint32_t w = 0;
+
+	if (tp_mutex_trylock(&c->tx_lock) == 0) {
+		w = quick_next(c, now);
+		tp_mutex_unlock(&c->tx_lock);
+	}
+	return w;
+}
+
+/* TimerSendData / TimerDetect, quick probes, and republication of the tx index (helper, wait
+ * loops). */
+uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
+{
+	const struct tp_params *pp = &c->link->params;
+	uint32_t next = 0;
+
+	if (tp_mutex_trylock(&c->tx_lock) == 0) {
+		tp_tx_feedback(c);
+		/* a ring the helper could not act on (tx lock busy: flush_held()) */
+		if (tp_tx_held(c) && !tp_tx_rx_behind(c))
+			tp_tx_flush_held_locked(c);
+		if (c->wr_shut && !c->fin_sent && !tp_conn_err(c))
+			tp_tx_fin(c);
+		/* unacknowledged or unreleased data without progress: Detect (the answer also
+		 * republishes the receiver's feedback, whose last write may have been lost) */
+		bool pending = tx_pending(c);
+
+		if (pending && !tp_conn_err(c)) {
+			uint32_t to = c->terr ? pp->detect_timeout_ms : pp->send_timeout_ms;
+
+			/* an alive receiver that does not read: up to ~2 s between probes */
+			to += (c->det_backoff < 16 ? c->det_backoff : 16) * 120u;
+
+			if (clock_age_ms(now, c->last_ack_ms) > to) {
+				/* TimerSendData / TimerDetect: PROBING, send Detect */
+				if (++c->terr > pp->max_err) {
+					tp_conn_maxerr(c, -ECONNRESET);
+				} else {
+					send_detect(c);
+					c->last_ack_ms = now;
+				}
+			} else if (quick_wait(c, now) == 0) {
+				/* a quick probe: no error counted, the next after twice as long */
+				send_detect(c);
+				c->quick_n++;
+			}
+			next = quick_next(c, now);
+		} else if (c->tx_dirty && !c->last_tx_pub_ms) {
+			c->last_tx_pub_ms = now; /* published since the last run: stamp it now */
+		} else if (c->tx_dirty && clock_age_ms(now, c->last_tx_pub_ms) > 50) {
+			/* republish: a dropped index write must not stall the peer. After a barrier
+			 * of our own: the data was written by the thread that published it first
+			 * (pairs with the acquire load of TX_D in rx_data()) */
+			ntb_to_peer_barrier(c->link->ntb);
+			tp_peer_word(c, TP_W_TX_D, c->tx_d_pub); /* (not a held message) */
+			tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
+				  (uint32_t)c->detect_seq << 16);
+			c->tx_dirty = false;
+		}
+		tp_mutex_unlock(&c->tx_lock);
+	}
+	return next;
+}
