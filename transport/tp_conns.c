@@ -212,13 +212,42 @@ static void pass_pinned(struct tp_link *l, struct tp_conn **pins, int n, uint64_
 	pthread_mutex_unlock(&l->conns_lock);
 }
 
+/* Under conns_lock: pin C (in a failover) into PINS for pass_pinned(); false when PINS is full
+ * (the next pass takes it). */
+static bool pass_pin(struct tp_conn *c, struct tp_conn **pins, int *npins)
+{
+	if (*npins >= TP_PASS_PINS)
+		return false;
+	c->pin_owner = &t_pass_locked;
+	c->pin_slot = &pins[*npins];
+	pins[(*npins)++] = c;
+	return true;
+}
+
+/* The closed connections a pass of L took off the list (DONE, linked by next, their ST flags
+ * in closed_ms) are released, each back on the list first (tp_conn_release() unregisters). */
+static void pass_release(struct tp_link *l, struct tp_conn *done)
+{
+	struct tp_conn *c, *next;
+
+	for (c = done; c; c = next) {
+		next = c->next;
+		c->next = NULL;
+		pthread_mutex_lock(&l->conns_lock);
+		c->next = l->conns;
+		l->conns = c;
+		pthread_mutex_unlock(&l->conns_lock);
+		tp_conn_release(c, (uint32_t)c->closed_ms);
+	}
+}
+
 /* One pass over L's connections: their timers (only the closed ones' when CLOSED_ONLY), and the
  * release of closed ones that are finished (with FORCE, of every closed one: an unfinished one
  * with TP_ST_GONE). One pass at a time (the released ones leave the list for a moment): false
  * when another thread's pass runs. */
 bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
 {
-	struct tp_conn *done = NULL, *c, *next;
+	struct tp_conn *done = NULL, *c;
 	/* Connections in a failover: their timers run after conns_lock is released, for a move
 	 * takes the other link's locks (under ours, a pass over that link moving a connection here
 	 * would take them in the other order). Pinned meanwhile: not released by anyone. */
@@ -257,13 +286,8 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		if (owned && tp_fo_get(c) != TP_FO_RUN)
 			quick |= tp_conn_timers(c, now) != 0; /* (it may start a failover) */
 		if (owned && tp_fo_get(c) == TP_FO_RUN) {
-			if (npins < TP_PASS_PINS) {
-				c->pin_owner = &t_pass_locked;
-				c->pin_slot = &pins[npins];
-				pins[npins++] = c;
-			} else {
+			if (!pass_pin(c, pins, &npins))
 				quick = true; /* (the next pass, soon) */
-			}
 			lingering |= closed;
 			pp = &c->next;
 			continue;
@@ -306,15 +330,7 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 	 * meanwhile: a pass at most TP_QUICK_PROBE_MS later clears it once more) */
 	if (!closed_only) /* (relaxed: a hint for the helper's sleep) */
 		atomic_store_explicit(&l->probe_soon, quick, memory_order_relaxed);
-	for (c = done; c; c = next) {
-		next = c->next;
-		c->next = NULL;
-		pthread_mutex_lock(&l->conns_lock);
-		c->next = l->conns; /* tp_conn_release() unregisters */
-		l->conns = c;
-		pthread_mutex_unlock(&l->conns_lock);
-		tp_conn_release(c, (uint32_t)c->closed_ms);
-	}
+	pass_release(l, done);
 	/* release: pairs with the CAS that starts the next pass */
 	atomic_store_explicit(&l->pass_busy, false, memory_order_release);
 	return true;
