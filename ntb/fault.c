@@ -75,11 +75,15 @@ static void emit(struct ntb_link *link, size_t off, const void *src, size_t len)
 	if (!link->ops->write && len == 8 && off % 8 == 0) {
 		uint64_t v;
 		memcpy(&v, src, 8);
-		__atomic_store_n((uint64_t *)(link->out + off), v, __ATOMIC_RELAXED);
+		/* relaxed: the caller's named barrier orders it (as ntb_write64()) */
+		atomic_store_explicit((_Atomic uint64_t *)(link->out + off), v,
+				      memory_order_relaxed);
 	} else if (!link->ops->write && len == 4 && off % 4 == 0) {
 		uint32_t v;
 		memcpy(&v, src, 4);
-		__atomic_store_n((uint32_t *)(link->out + off), v, __ATOMIC_RELAXED);
+		/* relaxed: the caller's named barrier orders it (as ntb_write32()) */
+		atomic_store_explicit((_Atomic uint32_t *)(link->out + off), v,
+				      memory_order_relaxed);
 	} else {
 		ntb_raw_write(link, off, src, len);
 	}

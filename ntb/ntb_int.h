@@ -119,7 +119,7 @@
 
 /* Region header, offset 0. Written once by the initialiser (magic last, release), then never. */
 struct ntb_region_hdr {
-	uint64_t magic;          /* 0x00 NTB_REGION_MAGIC, written last */
+	_Atomic uint64_t magic;  /* 0x00 NTB_REGION_MAGIC, written last */
 	uint32_t version;        /* 0x08 NTB_REGION_VERSION */
 	uint32_t hdr_size;       /* 0x0c NTB_HDR_SIZE */
 	uint64_t region_size;    /* 0x10 bytes used from offset 0 */
@@ -131,7 +131,7 @@ struct ntb_region_hdr {
 	uint32_t ctrl_size;      /* 0x54 NTB_CTRL_SIZE */
 	uint32_t spad_count;     /* 0x58 NTB_SPAD_COUNT */
 	uint32_t side_slots;     /* 0x5c NTB_SIDE_SLOTS */
-	uint32_t init_word;      /* 0x60 0: virgin; pid: initialising; NTB_INIT_DONE */
+	_Atomic uint32_t init_word; /* 0x60 0: virgin; pid: initialising; NTB_INIT_DONE */
 	uint32_t flags;          /* 0x64 reserved, 0 */
 	uint8_t  reserved[NTB_HDR_SIZE - 0x68];
 };
@@ -403,15 +403,49 @@ void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret)
 /* Change the drop rate of window writes from now on (tests). */
 void ntb_fault_set_drop(struct ntb_fault *f, double rate);
 
-/* The peer's ivshmem id + 1 to ring, or 0 when it takes no interrupt doorbells (ntb/link.c). */
+/* The fault decorator cut the link: this handle's writes to the peer's control page vanish
+ * like its window writes (ntb_fault_ctrl_pass() counts each). */
+static inline bool ntb_ctrl_cut(struct ntb_link *link)
+{
+	return unlikely(link->fault) && !ntb_fault_ctrl_pass(link);
+}
+
+/* --- process coordination among one side's processes (ntb/side.c) ----------------------------- */
+/* The side lock: 0, or -EDEADLK when a live process held it for 3 s (a dead holder's is
+ * taken over). */
+int ntb_side_lock(struct ntb_side_local *l);
+void ntb_side_unlock(struct ntb_side_local *l);
+/* Under the side lock: free the slots of dead processes; the number of live ones (*RET_ENABLED,
+ * when not NULL: how many of those are enabled). */
+int ntb_side_reap(struct ntb_side_local *l, int *ret_enabled);
+/* The process-local area of SIDE in LINK's region. */
+struct ntb_side_local *ntb_side_local_of(struct ntb_link *link, int side);
+/* Claim LINK->params.side, or (side -1) a side with no live process: sets link->side, slot,
+ * owner and epoch. */
+int ntb_side_claim(struct ntb_link *link);
+/* Give LINK's claim slot back, when this process owns it. */
+void ntb_side_release(struct ntb_link *link);
+/* Does this process own LINK's claim slot? (A forked child inherits the handle, not the
+ * claim, until ntb_link_atfork_child().) */
+bool ntb_side_owns_slot(const struct ntb_link *link);
+
+/* --- the peer's liveness (ntb/peer.c) --------------------------------------------------------- */
+/* Write this side's next heartbeat (release: after enable, epoch, caps and the wall stamp). */
+void ntb_heartbeat_write(struct ntb_link *link);
+/* Record that a process of this host saw the peer's heartbeat value HB (CHANGED: replacing
+ * another value it had seen). */
+void ntb_hb_record(struct ntb_link *link, uint32_t hb, bool changed);
+
+/* The peer's ivshmem id + 1 to ring, or 0 when it takes no interrupt doorbells
+ * (ntb/doorbell.c). */
 uint32_t ntb_peer_db_target(const struct ntb_link *link);
 
 /* Whether a waiter of this process should sleep on its interrupt eventfd: the peer rings
- * interrupts and the id it rings is ours (ntb/link.c). */
+ * interrupts and the id it rings is ours (ntb/doorbell.c). */
 bool ntb_db_event_mine(const struct ntb_link *link);
 
 /* Wait on the interrupt eventfd FD until *DB != SEEN or SLICE_MS passes: drain FD, re-check
- * DB (acquire), ppoll. 0 (rung, or slice over) or -EINTR (ntb/link.c). */
+ * DB (acquire), ppoll. 0 (rung, or slice over) or -EINTR (ntb/doorbell.c). */
 int ntb_evfd_wait_slice(int fd, _Atomic uint32_t *db, uint32_t seen, int slice_ms);
 
 /* Raw write (no decorator): backend op or memcpy. */

@@ -71,14 +71,16 @@ int ntb_region_validate(const void *base, size_t mapped_size, size_t want_win,
 		     mapped_size, sizeof(h));
 	/* Copy first: the peer (or anyone with the file) may change it under us (rule 4).
 	 * The acquire load of magic pairs with the release store in ntb_region_init(). */
-	uint64_t magic = __atomic_load_n((const uint64_t *)base, __ATOMIC_ACQUIRE);
+	uint64_t magic = atomic_load_explicit(&((const struct ntb_region_hdr *)base)->magic,
+					      memory_order_acquire);
 	memcpy(&h, base, sizeof(h));
-	h.magic = magic;
+	atomic_init(&h.magic, magic); /* (a private copy) */
 	if (magic == 0 && all_zero(base, offsetof(struct ntb_region_hdr, init_word)) &&
 	    all_zero((const uint8_t *)base + offsetof(struct ntb_region_hdr, flags),
 		     sizeof(h) - offsetof(struct ntb_region_hdr, flags)))
 		FAIL(-EAGAIN, "region not initialised yet (header %s)",
-		     h.init_word ? "being initialised" : "all zero");
+		     atomic_load_explicit(&h.init_word, memory_order_relaxed) ?
+		     "being initialised" : "all zero");
 	if (magic != NTB_REGION_MAGIC)
 		FAIL(-EPROTO, "not an ntbsock region (magic %016llx)", (unsigned long long)magic);
 	if (h.version != NTB_REGION_VERSION)
@@ -137,21 +139,26 @@ int ntb_region_init(void *base, size_t mapped_size, size_t win_size, int timeout
 	uint32_t expect = 0;
 	uint32_t me = (uint32_t)getpid();
 
-	uint64_t magic = __atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE);
+	/* acquire: pairs with the release store of magic below (another initialiser's) or in
+	 * shm_create() */
+	uint64_t magic = atomic_load_explicit(&hdr->magic, memory_order_acquire);
 	if (magic == NTB_REGION_MAGIC)
 		return 0;
 	if (ntb_region_size_for(win_size) > mapped_size || win_size == 0 || win_size % NTB_PAGE)
 		return -EINVAL;
 	/* Serialise initialisers on the init word (local atomics: only side-0-capable openers
 	 * of one host initialise, see ntb_int.h). */
-	if (__atomic_compare_exchange_n(&hdr->init_word, &expect, me, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE)) {
+	/* acq_rel: pairs with the release stores of init_word below (another initialiser giving
+	 * up, or done) */
+	if (atomic_compare_exchange_strong_explicit(&hdr->init_word, &expect, me,
+						    memory_order_acq_rel, memory_order_acquire)) {
 		struct ntb_region_hdr h;
 		/* Re-check under the init word: only an all-zero page is ours to fill. */
 		if (magic != 0 || !all_zero(base, offsetof(struct ntb_region_hdr, init_word)) ||
 		    !all_zero((uint8_t *)base + offsetof(struct ntb_region_hdr, flags),
 			      NTB_HDR_SIZE - offsetof(struct ntb_region_hdr, flags))) {
-			__atomic_store_n(&hdr->init_word, 0, __ATOMIC_RELEASE);
+			/* release: pairs with the next initialiser's CAS above */
+			atomic_store_explicit(&hdr->init_word, 0, memory_order_release);
 			return -EPROTO;
 		}
 		memset((uint8_t *)base + NTB_HDR_SIZE, 0, NTB_FIXED_SIZE - NTB_HDR_SIZE);
@@ -160,15 +167,17 @@ int ntb_region_init(void *base, size_t mapped_size, size_t win_size, int timeout
 								     init_word) - 8);
 		/* Release: the header fields before the magic; pairs with the acquire load of
 		 * magic in ntb_region_validate(). */
-		__atomic_store_n(&hdr->magic, NTB_REGION_MAGIC, __ATOMIC_RELEASE);
-		__atomic_store_n(&hdr->init_word, NTB_INIT_DONE, __ATOMIC_RELEASE);
+		atomic_store_explicit(&hdr->magic, NTB_REGION_MAGIC, memory_order_release);
+		/* release: pairs with the CAS above of a later opener (it fails, reads DONE) */
+		atomic_store_explicit(&hdr->init_word, NTB_INIT_DONE, memory_order_release);
 		return 0;
 	}
 	if (expect == NTB_INIT_DONE && magic != NTB_REGION_MAGIC)
 		return -EPROTO;
 	/* Somebody else is initialising: wait for the magic. */
 	for (int waited = 0; waited < timeout_ms; waited++) {
-		if (__atomic_load_n(&hdr->magic, __ATOMIC_ACQUIRE) == NTB_REGION_MAGIC)
+		/* acquire: pairs with the initialiser's release store of magic above */
+		if (atomic_load_explicit(&hdr->magic, memory_order_acquire) == NTB_REGION_MAGIC)
 			return 0;
 		sleep_ms(1);
 	}

@@ -11,11 +11,8 @@ CC=${CC:-cc}
 
 # syscall(SYS_x) for an interposed x, left in files another change is rewriting, as
 # "file:name" (to go once they use util/rawsys.h); a new call of another name still fails.
-allow="transport/tp_conn.c:fcntl transport/tp_conn.c:recvfrom transport/tp_conn.c:getsockopt
-transport/tp_failover.c:fcntl transport/tp_failover.c:close transport/tp_failover.c:sendto
-transport/tp_failover.c:recvfrom transport/tp_failover.c:shutdown
-transport/tp_failover.c:setsockopt transport/tp_failover.c:epoll_create1
-transport/tp_failover.c:epoll_ctl transport/tp_failover.c:epoll_pwait"
+allow="transport/tp_fo_watch.c:epoll_create1 transport/tp_fo_watch.c:epoll_ctl
+transport/tp_fo_watch.c:epoll_pwait"
 
 names=$(sed -nE 's/^PL_CALL\(([a-z_0-9]+),.*/\1/p' preload/intercept.def | paste -sd'|' -)
 [ -n "$names" ] || { echo "rawsys: no names in preload/intercept.def"; exit 1; }

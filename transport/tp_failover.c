@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/rawsys.h"
 #include "util/log.h"
 
 #define TP_FO_MAGIC   0x4f46544eu /* "NTFO" little-endian */
@@ -106,7 +107,7 @@ void tp_fo_unlock(struct tp_fo *fo)
 bool tp_fo_idle(struct tp_conn *c)
 {
 	/* acquire: pairs with the CAS in tp_fo_request() */
-	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	struct tp_fo *fo = atomic_load_explicit(&c->fo, memory_order_acquire);
 
 	if (!fo)
 		return true;
@@ -148,12 +149,13 @@ static int fo_dup_socket(struct tp_conn *c)
 	int fd = -1;
 
 	tp_mutex_lock(&c->witness_lock);
-	int w = atomic_load(&c->witness_fd1) - 1;
+	/* relaxed: under witness_lock, which its writer holds */
+	int w = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed) - 1;
 
 	if (w < 0)
 		w = c->keep_fd;
 	if (w >= 0)
-		fd = (int)syscall(SYS_fcntl, w, F_DUPFD_CLOEXEC, 3);
+		fd = raw_dupfd_cloexec(w, 3);
 	tp_mutex_unlock(&c->witness_lock);
 	return fd;
 }
@@ -164,8 +166,10 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 
 	if (st != TP_FO_NONE)
 		return st != TP_FO_FAILED;
-	/* acquire: pairs with the release store in tp_conn_own() (single-owner rule) */
-	if (!__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE) || atomic_load(&c->error))
+	/* acquire: pairs with the release store in tp_conn_own() (single-owner rule) and the CAS
+	 * in tp_set_error_at() */
+	if (!atomic_load_explicit(&c->owned, memory_order_acquire) ||
+	    atomic_load_explicit(&c->error, memory_order_acquire))
 		return false;
 	struct tp_fo *fo = calloc(1, sizeof(*fo)), *none = NULL;
 
@@ -182,20 +186,25 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	/* another link to the peer first; never at exit (the kernel outlives us), nor for a
 	 * closed connection (the kernel socket's duplicate carries its rest), nor when the peer
 	 * went to its kernel socket already */
-	if (strcmp(why, "exit") && strcmp(why, "peer moved to tcp") && !atomic_load(&c->closed)) {
+	/* acquire: pairs with the store of closed in tp_close() */
+	if (strcmp(why, "exit") && strcmp(why, "peer moved to tcp") &&
+	    !atomic_load_explicit(&c->closed, memory_order_acquire)) {
 		fo->key = c->ent->key;
 		fo->client = c->ent->role == 0;
 		fo->to = tp_link_alt(c->link);
 		fo->to_link = fo->to != NULL;
 		fo->move_end_ms = fo->start_ms + TP_MOVE_MS;
 	}
-	if (!__atomic_compare_exchange_n(&c->fo, &none, fo, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
-		syscall(SYS_close, fo->fd);
+	/* acq_rel: FO's fields before the pointer (pairs with the acquire loads of c->fo); a
+	 * loser sees the winner's */
+	if (!atomic_compare_exchange_strong_explicit(&c->fo, &none, fo, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		raw_close(fo->fd);
 		free(fo);
 		return tp_fo_get(c) != TP_FO_FAILED;
 	}
-	atomic_fetch_add(&tp_fo_active, 1);
+	/* relaxed: a count for the helper's sleep (tp_link.c), nothing is published with it */
+	atomic_fetch_add_explicit(&tp_fo_active, 1, memory_order_relaxed);
 	fo_set(c, TP_FO_RUN);
 	LOG(LL_DEBUG, "transport: slot %u: failover to %s requested (%s)", c->slot,
 	    fo->to_link ? "another link" : "tcp", why);
@@ -208,7 +217,7 @@ unsigned tp_conn_moves(struct tp_conn *c)
 	unsigned n = 0;
 
 	/* acquire: pairs with the release store in mv_finish() */
-	while (c && (c = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)))
+	while (c && (c = atomic_load_explicit(&c->moved_to, memory_order_acquire)))
 		n++;
 	return n;
 }
@@ -222,7 +231,7 @@ const char *tp_conn_failover_reason(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	/* acquire: pairs with the CAS in tp_fo_request() */
-	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	struct tp_fo *fo = atomic_load_explicit(&c->fo, memory_order_acquire);
 
 	return fo ? fo->why : NULL;
 }
@@ -236,7 +245,7 @@ int tp_conn_failover_state(struct tp_conn *c)
 static void fo_end(struct tp_conn *c, struct tp_fo *fo, int state, int err)
 {
 	if (fo->fd >= 0) {
-		syscall(SYS_close, fo->fd);
+		raw_close(fo->fd);
 		fo->fd = -1;
 	}
 	free(fo->tx);
@@ -244,13 +253,16 @@ static void fo_end(struct tp_conn *c, struct tp_fo *fo, int state, int err)
 	if (err)
 		tp_set_error(c, err);
 	if (state == TP_FO_DONE) {
-		/* `ntbsock stat` lists it as tcp from now on (tp_stat_list()); the reason first,
-		 * release: pairs with the plain read of a whole entry copy there (torn ok) */
-		__atomic_store_n(&c->ent->result_reason, fo_reason_code(fo->why), __ATOMIC_RELAXED);
-		__atomic_store_n(&c->ent->result, TP_ENT_MOVED, __ATOMIC_RELEASE);
+		/* `ntbsock stat` lists it as tcp from now on (tp_stat_list()); the reason first
+		 * (relaxed), then the result, release: pairs with the relaxed reads of an entry
+		 * copy there, which only a torn copy can see in the wrong order (then it shows
+		 * the older state once) */
+		atomic_store_explicit(&c->ent->result_reason, fo_reason_code(fo->why),
+				      memory_order_relaxed);
+		atomic_store_explicit(&c->ent->result, TP_ENT_MOVED, memory_order_release);
 	}
 	fo_set(c, state);
-	atomic_fetch_sub(&tp_fo_active, 1);
+	atomic_fetch_sub_explicit(&tp_fo_active, 1, memory_order_relaxed); /* (a count) */
 	LOG(LL_DEBUG, "transport: slot %u: failover %s (%s) %llu ms after it was requested",
 	    c->slot, state == TP_FO_DONE ? "done" : state == TP_FO_LINKED ? "to another link done" :
 	    "failed", fo->why,
@@ -344,7 +356,10 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 				return -EPROTO;
 		}
 	}
-	uint64_t sent = __atomic_load_n(&c->st->tx_bytes, __ATOMIC_RELAXED);
+	struct tp_stats st;
+
+	tp_stats_load(&st, c->st); /* (relaxed; we hold tx_lock, the writer's lock) */
+	uint64_t sent = st.tx_bytes;
 	struct tp_fo_hdr h = {
 		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION, .flags = c->moves,
 		.start = sent - total, .consumed = consumed,
@@ -367,7 +382,10 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 
 static uint64_t rx_consumed(const struct tp_conn *c)
 {
-	return __atomic_load_n(&c->st->rx_bytes, __ATOMIC_RELAXED) + c->rx_discarded;
+	struct tp_stats st;
+
+	tp_stats_load(&st, c->st); /* (relaxed; the callers hold rx_lock, the writer's lock) */
+	return st.rx_bytes + c->rx_discarded;
 }
 
 /* Under both locks, once: what goes out, and the NTB side stops (the peer learns it). A
@@ -375,7 +393,8 @@ static uint64_t rx_consumed(const struct tp_conn *c)
  * follows in the tail, and its FIN becomes ours. -EAGAIN: its flusher is busy, next time. */
 static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 {
-	bool busy = false, pre = atomic_load(&c->pre_on);
+	/* relaxed: a hint, decided under the prefix lock taken below */
+	bool busy = false, pre = atomic_load_explicit(&c->pre_on, memory_order_relaxed);
 
 	/* acquire: pairs with the release in tp_prefix_unlock() (a try: a flusher holding it
 	 * waits for the tx lock we hold) */
@@ -386,12 +405,13 @@ static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 	int rc = fo_build_tail(c, fo, rx_consumed(c));
 
 	if (pre && !rc) {
-		if (atomic_load(&c->pre_fin))
+		/* relaxed (pre_fin, pre_on): under the prefix lock, which every writer holds */
+		if (atomic_load_explicit(&c->pre_fin, memory_order_relaxed))
 			c->wr_shut = true; /* (the kernel's FIN after the tail: fo_io_tx()) */
 		free(c->pre_buf);
 		c->pre_buf = NULL;
-		if (atomic_exchange(&c->pre_on, false))
-			atomic_fetch_sub(&tp_fo_active, 1);
+		if (atomic_exchange_explicit(&c->pre_on, false, memory_order_relaxed))
+			atomic_fetch_sub_explicit(&tp_fo_active, 1, memory_order_relaxed);
 	}
 	if (pre)
 		tp_prefix_unlock(c);
@@ -401,7 +421,7 @@ static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 	 * view of the link) */
 	tp_conn_st_add(c, fo->to_link ? TP_ST_MOVING : TP_ST_FAILOVER);
 	/* the link's counter (tp_link_stat()): host-local, shared by this host's processes */
-	__atomic_fetch_add(&c->link->host->totals.failovers, 1, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&c->link->host->totals.failovers, 1, memory_order_relaxed);
 	ntb_peer_db_ring(c->link->ntb);
 	fo->snap = true;
 	return 0;
@@ -475,7 +495,7 @@ static long fo_send(struct tp_fo *fo, const void *b, size_t n)
 
 		return tp_send(fo->next, &v, 1);
 	}
-	long r = syscall(SYS_sendto, fo->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	long r = raw_send(fo->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 	return r < 0 ? -errno : r;
 }
@@ -487,7 +507,7 @@ static long fo_recv(struct tp_fo *fo, void *b, size_t n)
 
 		return tp_recv(fo->next, &v, 1, 0);
 	}
-	long r = syscall(SYS_recvfrom, fo->fd, b, n, MSG_DONTWAIT, NULL, NULL);
+	long r = raw_recv(fo->fd, b, n, MSG_DONTWAIT);
 
 	return r < 0 ? -errno : r;
 }
@@ -497,7 +517,7 @@ static void fo_shut(struct tp_fo *fo)
 	if (fo->to_link)
 		tp_shutdown(fo->next, SHUT_WR); /* (its FIN follows the tail) */
 	else
-		syscall(SYS_shutdown, fo->fd, SHUT_WR);
+		raw_shutdown(fo->fd, SHUT_WR);
 }
 
 /* The header and tail out, then the FIN when the writing was shut: 0, or a negative errno. */
@@ -670,7 +690,8 @@ static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
 static void mv_finish(struct tp_conn *c, struct tp_fo *fo)
 {
 	struct tp_conn *n = fo->next;
-	int w = atomic_load(&c->witness_fd1) - 1;
+	/* acquire: pairs with the release store in tp_conn_set_witness() */
+	int w = atomic_load_explicit(&c->witness_fd1, memory_order_acquire) - 1;
 
 	n->ent->pid = c->ent->pid;
 	n->ent->fd = c->ent->fd;
@@ -691,18 +712,19 @@ static void mv_finish(struct tp_conn *c, struct tp_fo *fo)
 		fo->tx = NULL;
 	}
 	/* release: the new connection's state before the pointer; pairs with tp_conn_cur() */
-	__atomic_store_n(&c->moved_to, n, __ATOMIC_RELEASE);
+	atomic_store_explicit(&c->moved_to, n, memory_order_release);
 	tp_mutex_unlock(&c->tx_lock);
 	fo->next = NULL; /* (n's now: closing C closes it) */
 	fo_end(c, fo, TP_FO_LINKED, 0);
-	if (atomic_load(&c->closed))
+	/* acquire: pairs with the store of closed in tp_close() (under fo->lock, as here) */
+	if (atomic_load_explicit(&c->closed, memory_order_acquire))
 		tp_close(n); /* closed while it moved (tp_close() takes fo->lock) */
 }
 
 void tp_fo_progress(struct tp_conn *c)
 {
 	/* acquire: pairs with the CAS in tp_fo_request() */
-	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	struct tp_fo *fo = atomic_load_explicit(&c->fo, memory_order_acquire);
 	int rc = 0;
 
 	if (!fo || tp_fo_get(c) != TP_FO_RUN || pthread_mutex_trylock(&fo->lock))
@@ -753,14 +775,14 @@ fail:
 void tp_fo_abandon(struct tp_conn *c)
 {
 	/* acquire: pairs with the CAS in tp_fo_request() */
-	struct tp_fo *fo = __atomic_load_n(&c->fo, __ATOMIC_ACQUIRE);
+	struct tp_fo *fo = atomic_load_explicit(&c->fo, memory_order_acquire);
 	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 
 	if (!fo || pthread_mutex_trylock(&fo->lock))
 		return;
 	if (tp_fo_get(c) == TP_FO_RUN && fo->fd >= 0) {
 		/* (no shutdown: a FIN now would end the peer's stream short) */
-		syscall(SYS_setsockopt, fo->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		raw_setsockopt(fo->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 		LOG(LL_DEBUG, "transport: slot %u: failover not finished at exit: reset", c->slot);
 	}
 	pthread_mutex_unlock(&fo->lock);
@@ -768,21 +790,22 @@ void tp_fo_abandon(struct tp_conn *c)
 
 void tp_fo_free(struct tp_conn *c)
 {
-	struct tp_fo *fo = c->fo;
+	/* relaxed: C is finished, this is its last user */
+	struct tp_fo *fo = atomic_load_explicit(&c->fo, memory_order_relaxed);
 
 	if (!fo)
 		return;
 	if (tp_fo_get(c) == TP_FO_RUN) {
 		if (fo->fd >= 0)
-			syscall(SYS_close, fo->fd);
+			raw_close(fo->fd);
 		if (fo->next)
 			tp_abort(fo->next); /* a move under way ends with C */
-		atomic_fetch_sub(&tp_fo_active, 1);
+		atomic_fetch_sub_explicit(&tp_fo_active, 1, memory_order_relaxed); /* (a count) */
 	}
 	free(fo->tx);
 	pthread_mutex_destroy(&fo->lock);
 	free(fo);
-	c->fo = NULL;
+	atomic_store_explicit(&c->fo, NULL, memory_order_relaxed); /* (as above) */
 }
 
 /* (ordering: tp_write_st()'s barrier before the word; tp_st_flags() loads it with acquire) */
@@ -790,80 +813,4 @@ void tp_conn_st_add(struct tp_conn *c, uint32_t flags)
 {
 	/* (the entry names the same peer slot and nonce as c->out.slot_off, c->nonce_out) */
 	tp_ent_st_add(c->link, c->ent, flags);
-}
-
-/* --- the peer's header arriving on a socket (helper) ------------------------------------------ */
-
-/* The set is made (and its entries changed) under g_wep_lock by the threads that set
- * witnesses; the helper only waits on it (tp_fo_watched_events(), without the lock): g_wep is
- * written once per process (and once more in a forked child, before it has threads). */
-static _Atomic int g_wep = -1;   /* epoll set of the witnesses, EPOLLET (one per process) */
-static pthread_mutex_t g_wep_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic uint64_t g_fo_ids;
-
-uint64_t tp_fo_new_id(void)
-{
-	return atomic_fetch_add_explicit(&g_fo_ids, 1, memory_order_relaxed) + 1;
-}
-
-void tp_fo_watch(struct tp_conn *c, int fd)
-{
-	int old = atomic_load(&c->witness_fd1) - 1;
-
-	pthread_mutex_lock(&g_wep_lock);
-	int wep = atomic_load_explicit(&g_wep, memory_order_relaxed); /* (ours: under the lock) */
-
-	if (wep < 0 && fd >= 0) {
-		wep = (int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC);
-		/* release: pairs with the acquire load in tp_fo_watched_events() */
-		atomic_store_explicit(&g_wep, wep, memory_order_release);
-	}
-	if (wep >= 0 && old >= 0)
-		syscall(SYS_epoll_ctl, wep, EPOLL_CTL_DEL, old, NULL);
-	if (wep >= 0 && fd >= 0) {
-		/* (fo_id: set by conn_new() before the connection was registered, constant) */
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET,
-					  .data.u64 = c->fo_id };
-
-		syscall(SYS_epoll_ctl, wep, EPOLL_CTL_ADD, fd, &ev);
-	}
-	pthread_mutex_unlock(&g_wep_lock);
-}
-
-void tp_fo_atfork_child(void)
-{
-	/* the set is shared with the parent: ours is made anew as witnesses are set */
-	int wep = atomic_exchange_explicit(&g_wep, -1, memory_order_relaxed);
-
-	if (wep >= 0)
-		syscall(SYS_close, wep);
-	pthread_mutex_init(&g_wep_lock, NULL);
-}
-
-int tp_fo_watched_events(uint64_t *ids, int max)
-{
-	struct epoll_event ev[64];
-	/* acquire: pairs with the release store in tp_fo_watch() */
-	int wep = atomic_load_explicit(&g_wep, memory_order_acquire);
-	int n;
-
-	if (wep < 0)
-		return 0;
-	if (max > 64)
-		max = 64;
-	n = (int)syscall(SYS_epoll_pwait, wep, ev, max, 0, NULL, (size_t)8);
-	for (int i = 0; i < n; i++)
-		ids[i] = ev[i].data.u64;
-	return n < 0 ? 0 : n;
-}
-
-/* Data (not only an end) on C's socket: the peer's failover header. */
-bool tp_fo_peer_spoke(struct tp_conn *c)
-{
-	int fd1 = atomic_load(&c->witness_fd1);
-	char b;
-
-	if (!fd1)
-		return false;
-	return syscall(SYS_recvfrom, fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT, NULL, NULL) == 1;
 }

@@ -94,8 +94,9 @@ uint32_t tp_random32(void)
 /* Does a live process own entry E? (forked children join the owner list) */
 bool tp_entry_owned(struct tp_host_entry *e)
 {
-	bool any = clock_age_ms(tp_now_ms(), __atomic_load_n(&e->fork_ms, __ATOMIC_ACQUIRE)) <
-		   2000u;
+	/* acquire: pairs with the release store of fork_ms in atfork_prepare() */
+	bool any = clock_age_ms(tp_now_ms(),
+				atomic_load_explicit(&e->fork_ms, memory_order_acquire)) < 2000u;
 
 	for (int i = 0; i < TP_OWNERS; i++) {
 		if (e->owners[i] && !tp_pid_alive(e->owners[i]))
@@ -161,11 +162,11 @@ static void host_init(struct tp_host *h, uint32_t contexts, uint32_t epoch, size
 	h->size = (uint32_t)size;
 	h->contexts = contexts;
 	h->session_epoch = epoch;
-	h->free_num = contexts;
+	atomic_init(&h->free_num, contexts); /* (not published yet: the magic below does it) */
 	h->msgid_next = tp_random32();
 	/* release: the magic publishes the initialised table to openers that skip the flock
 	 * (tp_stat_list reads); pairs with the acquire load there. */
-	__atomic_store_n(&h->magic, TP_HOST_MAGIC, __ATOMIC_RELEASE);
+	atomic_store_explicit(&h->magic, TP_HOST_MAGIC, memory_order_release);
 }
 
 int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t epoch,
@@ -173,10 +174,12 @@ int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t ep
 {
 	/* A table from an earlier session of this side (every process of it gone) or from another
 	 * layout is rebuilt; the caller's flock serialises openers. */
-	bool live = h->magic == TP_HOST_MAGIC && h->version == TP_HOST_VERSION &&
+	/* relaxed: under the caller's flock, which every writer of the magic holds */
+	uint64_t magic = atomic_load_explicit(&h->magic, memory_order_relaxed);
+	bool live = magic == TP_HOST_MAGIC && h->version == TP_HOST_VERSION &&
 		    h->session_epoch == epoch && h->size == size;
 
-	if (h->magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
+	if (magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
 		/* the receive-context pool is the host's: all its processes must agree */
 		LOG(LL_DEBUG, "transport: %s: contexts %u differ from the host's %u", path,
 		    l->contexts, h->contexts);
@@ -288,7 +291,8 @@ bool tp_host_lost(struct tp_link *l)
 {
 	if (!l->host || !mapguard_lost(l->host))
 		return false;
-	if (!atomic_exchange(&l->host_lost_logged, true))
+	/* relaxed: one log line per link, nothing is published with it */
+	if (!atomic_exchange_explicit(&l->host_lost_logged, true, memory_order_relaxed))
 		LOG(LL_WARN, "transport: link %s: its host table was truncated: no new ntb "
 		    "connections in this process", ntb_link_name(l->ntb));
 	return true;
@@ -346,7 +350,7 @@ static uint32_t slot_nonce(struct tp_link *l, uint32_t slot)
 	for (uint32_t k = 0; k < l->geom.inline_n; k++) {
 		const volatile uint8_t *p = tp_in_inline(l, slot, k) + TP_INL_SEQ;
 		/* relaxed: the ring of a free slot is quiet; only the byte's value matters */
-		uint8_t b = __atomic_load_n((const uint8_t *)p, __ATOMIC_RELAXED);
+		uint8_t b = atomic_load_explicit((const _Atomic uint8_t *)p, memory_order_relaxed);
 
 		seen[b / 32] |= 1u << (b % 32);
 	}
@@ -381,9 +385,12 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	e->nonce = slot_nonce(l, (uint32_t)best);
 	e->created_ms = tp_now_ms();
 	e->fd = -1;
-	/* relaxed store: changed under the host lock, read without it by tp_link_load() */
-	__atomic_store_n(&h->free_num, h->free_num - 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&h->totals.setups, 1, __ATOMIC_RELAXED); /* read unlocked: stat */
+	/* relaxed: changed under the host lock, read without it by tp_link_load() (a hint) */
+	atomic_store_explicit(&h->free_num,
+			      atomic_load_explicit(&h->free_num, memory_order_relaxed) - 1,
+			      memory_order_relaxed);
+	/* relaxed: a counter for display, read unlocked by link_stat_table() */
+	atomic_fetch_add_explicit(&h->totals.setups, 1, memory_order_relaxed);
 	return best;
 }
 
@@ -399,17 +406,20 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 	/* relaxed: the last writer is done with the slot (partner: TP_STAT_ADD) */
 	tp_stats_load(&st, &e->stats);
 	/* relaxed: the totals are read unlocked for display (link_stat_table()) */
-	__atomic_fetch_add(&t->tx_bytes, st.tx_bytes, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&t->rx_bytes, st.rx_bytes, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&t->transfers, st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long,
-			   __ATOMIC_RELAXED);
-	__atomic_fetch_add(&t->congestion, st.tx_full, __ATOMIC_RELAXED);
+	atomic_fetch_add_explicit(&t->tx_bytes, st.tx_bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->rx_bytes, st.rx_bytes, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->transfers,
+				  st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->congestion, st.tx_full, memory_order_relaxed);
 	e->state = TP_ES_FREE;
 	e->pid = 0;
 	memset(e->owners, 0, sizeof(e->owners));
 	e->released_ms = tp_now_ms();
-	/* relaxed store: changed under the host lock, read without it by tp_link_load() */
-	__atomic_store_n(&l->host->free_num, l->host->free_num + 1, __ATOMIC_RELAXED);
+	/* relaxed: as in tp_slot_alloc() */
+	atomic_store_explicit(&l->host->free_num,
+			      atomic_load_explicit(&l->host->free_num, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 void tp_listen_publish(struct tp_link *l, bool force)
@@ -456,7 +466,7 @@ void tp_ent_st_add(struct tp_link *l, struct tp_host_entry *e, uint32_t flags)
 {
 	/* seq_cst: the OR is ordered before our store below (pairs with the re-read after the
 	 * store of a racing writer) */
-	uint32_t v = __atomic_or_fetch(&e->st_out, flags, __ATOMIC_SEQ_CST);
+	uint32_t v = atomic_fetch_or_explicit(&e->st_out, flags, memory_order_seq_cst) | flags;
 	/* (the writers hold E while they write: its owner lives, or the host lock is held until
 	 * it is freed; read once all the same) */
 	uint64_t slot_off = e->peer_slot_off;
@@ -469,7 +479,8 @@ void tp_ent_st_add(struct tp_link *l, struct tp_host_entry *e, uint32_t flags)
 		/* full fence: our store before the re-read (store→load), pairs with the fence
 		 * between a racing writer's OR and its store */
 		atomic_thread_fence(memory_order_seq_cst);
-		uint32_t now = __atomic_load_n(&e->st_out, __ATOMIC_SEQ_CST);
+		/* seq_cst: as the fence before it, the store→load order of the argument above */
+		uint32_t now = atomic_load_explicit(&e->st_out, memory_order_seq_cst);
 
 		if (now == v)
 			return;
@@ -537,7 +548,9 @@ void tp_host_reclaim_if_short(struct tp_link *l)
 {
 	uint64_t now = tp_now_ms();
 
-	if (l->host->free_num > 1 || now - l->last_short_reclaim_ms < TP_RECLAIM_SOON_MS)
+	/* relaxed: under the host lock (the callers hold it) */
+	if (atomic_load_explicit(&l->host->free_num, memory_order_relaxed) > 1 ||
+	    now - l->last_short_reclaim_ms < TP_RECLAIM_SOON_MS)
 		return;
 	l->last_short_reclaim_ms = now;
 	tp_host_reclaim(l);
@@ -556,8 +569,11 @@ static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, ui
 	o->role = e->role ? "server" : "client";
 	o->key = e->key;
 	tp_stats_load(&o->stats, &e->stats); /* relaxed: the owner's data path writes them */
-	if (e->state == TP_ES_OPEN && e->result == TP_ENT_MOVED)
-		o->failed_over = tp_fo_reason(e->result_reason);
+	/* relaxed: E is a copy, read for display */
+	if (e->state == TP_ES_OPEN &&
+	    atomic_load_explicit(&e->result, memory_order_relaxed) == TP_ENT_MOVED)
+		o->failed_over = tp_fo_reason(atomic_load_explicit(&e->result_reason,
+								   memory_order_relaxed));
 }
 
 int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_entry *out, int max)
@@ -568,7 +584,7 @@ int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_ent
 	if (map_size < sizeof(struct tp_host))
 		return 0;
 	/* acquire: pairs with the release store of the magic in host_init() */
-	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TP_HOST_MAGIC ||
+	if (atomic_load_explicit(&h->magic, memory_order_acquire) != TP_HOST_MAGIC ||
 	    h->version != TP_HOST_VERSION || h->size > map_size ||
 	    host_size_for(h->contexts) > map_size)
 		return 0;
@@ -595,18 +611,18 @@ static void link_stat_table(const void *map, size_t map_size, struct tp_link_sta
 	if (map_size < sizeof(struct tp_host))
 		return;
 	/* acquire: pairs with the release store of the magic in host_init() */
-	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != TP_HOST_MAGIC ||
+	if (atomic_load_explicit(&h->magic, memory_order_acquire) != TP_HOST_MAGIC ||
 	    h->version != TP_HOST_VERSION || h->size > map_size ||
 	    host_size_for(h->contexts) > map_size)
 		return;
 	/* relaxed, unlocked: counters for display (a slot freed while we read may count twice
 	 * or not at all, once) */
-	ret->setups += __atomic_load_n(&h->totals.setups, __ATOMIC_RELAXED);
-	ret->tx_bytes += __atomic_load_n(&h->totals.tx_bytes, __ATOMIC_RELAXED);
-	ret->rx_bytes += __atomic_load_n(&h->totals.rx_bytes, __ATOMIC_RELAXED);
-	ret->transfers += __atomic_load_n(&h->totals.transfers, __ATOMIC_RELAXED);
-	ret->congestion += __atomic_load_n(&h->totals.congestion, __ATOMIC_RELAXED);
-	ret->failovers += __atomic_load_n(&h->totals.failovers, __ATOMIC_RELAXED);
+	ret->setups += atomic_load_explicit(&h->totals.setups, memory_order_relaxed);
+	ret->tx_bytes += atomic_load_explicit(&h->totals.tx_bytes, memory_order_relaxed);
+	ret->rx_bytes += atomic_load_explicit(&h->totals.rx_bytes, memory_order_relaxed);
+	ret->transfers += atomic_load_explicit(&h->totals.transfers, memory_order_relaxed);
+	ret->congestion += atomic_load_explicit(&h->totals.congestion, memory_order_relaxed);
+	ret->failovers += atomic_load_explicit(&h->totals.failovers, memory_order_relaxed);
 	for (uint32_t i = 0; i < h->contexts; i++) {
 		struct tp_host_entry e = h->e[i]; /* a copy: tp_entry_owned() prunes its owners */
 

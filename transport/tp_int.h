@@ -152,7 +152,7 @@
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
 #define TP_ST_GONE        0x2u  /* peer process died / released without FIN exchange */
 #define TP_ST_CLOSING     0x4u  /* peer closed it (tp_close): its socket's close is deliberate,
-				 * the connection lingers there (witness_look() ignores the TCP EOF) */
+				 * the connection lingers there (tp_witness_look() ignores the TCP EOF) */
 #define TP_ST_FAILOVER    0x8u  /* peer moved the connection to its kernel TCP socket: its
 				 * failover header is (or will be) there (tp_failover.c) */
 #define TP_ST_COMMIT      0x10u /* client: it uses the reservation (tp_conn_commit()); until
@@ -396,7 +396,7 @@ enum tp_entry_state {
 
 /* What survives exec: with everything sent acknowledged, the cursors are the whole state. */
 struct tp_export {
-	uint32_t valid;        /* 1 between tp_conn_export() and tp_conn_adopt() */
+	_Atomic uint32_t valid; /* 1 between tp_conn_export() and tp_conn_adopt() */
 	uint32_t msn_next, tx_i, tx_d, fin_msn;
 	uint32_t c_i, c_d, c_msn, rec_off;
 	uint16_t tx_epoch, detect_seq, rx_epoch, det_seen;
@@ -407,16 +407,16 @@ struct tp_host_entry {
 	uint32_t state;
 	int32_t  pid;          /* owner (CONNECTING/OPEN), 0 for PENDING */
 	int32_t  owners[4];    /* processes sharing it (fork); dead ones are dropped */
-	uint32_t refs;         /* processes holding a copy (fork adds one, export/adopt keep it) */
-	int32_t  active;       /* pid of the one process that drives it, 0: nobody since the
+	_Atomic uint32_t refs; /* processes holding a copy (fork adds one, export/adopt keep it) */
+	_Atomic int32_t active; /* pid of the one process that drives it, 0: nobody since the
 				* last fork (single-owner rule, see the header comment) */
-	uint64_t fork_ms;      /* last fork of an owner: the child may not be listed yet */
+	_Atomic uint64_t fork_ms; /* last fork of an owner: the child may not be listed yet */
 	int32_t  fd;           /* informational (tp_conn_set_owner) */
 	uint32_t role;         /* 0 client, 1 server */
 	struct tp_key key;
 	uint32_t nonce;        /* ours: seeds what the peer writes into this slot */
 	uint32_t peer_slot, peer_nonce;
-	uint32_t st_out;       /* ST flags written into the peer's slot so far: they only
+	_Atomic uint32_t st_out; /* ST flags written into the peer's slot so far: they only
 				* accumulate, whichever process of this host writes (tp_ent_st_add()).
 				* (Offset 100, before the 8-aligned peer_slot_off: static_assert
 				* below.) */
@@ -424,8 +424,8 @@ struct tp_host_entry {
 	uint32_t peer_inline_n, peer_qsize;
 	uint32_t msgid, pri, epoch;
 	uint32_t peer_epoch;   /* the peer's ntb session when set up */
-	uint32_t result;       /* client: 0 waiting, TP_PKT_ACK, TP_PKT_NACK */
-	uint32_t result_reason;
+	_Atomic uint32_t result; /* client: 0 waiting, TP_PKT_ACK, TP_PKT_NACK */
+	_Atomic uint32_t result_reason; /* written with result (relaxed, before it) */
 	uint64_t created_ms, released_ms;
 	struct tp_stats stats;
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
@@ -448,20 +448,21 @@ struct tp_host_listen {
  * freed are added in at tp_slot_free() (under the host lock); failovers by an atomic add
  * (host-local memory: several processes of this host may move connections at once). */
 struct tp_host_totals {
-	uint64_t setups;
-	uint64_t tx_bytes, rx_bytes, transfers, congestion;
-	uint64_t failovers;
+	_Atomic uint64_t setups;
+	_Atomic uint64_t tx_bytes, rx_bytes, transfers, congestion;
+	_Atomic uint64_t failovers;
 };
 
 struct tp_host {
-	uint64_t magic;
+	_Atomic uint64_t magic;
 	uint32_t version, size;
 	uint32_t contexts, session_epoch;
 	uint32_t inline_n, qsize, slot_size; /* geometry of this side's slots: first opener's */
 	pthread_mutex_t lock;
 	/* everything below under lock */
 	uint32_t peer_epoch;   /* peer session the mailbox indices belong to */
-	uint32_t free_num, rcxt_pri;
+	_Atomic uint32_t free_num; /* written under lock, read unlocked (tp_link_load()) */
+	uint32_t rcxt_pri;
 	uint32_t msgid_next;
 	uint32_t mbox_prod;    /* packets we wrote into the peer's mailbox */
 	uint32_t mbox_cons;    /* packets we consumed from ours */
@@ -530,7 +531,7 @@ struct tp_link {
 	_Atomic uint64_t admin_look_ms; /* a set-up's last look at the flag (tp_connect()) */
 	unsigned group;              /* links to the same peer host share it (tp_link_set_group());
 				      * 0: none. A connection moves among them (tp_failover.c).
-				      * Under tp_link.c's g_group_lock */
+				      * Under tp_group.c's g_group_lock */
 };
 
 /* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the
@@ -573,7 +574,7 @@ struct tp_conn {
 	uint32_t peer_epoch;
 	atomic_int error;         /* 0 or -errno */
 	atomic_bool closed;       /* tp_close() called; helper finishes */
-	atomic_bool peer_died;    /* its process died: its TCP socket ended (witness_look()) */
+	atomic_bool peer_died;    /* its process died: its TCP socket ended (tp_witness_look()) */
 	atomic_bool silent_alive; /* a look found it alive while its host was silent: its writes
 				   * were not arriving, so a death that follows may have lost some */
 	atomic_bool peer_gone;    /* the peer is lost (tp_conn_peer_lost() once said yes, or a
@@ -584,7 +585,7 @@ struct tp_conn {
 	_Atomic int witness_fd1;
 	_Atomic uint64_t witness_ino;
 	_Atomic uint64_t witness_ms; /* last look (helper, wait loops: whoever runs the timers) */
-	/* held across a look (witness_look(): fstat, recvfrom, fstat) and by whoever changes the
+	/* held across a look (tp_witness_look(): fstat, recvfrom, fstat) and by whoever changes the
 	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
@@ -696,18 +697,18 @@ struct tp_conn {
 	struct tp_stats *st;
 	/* --- failover to the kernel TCP socket (tp_failover.c; doc/design.md §5.8) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
-	struct tp_fo *fo;            /* NULL until a failover is requested; then final (release) */
+	struct tp_fo *_Atomic fo;    /* NULL until a failover is requested; then final (release) */
 	_Atomic int fo_state;        /* enum tp_fo_state; the data path's one load */
 	int keep_fd;                 /* tp_close(): a private duplicate of the kernel socket kept
 				      * while the connection lingers (failover at exit), -1: none */
 	uint64_t fo_id;              /* key of the witness in the process's failover epoll set:
-				      * set by conn_new() before the connection is registered (the
+				      * set by tp_conn_new() before the connection is registered (the
 				      * helper reads it on the list), constant after */
 	/* Moved to another link (tp_failover.c): the connection that carries the stream now,
 	 * written once (release, under c->fo->lock) and read with acquire by tp_conn_cur(); this
 	 * one is then an empty shell the caller's handle still names, and its slot is freed
 	 * (slot_gone, written before moved_to) */
-	struct tp_conn *moved_to;
+	struct tp_conn *_Atomic moved_to;
 	atomic_bool slot_gone;
 	/* The connection a move went to (tp_failover.c: mv_finish()): the rest of the moved
 	 * connection's tail, which goes out before any byte the program sends here (tp_send()
@@ -728,7 +729,7 @@ static inline struct tp_conn *tp_conn_cur(struct tp_conn *c)
 	struct tp_conn *n;
 
 	/* acquire: pairs with the release store in mv_finish() (tp_failover.c) */
-	while (c && (n = __atomic_load_n(&c->moved_to, __ATOMIC_ACQUIRE)))
+	while (c && (n = atomic_load_explicit(&c->moved_to, memory_order_acquire)))
 		c = n;
 	return c;
 }
@@ -780,7 +781,7 @@ void tp_conn_st_add(struct tp_conn *c, uint32_t flags);
 void tp_fo_watch(struct tp_conn *c, int fd);
 extern _Atomic int tp_fo_active;
 void tp_fo_atfork_child(void);
-/* A new key for a connection's witness (conn_new(): c->fo_id), never 0. */
+/* A new key for a connection's witness (tp_conn_new(): c->fo_id), never 0. */
 uint64_t tp_fo_new_id(void);
 /* Helper: ids (c->fo_id) of watched sockets that turned readable since the last call. */
 int tp_fo_watched_events(uint64_t *ids, int max);
@@ -799,15 +800,15 @@ bool tp_link_admin_down_recent(struct tp_link *l);
 #define TP_ADMIN_LOOK_MS 10
 
 /* Another link of L's group (the same peer host) that is up and not taken down, the least
- * loaded; NULL when none (tp_link.c). */
+ * loaded; NULL when none (tp_group.c). */
 struct tp_link *tp_link_alt(struct tp_link *l);
 /* The other links of L's group, at most MAX into OUT: how many. */
 int tp_link_group_others(struct tp_link *l, struct tp_link **out, int max);
 /* A connection that moved to another link gives its slot back (the peer's side gives its own);
- * the object stays, a shell, until its holder closes it (tp_link.c). */
+ * the object stays, a shell, until its holder closes it (tp_conns.c). */
 void tp_conn_free_slot(struct tp_conn *c);
 
-/* tp_conn.c: the client side of a move: a connection under KEY set up on L and committed, for
+/* tp_connect.c: the client side of a move: a connection under KEY set up on L and committed, for
  * a live connection re-attaching there (TP_APPLY_REATTACH: no listener needed). As
  * tp_connect(). */
 int tp_connect_reattach(struct tp_link *l, const struct tp_key *key, int timeout_ms,
@@ -1011,7 +1012,7 @@ static inline uint32_t tp_wait_min(uint32_t a, uint32_t b)
 	return !a ? b : !b ? a : a < b ? a : b;
 }
 
-/* tp_words.c, tp_tx.c, tp_rx.c, tp_conn.c */
+/* tp_words.c, tp_tx.c, tp_rx.c, tp_timers.c */
 int tp_conn_init_queues(struct tp_conn *c);
 void tp_conn_free_queues(struct tp_conn *c);
 uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now); /* tp_tx_timers()' result */
@@ -1067,6 +1068,10 @@ uint64_t tp_in_word(const struct tp_link *l, uint64_t off);
 void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v);
 
 /* tp_link.c */
+/* This process's links (linked by next_link) and the lock over that list and the helper's start
+ * (taken before a link's conns_lock). */
+extern pthread_mutex_t tp_links_lock;
+extern struct tp_link *tp_links;
 void tp_helper_start(void);
 bool tp_link_refresh(struct tp_link *l);
 
@@ -1077,10 +1082,13 @@ int tp_finwait_add(int fd, int timeout_ms); /* tp_close_after_fin() without the 
 bool tp_finwait_pending(void);        /* sockets wait for their peer's FIN */
 void tp_finwait_service(void);        /* close those whose FIN came or whose time is up */
 void tp_finwait_atfork_child(void);   /* the child closes its copies */
-void tp_event_signal(void);
+void tp_event_signal(void);         /* tp_link.c */
+/* tp_conns.c: a link's connections in this process */
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);
 void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
+/* tp_conns.c: has the peer acknowledged C's FIN (and so every byte before it)? (tx side) */
+bool tp_fin_acked(const struct tp_conn *c);
 /* Finish this process's closed connections of L that are done (a set-up short of contexts). */
 void tp_link_reap(struct tp_link *l);
 /* One pass over L's connections at time NOW (tp_now_ms(), maybe read a while before): their
@@ -1105,6 +1113,18 @@ void tp_prefix_unlock(struct tp_conn *c);
 /* tp_tx.c: tp_send() without the prefix (what sends it). */
 ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt);
 
+/* tp_conn.c: a connection object for our context SLOT of L, from the cache or new, owned by this
+ * process; NULL when out of memory. tp_conn_new_first() also counts its first holder (set-up,
+ * attach); adopt keeps the count it had (fork). */
+struct tp_conn *tp_conn_new(struct tp_link *l, uint32_t slot);
+struct tp_conn *tp_conn_new_first(struct tp_link *l, uint32_t slot);
+/* tp_connect.c: a committed client connection's ST word written again until the server answered
+ * (the link may have lost the first write). */
+void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost);
+/* tp_witness.c: while the link is silent, look at C's witness socket (every 100 ms at most):
+ * sets peer_died / peer_gone when the peer process is gone, silent_alive when it lives. */
+void tp_witness_look(struct tp_conn *c, uint64_t now);
+
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */
 void tp_conn_recycle(struct tp_conn *c);
@@ -1116,9 +1136,9 @@ void tp_conn_cache_trim(struct tp_link *l);   /* every 500 ms: unused, half are 
 int tp_conn_own_slow(struct tp_conn *c);
 static inline int tp_conn_own(struct tp_conn *c)
 {
-	/* acquire: pairs with the release store in conn_new() / tp_conn_own_slow() (same
+	/* acquire: pairs with the release store in tp_conn_new() / tp_conn_own_slow() (same
 	 * process, other thread) */
-	if (likely(__atomic_load_n(&c->owned, __ATOMIC_ACQUIRE)))
+	if (likely(atomic_load_explicit(&c->owned, memory_order_acquire)))
 		return 0;
 	return tp_conn_own_slow(c);
 }
@@ -1144,7 +1164,7 @@ static inline bool tp_rx_fin_seen(const struct tp_conn *c)
 	return atomic_load_explicit(&c->fin_rcvd_v, memory_order_relaxed);
 }
 
-/* tp_conn.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
+/* tp_wait.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
 void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);
 
 #endif

@@ -165,7 +165,9 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		reply(l, p, TP_PKT_NACK, TP_REASON_NO_LISTENER, NULL, 0);
 		return;
 	}
-	if (atomic_load(&l->admin_down)) { /* `ntbsock link down` here: new ones go tcp */
+	/* relaxed: a flag the helper refreshes every 100 ms; nothing is published with it */
+	if (atomic_load_explicit(&l->admin_down, memory_order_relaxed)) {
+		/* `ntbsock link down` here: new ones go tcp */
 		reply(l, p, TP_PKT_NACK, TP_REASON_ADMIN_DOWN, NULL, 0);
 		return;
 	}
@@ -176,7 +178,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		return;
 	}
 	tp_host_reclaim_if_short(l);
-	pool.free_num = h->free_num;
+	pool.free_num = atomic_load_explicit(&h->free_num, memory_order_relaxed); /* (host lock) */
 	pool.pri = h->rcxt_pri;
 	if (!tp_rt_admit(&pool, p->pri)) {
 		h->rcxt_pri = pool.pri;
@@ -231,8 +233,9 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 	if (p->client_slot >= h->contexts)
 		return;
 	e = &h->e[p->client_slot];
+	/* relaxed result: under the host lock, as its every write */
 	if (e->state != TP_ES_CONNECTING || e->msgid != p->msgid || e->nonce != p->client_nonce ||
-	    e->result)
+	    atomic_load_explicit(&e->result, memory_order_relaxed))
 		return; /* stale, duplicated or foreign */
 	if (p->type == TP_PKT_ACK) {
 		e->peer_slot = p->server_slot;
@@ -245,10 +248,10 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 		e->epoch = p->epoch;
 		e->peer_epoch = ntb_link_peer_epoch(l->ntb);
 	}
-	e->result_reason = p->reason;
+	atomic_store_explicit(&e->result_reason, p->reason, memory_order_relaxed); /* (lock) */
 	/* release: the answer fields before the result word the connecting thread polls;
 	 * pairs with the acquire load in tp_connect() */
-	__atomic_store_n(&e->result, p->type, __ATOMIC_RELEASE);
+	atomic_store_explicit(&e->result, p->type, memory_order_release);
 }
 
 unsigned tp_mbox_process(struct tp_link *l)

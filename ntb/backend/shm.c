@@ -72,12 +72,12 @@ static int shm_create(struct ntb_link *nl, const char *path)
 		goto err_unlink;
 	}
 	ntb_region_hdr_build(&h, p->window_size);
-	h.init_word = NTB_INIT_DONE;
+	atomic_init(&h.init_word, NTB_INIT_DONE); /* (a private header, copied below) */
 	memcpy(base, &h, sizeof(h));
 	/* Release: header fields before magic; pairs with the acquire in ntb_region_validate().
 	 * (link() below publishes the whole file anyway.) */
-	__atomic_store_n(&((struct ntb_region_hdr *)base)->magic, NTB_REGION_MAGIC,
-			 __ATOMIC_RELEASE);
+	atomic_store_explicit(&((struct ntb_region_hdr *)base)->magic, NTB_REGION_MAGIC,
+			      memory_order_release);
 	munmap(base, NTB_HDR_SIZE);
 	raw_close(fd);
 	/* link() fails if PATH exists: atomic create-if-absent of an initialised file. Where
@@ -134,25 +134,34 @@ static int join_ivshmem_server(struct ntb_link *link, struct shm_priv *sp)
 	return 0;
 }
 
-static int shm_open_backend(struct ntb_link *link)
+/* LINK's file name into PATH (NTB_PATH_MAX + 1 bytes): the configured one or the default under
+ * /dev/shm; kept in the parameters for ntb_link_info(). */
+static int shm_path(struct ntb_link *link, char *path)
 {
 	struct ntb_link_params *p = &link->params;
-	bool inspect = p->inspect_only;
-	char path[NTB_PATH_MAX + 1];
-	int fd = -1, rc;
 
 	if (p->path[0])
-		snprintf(path, sizeof(path), "%s", p->path);
-	else if (snprintf(path, sizeof(path), "/dev/shm/ntbsock-%s", p->name) >= (int)sizeof(path)) {
+		snprintf(path, NTB_PATH_MAX + 1, "%s", p->path);
+	else if (snprintf(path, NTB_PATH_MAX + 1, "/dev/shm/ntbsock-%s", p->name) >=
+		 NTB_PATH_MAX + 1) {
 		ntb_set_detail("shm path for link %s too long", p->name);
 		return -ENAMETOOLONG;
 	}
-	memcpy(p->path, path, sizeof(path)); /* resolved, for ntb_link_info() */
+	memcpy(p->path, path, NTB_PATH_MAX + 1); /* resolved, for ntb_link_info() */
+	return 0;
+}
+
+/* Open the link file PATH (created when missing, unless only inspecting): its descriptor, or a
+ * negative error. */
+static int shm_open_file(struct ntb_link *link, const char *path)
+{
+	bool inspect = link->params.inspect_only;
+	int fd, rc;
 
 	for (int attempt = 0; attempt < 4; attempt++) {
 		fd = open(path, (inspect ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0)
-			break;
+			return fd;
 		rc = -errno;
 		if (errno != ENOENT || inspect) {
 			ntb_set_detail("shm file %s: %s", path,
@@ -164,40 +173,54 @@ static int shm_open_backend(struct ntb_link *link)
 		if (rc && rc != -EEXIST)
 			return rc;
 	}
-	if (fd < 0) {
-		ntb_set_detail("shm file %s: appears and disappears", path);
-		return -EAGAIN;
-	}
+	ntb_set_detail("shm file %s: appears and disappears", path);
+	return -EAGAIN;
+}
+
+/* Is the open link file FD (PATH) one we may map: a regular file of ours (unless a foreign owner
+ * is allowed), large enough for a header? 0 with *RET_ST, or a negative error. */
+static int shm_check_file(struct ntb_link *link, int fd, const char *path, struct stat *ret_st)
+{
 	struct stat st;
+
 	if (fstat(fd, &st) < 0) {
-		rc = -errno;
+		int rc = -errno;
+
 		ntb_set_detail("shm file %s: fstat: %s", path, strerror(errno));
-		goto err_close;
+		return rc;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		ntb_set_detail("shm file %s: not a regular file", path);
-		rc = -EINVAL;
-		goto err_close;
+		return -EINVAL;
 	}
-	if (st.st_uid != geteuid() && !p->allow_foreign_owner) {
+	if (st.st_uid != geteuid() && !link->params.allow_foreign_owner) {
 		ntb_set_detail("shm file %s: owned by uid %u, not us (uid %u); refused",
 			       path, (unsigned)st.st_uid, (unsigned)geteuid());
-		rc = -EPERM;
-		goto err_close;
+		return -EPERM;
 	}
 	if ((size_t)st.st_size < NTB_HDR_SIZE) {
 		ntb_set_detail("shm file %s: %lld bytes, too small for a header: truncated or foreign",
 			       path, (long long)st.st_size);
-		rc = -EINVAL;
-		goto err_close;
+		return -EINVAL;
 	}
-	size_t size = (size_t)st.st_size;
+	*ret_st = st;
+	return 0;
+}
+
+/* Map SIZE bytes of the link file FD (PATH) and prepare its region (initialised when this side
+ * may): 0 with *RET_BASE, or a negative error (nothing mapped). */
+static int shm_map(struct ntb_link *link, int fd, const char *path, size_t size, void **ret_base)
+{
+	struct ntb_link_params *p = &link->params;
+	bool inspect = p->inspect_only;
 	void *base = mmap(NULL, size, inspect ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
 			  fd, 0);
+	int rc;
+
 	if (base == MAP_FAILED) {
 		rc = -errno;
 		ntb_set_detail("shm file %s: mmap %zu bytes: %s", path, size, strerror(errno));
-		goto err_close;
+		return rc;
 	}
 	rc = ntb_region_prepare(base, size, p->window_size, !inspect && p->side != 1, &link->hdr);
 	if (rc) {
@@ -205,8 +228,29 @@ static int shm_open_backend(struct ntb_link *link)
 		snprintf(why, sizeof(why), "%s", ntb_strerror_detail());
 		ntb_set_detail("shm file %s: %s", path, why);
 		munmap(base, size);
-		goto err_close;
+		return rc;
 	}
+	*ret_base = base;
+	return 0;
+}
+
+static int shm_open_backend(struct ntb_link *link)
+{
+	struct ntb_link_params *p = &link->params;
+	char path[NTB_PATH_MAX + 1];
+	struct stat st = { 0 };
+	void *base = NULL;
+	int fd, rc;
+
+	if ((rc = shm_path(link, path)))
+		return rc;
+	if ((fd = shm_open_file(link, path)) < 0)
+		return fd;
+	if ((rc = shm_check_file(link, fd, path, &st)))
+		goto err_close;
+	size_t size = (size_t)st.st_size;
+	if ((rc = shm_map(link, fd, path, size, &base)))
+		goto err_close;
 	struct shm_priv *sp = calloc(1, sizeof(*sp));
 	if (!sp) {
 		munmap(base, size);
@@ -225,7 +269,7 @@ static int shm_open_backend(struct ntb_link *link)
 	link->wc = false;
 	link->caps = NTB_CAP_FUTEX_WAKE;
 	link->side_hint = -1;
-	if (p->ivshmem_server[0] && p->doorbell && !inspect) {
+	if (p->ivshmem_server[0] && p->doorbell && !p->inspect_only) {
 		rc = join_ivshmem_server(link, sp);
 		if (rc) {
 			shm_close(link);

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/* Doorbells: ring the peer, read and wait for ours (futex, futex_waitv over several links, or
+ * an interrupt eventfd). */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "ntb/ntb_int.h"
+#include "util/log.h"
+#include "util/rawsys.h"
+
+/* --- doorbells -------------------------------------------------------------------------------- */
+
+int ntb_peer_db_ring(struct ntb_link *link)
+{
+	if (link->inspect)
+		return -EPERM;
+	if (ntb_ctrl_cut(link))
+		return 0; /* rung into the void, as across a cut cable */
+	uint32_t v = atomic_fetch_add_explicit(&link->local->db_seq, 1, memory_order_relaxed) + 1;
+	/* Release: window writes before the doorbell; pairs with the acquire in ntb_db_read(). */
+	atomic_store_explicit(&link->ctrl_out->doorbell.v, v, memory_order_release);
+	if (link->ops->db_wake)
+		link->ops->db_wake(link, &link->ctrl_out->doorbell.v);
+	return 0;
+}
+
+uint32_t ntb_db_read(const struct ntb_link *link)
+{
+	/* Acquire: pairs with the release store in the peer's ntb_peer_db_ring(). */
+	return atomic_load_explicit(&link->ctrl_in->doorbell.v, memory_order_acquire);
+}
+
+int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
+{
+	_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
+	uint64_t start = clock_mono_ns();
+	int rc;
+
+	if (!link->inspect)
+		/* seq_cst: the waiter half of the Dekker pair with the ringer's fence + load of
+		 * db_waiters in the shm backend's db_wake (increment, then re-read the word). */
+		atomic_fetch_add_explicit(&link->local->db_waiters, 1, memory_order_seq_cst);
+	for (;;) {
+		if (atomic_load_explicit(db, memory_order_seq_cst) != seen) {
+			rc = 0;
+			break;
+		}
+		if (!ntb_link_tick(link)) {
+			rc = -ENOLINK;
+			break;
+		}
+		/* Sleep at most half a heartbeat so our own heartbeat (written by the tick above)
+		 * keeps its period while we wait. */
+		int slice = (int)(link->params.heartbeat_ms + 1) / 2;
+		if (timeout_ms >= 0) {
+			uint64_t el = (clock_mono_ns() - start) / 1000000u;
+			if (el >= (uint64_t)timeout_ms) {
+				rc = -ETIMEDOUT;
+				break;
+			}
+			if ((uint64_t)slice > timeout_ms - el)
+				slice = (int)(timeout_ms - el);
+		}
+		/* relaxed: written before enable (release) and read after observe_peer()'s
+		 * acquire of enable in the tick above; a stale reading only polls */
+		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+				  (NTB_CAP_FUTEX_WAKE | NTB_CAP_EVENT_DB);
+		if (link->ops->db_wait_slice && peer_wakes) {
+			rc = link->ops->db_wait_slice(link, db, seen, slice);
+		} else {
+			/* The peer cannot wake us (pci): poll in short slices. */
+			struct timespec ts = { 0, 1000000 };
+			rc = nanosleep(&ts, NULL) && errno == EINTR ? -EINTR : 0;
+		}
+		if (rc == -EINTR)
+			break;
+	}
+	if (!link->inspect)
+		atomic_fetch_sub_explicit(&link->local->db_waiters, 1, memory_order_relaxed);
+	return rc;
+}
+
+/* One entry of futex_waitv(2) (the kernel's struct futex_waitv, not in every libc's headers). */
+struct db_waitv {
+	uint64_t val;
+	uint64_t uaddr;
+	uint32_t flags;
+	uint32_t reserved;
+};
+#define DB_FUTEX_32       2u   /* FUTEX2_SIZE_U32 */
+#define DB_FUTEX_PRIVATE  128u /* FUTEX2_PRIVATE */
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+
+static _Atomic bool db_waitv_missing; /* the kernel has no futex_waitv (before 5.16) */
+
+int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsigned n,
+		     const _Atomic uint32_t *kick, uint32_t kick_seen, int timeout_ms)
+{
+	struct db_waitv w[NTB_DB_WAIT_MAX + 1];
+	int slice = timeout_ms < 0 ? INT_MAX : timeout_ms, rc = 0;
+	unsigned i;
+
+	if (n > NTB_DB_WAIT_MAX || atomic_load_explicit(&db_waitv_missing, memory_order_relaxed))
+		return -ENOTSUP;
+	for (i = 0; i < n; i++)
+		if (links[i]->inspect || !(links[i]->caps & NTB_CAP_FUTEX_WAKE))
+			return -ENOTSUP; /* its doorbell is no futex word of ours (pci: polled) */
+	for (i = 0; i < n; i++)
+		/* seq_cst: the waiter half of the Dekker pair with the ringer's fence + load of
+		 * db_waiters in shm_db_wake(), as in ntb_db_wait() (count, then re-read) */
+		atomic_fetch_add_explicit(&links[i]->local->db_waiters, 1, memory_order_seq_cst);
+	for (i = 0; i < n; i++) {
+		struct ntb_link *link = links[i];
+		_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
+
+		if (atomic_load_explicit(db, memory_order_seq_cst) != seen[i])
+			goto out; /* rung already */
+		bool up = ntb_link_tick(link);
+		/* relaxed, as in ntb_db_wait(): a stale reading only polls */
+		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v,
+						       memory_order_relaxed) & NTB_CAP_FUTEX_WAKE;
+		int hb = (int)(link->params.heartbeat_ms + 1) / 2; /* our heartbeat keeps its period */
+
+		if (up && !peer_wakes) {
+			if (ntb_db_fd(link) >= 0) {
+				rc = -ENOTSUP; /* it rings our eventfd (ivshmem): ntb_db_wait() */
+				goto out;
+			}
+			if (slice > 1)
+				slice = 1; /* a peer that cannot wake us (pci) is polled, as
+					    * ntb_db_wait() does */
+		}
+		if (slice > hb)
+			slice = hb;
+		w[i] = (struct db_waitv){ .val = seen[i], .uaddr = (uintptr_t)db,
+					  .flags = DB_FUTEX_32 }; /* shared: the peer's processes */
+	}
+	if (kick) {
+		/* acquire: pairs with the kicker's release increment */
+		if (atomic_load_explicit(kick, memory_order_acquire) != kick_seen)
+			goto out;
+		w[i++] = (struct db_waitv){ .val = kick_seen, .uaddr = (uintptr_t)kick,
+					    .flags = DB_FUTEX_32 | DB_FUTEX_PRIVATE };
+	}
+	if (!i || slice <= 0)
+		goto out;
+	struct timespec abs;
+
+	clock_gettime(CLOCK_MONOTONIC, &abs);
+	abs.tv_sec += slice / 1000;
+	abs.tv_nsec += (long)(slice % 1000) * 1000000L;
+	if (abs.tv_nsec >= 1000000000L) {
+		abs.tv_sec++;
+		abs.tv_nsec -= 1000000000L;
+	}
+	/* As FUTEX_WAIT for each word: the kernel compares each with its value and sleeps
+	 * atomically, so a ring stored after our re-read above is either seen (EAGAIN) or followed
+	 * by its FUTEX_WAKE (we counted ourselves in db_waiters first). */
+	if (syscall(SYS_futex_waitv, w, i, 0, &abs, CLOCK_MONOTONIC) < 0) {
+		if (errno == EINTR)
+			rc = -EINTR;
+		else if (errno == ENOSYS) {
+			atomic_store_explicit(&db_waitv_missing, true, memory_order_relaxed);
+			rc = -ENOTSUP;
+		} else if (errno == EFAULT) {
+			rc = -ENOTSUP; /* a doorbell the kernel cannot read (a mapping gone bad): the
+					* caller's ntb_db_wait() sleeps its slice instead of spinning */
+		}
+		/* else EAGAIN (a word moved), ETIMEDOUT (slice over): the caller looks */
+	}
+out:
+	for (i = 0; i < n; i++)
+		atomic_fetch_sub_explicit(&links[i]->local->db_waiters, 1, memory_order_relaxed);
+	return rc;
+}
+
+int ntb_db_fd(const struct ntb_link *link)
+{
+	return link->ops->db_fd ? link->ops->db_fd(link) : -ENOTSUP;
+}
+
+int ntb_evfd_wait_slice(int fd, _Atomic uint32_t *db, uint32_t seen, int slice_ms)
+{
+	uint64_t count;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	/* Drain first, then look: a ring after the drain leaves the fd readable, so the poll
+	 * below cannot miss it (the eventfd is level-triggered). */
+	while (raw_read(fd, &count, sizeof(count)) == (long)sizeof(count))
+		;
+	/* acquire: pairs with the peer's release store of the doorbell in its ring */
+	if (atomic_load_explicit(db, memory_order_acquire) != seen)
+		return 0;
+	if (raw_poll(&pfd, 1, slice_ms) < 0 && errno == EINTR)
+		return -EINTR;
+	return 0;
+}
+
+uint32_t ntb_peer_db_target(const struct ntb_link *link)
+{
+	/* relaxed: both written by the peer before its enable (release), read after
+	 * observe_peer()'s acquire of enable; a stale reading rings a stale id (ignored by the
+	 * device) or none, and the peer's waiter then wakes on its timer */
+	if (!(atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) & NTB_CAP_EVENT_DB))
+		return 0;
+	uint32_t id = atomic_load_explicit(&link->ctrl_in->db_id.v, memory_order_relaxed);
+	return id <= 65536 ? id : 0; /* untrusted: ivshmem ids are 16 bits */
+}
+
+bool ntb_db_event_mine(const struct ntb_link *link)
+{
+	return link->db_id != 0 &&
+	       (atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+		NTB_CAP_EVENT_DB) &&
+	       atomic_load_explicit(&link->local->db_owner, memory_order_relaxed) == link->db_id;
+}

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/* The peer's liveness: our heartbeat written, the peer's observed (link up, down, silent), this
+ * host's record of it shared by its processes, and the peer's state (up, dead, absent). */
+#include <errno.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "util/clock.h"
+#include "ntb/ntb_int.h"
+#include "util/log.h"
+#include "util/mapguard.h"
+
+void ntb_heartbeat_write(struct ntb_link *link)
+{
+	if (ntb_ctrl_cut(link))
+		return; /* the peer sees our heartbeat stop: its link goes down */
+	uint64_t v = atomic_fetch_add_explicit(&link->local->hb_seq, 1, memory_order_relaxed) + 1;
+	struct timespec wall;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	atomic_store_explicit(&link->ctrl_out->hb_wall.v, (uint32_t)wall.tv_sec,
+			      memory_order_relaxed);
+	/* Release: epoch/enable/caps/wall stamp before the heartbeat; pairs with the acquire load
+	 * of the heartbeat in observe_peer() and ntb_link_peer_state(). */
+	atomic_store_explicit(&link->ctrl_out->heartbeat.v, (uint32_t)v, memory_order_release);
+}
+
+/* --- the host's record of the peer's heartbeat (side_local.peer_hb_seen) ----------------------
+ * Sound for NTB_PEER_DEAD because each heartbeat value is written once (the peer side's hb_seq
+ * only grows) and the record's time is read after the value was: when the peer's word still
+ * holds the recorded value, the peer has not written since before that time. A record whose
+ * time is later than it might be (a slow observer, the CAS race below) only makes the heartbeat
+ * look younger: the caller waits, as it did before there was a record. */
+
+static uint32_t mono_ms31(void)
+{
+	return (uint32_t)(clock_mono_ns() / 1000000u) & 0x7fffffffu;
+}
+
+/* Record that a process of this host saw heartbeat value HB (CHANGED: replacing another value
+ * it had seen), unless the record already holds it as well. */
+void ntb_hb_record(struct ntb_link *link, uint32_t hb, bool changed)
+{
+	_Atomic uint64_t *w = &link->local->peer_hb_seen;
+	uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
+
+	if (link->inspect)
+		return; /* (a read-only look: `ntbsock check` of the other side's file) */
+	if (old && NTB_HB_SEEN_VALUE(old) == hb && (NTB_HB_SEEN_CHANGED(old) || !changed))
+		return;
+	/* (the time after the caller's load of HB; a lost CAS leaves a record as good) */
+	atomic_compare_exchange_strong_explicit(w, &old, NTB_HB_SEEN(hb, changed, mono_ms31()),
+						memory_order_relaxed, memory_order_relaxed);
+}
+
+/* Milliseconds since REC's sighting (mod 2^31: a record older than 24 days looks young). */
+static uint32_t hb_record_age_ms(uint64_t rec)
+{
+	return (mono_ms31() - NTB_HB_SEEN_MS(rec)) & 0x7fffffffu;
+}
+
+uint32_t ntb_link_dead_ms(const struct ntb_link *link)
+{
+	uint32_t ms = link->params.link_timeout_ms * 2u;
+	return ms < 1000u ? 1000u : ms;
+}
+
+static void observe_peer(struct ntb_link *link, uint64_t now)
+{
+	struct ntb_ctrl_page *c = link->ctrl_in;
+	/* Acquire: pairs with the release store of the heartbeat in ntb_heartbeat_write(). */
+	uint32_t hb = atomic_load_explicit(&c->heartbeat.v, memory_order_acquire);
+	if (hb != atomic_load_explicit(&link->peer_hb_last, memory_order_relaxed)) {
+		atomic_store_explicit(&link->peer_hb_last, hb, memory_order_relaxed);
+		atomic_store_explicit(&link->peer_hb_change_ns, now, memory_order_relaxed);
+		ntb_hb_record(link, hb, true);
+	} else if (!atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed)) {
+		/* No change seen by this handle yet: one that another process of this host saw
+		 * counts the same (a new process finds a live link up at once). */
+		uint64_t rec = atomic_load_explicit(&link->local->peer_hb_seen, memory_order_relaxed);
+		uint64_t age = rec ? (uint64_t)hb_record_age_ms(rec) * 1000000u : 0;
+		if (rec && NTB_HB_SEEN_VALUE(rec) == hb && NTB_HB_SEEN_CHANGED(rec) &&
+		    age <= link->timeout_ns && age < now) {
+			uint64_t zero = 0;
+			atomic_compare_exchange_strong_explicit(&link->peer_hb_change_ns, &zero,
+								now - age, memory_order_relaxed,
+								memory_order_relaxed);
+		}
+	}
+	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
+	/* Acquire: pairs with the release store of enable in ntb_link_enable(). */
+	uint32_t en = atomic_load_explicit(&c->enable.v, memory_order_acquire);
+	uint32_t ep = atomic_load_explicit(&c->epoch.v, memory_order_relaxed);
+	/* A racing tick may have stored a later `changed` than our `now`: that is fresh too. */
+	bool fresh = changed && (now < changed || now - changed <= link->timeout_ns);
+	bool ours = link->inspect ? atomic_load_explicit(&link->ctrl_out->enable.v,
+							  memory_order_relaxed) == 1
+				  : atomic_load_explicit(&link->enabled, memory_order_relaxed);
+	/* A mapping that faulted (file truncated) now reads zeros: the link is gone. */
+	bool up = ours && en == 1 && ep != 0 && fresh && !mapguard_lost(link->base);
+	bool was = atomic_exchange_explicit(&link->up, up, memory_order_relaxed);
+	uint32_t old_ep = atomic_exchange_explicit(&link->peer_epoch, up ? ep : 0,
+						   memory_order_relaxed);
+	if (up)
+		atomic_store_explicit(&link->peer_epoch_seen, ep, memory_order_relaxed);
+	/* stale heartbeat alone (the peer was up before, with this epoch) */
+	bool silent = !up && ours && en == 1 && ep != 0 && changed && !fresh &&
+		      ep == atomic_load_explicit(&link->peer_epoch_seen, memory_order_relaxed) &&
+		      !mapguard_lost(link->base);
+	atomic_store_explicit(&link->peer_silent, silent, memory_order_relaxed);
+	if (up != was || (up && ep != old_ep))
+		LOG(LL_DEBUG, "ntb: link %s %s (peer epoch %08x)", link->params.name,
+		    up ? "up" : "down", ep);
+}
+
+bool ntb_link_tick(struct ntb_link *link)
+{
+	uint64_t now = clock_mono_ns();
+	if (atomic_load_explicit(&link->enabled, memory_order_relaxed)) {
+		uint64_t due = atomic_load_explicit(&link->local->hb_due_ns, memory_order_relaxed);
+		/* One heartbeat per period for the whole side: the CAS winner writes it. */
+		if (now >= due &&
+		    atomic_compare_exchange_strong_explicit(&link->local->hb_due_ns, &due,
+							    now + link->hb_period_ns,
+							    memory_order_relaxed,
+							    memory_order_relaxed))
+			ntb_heartbeat_write(link);
+	}
+	observe_peer(link, now);
+	return atomic_load_explicit(&link->up, memory_order_relaxed);
+}
+
+bool ntb_link_is_up(struct ntb_link *link)
+{
+	return ntb_link_tick(link);
+}
+
+int ntb_link_wait_up(struct ntb_link *link, int timeout_ms)
+{
+	uint64_t start = clock_mono_ns();
+	for (;;) {
+		if (ntb_link_tick(link))
+			return 0;
+		uint64_t el = clock_mono_ns() - start;
+		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000u)
+			return -ETIMEDOUT;
+		struct timespec ts = { 0, 5000000 };
+		if (nanosleep(&ts, NULL) && errno == EINTR)
+			return -EINTR;
+	}
+}
+
+enum ntb_peer_state ntb_link_peer_state(struct ntb_link *link)
+{
+	struct ntb_ctrl_page *c = link->ctrl_in;
+
+	if (ntb_link_tick(link))
+		return NTB_PEER_UP;
+	if (mapguard_lost(link->base))
+		return NTB_PEER_ABSENT;
+	/* Acquire: pairs with the release store of the heartbeat in ntb_heartbeat_write(): the wall
+	 * stamp read below is the one stored with this value or a later one. */
+	uint32_t hb = atomic_load_explicit(&c->heartbeat.v, memory_order_acquire);
+	if (atomic_load_explicit(&c->enable.v, memory_order_relaxed) != 1 ||
+	    atomic_load_explicit(&c->epoch.v, memory_order_relaxed) == 0)
+		return NTB_PEER_ABSENT;
+	uint32_t wall = atomic_load_explicit(&c->hb_wall.v, memory_order_relaxed);
+	uint64_t rec = atomic_load_explicit(&link->local->peer_hb_seen, memory_order_relaxed);
+	uint32_t dead_ms = ntb_link_dead_ms(link);
+	if (rec && NTB_HB_SEEN_VALUE(rec) == hb) {
+		if (hb_record_age_ms(rec) >= dead_ms)
+			return NTB_PEER_DEAD; /* standing still since this host first saw it */
+		if (NTB_HB_SEEN_CHANGED(rec))
+			return NTB_PEER_UNKNOWN; /* it moved recently */
+	} else if (rec && hb_record_age_ms(rec) < dead_ms) {
+		return NTB_PEER_UNKNOWN; /* moved since a recent sighting */
+	}
+	/* No sighting tells the value's age: the peer's own wall-clock stamp may (hosts of one
+	 * link keep their clocks in step; a skewed one makes this guess wrong only until a
+	 * process of this host has seen the heartbeat move, which takes one heartbeat_ms). */
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	int32_t behind_s = (int32_t)((uint32_t)now.tv_sec - wall);
+	if (wall && behind_s > (int32_t)((dead_ms + 999u) / 1000u) + NTB_WALL_SLACK_S)
+		return NTB_PEER_DEAD;
+	return NTB_PEER_UNKNOWN;
+}
+
+int ntb_link_wait_peer(struct ntb_link *link, int timeout_ms)
+{
+	uint64_t start = clock_mono_ns();
+	for (;;) {
+		enum ntb_peer_state st = ntb_link_peer_state(link);
+		if (st == NTB_PEER_UP)
+			return 0;
+		if (st == NTB_PEER_ABSENT || st == NTB_PEER_DEAD)
+			return -EHOSTDOWN;
+		uint64_t el = clock_mono_ns() - start;
+		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000u)
+			return -ETIMEDOUT;
+		/* (a live peer's heartbeat moves every heartbeat_ms: look often enough to see it
+		 * within a small part of that) */
+		struct timespec ts = { 0, 1000000 };
+		if (nanosleep(&ts, NULL) && errno == EINTR)
+			return -EINTR;
+	}
+}
+
+bool ntb_link_peer_silent(const struct ntb_link *link)
+{
+	return atomic_load_explicit(&link->peer_silent, memory_order_relaxed);
+}
+
+int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link)
+{
+	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
+	uint64_t now = clock_mono_ns();
+
+	return changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u) : -1;
+}
+
+uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link)
+{
+	return link->params.heartbeat_ms;
+}
+
+uint32_t ntb_link_peer_epoch(const struct ntb_link *link)
+{
+	return atomic_load_explicit(&link->peer_epoch, memory_order_relaxed);
+}

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+/* A link's connections in this process: the list, the release of a finished one (the last
+ * owner frees its context), the linger of closed ones until their FINs are acknowledged, and
+ * the passes that run their timers and finish them. */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+#include "util/rawsys.h"
+
+void tp_conn_register(struct tp_conn *c)
+{
+	pthread_mutex_lock(&c->link->conns_lock);
+	c->next = c->link->conns;
+	c->link->conns = c;
+	pthread_mutex_unlock(&c->link->conns_lock);
+}
+
+static __thread bool t_pass_locked; /* this thread runs a pass holding conns_lock */
+/* (its address is this thread's token in tp_conn.pin_owner) */
+
+bool tp_link_pass_locked(void)
+{
+	return t_pass_locked;
+}
+
+void tp_conn_unregister(struct tp_conn *c)
+{
+	pthread_mutex_lock(&c->link->conns_lock);
+	/* a pass drives C's failover without conns_lock: wait until it is done with C (it takes no
+	 * lock a caller here holds), unless this thread is that pass, which then forgets C */
+	while (c->pin_owner) {
+		if (c->pin_owner == &t_pass_locked) {
+			*c->pin_slot = NULL;
+			c->pin_owner = NULL;
+			break;
+		}
+		pthread_mutex_unlock(&c->link->conns_lock);
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&c->link->conns_lock);
+	}
+	for (struct tp_conn **pp = &c->link->conns; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&c->link->conns_lock);
+}
+
+void tp_conn_free_slot(struct tp_conn *c)
+{
+	struct tp_link *l = c->link;
+
+	tp_host_lock(l);
+	tp_slot_free(l, c->slot);
+	tp_host_unlock(l);
+	/* release: the freed slot before the flag; pairs with the acquire loads of slot_gone
+	 * (tp_conn_timers(), tp_conn_release(), exit_pending(), atfork_prepare()) */
+	atomic_store_explicit(&c->slot_gone, true, memory_order_release);
+}
+
+/* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
+ * tell the peer when the connection did not end with both FINs. Frees C. */
+void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
+{
+	struct tp_link *l = c->link;
+
+	/* a shell (moved to another link): only the object is left */
+	/* acquire: pairs with the release store in tp_conn_free_slot() */
+	if (atomic_load_explicit(&c->slot_gone, memory_order_acquire)) {
+		tp_conn_unregister(c);
+		tp_fo_free(c);
+		tp_conn_recycle(c);
+		return;
+	}
+	struct tp_host_entry *e = c->ent;
+	int me = tp_self_pid();
+	/* acquire: pairs with the release store in tp_conn_own() / tp_conn_new() */
+	bool owned = atomic_load_explicit(&c->owned, memory_order_acquire);
+	int32_t active;
+	bool last = true;
+
+	tp_conn_unregister(c);
+	tp_host_lock(l);
+	for (int i = 0; i < TP_OWNERS; i++)
+		if (e->owners[i] == me)
+			e->owners[i] = 0;
+	/* acquire: pairs with the CAS in tp_conn_own() (a driver not in the owner list) */
+	active = atomic_load_explicit(&e->active, memory_order_acquire);
+	last = !tp_entry_owned(e) && (active == me || !tp_pid_alive(active));
+	/* The owner ends the connection for everyone (nobody else can drive it); others only when
+	 * they are the last holder. */
+	if (st_flags && (last || owned))
+		tp_conn_st_add(c, st_flags);
+	if (last) {
+		tp_slot_free(l, c->slot);
+	} else if (e->pid == me) {
+		for (int i = 0; i < TP_OWNERS; i++)
+			if (e->owners[i])
+				e->pid = e->owners[i];
+	}
+	tp_host_unlock(l);
+	tp_fo_free(c);
+	if (c->keep_fd >= 0) {
+		raw_close(c->keep_fd); /* the kernel's FIN (after any failover tail) */
+		c->keep_fd = -1;
+	}
+	tp_conn_recycle(c);
+}
+
+/* Has the peer acknowledged C's FIN (and so every byte before it)? (tx side state) */
+bool tp_fin_acked(const struct tp_conn *c)
+{
+	return c->fin_sent && c->fb_ack - c->fin_msn - 1u < (1u << 31);
+}
+
+/* A closed connection kept a duplicate of its kernel socket for a failover (tp_close()); once
+ * its FIN and every byte before it are acknowledged nothing is left to hand over: close it,
+ * so that the kernel's FIN goes out as soon as it would have without the library (the peer's
+ * close() waits for it: preload/pl_sock.c, await_peer_fin()). Trylocks: the helper's pass. */
+static void keep_release_if_acked(struct tp_conn *c)
+{
+	bool acked;
+
+	if (c->keep_fd < 0 || tp_fo_get(c) || tp_mutex_trylock(&c->tx_lock))
+		return;
+	acked = tp_fin_acked(c);
+	tp_mutex_unlock(&c->tx_lock);
+	if (!acked || tp_mutex_trylock(&c->witness_lock))
+		return;
+	if (!tp_fo_get(c) && c->keep_fd >= 0) { /* (under witness_lock: fo_dup_socket()) */
+		raw_close(c->keep_fd);
+		c->keep_fd = -1;
+	}
+	tp_mutex_unlock(&c->witness_lock);
+}
+
+/* Milliseconds since C was closed. NOW was read before the pass, and tp_close() may have
+ * stamped closed_ms since (an age of 2^64 - 1 ms released a connection closed a moment ago
+ * as gone, before its last bytes were delivered). */
+static uint64_t closed_age(const struct tp_conn *c, uint64_t now)
+{
+	return clock_age_ms(now, c->closed_ms);
+}
+
+/* Is a closed connection finished: FIN acknowledged and the peer's FIN seen (or gone)? */
+static bool linger_done(struct tp_conn *c, uint64_t now, uint32_t *ret_flags)
+{
+	bool acked, peer_done;
+
+	*ret_flags = 0;
+	/* acquire: pairs with the CAS in tp_set_error_at() */
+	if (atomic_load_explicit(&c->error, memory_order_acquire))
+		return true;
+	int fo = tp_fo_get(c);
+
+	if (fo == TP_FO_LINKED)
+		return tp_fo_idle(c); /* (a tp_close() finishing under the move's lock: next time) */
+	if (fo == TP_FO_DONE || fo == TP_FO_FAILED)
+		return true; /* the kernel socket carries (or ended) the rest */
+	if (fo == TP_FO_RUN)
+		return closed_age(c, now) > 5000u + c->link->params.setup_timeout_ms;
+	/* (a silent peer, maybe stopped, is waited for as long as its open connections are) */
+	uint64_t bound = 5000u + c->link->params.setup_timeout_ms;
+
+	if (ntb_link_peer_silent(c->link->ntb) && bound < c->link->params.peer_timeout_ms)
+		bound = c->link->params.peer_timeout_ms;
+	if (closed_age(c, now) > bound) {
+		LOG(LL_DEBUG, "transport: slot %u: unfinished %llu ms after close: gone", c->slot,
+		    (unsigned long long)closed_age(c, now));
+		*ret_flags = TP_ST_GONE;
+		return true;
+	}
+	acked = tp_fin_acked(c);
+	peer_done = c->fin_rcvd_v;
+	if (tp_conn_peer_lost(c))
+		return true;
+	/* (data for closed C, which had none unread when it closed: tp_close(); a busy receive
+	 * lock is looked at again on the next pass) */
+	if (tp_rx_unread(c, true)) {
+		LOG(LL_DEBUG, "transport: slot %u: data arrived after close: reset", c->slot);
+		*ret_flags = TP_ST_RST; /* as the kernel answers data for a closed socket */
+		return true;
+	}
+	if (acked && peer_done)
+		return true;
+	if (acked && closed_age(c, now) > 1000u) {
+		LOG(LL_DEBUG, "transport: slot %u: no FIN from the peer %llu ms after close: gone",
+		    c->slot, (unsigned long long)closed_age(c, now));
+		*ret_flags = TP_ST_GONE; /* we stopped reading: the peer's later sends fail */
+		return true;
+	}
+	return false;
+}
+
+/* The timers of the connections a pass pinned (in a failover), with conns_lock released; then
+ * unpinned. One of them released from inside its failover drops out of PINS
+ * (tp_conn_unregister()). */
+static void pass_pinned(struct tp_link *l, struct tp_conn **pins, int n, uint64_t now)
+{
+	for (int i = 0; i < n; i++)
+		if (pins[i])
+			tp_conn_timers(pins[i], now);
+	pthread_mutex_lock(&l->conns_lock);
+	for (int i = 0; i < n; i++)
+		if (pins[i])
+			pins[i]->pin_owner = NULL;
+	pthread_mutex_unlock(&l->conns_lock);
+}
+
+/* Under conns_lock: pin C (in a failover) into PINS for pass_pinned(); false when PINS is full
+ * (the next pass takes it). */
+static bool pass_pin(struct tp_conn *c, struct tp_conn **pins, int *npins)
+{
+	if (*npins >= TP_PASS_PINS)
+		return false;
+	c->pin_owner = &t_pass_locked;
+	c->pin_slot = &pins[*npins];
+	pins[(*npins)++] = c;
+	return true;
+}
+
+/* The closed connections a pass of L took off the list (DONE, linked by next, their ST flags
+ * in closed_ms) are released, each back on the list first (tp_conn_release() unregisters). */
+static void pass_release(struct tp_link *l, struct tp_conn *done)
+{
+	struct tp_conn *c, *next;
+
+	for (c = done; c; c = next) {
+		next = c->next;
+		c->next = NULL;
+		pthread_mutex_lock(&l->conns_lock);
+		c->next = l->conns;
+		l->conns = c;
+		pthread_mutex_unlock(&l->conns_lock);
+		tp_conn_release(c, (uint32_t)c->closed_ms);
+	}
+}
+
+/* One pass over L's connections: their timers (only the closed ones' when CLOSED_ONLY), and the
+ * release of closed ones that are finished (with FORCE, of every closed one: an unfinished one
+ * with TP_ST_GONE). One pass at a time (the released ones leave the list for a moment): false
+ * when another thread's pass runs. */
+bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
+{
+	struct tp_conn *done = NULL, *c;
+	/* Connections in a failover: their timers run after conns_lock is released, for a move
+	 * takes the other link's locks (under ours, a pass over that link moving a connection here
+	 * would take them in the other order). Pinned meanwhile: not released by anyone. */
+	struct tp_conn *pins[TP_PASS_PINS];
+	int npins = 0;
+	bool lingering = false, busy = false, quick = false, nudge = false;
+
+	/* acq_rel: pairs with the release store that ends the other pass */
+	if (!atomic_compare_exchange_strong_explicit(&l->pass_busy, &busy, true,
+						     memory_order_acq_rel, memory_order_relaxed))
+		return false;
+	/* cleared first: a tp_close() from now on sets it again. seq_cst, as the load of each
+	 * closed below: against tp_close()'s seq_cst stores of closed, then lingering (a pass
+	 * must not both clear a close's flag and miss its connection) */
+	atomic_store_explicit(&l->lingering, false, memory_order_seq_cst);
+	pthread_mutex_lock(&l->conns_lock);
+	t_pass_locked = true;
+	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
+		uint32_t fl;
+
+		/* single-owner rule: nothing runs here for a connection another process drives (or
+		 * nobody since a fork). Acquire: pairs with the release store in tp_conn_own(). */
+		bool owned = atomic_load_explicit(&c->owned, memory_order_acquire);
+		/* seq_cst: see the store of lingering above; it also pairs with the store in
+		 * tp_close() as an acquire would (closed_ms, the shutdown state) */
+		bool closed = atomic_load_explicit(&c->closed, memory_order_seq_cst);
+
+		if (closed_only && !closed) {
+			pp = &c->next;
+			continue;
+		}
+		fl = TP_ST_GONE;
+		/* closed here while a fork cleared its owner: finish it unless the child took it */
+		if (closed && !owned)
+			owned = tp_conn_own(c) == 0;
+		if (owned && tp_fo_get(c) != TP_FO_RUN)
+			quick |= tp_conn_timers(c, now) != 0; /* (it may start a failover) */
+		if (owned && tp_fo_get(c) == TP_FO_RUN) {
+			if (!pass_pin(c, pins, &npins))
+				quick = true; /* (the next pass, soon) */
+			lingering |= closed;
+			pp = &c->next;
+			continue;
+		}
+		if (closed && owned)
+			keep_release_if_acked(c);
+		bool finished = closed && owned && linger_done(c, now, &fl);
+
+		if (closed && owned && !finished && !c->fin_nudged &&
+		    closed_age(c, now) >= TP_FIN_NUDGE_MS) {
+			c->fin_nudged = true; /* (our closing rang nothing: tp_write_st()) */
+			nudge = true;
+		}
+
+		if (closed && owned && !finished && force) {
+			LOG(LL_DEBUG, "transport: slot %u: release forced before its end", c->slot);
+			fl = TP_ST_GONE; /* forced before the end: the peer learns it is gone */
+		}
+		if (closed && !owned)
+			LOG(LL_DEBUG, "transport: slot %u: closed here, driven elsewhere", c->slot);
+		if (closed && (!owned || finished || force)) {
+			*pp = c->next;
+			c->next = done;
+			c->closed_ms = fl; /* reuse: flags for the release below */
+			done = c;
+			continue;
+		}
+		lingering |= closed;
+		pp = &c->next;
+	}
+	t_pass_locked = false;
+	pthread_mutex_unlock(&l->conns_lock);
+	if (npins)
+		pass_pinned(l, pins, npins, now);
+	if (nudge)
+		ntb_peer_db_ring(l->ntb); /* one ring for every connection that needs it */
+	if (lingering) /* (relaxed: setting it only asks for a pass sooner) */
+		atomic_store_explicit(&l->lingering, true, memory_order_relaxed);
+	/* quick probes still to come on some connection: keep coming (a sleeper may set it again
+	 * meanwhile: a pass at most TP_QUICK_PROBE_MS later clears it once more) */
+	if (!closed_only) /* (relaxed: a hint for the helper's sleep) */
+		atomic_store_explicit(&l->probe_soon, quick, memory_order_relaxed);
+	pass_release(l, done);
+	/* release: pairs with the CAS that starts the next pass */
+	atomic_store_explicit(&l->pass_busy, false, memory_order_release);
+	return true;
+}
+
+void tp_link_reap(struct tp_link *l)
+{
+	tp_link_conns_pass(l, tp_now_ms(), true, false);
+}

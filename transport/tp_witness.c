@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/* The TCP witness: the program's kernel socket of a connection, looked at while the link is
+ * silent to tell a dead peer process from a quiet one. */
+#include <errno.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "transport/tp_int.h"
+#include "util/rawsys.h"
+#include "util/log.h"
+
+void tp_conn_set_witness(struct tp_conn *c, int fd)
+{
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
+	struct stat st;
+
+	if (!c)
+		return;
+	tp_mutex_lock(&c->witness_lock); /* after any look in progress (tp_witness_look()) */
+	tp_fo_watch(c, fd); /* (before the old descriptor is forgotten: it leaves the set) */
+	/* relaxed: under witness_lock; a reader without it (a hint) finds no witness */
+	atomic_store_explicit(&c->witness_fd1, 0, memory_order_relaxed);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		/* relaxed: under witness_lock, where the look reads it */
+		atomic_store_explicit(&c->witness_ino, (uint64_t)st.st_ino, memory_order_relaxed);
+		/* release: the inode before the descriptor; pairs with the acquire loads of
+		 * witness_fd1 without the lock (tp_witness_look(), tp_failover.c) */
+		atomic_store_explicit(&c->witness_fd1, fd + 1, memory_order_release);
+	}
+	tp_mutex_unlock(&c->witness_lock);
+}
+
+/* The peer is silent: is its kernel socket closed (the process died) rather than only quiet
+ * (stopped, starved, or the host gone)? Looked at every 100 ms, never read: MSG_PEEK, and
+ * through the system call itself, since the preload library interposes recv(). */
+void tp_witness_look(struct tp_conn *c, uint64_t now)
+{
+	/* acquire: pairs with the release store in tp_conn_set_witness() */
+	int fd1 = atomic_load_explicit(&c->witness_fd1, memory_order_acquire);
+	struct stat st;
+	char b;
+
+	/* relaxed (witness_ms, its CAS below): one look per 100 ms, nothing is published with
+	 * it; down_since_ms and peer_gone: flags read as hints */
+	uint64_t last = atomic_load_explicit(&c->witness_ms, memory_order_relaxed);
+
+	/* one look per 100 ms, by whichever thread wins it */
+	/* From the moment the link is down (the first look tells a death, which stopped the
+	 * heartbeat, from a process alive behind a silent link: silent_alive), and not once the
+	 * peer said it closed (TP_ST_CLOSING): then its TCP socket's end is that close, and its
+	 * connection still lingers on the NTB side (data, FIN), to be waited for. */
+	if (!fd1 || !atomic_load_explicit(&c->link->down_since_ms, memory_order_relaxed) ||
+	    (tp_st_flags(c) & TP_ST_CLOSING) || clock_age_ms(now, last) < 100u ||
+	    atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
+	    !atomic_compare_exchange_strong_explicit(&c->witness_ms, &last, now,
+						     memory_order_relaxed, memory_order_relaxed))
+		return;
+	/* a busy lock: the witness is being changed (the descriptor may be closing) */
+	if (tp_mutex_trylock(&c->witness_lock))
+		return;
+	/* relaxed (fd1, ino): under witness_lock, which their writer holds */
+	fd1 = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed);
+	if (!fd1 || fstat(fd1 - 1, &st) ||
+	    (uint64_t)st.st_ino != atomic_load_explicit(&c->witness_ino, memory_order_relaxed)) {
+		tp_mutex_unlock(&c->witness_lock);
+		return; /* gone, closed or reused: nothing to learn from it */
+	}
+	long r = raw_recv(fd1 - 1, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	int e = errno;
+
+	/* the same socket still (not closed and reused between the two calls)? */
+	bool same = fstat(fd1 - 1, &st) == 0 &&
+		    (uint64_t)st.st_ino == atomic_load_explicit(&c->witness_ino, memory_order_relaxed);
+	bool dead = same && (r == 0 || (r < 0 && (e == ECONNRESET || e == EPIPE || e == ETIMEDOUT)));
+
+	/* A closing peer writes CLOSING, then its socket ends: an end seen here may be a close
+	 * whose CLOSING came after the look at the flags above (the flags are read again now,
+	 * after the end: the kernel orders its close after that write) */
+	if (dead && (tp_st_flags(c) & TP_ST_CLOSING)) {
+		tp_mutex_unlock(&c->witness_lock);
+		return;
+	}
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+	bool dead_late = false;
+
+	memset(&ti, 0, sizeof(ti));
+	if (dead && raw_getsockopt(fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl))
+		dead_late = true; /* no age of its end: take it as after a silence */
+	tp_mutex_unlock(&c->witness_lock);
+	/* Did it die while its link still spoke? Its FIN (or reset) is the last segment the
+	 * socket received (tcpi_last_ack_recv: ms since), the heartbeat's last change is the last
+	 * sign of the link: a heartbeat older than the death by more than two periods means the
+	 * link was silent before it died, and what it wrote then may never have arrived. */
+	if (dead && !dead_late) {
+		int64_t hb_age = ntb_link_peer_hb_age_ms(c->link->ntb);
+		int64_t gap = hb_age - (int64_t)ti.tcpi_last_ack_recv;
+
+		dead_late = hb_age < 0 || gap > 2 * (int64_t)ntb_link_heartbeat_ms(c->link->ntb) + 50;
+		if (dead_late)
+			LOG(LL_INFO, "transport: slot %u: the link was silent %lld ms before the peer "
+			    "died: what it wrote meanwhile may be missing", c->slot, (long long)gap);
+	}
+	/* relaxed: published by the release store of peer_died below, or a hint alone */
+	if ((!dead && same) || dead_late)
+		atomic_store_explicit(&c->silent_alive, true, memory_order_relaxed);
+	if (dead) {
+		LOG(LL_INFO, "transport: slot %u: peer silent and its TCP socket closed (%s, fd %d, "
+		    "tcp state %u): the peer process is gone", c->slot,
+		    r == 0 ? "end of stream" : strerror(e), fd1 - 1, ti.tcpi_state);
+		/* release: silent_alive before it; pairs with the load of peer_died before
+		 * silent_alive in tp_rx.c (the end of a dead peer's stream) */
+		atomic_store_explicit(&c->peer_died, true, memory_order_release);
+		/* relaxed: a sticky flag (as in tp_conn_peer_lost()); the event wakes the waiters */
+		atomic_store_explicit(&c->peer_gone, true, memory_order_relaxed);
+		tp_event_signal(); /* waiters look again and see the loss */
+	}
+}
