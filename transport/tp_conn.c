@@ -212,8 +212,9 @@ void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (!c)
 		return;
-	c->ent->pid = pid;
-	c->ent->fd = fd;
+	/* relaxed: informational (stat); a move copies them (mv_finish()) */
+	atomic_store_explicit(&c->ent->pid, pid, memory_order_relaxed);
+	atomic_store_explicit(&c->ent->fd, fd, memory_order_relaxed);
 }
 
 int tp_conn_error(struct tp_conn *c)

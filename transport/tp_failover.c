@@ -693,8 +693,11 @@ static void mv_finish(struct tp_conn *c, struct tp_fo *fo)
 	/* acquire: pairs with the release store in tp_conn_set_witness() */
 	int w = atomic_load_explicit(&c->witness_fd1, memory_order_acquire) - 1;
 
-	n->ent->pid = c->ent->pid;
-	n->ent->fd = c->ent->fd;
+	/* relaxed: informational (stat), set by the program's thread (tp_conn_set_owner()) */
+	atomic_store_explicit(&n->ent->pid, atomic_load_explicit(&c->ent->pid, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&n->ent->fd, atomic_load_explicit(&c->ent->fd, memory_order_relaxed),
+			      memory_order_relaxed);
 	n->tx_cap = c->tx_cap;
 	if (c->rd_shut)
 		tp_shutdown(n, SHUT_RD);

@@ -403,15 +403,33 @@ struct tp_export {
 	uint8_t  wr_shut, fin_sent, rd_shut, eof;
 };
 
+/* struct tp_stats as it lives in the host table (an entry's stats, or a connection's
+ * local_stats): the same fields, _Atomic. Each has one writer (the holder of tx_lock for tx_*
+ * and retransmits, of rx_lock for rx_* and crc_errors, the timers for the fill levels) and is
+ * read unlocked by tp_conn_stats() and tp_stat_list(): relaxed on both sides (TP_STAT_ADD,
+ * TP_STAT_SET, tp_stats_load()). */
+struct tp_stats_sh {
+	_Atomic uint64_t tx_bytes, rx_bytes;
+	_Atomic uint64_t tx_msgs_inline, tx_msgs_short, tx_msgs_long;
+	_Atomic uint64_t rx_msgs_inline, rx_msgs_short, rx_msgs_long;
+	_Atomic uint64_t retransmits, crc_errors;
+	_Atomic uint32_t tx_queue_fill, rx_queue_fill;
+	_Atomic uint64_t tx_full;
+};
+static_assert(sizeof(struct tp_stats_sh) == sizeof(struct tp_stats) &&
+	      offsetof(struct tp_stats_sh, tx_full) == offsetof(struct tp_stats, tx_full),
+	      "the host table's statistics keep struct tp_stats's layout");
+
 struct tp_host_entry {
 	uint32_t state;
-	int32_t  pid;          /* owner (CONNECTING/OPEN), 0 for PENDING */
+	_Atomic int32_t pid;   /* owner (CONNECTING/OPEN), 0 for PENDING */
 	int32_t  owners[4];    /* processes sharing it (fork); dead ones are dropped */
 	_Atomic uint32_t refs; /* processes holding a copy (fork adds one, export/adopt keep it) */
 	_Atomic int32_t active; /* pid of the one process that drives it, 0: nobody since the
 				* last fork (single-owner rule, see the header comment) */
 	_Atomic uint64_t fork_ms; /* last fork of an owner: the child may not be listed yet */
-	int32_t  fd;           /* informational (tp_conn_set_owner) */
+	_Atomic int32_t fd;    /* informational (tp_conn_set_owner); with pid, copied by a
+				 * move's helper while the program sets them: relaxed */
 	uint32_t role;         /* 0 client, 1 server */
 	struct tp_key key;
 	uint32_t nonce;        /* ours: seeds what the peer writes into this slot */
@@ -427,7 +445,7 @@ struct tp_host_entry {
 	_Atomic uint32_t result; /* client: 0 waiting, TP_PKT_ACK, TP_PKT_NACK */
 	_Atomic uint32_t result_reason; /* written with result (relaxed, before it) */
 	uint64_t created_ms, released_ms;
-	struct tp_stats stats;
+	struct tp_stats_sh stats;
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
 };
 
@@ -691,10 +709,10 @@ struct tp_conn {
 	bool inl_hold_ok;
 	uint32_t inl_hold_pos, inl_hold_msn;
 	uint8_t inl_hold[128];
-	struct tp_stats local_stats; /* when ent is NULL */
+	struct tp_stats_sh local_stats; /* when ent is NULL */
 #define TP_WCACHE 48
 	_Atomic uint64_t wc_raw[TP_WCACHE]; /* last valid raw checked word per slot word (ST/FB/TX) */
-	struct tp_stats *st;
+	struct tp_stats_sh *st;
 	/* --- failover to the kernel TCP socket (tp_failover.c; doc/design.md §5.8) */
 	uint64_t rx_discarded;       /* bytes consumed without delivery (shut or closed reader) */
 	struct tp_fo *_Atomic fo;    /* NULL until a failover is requested; then final (release) */
@@ -879,10 +897,13 @@ static inline bool tp_slot_word(struct tp_conn *c, uint32_t w, uint32_t *ret)
 	/* acquire: a word published after a barrier is read before what it publishes (as
 	 * tp_in_word()); pairs with the writer's ntb_to_peer_barrier() or, for the FB words,
 	 * ntb_from_peer_barrier() (tp_words.c's table) */
-	uint64_t raw = __atomic_load_n((const uint64_t *)(const void *)(p + w), __ATOMIC_ACQUIRE);
+	uint64_t raw = atomic_load_explicit((const _Atomic uint64_t *)(const void *)(p + w),
+					    memory_order_acquire);
 	unsigned i = w / 8u;
 
-	if (i < TP_WCACHE && raw == __atomic_load_n(&c->wc_raw[i], __ATOMIC_RELAXED) && raw) {
+	/* relaxed: the cache is a hint (above) */
+	if (i < TP_WCACHE && raw == atomic_load_explicit(&c->wc_raw[i], memory_order_relaxed) &&
+	    raw) {
 		*ret = (uint32_t)raw;
 		return true;
 	}
@@ -912,19 +933,17 @@ void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's s
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
 #define tp_set_error(c, e) tp_set_error_at((c), (e), __FILE__, __LINE__)
 void tp_wake_peer(struct tp_conn *c, uint32_t flag_word);
-/* Statistics (c->st, struct tp_stats in the host table): each field has one writer (the holder
- * of tx_lock for tx_* and retransmits, of rx_lock for rx_* and crc_errors, the timers for the
- * fill levels) and is read unlocked by tp_conn_stats() and tp_stat_list(). Relaxed atomics on
- * both sides (plain moves on x86); a load + store instead of an RMW: the writer is single.
- * Partners: TP_STAT_ADD/TP_STAT_SET (writers) and tp_stats_load() (readers). */
-#define TP_STAT_ADD(field, n) \
-	__atomic_store_n(&(field), __atomic_load_n(&(field), __ATOMIC_RELAXED) + (n), __ATOMIC_RELAXED)
-#define TP_STAT_SET(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
+/* Statistics: writers (relaxed; partner: tp_stats_load()). A load + store instead of an RMW: each
+ * field has one writer (struct tp_stats_sh). */
+#define TP_STAT_ADD(field, n)                                                                  \
+	atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), \
+			      memory_order_relaxed)
+#define TP_STAT_SET(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
 
 /* A snapshot of *SRC field by field with relaxed loads (partner: TP_STAT_ADD/TP_STAT_SET). */
-static inline void tp_stats_load(struct tp_stats *dst, const struct tp_stats *src)
+static inline void tp_stats_load(struct tp_stats *dst, const struct tp_stats_sh *src)
 {
-#define TP_STAT_LD(f) dst->f = __atomic_load_n(&src->f, __ATOMIC_RELAXED)
+#define TP_STAT_LD(f) dst->f = atomic_load_explicit(&src->f, memory_order_relaxed)
 	TP_STAT_LD(tx_bytes); TP_STAT_LD(rx_bytes);
 	TP_STAT_LD(tx_msgs_inline); TP_STAT_LD(tx_msgs_short); TP_STAT_LD(tx_msgs_long);
 	TP_STAT_LD(rx_msgs_inline); TP_STAT_LD(rx_msgs_short); TP_STAT_LD(rx_msgs_long);
@@ -972,8 +991,10 @@ static inline bool tp_inline_stale(const struct tp_conn *c, uint32_t pos,
 		return false;
 	for (unsigned i = 0; i < c->n_stale; i++)
 		if (c->stale_pos[i] == pos)
-			return __atomic_load_n((const uint64_t *)(const void *)(uintptr_t)(slot + 120),
-					       __ATOMIC_RELAXED) == c->stale_sig[i];
+			/* relaxed: advisory (above) */
+			return atomic_load_explicit((const _Atomic uint64_t *)(const void *)
+						    (uintptr_t)(slot + 120),
+						    memory_order_relaxed) == c->stale_sig[i];
 	return false;
 }
 unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
