@@ -32,7 +32,7 @@ static int pending_find(struct tp_link *l, const struct tp_key *key, uint32_t *r
 /*
  * The decision between ntb and tcp is the client's, and it is final once written: COMMIT (ntb)
  * or RST / a Cancel (tcp), written before the client lets the TCP handshake complete
- * (preload/pl_setup.c: connect_late()). The server only follows it: a reservation found
+ * (preload/pl_connect_late.c). The server only follows it: a reservation found
  * undecided is waited for. A reservation made after the accept (the client's ACK went out
  * before its Apply was answered: the kernel's delayed ACK) is never committed: the client
  * sees its ACK gone and gives it up.

@@ -51,7 +51,7 @@ static void prefix_done(struct tp_conn *c)
 	atomic_store_explicit(&c->pre_on, false, memory_order_relaxed);
 	atomic_fetch_sub_explicit(&tp_fo_active, 1, memory_order_relaxed); /* (a hint, above) */
 	/* acquire: pairs with the release stores of pre_fin in tp_prefix_set() and
-	 * tp_shutdown() (tp_conn.c; without the prefix lock) */
+	 * tp_shutdown() (tp_close.c; without the prefix lock) */
 	if (atomic_load_explicit(&c->pre_fin, memory_order_acquire)) {
 		tp_mutex_lock(&c->tx_lock);
 		if (!c->wr_shut) {

@@ -441,14 +441,14 @@ bool tp_rx_death_end(struct tp_conn *c)
 	if (c->eof)
 		return true;
 	/* a death (its TCP socket ended, or its host reclaimed it), not a reset or a lost link
-	 * (acquire: pairs with the store of peer_died in witness_look(), tp_conn.c, after its
+	 * (acquire: pairs with the store of peer_died in tp_witness_look(), tp_witness.c, after its
 	 * look at the peer) */
 	if ((st & TP_ST_RST) ||
 	    !(atomic_load_explicit(&c->peer_died, memory_order_acquire) || (st & TP_ST_GONE)) ||
 	    c->rec_head != c->rec_tail)
 		return false;
 	/* alive but silent before it died: what it wrote meanwhile may never have arrived */
-	/* (acquire: pairs with the store of silent_alive in witness_look(), tp_conn.c) */
+	/* (acquire: pairs with the store of silent_alive in tp_witness_look(), tp_witness.c) */
 	if (atomic_load_explicit(&c->silent_alive, memory_order_acquire))
 		return false;
 	tp_rx_progress(c, UINT32_MAX);
@@ -547,7 +547,7 @@ uint32_t tp_rx_timers(struct tp_conn *c)
 	uint32_t next = 0;
 
 	if (tp_mutex_trylock(&c->rx_lock) == 0) {
-		/* acquire: pairs with the store of closed in tp_close() (tp_conn.c): the program
+		/* acquire: pairs with the store of closed in tp_close() (tp_close.c): the program
 		 * closed it, nobody will read */
 		bool discard = c->rd_shut || atomic_load_explicit(&c->closed, memory_order_acquire);
 		uint32_t v;

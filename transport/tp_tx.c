@@ -466,8 +466,8 @@ static int tx_refresh(struct tp_conn *c)
 	/* (atomic: tp_tx_retry_check() compares it without the tx lock) */
 	atomic_store_explicit(&c->tx_seen_ep, tp_slot_raw(c, TP_W_FB_EPOCH), memory_order_relaxed);
 	if (tp_conn_peer_lost(c)) {
-		/* release: pairs with the loads of peer_gone in tp_close() and witness_look()
-		 * (tp_conn.c), which then skip what this send just found */
+		/* release: pairs with the loads of peer_gone in tp_close() and tp_witness_look()
+		 * (tp_close.c, tp_witness.c), which then skip what this send just found */
 		atomic_store_explicit(&c->peer_gone, true, memory_order_release);
 		return -ECONNRESET;
 	}
@@ -528,7 +528,7 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (unlikely(atomic_load_explicit(&c->pre_on, memory_order_relaxed))) {
 		/* acquire: pairs with the release stores of pre_fin in tp_prefix_set() and
-		 * tp_shutdown() (tp_conn.c) */
+		 * tp_shutdown() (tp_close.c) */
 		if (atomic_load_explicit(&c->pre_fin, memory_order_acquire))
 			return -EPIPE; /* (shut before its tail was out) */
 		/* (another thread sending the prefix is waited for: a send into a connection with
