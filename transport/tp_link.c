@@ -631,6 +631,8 @@ void tp_atfork_child(void)
 			}
 			if (!c)
 				break;
+			c->pin_owner = NULL; /* (a parent's pass may have pinned it: its thread is
+					      * not here) */
 			tp_mutex_init(&c->tx_lock);
 			tp_mutex_init(&c->rx_lock);
 			tp_mutex_init(&c->witness_lock); /* a look may have been running */
