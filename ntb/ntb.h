@@ -265,7 +265,10 @@ uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
  * announces down), or a live one whose processes are stopped or starved; the caller decides
  * how long to wait. False while up and for any other kind of down. */
 bool ntb_link_peer_silent(const struct ntb_link *link);
-/* Milliseconds since this handle last saw the peer's heartbeat change (-1: not yet). */
+/* Milliseconds since the peer wrote the last heartbeat that reached this side (-1: not known
+ * yet): at most the true age, and at least the age of this handle's sighting of it; a peer that
+ * stamps its heartbeats (hb_mono) is dated by its own clock, so a late look does not make it
+ * younger. */
 int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link);
 uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link);
 const char *ntb_link_name(const struct ntb_link *link);

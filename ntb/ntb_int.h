@@ -231,7 +231,11 @@ struct ntb_ctrl_page {
 	/* 0xb80 the peer's CLOCK_REALTIME in seconds (mod 2^32) at its last heartbeat, stored
 	 * before it; 0: not written (a writer that predates the field) */
 	struct ntb_ctrl_word hb_wall;
-	uint8_t reserved[NTB_CTRL_SIZE - 0xc00];
+	/* 0xc00 the peer's CLOCK_MONOTONIC in ms (mod 2^32, never 0) at its last heartbeat, stored
+	 * before it; 0: not written. Dates the peer's last heartbeat on this host's clock
+	 * (ntb_link_peer_hb_age_ms()), however late this side looked. */
+	struct ntb_ctrl_word hb_mono;
+	uint8_t reserved[NTB_CTRL_SIZE - 0xc80];
 };
 static_assert(offsetof(struct ntb_ctrl_page, enable) == 0x080, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, heartbeat) == 0x100, "ctrl layout");
@@ -240,6 +244,7 @@ static_assert(offsetof(struct ntb_ctrl_page, caps) == 0x200, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, spad) == 0x300, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, db_id) == 0xb00, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, hb_wall) == 0xb80, "ctrl layout");
+static_assert(offsetof(struct ntb_ctrl_page, hb_mono) == 0xc00, "ctrl layout");
 static_assert(sizeof(struct ntb_ctrl_page) == NTB_CTRL_SIZE, "ctrl size");
 
 /* --- region helpers (ntb/region.c) ----------------------------------------------------------- */
@@ -374,6 +379,12 @@ struct ntb_link {
 	 * value a racing tick stores is a valid observation) */
 	_Atomic uint32_t peer_hb_last;
 	_Atomic uint64_t peer_hb_change_ns; /* 0: no change observed yet */
+	/* The offset of the peer's monotonic clock (its hb_mono) from ours, as an upper bound: the
+	 * smallest (our ms at a sighting of a new heartbeat - its hb_mono) seen, allowed to grow
+	 * 1 ms a second (clock drift). Bits 0-31: the offset in ms (mod 2^32); 32-63: our ms (mod
+	 * 2^32, made odd) when it was set. 0: none (reset when the peer's epoch changes). */
+	_Atomic uint64_t peer_clk;
+	_Atomic uint32_t peer_clk_epoch;   /* the peer epoch peer_clk belongs to */
 	_Atomic uint32_t peer_epoch;       /* 0 while down */
 	_Atomic bool up;
 	/* down only because the peer's heartbeat is stale: still enabled, same epoch as when it

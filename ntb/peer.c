@@ -19,8 +19,10 @@ void ntb_heartbeat_write(struct ntb_link *link)
 	clock_gettime(CLOCK_REALTIME, &wall);
 	atomic_store_explicit(&link->ctrl_out->hb_wall.v, (uint32_t)wall.tv_sec,
 			      memory_order_relaxed);
-	/* Release: epoch/enable/caps/wall stamp before the heartbeat; pairs with the acquire load
-	 * of the heartbeat in observe_peer() and ntb_link_peer_state(). */
+	uint32_t mono = (uint32_t)(clock_mono_ns() / 1000000u);
+	atomic_store_explicit(&link->ctrl_out->hb_mono.v, mono ? mono : 1u, memory_order_relaxed);
+	/* Release: epoch/enable/caps/stamps before the heartbeat; pairs with the acquire load of
+	 * the heartbeat in observe_peer() and ntb_link_peer_state(). */
 	atomic_store_explicit(&link->ctrl_out->heartbeat.v, (uint32_t)v, memory_order_release);
 }
 
@@ -64,12 +66,59 @@ uint32_t ntb_link_dead_ms(const struct ntb_link *link)
 	return ms < 1000u ? 1000u : ms;
 }
 
+/* --- the peer's clock (link->peer_clk) -------------------------------------------------------
+ * A sighting of a new heartbeat at our time T gives T - hb_mono = offset + how late we looked,
+ * so the smallest such difference is the offset plus our quickest look: the peer's last
+ * heartbeat is dated from its own stamp, within that quickest look, however late the look that
+ * saw it was (a starved helper). The bound may grow by 1 ms a second (far more than two clocks
+ * drift) when no look is as quick again. */
+
+static void clk_sighting(struct ntb_link *link, uint32_t hb_mono, uint64_t now)
+{
+	uint32_t now_ms = (uint32_t)(now / 1000000u);
+	uint32_t d = now_ms - hb_mono;
+	uint64_t old = atomic_load_explicit(&link->peer_clk, memory_order_relaxed);
+
+	if (!hb_mono)
+		return; /* (a writer that predates the stamp) */
+	for (;;) {
+		if (old) {
+			uint32_t cur = (uint32_t)old, since = now_ms - (uint32_t)(old >> 32);
+			if ((int32_t)since < 0)
+				since = 0;
+			if ((int32_t)(d - (cur + since / 1000u)) > 0)
+				return; /* no better than the bound held */
+		}
+		uint64_t nw = (uint64_t)(now_ms | 1u) << 32 | d;
+		/* relaxed: a lone word; a racing sighting's value is a bound as good */
+		if (atomic_compare_exchange_weak_explicit(&link->peer_clk, &old, nw,
+							  memory_order_relaxed, memory_order_relaxed))
+			return;
+	}
+}
+
+/* Milliseconds since the peer wrote its last heartbeat that reached us, by its own stamp and
+ * the offset bound (at most that much too young); -1: no stamp or no bound yet. */
+static int64_t clk_hb_age_ms(const struct ntb_link *link, uint64_t now)
+{
+	uint64_t clk = atomic_load_explicit(&link->peer_clk, memory_order_relaxed);
+	uint32_t hb_mono = atomic_load_explicit(&link->ctrl_in->hb_mono.v, memory_order_relaxed);
+
+	if (!clk || !hb_mono)
+		return -1;
+	int32_t age = (int32_t)((uint32_t)(now / 1000000u) - (hb_mono + (uint32_t)clk));
+	return age < 0 ? 0 : age;
+}
+
 static void observe_peer(struct ntb_link *link, uint64_t now)
 {
 	struct ntb_ctrl_page *c = link->ctrl_in;
 	/* Acquire: pairs with the release store of the heartbeat in ntb_heartbeat_write(). */
 	uint32_t hb = atomic_load_explicit(&c->heartbeat.v, memory_order_acquire);
-	if (hb != atomic_load_explicit(&link->peer_hb_last, memory_order_relaxed)) {
+	bool moved = hb != atomic_load_explicit(&link->peer_hb_last, memory_order_relaxed);
+	/* relaxed: stored before the heartbeat, which the acquire load above read */
+	uint32_t hb_mono = atomic_load_explicit(&c->hb_mono.v, memory_order_relaxed);
+	if (moved) {
 		atomic_store_explicit(&link->peer_hb_last, hb, memory_order_relaxed);
 		atomic_store_explicit(&link->peer_hb_change_ns, now, memory_order_relaxed);
 		ntb_hb_record(link, hb, true);
@@ -102,6 +151,14 @@ static void observe_peer(struct ntb_link *link, uint64_t now)
 						   memory_order_relaxed);
 	if (up)
 		atomic_store_explicit(&link->peer_epoch_seen, ep, memory_order_relaxed);
+	if (up && ep != old_ep && ep != atomic_load_explicit(&link->peer_clk_epoch,
+							     memory_order_relaxed)) {
+		/* a new peer session (maybe a rebooted host): its clock starts anew */
+		atomic_store_explicit(&link->peer_clk_epoch, ep, memory_order_relaxed);
+		atomic_store_explicit(&link->peer_clk, 0, memory_order_relaxed);
+	}
+	if (moved && up)
+		clk_sighting(link, hb_mono, now);
 	/* stale heartbeat alone (the peer was up before, with this epoch) */
 	bool silent = !up && ours && en == 1 && ep != 0 && changed && !fresh &&
 		      ep == atomic_load_explicit(&link->peer_epoch_seen, memory_order_relaxed) &&
@@ -214,8 +271,11 @@ int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link)
 {
 	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
 	uint64_t now = clock_mono_ns();
+	int64_t seen = changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u) : -1;
+	int64_t stamped = clk_hb_age_ms(link, now);
 
-	return changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u) : -1;
+	/* both are at most the true age: the larger is the closer */
+	return stamped > seen ? stamped : seen;
 }
 
 uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link)

@@ -94,9 +94,11 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
 		dead_late = true; /* no age of its end: take it as after a silence */
 	tp_mutex_unlock(&c->witness_lock);
 	/* Did it die while its link still spoke? Its FIN (or reset) is the last segment the
-	 * socket received (tcpi_last_ack_recv: ms since), the heartbeat's last change is the last
-	 * sign of the link: a heartbeat older than the death by more than two periods means the
-	 * link was silent before it died, and what it wrote then may never have arrived. */
+	 * socket received (tcpi_last_ack_recv: ms since), the last heartbeat that reached us is the
+	 * last sign of the link (dated by the peer's own stamp, so a look of ours that came late
+	 * does not make it younger: ntb_link_peer_hb_age_ms()): a heartbeat older than the death by
+	 * more than two periods means the link was silent before it died, and what it wrote then
+	 * may never have arrived. */
 	if (dead && !dead_late) {
 		int64_t hb_age = ntb_link_peer_hb_age_ms(c->link->ntb);
 		int64_t gap = hb_age - (int64_t)ti.tcpi_last_ack_recv;

@@ -6,7 +6,7 @@
 # over plain TCP first (no library), then over NTB on a clean link: the same ending. Then with
 # the writer's link cut (NTBSOCK_FAULT=cut_after) so that accepted bytes die with it: every
 # validated byte, then ECONNRESET, never a short end of file, also when it dies before the
-# reader noticed the silence.
+# reader noticed the silence, and when the reader looks only long after the link fell silent.
 . "$(dirname "$0")/lib.sh"
 pl_need python3
 pl_setup failover-kill
@@ -15,6 +15,8 @@ cat >"$PL_TMP/w.py" <<'PY'
 import os, socket, sys, time
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=("127.0.0.1", 0))
 chunk = 8192; total = 0; i = 0
+slow_after = int(os.environ.get("W_SLOW_AFTER", 4 * 1024 * 1024))
+slow_sleep = float(os.environ.get("W_SLOW_SLEEP", 0.0005))
 def pat(off, n):
     return bytes(((off + k) * 7 + ((off + k) >> 12)) & 0xff for k in range(n))
 block = [pat(k * chunk, chunk) for k in range(16)]   # the pattern repeats every 128 KiB
@@ -23,8 +25,8 @@ while True:
     s.sendall(b)          # returns once the whole chunk was accepted
     total += len(b); i += 1
     os.write(1, b"%d\n" % total)
-    if total >= 4 * 1024 * 1024:
-        time.sleep(0.0005)  # slower after 4 MiB: the kill comes in mid-stream
+    if total >= slow_after:
+        time.sleep(slow_sleep)  # slower after 4 MiB: the kill comes in mid-stream
 PY
 cat >"$PL_TMP/r.py" <<'PY'
 import socket, sys
@@ -68,8 +70,17 @@ run() {
 	# with the link cut, 1 s after the writer passed the cut, so that the reader saw it alive
 	# behind the silent link (a death right after the cut looks like a clean one)
 	from=1
-	case $mode in cut*) from=3145729;; esac
+	case $mode in cut*) from=${CUT_FROM:-3145729};; esac
 	i=0
+	if [ -n "$STOP_AT" ]; then
+		# the reader (all its threads) stopped once the writer is past STOP_AT bytes
+		while [ "$(tail -n 2 "$PL_TMP/w.$mode.out" 2>/dev/null | head -n 1)" -lt $STOP_AT ] 2>/dev/null ||
+			[ ! -s "$PL_TMP/w.$mode.out" ]; do
+			[ $i -lt 600 ] || pl_fail "$mode: the writer did not stream within 30 s"
+			sleep 0.01; i=$((i + 1))
+		done
+		kill -STOP $R
+	fi
 	while [ "$(tail -n 2 "$PL_TMP/w.$mode.out" 2>/dev/null | head -n 1)" -lt $from ] 2>/dev/null ||
 		[ ! -s "$PL_TMP/w.$mode.out" ]; do
 		[ $i -lt 600 ] || pl_fail "$mode: the writer did not stream within 30 s"
@@ -77,6 +88,10 @@ run() {
 	done
 	sleep "${KILL_AFTER:-1}"
 	kill -9 $W; wait $W 2>/dev/null
+	if [ -n "$STOP_AT" ]; then
+		sleep 0.2
+		kill -CONT $R
+	fi
 	i=0
 	while kill -0 $R 2>/dev/null && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
 	kill -0 $R 2>/dev/null && pl_fail "$mode: reader still running 15 s after the kill"
@@ -102,16 +117,33 @@ grep -q ': ntb (link' "$PL_TMP/b.log" || pl_fail "ntb run: not over ntb"
 run cut $((port + 2)) NTBSOCK_FAULT=cut_after=3M
 [ "$R_END" = reset ] || pl_fail "cut run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
 [ "$R_GOT" -le "$W_LAST" ] || pl_fail "cut run: the reader got more than was sent"
-# the same, killed 0.3 s after passing the cut: before the reader's link timeout (1 s) noticed
-# the silence, so its first look at the writer finds it dead; the heartbeat stopped well before
-# that death, which tells it from a clean one (a silence of more than two heartbeats and 50 ms:
-# the reader notes the heartbeat's last change late by its own delay, which under a sanitizer's
-# runtime can eat the 50 ms margin of 0.3 s; there 0.6 s, still within the link timeout)
+# the same, killed 0.3 s after passing the cut: before the reader's link timeout noticed the
+# silence, so its first look at the writer finds it dead; the heartbeat stopped well before that
+# death (by the writer's own stamp), which tells it from a clean one (a silence of more than two
+# heartbeats and 50 ms)
 ka=0.3
-[ "$PL_SLOW" -gt 1 ] && ka=0.6
 KILL_AFTER=$ka run cutsoon $((port + 3)) NTBSOCK_FAULT=cut_after=3M
 [ "$R_END" = reset ] || pl_fail "cutsoon run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
 [ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutsoon run: the reader got more than was sent"
 grep -q 'the link was silent .* ms before the peer died' "$PL_TMP/b.log" ||
 	pl_fail "cutsoon run: the reader did not tell the death after a silence"
+# The reader stopped (SIGSTOP, as a starved host) before the writer's link went silent and
+# continued only after the writer died: its first look sees the writer's last heartbeats then,
+# long after they were written. Their age must come from the writer's stamp, not from that late
+# sighting (which would call the death clean: a short EOF). The writer slows to ~1.6 MB/s after
+# 1 MiB, the reader stops there, the cut comes ~160 ms later (heartbeats arrive meanwhile, unseen),
+# the kill 0.5 s after the cut, the reader goes on 0.2 s after the kill. A host-B process holding
+# the link keeps B's heartbeat going, so that the writer's side sees no silence of its own.
+pl_bg b python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.2", int(sys.argv[1]))); s.listen(1)
+print("held", flush=True); time.sleep(600)' $((port + 5))
+holder=$PL_LAST
+pl_wait_text "$PL_LAST_OUT" held 30
+STOP_AT=1048576 CUT_FROM=1310721 KILL_AFTER=0.5 run cutstop $((port + 4)) \
+	NTBSOCK_FAULT=cut_after=1280K W_SLOW_AFTER=1048576 W_SLOW_SLEEP=0.005
+kill $holder
+[ "$R_END" = reset ] || pl_fail "cutstop run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
+[ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutstop run: the reader got more than was sent"
+[ "$R_GOT" -lt "$W_LAST" ] || pl_fail "cutstop run: no accepted byte was lost ($R_GOT of $W_LAST): the case is not the one meant"
 echo "killed writer: every accepted byte then EOF (as kernel TCP) on a clean link; a reset when accepted bytes died: ok"

@@ -225,6 +225,42 @@ static void test_peer_dead_by_wall_stamp(void **state)
 	ntb_link_close(b);
 }
 
+/* The age of the peer's last heartbeat does not depend on how late this side looked: B's last
+ * heartbeats are seen by A only 300 ms after B fell silent (A's observer starved), and A still
+ * dates them 300 ms back by B's stamp (a sighting-based age would say "just now"). */
+static void test_peer_hb_age_by_stamp(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_true(both_up(a, b));
+	for (int i = 0; i < 100; i++) { /* prompt looks: the offset bound is tight */
+		ntb_link_tick(a);
+		ntb_link_tick(b);
+		sleep_ms(1);
+	}
+	/* A stops looking; B goes on for 60 ms (several new heartbeats), then falls silent */
+	for (int i = 0; i < 60; i++) {
+		ntb_link_tick(b);
+		sleep_ms(1);
+	}
+	uint64_t silent = mono_ms();
+	sleep_ms(300);
+	int64_t age0 = ntb_link_peer_hb_age_ms(a); /* before A's late look */
+	ntb_link_tick(a); /* the late look: it sees B's last heartbeat for the first time */
+	int64_t age = ntb_link_peer_hb_age_ms(a);
+	int64_t real = (int64_t)(mono_ms() - silent);
+	/* about the silence: B's last heartbeat precedes it by up to a period (10 ms) and a
+	 * sleep's overshoot; the bound on the offset is our quickest look (under a ms when idle,
+	 * more on a loaded machine); ms truncation on both clocks. A sighting-based age is ~0. */
+	if (age0 < 300 || age < 250 || age > real + 30)
+		fail_msg("peer heartbeat age %lld ms before the late look, %lld after it; silent "
+			 "for %lld ms", (long long)age0, (long long)age, (long long)real);
+	ntb_link_close(b);
+	ntb_link_close(a);
+}
+
 static void test_params_init(void **state)
 {
 	(void)state;
@@ -1052,7 +1088,8 @@ int main(void)
 		T(test_params_init),      T(test_bad_params),     T(test_create_file),
 		T(test_create_mode),      T(test_two_sides_up),   T(test_peer_absent),
 		T(test_peer_dead_after_silence), T(test_peer_up_from_host_record),
-		T(test_peer_dead_by_wall_stamp),   T(test_claims_and_sessions),
+		T(test_peer_dead_by_wall_stamp),
+		T(test_peer_hb_age_by_stamp),   T(test_claims_and_sessions),
 		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
 		T(test_doorbells),
 		T(test_doorbells_many),
