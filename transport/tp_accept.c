@@ -75,7 +75,8 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 		usleep(TP_ATTACH_POLL_US);
 	}
 	h->e[slot].state = TP_ES_OPEN;
-	h->e[slot].pid = tp_self_pid();
+	/* relaxed: under the host lock; read without it by a move's helper and `ntbsock stat` */
+	atomic_store_explicit(&h->e[slot].pid, tp_self_pid(), memory_order_relaxed);
 	h->e[slot].owners[0] = tp_self_pid();
 	tp_host_unlock(l);
 	c = tp_conn_new_first(l, (uint32_t)slot);

@@ -98,10 +98,11 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 		tp_conn_st_add(c, st_flags);
 	if (last) {
 		tp_slot_free(l, c->slot);
-	} else if (e->pid == me) {
+	} else if (atomic_load_explicit(&e->pid, memory_order_relaxed) == me) {
+		/* relaxed: under the host lock (as in tp_slot_alloc()) */
 		for (int i = 0; i < TP_OWNERS; i++)
 			if (e->owners[i])
-				e->pid = e->owners[i];
+				atomic_store_explicit(&e->pid, e->owners[i], memory_order_relaxed);
 	}
 	tp_host_unlock(l);
 	tp_fo_free(c);

@@ -380,11 +380,12 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	struct tp_host_entry *e = &h->e[best];
 	memset(e, 0, sizeof(*e));
 	e->state = state;
-	e->pid = pid;
+	/* relaxed: under the host lock; read without it by a move's helper and `ntbsock stat` */
+	atomic_store_explicit(&e->pid, pid, memory_order_relaxed);
 	e->owners[0] = pid;
 	e->nonce = slot_nonce(l, (uint32_t)best);
 	e->created_ms = tp_now_ms();
-	e->fd = -1;
+	atomic_store_explicit(&e->fd, -1, memory_order_relaxed);
 	/* relaxed: changed under the host lock, read without it by tp_link_load() (a hint) */
 	atomic_store_explicit(&h->free_num,
 			      atomic_load_explicit(&h->free_num, memory_order_relaxed) - 1,
@@ -413,7 +414,7 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->congestion, st.tx_full, memory_order_relaxed);
 	e->state = TP_ES_FREE;
-	e->pid = 0;
+	atomic_store_explicit(&e->pid, 0, memory_order_relaxed); /* (as in tp_slot_alloc()) */
 	memset(e->owners, 0, sizeof(e->owners));
 	e->released_ms = tp_now_ms();
 	/* relaxed: as in tp_slot_alloc() */
@@ -535,7 +536,8 @@ void tp_host_reclaim(struct tp_link *l)
 		}
 		if (!gone)
 			continue;
-		LOG(LL_DEBUG, "transport: reclaim slot %u (state %u pid %d)", i, e->state, e->pid);
+		LOG(LL_DEBUG, "transport: reclaim slot %u (state %u pid %d)", i, e->state,
+		    atomic_load_explicit(&e->pid, memory_order_relaxed));
 		/* GONE added to what the dead owner wrote (an RST it wrote stays: its peer reads
 		 * ECONNRESET, not a death's end of stream) */
 		if (e->state != TP_ES_CONNECTING && e->peer_slot_off)
@@ -560,8 +562,9 @@ static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, ui
 		      int side)
 {
 	memset(o, 0, sizeof(*o));
-	o->pid = e->pid;
-	o->fd = e->fd;
+	/* relaxed: E is a copy; informational */
+	o->pid = atomic_load_explicit(&e->pid, memory_order_relaxed);
+	o->fd = atomic_load_explicit(&e->fd, memory_order_relaxed);
 	o->slot = slot;
 	o->side = side;
 	o->state = e->state == TP_ES_OPEN ? "open" : e->state == TP_ES_PENDING ? "pending"
