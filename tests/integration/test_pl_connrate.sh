@@ -44,7 +44,8 @@ tw=$(ss -Htan state time-wait | wc -l)
 echo "$N connections (rate $1/s): $ok completed, $failed failed; $ntb ntb, $tcp tcp;" \
 	"$tw in TIME_WAIT"
 grep -F ': tcp (' "$PL_TMP/a.log" | sed 's/^.*: tcp/tcp/' | sort | uniq -c | head -5
-[ "$ok" = $N ] && [ "$failed" = 0 ] || pl_fail "$failed of $N connections failed"
+[ "$ok" = $N ] && [ "$failed" = 0 ] ||
+	pl_fail "$failed of $N connections failed: $(tail -n 5 "$PL_TMP/client.err")"
 [ "$tcp" -eq 0 ] || pl_fail "$tcp connections fell back to TCP"
 [ "$ntb" -eq $N ] || pl_fail "$ntb of $N connections were ntb"
 # The server side must have attached every one (no "client did not set up ntb").
