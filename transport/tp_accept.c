@@ -13,9 +13,17 @@
 static int pending_find(struct tp_link *l, const struct tp_key *key, uint32_t *ret_flags)
 {
 	struct tp_host *h = l->host;
+	uint32_t steps = 0;
 
-	for (uint32_t i = 0; i < h->contexts; i++) {
-		if (h->e[i].state != TP_ES_PENDING || memcmp(&h->e[i].key, key, sizeof(*key)))
+	/* (the key's bucket; at most every entry: a bucket that loops ends there) */
+	for (uint32_t n = tp_hidx_key_first(h, key), next; n && steps++ < h->contexts; n = next) {
+		uint32_t i = n - 1;
+
+		next = tp_hidx_key_next(h, n); /* (before the entry may be freed below) */
+		if (i >= h->contexts)
+			break;
+		if (h->e[i].state != TP_ES_PENDING || h->e[i].role != 1 ||
+		    memcmp(&h->e[i].key, key, sizeof(*key)))
 			continue;
 		uint32_t f = tp_slot_st_flags(l, i, h->e[i].nonce);
 

@@ -144,7 +144,8 @@ int tp_host_path(const struct ntb_link_params *lp, int side, char *buf, size_t l
 
 static size_t host_size_for(uint32_t contexts)
 {
-	return ALIGN_UP(sizeof(struct tp_host) + contexts * sizeof(struct tp_host_entry),
+	return ALIGN_UP(sizeof(struct tp_host) + contexts * sizeof(struct tp_host_entry) +
+				tp_hidx_size(contexts),
 			(size_t)4096);
 }
 
@@ -163,6 +164,7 @@ static void host_init(struct tp_host *h, uint32_t contexts, uint32_t epoch, size
 	h->contexts = contexts;
 	h->session_epoch = epoch;
 	atomic_init(&h->free_num, contexts); /* (not published yet: the magic below does it) */
+	tp_hidx_init(h);
 	h->msgid_next = tp_random32();
 	/* release: the magic publishes the initialised table to openers that skip the flock
 	 * (tp_stat_list reads); pairs with the acquire load there. */
@@ -314,8 +316,10 @@ void tp_host_lock(struct tp_link *l)
 {
 	int rc = pthread_mutex_lock(&l->host->lock);
 
-	if (rc == EOWNERDEAD) /* the holder died: its updates are whole or harmless */
+	if (rc == EOWNERDEAD) { /* the holder died: its entry updates are whole or harmless */
 		pthread_mutex_consistent(&l->host->lock);
+		tp_hidx_rebuild(l->host); /* (an index may be half-updated) */
+	}
 }
 
 bool tp_host_trylock(struct tp_link *l)
@@ -324,6 +328,7 @@ bool tp_host_trylock(struct tp_link *l)
 
 	if (rc == EOWNERDEAD) {
 		pthread_mutex_consistent(&l->host->lock);
+		tp_hidx_rebuild(l->host);
 		return true;
 	}
 	return rc == 0;
@@ -366,15 +371,9 @@ static uint32_t slot_nonce(struct tp_link *l, uint32_t slot)
 int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 {
 	struct tp_host *h = l->host;
-	int best = -1;
-
 	/* The free slot released longest ago: late writes of its previous peer have stopped. */
-	for (uint32_t i = 0; i < h->contexts; i++) {
-		if (h->e[i].state != TP_ES_FREE)
-			continue;
-		if (best < 0 || h->e[i].released_ms < h->e[best].released_ms)
-			best = (int)i;
-	}
+	int best = tp_hidx_free_pop(h);
+
 	if (best < 0)
 		return -ENOSPC;
 	struct tp_host_entry *e = &h->e[best];
@@ -417,6 +416,7 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 	atomic_store_explicit(&e->pid, 0, memory_order_relaxed); /* (as in tp_slot_alloc()) */
 	memset(e->owners, 0, sizeof(e->owners));
 	e->released_ms = tp_now_ms();
+	tp_hidx_freed(l->host, slot);
 	/* relaxed: as in tp_slot_alloc() */
 	atomic_store_explicit(&l->host->free_num,
 			      atomic_load_explicit(&l->host->free_num, memory_order_relaxed) + 1,

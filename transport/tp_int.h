@@ -382,7 +382,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   6u
+#define TP_HOST_VERSION   7u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u
 #define TP_OWNERS         4
@@ -447,10 +447,15 @@ struct tp_host_entry {
 	uint64_t created_ms, released_ms;
 	struct tp_stats_sh stats;
 	struct tp_export ex;   /* connection state handed across exec (tp_conn_export) */
+	/* the table's indexes (tp_host_index.c), under the host lock: entry number + 1, 0 = end */
+	uint32_t free_next;    /* FREE: the next one released after it */
+	uint32_t peer_next;    /* server (role 1): the next in its peer_slot's bucket */
+	uint32_t key_next;     /* server (role 1): the next in its key's bucket */
 };
 
 /* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index;
- * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals) */
+ * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
+ * server entries by peer slot and by key) */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -489,6 +494,9 @@ struct tp_host {
 	uint32_t listen_pub[TP_LISTEN_WORDS]; /* bitmap as last published */
 	struct tp_host_listen listen[TP_MAX_LISTEN];
 	struct tp_host_totals totals;
+	/* tp_host_index.c: the FREE entries in the order they were released (number + 1, 0 =
+	 * none), and the bucket count of the two hash indexes that follow e[contexts] */
+	uint32_t free_head, free_tail, buckets;
 	struct tp_host_entry e[];
 };
 
@@ -862,6 +870,36 @@ void tp_proc_forked(void);   /* in a forked child: new pid, own random values */
 /* Under lock: allocate a free slot (state → STATE, pid), returns index or -ENOSPC. */
 int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid);
 void tp_slot_free(struct tp_link *l, uint32_t slot);
+
+/* --- the host table's indexes (tp_host_index.c), all under the host lock --------------------
+ * Set-up finds entries in O(1), not by a scan of every context: the FREE ones queued in the
+ * order they were released (the longest-released one is reused first), and the server entries
+ * by the peer's slot (on_apply(), on_cancel()) and by key (the accept's pending_find()). */
+
+/* Bytes after e[CONTEXTS] that the indexes take. */
+size_t tp_hidx_size(uint32_t contexts);
+/* A new table of H->contexts FREE entries. */
+void tp_hidx_init(struct tp_host *h);
+/* Rebuild every index from the entries (a process died holding the host lock, mid-update). */
+void tp_hidx_rebuild(struct tp_host *h);
+/* The FREE entry released longest ago, taken off the queue; -1 if none. */
+int tp_hidx_free_pop(struct tp_host *h);
+/* Entry SLOT became FREE: queue it, and drop it from the server indexes it was in. */
+void tp_hidx_freed(struct tp_host *h, uint32_t slot);
+/* Server entry SLOT has its peer_slot and key: index it. */
+void tp_hidx_add_server(struct tp_host *h, uint32_t slot);
+/* The first server entry in the bucket of PEER_SLOT (of KEY), entry number + 1 or 0; the
+ * next one after entry number + 1 N. The bucket may hold others: the caller compares. */
+uint32_t tp_hidx_peer_first(const struct tp_host *h, uint32_t peer_slot);
+uint32_t tp_hidx_key_first(const struct tp_host *h, const struct tp_key *key);
+static inline uint32_t tp_hidx_peer_next(const struct tp_host *h, uint32_t n)
+{
+	return n && n <= h->contexts ? h->e[n - 1].peer_next : 0;
+}
+static inline uint32_t tp_hidx_key_next(const struct tp_host *h, uint32_t n)
+{
+	return n && n <= h->contexts ? h->e[n - 1].key_next : 0;
+}
 /* Under lock: republish the listener bitmap words that changed (or all when FORCE). */
 void tp_listen_publish(struct tp_link *l, bool force);
 /* Under lock: reclaim entries of dead processes and expired pending set-ups. */

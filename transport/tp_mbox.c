@@ -137,10 +137,17 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	struct tp_rt_pool pool;
 	int slot;
 
-	/* An Apply matching a context we hold: same MsgID → repeat the Ack, else drop it. */
-	for (uint32_t i = 0; i < h->contexts; i++) {
+	/* An Apply matching a context we hold: same MsgID → repeat the Ack, else drop it. (Its
+	 * bucket of the peer-slot index; at most every entry: a bucket that loops ends there.) */
+	uint32_t steps = 0;
+	for (uint32_t n = tp_hidx_peer_first(h, p->client_slot), next; n && steps++ < h->contexts;
+	     n = next) {
+		uint32_t i = n - 1;
 		struct tp_host_entry *e = &h->e[i];
 
+		next = tp_hidx_peer_next(h, n); /* (before E may be freed below) */
+		if (i >= h->contexts)
+			break;
 		if ((e->state != TP_ES_PENDING && e->state != TP_ES_OPEN) || e->role != 1 ||
 		    e->peer_slot != p->client_slot)
 			continue;
@@ -203,6 +210,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	e->pri = p->pri;
 	e->epoch = 0;
 	e->peer_epoch = ntb_link_peer_epoch(l->ntb);
+	tp_hidx_add_server(h, (uint32_t)slot);
 	LOG(LL_DEBUG, "transport: Apply msgid %u pri %u → slot %d", p->msgid, p->pri, slot);
 	reply(l, p, TP_PKT_ACK, 0, e, (uint32_t)slot);
 }
@@ -212,7 +220,10 @@ static void on_cancel(struct tp_link *l, const struct tp_pkt *p)
 {
 	struct tp_host *h = l->host;
 
-	for (uint32_t i = 0; i < h->contexts; i++) {
+	uint32_t steps = 0;
+	for (uint32_t n = tp_hidx_peer_first(h, p->client_slot); n && n <= h->contexts &&
+	     steps++ < h->contexts; n = tp_hidx_peer_next(h, n)) {
+		uint32_t i = n - 1;
 		struct tp_host_entry *e = &h->e[i];
 
 		if (e->state == TP_ES_PENDING && e->role == 1 && e->peer_slot == p->client_slot &&

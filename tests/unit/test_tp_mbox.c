@@ -132,6 +132,7 @@ static void prefer_slot(struct tp_link *l, uint32_t slot)
 	for (uint32_t i = 0; i < l->host->contexts; i++)
 		if (l->host->e[i].state == TP_ES_FREE)
 			l->host->e[i].released_ms = i == slot ? 0 : 1;
+	tp_hidx_rebuild(l->host); /* (the free queue is in release order) */
 	tp_host_unlock(l);
 }
 

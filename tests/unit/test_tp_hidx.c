@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/* The host table's indexes (tp_host_index.c): the free queue gives the entry released longest
+ * ago, the server indexes find exactly the entries with a peer slot or a key, and a table whose
+ * indexes a dying lock holder left half-updated (a lying queue head, a bucket that loops) is
+ * rebuilt from its entries. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "transport/tp_int.h"
+
+#define N 64u
+
+static struct tp_host *table(void)
+{
+	size_t size = sizeof(struct tp_host) + N * sizeof(struct tp_host_entry) + tp_hidx_size(N);
+	struct tp_host *h = calloc(1, size);
+
+	assert_non_null(h);
+	h->contexts = N;
+	tp_hidx_init(h);
+	return h;
+}
+
+/* Take entry I as a server entry with peer slot PS and a key made from KV. */
+static void serve(struct tp_host *h, uint32_t i, uint32_t ps, uint32_t kv)
+{
+	struct tp_host_entry *e = &h->e[i];
+
+	e->state = TP_ES_OPEN;
+	e->role = 1;
+	e->peer_slot = ps;
+	memset(&e->key, 0, sizeof(e->key));
+	memcpy(e->key.bytes, &kv, sizeof(kv));
+	tp_hidx_add_server(h, i);
+}
+
+static void release(struct tp_host *h, uint32_t i, uint64_t ms)
+{
+	h->e[i].state = TP_ES_FREE;
+	h->e[i].released_ms = ms;
+	tp_hidx_freed(h, i);
+}
+
+/* Bit I set for each entry the peer-slot index lists under PS (and has that peer slot). */
+static uint64_t peer_set(const struct tp_host *h, uint32_t ps)
+{
+	uint64_t set = 0;
+	uint32_t steps = 0;
+
+	for (uint32_t n = tp_hidx_peer_first(h, ps); n && steps++ < N; n = tp_hidx_peer_next(h, n))
+		if (n <= N && h->e[n - 1].peer_slot == ps && h->e[n - 1].state != TP_ES_FREE)
+			set |= 1ull << (n - 1);
+	return set;
+}
+
+static uint64_t key_set(const struct tp_host *h, uint32_t kv)
+{
+	struct tp_key k;
+	uint64_t set = 0;
+	uint32_t steps = 0;
+
+	memset(&k, 0, sizeof(k));
+	memcpy(k.bytes, &kv, sizeof(kv));
+	for (uint32_t n = tp_hidx_key_first(h, &k); n && steps++ < N; n = tp_hidx_key_next(h, n))
+		if (n <= N && !memcmp(&h->e[n - 1].key, &k, sizeof(k)) &&
+		    h->e[n - 1].state != TP_ES_FREE)
+			set |= 1ull << (n - 1);
+	return set;
+}
+
+/* The expected sets: entries I with I % 8 == PS (peer slots 0..7), I % 5 == KV (keys 0..4). */
+static uint64_t want(uint32_t mod, uint32_t r, uint64_t live)
+{
+	uint64_t set = 0;
+
+	for (uint32_t i = 0; i < N; i++)
+		if (i % mod == r)
+			set |= 1ull << i;
+	return set & live;
+}
+
+static void test_free_queue_order(void **state)
+{
+	(void)state;
+	struct tp_host *h = table();
+
+	for (uint32_t i = 0; i < N; i++) /* a new table: in entry order */
+		assert_int_equal(tp_hidx_free_pop(h), (int)i);
+	assert_int_equal(tp_hidx_free_pop(h), -1);
+	for (uint32_t i = 0; i < N; i++)
+		h->e[i].state = TP_ES_OPEN;
+	release(h, 17, 100);
+	release(h, 3, 200);
+	release(h, 40, 300);
+	assert_int_equal(tp_hidx_free_pop(h), 17);
+	release(h, 9, 400);
+	assert_int_equal(tp_hidx_free_pop(h), 3);
+	assert_int_equal(tp_hidx_free_pop(h), 40);
+	assert_int_equal(tp_hidx_free_pop(h), 9);
+	assert_int_equal(tp_hidx_free_pop(h), -1);
+	free(h);
+}
+
+static void test_server_lookup(void **state)
+{
+	(void)state;
+	struct tp_host *h = table();
+	uint64_t live = ~0ull;
+
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(tp_hidx_free_pop(h), (int)i);
+		serve(h, i, i % 8u, i % 5u);
+	}
+	for (uint32_t ps = 0; ps < 8; ps++)
+		assert_true(peer_set(h, ps) == want(8, ps, live));
+	for (uint32_t kv = 0; kv < 5; kv++)
+		assert_true(key_set(h, kv) == want(5, kv, live));
+	/* freed ones leave both indexes (first, middle and last of chains among them) */
+	for (uint32_t i = 0; i < N; i += 3) {
+		release(h, i, i);
+		live &= ~(1ull << i);
+	}
+	for (uint32_t ps = 0; ps < 8; ps++)
+		assert_true(peer_set(h, ps) == want(8, ps, live));
+	for (uint32_t kv = 0; kv < 5; kv++)
+		assert_true(key_set(h, kv) == want(5, kv, live));
+	/* ... and are reused in the order they were released */
+	assert_int_equal(tp_hidx_free_pop(h), 0);
+	assert_int_equal(tp_hidx_free_pop(h), 3);
+	free(h);
+}
+
+static void test_rebuild_after_dead_holder(void **state)
+{
+	(void)state;
+	struct tp_host *h = table();
+	uint64_t live = 0;
+
+	for (uint32_t i = 0; i < N; i++)
+		assert_int_equal(tp_hidx_free_pop(h), (int)i);
+	for (uint32_t i = 0; i < N; i++) {
+		if (i % 4 == 0) {
+			release(h, i, 1000 - i); /* released in the reverse order of their number */
+		} else {
+			serve(h, i, i % 8u, i % 5u);
+			live |= 1ull << i;
+		}
+	}
+	/* a queue head naming a busy entry: the pop rebuilds and gives the longest released */
+	h->free_head = 2;
+	assert_int_equal(tp_hidx_free_pop(h), 60);
+	h->e[60].state = TP_ES_CONNECTING; /* (as tp_slot_alloc() takes it: a client's) */
+	/* a bucket that loops, and one cut short: walks end, the rebuild restores them */
+	h->e[1].peer_next = 2;
+	h->e[1].key_next = 2;
+	for (uint32_t ps = 0; ps < 8; ps++)
+		peer_set(h, ps); /* (must end) */
+	uint32_t b = tp_hidx_peer_first(h, 5);
+	h->e[b - 1].peer_next = 0;
+	tp_hidx_rebuild(h);
+	for (uint32_t ps = 0; ps < 8; ps++)
+		assert_true(peer_set(h, ps) == want(8, ps, live));
+	for (uint32_t kv = 0; kv < 5; kv++)
+		assert_true(key_set(h, kv) == want(5, kv, live));
+	assert_int_equal(tp_hidx_free_pop(h), 56); /* (60 was taken) */
+	assert_int_equal(tp_hidx_free_pop(h), 52);
+	free(h);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_free_queue_order),
+		cmocka_unit_test(test_server_lookup),
+		cmocka_unit_test(test_rebuild_after_dead_holder),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
