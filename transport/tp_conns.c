@@ -225,6 +225,45 @@ static bool pass_pin(struct tp_conn *c, struct tp_conn **pins, int *npins)
 	return true;
 }
 
+bool tp_walk_begin(struct tp_link *l)
+{
+	bool busy = false;
+
+	/* acq_rel: as in tp_link_conns_pass() */
+	if (!atomic_compare_exchange_strong_explicit(&l->pass_busy, &busy, true,
+						     memory_order_acq_rel, memory_order_relaxed))
+		return false;
+	if (pthread_mutex_trylock(&l->conns_lock)) {
+		/* release: pairs with the CAS above in the next pass */
+		atomic_store_explicit(&l->pass_busy, false, memory_order_release);
+		return false;
+	}
+	t_pass_locked = true;
+	return true;
+}
+
+bool tp_walk_pin(struct tp_conn *c, struct tp_conn **pins, int *npins)
+{
+	return pass_pin(c, pins, npins);
+}
+
+void tp_walk_unlock(struct tp_link *l)
+{
+	t_pass_locked = false;
+	pthread_mutex_unlock(&l->conns_lock);
+}
+
+void tp_walk_end(struct tp_link *l, struct tp_conn **pins, int npins)
+{
+	pthread_mutex_lock(&l->conns_lock);
+	for (int i = 0; i < npins; i++)
+		if (pins[i])
+			pins[i]->pin_owner = NULL;
+	pthread_mutex_unlock(&l->conns_lock);
+	/* release: as at the end of tp_link_conns_pass() */
+	atomic_store_explicit(&l->pass_busy, false, memory_order_release);
+}
+
 /* The closed connections a pass of L took off the list (DONE, linked by next, their ST flags
  * in closed_ms) are released, each back on the list first (tp_conn_release() unregisters). */
 static void pass_release(struct tp_link *l, struct tp_conn *done)

@@ -64,7 +64,7 @@ int tp_exit_drain(int timeout_ms)
 		left = 0;
 		for (struct tp_link *l = tp_links; l; l = l->next_link) {
 			tp_link_refresh(l);
-			if (pthread_mutex_trylock(&l->conns_lock)) {
+			if (!tp_walk_begin(l)) {
 				left++; /* a pass or a set-up is on the list: look again */
 				continue;
 			}
@@ -76,11 +76,12 @@ int tp_exit_drain(int timeout_ms)
 					continue;
 				/* the FIN goes out when room frees (the helper may be asleep for
 				 * its slice, or absent) */
-				tp_conn_timers(c, now);
+				tp_conn_timers(c, now); /* (a failover: for tp_exit_handoff()) */
 				if (exit_pending(c))
 					left++;
 			}
-			pthread_mutex_unlock(&l->conns_lock);
+			tp_walk_unlock(l);
+			tp_walk_end(l, NULL, 0);
 		}
 		pthread_mutex_unlock(&tp_links_lock);
 		if (!left || now >= end)
@@ -118,6 +119,54 @@ static int handoff_needed(struct tp_conn *c, uint64_t now, uint64_t t0)
 	return need;
 }
 
+/* One round of tp_exit_handoff() over L's connections: how many are still to be waited for.
+ * Failovers are driven after conns_lock is released, as a pass does (a move takes the other
+ * link's locks). */
+static int handoff_link(struct tp_link *l, uint64_t now, uint64_t t0, uint64_t hand_by,
+			bool last, int *handed)
+{
+	struct tp_conn *pins[TP_PASS_PINS];
+	int npins = 0, left = 0;
+
+	if (!tp_walk_begin(l))
+		return 1;
+	for (struct tp_conn *c = l->conns; c; c = c->next) {
+		/* acquire: pairs with the release store in tp_conn_own() */
+		if (!atomic_load_explicit(&c->owned, memory_order_acquire))
+			continue;
+		if (!tp_fo_get(c)) {
+			tp_conn_timers(c, now); /* retransmissions, Detect, the FIN */
+			int need = handoff_needed(c, now, t0);
+
+			if (need == 1 && now < hand_by) {
+				left++;
+				continue;
+			}
+			if (need && !tp_fo_request(c, "exit"))
+				continue;
+			*handed += need != 0;
+		}
+		if (tp_fo_get(c) != TP_FO_RUN)
+			continue;
+		if (!tp_walk_pin(c, pins, &npins))
+			left++; /* (the next round) */
+	}
+	tp_walk_unlock(l);
+	for (int i = 0; i < npins; i++) {
+		struct tp_conn *c = pins[i];
+
+		if (!c)
+			continue; /* (released by this thread meanwhile) */
+		tp_fo_progress(c);
+		if (tp_fo_get(c) == TP_FO_RUN && last)
+			tp_fo_abandon(c); /* the peer gets a reset, never a short end */
+		else if (tp_fo_get(c) == TP_FO_RUN)
+			left++;
+	}
+	tp_walk_end(l, pins, npins);
+	return left;
+}
+
 int tp_exit_handoff(int timeout_ms, int *ret_handed)
 {
 	int handed = 0;
@@ -141,35 +190,7 @@ int tp_exit_handoff(int timeout_ms, int *ret_handed)
 		for (struct tp_link *l = tp_links; l; l = l->next_link) {
 			if (first && l->conns)
 				ntb_peer_db_ring(l->ntb); /* the nudge (TP_EXIT_NUDGE_MS) */
-			if (pthread_mutex_trylock(&l->conns_lock)) {
-				left++;
-				continue;
-			}
-			for (struct tp_conn *c = l->conns; c; c = c->next) {
-				/* acquire: pairs with the release store in tp_conn_own() */
-				if (!atomic_load_explicit(&c->owned, memory_order_acquire))
-					continue;
-				if (!tp_fo_get(c)) {
-					tp_conn_timers(c, now); /* retransmissions, Detect, the FIN */
-					int need = handoff_needed(c, now, t0);
-
-					if (need == 1 && now < hand_by) {
-						left++;
-						continue;
-					}
-					if (need && !tp_fo_request(c, "exit"))
-						continue;
-					handed += need != 0;
-				}
-				if (tp_fo_get(c) != TP_FO_RUN)
-					continue;
-				tp_fo_progress(c);
-				if (tp_fo_get(c) == TP_FO_RUN && last)
-					tp_fo_abandon(c); /* the peer gets a reset, never a short end */
-				else if (tp_fo_get(c) == TP_FO_RUN)
-					left++;
-			}
-			pthread_mutex_unlock(&l->conns_lock);
+			left += handoff_link(l, now, t0, hand_by, last, &handed);
 		}
 		pthread_mutex_unlock(&tp_links_lock);
 		if (!left || last)

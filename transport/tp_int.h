@@ -589,6 +589,16 @@ struct tp_rec {          /* a validated inbound message, private copy */
 /* This thread runs a pass over a link's connections holding its conns_lock: a failover started
  * there makes progress only in the pass's second part, or the next pass (tp_conn_timers()). */
 bool tp_link_pass_locked(void);
+/* A walk of L's connections at exit (tp_exit.c), made as a pass is: tp_walk_begin() takes the
+ * pass (exclusive with the helper's) and conns_lock, both without waiting (false: busy, look
+ * again); in the walk, timers leave failovers to after the lock and tp_walk_pin() pins a
+ * connection in one into PINS (TP_PASS_PINS; false: full); tp_walk_unlock() releases
+ * conns_lock, after which the pinned ones may be driven (they are not released meanwhile);
+ * tp_walk_end() unpins them and ends the pass. */
+bool tp_walk_begin(struct tp_link *l);
+bool tp_walk_pin(struct tp_conn *c, struct tp_conn **pins, int *npins);
+void tp_walk_unlock(struct tp_link *l);
+void tp_walk_end(struct tp_link *l, struct tp_conn **pins, int npins);
 
 struct tp_conn {
 	struct tp_link *link;
