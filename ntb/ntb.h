@@ -170,6 +170,12 @@ static inline void ntb_from_peer_barrier(void)
  * Fixed for the life of the link. */
 uint8_t *ntb_out_direct(struct ntb_link *link);
 
+/* Map the pages of [OFF, OFF + LEN) of the outbound (OUT) or inbound window into this process
+ * ahead of use: one system call where each 4 KiB page would fault on first touch (a fresh
+ * process's first megabytes through a ring). Best effort: a mapping that cannot be populated
+ * (a device's BAR, an old kernel) is left as it is. */
+void ntb_prefault(struct ntb_link *link, bool out, uint64_t off, size_t len);
+
 /* Drain write-combining buffers (sfence on a WC mapping; compiler+store fence on shm). */
 void ntb_wc_flush(struct ntb_link *link);
 

@@ -3,6 +3,7 @@
  * barriers that order them. */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ntb/ntb_int.h"
 #include "util/crc32c.h"
@@ -116,6 +117,26 @@ static void ntb_fault_or_raw_store(struct ntb_link *link, size_t off, const void
 NTB_WRITE_N(ntb_write8, uint8_t)
 NTB_WRITE_N(ntb_write32, uint32_t)
 NTB_WRITE_N(ntb_write64, uint64_t)
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  /* Linux 5.14 */
+#define MADV_POPULATE_WRITE 23
+#endif
+
+void ntb_prefault(struct ntb_link *link, bool out, uint64_t off, size_t len)
+{
+	const volatile uint8_t *base = out ? link->out : link->in;
+	size_t size = out ? link->out_size : link->win_size;
+
+	if (!base || off >= size)
+		return;
+	if (len > size - off)
+		len = size - off;
+	uintptr_t a = (uintptr_t)(base + off) & ~(uintptr_t)4095;
+	uintptr_t e = ((uintptr_t)(base + off) + len + 4095) & ~(uintptr_t)4095;
+	/* (a device's BAR, or a kernel before 5.14, refuses: its pages then fault one by one) */
+	madvise((void *)a, e - a, out ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+}
 
 uint8_t *ntb_out_direct(struct ntb_link *link)
 {

@@ -658,6 +658,7 @@ struct tp_conn {
 	uint64_t last_ack_ms, last_tx_pub_ms;
 	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
+	bool tx_faulted;          /* the data ring's pages, window and shadow, mapped: tp_tx_prefault() */
 	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
@@ -722,6 +723,7 @@ struct tp_conn {
 	uint32_t rx_bounce_cap;
 	uint32_t rx_bounce_pos, rx_bounce_msn; /* the record it holds, when rx_bounce_ok */
 	bool rx_bounce_ok;
+	bool rx_faulted;             /* the inbound data ring's pages mapped (tp_rx_data()) */
 	/* The head inline record's slot as validated (private copy, rx_lock): served from here so
 	 * that it is copied out of the window and CRC-checked once (rec_copy(), rule 3.4). */
 	bool inl_hold_ok;
