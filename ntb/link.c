@@ -190,8 +190,9 @@ int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_
 	uint32_t hb0 = atomic_load_explicit(&link->ctrl_in->heartbeat.v, memory_order_acquire);
 	atomic_store_explicit(&link->peer_hb_last, hb0, memory_order_relaxed);
 	atomic_store_explicit(&link->peer_hb_change_ns, 0, memory_order_relaxed);
-	atomic_store_explicit(&link->peer_clk, 0, memory_order_relaxed);
-	atomic_store_explicit(&link->peer_clk_epoch, 0, memory_order_relaxed);
+	pthread_mutex_init(&link->clk_mu, NULL);
+	/* (relaxed: the stamp beside hb0; a first sighting whose stamp differs has a moving one) */
+	link->clk_stamp = atomic_load_explicit(&link->ctrl_in->hb_mono.v, memory_order_relaxed);
 	ntb_hb_record(link, hb0, false);
 	LOG(LL_DEBUG, "ntb: link %s open (%s, side %d, windows %zu, epoch %08x%s)", p->name,
 	    link->ops->name, link->side, link->win_size, link->epoch,
@@ -205,6 +206,7 @@ err_close:
 	link->ops->close(link);
 err_free:
 	ntb_speed_destroy(link->speed);
+	pthread_mutex_destroy(&link->clk_mu);
 	free(link);
 	return rc;
 }

@@ -272,10 +272,10 @@ uint32_t ntb_link_peer_epoch(const struct ntb_link *link); /* 0 while down */
  * how long to wait. False while up and for any other kind of down. */
 bool ntb_link_peer_silent(const struct ntb_link *link);
 /* Milliseconds since the peer wrote the last heartbeat that reached this side (-1: not known
- * yet): at most the true age, and at least the age of this handle's sighting of it; a peer that
+ * yet), erring younger, and at least the age of this handle's sighting of it; a peer that
  * stamps its heartbeats (hb_mono) is dated by its own clock, so a late look does not make it
- * younger. */
-int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link);
+ * younger than that. */
+int64_t ntb_link_peer_hb_age_ms(struct ntb_link *link);
 uint32_t ntb_link_heartbeat_ms(const struct ntb_link *link);
 const char *ntb_link_name(const struct ntb_link *link);
 const char *ntb_link_backend(const struct ntb_link *link); /* its backend's name */

@@ -93,6 +93,7 @@
 #define NTBSOCK_NTB_INT_H
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -379,12 +380,17 @@ struct ntb_link {
 	 * value a racing tick stores is a valid observation) */
 	_Atomic uint32_t peer_hb_last;
 	_Atomic uint64_t peer_hb_change_ns; /* 0: no change observed yet */
-	/* The offset of the peer's monotonic clock (its hb_mono) from ours, as an upper bound: the
-	 * smallest (our ms at a sighting of a new heartbeat - its hb_mono) seen, allowed to grow
-	 * 1 ms a second (clock drift). Bits 0-31: the offset in ms (mod 2^32); 32-63: our ms (mod
-	 * 2^32, made odd) when it was set. 0: none (reset when the peer's epoch changes). */
-	_Atomic uint64_t peer_clk;
-	_Atomic uint32_t peer_clk_epoch;   /* the peer epoch peer_clk belongs to */
+	/* The offset of the peer's monotonic clock (its hb_mono) from ours, as an upper bound
+	 * (peer.c: clk_sighting()), under clk_mu: taken by trylock only (a tick or a look that
+	 * finds it busy does without; a forked child re-creates it). */
+	pthread_mutex_t clk_mu;
+	bool clk_valid;
+	uint32_t clk_epoch;   /* the peer session it belongs to */
+	uint32_t clk_off;     /* the smallest (our ms at a sighting - the peer's hb_mono), mod 2^32 */
+	uint32_t clk_base_ms; /* our ms when clk_off was taken */
+	uint32_t clk_stamp;   /* the peer's hb_mono at the last sighting: 0, or one that did not
+			       * move with the heartbeat (a writer that predates the stamp, over a
+			       * page a newer one stamped), gives no bound */
 	_Atomic uint32_t peer_epoch;       /* 0 while down */
 	_Atomic bool up;
 	/* down only because the peer's heartbeat is stale: still enabled, same epoch as when it

@@ -66,48 +66,64 @@ uint32_t ntb_link_dead_ms(const struct ntb_link *link)
 	return ms < 1000u ? 1000u : ms;
 }
 
-/* --- the peer's clock (link->peer_clk) -------------------------------------------------------
- * A sighting of a new heartbeat at our time T gives T - hb_mono = offset + how late we looked,
- * so the smallest such difference is the offset plus our quickest look: the peer's last
- * heartbeat is dated from its own stamp, within that quickest look, however late the look that
- * saw it was (a starved helper). The bound may grow by 1 ms a second (far more than two clocks
- * drift) when no look is as quick again. */
+/* --- the peer's clock (link->clk_*) ------------------------------------------------------------
+ * A sighting of a new heartbeat at our time T (taken after the heartbeat was loaded) gives
+ * T - hb_mono = offset + how late we looked, so the smallest such difference is the offset plus
+ * our quickest look: the peer's last heartbeat is dated from its own stamp, within that quickest
+ * look, however late the look that saw it was (a starved helper). The bound may grow by 1 ms a
+ * second (far more than two clocks drift) when no look is as quick again; an age read from it
+ * takes that growth and 2 ms of truncation off, so that it errs younger (a clean death is never
+ * read as one behind a silent link for want of a millisecond). The bound belongs to one peer
+ * session and needs a stamp that moves with the heartbeat. */
 
-static void clk_sighting(struct ntb_link *link, uint32_t hb_mono, uint64_t now)
+static void clk_sighting(struct ntb_link *link, uint32_t ep, uint32_t hb_mono, uint64_t now)
 {
-	uint32_t now_ms = (uint32_t)(now / 1000000u);
-	uint32_t d = now_ms - hb_mono;
-	uint64_t old = atomic_load_explicit(&link->peer_clk, memory_order_relaxed);
+	uint32_t now_ms = (uint32_t)(now / 1000000u), d = now_ms - hb_mono;
 
-	if (!hb_mono)
-		return; /* (a writer that predates the stamp) */
-	for (;;) {
-		if (old) {
-			uint32_t cur = (uint32_t)old, since = now_ms - (uint32_t)(old >> 32);
-			if ((int32_t)since < 0)
-				since = 0;
-			if ((int32_t)(d - (cur + since / 1000u)) > 0)
-				return; /* no better than the bound held */
+	if (pthread_mutex_trylock(&link->clk_mu))
+		return;
+	/* (a stamp that differs from the last one seen, or from the one there when the link was
+	 * opened; the first one after a zero is taken on trust until the next sighting) */
+	bool moved = hb_mono && hb_mono != link->clk_stamp;
+
+	link->clk_stamp = hb_mono;
+	if (link->clk_valid && (link->clk_epoch != ep || !moved))
+		link->clk_valid = false; /* another session, or a stamp that does not move */
+	if (moved) {
+		uint32_t since = now_ms - link->clk_base_ms;
+
+		if (!link->clk_valid || (int32_t)(d - (link->clk_off + since / 1000u)) <= 0) {
+			link->clk_valid = true;
+			link->clk_epoch = ep;
+			link->clk_off = d;
+			link->clk_base_ms = now_ms;
 		}
-		uint64_t nw = (uint64_t)(now_ms | 1u) << 32 | d;
-		/* relaxed: a lone word; a racing sighting's value is a bound as good */
-		if (atomic_compare_exchange_weak_explicit(&link->peer_clk, &old, nw,
-							  memory_order_relaxed, memory_order_relaxed))
-			return;
 	}
+	pthread_mutex_unlock(&link->clk_mu);
 }
 
 /* Milliseconds since the peer wrote its last heartbeat that reached us, by its own stamp and
- * the offset bound (at most that much too young); -1: no stamp or no bound yet. */
-static int64_t clk_hb_age_ms(const struct ntb_link *link, uint64_t now)
+ * the offset bound, erring younger; -1: no stamp or no bound (or its lock busy). */
+static int64_t clk_hb_age_ms(struct ntb_link *link, uint64_t now)
 {
-	uint64_t clk = atomic_load_explicit(&link->peer_clk, memory_order_relaxed);
+	uint32_t now_ms = (uint32_t)(now / 1000000u);
+	int64_t age = -1;
+
+	if (pthread_mutex_trylock(&link->clk_mu))
+		return -1;
+	/* relaxed: the peer's words as they stand; a stamp newer than the bound's sightings only
+	 * dates a younger heartbeat */
+	uint32_t ep = atomic_load_explicit(&link->ctrl_in->epoch.v, memory_order_relaxed);
 	uint32_t hb_mono = atomic_load_explicit(&link->ctrl_in->hb_mono.v, memory_order_relaxed);
 
-	if (!clk || !hb_mono)
-		return -1;
-	int32_t age = (int32_t)((uint32_t)(now / 1000000u) - (hb_mono + (uint32_t)clk));
-	return age < 0 ? 0 : age;
+	if (link->clk_valid && link->clk_epoch == ep && hb_mono) {
+		uint32_t slack = (now_ms - link->clk_base_ms) / 1000u + 2u;
+		int32_t a = (int32_t)(now_ms - (hb_mono + link->clk_off)) - (int32_t)slack;
+
+		age = a < 0 ? 0 : a;
+	}
+	pthread_mutex_unlock(&link->clk_mu);
+	return age;
 }
 
 static void observe_peer(struct ntb_link *link, uint64_t now)
@@ -118,9 +134,12 @@ static void observe_peer(struct ntb_link *link, uint64_t now)
 	bool moved = hb != atomic_load_explicit(&link->peer_hb_last, memory_order_relaxed);
 	/* relaxed: stored before the heartbeat, which the acquire load above read */
 	uint32_t hb_mono = atomic_load_explicit(&c->hb_mono.v, memory_order_relaxed);
+	/* the sighting's time after the loads (NOW may precede the peer's write: a sighting
+	 * dated before it would make the heartbeat look older than it is) */
+	uint64_t seen_at = moved ? clock_mono_ns() : now;
 	if (moved) {
 		atomic_store_explicit(&link->peer_hb_last, hb, memory_order_relaxed);
-		atomic_store_explicit(&link->peer_hb_change_ns, now, memory_order_relaxed);
+		atomic_store_explicit(&link->peer_hb_change_ns, seen_at, memory_order_relaxed);
 		ntb_hb_record(link, hb, true);
 	} else if (!atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed)) {
 		/* No change seen by this handle yet: one that another process of this host saw
@@ -151,14 +170,8 @@ static void observe_peer(struct ntb_link *link, uint64_t now)
 						   memory_order_relaxed);
 	if (up)
 		atomic_store_explicit(&link->peer_epoch_seen, ep, memory_order_relaxed);
-	if (up && ep != old_ep && ep != atomic_load_explicit(&link->peer_clk_epoch,
-							     memory_order_relaxed)) {
-		/* a new peer session (maybe a rebooted host): its clock starts anew */
-		atomic_store_explicit(&link->peer_clk_epoch, ep, memory_order_relaxed);
-		atomic_store_explicit(&link->peer_clk, 0, memory_order_relaxed);
-	}
 	if (moved && up)
-		clk_sighting(link, hb_mono, now);
+		clk_sighting(link, ep, hb_mono, seen_at);
 	/* stale heartbeat alone (the peer was up before, with this epoch) */
 	bool silent = !up && ours && en == 1 && ep != 0 && changed && !fresh &&
 		      ep == atomic_load_explicit(&link->peer_epoch_seen, memory_order_relaxed) &&
@@ -267,14 +280,15 @@ bool ntb_link_peer_silent(const struct ntb_link *link)
 	return atomic_load_explicit(&link->peer_silent, memory_order_relaxed);
 }
 
-int64_t ntb_link_peer_hb_age_ms(const struct ntb_link *link)
+int64_t ntb_link_peer_hb_age_ms(struct ntb_link *link)
 {
 	uint64_t changed = atomic_load_explicit(&link->peer_hb_change_ns, memory_order_relaxed);
 	uint64_t now = clock_mono_ns();
 	int64_t seen = changed ? (int64_t)((now > changed ? now - changed : 0) / 1000000u) : -1;
 	int64_t stamped = clk_hb_age_ms(link, now);
 
-	/* both are at most the true age: the larger is the closer */
+	/* both err younger (a sighting is after the write; the stamp's bound is taken so): the
+	 * larger is the closer */
 	return stamped > seen ? stamped : seen;
 }
 

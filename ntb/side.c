@@ -262,6 +262,8 @@ int ntb_link_atfork_child(struct ntb_link *link)
 {
 	if (!link)
 		return -EINVAL;
+	/* (a thread of the parent may have held it at the fork: not in this process) */
+	pthread_mutex_init(&link->clk_mu, NULL);
 	if (link->inspect || ntb_side_owns_slot(link))
 		return 0;
 	link->slot = -1;

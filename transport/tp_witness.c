@@ -104,6 +104,8 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
 		int64_t gap = hb_age - (int64_t)ti.tcpi_last_ack_recv;
 
 		dead_late = hb_age < 0 || gap > 2 * (int64_t)ntb_link_heartbeat_ms(c->link->ntb) + 50;
+		LOG(LL_DEBUG, "transport: slot %u: peer dead: its last heartbeat %lld ms ago, its "
+		    "end %u ms ago", c->slot, (long long)hb_age, ti.tcpi_last_ack_recv);
 		if (dead_late)
 			LOG(LL_INFO, "transport: slot %u: the link was silent %lld ms before the peer "
 			    "died: what it wrote meanwhile may be missing", c->slot, (long long)gap);

@@ -76,10 +76,11 @@ run() {
 		# the reader (all its threads) stopped once the writer is past STOP_AT bytes
 		while [ "$(tail -n 2 "$PL_TMP/w.$mode.out" 2>/dev/null | head -n 1)" -lt $STOP_AT ] 2>/dev/null ||
 			[ ! -s "$PL_TMP/w.$mode.out" ]; do
-			[ $i -lt 600 ] || pl_fail "$mode: the writer did not stream within 30 s"
+			[ $i -lt 3000 ] || pl_fail "$mode: the writer did not reach $STOP_AT bytes within 30 s"
 			sleep 0.01; i=$((i + 1))
 		done
 		kill -STOP $R
+		i=0
 	fi
 	while [ "$(tail -n 2 "$PL_TMP/w.$mode.out" 2>/dev/null | head -n 1)" -lt $from ] 2>/dev/null ||
 		[ ! -s "$PL_TMP/w.$mode.out" ]; do
@@ -131,8 +132,10 @@ grep -q 'the link was silent .* ms before the peer died' "$PL_TMP/b.log" ||
 # continued only after the writer died: its first look sees the writer's last heartbeats then,
 # long after they were written. Their age must come from the writer's stamp, not from that late
 # sighting (which would call the death clean: a short EOF). The writer slows to ~1.6 MB/s after
-# 1 MiB, the reader stops there, the cut comes ~160 ms later (heartbeats arrive meanwhile, unseen),
-# the kill 0.5 s after the cut, the reader goes on 0.2 s after the kill. A host-B process holding
+# 512 KiB (so that the reader has caught up with it, whatever the load, when it stops: the writer
+# needs the ring's room to reach the cut), the reader stops at 1 MiB, the cut comes ~160 ms
+# later (heartbeats arrive meanwhile, unseen), the kill 0.5 s after the cut, the reader goes on
+# 0.2 s after the kill. A host-B process holding
 # the link keeps B's heartbeat going, so that the writer's side sees no silence of its own.
 pl_bg b python3 -c '
 import socket, sys, time
@@ -141,7 +144,7 @@ print("held", flush=True); time.sleep(600)' $((port + 5))
 holder=$PL_LAST
 pl_wait_text "$PL_LAST_OUT" held 30
 STOP_AT=1048576 CUT_FROM=1310721 KILL_AFTER=0.5 run cutstop $((port + 4)) \
-	NTBSOCK_FAULT=cut_after=1280K W_SLOW_AFTER=1048576 W_SLOW_SLEEP=0.005
+	NTBSOCK_FAULT=cut_after=1280K W_SLOW_AFTER=524288 W_SLOW_SLEEP=0.005
 kill $holder
 [ "$R_END" = reset ] || pl_fail "cutstop run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
 [ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutstop run: the reader got more than was sent"

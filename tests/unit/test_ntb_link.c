@@ -261,6 +261,33 @@ static void test_peer_hb_age_by_stamp(void **state)
 	ntb_link_close(a);
 }
 
+/* A peer whose heartbeat moves while its stamp does not (a writer that predates the stamp, over
+ * a control page a newer one stamped) gives no stamp-based age: dated from that frozen stamp,
+ * its heartbeat would look older and older (a clean death read as one behind a silent link). */
+static void test_peer_hb_frozen_stamp(void **state)
+{
+	(void)state;
+	struct ntb_link *a = open_side(0), *b = open_side(1);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_enable(b), 0);
+	assert_true(both_up(a, b));
+	for (int i = 0; i < 200; i++) {
+		ntb_link_tick(b);
+		atomic_store(&a->ctrl_in->hb_mono.v, 12345u); /* (B's writes undone) */
+		ntb_link_tick(a);
+		sleep_ms(1);
+	}
+	uint64_t last = mono_ms();
+	sleep_ms(100);
+	int64_t age = ntb_link_peer_hb_age_ms(a);
+	int64_t real = (int64_t)(mono_ms() - last) + 10; /* (+ one heartbeat period) */
+	if (age > real + 5)
+		fail_msg("peer heartbeat age %lld ms from a frozen stamp: older than the %lld ms "
+			 "it can be", (long long)age, (long long)real);
+	ntb_link_close(b);
+	ntb_link_close(a);
+}
+
 static void test_params_init(void **state)
 {
 	(void)state;
@@ -1089,7 +1116,8 @@ int main(void)
 		T(test_create_mode),      T(test_two_sides_up),   T(test_peer_absent),
 		T(test_peer_dead_after_silence), T(test_peer_up_from_host_record),
 		T(test_peer_dead_by_wall_stamp),
-		T(test_peer_hb_age_by_stamp),   T(test_claims_and_sessions),
+		T(test_peer_hb_age_by_stamp),
+		T(test_peer_hb_frozen_stamp),   T(test_claims_and_sessions),
 		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
 		T(test_doorbells),
 		T(test_doorbells_many),
