@@ -8,7 +8,8 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
-/* Under the host lock: the first reservation under KEY the client has not given up, or -1.
+/* Under the host lock: a reservation under KEY the client has not given up (the newest, if a
+ * stale one shares the key), or -1.
  * *RET_FLAGS: the ST flags the client wrote into it. */
 static int pending_find(struct tp_link *l, const struct tp_key *key, uint32_t *ret_flags)
 {
@@ -83,7 +84,8 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 		usleep(TP_ATTACH_POLL_US);
 	}
 	h->e[slot].state = TP_ES_OPEN;
-	/* relaxed: under the host lock; read without it by a move's helper and `ntbsock stat` */
+	/* relaxed: informational, read without the host lock by a move's helper and `ntbsock
+	 * stat` (stored also without it: tp_conn_own(), tp_conn_set_owner()) */
 	atomic_store_explicit(&h->e[slot].pid, tp_self_pid(), memory_order_relaxed);
 	h->e[slot].owners[0] = tp_self_pid();
 	tp_host_unlock(l);

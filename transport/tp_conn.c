@@ -189,7 +189,9 @@ int tp_conn_own_slow(struct tp_conn *c)
 	 * 0 in atfork_prepare() and with the other claimant's CAS */
 	if (atomic_compare_exchange_strong_explicit(&c->ent->active, &cur, me, memory_order_acq_rel,
 						    memory_order_acquire) || cur == me) {
-		c->ent->pid = me; /* informational (ntbsock stat) */
+		/* relaxed: informational (ntbsock stat), stored without the host lock as by
+		 * tp_conn_set_owner() */
+		atomic_store_explicit(&c->ent->pid, me, memory_order_relaxed);
 		/* release: pairs with the acquire loads of owned (tp_conn_own(), the helper) */
 		atomic_store_explicit(&c->owned, true, memory_order_release);
 		return 0;

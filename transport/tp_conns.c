@@ -99,7 +99,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	if (last) {
 		tp_slot_free(l, c->slot);
 	} else if (atomic_load_explicit(&e->pid, memory_order_relaxed) == me) {
-		/* relaxed: under the host lock (as in tp_slot_alloc()) */
+		/* relaxed: informational (as in tp_slot_alloc()) */
 		for (int i = 0; i < TP_OWNERS; i++)
 			if (e->owners[i])
 				atomic_store_explicit(&e->pid, e->owners[i], memory_order_relaxed);
@@ -255,11 +255,13 @@ void tp_walk_unlock(struct tp_link *l)
 
 void tp_walk_end(struct tp_link *l, struct tp_conn **pins, int npins)
 {
-	pthread_mutex_lock(&l->conns_lock);
-	for (int i = 0; i < npins; i++)
-		if (pins[i])
-			pins[i]->pin_owner = NULL;
-	pthread_mutex_unlock(&l->conns_lock);
+	if (npins) {
+		pthread_mutex_lock(&l->conns_lock);
+		for (int i = 0; i < npins; i++)
+			if (pins[i])
+				pins[i]->pin_owner = NULL;
+		pthread_mutex_unlock(&l->conns_lock);
+	}
 	/* release: as at the end of tp_link_conns_pass() */
 	atomic_store_explicit(&l->pass_busy, false, memory_order_release);
 }

@@ -86,7 +86,8 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	}
 	x = e->ex;
 	atomic_store_explicit(&e->ex.valid, 0, memory_order_relaxed); /* (under the host lock) */
-	/* relaxed: under the host lock; read without it by a move's helper and `ntbsock stat` */
+	/* relaxed: informational, read without the host lock by a move's helper and `ntbsock
+	 * stat` (stored also without it: tp_conn_own(), tp_conn_set_owner()) */
 	atomic_store_explicit(&e->pid, tp_self_pid(), memory_order_relaxed);
 	tp_host_unlock(l);
 	c = tp_conn_new(l, slot); /* refs unchanged: other processes may share it (fork) */

@@ -45,6 +45,27 @@ void tp_exit_announce(void)
 	pthread_mutex_unlock(&tp_links_lock);
 }
 
+/* Drive the failovers pinned in a walk (conns_lock released: a move takes the other link's
+ * locks): how many still run. On the LAST round those are abandoned: the peer gets a reset,
+ * never a short end. */
+static int drive_pinned(struct tp_conn **pins, int npins, bool last)
+{
+	int left = 0;
+
+	for (int i = 0; i < npins; i++) {
+		struct tp_conn *c = pins[i];
+
+		if (!c)
+			continue; /* (released by this thread meanwhile) */
+		tp_fo_progress(c);
+		if (tp_fo_get(c) == TP_FO_RUN && last)
+			tp_fo_abandon(c);
+		else if (tp_fo_get(c) == TP_FO_RUN)
+			left++;
+	}
+	return left;
+}
+
 int tp_exit_drain(int timeout_ms)
 {
 	uint64_t end = tp_now_ms() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms);
@@ -63,6 +84,9 @@ int tp_exit_drain(int timeout_ms)
 			return -ETIMEDOUT;
 		left = 0;
 		for (struct tp_link *l = tp_links; l; l = l->next_link) {
+			struct tp_conn *pins[TP_PASS_PINS];
+			int npins = 0;
+
 			tp_link_refresh(l);
 			if (!tp_walk_begin(l)) {
 				left++; /* a pass or a set-up is on the list: look again */
@@ -76,12 +100,17 @@ int tp_exit_drain(int timeout_ms)
 					continue;
 				/* the FIN goes out when room frees (the helper may be asleep for
 				 * its slice, or absent) */
-				tp_conn_timers(c, now); /* (a failover: for tp_exit_handoff()) */
+				tp_conn_timers(c, now);
+				/* a failover (started here or before): driven below, as the
+				 * helper would (at exec there may be none) */
+				if (tp_fo_get(c) == TP_FO_RUN)
+					tp_walk_pin(c, pins, &npins);
 				if (exit_pending(c))
 					left++;
 			}
 			tp_walk_unlock(l);
-			tp_walk_end(l, NULL, 0);
+			drive_pinned(pins, npins, false); /* (counted by exit_pending() alone) */
+			tp_walk_end(l, pins, npins);
 		}
 		pthread_mutex_unlock(&tp_links_lock);
 		if (!left || now >= end)
@@ -127,8 +156,15 @@ static int handoff_link(struct tp_link *l, uint64_t now, uint64_t t0, uint64_t h
 {
 	struct tp_conn *pins[TP_PASS_PINS];
 	int npins = 0, left = 0;
+	bool got = tp_walk_begin(l);
 
-	if (!tp_walk_begin(l))
+	/* the last round may not miss a connection in a failover (its abandon): wait for another
+	 * thread's pass, a while */
+	for (int i = 0; !got && last && i < 200; i++) {
+		usleep(1000);
+		got = tp_walk_begin(l);
+	}
+	if (!got)
 		return 1;
 	for (struct tp_conn *c = l->conns; c; c = c->next) {
 		/* acquire: pairs with the release store in tp_conn_own() */
@@ -152,17 +188,7 @@ static int handoff_link(struct tp_link *l, uint64_t now, uint64_t t0, uint64_t h
 			left++; /* (the next round) */
 	}
 	tp_walk_unlock(l);
-	for (int i = 0; i < npins; i++) {
-		struct tp_conn *c = pins[i];
-
-		if (!c)
-			continue; /* (released by this thread meanwhile) */
-		tp_fo_progress(c);
-		if (tp_fo_get(c) == TP_FO_RUN && last)
-			tp_fo_abandon(c); /* the peer gets a reset, never a short end */
-		else if (tp_fo_get(c) == TP_FO_RUN)
-			left++;
-	}
+	left += drive_pinned(pins, npins, last);
 	tp_walk_end(l, pins, npins);
 	return left;
 }

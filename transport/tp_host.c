@@ -379,7 +379,8 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	struct tp_host_entry *e = &h->e[best];
 	memset(e, 0, sizeof(*e));
 	e->state = state;
-	/* relaxed: under the host lock; read without it by a move's helper and `ntbsock stat` */
+	/* relaxed: informational, read without the host lock by a move's helper and `ntbsock
+	 * stat` (stored also without it: tp_conn_own(), tp_conn_set_owner()) */
 	atomic_store_explicit(&e->pid, pid, memory_order_relaxed);
 	e->owners[0] = pid;
 	e->nonce = slot_nonce(l, (uint32_t)best);
@@ -413,7 +414,8 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->congestion, st.tx_full, memory_order_relaxed);
 	e->state = TP_ES_FREE;
-	atomic_store_explicit(&e->pid, 0, memory_order_relaxed); /* (as in tp_slot_alloc()) */
+	atomic_store_explicit(&e->pid, 0, memory_order_relaxed); /* (informational, as in
+								      * tp_slot_alloc()) */
 	memset(e->owners, 0, sizeof(e->owners));
 	e->released_ms = tp_now_ms();
 	tp_hidx_freed(l->host, slot);

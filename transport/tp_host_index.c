@@ -82,6 +82,8 @@ static bool is_server(const struct tp_host_entry *e)
 	return e->state != TP_ES_FREE && e->role == 1;
 }
 
+/* (malloc and qsort_r under the host lock: only after a holder died or a queue lied; glibc's are
+ * safe in a forked child too, where tp_atfork_child() may come here) */
 void tp_hidx_rebuild(struct tp_host *h)
 {
 	uint32_t *order = malloc(h->contexts * sizeof(*order)), n = 0;
@@ -113,6 +115,13 @@ int tp_hidx_free_pop(struct tp_host *h)
 	for (int attempt = 0; attempt < 2; attempt++) {
 		uint32_t n = h->free_head;
 
+		/* an empty queue while the count says otherwise lost a link (a holder's death
+		 * the rebuild at the lock did not see): from the entries again */
+		if (!n && attempt == 0 &&
+		    atomic_load_explicit(&h->free_num, memory_order_relaxed) > 0) {
+			tp_hidx_rebuild(h);
+			continue;
+		}
 		if (!n)
 			break;
 		if (n <= h->contexts && h->e[n - 1].state == TP_ES_FREE) {

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "transport/tp_int.h"
@@ -172,12 +175,64 @@ static void test_rebuild_after_dead_holder(void **state)
 	free(h);
 }
 
+/* The real path: a process that dies holding the host lock mid-update (its queue emptied, a
+ * bucket made to loop) leaves the next holder (EOWNERDEAD) indexes rebuilt from the entries. */
+static void test_lock_holder_death(void **state)
+{
+	(void)state;
+	size_t size = sizeof(struct tp_host) + N * sizeof(struct tp_host_entry) + tp_hidx_size(N);
+	struct tp_host *h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				 -1, 0);
+	pthread_mutexattr_t a;
+	struct tp_link l;
+	uint64_t live = 0;
+
+	assert_true(h != MAP_FAILED);
+	memset(&l, 0, sizeof(l));
+	l.host = h;
+	h->contexts = N;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&h->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	tp_hidx_init(h);
+	for (uint32_t i = 0; i < N; i++)
+		assert_int_equal(tp_hidx_free_pop(h), (int)i);
+	for (uint32_t i = 0; i < N; i++) {
+		if (i % 4 == 0) {
+			release(h, i, 1000 - i);
+		} else {
+			serve(h, i, i % 8u, i % 5u);
+			live |= 1ull << i;
+		}
+	}
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		tp_host_lock(&l);
+		h->free_head = h->free_tail = 0;
+		uint32_t b = tp_hidx_peer_first(h, 3);
+		h->e[b - 1].peer_next = b; /* (loops on itself) */
+		_exit(0); /* holding the lock */
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	tp_host_lock(&l);
+	for (uint32_t ps = 0; ps < 8; ps++)
+		assert_true(peer_set(h, ps) == want(8, ps, live));
+	assert_int_equal(tp_hidx_free_pop(h), 60);
+	tp_host_unlock(&l);
+	munmap(h, size);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_free_queue_order),
 		cmocka_unit_test(test_server_lookup),
 		cmocka_unit_test(test_rebuild_after_dead_holder),
+		cmocka_unit_test(test_lock_holder_death),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
