@@ -40,9 +40,17 @@ for f in "$PL_LINK" "$PL_LINK.side0" "$PL_LINK.side1"; do
 done
 
 # (nobody must reach the library and the helper: a build under a 0700 directory, as mktemp -d
-# makes, cannot be loaded by it, and the server would run without the library)
-setpriv --reuid=nobody --regid=$gid --clear-groups sh -c "test -r '$PL_LIB' && test -x '$ECHO'" ||
-	pl_skip "user nobody cannot read $PL_LIB or run $ECHO (a directory above is closed to it)"
+# makes for CI's clone, cannot be loaded by it, and the server would run without the library;
+# then copies of both in the test's own directory, open to it, serve)
+if ! setpriv --reuid=nobody --regid=$gid --clear-groups sh -c "test -r '$PL_LIB' && test -x '$ECHO'"; then
+	mkdir -p "$PL_TMP/bin"
+	cp "$PL_LIB" "$ECHO" "$PL_TMP/bin/"
+	chmod 755 "$PL_TMP/bin" "$PL_TMP/bin/"*
+	PL_LIB=$PL_TMP/bin/$(basename "$PL_LIB")
+	ECHO=$PL_TMP/bin/$(basename "$ECHO")
+	setpriv --reuid=nobody --regid=$gid --clear-groups sh -c "test -r '$PL_LIB' && test -x '$ECHO'" ||
+		pl_fail "user nobody cannot read the copies in $PL_TMP/bin"
+fi
 pl_bg b setpriv --reuid=nobody --regid=$gid --clear-groups "$ECHO" et 127.0.0.2 $p
 srv=$PL_LAST
 pl_wait_port 127.0.0.2 $p
