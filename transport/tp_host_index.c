@@ -14,13 +14,11 @@
 #include "transport/tp_int.h"
 #include "util/crc32c.h"
 
+/* The bucket count of each hash index: a power of two ≥ CONTEXTS (from the table's contexts,
+ * which tp_host_open() checked against the mapping's size; never a count read from the table). */
 static uint32_t buckets_for(uint32_t contexts)
 {
-	uint32_t n = 16;
-
-	while (n < contexts)
-		n <<= 1;
-	return n;
+	return contexts <= 16u ? 16u : 1u << (32 - __builtin_clz(contexts - 1u));
 }
 
 size_t tp_hidx_size(uint32_t contexts)
@@ -36,17 +34,17 @@ static uint32_t *peer_heads(const struct tp_host *h)
 
 static uint32_t *key_heads(const struct tp_host *h)
 {
-	return peer_heads(h) + h->buckets;
+	return peer_heads(h) + buckets_for(h->contexts);
 }
 
 static uint32_t peer_bucket(const struct tp_host *h, uint32_t peer_slot)
 {
-	return (peer_slot * 0x9e3779b1u >> 7) & (h->buckets - 1u);
+	return (peer_slot * 0x9e3779b1u >> 7) & (buckets_for(h->contexts) - 1u);
 }
 
 static uint32_t key_bucket(const struct tp_host *h, const struct tp_key *key)
 {
-	return crc32c(0, key->bytes, sizeof(key->bytes)) & (h->buckets - 1u);
+	return crc32c(0, key->bytes, sizeof(key->bytes)) & (buckets_for(h->contexts) - 1u);
 }
 
 static void free_push(struct tp_host *h, uint32_t slot)
@@ -61,7 +59,6 @@ static void free_push(struct tp_host *h, uint32_t slot)
 
 void tp_hidx_init(struct tp_host *h)
 {
-	h->buckets = buckets_for(h->contexts);
 	h->free_head = h->free_tail = 0;
 	for (uint32_t i = 0; i < h->contexts; i++)
 		free_push(h, i);
@@ -88,7 +85,6 @@ void tp_hidx_rebuild(struct tp_host *h)
 {
 	uint32_t *order = malloc(h->contexts * sizeof(*order)), n = 0;
 
-	h->buckets = buckets_for(h->contexts);
 	memset(peer_heads(h), 0, tp_hidx_size(h->contexts));
 	h->free_head = h->free_tail = 0;
 	for (uint32_t i = 0; i < h->contexts; i++) {

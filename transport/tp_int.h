@@ -495,8 +495,8 @@ struct tp_host {
 	struct tp_host_listen listen[TP_MAX_LISTEN];
 	struct tp_host_totals totals;
 	/* tp_host_index.c: the FREE entries in the order they were released (number + 1, 0 =
-	 * none), and the bucket count of the two hash indexes that follow e[contexts] */
-	uint32_t free_head, free_tail, buckets;
+	 * none); the heads of the two hash indexes follow e[contexts] */
+	uint32_t free_head, free_tail;
 	struct tp_host_entry e[];
 };
 

@@ -36,7 +36,8 @@ static void fill(uint8_t *t, size_t size, const uint8_t *data, size_t n)
 
 static size_t table_size(uint32_t contexts)
 {
-	return ALIGN_UP(sizeof(struct tp_host) + contexts * sizeof(struct tp_host_entry),
+	return ALIGN_UP(sizeof(struct tp_host) + contexts * sizeof(struct tp_host_entry) +
+				tp_hidx_size(contexts),
 			(size_t)4096);
 }
 
