@@ -699,17 +699,27 @@ static int refused(struct sockaddr_in *sa)
 	return 0;
 }
 
-/* SO_LINGER {1, 0}: close() resets; the peer reads ECONNRESET, not a clean EOF. */
+/* SO_LINGER {1, 0}: close() resets; the peer reads ECONNRESET, not a clean EOF. Before it, the
+ * accepted socket's SO_RCVTIMEO is the one the listener had (the kernel copies it): a read with
+ * nothing sent ends with EAGAIN (else it would wait for ever: the client sends nothing before
+ * the 'L'). */
 static int linger_server(struct sockaddr_in *sa)
 {
 	int one = 1;
 	char buf[4096];
+	struct timeval tv = { 0, 200000 };
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "listener rcvtimeo");
 	CHECK(bind(s, (struct sockaddr *)sa, sizeof(*sa)) == 0, "bind");
 	CHECK(listen(s, 8) == 0, "listen");
 	int c = accept(s, NULL, NULL);
 	CHECK(c >= 0, "accept");
+	ssize_t n = read(c, buf, 1);
+	CHECK(n == -1 && errno == EAGAIN, "read with the listener's SO_RCVTIMEO: %zd", n);
+	ok("SO_RCVTIMEO inherited from the listener");
+	tv.tv_usec = 0;
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "rcvtimeo off");
 	sync_byte_send(c, 'L');
 	usleep(300000); /* the client has closed by now */
 	ssize_t r;
