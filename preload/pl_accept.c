@@ -92,7 +92,8 @@ static const char *accept_install(int nfd, struct tp_conn *conn, int link_index,
 	return NULL;
 }
 
-void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
+void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags,
+		 const struct sockaddr *client, socklen_t client_len)
 {
 	struct sockaddr_storage cli, srv;
 	socklen_t cl = sizeof(cli), sl = sizeof(srv);
@@ -103,9 +104,17 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	char desc[128] = "?";
 	const char *reason = NULL;
 
-	if (pl_real.getpeername(nfd, (struct sockaddr *)&cli, &cl) < 0 ||
-	    pl_real.getsockname(nfd, (struct sockaddr *)&srv, &sl) < 0) {
+	if (client && client_len <= cl) {
+		memset(&cli, 0, sizeof(cli));
+		memcpy(&cli, client, client_len);
+	} else if (pl_real.getpeername(nfd, (struct sockaddr *)&cli, &cl) < 0) {
 		reason = "getpeername failed";
+		goto tcp;
+	}
+	/* (the local address is asked for: the listener's own may differ, e.g. under TPROXY or an
+	 * sk_lookup program, and a wrong key would miss the client's reservation) */
+	if (pl_real.getsockname(nfd, (struct sockaddr *)&srv, &sl) < 0) {
+		reason = "getsockname failed";
 		goto tcp;
 	}
 	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&srv, (struct sockaddr *)&cli);

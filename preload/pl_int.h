@@ -290,7 +290,10 @@ static inline bool pl_is_ntb(struct pl_sock *s, int fd)
 
 void pl_init_once(void);
 int pl_connect(int fd, const struct sockaddr *addr, socklen_t len);
-void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags);
+/* NFD was accepted on LISTENER's FD with accept4() FLAGS; CLIENT (CLIENT_LEN bytes): the
+ * client's address as the accept returned it, or NULL (then asked of the kernel). */
+void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags,
+		 const struct sockaddr *client, socklen_t client_len);
 /* FD (bound to a port) is about to listen: advertise the port, track FD as a listener. True
  * when it did (false: not a bound TCP socket, port 0, or already a listener). */
 bool pl_listened(int fd);

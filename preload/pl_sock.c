@@ -58,14 +58,33 @@ NTB_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 static int do_accept(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags, bool four)
 {
 	struct pl_sock *s = pl_lookup(fd);
-	int nfd = four ? pl_real.accept4(fd, addr, len, flags) : pl_real.accept(fd, addr, len);
+	bool listener = s && s->kind == PL_LISTENER;
+	/* The client's address, which the set-up needs, comes with the accept: into our own
+	 * buffer when the caller passed none, else read from the caller's once the kernel has
+	 * written it whole (no getpeername() then). */
+	struct sockaddr_storage own;
+	socklen_t own_len = sizeof(own), given = len ? *len : 0;
+	bool use_own = listener && !addr.__sockaddr__;
+	struct sockaddr *a = use_own ? (struct sockaddr *)&own : addr.__sockaddr__;
+	socklen_t *l = use_own ? &own_len : len;
+	int nfd = four ? pl_real.accept4(fd, a, l, flags) : pl_real.accept(fd, a, l);
 
 	if (nfd >= 0 && pl_fds) {
 		pl_fd_fresh(nfd);
 		pl_cand_mark(nfd, 0); /* (not made by socket(): connect() asks the kernel) */
-		if (s && s->kind == PL_LISTENER) {
+		if (listener) {
 			int saved = errno;
-			pl_accepted(fd, nfd, s, flags);
+			const struct sockaddr *peer = NULL;
+			socklen_t peer_len = 0;
+
+			if (use_own) {
+				peer = a;
+				peer_len = own_len;
+			} else if (a && len && *len <= given) {
+				peer = a;
+				peer_len = *len;
+			}
+			pl_accepted(fd, nfd, s, flags, peer, peer_len);
 			errno = saved;
 		}
 	}

@@ -713,8 +713,18 @@ static int linger_server(struct sockaddr_in *sa)
 	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "listener rcvtimeo");
 	CHECK(bind(s, (struct sockaddr *)sa, sizeof(*sa)) == 0, "bind");
 	CHECK(listen(s, 8) == 0, "listen");
-	int c = accept(s, NULL, NULL);
+	/* a buffer too short for the address: the kernel writes what fits and the full length */
+	struct sockaddr_in pa, pb;
+	socklen_t pal = 4, pbl = sizeof(pb);
+	memset(&pa, 0xee, sizeof(pa));
+	int c;
+	while ((c = accept(s, (struct sockaddr *)&pa, &pal)) < 0 && errno == EAGAIN)
+		pal = 4; /* (the listener's SO_RCVTIMEO bounds accept() too) */
 	CHECK(c >= 0, "accept");
+	CHECK(getpeername(c, (struct sockaddr *)&pb, &pbl) == 0, "getpeername");
+	CHECK(pal == sizeof(pa) && !memcmp(&pa, &pb, 4) && pa.sin_addr.s_addr == 0xeeeeeeeeu,
+	      "accept's truncated address (%u bytes)", (unsigned)pal);
+	ok("accept's address truncated as the kernel does");
 	ssize_t n = read(c, buf, 1);
 	CHECK(n == -1 && errno == EAGAIN, "read with the listener's SO_RCVTIMEO: %zd", n);
 	ok("SO_RCVTIMEO inherited from the listener");
@@ -1275,8 +1285,15 @@ int main(int argc, char **argv)
 		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		CHECK(bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind");
 		CHECK(listen(s, 8) == 0, "listen");
-		int c = accept(s, NULL, NULL);
+		/* the client's address as accept() gives it, equal to getpeername()'s */
+		struct sockaddr_in pa, pb;
+		socklen_t pal = sizeof(pa), pbl = sizeof(pb);
+		int c = accept(s, (struct sockaddr *)&pa, &pal);
 		CHECK(c >= 0, "accept");
+		CHECK(getpeername(c, (struct sockaddr *)&pb, &pbl) == 0, "getpeername");
+		CHECK(pal == sizeof(pa) && pbl == pal && !memcmp(&pa, &pb, sizeof(pa)) &&
+		      pa.sin_family == AF_INET, "accept's address (%u bytes, family %d)",
+		      (unsigned)pal, pa.sin_family);
 		if (edge)
 			edge_server(c);
 		else if (fair)
