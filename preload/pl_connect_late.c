@@ -23,7 +23,13 @@
  * kept from accepting until the reservation exists: TCP_DEFER_ACCEPT on a connecting socket
  * makes the kernel hold back the ACK that completes the handshake (connect() itself still
  * completes on the SYN-ACK); once tp_connect() has reserved the path under the now known
- * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK.
+ * 4-tuple, setting TCP_QUICKACK sends that ACK. The option is cleared again at once where the
+ * connection stays tcp or its connect is still in progress. Where it is ntb and established,
+ * the option is left set (a system call per set-up saved): the kernel reads it on a connecting
+ * socket only in SYN_SENT (tcp_rcv_synsent_state_process()) and on a listener, so on the
+ * established socket nothing looks at it but the program, and pl_defer_clear() clears it
+ * before anything that could (getsockopt(), a connect() after a disconnect, listen(), exec,
+ * which hands the socket to a program that does not know it).
  *
  * Both ends must then agree on the path, also when the set-up is slow (a stalled peer,
  * contexts short, a client descheduled or stopped at any point). The client decides, and its
@@ -43,6 +49,32 @@ struct pl_tcp_info {
 	uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
 	uint32_t segs_out, segs_in;
 };
+
+/* Send the held ACK, if any (only in ESTABLISHED: else a no-op); TCP_DEFER_ACCEPT stays. */
+static void release_ack(int fd)
+{
+	int one = 1;
+
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+}
+
+static void defer_accept_clear(int fd)
+{
+	int off = 0;
+
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &off, sizeof(off));
+}
+
+void pl_defer_clear(struct pl_sock *s, int fd)
+{
+	/* relaxed: a flag of the socket's own; a clear twice is harmless */
+	if (atomic_exchange_explicit(&s->defer_left, false, memory_order_relaxed)) {
+		int saved = errno;
+
+		defer_accept_clear(fd);
+		errno = saved;
+	}
+}
 
 /* True when the option was set (HOLD: the ACK is held from now on). */
 static bool hold_ack(int fd, bool hold)
@@ -122,12 +154,15 @@ static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_co
 		PL_ENTER();
 		tp_abort(conn);
 		PL_LEAVE();
+		defer_accept_clear(fd);
 		LOG(LL_INFO, "fd %d %s: tcp (out of memory)", fd, desc);
 		pl_tcpstat_add(fd, dst, "out of memory");
 		errno = e;
 		return r;
 	}
 	pl_sock_opts_init(s, fd, cf);
+	/* relaxed: before the install (its release store publishes it) */
+	atomic_store_explicit(&s->defer_left, r == 0, memory_order_relaxed);
 	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = link_index;
@@ -137,6 +172,7 @@ static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_co
 		int cr = tp_conn_confirm(conn);
 		PL_LEAVE();
 		if (cr < 0) {
+			defer_accept_clear(fd);
 			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
 			    strerror(-cr));
 			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
@@ -219,6 +255,9 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	PL_ENTER();
 	tp_conn_commit(conn);
 	PL_LEAVE();
-	hold_ack(fd, false);
+	if (r == 0)
+		release_ack(fd); /* established: the option no longer acts (see the top) */
+	else
+		hold_ack(fd, false); /* still in SYN_SENT: it would delay the ACK by 200 ms */
 	return connect_late_install(fd, dst, conn, link_index, cf, desc, r, e, saved_errno);
 }

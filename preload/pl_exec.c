@@ -190,6 +190,7 @@ static void plan_conn(struct ex_obj *o, bool follows)
 {
 	struct pl_sock *s = o->s;
 
+	pl_defer_clear(s, o->first_fd); /* the next program does not know about it */
 	if (!pl_is_ntb(s, o->first_fd) || !s->conn)
 		return; /* kernel TCP: the kernel hands it over by itself */
 	/* References beyond the table slots and ours are calls in flight in other threads (one

@@ -5,6 +5,7 @@
 
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
 
@@ -32,7 +33,9 @@ NTB_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 		return pl_real.connect(fd, addr, len);
 	struct pl_sock *s = pl_sock_get(fd);
 	if (s) {
-		/* connect() again on a connection we track (non-blocking completion check). */
+		/* connect() again on a connection we track (non-blocking completion check; or, after
+		 * a disconnect, a new handshake, whose ACK our option would delay) */
+		pl_defer_clear(s, fd);
 		int r = pl_real.connect(fd, addr, len);
 		int e = errno;
 		if (s->kind == PL_CONN && (r == 0 || e == EISCONN)) {
@@ -117,8 +120,14 @@ NTB_EXPORT int listen(int fd, int backlog)
 	bool act = pl_active(), early = false;
 	int saved = errno;
 
-	if (act)
+	if (act) {
+		struct pl_sock *d = pl_lookup(fd);
+
+		if (d) /* (a disconnected connection: a listener would defer its accepts) */
+			pl_defer_clear(d, fd);
+		pl_sock_put(d);
 		early = pl_listened(fd);
+	}
 	errno = saved;
 	int r = pl_real.listen(fd, backlog);
 	if (act) {
@@ -374,6 +383,13 @@ NTB_EXPORT int ioctl(int fd, unsigned long req, ...)
 
 NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
+	if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT) {
+		struct pl_sock *d = pl_lookup(fd);
+
+		if (d)
+			pl_defer_clear(d, fd); /* the program sees the kernel's value, 0 */
+		pl_sock_put(d);
+	}
 	struct pl_sock *s = (level == SOL_SOCKET && name == SO_ERROR) ? pl_lookup(fd) : NULL;
 	if (s && s->kind == PL_CONN) {
 		long r = 1;
@@ -445,6 +461,13 @@ NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 {
 	if (level == SOL_SOCKET)
 		pl_cand_drop(fd, PL_CAND_DEFOPTS); /* (any of its options: a few matter) */
+	if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT) {
+		struct pl_sock *d = pl_lookup(fd);
+
+		if (d) /* the program's value replaces ours (an error leaves it cleared, at 0) */
+			pl_defer_clear(d, fd);
+		pl_sock_put(d);
+	}
 	int r = pl_real.setsockopt(fd, level, name, val, len);
 	if (r == 0 && level == SOL_SOCKET &&
 	    (name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_LINGER)) {
