@@ -137,17 +137,6 @@ void tp_close(struct tp_conn *c)
 	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d ||
 		       atomic_load_explicit(&c->pre_on, memory_order_relaxed);
 
-	/* The receiver may have released them since the sender last read its feedback (a reply
-	 * read, then a close): read it now (words in our own window, no system call), so that
-	 * no duplicate is kept for bytes already consumed. As the send path does: only for a
-	 * connection this process drives, neither failed nor moving. */
-	/* acquire: pairs with the CAS in tp_set_error_at() */
-	if (unacked && mine && !tp_fo_get(c) &&
-	    !atomic_load_explicit(&c->error, memory_order_acquire)) {
-		tp_tx_feedback(c);
-		unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d ||
-			  atomic_load_explicit(&c->pre_on, memory_order_relaxed);
-	}
 	tp_mutex_unlock(&c->tx_lock);
 	int fo = tp_fo_get(c);
 
