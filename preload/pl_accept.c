@@ -45,10 +45,29 @@ static const char *accept_attach(const struct conf_peer *peer, const struct tp_k
 	return r < 0 ? "peer error" : NULL;
 }
 
-/* Accepted fd NFD carries CONN (over link LINK_INDEX, described DESC) from now on. FLAGS: the
- * accept4() flags. NULL, or why it stays TCP (CONN then aborted). */
+/* The options of S, accepted from LISTENER with accept4() FLAGS, without asking the kernel: an
+ * accepted socket's file is new (O_NONBLOCK only from FLAGS), and its SO_RCVTIMEO, SO_SNDTIMEO
+ * and SO_LINGER are copies of the listener's (the kernel clones the listening sock), which
+ * LISTENER holds: loaded at listen() (pl_listened(), or its adoption after exec) and again by
+ * every setsockopt() of them. */
+static void accept_opts(struct pl_sock *s, const struct pl_sock *listener, int flags)
+{
+	atomic_store_explicit(&s->nonblock, !!(flags & SOCK_NONBLOCK), memory_order_relaxed);
+	atomic_store_explicit(&s->rcvtimeo_ms,
+			      atomic_load_explicit(&listener->rcvtimeo_ms, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->sndtimeo_ms,
+			      atomic_load_explicit(&listener->sndtimeo_ms, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->linger_abort,
+			      atomic_load_explicit(&listener->linger_abort, memory_order_relaxed),
+			      memory_order_relaxed);
+}
+
+/* Accepted fd NFD carries CONN (over link LINK_INDEX, described DESC) from now on, accepted
+ * from LISTENER with accept4() FLAGS. NULL, or why it stays TCP (CONN then aborted). */
 static const char *accept_install(int nfd, struct tp_conn *conn, int link_index,
-				  const char *desc, int flags)
+				  const char *desc, const struct pl_sock *listener, int flags)
 {
 	struct pl_sock *s = pl_sock_alloc(PL_CONN);
 
@@ -63,8 +82,7 @@ static const char *accept_install(int nfd, struct tp_conn *conn, int link_index,
 	s->link_index = link_index;
 	s->link_listen_side = pl_link_is_loopback(link_index);
 	snprintf(s->desc, sizeof(s->desc), "%s", desc);
-	pl_sock_load_opts(s, nfd);
-	atomic_store_explicit(&s->nonblock, !!(flags & SOCK_NONBLOCK), memory_order_relaxed);
+	accept_opts(s, listener, flags);
 	atomic_store_explicit(&s->state, PL_CS_OPEN, memory_order_relaxed);
 	pl_fd_install(nfd, s);
 	PL_ENTER();
@@ -74,7 +92,8 @@ static const char *accept_install(int nfd, struct tp_conn *conn, int link_index,
 	return NULL;
 }
 
-void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
+void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags,
+		 const struct sockaddr *client, socklen_t client_len)
 {
 	struct sockaddr_storage cli, srv;
 	socklen_t cl = sizeof(cli), sl = sizeof(srv);
@@ -85,10 +104,17 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	char desc[128] = "?";
 	const char *reason = NULL;
 
-	(void)listener;
-	if (pl_real.getpeername(nfd, (struct sockaddr *)&cli, &cl) < 0 ||
-	    pl_real.getsockname(nfd, (struct sockaddr *)&srv, &sl) < 0) {
+	if (client && client_len <= cl) {
+		memset(&cli, 0, sizeof(cli));
+		memcpy(&cli, client, client_len);
+	} else if (pl_real.getpeername(nfd, (struct sockaddr *)&cli, &cl) < 0) {
 		reason = "getpeername failed";
+		goto tcp;
+	}
+	/* (the local address is asked for: the listener's own may differ, e.g. under TPROXY or an
+	 * sk_lookup program, and a wrong key would miss the client's reservation) */
+	if (pl_real.getsockname(nfd, (struct sockaddr *)&srv, &sl) < 0) {
+		reason = "getsockname failed";
 		goto tcp;
 	}
 	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&srv, (struct sockaddr *)&cli);
@@ -111,7 +137,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags)
 	int link_index = -1;
 	reason = accept_attach(peer, &key, &conn, &link_index, &have_key);
 	if (!reason) {
-		reason = accept_install(nfd, conn, link_index, desc, flags);
+		reason = accept_install(nfd, conn, link_index, desc, listener, flags);
 		if (reason)
 			have_key = false; /* aborted: nothing left reserved */
 	}
@@ -148,6 +174,7 @@ bool pl_listened(int fd)
 	if (!s)
 		return false;
 	s->port = port;
+	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (accept_opts()) */
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
 		struct tp_link *l = pl_link_get_at(i, true, false, NULL);
 		if (!l)

@@ -12,6 +12,9 @@
 
 /* How long tp_connect_reserve() may take (see below). */
 #define PL_HOLD_GIVEUP_MS 150
+/* Less than this since before the kernel connect, a held ACK cannot have gone out (see
+ * handshake_acked()). */
+#define PL_ACK_UNSENT_MS 100
 
 /* The NTB set-up is keyed by the 4-tuple, and the server's accept() looks the key up at once. An
  * explicit bind to port 0 would give the 4-tuple before the connect, but such a bind cannot
@@ -20,7 +23,13 @@
  * kept from accepting until the reservation exists: TCP_DEFER_ACCEPT on a connecting socket
  * makes the kernel hold back the ACK that completes the handshake (connect() itself still
  * completes on the SYN-ACK); once tp_connect() has reserved the path under the now known
- * 4-tuple, clearing it and setting TCP_QUICKACK sends that ACK.
+ * 4-tuple, setting TCP_QUICKACK sends that ACK. The option is cleared again at once where the
+ * connection stays tcp or its connect is still in progress. Where it is ntb and established,
+ * the option is left set (a system call per set-up saved): the kernel reads it on a connecting
+ * socket only in SYN_SENT (tcp_rcv_synsent_state_process()) and on a listener, so on the
+ * established socket nothing looks at it but the program, and pl_defer_clear() clears it
+ * before anything that could (getsockopt(), a connect() after a disconnect, listen(), exec,
+ * which hands the socket to a program that does not know it).
  *
  * Both ends must then agree on the path, also when the set-up is slow (a stalled peer,
  * contexts short, a client descheduled or stopped at any point). The client decides, and its
@@ -41,7 +50,34 @@ struct pl_tcp_info {
 	uint32_t segs_out, segs_in;
 };
 
-static void hold_ack(int fd, bool hold)
+/* Send the held ACK, if any (only in ESTABLISHED: else a no-op); TCP_DEFER_ACCEPT stays. */
+static void release_ack(int fd)
+{
+	int one = 1;
+
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+}
+
+static void defer_accept_clear(int fd)
+{
+	int off = 0;
+
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &off, sizeof(off));
+}
+
+void pl_defer_clear(struct pl_sock *s, int fd)
+{
+	/* relaxed: a flag of the socket's own; a clear twice is harmless */
+	if (atomic_exchange_explicit(&s->defer_left, false, memory_order_relaxed)) {
+		int saved = errno;
+
+		defer_accept_clear(fd);
+		errno = saved;
+	}
+}
+
+/* True when the option was set (HOLD: the ACK is held from now on). */
+static bool hold_ack(int fd, bool hold)
 {
 	int on = hold, one = 1;
 
@@ -49,16 +85,32 @@ static void hold_ack(int fd, bool hold)
 	 * waits for it */
 	if (!hold)
 		pl_real.setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
-	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &on, sizeof(on));
+	return pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &on, sizeof(on)) == 0;
 }
 
-/* Has FD's kernel sent the ACK completing its handshake? It has sent only SYNs until then:
- * one, plus each retransmission. True when that cannot be told. */
-static bool handshake_acked(int fd)
+/* Has FD's kernel sent the ACK completing its handshake? HELD_NS: how long since a moment
+ * before the kernel connect, with the ACK held (hold_ack() succeeded before it), else -1.
+ *
+ * A held ACK leaves only with the kernel's delayed-ACK timer: tcp_rcv_synsent_state_process()
+ * arms it for TCP_DELACK_MAX (HZ/5, 200 ms, fixed) when it processes the SYN-ACK while
+ * TCP_DEFER_ACCEPT is set, and that is after the SYN, sent within connect(), so after our
+ * clock read; kernel timers never fire early. The other ways out are a segment of our own
+ * (nobody sends on the socket while connect() runs in it: the program is in this call, the
+ * helper never writes it) and the duplicate ACK for a retransmitted SYN-ACK, whose timer starts
+ * at 1 s. So below PL_ACK_UNSENT_MS the answer is known without asking the kernel. The reading
+ * of the clock is after the reservation was made: the property that matters (a reservation
+ * existed before the server could accept) holds however long the caller is descheduled after
+ * it; this is no margin on a race, only a bound the kernel's timer cannot undercut.
+ *
+ * Else the kernel is asked: it has sent only SYNs until the ACK, one plus each retransmission.
+ * True when that cannot be told. */
+static bool handshake_acked(int fd, int64_t held_ns)
 {
 	struct pl_tcp_info ti;
 	socklen_t l = sizeof(ti);
 
+	if (held_ns >= 0 && held_ns < PL_ACK_UNSENT_MS * 1000000LL)
+		return false;
 	memset(&ti, 0, sizeof(ti));
 	if (pl_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
 	    l < offsetof(struct pl_tcp_info, segs_in))
@@ -102,12 +154,15 @@ static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_co
 		PL_ENTER();
 		tp_abort(conn);
 		PL_LEAVE();
+		defer_accept_clear(fd);
 		LOG(LL_INFO, "fd %d %s: tcp (out of memory)", fd, desc);
 		pl_tcpstat_add(fd, dst, "out of memory");
 		errno = e;
 		return r;
 	}
 	pl_sock_opts_init(s, fd, cf);
+	/* relaxed: before the install (its release store publishes it) */
+	atomic_store_explicit(&s->defer_left, r == 0, memory_order_relaxed);
 	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = link_index;
@@ -117,6 +172,7 @@ static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_co
 		int cr = tp_conn_confirm(conn);
 		PL_LEAVE();
 		if (cr < 0) {
+			defer_accept_clear(fd);
 			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
 			    strerror(-cr));
 			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
@@ -150,7 +206,9 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	char desc[128];
 	int r, e;
 
-	hold_ack(fd, true);
+	bool held = hold_ack(fd, true);
+	int64_t connect_ns = pl_now_ns(); /* (before the SYN: handshake_acked()) */
+
 	errno = saved_errno;
 	r = pl_real.connect(fd, dst, dlen);
 	e = errno;
@@ -176,8 +234,10 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	PL_ENTER();
 	int tr = tp_connect_reserve(link, &key, tmo, &conn, &why);
 	PL_LEAVE();
+	int64_t reserved_ns = pl_now_ns(); /* (after the reservation: handshake_acked()) */
+
 	pl_link_note_setup(link_index, tr, why,
-			   pl_now_ns() - setup_ns < PL_HOLD_OK_MS * 1000000LL);
+			   reserved_ns - setup_ns < PL_HOLD_OK_MS * 1000000LL);
 	if (tr < 0)
 		return connect_late_tcp(fd, dst, r, e, desc, NULL,
 					why == TP_REASON_NONE ? TP_REASON_LOCAL_ERROR : why);
@@ -185,7 +245,7 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	 * already sent (the kernel's delayed ACK) may have let the server accept before the
 	 * reservation existed, so that it stayed tcp: give it up. Else commit it before the ACK
 	 * goes out. */
-	if (handshake_acked(fd)) {
+	if (handshake_acked(fd, held ? reserved_ns - connect_ns : -1)) {
 		PL_ENTER();
 		tp_abort(conn);
 		PL_LEAVE();
@@ -195,6 +255,9 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	PL_ENTER();
 	tp_conn_commit(conn);
 	PL_LEAVE();
-	hold_ack(fd, false);
+	if (r == 0)
+		release_ack(fd); /* established: the option no longer acts (see the top) */
+	else
+		hold_ack(fd, false); /* still in SYN_SENT: it would delay the ACK by 200 ms */
 	return connect_late_install(fd, dst, conn, link_index, cf, desc, r, e, saved_errno);
 }

@@ -190,6 +190,7 @@ static void plan_conn(struct ex_obj *o, bool follows)
 {
 	struct pl_sock *s = o->s;
 
+	pl_defer_clear(s, o->first_fd); /* the next program does not know about it */
 	if (!pl_is_ntb(s, o->first_fd) || !s->conn)
 		return; /* kernel TCP: the kernel hands it over by itself */
 	/* References beyond the table slots and ours are calls in flight in other threads (one
@@ -572,6 +573,7 @@ static void inherit_listener(int fd)
 		return;
 	s->port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
 						 : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (pl_accept.c) */
 	/* The advertisement made before exec stays (same pid); open the links so that closing the
 	 * listener here withdraws it. */
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)

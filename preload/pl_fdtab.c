@@ -77,6 +77,7 @@ struct pl_sock *pl_sock_alloc(enum pl_kind kind)
 	s->moved = false;
 	/* relaxed: the slot is being reset, not in use by a connection yet */
 	atomic_store_explicit(&s->link_moves, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->defer_left, false, memory_order_relaxed);
 	s->desc[0] = 0;
 	s->ep = NULL;
 	atomic_store_explicit(&s->refs, 1, memory_order_relaxed); /* the creator's */

@@ -209,6 +209,8 @@ struct pl_sock {
 	bool moved;                  /* failed over to its kernel socket (pl_failover.c; written
 				      * under lock, before state's release store of FAILED) */
 	_Atomic unsigned link_moves; /* moves to another link logged so far (pl_failover.c) */
+	_Atomic bool defer_left;     /* our TCP_DEFER_ACCEPT is still set on the kernel socket
+				      * (pl_connect_late.c: cleared when it could matter) */
 	struct pl_epoll *ep;         /* PL_EPOLL */
 };
 
@@ -290,7 +292,10 @@ static inline bool pl_is_ntb(struct pl_sock *s, int fd)
 
 void pl_init_once(void);
 int pl_connect(int fd, const struct sockaddr *addr, socklen_t len);
-void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags);
+/* NFD was accepted on LISTENER's FD with accept4() FLAGS; CLIENT (CLIENT_LEN bytes): the
+ * client's address as the accept returned it, or NULL (then asked of the kernel). */
+void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags,
+		 const struct sockaddr *client, socklen_t client_len);
 /* FD (bound to a port) is about to listen: advertise the port, track FD as a listener. True
  * when it did (false: not a bound TCP socket, port 0, or already a listener). */
 bool pl_listened(int fd);
@@ -302,6 +307,9 @@ void pl_sock_release(struct pl_sock *s);
 void pl_atfork_child(void);
 /* "FROM -> TO" (addresses with ports) into BUF, for logs. */
 void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to);
+/* S (at FD) may still carry the TCP_DEFER_ACCEPT pl_connect_late() set: clear it now, before
+ * anything that could see it (getsockopt(), another connect(), listen(), exec). */
+void pl_defer_clear(struct pl_sock *s, int fd);
 /* FD is bound to a host address without a port (IP_BIND_ADDRESS_NO_PORT): connect, reserve
  * the NTB path on LINK (config link LINK_INDEX) under the 4-tuple, then let the handshake
  * complete. CF: pl_cand_flags(); SAVED_ERRNO: errno on entry. Same results as pl_connect(). */

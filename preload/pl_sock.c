@@ -5,6 +5,7 @@
 
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
 
@@ -32,7 +33,9 @@ NTB_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 		return pl_real.connect(fd, addr, len);
 	struct pl_sock *s = pl_sock_get(fd);
 	if (s) {
-		/* connect() again on a connection we track (non-blocking completion check). */
+		/* connect() again on a connection we track (non-blocking completion check; or, after
+		 * a disconnect, a new handshake, whose ACK our option would delay) */
+		pl_defer_clear(s, fd);
 		int r = pl_real.connect(fd, addr, len);
 		int e = errno;
 		if (s->kind == PL_CONN && (r == 0 || e == EISCONN)) {
@@ -58,14 +61,33 @@ NTB_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 static int do_accept(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags, bool four)
 {
 	struct pl_sock *s = pl_lookup(fd);
-	int nfd = four ? pl_real.accept4(fd, addr, len, flags) : pl_real.accept(fd, addr, len);
+	bool listener = s && s->kind == PL_LISTENER;
+	/* The client's address, which the set-up needs, comes with the accept: into our own
+	 * buffer when the caller passed none, else read from the caller's once the kernel has
+	 * written it whole (no getpeername() then). */
+	struct sockaddr_storage own;
+	socklen_t own_len = sizeof(own), given = len ? *len : 0;
+	bool use_own = listener && !addr.__sockaddr__;
+	struct sockaddr *a = use_own ? (struct sockaddr *)&own : addr.__sockaddr__;
+	socklen_t *l = use_own ? &own_len : len;
+	int nfd = four ? pl_real.accept4(fd, a, l, flags) : pl_real.accept(fd, a, l);
 
 	if (nfd >= 0 && pl_fds) {
 		pl_fd_fresh(nfd);
 		pl_cand_mark(nfd, 0); /* (not made by socket(): connect() asks the kernel) */
-		if (s && s->kind == PL_LISTENER) {
+		if (listener) {
 			int saved = errno;
-			pl_accepted(fd, nfd, s, flags);
+			const struct sockaddr *peer = NULL;
+			socklen_t peer_len = 0;
+
+			if (use_own) {
+				peer = a;
+				peer_len = own_len;
+			} else if (a && len && *len <= given) {
+				peer = a;
+				peer_len = *len;
+			}
+			pl_accepted(fd, nfd, s, flags, peer, peer_len);
 			errno = saved;
 		}
 	}
@@ -98,8 +120,14 @@ NTB_EXPORT int listen(int fd, int backlog)
 	bool act = pl_active(), early = false;
 	int saved = errno;
 
-	if (act)
+	if (act) {
+		struct pl_sock *d = pl_lookup(fd);
+
+		if (d) /* (a disconnected connection: a listener would defer its accepts) */
+			pl_defer_clear(d, fd);
+		pl_sock_put(d);
 		early = pl_listened(fd);
+	}
 	errno = saved;
 	int r = pl_real.listen(fd, backlog);
 	if (act) {
@@ -355,6 +383,13 @@ NTB_EXPORT int ioctl(int fd, unsigned long req, ...)
 
 NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
+	if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT) {
+		struct pl_sock *d = pl_lookup(fd);
+
+		if (d)
+			pl_defer_clear(d, fd); /* the program sees the kernel's value, 0 */
+		pl_sock_put(d);
+	}
 	struct pl_sock *s = (level == SOL_SOCKET && name == SO_ERROR) ? pl_lookup(fd) : NULL;
 	if (s && s->kind == PL_CONN) {
 		long r = 1;
@@ -426,6 +461,13 @@ NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 {
 	if (level == SOL_SOCKET)
 		pl_cand_drop(fd, PL_CAND_DEFOPTS); /* (any of its options: a few matter) */
+	if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT) {
+		struct pl_sock *d = pl_lookup(fd);
+
+		if (d) /* the program's value replaces ours (an error leaves it cleared, at 0) */
+			pl_defer_clear(d, fd);
+		pl_sock_put(d);
+	}
 	int r = pl_real.setsockopt(fd, level, name, val, len);
 	if (r == 0 && level == SOL_SOCKET &&
 	    (name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_LINGER)) {

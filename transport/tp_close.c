@@ -163,6 +163,15 @@ void tp_close(struct tp_conn *c)
 		tp_conn_release(c, TP_ST_RST);
 		return;
 	}
+	if (!tp_fo_get(c) && !atomic_load_explicit(&c->error, memory_order_acquire)) {
+		/* the release held back by the lazy rx_release() goes out now (acquire above: pairs
+		 * with the CAS in tp_set_error_at()): the peer's close, which may come next, then
+		 * finds what it sent consumed and keeps no duplicate of its socket for it, and its
+		 * kernel FIN is not held back for it either */
+		tp_mutex_lock(&c->rx_lock);
+		tp_rx_flush_feedback(c);
+		tp_mutex_unlock(&c->rx_lock);
+	}
 	/* the peer's witness will see our TCP socket's end now: say it was a close, not a death;
 	 * before the FIN, so a peer that reads the end of stream finds it (preload/: its close()
 	 * then waits for our TCP socket's FIN) */

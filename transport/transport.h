@@ -293,7 +293,8 @@ void tp_exec_release_closed(void);
  * through a private duplicate until the peer's TCP FIN (or anything) arrives on it, at most
  * TIMEOUT_MS, then close it from the helper thread; TIME_WAIT thus stays with the side that
  * closed first, and the caller does not wait. The caller still closes FD itself (its number is
- * free at once). 0, or -errno (nothing kept: the caller waits itself). */
+ * free at once). 0 (kept, or nothing to wait for: the FIN, or anything, is in already), or
+ * -errno (nothing kept: the caller waits itself). */
 int tp_close_after_fin(int fd, int timeout_ms);
 /* At exit and exec (which would close them at once): wait until every socket kept by
  * tp_close_after_fin() is closed, each at its FIN or its time. */

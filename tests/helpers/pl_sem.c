@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -699,17 +700,37 @@ static int refused(struct sockaddr_in *sa)
 	return 0;
 }
 
-/* SO_LINGER {1, 0}: close() resets; the peer reads ECONNRESET, not a clean EOF. */
+/* SO_LINGER {1, 0}: close() resets; the peer reads ECONNRESET, not a clean EOF. Before it, the
+ * accepted socket's SO_RCVTIMEO is the one the listener had (the kernel copies it): a read with
+ * nothing sent ends with EAGAIN (else it would wait for ever: the client sends nothing before
+ * the 'L'). */
 static int linger_server(struct sockaddr_in *sa)
 {
 	int one = 1;
 	char buf[4096];
+	struct timeval tv = { 0, 200000 };
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "listener rcvtimeo");
 	CHECK(bind(s, (struct sockaddr *)sa, sizeof(*sa)) == 0, "bind");
 	CHECK(listen(s, 8) == 0, "listen");
-	int c = accept(s, NULL, NULL);
+	/* a buffer too short for the address: the kernel writes what fits and the full length */
+	struct sockaddr_in pa, pb;
+	socklen_t pal = 4, pbl = sizeof(pb);
+	memset(&pa, 0xee, sizeof(pa));
+	int c;
+	while ((c = accept(s, (struct sockaddr *)&pa, &pal)) < 0 && errno == EAGAIN)
+		pal = 4; /* (the listener's SO_RCVTIMEO bounds accept() too) */
 	CHECK(c >= 0, "accept");
+	CHECK(getpeername(c, (struct sockaddr *)&pb, &pbl) == 0, "getpeername");
+	CHECK(pal == sizeof(pa) && !memcmp(&pa, &pb, 4) && pa.sin_addr.s_addr == 0xeeeeeeeeu,
+	      "accept's truncated address (%u bytes)", (unsigned)pal);
+	ok("accept's address truncated as the kernel does");
+	ssize_t n = read(c, buf, 1);
+	CHECK(n == -1 && errno == EAGAIN, "read with the listener's SO_RCVTIMEO: %zd", n);
+	ok("SO_RCVTIMEO inherited from the listener");
+	tv.tv_usec = 0;
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0, "rcvtimeo off");
 	sync_byte_send(c, 'L');
 	usleep(300000); /* the client has closed by now */
 	ssize_t r;
@@ -1212,6 +1233,15 @@ static void fair_client(int ctl, const struct sockaddr_in *sa)
 	int r = connect(c[FAIR_N], (const struct sockaddr *)sa, sizeof(*sa));
 	CHECK(r == 0 || errno == EINPROGRESS, "non-blocking connect");
 	sync_byte_recv(ctl, 'A'); /* the server accepted it: the handshake is complete */
+	/* TCP_DEFER_ACCEPT as the kernel leaves a connected socket: off (ntbsock's own use of
+	 * it during the set-up does not show) */
+	for (int i = 0; i <= FAIR_N; i++) {
+		int v = -1;
+		socklen_t vl = sizeof(v);
+
+		CHECK(getsockopt(c[i], IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &vl) == 0 && v == 0 &&
+		      vl == sizeof(v), "TCP_DEFER_ACCEPT of connection %d: %d", i, v);
+	}
 	for (int k = 1; k <= FAIR_CALLS; k++) {
 		int n = epoll_wait(ep, evs, FAIR_MAX, 5000);
 		CHECK(n > 0, "epoll_wait %d: %d", k, n);
@@ -1265,8 +1295,15 @@ int main(int argc, char **argv)
 		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		CHECK(bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind");
 		CHECK(listen(s, 8) == 0, "listen");
-		int c = accept(s, NULL, NULL);
+		/* the client's address as accept() gives it, equal to getpeername()'s */
+		struct sockaddr_in pa, pb;
+		socklen_t pal = sizeof(pa), pbl = sizeof(pb);
+		int c = accept(s, (struct sockaddr *)&pa, &pal);
 		CHECK(c >= 0, "accept");
+		CHECK(getpeername(c, (struct sockaddr *)&pb, &pbl) == 0, "getpeername");
+		CHECK(pal == sizeof(pa) && pbl == pal && !memcmp(&pa, &pb, sizeof(pa)) &&
+		      pa.sin_family == AF_INET, "accept's address (%u bytes, family %d)",
+		      (unsigned)pal, pa.sin_family);
 		if (edge)
 			edge_server(c);
 		else if (fair)

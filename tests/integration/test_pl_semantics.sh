@@ -45,6 +45,9 @@ pl_wait_port 127.0.0.2 $port3
 pl_run a "$SEM" lingerclient 127.0.0.2 $port3 >"$PL_TMP/linger.out" 2>&1 || {
 	cat "$PL_TMP/linger.out"; pl_fail "linger client failed"; }
 wait $ls || { cat "$PL_LAST_OUT"; pl_fail "abortive close not seen as ECONNRESET over ntb"; }
+grep -q "SO_RCVTIMEO inherited from the listener" "$PL_LAST_OUT" ||
+	pl_fail "the listener's SO_RCVTIMEO not honoured on the accepted ntb connection"
+[ "$(pl_count_log a "127.0.0.2:$port3: ntb (link")" -ge 1 ] || pl_fail "linger client not over ntb"
 # Readiness transcript (pl_sem edgeclient: EPOLLET edges with unread data, EPOLLOUT edges,
 # one-shot re-arming, nested sets, threads sharing a set; select, poll, MSG_PEEK and SIOCINQ
 # after partial reads): kernel TCP first, then NTB; the same lines.
