@@ -49,9 +49,17 @@ static const char *accept_attach(const struct conf_peer *peer, const struct tp_k
  * accepted socket's file is new (O_NONBLOCK only from FLAGS), and its SO_RCVTIMEO, SO_SNDTIMEO
  * and SO_LINGER are copies of the listener's (the kernel clones the listening sock), which
  * LISTENER holds: loaded at listen() (pl_listened(), or its adoption after exec) and again by
- * every setsockopt() of them. */
-static void accept_opts(struct pl_sock *s, const struct pl_sock *listener, int flags)
+ * every setsockopt() of them in this process. A listener another process may hold too (this
+ * one forked since, or it came through exec) may have had them changed there: then the kernel
+ * is asked, as for ACCEPTED's fd NFD. (The kernel copies them when the handshake completes: a
+ * change made while the connection waited in the backlog is seen here, not by the kernel.) */
+static void accept_opts(struct pl_sock *s, const struct pl_sock *listener, int flags, int nfd)
 {
+	if (listener->opts_shared ||
+	    listener->opts_gen != atomic_load_explicit(&pl_fork_gen, memory_order_relaxed)) {
+		pl_sock_load_opts(s, nfd);
+		return;
+	}
 	atomic_store_explicit(&s->nonblock, !!(flags & SOCK_NONBLOCK), memory_order_relaxed);
 	atomic_store_explicit(&s->rcvtimeo_ms,
 			      atomic_load_explicit(&listener->rcvtimeo_ms, memory_order_relaxed),
@@ -82,7 +90,7 @@ static const char *accept_install(int nfd, struct tp_conn *conn, int link_index,
 	s->link_index = link_index;
 	s->link_listen_side = pl_link_is_loopback(link_index);
 	snprintf(s->desc, sizeof(s->desc), "%s", desc);
-	accept_opts(s, listener, flags);
+	accept_opts(s, listener, flags, nfd);
 	atomic_store_explicit(&s->state, PL_CS_OPEN, memory_order_relaxed);
 	pl_fd_install(nfd, s);
 	PL_ENTER();
@@ -175,6 +183,7 @@ bool pl_listened(int fd)
 		return false;
 	s->port = port;
 	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (accept_opts()) */
+	s->opts_gen = atomic_load_explicit(&pl_fork_gen, memory_order_relaxed);
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
 		struct tp_link *l = pl_link_get_at(i, true, false, NULL);
 		if (!l)

@@ -73,9 +73,13 @@ void pl_cand_drop(int fd, unsigned flags)
 		atomic_fetch_and_explicit(&pl_cand[fd], (unsigned char)~flags, memory_order_relaxed);
 }
 
+_Atomic unsigned pl_fork_gen;
+
 void pl_cand_forked(void)
 {
 	atomic_fetch_add_explicit(&cand_gen, 1, memory_order_relaxed);
+	/* relaxed: read by this process's threads after the fork (pl_accept.c), one count */
+	atomic_fetch_add_explicit(&pl_fork_gen, 1, memory_order_relaxed);
 }
 
 void pl_cand_closed_range(unsigned first, unsigned last)

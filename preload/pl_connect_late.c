@@ -12,9 +12,6 @@
 
 /* How long tp_connect_reserve() may take (see below). */
 #define PL_HOLD_GIVEUP_MS 150
-/* Less than this since before the kernel connect, a held ACK cannot have gone out (see
- * handshake_acked()). */
-#define PL_ACK_UNSENT_MS 100
 
 /* The NTB set-up is keyed by the 4-tuple, and the server's accept() looks the key up at once. An
  * explicit bind to port 0 would give the 4-tuple before the connect, but such a bind cannot
@@ -88,29 +85,16 @@ static bool hold_ack(int fd, bool hold)
 	return pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &on, sizeof(on)) == 0;
 }
 
-/* Has FD's kernel sent the ACK completing its handshake? HELD_NS: how long since a moment
- * before the kernel connect, with the ACK held (hold_ack() succeeded before it), else -1.
- *
- * A held ACK leaves only with the kernel's delayed-ACK timer: tcp_rcv_synsent_state_process()
- * arms it for TCP_DELACK_MAX (HZ/5, 200 ms, fixed) when it processes the SYN-ACK while
- * TCP_DEFER_ACCEPT is set, and that is after the SYN, sent within connect(), so after our
- * clock read; kernel timers never fire early. The other ways out are a segment of our own
- * (nobody sends on the socket while connect() runs in it: the program is in this call, the
- * helper never writes it) and the duplicate ACK for a retransmitted SYN-ACK, whose timer starts
- * at 1 s. So below PL_ACK_UNSENT_MS the answer is known without asking the kernel. The reading
- * of the clock is after the reservation was made: the property that matters (a reservation
- * existed before the server could accept) holds however long the caller is descheduled after
- * it; this is no margin on a race, only a bound the kernel's timer cannot undercut.
- *
- * Else the kernel is asked: it has sent only SYNs until the ACK, one plus each retransmission.
- * True when that cannot be told. */
-static bool handshake_acked(int fd, int64_t held_ns)
+/* Has FD's kernel sent the ACK completing its handshake? It has sent only SYNs until then: one,
+ * plus each retransmission. True when that cannot be told. Always asked of the kernel: the
+ * held ACK normally leaves with the delayed-ACK timer (200 ms by default), but that timer can be
+ * shortened (a route's rto_min, TCP_BPF_DELACK_MAX), and a duplicated or early-retransmitted
+ * SYN-ACK makes the kernel acknowledge at once: no bound on the clock is sound here. */
+static bool handshake_acked(int fd)
 {
 	struct pl_tcp_info ti;
 	socklen_t l = sizeof(ti);
 
-	if (held_ns >= 0 && held_ns < PL_ACK_UNSENT_MS * 1000000LL)
-		return false;
 	memset(&ti, 0, sizeof(ti));
 	if (pl_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0 ||
 	    l < offsetof(struct pl_tcp_info, segs_in))
@@ -206,8 +190,7 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	char desc[128];
 	int r, e;
 
-	bool held = hold_ack(fd, true);
-	int64_t connect_ns = pl_now_ns(); /* (before the SYN: handshake_acked()) */
+	hold_ack(fd, true);
 
 	errno = saved_errno;
 	r = pl_real.connect(fd, dst, dlen);
@@ -234,7 +217,7 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	PL_ENTER();
 	int tr = tp_connect_reserve(link, &key, tmo, &conn, &why);
 	PL_LEAVE();
-	int64_t reserved_ns = pl_now_ns(); /* (after the reservation: handshake_acked()) */
+	int64_t reserved_ns = pl_now_ns();
 
 	pl_link_note_setup(link_index, tr, why,
 			   reserved_ns - setup_ns < PL_HOLD_OK_MS * 1000000LL);
@@ -245,7 +228,7 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	 * already sent (the kernel's delayed ACK) may have let the server accept before the
 	 * reservation existed, so that it stayed tcp: give it up. Else commit it before the ACK
 	 * goes out. */
-	if (handshake_acked(fd, held ? reserved_ns - connect_ns : -1)) {
+	if (handshake_acked(fd)) {
 		PL_ENTER();
 		tp_abort(conn);
 		PL_LEAVE();

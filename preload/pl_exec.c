@@ -574,6 +574,7 @@ static void inherit_listener(int fd)
 	s->port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
 						 : ((struct sockaddr_in6 *)&ss)->sin6_port);
 	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (pl_accept.c) */
+	s->opts_shared = true; /* (its other holders, if any, may set them: accept() asks) */
 	/* The advertisement made before exec stays (same pid); open the links so that closing the
 	 * listener here withdraws it. */
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)

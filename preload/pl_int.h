@@ -206,6 +206,11 @@ struct pl_sock {
 	uint16_t port;               /* listener: advertised port */
 	int pending_err;             /* failed non-blocking connect: SO_ERROR once */
 	char desc[128];              /* "127.0.0.1:40000 -> 127.0.0.2:5201" for logs */
+	/* a listener: pl_fork_gen when its options were loaded; another count (a fork since: the
+	 * listener may be shared, its options set by another process) or opts_shared (adopted
+	 * after exec) makes accept() ask the kernel (pl_accept.c: accept_opts()) */
+	unsigned opts_gen;
+	bool opts_shared;
 	bool moved;                  /* failed over to its kernel socket (pl_failover.c; written
 				      * under lock, before state's release store of FAILED) */
 	_Atomic unsigned link_moves; /* moves to another link logged so far (pl_failover.c) */
@@ -340,6 +345,8 @@ int pl_links_open_all(void);
  * inherited connections are lost, and this says so). */
 void pl_inherit(bool active);
 /* Cache the socket options the data path needs (O_NONBLOCK, timeouts, linger) from FD. */
+/* Forks of this process so far (pl_cand_forked()). */
+extern _Atomic unsigned pl_fork_gen;
 void pl_sock_load_opts(struct pl_sock *s, int fd);
 /* The same, as socket() left them when its PL_CAND_* flags CF say so (no system call). */
 void pl_sock_opts_init(struct pl_sock *s, int fd, unsigned cf);

@@ -66,7 +66,8 @@ static int do_accept(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags, boo
 	 * buffer when the caller passed none, else read from the caller's once the kernel has
 	 * written it whole (no getpeername() then). */
 	struct sockaddr_storage own;
-	socklen_t own_len = sizeof(own), given = len ? *len : 0;
+	/* (LEN read only with an address, as the kernel does: a bad LEN without one is no fault) */
+	socklen_t own_len = sizeof(own), given = listener && addr.__sockaddr__ && len ? *len : 0;
 	bool use_own = listener && !addr.__sockaddr__;
 	struct sockaddr *a = use_own ? (struct sockaddr *)&own : addr.__sockaddr__;
 	socklen_t *l = use_own ? &own_len : len;
@@ -470,7 +471,11 @@ NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 	}
 	int r = pl_real.setsockopt(fd, level, name, val, len);
 	if (r == 0 && level == SOL_SOCKET &&
-	    (name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_LINGER)) {
+	    (name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_LINGER
+#ifdef SO_RCVTIMEO_NEW
+	     || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW
+#endif
+	     )) {
 		struct pl_sock *s = pl_lookup(fd);
 		if (s) {
 			pl_sock_load_opts(s, fd);

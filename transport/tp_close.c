@@ -165,9 +165,10 @@ void tp_close(struct tp_conn *c)
 	}
 	if (!tp_fo_get(c) && !atomic_load_explicit(&c->error, memory_order_acquire)) {
 		/* the release held back by the lazy rx_release() goes out now (acquire above: pairs
-		 * with the CAS in tp_set_error_at()): the peer's close, which may come next, then
-		 * finds what it sent consumed and keeps no duplicate of its socket for it, and its
-		 * kernel FIN is not held back for it either */
+		 * with the CAS in tp_set_error_at()): the peer sees what it sent consumed (its
+		 * retransmission state, and a close of its own that reads its feedback), so that
+		 * its kernel FIN is not held back for it (the TIME_WAIT then stays with the side
+		 * that closed first, as over kernel TCP) */
 		tp_mutex_lock(&c->rx_lock);
 		tp_rx_flush_feedback(c);
 		tp_mutex_unlock(&c->rx_lock);
