@@ -176,6 +176,9 @@ uint8_t *ntb_out_direct(struct ntb_link *link);
  * (a device's BAR, an old kernel) is left as it is. */
 void ntb_prefault(struct ntb_link *link, bool out, uint64_t off, size_t len);
 
+/* The same for LEN bytes of this process's own memory at P (a shadow of a ring), for writing. */
+void ntb_prefault_mem(void *p, size_t len);
+
 /* Drain write-combining buffers (sfence on a WC mapping; compiler+store fence on shm). */
 void ntb_wc_flush(struct ntb_link *link);
 

@@ -138,6 +138,14 @@ void ntb_prefault(struct ntb_link *link, bool out, uint64_t off, size_t len)
 	madvise((void *)a, e - a, out ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
+void ntb_prefault_mem(void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t e = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+
+	madvise((void *)a, e - a, MADV_POPULATE_WRITE); /* (best effort, as ntb_prefault()) */
+}
+
 uint8_t *ntb_out_direct(struct ntb_link *link)
 {
 	/* plain write-back memory whose writes need nothing but the stores themselves, in order:

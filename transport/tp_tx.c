@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -301,10 +300,6 @@ void tp_tx_zero_gaps(struct tp_conn *c, uint32_t pos, uint32_t gap, uint32_t len
 		       TP_DATA_ALIGN);
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
 /* The connection's first data-ring message: map the ring's pages, in the window and in the
  * shadow, with two system calls, where a fresh process would fault on each 4 KiB page of its
  * first lap (its first megabyte ran at half speed). */
@@ -312,7 +307,7 @@ static __attribute__((noinline, cold)) void tp_tx_prefault(struct tp_conn *c)
 {
 	c->tx_faulted = true;
 	ntb_prefault(c->link->ntb, true, tp_out_data_base(c), c->out.qsize);
-	madvise(c->sh_data, c->out.qsize, MADV_POPULATE_WRITE); /* (best effort) */
+	ntb_prefault_mem(c->sh_data, c->out.qsize);
 }
 
 static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8_t type,
