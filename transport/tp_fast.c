@@ -48,19 +48,20 @@ bool tp_readable_hint(struct tp_conn *c)
 			 * the read validates again) */
 			ready = true; /* a data-ring message (tx_d published after its payload) */
 	}
-	if (!ready)
+	if (!ready) {
 		tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
+		tp_rx_idle(c, false);
+	}
 	tp_mutex_unlock(&c->rx_lock);
 	return ready;
 }
 
-uint64_t tp_rx_arrivals(struct tp_conn *c)
+/* Under rx_lock (ARM: the caller may sleep after it). */
+static uint64_t arrivals(struct tp_conn *c, bool arm)
 {
-	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	const uint32_t n = c->link->geom.inline_n;
 	uint32_t pos, k, txd;
 
-	tp_mutex_lock(&c->rx_lock);
 	/* Inline messages: the first position from the validation cursor on that the peer has not
 	 * published (each new one moves it; one load per slot, the usual scan is one or two). A
 	 * slot an earlier connection left looking published is not one until it changes
@@ -75,8 +76,20 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 	if (!tp_slot_word(c, TP_W_TX_D, &txd))
 		txd = c->v_d;
 	tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
-	tp_mutex_unlock(&c->rx_lock);
+	if (pos == c->v_i && txd == c->v_d && c->rec_head == c->rec_tail)
+		tp_rx_idle(c, arm);
 	return (uint64_t)pos << 32 | txd;
+}
+
+uint64_t tp_rx_arrivals(struct tp_conn *c)
+{
+	uint64_t r;
+
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
+	tp_mutex_lock(&c->rx_lock);
+	r = arrivals(c, false);
+	tp_mutex_unlock(&c->rx_lock);
+	return r;
 }
 
 uint64_t tp_rx_arm_arrival(struct tp_conn *c)
@@ -87,8 +100,10 @@ uint64_t tp_rx_arm_arrival(struct tp_conn *c)
 	 * finds data readable take the request back) */
 	if (!tp_conn_own(c))
 		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+	uint64_t r = arrivals(c, true);
+
 	tp_mutex_unlock(&c->rx_lock);
-	return tp_rx_arrivals(c);
+	return r;
 }
 
 /* Under a send-buffer limit (tp_conn_set_sndbuf()), a write as large as half of it is
@@ -131,7 +146,7 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 		/* The caller may sleep: ask the receiver to ring when it releases space (its
 		 * rx_release() publishes at once while TX_WAIT is set), then look once more, as
 		 * poll_bits() does for "no room at all". tp_send() clears the flag. */
-		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+		tp_set_tx_wait(c, c->tx_wait_v | TP_TXW_ROOM);
 		tp_tx_feedback(c);
 		fits = tp_data_room(c, TP_MT_SHORT) >= len;
 	}

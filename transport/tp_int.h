@@ -134,8 +134,15 @@
 #define TP_W_TX_D         (TP_SLOT_TX + 0x00)
 #define TP_W_TX_EPOCH     (TP_SLOT_TX + 0x08) /* epoch (low 16) | detect seq (high 16) */
 #define TP_W_TX_NEXT_MSN  (TP_SLOT_TX + 0x10)
-#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender waits for feedback: sleeping for room,
-					       * or holding a merged message (tp_tx_merge.c) */
+#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender waits for feedback: TP_TXW_* bits */
+/* TX_WAIT's bits. Any bit asks the receiver to publish each release at once. ROOM (the sender
+ * sleeps for room; also any value but HELD alone, as a sender before HELD wrote 1 for both)
+ * has it ring at each release. HELD alone (it holds a merged message, tp_tx_merge.c, and its
+ * own next write looks at the release) has it ring only once it waits for data itself, or
+ * found none for TP_HELD_RING_NS (tp_rx.c: tp_rx_idle()). */
+#define TP_TXW_ROOM       1u
+#define TP_TXW_HELD       2u
+#define TP_HELD_RING_NS   10000u
 /* FB unit words */
 #define TP_W_FB_RX_D      (TP_SLOT_FB + 0x00)
 #define TP_W_FB_RX_I      (TP_SLOT_FB + 0x08)
@@ -649,7 +656,8 @@ struct tp_conn {
 	uint16_t tx_epoch, detect_seq;
 	uint8_t *sh_inline, *sh_data;
 	struct ntb_dmaq *dmaq;    /* long payloads (NULL: CPU copy) */
-	bool wr_shut, fin_sent, tx_wait_set;
+	bool wr_shut, fin_sent, tx_wait_set; /* tx_wait_set: tx_wait_v != 0 */
+	uint32_t tx_wait_v;       /* TX_WAIT's TP_TXW_* bits as written (tp_set_tx_wait()) */
 	uint32_t fin_msn;
 	uint32_t terr;
 	uint32_t quick_n;          /* quick probes since the last progress (tp_tx_timers()) */
@@ -691,6 +699,13 @@ struct tp_conn {
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
+	/* A release published while the sender held a merged message (TX_WAIT HELD alone) owes
+	 * it a ring once we wait for data or find none for a while (tp_rx_idle()); owe_vi/vd:
+	 * the validation cursor then (its next message clears the debt); owe_idle_ns: the first
+	 * look that found nothing after it (0: none yet). */
+	bool held_owe;
+	uint32_t owe_vi, owe_vd;
+	uint64_t owe_idle_ns;
 	_Atomic bool fin_rcvd_v;     /* validation reached the peer's FIN (read by the send side) */
 	bool inline_bad;             /* the next inline slot failed its CRC */
 	/* First-lap inline positions whose slot, when the connection was set up, held what an
@@ -1237,5 +1252,10 @@ static inline bool tp_rx_fin_seen(const struct tp_conn *c)
 
 /* tp_wait.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
 void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);
+/* TX_WAIT's TP_TXW_* bits (under tx_lock; written when they change). */
+void tp_set_tx_wait(struct tp_conn *c, uint32_t bits);
+/* Under rx_lock, at a look that found nothing to read (SLEEP: the caller may sleep now): the
+ * ring a held message's sender is owed (tp_int.h: TP_TXW_HELD). */
+void tp_rx_idle(struct tp_conn *c, bool sleep);
 
 #endif

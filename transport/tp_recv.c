@@ -530,6 +530,8 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 		c->rec_off = rd.off;
 	rc = recv_result(c, &rd);
 	tp_rx_release(c);
+	if (rc == -EAGAIN)
+		tp_rx_idle(c, false);
 	tp_mutex_unlock(&c->rx_lock);
 	return rc;
 }

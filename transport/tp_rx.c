@@ -34,6 +34,58 @@ uint32_t tp_rx_data_copy(const struct tp_conn *c, uint8_t *dst, uint32_t pos, ui
 	return crc;
 }
 
+/* After a publication of the feedback: ring the sender if it asks for it (TX_WAIT), at once
+ * unless all it does is hold a merged message (TP_TXW_HELD alone): its own next write sees the
+ * release, and a ring would wake its helper for each message (a futex wake here and a switch
+ * there: half of a 1 KiB stream's rate). That ring is owed until it publishes again, and paid
+ * when we wait (tp_rx_idle()). */
+static void rx_wake_sender(struct tp_conn *c)
+{
+	uint32_t v;
+
+	/* the feedback's stores before the flag's load: Dekker pair with the fence after the
+	 * sender's flag store (tp_set_tx_wait()) */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!tp_slot_word(c, TP_W_TX_WAIT, &v) || !v)
+		return;
+	if (v != TP_TXW_HELD) {
+		ntb_peer_db_ring(c->link->ntb);
+		c->held_owe = false;
+		return;
+	}
+	/* (the idle time counts from the last look after this release: a debt left from an
+	 * earlier hold would ring at our first look) */
+	c->held_owe = true;
+	c->owe_idle_ns = 0;
+	c->owe_vi = c->v_i;
+	c->owe_vd = c->v_d;
+}
+
+void tp_rx_idle(struct tp_conn *c, bool sleep)
+{
+	uint32_t v;
+
+	if (likely(!c->held_owe))
+		return;
+	if (c->v_i != c->owe_vi || c->v_d != c->owe_vd) {
+		c->held_owe = false; /* it published since: its writes see our releases */
+		return;
+	}
+	if (!sleep) {
+		uint64_t now = clock_mono_ns();
+
+		if (!c->owe_idle_ns) {
+			c->owe_idle_ns = now;
+			return;
+		}
+		if (now - c->owe_idle_ns < TP_HELD_RING_NS)
+			return;
+	}
+	c->held_owe = false;
+	if (tp_slot_word(c, TP_W_TX_WAIT, &v) && v)
+		ntb_peer_db_ring(c->link->ntb);
+}
+
 /* Publish the feedback words (released space, CmpAck, epoch | detect ack). Unchanged words
  * are skipped unless ALL (timer republish, Detect answer: a write may have been lost). */
 static void fb_publish_words(struct tp_conn *c, bool all)
@@ -60,7 +112,7 @@ static void fb_publish_words(struct tp_conn *c, bool all)
 	c->pub_ack = c->v_msn;
 	c->pub_ep = ep;
 	c->fb_dirty = true;
-	tp_wake_peer(c, TP_W_TX_WAIT);
+	rx_wake_sender(c);
 }
 
 static void fb_publish(struct tp_conn *c)

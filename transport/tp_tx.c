@@ -703,8 +703,8 @@ ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		TP_STAT_ADD(c->st->tx_bytes, (size_t)rc);
 		if (!tp_tx_held(c))
 			tp_wake_peer(c, TP_W_FB_WAIT);
-		if (c->tx_wait_set && !tp_tx_held(c))
-			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+		if (c->tx_wait_set)
+			tp_set_tx_wait(c, tp_tx_held(c) ? c->tx_wait_v & TP_TXW_HELD : 0);
 		/* relaxed: a hint the receive side clears (stored on change only: its line
 		 * stays shared) */
 		if (!atomic_load_explicit(&c->tx_streak, memory_order_relaxed))

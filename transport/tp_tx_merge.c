@@ -22,11 +22,14 @@ void tp_tx_hold_drop(struct tp_conn *c)
  * small writes append to it (payload after payload, the descriptor rewritten with the new
  * length and CRC) while the receiver stays behind; it is published (TX_D) as soon as anything
  * shows the receiver caught up, so nothing waits for a timer:
- *   - each write that merges asks the receiver to publish its release at once (TX_WAIT, which
- *     its rx_release(), polls, arrival checks and spin probes honour, ringing our doorbell),
- *     then reads the feedback once more (Dekker pair: our flag store and fence, then its
- *     words; its words and fence, then our flag): a receiver that caught up is seen here, or
- *     it sees the flag and rings, and the helper publishes (tp_tx_flush_held());
+ *   - each write that merges asks the receiver to publish its release at once (TX_WAIT's HELD
+ *     bit, which its rx_release(), polls, arrival checks and spin probes honour), then reads
+ *     the feedback once more (Dekker pair: our flag store and fence, then its words; its words
+ *     and fence, then our flag): a receiver that caught up is seen here or by our next write;
+ *     if no write comes, the receiver rings our doorbell once it waits for data itself or
+ *     found none for TP_HELD_RING_NS (tp_rx.c: tp_rx_idle(); not at each release: a ring
+ *     wakes our helper, a futex wake there and a switch here, which halved a 1 KiB stream),
+ *     and the helper publishes (tp_tx_flush_held());
  *   - any other message (inline, larger writes, FIN, Detect, retransmission), a read, wait or
  *     poll on the connection, the timers, fork and export publish it first.
  * The receiver cannot have read a held message (TX_D does not cover it), so rewriting it is
@@ -116,15 +119,15 @@ bool tp_tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 			tp_tx_publish(c);
 		return false;
 	}
-	if (!c->tx_wait_set) {
+	if (!(c->tx_wait_v & TP_TXW_HELD)) {
 		/* ask the receiver to publish its release at once, then look at it again (the
 		 * flag's store and fence, then the words: see above) */
-		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+		tp_set_tx_wait(c, c->tx_wait_v | TP_TXW_HELD);
 		tp_tx_feedback(c);
 	} else if (tp_slot_raw(c, TP_W_FB_RX_I) != tp_wc_raw(c, TP_W_FB_RX_I) ||
 		   tp_slot_raw(c, TP_W_FB_RX_D) != tp_wc_raw(c, TP_W_FB_RX_D)) {
-		/* the flag stood: a receiver that released since rings (the helper publishes);
-		 * a release it published already is read here (two loads while nothing moved) */
+		/* the flag stood: a release the receiver published since is read here (two loads
+		 * while nothing moved); it rings only once it waits (tp_rx_idle()) */
 		tp_tx_feedback(c);
 	}
 	if (!tp_tx_rx_behind(c) && tp_tx_held(c))

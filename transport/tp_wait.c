@@ -26,6 +26,19 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
+void tp_set_tx_wait(struct tp_conn *c, uint32_t bits)
+{
+	if (c->tx_wait_v == bits)
+		return;
+	c->tx_wait_v = bits;
+	c->tx_wait_set = bits != 0;
+	tp_out_word(c->link, c->out.slot_off + TP_W_TX_WAIT, c->nonce_out, bits);
+	ntb_wc_flush(c->link->ntb);
+	/* the flag store before our re-check of the rings: Dekker pair with the fence in
+	 * rx_wake_sender() on the peer (tp_rx.c) */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* ms until C's next quick probe or re-ask of a Retry (tp_int.h), 0: none to come. */
 static uint32_t quick_wait(struct tp_conn *c, uint64_t now)
 {
@@ -90,6 +103,8 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
 	if (arm)
 		tp_rx_flush_feedback(c); /* the caller may sleep: nothing held back meanwhile */
+	if (c->rec_head == c->rec_tail && !c->eof)
+		tp_rx_idle(c, arm);
 	if (arm && (want & TP_EV_IN) && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
 		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
@@ -128,15 +143,15 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	bool room = tp_data_room(c, TP_MT_SHORT) > 0 ||
 		    (small && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	if (arm && !room && !c->wr_shut) {
-		tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, true);
+		tp_set_tx_wait(c, c->tx_wait_v | TP_TXW_ROOM);
 		tp_tx_feedback(c);
 		room = tp_data_room(c, TP_MT_SHORT) > 0 ||
 		       (small && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	}
 	if (room || c->wr_shut) {
 		ev |= TP_EV_OUT;
-		if (!tp_tx_held(c)) /* (a held message asks for the receiver's release: tp_tx_merge.c) */
-			tp_set_wait_flag(c, TP_W_TX_WAIT, &c->tx_wait_set, false);
+		/* (a held message asks for the receiver's release: tp_tx_merge.c) */
+		tp_set_tx_wait(c, tp_tx_held(c) ? c->tx_wait_v & TP_TXW_HELD : 0);
 	}
 	bool wr_done = c->wr_shut && c->fin_sent;
 	tp_mutex_unlock(&c->tx_lock);
