@@ -26,9 +26,10 @@
  *   TX_NEXT_MSN, TX_EPOCH (epoch | detect seq)
  *                        sender (tx_lock)        barrier    a Detect, the rewritten rings of a
  *                                                           retransmit() / tp_rx_progress()
- *   TX_WAIT              sender (tx_lock)        -          Dekker flag: store, seq_cst fence,
- *                                                           re-check (tp_set_wait_flag()) / the
- *                                                           receiver's fence + load (tp_wake_peer())
+ *   TX_WAIT              sender (tx_lock)        -          Dekker flag (TP_TXW_* bits): store,
+ *                                                           seq_cst fence, re-check
+ *                                                           (tp_set_tx_wait()) / the receiver's
+ *                                                           fence + load (rx_wake_sender())
  *   FB_RX_I, FB_RX_D, FB_ACK_MSN
  *                        receiver (rx_lock)      reads      ring space handed back:
  *                                                           fb_publish_words() / tp_tx_feedback()
