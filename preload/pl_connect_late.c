@@ -62,15 +62,25 @@ static void defer_accept_clear(int fd)
 	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &off, sizeof(off));
 }
 
+/* The check and the clear are one step under S's lock, and the flag drops only once the kernel's
+ * option is 0: a thread that finds it down (acquire; pairs with the release below) or waited
+ * for the lock makes its own call on the option after the clear. Else another thread's
+ * getsockopt() could read our 1 between a first thread's check and its clear, or its
+ * setsockopt() be undone by that clear. */
 void pl_defer_clear(struct pl_sock *s, int fd)
 {
-	/* relaxed: a flag of the socket's own; a clear twice is harmless */
-	if (atomic_exchange_explicit(&s->defer_left, false, memory_order_relaxed)) {
+	if (!atomic_load_explicit(&s->defer_left, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (atomic_load_explicit(&s->defer_left, memory_order_relaxed)) { /* (under the lock) */
 		int saved = errno;
 
 		defer_accept_clear(fd);
 		errno = saved;
+		/* release: pairs with the acquire above; the clear is done before */
+		atomic_store_explicit(&s->defer_left, false, memory_order_release);
 	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* True when the option was set (HOLD: the ACK is held from now on). */

@@ -215,7 +215,9 @@ struct pl_sock {
 				      * under lock, before state's release store of FAILED) */
 	_Atomic unsigned link_moves; /* moves to another link logged so far (pl_failover.c) */
 	_Atomic bool defer_left;     /* our TCP_DEFER_ACCEPT is still set on the kernel socket
-				      * (pl_connect_late.c: cleared when it could matter) */
+				      * (pl_connect_late.c: cleared when it could matter; set
+				      * before the install, cleared under lock after the kernel's
+				      * option, release) */
 	struct pl_epoll *ep;         /* PL_EPOLL */
 };
 
@@ -313,7 +315,9 @@ void pl_atfork_child(void);
 /* "FROM -> TO" (addresses with ports) into BUF, for logs. */
 void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to);
 /* S (at FD) may still carry the TCP_DEFER_ACCEPT pl_connect_late() set: clear it now, before
- * anything that could see it (getsockopt(), another connect(), listen(), exec). */
+ * anything that could see it (getsockopt(), another connect(), listen(), exec). Returns once
+ * the kernel's option is clear (also when another thread is clearing it), so that a call on
+ * the option that follows sees or sets the program's own value. Takes S's lock. */
 void pl_defer_clear(struct pl_sock *s, int fd);
 /* FD is bound to a host address without a port (IP_BIND_ADDRESS_NO_PORT): connect, reserve
  * the NTB path on LINK (config link LINK_INDEX) under the 4-tuple, then let the handshake
