@@ -25,8 +25,9 @@
  * the option is left set (a system call per set-up saved): the kernel reads it on a connecting
  * socket only in SYN_SENT (tcp_rcv_synsent_state_process()) and on a listener, so on the
  * established socket nothing looks at it but the program, and pl_defer_clear() clears it
- * before anything that could (getsockopt(), a connect() after a disconnect, listen(), exec,
- * which hands the socket to a program that does not know it).
+ * before anything that could (getsockopt(), a connect() after a disconnect, listen(), fork,
+ * after which two processes would each clear it once, exec, which hands the socket to a
+ * program that does not know it).
  *
  * Both ends must then agree on the path, also when the set-up is slow (a stalled peer,
  * contexts short, a client descheduled or stopped at any point). The client decides, and its
@@ -81,6 +82,28 @@ void pl_defer_clear(struct pl_sock *s, int fd)
 		atomic_store_explicit(&s->defer_left, false, memory_order_release);
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Before a fork: each process would keep its own copy of the flag, and its first look would
+ * clear the option again after the other process had set it on the shared socket. So it is
+ * cleared now, in the parent, and both copies start down. (Runs in the thread that forks, while
+ * others may run: the lookups are the data path's.) */
+void pl_defer_clear_all(void)
+{
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+		return;
+	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
+	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
+		/* relaxed: a hint that skips the reference for nearly every fd (the memory is
+		 * type-stable); pl_defer_clear() decides under the socket's lock */
+		struct pl_sock *s = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed);
+		if (!s || !atomic_load_explicit(&s->defer_left, memory_order_relaxed))
+			continue;
+		s = pl_sock_get(fd);
+		if (s && s->kind == PL_CONN)
+			pl_defer_clear(s, fd);
+		pl_sock_put(s);
+	}
 }
 
 /* True when the option was set (HOLD: the ACK is held from now on). */

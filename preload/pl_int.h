@@ -315,10 +315,12 @@ void pl_atfork_child(void);
 /* "FROM -> TO" (addresses with ports) into BUF, for logs. */
 void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to);
 /* S (at FD) may still carry the TCP_DEFER_ACCEPT pl_connect_late() set: clear it now, before
- * anything that could see it (getsockopt(), another connect(), listen(), exec). Returns once
- * the kernel's option is clear (also when another thread is clearing it), so that a call on
- * the option that follows sees or sets the program's own value. Takes S's lock. */
+ * anything that could see it (getsockopt(), another connect(), listen(), fork, exec). Returns
+ * once the kernel's option is clear (also when another thread is clearing it), so that a call
+ * on the option that follows sees or sets the program's own value. Takes S's lock. */
 void pl_defer_clear(struct pl_sock *s, int fd);
+/* The same for every socket of this process, before a fork (the flag is per process). */
+void pl_defer_clear_all(void);
 /* FD is bound to a host address without a port (IP_BIND_ADDRESS_NO_PORT): connect, reserve
  * the NTB path on LINK (config link LINK_INDEX) under the 4-tuple, then let the handshake
  * complete. CF: pl_cand_flags(); SAVED_ERRNO: errno on entry. Same results as pl_connect(). */

@@ -29,7 +29,13 @@
  *                                      then exec self "defer-child FD" (with "nolib": without
  *                                      LD_PRELOAD)
  *   pl_opts defer-child FD             (run by exec) print "defer V" (getsockopt
- *                                      TCP_DEFER_ACCEPT on FD), send one byte, close */
+ *                                      TCP_DEFER_ACCEPT on FD), send one byte, close
+ *   pl_opts defer-fork ADDR PORT       one connection to settle the link, then two more, each
+ *                                      shared by a fork: one process (the parent on the first
+ *                                      connection, the child on the second) sets
+ *                                      TCP_DEFER_ACCEPT to 3, the other then reads it and sets
+ *                                      7, the first reads it; prints per connection "armed K"
+ *                                      (as defer-exec) and the two reads */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -266,6 +272,71 @@ static int defer_child(int fd)
 	return 0;
 }
 
+static void wait_turn(int rfd)
+{
+	char c;
+
+	if (read(rfd, &c, 1) != 1)
+		die("read (turn)");
+}
+
+static void give_turn(int wfd)
+{
+	if (write(wfd, "t", 1) != 1)
+		die("write (turn)");
+}
+
+/* One connection FD shared by a fork: the first process (the child when CHILD_FIRST) sets 3,
+ * the second reads it and sets 7, the first reads that. */
+static void defer_fork_one(int fd, bool child_first)
+{
+	int to_child[2], to_parent[2], st;
+
+	if (pipe(to_child) < 0 || pipe(to_parent) < 0)
+		die("pipe");
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	bool child = pid == 0;
+	int rfd = child ? to_child[0] : to_parent[0], wfd = child ? to_parent[1] : to_child[1];
+	const char *who = child ? "child" : "parent";
+	if (child == child_first) {
+		if (defer_set(fd, DEFER_A) < 0)
+			die("setsockopt");
+		give_turn(wfd);
+		wait_turn(rfd);
+		printf("%s (set 3 first) reads %d\n", who, defer_get(fd));
+		give_turn(wfd);
+	} else {
+		wait_turn(rfd);
+		printf("%s (second) reads %d\n", who, defer_get(fd));
+		if (defer_set(fd, DEFER_B) < 0)
+			die("setsockopt");
+		give_turn(wfd);
+		wait_turn(rfd);
+	}
+	fflush(stdout);
+	if (child)
+		_exit(0);
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		die("child");
+	close(to_child[0]), close(to_child[1]), close(to_parent[0]), close(to_parent[1]);
+}
+
+static int defer_fork(void)
+{
+	close(connect_one()); /* (the library reserves after the kernel connect from now on) */
+	for (int k = 0; k < 2; k++) {
+		int fd = connect_one();
+
+		printf("armed %d\n", defer_get_kernel(fd));
+		fflush(stdout);
+		defer_fork_one(fd, k == 1);
+		close(fd);
+	}
+	return 0;
+}
+
 /* --- listener options ----------------------------------------------------------------------- */
 
 static void set_listener_opts(int ls)
@@ -448,6 +519,8 @@ int main(int argc, char **argv)
 		return serve();
 	if (!strcmp(m, "defer-race") && argc == 5)
 		return defer_race((unsigned)atoi(argv[4]));
+	if (!strcmp(m, "defer-fork"))
+		return defer_fork();
 	if (!strcmp(m, "defer-exec"))
 		return defer_exec(argv[0], argc == 5 && !strcmp(argv[4], "nolib"));
 	if (!strcmp(m, "listen-opts"))
