@@ -183,7 +183,8 @@ void tp_close(struct tp_conn *c)
 	/* Once closed is set, C is the helper's: its next pass may release it (linger_done() is
 	 * true at once for a connection in error or moved to TCP) and the cache may reuse or free
 	 * it. So nothing of C is read after the store: the link (which outlives its connections)
-	 * is taken before. */
+	 * is taken before; the move's lock, released after it, is waited for by the pass
+	 * (tp_fo_idle()) before it frees it. */
 	struct tp_link *l = c->link;
 	/* A move to another link under way: it ends here or there. Under its lock, so that the move
 	 * either sees closed (and closes where it went) or has gone and says where (the close goes

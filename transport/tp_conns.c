@@ -350,6 +350,13 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		}
 		if (closed && !owned)
 			LOG(LL_DEBUG, "transport: slot %u: closed here, driven elsewhere", c->slot);
+		if (closed && (!owned || finished || force) && !tp_fo_idle(c)) {
+			/* tp_close() stores closed under the move's lock and releases the lock after:
+			 * the release would free that lock (tp_fo_free()) under it. Next pass. */
+			lingering = true;
+			pp = &c->next;
+			continue;
+		}
 		if (closed && (!owned || finished || force)) {
 			*pp = c->next;
 			c->next = done;

@@ -4,7 +4,8 @@
  * read arrive on the socket exactly once and in order (mixed inline, short and long messages,
  * a record read in part), a FIN in flight becomes the socket's end of stream, a header that
  * promises bytes from beyond what was read resets the connection, and the header parser
- * refuses what is not a header. */
+ * refuses what is not a header, and a connection closed while its move's lock is held is not
+ * released under it. */
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -209,6 +210,59 @@ static void test_failover_missing_bytes_reset(void **state)
 	tl_pair_close(&p);
 }
 
+/* Is C on L's list of connections (not released)? */
+static bool listed(struct tp_link *l, struct tp_conn *c)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&l->conns_lock);
+	for (struct tp_conn *x = l->conns; x && !found; x = x->next)
+		found = x == c;
+	pthread_mutex_unlock(&l->conns_lock);
+	return found;
+}
+
+/* A connection moved to its kernel socket is closed: tp_close() stores closed under the move's
+ * lock and releases the lock after. A pass that sees closed meanwhile (this test's, forced, or
+ * the helper's) must leave the connection, whose release frees that lock, until it is free. */
+static void test_failover_close_under_lock(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+
+	(void)state;
+	pair_open(&p, "fo-closelock");
+	connect_pair(&p, 3, &ca, &cb, sv);
+	assert_true(tp_fo_request(ca, "link down"));
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_DONE);
+	/* relaxed: set before the request returned, read by the thread that made it */
+	struct tp_fo *fo = atomic_load_explicit(&ca->fo, memory_order_relaxed);
+	assert_non_null(fo);
+	/* tp_close() at the moment between its store of closed and its unlock */
+	tp_fo_lock(fo);
+	ca->closed_ms = tp_now_ms();
+	atomic_store_explicit(&ca->closed, true, memory_order_seq_cst); /* (as tp_close()) */
+	for (int i = 0; i < 20; i++) {
+		tp_link_conns_pass(p.a, tp_now_ms(), true, true);
+		usleep(2000);
+	}
+	bool kept = listed(p.a, ca);
+	assert_true(kept); /* (else released under the lock: not unlocked, it is freed) */
+	tp_fo_unlock(fo);
+	/* then released by the next pass */
+	for (int i = 0; i < 1000 && listed(p.a, ca); i++) {
+		tp_link_conns_pass(p.a, tp_now_ms(), true, true);
+		usleep(1000);
+	}
+	assert_false(listed(p.a, ca));
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	tl_pair_close(&p);
+}
+
 static void test_hdr_parse(void **state)
 {
 	uint8_t h[32];
@@ -234,6 +288,7 @@ int main(void)
 		cmocka_unit_test(test_failover_exact_both_ways),
 		cmocka_unit_test(test_failover_fin_in_flight),
 		cmocka_unit_test(test_failover_missing_bytes_reset),
+		cmocka_unit_test(test_failover_close_under_lock),
 		cmocka_unit_test(test_hdr_parse),
 	};
 
