@@ -84,10 +84,10 @@ void pl_defer_clear(struct pl_sock *s, int fd)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Before a fork: each process would keep its own copy of the flag, and its first look would
- * clear the option again after the other process had set it on the shared socket. So it is
- * cleared now, in the parent, and both copies start down. (Runs in the thread that forks, while
- * others may run: the lookups are the data path's.) */
+/* Before a fork (the fork() wrapper): each process would keep its own copy of the flag, and its
+ * first look would clear the option again after the other process had set it on the shared
+ * socket. So it is cleared now, in the parent, and both copies start down. (Runs in the thread
+ * that forks, while others may run: the lookups are the data path's.) */
 void pl_defer_clear_all(void)
 {
 	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)

@@ -86,13 +86,6 @@ static int pl_load_conf(void)
 	return 0;
 }
 
-/* fork(), in the parent before it: what the child must not inherit half-done. */
-static void pl_atfork_prepare(void)
-{
-	pl_defer_clear_all();
-	pl_cand_forked();
-}
-
 void pl_init_once(void)
 {
 	int mode = PL_MODE_PASS;
@@ -103,7 +96,7 @@ void pl_init_once(void)
 		pl_fdtab_init();
 		if (pl_fds) {
 			mode = PL_MODE_ACTIVE;
-			pthread_atfork(pl_atfork_prepare, NULL, pl_atfork_child);
+			pthread_atfork(pl_cand_forked, NULL, pl_atfork_child);
 			pl_inherit(true);
 		}
 		else

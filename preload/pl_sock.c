@@ -565,8 +565,12 @@ NTB_EXPORT pid_t fork(void)
 {
 	int pfd[2];
 
-	if (!pl_active() || atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 ||
-	    pipe2(pfd, O_CLOEXEC) < 0)
+	if (!pl_active() || atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+		return pl_real.fork();
+	/* Here, not in a pthread_atfork() handler: the transport's holds every connection's locks
+	 * across the fork, and a thread holding a socket's lock may wait for one of them. */
+	pl_defer_clear_all();
+	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return pl_real.fork();
 	pid_t pid = pl_real.fork();
 	int saved = errno;
