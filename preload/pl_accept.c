@@ -48,14 +48,16 @@ static const char *accept_attach(const struct conf_peer *peer, const struct tp_k
 /* The options of S, accepted from LISTENER with accept4() FLAGS, without asking the kernel: an
  * accepted socket's file is new (O_NONBLOCK only from FLAGS), and its SO_RCVTIMEO, SO_SNDTIMEO
  * and SO_LINGER are copies of the listener's (the kernel clones the listening sock), which
- * LISTENER holds: loaded at listen() (pl_listened(), or its adoption after exec) and again by
- * every setsockopt() of them in this process. A listener another process may hold too (this
- * one forked since, or it came through exec) may have had them changed there: then the kernel
- * is asked, as for ACCEPTED's fd NFD. (The kernel copies them when the handshake completes: a
- * change made while the connection waited in the backlog is seen here, not by the kernel.) */
+ * LISTENER holds, loaded at listen() (pl_listened(), or its adoption after exec). The kernel
+ * copies them when the handshake completes, so once the program changed them on the listener
+ * a connection accepted later may have either the old or the new ones; and a listener another
+ * process may hold too (this one forked since, or it came through exec) may have had them
+ * changed there. In both cases the kernel is asked, as for the accepted fd NFD. */
 static void accept_opts(struct pl_sock *s, const struct pl_sock *listener, int flags, int nfd)
 {
+	/* relaxed: set by setsockopt() in this process before the accept that must see it */
 	if (listener->opts_shared ||
+	    atomic_load_explicit(&listener->opts_set_late, memory_order_relaxed) ||
 	    listener->opts_gen != atomic_load_explicit(&pl_fork_gen, memory_order_relaxed)) {
 		pl_sock_load_opts(s, nfd);
 		return;

@@ -77,6 +77,7 @@ struct pl_sock *pl_sock_alloc(enum pl_kind kind)
 	s->moved = false;
 	s->opts_gen = 0;
 	s->opts_shared = false;
+	atomic_store_explicit(&s->opts_set_late, false, memory_order_relaxed);
 	/* relaxed: the slot is being reset, not in use by a connection yet */
 	atomic_store_explicit(&s->link_moves, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->defer_left, false, memory_order_relaxed);

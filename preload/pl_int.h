@@ -211,6 +211,9 @@ struct pl_sock {
 	 * after exec) makes accept() ask the kernel (pl_accept.c: accept_opts()) */
 	unsigned opts_gen;
 	bool opts_shared;
+	/* a listener whose SO_RCVTIMEO, SO_SNDTIMEO or SO_LINGER the program set after listen():
+	 * a connection already in the backlog keeps the ones it had, so accept() asks the kernel */
+	_Atomic bool opts_set_late;
 	bool moved;                  /* failed over to its kernel socket (pl_failover.c; written
 				      * under lock, before state's release store of FAILED) */
 	_Atomic unsigned link_moves; /* moves to another link logged so far (pl_failover.c) */

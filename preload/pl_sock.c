@@ -479,6 +479,9 @@ NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 		struct pl_sock *s = pl_lookup(fd);
 		if (s) {
 			pl_sock_load_opts(s, fd);
+			if (s->kind == PL_LISTENER) /* (relaxed: see accept_opts()) */
+				atomic_store_explicit(&s->opts_set_late, true,
+						      memory_order_relaxed);
 			pl_sock_put(s);
 		}
 	}

@@ -12,9 +12,12 @@
  *                                      Prints "armed A of N, bad B" (A: sockets whose kernel
  *                                      value was still the library's 1 before the race, read
  *                                      past the library); exit 1 when B > 0
- *   pl_opts listen-opts ADDR PORT [fork] listen, then set options on the listener (in a forked
- *                                      child with "fork": the listener is then shared); accept
- *                                      one connection and print what the program sees of it:
+ *   pl_opts listen-opts ADDR PORT [fork|backlog|early] listen, then set options on the
+ *                                      listener (in a forked child with "fork": the listener is
+ *                                      then shared; with "backlog" only once a connection waits
+ *                                      in the backlog: it keeps the options it had; with
+ *                                      "early" before listen() instead); accept one
+ *                                      connection and print what the program sees of it:
  *                                      options, a recv with no data (SO_RCVTIMEO), then close
  *                                      it (SO_LINGER 0: a reset)
  *   pl_opts listen-opts-client ADDR PORT connect; recv (after 3 s without anything, send one
@@ -62,14 +65,26 @@ static void die(const char *what)
 	exit(2);
 }
 
-static int listener(void)
+static void set_listener_opts(int ls);
+
+/* A listener on SA; with EARLY, set_listener_opts() before its listen(). */
+static int listener_opts(bool early)
 {
 	int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
 
 	if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 512) < 0)
+	    bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("bind");
+	if (early)
+		set_listener_opts(ls);
+	if (listen(ls, 512) < 0)
 		die("listen");
 	return ls;
+}
+
+static int listener(void)
+{
+	return listener_opts(false);
 }
 
 static int connect_one(void)
@@ -380,14 +395,23 @@ static const char *recv_outcome(int fd, int flags)
 	return buf;
 }
 
-static int listen_opts(bool in_child)
+static int listen_opts(bool in_child, bool backlog, bool early)
 {
-	int ls = listener();
+	int ls = listener_opts(early);
 	struct timeval tv;
 	struct linger lg;
 	socklen_t l;
 
-	if (in_child) {
+	if (backlog) {
+		struct pollfd p = { .fd = ls, .events = POLLIN };
+
+		printf("listening\n");
+		fflush(stdout);
+		/* until the client's connection waits in the backlog */
+		if (poll(&p, 1, 20000) != 1)
+			die("poll (no connection)");
+		set_listener_opts(ls);
+	} else if (in_child) {
 		pid_t pid = fork();
 		int st;
 
@@ -399,10 +423,11 @@ static int listen_opts(bool in_child)
 		}
 		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 			return 2;
-	} else {
+	} else if (!early) {
 		set_listener_opts(ls);
 	}
-	printf("listening\n");
+	if (!backlog)
+		printf("listening\n");
 	fflush(stdout);
 	/* (SO_RCVTIMEO ends a waiting accept() too: wait on) */
 	int fd;
@@ -524,7 +549,9 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "defer-exec"))
 		return defer_exec(argv[0], argc == 5 && !strcmp(argv[4], "nolib"));
 	if (!strcmp(m, "listen-opts"))
-		return listen_opts(argc == 5 && !strcmp(argv[4], "fork"));
+		return listen_opts(argc == 5 && !strcmp(argv[4], "fork"),
+				   argc == 5 && !strcmp(argv[4], "backlog"),
+				   argc == 5 && !strcmp(argv[4], "early"));
 	if (!strcmp(m, "listen-opts-client"))
 		return listen_opts_client();
 	if (!strcmp(m, "accept-nb"))

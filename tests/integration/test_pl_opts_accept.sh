@@ -7,8 +7,12 @@
 #     TCP_KEEPIDLE, SO_RCVTIMEO 0.2 s, SO_SNDTIMEO, SO_LINGER 0): the accepted socket's
 #     getsockopt() values, a recv with no data ending on the receive timeout, the close
 #     resetting the connection (the client reads ECONNRESET);
+#  1b. the same options set before listen() (accept() takes them from what the library saw);
 #  2. the same options set by a forked child on the listener it shares (the server's accept
 #     cannot take them from what it saw itself);
+#  2b. the same options set on the listener while the client's connection already waits in
+#     its backlog: that connection keeps the options it had (the kernel copied them when its
+#     handshake completed): no receive timeout, an orderly close;
 #  3. accept4(SOCK_NONBLOCK) on a blocking listener: the accepted socket is non-blocking (its
 #     first recv, before the client's byte, fails with EAGAIN), the listener stays blocking,
 #     and a later plain accept() gives a blocking socket (its recv waits for the byte).
@@ -70,10 +74,20 @@ grep -qx 'recv error EAGAIN' "$PL_TMP/listener-opts-ntb-srv.out" ||
 	pl_fail "listener-opts: the recv did not end on the receive timeout"
 grep -qx 'client recv error Connection reset by peer' "$PL_TMP/listener-opts-ntb-cli.out" ||
 	pl_fail "listener-opts: the close did not reset (SO_LINGER 0)"
+srv_extra=early
+run_case listener-opts-early 1 listen-opts -- listen-opts-client
+grep -qx 'recv error EAGAIN' "$PL_TMP/listener-opts-early-ntb-srv.out" ||
+	pl_fail "listener-opts-early: the recv did not end on the receive timeout"
+grep -qx 'client recv error Connection reset by peer' "$PL_TMP/listener-opts-early-ntb-cli.out" ||
+	pl_fail "listener-opts-early: the close did not reset (SO_LINGER 0)"
 srv_extra=fork
 run_case listener-opts-fork 1 listen-opts -- listen-opts-client
 grep -qx 'recv error EAGAIN' "$PL_TMP/listener-opts-fork-ntb-srv.out" ||
 	pl_fail "listener-opts-fork: the recv did not end on the receive timeout"
+srv_extra=backlog
+run_case listener-opts-backlog 1 listen-opts -- listen-opts-client
+grep -qx 'recv data' "$PL_TMP/listener-opts-backlog-ntb-srv.out" ||
+	pl_fail "listener-opts-backlog: the recv did not wait for the client's byte"
 srv_extra=
 run_case accept4-nonblock 2 accept-nb -- accept-nb-client
 grep -qx 'accept4-nonblock: first recv error EAGAIN' "$PL_TMP/accept4-nonblock-ntb-srv.out" ||
