@@ -154,6 +154,9 @@ static int fo_dup_socket(struct tp_conn *c)
 
 	if (w < 0)
 		w = c->keep_fd;
+	/* the stream goes on over the socket: its close must end it cleanly (FIN after the
+	 * data), not reset it (tp_witness.c: an abort at exit says so itself, tp_fo_abandon()) */
+	tp_witness_rst_locked(c, false);
 	if (w >= 0)
 		fd = raw_dupfd_cloexec(w, 3);
 	tp_mutex_unlock(&c->witness_lock);

@@ -632,6 +632,14 @@ struct tp_conn {
 	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
+	/* The writer's half of the witness (tp_witness.c: tp_witness_rst()): while bytes we sent
+	 * wait for their acknowledgement without progress, our kernel socket has SO_LINGER
+	 * {1, 0}, so that our process's death resets it rather than closing it cleanly (a peer
+	 * behind a silent link then reads a reset, not a short end of stream). rst_armed: written
+	 * under witness_lock (a relaxed load elsewhere is a hint, checked again under it);
+	 * rst_saved: the program's own SO_LINGER, put back when disarmed (witness_lock). */
+	_Atomic bool rst_armed;
+	struct linger rst_saved;
 	_Atomic bool owned;       /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
@@ -1210,6 +1218,14 @@ void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost);
 /* tp_witness.c: while the link is silent, look at C's witness socket (every 100 ms at most):
  * sets peer_died / peer_gone when the peer process is gone, silent_alive when it lives. */
 void tp_witness_look(struct tp_conn *c, uint64_t now);
+/* tp_witness.c, the writer's half: ON arms the reset of C's kernel socket (SO_LINGER {1, 0})
+ * when C's bytes wait for their acknowledgement without progress (tp_tx_timers()), !ON puts
+ * the program's value back (everything acknowledged, a failover or exec hand-over to come, the
+ * kept socket about to close after its FIN's acknowledgement). The witness lock
+ * is tried (WAIT: taken): false when busy (the next timer run tries again). _locked: the
+ * caller holds the witness lock. */
+bool tp_witness_rst(struct tp_conn *c, bool on, bool wait);
+void tp_witness_rst_locked(struct tp_conn *c, bool on);
 
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */

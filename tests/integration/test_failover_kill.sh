@@ -121,13 +121,21 @@ run cut $((port + 2)) NTBSOCK_FAULT=cut_after=3M
 # the same, killed 0.3 s after passing the cut: before the reader's link timeout noticed the
 # silence, so its first look at the writer finds it dead; the heartbeat stopped well before that
 # death (by the writer's own stamp), which tells it from a clean one (a silence of more than two
-# heartbeats and 50 ms)
+# heartbeats and 50 ms); and the writer's socket, armed to reset once its bytes waited without
+# progress, ends in a reset (either tells it)
 ka=0.3
 KILL_AFTER=$ka run cutsoon $((port + 3)) NTBSOCK_FAULT=cut_after=3M
 [ "$R_END" = reset ] || pl_fail "cutsoon run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
 [ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutsoon run: the reader got more than was sent"
-grep -q 'the link was silent .* ms before the peer died' "$PL_TMP/b.log" ||
+grep -q 'the link was silent .* ms before the peer died\|TCP socket was reset (it died with bytes unacknowledged' "$PL_TMP/b.log" ||
 	pl_fail "cutsoon run: the reader did not tell the death after a silence"
+# killed 0.05 s after passing the cut: well inside two heartbeats of the silence, where the
+# heartbeat's age cannot tell the death from a clean one; the writer's socket was armed to reset
+# once its bytes waited without progress (tp_witness.c), so the reader sees a reset, not an end
+KILL_AFTER=0.05 run cutfast $((port + 6)) NTBSOCK_FAULT=cut_after=3M
+[ "$R_END" = reset ] || pl_fail "cutfast run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
+[ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutfast run: the reader got more than was sent"
+[ "$R_GOT" -lt "$W_LAST" ] || pl_fail "cutfast run: no accepted byte was lost ($R_GOT of $W_LAST): the case is not the one meant"
 # The reader stopped (SIGSTOP, as a starved host) before the writer's link went silent and
 # continued only after the writer died: its first look sees the writer's last heartbeats then,
 # long after they were written. Their age must come from the writer's stamp, not from that late

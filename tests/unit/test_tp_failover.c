@@ -209,6 +209,88 @@ static void test_failover_missing_bytes_reset(void **state)
 	tl_pair_close(&p);
 }
 
+/* SO_LINGER of FD as the kernel has it. */
+static struct linger kernel_linger(int fd)
+{
+	struct linger lg = { -1, -1 };
+	socklen_t l = sizeof(lg);
+
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l), 0);
+	return lg;
+}
+
+/* The writer's half of the witness (tp_witness.c): bytes that wait for their acknowledgement
+ * without progress arm the writer's socket to reset on its death (SO_LINGER {1, 0}); the
+ * program meanwhile sees and sets its own value (kept aside, put back); everything
+ * acknowledged disarms it, and a failover to the socket does too. */
+static void test_witness_rst_armed(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+	uint8_t buf[4096];
+	struct linger lg, mine = { .l_onoff = 1, .l_linger = 7 };
+	size_t sent;
+
+	(void)state;
+	pair_open(&p, "fo-rst");
+	connect_pair(&p, 3, &ca, &cb, sv);
+	assert_false(tp_conn_linger_get(ca, &lg)); /* not armed: the kernel's value is the program's */
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_onoff, 0);
+	/* B does not read: A's bytes wait; its timers arm the socket after a quick probe */
+	sent = tu_send_mixed(ca, 5, 0, 64u << 10);
+	assert_true(sent > 0);
+	for (int i = 0; i < 200 && !tp_conn_linger_get(ca, &lg); i++) {
+		usleep(1000);
+		tp_conn_timers(ca, tp_now_ms());
+	}
+	assert_true(tp_conn_linger_get(ca, &lg));
+	assert_int_equal(lg.l_onoff, 0); /* the program's value, kept aside */
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_onoff, 1);
+	assert_int_equal(lg.l_linger, 0);
+	/* the program sets its own: kept for later, the socket still resets */
+	assert_int_equal(tp_conn_linger_set(ca, sv[0], &mine), 0);
+	assert_true(tp_conn_linger_get(ca, &lg));
+	assert_int_equal(lg.l_onoff, 1);
+	assert_int_equal(lg.l_linger, 7);
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_linger, 0);
+	/* B reads everything: acknowledged, the program's value is back */
+	for (size_t got = 0; got < sent;) {
+		ssize_t n = tl_recv_some(cb, buf, sizeof(buf), 2000);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	for (int i = 0; i < 200 && tp_conn_linger_get(ca, &lg); i++) {
+		usleep(1000);
+		tp_conn_timers(cb, tp_now_ms());
+		tp_conn_timers(ca, tp_now_ms());
+	}
+	assert_false(tp_conn_linger_get(ca, &lg));
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_onoff, 1);
+	assert_int_equal(lg.l_linger, 7);
+	/* armed again, then a failover carries the stream over the socket: disarmed */
+	sent = tu_send_mixed(ca, 6, 0, 64u << 10);
+	for (int i = 0; i < 200 && !tp_conn_linger_get(ca, &lg); i++) {
+		usleep(1000);
+		tp_conn_timers(ca, tp_now_ms());
+	}
+	assert_true(tp_conn_linger_get(ca, &lg));
+	assert_true(tp_fo_request(ca, "link down"));
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_DONE);
+	assert_false(tp_conn_linger_get(ca, &lg));
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_linger, 7);
+	tl_pair_close(&p);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static void test_hdr_parse(void **state)
 {
 	uint8_t h[32];
@@ -234,6 +316,7 @@ int main(void)
 		cmocka_unit_test(test_failover_exact_both_ways),
 		cmocka_unit_test(test_failover_fin_in_flight),
 		cmocka_unit_test(test_failover_missing_bytes_reset),
+		cmocka_unit_test(test_witness_rst_armed),
 		cmocka_unit_test(test_hdr_parse),
 	};
 
