@@ -21,6 +21,9 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	for (;;) {
 		tp_mutex_lock(&c->tx_lock);
 		tp_tx_flush_held_locked(c); /* a merged message held back goes out first */
+		/* the next program starts with no TX_WAIT bits (tp_conn_adopt()): none may stay
+		 * in the peer's window either */
+		tp_set_tx_wait(c, 0);
 		tp_tx_feedback(c);
 		bool drained = c->fb_rx_i == c->tx_i && c->fb_rx_d == c->tx_d;
 
@@ -65,6 +68,9 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	x->det_seen = c->det_seen;
 	x->rd_shut = c->rd_shut;
 	x->eof = c->eof;
+	/* a ring a held message's sender is owed (tp_rx.c: tp_rx_idle()) would be forgotten: the
+	 * next program's connection starts without the debt */
+	tp_rx_idle(c, true);
 	tp_mutex_unlock(&c->rx_lock);
 	tp_mutex_unlock(&c->tx_lock);
 	*ret_token = (uint64_t)c->slot << 32 | c->nonce_in;

@@ -65,9 +65,10 @@
  *   validates in MSN order into private records (or, fast path, checks the CRC while copying
  *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
  *   Small writes of a stream, while the receiver is surely behind, merge into one data-ring
- *   message held unpublished (tp_tx_merge.c: tp_tx_merge()); TX_WAIT then asks the receiver to publish
- *   its release at once and ring, and the message goes out when the release shows it caught
- *   up (or with anything else the sender publishes).
+ *   message held unpublished (tp_tx_merge.c: tp_tx_merge()); TX_WAIT's HELD bit then asks the
+ *   receiver to publish its release at once (it rings only once it waits: tp_rx_idle()), and
+ *   the message goes out when the release shows it caught up (or with anything else the
+ *   sender publishes).
  *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch, after
  *   the FB retry words: where its validation stopped) and ignores data until the sender has
  *   rewritten the message there (else everything unreleased) from its shadows and published
@@ -664,7 +665,7 @@ struct tp_conn {
 	uint16_t tx_epoch, detect_seq;
 	uint8_t *sh_inline, *sh_data;
 	struct ntb_dmaq *dmaq;    /* long payloads (NULL: CPU copy) */
-	bool wr_shut, fin_sent, tx_wait_set; /* tx_wait_set: tx_wait_v != 0 */
+	bool wr_shut, fin_sent;
 	uint32_t tx_wait_v;       /* TX_WAIT's TP_TXW_* bits as written (tp_set_tx_wait()) */
 	uint32_t fin_msn;
 	uint32_t terr;
@@ -1036,8 +1037,8 @@ struct tp_probe {
 	bool seq_stale;                  /* the slot is a stale one (tp_inline_stale()): only
 					  * the full looks watch it */
 	uint64_t tx_d, fb_rx_i, fb_rx_d; /* raw checked words when armed */
-	uint64_t tx_wait;                /* raw TX_WAIT: the sender holds a merged message for
-					  * our release (tp_rx_release()) */
+	uint64_t tx_wait;                /* raw TX_WAIT: the sender waits for room, or holds a
+					  * merged message, for our release (tp_rx_release()) */
 	uint32_t db;
 	unsigned events;                 /* TP_EV_IN: watch the rings, TP_EV_OUT: the feedback */
 };
@@ -1136,7 +1137,8 @@ uint32_t tp_data_room(const struct tp_conn *c, uint8_t type);
 void tp_tx_flush_held_locked(struct tp_conn *c);
 /* Under tx_lock (or C no longer used): C's held message will never be published on its link —
  * it leaves in a failover's tail (fo_build_tail()), or C is finished — so it stops counting
- * in the link's held_conns (which keeps the helper looking every millisecond). */
+ * in the link's held_conns (which keeps the helper looking every millisecond on a loopback
+ * link, and its quick probes coming on others). */
 void tp_tx_hold_drop(struct tp_conn *c);
 void tp_tx_flush_held(struct tp_conn *c);
 /* The helper's: publish C's held message if the receiver released everything published (its
