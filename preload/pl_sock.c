@@ -402,7 +402,7 @@ NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 
 		if (g && pl_is_ntb(g, fd)) {
 			PL_ENTER();
-			mine = tp_conn_linger_get(g->conn, &lg);
+			mine = tp_conn_linger_get(g->conn, fd, &lg) == 0;
 			PL_LEAVE();
 		}
 		pl_sock_put(g);

@@ -110,7 +110,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 		/* everything acknowledged: a clean end (else a reset stays armed: what the peer
 		 * did not get is lost, tp_witness.c) */
 		if (!tp_fo_get(c) && tp_fin_acked(c))
-			tp_witness_rst(c, false, false);
+			tp_witness_rst(c, false, true);
 		raw_close(c->keep_fd); /* the kernel's FIN (after any failover tail) */
 		c->keep_fd = -1;
 	}

@@ -36,7 +36,8 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	/* relaxed: a hint (tp_int.h). Everything is acknowledged: the next program's library
 	 * does not know the socket was armed to reset (tp_witness.c), so it is disarmed now (the
 	 * witness lock after tx_lock, never inside it) */
-	if (atomic_load_explicit(&c->rst_armed, memory_order_relaxed)) {
+	if ((c->fb_rx_i == c->tx_i && c->fb_rx_d == c->tx_d) &&
+	    atomic_load_explicit(&c->rst_armed, memory_order_relaxed)) {
 		tp_mutex_unlock(&c->tx_lock);
 		tp_witness_rst(c, false, true);
 		tp_mutex_lock(&c->tx_lock);

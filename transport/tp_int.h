@@ -640,6 +640,8 @@ struct tp_conn {
 	 * under witness_lock (a relaxed load elsewhere is a hint, checked again under it);
 	 * rst_saved: the program's own SO_LINGER, put back when disarmed (witness_lock). */
 	_Atomic bool rst_armed;
+	bool rst_off;             /* a failover carries the stream over the socket: never armed
+				   * again (witness_lock) */
 	struct linger rst_saved;
 	_Atomic bool owned;       /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */

@@ -153,12 +153,13 @@ void tp_tx_feedback(struct tp_conn *c)
 		c->terr = 0;
 		c->det_backoff = 0;
 		c->quick_n = 0;
-		/* everything acknowledged after a stall: our death is a clean end again (the
-		 * timers do it when the witness lock is busy); relaxed: a hint, see tp_int.h */
-		if (unlikely(atomic_load_explicit(&c->rst_armed, memory_order_relaxed)) &&
-		    c->msn_next == c->fb_ack && c->tx_i == c->fb_rx_i && c->tx_d == c->fb_rx_d)
-			tp_witness_rst(c, false, false);
 	}
+	/* the receiver answers our probes again, or validated everything: our death is a clean
+	 * end again (the timers do it when the witness lock is busy); relaxed: a hint, see
+	 * tp_int.h */
+	if (unlikely(atomic_load_explicit(&c->rst_armed, memory_order_relaxed)) &&
+	    (c->det_acked == c->detect_seq || c->msn_next == c->fb_ack))
+		tp_witness_rst(c, false, false);
 }
 
 /*
@@ -266,6 +267,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			to += (c->det_backoff < 16 ? c->det_backoff : 16) * 120u;
 
 			bool probed = false;
+			uint16_t prev = c->detect_seq; /* our last probe before this run's */
 
 			if (clock_age_ms(now, c->last_ack_ms) > to) {
 				/* TimerSendData / TimerDetect: PROBING, send Detect */
@@ -282,9 +284,13 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 				c->quick_n++;
 				probed = true;
 			}
-			/* bytes waiting without progress: our death resets our socket from now on
-			 * (tp_witness.c), unless a failover is to carry them over it */
-			if (probed && !tp_fo_get(c))
+			/* our previous probe found no answer (the second quick probe, or
+			 * TimerSendData, finds none): the link may be losing what we write, and our
+			 * death resets our socket from now on (tp_witness.c), unless a failover is to
+			 * carry the bytes over it. A receiver that answers has what we wrote in its
+			 * window, read or not (a death then is a clean end, as over kernel TCP) */
+			if (probed && (c->quick_n >= 2 || c->terr) && c->det_acked != prev &&
+			    c->msn_next != c->fb_ack && !tp_fo_get(c))
 				tp_witness_rst(c, true, false);
 			next = quick_next(c, now);
 		} else if (c->tx_dirty && !c->last_tx_pub_ms) {
@@ -299,9 +305,10 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 				  (uint32_t)c->detect_seq << 16);
 			c->tx_dirty = false;
 		}
-		/* (relaxed: a hint) everything acknowledged: a death is clean again (a disarm the
-		 * feedback's reader could not do: tp_tx_feedback()) */
-		if (!pending && atomic_load_explicit(&c->rst_armed, memory_order_relaxed))
+		/* (relaxed: a hint) answered, or everything validated: a death is clean again (a
+		 * disarm the feedback's reader could not do: tp_tx_feedback()) */
+		if ((c->det_acked == c->detect_seq || c->msn_next == c->fb_ack) &&
+		    atomic_load_explicit(&c->rst_armed, memory_order_relaxed))
 			tp_witness_rst(c, false, false);
 		tp_mutex_unlock(&c->tx_lock);
 	}

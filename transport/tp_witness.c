@@ -150,10 +150,16 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
  */
 static int rst_fd(const struct tp_conn *c)
 {
-	/* relaxed: under witness_lock, which its writer holds */
+	/* relaxed (fd1, ino): under witness_lock, which their writer holds */
 	int w = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed) - 1;
+	struct stat st;
 
-	return w >= 0 ? w : c->keep_fd;
+	/* the program's descriptor may have been closed and its number reused by another
+	 * socket (another thread's call still held the connection, so the witness stayed) */
+	if (w >= 0 && fstat(w, &st) == 0 &&
+	    (uint64_t)st.st_ino == atomic_load_explicit(&c->witness_ino, memory_order_relaxed))
+		return w;
+	return c->keep_fd;
 }
 
 /* Under witness_lock: arm (ON) or disarm. */
@@ -164,7 +170,7 @@ static void rst_set(struct tp_conn *c, bool on)
 	bool armed = atomic_load_explicit(&c->rst_armed, memory_order_relaxed);
 	int fd = rst_fd(c);
 
-	if (armed == on)
+	if (armed == on || (on && c->rst_off))
 		return;
 	if (fd < 0) {
 		if (!on) /* (no socket left to put it back on) */
@@ -205,14 +211,30 @@ void tp_witness_rst_locked(struct tp_conn *c, bool on)
 	rst_set(c, on);
 }
 
+/* Under witness_lock: whether the socket holds our {1, 0} now. Our flag says so, and the
+ * kernel agrees: after a fork the process that disarmed is not always the one asking (the
+ * flag is per process, the option per socket); a stale flag is dropped here. */
+static bool armed_now(struct tp_conn *c, int fd)
+{
+	struct linger k;
+	socklen_t l = sizeof(k);
+
+	/* relaxed: under witness_lock */
+	if (!atomic_load_explicit(&c->rst_armed, memory_order_relaxed))
+		return false;
+	if (raw_getsockopt(fd, SOL_SOCKET, SO_LINGER, &k, &l) == 0 && k.l_onoff && !k.l_linger)
+		return true;
+	atomic_store_explicit(&c->rst_armed, false, memory_order_relaxed);
+	return false;
+}
+
 int tp_conn_linger_set(struct tp_conn *c, int fd, const struct linger *lg)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	int r = 0;
 
 	tp_mutex_lock(&c->witness_lock);
-	/* relaxed: under witness_lock */
-	if (atomic_load_explicit(&c->rst_armed, memory_order_relaxed))
+	if (armed_now(c, fd))
 		c->rst_saved = *lg; /* put back when disarmed; the socket keeps resetting meanwhile */
 	else if (raw_setsockopt(fd, SOL_SOCKET, SO_LINGER, lg, sizeof(*lg)))
 		r = -errno;
@@ -220,16 +242,18 @@ int tp_conn_linger_set(struct tp_conn *c, int fd, const struct linger *lg)
 	return r;
 }
 
-bool tp_conn_linger_get(struct tp_conn *c, struct linger *lg)
+int tp_conn_linger_get(struct tp_conn *c, int fd, struct linger *lg)
 {
 	c = tp_conn_cur(c);
-	bool armed;
+	socklen_t l = sizeof(*lg);
+	int r = 0;
 
+	/* (under the lock: not armed between our look at the flag and the kernel's value) */
 	tp_mutex_lock(&c->witness_lock);
-	/* relaxed: under witness_lock */
-	armed = atomic_load_explicit(&c->rst_armed, memory_order_relaxed);
-	if (armed)
+	if (armed_now(c, fd))
 		*lg = c->rst_saved;
+	else if (raw_getsockopt(fd, SOL_SOCKET, SO_LINGER, lg, &l))
+		r = -errno;
 	tp_mutex_unlock(&c->witness_lock);
-	return armed;
+	return r;
 }

@@ -351,9 +351,9 @@ void tp_conn_set_witness(struct tp_conn *c, int fd);
  * while C's bytes wait for their acknowledgement the socket holds {1, 0} (a death then resets,
  * tp_int.h: rst_armed) and LG is what is put back. */
 int tp_conn_linger_set(struct tp_conn *c, int fd, const struct linger *lg);
-/* The program's SO_LINGER while the socket holds the library's {1, 0}: true and *LG; false
- * when the kernel's value is the program's. */
-bool tp_conn_linger_get(struct tp_conn *c, struct linger *lg);
+/* The program's SO_LINGER on C's kernel socket FD into *LG (the value kept aside while the
+ * socket holds the library's {1, 0}, else the kernel's): 0 or -errno. */
+int tp_conn_linger_get(struct tp_conn *c, int fd, struct linger *lg);
 /* Whether the peer closed its end (tp_close(), the ST word says CLOSING), not merely
  * shut down its writing: its kernel socket's close follows at once. */
 bool tp_peer_closing(struct tp_conn *c);
