@@ -224,6 +224,19 @@ static bool rst_armed(struct tp_conn *c)
 	return atomic_load_explicit(&c->rst_armed, memory_order_relaxed);
 }
 
+/* Run A's timers (and B's, with B) every ms until A's socket is armed (WANT) or not: whether
+ * it came to that within 300 ms. */
+static bool timers_until_armed(struct tp_conn *a, struct tp_conn *b, bool want)
+{
+	for (int i = 0; i < 300 && rst_armed(a) != want; i++) {
+		usleep(1000);
+		if (b)
+			tp_conn_timers(b, tp_now_ms());
+		tp_conn_timers(a, tp_now_ms());
+	}
+	return rst_armed(a) == want;
+}
+
 /* The writer's half of the witness (tp_witness.c): bytes waiting while the receiver does not
  * answer our probes arm the writer's socket to reset on its death (SO_LINGER {1, 0}); the
  * program meanwhile sees and sets its own value (kept aside, put back); an answer disarms it,
@@ -252,11 +265,7 @@ static void test_witness_rst_armed(void **state)
 	/* B answers nothing now: armed at A's second quick probe */
 	tp_mutex_lock(&cb->rx_lock);
 	assert_true(tu_send_mixed(ca, 6, 0, 16u << 10) > 0);
-	for (int i = 0; i < 300 && !rst_armed(ca); i++) {
-		usleep(1000);
-		tp_conn_timers(ca, tp_now_ms());
-	}
-	assert_true(rst_armed(ca));
+	assert_true(timers_until_armed(ca, NULL, true));
 	lg = kernel_linger(sv[0]);
 	assert_int_equal(lg.l_onoff, 1);
 	assert_int_equal(lg.l_linger, 0);
@@ -271,23 +280,14 @@ static void test_witness_rst_armed(void **state)
 	assert_int_equal(lg.l_linger, 0);
 	/* B answers again (its program still reads nothing): disarmed, the program's value back */
 	tp_mutex_unlock(&cb->rx_lock);
-	for (int i = 0; i < 300 && rst_armed(ca); i++) {
-		usleep(1000);
-		tp_conn_timers(cb, tp_now_ms());
-		tp_conn_timers(ca, tp_now_ms());
-	}
-	assert_false(rst_armed(ca));
+	assert_true(timers_until_armed(ca, cb, false));
 	lg = kernel_linger(sv[0]);
 	assert_int_equal(lg.l_onoff, 1);
 	assert_int_equal(lg.l_linger, 7);
 	/* armed again, then a failover carries the stream over the socket: disarmed for good */
 	tp_mutex_lock(&cb->rx_lock);
 	assert_true(tu_send_mixed(ca, 7, 0, 8u << 10) > 0);
-	for (int i = 0; i < 300 && !rst_armed(ca); i++) {
-		usleep(1000);
-		tp_conn_timers(ca, tp_now_ms());
-	}
-	assert_true(rst_armed(ca));
+	assert_true(timers_until_armed(ca, NULL, true));
 	assert_true(tp_fo_request(ca, "link down"));
 	assert_false(rst_armed(ca));
 	tp_conn_timers(ca, tp_now_ms()); /* (still unvalidated: would arm, but for the failover) */
