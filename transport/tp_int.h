@@ -634,7 +634,7 @@ struct tp_conn {
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
 	/* The writer's half of the witness (tp_witness.c: tp_witness_rst()): while bytes we sent
-	 * wait for their acknowledgement without progress, our kernel socket has SO_LINGER
+	 * wait and the receiver does not answer our probes, our kernel socket has SO_LINGER
 	 * {1, 0}, so that our process's death resets it rather than closing it cleanly (a peer
 	 * behind a silent link then reads a reset, not a short end of stream). rst_armed: written
 	 * under witness_lock (a relaxed load elsewhere is a hint, checked again under it);
@@ -1223,9 +1223,9 @@ void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost);
  * sets peer_died / peer_gone when the peer process is gone, silent_alive when it lives. */
 void tp_witness_look(struct tp_conn *c, uint64_t now);
 /* tp_witness.c, the writer's half: ON arms the reset of C's kernel socket (SO_LINGER {1, 0})
- * when C's bytes wait for their acknowledgement without progress (tp_tx_timers()), !ON puts
- * the program's value back (everything acknowledged, a failover or exec hand-over to come, the
- * kept socket about to close after its FIN's acknowledgement). The witness lock
+ * when C's bytes wait and the receiver does not answer our probes (tp_tx_timers()), !ON puts
+ * the program's value back (an answer or everything validated, a failover or exec hand-over to
+ * come, the kept socket about to close after its FIN's acknowledgement). The witness lock
  * is tried (WAIT: taken): false when busy (the next timer run tries again). _locked: the
  * caller holds the witness lock. */
 bool tp_witness_rst(struct tp_conn *c, bool on, bool wait);

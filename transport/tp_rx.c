@@ -469,8 +469,8 @@ static bool fb_pending(const struct tp_conn *c)
  * an eighth of the data ring was consumed since the last time (so a sender never finds the
  * ring full while we have drained it: what we hold back is less than half of either ring),
  * when the sender asks for it (TX_WAIT: it waits for room, or holds a merged message), at end
- * of stream (its linger waits for
- * the FIN's CmpAck), and by tp_rx_flush_feedback() before we sleep and from the timers. */
+ * of stream (its linger waits for the FIN's CmpAck), and by tp_rx_flush_feedback() before we
+ * sleep and from the timers. */
 static void rx_release(struct tp_conn *c)
 {
 	uint32_t qs = c->link->geom.qsize, n = c->link->geom.inline_n, waits;

@@ -142,10 +142,11 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
  * wrote then is lost: it reads a reset) from a clean one (an end of stream) by the age of our
  * last heartbeat against our socket's end; a death within two heartbeats of the silence looks
  * clean, and the bytes we wrote in between are missing behind an end of stream. So while bytes
- * we sent wait for their acknowledgement without progress (the first quick probe:
- * TP_QUICK_PROBE_MS), our kernel socket holds SO_LINGER {1, 0}: our process's death then
- * resets it, and a reset is never taken for a clean end (tp_witness_look()). Everything
- * acknowledged puts the program's value back, as do a failover to the socket and an exec
+ * we sent wait and the receiver does not answer our probes (our second quick probe finds the
+ * first unanswered: tp_retx.c), our kernel socket holds SO_LINGER {1, 0}: our process's death
+ * then resets it, and a reset is never taken for a clean end (tp_witness_look()). An answer,
+ * or everything validated, puts the program's value back (a receiver that answers has what we
+ * wrote in its window, read or not), as do a failover to the socket (for good) and an exec
  * hand-over; the program's own SO_LINGER meanwhile is kept aside (tp_conn_linger_set()).
  */
 static int rst_fd(const struct tp_conn *c)
