@@ -225,10 +225,11 @@ static bool rst_armed(struct tp_conn *c)
 }
 
 /* Run A's timers (and B's, with B) every ms until A's socket is armed (WANT) or not: whether
- * it came to that within 300 ms. */
+ * it came to that within 3 s. (The quick probes back off while nothing progresses: after a
+ * phase of answered probes without progress, the next two may be ~0.4 s apart.) */
 static bool timers_until_armed(struct tp_conn *a, struct tp_conn *b, bool want)
 {
-	for (int i = 0; i < 300 && rst_armed(a) != want; i++) {
+	for (int i = 0; i < 3000 && rst_armed(a) != want; i++) {
 		usleep(1000);
 		if (b)
 			tp_conn_timers(b, tp_now_ms());
