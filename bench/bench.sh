@@ -6,7 +6,7 @@
 #
 # Environment: BUILD (default build), BENCH_REPS (repetitions, default 3, at least 3 for the
 # record), BENCH_T (seconds per measurement, default 2), BENCH_OUT (results directory, default
-# bench/results), BENCH_SECTIONS (default "1 2 3 4 5 6"), BENCH_FABRIC_RATE (the modelled link
+# bench/results), BENCH_SECTIONS (default "1 2 3 4 5 6 7"), BENCH_FABRIC_RATE (the modelled link
 # rate of section 6, bench/fabric.sh, default 1000M), CC. Progress goes to stderr. Each
 # run's transport check is as in the demo: an ntbsock value whose connection did not use the
 # link is marked, never counted as ntbsock.
@@ -55,7 +55,7 @@ addr_of() { case $1 in netns) echo $NS_B_IP;; lo) echo 127.0.0.1;; *) echo 127.0
 IPERF_SIZES="64 1K 16K 128K 1M"
 SP_SIZES="64 1K 16K"
 # BENCH_SECTIONS: which of the numbered sections below to run (default all).
-want() { case " ${BENCH_SECTIONS:-1 2 3 4 5 6} " in *" $1 "*) return 0;; esac; return 1; }
+want() { case " ${BENCH_SECTIONS:-1 2 3 4 5 6 7} " in *" $1 "*) return 0;; esac; return 1; }
 n=0
 step() { n=$((n + 1)); bn_say "[$n] $*"; }
 # record TEST TRANSPORT SIZE REP V1 V2 CHECK
@@ -226,6 +226,51 @@ if want 6; then
 		sh "$ROOT/bench/fabric.sh" "${BENCH_FABRIC_RATE:-1000M}" "$T" >"$PL_TMP/fabric.out" 2>&1 ||
 		echo "bench/fabric.sh failed: $(tail -1 "$PL_TMP/fabric.out")" >>"$NOTES"
 	step "fabric: $(grep -c '^|' "$PL_TMP/fabric.md" 2>/dev/null || echo 0) table rows (bench/fabric.sh)"
+fi
+
+# --- 7. many streams at once: STREAMS_N connections (1000) streaming, each one's share ---
+# ntbsock with contexts = STREAMS_N rounded up to 1024 (a receive context per connection) on a
+# link of its own, beside kernel TCP loopback; the server checks every byte of every stream.
+if want 7; then
+	SN=${STREAMS_N:-1000}
+	sctx=1024; while [ $sctx -lt $SN ]; do sctx=$((sctx * 2)); done
+	for H in A B; do
+		sed "s#$PL_LINK\"#$PL_LINK-streams\"#" "$PL_TMP/$H.conf" >"$PL_TMP/S$H.conf"
+		echo "tunables = { contexts = $sctx; };" >>"$PL_TMP/S$H.conf"
+	done
+	rm_streams() { rm -f "$PL_LINK-streams"; }
+	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_streams"
+	for r in $(seq $REPS); do
+		for t in ntb tcp; do
+			bn_next_port; p=$BN_PORT
+			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/streams-$BN_SEQ
+			if [ $t = ntb ]; then
+				pre="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$out.log LD_PRELOAD=$PL_LIB"
+				sa="NTBSOCK_CONF=$PL_TMP/SA.conf"; sb="NTBSOCK_CONF=$PL_TMP/SB.conf"
+			else
+				pre=env; sa=; sb=
+			fi
+			$pre $sb taskset -c $BN_CPU_SERVER $STREAMS server 127.0.0.2 $p $SN 1 $T \
+				>"$out.srv" 2>&1 &
+			spid=$!
+			PL_PIDS="$PL_PIDS $spid"
+			pl_wait_port 127.0.0.2 $p
+			timeout $((T + 60)) $pre $sa taskset -c $BN_CPU_CLIENT $STREAMS client 127.0.0.2 $p \
+				$SN $((T + 4)) >"$out.cli" 2>&1
+			wait $spid
+			set -- $(sed -n 's/^FAIR .* min\/mean=\([0-9.]*\) .*MB\/s=\([0-9.]*\)$/\1 \2/p' "$out.srv") nan nan
+			chk=ok
+			grep -q '^END .* bad=0$' "$out.srv" || chk=bad-bytes
+			if [ $t = ntb ] && [ $chk = ok ]; then
+				n=$(grep -c ': ntb (link' "$out.log" 2>/dev/null)
+				[ "${n:-0}" -ge "$SN" ] && ! grep -q ': tcp (' "$out.log" || chk=tcp-fallback
+			fi
+			[ "$1" = nan ] && chk=failed
+			record streams $t $SN $r $1 $2 $chk
+			step "rep $r: $SN streams over $t: slowest/mean $1, $2 MB/s in all ($chk)"
+		done
+	done
+	rm_streams
 fi
 
 mkdir -p "$OUTDIR"

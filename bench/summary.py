@@ -107,7 +107,8 @@ UNITS = {("iperf3", "v1"): "Gbit/s", ("iperf3-P4", "v1"): "Gbit/s", ("connrate",
          ("perf", "v1"): "MB/s", ("perf", "v2"): "us p50", ("ref-memcpy", "v1"): "MB/s",
          ("ref-cacheline", "v1"): "us one-way", ("ref-cacheline-il", "v1"): "us one-way",
          ("perf-ratio64", "v1"): "x cache line", ("ref-pipe", "v1"): "MB/s",
-         ("perf-pipe-share", "v1"): "% of the interleaved pipeline"}
+         ("perf-pipe-share", "v1"): "% of the interleaved pipeline",
+         ("streams", "v1"): "slowest connection / mean", ("streams", "v2"): "MB/s in all"}
 
 
 def unit_of(test, metric):
@@ -181,6 +182,12 @@ def goals(stats):
     out.append("| a new process's first connection with no peer side: ntbsock − TCP "
                "| ≤ 1000 µs | %s | %s |" % ("n/a" if d is None else "%.0f µs" % d,
                                            "n/a" if d is None else ("yes" if d <= 1000 else "**no**")))
+    sizes = sizes_of(stats, "streams")
+    if sizes:
+        st = get("streams", sizes[-1], "ntb")
+        out.append("| %d streams at once over ntbsock: slowest connection / mean | ≥ 0.25 | %s | %s |" % (
+            sizes[-1], "n/a" if st is None or st.median is None else "%.2f" % st.median,
+            "n/a" if st is None or st.median is None else ("yes" if st.median >= 0.25 else "**no**")))
     # the transport's own goals (ntbsock perf alone)
     mem, bw = get("ref-memcpy", 4 << 20, "machine"), get("perf", 65536, "transport")
     frac = None if (mem is None or bw is None or mem.median is None or bw.median is None
@@ -259,6 +266,19 @@ def write_md(stats, notes, path, machine, reps, secs):
                 else st.median - tcp.median
             out.append("| %s | %s | %s |" % (NAMES[t], cell(st), "n/a" if d is None else
                                             "%+.0f µs" % d))
+        out.append("")
+    sizes = sizes_of(stats, "streams")
+    if sizes:
+        n = sizes[-1]
+        out += ["## %d streams at once (bench/streams.c: one epoll client writing 16 KiB on every "
+                "connection, one epoll server checking every byte; bytes each connection delivered "
+                "in the window)" % n, ""]
+        out.append("| transport | slowest / mean | MB/s in all | vs TCP loopback |")
+        out.append("|---|---:|---:|---:|")
+        tcp = stats.get(("streams", n, "tcp", "v2"))
+        for t in transports_of(stats, "streams"):
+            fr, bw = stats.get(("streams", n, t, "v1")), stats.get(("streams", n, t, "v2"))
+            out.append("| %s | %s | %s | %s |" % (NAMES[t], cell(fr), cell(bw), rfmt(ratio(bw, tcp))))
         out.append("")
     out += ["## ntbsock perf: the transport alone, message-size sweep (the [MQ] measurement)", ""]
     mem = stats.get(("ref-memcpy", 4 << 20, "machine", "v1"))

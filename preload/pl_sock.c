@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <string.h>
 #include <sys/ioctl.h>
 
 NTB_EXPORT int socket(int domain, int type, int protocol)
@@ -391,6 +392,26 @@ NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 			pl_defer_clear(d, fd); /* the program sees the kernel's value, 0 */
 		pl_sock_put(d);
 	}
+	if (level == SOL_SOCKET && name == SO_LINGER && val && len &&
+	    *len >= (socklen_t)sizeof(struct linger)) {
+		/* while the connection's socket is armed to reset on our death (transport.h), the
+		 * kernel holds {1, 0}: the program sees its own value */
+		struct pl_sock *g = pl_lookup(fd);
+		struct linger lg;
+		bool mine = false;
+
+		if (g && pl_is_ntb(g, fd)) {
+			PL_ENTER();
+			mine = tp_conn_linger_get(g->conn, fd, &lg) == 0;
+			PL_LEAVE();
+		}
+		pl_sock_put(g);
+		if (mine) {
+			memcpy(val, &lg, sizeof(lg));
+			*len = sizeof(lg);
+			return 0;
+		}
+	}
 	struct pl_sock *s = (level == SOL_SOCKET && name == SO_ERROR) ? pl_lookup(fd) : NULL;
 	if (s && s->kind == PL_CONN) {
 		long r = 1;
@@ -469,7 +490,19 @@ NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 			pl_defer_clear(d, fd);
 		pl_sock_put(d);
 	}
-	int r = pl_real.setsockopt(fd, level, name, val, len);
+	int r;
+	struct pl_sock *g = level == SOL_SOCKET && name == SO_LINGER && val &&
+			    len >= (socklen_t)sizeof(struct linger) ? pl_lookup(fd) : NULL;
+
+	if (g && pl_is_ntb(g, fd)) {
+		/* (the transport sets it: it may hold {1, 0} there meanwhile, transport.h) */
+		PL_ENTER();
+		r = (int)pl_ret(tp_conn_linger_set(g->conn, fd, val));
+		PL_LEAVE();
+	} else {
+		r = pl_real.setsockopt(fd, level, name, val, len);
+	}
+	pl_sock_put(g);
 	if (r == 0 && level == SOL_SOCKET &&
 	    (name == SO_RCVTIMEO || name == SO_SNDTIMEO || name == SO_LINGER
 #ifdef SO_RCVTIMEO_NEW

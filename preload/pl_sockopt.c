@@ -25,7 +25,15 @@ void pl_sock_load_opts(struct pl_sock *s, int fd)
 	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) == 0)
 		atomic_store_explicit(&s->sndtimeo_ms, tv_ms(&tv), memory_order_relaxed);
 	l = sizeof(lg);
-	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0)
+	/* (the program's value, not the {1, 0} the transport may hold there: transport.h) */
+	bool got = false;
+
+	if (s->kind == PL_CONN && s->conn) {
+		PL_ENTER();
+		got = tp_conn_linger_get(s->conn, fd, &lg) == 0;
+		PL_LEAVE();
+	}
+	if (got || pl_real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0)
 		atomic_store_explicit(&s->linger_abort, lg.l_onoff && lg.l_linger == 0,
 				      memory_order_relaxed);
 	errno = saved;

@@ -107,6 +107,10 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	tp_host_unlock(l);
 	tp_fo_free(c);
 	if (c->keep_fd >= 0) {
+		/* everything acknowledged: a clean end (else a reset stays armed: what the peer
+		 * did not get is lost, tp_witness.c) */
+		if (!tp_fo_get(c) && tp_fin_acked(c))
+			tp_witness_rst(c, false, true);
 		raw_close(c->keep_fd); /* the kernel's FIN (after any failover tail) */
 		c->keep_fd = -1;
 	}
@@ -134,6 +138,7 @@ static void keep_release_if_acked(struct tp_conn *c)
 	if (!acked || tp_mutex_trylock(&c->witness_lock))
 		return;
 	if (!tp_fo_get(c) && c->keep_fd >= 0) { /* (under witness_lock: fo_dup_socket()) */
+		tp_witness_rst_locked(c, false); /* (all acknowledged: a clean end, FIN) */
 		raw_close(c->keep_fd);
 		c->keep_fd = -1;
 	}

@@ -21,6 +21,9 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	for (;;) {
 		tp_mutex_lock(&c->tx_lock);
 		tp_tx_flush_held_locked(c); /* a merged message held back goes out first */
+		/* the next program starts with no TX_WAIT bits (tp_conn_adopt()): none may stay
+		 * in the peer's window either */
+		tp_set_tx_wait(c, 0);
 		tp_tx_feedback(c);
 		bool drained = c->fb_rx_i == c->tx_i && c->fb_rx_d == c->tx_d;
 
@@ -29,6 +32,15 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 		tp_mutex_unlock(&c->tx_lock);
 		tp_conn_timers(c, tp_now_ms());
 		usleep(1000);
+	}
+	/* relaxed: a hint (tp_int.h). Everything is acknowledged: the next program's library
+	 * does not know the socket was armed to reset (tp_witness.c), so it is disarmed now (the
+	 * witness lock after tx_lock, never inside it) */
+	if ((c->fb_rx_i == c->tx_i && c->fb_rx_d == c->tx_d) &&
+	    atomic_load_explicit(&c->rst_armed, memory_order_relaxed)) {
+		tp_mutex_unlock(&c->tx_lock);
+		tp_witness_rst(c, false, true);
+		tp_mutex_lock(&c->tx_lock);
 	}
 	if (c->fb_rx_i != c->tx_i || c->fb_rx_d != c->tx_d) {
 		tp_mutex_unlock(&c->tx_lock);
@@ -57,6 +69,9 @@ int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 	x->det_seen = c->det_seen;
 	x->rd_shut = c->rd_shut;
 	x->eof = c->eof;
+	/* a ring a held message's sender is owed (tp_rx.c: tp_rx_idle()) would be forgotten: the
+	 * next program's connection starts without the debt */
+	tp_rx_idle(c, true);
 	tp_mutex_unlock(&c->rx_lock);
 	tp_mutex_unlock(&c->tx_lock);
 	*ret_token = (uint64_t)c->slot << 32 | c->nonce_in;

@@ -154,6 +154,10 @@ static int fo_dup_socket(struct tp_conn *c)
 
 	if (w < 0)
 		w = c->keep_fd;
+	/* the stream goes on over the socket: its close must end it cleanly (FIN after the
+	 * data), not reset it (tp_witness.c: an abort at exit says so itself, tp_fo_abandon()) */
+	c->rst_off = true; /* (not armed again: a timer pass may be at it now) */
+	tp_witness_rst_locked(c, false);
 	if (w >= 0)
 		fd = raw_dupfd_cloexec(w, 3);
 	tp_mutex_unlock(&c->witness_lock);

@@ -65,9 +65,10 @@
  *   validates in MSN order into private records (or, fast path, checks the CRC while copying
  *   into the caller's buffer) and releases space through FB rx_i/rx_d; ack_msn is CmpAck.
  *   Small writes of a stream, while the receiver is surely behind, merge into one data-ring
- *   message held unpublished (tp_tx_merge.c: tp_tx_merge()); TX_WAIT then asks the receiver to publish
- *   its release at once and ring, and the message goes out when the release shows it caught
- *   up (or with anything else the sender publishes).
+ *   message held unpublished (tp_tx_merge.c: tp_tx_merge()); TX_WAIT's HELD bit then asks the
+ *   receiver to publish its release at once (it rings only once it waits: tp_rx_idle()), and
+ *   the message goes out when the release shows it caught up (or with anything else the
+ *   sender publishes).
  *   Retry: on evidence of loss or corruption the receiver bumps its epoch (FB epoch, after
  *   the FB retry words: where its validation stopped) and ignores data until the sender has
  *   rewritten the message there (else everything unreleased) from its shadows and published
@@ -632,6 +633,16 @@ struct tp_conn {
 	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
+	/* The writer's half of the witness (tp_witness.c: tp_witness_rst()): while bytes we sent
+	 * wait and the receiver does not answer our probes, our kernel socket has SO_LINGER
+	 * {1, 0}, so that our process's death resets it rather than closing it cleanly (a peer
+	 * behind a silent link then reads a reset, not a short end of stream). rst_armed: written
+	 * under witness_lock (a relaxed load elsewhere is a hint, checked again under it);
+	 * rst_saved: the program's own SO_LINGER, put back when disarmed (witness_lock). */
+	_Atomic bool rst_armed;
+	bool rst_off;             /* a failover carries the stream over the socket: never armed
+				   * again (witness_lock) */
+	struct linger rst_saved;
 	_Atomic bool owned;       /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
@@ -656,7 +667,7 @@ struct tp_conn {
 	uint16_t tx_epoch, detect_seq;
 	uint8_t *sh_inline, *sh_data;
 	struct ntb_dmaq *dmaq;    /* long payloads (NULL: CPU copy) */
-	bool wr_shut, fin_sent, tx_wait_set; /* tx_wait_set: tx_wait_v != 0 */
+	bool wr_shut, fin_sent;
 	uint32_t tx_wait_v;       /* TX_WAIT's TP_TXW_* bits as written (tp_set_tx_wait()) */
 	uint32_t fin_msn;
 	uint32_t terr;
@@ -1028,8 +1039,8 @@ struct tp_probe {
 	bool seq_stale;                  /* the slot is a stale one (tp_inline_stale()): only
 					  * the full looks watch it */
 	uint64_t tx_d, fb_rx_i, fb_rx_d; /* raw checked words when armed */
-	uint64_t tx_wait;                /* raw TX_WAIT: the sender holds a merged message for
-					  * our release (tp_rx_release()) */
+	uint64_t tx_wait;                /* raw TX_WAIT: the sender waits for room, or holds a
+					  * merged message, for our release (tp_rx_release()) */
 	uint32_t db;
 	unsigned events;                 /* TP_EV_IN: watch the rings, TP_EV_OUT: the feedback */
 };
@@ -1128,7 +1139,8 @@ uint32_t tp_data_room(const struct tp_conn *c, uint8_t type);
 void tp_tx_flush_held_locked(struct tp_conn *c);
 /* Under tx_lock (or C no longer used): C's held message will never be published on its link —
  * it leaves in a failover's tail (fo_build_tail()), or C is finished — so it stops counting
- * in the link's held_conns (which keeps the helper looking every millisecond). */
+ * in the link's held_conns (which keeps the helper looking every millisecond on a loopback
+ * link, and its quick probes coming on others). */
 void tp_tx_hold_drop(struct tp_conn *c);
 void tp_tx_flush_held(struct tp_conn *c);
 /* The helper's: publish C's held message if the receiver released everything published (its
@@ -1210,6 +1222,14 @@ void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost);
 /* tp_witness.c: while the link is silent, look at C's witness socket (every 100 ms at most):
  * sets peer_died / peer_gone when the peer process is gone, silent_alive when it lives. */
 void tp_witness_look(struct tp_conn *c, uint64_t now);
+/* tp_witness.c, the writer's half: ON arms the reset of C's kernel socket (SO_LINGER {1, 0})
+ * when C's bytes wait and the receiver does not answer our probes (tp_tx_timers()), !ON puts
+ * the program's value back (an answer or everything validated, a failover or exec hand-over to
+ * come, the kept socket about to close after its FIN's acknowledgement). The witness lock
+ * is tried (WAIT: taken): false when busy (the next timer run tries again). _locked: the
+ * caller holds the witness lock. */
+bool tp_witness_rst(struct tp_conn *c, bool on, bool wait);
+void tp_witness_rst_locked(struct tp_conn *c, bool on);
 
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */

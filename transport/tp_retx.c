@@ -154,6 +154,12 @@ void tp_tx_feedback(struct tp_conn *c)
 		c->det_backoff = 0;
 		c->quick_n = 0;
 	}
+	/* the receiver answers our probes again, or validated everything: our death is a clean
+	 * end again (the timers do it when the witness lock is busy); relaxed: a hint, see
+	 * tp_int.h */
+	if (unlikely(atomic_load_explicit(&c->rst_armed, memory_order_relaxed)) &&
+	    (c->det_acked == c->detect_seq || c->msn_next == c->fb_ack))
+		tp_witness_rst(c, false, false);
 }
 
 /*
@@ -260,6 +266,9 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			/* an alive receiver that does not read: up to ~2 s between probes */
 			to += (c->det_backoff < 16 ? c->det_backoff : 16) * 120u;
 
+			bool probed = false;
+			uint16_t prev = c->detect_seq; /* our last probe before this run's */
+
 			if (clock_age_ms(now, c->last_ack_ms) > to) {
 				/* TimerSendData / TimerDetect: PROBING, send Detect */
 				if (++c->terr > pp->max_err) {
@@ -267,12 +276,22 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 				} else {
 					send_detect(c);
 					c->last_ack_ms = now;
+					probed = true;
 				}
 			} else if (quick_wait(c, now) == 0) {
 				/* a quick probe: no error counted, the next after twice as long */
 				send_detect(c);
 				c->quick_n++;
+				probed = true;
 			}
+			/* our previous probe found no answer (the second quick probe, or
+			 * TimerSendData, finds none): the link may be losing what we write, and our
+			 * death resets our socket from now on (tp_witness.c), unless a failover is to
+			 * carry the bytes over it. A receiver that answers has what we wrote in its
+			 * window, read or not (a death then is a clean end, as over kernel TCP) */
+			if (probed && (c->quick_n >= 2 || c->terr) && c->det_acked != prev &&
+			    c->msn_next != c->fb_ack && !tp_fo_get(c))
+				tp_witness_rst(c, true, false);
 			next = quick_next(c, now);
 		} else if (c->tx_dirty && !c->last_tx_pub_ms) {
 			c->last_tx_pub_ms = now; /* published since the last run: stamp it now */
@@ -286,6 +305,11 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 				  (uint32_t)c->detect_seq << 16);
 			c->tx_dirty = false;
 		}
+		/* (relaxed: a hint) answered, or everything validated: a death is clean again (a
+		 * disarm the feedback's reader could not do: tp_tx_feedback()) */
+		if ((c->det_acked == c->detect_seq || c->msn_next == c->fb_ack) &&
+		    atomic_load_explicit(&c->rst_armed, memory_order_relaxed))
+			tp_witness_rst(c, false, false);
 		tp_mutex_unlock(&c->tx_lock);
 	}
 	return next;

@@ -39,10 +39,16 @@ uint32_t tp_rx_data_copy(const struct tp_conn *c, uint8_t *dst, uint32_t pos, ui
  * release, and a ring would wake its helper for each message (a futex wake here and a switch
  * there: half of a 1 KiB stream's rate). That ring is owed until it publishes again, and paid
  * when we wait (tp_rx_idle()). */
-static void rx_wake_sender(struct tp_conn *c)
+static void rx_wake_sender(struct tp_conn *c, bool all)
 {
 	uint32_t v;
 
+	if (all) {
+		/* a republication (timers, Retry re-ask, Detect answer): its caller rings, which
+		 * pays any debt (a debt made here could outlive a receiver already asleep) */
+		c->held_owe = false;
+		return;
+	}
 	/* the feedback's stores before the flag's load: Dekker pair with the fence after the
 	 * sender's flag store (tp_set_tx_wait()) */
 	atomic_thread_fence(memory_order_seq_cst);
@@ -112,7 +118,7 @@ static void fb_publish_words(struct tp_conn *c, bool all)
 	c->pub_ack = c->v_msn;
 	c->pub_ep = ep;
 	c->fb_dirty = true;
-	rx_wake_sender(c);
+	rx_wake_sender(c, all);
 }
 
 static void fb_publish(struct tp_conn *c)
@@ -462,8 +468,9 @@ static bool fb_pending(const struct tp_conn *c)
  * us a fence), so a message is not worth one. Published when a quarter of the inline ring or
  * an eighth of the data ring was consumed since the last time (so a sender never finds the
  * ring full while we have drained it: what we hold back is less than half of either ring),
- * when the sender says it waits for room (TX_WAIT), at end of stream (its linger waits for
- * the FIN's CmpAck), and by tp_rx_flush_feedback() before we sleep and from the timers. */
+ * when the sender asks for it (TX_WAIT: it waits for room, or holds a merged message), at end
+ * of stream (its linger waits for the FIN's CmpAck), and by tp_rx_flush_feedback() before we
+ * sleep and from the timers. */
 static void rx_release(struct tp_conn *c)
 {
 	uint32_t qs = c->link->geom.qsize, n = c->link->geom.inline_n, waits;
@@ -629,6 +636,9 @@ uint32_t tp_rx_timers(struct tp_conn *c)
 		if (c->fb_dirty) {
 			fb_publish_words(c, true);
 			c->fb_dirty = false;
+			/* (a lost release may be what a sender waiting for room, or holding a merged
+			 * message, still waits for: as rx_wake_sender() would have rung) */
+			tp_wake_peer(c, TP_W_TX_WAIT);
 		}
 		next = c->gated ? reask_next(c, tp_now_ms()) : 0;
 		tp_mutex_unlock(&c->rx_lock);

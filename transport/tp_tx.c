@@ -703,7 +703,7 @@ ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		TP_STAT_ADD(c->st->tx_bytes, (size_t)rc);
 		if (!tp_tx_held(c))
 			tp_wake_peer(c, TP_W_FB_WAIT);
-		if (c->tx_wait_set)
+		if (c->tx_wait_v)
 			tp_set_tx_wait(c, tp_tx_held(c) ? c->tx_wait_v & TP_TXW_HELD : 0);
 		/* relaxed: a hint the receive side clears (stored on change only: its line
 		 * stays shared) */

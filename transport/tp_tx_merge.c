@@ -140,6 +140,10 @@ void tp_tx_flush_held_locked(struct tp_conn *c)
 	if (!tp_tx_held(c))
 		return;
 	tp_tx_publish(c);
+	/* (published by a read, wait, poll or the helper, not by a write of the stream: the
+	 * receiver need not release at once nor owe us a ring any more; a waiter for room keeps
+	 * its bit) */
+	tp_set_tx_wait(c, c->tx_wait_v & ~TP_TXW_HELD);
 	tp_wake_peer(c, TP_W_FB_WAIT);
 }
 

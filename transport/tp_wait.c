@@ -31,7 +31,6 @@ void tp_set_tx_wait(struct tp_conn *c, uint32_t bits)
 	if (c->tx_wait_v == bits)
 		return;
 	c->tx_wait_v = bits;
-	c->tx_wait_set = bits != 0;
 	tp_out_word(c->link, c->out.slot_off + TP_W_TX_WAIT, c->nonce_out, bits);
 	ntb_wc_flush(c->link->ntb);
 	/* the flag store before our re-check of the rings: Dekker pair with the fence in

@@ -92,6 +92,17 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
 	memset(&ti, 0, sizeof(ti));
 	if (dead && raw_getsockopt(fd1 - 1, IPPROTO_TCP, TCP_INFO, &ti, &tl))
 		dead_late = true; /* no age of its end: take it as after a silence */
+	/* a reset, not a close: the peer died with bytes unacknowledged for a while (its socket
+	 * was armed for that: tp_witness_rst()) or its program closed it abortively; kernel TCP
+	 * gives ECONNRESET after the delivered data either way, never an end of stream. Told by
+	 * the error, or by the state (CLOSE, where a FIN leaves CLOSE_WAIT) once another look
+	 * took the error (tp_fo_peer_spoke()'s MSG_PEEK clears it); a reset does not move
+	 * tcpi_last_ack_recv, so the age test below could not tell it */
+	if (dead && ((r < 0 && e == ECONNRESET) || ti.tcpi_state == TCP_CLOSE)) {
+		dead_late = true;
+		LOG(LL_INFO, "transport: slot %u: the peer's TCP socket was reset (it died with bytes "
+		    "unacknowledged, or aborted): what it wrote may be missing", c->slot);
+	}
 	tp_mutex_unlock(&c->witness_lock);
 	/* Did it die while its link still spoke? Its FIN (or reset) is the last segment the
 	 * socket received (tcpi_last_ack_recv: ms since), the last heartbeat that reached us is the
@@ -124,4 +135,126 @@ void tp_witness_look(struct tp_conn *c, uint64_t now)
 		atomic_store_explicit(&c->peer_gone, true, memory_order_relaxed);
 		tp_event_signal(); /* waiters look again and see the loss */
 	}
+}
+
+/*
+ * The writer's half. A peer behind a silent link tells our death after the silence (what we
+ * wrote then is lost: it reads a reset) from a clean one (an end of stream) by the age of our
+ * last heartbeat against our socket's end; a death within two heartbeats of the silence looks
+ * clean, and the bytes we wrote in between are missing behind an end of stream. So while bytes
+ * we sent wait and the receiver does not answer our probes (our second quick probe finds the
+ * first unanswered: tp_retx.c), our kernel socket holds SO_LINGER {1, 0}: our process's death
+ * then resets it, and a reset is never taken for a clean end (tp_witness_look()). An answer,
+ * or everything validated, puts the program's value back (a receiver that answers has what we
+ * wrote in its window, read or not), as do a failover to the socket (for good) and an exec
+ * hand-over; the program's own SO_LINGER meanwhile is kept aside (tp_conn_linger_set()).
+ */
+static int rst_fd(const struct tp_conn *c)
+{
+	/* relaxed (fd1, ino): under witness_lock, which their writer holds */
+	int w = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed) - 1;
+	struct stat st;
+
+	/* the program's descriptor may have been closed and its number reused by another
+	 * socket (another thread's call still held the connection, so the witness stayed) */
+	if (w >= 0 && fstat(w, &st) == 0 &&
+	    (uint64_t)st.st_ino == atomic_load_explicit(&c->witness_ino, memory_order_relaxed))
+		return w;
+	return c->keep_fd;
+}
+
+/* Under witness_lock: arm (ON) or disarm. */
+static void rst_set(struct tp_conn *c, bool on)
+{
+	static const struct linger abort_lg = { .l_onoff = 1, .l_linger = 0 };
+	/* relaxed: under witness_lock, which every writer holds */
+	bool armed = atomic_load_explicit(&c->rst_armed, memory_order_relaxed);
+	int fd = rst_fd(c);
+
+	if (armed == on || (on && c->rst_off))
+		return;
+	if (fd < 0) {
+		if (!on) /* (no socket left to put it back on) */
+			atomic_store_explicit(&c->rst_armed, false, memory_order_relaxed);
+		return;
+	}
+	if (on) {
+		socklen_t l = sizeof(c->rst_saved);
+
+		if (raw_getsockopt(fd, SOL_SOCKET, SO_LINGER, &c->rst_saved, &l) ||
+		    raw_setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_lg, sizeof(abort_lg)))
+			return;
+	} else {
+		raw_setsockopt(fd, SOL_SOCKET, SO_LINGER, &c->rst_saved, sizeof(c->rst_saved));
+	}
+	atomic_store_explicit(&c->rst_armed, on, memory_order_relaxed);
+	LOG(LL_DEBUG, "transport: slot %u: %s", c->slot, on ?
+	    "bytes unacknowledged without progress: our death now resets the TCP socket" :
+	    "reset on death disarmed");
+}
+
+bool tp_witness_rst(struct tp_conn *c, bool on, bool wait)
+{
+	/* relaxed: a hint, checked again under the lock */
+	if (atomic_load_explicit(&c->rst_armed, memory_order_relaxed) == on)
+		return true;
+	if (wait)
+		tp_mutex_lock(&c->witness_lock);
+	else if (tp_mutex_trylock(&c->witness_lock))
+		return false;
+	rst_set(c, on);
+	tp_mutex_unlock(&c->witness_lock);
+	return true;
+}
+
+void tp_witness_rst_locked(struct tp_conn *c, bool on)
+{
+	rst_set(c, on);
+}
+
+/* Under witness_lock: whether the socket holds our {1, 0} now. Our flag says so, and the
+ * kernel agrees: after a fork the process that disarmed is not always the one asking (the
+ * flag is per process, the option per socket); a stale flag is dropped here. */
+static bool armed_now(struct tp_conn *c, int fd)
+{
+	struct linger k;
+	socklen_t l = sizeof(k);
+
+	/* relaxed: under witness_lock */
+	if (!atomic_load_explicit(&c->rst_armed, memory_order_relaxed))
+		return false;
+	if (raw_getsockopt(fd, SOL_SOCKET, SO_LINGER, &k, &l) == 0 && k.l_onoff && !k.l_linger)
+		return true;
+	atomic_store_explicit(&c->rst_armed, false, memory_order_relaxed);
+	return false;
+}
+
+int tp_conn_linger_set(struct tp_conn *c, int fd, const struct linger *lg)
+{
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
+	int r = 0;
+
+	tp_mutex_lock(&c->witness_lock);
+	if (armed_now(c, fd))
+		c->rst_saved = *lg; /* put back when disarmed; the socket keeps resetting meanwhile */
+	else if (raw_setsockopt(fd, SOL_SOCKET, SO_LINGER, lg, sizeof(*lg)))
+		r = -errno;
+	tp_mutex_unlock(&c->witness_lock);
+	return r;
+}
+
+int tp_conn_linger_get(struct tp_conn *c, int fd, struct linger *lg)
+{
+	c = tp_conn_cur(c);
+	socklen_t l = sizeof(*lg);
+	int r = 0;
+
+	/* (under the lock: not armed between our look at the flag and the kernel's value) */
+	tp_mutex_lock(&c->witness_lock);
+	if (armed_now(c, fd))
+		*lg = c->rst_saved;
+	else if (raw_getsockopt(fd, SOL_SOCKET, SO_LINGER, lg, &l))
+		r = -errno;
+	tp_mutex_unlock(&c->witness_lock);
+	return r;
 }

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "ntb/ntb.h"
@@ -346,6 +347,13 @@ int tp_conn_error(struct tp_conn *c);
  * another descriptor of the same socket, it moves there (preload/: close() of the witness while
  * a dup lives on). */
 void tp_conn_set_witness(struct tp_conn *c, int fd);
+/* The program sets SO_LINGER to LG on C's kernel socket FD: done here (0 or -errno), since
+ * while C's bytes wait for their acknowledgement the socket holds {1, 0} (a death then resets,
+ * tp_int.h: rst_armed) and LG is what is put back. */
+int tp_conn_linger_set(struct tp_conn *c, int fd, const struct linger *lg);
+/* The program's SO_LINGER on C's kernel socket FD into *LG (the value kept aside while the
+ * socket holds the library's {1, 0}, else the kernel's): 0 or -errno. */
+int tp_conn_linger_get(struct tp_conn *c, int fd, struct linger *lg);
 /* Whether the peer closed its end (tp_close(), the ST word says CLOSING), not merely
  * shut down its writing: its kernel socket's close follows at once. */
 bool tp_peer_closing(struct tp_conn *c);

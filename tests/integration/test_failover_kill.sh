@@ -33,6 +33,8 @@ import socket, sys
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind((sys.argv[1], int(sys.argv[2]))); srv.listen(1)
 c, _ = srv.accept()
+import os, time
+time.sleep(float(os.environ.get("R_DELAY", 0)))  # a reader that starts reading late
 chunk = 8192
 def pat(off, n):
     return bytes(((off + k) * 7 + ((off + k) >> 12)) & 0xff for k in range(n))
@@ -60,10 +62,10 @@ run() {
 	tcp) env_r="NTBSOCK_UNUSED=1"; env_w="NTBSOCK_UNUSED=1";;
 	*) env_r="$(pl_env b)"; env_w="$(pl_env a) $*";;
 	esac
-	env $env_r python3 "$PL_TMP/r.py" 127.0.0.2 $p >"$PL_TMP/r.$mode.out" 2>&1 &
+	env $env_r ${R_ENV:-} python3 "$PL_TMP/r.py" 127.0.0.2 $p >"$PL_TMP/r.$mode.out" 2>&1 &
 	R=$!; PL_PIDS="$PL_PIDS $R"
 	pl_wait_port 127.0.0.2 $p
-	env $env_w python3 "$PL_TMP/w.py" 127.0.0.2 $p >"$PL_TMP/w.$mode.out" 2>&1 &
+	env $env_w ${W_ENV:-} python3 "$PL_TMP/w.py" 127.0.0.2 $p >"$PL_TMP/w.$mode.out" 2>&1 &
 	W=$!; PL_PIDS="$PL_PIDS $W"
 	# the kill comes 1 s into the stream, not 1 s after the start: a program slowed down (a
 	# sanitizer's runtime) may not have connected by then, and its reader waits in accept();
@@ -114,6 +116,15 @@ grep -q ': ntb (link' "$PL_TMP/b.log" || pl_fail "ntb run: not over ntb"
 [ "$R_GOT" -ge "$W_LAST" ] || pl_fail "ntb run: short EOF: the reader got $R_GOT of $W_LAST accepted bytes"
 [ "$R_GOT" -le $((W_LAST + 8192 * 2)) ] || pl_fail "ntb run: the reader got more than was sent"
 
+# a reader that starts reading only after the kill, on a clean link: the writer's bytes all
+# arrived (validated by the reader's library, not yet read by its program) when it died; they
+# all reach the program, then end of file, as over kernel TCP (its socket was not armed to reset:
+# nothing was waiting for validation)
+R_ENV=R_DELAY=3 KILL_AFTER=0.5 run slowread $((port + 7))
+[ "$R_END" = eof ] || pl_fail "slowread run: reader ended with '$R_END' where kernel TCP gives EOF"
+[ "$R_GOT" -ge "$W_LAST" ] || pl_fail "slowread run: short EOF: the reader got $R_GOT of $W_LAST accepted bytes"
+[ "$R_GOT" -le $((W_LAST + 8192 * 2)) ] || pl_fail "slowread run: the reader got more than was sent"
+
 # accepted bytes die with the writer: its window writes stop after 3 MiB, it is killed later
 run cut $((port + 2)) NTBSOCK_FAULT=cut_after=3M
 [ "$R_END" = reset ] || pl_fail "cut run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
@@ -121,13 +132,21 @@ run cut $((port + 2)) NTBSOCK_FAULT=cut_after=3M
 # the same, killed 0.3 s after passing the cut: before the reader's link timeout noticed the
 # silence, so its first look at the writer finds it dead; the heartbeat stopped well before that
 # death (by the writer's own stamp), which tells it from a clean one (a silence of more than two
-# heartbeats and 50 ms)
+# heartbeats and 50 ms); and the writer's socket, armed to reset once its bytes waited without
+# progress, ends in a reset (either tells it)
 ka=0.3
 KILL_AFTER=$ka run cutsoon $((port + 3)) NTBSOCK_FAULT=cut_after=3M
 [ "$R_END" = reset ] || pl_fail "cutsoon run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
 [ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutsoon run: the reader got more than was sent"
-grep -q 'the link was silent .* ms before the peer died' "$PL_TMP/b.log" ||
+grep -q 'the link was silent .* ms before the peer died\|TCP socket was reset (it died with bytes unacknowledged' "$PL_TMP/b.log" ||
 	pl_fail "cutsoon run: the reader did not tell the death after a silence"
+# killed 0.05 s after passing the cut: well inside two heartbeats of the silence, where the
+# heartbeat's age cannot tell the death from a clean one; the writer's socket was armed to reset
+# once its bytes waited without progress (tp_witness.c), so the reader sees a reset, not an end
+KILL_AFTER=0.05 run cutfast $((port + 6)) NTBSOCK_FAULT=cut_after=3M
+[ "$R_END" = reset ] || pl_fail "cutfast run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
+[ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutfast run: the reader got more than was sent"
+[ "$R_GOT" -lt "$W_LAST" ] || pl_fail "cutfast run: no accepted byte was lost ($R_GOT of $W_LAST): the case is not the one meant"
 # The reader stopped (SIGSTOP, as a starved host) before the writer's link went silent and
 # continued only after the writer died: its first look sees the writer's last heartbeats then,
 # long after they were written. Their age must come from the writer's stamp, not from that late

@@ -210,6 +210,101 @@ static void test_failover_missing_bytes_reset(void **state)
 	tl_pair_close(&p);
 }
 
+/* SO_LINGER of FD as the kernel has it. */
+static struct linger kernel_linger(int fd)
+{
+	struct linger lg = { -1, -1 };
+	socklen_t l = sizeof(lg);
+
+	assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &l), 0);
+	return lg;
+}
+
+static bool rst_armed(struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->rst_armed, memory_order_relaxed);
+}
+
+/* Run A's timers (and B's, with B) every ms until A's socket is armed (WANT) or not: whether
+ * it came to that within 3 s. (The quick probes back off while nothing progresses: after a
+ * phase of answered probes without progress, the next two may be ~0.4 s apart.) */
+static bool timers_until_armed(struct tp_conn *a, struct tp_conn *b, bool want)
+{
+	for (int i = 0; i < 3000 && rst_armed(a) != want; i++) {
+		usleep(1000);
+		if (b)
+			tp_conn_timers(b, tp_now_ms());
+		tp_conn_timers(a, tp_now_ms());
+	}
+	return rst_armed(a) == want;
+}
+
+/* The writer's half of the witness (tp_witness.c): bytes waiting while the receiver does not
+ * answer our probes arm the writer's socket to reset on its death (SO_LINGER {1, 0}); the
+ * program meanwhile sees and sets its own value (kept aside, put back); an answer disarms it,
+ * the receiver's program need not read; a failover to the socket disarms it for good. (B's
+ * receive lock, held by the test, keeps B's answers back: a link that lost A's writes.) */
+static void test_witness_rst_armed(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+	struct linger lg, mine = { .l_onoff = 1, .l_linger = 7 };
+
+	(void)state;
+	pair_open(&p, "fo-rst");
+	connect_pair(&p, 3, &ca, &cb, sv);
+	assert_int_equal(tp_conn_linger_get(ca, sv[0], &lg), 0);
+	assert_int_equal(lg.l_onoff, 0);
+	/* B answers A's probes (its timers): never armed, though B's program reads nothing */
+	assert_true(tu_send_mixed(ca, 5, 0, 64u << 10) > 0);
+	for (int i = 0; i < 30; i++) {
+		usleep(1000);
+		tp_conn_timers(ca, tp_now_ms());
+		tp_conn_timers(cb, tp_now_ms());
+	}
+	assert_false(rst_armed(ca));
+	/* B answers nothing now: armed at A's second quick probe */
+	tp_mutex_lock(&cb->rx_lock);
+	assert_true(tu_send_mixed(ca, 6, 0, 16u << 10) > 0);
+	assert_true(timers_until_armed(ca, NULL, true));
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_onoff, 1);
+	assert_int_equal(lg.l_linger, 0);
+	assert_int_equal(tp_conn_linger_get(ca, sv[0], &lg), 0);
+	assert_int_equal(lg.l_onoff, 0); /* the program's value, kept aside */
+	/* the program sets its own: kept for later, the socket still resets */
+	assert_int_equal(tp_conn_linger_set(ca, sv[0], &mine), 0);
+	assert_int_equal(tp_conn_linger_get(ca, sv[0], &lg), 0);
+	assert_int_equal(lg.l_onoff, 1);
+	assert_int_equal(lg.l_linger, 7);
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_linger, 0);
+	/* B answers again (its program still reads nothing): disarmed, the program's value back */
+	tp_mutex_unlock(&cb->rx_lock);
+	assert_true(timers_until_armed(ca, cb, false));
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_onoff, 1);
+	assert_int_equal(lg.l_linger, 7);
+	/* armed again, then a failover carries the stream over the socket: disarmed for good */
+	tp_mutex_lock(&cb->rx_lock);
+	assert_true(tu_send_mixed(ca, 7, 0, 8u << 10) > 0);
+	assert_true(timers_until_armed(ca, NULL, true));
+	assert_true(tp_fo_request(ca, "link down"));
+	assert_false(rst_armed(ca));
+	tp_conn_timers(ca, tp_now_ms()); /* (still unvalidated: would arm, but for the failover) */
+	assert_false(rst_armed(ca));
+	tp_mutex_unlock(&cb->rx_lock);
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_DONE);
+	lg = kernel_linger(sv[0]);
+	assert_int_equal(lg.l_onoff, 1);
+	assert_int_equal(lg.l_linger, 7);
+	tl_pair_close(&p);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 /* Is C on L's list of connections (not released)? */
 static bool listed(struct tp_link *l, struct tp_conn *c)
 {
@@ -288,6 +383,7 @@ int main(void)
 		cmocka_unit_test(test_failover_exact_both_ways),
 		cmocka_unit_test(test_failover_fin_in_flight),
 		cmocka_unit_test(test_failover_missing_bytes_reset),
+		cmocka_unit_test(test_witness_rst_armed),
 		cmocka_unit_test(test_failover_close_under_lock),
 		cmocka_unit_test(test_hdr_parse),
 	};

@@ -234,17 +234,17 @@ static void test_send_fits(void **state)
 	ssize_t r = tp_send(p.ca, &v, 1);
 	assert_true(r < (ssize_t)sizeof(buf) || msgs_sent(p.ca) - m0 >= 2);
 	assert_false(tp_send_fits(p.ca, sizeof(buf), false));
-	assert_false(p.ca->tx_wait_set);
+	assert_int_equal(p.ca->tx_wait_v, 0);
 	/* armed: the receiver is asked to ring, and its reads release the space */
 	assert_false(tp_send_fits(p.ca, sizeof(buf), true));
-	assert_true(p.ca->tx_wait_set);
+	assert_int_equal(p.ca->tx_wait_v, TP_TXW_ROOM);
 	uint8_t in[8192];
 	struct iovec vi = { in, sizeof(in) };
 	while (tp_recv(p.cb, &vi, 1, 0) > 0)
 		;
 	assert_true(tp_send_fits(p.ca, sizeof(buf), false));
 	assert_true(tp_send(p.ca, &v, 1) == (ssize_t)sizeof(buf));
-	assert_false(p.ca->tx_wait_set); /* a send clears it */
+	assert_int_equal(p.ca->tx_wait_v, 0); /* a send clears it */
 	assert_true(tp_writable_hint(p.ca, sizeof(buf)));
 	/* failed or shut: tp_send() says why */
 	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0);

@@ -1434,13 +1434,29 @@ static size_t drain_now(struct tp_conn *c, uint8_t *buf, size_t len)
 	}
 }
 
+/* Under B's rx_lock (the helper's timers take it too): whether B owes A a ring, and the time
+ * of B's first look that found nothing since (0: none yet). */
+static bool owes(struct tp_conn *b, uint64_t *ret_idle)
+{
+	bool o;
+
+	tp_mutex_lock(&b->rx_lock);
+	o = b->held_owe;
+	if (ret_idle)
+		*ret_idle = b->owe_idle_ns;
+	tp_mutex_unlock(&b->rx_lock);
+	return o;
+}
+
 /* Hold a merged message on P's A side: inline messages the lazy release may keep back, then
- * three small writes. True when it is held and what went before it read by B (whose release
- * then went out at once: TX_WAIT's HELD bit); false when the helper published it meanwhile
- * (its quick probe, 1 ms after the last progress: a slow run), with everything read. */
+ * three small writes. B reads one message, less than its lazy release keeps back: the
+ * release goes out at once all the same (TX_WAIT's HELD bit), and B reads the rest of what was
+ * published. True when it is held and all that went before it read by B; false when the
+ * helper published it meanwhile (its quick probe, 1 ms after the last progress: a slow run),
+ * with everything read. */
 static bool hold_one(struct tl_pair *p, uint8_t *pay, uint8_t *out, size_t *lead, size_t *total)
 {
-	uint32_t k = p->ca->out.inline_n / 4u;
+	uint32_t k = p->ca->out.inline_n / 4u, v = 0, ci;
 	size_t n = 0, got;
 
 	for (uint32_t i = 0; i < k; i++, n += 10) {
@@ -1455,9 +1471,22 @@ static bool hold_one(struct tl_pair *p, uint8_t *pay, uint8_t *out, size_t *lead
 		assert_int_equal(tp_send(p->ca, &w, 1), 40);
 	}
 	*total = n;
-	got = drain_now(p->cb, out, n);
-	if (got == *lead && p->ca->held)
-		return true;
+	got = drain_now(p->cb, out, 10);
+	tp_mutex_lock(&p->cb->rx_lock);
+	ci = p->cb->c_i;
+	tp_mutex_unlock(&p->cb->rx_lock);
+	tp_mutex_lock(&p->ca->tx_lock);
+	bool held = p->ca->held, seen = tp_slot_word(p->ca, TP_W_FB_RX_I, &v);
+	uint32_t txw = p->ca->tx_wait_v;
+	tp_mutex_unlock(&p->ca->tx_lock);
+	if (got == 10 && held) {
+		assert_int_equal(txw, TP_TXW_HELD);
+		assert_true(seen);
+		assert_int_equal(v, ci); /* one message's release, published at once */
+		got += drain_now(p->cb, out + got, n - got);
+		if (got == *lead && p->ca->held)
+			return true;
+	}
 	recv_exact(p->cb, out + got, n - got);
 	assert_memory_equal(out, pay, n);
 	return false;
@@ -1466,12 +1495,15 @@ static bool hold_one(struct tl_pair *p, uint8_t *pay, uint8_t *out, size_t *lead
 /* A receiver's release does not ring a sender that only holds a merged message (its next write
  * sees the release and publishes; a ring per message woke its helper each time, half of a
  * 1 KiB stream's rate): the ring is owed, cleared by the sender's own publication, and paid
- * when the receiver keeps finding nothing for TP_HELD_RING_NS, or when it waits. */
+ * when the receiver keeps finding nothing for TP_HELD_RING_NS, or at once when it waits. A
+ * sender waiting for room (ROOM, or 1 from a sender that knew no HELD bit) is rung at each
+ * release. */
 static void test_merge_ring_owed(void **state)
 {
 	static uint8_t pay[4096], out[4096];
 	struct tl_pair p;
 	size_t lead, total;
+	uint64_t idle;
 	uint32_t db0;
 	int tries = 0, done = 0;
 
@@ -1479,17 +1511,17 @@ static void test_merge_ring_owed(void **state)
 	pair_open(&p, "mergering", NULL, NULL);
 	for (unsigned i = 0; i < sizeof(pay); i++)
 		pay[i] = (uint8_t)(i * 7 + 3);
-	while (done < 2) {
-		assert_true(++tries < 100); /* (the helper published first every time) */
+	while (done < 3) {
+		assert_true(++tries < 1000); /* (the helper published first every time) */
 		db0 = ntb_db_read(p.ca->link->ntb);
 		if (!hold_one(&p, pay, out, &lead, &total))
 			continue;
 		assert_memory_equal(out, pay, lead);
-		/* released at once, not rung: owed */
-		assert_true(p.cb->held_owe);
+		/* released at once, not rung: owed; drain_now()'s last look found nothing, the
+		 * idle time counts from it */
+		assert_true(owes(p.cb, &idle));
+		assert_int_not_equal(idle, 0);
 		assert_int_equal(ntb_db_read(p.ca->link->ntb), db0);
-		/* (drain_now()'s last look found nothing: the idle time counts from it) */
-		assert_int_not_equal(p.cb->owe_idle_ns, 0);
 		if (done == 0) {
 			/* the sender writes again: it sees the release and publishes (itself) */
 			struct iovec w = { pay + total, 9 };
@@ -1503,22 +1535,53 @@ static void test_merge_ring_owed(void **state)
 			assert_int_equal(p.ca->tx_d_pub, p.ca->tx_d);
 			drain_now(p.cb, out + lead, total - lead);
 			assert_memory_equal(out, pay, total);
-			assert_false(p.cb->held_owe); /* its message paid the debt */
+			assert_false(owes(p.cb, NULL)); /* its message paid the debt */
 			assert_int_equal(ntb_db_read(p.ca->link->ntb), db0);
-		} else {
+		} else if (done == 1) {
 			/* the receiver keeps looking and finds nothing: it rings */
 			usleep(TP_HELD_RING_NS / 1000u * 5u);
 			if (!p.ca->held) {
 				recv_exact(p.cb, out + lead, total - lead);
 				continue;
 			}
-			assert_false(tp_readable_hint(p.cb));
-			assert_false(p.cb->held_owe);
-			assert_int_not_equal(ntb_db_read(p.ca->link->ntb), db0);
+			if (tp_readable_hint(p.cb)) { /* (published by the helper meanwhile) */
+				recv_exact(p.cb, out + lead, total - lead);
+				continue;
+			}
+			assert_false(owes(p.cb, NULL));
+			assert_int_equal(ntb_db_read(p.ca->link->ntb), db0 + 1);
 			recv_exact(p.cb, out + lead, total - lead); /* (the helper publishes it) */
+			assert_memory_equal(out, pay, total);
+		} else {
+			/* the receiver waits (arms its wake-up): it rings at once, no 10 us first */
+			int r = tp_wait(p.cb, TP_EV_IN, 0);
+
+			if (r != 0 || !p.ca->held) {
+				recv_exact(p.cb, out + lead, total - lead);
+				continue;
+			}
+			assert_false(owes(p.cb, NULL));
+			assert_int_equal(ntb_db_read(p.ca->link->ntb), db0 + 1);
+			recv_exact(p.cb, out + lead, total - lead);
 			assert_memory_equal(out, pay, total);
 		}
 		done++;
+	}
+	/* a sender waiting for room (or one that wrote 1 for everything): rung at each release */
+	for (uint32_t bits = TP_TXW_ROOM; bits <= (TP_TXW_ROOM | TP_TXW_HELD); bits += 2) {
+		struct iovec w = { pay, 10 };
+
+		assert_int_equal(tp_send(p.ca, &w, 1), 10);
+		tp_mutex_lock(&p.ca->tx_lock); /* (after the send, which takes the ROOM bit back) */
+		tp_set_tx_wait(p.ca, bits);
+		tp_mutex_unlock(&p.ca->tx_lock);
+		db0 = ntb_db_read(p.ca->link->ntb);
+		assert_int_equal(drain_now(p.cb, out, 10), 10);
+		assert_true(ntb_db_read(p.ca->link->ntb) != db0);
+		assert_false(owes(p.cb, NULL));
+		tp_mutex_lock(&p.ca->tx_lock);
+		tp_set_tx_wait(p.ca, 0);
+		tp_mutex_unlock(&p.ca->tx_lock);
 	}
 	print_message("mergering: %d tries\n", tries);
 	tl_pair_close(&p);
