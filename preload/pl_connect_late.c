@@ -27,7 +27,8 @@
  * established socket nothing looks at it but the program, and pl_defer_clear() clears it
  * before anything that could (getsockopt(), a connect() after a disconnect, listen(), fork,
  * after which two processes would each clear it once, exec, which hands the socket to a
- * program that does not know it).
+ * program that does not know it). A value the program set before the connect (read then unless
+ * socket() left the options untouched: PL_CAND_DEFOPTS) is put back instead of 0, at once.
  *
  * Both ends must then agree on the path, also when the set-up is slow (a stalled peer,
  * contexts short, a client descheduled or stopped at any point). The client decides, and its
@@ -56,11 +57,23 @@ static void release_ack(int fd)
 	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 }
 
-static void defer_accept_clear(int fd)
+/* FD's TCP_DEFER_ACCEPT back to OWN, the program's value (0: it set none). */
+static void defer_accept_put(int fd, int own)
 {
-	int off = 0;
+	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &own, sizeof(own));
+}
 
-	pl_real.setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &off, sizeof(off));
+/* The TCP_DEFER_ACCEPT the program set on FD before its connect, or 0: none when its PL_CAND_*
+ * flags CF say socket() left it so (no system call). */
+static int defer_accept_own(int fd, unsigned cf)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if ((cf & PL_CAND_DEFOPTS) ||
+	    pl_real.getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &v, &l) < 0)
+		return 0;
+	return v;
 }
 
 /* The check and the clear are one step under S's lock, and the flag drops only once the kernel's
@@ -76,7 +89,7 @@ void pl_defer_clear(struct pl_sock *s, int fd)
 	if (atomic_load_explicit(&s->defer_left, memory_order_relaxed)) { /* (under the lock) */
 		int saved = errno;
 
-		defer_accept_clear(fd);
+		defer_accept_put(fd, 0);
 		errno = saved;
 		/* release: pairs with the acquire above; the clear is done before */
 		atomic_store_explicit(&s->defer_left, false, memory_order_release);
@@ -106,10 +119,11 @@ void pl_defer_clear_all(void)
 	}
 }
 
-/* True when the option was set (HOLD: the ACK is held from now on). */
-static bool hold_ack(int fd, bool hold)
+/* True when the option was set (HOLD: the ACK is held from now on; else the option goes back to
+ * OWN, the program's value). */
+static bool hold_ack(int fd, bool hold, int own)
 {
-	int on = hold, one = 1;
+	int on = hold ? 1 : own, one = 1;
 
 	/* sends the held ACK, if any (only in ESTABLISHED: else a no-op); first, as the server
 	 * waits for it */
@@ -141,9 +155,9 @@ static bool handshake_acked(int fd)
  * and under the "error" fall-back policy dissolve the TCP connection again (connect(AF_UNSPEC):
  * the server never accepted it) and fail. */
 static int connect_late_tcp(int fd, const struct sockaddr *dst, int r, int e, const char *desc,
-			    const char *reason, enum tp_reason why)
+			    const char *reason, enum tp_reason why, int own)
 {
-	hold_ack(fd, false);
+	hold_ack(fd, false, own);
 	if (!reason)
 		reason = tp_reason_str(why);
 	LOG(LL_INFO, "fd %d %s: tcp (%s)", fd, desc, reason);
@@ -163,7 +177,7 @@ static int connect_late_tcp(int fd, const struct sockaddr *dst, int r, int e, co
  * connect completed. Same results as pl_connect(). */
 static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_conn *conn,
 				int link_index, unsigned cf, const char *desc, int r, int e,
-				int saved_errno)
+				int saved_errno, int own)
 {
 	struct pl_sock *s = pl_sock_alloc(PL_CONN);
 
@@ -171,15 +185,16 @@ static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_co
 		PL_ENTER();
 		tp_abort(conn);
 		PL_LEAVE();
-		defer_accept_clear(fd);
+		defer_accept_put(fd, own);
 		LOG(LL_INFO, "fd %d %s: tcp (out of memory)", fd, desc);
 		pl_tcpstat_add(fd, dst, "out of memory");
 		errno = e;
 		return r;
 	}
 	pl_sock_opts_init(s, fd, cf);
-	/* relaxed: before the install (its release store publishes it) */
-	atomic_store_explicit(&s->defer_left, r == 0, memory_order_relaxed);
+	/* relaxed: before the install (its release store publishes it); the program's own value
+	 * was put back already */
+	atomic_store_explicit(&s->defer_left, r == 0 && !own, memory_order_relaxed);
 	tp_conn_set_witness(conn, fd); /* a silent peer's end is seen there (transport.h) */
 	s->conn = conn;
 	s->link_index = link_index;
@@ -189,7 +204,7 @@ static int connect_late_install(int fd, const struct sockaddr *dst, struct tp_co
 		int cr = tp_conn_confirm(conn);
 		PL_LEAVE();
 		if (cr < 0) {
-			defer_accept_clear(fd);
+			defer_accept_put(fd, own);
 			LOG(LL_INFO, "fd %d %s: tcp (peer error: confirm failed: %s)", fd, desc,
 			    strerror(-cr));
 			pl_tcpstat_add(fd, dst, "peer error: confirm failed");
@@ -222,15 +237,16 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	struct tp_key key;
 	char desc[128];
 	int r, e;
+	int own = defer_accept_own(fd, cf); /* put back where ours would be cleared */
 
-	hold_ack(fd, true);
+	hold_ack(fd, true, own);
 
 	errno = saved_errno;
 	r = pl_real.connect(fd, dst, dlen);
 	e = errno;
 	if (r < 0 && e != EINPROGRESS && e != EINTR) {
 		/* refused, unreachable, no port left...: as over TCP */
-		hold_ack(fd, false);
+		hold_ack(fd, false, own);
 		pl_addr_str(dst, desc, sizeof(desc));
 		LOG(LL_DEBUG, "fd %d -> %s: connect failed: %s", fd, desc, strerror(e));
 		errno = e;
@@ -240,7 +256,7 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	if (pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) < 0 ||
 	    pl_key_build((struct sockaddr *)&local, dst, &key) < 0) {
 		pl_addr_str(dst, desc, sizeof(desc));
-		return connect_late_tcp(fd, dst, r, e, desc, "getsockname failed", why);
+		return connect_late_tcp(fd, dst, r, e, desc, "getsockname failed", why, own);
 	}
 	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
 	int tmo = (int)pl_tpp.setup_timeout_ms;
@@ -256,7 +272,7 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 			   reserved_ns - setup_ns < PL_HOLD_OK_MS * 1000000LL);
 	if (tr < 0)
 		return connect_late_tcp(fd, dst, r, e, desc, NULL,
-					why == TP_REASON_NONE ? TP_REASON_LOCAL_ERROR : why);
+					why == TP_REASON_NONE ? TP_REASON_LOCAL_ERROR : why, own);
 	/* The decision, final once written (the server's tp_attach() waits for it): an ACK
 	 * already sent (the kernel's delayed ACK) may have let the server accept before the
 	 * reservation existed, so that it stayed tcp: give it up. Else commit it before the ACK
@@ -266,14 +282,16 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 		tp_abort(conn);
 		PL_LEAVE();
 		return connect_late_tcp(fd, dst, r, e, desc,
-					"ntb set-up slower than the TCP handshake may wait", why);
+					"ntb set-up slower than the TCP handshake may wait", why, own);
 	}
 	PL_ENTER();
 	tp_conn_commit(conn);
 	PL_LEAVE();
-	if (r == 0)
+	if (r != 0)
+		hold_ack(fd, false, own); /* still in SYN_SENT: ours would delay the ACK by 200 ms */
+	else if (!own)
 		release_ack(fd); /* established: the option no longer acts (see the top) */
 	else
-		hold_ack(fd, false); /* still in SYN_SENT: it would delay the ACK by 200 ms */
-	return connect_late_install(fd, dst, conn, link_index, cf, desc, r, e, saved_errno);
+		hold_ack(fd, false, own);
+	return connect_late_install(fd, dst, conn, link_index, cf, desc, r, e, saved_errno, own);
 }

@@ -371,7 +371,8 @@ void pl_cand_init(void);
 /* What socket() made, and what of it is still as socket() left it (pl_cand_flags()). */
 #define PL_CAND_TCP      0x01u /* a TCP socket: it may become NTB */
 #define PL_CAND_UNBOUND  0x02u /* no bind() since */
-#define PL_CAND_DEFOPTS  0x04u /* O_NONBLOCK, timeouts and linger as socket() left them */
+#define PL_CAND_DEFOPTS  0x04u /* O_NONBLOCK, timeouts, linger and TCP_DEFER_ACCEPT as
+				* socket() left them */
 #define PL_CAND_NONBLOCK 0x08u /* made with SOCK_NONBLOCK */
 #define PL_CAND_V6       0x10u /* AF_INET6 */
 void pl_cand_mark(int fd, unsigned flags); /* socket() made FD (FLAGS 0: not TCP) */

@@ -481,8 +481,8 @@ static void pl_sock_sndbuf(int fd)
 
 NTB_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	if (level == SOL_SOCKET)
-		pl_cand_drop(fd, PL_CAND_DEFOPTS); /* (any of its options: a few matter) */
+	if (level == SOL_SOCKET || (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT))
+		pl_cand_drop(fd, PL_CAND_DEFOPTS); /* (any SOL_SOCKET option: a few matter) */
 	if (level == IPPROTO_TCP && name == TCP_DEFER_ACCEPT) {
 		struct pl_sock *d = pl_lookup(fd);
 
