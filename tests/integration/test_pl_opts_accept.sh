@@ -68,22 +68,19 @@ run_case() {
 	sed 's/^/  /' "$PL_TMP/$name-ntb-srv.out" "$PL_TMP/$name-ntb-cli.out"
 }
 
-srv_extra=
-run_case listener-opts 1 listen-opts -- listen-opts-client
-grep -qx 'recv error EAGAIN' "$PL_TMP/listener-opts-ntb-srv.out" ||
-	pl_fail "listener-opts: the recv did not end on the receive timeout"
-grep -qx 'client recv error Connection reset by peer' "$PL_TMP/listener-opts-ntb-cli.out" ||
-	pl_fail "listener-opts: the close did not reset (SO_LINGER 0)"
-srv_extra=early
-run_case listener-opts-early 1 listen-opts -- listen-opts-client
-grep -qx 'recv error EAGAIN' "$PL_TMP/listener-opts-early-ntb-srv.out" ||
-	pl_fail "listener-opts-early: the recv did not end on the receive timeout"
-grep -qx 'client recv error Connection reset by peer' "$PL_TMP/listener-opts-early-ntb-cli.out" ||
-	pl_fail "listener-opts-early: the close did not reset (SO_LINGER 0)"
-srv_extra=fork
-run_case listener-opts-fork 1 listen-opts -- listen-opts-client
-grep -qx 'recv error EAGAIN' "$PL_TMP/listener-opts-fork-ntb-srv.out" ||
-	pl_fail "listener-opts-fork: the recv did not end on the receive timeout"
+# opts_case NAME EXTRA [reset]: the listener-options case NAME with the server's EXTRA; the
+# accepted connection's recv ends on its receive timeout, and with "reset" its close resets
+opts_case() {
+	srv_extra=$2
+	run_case $1 1 listen-opts -- listen-opts-client
+	grep -qx 'recv error EAGAIN' "$PL_TMP/$1-ntb-srv.out" ||
+		pl_fail "$1: the recv did not end on the receive timeout"
+	[ "$3" != reset ] || grep -qx 'client recv error Connection reset by peer' "$PL_TMP/$1-ntb-cli.out" ||
+		pl_fail "$1: the close did not reset (SO_LINGER 0)"
+}
+opts_case listener-opts '' reset
+opts_case listener-opts-early early reset
+opts_case listener-opts-fork fork
 srv_extra=backlog
 run_case listener-opts-backlog 1 listen-opts -- listen-opts-client
 grep -qx 'recv data' "$PL_TMP/listener-opts-backlog-ntb-srv.out" ||
