@@ -148,11 +148,12 @@ struct conf_rule {
  * (conf_tunables_defaults(); man/ntbsock.conf.5). */
 struct conf_tunables {
 	uint32_t queue_size;       /* 0 (default): auto; else a power of two, 4K..1G */
-	uint32_t inline_slots;     /* default 64, power of two, 2..65536 */
+	uint32_t inline_slots;     /* default 8, power of two, 2..65536 */
 	uint32_t inline_max;       /* default 116, 0..116 */
 	uint32_t short_max;        /* default 16K (queue_size if smaller), 0..1G,
 				    * ≤ queue_size when that is set */
-	uint32_t contexts;         /* default 256, 1..4096 */
+	uint32_t contexts;         /* transfer contexts (data rings): default 256, 1..4096 */
+	uint32_t connections;      /* connection slots: default 0 (auto), 1..16384 */
 	uint32_t cnct_timeout_ms;  /* default 10 */
 	uint32_t send_timeout_ms;  /* default 100 */
 	uint32_t recv_timeout_ms;  /* default 50 */

@@ -125,6 +125,10 @@ static void print_tunables(FILE *out, const struct conf_tunables *t)
 	fprintf(out, "    %-20s %u\n", "inline_max", t->inline_max);
 	print_size(out, "short_max", t->short_max);
 	fprintf(out, "    %-20s %u\n", "contexts", t->contexts);
+	if (t->connections)
+		fprintf(out, "    %-20s %u\n", "connections", t->connections);
+	else
+		fprintf(out, "    %-20s auto\n", "connections");
 	fprintf(out, "    %-20s %u ms\n", "cnct_timeout_ms", t->cnct_timeout_ms);
 	fprintf(out, "    %-20s %u ms\n", "send_timeout_ms", t->send_timeout_ms);
 	fprintf(out, "    %-20s %u ms\n", "recv_timeout_ms", t->recv_timeout_ms);

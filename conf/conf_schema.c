@@ -89,7 +89,7 @@ void conf_tunables_defaults(struct conf_tunables *t)
 {
 	/* Keep equal to tp_params_init() (transport/tp_link.c). */
 	t->queue_size = 0; /* auto: the largest power of two the window allows, at most 1 MiB */
-	t->inline_slots = 64;
+	t->inline_slots = 8;
 	t->inline_max = 116;
 	t->short_max = 16 * KIB;
 	t->contexts = 256;
@@ -140,7 +140,7 @@ static int get_queue_size(struct conf_ctx *ctx, const config_setting_t *g, uint3
 static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 {
 	static const char *const keys[] = {
-		"queue_size", "inline_slots", "inline_max", "short_max", "contexts",
+		"queue_size", "inline_slots", "inline_max", "short_max", "contexts", "connections",
 		"cnct_timeout_ms", "send_timeout_ms", "recv_timeout_ms", "detect_timeout_ms",
 		"max_err", "spin_us", "setup_timeout_ms", "peer_timeout_ms", NULL
 	};
@@ -157,6 +157,7 @@ static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 	    (rc = get_u32(ctx, g, "inline_max", false, 0, 116, &t->inline_max)) ||
 	    (rc = get_u32(ctx, g, "short_max", true, 0, 1 * GIB, &t->short_max)) ||
 	    (rc = get_u32(ctx, g, "contexts", false, 1, 4096, &t->contexts)) ||
+	    (rc = get_u32(ctx, g, "connections", false, 0, 16384, &t->connections)) ||
 	    (rc = get_u32(ctx, g, "cnct_timeout_ms", false, 1, 600000, &t->cnct_timeout_ms)) ||
 	    (rc = get_u32(ctx, g, "send_timeout_ms", false, 1, 600000, &t->send_timeout_ms)) ||
 	    (rc = get_u32(ctx, g, "recv_timeout_ms", false, 1, 600000, &t->recv_timeout_ms)) ||
@@ -439,15 +440,18 @@ static const struct backend_keys *backend_keys_of(const char *name)
 	return &other;
 }
 
-/* The window must hold every receive context's rings. Mirrors transport's layout
- * (tp_int.h: a 64 KiB header, then per context 512 bytes of ring heads, the inline ring and
- * the data ring of queue_size, at least 4 KiB when auto); transport re-checks at open. */
+/* The window must hold the connection slots and the pool of transfer contexts. Mirrors
+ * transport's layout (tp_int.h: a 64 KiB header, per connection 512 bytes of control words and
+ * the inline ring, per context a data ring of queue_size, at least 4 KiB when auto; with
+ * connections auto, at least one slot per context); transport re-checks at open. */
 static int check_window_fits(struct conf_ctx *ctx, const config_setting_t *g,
 			     const struct conf_link *l)
 {
 	const struct conf_tunables *t = &ctx->c->tunables;
 	uint64_t q = t->queue_size ? t->queue_size : 4 * KIB;
-	uint64_t need = 64 * KIB + (uint64_t)t->contexts * (512 + 128ull * t->inline_slots + q);
+	uint64_t conns = t->connections ? t->connections : t->contexts;
+	uint64_t need = 64 * KIB + conns * (512 + 128ull * t->inline_slots) + 4 * KIB +
+			(uint64_t)t->contexts * q;
 	const config_setting_t *s = config_setting_get_member(g, "window_size");
 	char w[32], n[32], qs[32];
 

@@ -80,6 +80,7 @@ static inline void glue_tp_params(const struct conf_tunables *t, struct tp_param
 	ret->inline_max = t->inline_max;
 	ret->short_max = t->short_max;
 	ret->contexts = t->contexts;
+	ret->connections = t->connections;
 	ret->cnct_timeout_ms = t->cnct_timeout_ms;
 	ret->send_timeout_ms = t->send_timeout_ms;
 	ret->recv_timeout_ms = t->recv_timeout_ms;

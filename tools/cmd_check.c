@@ -65,19 +65,22 @@ static bool print_capacity(const char *path, const struct conf_link *cl,
 	tool_size_str(cl->window_size, w, sizeof(w));
 	if (rc) {
 		printf("    capacity: none: %s\n", rc == -ENOSPC ?
-		       "the window is too small for the receive contexts" : strerror(-rc));
-		fprintf(stderr, "ntbsock check: %s: link %s: a window of %s cannot hold %u receive "
-			"contexts with %u inline slots of 128 B and a data ring of at least 4 KiB "
-			"each%s: lower contexts or queue_size, or enlarge window_size\n", path,
-			cl->name, w, tpp->contexts, tpp->inline_slots,
-			tpp->queue_size ? " (or the queue_size given)" : "");
+		       "the window is too small for the connections and transfer contexts" :
+		       strerror(-rc));
+		fprintf(stderr, "ntbsock check: %s: link %s: a window of %s cannot hold %u transfer "
+			"contexts (data rings of at least 4 KiB%s) beside the connection slots "
+			"(%u inline slots of 128 B each): lower contexts, connections or "
+			"queue_size, or enlarge window_size\n", path, cl->name, w, tpp->contexts,
+			tpp->queue_size ? ", or the queue_size given" : "", tpp->inline_slots);
 		return false;
 	}
-	printf("    capacity: %u connections at once (a receive context each), each %.1f KiB of "
-	       "window per direction, idle or busy: %u inline slots of 128 B and a %s data ring "
-	       "(%.0f %% of the window in slots)\n", g.contexts, g.slot_size / 1024.0,
-	       g.inline_slots, tool_size_str(g.queue_size, ring, sizeof(ring)),
-	       100.0 * g.contexts * (double)g.slot_size / (double)cl->window_size);
+	printf("    capacity: %u connections at once, each %.1f KiB of window per direction "
+	       "(control words and %u inline slots of 128 B; %.0f %% of the window)\n",
+	       g.connections, g.slot_size / 1024.0, g.inline_slots,
+	       100.0 * g.connections * (double)g.slot_size / (double)cl->window_size);
+	printf("    transfers: %u at once through data rings of %s (transfer contexts, granted "
+	       "per transfer; a connection without one sends through its inline slots)\n",
+	       g.contexts, tool_size_str(g.queue_size, ring, sizeof(ring)));
 	return true;
 }
 

@@ -160,6 +160,7 @@ struct tp_conn *tp_conn_new(struct tp_link *l, uint32_t slot)
 		conn_destroy(c);
 		return NULL;
 	}
+	tp_ring_conn_init(c); /* the data rings granted, each way (tp_ring.c) */
 	/* this process drives it (set-up, adopt): the release pairs with the CAS in
 	 * tp_conn_own() of a process forked later */
 	atomic_store_explicit(&e->active, (int32_t)tp_self_pid(), memory_order_release);

@@ -24,6 +24,7 @@ static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcx
 	tp_pkt_set_slot_off(&p, tp_slot_off(l, slot));
 	p.inline_n = l->geom.inline_n;
 	p.qsize = l->geom.qsize;
+	tp_pkt_set_pool(&p, l, e);
 	p.key = e->key;
 	p.apply_flags = apply_flags;
 	atomic_store_explicit(&e->result, 0, memory_order_relaxed); /* (under the host lock) */
@@ -197,7 +198,9 @@ static void apply_decide(struct tp_link *l, struct setup *s, uint64_t now, uint6
 		s->t.reason = s->t.pri ? TP_REASON_NO_CONTEXT : TP_REASON_TIMEOUT;
 	}
 	if (s->t.state == TP_TC_SENDING) {
-		if (!tp_geom_valid(l, e->peer_slot_off, e->peer_inline_n, e->peer_qsize)) {
+		if (!tp_geom_valid(l, e->peer_slot_off, e->peer_inline_n, e->peer_qsize) ||
+		    !tp_pool_valid(l, e->peer_pool_off, e->peer_pool_n, e->peer_qsize,
+				   e->peer_ring)) {
 			s->t.state = TP_TC_FAILED;
 			s->t.reason = TP_REASON_PEER_ERROR;
 		} else {

@@ -173,7 +173,7 @@ bool tp_writable_hint(struct tp_conn *c, size_t len)
 	/* The cached credits only (no feedback words read): room they show is room. */
 	if (!c->wr_shut)
 		ready = tp_data_room(c, TP_MT_SHORT) >= len ||
-			(len <= c->link->params.inline_max &&
+			((len <= c->link->params.inline_max || !c->out_ring_ok) &&
 			 c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	tp_mutex_unlock(&c->tx_lock);
 	return ready;

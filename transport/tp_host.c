@@ -192,22 +192,30 @@ int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t ep
 		h->inline_n = l->geom.inline_n;
 		h->qsize = l->geom.qsize;
 		h->slot_size = l->slot_size;
+		h->pool_off = l->geom.pool_off;
+		h->pool_n = l->geom.pool_n;
+		tp_pool_init(h, h->pool_n);
 	} else if (h->slot_size != l->slot_size || h->inline_n != l->geom.inline_n ||
-		   h->qsize != l->geom.qsize) {
+		   h->qsize != l->geom.qsize || h->pool_off != l->geom.pool_off ||
+		   h->pool_n != l->geom.pool_n) {
 		/* one layout per window: a process with other tunables uses the host's, if it is
-		 * one a peer accepts (tp_geom_valid(): 128-byte aligned slots, at least 2 inline
-		 * slots, rings of 4 KiB or more) */
-		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > l->in_size ||
+		 * one a peer accepts (tp_geom_valid(), tp_pool_valid(): 128-byte aligned slots, at
+		 * least 2 inline slots, rings of 4 KiB or more after the slots) */
+		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > h->pool_off ||
 		    h->slot_size % 128u || h->inline_n < 2 ||
 		    (h->inline_n & (h->inline_n - 1)) || h->inline_n > 65536 ||
 		    h->qsize < 4096 || (h->qsize & (h->qsize - 1)) || h->qsize > (1u << 30) ||
-		    h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u + h->qsize)
+		    h->slot_size < TP_SLOT_RINGS + h->inline_n * 128u || h->pool_off % 4096u ||
+		    h->pool_n == 0 || h->pool_n > TP_MAX_CONTEXTS || h->pool_off > l->in_size ||
+		    (uint64_t)h->pool_n * h->qsize > l->in_size - h->pool_off)
 			return -EINVAL;
-		LOG(LL_DEBUG, "transport: %s: using the host's queues (%u inline, %u bytes)", path,
-		    h->inline_n, h->qsize);
+		LOG(LL_DEBUG, "transport: %s: using the host's queues (%u inline, %u rings of %u "
+		    "bytes)", path, h->inline_n, h->pool_n, h->qsize);
 		l->geom.inline_n = h->inline_n;
 		l->geom.log2n = (uint32_t)__builtin_ctz(h->inline_n);
 		l->geom.qsize = h->qsize;
+		l->geom.pool_off = h->pool_off;
+		l->geom.pool_n = h->pool_n;
 		l->slot_size = h->slot_size;
 	}
 	return 0;
@@ -385,6 +393,16 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	e->owners[0] = pid;
 	e->nonce = slot_nonce(l, (uint32_t)best);
 	e->created_ms = tp_now_ms();
+	/* a data ring for the peer's bytes when the pool has one ([RT]'s rule: not the last
+	 * while others wait for it); else its sender asks once it has more than inline slots
+	 * carry (tp_ring.c) */
+	int r = tp_pool_take(l, 0, false);
+
+	if (r >= 0) {
+		e->ring = (uint32_t)r + 1u;
+		e->ring_gen = 1;
+		e->ring_ms = e->created_ms;
+	}
 	atomic_store_explicit(&e->fd, -1, memory_order_relaxed);
 	/* relaxed: changed under the host lock, read without it by tp_link_load() (a hint) */
 	atomic_store_explicit(&h->free_num,
@@ -413,6 +431,10 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 				  st.tx_msgs_inline + st.tx_msgs_short + st.tx_msgs_long,
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->congestion, st.tx_full, memory_order_relaxed);
+	if (e->ring) { /* (its sender writes no more: the connection ended, or is told GONE) */
+		tp_pool_put(l, e->ring - 1u);
+		e->ring = 0;
+	}
 	e->state = TP_ES_FREE;
 	atomic_store_explicit(&e->pid, 0, memory_order_relaxed); /* (informational, as in
 								      * tp_slot_alloc()) */

@@ -10,15 +10,20 @@
  *   0x00100  word    MBOX_RX: Y's consumer index of X's mailbox in Y's window (checked word)
  *   0x01000  16 KiB  listener bitmap: ports Y listens on, 2048 checked words of 32 bits
  *   0x08000  32 KiB  mailbox: TP_MBOX_SLOTS packets of 128 B (Apply/Ack/Nack), from Y
- *   0x10000  slots   contexts × slot_size; slot i belongs to X's receive context i
+ *   0x10000  slots   connections × slot_size; slot i belongs to X's connection i
+ *   pool_off pool    contexts × q: X's transfer contexts, data rings of q bytes (power of two,
+ *                    pool_off 4096-aligned), each granted to one connection at a time
  *
  *   Slot i (one connection: X receives Y's bytes here, and Y's feedback on X's bytes):
- *   +0x000 TX unit  (Y as sender of the Y→X queue)       tx_d, epoch|detect, next_msn, tx_wait
+ *   +0x000 TX unit  (Y as sender of the Y→X queue)       tx_d, epoch|detect, next_msn, tx_wait;
+ *                                                        +0x40: ring_req, ring_ret
  *   +0x080 FB unit  (Y as receiver of the X→Y queue)     rx_d, rx_i, ack_msn, epoch|detack,
- *                                                        rx_wait, retry_d, retry_i
+ *                                                        rx_wait, retry_d, retry_i;
+ *                                                        +0x40: grant, rans
  *   +0x100 ST unit  (Y's host, owner or reclaimer)       flags: RST / GONE
  *   +0x200 inline ring: inline_n × 128-byte slots (byte 127 = sequence, written last)
- *   +0x200 + inline_n*128: data ring, q bytes (power of two): descriptor (16 B) + data
+ *   A connection's data ring is the pool ring X granted it (none: its sender uses the inline
+ *   ring alone): descriptor (16 B) + data, free-running positions across grants.
  *
  * Every word above is a "checked word": 64-bit single store, low 32 bits the value, high 32
  * bits crc32c(seed, value) where seed is the slot's nonce (chosen by X when it allocated the
@@ -28,8 +33,22 @@
  * value (every index is monotonic and republished by timers), a corrupted or stale (previous
  * connection or session) word fails its check and is ignored.
  *
- * Messages carry MSN and CRC32C seeded with the slot nonce over payload and header, so stale
- * bytes of an earlier connection in a reused slot never validate.
+ * Messages carry MSN and CRC32C seeded with the slot nonce over payload and header (data-ring
+ * messages with the nonce mixed with the grant's generation: tp_ring_seed()), so stale bytes of
+ * an earlier connection in a reused slot, or of an earlier grant in a reused ring, never
+ * validate.
+ *
+ * TRANSFER CONTEXTS ([RT], tp_ring.c). A connection owns its slot (units and inline ring, a
+ * couple of KiB) for its life; data rings are a pool per host and link, granted per transfer.
+ * Set-up grants one when the pool has one (Apply: the client's ring for the server's bytes,
+ * Ack: the server's). A sender without a ring sends through its inline ring (every byte still
+ * moves) and asks for one: RING_REQ {n, CnctPRI}; the receiver's owner admits by [RT]'s rule
+ * (tp_rt_admit() on the pool's RCxtFreeNum / RCxtPRI) and writes GRANT then RANS {n}, or RANS
+ * {n, NACK} (the sender asks again from its timers with CnctPRI + 1). While others are refused,
+ * a grant older than TP_GRANT_QUANTUM_MS is asked back (GRANT | YIELD): the sender stops
+ * writing into it and, once the receiver released everything in it, writes RING_RET = gen;
+ * the receiver's owner then returns it to the pool. A ring is only ever given back empty, so
+ * retransmission, failover and exec never span two grants.
  *
  * WHO WRITES / WHO READS (doc/design.md §3 rule 2: one writer per shared word)
  *   field                 writer                                reader
@@ -136,6 +155,11 @@
 #define TP_W_TX_EPOCH     (TP_SLOT_TX + 0x08) /* epoch (low 16) | detect seq (high 16) */
 #define TP_W_TX_NEXT_MSN  (TP_SLOT_TX + 0x10)
 #define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender waits for feedback: TP_TXW_* bits */
+/* Transfer contexts (tp_ring.c), in the unit's second cache line (written seldom): the
+ * sender's request for a data ring (number, low 16 bits, never 0; CnctPRI, high 16) and the
+ * generation of the last grant it gave back. */
+#define TP_W_TX_RING_REQ  (TP_SLOT_TX + 0x40)
+#define TP_W_TX_RING_RET  (TP_SLOT_TX + 0x48)
 /* TX_WAIT's bits. Any bit asks the receiver to publish each release at once. ROOM (the sender
  * sleeps for room; also any value but HELD alone, as a sender before HELD wrote 1 for both)
  * has it ring at each release. HELD alone (it holds a merged message, tp_tx_merge.c, and its
@@ -155,6 +179,13 @@
  * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
 #define TP_W_FB_RETRY_D   (TP_SLOT_FB + 0x28)
 #define TP_W_FB_RETRY_I   (TP_SLOT_FB + 0x30)
+/* Transfer contexts (tp_ring.c), the unit's second cache line: the grant (ring index, low 12
+ * bits; TP_GRANT_YIELD: give it back once drained; generation, high 16 bits, never 0) and the
+ * answer to the sender's last request (its number, low 16 bits; TP_RANS_NACK: refused) */
+#define TP_W_FB_GRANT     (TP_SLOT_FB + 0x40)
+#define TP_W_FB_RANS      (TP_SLOT_FB + 0x48)
+#define TP_GRANT_YIELD    0x8000u
+#define TP_RANS_NACK      0x10000u
 /* ST unit */
 #define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
@@ -258,7 +289,13 @@ struct tp_pkt {
 	uint32_t apply_flags;  /* APPLY: TP_APPLY_* */
 	uint32_t slot_off_hi;  /* bits 32..63 of the slot offset (windows above 4 GiB) */
 	uint32_t version;      /* TP_WIRE_VERSION of the writer (0: written before the field) */
-	uint8_t  reserved[124 - 100];
+	uint32_t pool_off_lo;  /* the writer's pool of transfer contexts (data rings of qsize */
+	uint32_t pool_off_hi;  /* bytes): window offset, */
+	uint32_t pool_n;       /* and ring count */
+	uint32_t ring;         /* the ring granted to the reader's sender at set-up: index + 1, 0:
+				* none (it asks: tp_ring.c) */
+	uint32_t ring_gen;     /* that grant's generation */
+	uint8_t  reserved[124 - 120];
 	uint32_t crc;          /* crc32c(tp_mbox_seed(writer, reader sessions), bytes 0..123) */
 };
 /* The client watches the mailbox index for the answer (tp_connect()'s first moments): a server
@@ -273,7 +310,8 @@ static_assert(offsetof(struct tp_pkt, key) == 48, "pkt layout");
 static_assert(offsetof(struct tp_pkt, apply_flags) == 88, "pkt layout");
 static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
 	      offsetof(struct tp_pkt, slot_off_hi) == 92 &&
-	      offsetof(struct tp_pkt, version) == 96 && offsetof(struct tp_pkt, crc) == 124,
+	      offsetof(struct tp_pkt, version) == 96 && offsetof(struct tp_pkt, crc) == 124 &&
+	      offsetof(struct tp_pkt, ring_gen) == 116,
 	      "pkt layout");
 
 /* What a peer must speak to set up a connection with us; an Apply or Ack of another version is
@@ -281,9 +319,10 @@ static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
  * 2: inline sequence bytes modulo 254 (tp_inline_seq()); 3: packets and indices seeded with
  * both sides' sessions (tp_mbox_seed(): an earlier build's packets fail their check, so they
  * time out rather than being refused); 4: the server attaches only a reservation the client
- * committed (TP_ST_COMMIT; an earlier client never does). Packets of earlier builds carry 0
- * (reserved bytes). */
-#define TP_WIRE_VERSION   4u
+ * committed (TP_ST_COMMIT; an earlier client never does); 5: transfer contexts (a pool of data
+ * rings granted per transfer, the packets' pool and ring fields). Packets of earlier builds
+ * carry 0 (reserved bytes). */
+#define TP_WIRE_VERSION   5u
 
 /* The window offset of the slot a packet describes. */
 static inline uint64_t tp_pkt_slot_off(const struct tp_pkt *p)
@@ -294,6 +333,10 @@ static inline void tp_pkt_set_slot_off(struct tp_pkt *p, uint64_t off)
 {
 	p->slot_off_lo = (uint32_t)off;
 	p->slot_off_hi = (uint32_t)(off >> 32);
+}
+static inline uint64_t tp_pkt_pool_off(const struct tp_pkt *p)
+{
+	return (uint64_t)p->pool_off_hi << 32 | p->pool_off_lo;
 }
 
 /* --- pure helpers (tp_wire.c) ------------------------------------------------------------- */
@@ -390,9 +433,10 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   7u
+#define TP_HOST_VERSION   8u
 #define TP_MAX_LISTEN     1024u
-#define TP_MAX_CONTEXTS   4096u
+#define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
+#define TP_MAX_CONNS      16384u  /* connection slots per link and host */
 #define TP_OWNERS         4
 
 enum tp_entry_state {
@@ -459,11 +503,28 @@ struct tp_host_entry {
 	uint32_t free_next;    /* FREE: the next one released after it */
 	uint32_t peer_next;    /* server (role 1): the next in its peer_slot's bucket */
 	uint32_t key_next;     /* server (role 1): the next in its key's bucket */
+	/* Transfer contexts (tp_ring.c). Written by the connection's owner (single-owner rule:
+	 * they survive exec and fork with the entry), ring also under the host lock (the pool's,
+	 * and tp_slot_free() returns it). Receiver: our pool's ring granted to the peer's sender
+	 * (index + 1, 0: none), the generation of the last grant made, when, whether it was asked
+	 * back, the peer's last request answered and the answer as written (RANS). */
+	uint32_t ring, ring_gen;
+	uint64_t ring_ms;
+	uint32_t ring_yield;
+	uint32_t rq_ans, rans;
+	/* Sender: the peer's pool, the ring we write (index + 1, 0: none) and its generation,
+	 * whether the peer asked it back, our last request (number, CnctPRI; open: not answered
+	 * with a grant yet) and the generation we gave back last. */
+	uint64_t peer_pool_off;
+	uint32_t peer_pool_n;
+	uint32_t peer_ring, peer_ring_gen, peer_yield;
+	uint32_t rq, rq_pri, rq_open, ret_gen;
 };
 
 /* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index;
  * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
- * server entries by peer slot and by key) */
+ * server entries by peer slot and by key); 8: transfer contexts (the pool, the entries' ring
+ * fields) */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -489,6 +550,8 @@ struct tp_host {
 	uint32_t version, size;
 	uint32_t contexts, session_epoch;
 	uint32_t inline_n, qsize, slot_size; /* geometry of this side's slots: first opener's */
+	uint64_t pool_off;     /* and of its pool of transfer contexts (pool_n rings of qsize) */
+	uint32_t pool_n;
 	pthread_mutex_t lock;
 	/* everything below under lock */
 	uint32_t peer_epoch;   /* peer session the mailbox indices belong to */
@@ -505,6 +568,16 @@ struct tp_host {
 	/* tp_host_index.c: the FREE entries in the order they were released (number + 1, 0 =
 	 * none); the heads of the two hash indexes follow e[contexts] */
 	uint32_t free_head, free_tail;
+	/* The pool of transfer contexts (tp_ring.c), under lock: free rings (a stack: the one
+	 * freed last is reused first, its pages warm), RCxtFreeNum (pool_free, also read
+	 * unlocked), RCxtPRI, and when a request was last refused (unlocked, relaxed: others wait,
+	 * grants older than a quantum are asked back) */
+	uint32_t pool_top;
+	_Atomic uint32_t pool_free;
+	uint32_t pool_pri;
+	_Atomic uint64_t pool_refused_ms;
+	_Atomic uint64_t pool_grants, pool_refusals, pool_yields; /* counters for display */
+	uint16_t pool_stack[TP_MAX_CONTEXTS];
 	struct tp_host_entry e[];
 };
 
@@ -512,6 +585,8 @@ struct tp_host {
 struct tp_geom {
 	uint64_t slot_off;        /* window offset of the slot: may pass 4 GiB */
 	uint32_t inline_n, log2n, qsize;
+	uint64_t pool_off;        /* the pool of transfer contexts: pool_n rings of qsize bytes */
+	uint32_t pool_n;
 };
 
 struct tp_link {
@@ -525,9 +600,10 @@ struct tp_link {
 	uint8_t *out_direct;      /* ntb_out_direct(): plain stores into the peer window, or NULL */
 	size_t in_size, out_size;
 	struct tp_geom geom;      /* our slots' geometry */
-	uint32_t slot_size;       /* (< 4 GiB: a ring is at most 1 GiB, 65536 inline slots 8 MiB;
-				   * offsets of slots are 64-bit: tp_slot_off()) */
-	uint32_t contexts;
+	uint32_t slot_size;       /* (< 4 GiB: 65536 inline slots are 8 MiB; offsets of slots are
+				   * 64-bit: tp_slot_off()) */
+	uint32_t contexts;        /* connection slots (the host table's entries); the pool of
+				   * transfer contexts is geom.pool_n rings at geom.pool_off */
 	struct tp_link *next_link; /* process list */
 	pthread_mutex_t conns_lock;
 	struct tp_conn *conns;     /* process-local list, for timers */
@@ -678,6 +754,13 @@ struct tp_conn {
 	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
 	bool tx_faulted;          /* the data ring's pages, window and shadow, mapped: tp_tx_prefault() */
+	/* the data ring granted to us (tp_ring.c; mirrors ent->peer_ring*): its window offset,
+	 * the CRC seed of its messages (tp_ring_seed()); usable: granted and not asked back */
+	uint64_t out_ring_off;
+	uint32_t dseed_out;
+	bool out_ring_ok;
+	bool rq_nacked;           /* our last request was refused: the timers ask again */
+	uint64_t rq_ms;           /* when it was made */
 	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
@@ -750,6 +833,11 @@ struct tp_conn {
 	uint32_t rx_bounce_pos, rx_bounce_msn; /* the record it holds, when rx_bounce_ok */
 	bool rx_bounce_ok;
 	bool rx_faulted;             /* the inbound data ring's pages mapped (tp_rx_data()) */
+	/* the ring of our pool granted to the peer (tp_ring.c; mirrors ent->ring): NULL none;
+	 * the CRC seed of its messages; the raw request word as last looked at */
+	const volatile uint8_t *in_ring;
+	uint32_t dseed_in;
+	uint64_t rq_raw;
 	/* The head inline record's slot as validated (private copy, rx_lock): served from here so
 	 * that it is copied out of the window and CRC-checked once (rec_copy(), rule 3.4). */
 	bool inl_hold_ok;
@@ -955,10 +1043,40 @@ uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
  * tp_mbox_process() last saw (nothing is written then). */
 int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);
 bool tp_geom_valid(const struct tp_link *l, uint64_t slot_off, uint32_t inline_n, uint32_t q);
+/* Is the pool a peer announced (POOL_N rings of Q bytes at POOL_OFF) inside our outbound window,
+ * and RING (index + 1, 0: none) one of them? */
+bool tp_pool_valid(const struct tp_link *l, uint64_t pool_off, uint32_t pool_n, uint32_t q,
+		   uint32_t ring);
+void tp_pkt_set_pool(struct tp_pkt *p, const struct tp_link *l, const struct tp_host_entry *e);
+void tp_ent_peer_pool(struct tp_host_entry *e, const struct tp_pkt *p);
 unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applies handled */
 /* Under lock: write both mailbox indices again (a lost or spoilt one would otherwise stay so
  * until the next packet: a hidden packet, or a producer that sees no room). */
 void tp_mbox_republish(struct tp_link *l);
+
+/* tp_ring.c: transfer contexts (header comment, TRANSFER CONTEXTS) */
+#define TP_GRANT_QUANTUM_MS 20u /* a grant is asked back after this while others wait */
+/* The CRC seed of a data-ring message: the connection's NONCE mixed with the grant's GEN. */
+static inline uint32_t tp_ring_seed(uint32_t nonce, uint32_t gen)
+{
+	return nonce ^ (gen * 0x9e3779b1u);
+}
+void tp_pool_init(struct tp_host *h, uint32_t n);
+/* Host lock: a ring's index, or -1 ([RT]'s rule with CnctPRI PRI; ASK: a sender's request,
+ * whose refusal raises RCxtPRI and asks grants back; else a set-up's, which takes only a ring
+ * nobody waits for) */
+int tp_pool_take(struct tp_link *l, uint32_t pri, bool ask);
+void tp_pool_put(struct tp_link *l, uint32_t idx);   /* host lock */
+void tp_ring_conn_init(struct tp_conn *c);           /* the conn's view, from its entry */
+/* sender, tx_lock: the feedback's grant words; data waits for a ring (ask for one); timers
+ * (ask again after a refusal, REPUBLISH: the words again) */
+void tp_tx_ring_feedback(struct tp_conn *c);
+void tp_tx_ring_want(struct tp_conn *c);
+void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish);
+bool tp_tx_ring_waiting(const struct tp_conn *c);
+/* receiver, rx_lock: requests and returns (TIMERS: also ask a grant back when others wait) */
+void tp_rx_ring_service(struct tp_conn *c, bool timers);
+void tp_rx_ring_republish(struct tp_conn *c);
 
 /* tp_words.c */
 bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *ret);

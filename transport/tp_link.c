@@ -26,7 +26,7 @@ void tp_params_init(struct tp_params *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->queue_size = 0;          /* auto: the largest power of two the window allows, ≤ 1 MiB */
-	p->inline_slots = 64;
+	p->inline_slots = 8;
 	p->inline_max = TP_INLINE_MAX;
 	p->short_max = 16384;
 	p->contexts = 256;
@@ -661,11 +661,11 @@ void tp_atfork_child(void)
 
 int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *g)
 {
-	uint32_t n = p->inline_slots, base, q;
-	uint64_t avail;
+	uint32_t n = p->inline_slots, slot, q, conns;
+	uint64_t avail, pool_off;
 
 	if (p->contexts == 0 || p->contexts > TP_MAX_CONTEXTS || n < 2 || (n & (n - 1)) ||
-	    n > 65536 || p->inline_max > TP_INLINE_MAX)
+	    n > 65536 || p->inline_max > TP_INLINE_MAX || p->connections > TP_MAX_CONNS)
 		return -EINVAL;
 	if (window <= TP_OFF_SLOTS)
 		return -ENOSPC;
@@ -675,20 +675,39 @@ int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *
 		    "drives", (unsigned long long)window, (unsigned long long)TP_WINDOW_MAX);
 		return -EFBIG;
 	}
-	base = TP_SLOT_RINGS + n * 128u;
-	/* 64 bits: a window above 4 GiB leaves a slot more than 4 GiB (the ring is capped below) */
-	avail = (window - TP_OFF_SLOTS) / p->contexts;
-	if (avail < base + 4096u)
+	if (p->queue_size && ((p->queue_size & (p->queue_size - 1)) || p->queue_size < 4096))
+		return -EINVAL;
+	slot = TP_SLOT_RINGS + n * 128u;
+	avail = window - TP_OFF_SLOTS;
+	conns = p->connections;
+	if (!conns) {
+		/* as many as a quarter of the window holds (what the pool's rings leave when
+		 * queue_size is set), up to TP_MAX_CONNS */
+		uint64_t room = avail / 4u;
+
+		if (p->queue_size && (uint64_t)p->queue_size * p->contexts + 4096u < avail) {
+			uint64_t left = avail - (uint64_t)p->queue_size * p->contexts - 4096u;
+
+			room = left > room ? left : room;
+		}
+		room /= slot;
+		conns = room > TP_MAX_CONNS ? TP_MAX_CONNS : (uint32_t)room;
+		if (conns == 0)
+			return -ENOSPC;
+	}
+	pool_off = ALIGN_UP(TP_OFF_SLOTS + (uint64_t)conns * slot, (uint64_t)4096);
+	if (pool_off >= window)
 		return -ENOSPC;
-	for (q = 4096; (uint64_t)q * 2 <= avail - base && q < (1u << 30); q *= 2)
+	avail = (window - pool_off) / p->contexts;
+	if (avail < 4096u)
+		return -ENOSPC;
+	for (q = 4096; (uint64_t)q * 2 <= avail && q < (1u << 30); q *= 2)
 		;
 	if (p->queue_size) {
-		if ((p->queue_size & (p->queue_size - 1)) || p->queue_size < 4096)
-			return -EINVAL;
 		if (p->queue_size > q) {
 			LOG(LL_DEBUG, "transport: queue_size %u does not fit: window %llu / %u "
-			    "contexts leaves %u", p->queue_size, (unsigned long long)window,
-			    p->contexts, q);
+			    "contexts beside %u connections leaves %u", p->queue_size,
+			    (unsigned long long)window, p->contexts, conns, q);
 			return -ENOSPC;
 		}
 		q = p->queue_size;
@@ -698,7 +717,9 @@ int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *
 	g->contexts = p->contexts;
 	g->inline_slots = n;
 	g->queue_size = q;
-	g->slot_size = base + q;
+	g->slot_size = slot;
+	g->connections = conns;
+	g->pool_off = pool_off;
 	return 0;
 }
 
@@ -711,10 +732,12 @@ static int link_geometry(struct tp_link *l)
 		return -ENOSPC;
 	if ((rc = tp_geometry(&l->params, l->in_size, &g)))
 		return rc;
-	l->contexts = g.contexts;
+	l->contexts = g.connections;
 	l->geom.inline_n = g.inline_slots;
 	l->geom.log2n = (uint32_t)__builtin_ctz(g.inline_slots);
 	l->geom.qsize = g.queue_size;
+	l->geom.pool_off = g.pool_off;
+	l->geom.pool_n = g.contexts;
 	l->slot_size = g.slot_size;
 	return 0;
 }

@@ -100,12 +100,41 @@ bool tp_geom_valid(const struct tp_link *l, uint64_t slot_off, uint32_t inline_n
 {
 	/* (no wrap: slot_off is checked against the window first, and the window is at most
 	 * TP_WINDOW_MAX) */
-	uint64_t end = slot_off + TP_SLOT_RINGS + (uint64_t)inline_n * 128u + q;
+	uint64_t end = slot_off + TP_SLOT_RINGS + (uint64_t)inline_n * 128u;
 
 	return slot_off >= TP_OFF_SLOTS && slot_off < l->out_size && slot_off % 128u == 0 &&
 	       l->out_size <= TP_WINDOW_MAX && inline_n >= 2 &&
 	       inline_n <= 65536 && (inline_n & (inline_n - 1)) == 0 && q >= 4096 &&
 	       (q & (q - 1)) == 0 && q <= (1u << 30) && end <= l->out_size;
+}
+
+bool tp_pool_valid(const struct tp_link *l, uint64_t pool_off, uint32_t pool_n, uint32_t q,
+		   uint32_t ring)
+{
+	/* (q is checked by tp_geom_valid(): a power of two of at most 1 GiB; pool_off against the
+	 * window first, pool_n against TP_MAX_CONTEXTS: no wrap) */
+	return pool_off >= TP_OFF_SLOTS && pool_off < l->out_size && pool_off % 4096u == 0 &&
+	       pool_n >= 1 && pool_n <= TP_MAX_CONTEXTS && q <= (1u << 30) &&
+	       (uint64_t)pool_n * q <= l->out_size - pool_off && ring <= pool_n;
+}
+
+/* The pool of our window, and the ring of it granted to the peer for entry E (set-up). */
+void tp_pkt_set_pool(struct tp_pkt *p, const struct tp_link *l, const struct tp_host_entry *e)
+{
+	p->pool_off_lo = (uint32_t)l->geom.pool_off;
+	p->pool_off_hi = (uint32_t)(l->geom.pool_off >> 32);
+	p->pool_n = l->geom.pool_n;
+	p->ring = e->ring;
+	p->ring_gen = e->ring_gen;
+}
+
+/* The peer's pool and the ring it granted us, from its Apply or Ack (checked: tp_pool_valid()). */
+void tp_ent_peer_pool(struct tp_host_entry *e, const struct tp_pkt *p)
+{
+	e->peer_pool_off = tp_pkt_pool_off(p);
+	e->peer_pool_n = p->pool_n;
+	e->peer_ring = p->ring;
+	e->peer_ring_gen = p->ring ? p->ring_gen : 0;
 }
 
 static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint8_t reason,
@@ -127,6 +156,7 @@ static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint
 		p.inline_n = l->geom.inline_n;
 		p.qsize = l->geom.qsize;
 		p.epoch = e->epoch;
+		tp_pkt_set_pool(&p, l, e);
 	}
 	mbox_send(l, &p, !(l->mbox_quick && (in->apply_flags & TP_APPLY_WATCH)));
 }
@@ -180,6 +210,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	}
 	if (p->version != TP_WIRE_VERSION ||
 	    !tp_geom_valid(l, tp_pkt_slot_off(p), p->inline_n, p->qsize) ||
+	    !tp_pool_valid(l, tp_pkt_pool_off(p), p->pool_n, p->qsize, p->ring) ||
 	    p->client_slot >= (l->out_size - TP_OFF_SLOTS) / 128u) {
 		reply(l, p, TP_PKT_NACK, TP_REASON_PEER_ERROR, NULL, 0);
 		return;
@@ -206,6 +237,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	e->peer_slot_off = tp_pkt_slot_off(p);
 	e->peer_inline_n = p->inline_n;
 	e->peer_qsize = p->qsize;
+	tp_ent_peer_pool(e, p);
 	e->msgid = p->msgid;
 	e->pri = p->pri;
 	e->epoch = 0;
@@ -256,6 +288,7 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 		 * tp_geom_valid() fails, RST to its reservation, TCP) */
 		e->peer_inline_n = p->version == TP_WIRE_VERSION ? p->inline_n : 0;
 		e->peer_qsize = p->qsize;
+		tp_ent_peer_pool(e, p);
 		e->epoch = p->epoch;
 		e->peer_epoch = ntb_link_peer_epoch(l->ntb);
 	}

@@ -71,7 +71,7 @@ static int rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, uin
 		return 0;
 	}
 	if (off == 0 && n == r->len) { /* common case: one pass, CRC fused into the copy */
-		crc = tp_rx_data_copy(c, dst, r->pos + r->payload, r->len, c->nonce_in, true);
+		crc = tp_rx_data_copy(c, dst, r->pos + r->payload, r->len, c->dseed_in, true);
 		return tp_desc_crc(crc, &r->desc) == r->desc.crc ? 0 : -EBADMSG;
 	}
 	if (c->rx_bounce_cap < r->len) { /* r->len ≤ qsize: checked by tp_rx_data() */
@@ -85,7 +85,7 @@ static int rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, uin
 		c->rx_bounce_cap = cap;
 	}
 	c->rx_bounce_ok = false;
-	crc = tp_rx_data_copy(c, c->rx_bounce, r->pos + r->payload, r->len, c->nonce_in, true);
+	crc = tp_rx_data_copy(c, c->rx_bounce, r->pos + r->payload, r->len, c->dseed_in, true);
 	if (tp_desc_crc(crc, &r->desc) != r->desc.crc)
 		return -EBADMSG;
 	c->rx_bounce_ok = true;
@@ -135,7 +135,7 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 
 	/* (relaxed error: a fast path declines; the validating path reads it with tp_conn_err()) */
 	if (c->gated || tp_rx_fin_seen(c) || c->rec_head != c->rec_tail || c->rec_skip ||
-	    atomic_load_explicit(&c->error, memory_order_relaxed))
+	    !c->in_ring || atomic_load_explicit(&c->error, memory_order_relaxed))
 		return 0;
 	/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes; pairs
 	 * with the release before the sender's store of TX_D */
@@ -150,7 +150,7 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	fp = TP_DESC_SIZE + (uint32_t)ALIGN_UP(d.len, TP_DATA_ALIGN);
 	if (fp > txd - c->v_d || p + fp > q)
 		return 0;
-	crc = crc32c_copy(c->nonce_in, dst, base + p + TP_DESC_SIZE, d.len);
+	crc = crc32c_copy(c->dseed_in, dst, base + p + TP_DESC_SIZE, d.len);
 	crc = crc32c_word(crc, (uint64_t)d.type | (uint64_t)d.len << 32, 8);
 	crc = crc32c_word(crc, d.msn, 4);
 	if (crc != d.crc)
@@ -184,7 +184,7 @@ static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, 
 		room += iov[i].iov_len - (i == vi ? voff : 0);
 	if (room < r.len)
 		return 0;
-	crc = c->nonce_in;
+	crc = c->dseed_in;
 	left = r.len;
 	pos = r.pos + r.payload;
 	for (int i = vi; left; i++) {

@@ -160,6 +160,7 @@ void tp_tx_feedback(struct tp_conn *c)
 	if (unlikely(atomic_load_explicit(&c->rst_armed, memory_order_relaxed)) &&
 	    (c->det_acked == c->detect_seq || c->msn_next == c->fb_ack))
 		tp_witness_rst(c, false, false);
+	tp_tx_ring_feedback(c); /* a data ring granted, refused or asked back (tp_ring.c) */
 }
 
 /*
@@ -303,7 +304,13 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			tp_peer_word(c, TP_W_TX_D, c->tx_d_pub); /* (not a held message) */
 			tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch |
 				  (uint32_t)c->detect_seq << 16);
+			tp_tx_ring_timers(c, now, true);
 			c->tx_dirty = false;
+		}
+		if (!tp_conn_err(c)) {
+			tp_tx_ring_timers(c, now, false); /* a refused or lost request: again */
+			if (tp_tx_ring_waiting(c) && !next)
+				next = 1; /* (the helper comes back for it) */
 		}
 		/* (relaxed: a hint) answered, or everything validated: a death is clean again (a
 		 * disarm the feedback's reader could not do: tp_tx_feedback()) */

@@ -112,6 +112,8 @@ static void fb_publish_words(struct tp_conn *c, bool all)
 		tp_peer_word(c, TP_W_FB_ACK_MSN, c->v_msn);
 	if (all || ep != c->pub_ep)
 		tp_peer_word(c, TP_W_FB_EPOCH, ep);
+	if (all)
+		tp_rx_ring_republish(c);
 	ntb_wc_flush(c->link->ntb);
 	c->pub_i = c->c_i;
 	c->pub_d = c->c_d;
@@ -269,8 +271,8 @@ enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bo
 
 	/* acquire (tp_rx_txd(), when it reads the word): TX_D before the descriptor and payload it
 	 * publishes; pairs with ntb_to_peer_barrier() in publish_tx() */
-	if (!tp_rx_txd(c, &txd))
-		return TP_RX_NONE;
+	if (!c->in_ring || !tp_rx_txd(c, &txd))
+		return TP_RX_NONE; /* (no data ring granted: the sender writes none) */
 	avail = txd - c->v_d;
 	if (avail == 0)
 		return TP_RX_NONE;
@@ -293,7 +295,7 @@ enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bo
 		return TP_RX_BAD;
 	if (check) {
 		crc = tp_rx_data_copy(c, NULL, c->v_d + tp_payload_gap(d.type, c->v_d), d.len,
-				c->nonce_in, false);
+				c->dseed_in, false);
 		if (tp_desc_crc(crc, &d) != d.crc)
 			return TP_RX_BAD;
 	}
@@ -395,6 +397,7 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want)
 
 	if (tp_conn_err(c))
 		return;
+	tp_rx_ring_service(c, false); /* a request for a data ring, or its return */
 	have_epoch = tp_slot_word(c, TP_W_TX_EPOCH, &v);
 	if (have_epoch)
 		txe = (uint16_t)v;
@@ -623,6 +626,7 @@ uint32_t tp_rx_timers(struct tp_conn *c)
 		bool detect = tp_slot_word(c, TP_W_TX_EPOCH, &v) && (uint16_t)(v >> 16) != c->det_seen;
 
 		tp_rx_progress(c, detect || discard ? 1 : 0);
+		tp_rx_ring_service(c, true); /* (and a grant asked back while others wait) */
 		if (discard) {
 			/* nobody will read: discard, so the peer's sender is not blocked */
 			while (c->rec_head != c->rec_tail) {

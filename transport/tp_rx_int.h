@@ -16,9 +16,10 @@ static inline const volatile uint8_t *tp_rx_inline_at(const struct tp_conn *c, u
 	return tp_in_inline(c->link, c->slot, pos);
 }
 
+/* The ring of our pool granted to the peer's sender (tp_ring.c); only while there is one. */
 static inline const volatile uint8_t *tp_rx_ring(const struct tp_conn *c)
 {
-	return tp_rx_slot(c) + TP_SLOT_RINGS + c->link->geom.inline_n * 128u;
+	return c->in_ring;
 }
 
 /* What a look at the next message's place found: nothing yet, the message, another one

@@ -327,11 +327,11 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	if (via_dmaq) {
 		uint32_t pp = (pos + gap) & (q - 1), first = len < q - pp ? len : q - pp;
 
-		crc = gather_crc(ic, c->sh_data + pp, first, c->nonce_out);
+		crc = gather_crc(ic, c->sh_data + pp, first, c->dseed_out);
 		if (len > first)
 			crc = gather_crc(ic, c->sh_data, len - first, crc);
 	} else {
-		crc = tp_tx_gather_out(c, ic, pos + gap, len, c->nonce_out);
+		crc = tp_tx_gather_out(c, ic, pos + gap, len, c->dseed_out);
 	}
 	d.crc = tp_desc_crc(crc, &d);
 	memcpy(c->sh_data + (pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
@@ -378,7 +378,7 @@ static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t le
 	 * tp_tx_zero_gaps()); the copy below overwrites the payload part of these 16 bytes */
 	if (len % TP_DATA_ALIGN)
 		memset(s + TP_DESC_SIZE + (len & ~(TP_DATA_ALIGN - 1)), 0, TP_DATA_ALIGN);
-	crc = crc32c_copy2(c->nonce_out, d + TP_DESC_SIZE, s + TP_DESC_SIZE, src, len);
+	crc = crc32c_copy2(c->dseed_out, d + TP_DESC_SIZE, s + TP_DESC_SIZE, src, len);
 	/* the descriptor's bytes 0..11 as tp_desc_crc() covers them: type, flags, pad, length;
 	 * MSN */
 	static_assert(offsetof(struct tp_desc, len) == 4 && offsetof(struct tp_desc, msn) == 8,
@@ -625,6 +625,30 @@ static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t tota
 		if (left <= pp->inline_max && tp_tx_inline_free(c) > 0) {
 			send_inline(c, ic, (unsigned)left, 0);
 			sent += left;
+			continue;
+		}
+		if (!c->out_ring_ok) {
+			/* no data ring (tp_ring.c): ask for one, and meanwhile every byte goes
+			 * through the inline slots */
+			tp_tx_ring_want(c);
+			if (tp_tx_inline_free(c) == 0 && !refreshed) {
+				int err = tx_refresh(c);
+
+				refreshed = true;
+				if (err < 0 && !sent)
+					return err;
+				if (err < 0)
+					break;
+				continue;
+			}
+			if (tp_tx_inline_free(c) == 0 || pp->inline_max == 0) {
+				TP_STAT_ADD(c->st->tx_full, 1);
+				break;
+			}
+			unsigned n = left < pp->inline_max ? (unsigned)left : pp->inline_max;
+
+			send_inline(c, ic, n, 0);
+			sent += n;
 			continue;
 		}
 		uint8_t type = TP_MT_SHORT;

@@ -15,9 +15,10 @@ static inline uint64_t tp_out_inline_off(const struct tp_conn *c, uint32_t pos)
 	return c->out.slot_off + TP_SLOT_RINGS + (uint64_t)(pos & (c->out.inline_n - 1)) * 128u;
 }
 
+/* The data ring granted to us (tp_ring.c): only while there is one. */
 static inline uint64_t tp_out_data_base(const struct tp_conn *c)
 {
-	return c->out.slot_off + TP_SLOT_RINGS + (uint64_t)c->out.inline_n * 128u;
+	return c->out_ring_off;
 }
 
 /* A cursor over the caller's iovecs. */
@@ -35,6 +36,8 @@ static inline uint32_t tp_tx_inline_free(const struct tp_conn *c)
 
 static inline uint32_t tp_tx_data_free(const struct tp_conn *c)
 {
+	if (!c->out_ring_ok)
+		return 0; /* no data ring (or it was asked back): inline slots only */
 	uint32_t used = c->tx_d - c->fb_rx_d, fr = c->out.qsize - used;
 	/* relaxed: a limit the program sets now and then (tp_conn_set_sndbuf()) */
 	uint32_t cap = atomic_load_explicit(&c->tx_cap, memory_order_relaxed);

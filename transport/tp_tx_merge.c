@@ -74,7 +74,7 @@ static bool held_start(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 	if ((pos & (q - 1)) + fp > q || tp_tx_data_free(c) < fp || c->tx_d != c->tx_d_pub)
 		return false;
 	c->held_pos = pos;
-	c->held_crc = tp_tx_gather_out(c, ic, pos + TP_DESC_SIZE, n, c->nonce_out);
+	c->held_crc = tp_tx_gather_out(c, ic, pos + TP_DESC_SIZE, n, c->dseed_out);
 	held_pad(c, n);
 	c->msn_next++;
 	held_desc(c, n);

@@ -39,7 +39,10 @@ struct tp_params {
 	uint32_t inline_slots;    /* inline ring slots per direction (pow2) */
 	uint32_t inline_max;      /* ≤ 116: writes up to this go inline */
 	uint32_t short_max;       /* writes up to this go short; above: long */
-	uint32_t contexts;        /* receive contexts per link (default 256) */
+	uint32_t contexts;        /* transfer contexts per link: the pool of data rings each
+				   * host grants its peer's senders (default 256) */
+	uint32_t connections;     /* connection slots per link (0: as the window allows, up to
+				   * TP_MAX_CONNS, a quarter of it at most) */
 	uint32_t cnct_timeout_ms; /* TimerCnct */
 	uint32_t send_timeout_ms; /* TimerSendData */
 	uint32_t recv_timeout_ms; /* TimerRcvData */
@@ -53,13 +56,16 @@ struct tp_params {
 };
 void tp_params_init(struct tp_params *p);
 
-/* What a window of WINDOW bytes holds with P: CONTEXTS receive contexts, one per connection
- * (a link carries at most that many connections at once), each a slot of SLOT_SIZE bytes of
- * window in each direction: INLINE_SLOTS inline slots of 128 bytes and a QUEUE_SIZE-byte data
- * ring (queue_size 0 = the largest power of two that fits, at most 1 MiB). 0, or -EINVAL (bad
- * tunables), -ENOSPC (the window is too small for CONTEXTS slots), -EFBIG. */
+/* What a window of WINDOW bytes holds with P: CONNECTIONS connection slots (a link carries at
+ * most that many connections at once), each SLOT_SIZE bytes of window in each direction (its
+ * control words and INLINE_SLOTS inline slots of 128 bytes), and at POOL_OFF a pool of CONTEXTS
+ * transfer contexts, data rings of QUEUE_SIZE bytes granted to connections per transfer (that
+ * many connections stream through data rings at once; the others send through their inline
+ * slots while they wait for one). queue_size 0 = the largest power of two that fits, at most
+ * 1 MiB. 0, or -EINVAL (bad tunables), -ENOSPC (the window is too small), -EFBIG. */
 struct tp_geometry {
-	uint32_t contexts, inline_slots, queue_size, slot_size;
+	uint32_t contexts, inline_slots, queue_size, slot_size, connections;
+	uint64_t pool_off;
 };
 int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *g);
 

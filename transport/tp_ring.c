@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/* Transfer contexts ([RT]): the data rings of a host's window are a pool, granted to a
+ * connection's sender per transfer (tp_int.h: TRANSFER CONTEXTS). The pool (host table, host
+ * lock), the sender's side (tx_lock) and the receiver's (rx_lock), both run by the
+ * connection's owner. */
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+/* --- the pool (host lock) -------------------------------------------------------------------- */
+
+void tp_pool_init(struct tp_host *h, uint32_t n)
+{
+	/* (the stack pops ring 0 first) */
+	for (uint32_t i = 0; i < n; i++)
+		h->pool_stack[i] = (uint16_t)(n - 1u - i);
+	h->pool_top = n;
+	h->pool_pri = 0;
+	atomic_store_explicit(&h->pool_free, n, memory_order_relaxed); /* (host lock) */
+}
+
+int tp_pool_take(struct tp_link *l, uint32_t pri, bool ask)
+{
+	struct tp_host *h = l->host;
+	struct tp_rt_pool pool = { .free_num = h->pool_top, .pri = h->pool_pri };
+
+	if (h->pool_top > h->pool_n || h->pool_top > TP_MAX_CONTEXTS)
+		h->pool_top = 0; /* (a table a dead holder spoilt: no ring until rebuilt) */
+	if (!ask && (pool.free_num == 0 || (pool.pri && pool.free_num == 1)))
+		return -1; /* (a set-up's ring: not a request, nobody is refused) */
+	if (!tp_rt_admit(&pool, pri)) {
+		h->pool_pri = pool.pri;
+		/* relaxed: counters and a hint (others wait), read unlocked */
+		atomic_store_explicit(&h->pool_refused_ms, tp_now_ms(), memory_order_relaxed);
+		atomic_fetch_add_explicit(&h->pool_refusals, 1, memory_order_relaxed);
+		return -1;
+	}
+	h->pool_pri = pool.pri;
+	uint32_t r = h->pool_stack[--h->pool_top];
+
+	/* relaxed: read unlocked as a hint (tp_link_load(), stat) */
+	atomic_store_explicit(&h->pool_free, h->pool_top, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->pool_grants, 1, memory_order_relaxed);
+	return r < h->pool_n ? (int)r : -1;
+}
+
+void tp_pool_put(struct tp_link *l, uint32_t idx)
+{
+	struct tp_host *h = l->host;
+
+	if (idx >= h->pool_n || h->pool_top >= h->pool_n)
+		return;
+	h->pool_stack[h->pool_top++] = (uint16_t)idx;
+	atomic_store_explicit(&h->pool_free, h->pool_top, memory_order_relaxed); /* (above) */
+}
+
+/* The host lock without waiting long (the data path's callers hold a connection's lock, which
+ * nothing takes under the host lock today; a busy lock is tried again by the timers). */
+static bool pool_lock(struct tp_link *l)
+{
+	for (int i = 0; i < 8; i++) {
+		if (tp_host_trylock(l))
+			return true;
+		cpu_relax();
+	}
+	return false;
+}
+
+static uint16_t gen_next(uint32_t gen)
+{
+	uint16_t g = (uint16_t)(gen + 1u);
+
+	return g ? g : 1u;
+}
+
+/* --- both sides: the cached view of the entry ------------------------------------------------ */
+
+static void out_ring_load(struct tp_conn *c)
+{
+	struct tp_host_entry *e = c->ent;
+
+	c->out_ring_ok = e->peer_ring && e->peer_ring <= e->peer_pool_n && !e->peer_yield;
+	if (e->peer_ring) {
+		c->out_ring_off = e->peer_pool_off + (uint64_t)(e->peer_ring - 1u) * c->out.qsize;
+		c->dseed_out = tp_ring_seed(c->nonce_out, e->peer_ring_gen);
+	}
+}
+
+static void in_ring_load(struct tp_conn *c)
+{
+	struct tp_host_entry *e = c->ent;
+	struct tp_link *l = c->link;
+
+	if (e->ring && e->ring <= l->geom.pool_n) {
+		c->in_ring = l->in + l->geom.pool_off + (uint64_t)(e->ring - 1u) * l->geom.qsize;
+		c->dseed_in = tp_ring_seed(c->nonce_in, e->ring_gen);
+	} else {
+		c->in_ring = NULL;
+	}
+}
+
+void tp_ring_conn_init(struct tp_conn *c)
+{
+	c->out.pool_off = c->ent->peer_pool_off;
+	c->out.pool_n = c->ent->peer_pool_n;
+	out_ring_load(c);
+	in_ring_load(c);
+	c->rq_raw = 0;
+	c->tx_faulted = c->rx_faulted = false;
+}
+
+/* --- sender (tx_lock) ------------------------------------------------------------------------ */
+
+static void tx_request(struct tp_conn *c, uint32_t pri)
+{
+	struct tp_host_entry *e = c->ent;
+
+	e->rq = gen_next(e->rq);
+	e->rq_pri = pri > 0xffffu ? 0xffffu : pri;
+	e->rq_open = 1;
+	c->rq_ms = tp_now_ms();
+	tp_peer_word(c, TP_W_TX_RING_REQ, e->rq | e->rq_pri << 16);
+	ntb_wc_flush(c->link->ntb);
+	/* the receiver's helper (or its reader) answers: a ring always, it may sleep */
+	ntb_peer_db_ring(c->link->ntb);
+	/* our timers ask again if it is refused or lost (relaxed: a hint for the helper) */
+	atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed);
+}
+
+void tp_tx_ring_want(struct tp_conn *c)
+{
+	struct tp_host_entry *e = c->ent;
+
+	if (e->peer_ring || e->rq_open)
+		return; /* granted (maybe asked back: given back once drained), or asked */
+	tx_request(c, 0);
+}
+
+/* Give the ring back: everything written into it was released (so acknowledged space, nothing
+ * to retransmit from it). */
+static void tx_give_back(struct tp_conn *c)
+{
+	struct tp_host_entry *e = c->ent;
+
+	e->ret_gen = e->peer_ring_gen;
+	e->peer_ring = 0;
+	e->peer_yield = 0;
+	c->out_ring_ok = false;
+	/* our last writes into the ring (and their release) before the word that frees it */
+	ntb_to_peer_barrier(c->link->ntb);
+	tp_peer_word(c, TP_W_TX_RING_RET, e->ret_gen);
+	ntb_wc_flush(c->link->ntb);
+	ntb_peer_db_ring(c->link->ntb);
+}
+
+static bool tx_drained(const struct tp_conn *c)
+{
+	return c->fb_rx_d == c->tx_d && c->tx_d == c->tx_d_pub && !tp_tx_held(c);
+}
+
+void tp_tx_ring_feedback(struct tp_conn *c)
+{
+	struct tp_host_entry *e = c->ent;
+	uint32_t v, g;
+
+	if (e->rq_open && tp_slot_word(c, TP_W_FB_RANS, &v) && (v & 0xffffu) == e->rq) {
+		if (v & TP_RANS_NACK) {
+			c->rq_nacked = true; /* the timers ask again, CnctPRI + 1 */
+		} else if (tp_slot_word(c, TP_W_FB_GRANT, &g) && (g >> 16) &&
+			   (g >> 16) != e->ret_gen && (g & 0xfffu) < e->peer_pool_n &&
+			   !e->peer_ring) {
+			/* granted: the ring is ours until asked back */
+			e->peer_ring = (g & 0xfffu) + 1u;
+			e->peer_ring_gen = g >> 16;
+			e->peer_yield = 0;
+			e->rq_open = 0;
+			c->rq_nacked = false;
+			c->tx_faulted = false; /* (its pages: tp_tx_prefault()) */
+			out_ring_load(c);
+		}
+	}
+	/* asked back: no new message goes into it; given back once drained */
+	if (e->peer_ring && !e->peer_yield && tp_slot_word(c, TP_W_FB_GRANT, &g) &&
+	    (g & TP_GRANT_YIELD) && (g >> 16) == e->peer_ring_gen) {
+		e->peer_yield = 1;
+		c->out_ring_ok = false;
+	}
+	if (e->peer_ring && e->peer_yield && tx_drained(c))
+		tx_give_back(c);
+}
+
+void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
+{
+	struct tp_host_entry *e = c->ent;
+
+	if (e->rq_open && (c->rq_nacked || clock_age_ms(now, c->rq_ms) >= 2u)) {
+		/* refused (the priority rises: [RT]'s Nack), or unanswered (a lost word): ask
+		 * again; a RING_RET the link lost goes again first */
+		if (e->ret_gen)
+			tp_peer_word(c, TP_W_TX_RING_RET, e->ret_gen);
+		tx_request(c, e->rq_pri + (c->rq_nacked ? 1u : 0u));
+		c->rq_nacked = false;
+		return;
+	}
+	if (republish) {
+		if (e->rq)
+			tp_peer_word(c, TP_W_TX_RING_REQ, e->rq | e->rq_pri << 16);
+		if (e->ret_gen)
+			tp_peer_word(c, TP_W_TX_RING_RET, e->ret_gen);
+	}
+}
+
+bool tp_tx_ring_waiting(const struct tp_conn *c)
+{
+	return c->ent->rq_open || (c->ent->peer_ring && c->ent->peer_yield);
+}
+
+/* --- receiver (rx_lock) ---------------------------------------------------------------------- */
+
+static void rx_grant_publish(struct tp_conn *c)
+{
+	struct tp_host_entry *e = c->ent;
+
+	tp_peer_word(c, TP_W_FB_GRANT, (e->ring - 1u) | (e->ring_yield ? TP_GRANT_YIELD : 0u) |
+				       e->ring_gen << 16);
+}
+
+void tp_rx_ring_republish(struct tp_conn *c)
+{
+	struct tp_host_entry *e = c->ent;
+
+	if (e->ring)
+		rx_grant_publish(c);
+	if (e->rq_ans)
+		tp_peer_word(c, TP_W_FB_RANS, e->rans);
+}
+
+/* The sender gave our ring back (RING_RET = its generation) once it was drained. */
+static void rx_ring_returned(struct tp_conn *c)
+{
+	struct tp_host_entry *e = c->ent;
+	uint32_t v;
+
+	if (!e->ring || !tp_slot_word(c, TP_W_TX_RING_RET, &v) || v != e->ring_gen)
+		return;
+	if (!pool_lock(c->link))
+		return; /* (the next look) */
+	tp_pool_put(c->link, e->ring - 1u);
+	e->ring = 0;
+	e->ring_yield = 0;
+	tp_host_unlock(c->link);
+	c->in_ring = NULL;
+}
+
+void tp_rx_ring_service(struct tp_conn *c, bool timers)
+{
+	struct tp_host_entry *e = c->ent;
+	uint64_t raw = tp_slot_raw(c, TP_W_TX_RING_REQ);
+	uint32_t v, rq;
+
+	if (e->ring && (e->ring_yield || timers))
+		rx_ring_returned(c);
+	if (raw != c->rq_raw && tp_slot_word(c, TP_W_TX_RING_REQ, &v) && (rq = v & 0xffffu) &&
+	    rq != e->rq_ans) {
+		if (!e->ring) {
+			int r;
+
+			if (!pool_lock(c->link))
+				return; /* (rq_raw unchanged: the next look tries again) */
+			r = tp_pool_take(c->link, v >> 16, true);
+			if (r >= 0) {
+				e->ring = (uint32_t)r + 1u;
+				e->ring_gen = gen_next(e->ring_gen);
+				e->ring_ms = tp_now_ms();
+				e->ring_yield = 0;
+			}
+			tp_host_unlock(c->link);
+			if (r >= 0) {
+				in_ring_load(c);
+				c->rx_faulted = false;
+			}
+		}
+		if (e->ring) {
+			/* (also a grant the sender has not seen: this answers it again) */
+			rx_grant_publish(c);
+			e->rans = rq;
+		} else {
+			e->rans = rq | TP_RANS_NACK;
+		}
+		e->rq_ans = rq;
+		/* the grant before the answer that sends the sender to it */
+		ntb_to_peer_barrier(c->link->ntb);
+		tp_peer_word(c, TP_W_FB_RANS, e->rans);
+		ntb_wc_flush(c->link->ntb);
+		ntb_peer_db_ring(c->link->ntb);
+	}
+	c->rq_raw = raw;
+	if (!timers || !e->ring || e->ring_yield)
+		return;
+	/* relaxed: a hint (when a request was last refused here) */
+	uint64_t refused = atomic_load_explicit(&c->link->host->pool_refused_ms,
+						memory_order_relaxed), now = tp_now_ms();
+
+	if (clock_age_ms(now, e->ring_ms) >= TP_GRANT_QUANTUM_MS && refused &&
+	    clock_age_ms(now, refused) < 2u * TP_GRANT_QUANTUM_MS) {
+		/* others wait: ours goes back after its quantum */
+		e->ring_yield = 1;
+		atomic_fetch_add_explicit(&c->link->host->pool_yields, 1, memory_order_relaxed);
+		rx_grant_publish(c);
+		ntb_wc_flush(c->link->ntb);
+		ntb_peer_db_ring(c->link->ntb);
+	}
+}
