@@ -137,6 +137,19 @@ static int get_queue_size(struct conf_ctx *ctx, const config_setting_t *g, uint3
 	return rc < 0 ? rc : 0;
 }
 
+/* connections: "auto" (or 0) or 1..16384 */
+static int get_connections(struct conf_ctx *ctx, const config_setting_t *g, uint32_t *field)
+{
+	const config_setting_t *s = config_setting_get_member(g, "connections");
+
+	if (s && config_setting_type(s) == CONFIG_TYPE_STRING &&
+	    strcmp(config_setting_get_string(s), "auto") == 0) {
+		*field = 0;
+		return 0;
+	}
+	return get_u32(ctx, g, "connections", false, 0, 16384, field);
+}
+
 static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 {
 	static const char *const keys[] = {
@@ -157,7 +170,7 @@ static int parse_tunables(struct conf_ctx *ctx, const config_setting_t *root)
 	    (rc = get_u32(ctx, g, "inline_max", false, 0, 116, &t->inline_max)) ||
 	    (rc = get_u32(ctx, g, "short_max", true, 0, 1 * GIB, &t->short_max)) ||
 	    (rc = get_u32(ctx, g, "contexts", false, 1, 4096, &t->contexts)) ||
-	    (rc = get_u32(ctx, g, "connections", false, 0, 16384, &t->connections)) ||
+	    (rc = get_connections(ctx, g, &t->connections)) ||
 	    (rc = get_u32(ctx, g, "cnct_timeout_ms", false, 1, 600000, &t->cnct_timeout_ms)) ||
 	    (rc = get_u32(ctx, g, "send_timeout_ms", false, 1, 600000, &t->send_timeout_ms)) ||
 	    (rc = get_u32(ctx, g, "recv_timeout_ms", false, 1, 600000, &t->recv_timeout_ms)) ||
@@ -461,7 +474,8 @@ static int check_window_fits(struct conf_ctx *ctx, const config_setting_t *g,
 	conf_fmt_size(need, n, sizeof(n));
 	conf_fmt_size(q, qs, sizeof(qs));
 	return conf_err_at(ctx, s ? s : g, "window %s too small for tunables (%u contexts x %s "
-			   "queues + %u inline slots need %s)", w, t->contexts, qs, t->inline_slots, n);
+			   "queues + %llu connections x %u inline slots need %s)", w, t->contexts,
+			   qs, (unsigned long long)conns, t->inline_slots, n);
 }
 
 static int parse_link(struct conf_ctx *ctx, const config_setting_t *g, struct conf_link *l)

@@ -182,8 +182,8 @@ int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t ep
 		    h->session_epoch == epoch && h->size == size;
 
 	if (magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
-		/* the receive-context pool is the host's: all its processes must agree */
-		LOG(LL_DEBUG, "transport: %s: contexts %u differ from the host's %u", path,
+		/* (tp_host_open() took the host's count: the table changed in between) */
+		LOG(LL_DEBUG, "transport: %s: connection slots %u differ from the host's %u", path,
 		    l->contexts, h->contexts);
 		return -EINVAL;
 	}
@@ -262,6 +262,23 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		goto err_unlock;
+	}
+	if ((size_t)st.st_size >= sizeof(struct tp_host)) {
+		/* a live table's layout is the host's, whatever our tunables say: its number of
+		 * connection slots sizes the table (tp_host_adopt() takes the rest) */
+		struct tp_host *cur = malloc(sizeof(*cur));
+
+		if (cur && pread(fd, cur, sizeof(*cur), 0) == (ssize_t)sizeof(*cur) &&
+		    cur->magic == TP_HOST_MAGIC && cur->version == TP_HOST_VERSION &&
+		    cur->session_epoch == epoch && cur->contexts >= 1 &&
+		    cur->contexts <= TP_MAX_CONNS && cur->contexts != l->contexts &&
+		    host_size_for(cur->contexts) == cur->size) {
+			LOG(LL_DEBUG, "transport: %s: the host's %u connection slots, not %u", path,
+			    cur->contexts, l->contexts);
+			l->contexts = cur->contexts;
+			size = cur->size;
+		}
+		free(cur);
 	}
 	if ((size_t)st.st_size < size && ftruncate(fd, (off_t)size) < 0) {
 		rc = -errno;

@@ -293,7 +293,8 @@ static void test_example_full(void **state)
 	assert_int_equal(d.inline_max, 116);
 	assert_int_equal(d.queue_size, 0); /* auto */
 	assert_int_equal(d.short_max, 16u << 10);
-	assert_int_equal(d.inline_slots, 64);
+	assert_int_equal(d.inline_slots, 8);
+	assert_int_equal(d.connections, 0); /* auto */
 	assert_int_equal(d.max_err, 32);
 	assert_int_equal(d.setup_timeout_ms, 2000);
 	assert_int_equal(d.peer_timeout_ms, 30000);
@@ -520,8 +521,11 @@ static const struct bad_case bad_cases[] = {
 	{ H LNK("window_size = 99999999999L;"), 3, "out of range (allowed 64K..64G) (value '99999999999')" },
 	{ H LNK("window_size = \"64Q\";"), 3, "not a size (an integer, or a string like \"64M\") (value '64Q')" },
 	{ H LNK("window_size = -4096;"), 3, "out of range (allowed 64K..64G) (value '-4096')" },
-	{ H LNK("window_size = \"1M\";"), 3, "key 'links[0].window_size': window 1M too small for tunables (256 contexts x 4K queues + 64 inline slots need 3264K) (value '1M')" },
-	{ H "tunables = { queue_size = \"1M\"; contexts = 64; };\n" LNK("window_size = \"64M\";"), 4, "window 64M too small for tunables (64 contexts x 1M queues + 64 inline slots need" },
+	{ H LNK("window_size = \"1M\";"), 3, "key 'links[0].window_size': window 1M too small for tunables (256 contexts x 4K queues + 256 connections x 8 inline slots need 1476K) (value '1M')" },
+	{ H "tunables = { queue_size = \"1M\"; contexts = 64; };\n" LNK("window_size = \"64M\";"), 4, "window 64M too small for tunables (64 contexts x 1M queues + 64 connections x 8 inline slots need" },
+	{ H "tunables = { connections = 16385; };\n", 2, "key 'tunables.connections': out of range (allowed 0..16384) (value '16385')" },
+	{ H "tunables = { connections = \"many\"; };\n", 2, "key 'tunables.connections'" },
+	{ H "tunables = { connections = 12000; };\n" LNK("window_size = \"16M\";"), 4, "window 16M too small for tunables (256 contexts x 4K queues + 12000 connections x 8 inline slots need" },
 	{ H "tunables = { queue_size = 3; };\n", 2, "out of range (allowed 4K..1G) (value '3')" },
 	{ H "tunables = { peer_timeout_ms = 0; };\n", 2, "key 'tunables.peer_timeout_ms': out of range (allowed 1..86400000) (value '0')" },
 	{ H "tunables = {\n queue_size = \"3M\"; };\n", 3, "key 'tunables.queue_size': must be a power of two (value '3M')" },

@@ -23,6 +23,8 @@ static void pair_open_ctx(struct tl_pair *p, const char *name, uint32_t contexts
 
 	tp_params_init(&tpp);
 	tpp.contexts = contexts;
+	tpp.connections = contexts; /* (a connection slot and a data ring each) */
+	tpp.inline_slots = 64;      /* (these cases count on a long inline ring) */
 	tpp.setup_timeout_ms = 1000;
 	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 8080), 0);
 }
@@ -694,9 +696,13 @@ static void test_host_layout_shared(void **state)
 	assert_int_equal(a2->geom.inline_n, p.a->geom.inline_n);
 	assert_int_equal(a2->geom.qsize, p.a->geom.qsize);
 	assert_int_equal(a2->slot_size, p.a->slot_size);
-	tpp.contexts = 4; /* the pool size is the host's: a different one is refused */
+	tpp.contexts = 4; /* the pool and the connection slots are the host's too */
 	struct tp_link *a3 = NULL;
-	assert_int_equal(tl_open(p.path, 0, 4u << 20, &tpp, &a3), -EINVAL);
+	assert_int_equal(tl_open(p.path, 0, 4u << 20, &tpp, &a3), 0);
+	assert_int_equal(a3->geom.pool_n, p.a->geom.pool_n);
+	assert_int_equal(a3->geom.pool_off, p.a->geom.pool_off);
+	assert_int_equal(a3->contexts, p.a->contexts);
+	tp_link_close(a3);
 	tp_link_close(a2);
 	tl_pair_close(&p);
 }
@@ -903,7 +909,7 @@ static void test_retransmit_sends_no_stale_bytes(void **state)
 	/* B's window: the data ring message by message, the inline slots */
 	const volatile uint8_t *win = ntb_in_window(tp_link_ntb(p.b), NULL);
 	const volatile uint8_t *rings = win + tp_slot_off(p.b, cb->slot) + TP_SLOT_RINGS;
-	const volatile uint8_t *data = rings + (size_t)p.b->geom.inline_n * 128u;
+	const volatile uint8_t *data = cb->in_ring; /* (the pool's ring it was granted) */
 	uint32_t q = p.b->geom.qsize, pos = 0, inl = 0;
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {

@@ -31,6 +31,7 @@ static void pair_open(struct tl_pair *p, const char *name)
 
 	tp_params_init(&tpp);
 	tpp.contexts = 8;
+	tpp.inline_slots = 64; /* (these cases count on a long inline ring) */
 	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 8080), 0);
 }
 

@@ -57,12 +57,12 @@ static void test_slot_off_above_4g(void **state)
 	assert_true(tp_slot_off(&l, 4095) > UINT64_C(0xffffffff));
 }
 
-/* tp_geom_valid(): slots anywhere in the outbound window, above 4 GiB too; nothing that
- * reaches past its end, however the sum would wrap. */
+/* tp_geom_valid(), tp_pool_valid(): slots and pools anywhere in the outbound window, above
+ * 4 GiB too; nothing that reaches past its end, however the sum would wrap. */
 static void test_geom_valid(void **state)
 {
 	struct tp_link l;
-	uint32_t q = 1u << 20, n = 64, size = TP_SLOT_RINGS + n * 128u + q;
+	uint32_t q = 1u << 20, n = 64, size = TP_SLOT_RINGS + n * 128u;
 
 	(void)state;
 	memset(&l, 0, sizeof(l));
@@ -81,9 +81,22 @@ static void test_geom_valid(void **state)
 	assert_false(tp_geom_valid(&l, TP_OFF_SLOTS, 3, q));
 	assert_false(tp_geom_valid(&l, TP_OFF_SLOTS, n, q + 1));
 	assert_false(tp_geom_valid(&l, TP_OFF_SLOTS, 1u << 17, q));
+	/* the pool of data rings */
+	assert_true(tp_pool_valid(&l, UINT64_C(0x100000), 4096, q, 0));
+	assert_true(tp_pool_valid(&l, UINT64_C(0x100000), 4096, q, 4096));
+	assert_false(tp_pool_valid(&l, UINT64_C(0x100000), 4096, q, 4097));   /* no such ring */
+	assert_true(tp_pool_valid(&l, 8 * GIB - 4096 * (uint64_t)q, 4096, q, 1)); /* ends at the end */
+	assert_false(tp_pool_valid(&l, 8 * GIB - 4096 * (uint64_t)q + 4096, 4096, q, 1));
+	assert_false(tp_pool_valid(&l, UINT64_C(0x100000), 4097, q, 1));     /* too many */
+	assert_false(tp_pool_valid(&l, UINT64_C(0x100000), 0, q, 0));
+	assert_false(tp_pool_valid(&l, UINT64_C(0x100800), 1, q, 1));        /* misaligned */
+	assert_false(tp_pool_valid(&l, TP_OFF_SLOTS - 4096, 1, q, 1));       /* control area */
+	assert_false(tp_pool_valid(&l, UINT64_MAX - 4095, 1, q, 1));         /* would wrap */
+	assert_false(tp_pool_valid(&l, 8 * GIB, 1, q, 1));
 	/* a 4 GiB window: the offset a 32-bit sum wrapped to is no longer a stand-in */
 	l.out_size = (size_t)(4 * GIB);
 	assert_false(tp_geom_valid(&l, UINT64_C(0x102c0a000), n, q));
+	assert_false(tp_pool_valid(&l, UINT64_C(0x100000000), 1, q, 1));
 }
 
 /* Room for two sparse windows of WIN bytes on /dev/shm (tmpfs allocates only what is written). */
@@ -94,9 +107,9 @@ static bool shm_room(uint64_t win)
 	return statvfs("/dev/shm", &v) == 0 && (uint64_t)v.f_bsize * v.f_blocks >= win / 4;
 }
 
-/* The slot layout of windows above 4 GiB: the ring a window of 4 GiB + 128 KiB leaves one
- * context (a 32-bit quotient left 64 KiB of it), and 4096 contexts of an 8 GiB window that
- * stay inside it. */
+/* The layout of windows above 4 GiB: the ring a window of 4 GiB + 128 KiB leaves one
+ * context (a 32-bit quotient left 64 KiB of it), and a pool of 4096 rings in an 8 GiB window
+ * that stays inside it. */
 static void test_link_geometry_big(void **state)
 {
 	struct tp_params tpp;
@@ -112,28 +125,20 @@ static void test_link_geometry_big(void **state)
 	tpp.contexts = 1;
 	assert_int_equal(tl_open(path, 0, (size_t)(4 * GIB + (128u << 10)), &tpp, &a), 0);
 	assert_int_equal(a->geom.qsize, 1u << 20);
-	assert_true(tp_slot_off(a, 0) + a->slot_size <= a->in_size);
+	assert_true(a->geom.pool_off + a->geom.qsize <= a->in_size);
+	assert_true(tp_slot_off(a, a->contexts - 1) + a->slot_size <= a->geom.pool_off);
 	tp_link_close(a);
 	tl_unlink(path);
 
 	tpp.contexts = TP_MAX_CONTEXTS;
 	assert_int_equal(tl_open(path, 0, (size_t)(8 * GIB), &tpp, &a), 0);
 	assert_int_equal(a->geom.qsize, 1u << 20);
-	assert_true(tp_slot_off(a, TP_MAX_CONTEXTS - 1) > UINT64_C(0xffffffff));
-	assert_true(tp_slot_off(a, TP_MAX_CONTEXTS - 1) + a->slot_size <= a->in_size);
+	assert_int_equal(a->geom.pool_n, TP_MAX_CONTEXTS);
+	assert_true(a->geom.pool_off + (TP_MAX_CONTEXTS - 1u) * (uint64_t)a->geom.qsize >
+		    UINT64_C(0xffffffff));
+	assert_true(a->geom.pool_off + TP_MAX_CONTEXTS * (uint64_t)a->geom.qsize <= a->in_size);
 	tp_link_close(a);
 	tl_unlink(path);
-}
-
-/* Make SLOT the context the next tp_slot_alloc() of L takes (the one released longest ago). */
-static void prefer_slot(struct tp_link *l, uint32_t slot)
-{
-	tp_host_lock(l);
-	for (uint32_t i = 0; i < l->host->contexts; i++)
-		if (l->host->e[i].state == TP_ES_FREE)
-			l->host->e[i].released_ms = i == slot ? 0 : 1;
-	tp_hidx_rebuild(l->host); /* (the free queue is in release order) */
-	tp_host_unlock(l);
 }
 
 static bool all_zero(const volatile uint8_t *p, size_t n)
@@ -144,9 +149,24 @@ static bool all_zero(const volatile uint8_t *p, size_t n)
 	return true;
 }
 
-/* A connection on the last contexts of an 8 GiB window (4096 contexts): both slots above
- * 4 GiB. Its bytes arrive, in both directions, at the slot's offset in the receiver's window;
- * the offset a 32-bit sum wraps to (another context's rings) stays untouched. */
+/* Make RING the data ring the next grant of L's pool takes (the top of its stack). */
+static void prefer_ring(struct tp_link *l, uint32_t ring)
+{
+	struct tp_host *h = l->host;
+
+	tp_host_lock(l);
+	for (uint32_t i = 0; i < h->pool_top; i++) {
+		if (h->pool_stack[i] == ring) {
+			h->pool_stack[i] = h->pool_stack[h->pool_top - 1];
+			h->pool_stack[h->pool_top - 1] = (uint16_t)ring;
+		}
+	}
+	tp_host_unlock(l);
+}
+
+/* A connection granted the last data rings of an 8 GiB window (4096 of 1 MiB): both above
+ * 4 GiB. Its bytes arrive, in both directions, at the ring's offset in the receiver's window;
+ * the offset a 32-bit sum wraps to (another ring or the slots) stays untouched. */
 static void test_conn_above_4g(void **state)
 {
 	const uint32_t last = TP_MAX_CONTEXTS - 1;
@@ -168,19 +188,18 @@ static void test_conn_above_4g(void **state)
 	assert_int_equal(tl_open(p.path, 1, (size_t)(8 * GIB), &tpp, &p.b), 0);
 	assert_int_equal(tp_listen(p.b, 5000), 0);
 	assert_int_equal(tl_wait_listen(p.a, 5000, 5000), 0);
-	prefer_slot(p.a, last);
-	prefer_slot(p.b, last);
+	prefer_ring(p.a, last);
+	prefer_ring(p.b, last);
 	tl_key(&k, 40000, 5000);
 	assert_int_equal(tp_connect(p.a, &k, 5000, &p.ca, &why), 0);
 	assert_int_equal(tp_attach(p.b, &k, &p.cb), 0);
-	assert_int_equal(p.ca->slot, last);
-	assert_int_equal(p.cb->slot, last);
-	uint64_t off = tp_slot_off(p.a, last);
+	uint64_t off = p.a->geom.pool_off + (uint64_t)last * p.a->geom.qsize;
 
 	assert_true(off > UINT64_C(0xffffffff));
-	assert_true(p.ca->out.slot_off == tp_slot_off(p.b, last));
-	assert_true(p.cb->out.slot_off == off);
-	assert_true(p.a->host->e[last].peer_slot_off == off);
+	assert_true(p.ca->out_ring_off == p.b->geom.pool_off + (uint64_t)last * p.b->geom.qsize);
+	assert_true(p.cb->out_ring_off == off);
+	assert_true(p.a->host->e[p.ca->slot].ring == last + 1u);
+	assert_true(p.ca->in_ring == p.a->in + off);
 
 	tl_fill(msg, sizeof(msg), 7, 0);
 	tl_fill(small, sizeof(small), 8, 0);
@@ -188,7 +207,7 @@ static void test_conn_above_4g(void **state)
 		struct tp_conn *tx = dir ? p.cb : p.ca, *rx = dir ? p.ca : p.cb;
 		const volatile uint8_t *win = ntb_in_window(tp_link_ntb(dir ? p.a : p.b),
 							    dir ? &wa : &wb);
-		uint64_t at = tp_slot_off(rx->link, last);
+		uint64_t at = rx->link->geom.pool_off + (uint64_t)last * rx->link->geom.qsize;
 		uint64_t wrapped = at & 0xffffffffu;
 
 		assert_int_equal(tl_send_all(tx, small, sizeof(small)), 0);   /* inline */
@@ -202,14 +221,12 @@ static void test_conn_above_4g(void **state)
 		assert_memory_equal(both, small, sizeof(small));
 		assert_memory_equal(both + sizeof(small), msg, sizeof(msg));
 		/* the data ring's first message: descriptor at the ring's start, payload after */
-		const volatile uint8_t *data = win + at + TP_SLOT_RINGS + rx->link->geom.inline_n * 128u;
+		const volatile uint8_t *data = win + at;
 
 		for (size_t i = 0; i < sizeof(msg); i++)
 			assert_int_equal(data[TP_DESC_SIZE + i], msg[i]);
-		/* nothing at the wrapped offset (the rings of a context near 32 MiB) */
-		assert_true(all_zero(win + wrapped, TP_SLOT_RINGS + 128u));
-		assert_true(all_zero(win + wrapped + TP_SLOT_RINGS + rx->link->geom.inline_n * 128u,
-				     sizeof(msg) + TP_DESC_SIZE));
+		/* nothing at the wrapped offset */
+		assert_true(all_zero(win + wrapped, sizeof(msg) + TP_DESC_SIZE));
 	}
 	tl_pair_close(&p);
 }
@@ -238,6 +255,7 @@ static uint32_t apply_raw(struct tp_link *a, uint16_t port, uint32_t version)
 	tp_pkt_set_slot_off(&k, tp_slot_off(a, (uint32_t)slot));
 	k.inline_n = a->geom.inline_n;
 	k.qsize = a->geom.qsize;
+	tp_pkt_set_pool(&k, a, e);
 	tl_key(&k.key, 999, port);
 	k.version = version;
 	k.seq = h->mbox_prod + 1;
@@ -261,6 +279,7 @@ static void test_apply_other_version_refused(void **state)
 	tl_unlink(path);
 	tp_params_init(&tpp);
 	tpp.contexts = 4;
+	tpp.connections = 4;
 	assert_int_equal(tl_open(path, 0, 4u << 20, &tpp, &a), 0);
 	assert_int_equal(tl_open(path, 1, 4u << 20, &tpp, &b), 0);
 	assert_int_equal(tp_listen(b, 443), 0);

@@ -218,6 +218,7 @@ static void pair_open(struct tl_pair *p, const char *name, uint32_t contexts)
 
 	tp_params_init(&tpp);
 	tpp.contexts = contexts;
+	tpp.connections = contexts; /* (the set-up's admission: connection slots) */
 	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 443), 0);
 }
 
@@ -243,6 +244,7 @@ static int apply_from(struct tl_pair *p, uint16_t port, uint32_t msgid, bool cor
 	tp_pkt_set_slot_off(&k, tp_slot_off(p->a, (uint32_t)slot));
 	k.inline_n = p->a->geom.inline_n;
 	k.qsize = p->a->geom.qsize;
+	tp_pkt_set_pool(&k, p->a, e);
 	tl_key(&k.key, 999, port);
 	if (corrupt) {
 		/* seal it, then flip a bit, as a corrupting link would */

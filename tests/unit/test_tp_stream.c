@@ -30,6 +30,13 @@ static void pair_open(struct tl_pair *p, const char *name, const struct tp_param
 	enum tp_reason why;
 	int rc;
 
+	struct tp_params def;
+
+	if (!tpp) { /* (most cases here count on a long inline ring) */
+		tp_params_init(&def);
+		def.inline_slots = 64;
+		tpp = &def;
+	}
 	snprintf(p->path, sizeof(p->path), "/dev/shm/ntbsock-test-%s-%d", name, getpid());
 	tl_unlink(p->path);
 	tl_params(&lp, p->path, 0, 16u << 20);
@@ -176,6 +183,7 @@ static void test_stream_clean(void **state)
 
 	(void)state;
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.contexts = 16; /* 512 KiB rings: long messages happen */
 	pair_open(&p, "clean", &tpp, NULL);
 	duplex(&p, 112u << 20, 200000); /* 224 MiB + 32 MiB under faults: 256 MiB in all */
@@ -232,6 +240,7 @@ static void test_lazy_credits(void **state)
 	assert_non_null(buf);
 	assert_non_null(rbuf);
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.contexts = 16;
 	pair_open(&p, "lazy", &tpp, NULL);
 	tl_fill(buf, 2u << 20, 7, 0);
@@ -276,6 +285,7 @@ static void test_writable_needs_data_room(void **state)
 	assert_non_null(buf);
 	assert_non_null(rbuf);
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.contexts = 16;
 	pair_open(&p, "writable", &tpp, NULL);
 	tl_fill(buf, 2u << 20, 9, 0);
@@ -322,6 +332,7 @@ static void test_large_write_pieces(void **state)
 	assert_non_null(buf);
 	assert_non_null(rbuf);
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.contexts = 16;
 	tpp.queue_size = 256u << 10;
 	pair_open(&p, "pieces", &tpp, NULL);
@@ -379,6 +390,7 @@ static void test_reply_pieces(void **state)
 	assert_non_null(buf);
 	assert_non_null(rbuf);
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.contexts = 16;
 	tpp.queue_size = 512u << 10; /* messages of up to 64 KiB */
 	pair_open(&p, "reply", &tpp, NULL);
@@ -896,6 +908,7 @@ static void test_gated_receiver_answers_detect(void **state)
 	memset(b, 2, sizeof(b));
 	memset(c, 3, sizeof(c));
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.send_timeout_ms = 60000;
 	tpp.detect_timeout_ms = 60000;
 	tpp.recv_timeout_ms = 60000;
@@ -935,6 +948,7 @@ static void gated_pair(struct tl_pair *p, const char *name, const uint8_t *b, co
 	struct iovec vo = { out, sizeof(out) };
 
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.send_timeout_ms = 60000;
 	tpp.detect_timeout_ms = 60000;
 	tpp.recv_timeout_ms = 60000;
@@ -1063,6 +1077,7 @@ static void test_retransmit_selective(void **state)
 	memset(d, 4, sizeof(d));
 	memset(e, 5, sizeof(e));
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.send_timeout_ms = 60000;
 	tpp.detect_timeout_ms = 60000;
 	tpp.recv_timeout_ms = 60000;
@@ -1153,8 +1168,7 @@ static void test_short_direct(void **state)
 	/* a spoilt payload byte */
 	struct iovec v = { msg, 200 }, o = { out, 200 };
 	uint32_t at_d = p.ca->tx_d;
-	size_t at = p.ca->out.slot_off + TP_SLOT_RINGS + (size_t)p.ca->out.inline_n * 128u +
-		    (at_d & (p.ca->out.qsize - 1)) + TP_DESC_SIZE + 50;
+	size_t at = p.ca->out_ring_off + (at_d & (p.ca->out.qsize - 1)) + TP_DESC_SIZE + 50;
 	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
 
 	tl_fill(msg, 200, 77, 0);
@@ -1259,6 +1273,7 @@ static void test_quick_probe_recovers(void **state)
 
 	(void)state;
 	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
 	tpp.send_timeout_ms = 60000;
 	tpp.detect_timeout_ms = 60000;
 	/* A receiver that asked for a retransmission waits for it gated and does not answer a
