@@ -115,6 +115,15 @@ static size_t sndbuf_clamp(const struct tp_conn *c, size_t len)
 	return cap && len > cap / 2u ? cap / 2u : len;
 }
 
+/* Room for a write of LEN: in the data ring; without one (tp_ring.c), an inline slot (the
+ * write goes through them). Under tx_lock. */
+static bool fits_now(const struct tp_conn *c, size_t len)
+{
+	if (!c->out_ring_ok)
+		return c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0;
+	return tp_data_room(c, TP_MT_SHORT) >= len;
+}
+
 bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
@@ -134,10 +143,10 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 		tp_mutex_unlock(&c->tx_lock);
 		return true;
 	}
-	fits = tp_data_room(c, TP_MT_SHORT) >= len;
+	fits = fits_now(c, len);
 	if (!fits) {
 		tp_tx_feedback(c); /* the cached credits ran out: what did the receiver release? */
-		fits = tp_data_room(c, TP_MT_SHORT) >= len;
+		fits = fits_now(c, len);
 	}
 	if (!fits && (atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
 		      tp_conn_peer_lost(c)))
@@ -148,7 +157,7 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 		 * poll_bits() does for "no room at all". tp_send() clears the flag. */
 		tp_set_tx_wait(c, c->tx_wait_v | TP_TXW_ROOM);
 		tp_tx_feedback(c);
-		fits = tp_data_room(c, TP_MT_SHORT) >= len;
+		fits = fits_now(c, len);
 	}
 	tp_mutex_unlock(&c->tx_lock);
 	return fits;

@@ -55,14 +55,18 @@ expect_out '^host: A' "check prints the resolved host"
 expect_out 'peer B via link ab' "check prints the peers"
 expect_out '^link state:' "check prints the link state"
 expect_out 'demo-a.conf: valid$' "check says valid"
-# 256 MiB window, 256 contexts, 64 inline slots: the largest power-of-two ring that fits
-# (256M - 64K) / 256 less the inline slots and words is 512 KiB; slot = 512 + 64 x 128 + 512 B
-expect_out 'capacity: 256 connections at once .*each 520.5 KiB of window per direction.*a 512 KiB data ring \(51 % of the window' \
+# 256 MiB window, 8 inline slots: connection slots of 512 + 8 x 128 B, as many as a quarter of
+# the window holds up to 16384 (24 MiB, 9 %); 256 transfer contexts share the rest: the largest
+# power-of-two ring of (256M - 64K - 24M) / 256 is 512 KiB
+expect_out 'capacity: 16384 connections at once, each 1.5 KiB of window per direction .*8 inline slots.* 9 % of the window' \
 	"check prints the link's capacity and cost per connection"
-printf 'tunables = { contexts = 1024; };\n' | cat conf/examples/demo-a.conf - >"$tmp/ctx1024.conf"
+expect_out 'transfers: 256 at once through data rings of 512 KiB' \
+	"check prints the transfer contexts"
+printf 'tunables = { contexts = 1024; connections = 10000; };\n' | cat conf/examples/demo-a.conf - >"$tmp/ctx1024.conf"
 expect_rc 0 "check with 1024 contexts" "$NTBSOCK" check -c "$tmp/ctx1024.conf"
-expect_out 'capacity: 1024 connections at once .*each 136.5 KiB .*a 128 KiB data ring' \
-	"check's capacity follows the contexts tunable"
+expect_out 'capacity: 10000 connections at once' "check's capacity follows the connections tunable"
+expect_out 'transfers: 1024 at once through data rings of 128 KiB' \
+	"check's transfers follow the contexts tunable"
 expect_rc 0 "check demo-b.conf" "$NTBSOCK" check -c conf/examples/demo-b.conf
 expect_out '^host: B' "check demo-b prints host B"
 expect_rc 0 "check via NTBSOCK_CONF" env NTBSOCK_CONF=conf/examples/demo-b.conf "$NTBSOCK" check

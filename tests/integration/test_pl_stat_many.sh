@@ -3,8 +3,8 @@
 # `ntbsock stat` lists every connection of a host with thousands of them, and --summary counts
 # them right. Host A holds 2 x N connections to two servers under the library on host B: N to
 # a port its rules send to tcp ("rule 1 says tcp"), N to a port routed to ntb, of which the
-# first ones get NTB and the rest, once the 32 receive contexts are spent, stay TCP ("no
-# receive context", or another reason); B's ends of the tcp ones say "client did not set up
+# first ones get NTB and the rest, once the link's 32 connection slots are spent (tunable
+# connections), stay TCP ("no receive context", or another reason); B's ends of the tcp ones say "client did not set up
 # ntb". On each host (each with its own table of tcp connections, as separate machines have)
 # stat lists 2 x N rows, each (pid, fd) once, the tcp ones with their reasons; --summary counts
 # what the table lists, --summary --json what --json lists.
@@ -15,6 +15,10 @@ N=${PL_STAT_MANY:-1000}
 [ "$(ulimit -n)" -ge $((2 * N + 64)) ] || ulimit -n $((2 * N + 64)) 2>/dev/null ||
 	pl_skip "needs $((2 * N + 64)) descriptors (ulimit -n)"
 pl_setup stat-many
+# 32 connection slots per link (lib.sh gave 32 transfer contexts): the rest go tcp
+sed -i 's/^tunables = { contexts = \([0-9]*\); };/tunables = { contexts = \1; connections = 32; };/' \
+	"$PL_TMP/a.conf" "$PL_TMP/b.conf"
+grep -q 'connections = 32;' "$PL_TMP/a.conf" || pl_fail "connections not set in a.conf"
 NTB=$BUILD/ntbsock
 HOLD=$BUILD/tests/pl_hold
 ECHO=$BUILD/tests/pl_echo
