@@ -213,6 +213,12 @@ static inline unsigned tp_inline_off(unsigned len)
 {
 	return len <= 4 ? 112 : len <= 52 ? 64 : 0;
 }
+/* Consumed inline slots a receiver's lazy release holds back at most, less one (tp_rx.c:
+ * rx_release()): a quarter of a ring of N slots, half of a small one (8 slots: a release every
+ * 4 messages, not every 2, whose feedback writes cost a 64-byte ping-pong a third of its
+ * latency), so that what it holds back is always less than half the ring. */
+static inline uint32_t tp_inline_keep(uint32_t n) { return n >= 16u ? n / 4u : n / 2u; }
+
 /* Bytes copied to the window: offset … 127. */
 static inline unsigned tp_inline_copy(unsigned len) { return 128 - tp_inline_off(len); }
 

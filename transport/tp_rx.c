@@ -468,9 +468,10 @@ static bool fb_pending(const struct tp_conn *c)
 }
 
 /* Release what was consumed, lazily: every feedback write costs the sender a cache miss (and
- * us a fence), so a message is not worth one. Published when a quarter of the inline ring or
- * an eighth of the data ring was consumed since the last time (so a sender never finds the
- * ring full while we have drained it: what we hold back is less than half of either ring),
+ * us a fence), so a message is not worth one. Published when a quarter of the inline ring (half
+ * of a small one: tp_inline_keep()) or an eighth of the data ring was consumed since the last
+ * time (so a sender never finds the ring full while we have drained it: what we hold back is
+ * less than half of either ring),
  * when the sender asks for it (TX_WAIT: it waits for room, or holds a merged message), at end
  * of stream (its linger waits for the FIN's CmpAck), and by tp_rx_flush_feedback() before we
  * sleep and from the timers. */
@@ -480,7 +481,7 @@ static void rx_release(struct tp_conn *c)
 
 	if (!fb_pending(c))
 		return;
-	if (c->c_d - c->pub_d >= qs / 8u || c->c_i - c->pub_i >= n / 4u || c->eof ||
+	if (c->c_d - c->pub_d >= qs / 8u || c->c_i - c->pub_i >= tp_inline_keep(n) || c->eof ||
 	    (tp_slot_word(c, TP_W_TX_WAIT, &waits) && waits))
 		fb_publish(c);
 }

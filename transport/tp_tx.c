@@ -503,6 +503,11 @@ static bool tx_stale(struct tp_conn *c, size_t total)
 		return true;
 	if (total <= pp->inline_max && tp_tx_inline_free(c) > 0)
 		return false;
+	/* the inline slots ran out by the cached credits: the receiver's release probably freed
+	 * some (a ping-pong's message would otherwise go to the data ring, at twice the latency
+	 * with a ring of 8 slots), unless a look a few sends ago found none */
+	if (total <= pp->inline_max && c->tx_fresh_sends > 4)
+		return true;
 	/* a few messages' descriptors and alignment besides the bytes */
 	return tp_tx_data_free(c) < total + 4u * 128u;
 }

@@ -55,15 +55,14 @@ static inline bool tp_tx_rx_behind(const struct tp_conn *c)
 }
 
 /* Is the receiver behind for sure, before it was asked to publish at once? Its lazy release
- * (tp_rx.c: rx_release()) holds back less than a quarter of the inline ring and less than an
+ * (tp_rx.c: rx_release()) holds back fewer than tp_inline_keep() inline slots and less than an
  * eighth of the data ring it consumed, so more than that unreleased is unconsumed: a receiver
  * that caught up is never taken for a busy one (its release may simply not be published). */
 static inline bool tp_tx_rx_surely_behind(const struct tp_conn *c)
 {
-	uint32_t in_keep = c->out.inline_n / 4u, d_keep = c->out.qsize / 8u;
+	uint32_t in_keep = tp_inline_keep(c->out.inline_n), d_keep = c->out.qsize / 8u;
 
-	/* (a quarter of a ring of fewer than 4 slots is 0: it releases every slot at once) */
-	return c->tx_i - c->fb_rx_i >= (in_keep ? in_keep : 1u) ||
+	return c->tx_i - c->fb_rx_i >= in_keep ||
 	       c->tx_d_pub - c->fb_rx_d >= (d_keep ? d_keep : 1u);
 }
 
