@@ -11,7 +11,7 @@
 # The link's config is written here: as many receive contexts as the code allows (4096, one per
 # connection), each with a small window share (4 KiB data ring, 2 inline slots), and a window
 # just large enough (`ntbsock check` prints the geometry). Environment, to try larger counts:
-#   CONNS_N             connections (default 4000)
+#   CONNS_N             connections (default 4000; 1000 under a sanitizer runtime)
 #   CONNS_ROUNDS        echo rounds (default 3)
 #   CONNS_SIZES         message sizes taking turns by round, comma-separated (default 64,2000)
 #   CONNS_CONTEXTS      tunables.contexts (default 4096)
@@ -25,6 +25,9 @@
 . "$(dirname "$0")/lib.sh"
 pl_need ss python3
 N=${CONNS_N:-4000}
+# (ASan/TSan runs of the integration tests: each set-up several times slower, each connection
+# several times larger)
+[ -z "${PL_PRELOAD_FIRST:-}" ] || N=${CONNS_N:-1000}
 ROUNDS=${CONNS_ROUNDS:-3}
 SIZES=${CONNS_SIZES:-64,2000}
 CTX=${CONNS_CONTEXTS:-4096}
@@ -40,8 +43,8 @@ hard=$(ulimit -Hn)
 	pl_skip "$N connections need $((N + 64)) descriptors per process; the hard limit (ulimit -Hn) is $hard"
 ulimit -n "$hard" 2>/dev/null || true
 # each connection's set-up and echoes take a few ms on a loaded machine: 60 s + 30 ms per
-# connection before the programs are ended
-PL_TIMEOUT=${PL_TIMEOUT:-$((60 + N * 3 / 100))}
+# connection (times PL_SLOW under a sanitizer) before the programs are ended
+PL_TIMEOUT=${PL_TIMEOUT:-$(( (60 + N * 3 / 100) * PL_SLOW ))}
 PL_CONTEXTS=default
 pl_setup conns-many
 NTB=$BUILD/ntbsock
