@@ -196,7 +196,7 @@ soak: deps all $(HELPER_BINS)
 demo: deps all
 	$(Q)BUILD=$(BUILD) sh bench/demo.sh
 
-bench: deps all
+bench: deps all $(BUILD)/tests/echo10k
 	$(Q)BUILD=$(BUILD) sh bench/bench.sh
 
 # CRC32C microbenchmark, not built by default: `make crc-bench; taskset -c 1 build/bench/crc_bench`

@@ -6,8 +6,9 @@
 #
 # Environment: BUILD (default build), BENCH_REPS (repetitions, default 3, at least 3 for the
 # record), BENCH_T (seconds per measurement, default 2), BENCH_OUT (results directory, default
-# bench/results), BENCH_SECTIONS (default "1 2 3 4 5 6 7"), BENCH_FABRIC_RATE (the modelled link
-# rate of section 6, bench/fabric.sh, default 1000M), CC. Progress goes to stderr. Each
+# bench/results), BENCH_SECTIONS (default "1 2 3 4 5 6 7 8"), BENCH_FABRIC_RATE (the modelled link
+# rate of section 6, bench/fabric.sh, default 1000M), STREAMS_N (section 7), CONNS_N,
+# CONNS_ROUNDS, CONNS_SIZES, CONNS_CONTEXTS (section 8), CC. Progress goes to stderr. Each
 # run's transport check is as in the demo: an ntbsock value whose connection did not use the
 # link is marked, never counted as ntbsock.
 . "$(dirname "$0")/lib.sh"
@@ -55,7 +56,7 @@ addr_of() { case $1 in netns) echo $NS_B_IP;; lo) echo 127.0.0.1;; *) echo 127.0
 IPERF_SIZES="64 1K 16K 128K 1M"
 SP_SIZES="64 1K 16K"
 # BENCH_SECTIONS: which of the numbered sections below to run (default all).
-want() { case " ${BENCH_SECTIONS:-1 2 3 4 5 6 7} " in *" $1 "*) return 0;; esac; return 1; }
+want() { case " ${BENCH_SECTIONS:-1 2 3 4 5 6 7 8} " in *" $1 "*) return 0;; esac; return 1; }
 n=0
 step() { n=$((n + 1)); bn_say "[$n] $*"; }
 # record TEST TRANSPORT SIZE REP V1 V2 CHECK
@@ -271,6 +272,95 @@ if want 7; then
 		done
 	done
 	rm_streams
+fi
+
+# --- 8. connections held: CONNS_N connections (4000) open at once, echoed on ---
+# tests/helpers/echo10k.c: one epoll client opens CONNS_N connections one after the other to one
+# epoll echo server (the set-up time of all of them), then echoes CONNS_ROUNDS rounds (6) of a
+# message on every connection, the sizes of CONNS_SIZES (64,2000: inline and data ring) taking
+# turns, every byte checked (each size's mean round time), and holds them all while the RSS of
+# client and server is read. ntbsock on a link of its own with a receive context per connection
+# (CONNS_CONTEXTS, 4096: today's maximum), 4 KiB data rings and 2 inline slots, every connection
+# checked to be ntb in both logs; beside kernel TCP loopback.
+ECHO10K=$BUILD/tests/echo10k
+CN=${CONNS_N:-4000}
+if want 8 && [ ! -x "$ECHO10K" ]; then
+	echo "connections held skipped: $ECHO10K not built (make bench builds it)" >>"$NOTES"
+elif want 8 && [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt $((CN + 64)) ]; then
+	echo "connections held skipped: $CN connections need $((CN + 64)) descriptors per process, the hard limit (ulimit -Hn) is $(ulimit -Hn)" >>"$NOTES"
+elif want 8; then
+	CR=${CONNS_ROUNDS:-6}
+	CS=${CONNS_SIZES:-64,2000}
+	cctx=${CONNS_CONTEXTS:-4096}
+	cwin=$(( (65536 + cctx * (512 + 128 * 2 + 4096) + 1048575) / 1048576 ))M
+	for H in A B; do
+		sed "s#$PL_LINK\"#$PL_LINK-conns\"#; s#^\( *window_size = \)\"[^\"]*\";.*#\1\"$cwin\";#" \
+			"$PL_TMP/$H.conf" >"$PL_TMP/C$H.conf"
+		echo "tunables = { contexts = $cctx; queue_size = 4096; inline_slots = 2; };" >>"$PL_TMP/C$H.conf"
+	done
+	rm_conns() { rm -f "$PL_LINK-conns"; }
+	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_conns"
+	# rss_of PID: "VmRSS RssShmem" in MiB
+	rss_of() { awk '/^VmRSS:/ { r = $2 } /^RssShmem:/ { s = $2 } END { printf "%.1f %.1f\n", r / 1024, s / 1024 }' \
+		"/proc/$1/status" 2>/dev/null; }
+	for r in $(seq $REPS); do
+		for t in ntb tcp; do
+			bn_next_port; p=$BN_PORT
+			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/conns-$BN_SEQ
+			mkdir "$out.hold"
+			if [ $t = ntb ]; then
+				pre_s="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$out.srv.log LD_PRELOAD=$PL_LIB NTBSOCK_CONF=$PL_TMP/CB.conf"
+				pre_c="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$out.cli.log LD_PRELOAD=$PL_LIB NTBSOCK_CONF=$PL_TMP/CA.conf"
+			else
+				pre_s=env; pre_c=env
+			fi
+			# (env and taskset exec: the pids are the programs')
+			$pre_s taskset -c $BN_CPU_SERVER $ECHO10K server $p 127.0.0.2 >"$out.srv" 2>&1 &
+			spid=$!
+			PL_PIDS="$PL_PIDS $spid"
+			pl_wait_port 127.0.0.2 $p
+			$pre_c taskset -c $BN_CPU_CLIENT $ECHO10K client 127.0.0.2 $p $CN $CR $CS "$out.hold" \
+				>"$out.cli" 2>&1 &
+			cpid=$!
+			PL_PIDS="$PL_PIDS $cpid"
+			i=0
+			while [ ! -e "$out.hold/ready" ] && kill -0 $cpid 2>/dev/null && [ $i -lt 3000 ]; do
+				sleep 0.1; i=$((i + 1))
+			done
+			rc=$(rss_of $cpid); rs=$(rss_of $spid)
+			touch "$out.hold/go"
+			[ $i -lt 3000 ] || kill $cpid 2>/dev/null
+			wait $cpid; crc=$?
+			bn_stop $spid
+			PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $cpid / /")
+			set -- $(sed -n 's/^echo10k client: .* setup_s=\([0-9.]*\) .*/\1/p' "$out.cli") nan
+			setup=$1
+			p99=$(sed -n 's/^connected .* p99 \([0-9.]*\) ms.*/\1/p' "$out.cli")
+			# ntb: every connection ntb in both programs' logs, none tcp
+			chk=-
+			if [ $t = ntb ]; then
+				chk=ok
+				for f in "$out.cli.log" "$out.srv.log"; do
+					nl=$(grep -c ': ntb (link' "$f" 2>/dev/null) # (n counts the steps)
+					[ "${nl:-0}" -eq "$CN" ] && ! grep -q ': tcp (' "$f" || chk=tcp-fallback
+				done
+			fi
+			[ $crc -eq 0 ] || chk=failed
+			record conns-setup $t $CN $r $setup ${p99:-nan} $chk
+			set -- ${rc:-nan nan} ${rs:-nan nan}
+			record conns-rss $t $CN $r $1 $3 $chk
+			record conns-shm $t $CN $r $2 $4 $chk
+			rounds=""
+			for sz in $(echo "$CS" | tr ',' ' '); do
+				ms=$(awk -v s=$sz '$1 == "round" && $4 == s ":" { t += $5; n++ } END { if (n) printf "%.2f", t / n; else print "nan" }' "$out.cli")
+				record conns-round $t $sz $r $ms - $chk
+				rounds="$rounds, $sz B round $ms ms"
+			done
+			step "rep $r: $CN connections held over $t: set-up of all ${setup} s (connect p99 ${p99:-?} ms)$rounds; RSS client $1 MiB, server $3 MiB ($chk)"
+			[ $chk = failed ] && bn_say "  $(grep -v '^round\|^connected' "$out.cli" | head -n 3 | tr '\n' ' ')"
+		done
+	done
+	rm_conns
 fi
 
 mkdir -p "$OUTDIR"

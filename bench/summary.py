@@ -108,7 +108,12 @@ UNITS = {("iperf3", "v1"): "Gbit/s", ("iperf3-P4", "v1"): "Gbit/s", ("connrate",
          ("ref-cacheline", "v1"): "us one-way", ("ref-cacheline-il", "v1"): "us one-way",
          ("perf-ratio64", "v1"): "x cache line", ("ref-pipe", "v1"): "MB/s",
          ("perf-pipe-share", "v1"): "% of the interleaved pipeline",
-         ("streams", "v1"): "slowest connection / mean", ("streams", "v2"): "MB/s in all"}
+         ("streams", "v1"): "slowest connection / mean", ("streams", "v2"): "MB/s in all",
+         ("conns-setup", "v1"): "s to open all", ("conns-setup", "v2"): "ms connect() p99",
+         ("conns-round", "v1"): "ms per echo round on every connection",
+         ("conns-rss", "v1"): "MiB client RSS", ("conns-rss", "v2"): "MiB server RSS",
+         ("conns-shm", "v1"): "MiB client RSS of shared memory",
+         ("conns-shm", "v2"): "MiB server RSS of shared memory"}
 
 
 def unit_of(test, metric):
@@ -208,6 +213,36 @@ def goals(stats):
     return out
 
 
+def conns_held(stats, out):
+    """Section 8: N connections held open at once (tests/helpers/echo10k.c)."""
+    ns = sizes_of(stats, "conns-setup")
+    if not ns:
+        return
+    n = ns[-1]
+    out += ["## %d connections held open at once (tests/helpers/echo10k.c: one epoll client "
+            "opens them one after the other to one epoll echo server, echoes a message on every "
+            "one per round, every byte checked, and holds them while the RSS is read)" % n, ""]
+    out.append("| measurement | ntbsock | TCP loopback | ntbsock/TCP (below 1×: ntbsock better) |")
+    out.append("|---|---:|---:|---:|")
+
+    def row(name, test, size, metric):
+        a, b = stats.get((test, size, "ntb", metric)), stats.get((test, size, "tcp", metric))
+        if a is None and b is None:
+            return
+        out.append("| %s | %s | %s | %s |" % (name, cell(a), cell(b), rfmt(ratio(a, b))))
+
+    row("set-up of all %d connections (s)" % n, "conns-setup", n, "v1")
+    row("one connect(), p99 (ms)", "conns-setup", n, "v2")
+    for size in sizes_of(stats, "conns-round"):
+        row("echo round, %s on each of the %d (ms; mean of the rounds of this size)"
+            % (size_label(size), n), "conns-round", size, "v1")
+    row("client RSS, all held (MiB)", "conns-rss", n, "v1")
+    row("server RSS, all held (MiB)", "conns-rss", n, "v2")
+    row("of which shared memory (the link's window), client (MiB)", "conns-shm", n, "v1")
+    row("of which shared memory, server (MiB)", "conns-shm", n, "v2")
+    out.append("")
+
+
 def write_md(stats, notes, path, machine, reps, secs):
     out = ["# ntbsock bench — %s" % machine, "",
            "All numbers below are **measured** on this machine in one run: median [min–max] of "
@@ -280,6 +315,7 @@ def write_md(stats, notes, path, machine, reps, secs):
             fr, bw = stats.get(("streams", n, t, "v1")), stats.get(("streams", n, t, "v2"))
             out.append("| %s | %s | %s | %s |" % (NAMES[t], cell(fr), cell(bw), rfmt(ratio(bw, tcp))))
         out.append("")
+    conns_held(stats, out)
     out += ["## ntbsock perf: the transport alone, message-size sweep (the [MQ] measurement)", ""]
     mem = stats.get(("ref-memcpy", 4 << 20, "machine", "v1"))
     sizes = sizes_of(stats, "perf")
