@@ -766,7 +766,10 @@ struct tp_conn {
 	uint32_t dseed_out;
 	bool out_ring_ok;
 	bool rq_nacked;           /* our last request was refused: the timers ask again */
+	uint32_t rq_nacks;        /* refusals of this transfer's asks (their interval doubles) */
 	uint64_t rq_ms;           /* when it was made */
+	size_t rq_inline_bytes;   /* sent through the inline slots for want of a ring */
+	uint64_t ret_ms;          /* when we last gave a ring back (tp_tx_ring_want()) */
 	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
@@ -1077,7 +1080,11 @@ void tp_ring_conn_init(struct tp_conn *c);           /* the conn's view, from it
 /* sender, tx_lock: the feedback's grant words; data waits for a ring (ask for one); timers
  * (ask again after a refusal, REPUBLISH: the words again) */
 void tp_tx_ring_feedback(struct tp_conn *c);
-void tp_tx_ring_want(struct tp_conn *c);
+/* BACKLOG: bytes of the write that found no ring (it asks past TP_RING_ASK_BYTES, or past
+ * TP_RING_ASK_STREAM through the inline slots since its last ask) */
+#define TP_RING_ASK_BYTES  4096u
+#define TP_RING_ASK_STREAM (64u << 10)
+void tp_tx_ring_want(struct tp_conn *c, size_t backlog);
 void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish);
 bool tp_tx_ring_waiting(const struct tp_conn *c);
 /* receiver, rx_lock: requests and returns (TIMERS: also ask a grant back when others wait) */

@@ -331,6 +331,10 @@ static bool recv_fast(struct tp_conn *c, struct rx_read *rd)
 
 	if (rd->peek || rd->iovcnt != 1 || rd->h != c->rec_tail || !iov[0].iov_len)
 		return false;
+	/* a sender that asks for a data ring is answered by its reader too, not only the
+	 * timers: one load of a word that seldom changes (tp_ring.c) */
+	if (unlikely(tp_slot_raw(c, TP_W_TX_RING_REQ) != c->rq_raw))
+		tp_rx_ring_service(c, false);
 	rd->got = rx_inline_direct(c, iov, 1, 0, 0, iov[0].iov_len);
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	/* nothing inline: a small data-ring message the same way */

@@ -110,7 +110,10 @@ void tp_ring_conn_init(struct tp_conn *c)
 
 /* --- sender (tx_lock) ------------------------------------------------------------------------ */
 
-static void tx_request(struct tp_conn *c, uint32_t pri)
+/* Ask for a ring (RING_REQ) with CnctPRI PRI. The first ask of a transfer rings the receiver
+ * (its helper or reader answers); the repeats after a refusal do not: its timers look at the
+ * word (thousands of waiting senders would otherwise ring it thousands of times a ms). */
+static void tx_request(struct tp_conn *c, uint32_t pri, bool ring)
 {
 	struct tp_host_entry *e = c->ent;
 
@@ -120,19 +123,30 @@ static void tx_request(struct tp_conn *c, uint32_t pri)
 	c->rq_ms = tp_now_ms();
 	tp_peer_word(c, TP_W_TX_RING_REQ, e->rq | e->rq_pri << 16);
 	ntb_wc_flush(c->link->ntb);
-	/* the receiver's helper (or its reader) answers: a ring always, it may sleep */
-	ntb_peer_db_ring(c->link->ntb);
+	if (ring)
+		ntb_peer_db_ring(c->link->ntb);
 	/* our timers ask again if it is refused or lost (relaxed: a hint for the helper) */
 	atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed);
 }
 
-void tp_tx_ring_want(struct tp_conn *c)
+void tp_tx_ring_want(struct tp_conn *c, size_t backlog)
 {
 	struct tp_host_entry *e = c->ent;
 
 	if (e->peer_ring || e->rq_open)
 		return; /* granted (maybe asked back: given back once drained), or asked */
-	tx_request(c, 0);
+	/* a write the inline slots carry in a few laps goes without one (the ring's grant and
+	 * return would cost more than it saves); a larger one, or a stream of them, asks */
+	if (backlog <= TP_RING_ASK_BYTES && c->rq_inline_bytes <= TP_RING_ASK_STREAM)
+		return;
+	/* a ring we gave back because others waited: not asked for again before they had a
+	 * quantum's chance (their asks repeat every few ms; two rings free at once would go to
+	 * whoever asks first, [RT]'s rule, which would be us) */
+	if (c->ret_ms && clock_age_ms(tp_now_ms(), c->ret_ms) < TP_GRANT_QUANTUM_MS)
+		return;
+	c->rq_inline_bytes = 0;
+	c->rq_nacks = 0;
+	tx_request(c, 0, true);
 }
 
 /* Give the ring back: everything written into it was released (so acknowledged space, nothing
@@ -144,6 +158,7 @@ static void tx_give_back(struct tp_conn *c)
 	e->ret_gen = e->peer_ring_gen;
 	e->peer_ring = 0;
 	e->peer_yield = 0;
+	c->ret_ms = tp_now_ms();
 	c->out_ring_ok = false;
 	/* our last writes into the ring (and their release) before the word that frees it */
 	ntb_to_peer_barrier(c->link->ntb);
@@ -192,12 +207,17 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 {
 	struct tp_host_entry *e = c->ent;
 
-	if (e->rq_open && (c->rq_nacked || clock_age_ms(now, c->rq_ms) >= 2u)) {
-		/* refused (the priority rises: [RT]'s Nack), or unanswered (a lost word): ask
-		 * again; a RING_RET the link lost goes again first */
+	/* refused (the priority rises: [RT]'s Nack), or unanswered (a lost word): ask again,
+	 * after 1 ms, then at doubling intervals up to 4 ms while refused (several asks per
+	 * quantum of the holders); a RING_RET the link lost goes again first */
+	uint32_t wait = 1u << (c->rq_nacks < 2 ? c->rq_nacks : 2);
+
+	if (e->rq_open && clock_age_ms(now, c->rq_ms) >= (c->rq_nacked ? wait : 4u)) {
 		if (e->ret_gen)
 			tp_peer_word(c, TP_W_TX_RING_RET, e->ret_gen);
-		tx_request(c, e->rq_pri + (c->rq_nacked ? 1u : 0u));
+		if (c->rq_nacked)
+			c->rq_nacks++;
+		tx_request(c, e->rq_pri + (c->rq_nacked ? 1u : 0u), false);
 		c->rq_nacked = false;
 		return;
 	}
@@ -244,11 +264,15 @@ static void rx_ring_returned(struct tp_conn *c)
 		return;
 	if (!pool_lock(c->link))
 		return; /* (the next look) */
+	LOG(LL_DEBUG, "transport: slot %u: ring %u given back", c->slot, e->ring - 1u);
 	tp_pool_put(c->link, e->ring - 1u);
 	e->ring = 0;
 	e->ring_yield = 0;
 	tp_host_unlock(c->link);
 	c->in_ring = NULL;
+	/* others wait (it was asked back): the timers of this host's connections look at their
+	 * requests soon (relaxed: a hint for the helper's next pass, within 5 ms) */
+	atomic_store_explicit(&c->link->lingering, true, memory_order_relaxed);
 }
 
 void tp_rx_ring_service(struct tp_conn *c, bool timers)
@@ -286,6 +310,9 @@ void tp_rx_ring_service(struct tp_conn *c, bool timers)
 		} else {
 			e->rans = rq | TP_RANS_NACK;
 		}
+		LOG(LL_DEBUG, "transport: slot %u: ring request %u pri %u: %s %u gen %u", c->slot,
+		    rq, v >> 16, e->ring ? "ring" : "refused", e->ring ? e->ring - 1u : 0u,
+		    e->ring_gen);
 		e->rq_ans = rq;
 		/* the grant before the answer that sends the sender to it */
 		ntb_to_peer_barrier(c->link->ntb);
@@ -304,6 +331,7 @@ void tp_rx_ring_service(struct tp_conn *c, bool timers)
 	    clock_age_ms(now, refused) < 2u * TP_GRANT_QUANTUM_MS) {
 		/* others wait: ours goes back after its quantum */
 		e->ring_yield = 1;
+		LOG(LL_DEBUG, "transport: slot %u: ring %u asked back", c->slot, e->ring - 1u);
 		atomic_fetch_add_explicit(&c->link->host->pool_yields, 1, memory_order_relaxed);
 		rx_grant_publish(c);
 		ntb_wc_flush(c->link->ntb);

@@ -622,7 +622,7 @@ static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t tota
 	const struct tp_params *pp = &c->link->params;
 	uint32_t cap = c->out.qsize / TX_MSG_DIV, piece = tx_first_piece(c, total);
 	size_t sent = 0;
-	bool data_pub = false, refreshed = false;
+	bool data_pub = false, refreshed = false, asked = false;
 
 	while (sent < total) {
 		size_t left = total - sent;
@@ -635,7 +635,10 @@ static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t tota
 		if (!c->out_ring_ok) {
 			/* no data ring (tp_ring.c): ask for one, and meanwhile every byte goes
 			 * through the inline slots */
-			tp_tx_ring_want(c);
+			if (!asked) {
+				tp_tx_ring_want(c, left);
+				asked = true;
+			}
 			if (tp_tx_inline_free(c) == 0 && !refreshed) {
 				int err = tx_refresh(c);
 
@@ -654,6 +657,7 @@ static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t tota
 
 			send_inline(c, ic, n, 0);
 			sent += n;
+			c->rq_inline_bytes += n;
 			continue;
 		}
 		uint8_t type = TP_MT_SHORT;

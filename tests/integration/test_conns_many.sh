@@ -8,36 +8,26 @@
 # times and tcp never, and the kernel's loopback must have carried no more than the TCP
 # handshakes and a twentieth of the payload.
 #
-# The link's config is written here: as many receive contexts as the code allows (4096, one per
-# connection), each with a small window share (4 KiB data ring, 2 inline slots), and a window
-# just large enough (`ntbsock check` prints the geometry). Environment, to try larger counts:
-#   CONNS_N             connections (default 4000; 1000 under a sanitizer runtime)
+# The link is the demo's (a 256 MiB window) with the default tunables: a connection slot of
+# 1.5 KiB per direction each (control words and 8 inline slots; as many as a quarter of the
+# window holds, up to 16384) and a pool of 256 transfer contexts (data rings of 512 KiB) that the
+# connections' transfers take in turn (transport/tp_ring.c). The test also checks that an idle
+# connection costs at most 2 KiB of window per direction (`ntbsock check`). Environment:
+#   CONNS_N             connections (default 10000; 1000 under a sanitizer runtime)
 #   CONNS_ROUNDS        echo rounds (default 3)
 #   CONNS_SIZES         message sizes taking turns by round, comma-separated (default 64,2000)
-#   CONNS_CONTEXTS      tunables.contexts (default 4096)
-#   CONNS_QUEUE         tunables.queue_size in bytes (default 4096)
-#   CONNS_INLINE_SLOTS  tunables.inline_slots (default 2)
-#   CONNS_WINDOW        window_size (default: 64K + contexts x (512 + 128 x slots + queue),
-#                       rounded up to MiB)
-#   CONNS_TUNABLES      the whole tunables group body instead of the three keys above, e.g.
-#                       'contexts = 10000; queue_size = "4K";' (set CONNS_WINDOW with it)
+#   CONNS_WINDOW        window_size (default the demo's 256M)
+#   CONNS_TUNABLES      a tunables group body to add, e.g. 'contexts = 64;'
 # Every process needs N descriptors and some: the hard limit (ulimit -Hn) must allow N + 64.
 . "$(dirname "$0")/lib.sh"
 pl_need ss python3
-N=${CONNS_N:-4000}
+N=${CONNS_N:-10000}
 # (ASan/TSan runs of the integration tests: each set-up several times slower, each connection
 # several times larger)
 [ -z "${PL_PRELOAD_FIRST:-}" ] || N=${CONNS_N:-1000}
 ROUNDS=${CONNS_ROUNDS:-3}
 SIZES=${CONNS_SIZES:-64,2000}
-CTX=${CONNS_CONTEXTS:-4096}
-QUEUE=${CONNS_QUEUE:-4096}
-SLOTS=${CONNS_INLINE_SLOTS:-2}
-TUNABLES=${CONNS_TUNABLES:-"contexts = $CTX; queue_size = $QUEUE; inline_slots = $SLOTS;"}
-if [ -z "${CONNS_WINDOW:-}" ]; then
-	b=$((65536 + CTX * (512 + 128 * SLOTS + QUEUE)))
-	CONNS_WINDOW=$(( (b + 1048575) / 1048576 ))M
-fi
+TUNABLES=${CONNS_TUNABLES:-}
 hard=$(ulimit -Hn)
 [ "$hard" = unlimited ] || [ "$hard" -ge $((N + 64)) ] ||
 	pl_skip "$N connections need $((N + 64)) descriptors per process; the hard limit (ulimit -Hn) is $hard"
@@ -52,15 +42,23 @@ ECHO=$BUILD/tests/echo10k
 [ -x "$NTB" ] && [ -x "$ECHO" ] || pl_skip "ntbsock or $ECHO not built (make check builds it)"
 
 for h in a b; do
-	sed -i "s#^\( *window_size = \)\"[^\"]*\";.*#\1\"$CONNS_WINDOW\";#" "$PL_TMP/$h.conf"
-	grep -q "window_size = \"$CONNS_WINDOW\";" "$PL_TMP/$h.conf" ||
-		pl_fail "window_size not set in $h.conf"
-	printf 'tunables = { %s };\n' "$TUNABLES" >>"$PL_TMP/$h.conf"
+	if [ -n "${CONNS_WINDOW:-}" ]; then
+		sed -i "s#^\( *window_size = \)\"[^\"]*\";.*#\1\"$CONNS_WINDOW\";#" "$PL_TMP/$h.conf"
+		grep -q "window_size = \"$CONNS_WINDOW\";" "$PL_TMP/$h.conf" ||
+			pl_fail "window_size not set in $h.conf"
+	fi
+	[ -z "$TUNABLES" ] || printf 'tunables = { %s };\n' "$TUNABLES" >>"$PL_TMP/$h.conf"
 	NTBSOCK_LOG=error "$NTB" check -c "$PL_TMP/$h.conf" >"$PL_TMP/check-$h.out" 2>&1 ||
 		pl_fail "ntbsock check -c $h.conf: $(tail -n 3 "$PL_TMP/check-$h.out")"
 done
-echo "link: window $CONNS_WINDOW, tunables { $TUNABLES }"
-grep 'capacity:' "$PL_TMP/check-a.out" | sed 's/^ */  /'
+echo "link: $(grep -o 'window_size = "[^"]*"' "$PL_TMP/a.conf"), tunables { $TUNABLES }"
+grep -E 'capacity:|transfers:' "$PL_TMP/check-a.out" | sed 's/^ */  /'
+# connection slots for all N, each at most 2 KiB of window per direction, idle or busy
+slots=$(sed -n 's/.*capacity: \([0-9]*\) connections at once.*/\1/p' "$PL_TMP/check-a.out")
+kib=$(sed -n 's/.*connections at once, each \([0-9.]*\) KiB.*/\1/p' "$PL_TMP/check-a.out")
+[ -n "$slots" ] && [ "$slots" -ge "$N" ] || pl_fail "the link holds ${slots:-?} connections, not $N"
+python3 -c "import sys; sys.exit(0 if float('$kib') <= 2.0 else 1)" ||
+	pl_fail "a connection costs $kib KiB of window per direction (more than 2 KiB)"
 
 port=$(pl_port 1)
 # host B's own table of tcp connections (host A's is lib.sh's NTBSOCK_STAT_TCP)

@@ -20,6 +20,7 @@
 #include "transport/tp_int.h"
 #include "transport/tp_rx_int.h"
 #include "util/crc32c.h"
+#include "util/log.h"
 
 #define NCONN 6
 
@@ -249,6 +250,8 @@ static void test_ring_stale_grant_rejected(void **state)
 
 int main(void)
 {
+	if (getenv("TP_DEBUG"))
+		log_set_level(LL_DEBUG);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ring_setup_and_inline_only),
 		cmocka_unit_test(test_ring_rotation_no_starvation),
