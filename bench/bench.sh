@@ -230,14 +230,13 @@ if want 6; then
 fi
 
 # --- 7. many streams at once: STREAMS_N connections (1000) streaming, each one's share ---
-# ntbsock with contexts = STREAMS_N rounded up to 1024 (a receive context per connection) on a
-# link of its own, beside kernel TCP loopback; the server checks every byte of every stream.
+# ntbsock with the default tunables (a connection slot each, 256 transfer contexts: the data
+# rings go round among the streams, transport/tp_ring.c) on a link of its own, beside kernel TCP
+# loopback; the server checks every byte of every stream.
 if want 7; then
 	SN=${STREAMS_N:-1000}
-	sctx=1024; while [ $sctx -lt $SN ]; do sctx=$((sctx * 2)); done
 	for H in A B; do
 		sed "s#$PL_LINK\"#$PL_LINK-streams\"#" "$PL_TMP/$H.conf" >"$PL_TMP/S$H.conf"
-		echo "tunables = { contexts = $sctx; };" >>"$PL_TMP/S$H.conf"
 	done
 	rm_streams() { rm -f "$PL_LINK-streams"; }
 	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_streams"
@@ -274,16 +273,17 @@ if want 7; then
 	rm_streams
 fi
 
-# --- 8. connections held: CONNS_N connections (4000) open at once, echoed on ---
+# --- 8. connections held: CONNS_N connections (10000) open at once, echoed on ---
 # tests/helpers/echo10k.c: one epoll client opens CONNS_N connections one after the other to one
 # epoll echo server (the set-up time of all of them), then echoes CONNS_ROUNDS rounds (6) of a
 # message on every connection, the sizes of CONNS_SIZES (64,2000: inline and data ring) taking
 # turns, every byte checked (each size's mean round time), and holds them all while the RSS of
-# client and server is read. ntbsock on a link of its own with a receive context per connection
-# (CONNS_CONTEXTS, 4096: today's maximum), 4 KiB data rings and 2 inline slots, every connection
+# client and server is read. ntbsock on a link of its own with the demo's window and default
+# tunables (a 1.5 KiB connection slot each, 256 transfer contexts of 512 KiB going round; extra
+# tunables: CONNS_TUNABLES), every connection
 # checked to be ntb in both logs; beside kernel TCP loopback.
 ECHO10K=$BUILD/tests/echo10k
-CN=${CONNS_N:-4000}
+CN=${CONNS_N:-10000}
 if want 8 && [ ! -x "$ECHO10K" ]; then
 	echo "connections held skipped: $ECHO10K not built (make bench builds it)" >>"$NOTES"
 elif want 8 && [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt $((CN + 64)) ]; then
@@ -291,12 +291,10 @@ elif want 8 && [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt $((CN +
 elif want 8; then
 	CR=${CONNS_ROUNDS:-6}
 	CS=${CONNS_SIZES:-64,2000}
-	cctx=${CONNS_CONTEXTS:-4096}
-	cwin=$(( (65536 + cctx * (512 + 128 * 2 + 4096) + 1048575) / 1048576 ))M
 	for H in A B; do
-		sed "s#$PL_LINK\"#$PL_LINK-conns\"#; s#^\( *window_size = \)\"[^\"]*\";.*#\1\"$cwin\";#" \
-			"$PL_TMP/$H.conf" >"$PL_TMP/C$H.conf"
-		echo "tunables = { contexts = $cctx; queue_size = 4096; inline_slots = 2; };" >>"$PL_TMP/C$H.conf"
+		sed "s#$PL_LINK\"#$PL_LINK-conns\"#" "$PL_TMP/$H.conf" >"$PL_TMP/C$H.conf"
+		[ -z "${CONNS_TUNABLES:-}" ] ||
+			echo "tunables = { $CONNS_TUNABLES };" >>"$PL_TMP/C$H.conf"
 	done
 	rm_conns() { rm -f "$PL_LINK-conns"; }
 	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_conns"

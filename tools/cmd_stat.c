@@ -184,6 +184,11 @@ static int collect_links(const struct conf *conf, struct tool_stat_link *links)
 			links[i].transfers = ls.transfers;
 			links[i].congestion = ls.congestion;
 			links[i].failovers = ls.failovers;
+			links[i].rings = ls.rings;
+			links[i].rings_free = ls.rings_free;
+			links[i].ring_grants = ls.ring_grants;
+			links[i].ring_refusals = ls.ring_refusals;
+			links[i].ring_yields = ls.ring_yields;
 		}
 	}
 	return conf->n_links;

@@ -54,6 +54,9 @@ void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
 			" rx_bytes %" PRIu64 " transfers %" PRIu64 " congestion %" PRIu64
 			" failovers %" PRIu64 "\n", l->name, l->conns, l->setups, l->tx_bytes,
 			l->rx_bytes, l->transfers, l->congestion, l->failovers);
+		fprintf(out, "link %s: rings %" PRIu64 " free %" PRIu64 " grants %" PRIu64
+			" refused %" PRIu64 " asked_back %" PRIu64 "\n", l->name, l->rings,
+			l->rings_free, l->ring_grants, l->ring_refusals, l->ring_yields);
 	}
 }
 
@@ -128,10 +131,13 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 		tool_json_string(out, links[i].name);
 		fprintf(out, ",\"admin\":\"%s\",\"conns\":%" PRIu64 ",\"setups\":%" PRIu64
 			",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%" PRIu64 ",\"transfers\":%" PRIu64
-			",\"congestion\":%" PRIu64 ",\"failovers\":%" PRIu64 "}",
+			",\"congestion\":%" PRIu64 ",\"failovers\":%" PRIu64
+			",\"rings\":{\"total\":%" PRIu64 ",\"free\":%" PRIu64 ",\"grants\":%" PRIu64
+			",\"refused\":%" PRIu64 ",\"asked_back\":%" PRIu64 "}}",
 			links[i].admin_down ? "down" : "up", links[i].conns, links[i].setups,
 			links[i].tx_bytes, links[i].rx_bytes, links[i].transfers, links[i].congestion,
-			links[i].failovers);
+			links[i].failovers, links[i].rings, links[i].rings_free, links[i].ring_grants,
+			links[i].ring_refusals, links[i].ring_yields);
 	}
 	fprintf(out, "]}\n");
 }

@@ -119,8 +119,8 @@ static size_t sndbuf_clamp(const struct tp_conn *c, size_t len)
  * write goes through them). Under tx_lock. */
 static bool fits_now(const struct tp_conn *c, size_t len)
 {
-	if (!c->out_ring_ok)
-		return c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0;
+	if (!c->out_ring_ok) /* (inline_max 0: nothing goes before a ring comes) */
+		return c->link->params.inline_max && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0;
 	return tp_data_room(c, TP_MT_SHORT) >= len;
 }
 

@@ -770,6 +770,7 @@ struct tp_conn {
 	uint64_t rq_ms;           /* when it was made */
 	size_t rq_inline_bytes;   /* sent through the inline slots for want of a ring */
 	uint64_t ret_ms;          /* when we last gave a ring back (tp_tx_ring_want()) */
+	bool rq_deferred;         /* an ask held back for a quantum after that: the timers ask */
 	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */

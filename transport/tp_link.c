@@ -681,14 +681,14 @@ int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *
 	avail = window - TP_OFF_SLOTS;
 	conns = p->connections;
 	if (!conns) {
-		/* as many as a quarter of the window holds (what the pool's rings leave when
-		 * queue_size is set), up to TP_MAX_CONNS */
+		/* as many as a quarter of the window holds (as many as the pool's rings leave room
+		 * for when queue_size is set), up to TP_MAX_CONNS */
 		uint64_t room = avail / 4u;
 
-		if (p->queue_size && (uint64_t)p->queue_size * p->contexts + 4096u < avail) {
-			uint64_t left = avail - (uint64_t)p->queue_size * p->contexts - 4096u;
+		if (p->queue_size) {
+			uint64_t rings = (uint64_t)p->queue_size * p->contexts + 4096u;
 
-			room = left > room ? left : room;
+			room = rings < avail ? avail - rings : 0;
 		}
 		room /= slot;
 		conns = room > TP_MAX_CONNS ? TP_MAX_CONNS : room ? (uint32_t)room : 1u;

@@ -142,8 +142,12 @@ void tp_tx_ring_want(struct tp_conn *c, size_t backlog)
 	/* a ring we gave back because others waited: not asked for again before they had a
 	 * quantum's chance (their asks repeat every few ms; two rings free at once would go to
 	 * whoever asks first, [RT]'s rule, which would be us) */
-	if (c->ret_ms && clock_age_ms(tp_now_ms(), c->ret_ms) < TP_GRANT_QUANTUM_MS)
+	if (c->ret_ms && clock_age_ms(tp_now_ms(), c->ret_ms) < TP_GRANT_QUANTUM_MS) {
+		c->rq_deferred = true; /* (the timers ask then) */
+		atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
 		return;
+	}
+	c->rq_deferred = false;
 	c->rq_inline_bytes = 0;
 	c->rq_nacks = 0;
 	tx_request(c, 0, true);
@@ -221,6 +225,14 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 		c->rq_nacked = false;
 		return;
 	}
+	if (c->rq_deferred && !e->peer_ring && !e->rq_open &&
+	    clock_age_ms(now, c->ret_ms) >= TP_GRANT_QUANTUM_MS) {
+		c->rq_deferred = false;
+		c->rq_inline_bytes = 0;
+		c->rq_nacks = 0;
+		tx_request(c, 0, true);
+		return;
+	}
 	if (republish) {
 		if (e->rq)
 			tp_peer_word(c, TP_W_TX_RING_REQ, e->rq | e->rq_pri << 16);
@@ -231,7 +243,7 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 
 bool tp_tx_ring_waiting(const struct tp_conn *c)
 {
-	return c->ent->rq_open || (c->ent->peer_ring && c->ent->peer_yield);
+	return c->ent->rq_open || c->rq_deferred || (c->ent->peer_ring && c->ent->peer_yield);
 }
 
 /* --- receiver (rx_lock) ---------------------------------------------------------------------- */

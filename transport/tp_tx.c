@@ -636,7 +636,8 @@ static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t tota
 			/* no data ring (tp_ring.c): ask for one, and meanwhile every byte goes
 			 * through the inline slots */
 			if (!asked) {
-				tp_tx_ring_want(c, left);
+				/* (with inline_max 0 nothing goes before it: always ask) */
+				tp_tx_ring_want(c, pp->inline_max ? left : SIZE_MAX);
 				asked = true;
 			}
 			if (tp_tx_inline_free(c) == 0 && !refreshed) {

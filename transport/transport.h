@@ -425,6 +425,9 @@ struct tp_link_stat {
 	uint64_t transfers;      /* messages sent (inline + short + long) */
 	uint64_t congestion;     /* sends that found the peer's ring full (tp_stats.tx_full) */
 	uint64_t failovers;      /* connections that moved off it to their kernel socket */
+	/* its pool of transfer contexts (data rings for the peer's senders, tp_ring.c): rings,
+	 * free now, granted, requests refused, grants asked back (others waited) */
+	uint64_t rings, rings_free, ring_grants, ring_refusals, ring_yields;
 };
 int tp_link_stat(const struct ntb_link_params *lp, struct tp_link_stat *ret);
 
