@@ -120,7 +120,8 @@ static size_t sndbuf_clamp(const struct tp_conn *c, size_t len)
 static bool fits_now(const struct tp_conn *c, size_t len)
 {
 	if (!c->out_ring_ok) /* (inline_max 0: nothing goes before a ring comes) */
-		return c->link->params.inline_max && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0;
+		return c->link->params.inline_max && !tp_tx_ring_hold_big(c, len) &&
+		       c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0;
 	return tp_data_room(c, TP_MT_SHORT) >= len;
 }
 

@@ -1065,7 +1065,7 @@ unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applie
 void tp_mbox_republish(struct tp_link *l);
 
 /* tp_ring.c: transfer contexts (header comment, TRANSFER CONTEXTS) */
-#define TP_GRANT_QUANTUM_MS 20u /* a grant is asked back after this while others wait */
+#define TP_GRANT_QUANTUM_MS 50u /* a grant is asked back after this while others wait */
 /* The CRC seed of a data-ring message: the connection's NONCE mixed with the grant's GEN. */
 static inline uint32_t tp_ring_seed(uint32_t nonce, uint32_t gen)
 {
@@ -1088,6 +1088,11 @@ void tp_tx_ring_feedback(struct tp_conn *c);
 void tp_tx_ring_want(struct tp_conn *c, size_t backlog);
 void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish);
 bool tp_tx_ring_waiting(const struct tp_conn *c);
+/* A write of LEN bytes waits for the ring it asked for (or gives back, or will ask for after its
+ * quantum) rather than trickle through the inline slots: past TP_RING_ASK_BYTES. The inline
+ * slots keep moving smaller writes; a thousand streams sharing a few hundred rings would
+ * otherwise spend their CPU on 116-byte messages and their writers on refusals. */
+bool tp_tx_ring_hold_big(const struct tp_conn *c, size_t len);
 /* receiver, rx_lock: requests and returns (TIMERS: also ask a grant back when others wait) */
 void tp_rx_ring_service(struct tp_conn *c, bool timers);
 void tp_rx_ring_republish(struct tp_conn *c);

@@ -241,6 +241,14 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 	}
 }
 
+bool tp_tx_ring_hold_big(const struct tp_conn *c, size_t len)
+{
+	const struct tp_host_entry *e = c->ent;
+
+	return len > TP_RING_ASK_BYTES && !c->out_ring_ok &&
+	       (e->rq_open || c->rq_deferred || (e->peer_ring && e->peer_yield));
+}
+
 bool tp_tx_ring_waiting(const struct tp_conn *c)
 {
 	return c->ent->rq_open || c->rq_deferred || (c->ent->peer_ring && c->ent->peer_yield);

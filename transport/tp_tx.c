@@ -640,6 +640,8 @@ static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t tota
 				tp_tx_ring_want(c, pp->inline_max ? left : SIZE_MAX);
 				asked = true;
 			}
+			if (tp_tx_ring_hold_big(c, left))
+				break; /* (woken by the grant: the receiver rings) */
 			if (tp_tx_inline_free(c) == 0 && !refreshed) {
 				int err = tx_refresh(c);
 

@@ -139,8 +139,10 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	 * without ever sleeping, so its timers, the quick probes among them, would not run (a
 	 * stream under loss stalled so until the helper got the lock, 50-300 ms) */
 	bool small = c->tx_last_len <= c->link->params.inline_max ||
-		     /* (no data ring: every write goes inline, tp_ring.c) */
-		     (!c->out_ring_ok && c->link->params.inline_max);
+		     /* (no data ring: writes go inline, but for a large one that waits for the
+		      * ring it asked for, tp_ring.c) */
+		     (!c->out_ring_ok && c->link->params.inline_max &&
+		      !tp_tx_ring_hold_big(c, c->tx_last_len));
 	bool room = tp_data_room(c, TP_MT_SHORT) > 0 ||
 		    (small && c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	if (arm && !room && !c->wr_shut) {

@@ -50,14 +50,38 @@ static uint32_t pool_free(struct tp_link *l)
 	return atomic_load_explicit(&l->host->pool_free, memory_order_relaxed);
 }
 
-/* Set-up takes rings while the pool has them; the next connection has none either way and
- * still carries every byte (inline), asks for one, and is refused while all are held. */
+/* Move MSG (LEN bytes) from TX to RX in writes of at most CHUNK, checking every byte. */
+static void move_checked(struct tp_conn *tx, struct tp_conn *rx, const uint8_t *msg, size_t len,
+			 size_t chunk, uint8_t *got)
+{
+	for (size_t sent = 0, rcvd = 0; rcvd < len;) {
+		if (sent < len) {
+			struct iovec v = { (void *)(msg + sent), len - sent < chunk ? len - sent : chunk };
+			ssize_t n = tp_send(tx, &v, 1);
+
+			assert_true(n > 0 || n == -EAGAIN);
+			if (n > 0)
+				sent += (size_t)n;
+		}
+		ssize_t n = tl_recv_some(rx, got + rcvd, len - rcvd, 3000);
+
+		assert_true(n > 0);
+		rcvd += (size_t)n;
+	}
+	assert_memory_equal(got, msg, len);
+}
+
+/* Set-up takes rings while the pool has them; the next connection has none either way. Its
+ * writes up to TP_RING_ASK_BYTES go through the inline slots without asking; a larger one asks
+ * and waits for the ring (not writable meanwhile), which B's pool refuses while both are held,
+ * then asks back from the idle holders after their quantum and grants. Every byte exact, every
+ * ring back in its pool at the end. */
 static void test_ring_setup_and_inline_only(void **state)
 {
 	struct tl_pair p;
 	struct tp_conn *ca[3], *cb[3];
 	struct tp_stats st0, st1;
-	static uint8_t msg[20000], got[20000];
+	static uint8_t msg[40000], got[40000];
 
 	(void)state;
 	open_pool(&p, "ringsetup", 2);
@@ -75,36 +99,39 @@ static void test_ring_setup_and_inline_only(void **state)
 	assert_false(ca[2]->out_ring_ok);
 	assert_false(cb[2]->out_ring_ok);
 	assert_null(ca[2]->in_ring);
-	/* a poll sees it writable for a large write: it goes through the inline slots */
-	assert_true(tp_send_fits(ca[2], 16384, false));
+	/* writes of 4 KiB: writable, inline alone, no ask */
+	assert_true(tp_send_fits(ca[2], 4096, false));
 	tp_conn_stats(ca[2], &st0);
 	tl_fill(msg, sizeof(msg), 33, 0);
-	for (size_t sent = 0, rcvd = 0; rcvd < sizeof(msg);) {
-		if (sent < sizeof(msg)) {
-			struct iovec v = { msg + sent, sizeof(msg) - sent };
-			ssize_t n = tp_send(ca[2], &v, 1);
-
-			assert_true(n > 0 || n == -EAGAIN);
-			if (n > 0)
-				sent += (size_t)n;
-		}
-		ssize_t n = tl_recv_some(cb[2], got + rcvd, sizeof(got) - rcvd, 3000);
-
-		assert_true(n > 0);
-		rcvd += (size_t)n;
-	}
-	assert_memory_equal(got, msg, sizeof(msg));
+	move_checked(ca[2], cb[2], msg, 20000, 4096, got);
 	tp_conn_stats(ca[2], &st1);
-	/* through the inline slots alone */
 	assert_int_equal(st1.tx_msgs_short + st1.tx_msgs_long, st0.tx_msgs_short + st0.tx_msgs_long);
-	assert_true(st1.tx_msgs_inline - st0.tx_msgs_inline >= sizeof(msg) / TP_INLINE_MAX);
-	/* it asked (RING_REQ) and B's pool refused it ([RT]: Nack, RCxtPRI raised; B's helper
-	 * answers, rung by the request) */
+	assert_true(st1.tx_msgs_inline - st0.tx_msgs_inline >= 20000 / TP_INLINE_MAX);
+	assert_int_equal(ca[2]->ent->rq, 0);
+	/* a 16 KiB write asks (RING_REQ) and waits: nothing sent, not writable for it */
+	struct iovec v = { msg, 16384 };
+
+	assert_int_equal(tp_send(ca[2], &v, 1), -EAGAIN);
 	assert_true(ca[2]->ent->rq != 0);
-	for (int i = 0; i < 2000 && !atomic_load_explicit(&p.b->host->pool_refusals,
-							  memory_order_relaxed); i++)
+	assert_false(tp_send_fits(ca[2], 16384, false));
+	/* B's pool refuses it ([RT]: Nack; B's reader or helper answers), asks the idle holders'
+	 * rings back after their quantum and grants one */
+	uint64_t end = tl_now_ms() + 5000;
+
+	while (!ca[2]->out_ring_ok && tl_now_ms() < end) {
+		tp_mutex_lock(&ca[2]->tx_lock);
+		tp_tx_feedback(ca[2]);
+		tp_mutex_unlock(&ca[2]->tx_lock);
 		usleep(1000);
+	}
+	assert_true(ca[2]->out_ring_ok);
 	assert_true(atomic_load_explicit(&p.b->host->pool_refusals, memory_order_relaxed) > 0);
+	assert_true(atomic_load_explicit(&p.b->host->pool_yields, memory_order_relaxed) > 0);
+	assert_true(tp_send_fits(ca[2], 16384, false));
+	tp_conn_stats(ca[2], &st0);
+	move_checked(ca[2], cb[2], msg + 20000, 20000, 16384, got);
+	tp_conn_stats(ca[2], &st1);
+	assert_true(st1.tx_msgs_short + st1.tx_msgs_long > st0.tx_msgs_short + st0.tx_msgs_long);
 	for (int i = 0; i < 3; i++) {
 		tp_close(ca[i]);
 		tp_close(cb[i]);
