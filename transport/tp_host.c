@@ -413,7 +413,10 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	/* a data ring for the peer's bytes when the pool has one ([RT]'s rule: not the last
 	 * while others wait for it); else its sender asks once it has more than inline slots
 	 * carry (tp_ring.c) */
-	int r = tp_pool_take(l, 0, false);
+	/* (a server's reservation nobody drives until accept() takes it, and so never asked back:
+	 * only while the pool is at least half free) */
+	int r = state == TP_ES_PENDING && l->host->pool_top <= l->host->pool_n / 2u ? -1 :
+		tp_pool_take(l, 0, false);
 
 	if (r >= 0) {
 		e->ring = (uint32_t)r + 1u;
@@ -449,7 +452,7 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->congestion, st.tx_full, memory_order_relaxed);
 	if (e->ring) { /* (its sender writes no more: the connection ended, or is told GONE) */
-		tp_pool_put(l, e->ring - 1u);
+		tp_pool_put(l, e->ring - 1u, true);
 		e->ring = 0;
 	}
 	e->state = TP_ES_FREE;

@@ -771,6 +771,7 @@ struct tp_conn {
 	size_t rq_inline_bytes;   /* sent through the inline slots for want of a ring */
 	uint64_t ret_ms;          /* when we last gave a ring back (tp_tx_ring_want()) */
 	bool rq_deferred;         /* an ask held back for a quantum after that: the timers ask */
+	uint64_t hold_ms;         /* since when large writes wait for a ring (tp_tx_ring_hold_big()) */
 	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
@@ -1066,6 +1067,7 @@ void tp_mbox_republish(struct tp_link *l);
 
 /* tp_ring.c: transfer contexts (header comment, TRANSFER CONTEXTS) */
 #define TP_GRANT_QUANTUM_MS 50u /* a grant is asked back after this while others wait */
+#define TP_RING_HOLD_MS 200u    /* a large write waits for a ring at most this long */
 /* The CRC seed of a data-ring message: the connection's NONCE mixed with the grant's GEN. */
 static inline uint32_t tp_ring_seed(uint32_t nonce, uint32_t gen)
 {
@@ -1076,7 +1078,8 @@ void tp_pool_init(struct tp_host *h, uint32_t n);
  * whose refusal raises RCxtPRI and asks grants back; else a set-up's, which takes only a ring
  * nobody waits for) */
 int tp_pool_take(struct tp_link *l, uint32_t pri, bool ask);
-void tp_pool_put(struct tp_link *l, uint32_t idx);   /* host lock */
+/* host lock; COLD: granted again last (freed with its connection: its sender may write late) */
+void tp_pool_put(struct tp_link *l, uint32_t idx, bool cold);
 void tp_ring_conn_init(struct tp_conn *c);           /* the conn's view, from its entry */
 /* sender, tx_lock: the feedback's grant words; data waits for a ring (ask for one); timers
  * (ask again after a refusal, REPUBLISH: the words again) */
@@ -1088,6 +1091,8 @@ void tp_tx_ring_feedback(struct tp_conn *c);
 void tp_tx_ring_want(struct tp_conn *c, size_t backlog);
 void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish);
 bool tp_tx_ring_waiting(const struct tp_conn *c);
+/* ms until the sender's timers have ring work (an ask again, a RING_RET again), 0: none */
+uint32_t tp_tx_ring_next(const struct tp_conn *c, uint64_t now);
 /* A write of LEN bytes waits for the ring it asked for (or gives back, or will ask for after its
  * quantum) rather than trickle through the inline slots: past TP_RING_ASK_BYTES. The inline
  * slots keep moving smaller writes; a thousand streams sharing a few hundred rings would

@@ -309,8 +309,10 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 		}
 		if (!tp_conn_err(c)) {
 			tp_tx_ring_timers(c, now, false); /* a refused or lost request: again */
-			if (tp_tx_ring_waiting(c) && !next)
-				next = 1; /* (the helper comes back for it) */
+			uint32_t rn = tp_tx_ring_next(c, now);
+
+			if (rn && (!next || rn < next))
+				next = rn; /* (the helper comes back for it) */
 		}
 		/* (relaxed: a hint) answered, or everything validated: a death is clean again (a
 		 * disarm the feedback's reader could not do: tp_tx_feedback()) */

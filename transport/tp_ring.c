@@ -43,13 +43,21 @@ int tp_pool_take(struct tp_link *l, uint32_t pri, bool ask)
 	return r < h->pool_n ? (int)r : -1;
 }
 
-void tp_pool_put(struct tp_link *l, uint32_t idx)
+void tp_pool_put(struct tp_link *l, uint32_t idx, bool cold)
 {
 	struct tp_host *h = l->host;
 
 	if (idx >= h->pool_n || h->pool_top >= h->pool_n)
 		return;
-	h->pool_stack[h->pool_top++] = (uint16_t)idx;
+	if (cold) {
+		/* at the bottom: granted again last (its old sender may not have seen the end of
+		 * its connection yet, and a late write would spoil another's messages) */
+		memmove(&h->pool_stack[1], &h->pool_stack[0], h->pool_top * sizeof(h->pool_stack[0]));
+		h->pool_stack[0] = (uint16_t)idx;
+		h->pool_top++;
+	} else {
+		h->pool_stack[h->pool_top++] = (uint16_t)idx;
+	}
 	atomic_store_explicit(&h->pool_free, h->pool_top, memory_order_relaxed); /* (above) */
 }
 
@@ -143,6 +151,8 @@ void tp_tx_ring_want(struct tp_conn *c, size_t backlog)
 	 * quantum's chance (their asks repeat every few ms; two rings free at once would go to
 	 * whoever asks first, [RT]'s rule, which would be us) */
 	if (c->ret_ms && clock_age_ms(tp_now_ms(), c->ret_ms) < TP_GRANT_QUANTUM_MS) {
+		if (!c->rq_deferred)
+			c->hold_ms = tp_now_ms();
 		c->rq_deferred = true; /* (the timers ask then) */
 		atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
 		return;
@@ -150,6 +160,7 @@ void tp_tx_ring_want(struct tp_conn *c, size_t backlog)
 	c->rq_deferred = false;
 	c->rq_inline_bytes = 0;
 	c->rq_nacks = 0;
+	c->hold_ms = tp_now_ms();
 	tx_request(c, 0, true);
 }
 
@@ -163,6 +174,7 @@ static void tx_give_back(struct tp_conn *c)
 	e->peer_ring = 0;
 	e->peer_yield = 0;
 	c->ret_ms = tp_now_ms();
+	c->hold_ms = c->ret_ms;
 	c->out_ring_ok = false;
 	/* our last writes into the ring (and their release) before the word that frees it */
 	ntb_to_peer_barrier(c->link->ntb);
@@ -202,6 +214,7 @@ void tp_tx_ring_feedback(struct tp_conn *c)
 	    (g & TP_GRANT_YIELD) && (g >> 16) == e->peer_ring_gen) {
 		e->peer_yield = 1;
 		c->out_ring_ok = false;
+		c->hold_ms = tp_now_ms();
 	}
 	if (e->peer_ring && e->peer_yield && tx_drained(c))
 		tx_give_back(c);
@@ -212,9 +225,9 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 	struct tp_host_entry *e = c->ent;
 
 	/* refused (the priority rises: [RT]'s Nack), or unanswered (a lost word): ask again,
-	 * after 1 ms, then at doubling intervals up to 4 ms while refused (several asks per
+	 * after 1 ms, then at doubling intervals up to 16 ms while refused (several asks per
 	 * quantum of the holders); a RING_RET the link lost goes again first */
-	uint32_t wait = 1u << (c->rq_nacks < 2 ? c->rq_nacks : 2);
+	uint32_t wait = 1u << (c->rq_nacks < 4 ? c->rq_nacks : 4);
 
 	if (e->rq_open && clock_age_ms(now, c->rq_ms) >= (c->rq_nacked ? wait : 4u)) {
 		if (e->ret_gen)
@@ -233,6 +246,10 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 		tx_request(c, 0, true);
 		return;
 	}
+	/* a RING_RET again for a second after it (the receiver keeps the ring, asked back, until
+	 * it sees one: a lost word would hold it for ever) */
+	if (e->ret_gen && c->ret_ms && clock_age_ms(now, c->ret_ms) < 1000u)
+		tp_peer_word(c, TP_W_TX_RING_RET, e->ret_gen);
 	if (republish) {
 		if (e->rq)
 			tp_peer_word(c, TP_W_TX_RING_REQ, e->rq | e->rq_pri << 16);
@@ -241,17 +258,34 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 	}
 }
 
+uint32_t tp_tx_ring_next(const struct tp_conn *c, uint64_t now)
+{
+	uint32_t wait = c->rq_nacked ? 1u << (c->rq_nacks < 4 ? c->rq_nacks : 4) : 4u, age;
+
+	if (c->rq_deferred)
+		wait = TP_GRANT_QUANTUM_MS;
+	else if (!c->ent->rq_open)
+		return c->ret_ms && clock_age_ms(now, c->ret_ms) < 1000u ? 100u : 0u;
+	age = (uint32_t)clock_age_ms(now, c->rq_deferred ? c->ret_ms : c->rq_ms);
+	return age >= wait ? 1u : wait - age;
+}
+
 bool tp_tx_ring_hold_big(const struct tp_conn *c, size_t len)
 {
 	const struct tp_host_entry *e = c->ent;
 
-	return len > TP_RING_ASK_BYTES && !c->out_ring_ok &&
-	       (e->rq_open || c->rq_deferred || (e->peer_ring && e->peer_yield));
+	if (len <= TP_RING_ASK_BYTES || c->out_ring_ok ||
+	    !(e->rq_open || c->rq_deferred || (e->peer_ring && e->peer_yield)))
+		return false;
+	/* not for longer than TP_RING_HOLD_MS: a program that reads its sockets one at a time can
+	 * wait for this one while the ring it needs holds another's unread bytes (kernel TCP's
+	 * per-socket buffers never tie them): the write then trickles through the inline slots */
+	return c->hold_ms && clock_age_ms(tp_now_ms(), c->hold_ms) < TP_RING_HOLD_MS;
 }
 
 bool tp_tx_ring_waiting(const struct tp_conn *c)
 {
-	return c->ent->rq_open || c->rq_deferred || (c->ent->peer_ring && c->ent->peer_yield);
+	return c->ent->rq_open || c->rq_deferred;
 }
 
 /* --- receiver (rx_lock) ---------------------------------------------------------------------- */
@@ -274,6 +308,29 @@ void tp_rx_ring_republish(struct tp_conn *c)
 		tp_peer_word(c, TP_W_FB_RANS, e->rans);
 }
 
+/* Free our ring of C (host lock; rx_lock) unless something in it is still to be read: a sender
+ * gives it back only drained, so a RING_RET with unread records or unvalidated published bytes
+ * in it is not believed (a peer's fault: the ring stays, nothing is lost). */
+static void rx_ring_free(struct tp_conn *c, const char *why)
+{
+	struct tp_host_entry *e = c->ent;
+	uint32_t txd;
+
+	if (c->c_d != c->v_d || (tp_rx_txd(c, &txd) && txd != c->v_d))
+		return;
+	if (!pool_lock(c->link))
+		return; /* (the next look) */
+	LOG(LL_DEBUG, "transport: slot %u: ring %u %s", c->slot, e->ring - 1u, why);
+	tp_pool_put(c->link, e->ring - 1u, false);
+	e->ring = 0;
+	e->ring_yield = 0;
+	tp_host_unlock(c->link);
+	c->in_ring = NULL;
+	/* others wait (it was asked back): the timers of this host's connections look at their
+	 * requests soon (relaxed: a hint for the helper's next pass, within 5 ms) */
+	atomic_store_explicit(&c->link->lingering, true, memory_order_relaxed);
+}
+
 /* The sender gave our ring back (RING_RET = its generation) once it was drained. */
 static void rx_ring_returned(struct tp_conn *c)
 {
@@ -282,17 +339,7 @@ static void rx_ring_returned(struct tp_conn *c)
 
 	if (!e->ring || !tp_slot_word(c, TP_W_TX_RING_RET, &v) || v != e->ring_gen)
 		return;
-	if (!pool_lock(c->link))
-		return; /* (the next look) */
-	LOG(LL_DEBUG, "transport: slot %u: ring %u given back", c->slot, e->ring - 1u);
-	tp_pool_put(c->link, e->ring - 1u);
-	e->ring = 0;
-	e->ring_yield = 0;
-	tp_host_unlock(c->link);
-	c->in_ring = NULL;
-	/* others wait (it was asked back): the timers of this host's connections look at their
-	 * requests soon (relaxed: a hint for the helper's next pass, within 5 ms) */
-	atomic_store_explicit(&c->link->lingering, true, memory_order_relaxed);
+	rx_ring_free(c, "given back");
 }
 
 void tp_rx_ring_service(struct tp_conn *c, bool timers)
@@ -341,8 +388,24 @@ void tp_rx_ring_service(struct tp_conn *c, bool timers)
 		ntb_peer_db_ring(c->link->ntb);
 	}
 	c->rq_raw = raw;
-	if (!timers || !e->ring || e->ring_yield)
+	if (!timers || !e->ring)
 		return;
+	if (atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
+	    atomic_load_explicit(&c->peer_died, memory_order_relaxed) ||
+	    (tp_st_flags(c) & (TP_ST_RST | TP_ST_GONE))) {
+		/* its sender is gone: once what it wrote was read, the ring is the pool's (relaxed:
+		 * sticky flags, a late look frees it at the next pass) */
+		rx_ring_free(c, "freed: its sender is gone");
+		return;
+	}
+	if (e->ring_yield) {
+		/* asked back, not given back yet: the word again (the link may have lost it; an idle
+		 * sender looks when rung) */
+		rx_grant_publish(c);
+		ntb_wc_flush(c->link->ntb);
+		ntb_peer_db_ring(c->link->ntb);
+		return;
+	}
 	/* relaxed: a hint (when a request was last refused here) */
 	uint64_t refused = atomic_load_explicit(&c->link->host->pool_refused_ms,
 						memory_order_relaxed), now = tp_now_ms();
