@@ -87,14 +87,31 @@ static void test_ring_setup_and_inline_only(void **state)
 	open_pool(&p, "ringsetup", 2);
 	assert_int_equal(pool_free(p.a), 2);
 	connect_n(&p, ca, cb, 3);
-	/* the first two: a ring each way (A's pool for B's bytes, B's for A's) */
-	for (int i = 0; i < 2; i++) {
-		assert_true(ca[i]->out_ring_ok && cb[i]->out_ring_ok);
-		assert_non_null(ca[i]->in_ring);
-		assert_non_null(cb[i]->in_ring);
-	}
+	/* the first: a ring each way (A's pool for B's bytes, B's for A's); the second: A's ring
+	 * for B's bytes (the client grants from its own pool), none from B's (a server's
+	 * reservation takes one only while more than half of its pool is free: nobody could ask
+	 * it back before accept()) */
+	assert_true(ca[0]->out_ring_ok && cb[0]->out_ring_ok);
+	assert_non_null(ca[0]->in_ring);
+	assert_non_null(cb[0]->in_ring);
+	assert_true(cb[1]->out_ring_ok);
+	assert_false(ca[1]->out_ring_ok);
 	assert_int_equal(pool_free(p.a), 0);
+	assert_int_equal(pool_free(p.b), 1);
+	/* the second asks for B's last ring (a write past 4 KiB) and gets it at once */
+	tl_fill(msg, sizeof(msg), 34, 0);
+	struct iovec v1 = { msg, 8192 };
+
+	assert_int_equal(tp_send(ca[1], &v1, 1), -EAGAIN); /* (waits for the ring it asked for) */
+	for (int i = 0; i < 2000 && !ca[1]->out_ring_ok; i++) {
+		tp_mutex_lock(&ca[1]->tx_lock);
+		tp_tx_feedback(ca[1]);
+		tp_mutex_unlock(&ca[1]->tx_lock);
+		usleep(1000);
+	}
+	assert_true(ca[1]->out_ring_ok);
 	assert_int_equal(pool_free(p.b), 0);
+	move_checked(ca[1], cb[1], msg, 8192, 8192, got);
 	/* the third: none */
 	assert_false(ca[2]->out_ring_ok);
 	assert_false(cb[2]->out_ring_ok);
