@@ -279,8 +279,8 @@ fi
 # message on every connection, the sizes of CONNS_SIZES (64,2000: inline and data ring) taking
 # turns, every byte checked (each size's mean round time), and holds them all while the RSS of
 # client and server is read. ntbsock on a link of its own with the demo's window and default
-# tunables (a 1.5 KiB connection slot each, 256 transfer contexts of 512 KiB going round; extra
-# tunables: CONNS_TUNABLES), every connection
+# tunables but connections = 10240 (a 1.5 KiB connection slot each, 256 transfer contexts of
+# 512 KiB going round; CONNS_TUNABLES replaces the group), every connection
 # checked to be ntb in both logs; beside kernel TCP loopback.
 ECHO10K=$BUILD/tests/echo10k
 CN=${CONNS_N:-10000}
@@ -293,8 +293,7 @@ elif want 8; then
 	CS=${CONNS_SIZES:-64,2000}
 	for H in A B; do
 		sed "s#$PL_LINK\"#$PL_LINK-conns\"#" "$PL_TMP/$H.conf" >"$PL_TMP/C$H.conf"
-		[ -z "${CONNS_TUNABLES:-}" ] ||
-			echo "tunables = { $CONNS_TUNABLES };" >>"$PL_TMP/C$H.conf"
+		echo "tunables = { ${CONNS_TUNABLES:-connections = 10240;} };" >>"$PL_TMP/C$H.conf"
 	done
 	rm_conns() { rm -f "$PL_LINK-conns"; }
 	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_conns"

@@ -443,6 +443,8 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
+#define TP_AUTO_CONNS     4096u   /* connections "auto": at most this many (the host table of
+				   * 16384 is 7 MiB to set up, per side and link) */
 #define TP_OWNERS         4
 
 enum tp_entry_state {

@@ -691,7 +691,7 @@ int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *
 			room = rings < avail ? avail - rings : 0;
 		}
 		room /= slot;
-		conns = room > TP_MAX_CONNS ? TP_MAX_CONNS : room ? (uint32_t)room : 1u;
+		conns = room > TP_AUTO_CONNS ? TP_AUTO_CONNS : room ? (uint32_t)room : 1u;
 	}
 	pool_off = ALIGN_UP(TP_OFF_SLOTS + (uint64_t)conns * slot, (uint64_t)4096);
 	if (pool_off >= window)

@@ -8,16 +8,16 @@
 # times and tcp never, and the kernel's loopback must have carried no more than the TCP
 # handshakes and a twentieth of the payload.
 #
-# The link is the demo's (a 256 MiB window) with the default tunables: a connection slot of
-# 1.5 KiB per direction each (control words and 8 inline slots; as many as a quarter of the
-# window holds, up to 16384) and a pool of 256 transfer contexts (data rings of 512 KiB) that the
+# The link is the demo's (a 256 MiB window) with the default tunables but `connections = 10240`
+# (auto stops at 4096): a connection slot of 1.5 KiB per direction each (control words and 8
+# inline slots) and a pool of 256 transfer contexts (data rings of 512 KiB) that the
 # connections' transfers take in turn (transport/tp_ring.c). The test also checks that an idle
 # connection costs at most 2 KiB of window per direction (`ntbsock check`). Environment:
 #   CONNS_N             connections (default 10000; 1000 under a sanitizer runtime)
 #   CONNS_ROUNDS        echo rounds (default 3)
 #   CONNS_SIZES         message sizes taking turns by round, comma-separated (default 64,2000)
 #   CONNS_WINDOW        window_size (default the demo's 256M)
-#   CONNS_TUNABLES      a tunables group body to add, e.g. 'contexts = 64;'
+#   CONNS_TUNABLES      the tunables group body to add (default 'connections = 10240;')
 # Every process needs N descriptors and some: the hard limit (ulimit -Hn) must allow N + 64.
 . "$(dirname "$0")/lib.sh"
 pl_need ss python3
@@ -27,7 +27,7 @@ N=${CONNS_N:-10000}
 [ -z "${PL_PRELOAD_FIRST:-}" ] || N=${CONNS_N:-1000}
 ROUNDS=${CONNS_ROUNDS:-3}
 SIZES=${CONNS_SIZES:-64,2000}
-TUNABLES=${CONNS_TUNABLES:-}
+TUNABLES=${CONNS_TUNABLES:-connections = 10240;}
 hard=$(ulimit -Hn)
 [ "$hard" = unlimited ] || [ "$hard" -ge $((N + 64)) ] ||
 	pl_skip "$N connections need $((N + 64)) descriptors per process; the hard limit (ulimit -Hn) is $hard"
