@@ -153,6 +153,100 @@ int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port)
 	return -EADDRNOTAVAIL;
 }
 
+/* --- the kernel's own choice of source address ----------------------------------------------- */
+
+/* Where the kernel's route to a destination already picks one of this host's addresses, the bind
+ * of pl_bind_host_addr() changes nothing but costs two system calls per set-up (#21 item 3):
+ * a connect then leaves the socket unbound, and pl_connect_late() checks the address the kernel
+ * chose (a route changed meanwhile: that connection stays TCP and the next ones bind again).
+ * Learned once per destination address and socket family by a UDP socket's connect (no packet
+ * leaves) and kept for PL_SRC_TTL_NS; PL_SRC_N destinations, the oldest replaced. */
+#define PL_SRC_N      16
+#define PL_SRC_TTL_NS (10 * 1000000000LL)
+
+struct pl_src_ent {
+	uint8_t addr[16]; /* the destination, IPv4 as IPv4-mapped */
+	int family;       /* the socket's */
+	bool host;        /* the kernel's source for it is one of this host's addresses */
+	int64_t at_ns;    /* learned then; 0: unused */
+};
+
+static pthread_mutex_t pl_src_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pl_src_ent pl_src[PL_SRC_N];
+
+static struct pl_src_ent *src_find(const uint8_t *addr, int family)
+{
+	for (int i = 0; i < PL_SRC_N; i++)
+		if (pl_src[i].at_ns && pl_src[i].family == family && !memcmp(pl_src[i].addr, addr, 16))
+			return &pl_src[i];
+	return NULL;
+}
+
+/* Does a socket of FAMILY connected to DST get one of this host's addresses from the kernel? */
+static bool src_probe(const struct sockaddr *dst, socklen_t dlen, int family)
+{
+	struct sockaddr_storage local;
+	socklen_t llen = sizeof(local);
+	int fd = pl_real.socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool host;
+
+	if (fd < 0)
+		return false;
+	host = pl_real.connect(fd, dst, dlen) == 0 &&
+	       pl_real.getsockname(fd, (struct sockaddr *)&local, &llen) == 0 &&
+	       pl_is_host_addr((struct sockaddr *)&local);
+	pl_real.close(fd);
+	return host;
+}
+
+bool pl_src_is_host(const struct sockaddr *dst, socklen_t dlen, int family)
+{
+	uint8_t addr[16], port[2];
+	int64_t now = pl_now_ns();
+	struct pl_src_ent *e;
+	bool host;
+
+	if (key_part(dst, addr, port) < 0)
+		return false;
+	pthread_mutex_lock(&pl_src_lock);
+	e = src_find(addr, family);
+	if (e && now - e->at_ns < PL_SRC_TTL_NS) {
+		host = e->host;
+		pthread_mutex_unlock(&pl_src_lock);
+		return host;
+	}
+	pthread_mutex_unlock(&pl_src_lock);
+	host = src_probe(dst, dlen, family); /* (outside the lock: a few system calls) */
+	pthread_mutex_lock(&pl_src_lock);
+	e = src_find(addr, family);
+	if (!e) {
+		e = &pl_src[0];
+		for (int i = 1; i < PL_SRC_N; i++)
+			if (pl_src[i].at_ns < e->at_ns)
+				e = &pl_src[i];
+	}
+	memcpy(e->addr, addr, 16);
+	e->family = family;
+	e->host = host;
+	e->at_ns = now ? now : 1;
+	pthread_mutex_unlock(&pl_src_lock);
+	return host;
+}
+
+void pl_src_forget(const struct sockaddr *dst, int family)
+{
+	uint8_t addr[16], port[2];
+	struct pl_src_ent *e;
+
+	if (key_part(dst, addr, port) < 0)
+		return;
+	pthread_mutex_lock(&pl_src_lock);
+	e = src_find(addr, family);
+	if (e)
+		e->at_ns = 0;
+	pthread_mutex_unlock(&pl_src_lock);
+}
+
 /* Is SA (port ignored) one of this host's configured addresses? IPv4-mapped counts as IPv4. */
 bool pl_is_host_addr(const struct sockaddr *sa)
 {

@@ -133,6 +133,11 @@ static enum connect_source connect_source(struct pl_connecting *c)
 		/* No port yet: connect() picks it (as for any TCP client), and the reservation
 		 * follows the kernel connect. */
 		if (pl_sa_is_any(local)) {
+			/* (not under the "error" policy: there a route that changed would fail the
+			 * connect, where the bind would have kept it ntb) */
+			if (pl_conf->fallback != CONF_FALLBACK_ERROR &&
+			    pl_src_is_host(c->dst, c->dlen, c->local.ss_family))
+				return CONNECT_LATE; /* the kernel picks our address itself */
 			int r = pl_bind_host_addr(c->fd, c->dst, true);
 
 			if (r < 0) {

@@ -259,6 +259,13 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 		return connect_late_tcp(fd, dst, r, e, desc, "getsockname failed", why, own);
 	}
 	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
+	if (!pl_is_host_addr((struct sockaddr *)&local)) {
+		/* left unbound (pl_src_is_host()) and the kernel's route changed since */
+		pl_src_forget(dst, local.ss_family);
+		return connect_late_tcp(fd, dst, r, e, desc,
+					"the kernel chose a source address that is not this host's",
+					why, own);
+	}
 	int tmo = (int)pl_tpp.setup_timeout_ms;
 	if (tmo > PL_HOLD_GIVEUP_MS)
 		tmo = PL_HOLD_GIVEUP_MS;

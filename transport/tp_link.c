@@ -73,13 +73,31 @@ static uint64_t g_helper_round;       /* its sleeps so far (under tp_links_lock)
 static _Atomic uint32_t g_helper_kick;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
-int tp_event_fd(void)
+/* Set once a waiter was handed the event fd (tp_event_fd()): until then nobody can sleep on it,
+ * and tp_event_signal() writes nothing — most set-ups of a program that never polls signalled
+ * it twice, a system call each (#21 item 3). */
+static _Atomic bool g_efd_used;
+
+static int event_fd_make(void)
 {
 	pthread_mutex_lock(&tp_links_lock);
 	if (g_efd < 0)
 		g_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	pthread_mutex_unlock(&tp_links_lock);
 	return g_efd < 0 ? -EMFILE : g_efd;
+}
+
+int tp_event_fd(void)
+{
+	int fd = event_fd_make();
+
+	if (fd >= 0 && !atomic_load_explicit(&g_efd_used, memory_order_relaxed)) {
+		atomic_store_explicit(&g_efd_used, true, memory_order_relaxed);
+		/* the waiter half of a Dekker pair with tp_event_signal(): the flag before the
+		 * looks at the connections that follow (its caller's, before it sleeps) */
+		atomic_thread_fence(memory_order_seq_cst);
+	}
+	return fd;
 }
 
 void tp_event_ack(void)
@@ -95,6 +113,14 @@ void tp_event_signal(void)
 {
 	uint64_t one = 1;
 
+	/* relaxed, then (when unset) again after a full fence: the signaller half of the Dekker
+	 * pair with tp_event_fd() (what the signal is about was seen before the flag's load; a
+	 * waiter that set the flag after that load looks at the connections after it) */
+	if (!atomic_load_explicit(&g_efd_used, memory_order_relaxed)) {
+		atomic_thread_fence(memory_order_seq_cst);
+		if (!atomic_load_explicit(&g_efd_used, memory_order_relaxed))
+			return;
+	}
 	if (g_efd >= 0 && raw_write(g_efd, &one, sizeof(one)) < 0) {
 		/* EAGAIN: counter saturated, already readable */
 	}
@@ -297,12 +323,31 @@ static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
 	return false;
 }
 
+/* The witnesses' set is looked at once per TP_WATCH_GAP_NS at most: each look is a system call,
+ * and a helper woken for every set-up made one per set-up (#21 item 3). A look put off makes
+ * the next sleep short (helper_plan()): a failover header waits 1 ms more at most (an idle
+ * helper's sleep of up to 100 ms delayed it before, as now). Under tp_links_lock. */
+#define TP_WATCH_GAP_NS 1000000u
+static uint64_t g_watch_ns; /* the last look */
+static bool g_watch_owed;   /* a look was put off */
+
 /* Under tp_links_lock: a peer's failover header arrived on the kernel socket of some connection
  * (tp_failover.c): that connection moves too. An end of stream there is tp_witness_look()'s. */
 static void watched_events(void)
 {
 	uint64_t ids[64];
+	uint64_t t = clock_mono_ns();
+
+	g_watch_owed = t - g_watch_ns < TP_WATCH_GAP_NS;
+	if (g_watch_owed)
+		return;
+	g_watch_ns = t;
 	int n = tp_fo_watched_events(ids, 64);
+
+	if (n == 64) {
+		g_watch_ns = 0; /* more may wait: the next pass looks again */
+		g_watch_owed = true;
+	}
 
 	for (int k = 0; k < n; k++) {
 		for (struct tp_link *l = tp_links; l; l = l->next_link) {
@@ -413,6 +458,8 @@ static void helper_plan(struct helper_round *r)
 		r->slice = 2; /* failovers move bytes on kernel sockets (tp_failover.c) */
 	if (tp_finwait_pending() && r->slice > 2)
 		r->slice = 2; /* closes wait for the peer's FIN (tp_finwait.c) */
+	if (g_watch_owed && r->slice > 1)
+		r->slice = 1; /* a look at the witnesses was put off (watched_events()) */
 }
 
 /* Sleep as R plans, unless the stand-by (QUICK) saw a doorbell move. One thread sleeps on every
@@ -782,7 +829,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	l->db_seen = ntb_db_read(l->ntb);
 	l->geom.slot_off = TP_OFF_SLOTS;
 	tp_link_refresh(l);
-	tp_event_fd();
+	event_fd_make();
 	pthread_mutex_lock(&tp_links_lock);
 	l->next_link = tp_links;
 	tp_links = l;
