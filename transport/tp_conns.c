@@ -10,11 +10,31 @@
 #include "util/log.h"
 #include "util/rawsys.h"
 
+/* Under conns_lock: C at the head of L's list, and off it (C must be on it). */
+static void conns_add(struct tp_link *l, struct tp_conn *c)
+{
+	c->prev = NULL;
+	c->next = l->conns;
+	if (l->conns)
+		l->conns->prev = c;
+	l->conns = c;
+}
+
+static void conns_remove(struct tp_link *l, struct tp_conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
 void tp_conn_register(struct tp_conn *c)
 {
 	pthread_mutex_lock(&c->link->conns_lock);
-	c->next = c->link->conns;
-	c->link->conns = c;
+	conns_add(c->link, c);
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
 
@@ -42,12 +62,8 @@ void tp_conn_unregister(struct tp_conn *c)
 		nanosleep(&ts, NULL);
 		pthread_mutex_lock(&c->link->conns_lock);
 	}
-	for (struct tp_conn **pp = &c->link->conns; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	}
+	if (c->prev || c->link->conns == c) /* (on the list) */
+		conns_remove(c->link, c);
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
 
@@ -279,10 +295,8 @@ static void pass_release(struct tp_link *l, struct tp_conn *done)
 
 	for (c = done; c; c = next) {
 		next = c->next;
-		c->next = NULL;
 		pthread_mutex_lock(&l->conns_lock);
-		c->next = l->conns;
-		l->conns = c;
+		conns_add(l, c);
 		pthread_mutex_unlock(&l->conns_lock);
 		tp_conn_release(c, (uint32_t)c->closed_ms);
 	}
@@ -364,6 +378,8 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		}
 		if (closed && (!owned || finished || force)) {
 			*pp = c->next;
+			if (c->next)
+				c->next->prev = c->prev;
 			c->next = done;
 			c->closed_ms = fl; /* reuse: flags for the release below */
 			done = c;

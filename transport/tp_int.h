@@ -657,6 +657,7 @@ struct tp_conn {
 	 * for the pass, or in the pass's own thread drops the entry */
 	const void *pin_owner;
 	struct tp_conn **pin_slot;
+	struct tp_conn *prev;      /* link->conns, the other way (conns_lock): O(1) removal */
 	_Atomic uint64_t last_wake_ms; /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */

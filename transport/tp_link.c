@@ -651,6 +651,10 @@ void tp_atfork_child(void)
 				}
 			}
 		}
+		struct tp_conn *prev = NULL; /* (the list without the parent's lingering ones) */
+
+		for (struct tp_conn *c = l->conns; c; prev = c, c = c->next)
+			c->prev = prev;
 		tp_host_unlock(l);
 	}
 	if (tp_links)
