@@ -138,7 +138,11 @@ static bool detect_pending(struct tp_conn *c, uint64_t *ret_raw)
 					    (p + TP_W_TX_EPOCH), memory_order_acquire);
 
 	*ret_raw = raw;
-	return raw && tp_cw_check(c->nonce_in, raw, &v) && (uint16_t)(v >> 16) != c->det_seen;
+	/* (the reading tp_slot_word() last checked valid needs no check: its low half is the
+	 * value) */
+	if (!raw || (raw != tp_wc_raw(c, TP_W_TX_EPOCH) && !tp_cw_check(c->nonce_in, raw, &v)))
+		return false;
+	return (uint16_t)((uint32_t)raw >> 16) != c->det_seen; /* (epoch | detect << 16) */
 }
 
 /* Is RAW, the ST word now, a valid one other than what the timers last read (tp_st_flags())? */
