@@ -8,6 +8,7 @@
  * when the link is taken down. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -117,7 +118,7 @@ static void shown_fill(struct tp_conn *c, uint32_t *ret_tx, uint32_t *ret_rx)
 
 struct streamer {
 	struct tp_conn *c;
-	volatile bool stop;
+	atomic_bool stop;
 	uint64_t sent;
 };
 
@@ -128,7 +129,7 @@ static void *stream_main(void *arg)
 	uint8_t buf[64];
 
 	memset(buf, 0x33, sizeof(buf));
-	while (!s->stop) {
+	while (!atomic_load(&s->stop)) {
 		if (tl_send_all(s->c, buf, sizeof(buf)))
 			break;
 		s->sent += sizeof(buf);
@@ -194,7 +195,7 @@ static void test_idle_not_visited(void **state)
 		assert_true(n > 0);
 		got += (uint64_t)n;
 	}
-	s.stop = true;
+	atomic_store(&s.stop, true);
 	pthread_join(t, NULL);
 	print_message("streamed %llu bytes; passes visited %llu (A) and %llu (B) connections\n",
 		      (unsigned long long)got, (unsigned long long)(link_visits(p.a) - la),
