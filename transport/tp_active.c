@@ -14,10 +14,12 @@
  *     (atomics): tp_act_mark_sync() after the store;
  *   - a new connection: on the list when registered;
  *   - the peer: a Detect (TX_EPOCH) or ST flags (RST, GONE, FAILOVER, MOVING...), both written
- *     before the peer rings: when the doorbell rang, a pass (the next one TP_ACT_SCAN_MS after
- *     the last scan at the soonest, as the doorbell's passes came when they visited all) compares
- *     those two words of each idle connection with what they were when it was taken off
- *     (tp_act_take()): loads of our own window from a table, no walk of the connections;
+ *     before the peer rings: when the doorbell rang, the next pass (TP_ACT_SCAN_MS after the
+ *     last scan at the soonest, as the doorbell's passes came when they visited all: a ring
+ *     sooner waits for a later pass, which comes for the peer's next probe, at the latest the
+ *     100 ms one) compares those two words of each idle connection with what they were when it
+ *     was taken off (tp_act_take()): loads of our own window from a table, no walk of the
+ *     connections;
  *   - the link: the peer silent (the witness look, held timers), lost or restarted, the link
  *     taken down (admin): every pass is a full one while so (and once after a restart);
  *   - and every act_sweep_ms (TP_ACT_SWEEP_MS) a full pass anyway: a safety net for anything

@@ -235,14 +235,13 @@ timers:
 	 * rings often); every 5 ms while closed connections linger: they hold receive contexts
 	 * (both hosts'), which a host making connections one after another runs short of when
 	 * they are released only every 100 ms. A pass visits the active connections; a ring (the
-	 * peer's Detect or ST flags for an idle one) makes one scan the idle ones too, at most
-	 * every TP_ACT_SCAN_MS (tp_active.c). Relaxed: a request a pass takes. */
+	 * peer's Detect or ST flags for an idle one) makes the next pass scan the idle ones too,
+	 * at most every TP_ACT_SCAN_MS (tp_active.c). Relaxed: a request a pass takes. */
 	if (rung)
 		atomic_store_explicit(&l->act_scan, true, memory_order_relaxed);
 	/* relaxed (lingering, tp_fo_active, probe_soon): hints for how soon the pass runs; it
 	 * runs every 100 ms anyway */
-	lingering = atomic_load_explicit(&l->lingering, memory_order_relaxed) ||
-		    atomic_load_explicit(&l->act_scan, memory_order_relaxed); /* (a scan owed) */
+	lingering = atomic_load_explicit(&l->lingering, memory_order_relaxed);
 	timers = now - l->last_timers_ms >= 100 ||
 		 atomic_load_explicit(&tp_fo_active, memory_order_relaxed) > 0 ||
 		 ((rung || lingering) && now - l->last_timers_ms >= 5) ||
@@ -410,9 +409,8 @@ static void helper_plan(struct helper_round *r)
 		} else if (r->slice > 25) {
 			r->slice = 25; /* polled */
 		}
-		if ((atomic_load_explicit(&l->lingering, memory_order_relaxed) ||
-		     atomic_load_explicit(&l->act_scan, memory_order_relaxed)) && r->slice > 5)
-			r->slice = 5; /* closed connections to finish, a scan owed (link_service()) */
+		if (atomic_load_explicit(&l->lingering, memory_order_relaxed) && r->slice > 5)
+			r->slice = 5; /* closed connections to finish (link_service()) */
 		if (own && atomic_load_explicit(&l->held_conns, memory_order_relaxed) > 0 &&
 		    r->slice > 1)
 			r->slice = 1; /* polled, yet held messages wait for its rings */
