@@ -9,6 +9,8 @@
 # stderr. Measures; never fails on a number.
 #
 #   sh bench/idle_timers.sh                  # IT_NS="0 1000 4000", IT_SECS=10
+#   BUILD=/tmp/other-build sh bench/idle_timers.sh   (another build's library and helpers)
+#   IT_PERF=1 sh bench/idle_timers.sh        (also where pl_echo's helper spends its time: perf)
 #   IT_NS="4000" IT_SECS=20 IT_IPERF="-l 1K" sh bench/idle_timers.sh   (iperf3 options of the stream)
 IT_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 IT_BUILD=${BUILD:-build}
@@ -89,7 +91,18 @@ for n in $NS; do
 	ntb=$(grep -c ' ntb (link' "$PL_TMP/a.log" 2>/dev/null)
 	echo "N=$n: pl_hold $hold, pl_echo $echo_p ($ntb ntb set-ups logged on A so far)" >&2
 	sleep 3
+	if [ "${IT_PERF:-0}" = 1 ] && command -v perf >/dev/null; then
+		perf record -q -o "$PL_TMP/perf$run-idle.data" -t "$(other_tasks "$echo_p" | head -1 | sed 's#.*/##')" \
+			-- sleep "$SECS" >/dev/null 2>&1 &
+		rec=$!
+	fi
 	echo "$(measure "$n | no" "$hold" "$echo_p") | - |"
+	if [ -n "${rec:-}" ]; then
+		wait "$rec"
+		echo "pl_echo's helper, no stream:" >&2
+		perf report -q -i "$PL_TMP/perf$run-idle.data" --no-children --percent-limit 2 2>/dev/null | head -25 >&2
+		rec=""
+	fi
 	pl_run a iperf3 -c 127.0.0.2 -p "$p_perf" -t $((SECS + 4)) ${IT_IPERF:-} -J >"$PL_TMP/perf$run.json" 2>&1 &
 	perf=$!
 	sleep 2
@@ -102,6 +115,7 @@ for n in $NS; do
 	row=$(measure "$n | yes" "$hold" "$echo_p")
 	if [ -n "${rec:-}" ]; then
 		wait "$rec"
+		echo "pl_echo's helper, stream:" >&2
 		perf report -q -i "$PL_TMP/perf$run.data" --no-children --percent-limit 2 2>/dev/null | head -25 >&2
 		rec=""
 	fi
