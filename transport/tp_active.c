@@ -13,13 +13,25 @@
  *   - a failover, a moved connection's prefix, a commit to repeat, ownership after a fork
  *     (atomics): tp_act_mark_sync() after the store;
  *   - a new connection: on the list when registered;
- *   - the peer: a Detect (TX_EPOCH) or ST flags (RST, GONE, FAILOVER, MOVING...), both written
- *     before the peer rings: when the doorbell rang, the next pass (TP_ACT_SCAN_MS after the
+ *   - a transfer context (tp_ring.c: tp_tx_ring_quiet(), tp_rx_ring_quiet()): the sender's
+ *     request open (refused, it asks again; unanswered, it repeats), deferred for a quantum, a
+ *     ring asked back, RING_RET repeated for a second; the receiver's request unanswered or
+ *     refused (the re-asks ring no doorbell: its timers watch the word), a ring it granted
+ *     asked back, or whose sender is gone, or that others want (a refusal within two
+ *     quanta): tp_act_mark() where tp_ring.c makes that work (ask, defer, yield seen, give
+ *     back, answer); a ring held while nobody waits is no work (for ever, as in §6);
+ *   - the peer: a Detect (TX_EPOCH), ST flags (RST, GONE, FAILOVER, MOVING...), a ring request
+ *     (TX_RING_REQ: its first ask, or a repeat of an unanswered one) or a ring asked back
+ *     (FB_GRANT's YIELD), each written before the peer rings: when the doorbell rang, the next
+ *     pass (TP_ACT_SCAN_MS after the
  *     last scan at the soonest, as the doorbell's passes came when they visited all: a ring
  *     sooner waits for a later pass, which comes for the peer's next probe, at the latest the
- *     100 ms one) compares those two words of each idle connection with what they were when it
- *     was taken off (tp_act_take()): loads of our own window from a table, no walk of the
+ *     100 ms one) compares those four words of each idle connection with what they were when
+ *     it was taken off (tp_act_take()): loads of our own window from a table, no walk of the
  *     connections;
+ *   - the pool: a request for a ring of this host's pool refused (by any of its processes:
+ *     pool_refused_ms changed since the last pass) brings back the idle ones that held a ring
+ *     of it, to be asked back after their quantum;
  *   - the link: the peer silent (the witness look, held timers), lost or restarted, the link
  *     taken down (admin): every pass is a full one while so (and once after a restart);
  *   - and every act_sweep_ms (TP_ACT_SWEEP_MS) a full pass anyway: a safety net for anything
@@ -28,10 +40,11 @@
  * above is left: under both its locks (tried: a busy one keeps it on) the send side has
  * nothing unacknowledged, held, unpublished or unsent (FIN), no reset armed; the receive side
  * has no feedback unpublished or not yet republished, no Retry outstanding, no Detect
- * unanswered, no reader shut with data to discard; and no failover runs, no prefix, commit or
- * closing is pending. (A connection in error, not owned since a fork, or moved, has nothing
+ * unanswered, no reader shut with data to discard; neither side has ring work (above); and no
+ * failover runs, no prefix, commit or closing is pending. (A connection in error, not owned since a fork, or moved, has nothing
  * for the timers either.) It records then the fill levels `ntbsock stat` shows (they change
- * only with work that puts it back) and the two words the scan compares.
+ * only with work that puts it back), the four words the scan compares and whether it holds a
+ * ring of our pool.
  *
  * WHO WRITES / WHO READS
  *   field                 writer                                   reader
@@ -45,6 +58,7 @@
  *   l->act_head           act_lock                                 take, flush_held()
  *   l->act_idle[]         conns_lock (passes, unregister)          the scan (conns_lock)
  *   l->act_scan           the helper (on a ring)                   the next pass (exchange)
+ *   l->act_refused        conns_lock (passes)                      same
  *
  * A connection is on exactly one of: the active list, a pass's own list (taken), nowhere but
  * the idle table (act_on false), or off everything (unregistered: act_on true, act_dead). The
@@ -62,16 +76,32 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "transport/tp_int.h"
 #include "util/log.h"
 
+/* The words of an idle connection's slot (our inbound window) the scan compares: a Detect
+ * (TX_EPOCH), ST flags, a ring request (TX_RING_REQ), a grant asked back (FB_GRANT). */
+enum { ACT_W_EP, ACT_W_ST, ACT_W_REQ, ACT_W_GRANT, ACT_NW };
+static const uint32_t act_words[ACT_NW] = { TP_W_TX_EPOCH, TP_W_ST_FLAGS, TP_W_TX_RING_REQ,
+					    TP_W_FB_GRANT };
+
 /* An idle connection as the scan sees it. */
 struct tp_act_idle {
-	const _Atomic uint64_t *ep, *st; /* its TX_EPOCH and ST words in our inbound window */
-	uint64_t ep_raw, st_raw;         /* their raw values when it was taken off */
+	const volatile uint8_t *slot; /* its slot in our inbound window */
+	uint64_t raw[ACT_NW];         /* those words' raw values when it was taken off */
 	struct tp_conn *c;
+	bool ring_in;                 /* it held a ring of our pool (a refusal brings it back) */
 };
+
+/* Word W (an offset in the slot) of SLOT, raw. Relaxed: what the scan compares, a hint (a
+ * visit reads the words checked). */
+static uint64_t slot_raw(const volatile uint8_t *slot, uint32_t w)
+{
+	return atomic_load_explicit((const _Atomic uint64_t *)(const void *)(slot + w),
+				    memory_order_relaxed);
+}
 
 void tp_act_link_init(struct tp_link *l)
 {
@@ -121,13 +151,15 @@ void tp_act_hold(struct tp_conn *c)
 	tp_act_mark_sync(c);
 }
 
-/* Under tx_lock: nothing for the send side's timers (tp_tx_timers(), the commit repeat). */
-static bool tx_quiet(const struct tp_conn *c)
+/* Under tx_lock: nothing for the send side's timers (tp_tx_timers(), the commit repeat, the
+ * ring's: tp_tx_ring_quiet() with GRANT_RAW, the FB_GRANT word the scan will compare). */
+static bool tx_quiet(struct tp_conn *c, uint64_t grant_raw)
 {
 	/* relaxed rst_armed: a hint, as in tp_tx_timers() (only the timers arm it) */
 	return c->msn_next == c->fb_ack && c->tx_i == c->fb_rx_i && c->tx_d == c->fb_rx_d &&
 	       !tp_tx_held(c) && !c->tx_dirty && !(c->wr_shut && !c->fin_sent) &&
-	       !atomic_load_explicit(&c->rst_armed, memory_order_relaxed);
+	       !atomic_load_explicit(&c->rst_armed, memory_order_relaxed) &&
+	       tp_tx_ring_quiet(c, grant_raw);
 }
 
 /* Under rx_lock: the raw TX_EPOCH word; true when it holds a Detect not answered yet. */
@@ -155,12 +187,13 @@ static bool st_unseen(struct tp_conn *c, uint64_t raw)
 	return raw && raw != tp_wc_raw(c, TP_W_ST_FLAGS) && tp_cw_check(c->nonce_in, raw, &v);
 }
 
-/* Under rx_lock: nothing for the receive side's timers (tp_rx_timers()). */
-static bool rx_quiet(struct tp_conn *c, uint64_t *ret_ep_raw)
+/* Under rx_lock: nothing for the receive side's timers (tp_rx_timers(); the ring's:
+ * tp_rx_ring_quiet() with REQ_RAW, the TX_RING_REQ word the scan will compare). */
+static bool rx_quiet(struct tp_conn *c, uint64_t req_raw, uint64_t *ret_ep_raw)
 {
 	return !c->gated && !c->fb_dirty && c->c_d == c->pub_d && c->c_i == c->pub_i &&
 	       c->v_msn == c->pub_ack && !(c->rd_shut && !c->eof) &&
-	       !detect_pending(c, ret_ep_raw);
+	       tp_rx_ring_quiet(c, req_raw) && !detect_pending(c, ret_ep_raw);
 }
 
 void tp_act_note_rx(struct tp_conn *c)
@@ -168,7 +201,8 @@ void tp_act_note_rx(struct tp_conn *c)
 	uint64_t raw;
 
 	/* relaxed: see tp_act_mark() (we hold rx_lock, under which a pass clears it) */
-	if (!atomic_load_explicit(&c->act_on, memory_order_relaxed) && !rx_quiet(c, &raw))
+	if (!atomic_load_explicit(&c->act_on, memory_order_relaxed) &&
+	    !rx_quiet(c, tp_slot_raw(c, TP_W_TX_RING_REQ), &raw))
 		tp_act_push(c);
 }
 
@@ -222,8 +256,8 @@ bool tp_act_settle(struct tp_conn *c)
 {
 	struct tp_link *l = c->link;
 	const volatile uint8_t *slot = l->in + tp_slot_off(l, c->slot);
-	uint64_t ep_raw = 0, st_raw;
-	bool quiet, owned;
+	uint64_t raw[ACT_NW] = { 0 };
+	bool quiet, owned, ring_in = false;
 
 	if (!idle_reserve(l) || busy_atomic(c))
 		return false;
@@ -238,15 +272,19 @@ bool tp_act_settle(struct tp_conn *c)
 	/* (acquire slot_gone: pairs with the release store in tp_conn_free_slot()) */
 	bool gone = atomic_load_explicit(&c->slot_gone, memory_order_acquire);
 
-	/* The ST word as the scan will compare it: read now, so that a later write is a change.
-	 * One the timers have not seen (not the reading tp_slot_word() last checked valid: the
-	 * peer wrote it since this visit's timers looked) is work for the next visit. Relaxed:
-	 * a hint, the visit reads it checked. */
-	st_raw = atomic_load_explicit((const _Atomic uint64_t *)(const void *)(slot + TP_W_ST_FLAGS),
-				      memory_order_relaxed);
+	/* The ST, ring request and grant words as the scan will compare them: read now, so that a
+	 * later write is a change. One the timers have not seen (ST, the grant: not the reading
+	 * tp_slot_word() last checked valid; the request: not the one tp_rx_ring_service() last
+	 * looked at), written since this visit's timers looked, is work for the next visit. (ST
+	 * first: the ring's test may read ST checked, which moves what st_unseen() compares.) */
+	raw[ACT_W_ST] = slot_raw(slot, TP_W_ST_FLAGS);
+	raw[ACT_W_REQ] = slot_raw(slot, TP_W_TX_RING_REQ);
+	raw[ACT_W_GRANT] = slot_raw(slot, TP_W_FB_GRANT);
 	quiet = !owned || tp_conn_err(c) || tp_fo_get(c) || gone ||
-		(tx_quiet(c) && rx_quiet(c, &ep_raw) && !st_unseen(c, st_raw));
+		(!st_unseen(c, raw[ACT_W_ST]) && tx_quiet(c, raw[ACT_W_GRANT]) &&
+		 rx_quiet(c, raw[ACT_W_REQ], &raw[ACT_W_EP]));
 	if (quiet && owned && !gone) {
+		ring_in = c->ent->ring != 0; /* (rx_lock) */
 		/* what `ntbsock stat` shows until it is visited again: the fill levels now, which
 		 * only work that puts it back on changes (a send, a read, a validation). (Not for
 		 * a shell, whose entry is another's now, nor one another process drives.) */
@@ -255,9 +293,8 @@ bool tp_act_settle(struct tp_conn *c)
 		TP_STAT_SET(c->st->rx_queue_fill, (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u);
 	}
 	if (quiet) {
-		if (!ep_raw) /* (relaxed: what the scan compares, a hint) */
-			ep_raw = atomic_load_explicit((const _Atomic uint64_t *)(const void *)
-						      (slot + TP_W_TX_EPOCH), memory_order_relaxed);
+		if (!raw[ACT_W_EP])
+			raw[ACT_W_EP] = slot_raw(slot, TP_W_TX_EPOCH);
 		/* release: our writes of act_next before it; pairs with the acquire of the
 		 * exchange in tp_act_push() (and see the ordering above: under both locks) */
 		atomic_store_explicit(&c->act_on, false, memory_order_release);
@@ -279,11 +316,12 @@ bool tp_act_settle(struct tp_conn *c)
 								 memory_order_acq_rel,
 								 memory_order_relaxed);
 	}
-	l->act_idle[l->act_idle_n] = (struct tp_act_idle){
-		.ep = (const _Atomic uint64_t *)(const void *)(slot + TP_W_TX_EPOCH),
-		.st = (const _Atomic uint64_t *)(const void *)(slot + TP_W_ST_FLAGS),
-		.ep_raw = ep_raw, .st_raw = st_raw, .c = c,
-	};
+	struct tp_act_idle *e = &l->act_idle[l->act_idle_n];
+
+	e->slot = slot;
+	memcpy(e->raw, raw, sizeof(e->raw));
+	e->c = c;
+	e->ring_in = ring_in;
 	c->act_ix = ++l->act_idle_n;
 	return true;
 }
@@ -304,19 +342,42 @@ static void wake_all(struct tp_link *l)
 	pthread_mutex_unlock(&l->act_lock);
 }
 
-/* Under conns_lock: the idle connections whose Detect or ST word changed since they were
- * taken off back on the list. Loads of our own window (two per connection, from a table: no
- * walk of the connections). */
+/* Under conns_lock: the idle connections whose Detect, ST, ring request or grant word changed
+ * since they were taken off back on the list. Loads of our own window (four per connection,
+ * from a table: no walk of the connections). */
 static void scan(struct tp_link *l)
 {
 	for (uint32_t i = 0; i < l->act_idle_n; i++) {
 		const struct tp_act_idle *e = &l->act_idle[i];
 
-		/* relaxed: a change is only a reason to visit; the visit reads them checked */
-		if (atomic_load_explicit(e->ep, memory_order_relaxed) != e->ep_raw ||
-		    atomic_load_explicit(e->st, memory_order_relaxed) != e->st_raw)
-			tp_act_push(e->c);
+		for (int w = 0; w < ACT_NW; w++) {
+			/* (a change is only a reason to visit; the visit reads them checked) */
+			if (slot_raw(e->slot, act_words[w]) != e->raw[w]) {
+				tp_act_push(e->c);
+				break;
+			}
+		}
 	}
+}
+
+/* Under conns_lock: a request for a ring of our pool was refused since the last pass (by any
+ * process of this host): the idle connections that held one back on the list, so that their
+ * grants are asked back after their quantum (tp_rx_ring_service()). A refused sender asks
+ * again every few ms while it waits, so a holder this misses (granted as the refusal came) is
+ * found at the next one. */
+static void refusals(struct tp_link *l)
+{
+	/* relaxed: a hint, as tp_rx_ring_quiet() reads it; the same word read later in this pass
+	 * (a settle) is no older (coherence), so a refusal after this load is seen either by the
+	 * settle (the holder stays) or by the next pass's load (it comes back) */
+	uint64_t r = atomic_load_explicit(&l->host->pool_refused_ms, memory_order_relaxed);
+
+	if (r == l->act_refused)
+		return;
+	l->act_refused = r;
+	for (uint32_t i = 0; i < l->act_idle_n; i++)
+		if (l->act_idle[i].ring_in)
+			tp_act_push(l->act_idle[i].c);
 }
 
 /* Must this pass visit every connection? Link events the connections' timers answer each for
@@ -352,6 +413,8 @@ struct tp_conn *tp_act_take(struct tp_link *l, uint64_t now, bool closed_only)
 		l->act_scan_last = now;
 		scan(l);
 	}
+	if (!closed_only && l->host)
+		refusals(l);
 	pthread_mutex_lock(&l->act_lock);
 	list = l->act_head;
 	l->act_head = NULL;

@@ -661,6 +661,7 @@ struct tp_link {
 	uint32_t act_sweep_ms;       /* a full pass at least this often (0: only for link events) */
 	uint32_t act_epoch;          /* the peer session of the last full pass (conns_lock) */
 	uint64_t act_visits;         /* connections visited by passes so far (conns_lock) */
+	uint64_t act_refused;        /* the host's pool_refused_ms at the last pass (conns_lock) */
 };
 
 /* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the
@@ -1124,6 +1125,15 @@ bool tp_tx_ring_hold_big(const struct tp_conn *c, size_t len);
 /* receiver, rx_lock: requests and returns (TIMERS: also ask a grant back when others wait) */
 void tp_rx_ring_service(struct tp_conn *c, bool timers);
 void tp_rx_ring_republish(struct tp_conn *c);
+/* The active list's tests (tp_active.c: tp_act_settle(), tp_act_note_rx()): no ring work for
+ * the timers. Sender, under tx_lock (GRANT_RAW: the FB_GRANT word as the scan will compare
+ * it): no request open or deferred, no ring asked back, no RING_RET repeating, no grant word
+ * unread. Receiver, under rx_lock (REQ_RAW: the TX_RING_REQ word as the scan will compare it):
+ * no request unanswered or refused, and a ring it holds neither asked back, nor its sender's
+ * gone, nor wanted by others (a refusal within two quanta). A ring held while nobody waits is
+ * no work: the scan (a YIELD, a request) and a new refusal bring the connection back. */
+bool tp_tx_ring_quiet(struct tp_conn *c, uint64_t grant_raw);
+bool tp_rx_ring_quiet(struct tp_conn *c, uint64_t req_raw);
 
 /* tp_words.c */
 bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *ret);
