@@ -5,7 +5,7 @@
  * message of an idle connection is still recovered by the helper alone (quick probes, the
  * idle receiver's Detect answer found by the scan, Retry, retransmission); closing idle
  * connections still releases them, and an idle connection still moves to its kernel socket
- * when the link is taken down. */
+ * when the link is taken down; a sender refused a data ring gets one from idle holders. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -409,6 +409,124 @@ static void test_admin_down_moves_idle(void **state)
 	tl_pair_close(&p);
 }
 
+/* A pool of transfer contexts smaller than its senders, every holder idle, full passes off:
+ * (e) a sender refused a ring still gets one. B's pool has 2 rings, both held by idle
+ * connections (set-up's grant, and one granted to an ask of idle B: the scan finds the request);
+ * a third connection's 16 KiB write asks, B refuses it (its timers watch the re-asks, which
+ * ring no doorbell), the refusal brings B's idle holders back to be asked back after their
+ * quantum, idle A sees the YIELD (the scan finds the grant word), gives the ring back, and B
+ * grants it to the refused one: the write goes through a data ring, every byte exact. */
+static void move_checked(struct tp_conn *tx, struct tp_conn *rx, const uint8_t *msg, size_t len,
+			 uint8_t *got)
+{
+	for (size_t sent = 0, rcvd = 0; rcvd < len;) {
+		if (sent < len) {
+			struct iovec v = { (void *)(msg + sent), len - sent };
+			ssize_t n = tp_send(tx, &v, 1);
+
+			assert_true(n > 0 || n == -EAGAIN);
+			if (n > 0)
+				sent += (size_t)n;
+		}
+		ssize_t n = tl_recv_some(rx, got + rcvd, len - rcvd, 3000);
+
+		assert_true(n > 0);
+		rcvd += (size_t)n;
+	}
+	assert_memory_equal(got, msg, len);
+}
+
+/* Wait (up to MS) until C's sender may write into a data ring; only C's answer is looked at
+ * (the feedback, under tx_lock): everything else is the helpers'. */
+static bool wait_ring(struct tp_conn *c, int ms)
+{
+	uint64_t end = tl_now_ms() + (uint64_t)ms;
+	bool ok = false;
+
+	while (!ok && tl_now_ms() < end) {
+		tp_mutex_lock(&c->tx_lock);
+		tp_tx_feedback(c);
+		ok = c->out_ring_ok;
+		tp_mutex_unlock(&c->tx_lock);
+		if (!ok)
+			usleep(1000);
+	}
+	return ok;
+}
+
+static void test_refused_gets_idle_holders_ring(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	struct tp_conn *ca[3], *cb[3], *all[6];
+	struct tp_stats st0, st1;
+	static uint8_t msg[16384], got[16384];
+
+	(void)state;
+	tp_params_init(&tpp);
+	tpp.contexts = 2;
+	tpp.queue_size = 64u << 10;
+	tpp.setup_timeout_ms = 1000;
+	assert_int_equal(tl_pair_open(&p, "actring", 16u << 20, &tpp, PORT), 0);
+	set_sweep(p.a, 0);
+	set_sweep(p.b, 0);
+	for (int i = 0; i < 3; i++) {
+		connect_pair(&p, (uint16_t)(41500 + i), &ca[i], &cb[i]);
+		all[2 * i] = ca[i];
+		all[2 * i + 1] = cb[i];
+	}
+	assert_true(wait_idle(all, 6, 3000));
+	/* set-up: B's pool granted the first one's sender, not the others (a server's reservation
+	 * takes a ring only while more than half its pool is free) */
+	assert_true(ca[0]->out_ring_ok);
+	assert_false(ca[1]->out_ring_ok);
+	assert_false(ca[2]->out_ring_ok);
+	/* the second asks for B's last ring: idle B answers (its helper's scan of the request) */
+	struct iovec v1 = { msg, 8192 };
+
+	tl_fill(msg, sizeof(msg), 71, 0);
+	assert_int_equal(tp_send(ca[1], &v1, 1), -EAGAIN); /* (asks, waits for the ring) */
+	assert_true(wait_ring(ca[1], 1000));
+	move_checked(ca[1], cb[1], msg, 8192, got);
+	assert_int_equal(atomic_load_explicit(&p.b->host->pool_free, memory_order_relaxed), 0);
+	/* both holders idle again, nobody refused yet */
+	assert_true(wait_idle(all, 6, 3000));
+	uint64_t refusals = atomic_load_explicit(&p.b->host->pool_refusals, memory_order_relaxed);
+	struct iovec v = { msg, sizeof(msg) };
+	uint64_t t0 = tl_now_ms();
+
+	assert_int_equal(tp_send(ca[2], &v, 1), -EAGAIN); /* (asks, waits for the ring) */
+	bool granted = wait_ring(ca[2], 3000);
+
+	print_message("refused sender granted after %llu ms (refusals %llu, yields %llu)\n",
+		      (unsigned long long)(tl_now_ms() - t0),
+		      (unsigned long long)(atomic_load_explicit(&p.b->host->pool_refusals,
+								memory_order_relaxed) - refusals),
+		      (unsigned long long)atomic_load_explicit(&p.b->host->pool_yields,
+							       memory_order_relaxed));
+	assert_true(granted);
+	assert_true(atomic_load_explicit(&p.b->host->pool_refusals, memory_order_relaxed) >
+		    refusals);
+	assert_true(atomic_load_explicit(&p.b->host->pool_yields, memory_order_relaxed) > 0);
+	/* the write goes through the ring */
+	tp_conn_stats(ca[2], &st0);
+	tl_fill(msg, sizeof(msg), 72, 0);
+	move_checked(ca[2], cb[2], msg, sizeof(msg), got);
+	tp_conn_stats(ca[2], &st1);
+	assert_true(st1.tx_msgs_short + st1.tx_msgs_long > st0.tx_msgs_short + st0.tx_msgs_long);
+	/* and when all are idle again, both of B's rings are held or free, none lost */
+	assert_true(wait_idle(all, 6, 3000));
+	for (int i = 0; i < 3; i++) {
+		tp_close(ca[i]);
+		tp_close(cb[i]);
+	}
+	for (int i = 0; i < 3000 &&
+	     atomic_load_explicit(&p.b->host->pool_free, memory_order_relaxed) != 2; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load_explicit(&p.b->host->pool_free, memory_order_relaxed), 2);
+	tl_pair_close(&p);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -419,6 +537,7 @@ int main(void)
 		cmocka_unit_test(test_unread_probes_answered),
 		cmocka_unit_test(test_close_idle_releases),
 		cmocka_unit_test(test_admin_down_moves_idle),
+		cmocka_unit_test(test_refused_gets_idle_holders_ring),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
