@@ -21,6 +21,7 @@ int tp_shutdown(struct tp_conn *c, int how)
 	if (how != SHUT_WR) {
 		tp_mutex_lock(&c->rx_lock);
 		c->rd_shut = true;
+		tp_act_note_rx(c); /* (a reader shut: its timers discard what comes) */
 		tp_mutex_unlock(&c->rx_lock);
 	}
 	/* relaxed: a hint, looked at again under the prefix lock */
@@ -52,6 +53,7 @@ int tp_shutdown(struct tp_conn *c, int how)
 				tp_tx_fin(c); /* -EAGAIN: the timers send it when room frees */
 		}
 		tp_mutex_unlock(&c->tx_lock);
+		tp_act_mark(c); /* (the FIN, sent or owed: timer work, tp_active.c) */
 	}
 	return 0;
 }
@@ -193,6 +195,9 @@ void tp_close(struct tp_conn *c)
 	struct tp_fo *mv = atomic_load_explicit(&c->fo, memory_order_acquire);
 	struct tp_conn *moved = NULL;
 
+	/* on the active list for good, before closed: a pass may release it from then on, and
+	 * only passes that visit it do (tp_active.c) */
+	tp_act_hold(c);
 	if (mv)
 		tp_fo_lock(mv);
 	if (mv)

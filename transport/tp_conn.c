@@ -195,6 +195,8 @@ int tp_conn_own_slow(struct tp_conn *c)
 		atomic_store_explicit(&c->ent->pid, me, memory_order_relaxed);
 		/* release: pairs with the acquire loads of owned (tp_conn_own(), the helper) */
 		atomic_store_explicit(&c->owned, true, memory_order_release);
+		/* (what it had before the fork is ours to drive now: tp_active.c) */
+		tp_act_mark_sync(c);
 		return 0;
 	}
 	/* relaxed: only whether to log */

@@ -336,6 +336,7 @@ void tp_conn_commit(struct tp_conn *c)
 	tp_ent_st_add(c->link, c->ent, TP_ST_COMMIT);
 	/* relaxed: a time stamp for this process's timers; the ST word has its own ordering */
 	atomic_store_explicit(&c->commit_ms, tp_now_ms(), memory_order_relaxed);
+	tp_act_mark_sync(c); /* (the repeats are its timers' work: tp_active.c) */
 }
 
 /* The timers of a client connection committed less than the server's longest wait ago: the

@@ -10,11 +10,32 @@
 #include "util/log.h"
 #include "util/rawsys.h"
 
+/* Under conns_lock: C at the head of L's list, and off it (C must be on it). */
+static void conns_add(struct tp_link *l, struct tp_conn *c)
+{
+	c->prev = NULL;
+	c->next = l->conns;
+	if (l->conns)
+		l->conns->prev = c;
+	l->conns = c;
+}
+
+static void conns_remove(struct tp_link *l, struct tp_conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+}
+
 void tp_conn_register(struct tp_conn *c)
 {
 	pthread_mutex_lock(&c->link->conns_lock);
-	c->next = c->link->conns;
-	c->link->conns = c;
+	conns_add(c->link, c);
+	tp_act_register(c); /* (new: its set-up's commit, its first timers) */
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
 
@@ -42,11 +63,9 @@ void tp_conn_unregister(struct tp_conn *c)
 		nanosleep(&ts, NULL);
 		pthread_mutex_lock(&c->link->conns_lock);
 	}
-	for (struct tp_conn **pp = &c->link->conns; *pp; pp = &(*pp)->next) {
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
+	if (c->prev || c->link->conns == c) { /* (on the list) */
+		conns_remove(c->link, c);
+		tp_act_unregister(c);
 	}
 	pthread_mutex_unlock(&c->link->conns_lock);
 }
@@ -279,112 +298,136 @@ static void pass_release(struct tp_link *l, struct tp_conn *done)
 
 	for (c = done; c; c = next) {
 		next = c->next;
-		c->next = NULL;
 		pthread_mutex_lock(&l->conns_lock);
-		c->next = l->conns;
-		l->conns = c;
+		conns_add(l, c);
 		pthread_mutex_unlock(&l->conns_lock);
 		tp_conn_release(c, (uint32_t)c->closed_ms);
 	}
 }
 
-/* One pass over L's connections: their timers (only the closed ones' when CLOSED_ONLY), and the
- * release of closed ones that are finished (with FORCE, of every closed one: an unfinished one
- * with TP_ST_GONE). One pass at a time (the released ones leave the list for a moment): false
- * when another thread's pass runs. */
-bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
-{
-	struct tp_conn *done = NULL, *c;
+/* What a pass does with a connection of its list. */
+enum pass_fate { PASS_KEEP, PASS_SETTLE, PASS_DONE };
+
+/* The state one pass gathers while it visits. */
+struct pass_state {
+	uint64_t now;
+	bool closed_only, force;
+	bool lingering, quick, nudge;
+	struct tp_conn *done;              /* finished closed ones, linked by next */
 	/* Connections in a failover: their timers run after conns_lock is released, for a move
 	 * takes the other link's locks (under ours, a pass over that link moving a connection here
 	 * would take them in the other order). Pinned meanwhile: not released by anyone. */
 	struct tp_conn *pins[TP_PASS_PINS];
-	int npins = 0;
-	bool lingering = false, busy = false, quick = false, nudge = false;
+	int npins;
+};
+
+/* Under conns_lock: one connection's visit: its timers, and for a closed one its linger, its
+ * release (PASS_DONE: off L's list, onto ps->done) or not yet. PASS_SETTLE: it may leave the
+ * active list (tp_act_settle()). */
+static enum pass_fate pass_visit(struct tp_link *l, struct tp_conn *c, struct pass_state *ps)
+{
+	uint32_t fl;
+	/* single-owner rule: nothing runs here for a connection another process drives (or
+	 * nobody since a fork). Acquire: pairs with the release store in tp_conn_own(). */
+	bool owned = atomic_load_explicit(&c->owned, memory_order_acquire);
+	/* seq_cst: see the store of lingering in tp_link_conns_pass(); it also pairs with the store
+	 * in tp_close() as an acquire would (closed_ms, the shutdown state) */
+	bool closed = atomic_load_explicit(&c->closed, memory_order_seq_cst);
+
+	if (ps->closed_only && !closed)
+		return PASS_KEEP;
+	c->act_visits++;
+	l->act_visits++;
+	fl = TP_ST_GONE;
+	/* closed here while a fork cleared its owner: finish it unless the child took it */
+	if (closed && !owned)
+		owned = tp_conn_own(c) == 0;
+	if (owned && tp_fo_get(c) != TP_FO_RUN)
+		ps->quick |= tp_conn_timers(c, ps->now) != 0; /* (it may start a failover) */
+	if (owned && tp_fo_get(c) == TP_FO_RUN) {
+		if (!pass_pin(c, ps->pins, &ps->npins))
+			ps->quick = true; /* (the next pass, soon) */
+		ps->lingering |= closed;
+		return PASS_KEEP;
+	}
+	if (closed && owned)
+		keep_release_if_acked(c);
+	bool finished = closed && owned && linger_done(c, ps->now, &fl);
+
+	if (closed && owned && !finished && !c->fin_nudged &&
+	    closed_age(c, ps->now) >= TP_FIN_NUDGE_MS) {
+		c->fin_nudged = true; /* (our closing rang nothing: tp_write_st()) */
+		ps->nudge = true;
+	}
+
+	if (closed && owned && !finished && ps->force) {
+		LOG(LL_DEBUG, "transport: slot %u: release forced before its end", c->slot);
+		fl = TP_ST_GONE; /* forced before the end: the peer learns it is gone */
+	}
+	if (closed && !owned)
+		LOG(LL_DEBUG, "transport: slot %u: closed here, driven elsewhere", c->slot);
+	if (closed && (!owned || finished || ps->force) && !tp_fo_idle(c)) {
+		/* tp_close() stores closed under the move's lock and releases the lock after:
+		 * the release would free that lock (tp_fo_free()) under it. Next pass. */
+		ps->lingering = true;
+		return PASS_KEEP;
+	}
+	if (closed && (!owned || finished || ps->force)) {
+		conns_remove(l, c);
+		c->next = ps->done;
+		c->closed_ms = fl; /* reuse: flags for the release below */
+		ps->done = c;
+		return PASS_DONE;
+	}
+	ps->lingering |= closed;
+	return closed ? PASS_KEEP : PASS_SETTLE;
+}
+
+/* One pass over L's active connections (tp_active.c; all of them when a full pass is due):
+ * their timers (only the closed ones' when CLOSED_ONLY), and the release of closed ones that
+ * are finished (with FORCE, of every closed one: an unfinished one with TP_ST_GONE); those
+ * left without timer work leave the active list. One pass at a time (the released ones leave
+ * the list for a moment): false when another thread's pass runs. */
+bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force)
+{
+	struct pass_state ps = { .now = now, .closed_only = closed_only, .force = force };
+	struct tp_conn *c, *next, *keep = NULL;
+	bool busy = false;
 
 	/* acq_rel: pairs with the release store that ends the other pass */
 	if (!atomic_compare_exchange_strong_explicit(&l->pass_busy, &busy, true,
 						     memory_order_acq_rel, memory_order_relaxed))
 		return false;
 	/* cleared first: a tp_close() from now on sets it again. seq_cst, as the load of each
-	 * closed below: against tp_close()'s seq_cst stores of closed, then lingering (a pass
-	 * must not both clear a close's flag and miss its connection) */
+	 * closed in pass_visit(): against tp_close()'s seq_cst stores of closed, then lingering
+	 * (a pass must not both clear a close's flag and miss its connection; a closing one is on
+	 * the active list from before its closed store: tp_act_hold()) */
 	atomic_store_explicit(&l->lingering, false, memory_order_seq_cst);
 	pthread_mutex_lock(&l->conns_lock);
 	t_pass_locked = true;
-	for (struct tp_conn **pp = &l->conns; (c = *pp);) {
-		uint32_t fl;
+	for (c = tp_act_take(l, now, closed_only); c; c = next) {
+		next = c->act_next;
+		enum pass_fate f = pass_visit(l, c, &ps);
 
-		/* single-owner rule: nothing runs here for a connection another process drives (or
-		 * nobody since a fork). Acquire: pairs with the release store in tp_conn_own(). */
-		bool owned = atomic_load_explicit(&c->owned, memory_order_acquire);
-		/* seq_cst: see the store of lingering above; it also pairs with the store in
-		 * tp_close() as an acquire would (closed_ms, the shutdown state) */
-		bool closed = atomic_load_explicit(&c->closed, memory_order_seq_cst);
-
-		if (closed_only && !closed) {
-			pp = &c->next;
-			continue;
-		}
-		fl = TP_ST_GONE;
-		/* closed here while a fork cleared its owner: finish it unless the child took it */
-		if (closed && !owned)
-			owned = tp_conn_own(c) == 0;
-		if (owned && tp_fo_get(c) != TP_FO_RUN)
-			quick |= tp_conn_timers(c, now) != 0; /* (it may start a failover) */
-		if (owned && tp_fo_get(c) == TP_FO_RUN) {
-			if (!pass_pin(c, pins, &npins))
-				quick = true; /* (the next pass, soon) */
-			lingering |= closed;
-			pp = &c->next;
-			continue;
-		}
-		if (closed && owned)
-			keep_release_if_acked(c);
-		bool finished = closed && owned && linger_done(c, now, &fl);
-
-		if (closed && owned && !finished && !c->fin_nudged &&
-		    closed_age(c, now) >= TP_FIN_NUDGE_MS) {
-			c->fin_nudged = true; /* (our closing rang nothing: tp_write_st()) */
-			nudge = true;
-		}
-
-		if (closed && owned && !finished && force) {
-			LOG(LL_DEBUG, "transport: slot %u: release forced before its end", c->slot);
-			fl = TP_ST_GONE; /* forced before the end: the peer learns it is gone */
-		}
-		if (closed && !owned)
-			LOG(LL_DEBUG, "transport: slot %u: closed here, driven elsewhere", c->slot);
-		if (closed && (!owned || finished || force) && !tp_fo_idle(c)) {
-			/* tp_close() stores closed under the move's lock and releases the lock after:
-			 * the release would free that lock (tp_fo_free()) under it. Next pass. */
-			lingering = true;
-			pp = &c->next;
-			continue;
-		}
-		if (closed && (!owned || finished || force)) {
-			*pp = c->next;
-			c->next = done;
-			c->closed_ms = fl; /* reuse: flags for the release below */
-			done = c;
-			continue;
-		}
-		lingering |= closed;
-		pp = &c->next;
+		if (f == PASS_DONE || (f == PASS_SETTLE && tp_act_settle(c)))
+			continue; /* (off the active list: not linked again below) */
+		c->act_next = keep;
+		keep = c;
 	}
+	tp_act_put_back(l, keep);
 	t_pass_locked = false;
 	pthread_mutex_unlock(&l->conns_lock);
-	if (npins)
-		pass_pinned(l, pins, npins, now);
-	if (nudge)
+	if (ps.npins)
+		pass_pinned(l, ps.pins, ps.npins, now);
+	if (ps.nudge)
 		ntb_peer_db_ring(l->ntb); /* one ring for every connection that needs it */
-	if (lingering) /* (relaxed: setting it only asks for a pass sooner) */
+	if (ps.lingering) /* (relaxed: setting it only asks for a pass sooner) */
 		atomic_store_explicit(&l->lingering, true, memory_order_relaxed);
 	/* quick probes still to come on some connection: keep coming (a sleeper may set it again
 	 * meanwhile: a pass at most TP_QUICK_PROBE_MS later clears it once more) */
 	if (!closed_only) /* (relaxed: a hint for the helper's sleep) */
-		atomic_store_explicit(&l->probe_soon, quick, memory_order_relaxed);
-	pass_release(l, done);
+		atomic_store_explicit(&l->probe_soon, ps.quick, memory_order_relaxed);
+	pass_release(l, ps.done);
 	/* release: pairs with the CAS that starts the next pass */
 	atomic_store_explicit(&l->pass_busy, false, memory_order_release);
 	return true;

@@ -210,6 +210,7 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	/* relaxed: a count for the helper's sleep (tp_link.c), nothing is published with it */
 	atomic_fetch_add_explicit(&tp_fo_active, 1, memory_order_relaxed);
 	fo_set(c, TP_FO_RUN);
+	tp_act_mark_sync(c); /* (the pass drives it: tp_active.c) */
 	LOG(LL_DEBUG, "transport: slot %u: failover to %s requested (%s)", c->slot,
 	    fo->to_link ? "another link" : "tcp", why);
 	tp_event_signal();

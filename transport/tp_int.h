@@ -650,6 +650,18 @@ struct tp_link {
 	unsigned group;              /* links to the same peer host share it (tp_link_set_group());
 				      * 0: none. A connection moves among them (tp_failover.c).
 				      * Under tp_group.c's g_group_lock */
+	/* The connections a pass visits (tp_active.c, which has the table of who writes what) */
+	pthread_mutex_t act_lock;    /* the active list's links (a leaf: nothing taken under it) */
+	struct tp_conn *act_head;    /* the active list: connections that may have timer work */
+	struct tp_act_idle *act_idle; /* the ones taken off it, with what the scan compares */
+	uint32_t act_idle_n, act_idle_cap;
+	atomic_bool act_scan;        /* the doorbell rang: a pass scans the idle ones */
+	uint64_t act_scan_last;      /* the last scan (conns_lock) */
+	uint64_t act_sweep_last;     /* the last full pass (conns_lock) */
+	uint32_t act_sweep_ms;       /* a full pass at least this often (0: only for link events) */
+	uint32_t act_epoch;          /* the peer session of the last full pass (conns_lock) */
+	uint64_t act_visits;         /* connections visited by passes so far (conns_lock) */
+	uint64_t act_refused;        /* the host's pool_refused_ms at the last pass (conns_lock) */
 };
 
 /* Window offset of slot SLOT of L's geometry (ours: the same in the peer's window for the
@@ -741,6 +753,16 @@ struct tp_conn {
 	 * for the pass, or in the pass's own thread drops the entry */
 	const void *pin_owner;
 	struct tp_conn **pin_slot;
+	struct tp_conn *prev;      /* link->conns, the other way (conns_lock): O(1) removal */
+	/* Timer activity (tp_active.c): on the link's active list (or a pass's) while the timers
+	 * may have work for it; taken off by a pass that finds none */
+	atomic_bool act_on;        /* listed (or visited by a pass): the exchange false -> true
+				    * decides who links it */
+	atomic_bool act_hold;      /* closing (tp_close()): never taken off again */
+	bool act_listed, act_dead; /* on the link's active list; unregistered (act_lock) */
+	struct tp_conn *act_next, *act_prev; /* the active list (act_lock), or a pass's own */
+	uint32_t act_ix;           /* its entry in link->act_idle + 1, 0: none (conns_lock) */
+	uint32_t act_visits;       /* passes that visited it (conns_lock; tests) */
 	_Atomic uint64_t last_wake_ms; /* last tp_wait() that found the connection ready */
 	bool released;
 	/* --- send side (tx_lock) */
@@ -1103,6 +1125,15 @@ bool tp_tx_ring_hold_big(const struct tp_conn *c, size_t len);
 /* receiver, rx_lock: requests and returns (TIMERS: also ask a grant back when others wait) */
 void tp_rx_ring_service(struct tp_conn *c, bool timers);
 void tp_rx_ring_republish(struct tp_conn *c);
+/* The active list's tests (tp_active.c: tp_act_settle(), tp_act_note_rx()): no ring work for
+ * the timers. Sender, under tx_lock (GRANT_RAW: the FB_GRANT word as the scan will compare
+ * it): no request open or deferred, no ring asked back, no RING_RET repeating, no grant word
+ * unread. Receiver, under rx_lock (REQ_RAW: the TX_RING_REQ word as the scan will compare it):
+ * no request unanswered or refused, and a ring it holds neither asked back, nor its sender's
+ * gone, nor wanted by others (a refusal within two quanta). A ring held while nobody waits is
+ * no work: the scan (a YIELD, a request) and a new refusal bring the connection back. */
+bool tp_tx_ring_quiet(struct tp_conn *c, uint64_t grant_raw);
+bool tp_rx_ring_quiet(struct tp_conn *c, uint64_t req_raw);
 
 /* tp_words.c */
 bool tp_slot_word_check(struct tp_conn *c, uint32_t w, uint64_t raw, uint32_t *ret);
@@ -1337,6 +1368,73 @@ void tp_link_reap(struct tp_link *l);
  * timers (only the closed ones' when CLOSED_ONLY) and the release of closed ones that are
  * finished (with FORCE, of every closed one). False when another thread's pass runs. */
 bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool force);
+
+/* tp_active.c: the connections a pass visits. A pass (tp_link_conns_pass()) visits the
+ * connections on the link's active list, not all of them: a connection joins it when something
+ * gives its timers work (tp_act_mark() and the functions below, called where that happens), and
+ * a pass takes it off when the timers have none left (tp_act_settle()). The events of the peer
+ * that give an idle connection work (a Detect, ST flags: both ring the doorbell) are found by a
+ * scan of two words of each idle connection's slot when the doorbell rang; link events (the
+ * peer silent, lost or restarted, the link taken down) and, every act_sweep_ms
+ * (TP_ACT_SWEEP_MS), a safety net make a pass visit them all. */
+#ifndef TP_ACT_SWEEP_MS /* (a build may set it: 0 tests that nothing relies on the safety net) */
+#define TP_ACT_SWEEP_MS 1000u
+#endif
+/* A ring is followed by a scan at most this often (the rate of the doorbell's passes when a pass
+ * visited every connection: a Detect for an idle one is answered as soon as then). */
+#define TP_ACT_SCAN_MS 5u
+struct tp_act_idle;
+void tp_act_link_init(struct tp_link *l);
+void tp_act_link_free(struct tp_link *l);
+/* C joins the active list unless it is on it. */
+void tp_act_push(struct tp_conn *c);
+/* C has (or may have) timer work that this thread made under C's tx_lock or rx_lock (held, or
+ * released before): on the active list. A pass takes C off only under both locks, so one of
+ * the two sees the other (tp_active.c). One relaxed load when C is on it already. */
+static inline void tp_act_mark(struct tp_conn *c)
+{
+	/* relaxed: a hint (the exchange in tp_act_push() decides); ordered against a pass's
+	 * clearing by the lock the work was made under */
+	if (unlikely(!atomic_load_explicit(&c->act_on, memory_order_relaxed)))
+		tp_act_push(c);
+}
+/* The same for work that is an atomic of C written without its locks (a failover requested,
+ * a prefix, a commit, ownership), stored before this call: a fence against the one in
+ * tp_act_settle() between its clearing and its second look at those atomics. */
+static inline void tp_act_mark_sync(struct tp_conn *c)
+{
+	/* seq_cst fence: pairs with the fence in tp_act_settle() (store, fence, load on both
+	 * sides: at least one sees the other's store) */
+	atomic_thread_fence(memory_order_seq_cst);
+	tp_act_mark(c);
+}
+/* C is closing (tp_close(), before closed is stored): on the active list for good. */
+void tp_act_hold(struct tp_conn *c);
+/* Under C's rx_lock, after the receive side ran for a caller that is not the timers (a read, a
+ * poll): on the active list if the receive side now has timer work (feedback to publish,
+ * a Retry outstanding). Costs a few loads when it has none. */
+void tp_act_note_rx(struct tp_conn *c);
+/* tp_conns.c's: under conns_lock. Register puts C on the list; unregister takes it off for
+ * good (marks after it do nothing). */
+void tp_act_register(struct tp_conn *c);
+void tp_act_unregister(struct tp_conn *c);
+/* Under conns_lock, at a pass's start (not CLOSED_ONLY: first the scan of the idle ones when
+ * the doorbell rang, or all of them back on when a full pass is due): the active list, now the
+ * pass's own (linked by act_next; the connections stay act_on). */
+struct tp_conn *tp_act_take(struct tp_link *l, uint64_t now, bool closed_only);
+/* Under conns_lock, at the pass's end: the ones it keeps (LIST, by act_next) back on. */
+void tp_act_put_back(struct tp_link *l, struct tp_conn *list);
+/* Under conns_lock, C just visited by a pass (its timers run): true when C is off the active
+ * list now (no timer work: its fill levels and the words the scan compares recorded), false
+ * when the pass keeps it. */
+bool tp_act_settle(struct tp_conn *c);
+/* In the forked child, L's connections (the parent's lingering ones gone): the list again. */
+void tp_act_atfork_child(struct tp_link *l);
+/* Is C on the active list (or a pass's)? For tests: a hint. */
+static inline bool tp_act_on(const struct tp_conn *c)
+{
+	return atomic_load_explicit(&c->act_on, memory_order_relaxed); /* (a hint) */
+}
 
 /* tp_prefix.c: the rest of a moved connection's tail (BUF from OFF to LEN, BUF now C's) goes out
  * on C before anything else, then a FIN when FIN (tp_failover.c). */

@@ -188,11 +188,18 @@ static bool mbox_lock(struct tp_link *l)
 
 /* Publish the held (merged) messages of L's connections that this process drives. A busy tx
  * lock is a sender that publishes or looks at the feedback itself, unless it looked just
- * before this ring: then the helper comes back within TP_QUICK_PROBE_MS (probe_soon). */
+ * before this ring: then the helper comes back within TP_QUICK_PROBE_MS (probe_soon). Only the
+ * active list: a held message is timer work (tp_active.c), and its tp_send() put the
+ * connection there. Under conns_lock the list's links change only at its head (a push, under
+ * act_lock, which the head is read under). */
 static void flush_held(struct tp_link *l)
 {
 	pthread_mutex_lock(&l->conns_lock);
-	for (struct tp_conn *c = l->conns; c; c = c->next) {
+	pthread_mutex_lock(&l->act_lock);
+	struct tp_conn *first = l->act_head;
+
+	pthread_mutex_unlock(&l->act_lock);
+	for (struct tp_conn *c = first; c; c = c->act_next) {
 		/* acquire: pairs with the release store in tp_conn_own() (single-owner rule);
 		 * relaxed held: a hint, read again under the lock */
 		if (!atomic_load_explicit(&c->owned, memory_order_acquire) ||
@@ -251,9 +258,13 @@ timers:
 	if (rung && atomic_load_explicit(&l->held_conns, memory_order_relaxed) > 0)
 		flush_held(l);
 	/* connection timers every 100 ms, and on doorbells (at most every 5 ms: a busy link
-	 * rings often, the timers are O(connections)); every 5 ms while closed connections
-	 * linger: they hold receive contexts (both hosts'), which a host making connections one
-	 * after another runs short of when they are released only every 100 ms */
+	 * rings often); every 5 ms while closed connections linger: they hold receive contexts
+	 * (both hosts'), which a host making connections one after another runs short of when
+	 * they are released only every 100 ms. A pass visits the active connections; a ring (the
+	 * peer's Detect or ST flags for an idle one) makes the next pass scan the idle ones too,
+	 * at most every TP_ACT_SCAN_MS (tp_active.c). Relaxed: a request a pass takes. */
+	if (rung)
+		atomic_store_explicit(&l->act_scan, true, memory_order_relaxed);
 	/* relaxed (lingering, tp_fo_active, probe_soon): hints for how soon the pass runs; it
 	 * runs every 100 ms anyway */
 	lingering = atomic_load_explicit(&l->lingering, memory_order_relaxed);
@@ -698,6 +709,7 @@ void tp_atfork_child(void)
 				}
 			}
 		}
+		tp_act_atfork_child(l); /* (the list without the parent's lingering ones) */
 		tp_host_unlock(l);
 	}
 	if (tp_links)
@@ -807,6 +819,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	l->host_fd = -1;
 	l->down_grace_ms = lp->link_timeout_ms ? lp->link_timeout_ms : 500u; /* dead at 2x */
 	pthread_mutex_init(&l->conns_lock, NULL);
+	tp_act_link_init(l);
 	rc = ntb_link_open(lp, &l->ntb);
 	if (rc)
 		goto err_free;
@@ -844,6 +857,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 err_ntb:
 	ntb_link_close(l->ntb);
 err_free:
+	tp_act_link_free(l);
 	free(l);
 	return rc;
 }
@@ -870,6 +884,7 @@ void tp_link_close(struct tp_link *l)
 	while (l->conns)
 		tp_abort(l->conns);
 	tp_conn_cache_drain(l);
+	tp_act_link_free(l);
 	tp_host_lock(l);
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
 		if (l->host->listen[i].pid == tp_self_pid())

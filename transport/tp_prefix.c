@@ -39,6 +39,7 @@ void tp_prefix_set(struct tp_conn *c, uint8_t *buf, size_t len, size_t off, bool
 	 * tp_prefix_flush() (the lock orders them for the flushers that take it) */
 	atomic_store_explicit(&c->pre_on, true, memory_order_release);
 	tp_prefix_unlock(c);
+	tp_act_mark_sync(c); /* (pre_on: work for its timers, tp_active.c) */
 }
 
 /* Under the prefix lock: the prefix is out; the FIN after it if due. */
@@ -92,6 +93,7 @@ static int prefix_flush(struct tp_conn *c, bool wait)
 		prefix_done(c);
 		rc = 0;
 	}
+	tp_act_mark(c); /* (what went out, and the FIN, are timer work: tp_active.c) */
 	tp_prefix_unlock(c);
 	return rc;
 }

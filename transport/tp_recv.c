@@ -536,6 +536,7 @@ ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flag
 	tp_rx_release(c);
 	if (rc == -EAGAIN)
 		tp_rx_idle(c, false);
+	tp_act_note_rx(c); /* (what it consumed is released lazily: tp_active.c) */
 	tp_mutex_unlock(&c->rx_lock);
 	return rc;
 }

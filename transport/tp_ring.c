@@ -119,8 +119,10 @@ void tp_ring_conn_init(struct tp_conn *c)
 /* --- sender (tx_lock) ------------------------------------------------------------------------ */
 
 /* Ask for a ring (RING_REQ) with CnctPRI PRI. The first ask of a transfer rings the receiver
- * (its helper or reader answers); the repeats after a refusal do not: its timers look at the
- * word (thousands of waiting senders would otherwise ring it thousands of times a ms). */
+ * (its helper or reader answers), and so does a repeat of one left unanswered (the word or the
+ * doorbell lost: an idle receiver's helper looks at the word only when rung, tp_active.c); the
+ * repeats after a refusal do not: its timers look at the word while it refused one (thousands
+ * of waiting senders would otherwise ring it thousands of times a ms). */
 static void tx_request(struct tp_conn *c, uint32_t pri, bool ring)
 {
 	struct tp_host_entry *e = c->ent;
@@ -133,8 +135,10 @@ static void tx_request(struct tp_conn *c, uint32_t pri, bool ring)
 	ntb_wc_flush(c->link->ntb);
 	if (ring)
 		ntb_peer_db_ring(c->link->ntb);
-	/* our timers ask again if it is refused or lost (relaxed: a hint for the helper) */
+	/* our timers ask again if it is refused or lost (relaxed: a hint for the helper), so the
+	 * connection is on the active list (tp_active.c) until it is granted */
 	atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed);
+	tp_act_mark(c);
 }
 
 void tp_tx_ring_want(struct tp_conn *c, size_t backlog)
@@ -155,6 +159,7 @@ void tp_tx_ring_want(struct tp_conn *c, size_t backlog)
 			c->hold_ms = tp_now_ms();
 		c->rq_deferred = true; /* (the timers ask then) */
 		atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
+		tp_act_mark(c);
 		return;
 	}
 	c->rq_deferred = false;
@@ -181,6 +186,7 @@ static void tx_give_back(struct tp_conn *c)
 	tp_peer_word(c, TP_W_TX_RING_RET, e->ret_gen);
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
+	tp_act_mark(c); /* (the timers repeat RING_RET for a second: a poll may give it back) */
 }
 
 static bool tx_drained(const struct tp_conn *c)
@@ -215,6 +221,7 @@ void tp_tx_ring_feedback(struct tp_conn *c)
 		e->peer_yield = 1;
 		c->out_ring_ok = false;
 		c->hold_ms = tp_now_ms();
+		tp_act_mark(c); /* (given back once drained: timer work until then) */
 	}
 	if (e->peer_ring && e->peer_yield && tx_drained(c))
 		tx_give_back(c);
@@ -234,7 +241,7 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 			tp_peer_word(c, TP_W_TX_RING_RET, e->ret_gen);
 		if (c->rq_nacked)
 			c->rq_nacks++;
-		tx_request(c, e->rq_pri + (c->rq_nacked ? 1u : 0u), false);
+		tx_request(c, e->rq_pri + (c->rq_nacked ? 1u : 0u), !c->rq_nacked);
 		c->rq_nacked = false;
 		return;
 	}
@@ -286,6 +293,23 @@ bool tp_tx_ring_hold_big(const struct tp_conn *c, size_t len)
 bool tp_tx_ring_waiting(const struct tp_conn *c)
 {
 	return c->ent->rq_open || c->rq_deferred;
+}
+
+bool tp_tx_ring_quiet(struct tp_conn *c, uint64_t grant_raw)
+{
+	const struct tp_host_entry *e = c->ent;
+	uint32_t v;
+
+	/* a request open (asked again when refused or unanswered), one deferred for a quantum, a
+	 * ring asked back (given back once drained), RING_RET repeated for a second after it */
+	if (e->rq_open || c->rq_deferred || (e->peer_ring && e->peer_yield) ||
+	    (e->ret_gen && c->ret_ms && tp_tx_ring_next(c, tp_now_ms())))
+		return false;
+	/* a ring held: a grant word the timers have not read (a YIELD written since this visit's
+	 * feedback looked) is work for the next visit; after it, the scan finds the change (the
+	 * receiver rings with each YIELD) */
+	return !e->peer_ring || !grant_raw || grant_raw == tp_wc_raw(c, TP_W_FB_GRANT) ||
+	       !tp_cw_check(c->nonce_in, grant_raw, &v);
 }
 
 /* --- receiver (rx_lock) ---------------------------------------------------------------------- */
@@ -386,6 +410,10 @@ void tp_rx_ring_service(struct tp_conn *c, bool timers)
 		tp_peer_word(c, TP_W_FB_RANS, e->rans);
 		ntb_wc_flush(c->link->ntb);
 		ntb_peer_db_ring(c->link->ntb);
+		/* timer work (tp_rx_ring_quiet()): a refused sender's asks ring no doorbell, and a
+		 * grant is asked back after its quantum; a pass that takes the connection off again
+		 * records that it holds a ring (a refusal brings it back: tp_active.c) */
+		tp_act_mark(c);
 	}
 	c->rq_raw = raw;
 	if (!timers || !e->ring)
@@ -420,4 +448,33 @@ void tp_rx_ring_service(struct tp_conn *c, bool timers)
 		ntb_wc_flush(c->link->ntb);
 		ntb_peer_db_ring(c->link->ntb);
 	}
+}
+
+/* Its sender is gone (its ring is the pool's once what it wrote was read). */
+static bool rx_sender_gone(struct tp_conn *c)
+{
+	/* relaxed: sticky flags, as in tp_rx_ring_service() */
+	return atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
+	       atomic_load_explicit(&c->peer_died, memory_order_relaxed) ||
+	       (tp_st_flags(c) & (TP_ST_RST | TP_ST_GONE));
+}
+
+bool tp_rx_ring_quiet(struct tp_conn *c, uint64_t req_raw)
+{
+	const struct tp_host_entry *e = c->ent;
+
+	/* a request not answered yet (a lost doorbell, a busy host lock), or refused: its sender
+	 * asks again with no doorbell, and only the timers look */
+	if (req_raw != c->rq_raw || (e->rq_ans && (e->rans & TP_RANS_NACK)))
+		return false;
+	if (!e->ring)
+		return true;
+	/* asked back (RING_RET awaited, GRANT | YIELD written again), or its sender gone */
+	if (e->ring_yield || rx_sender_gone(c))
+		return false;
+	/* others refused lately: asked back after its quantum (relaxed: a hint, as there) */
+	uint64_t refused = atomic_load_explicit(&c->link->host->pool_refused_ms,
+						memory_order_relaxed);
+
+	return !refused || clock_age_ms(tp_now_ms(), refused) >= 2u * TP_GRANT_QUANTUM_MS;
 }

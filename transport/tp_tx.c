@@ -557,7 +557,10 @@ ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		if (r)
 			return r;
 	}
-	return tp_tx_send(c, iov, iovcnt);
+	ssize_t n = tp_tx_send(c, iov, iovcnt);
+
+	tp_act_mark(c); /* (after tx_lock: what it sent is timer work, tp_active.c) */
+	return n;
 }
 
 /* The whole write as one message, when a quick way takes it: into the held message (a small

@@ -116,6 +116,7 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	}
 	if (tp_rx_fin_seen(c))
 		ev |= TP_EV_RDHUP;
+	tp_act_note_rx(c); /* (what it validated is acknowledged lazily: tp_active.c) */
 	tp_mutex_unlock(&c->rx_lock);
 	if (!(want & TP_EV_OUT)) {
 		/* waiting to read: leave the send side (and its feedback words) alone, but for a
@@ -168,6 +169,7 @@ lost:
 		tp_mutex_lock(&c->rx_lock);
 		if (tp_rx_death_end(c))
 			ev |= TP_EV_IN | TP_EV_RDHUP;
+		tp_act_note_rx(c); /* (as above) */
 		tp_mutex_unlock(&c->rx_lock);
 	}
 	if (tp_conn_peer_lost(c)) {
@@ -352,6 +354,7 @@ size_t tp_readable_bytes(struct tp_conn *c)
 		return 0; /* (the error is reported by the next call) */
 	tp_mutex_lock(&c->rx_lock);
 	n = tp_rx_queued(c);
+	tp_act_note_rx(c); /* (as in poll_bits_now()) */
 	tp_mutex_unlock(&c->rx_lock);
 	return n;
 }
