@@ -778,6 +778,8 @@ struct tp_conn {
 	uint32_t fin_msn;
 	uint32_t terr;
 	uint32_t quick_n;          /* quick probes since the last progress (tp_tx_timers()) */
+	uint64_t quick_ns;         /* CLOCK_MONOTONIC (ns) they count from: the last progress or
+				    * retransmission (TP_QUICK_PROBE_US apart, doubling) */
 	uint32_t det_backoff;      /* Detects answered without progress in a row */
 	uint16_t det_acked;        /* the last Detect sequence the receiver's feedback echoed */
 	uint64_t last_ack_ms, last_tx_pub_ms;
@@ -796,6 +798,9 @@ struct tp_conn {
 	uint64_t ret_ms;          /* when we last gave a ring back (tp_tx_ring_want()) */
 	bool rq_deferred;         /* an ask held back for a quantum after that: the timers ask */
 	uint64_t hold_ms;         /* since when large writes wait for a ring (tp_tx_ring_hold_big()) */
+	/* epoch_unconfirmed's copy for the helper's look on a doorbell without the tx lock
+	 * (tp_tx_epoch_again()): relaxed, a hint */
+	atomic_bool epoch_hint;
 	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
@@ -851,9 +856,9 @@ struct tp_conn {
 	/* While gated: the Retry is asked again (the feedback words republished, the doorbell
 	 * rung) when the sender is seen writing without having answered it (TX_D moved from
 	 * gate_txd, or inline position gate_inl, the first one not published when last
-	 * looked, got published), or at gate_reask_ms, an interval that doubles from
-	 * TP_REASK_MS */
-	uint64_t gate_reask_ms, gate_txd;
+	 * looked, got published), or at gate_reask_ns (CLOCK_MONOTONIC), an interval that
+	 * doubles from TP_REASK_US */
+	uint64_t gate_reask_ns, gate_txd;
 	uint32_t gate_reask_n, gate_inl;
 	struct tp_rec recs[TP_RECS];
 	uint32_t rec_head, rec_tail; /* free-running */
@@ -1252,21 +1257,32 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
 
 /*
  * Quick probes: a sender whose data stays unacknowledged sends a Detect after
- * TP_QUICK_PROBE_MS without progress, again after twice that, and so on while the interval is
+ * TP_QUICK_PROBE_US without progress, again after twice that, and so on while the interval is
  * below TimerSendData; they count no error (TErrCnt) and stop at the first progress. A write
  * the link dropped (a message, a Retry, an answer) would otherwise wait for TimerSendData
  * (100 ms by default, 50-100x the whole exchange); a receiver that only has not published its
- * feedback answers at once with it. Driven by whoever runs the timers: a sleeper in tp_wait()
- * (its sleep is cut to the next probe) and the helper, which comes every TP_QUICK_PROBE_MS
- * while probe_soon is set (by a sleeper with such data, also poll/epoll's through
- * tp_poll()).
+ * feedback answers at once with it. The intervals are on CLOCK_MONOTONIC in microseconds, not
+ * the ms clock: a loss the next arrival cannot reveal (the ring full behind a lost Retry or
+ * epoch word, the last message of a burst) then costs a stream a quarter of a millisecond, not
+ * one or two. Driven by whoever runs the timers: a waiter in tp_wait() (while it spins, at the
+ * microsecond: tp_conn_recovery_due_ns(); asleep, its sleep is cut to the next probe's
+ * millisecond) and the helper, which comes every TP_QUICK_PROBE_MS while probe_soon is set (by
+ * a sleeper with such data, also poll/epoll's through tp_poll()).
  */
-#define TP_QUICK_PROBE_MS 1u
+#define TP_QUICK_PROBE_US 250u
+#define TP_QUICK_PROBE_MS 1u /* the helper's period while probe_soon (its sleep is in ms) */
+/* Quick probes sent unanswered before a writer's death resets its socket (tp_witness.c): the
+ * one at 2 ms without progress (250, 500, 1000, 2000 µs), as when probes were 1 ms apart. */
+#define TP_QUICK_RST_N 4u
 
-/* The receiver's counterpart: a Retry not answered within TP_REASK_MS is asked again (the same
+/* The receiver's counterpart: a Retry not answered within TP_REASK_US is asked again (the same
  * epoch, no error counted), again after twice that, and so on up to TimerRcvData
  * (tp_rx_progress()); a sender seen writing past an unanswered Retry is asked at once. */
-#define TP_REASK_MS 1u
+#define TP_REASK_US 250u
+/* How far past its budget a waiter spins for the next timer of a recovery under way (a gated
+ * receiver's re-ask, the quick probe of a sender whose retransmission is unconfirmed): its
+ * sleep would be in whole milliseconds, and both timers fire within this. */
+#define TP_RECOVERY_SPIN_US 2000u
 
 /* tp_retx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
  * C's next quick probe (0: none is due: nothing unacknowledged, or the normal timers have
@@ -1278,6 +1294,15 @@ uint32_t tp_tx_quick_wait(struct tp_conn *c, uint64_t now);
  * when busy). */
 uint32_t tp_rx_timers(struct tp_conn *c);
 uint32_t tp_rx_reask_wait(struct tp_conn *c, uint64_t now);
+/* CLOCK_MONOTONIC (ns) at which C's next quick probe (tp_tx_quick_due_ns()) or re-ask of a
+ * Retry (tp_rx_reask_due_ns()) is due, 0: none (or the side's lock was busy: trylock).
+ * tp_conn_recovery_due_ns() is the earlier of the two: a spinning waiter runs the timers then
+ * (tp_wait()), so that they keep their microseconds. *URGENT is set (never cleared) when a
+ * recovery is under way: the receiver gated on its Retry, or the sender not yet sure that its
+ * retransmission's epoch word arrived; a waiter spins on for those (TP_RECOVERY_SPIN_US). */
+uint64_t tp_tx_quick_due_ns(struct tp_conn *c, bool *urgent);
+uint64_t tp_rx_reask_due_ns(struct tp_conn *c, bool *urgent);
+uint64_t tp_conn_recovery_due_ns(struct tp_conn *c, bool *ret_urgent);
 /* The smaller of two such waits, 0 standing for none. */
 static inline uint32_t tp_wait_min(uint32_t a, uint32_t b)
 {
@@ -1326,6 +1351,10 @@ bool tp_tx_flush_held_ready(struct tp_conn *c);
 void tp_rx_release(struct tp_conn *c);
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);
+/* The helper, on a doorbell: C's last retransmission unconfirmed (its epoch word may have
+ * been lost, and the receiver, gated, re-asks with the same epoch, which is no news to
+ * tp_tx_feedback()): write the epoch word once more (tp_retx.c). */
+void tp_tx_epoch_again(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_retx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);

@@ -212,6 +212,33 @@ static void flush_held(struct tp_link *l)
 	pthread_mutex_unlock(&l->conns_lock);
 }
 
+/* The peer rang: a Retry of what our connections sent may be what it rang for. Each owned
+ * connection's FB epoch word is compared with what its sender last saw (one load while none
+ * came: tp_tx_retry_check()), and a Retry is answered now, from its arrival, rather than at
+ * the next timer pass (every 5 ms on doorbells, 1 ms while quick probes are due): a sender
+ * whose program does something else (a stream's writer waiting on another socket for its next
+ * command) left the last messages of its burst to the helper, and each of their losses cost
+ * the stream one or two milliseconds. */
+static void answer_retries(struct tp_link *l)
+{
+	/* Only the active list, as flush_held(): a Retry is about data not yet acknowledged, and
+	 * the tp_send() that wrote it put the connection there (tp_active.c); a walk of every
+	 * connection on each doorbell cost a link of thousands O(connections) per ring. */
+	pthread_mutex_lock(&l->conns_lock);
+	pthread_mutex_lock(&l->act_lock);
+	struct tp_conn *first = l->act_head;
+
+	pthread_mutex_unlock(&l->act_lock);
+	for (struct tp_conn *c = first; c; c = c->act_next)
+		/* acquire: pairs with the release store in tp_conn_own() (single-owner rule) */
+		if (atomic_load_explicit(&c->owned, memory_order_acquire) &&
+		    !atomic_load_explicit(&c->slot_gone, memory_order_acquire)) {
+			tp_tx_retry_check(c);
+			tp_tx_epoch_again(c); /* (a re-ask of a Retry already answered) */
+		}
+	pthread_mutex_unlock(&l->conns_lock);
+}
+
 /* Returns true when it answered an Apply (a server host taking connections). QUICK: the helper
  * stood by and saw this doorbell at once (helper_spin()). */
 
@@ -257,6 +284,8 @@ timers:
 	/* the peer rang: it may have released what our held messages wait for (tp_tx.c) */
 	if (rung && atomic_load_explicit(&l->held_conns, memory_order_relaxed) > 0)
 		flush_held(l);
+	if (rung)
+		answer_retries(l);
 	/* connection timers every 100 ms, and on doorbells (at most every 5 ms: a busy link
 	 * rings often); every 5 ms while closed connections linger: they hold receive contexts
 	 * (both hosts'), which a host making connections one after another runs short of when

@@ -79,11 +79,13 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	 * probe) */
 	c->tx_epoch = epoch;
 	c->epoch_unconfirmed = true;
+	atomic_store_explicit(&c->epoch_hint, true, memory_order_relaxed); /* (a hint) */
 	c->epoch_msn = c->msn_next;
 	tp_tx_publish(c);
 	ntb_peer_db_ring(c->link->ntb);
 	c->last_ack_ms = tp_now_ms();
 	c->quick_n = 0; /* quick probes again for what was just sent again */
+	c->quick_ns = clock_mono_ns();
 	/* ... also when this thread goes on to other things: the helper runs them (the epoch word
 	 * above may be lost too, and the receiver stays gated until it sees it) */
 	atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
@@ -142,17 +144,22 @@ void tp_tx_feedback(struct tp_conn *c)
 		}
 	}
 	if (progress) {
-		/* (the fine clock: the quick probes count from this stamp, TP_QUICK_PROBE_MS
-		 * apart; a feedback change is one per several messages) */
+		/* (the ms clock for TimerSendData, the ns one for the quick probes, which count
+		 * from it TP_QUICK_PROBE_US apart; a feedback change is one per several
+		 * messages) */
 		c->last_ack_ms = tp_now_ms();
 		c->progress_ms = c->last_ack_ms;
 		/* the receiver validated all that retransmit() rewrote: it saw the epoch (it
 		 * validates nothing while it waits for it) */
-		if ((int32_t)(c->fb_ack - c->epoch_msn) >= 0)
+		if ((int32_t)(c->fb_ack - c->epoch_msn) >= 0) {
 			c->epoch_unconfirmed = false;
+			/* relaxed: a hint (tp_tx_epoch_again()) */
+			atomic_store_explicit(&c->epoch_hint, false, memory_order_relaxed);
+		}
 		c->terr = 0;
 		c->det_backoff = 0;
 		c->quick_n = 0;
+		c->quick_ns = clock_mono_ns();
 	}
 	/* the receiver answers our probes again, or validated everything: our death is a clean
 	 * end again (the timers do it when the witness lock is busy); relaxed: a hint, see
@@ -183,6 +190,23 @@ void tp_tx_retry_check(struct tp_conn *c)
 	tp_mutex_unlock(&c->tx_lock);
 }
 
+void tp_tx_epoch_again(struct tp_conn *c)
+{
+	/* relaxed: a hint (the flag itself is read under tx_lock) */
+	if (!atomic_load_explicit(&c->epoch_hint, memory_order_relaxed) ||
+	    tp_mutex_trylock(&c->tx_lock) != 0)
+		return;
+	if (c->epoch_unconfirmed && !tp_conn_err(c)) {
+		/* after the rewritten data, which another thread may have written (its fence
+		 * does not order our store); pairs with the acquire load of TX_EPOCH in
+		 * tp_rx_progress() */
+		ntb_to_peer_barrier(c->link->ntb);
+		tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+		ntb_wc_flush(c->link->ntb);
+	}
+	tp_mutex_unlock(&c->tx_lock);
+}
+
 /* Detect: the receiver answers with its feedback (and a Retry when data it was told of is
  * missing). Under tx_lock. */
 static void send_detect(struct tp_conn *c)
@@ -209,38 +233,54 @@ static bool tx_pending(const struct tp_conn *c)
 	return c->msn_next != c->fb_ack || c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d;
 }
 
-/* Under tx_lock: ms until the next quick probe is due (0: it is due now), or -1 when there is
- * none to come. */
-static int64_t quick_wait(const struct tp_conn *c, uint64_t now)
+/* Under tx_lock: CLOCK_MONOTONIC (ns) at which the next quick probe is due, 0: none to come. */
+static uint64_t quick_due(const struct tp_conn *c)
 {
-	/* (last_ack_ms is a CLOCK_MONOTONIC stamp: no coarse tick to add) */
-	uint64_t at = (uint64_t)TP_QUICK_PROBE_MS << (c->quick_n < 20 ? c->quick_n : 20), age;
+	uint64_t at_us = (uint64_t)TP_QUICK_PROBE_US << (c->quick_n < 20 ? c->quick_n : 20);
 
 	/* (also after a retransmission, TErrCnt > 0: a retransmission the link dropped is found
 	 * the same way) */
-	if (!tx_pending(c) || tp_conn_err(c) || at >= c->link->params.send_timeout_ms)
-		return -1;
-	age = clock_age_ms(now, c->last_ack_ms);
-	return age >= at ? 0 : (int64_t)(at - age);
+	if (!tx_pending(c) || tp_conn_err(c) ||
+	    at_us >= (uint64_t)c->link->params.send_timeout_ms * 1000u)
+		return 0;
+	return c->quick_ns + at_us * 1000u;
 }
 
-/* As returned by tp_tx_timers(): ms until the next quick probe (at least 1), 0: none. */
-static uint32_t quick_next(const struct tp_conn *c, uint64_t now)
+/* Under tx_lock: as returned by tp_tx_timers(): ms until the next quick probe (at least 1, the
+ * millisecond it falls in rounded up), 0: none. */
+static uint32_t quick_next(const struct tp_conn *c)
 {
-	int64_t w = quick_wait(c, now);
+	uint64_t due = quick_due(c), now;
 
-	return w < 0 ? 0u : w == 0 ? 1u : (uint32_t)w;
+	if (!due)
+		return 0;
+	now = clock_mono_ns();
+	return due <= now ? 1u : (uint32_t)((due - now + 999999u) / 1000000u);
 }
 
 uint32_t tp_tx_quick_wait(struct tp_conn *c, uint64_t now)
 {
 	uint32_t w = 0;
 
+	(void)now; /* (the probes run on the fine clock) */
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
-		w = quick_next(c, now);
+		w = quick_next(c);
 		tp_mutex_unlock(&c->tx_lock);
 	}
 	return w;
+}
+
+uint64_t tp_tx_quick_due_ns(struct tp_conn *c, bool *urgent)
+{
+	uint64_t due = 0;
+
+	if (tp_mutex_trylock(&c->tx_lock) == 0) {
+		due = quick_due(c);
+		if (due && c->epoch_unconfirmed)
+			*urgent = true;
+		tp_mutex_unlock(&c->tx_lock);
+	}
+	return due;
 }
 
 /* TimerSendData / TimerDetect, quick probes, and republication of the tx index (helper, wait
@@ -268,6 +308,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			to += (c->det_backoff < 16 ? c->det_backoff : 16) * 120u;
 
 			bool probed = false;
+			uint64_t qd;
 			uint16_t prev = c->detect_seq; /* our last probe before this run's */
 
 			if (clock_age_ms(now, c->last_ack_ms) > to) {
@@ -279,21 +320,22 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 					c->last_ack_ms = now;
 					probed = true;
 				}
-			} else if (quick_wait(c, now) == 0) {
+			} else if ((qd = quick_due(c)) && clock_mono_ns() >= qd) {
 				/* a quick probe: no error counted, the next after twice as long */
 				send_detect(c);
 				c->quick_n++;
 				probed = true;
 			}
-			/* our previous probe found no answer (the second quick probe, or
+			/* our previous probe found no answer (the quick probe at 2 ms, or
 			 * TimerSendData, finds none): the link may be losing what we write, and our
 			 * death resets our socket from now on (tp_witness.c), unless a failover is to
 			 * carry the bytes over it. A receiver that answers has what we wrote in its
 			 * window, read or not (a death then is a clean end, as over kernel TCP) */
-			if (probed && (c->quick_n >= 2 || c->terr) && c->det_acked != prev &&
+			if (probed && (c->quick_n >= TP_QUICK_RST_N || c->terr) &&
+			    c->det_acked != prev &&
 			    c->msn_next != c->fb_ack && !tp_fo_get(c))
 				tp_witness_rst(c, true, false);
-			next = quick_next(c, now);
+			next = quick_next(c);
 		} else if (c->tx_dirty && !c->last_tx_pub_ms) {
 			c->last_tx_pub_ms = now; /* published since the last run: stamp it now */
 		} else if (c->tx_dirty && clock_age_ms(now, c->last_tx_pub_ms) > 50) {

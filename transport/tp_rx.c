@@ -158,7 +158,7 @@ void tp_rx_fail_at(struct tp_conn *c, bool crc, const char *file, int line)
 	c->rx_epoch++;
 	c->gated = true;
 	c->gate_deadline_ms = now + c->link->params.recv_timeout_ms;
-	c->gate_reask_ms = now + TP_REASK_MS;
+	c->gate_reask_ns = clock_mono_ns() + (uint64_t)TP_REASK_US * 1000u;
 	c->gate_reask_n = 0;
 	c->gate_txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
 	gate_inline_frontier(c);
@@ -314,7 +314,7 @@ enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bo
 /* Gated, the sender's answer to our Retry (its epoch) not seen yet. */
 static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 {
-	uint64_t now = tp_now_ms(),
+	uint64_t now = tp_now_ms(), now_ns = clock_mono_ns(),
 		 txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
 
 	if (now > c->gate_deadline_ms) {
@@ -326,7 +326,7 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 		 * Retry (its word lost?): answer with all the feedback words, the Retry's epoch
 		 * among them, and ring */
 		c->det_seen = det;
-	} else if (txd == c->gate_txd && now < c->gate_reask_ms &&
+	} else if (txd == c->gate_txd && now_ns < c->gate_reask_ns &&
 		   (c->gate_inl - c->v_i >= c->link->geom.inline_n ||
 		    !tp_rx_seq_ready(c, c->gate_inl))) {
 		return;
@@ -342,7 +342,7 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 	gate_inline_frontier(c);
 	if (c->gate_reask_n < 16)
 		c->gate_reask_n++;
-	c->gate_reask_ms = now + ((uint64_t)TP_REASK_MS << c->gate_reask_n);
+	c->gate_reask_ns = now_ns + ((uint64_t)TP_REASK_US * 1000u << c->gate_reask_n);
 	fb_publish_words(c, true);
 	ntb_peer_db_ring(c->link->ntb);
 }
@@ -593,23 +593,41 @@ bool tp_rx_quiet(struct tp_conn *c)
 }
 
 /* TimerRcvData, Detect answers, discarding for closed readers, feedback republication. */
-/* Under rx_lock: as tp_rx_reask_wait(). */
-static uint32_t reask_next(const struct tp_conn *c, uint64_t now)
+/* Under rx_lock: as tp_rx_reask_wait() (the millisecond the re-ask falls in, rounded up). */
+static uint32_t reask_next(const struct tp_conn *c)
 {
+	uint64_t now;
+
 	if (!c->gated)
 		return 0;
-	return c->gate_reask_ms > now ? (uint32_t)(c->gate_reask_ms - now) : 1u;
+	now = clock_mono_ns();
+	return c->gate_reask_ns > now ? (uint32_t)((c->gate_reask_ns - now + 999999u) / 1000000u)
+				      : 1u;
 }
 
 uint32_t tp_rx_reask_wait(struct tp_conn *c, uint64_t now)
 {
 	uint32_t w = 0;
 
+	(void)now; /* (re-asks run on the fine clock) */
 	if (tp_mutex_trylock(&c->rx_lock) == 0) {
-		w = reask_next(c, now);
+		w = reask_next(c);
 		tp_mutex_unlock(&c->rx_lock);
 	}
 	return w;
+}
+
+uint64_t tp_rx_reask_due_ns(struct tp_conn *c, bool *urgent)
+{
+	uint64_t due = 0;
+
+	if (tp_mutex_trylock(&c->rx_lock) == 0) {
+		due = c->gated ? c->gate_reask_ns : 0;
+		if (c->gated)
+			*urgent = true;
+		tp_mutex_unlock(&c->rx_lock);
+	}
+	return due;
 }
 
 uint32_t tp_rx_timers(struct tp_conn *c)
@@ -645,7 +663,7 @@ uint32_t tp_rx_timers(struct tp_conn *c)
 			 * message, still waits for: as rx_wake_sender() would have rung) */
 			tp_wake_peer(c, TP_W_TX_WAIT);
 		}
-		next = c->gated ? reask_next(c, tp_now_ms()) : 0;
+		next = reask_next(c);
 		tp_mutex_unlock(&c->rx_lock);
 	}
 	return next;

@@ -12,6 +12,7 @@ static void hold_timers(struct tp_conn *c, uint64_t now)
 {
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
 		c->last_ack_ms = now;
+		c->quick_ns = clock_mono_ns();
 		tp_mutex_unlock(&c->tx_lock);
 	}
 	if (tp_mutex_trylock(&c->rx_lock) == 0) {
@@ -73,4 +74,11 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	next = tp_tx_timers(c, now);
 	/* (a gated receiver's re-asks count as quick probes: the helper comes for them too) */
 	return tp_wait_min(next, tp_rx_timers(c));
+}
+
+uint64_t tp_conn_recovery_due_ns(struct tp_conn *c, bool *ret_urgent)
+{
+	uint64_t tx = tp_tx_quick_due_ns(c, ret_urgent), rx = tp_rx_reask_due_ns(c, ret_urgent);
+
+	return !tx ? rx : !rx ? tx : tx < rx ? tx : rx;
 }

@@ -215,8 +215,10 @@ static int woke(struct tp_conn *c, unsigned ev)
  * the caller's tp_recv()/tp_send() validates it, under its lock, only once; should it turn out
  * unusable, the caller gets -EAGAIN and waits again with the probe re-armed past it). Anything
  * else, and every TP_SPIN_FULL_EVERY rounds with the clock check, gets a full poll_bits().
- * Returns the ready bits, or 0 when the budget ran out. */
-static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long budget_us)
+ * Returns the ready bits, or 0 when the budget ran out or the clock reached DUE_NS (a recovery
+ * timer's, 0: none). */
+static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long budget_us,
+			  uint64_t due_ns)
 {
 	struct tp_probe pr;
 
@@ -238,9 +240,13 @@ static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long 
 
 			if (ev & events)
 				return ev & events;
-			if (spins % TP_SPIN_FULL_EVERY == 0 &&
-			    clock_mono_ns() - t0 >= (uint64_t)budget_us * 1000u)
-				return 0;
+			if (spins % TP_SPIN_FULL_EVERY == 0) {
+				uint64_t now = clock_mono_ns();
+
+				if (now - t0 >= (uint64_t)budget_us * 1000u ||
+				    (due_ns && now >= due_ns))
+					return 0;
+			}
 			if (hit)
 				tp_probe_arm(c, &pr, events); /* not for us after all (yet) */
 		}
@@ -308,10 +314,23 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	if (clock_coarse_ms() - atomic_load_explicit(&c->last_wake_ms, memory_order_relaxed) <= 8u &&
 	    budget < TP_SPIN_ACTIVE_US)
 		budget = TP_SPIN_ACTIVE_US;
-	if (budget > 0 && timeout_ms != 0) {
-		ev = spin_wait(c, events, t0, budget);
+	/* The spin runs the recovery timers when they are due (a quick probe, a re-ask: at the
+	 * microsecond, tp_int.h), and spins on for the rest of its budget, or up to the next
+	 * such timer of a recovery under way. */
+	while (budget > 0 && timeout_ms != 0) {
+		bool urgent = false;
+		uint64_t due = tp_conn_recovery_due_ns(c, &urgent), now;
+
+		if (urgent && due > t0 + (uint64_t)budget * 1000u &&
+		    due - t0 <= (uint64_t)TP_RECOVERY_SPIN_US * 1000u)
+			budget = (long)((due - t0) / 1000u) + 1;
+		ev = spin_wait(c, events, t0, budget, due);
 		if (ev)
 			return woke(c, ev);
+		now = clock_mono_ns();
+		if (!due || now < due || now - t0 >= (uint64_t)budget * 1000u)
+			break;
+		tp_conn_timers(c, tp_now_ms());
 	}
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);

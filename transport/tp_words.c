@@ -215,6 +215,7 @@ int tp_conn_init_queues(struct tp_conn *c)
 	c->seq_base_out = tp_inline_seq_base(c->nonce_out);
 	tp_rx_note_stale(c);
 	c->last_ack_ms = tp_now_ms();
+	c->quick_ns = clock_mono_ns();
 	return 0;
 }
 

@@ -1057,6 +1057,125 @@ static void test_lost_epoch_word_sent_again(void **state)
 	tl_pair_close(&p);
 }
 
+/* A gated receiver whose Retry word was lost, behind a sender that writes nothing more (its
+ * ring full, or the end of a burst): the re-ask comes after TP_REASK_US on the fine clock,
+ * well within a millisecond (it took 1-2 ms on the ms clock), and not before. */
+static void test_gated_receiver_asks_again_within_ms(void **state)
+{
+	struct tl_pair p;
+	uint8_t b[64], c[64], old_ep[8], now_ep[8], out[64];
+	struct iovec vo = { out, sizeof(out) };
+	uint64_t t0;
+	bool asked = false;
+
+	(void)state;
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	gated_pair(&p, "reaskus", b, c, old_ep);
+	t0 = clock_mono_ns();
+	size_t fb_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
+	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
+	uint16_t ep = p.cb->rx_epoch;
+
+	link_fault_write(p.b, fb_ep, old_ep, sizeof(old_ep)); /* the Retry's word lost */
+	/* (asked before t0: due at most TP_REASK_US after it) */
+	assert_true(p.cb->gate_reask_ns <= t0 + (uint64_t)TP_REASK_US * 1000u);
+	while (clock_mono_ns() - t0 < 900000u && !asked) {
+		assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
+		for (int i = 0; i < 8; i++)
+			now_ep[i] = win_a[fb_ep + (size_t)i];
+		asked = memcmp(now_ep, old_ep, sizeof(old_ep)) != 0;
+		if (asked) /* not before its interval */
+			assert_true(clock_mono_ns() - t0 + 50000u >= (uint64_t)TP_REASK_US * 1000u);
+	}
+	if (!asked && clock_mono_ns() - t0 < 2000000u)
+		fail_msg("no re-ask within 0.9 ms");
+	assert_int_equal(p.cb->rx_epoch, ep); /* the same epoch: no error counted */
+	/* the sender's next look (here: its quick probe's, or a send's) retransmits */
+	struct iovec vc2 = { c, sizeof(c) };
+
+	assert_int_equal(tp_send(p.ca, &vc2, 1), 64);
+	expect_64(p.cb, b);
+	expect_64(p.cb, c);
+	expect_64(p.cb, c);
+	tl_pair_close(&p);
+}
+
+/* The sender retransmitted, its epoch word was lost, and it writes nothing more: the
+ * receiver's re-ask (the same epoch, no news to the feedback) rings, and the helper's look on
+ * that doorbell writes the epoch word again (tp_tx_epoch_again()), so the receiver goes on
+ * without waiting for a probe. Nothing is written while the retransmission is confirmed. */
+static void test_epoch_word_again_on_doorbell(void **state)
+{
+	struct tl_pair p;
+	uint8_t b[64], c[64], fb_ep[8], old_ep[8], now_ep[8], out[64];
+	struct iovec vo = { out, sizeof(out) };
+
+	(void)state;
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	gated_pair(&p, "epagain", b, c, fb_ep);
+	size_t tx_ep = p.ca->out.slot_off + TP_W_TX_EPOCH;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	for (int i = 0; i < 8; i++)
+		old_ep[i] = win_b[tx_ep + (size_t)i];
+	tp_mutex_lock(&p.ca->tx_lock);
+	tp_tx_feedback(p.ca); /* sees the Retry: retransmits */
+	tp_mutex_unlock(&p.ca->tx_lock);
+	assert_int_equal(p.ca->tx_epoch, p.cb->rx_epoch);
+	assert_true(atomic_load(&p.ca->epoch_hint));
+	link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep)); /* its epoch word lost */
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
+	assert_true(p.cb->gated);
+	tp_tx_epoch_again(p.ca);
+	for (int i = 0; i < 8; i++)
+		now_ep[i] = win_b[tx_ep + (size_t)i];
+	assert_memory_not_equal(now_ep, old_ep, sizeof(old_ep));
+	expect_64(p.cb, b);
+	expect_64(p.cb, c);
+	/* confirmed once the receiver acknowledged it: no more epoch words */
+	tp_rx_flush_feedback(p.cb);
+	tp_mutex_lock(&p.ca->tx_lock);
+	tp_tx_feedback(p.ca);
+	tp_mutex_unlock(&p.ca->tx_lock);
+	assert_false(atomic_load(&p.ca->epoch_hint));
+	link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep));
+	tp_tx_epoch_again(p.ca);
+	for (int i = 0; i < 8; i++)
+		now_ep[i] = win_b[tx_ep + (size_t)i];
+	assert_memory_equal(now_ep, old_ep, sizeof(old_ep));
+	tl_pair_close(&p);
+}
+
+/* Quick probes run on the fine clock: the first is due TP_QUICK_PROBE_US (a quarter of a
+ * millisecond) after the data went unacknowledged, for a spinning waiter to send. */
+static void test_quick_probe_due_in_us(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64];
+	struct iovec vb = { b, sizeof(b) };
+	bool urgent = false;
+	uint64_t t0, due;
+
+	(void)state;
+	memset(b, 7, sizeof(b));
+	tp_params_init(&tpp);
+	pair_open(&p, "quickus", &tpp, NULL);
+	t0 = clock_mono_ns();
+	tp_mutex_lock(&p.ca->tx_lock);
+	p.ca->quick_ns = t0; /* (as the last progress) */
+	tp_mutex_unlock(&p.ca->tx_lock);
+	assert_int_equal(tp_tx_quick_due_ns(p.ca, &urgent), 0); /* nothing pending: none */
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	due = tp_tx_quick_due_ns(p.ca, &urgent);
+	assert_int_equal(due, t0 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
+	assert_true(TP_QUICK_PROBE_US < 1000u);
+	assert_false(urgent); /* plain unacknowledged data: no recovery under way */
+	tl_pair_close(&p);
+}
+
 /* Selective repeat: for a Retry the sender rewrites the message where the receiver's
  * validation stopped, not everything unreleased. B is lost and D (two messages behind it)
  * spoilt: the first retransmission restores B and leaves D's slot as it is (a go-back-N would
@@ -1697,6 +1816,9 @@ int main(void)
 		cmocka_unit_test(test_gated_receiver_answers_detect),
 		cmocka_unit_test(test_gated_receiver_asks_again_on_arrival),
 		cmocka_unit_test(test_lost_epoch_word_sent_again),
+		cmocka_unit_test(test_gated_receiver_asks_again_within_ms),
+		cmocka_unit_test(test_epoch_word_again_on_doorbell),
+		cmocka_unit_test(test_quick_probe_due_in_us),
 		cmocka_unit_test(test_retransmit_selective),
 		cmocka_unit_test(test_short_direct),
 		cmocka_unit_test(test_merge_small_writes),
