@@ -179,6 +179,12 @@
  * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
 #define TP_W_FB_RETRY_D   (TP_SLOT_FB + 0x28)
 #define TP_W_FB_RETRY_I   (TP_SLOT_FB + 0x30)
+/* The Retry's epoch (low 16 bits) those two belong to, written after them and before FB_EPOCH,
+ * and all three again with each re-ask: a sender that sees a new epoch without its own
+ * FB_RETRY_EP (one of the words lost or spoilt: stale positions) waits for the re-ask, at most
+ * TP_RETRY_WAIT_US, instead of rewriting every unreleased byte (tp_retx.c). */
+#define TP_W_FB_RETRY_EP  (TP_SLOT_FB + 0x38)
+#define TP_RETRY_WAIT_US  1000u
 /* Transfer contexts (tp_ring.c), the unit's second cache line: the grant (ring index, low 12
  * bits; TP_GRANT_YIELD: give it back once drained; generation, high 16 bits, never 0) and the
  * answer to the sender's last request (its number, low 16 bits; TP_RANS_NACK: refused) */
@@ -801,6 +807,12 @@ struct tp_conn {
 	/* epoch_unconfirmed's copy for the helper's look on a doorbell without the tx lock
 	 * (tp_tx_epoch_again()): relaxed, a hint */
 	atomic_bool epoch_hint;
+	/* A Retry seen without its positions (FB_RETRY_EP not its epoch): put off until the
+	 * receiver's re-ask brings them, since retry_wait_ns (tp_retx.c: retry_put_off()) */
+	bool retry_wait;
+	uint16_t retry_wait_ep;
+	uint64_t retry_wait_ns;
+	atomic_bool retry_wait_hint; /* retry_wait's copy for tp_tx_retry_check() (relaxed) */
 	bool epoch_unconfirmed;   /* a retransmit()'s epoch word may have been lost: tp_tx_publish()
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */

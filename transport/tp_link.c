@@ -38,6 +38,7 @@ void tp_params_init(struct tp_params *p)
 	p->spin_us = 200;
 	p->setup_timeout_ms = 2000;
 	p->peer_timeout_ms = 30000;
+	p->retry_wait_us = TP_RETRY_WAIT_US;
 }
 
 const char *tp_reason_str(enum tp_reason r)

@@ -58,6 +58,47 @@ static bool retransmit_selective(struct tp_conn *c)
 	return true;
 }
 
+static void retry_wait_end(struct tp_conn *c)
+{
+	c->retry_wait = false;
+	atomic_store_explicit(&c->retry_wait_hint, false, memory_order_relaxed); /* (a hint) */
+}
+
+/* Under tx_lock, a Retry of epoch EP seen: put it off (true) while its positions have not
+ * come (FB_RETRY_EP is not EP: one of the three words was lost or spoilt, and FB_RETRY_D/_I
+ * may name an earlier Retry's message, when retransmit_selective() would rewrite the wrong
+ * one and then every unreleased byte, up to the ring). The receiver writes them again with
+ * each re-ask (TP_REASK_US after the Retry, at once when it sees us write meanwhile); after
+ * retry_wait_us (TP_RETRY_WAIT_US) without them (a peer that never writes FB_RETRY_EP) the
+ * Retry is answered with what there is. */
+static bool retry_put_off(struct tp_conn *c, uint16_t ep)
+{
+	uint64_t now = clock_mono_ns();
+	uint32_t v;
+
+	/* (acquire inside tp_slot_word(): the positions, written before it, are read after) */
+	if (tp_slot_word(c, TP_W_FB_RETRY_EP, &v) && (uint16_t)v == ep) {
+		retry_wait_end(c);
+		return false;
+	}
+	if (!c->retry_wait || c->retry_wait_ep != ep) {
+		c->retry_wait = true;
+		c->retry_wait_ep = ep;
+		c->retry_wait_ns = now;
+		/* relaxed: hints (tp_tx_retry_check() looks again; the helper comes within
+		 * TP_QUICK_PROBE_MS to end the wait) */
+		atomic_store_explicit(&c->retry_wait_hint, true, memory_order_relaxed);
+		atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed);
+		LOG(LL_DEBUG, "transport: slot %u: Retry %u without its positions: waiting for them",
+		    c->slot, ep);
+		return true;
+	}
+	if (now - c->retry_wait_ns < (uint64_t)c->link->params.retry_wait_us * 1000u)
+		return true;
+	retry_wait_end(c);
+	return false;
+}
+
 /* The peer asked for a retry (newer epoch): rewrite what it misses from the shadows (the
  * message where its validation stopped, else every unreleased byte), then announce the epoch.
  * Rewriting is idempotent: the shadow is what the window should hold. */
@@ -135,7 +176,7 @@ void tp_tx_feedback(struct tp_conn *c)
 					c->det_backoff++;
 			}
 		}
-		if (tp_rt_epoch_newer(ep, c->tx_epoch)) {
+		if (tp_rt_epoch_newer(ep, c->tx_epoch) && !retry_put_off(c, ep)) {
 			if (++c->terr > c->link->params.max_err * 4u) {
 				tp_conn_maxerr(c, -ECONNRESET);
 				return;
@@ -181,8 +222,10 @@ void tp_tx_retry_check(struct tp_conn *c)
 {
 	uint64_t raw = tp_slot_raw(c, TP_W_FB_EPOCH);
 
-	/* relaxed: a hint (a change sends us to the feedback, read under tx_lock) */
-	if (raw == atomic_load_explicit(&c->tx_seen_ep, memory_order_relaxed) ||
+	/* relaxed: hints (a change sends us to the feedback, read under tx_lock; so does a Retry
+	 * put off until its positions come: retry_put_off()) */
+	if ((raw == atomic_load_explicit(&c->tx_seen_ep, memory_order_relaxed) &&
+	     !atomic_load_explicit(&c->retry_wait_hint, memory_order_relaxed)) ||
 	    tp_mutex_trylock(&c->tx_lock) != 0)
 		return;
 	atomic_store_explicit(&c->tx_seen_ep, raw, memory_order_relaxed); /* (the hint above) */

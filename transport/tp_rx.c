@@ -92,6 +92,17 @@ void tp_rx_idle(struct tp_conn *c, bool sleep)
 		ntb_peer_db_ring(c->link->ntb);
 }
 
+/* Where validation stopped (v_d, v_i: they stay while gated) and the Retry's epoch they belong
+ * to, then a barrier: the epoch word that asks comes after them (the sender reads them when it
+ * sees the epoch: pairs with its acquire loads in tp_retx.c). */
+static void retry_words(struct tp_conn *c)
+{
+	tp_peer_word(c, TP_W_FB_RETRY_D, c->v_d);
+	tp_peer_word(c, TP_W_FB_RETRY_I, c->v_i);
+	tp_peer_word(c, TP_W_FB_RETRY_EP, (uint32_t)(uint16_t)c->rx_epoch);
+	ntb_to_peer_barrier(c->link->ntb);
+}
+
 /* Publish the feedback words (released space, CmpAck, epoch | detect ack). Unchanged words
  * are skipped unless ALL (timer republish, Detect answer: a write may have been lost). */
 static void fb_publish_words(struct tp_conn *c, bool all)
@@ -168,9 +179,7 @@ void tp_rx_fail_at(struct tp_conn *c, bool crc, const char *file, int line)
 	ntb_from_peer_barrier();
 	/* where validation stopped, before the epoch that asks (the sender reads them when it
 	 * sees the epoch: pairs with its acquire loads in retransmit()) */
-	tp_peer_word(c, TP_W_FB_RETRY_D, c->v_d);
-	tp_peer_word(c, TP_W_FB_RETRY_I, c->v_i);
-	ntb_to_peer_barrier(c->link->ntb);
+	retry_words(c);
 	tp_peer_word(c, TP_W_FB_EPOCH, c->pub_ep);
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
@@ -343,6 +352,7 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 	if (c->gate_reask_n < 16)
 		c->gate_reask_n++;
 	c->gate_reask_ns = now_ns + ((uint64_t)TP_REASK_US * 1000u << c->gate_reask_n);
+	retry_words(c); /* (one of them lost: the sender waits for these) */
 	fb_publish_words(c, true);
 	ntb_peer_db_ring(c->link->ntb);
 }

@@ -497,7 +497,7 @@ static bool tx_stale(struct tp_conn *c, size_t total)
 	const struct tp_params *pp = &c->link->params;
 
 	/* (relaxed: a hint only; tx_refresh() reads the words through tp_slot_word()) */
-	if (++c->tx_fresh_sends >= TX_REFRESH_SENDS || total == 0 ||
+	if (++c->tx_fresh_sends >= TX_REFRESH_SENDS || total == 0 || c->retry_wait ||
 	    tp_slot_raw(c, TP_W_ST_FLAGS) != c->tx_seen_st ||
 	    tp_slot_raw(c, TP_W_FB_EPOCH) != c->tx_seen_ep)
 		return true;

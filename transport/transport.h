@@ -53,6 +53,9 @@ struct tp_params {
 				   * last few ms spins at least TP_SPIN_ACTIVE_US */
 	uint32_t setup_timeout_ms; /* whole connect handshake before falling back */
 	uint32_t peer_timeout_ms; /* a silent peer's connections end after this (see tp_link) */
+	uint32_t retry_wait_us;   /* how long a Retry seen without its positions waits for the
+				   * receiver's re-ask to bring them (tp_retx.c; not a config key:
+				   * TP_RETRY_WAIT_US, tests set it) */
 };
 void tp_params_init(struct tp_params *p);
 

@@ -1243,6 +1243,101 @@ static void test_retransmit_selective(void **state)
 	tl_pair_close(&p);
 }
 
+/* A Retry whose positions were lost (FB_RETRY_I and FB_RETRY_EP never arrived: the first Retry
+ * of the connection, so the words are not valid at all): the sender does not rewrite every
+ * unreleased slot at once, as it did, but waits; the receiver's re-ask (it sees the sender's
+ * next message published) writes the three words again, and the sender then rewrites the bad
+ * message alone. Every byte exact. With WAIT_US small instead (a peer that never writes
+ * FB_RETRY_EP), the Retry is answered after it without the re-ask. */
+static void retry_positions_lost(const char *name, uint32_t wait_us)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64], c[64], d[64], e[64], f[64], spoilt[128], old_i[8], old_ep[8], out[64];
+	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vd = { d, sizeof(d) };
+	struct iovec ve = { e, sizeof(e) }, vf = { f, sizeof(f) }, vo = { out, sizeof(out) };
+	struct tp_stats st;
+
+	memset(b, 2, sizeof(b));
+	memset(c, 3, sizeof(c));
+	memset(d, 4, sizeof(d));
+	memset(e, 5, sizeof(e));
+	memset(f, 6, sizeof(f));
+	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
+	tpp.send_timeout_ms = 60000;
+	tpp.detect_timeout_ms = 60000;
+	tpp.recv_timeout_ms = 60000;
+	tpp.retry_wait_us = wait_us;
+	pair_open(&p, name, &tpp, NULL);
+	uint32_t pos_d = p.ca->tx_i + 2;
+	size_t slot_d = p.ca->out.slot_off + TP_SLOT_RINGS +
+			(pos_d & (p.ca->out.inline_n - 1)) * 128u;
+	size_t w_i = p.cb->out.slot_off + TP_W_FB_RETRY_I, w_ep = p.cb->out.slot_off + TP_W_FB_RETRY_EP;
+	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	for (int i = 0; i < 8; i++) {
+		old_i[i] = win_a[w_i + (size_t)i];
+		old_ep[i] = win_a[w_ep + (size_t)i];
+	}
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vd, 1), 64);
+	assert_int_equal(tp_send(p.ca, &ve, 1), 64); /* (behind D: D's loss is seen) */
+	for (int i = 0; i < 128; i++)
+		spoilt[i] = win_b[slot_d + (size_t)i];
+	spoilt[10] ^= 0x10; /* a payload byte: D fails its check */
+	link_fault_write(p.a, slot_d, spoilt, sizeof(spoilt));
+	/* (the send lock held meanwhile: the helper, rung by the Retry, would answer it before
+	 * the words below are lost) */
+	tp_mutex_lock(&p.ca->tx_lock);
+	expect_64(p.cb, b);
+	expect_64(p.cb, c);
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* D: Retry, gated */
+	assert_true(p.cb->gated);
+	link_fault_write(p.b, w_i, old_i, sizeof(old_i));   /* two of its words lost */
+	link_fault_write(p.b, w_ep, old_ep, sizeof(old_ep));
+	tp_mutex_unlock(&p.ca->tx_lock);
+	if (wait_us > 1000000u) {
+		assert_int_equal(tp_send(p.ca, &vf, 1), 64); /* sees the Retry: waits */
+		tp_conn_stats(p.ca, &st);
+		assert_int_equal(st.retransmits, 0);
+		tp_mutex_lock(&p.ca->tx_lock);
+		assert_true(p.ca->retry_wait);
+		tp_mutex_unlock(&p.ca->tx_lock);
+		/* F published: the receiver asks again, with the words */
+		assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
+		tp_tx_retry_check(p.ca);
+		tp_mutex_lock(&p.ca->tx_lock);
+		assert_false(p.ca->retry_wait);
+		assert_true(p.ca->sel_valid);  /* the selective rewrite ... */
+		assert_int_equal(p.ca->sel_i, pos_d); /* ... of D */
+		tp_mutex_unlock(&p.ca->tx_lock);
+	} else {
+		usleep(wait_us + 2000u);
+		assert_int_equal(tp_send(p.ca, &vf, 1), 64); /* sees the Retry: answers it */
+	}
+	expect_64(p.cb, d);
+	expect_64(p.cb, e);
+	expect_64(p.cb, f);
+	tp_conn_stats(p.ca, &st);
+	assert_int_equal(st.retransmits, 1);
+	tl_pair_close(&p);
+}
+
+static void test_retry_positions_lost_waits(void **state)
+{
+	(void)state;
+	retry_positions_lost("retrypos", 60u * 1000000u);
+}
+
+static void test_retry_positions_never_come(void **state)
+{
+	(void)state;
+	retry_positions_lost("retrynone", 1000u);
+}
+
 /* Small writes just above the inline limit go as single short messages written and read
  * whole by the direct paths (send_short_direct(), rx_short_direct()): each arrives in one
  * read, byte-exact; a peek (the validating path, which checks the descriptor's CRC as
@@ -1820,6 +1915,8 @@ int main(void)
 		cmocka_unit_test(test_epoch_word_again_on_doorbell),
 		cmocka_unit_test(test_quick_probe_due_in_us),
 		cmocka_unit_test(test_retransmit_selective),
+		cmocka_unit_test(test_retry_positions_lost_waits),
+		cmocka_unit_test(test_retry_positions_never_come),
 		cmocka_unit_test(test_short_direct),
 		cmocka_unit_test(test_merge_small_writes),
 		cmocka_unit_test(test_merge_ring_owed),
