@@ -892,12 +892,14 @@ static void test_retransmit_sends_no_stale_bytes(void **state)
 	assert_true(ca->st->tx_msgs_long >= 2);
 	assert_int_equal(ca->fb_rx_d, 0); /* nothing released: everything is retransmitted */
 
-	/* B asks for a retry (as rx_fail() does); A answers it */
+	/* B asks for a retry (as rx_fail() does, its epoch in FB_RETRY_EP, but no position: a
+	 * peer that names none gets everything unreleased); A answers it */
 	tp_mutex_lock(&cb->rx_lock);
 	cb->rx_epoch++;
 	cb->gated = true;
 	cb->gate_deadline_ms = tl_now_ms() + 60000;
 	cb->pub_ep = (uint32_t)cb->rx_epoch | (uint32_t)cb->det_seen << 16;
+	tp_peer_word(cb, TP_W_FB_RETRY_EP, (uint32_t)(uint16_t)cb->rx_epoch);
 	tp_peer_word(cb, TP_W_FB_EPOCH, cb->pub_ep);
 	tp_mutex_unlock(&cb->rx_lock);
 	tp_mutex_lock(&ca->tx_lock);
