@@ -1149,7 +1149,7 @@ static void test_epoch_word_again_on_doorbell(void **state)
 }
 
 /* Quick probes run on the fine clock: the first is due TP_QUICK_PROBE_US (a quarter of a
- * millisecond) after the data went unacknowledged, for a spinning waiter to send. */
+ * millisecond) after the data went unacknowledged (its send), for a spinning waiter to send. */
 static void test_quick_probe_due_in_us(void **state)
 {
 	struct tl_pair p;
@@ -1169,10 +1169,68 @@ static void test_quick_probe_due_in_us(void **state)
 	tp_mutex_unlock(&p.ca->tx_lock);
 	assert_int_equal(tp_tx_quick_due_ns(p.ca, &urgent), 0); /* nothing pending: none */
 	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	uint64_t t1 = clock_mono_ns();
+
 	due = tp_tx_quick_due_ns(p.ca, &urgent);
-	assert_int_equal(due, t0 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
+	/* (from the send, which found nothing unacknowledged: tp_tx_timers_start()) */
+	assert_true(due >= t0 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
+	assert_true(due <= t1 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
 	assert_true(TP_QUICK_PROBE_US < 1000u);
 	assert_false(urgent); /* plain unacknowledged data: no recovery under way */
+	tl_pair_close(&p);
+}
+
+/* A sender idle for a while (everything acknowledged, its last progress long ago) sends again:
+ * its quick probes count from that send, not from the last progress. With the stamp of the last
+ * progress, the first probe was due at once, and a waiter spinning for the answer (tp_wait())
+ * sent one Detect after another, each ringing the peer, every few microseconds until the
+ * doubling interval reached TimerSendData; after 100 ms of quiet TimerSendData itself fired at
+ * the first look and counted an error. */
+static void test_quick_probe_counts_from_send_after_idle(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64];
+	struct iovec vb = { b, sizeof(b) };
+	bool urgent = false, idle = false;
+	uint64_t t0, due, end;
+
+	(void)state;
+	memset(b, 5, sizeof(b));
+	tp_params_init(&tpp);
+	pair_open(&p, "quickidle", &tpp, NULL);
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	expect_64(p.cb, b);
+	/* the sender sees everything acknowledged and released */
+	end = tl_now_ms() + 3000;
+	while (!idle && tl_now_ms() < end) {
+		tp_mutex_lock(&p.cb->rx_lock);
+		tp_rx_flush_feedback(p.cb);
+		tp_mutex_unlock(&p.cb->rx_lock);
+		tp_mutex_lock(&p.ca->tx_lock);
+		tp_tx_feedback(p.ca);
+		idle = p.ca->msn_next == p.ca->fb_ack && p.ca->tx_i == p.ca->fb_rx_i &&
+		       p.ca->tx_d == p.ca->fb_rx_d;
+		tp_mutex_unlock(&p.ca->tx_lock);
+	}
+	assert_true(idle);
+	usleep(3000); /* quiet for 12 quick intervals (and well below TimerSendData) */
+	t0 = clock_mono_ns();
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	due = tp_tx_quick_due_ns(p.ca, &urgent);
+	/* (0: acknowledged already, nothing to probe) */
+	if (due && due < t0 + (uint64_t)TP_QUICK_PROBE_US * 1000u)
+		fail_msg("first quick probe due %lld us before the send", (long long)(t0 - due) / 1000);
+	/* a waiter for the answer spinning 1 ms: at most the probes of 250 and 750 us (and one of
+	 * the helper) go out */
+	uint16_t det0 = p.ca->detect_seq;
+
+	(void)tp_wait(p.ca, TP_EV_IN, 1);
+	tp_mutex_lock(&p.ca->tx_lock);
+	uint16_t sent = (uint16_t)(p.ca->detect_seq - det0);
+	tp_mutex_unlock(&p.ca->tx_lock);
+	assert_true(sent <= 3);
+	expect_64(p.cb, b);
 	tl_pair_close(&p);
 }
 
@@ -1819,6 +1877,7 @@ int main(void)
 		cmocka_unit_test(test_gated_receiver_asks_again_within_ms),
 		cmocka_unit_test(test_epoch_word_again_on_doorbell),
 		cmocka_unit_test(test_quick_probe_due_in_us),
+		cmocka_unit_test(test_quick_probe_counts_from_send_after_idle),
 		cmocka_unit_test(test_retransmit_selective),
 		cmocka_unit_test(test_short_direct),
 		cmocka_unit_test(test_merge_small_writes),
