@@ -1134,8 +1134,11 @@ static void test_epoch_word_again_on_doorbell(void **state)
 	assert_memory_not_equal(now_ep, old_ep, sizeof(old_ep));
 	expect_64(p.cb, b);
 	expect_64(p.cb, c);
-	/* confirmed once the receiver acknowledged it: no more epoch words */
+	/* confirmed once the receiver acknowledged it: no more epoch words (under rx_lock: the
+	 * helper's pass runs the receiver's timers meanwhile) */
+	tp_mutex_lock(&p.cb->rx_lock);
 	tp_rx_flush_feedback(p.cb);
+	tp_mutex_unlock(&p.cb->rx_lock);
 	tp_mutex_lock(&p.ca->tx_lock);
 	tp_tx_feedback(p.ca);
 	tp_mutex_unlock(&p.ca->tx_lock);
