@@ -939,8 +939,20 @@ static void test_gated_receiver_answers_detect(void **state)
 
 /* Open a pair whose timers never fire (60 s), send B inline and lose its slot, send C behind
  * it: the receiver's read finds the loss, asks for a retransmission and waits for it (gated). */
+static void gated_pair_hold(struct tl_pair *p, const char *name, const uint8_t *b,
+			    const uint8_t *c, uint8_t ret_fb_ep[8], bool hold_tx);
+
 static void gated_pair(struct tl_pair *p, const char *name, const uint8_t *b, const uint8_t *c,
 		       uint8_t ret_fb_ep[8])
+{
+	gated_pair_hold(p, name, b, c, ret_fb_ep, false);
+}
+
+/* HOLD_TX: the sender's tx lock stays held from its sends on (the caller unlocks): no quick
+ * probe of the sender (its timers trylock), whose Detect the receiver would answer with its
+ * feedback words, the Retry's among them, at a time of the probe's choosing. */
+static void gated_pair_hold(struct tl_pair *p, const char *name, const uint8_t *b,
+			    const uint8_t *c, uint8_t ret_fb_ep[8], bool hold_tx)
 {
 	struct tp_params tpp;
 	struct iovec vb = { (void *)b, 64 }, vc = { (void *)c, 64 };
@@ -960,6 +972,8 @@ static void gated_pair(struct tl_pair *p, const char *name, const uint8_t *b, co
 
 	assert_int_equal(tp_send(p->ca, &vb, 1), 64);
 	assert_int_equal(tp_send(p->ca, &vc, 1), 64);
+	if (hold_tx) /* (its first quick probe is due 250 us after the first send) */
+		tp_mutex_lock(&p->ca->tx_lock);
 	uint8_t stale = (uint8_t)(win_b[at] ^ 0x5a); /* B's slot: as if its write never came */
 
 	link_fault_write(p->a, at, &stale, 1);
@@ -1071,7 +1085,9 @@ static void test_gated_receiver_asks_again_within_ms(void **state)
 	(void)state;
 	memset(b, 2, sizeof(b));
 	memset(c, 3, sizeof(c));
-	gated_pair(&p, "reaskus", b, c, old_ep);
+	/* (the sender's tx lock held until its send below: a quick probe's answer would
+	 * republish the Retry's word as a re-ask does, at another time) */
+	gated_pair_hold(&p, "reaskus", b, c, old_ep, true);
 	t0 = clock_mono_ns();
 	size_t fb_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
 	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
@@ -1094,6 +1110,7 @@ static void test_gated_receiver_asks_again_within_ms(void **state)
 	/* the sender's next look (here: its quick probe's, or a send's) retransmits */
 	struct iovec vc2 = { c, sizeof(c) };
 
+	tp_mutex_unlock(&p.ca->tx_lock);
 	assert_int_equal(tp_send(p.ca, &vc2, 1), 64);
 	expect_64(p.cb, b);
 	expect_64(p.cb, c);
@@ -1127,7 +1144,10 @@ static void test_epoch_word_again_on_doorbell(void **state)
 	assert_true(atomic_load(&p.ca->epoch_hint));
 	link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep)); /* its epoch word lost */
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
-	assert_true(p.cb->gated);
+	tp_mutex_lock(&p.cb->rx_lock); /* (the helper's pass runs its timers meanwhile) */
+	bool gated = p.cb->gated;
+	tp_mutex_unlock(&p.cb->rx_lock);
+	assert_true(gated);
 	tp_tx_epoch_again(p.ca);
 	for (int i = 0; i < 8; i++)
 		now_ep[i] = win_b[tx_ep + (size_t)i];
