@@ -158,7 +158,8 @@ int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port)
 /* Where the kernel's route to a destination already picks one of this host's addresses, the bind
  * of pl_bind_host_addr() changes nothing but costs two system calls per set-up (#21 item 3):
  * a connect then leaves the socket unbound, and pl_connect_late() checks the address the kernel
- * chose (a route changed meanwhile: that connection stays TCP and the next ones bind again).
+ * chose (a route changed meanwhile, or the socket's own routing differs from the probe's: that
+ * connection stays TCP and the next ones to that destination bind again, pl_src_not_host()).
  * Learned once per destination address and socket family by a UDP socket's connect (no packet
  * leaves) and kept for PL_SRC_TTL_NS; PL_SRC_N destinations, the oldest replaced. */
 #define PL_SRC_N      16
@@ -180,6 +181,26 @@ static struct pl_src_ent *src_find(const uint8_t *addr, int family)
 		if (pl_src[i].at_ns && pl_src[i].family == family && !memcmp(pl_src[i].addr, addr, 16))
 			return &pl_src[i];
 	return NULL;
+}
+
+/* What a socket of FAMILY connecting to ADDR gets, learned at NOW (its entry, else the oldest). */
+static void src_learn(const uint8_t *addr, int family, bool host, int64_t now)
+{
+	struct pl_src_ent *e;
+
+	pthread_mutex_lock(&pl_src_lock);
+	e = src_find(addr, family);
+	if (!e) {
+		e = &pl_src[0];
+		for (int i = 1; i < PL_SRC_N; i++)
+			if (pl_src[i].at_ns < e->at_ns)
+				e = &pl_src[i];
+	}
+	memcpy(e->addr, addr, 16);
+	e->family = family;
+	e->host = host;
+	e->at_ns = now ? now : 1;
+	pthread_mutex_unlock(&pl_src_lock);
 }
 
 /* Does a socket of FAMILY connected to DST get one of this host's addresses from the kernel? */
@@ -217,34 +238,26 @@ bool pl_src_is_host(const struct sockaddr *dst, socklen_t dlen, int family)
 	}
 	pthread_mutex_unlock(&pl_src_lock);
 	host = src_probe(dst, dlen, family); /* (outside the lock: a few system calls) */
-	pthread_mutex_lock(&pl_src_lock);
-	e = src_find(addr, family);
-	if (!e) {
-		e = &pl_src[0];
-		for (int i = 1; i < PL_SRC_N; i++)
-			if (pl_src[i].at_ns < e->at_ns)
-				e = &pl_src[i];
-	}
-	memcpy(e->addr, addr, 16);
-	e->family = family;
-	e->host = host;
-	e->at_ns = now ? now : 1;
-	pthread_mutex_unlock(&pl_src_lock);
+	src_learn(addr, family, host, now);
 	return host;
 }
 
-void pl_src_forget(const struct sockaddr *dst, int family)
+void pl_src_not_host(const struct sockaddr *dst, int family)
 {
 	uint8_t addr[16], port[2];
-	struct pl_src_ent *e;
 
 	if (key_part(dst, addr, port) < 0)
 		return;
-	pthread_mutex_lock(&pl_src_lock);
-	e = src_find(addr, family);
-	if (e)
-		e->at_ns = 0;
-	pthread_mutex_unlock(&pl_src_lock);
+	/* Remembered as "not the host's" for PL_SRC_TTL_NS, not dropped: a probe now would find
+	 * the host's address again wherever the difference is the socket's own (SO_BINDTODEVICE,
+	 * SO_MARK, a policy rule on ipproto tcp or the ports, a cgroup connect hook), and every
+	 * connect to DST would stay TCP; the next ones bind instead. */
+	src_learn(addr, family, false, pl_now_ns());
+}
+
+void pl_addr_atfork_child(void)
+{
+	pthread_mutex_init(&pl_src_lock, NULL); /* (another thread of the parent may have held it) */
 }
 
 /* Is SA (port ignored) one of this host's configured addresses? IPv4-mapped counts as IPv4. */

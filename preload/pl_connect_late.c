@@ -260,8 +260,9 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 	}
 	pl_desc_pair(desc, sizeof(desc), (struct sockaddr *)&local, dst);
 	if (!pl_is_host_addr((struct sockaddr *)&local)) {
-		/* left unbound (pl_src_is_host()) and the kernel's route changed since */
-		pl_src_forget(dst, local.ss_family);
+		/* left unbound (pl_src_is_host()), and the kernel's route changed since or this
+		 * socket's routing is not the probe's: the next connects there bind */
+		pl_src_not_host(dst, local.ss_family);
 		return connect_late_tcp(fd, dst, r, e, desc,
 					"the kernel chose a source address that is not this host's",
 					why, own);

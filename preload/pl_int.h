@@ -344,9 +344,11 @@ bool pl_is_host_addr(const struct sockaddr *sa);
 int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port);
 /* Does the kernel's route give a socket of FAMILY connecting to DST one of this host's addresses
  * as its source (then the bind above is not needed)? Learned once per destination and kept a
- * while (pl_addr.c); pl_src_forget() drops what was learned when a connect found otherwise. */
+ * while (pl_addr.c); pl_src_not_host() records "no" when a connect found otherwise (the next
+ * ones bind). pl_addr_atfork_child(): the cache's lock in a forked child. */
 bool pl_src_is_host(const struct sockaddr *dst, socklen_t dlen, int family);
-void pl_src_forget(const struct sockaddr *dst, int family);
+void pl_src_not_host(const struct sockaddr *dst, int family);
+void pl_addr_atfork_child(void);
 /* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
 void pl_listener_links(uint16_t port, bool advertise);
 /* Open every configured link not open yet (pl_link_get() of each): the number open after. */

@@ -351,6 +351,7 @@ void pl_atfork_child(void)
 {
 	pthread_mutex_init(&pl_link_lock, NULL);
 	pthread_mutex_init(&pl_hold_lock, NULL);
+	pl_addr_atfork_child();
 	pl_fdtab_atfork_child();
 }
 

@@ -1315,6 +1315,23 @@ uint32_t tp_rx_reask_wait(struct tp_conn *c, uint64_t now);
 uint64_t tp_tx_quick_due_ns(struct tp_conn *c, bool *urgent);
 uint64_t tp_rx_reask_due_ns(struct tp_conn *c, bool *urgent);
 uint64_t tp_conn_recovery_due_ns(struct tp_conn *c, bool *ret_urgent);
+/* Under tx_lock, before C writes a message: when everything it sent was acknowledged (as far as
+ * it last read its feedback), TimerSendData and the quick probes count from now, not from the
+ * last progress, which may be long past: an idle connection's next send found its first quick
+ * probe due at once (a waiter spinning for the answer then sent a Detect, each ringing the peer,
+ * every few microseconds while the doubling interval caught up with the idle time) and, after
+ * 100 ms of quiet, TimerSendData run out at its first look (a Detect and an error counted).
+ * One clock read, only on that transition (a stream's cached CmpAck lags its sends). */
+static inline void tp_tx_timers_start(struct tp_conn *c)
+{
+	if (c->msn_next != c->fb_ack)
+		return;
+	uint64_t ns = clock_mono_ns();
+
+	c->quick_ns = ns;
+	c->last_ack_ms = ns / 1000000u; /* (tp_now_ms()'s clock) */
+	c->quick_n = 0;
+}
 /* The smaller of two such waits, 0 standing for none. */
 static inline uint32_t tp_wait_min(uint32_t a, uint32_t b)
 {

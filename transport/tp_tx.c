@@ -518,6 +518,7 @@ int tp_tx_fin(struct tp_conn *c)
 
 	if (c->fin_sent)
 		return 0;
+	tp_tx_timers_start(c);
 	if (tp_tx_inline_free(c) > 0) {
 		c->fin_msn = c->msn_next;
 		send_inline(c, &ic, 0, TP_MSG_FIN);
@@ -737,6 +738,7 @@ ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		rc = c->tx_after_close++ || (tp_st_flags(c) & TP_ST_RST) ? -EPIPE : (ssize_t)total;
 	if (rc || total == 0)
 		goto out;
+	tp_tx_timers_start(c);
 	rc = tx_send_whole(c, &ic, total) ? (ssize_t)total : tx_send_pieces(c, &ic, total);
 	if (rc > 0) {
 		TP_STAT_ADD(c->st->tx_bytes, (size_t)rc);

@@ -552,10 +552,12 @@ static void test_duplicate_retry_no_duplicate_data(void **state)
 	/* a (duplicated / stale) Retry with a newer epoch lands in the sender's feedback unit:
 	 * the sender rewrites everything unreleased; the receiver must not deliver it twice */
 	size_t wsz;
-	volatile uint64_t *fb = (volatile uint64_t *)(void *)((volatile uint8_t *)
+	_Atomic uint64_t *fb = (_Atomic uint64_t *)(void *)((volatile uint8_t *)
 		ntb_in_window(tp_link_ntb(p.a), &wsz) + TP_OFF_SLOTS +
 		(size_t)ca->slot * p.a->slot_size + TP_W_FB_EPOCH);
-	*fb = tp_cw_make(ca->nonce_in, 1);
+	/* (atomic: the helper's doorbell look, answer_retries(), loads the word meanwhile; the
+	 * peer's word store is one 8-byte write) */
+	atomic_store_explicit(fb, tp_cw_make(ca->nonce_in, 1), memory_order_relaxed);
 	assert_int_equal(tp_send(ca, &s, 1), 4);
 	/* the sender reads its feedback lazily (when credits run short, every few sends, and in
 	 * its timers): drive the timers until it has seen the Retry */

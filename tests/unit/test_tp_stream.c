@@ -939,8 +939,20 @@ static void test_gated_receiver_answers_detect(void **state)
 
 /* Open a pair whose timers never fire (60 s), send B inline and lose its slot, send C behind
  * it: the receiver's read finds the loss, asks for a retransmission and waits for it (gated). */
+static void gated_pair_hold(struct tl_pair *p, const char *name, const uint8_t *b,
+			    const uint8_t *c, uint8_t ret_fb_ep[8], bool hold_tx);
+
 static void gated_pair(struct tl_pair *p, const char *name, const uint8_t *b, const uint8_t *c,
 		       uint8_t ret_fb_ep[8])
+{
+	gated_pair_hold(p, name, b, c, ret_fb_ep, false);
+}
+
+/* HOLD_TX: the sender's tx lock stays held from its sends on (the caller unlocks): no quick
+ * probe of the sender (its timers trylock), whose Detect the receiver would answer with its
+ * feedback words, the Retry's among them, at a time of the probe's choosing. */
+static void gated_pair_hold(struct tl_pair *p, const char *name, const uint8_t *b,
+			    const uint8_t *c, uint8_t ret_fb_ep[8], bool hold_tx)
 {
 	struct tp_params tpp;
 	struct iovec vb = { (void *)b, 64 }, vc = { (void *)c, 64 };
@@ -960,6 +972,8 @@ static void gated_pair(struct tl_pair *p, const char *name, const uint8_t *b, co
 
 	assert_int_equal(tp_send(p->ca, &vb, 1), 64);
 	assert_int_equal(tp_send(p->ca, &vc, 1), 64);
+	if (hold_tx) /* (its first quick probe is due 250 us after the first send) */
+		tp_mutex_lock(&p->ca->tx_lock);
 	uint8_t stale = (uint8_t)(win_b[at] ^ 0x5a); /* B's slot: as if its write never came */
 
 	link_fault_write(p->a, at, &stale, 1);
@@ -1071,7 +1085,9 @@ static void test_gated_receiver_asks_again_within_ms(void **state)
 	(void)state;
 	memset(b, 2, sizeof(b));
 	memset(c, 3, sizeof(c));
-	gated_pair(&p, "reaskus", b, c, old_ep);
+	/* (the sender's tx lock held until its send below: a quick probe's answer would
+	 * republish the Retry's word as a re-ask does, at another time) */
+	gated_pair_hold(&p, "reaskus", b, c, old_ep, true);
 	t0 = clock_mono_ns();
 	size_t fb_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
 	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
@@ -1094,6 +1110,7 @@ static void test_gated_receiver_asks_again_within_ms(void **state)
 	/* the sender's next look (here: its quick probe's, or a send's) retransmits */
 	struct iovec vc2 = { c, sizeof(c) };
 
+	tp_mutex_unlock(&p.ca->tx_lock);
 	assert_int_equal(tp_send(p.ca, &vc2, 1), 64);
 	expect_64(p.cb, b);
 	expect_64(p.cb, c);
@@ -1127,15 +1144,21 @@ static void test_epoch_word_again_on_doorbell(void **state)
 	assert_true(atomic_load(&p.ca->epoch_hint));
 	link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep)); /* its epoch word lost */
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
-	assert_true(p.cb->gated);
+	tp_mutex_lock(&p.cb->rx_lock); /* (the helper's pass runs its timers meanwhile) */
+	bool gated = p.cb->gated;
+	tp_mutex_unlock(&p.cb->rx_lock);
+	assert_true(gated);
 	tp_tx_epoch_again(p.ca);
 	for (int i = 0; i < 8; i++)
 		now_ep[i] = win_b[tx_ep + (size_t)i];
 	assert_memory_not_equal(now_ep, old_ep, sizeof(old_ep));
 	expect_64(p.cb, b);
 	expect_64(p.cb, c);
-	/* confirmed once the receiver acknowledged it: no more epoch words */
+	/* confirmed once the receiver acknowledged it: no more epoch words (under rx_lock: the
+	 * helper's pass runs the receiver's timers meanwhile) */
+	tp_mutex_lock(&p.cb->rx_lock);
 	tp_rx_flush_feedback(p.cb);
+	tp_mutex_unlock(&p.cb->rx_lock);
 	tp_mutex_lock(&p.ca->tx_lock);
 	tp_tx_feedback(p.ca);
 	tp_mutex_unlock(&p.ca->tx_lock);
@@ -1149,7 +1172,7 @@ static void test_epoch_word_again_on_doorbell(void **state)
 }
 
 /* Quick probes run on the fine clock: the first is due TP_QUICK_PROBE_US (a quarter of a
- * millisecond) after the data went unacknowledged, for a spinning waiter to send. */
+ * millisecond) after the data went unacknowledged (its send), for a spinning waiter to send. */
 static void test_quick_probe_due_in_us(void **state)
 {
 	struct tl_pair p;
@@ -1169,10 +1192,68 @@ static void test_quick_probe_due_in_us(void **state)
 	tp_mutex_unlock(&p.ca->tx_lock);
 	assert_int_equal(tp_tx_quick_due_ns(p.ca, &urgent), 0); /* nothing pending: none */
 	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	uint64_t t1 = clock_mono_ns();
+
 	due = tp_tx_quick_due_ns(p.ca, &urgent);
-	assert_int_equal(due, t0 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
+	/* (from the send, which found nothing unacknowledged: tp_tx_timers_start()) */
+	assert_true(due >= t0 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
+	assert_true(due <= t1 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
 	assert_true(TP_QUICK_PROBE_US < 1000u);
 	assert_false(urgent); /* plain unacknowledged data: no recovery under way */
+	tl_pair_close(&p);
+}
+
+/* A sender idle for a while (everything acknowledged, its last progress long ago) sends again:
+ * its quick probes count from that send, not from the last progress. With the stamp of the last
+ * progress, the first probe was due at once, and a waiter spinning for the answer (tp_wait())
+ * sent one Detect after another, each ringing the peer, every few microseconds until the
+ * doubling interval reached TimerSendData; after 100 ms of quiet TimerSendData itself fired at
+ * the first look and counted an error. */
+static void test_quick_probe_counts_from_send_after_idle(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64];
+	struct iovec vb = { b, sizeof(b) };
+	bool urgent = false, idle = false;
+	uint64_t t0, due, end;
+
+	(void)state;
+	memset(b, 5, sizeof(b));
+	tp_params_init(&tpp);
+	pair_open(&p, "quickidle", &tpp, NULL);
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	expect_64(p.cb, b);
+	/* the sender sees everything acknowledged and released */
+	end = tl_now_ms() + 3000;
+	while (!idle && tl_now_ms() < end) {
+		tp_mutex_lock(&p.cb->rx_lock);
+		tp_rx_flush_feedback(p.cb);
+		tp_mutex_unlock(&p.cb->rx_lock);
+		tp_mutex_lock(&p.ca->tx_lock);
+		tp_tx_feedback(p.ca);
+		idle = p.ca->msn_next == p.ca->fb_ack && p.ca->tx_i == p.ca->fb_rx_i &&
+		       p.ca->tx_d == p.ca->fb_rx_d;
+		tp_mutex_unlock(&p.ca->tx_lock);
+	}
+	assert_true(idle);
+	usleep(3000); /* quiet for 12 quick intervals (and well below TimerSendData) */
+	t0 = clock_mono_ns();
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	due = tp_tx_quick_due_ns(p.ca, &urgent);
+	/* (0: acknowledged already, nothing to probe) */
+	if (due && due < t0 + (uint64_t)TP_QUICK_PROBE_US * 1000u)
+		fail_msg("first quick probe due %lld us before the send", (long long)(t0 - due) / 1000);
+	/* a waiter for the answer spinning 1 ms: at most the probes of 250 and 750 us (and one of
+	 * the helper) go out */
+	uint16_t det0 = p.ca->detect_seq;
+
+	(void)tp_wait(p.ca, TP_EV_IN, 1);
+	tp_mutex_lock(&p.ca->tx_lock);
+	uint16_t sent = (uint16_t)(p.ca->detect_seq - det0);
+	tp_mutex_unlock(&p.ca->tx_lock);
+	assert_true(sent <= 3);
+	expect_64(p.cb, b);
 	tl_pair_close(&p);
 }
 
@@ -1914,6 +1995,7 @@ int main(void)
 		cmocka_unit_test(test_gated_receiver_asks_again_within_ms),
 		cmocka_unit_test(test_epoch_word_again_on_doorbell),
 		cmocka_unit_test(test_quick_probe_due_in_us),
+		cmocka_unit_test(test_quick_probe_counts_from_send_after_idle),
 		cmocka_unit_test(test_retransmit_selective),
 		cmocka_unit_test(test_retry_positions_lost_waits),
 		cmocka_unit_test(test_retry_positions_never_come),
