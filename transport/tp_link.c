@@ -92,10 +92,13 @@ int tp_event_fd(void)
 {
 	int fd = event_fd_make();
 
-	if (fd >= 0 && !atomic_load_explicit(&g_efd_used, memory_order_relaxed)) {
-		atomic_store_explicit(&g_efd_used, true, memory_order_relaxed);
+	if (fd >= 0) {
+		if (!atomic_load_explicit(&g_efd_used, memory_order_relaxed))
+			atomic_store_explicit(&g_efd_used, true, memory_order_relaxed);
 		/* the waiter half of a Dekker pair with tp_event_signal(): the flag before the
-		 * looks at the connections that follow (its caller's, before it sleeps) */
+		 * looks at the connections that follow (its caller's, before it sleeps); by every
+		 * waiter, not only the first (C11 orders nothing for one that only read the flag;
+		 * it sleeps in a system call next) */
 		atomic_thread_fence(memory_order_seq_cst);
 	}
 	return fd;
