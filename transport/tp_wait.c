@@ -321,8 +321,10 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 		bool urgent = false;
 		uint64_t due = tp_conn_recovery_due_ns(c, &urgent), now;
 
+		/* (never past the caller's timeout: a recovery spins no longer than it asked) */
 		if (urgent && due > t0 + (uint64_t)budget * 1000u &&
-		    due - t0 <= (uint64_t)TP_RECOVERY_SPIN_US * 1000u)
+		    due - t0 <= (uint64_t)TP_RECOVERY_SPIN_US * 1000u &&
+		    (timeout_ms < 0 || due - t0 < (uint64_t)timeout_ms * 1000000u))
 			budget = (long)((due - t0) / 1000u) + 1;
 		ev = spin_wait(c, events, t0, budget, due);
 		if (ev)
