@@ -264,7 +264,7 @@ int pl_connect_late(int fd, const struct sockaddr *dst, socklen_t dlen, struct t
 		 * socket's routing is not the probe's: the next connects there bind */
 		pl_src_not_host(dst, local.ss_family);
 		return connect_late_tcp(fd, dst, r, e, desc,
-					"the kernel chose a source address that is not this host's",
+					"route gives a source not this host's",
 					why, own);
 	}
 	int tmo = (int)pl_tpp.setup_timeout_ms;
