@@ -222,7 +222,8 @@ static bool busy_atomic(const struct tp_conn *c)
 		return false;
 	return atomic_load_explicit(&c->pre_on, memory_order_relaxed) ||
 	       atomic_load_explicit(&c->commit_ms, memory_order_relaxed) ||
-	       atomic_load_explicit(&c->silent_alive, memory_order_relaxed);
+	       atomic_load_explicit(&c->silent_alive, memory_order_relaxed) ||
+	       atomic_load_explicit(&c->watch_due_ms, memory_order_relaxed);
 }
 
 /* Room for one more idle entry; false when out of memory (the connection stays on). */

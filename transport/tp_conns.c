@@ -380,6 +380,8 @@ static enum pass_fate pass_visit(struct tp_link *l, struct tp_conn *c, struct pa
 		return PASS_DONE;
 	}
 	ps->lingering |= closed;
+	if (!closed && owned && tp_witness_watch_due(c, ps->now))
+		return PASS_KEEP; /* its witness's watch to add at a later pass */
 	return closed ? PASS_KEEP : PASS_SETTLE;
 }
 

@@ -35,14 +35,16 @@ void tp_fo_watch(struct tp_conn *c, int fd)
 		/* release: pairs with the acquire load in tp_fo_watched_events() */
 		atomic_store_explicit(&g_wep, wep, memory_order_release);
 	}
-	if (wep >= 0 && old >= 0)
+	/* (only what is in the set: a witness whose watch was never added costs no call) */
+	if (wep >= 0 && old >= 0 && c->fo_watched)
 		syscall(SYS_epoll_ctl, wep, EPOLL_CTL_DEL, old, NULL);
+	c->fo_watched = false;
 	if (wep >= 0 && fd >= 0) {
 		/* (fo_id: set by tp_conn_new() before the connection was registered, constant) */
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET,
 					  .data.u64 = c->fo_id };
 
-		syscall(SYS_epoll_ctl, wep, EPOLL_CTL_ADD, fd, &ev);
+		c->fo_watched = syscall(SYS_epoll_ctl, wep, EPOLL_CTL_ADD, fd, &ev) == 0;
 	}
 	pthread_mutex_unlock(&g_wep_lock);
 }

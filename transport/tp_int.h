@@ -735,6 +735,12 @@ struct tp_conn {
 	 * witness (tp_conn_set_witness(), tp_close(), tp_abort()): a caller that closes the
 	 * descriptor afterwards (preload's close()) knows no look is still using it */
 	struct tp_mutex witness_lock;
+	/* The witness in the process's epoll set of witnesses (tp_fo_watch.c), for a peer's
+	 * failover header: added TP_WATCH_DELAY_MS after it is set (watch_due_ms, 0: none
+	 * pending; written under witness_lock, read by passes), so that a connection that lives
+	 * less costs neither epoll_ctl; fo_watched: it is in the set (witness_lock) */
+	_Atomic uint64_t watch_due_ms;
+	bool fo_watched;
 	/* The writer's half of the witness (tp_witness.c: tp_witness_rst()): while bytes we sent
 	 * wait and the receiver does not answer our probes, our kernel socket has SO_LINGER
 	 * {1, 0}, so that our process's death resets it rather than closing it cleanly (a peer
@@ -1407,6 +1413,11 @@ void tp_helper_start(void);
 bool tp_link_refresh(struct tp_link *l);
 
 bool tp_helper_running(void);         /* this process has its helper thread */
+bool tp_helper_on(void);              /* the same without tp_links_lock (a hint) */
+/* tp_witness.c: a pass's visit of C (owned, not closed) at NOW: its witness's epoll watch
+ * added if it is due; true while one is still to add (C stays on the active list). */
+#define TP_WATCH_DELAY_MS 10u
+bool tp_witness_watch_due(struct tp_conn *c, uint64_t now);
 
 /* tp_finwait.c: the helper's part of tp_close_after_fin(). */
 int tp_finwait_add(int fd, int timeout_ms); /* tp_close_after_fin() without the helper check */

@@ -638,6 +638,15 @@ static void atfork_init(void)
 	pthread_atfork(atfork_prepare, atfork_parent, tp_atfork_child);
 }
 
+/* g_helper's copy for tp_helper_on(), readable under any lock (a pass holds tp_links_lock) */
+static _Atomic bool g_helper_on;
+
+bool tp_helper_on(void)
+{
+	/* relaxed: a hint (a witness's watch added at once or by a later pass) */
+	return atomic_load_explicit(&g_helper_on, memory_order_relaxed);
+}
+
 bool tp_helper_running(void)
 {
 	pthread_mutex_lock(&tp_links_lock);
@@ -671,8 +680,10 @@ void tp_helper_start(void)
 	sigdelset(&all, SIGTRAP);
 	sigdelset(&all, SIGSYS);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (pthread_create(&t, &a, helper_main, NULL) == 0)
+	if (pthread_create(&t, &a, helper_main, NULL) == 0) {
 		g_helper = true;
+		atomic_store_explicit(&g_helper_on, true, memory_order_relaxed);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
 }
@@ -698,6 +709,7 @@ void tp_atfork_child(void)
 	tp_finwait_atfork_child();
 	pthread_mutex_init(&tp_links_lock, NULL);
 	g_helper = false;
+	atomic_store_explicit(&g_helper_on, false, memory_order_relaxed);
 	g_helper_waiting = false;
 	if (g_efd >= 0) {
 		/* own event counter, same fd number (callers may have cached it) */
@@ -732,6 +744,7 @@ void tp_atfork_child(void)
 
 			if (w1)
 				tp_fo_watch(c, w1 - 1); /* our own set */
+			atomic_store_explicit(&c->watch_due_ms, 0, memory_order_relaxed); /* (so) */
 			/* c->owned is false: atfork_prepare() cleared it */
 			for (int i = 0; i < TP_OWNERS; i++) {
 				if (c->ent->owners[i] == me)

@@ -14,15 +14,27 @@
 #include "util/rawsys.h"
 #include "util/log.h"
 
+/*
+ * The witness's epoll watch (tp_fo_watch.c: a peer's failover header arriving on the socket)
+ * is added TP_WATCH_DELAY_MS after the witness is set, by a pass of the helper
+ * (tp_witness_watch_due()), not at once: a connection that lives less — most of a busy
+ * server's — pays neither the epoll_ctl ADD nor the DEL at its close (#21 item 3). A header
+ * that came meanwhile is reported when the watch is added (epoll reports what is ready at
+ * once, edge-triggered too), and the peer's FAILOVER flag in the slot says the same through the
+ * pass's scan while the link lives. Without a helper (nobody would add it) it is added at once.
+ */
 void tp_conn_set_witness(struct tp_conn *c, int fd)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	struct stat st;
+	bool later = false;
 
 	if (!c)
 		return;
 	tp_mutex_lock(&c->witness_lock); /* after any look in progress (tp_witness_look()) */
-	tp_fo_watch(c, fd); /* (before the old descriptor is forgotten: it leaves the set) */
+	later = fd >= 0 && tp_helper_on(); /* (a pass calls us under tp_links_lock) */
+	/* (before the old descriptor is forgotten: it leaves the set) */
+	tp_fo_watch(c, later ? -1 : fd);
 	/* relaxed: under witness_lock; a reader without it (a hint) finds no witness */
 	atomic_store_explicit(&c->witness_fd1, 0, memory_order_relaxed);
 	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
@@ -31,8 +43,39 @@ void tp_conn_set_witness(struct tp_conn *c, int fd)
 		/* release: the inode before the descriptor; pairs with the acquire loads of
 		 * witness_fd1 without the lock (tp_witness_look(), tp_failover.c) */
 		atomic_store_explicit(&c->witness_fd1, fd + 1, memory_order_release);
+	} else {
+		later = false;
 	}
+	/* relaxed: ordered before the load of act_on by tp_act_mark_sync()'s fence below */
+	atomic_store_explicit(&c->watch_due_ms, later ? tp_now_ms() + TP_WATCH_DELAY_MS : 0,
+			      memory_order_relaxed);
 	tp_mutex_unlock(&c->witness_lock);
+	if (later)
+		tp_act_mark_sync(c); /* a pass must come to add it (tp_active.c: busy_atomic()) */
+}
+
+bool tp_witness_watch_due(struct tp_conn *c, uint64_t now)
+{
+	/* relaxed: a hint, read again under the lock */
+	uint64_t due = atomic_load_explicit(&c->watch_due_ms, memory_order_relaxed);
+	struct stat st;
+
+	if (!due)
+		return false;
+	if (now < due || tp_mutex_trylock(&c->witness_lock))
+		return true;
+	/* relaxed (all): under witness_lock, which their writers hold */
+	int fd1 = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed);
+
+	/* still the socket it was set to (a descriptor closed behind our back, its number
+	 * reused, is not watched) */
+	if (atomic_load_explicit(&c->watch_due_ms, memory_order_relaxed) && fd1 &&
+	    fstat(fd1 - 1, &st) == 0 &&
+	    (uint64_t)st.st_ino == atomic_load_explicit(&c->witness_ino, memory_order_relaxed))
+		tp_fo_watch(c, fd1 - 1);
+	atomic_store_explicit(&c->watch_due_ms, 0, memory_order_relaxed);
+	tp_mutex_unlock(&c->witness_lock);
+	return false;
 }
 
 /* The peer is silent: is its kernel socket closed (the process died) rather than only quiet
