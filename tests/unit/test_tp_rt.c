@@ -555,9 +555,15 @@ static void test_duplicate_retry_no_duplicate_data(void **state)
 	_Atomic uint64_t *fb = (_Atomic uint64_t *)(void *)((volatile uint8_t *)
 		ntb_in_window(tp_link_ntb(p.a), &wsz) + TP_OFF_SLOTS +
 		(size_t)ca->slot * p.a->slot_size + TP_W_FB_EPOCH);
+	/* its FB_RETRY_EP says epoch 1 too (and no position: everything unreleased is rewritten);
+	 * without it the sender would wait for positions a receiver that never asked does not
+	 * send, and the receiver's next feedback would overwrite the forged epoch */
+	_Atomic uint64_t *fb_rep = fb + (TP_W_FB_RETRY_EP - TP_W_FB_EPOCH) / 8;
+
+	atomic_store_explicit(fb_rep, tp_cw_make(ca->nonce_in, 1), memory_order_relaxed);
 	/* (atomic: the helper's doorbell look, answer_retries(), loads the word meanwhile; the
 	 * peer's word store is one 8-byte write) */
-	atomic_store_explicit(fb, tp_cw_make(ca->nonce_in, 1), memory_order_relaxed);
+	atomic_store_explicit(fb, tp_cw_make(ca->nonce_in, 1), memory_order_seq_cst);
 	assert_int_equal(tp_send(ca, &s, 1), 4);
 	/* the sender reads its feedback lazily (when credits run short, every few sends, and in
 	 * its timers): drive the timers until it has seen the Retry */
