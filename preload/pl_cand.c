@@ -28,6 +28,11 @@ static _Atomic unsigned cand_gen;   /* forks so far (mod 8), in each mark's high
 
 #define CAND_GEN_SHIFT 5
 static pthread_mutex_t cand_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void pl_cand_atfork_child(void)
+{
+	pthread_mutex_init(&cand_lock, NULL); /* (another thread of the parent may have held it) */
+}
 static struct cand_reg *regs;
 static int n_alloc;
 static _Atomic int n_regs;

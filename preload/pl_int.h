@@ -349,6 +349,8 @@ int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port);
 bool pl_src_is_host(const struct sockaddr *dst, socklen_t dlen, int family);
 void pl_src_not_host(const struct sockaddr *dst, int family);
 void pl_addr_atfork_child(void);
+/* pl_cand.c: its lock in a forked child (another thread of the parent may have held it). */
+void pl_cand_atfork_child(void);
 /* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
 void pl_listener_links(uint16_t port, bool advertise);
 /* Open every configured link not open yet (pl_link_get() of each): the number open after. */

@@ -353,6 +353,7 @@ void pl_atfork_child(void)
 	pthread_mutex_init(&pl_hold_lock, NULL);
 	pl_addr_atfork_child();
 	pl_fdtab_atfork_child();
+	pl_cand_atfork_child();
 }
 
 /* fork(), after the transport's handler (which registers itself and calls tp_atfork_child(),
