@@ -619,6 +619,20 @@ static uint32_t tx_first_piece(struct tp_conn *c, size_t total)
 	return piece;
 }
 
+/* tx_send_pieces() found the cached credits (inline slots or data-ring room) used up: look
+ * at what the receiver released since (tx_refresh()), once per call (*REFRESHED). Returns 1:
+ * look again; 0: stop with the SENT bytes (an error after some were sent); or the error when
+ * none were. */
+static inline int tx_refresh_once(struct tp_conn *c, bool *refreshed, size_t sent)
+{
+	int err = tx_refresh(c);
+
+	*refreshed = true;
+	if (err < 0)
+		return sent ? 0 : err;
+	return 1;
+}
+
 /* The write in messages of growing pieces, as far as the rings take it. Under tx_lock.
  * Returns the bytes sent (0: no room), or a negative error when none were. */
 static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t total)
@@ -647,14 +661,13 @@ static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t tota
 			if (tp_tx_ring_hold_big(c, left))
 				break; /* (woken by the grant: the receiver rings) */
 			if (tp_tx_inline_free(c) == 0 && !refreshed) {
-				int err = tx_refresh(c);
+				int r = tx_refresh_once(c, &refreshed, sent);
 
-				refreshed = true;
-				if (err < 0 && !sent)
-					return err;
-				if (err < 0)
-					break;
-				continue;
+				if (r > 0)
+					continue;
+				if (r < 0)
+					return r;
+				break;
 			}
 			if (tp_tx_inline_free(c) == 0 || pp->inline_max == 0) {
 				TP_STAT_ADD(c->st->tx_full, 1);
@@ -685,15 +698,13 @@ static ssize_t tx_send_pieces(struct tp_conn *c, struct iov_cur *ic, size_t tota
 		if (room > piece)
 			room = piece;
 		if (room == 0 && !refreshed) {
-			/* the cached credits ran out: look at what the receiver released since */
-			int err = tx_refresh(c);
+			int r = tx_refresh_once(c, &refreshed, sent);
 
-			refreshed = true;
-			if (err < 0 && !sent)
-				return err;
-			if (err < 0)
-				break;
-			continue;
+			if (r > 0)
+				continue;
+			if (r < 0)
+				return r;
+			break;
 		}
 		if (room == 0) {
 			/* the receiver's ring is full: a congestion notice of the link */
