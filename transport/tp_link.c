@@ -190,30 +190,57 @@ static bool mbox_lock(struct tp_link *l)
 	return false;
 }
 
-/* Publish the held (merged) messages of L's connections that this process drives. A busy tx
- * lock is a sender that publishes or looks at the feedback itself, unless it looked just
- * before this ring: then the helper comes back within TP_QUICK_PROBE_MS (probe_soon). Only the
- * active list: a held message is timer work (tp_active.c), and its tp_send() put the
- * connection there. Under conns_lock the list's links change only at its head (a push, under
- * act_lock, which the head is read under). */
-static void flush_held(struct tp_link *l)
+/* What a walk of the active list does with one connection this process drives. */
+typedef void (*owned_fn)(struct tp_link *l, struct tp_conn *c);
+
+/* Call FN for each connection on L's active list (tp_active.c) that this process drives. Only
+ * the active list: the work of both callers (a held message, a Retry of unacknowledged data)
+ * is timer work, and the tp_send() that made it put the connection there; a walk of every
+ * connection on each doorbell cost a link of thousands O(connections) per ring. Under
+ * conns_lock the list's links change only at its head (a push, under act_lock, which the head
+ * is read under). */
+static void active_owned_walk(struct tp_link *l, owned_fn fn)
 {
 	pthread_mutex_lock(&l->conns_lock);
 	pthread_mutex_lock(&l->act_lock);
 	struct tp_conn *first = l->act_head;
 
 	pthread_mutex_unlock(&l->act_lock);
-	for (struct tp_conn *c = first; c; c = c->act_next) {
-		/* acquire: pairs with the release store in tp_conn_own() (single-owner rule);
-		 * relaxed held: a hint, read again under the lock */
-		if (!atomic_load_explicit(&c->owned, memory_order_acquire) ||
-		    !atomic_load_explicit(&c->held, memory_order_relaxed))
-			continue;
-		/* relaxed: only asks the helper to come sooner */
-		if (!tp_tx_flush_held_ready(c))
-			atomic_store_explicit(&l->probe_soon, true, memory_order_relaxed);
-	}
+	for (struct tp_conn *c = first; c; c = c->act_next)
+		/* acquire: pairs with the release store in tp_conn_own() (single-owner rule) */
+		if (atomic_load_explicit(&c->owned, memory_order_acquire))
+			fn(l, c);
 	pthread_mutex_unlock(&l->conns_lock);
+}
+
+/* flush_held() for one connection. A busy tx lock is a sender that publishes or looks at the
+ * feedback itself, unless it looked just before this ring: then the helper comes back within
+ * TP_QUICK_PROBE_MS (probe_soon). */
+static void flush_held_conn(struct tp_link *l, struct tp_conn *c)
+{
+	/* relaxed held: a hint, read again under the lock */
+	if (!atomic_load_explicit(&c->held, memory_order_relaxed))
+		return;
+	/* relaxed: only asks the helper to come sooner */
+	if (!tp_tx_flush_held_ready(c))
+		atomic_store_explicit(&l->probe_soon, true, memory_order_relaxed);
+}
+
+/* Publish the held (merged) messages of L's connections that this process drives. */
+static void flush_held(struct tp_link *l)
+{
+	active_owned_walk(l, flush_held_conn);
+}
+
+/* answer_retries() for one connection. */
+static void answer_retry_conn(struct tp_link *l, struct tp_conn *c)
+{
+	(void)l;
+	/* acquire: pairs with the release store of slot_gone in tp_conn_free_slot() */
+	if (atomic_load_explicit(&c->slot_gone, memory_order_acquire))
+		return;
+	tp_tx_retry_check(c);
+	tp_tx_epoch_again(c); /* (a re-ask of a Retry already answered) */
 }
 
 /* The peer rang: a Retry of what our connections sent may be what it rang for. Each owned
@@ -225,22 +252,7 @@ static void flush_held(struct tp_link *l)
  * the stream one or two milliseconds. */
 static void answer_retries(struct tp_link *l)
 {
-	/* Only the active list, as flush_held(): a Retry is about data not yet acknowledged, and
-	 * the tp_send() that wrote it put the connection there (tp_active.c); a walk of every
-	 * connection on each doorbell cost a link of thousands O(connections) per ring. */
-	pthread_mutex_lock(&l->conns_lock);
-	pthread_mutex_lock(&l->act_lock);
-	struct tp_conn *first = l->act_head;
-
-	pthread_mutex_unlock(&l->act_lock);
-	for (struct tp_conn *c = first; c; c = c->act_next)
-		/* acquire: pairs with the release store in tp_conn_own() (single-owner rule) */
-		if (atomic_load_explicit(&c->owned, memory_order_acquire) &&
-		    !atomic_load_explicit(&c->slot_gone, memory_order_acquire)) {
-			tp_tx_retry_check(c);
-			tp_tx_epoch_again(c); /* (a re-ask of a Retry already answered) */
-		}
-	pthread_mutex_unlock(&l->conns_lock);
+	active_owned_walk(l, answer_retry_conn);
 }
 
 /* Returns true when it answered an Apply (a server host taking connections). QUICK: the helper
