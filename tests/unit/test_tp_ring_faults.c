@@ -66,7 +66,7 @@ static void connect_n(struct tl_pair *p, struct tp_conn **ca, struct tp_conn **c
 static size_t pumped; /* bytes pump_until() received */
 
 static bool pump_until(struct tp_conn *tx, struct tp_conn *rx, int ms,
-		       bool (*cond)(const void *), const void *arg)
+		       bool (*cond)(void *), void *arg)
 {
 	static uint8_t buf[16384];
 	uint64_t end = tl_now_ms() + (uint64_t)ms;
@@ -90,14 +90,47 @@ static bool pump_until(struct tp_conn *tx, struct tp_conn *rx, int ms,
 	return cond && cond(arg);
 }
 
-static bool ent_yield(const void *a)
+/* The ring state the link's helper thread changes is read here under the locks it takes for
+ * it (tp_ring.c): the sender's (out_ring_ok, the entry's peer_ring, peer_yield, ret_gen,
+ * rq_open) under the connection's tx_lock, the receiver's (the entry's ring, ring_gen,
+ * ring_yield; in_ring, the records) under its rx_lock. */
+
+/* Has receiving connection A asked its ring back (GRANT|YIELD)? */
+static bool rx_yield_asked(void *a)
 {
-	return ((const struct tp_host_entry *)a)->ring_yield != 0;
+	struct tp_conn *c = a;
+
+	tp_mutex_lock(&c->rx_lock);
+	bool yield = c->ent->ring_yield != 0;
+
+	tp_mutex_unlock(&c->rx_lock);
+	return yield;
 }
 
-static bool conn_has_ring(const void *a)
+/* Does sending connection A hold a usable ring? */
+static bool conn_has_ring(void *a)
 {
-	return ((const struct tp_conn *)a)->out_ring_ok;
+	struct tp_conn *c = a;
+
+	tp_mutex_lock(&c->tx_lock);
+	bool ok = c->out_ring_ok;
+
+	tp_mutex_unlock(&c->tx_lock);
+	return ok;
+}
+
+/* Hold the ring state of connection TX → RX (TX's sender side, RX's receiver side) still for
+ * a look at it, as above; undone by views_unlock(). */
+static void views_lock(struct tp_conn *tx, struct tp_conn *rx)
+{
+	tp_mutex_lock(&tx->tx_lock);
+	tp_mutex_lock(&rx->rx_lock);
+}
+
+static void views_unlock(struct tp_conn *tx, struct tp_conn *rx)
+{
+	tp_mutex_unlock(&rx->rx_lock);
+	tp_mutex_unlock(&tx->tx_lock);
 }
 
 static uint32_t pool_free(struct tp_link *l)
@@ -124,26 +157,30 @@ static void test_lost_yield(void **state)
 	(void)state;
 	open_pool2(&p, "rvyield", 1, 64, TP_INLINE_MAX);
 	connect_n(&p, ca, cb, 2);
-	assert_true(ca[0]->out_ring_ok);
-	assert_false(ca[1]->out_ring_ok);
+	assert_true(conn_has_ring(ca[0]));
+	assert_false(conn_has_ring(ca[1]));
 	/* A's side of conn 0 does not look at its feedback for a moment */
 	tp_mutex_lock(&ca[0]->tx_lock);
-	assert_true(pump_until(ca[1], cb[1], 5000, ent_yield, cb[0]->ent));
+	assert_true(pump_until(ca[1], cb[1], 5000, rx_yield_asked, cb[0]));
 	/* ... in which the GRANT|YIELD word B wrote is lost: A's window keeps the plain grant */
 	struct tp_host_entry *eb = cb[0]->ent;
 
+	tp_mutex_lock(&cb[0]->rx_lock);
 	tp_out_word(p.b, cb[0]->out.slot_off + TP_W_FB_GRANT, cb[0]->nonce_out,
 		    (eb->ring - 1u) | eb->ring_gen << 16);
+	tp_mutex_unlock(&cb[0]->rx_lock);
 	tp_mutex_unlock(&ca[0]->tx_lock);
 	/* conn 1 keeps streaming and asking: it should get the ring within a few quanta */
 	bool got = pump_until(ca[1], cb[1], wait_ms(), conn_has_ring, ca[1]);
 
 	print_message("lost_yield: conn1 moved %zu bytes in %d ms\n", pumped, wait_ms());
+	views_lock(ca[0], cb[0]);
 	print_message("lost_yield: conn1 got a ring: %d; conn0 at A: peer_ring %u yield %u; at B: "
 		      "ring %u yield %u; B pool free %u yields %llu refusals %llu\n", got,
 		      ca[0]->ent->peer_ring, ca[0]->ent->peer_yield, eb->ring, eb->ring_yield,
 		      pool_free(p.b), (unsigned long long)p.b->host->pool_yields,
 		      (unsigned long long)p.b->host->pool_refusals);
+	views_unlock(ca[0], cb[0]);
 	tp_abort(ca[0]);
 	tp_abort(cb[0]);
 	tp_abort(ca[1]);
@@ -162,26 +199,35 @@ static void test_lost_ret(void **state)
 	(void)state;
 	open_pool2(&p, "rvret", 1, 64, TP_INLINE_MAX);
 	connect_n(&p, ca, cb, 2);
-	assert_true(ca[0]->out_ring_ok);
+	assert_true(conn_has_ring(ca[0]));
 	tp_mutex_lock(&ca[0]->tx_lock);
-	assert_true(pump_until(ca[1], cb[1], 5000, ent_yield, cb[0]->ent));
+	assert_true(pump_until(ca[1], cb[1], 5000, rx_yield_asked, cb[0]));
 	/* B does not look at conn 0's words for a moment; A sees the yield and gives back */
 	tp_mutex_lock(&cb[0]->rx_lock);
 	tp_mutex_unlock(&ca[0]->tx_lock);
-	for (int i = 0; i < 3000 && ca[0]->ent->peer_ring; i++)
-		usleep(1000);
-	assert_int_equal(ca[0]->ent->peer_ring, 0);
+	uint32_t peer_ring = 1;
+
+	for (int i = 0; i < 3000 && peer_ring; i++) {
+		tp_mutex_lock(&ca[0]->tx_lock);
+		peer_ring = ca[0]->ent->peer_ring;
+		tp_mutex_unlock(&ca[0]->tx_lock);
+		if (peer_ring)
+			usleep(1000);
+	}
+	assert_int_equal(peer_ring, 0);
 	/* ... and the RING_RET word A wrote is lost: B's window keeps what it had (never written) */
 	assert_int_equal(ntb_write64(tp_link_ntb(p.a), ca[0]->out.slot_off + TP_W_TX_RING_RET, 0), 0);
 	tp_mutex_unlock(&cb[0]->rx_lock);
 	bool got = pump_until(ca[1], cb[1], wait_ms(), conn_has_ring, ca[1]);
 
 	print_message("lost_ret: conn1 moved %zu bytes in %d ms\n", pumped, wait_ms());
+	views_lock(ca[0], cb[0]);
 	print_message("lost_ret: conn1 got a ring: %d; conn0 at A: peer_ring %u ret_gen %u rq_open "
 		      "%u; at B: ring %u gen %u yield %u; B pool free %u\n", got,
 		      ca[0]->ent->peer_ring, ca[0]->ent->ret_gen, ca[0]->ent->rq_open,
 		      cb[0]->ent->ring, cb[0]->ent->ring_gen, cb[0]->ent->ring_yield,
 		      pool_free(p.b));
+	views_unlock(ca[0], cb[0]);
 	tp_abort(ca[0]);
 	tp_abort(cb[0]);
 	tp_abort(ca[1]);
@@ -208,13 +254,25 @@ static void test_forged_ret(void **state)
 		usleep(1000);
 	assert_int_equal(tp_readable_bytes(cb[0]), 20000); /* validated into records */
 	/* a RING_RET of the current generation (a peer that breaks the rule, or a bug there) */
-	tp_out_word(p.a, ca[0]->out.slot_off + TP_W_TX_RING_RET, ca[0]->nonce_out,
-		    cb[0]->ent->ring_gen);
-	for (int i = 0; i < 2000 && cb[0]->in_ring; i++)
+	tp_mutex_lock(&cb[0]->rx_lock);
+	uint32_t gen = cb[0]->ent->ring_gen;
+
+	tp_mutex_unlock(&cb[0]->rx_lock);
+	tp_out_word(p.a, ca[0]->out.slot_off + TP_W_TX_RING_RET, ca[0]->nonce_out, gen);
+	for (int i = 0; i < 2000; i++) {
+		tp_mutex_lock(&cb[0]->rx_lock);
+		bool in_ring = cb[0]->in_ring != NULL;
+
+		tp_mutex_unlock(&cb[0]->rx_lock);
+		if (!in_ring)
+			break;
 		usleep(1000);
+	}
+	tp_mutex_lock(&cb[0]->rx_lock);
 	print_message("forged_ret: B freed the ring under its records: in_ring %p, records %u, "
 		      "pool free %u\n", (void *)cb[0]->in_ring, cb[0]->rec_tail - cb[0]->rec_head,
 		      pool_free(p.b));
+	tp_mutex_unlock(&cb[0]->rx_lock);
 	pid_t pid = fork();
 
 	if (pid == 0) {
@@ -250,8 +308,8 @@ static void test_inline_max_zero(void **state)
 	(void)state;
 	open_pool2(&p, "rvinl0", 1, 64, 0);
 	connect_n(&p, ca, cb, 2);
-	assert_true(ca[0]->out_ring_ok);
-	assert_false(ca[1]->out_ring_ok);
+	assert_true(conn_has_ring(ca[0]));
+	assert_false(conn_has_ring(ca[1]));
 	/* conn 0's ring holds bytes its reader does not read yet: it cannot be given back */
 	assert_int_equal(tl_send_all(ca[0], buf, 30000), 0);
 	uint64_t end = tl_now_ms() + 2000;
@@ -330,7 +388,7 @@ static void test_dead_sender(void **state)
 	(void)state;
 	open_pool2(&p, "rvdead", 1, 64, TP_INLINE_MAX);
 	connect_n(&p, ca, cb, 2);
-	assert_true(ca[0]->out_ring_ok);
+	assert_true(conn_has_ring(ca[0]));
 	/* A's side of conn 0 is dead: it never runs again, and A's host says GONE */
 	tp_mutex_lock(&ca[0]->tx_lock);
 	tp_mutex_lock(&ca[0]->rx_lock);
@@ -338,8 +396,10 @@ static void test_dead_sender(void **state)
 	bool got = pump_until(ca[1], cb[1], wait_ms(), conn_has_ring, ca[1]);
 
 	print_message("dead_sender: conn1 moved %zu bytes in %d ms\n", pumped, wait_ms());
+	tp_mutex_lock(&cb[0]->rx_lock);
 	print_message("dead_sender: conn1 got a ring: %d; B's conn0 ring %u yield %u, B sees "
 		      "flags %#x\n", got, cb[0]->ent->ring, cb[0]->ent->ring_yield, tp_st_flags(cb[0]));
+	tp_mutex_unlock(&cb[0]->rx_lock);
 	tp_mutex_unlock(&ca[0]->rx_lock);
 	tp_mutex_unlock(&ca[0]->tx_lock);
 	tp_abort(ca[0]);
@@ -367,8 +427,8 @@ static void test_hold_big_deadlock(void **state)
 	(void)state;
 	open_pool2(&p, "rvhold", 1, 64, TP_INLINE_MAX);
 	connect_n(&p, ca, cb, 2);
-	assert_true(ca[0]->out_ring_ok);
-	assert_false(ca[1]->out_ring_ok);
+	assert_true(conn_has_ring(ca[0]));
+	assert_false(conn_has_ring(ca[1]));
 	assert_int_equal(tl_send_all(ca[0], buf, sizeof(buf)), 0);
 	uint64_t end = tl_now_ms() + (uint64_t)wait_ms();
 
@@ -389,9 +449,13 @@ static void test_hold_big_deadlock(void **state)
 			rcvd += (size_t)n;
 		usleep(200);
 	}
+	tp_mutex_lock(&ca[0]->tx_lock);
+	tp_mutex_lock(&ca[1]->tx_lock);
 	print_message("hold_big_deadlock: conn1's 20000-byte message: %zu sent, %zu received in %d "
 		      "ms (conn0 yield %u, conn1 rq_open %u)\n", sent, rcvd, wait_ms(),
 		      ca[0]->ent->peer_yield, ca[1]->ent->rq_open);
+	tp_mutex_unlock(&ca[1]->tx_lock);
+	tp_mutex_unlock(&ca[0]->tx_lock);
 	tp_abort(ca[0]);
 	tp_abort(cb[0]);
 	tp_abort(ca[1]);

@@ -175,15 +175,23 @@ static void test_reclaim_keeps_rst(void **state)
 	tp_conn_maxerr(ca, -ECONNRESET); /* (no kernel socket: no failover) */
 	assert_int_equal(tp_st_flags(cb) & TP_ST_RST, TP_ST_RST);
 
-	/* its owner is gone: the host's reclaim frees the context and says GONE */
+	/* its owner is gone: the host's reclaim frees the context and says GONE. A dead owner's
+	 * connection has no timers; this process's helper still runs ca's (its rx side reads the
+	 * entry's ring, which the reclaim clears): held off by the locks it takes for them */
+	tp_mutex_lock(&ca->tx_lock);
+	tp_mutex_lock(&ca->rx_lock);
 	tp_host_lock(p.a);
 	for (int i = 0; i < TP_OWNERS; i++)
 		ca->ent->owners[i] = 0;
 	ca->ent->owners[0] = dead;
 	__atomic_store_n(&ca->ent->active, (int32_t)dead, __ATOMIC_RELEASE);
 	tp_host_reclaim(p.a);
-	assert_int_equal(ca->ent->state, TP_ES_FREE);
+	uint32_t ent_state = ca->ent->state;
+
 	tp_host_unlock(p.a);
+	tp_mutex_unlock(&ca->rx_lock);
+	tp_mutex_unlock(&ca->tx_lock);
+	assert_int_equal(ent_state, TP_ES_FREE);
 
 	assert_int_equal(tp_st_flags(cb) & (TP_ST_RST | TP_ST_GONE), TP_ST_RST | TP_ST_GONE);
 	assert_int_equal(tl_recv_some(cb, buf, sizeof(buf), 3000), -ECONNRESET);
