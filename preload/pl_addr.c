@@ -352,8 +352,10 @@ static struct pl_src_ent *src_evict(struct cds_lfht *ht, const struct pl_src_ent
 	return oldest;
 }
 
-/* Record what a socket of FAMILY connecting to ADDR gets, learned at NOW. An entry learned after
- * NOW is kept (a connect found "not host" while this probe ran). Out of memory: nothing kept. */
+/* Record what a socket of FAMILY connecting to ADDR gets, learned at NOW. A fresh "not host" is
+ * kept against a probe's "host" (another thread's connect found it while this probe ran; the
+ * probe says "host" again wherever the difference is the socket's own, pl_src_not_host()).
+ * Out of memory: nothing kept. */
 static void src_learn(const uint8_t *addr, int family, bool host, int64_t now)
 {
 	struct pl_src_ent *e = malloc(sizeof(*e)), *cur, *old = NULL;
@@ -377,7 +379,7 @@ static void src_learn(const uint8_t *addr, int family, bool host, int64_t now)
 	}
 	urcu.read_lock(); /* (the table's updates and walks want one) */
 	cur = src_find(ht, &k);
-	if (cur && cur->at_ns > now) {
+	if (cur && host && !cur->host && now - cur->at_ns < pl_src_ttl_ns) {
 		old = e; /* (never published: freed at once) */
 	} else {
 		n = urcu.add_replace(ht, src_hash(addr, family), src_match, &k, &e->node);
