@@ -161,7 +161,8 @@ static void test_entry_expires(void **state)
  * miss that probes and inserts); the writer records "not host" for destinations it then reads
  * back (false while the TTL, 100 ms here, has not passed: the newest entry is never evicted)
  * and cycles through 40 more destinations, more than the cache holds: entries replaced,
- * evicted, expired and freed under the readers' feet (ASan sees a use after free). */
+ * evicted, expired and freed under the readers' feet; readers look those up too (ASan sees a
+ * use after free). */
 #define RD_THREADS 3
 #define RD_ROUNDS  20000
 #define WR_ROUNDS  3000
@@ -177,9 +178,14 @@ static void *reader(void *arg)
 		snprintf(a, sizeof(a), "127.0.1.%d", 1 + i + 4 * (int)(intptr_t)arg);
 		d[i] = v4(a, 6000);
 	}
-	for (int r = 0; r < RD_ROUNDS; r++)
+	for (int r = 0; r < RD_ROUNDS; r++) {
 		if (!pl_src_is_host((struct sockaddr *)&d[r % 4], sizeof(d[0]), AF_INET))
 			atomic_fetch_add_explicit(&rd_bad, 1, memory_order_relaxed);
+		/* (the writer's: replaced as read, the answer either; for ASan) */
+		snprintf(a, sizeof(a), "127.0.2.%d", 1 + r % 8);
+		struct sockaddr_in w = v4(a, 6001);
+		pl_src_is_host((struct sockaddr *)&w, sizeof(w), AF_INET);
+	}
 	return NULL;
 }
 
