@@ -209,6 +209,15 @@ $(BUILD)/bench/crc_bench: bench/crc_bench.c $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(LDLIBS_ALL)
 
+# ns per pl_src_is_host() hit (preload/pl_addr.c's cache), not built by default:
+# `make src-bench; taskset -c 0,1 build/bench/src_bench 2 2` (threads, seconds)
+.PHONY: src-bench
+src-bench: $(BUILD)/bench/src_bench
+
+$(BUILD)/bench/src_bench: bench/src_bench.c $(CORE_LIB) $(PRELOAD_OBJS)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) -o $@ $< $(PRELOAD_OBJS) $(CORE_LIB) $(LDLIBS_ALL)
+
 # 64-byte slot floor (the 64 B ping-pong of ntbsock perf without the protocol), not built by default:
 # `make slot-floor; build/bench/slot_floor 0 1 10`
 .PHONY: slot-floor
