@@ -18,7 +18,7 @@ DESTDIR ?=
 CC      ?= gcc
 CFLAGS  ?= -O2 -g
 PKG_CONFIG ?= pkg-config
-PKGS    := libconfig liburcu-bp libpci
+PKGS    := libconfig liburcu-bp liburcu-cds libpci
 
 ifeq ($(V),1)
 Q :=
@@ -32,7 +32,9 @@ OBJ     := $(BUILD)/obj
 # pkg-config is only consulted for targets that compile; `make deps` must work without it. Its
 # errors (a missing .pc file: `make deps` installs the -dev packages) are shown as they come.
 pkg_cflags = $(shell $(PKG_CONFIG) --cflags $(PKGS))
-pkg_libs   = $(shell $(PKG_CONFIG) --libs $(PKGS))
+# liburcu: headers only; preload/pl_addr.c loads it with dlopen() on first use (linked, its
+# constructor would run in every program the library is preloaded into).
+pkg_libs   = $(shell $(PKG_CONFIG) --libs $(filter-out liburcu%,$(PKGS)))
 
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -fPIC -fvisibility=hidden -I. \
               -DNTBSOCK_VERSION='"$(VERSION)"' -DNTBSOCK_LIBDIR='"$(LIBDIR)"' \
@@ -206,6 +208,15 @@ crc-bench: $(BUILD)/bench/crc_bench
 $(BUILD)/bench/crc_bench: bench/crc_bench.c $(CORE_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_LIB) $(LDLIBS_ALL)
+
+# ns per pl_src_is_host() hit (preload/pl_addr.c's cache), not built by default:
+# `make src-bench; taskset -c 0,1 build/bench/src_bench 2 2` (threads, seconds)
+.PHONY: src-bench
+src-bench: $(BUILD)/bench/src_bench
+
+$(BUILD)/bench/src_bench: bench/src_bench.c $(CORE_LIB) $(PRELOAD_OBJS)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) -o $@ $< $(PRELOAD_OBJS) $(CORE_LIB) $(LDLIBS_ALL)
 
 # 64-byte slot floor (the 64 B ping-pong of ntbsock perf without the protocol), not built by default:
 # `make slot-floor; build/bench/slot_floor 0 1 10`

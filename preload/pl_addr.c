@@ -4,12 +4,17 @@
 #include "preload/pl_int.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <urcu/urcu-bp.h>
+#include <urcu/rculfhash.h> /* (after the flavour's header; declarations only: see src_urcu_load()) */
 
 /* --- keys ----------------------------------------------------------------------------------------- */
 
@@ -161,46 +166,230 @@ int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port)
  * chose (a route changed meanwhile, or the socket's own routing differs from the probe's: that
  * connection stays TCP and the next ones to that destination bind again, pl_src_not_host()).
  * Learned once per destination address and socket family by a UDP socket's connect (no packet
- * leaves) and kept for PL_SRC_TTL_NS; PL_SRC_N destinations, the oldest replaced. */
-#define PL_SRC_N      16
-#define PL_SRC_TTL_NS (10 * 1000000000LL)
+ * leaves) and kept for pl_src_ttl_ns; PL_SRC_N destinations, the oldest replaced.
+ *
+ * Every thread reads it on every NTB connect; it changes once per destination per TTL. So it is
+ * liburcu's lock-free hash table (cds_lfht) with the urcu-bp flavour (#21 item 2): a lookup is a
+ * read-side section and no lock; a writer, under src_write_lock (writers only), publishes a new
+ * entry with cds_lfht_add_replace() (an entry never changes once published) and frees the entry
+ * it replaced, or the oldest it evicted, after urcu_bp_synchronize_rcu() outside its read-side
+ * section. No liburcu thread: the table has a fixed size (no CDS_LFHT_AUTO_RESIZE, so no resize
+ * worker) and nothing uses call_rcu() (no call_rcu worker). liburcu is not linked but loaded
+ * by the first write (src_urcu_load()): linked, liburcu-bp's constructor would create a
+ * pthread key and register the process for membarrier(2) in every program the library is
+ * preloaded into. Until then no lookup enters a read-side section, so a program that never
+ * connects over ntbsock neither loads liburcu nor registers a thread with it.
+ *
+ *   what           written by                                  read by
+ *   pl_src_ht      src_table(), once, under src_write_lock     src_lookup(), fork handlers
+ *   urcu           src_urcu_load(), before pl_src_ht           whoever saw pl_src_ht set
+ *   the table      src_learn() under src_write_lock            src_lookup() (read-side section)
+ *   an entry       src_learn(), before publishing it; never    src_lookup() (read-side section)
+ *                  after
+ */
+#define PL_SRC_N       16
+#define PL_SRC_BUCKETS 32 /* fixed: init, minimum and maximum number of buckets */
+
+int64_t pl_src_ttl_ns = 10 * 1000000000LL;
 
 struct pl_src_ent {
+	struct cds_lfht_node node;
 	uint8_t addr[16]; /* the destination, IPv4 as IPv4-mapped */
 	int family;       /* the socket's */
 	bool host;        /* the kernel's source for it is one of this host's addresses */
-	int64_t at_ns;    /* learned then; 0: unused */
+	int64_t at_ns;    /* learned then */
 };
 
-static pthread_mutex_t pl_src_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pl_src_ent pl_src[PL_SRC_N];
+struct src_key {
+	const uint8_t *addr;
+	int family;
+};
 
-static struct pl_src_ent *src_find(const uint8_t *addr, int family)
+static _Atomic(struct cds_lfht *) pl_src_ht;
+static pthread_mutex_t src_write_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The liburcu calls used here, by the names liburcu 0.13 (soname 8) exports. */
+#define PL_URCU_BP_SO  "liburcu-bp.so.8"
+#define PL_URCU_CDS_SO "liburcu-cds.so.8"
+
+static struct {
+	__typeof__(&urcu_bp_read_lock) read_lock;
+	__typeof__(&urcu_bp_read_unlock) read_unlock;
+	__typeof__(&urcu_bp_synchronize_rcu) synchronize;
+	__typeof__(&urcu_bp_before_fork) before_fork;
+	__typeof__(&urcu_bp_after_fork_parent) after_fork_parent;
+	__typeof__(&urcu_bp_after_fork_child) after_fork_child;
+	const struct rcu_flavor_struct *flavor;
+	__typeof__(&_cds_lfht_new) lfht_new;
+	__typeof__(&cds_lfht_lookup) lookup;
+	__typeof__(&cds_lfht_add_replace) add_replace;
+	__typeof__(&cds_lfht_del) del;
+	__typeof__(&cds_lfht_first) first;
+	__typeof__(&cds_lfht_next) next;
+} urcu;
+
+/* Load liburcu-bp and liburcu-cds and fill URCU, once; 0, or -ENOENT when either or a name is
+ * missing (then nothing is cached: every connect probes). Under src_write_lock. */
+static int src_urcu_load(void)
 {
-	for (int i = 0; i < PL_SRC_N; i++)
-		if (pl_src[i].at_ns && pl_src[i].family == family && !memcmp(pl_src[i].addr, addr, 16))
-			return &pl_src[i];
-	return NULL;
+	static int tried; /* (under src_write_lock) */
+
+	if (tried++)
+		return urcu.next ? 0 : -ENOENT;
+	void *bp = dlopen(PL_URCU_BP_SO, RTLD_NOW | RTLD_LOCAL);
+	void *cds = bp ? dlopen(PL_URCU_CDS_SO, RTLD_NOW | RTLD_LOCAL) : NULL;
+	const struct { void *lib, **fn; const char *name; } sym[] = {
+		{ bp, (void **)&urcu.read_lock, "urcu_bp_read_lock" },
+		{ bp, (void **)&urcu.read_unlock, "urcu_bp_read_unlock" },
+		{ bp, (void **)&urcu.synchronize, "urcu_bp_synchronize_rcu" },
+		{ bp, (void **)&urcu.before_fork, "urcu_bp_before_fork" },
+		{ bp, (void **)&urcu.after_fork_parent, "urcu_bp_after_fork_parent" },
+		{ bp, (void **)&urcu.after_fork_child, "urcu_bp_after_fork_child" },
+		{ bp, (void **)&urcu.flavor, "urcu_bp_flavor" },
+		{ cds, (void **)&urcu.lfht_new, "_cds_lfht_new" },
+		{ cds, (void **)&urcu.lookup, "cds_lfht_lookup" },
+		{ cds, (void **)&urcu.add_replace, "cds_lfht_add_replace" },
+		{ cds, (void **)&urcu.del, "cds_lfht_del" },
+		{ cds, (void **)&urcu.first, "cds_lfht_first" },
+		{ cds, (void **)&urcu.next, "cds_lfht_next" },
+	};
+
+	for (size_t i = 0; i < sizeof(sym) / sizeof(sym[0]); i++)
+		if (!sym[i].lib || !(*sym[i].fn = dlsym(sym[i].lib, sym[i].name))) {
+			LOG(LL_DEBUG, "%s: not found (%s): no cache of source addresses",
+			    sym[i].name, sym[i].lib ? dlerror() : PL_URCU_BP_SO " or " PL_URCU_CDS_SO);
+			urcu.next = NULL;
+			return -ENOENT;
+		}
+	return 0;
 }
 
-/* What a socket of FAMILY connecting to ADDR gets, learned at NOW (its entry, else the oldest). */
+static unsigned long src_hash(const uint8_t *addr, int family)
+{
+	uint64_t a, b, h;
+
+	memcpy(&a, addr, 8);
+	memcpy(&b, addr + 8, 8);
+	h = (a * 0x9e3779b97f4a7c15ULL) ^ (b + (uint64_t)family);
+	h *= 0xff51afd7ed558ccdULL; /* (the table picks the bucket by the low bits) */
+	return (unsigned long)(h ^ (h >> 33));
+}
+
+static int src_match(struct cds_lfht_node *node, const void *key)
+{
+	const struct pl_src_ent *e = caa_container_of(node, struct pl_src_ent, node);
+	const struct src_key *k = key;
+
+	return e->family == k->family && !memcmp(e->addr, k->addr, 16);
+}
+
+/* The entry for K, or NULL. Inside a read-side section (the entry lives until it ends). */
+static struct pl_src_ent *src_find(struct cds_lfht *ht, const struct src_key *k)
+{
+	struct cds_lfht_iter it;
+	struct cds_lfht_node *n;
+
+	urcu.lookup(ht, src_hash(k->addr, k->family), src_match, k, &it);
+	n = cds_lfht_iter_get_node(&it);
+	return n ? caa_container_of(n, struct pl_src_ent, node) : NULL;
+}
+
+/* What a socket of FAMILY connecting to ADDR gets, as learned less than pl_src_ttl_ns before NOW:
+ * 1 one of this host's addresses, 0 another, -1 unknown (no entry, or too old). */
+static int src_lookup(const uint8_t *addr, int family, int64_t now)
+{
+	/* acquire: pairs with the release store in src_table() (the table is initialised) */
+	struct cds_lfht *ht = atomic_load_explicit(&pl_src_ht, memory_order_acquire);
+	struct src_key k = { addr, family };
+	struct pl_src_ent *e;
+	int ret = -1;
+
+	if (!ht)
+		return -1;
+	urcu.read_lock();
+	e = src_find(ht, &k); /* (published by cds_lfht_add_replace(), whose barriers order the
+			       * entry's fields before it; the lookup reads it with
+			       * rcu_dereference()) */
+	if (e && now - e->at_ns < pl_src_ttl_ns)
+		ret = e->host;
+	urcu.read_unlock();
+	return ret;
+}
+
+/* The table, made on first use. Under src_write_lock. NULL without liburcu or memory. */
+static struct cds_lfht *src_table(void)
+{
+	/* relaxed: under src_write_lock, which every store holds */
+	struct cds_lfht *ht = atomic_load_explicit(&pl_src_ht, memory_order_relaxed);
+
+	if (ht)
+		return ht;
+	if (src_urcu_load() < 0)
+		return NULL;
+	ht = urcu.lfht_new(PL_SRC_BUCKETS, PL_SRC_BUCKETS, PL_SRC_BUCKETS, 0, NULL, urcu.flavor, NULL);
+	/* release: pairs with the acquire load in src_lookup() */
+	if (ht)
+		atomic_store_explicit(&pl_src_ht, ht, memory_order_release);
+	return ht;
+}
+
+/* With more than PL_SRC_N entries, unlink the oldest but KEEP and return it (NULL otherwise).
+ * Under src_write_lock, inside a read-side section. */
+static struct pl_src_ent *src_evict(struct cds_lfht *ht, const struct pl_src_ent *keep)
+{
+	struct pl_src_ent *e, *oldest = NULL;
+	struct cds_lfht_iter it;
+	int n = 0;
+
+	for (urcu.first(ht, &it); cds_lfht_iter_get_node(&it); urcu.next(ht, &it)) {
+		e = caa_container_of(cds_lfht_iter_get_node(&it), struct pl_src_ent, node);
+		n++;
+		if (e != keep && (!oldest || e->at_ns < oldest->at_ns))
+			oldest = e;
+	}
+	if (n <= PL_SRC_N || !oldest || urcu.del(ht, &oldest->node) != 0)
+		return NULL;
+	return oldest;
+}
+
+/* Record what a socket of FAMILY connecting to ADDR gets, learned at NOW. A fresh "not host" is
+ * kept against a probe's "host" (another thread's connect found it while this probe ran; the
+ * probe says "host" again wherever the difference is the socket's own, pl_src_not_host()).
+ * Out of memory: nothing kept. */
 static void src_learn(const uint8_t *addr, int family, bool host, int64_t now)
 {
-	struct pl_src_ent *e;
+	struct pl_src_ent *e = malloc(sizeof(*e)), *cur, *old = NULL;
+	struct src_key k = { addr, family };
+	struct cds_lfht_node *n;
+	struct cds_lfht *ht;
 
-	pthread_mutex_lock(&pl_src_lock);
-	e = src_find(addr, family);
-	if (!e) {
-		e = &pl_src[0];
-		for (int i = 1; i < PL_SRC_N; i++)
-			if (pl_src[i].at_ns < e->at_ns)
-				e = &pl_src[i];
-	}
+	if (!e)
+		return;
+	cds_lfht_node_init(&e->node);
 	memcpy(e->addr, addr, 16);
 	e->family = family;
 	e->host = host;
-	e->at_ns = now ? now : 1;
-	pthread_mutex_unlock(&pl_src_lock);
+	e->at_ns = now;
+	pthread_mutex_lock(&src_write_lock);
+	ht = src_table();
+	if (!ht) {
+		pthread_mutex_unlock(&src_write_lock);
+		free(e);
+		return;
+	}
+	urcu.read_lock(); /* (the table's updates and walks want one) */
+	cur = src_find(ht, &k);
+	if (cur && host && !cur->host && now - cur->at_ns < pl_src_ttl_ns) {
+		old = e; /* (never published: freed at once) */
+	} else {
+		n = urcu.add_replace(ht, src_hash(addr, family), src_match, &k, &e->node);
+		old = n ? caa_container_of(n, struct pl_src_ent, node) : src_evict(ht, e);
+	}
+	urcu.read_unlock();
+	if (old && old != e)
+		urcu.synchronize(); /* (readers may still hold OLD) */
+	pthread_mutex_unlock(&src_write_lock);
+	free(old);
 }
 
 /* Does a socket of FAMILY connected to DST get one of this host's addresses from the kernel? */
@@ -224,20 +413,15 @@ bool pl_src_is_host(const struct sockaddr *dst, socklen_t dlen, int family)
 {
 	uint8_t addr[16], port[2];
 	int64_t now = pl_now_ns();
-	struct pl_src_ent *e;
+	int known;
 	bool host;
 
 	if (key_part(dst, addr, port) < 0)
 		return false;
-	pthread_mutex_lock(&pl_src_lock);
-	e = src_find(addr, family);
-	if (e && now - e->at_ns < PL_SRC_TTL_NS) {
-		host = e->host;
-		pthread_mutex_unlock(&pl_src_lock);
-		return host;
-	}
-	pthread_mutex_unlock(&pl_src_lock);
-	host = src_probe(dst, dlen, family); /* (outside the lock: a few system calls) */
+	known = src_lookup(addr, family, now);
+	if (known >= 0)
+		return known;
+	host = src_probe(dst, dlen, family); /* (a few system calls) */
 	src_learn(addr, family, host, now);
 	return host;
 }
@@ -248,16 +432,38 @@ void pl_src_not_host(const struct sockaddr *dst, int family)
 
 	if (key_part(dst, addr, port) < 0)
 		return;
-	/* Remembered as "not the host's" for PL_SRC_TTL_NS, not dropped: a probe now would find
+	/* Remembered as "not the host's" for pl_src_ttl_ns, not dropped: a probe now would find
 	 * the host's address again wherever the difference is the socket's own (SO_BINDTODEVICE,
 	 * SO_MARK, a policy rule on ipproto tcp or the ports, a cgroup connect hook), and every
 	 * connect to DST would stay TCP; the next ones bind instead. */
 	src_learn(addr, family, false, pl_now_ns());
 }
 
+/* fork(): src_write_lock is held across it (no table made, no grace period running meanwhile),
+ * and, once the table exists, urcu-bp's own locks (urcu_bp_before_fork(): a thread's first
+ * read-side section registers it under them). */
+void pl_addr_atfork_prepare(void)
+{
+	pthread_mutex_lock(&src_write_lock);
+	/* relaxed: under src_write_lock, which every store holds */
+	if (atomic_load_explicit(&pl_src_ht, memory_order_relaxed))
+		urcu.before_fork();
+}
+
+void pl_addr_atfork_parent(void)
+{
+	/* relaxed: under src_write_lock, held since pl_addr_atfork_prepare() */
+	if (atomic_load_explicit(&pl_src_ht, memory_order_relaxed))
+		urcu.after_fork_parent();
+	pthread_mutex_unlock(&src_write_lock);
+}
+
 void pl_addr_atfork_child(void)
 {
-	pthread_mutex_init(&pl_src_lock, NULL); /* (another thread of the parent may have held it) */
+	/* relaxed: under src_write_lock, held since pl_addr_atfork_prepare() */
+	if (atomic_load_explicit(&pl_src_ht, memory_order_relaxed))
+		urcu.after_fork_child(); /* (forgets the parent's other threads) */
+	pthread_mutex_init(&src_write_lock, NULL);
 }
 
 /* Is SA (port ignored) one of this host's configured addresses? IPv4-mapped counts as IPv4. */

@@ -96,7 +96,7 @@ void pl_init_once(void)
 		pl_fdtab_init();
 		if (pl_fds) {
 			mode = PL_MODE_ACTIVE;
-			pthread_atfork(pl_cand_forked, NULL, pl_atfork_child);
+			pthread_atfork(pl_atfork_prepare, pl_atfork_parent, pl_atfork_child);
 			pl_inherit(true);
 		}
 		else

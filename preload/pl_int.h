@@ -314,6 +314,9 @@ bool pl_listened(int fd);
 int pl_key_build(const struct sockaddr *client, const struct sockaddr *server,
 		 struct tp_key *ret_key);
 void pl_sock_release(struct pl_sock *s);
+/* fork(): preload's own handlers (pl_link.c), registered by pl_init_once(). */
+void pl_atfork_prepare(void);
+void pl_atfork_parent(void);
 void pl_atfork_child(void);
 /* "FROM -> TO" (addresses with ports) into BUF, for logs. */
 void pl_desc_pair(char *buf, size_t len, const struct sockaddr *from, const struct sockaddr *to);
@@ -343,11 +346,15 @@ bool pl_is_host_addr(const struct sockaddr *sa);
  * and may reuse ports in TIME_WAIT; without, the kernel picks it now. 0 or a negative errno. */
 int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port);
 /* Does the kernel's route give a socket of FAMILY connecting to DST one of this host's addresses
- * as its source (then the bind above is not needed)? Learned once per destination and kept a
- * while (pl_addr.c); pl_src_not_host() records "no" when a connect found otherwise (the next
- * ones bind). pl_addr_atfork_child(): the cache's lock in a forked child. */
+ * as its source (then the bind above is not needed)? Learned once per destination and kept
+ * pl_src_ttl_ns (10 s; tests shorten it before any thread uses the cache) in a liburcu hash
+ * table (pl_addr.c); pl_src_not_host() records "no" when a connect found otherwise (the next
+ * ones bind). pl_addr_atfork_*(): the cache's fork handlers (its lock, urcu-bp's). */
 bool pl_src_is_host(const struct sockaddr *dst, socklen_t dlen, int family);
 void pl_src_not_host(const struct sockaddr *dst, int family);
+extern int64_t pl_src_ttl_ns;
+void pl_addr_atfork_prepare(void);
+void pl_addr_atfork_parent(void);
 void pl_addr_atfork_child(void);
 /* pl_cand.c: its lock in a forked child (another thread of the parent may have held it). */
 void pl_cand_atfork_child(void);

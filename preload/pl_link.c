@@ -346,7 +346,18 @@ int pl_links_open_all(void)
 		n += slot_valid(i) && link_get(i, false, NULL) != NULL;
 	return n;
 }
-/* fork(), early handler: our own locks. */
+/* fork(), early handlers: our own locks. */
+void pl_atfork_prepare(void)
+{
+	pl_cand_forked();
+	pl_addr_atfork_prepare();
+}
+
+void pl_atfork_parent(void)
+{
+	pl_addr_atfork_parent();
+}
+
 void pl_atfork_child(void)
 {
 	pthread_mutex_init(&pl_link_lock, NULL);

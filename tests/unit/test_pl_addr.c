@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Unit tests of preload/pl_addr.c's cache of the kernel's source address per destination
  * (pl_src_is_host(), pl_src_not_host()): what the loopback routes give, IPv4 and IPv4-mapped,
- * and what a connect that found another source leaves for the next one. */
+ * what a connect that found another source leaves for the next one, liburcu loaded by the first
+ * write only, expiry, readers beside a writer, and a fork. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,7 +10,13 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "preload/pl_int.h"
@@ -42,6 +49,37 @@ static int setup(void **state)
 	host_addr("127.0.0.1"); /* the loopback routes' source (ip route get 127.0.0.2) */
 	pl_conf = &cf;
 	return 0;
+}
+
+static int n_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* liburcu is loaded by the cache's first write, not before (the library is not linked with it:
+ * its constructor would run in every program); and neither the table nor anything else of
+ * liburcu starts a thread. (First test: nothing has used the cache yet.) */
+static void test_urcu_loaded_by_first_write(void **state)
+{
+	struct sockaddr_in d = v4("127.0.0.7", 5003);
+
+	(void)state;
+	assert_null(dlopen("liburcu-bp.so.8", RTLD_LAZY | RTLD_NOLOAD));
+	assert_null(dlopen("liburcu-cds.so.8", RTLD_LAZY | RTLD_NOLOAD));
+	assert_true(pl_src_is_host((struct sockaddr *)&d, sizeof(d), AF_INET));
+	assert_non_null(dlopen("liburcu-bp.so.8", RTLD_LAZY | RTLD_NOLOAD));
+	assert_non_null(dlopen("liburcu-cds.so.8", RTLD_LAZY | RTLD_NOLOAD));
+	pl_src_not_host((struct sockaddr *)&d, AF_INET); /* (a replacement: a grace period) */
+	assert_false(pl_src_is_host((struct sockaddr *)&d, sizeof(d), AF_INET));
+	assert_int_equal(n_threads(), 1);
 }
 
 /* The loopback route to 127.0.0.2 picks 127.0.0.1, this host's address: no bind needed. To
@@ -100,13 +138,170 @@ static void test_route_source_not_host(void **state)
 	setup(NULL);
 }
 
+/* "Not host" lasts pl_src_ttl_ns from when it was recorded; then the probe is asked again. */
+static void test_entry_expires(void **state)
+{
+	struct sockaddr_in d = v4("127.0.0.8", 5004);
+	int64_t ttl = pl_src_ttl_ns;
+
+	(void)state;
+	pl_src_ttl_ns = 50 * 1000000LL;
+	pl_src_not_host((struct sockaddr *)&d, AF_INET);
+	int64_t t0 = pl_now_ns();
+	bool host = pl_src_is_host((struct sockaddr *)&d, sizeof(d), AF_INET);
+
+	if (pl_now_ns() - t0 < pl_src_ttl_ns)
+		assert_false(host);
+	usleep(60 * 1000);
+	assert_true(pl_src_is_host((struct sockaddr *)&d, sizeof(d), AF_INET));
+	pl_src_ttl_ns = ttl;
+}
+
+/* Readers beside one writer. Readers look up 4 destinations whose probe says "host" (a hit, or a
+ * miss that probes and inserts); the writer records "not host" for destinations it then reads
+ * back (false while the TTL, 100 ms here, has not passed: the newest entry is never evicted)
+ * and cycles through 40 more destinations, more than the cache holds: entries replaced,
+ * evicted, expired and freed under the readers' feet; readers look those up too (ASan sees a
+ * use after free). */
+#define RD_THREADS 3
+#define RD_ROUNDS  20000
+#define WR_ROUNDS  3000
+
+static _Atomic int rd_bad, wr_bad;
+
+static void *reader(void *arg)
+{
+	char a[32];
+	struct sockaddr_in d[4];
+
+	for (int i = 0; i < 4; i++) {
+		snprintf(a, sizeof(a), "127.0.1.%d", 1 + i + 4 * (int)(intptr_t)arg);
+		d[i] = v4(a, 6000);
+	}
+	for (int r = 0; r < RD_ROUNDS; r++) {
+		if (!pl_src_is_host((struct sockaddr *)&d[r % 4], sizeof(d[0]), AF_INET))
+			atomic_fetch_add_explicit(&rd_bad, 1, memory_order_relaxed);
+		/* (the writer's: replaced as read, the answer either; for ASan) */
+		snprintf(a, sizeof(a), "127.0.2.%d", 1 + r % 8);
+		struct sockaddr_in w = v4(a, 6001);
+		pl_src_is_host((struct sockaddr *)&w, sizeof(w), AF_INET);
+	}
+	return NULL;
+}
+
+static void *writer(void *arg)
+{
+	char a[32];
+
+	(void)arg;
+	for (int r = 0; r < WR_ROUNDS; r++) {
+		snprintf(a, sizeof(a), "127.0.2.%d", 1 + r % 8);
+		struct sockaddr_in n = v4(a, 6001);
+		int64_t t0 = pl_now_ns();
+
+		pl_src_not_host((struct sockaddr *)&n, AF_INET);
+		bool host = pl_src_is_host((struct sockaddr *)&n, sizeof(n), AF_INET);
+		if (host && pl_now_ns() - t0 < pl_src_ttl_ns)
+			atomic_fetch_add_explicit(&wr_bad, 1, memory_order_relaxed);
+		snprintf(a, sizeof(a), "127.0.3.%d", 1 + r % 40);
+		struct sockaddr_in c = v4(a, 6001);
+		if (!pl_src_is_host((struct sockaddr *)&c, sizeof(c), AF_INET))
+			atomic_fetch_add_explicit(&wr_bad, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+static void test_readers_beside_writer(void **state)
+{
+	pthread_t rd[RD_THREADS], wr;
+	int64_t ttl = pl_src_ttl_ns;
+
+	(void)state;
+	pl_src_ttl_ns = 100 * 1000000LL;
+	for (intptr_t i = 0; i < RD_THREADS; i++)
+		assert_int_equal(pthread_create(&rd[i], NULL, reader, (void *)i), 0);
+	assert_int_equal(pthread_create(&wr, NULL, writer, NULL), 0);
+	for (int i = 0; i < RD_THREADS; i++)
+		pthread_join(rd[i], NULL);
+	pthread_join(wr, NULL);
+	pl_src_ttl_ns = ttl;
+	assert_int_equal(atomic_load_explicit(&rd_bad, memory_order_relaxed), 0);
+	assert_int_equal(atomic_load_explicit(&wr_bad, memory_order_relaxed), 0);
+	assert_int_equal(n_threads(), 1); /* (no liburcu worker left behind) */
+}
+
+/* fork() while another thread is in and out of read-side sections: the child keeps the parent's
+ * entries and can still replace them (its grace periods do not wait for the parent's threads,
+ * urcu_bp_after_fork_child(); a registry lock left held would hang it: wait_child() fails). */
+static _Atomic bool fk_stop;
+
+static void *fork_reader(void *arg)
+{
+	struct sockaddr_in d = v4("127.0.0.9", 5005);
+
+	(void)arg;
+	while (!atomic_load_explicit(&fk_stop, memory_order_relaxed))
+		pl_src_is_host((struct sockaddr *)&d, sizeof(d), AF_INET);
+	return NULL;
+}
+
+/* Wait up to 10 s for PID (a grace period blocks every signal: alarm() in the child cannot end
+ * it); false, and PID killed, when it did not end by then. */
+static bool wait_child(pid_t pid, int *ret_status)
+{
+	for (int ms = 0; ms < 10000; ms++) {
+		if (waitpid(pid, ret_status, WNOHANG) == pid)
+			return true;
+		usleep(1000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, ret_status, 0);
+	return false;
+}
+
+static void test_fork_child_keeps_and_replaces(void **state)
+{
+	struct sockaddr_in d = v4("127.0.0.10", 5005), e = v4("127.0.0.11", 5005);
+	pthread_t th;
+	int status;
+
+	(void)state;
+	pl_src_not_host((struct sockaddr *)&d, AF_INET);
+	assert_int_equal(pthread_create(&th, NULL, fork_reader, NULL), 0);
+	for (int round = 0; round < 20; round++) {
+		pid_t pid = fork();
+
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			bool ok = !pl_src_is_host((struct sockaddr *)&d, sizeof(d), AF_INET);
+			pl_src_not_host((struct sockaddr *)&e, AF_INET);
+			pl_src_not_host((struct sockaddr *)&d, AF_INET); /* (replaces: a grace period) */
+			ok = ok && !pl_src_is_host((struct sockaddr *)&e, sizeof(e), AF_INET) &&
+			     !pl_src_is_host((struct sockaddr *)&d, sizeof(d), AF_INET);
+			_exit(ok ? 0 : 1);
+		}
+		assert_true(wait_child(pid, &status));
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		pl_src_not_host((struct sockaddr *)&d, AF_INET); /* (and the parent still can) */
+	}
+	atomic_store_explicit(&fk_stop, true, memory_order_relaxed);
+	pthread_join(th, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_urcu_loaded_by_first_write),
 		cmocka_unit_test(test_route_source_is_host),
 		cmocka_unit_test(test_other_source_makes_next_bind),
 		cmocka_unit_test(test_route_source_not_host),
+		cmocka_unit_test(test_entry_expires),
+		cmocka_unit_test(test_readers_beside_writer),
+		cmocka_unit_test(test_fork_child_keeps_and_replaces),
 	};
 
+	/* (as pl_init_once() does for the library) */
+	pthread_atfork(pl_addr_atfork_prepare, pl_addr_atfork_parent, pl_addr_atfork_child);
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
