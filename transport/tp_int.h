@@ -823,8 +823,18 @@ struct tp_conn {
 				   * writes it again beside TX_D until the receiver acknowledges
 				   * epoch_msn (msn_next at that retransmit()) */
 	uint32_t epoch_msn;
+	uint32_t epoch_db;        /* the doorbell when that epoch word was last written */
 	uint32_t sel_d, sel_i;    /* the positions the last selective retransmit() rewrote */
 	bool sel_valid;
+	uint8_t sel_repeat;       /* ... rewritten again that many times in a row */
+	bool retry_pos_ok;        /* the Retry being answered came with its positions
+				   * (FB_RETRY_EP its epoch: retry_put_off()) */
+	/* The raw FB epoch word at the last feedback read (fb_ep_read: there was one). A new
+	 * value that fails its check was written by the receiver and spoilt by the link (a Retry,
+	 * probably): a Detect at once makes the receiver write every feedback word again
+	 * (tp_tx_feedback()), instead of its re-ask TP_REASK_US later. */
+	uint64_t fb_ep_raw;
+	bool fb_ep_read;
 	uint32_t tx_fresh_sends;  /* tp_send() calls since the feedback and ST words were read */
 	size_t tx_last_len;       /* bytes the last tp_send() call was given (poll_bits()) */
 	uint64_t tx_rx_seen;      /* st->rx_bytes at the end of the last large tp_send() */
@@ -878,6 +888,9 @@ struct tp_conn {
 	 * doubles from TP_REASK_US */
 	uint64_t gate_reask_ns, gate_txd;
 	uint32_t gate_reask_n, gate_inl;
+	/* the raw TX epoch word when last looked while gated: a new value that fails its check
+	 * (the sender's answer, spoilt by the link) is asked again at once (rx_gated()) */
+	uint64_t gate_ep_raw;
 	struct tp_rec recs[TP_RECS];
 	uint32_t rec_head, rec_tail; /* free-running */
 	uint32_t rec_off;            /* bytes consumed of recs[rec_head] */
@@ -1296,7 +1309,11 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
 /* The receiver's counterpart: a Retry not answered within TP_REASK_US is asked again (the same
  * epoch, no error counted), again after twice that, and so on up to TimerRcvData
  * (tp_rx_progress()); a sender seen writing past an unanswered Retry is asked at once. */
-#define TP_REASK_US 250u
+#define TP_REASK_US 60u
+/* ... up to TP_REASK_US << TP_REASK_MAX_SHIFT apart (~1 ms): a waiter sleeps in whole
+ * milliseconds, and a longer interval would leave a recovery whose re-asks were lost too
+ * waiting past the 1 ms goal; a peer that is gone is still found by TimerRcvData */
+#define TP_REASK_MAX_SHIFT 4u
 /* How far past its budget a waiter spins for the next timer of a recovery under way (a gated
  * receiver's re-ask, the quick probe of a sender whose retransmission is unconfirmed): its
  * sleep would be in whole milliseconds, and both timers fire within this. */
@@ -1390,6 +1407,10 @@ void tp_tx_feedback(struct tp_conn *c);
  * been lost, and the receiver, gated, re-asks with the same epoch, which is no news to
  * tp_tx_feedback()): write the epoch word once more (tp_retx.c). */
 void tp_tx_epoch_again(struct tp_conn *c);
+/* The same under tx_lock, for a thread that waits on C (tp_wait(): its poll): a spinning
+ * waiter must not leave this to the helper, which may share its CPU and not run until the
+ * waiter's spin ends (up to TP_RECOVERY_SPIN_US). Once per doorbell ring. */
+void tp_tx_epoch_again_locked(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_retx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);

@@ -19,6 +19,10 @@ static void write_inline_range(struct tp_conn *c, uint32_t from, uint32_t to)
 		ntb_write(c->link->ntb, tp_out_inline_off(c, 0), c->sh_inline, (size_t)(cnt - run) * 128u);
 }
 
+/* Rewrites of the same message in a row that a Retry with confirmed positions may ask for
+ * before everything unreleased is rewritten (retransmit_selective()) */
+#define TP_SEL_REPEAT 4u
+
 /*
  * Selective repeat: the receiver said where its validation stopped (FB_RETRY_D / FB_RETRY_I,
  * written before the epoch): the message it misses is the one at either position, so only the
@@ -28,7 +32,8 @@ static void write_inline_range(struct tp_conn *c, uint32_t from, uint32_t to)
  * one lost word) is what kept a stream at a fifth of its clean rate. Falls back to everything
  * (false) when the words are missing (a peer that does not write them), out of the unreleased
  * ranges, not at a message boundary in our shadow, or the same as the last selective rewrite
- * (it did not help: a stale word, or more than one message missing there).
+ * when the positions are not known to be this Retry's (a stale word, or more than one message
+ * missing there), or the same TP_SEL_REPEAT times in a row.
  */
 static bool retransmit_selective(struct tp_conn *c)
 {
@@ -39,8 +44,17 @@ static bool retransmit_selective(struct tp_conn *c)
 	    rd - c->fb_rx_d > c->tx_d - c->fb_rx_d || ri - c->fb_rx_i > c->tx_i - c->fb_rx_i)
 		return false;
 	if (c->sel_valid && rd == c->sel_d && ri == c->sel_i) {
-		c->sel_valid = false; /* next time selective again */
-		return false;
+		/* Asked again for the same message. With the positions bound to this Retry's
+		 * epoch (FB_RETRY_EP: retry_put_off()) they are not stale: the link spoilt the
+		 * rewrite too (a Retry is one write per message, as likely spoilt as the first),
+		 * so rewrite the one message again, up to TP_SEL_REPEAT times in a row */
+		if (!c->retry_pos_ok || ++c->sel_repeat > TP_SEL_REPEAT) {
+			c->sel_valid = false; /* next time selective again */
+			c->sel_repeat = 0;
+			return false;
+		}
+	} else {
+		c->sel_repeat = 0;
 	}
 	if (rd != c->tx_d) {
 		memcpy(&d, c->sh_data + (rd & (q - 1)), sizeof(d)); /* never wraps: 16-aligned */
@@ -57,6 +71,9 @@ static bool retransmit_selective(struct tp_conn *c)
 	c->sel_valid = true;
 	return true;
 }
+
+static void send_detect(struct tp_conn *c);
+static bool tx_pending(const struct tp_conn *c);
 
 static void retry_wait_end(struct tp_conn *c)
 {
@@ -79,8 +96,10 @@ static bool retry_put_off(struct tp_conn *c, uint16_t ep)
 	/* (acquire inside tp_slot_word(): the positions, written before it, are read after) */
 	if (tp_slot_word(c, TP_W_FB_RETRY_EP, &v) && (uint16_t)v == ep) {
 		retry_wait_end(c);
+		c->retry_pos_ok = true;
 		return false;
 	}
+	c->retry_pos_ok = false;
 	if (!c->retry_wait || c->retry_wait_ep != ep) {
 		c->retry_wait = true;
 		c->retry_wait_ep = ep;
@@ -91,6 +110,9 @@ static bool retry_put_off(struct tp_conn *c, uint16_t ep)
 		atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed);
 		LOG(LL_DEBUG, "transport: slot %u: Retry %u without its positions: waiting for them",
 		    c->slot, ep);
+		/* a gated receiver answers a Detect with its Retry again, positions included
+		 * (rx_gated()): one round trip instead of its re-ask's interval */
+		send_detect(c);
 		return true;
 	}
 	if (now - c->retry_wait_ns < (uint64_t)c->link->params.retry_wait_us * 1000u)
@@ -122,7 +144,13 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 	c->epoch_unconfirmed = true;
 	atomic_store_explicit(&c->epoch_hint, true, memory_order_relaxed); /* (a hint) */
 	c->epoch_msn = c->msn_next;
+	c->epoch_db = ntb_db_read(c->link->ntb); /* (a re-ask from now on: tp_tx_epoch_again()) */
 	tp_tx_publish(c);
+	/* the epoch word once more (tp_tx_publish() wrote it after its barrier): it is what
+	 * lifts the receiver's gate, and with it lost the receiver waits for its re-ask timer;
+	 * 8 bytes once per retransmission */
+	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
 	c->last_ack_ms = tp_now_ms();
 	c->quick_n = 0; /* quick probes again for what was just sent again */
@@ -158,7 +186,18 @@ void tp_tx_feedback(struct tp_conn *c)
 		c->fb_ack = v;
 		progress = true;
 	}
-	if (tp_slot_word(c, TP_W_FB_EPOCH, &v)) {
+	uint64_t ep_raw = tp_slot_raw(c, TP_W_FB_EPOCH);
+	bool ep_new = c->fb_ep_read && ep_raw != c->fb_ep_raw;
+
+	c->fb_ep_raw = ep_raw;
+	c->fb_ep_read = true;
+	if (!tp_slot_word(c, TP_W_FB_EPOCH, &v)) {
+		/* a new value that fails its check: the receiver wrote the word (a Retry, a
+		 * Detect's answer) and the link spoilt it; while we wait for feedback, ask for all
+		 * of it again at once (a Detect) rather than wait for the receiver's re-ask */
+		if (ep_new && tx_pending(c) && !tp_conn_err(c))
+			send_detect(c);
+	} else {
 		uint16_t ep = (uint16_t)v, det = (uint16_t)(v >> 16);
 
 		/* DetectAck: the receiver is alive, only not consuming: probe less often. A late
@@ -233,20 +272,32 @@ void tp_tx_retry_check(struct tp_conn *c)
 	tp_mutex_unlock(&c->tx_lock);
 }
 
+void tp_tx_epoch_again_locked(struct tp_conn *c)
+{
+	uint32_t db;
+
+	if (likely(!c->epoch_unconfirmed) || tp_conn_err(c))
+		return;
+	/* once per ring of the doorbell since the last write of the word: what a gated
+	 * receiver's re-ask rings */
+	db = ntb_db_read(c->link->ntb);
+	if (db == c->epoch_db)
+		return;
+	c->epoch_db = db;
+	/* after the rewritten data, which another thread may have written (its fence does not
+	 * order our store); pairs with the acquire load of TX_EPOCH in tp_rx_progress() */
+	ntb_to_peer_barrier(c->link->ntb);
+	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
+	ntb_wc_flush(c->link->ntb);
+}
+
 void tp_tx_epoch_again(struct tp_conn *c)
 {
 	/* relaxed: a hint (the flag itself is read under tx_lock) */
 	if (!atomic_load_explicit(&c->epoch_hint, memory_order_relaxed) ||
 	    tp_mutex_trylock(&c->tx_lock) != 0)
 		return;
-	if (c->epoch_unconfirmed && !tp_conn_err(c)) {
-		/* after the rewritten data, which another thread may have written (its fence
-		 * does not order our store); pairs with the acquire load of TX_EPOCH in
-		 * tp_rx_progress() */
-		ntb_to_peer_barrier(c->link->ntb);
-		tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
-		ntb_wc_flush(c->link->ntb);
-	}
+	tp_tx_epoch_again_locked(c);
 	tp_mutex_unlock(&c->tx_lock);
 }
 

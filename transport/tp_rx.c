@@ -172,6 +172,7 @@ void tp_rx_fail_at(struct tp_conn *c, bool crc, const char *file, int line)
 	c->gate_reask_ns = clock_mono_ns() + (uint64_t)TP_REASK_US * 1000u;
 	c->gate_reask_n = 0;
 	c->gate_txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
+	c->gate_ep_raw = tp_slot_raw(c, TP_W_TX_EPOCH);
 	gate_inline_frontier(c);
 	c->pub_ep = (uint32_t)c->rx_epoch | (uint32_t)c->det_seen << 16;
 	/* release: our reads of the bad message before the Retry that makes the sender rewrite
@@ -180,6 +181,9 @@ void tp_rx_fail_at(struct tp_conn *c, bool crc, const char *file, int line)
 	/* where validation stopped, before the epoch that asks (the sender reads them when it
 	 * sees the epoch: pairs with its acquire loads in retransmit()) */
 	retry_words(c);
+	/* twice: the epoch word is what announces the Retry, and with it lost both sides wait
+	 * for a timer (the re-ask); a second write costs 8 bytes once per Retry */
+	tp_peer_word(c, TP_W_FB_EPOCH, c->pub_ep);
 	tp_peer_word(c, TP_W_FB_EPOCH, c->pub_ep);
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
@@ -324,7 +328,12 @@ enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bo
 static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 {
 	uint64_t now = tp_now_ms(), now_ns = clock_mono_ns(),
-		 txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D);
+		 txd = tp_in_word(c->link, tp_slot_off(c->link, c->slot) + TP_W_TX_D),
+		 ep_raw = tp_slot_raw(c, TP_W_TX_EPOCH);
+	/* the sender wrote its epoch word (its answer, probably) and the link spoilt it */
+	bool ep_spoilt = !have_epoch && ep_raw != c->gate_ep_raw;
+
+	c->gate_ep_raw = ep_raw;
 
 	if (now > c->gate_deadline_ms) {
 		tp_rx_fail(c, false); /* TimerRcvData: ask again, with a new epoch */
@@ -335,21 +344,22 @@ static void rx_gated(struct tp_conn *c, bool have_epoch, uint16_t det)
 		 * Retry (its word lost?): answer with all the feedback words, the Retry's epoch
 		 * among them, and ring */
 		c->det_seen = det;
-	} else if (txd == c->gate_txd && now_ns < c->gate_reask_ns &&
+	} else if (!ep_spoilt && txd == c->gate_txd && now_ns < c->gate_reask_ns &&
 		   (c->gate_inl - c->v_i >= c->link->geom.inline_n ||
 		    !tp_rx_seq_ready(c, c->gate_inl))) {
 		return;
 	}
 	/* The sender publishes data (TX_D moved, or a slot past those published at the Retry) it
 	 * wrote after our Retry without the epoch that answers it (the Retry's word, or its epoch
-	 * word, was lost), or it stays silent past the re-ask interval: the same epoch again,
+	 * word, was lost), its epoch word came spoilt, or it stays silent past the re-ask
+	 * interval: the same epoch again,
 	 * with every feedback word, and the doorbell. A sender that already retransmitted for it
 	 * writes its epoch word again with its next data (publish_tx(), send_inline()); one that
 	 * never saw the Retry retransmits now. No error is counted: TimerRcvData
 	 * (gate_deadline_ms) stays what bounds the wait. */
 	c->gate_txd = txd;
 	gate_inline_frontier(c);
-	if (c->gate_reask_n < 16)
+	if (c->gate_reask_n < TP_REASK_MAX_SHIFT)
 		c->gate_reask_n++;
 	c->gate_reask_ns = now_ns + ((uint64_t)TP_REASK_US * 1000u << c->gate_reask_n);
 	retry_words(c); /* (one of them lost: the sender waits for these) */

@@ -122,6 +122,7 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 		/* waiting to read: leave the send side (and its feedback words) alone, but for a
 		 * Retry of what we sent (one load while none came) */
 		tp_tx_retry_check(c);
+		tp_tx_epoch_again(c); /* (a re-ask of a Retry answered) */
 		if (arm)
 			arm_quick_probe(c);
 		if (ev & TP_EV_RDHUP) {
@@ -134,6 +135,7 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	}
 	tp_mutex_lock(&c->tx_lock);
 	tp_tx_feedback(c);
+	tp_tx_epoch_again_locked(c); /* (a re-ask of a Retry answered) */
 	/* Room in the data ring, which every write can use; free inline slots count only while
 	 * the writer writes small (its last write fitted one): a larger write would get EAGAIN
 	 * there, and a writer waiting here would come straight back and spin on tp_send()
@@ -215,10 +217,10 @@ static int woke(struct tp_conn *c, unsigned ev)
  * the caller's tp_recv()/tp_send() validates it, under its lock, only once; should it turn out
  * unusable, the caller gets -EAGAIN and waits again with the probe re-armed past it). Anything
  * else, and every TP_SPIN_FULL_EVERY rounds with the clock check, gets a full poll_bits().
- * Returns the ready bits, or 0 when the budget ran out or the clock reached DUE_NS (a recovery
- * timer's, 0: none). */
+ * Returns the ready bits, or 0 when the budget ran out or the clock reached *DUE_NS (a recovery
+ * timer's, 0: none known; looked up again at each clock check while none is). */
 static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long budget_us,
-			  uint64_t due_ns)
+			  uint64_t *due_ns)
 {
 	struct tp_probe pr;
 
@@ -244,8 +246,15 @@ static unsigned spin_wait(struct tp_conn *c, unsigned events, uint64_t t0, long 
 				uint64_t now = clock_mono_ns();
 
 				if (now - t0 >= (uint64_t)budget_us * 1000u ||
-				    (due_ns && now >= due_ns))
+				    (*due_ns && now >= *due_ns))
 					return 0;
+				/* none known: a recovery may have begun since (a Retry of ours in
+				 * the look above), or the lock was busy when the caller asked */
+				if (!*due_ns) {
+					bool urgent = false;
+
+					*due_ns = tp_conn_recovery_due_ns(c, &urgent);
+				}
 			}
 			if (hit)
 				tp_probe_arm(c, &pr, events); /* not for us after all (yet) */
@@ -326,7 +335,7 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 		    due - t0 <= (uint64_t)TP_RECOVERY_SPIN_US * 1000u &&
 		    (timeout_ms < 0 || due - t0 < (uint64_t)timeout_ms * 1000000u))
 			budget = (long)((due - t0) / 1000u) + 1;
-		ev = spin_wait(c, events, t0, budget, due);
+		ev = spin_wait(c, events, t0, budget, &due);
 		if (ev)
 			return woke(c, ev);
 		now = clock_mono_ns();

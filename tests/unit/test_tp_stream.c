@@ -1381,11 +1381,18 @@ static void retry_positions_lost(const char *name, uint32_t wait_us)
 	link_fault_write(p.b, w_ep, old_ep, sizeof(old_ep));
 	tp_mutex_unlock(&p.ca->tx_lock);
 	if (wait_us > 1000000u) {
+		tp_mutex_lock(&p.ca->tx_lock);
+		uint16_t det0 = p.ca->detect_seq;
+
+		tp_mutex_unlock(&p.ca->tx_lock);
 		assert_int_equal(tp_send(p.ca, &vf, 1), 64); /* sees the Retry: waits */
 		tp_conn_stats(p.ca, &st);
 		assert_int_equal(st.retransmits, 0);
 		tp_mutex_lock(&p.ca->tx_lock);
 		assert_true(p.ca->retry_wait);
+		/* ... and asks for the words at once with a Detect, not after the re-ask's
+		 * interval (at least one: the helper's quick probe may add one) */
+		assert_true((uint16_t)(p.ca->detect_seq - det0) >= 1);
 		tp_mutex_unlock(&p.ca->tx_lock);
 		/* F published: the receiver asks again, with the words */
 		assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
@@ -1417,6 +1424,149 @@ static void test_retry_positions_never_come(void **state)
 {
 	(void)state;
 	retry_positions_lost("retrynone", 1000u);
+}
+
+/* The link spoils the Retry's FB epoch word (a new value that fails its check): the sender,
+ * which has unacknowledged data, sends a Detect at its next look at the feedback instead of
+ * waiting for the receiver's re-ask; the gated receiver answers the Detect with its Retry
+ * again, and the sender then rewrites the bad message. Every byte exact, one retransmission. */
+static void test_spoilt_fb_epoch_detects(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64], c[64], d[64], e[64], spoilt[128], word[8], out[64];
+	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vd = { d, sizeof(d) };
+	struct iovec ve = { e, sizeof(e) }, vo = { out, sizeof(out) };
+	struct tp_stats st;
+
+	(void)state;
+	memset(b, 12, sizeof(b));
+	memset(c, 13, sizeof(c));
+	memset(d, 14, sizeof(d));
+	memset(e, 15, sizeof(e));
+	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
+	tpp.send_timeout_ms = 60000;
+	tpp.detect_timeout_ms = 60000;
+	tpp.recv_timeout_ms = 60000;
+	pair_open(&p, "fbspoilt", &tpp, NULL);
+	uint32_t pos_d = p.ca->tx_i + 2;
+	size_t slot_d = p.ca->out.slot_off + TP_SLOT_RINGS +
+			(pos_d & (p.ca->out.inline_n - 1)) * 128u;
+	size_t w_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
+	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vd, 1), 64);
+	assert_int_equal(tp_send(p.ca, &ve, 1), 64); /* (behind D: D's loss is seen) */
+	for (int i = 0; i < 128; i++)
+		spoilt[i] = win_b[slot_d + (size_t)i];
+	spoilt[10] ^= 0x10; /* a payload byte: D fails its check */
+	link_fault_write(p.a, slot_d, spoilt, sizeof(spoilt));
+	/* the send lock held throughout: neither the helper nor a timer looks at the feedback
+	 * but the call below */
+	tp_mutex_lock(&p.ca->tx_lock);
+	tp_tx_feedback(p.ca); /* (the feedback as it is before the Retry) */
+	expect_64(p.cb, b);
+	expect_64(p.cb, c);
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* D: Retry, gated */
+	assert_true(p.cb->gated);
+	for (int i = 0; i < 8; i++)
+		word[i] = win_a[w_ep + (size_t)i];
+	word[1] ^= 0x01; /* the epoch's value: its check fails */
+	link_fault_write(p.b, w_ep, word, sizeof(word));
+	uint16_t det0 = p.ca->detect_seq;
+
+	tp_tx_feedback(p.ca);
+	assert_int_equal((uint16_t)(p.ca->detect_seq - det0), 1); /* a Detect at once */
+	assert_false(p.ca->epoch_unconfirmed); /* (nothing retransmitted) */
+	tp_tx_feedback(p.ca); /* the same spoilt word again: no second Detect */
+	assert_int_equal((uint16_t)(p.ca->detect_seq - det0), 1);
+	tp_mutex_unlock(&p.ca->tx_lock);
+	/* the receiver answers the Detect with its Retry again; the sender's next look answers */
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
+	tp_tx_retry_check(p.ca);
+	tp_conn_stats(p.ca, &st);
+	assert_int_equal(st.retransmits, 1);
+	expect_64(p.cb, d);
+	expect_64(p.cb, e);
+	tl_pair_close(&p);
+}
+
+/* The link spoils the sender's answer, its TX epoch word after the retransmission: the gated
+ * receiver asks again at once (every feedback word, the doorbell) instead of at its re-ask
+ * timer, which is set far off here so that only the spoilt word can make it ask. */
+static void test_spoilt_tx_epoch_reasks(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64], c[64], d[64], e[64], spoilt[128], word[8], out[64];
+	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vd = { d, sizeof(d) };
+	struct iovec ve = { e, sizeof(e) }, vo = { out, sizeof(out) };
+	struct tp_stats st;
+
+	(void)state;
+	memset(b, 22, sizeof(b));
+	memset(c, 23, sizeof(c));
+	memset(d, 24, sizeof(d));
+	memset(e, 25, sizeof(e));
+	tp_params_init(&tpp);
+	tpp.inline_slots = 64;
+	tpp.send_timeout_ms = 60000;
+	tpp.detect_timeout_ms = 60000;
+	tpp.recv_timeout_ms = 60000;
+	pair_open(&p, "txepspoilt", &tpp, NULL);
+	uint32_t pos_d = p.ca->tx_i + 2;
+	size_t slot_d = p.ca->out.slot_off + TP_SLOT_RINGS +
+			(pos_d & (p.ca->out.inline_n - 1)) * 128u;
+	size_t w_ep = p.ca->out.slot_off + TP_W_TX_EPOCH;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
+	assert_int_equal(tp_send(p.ca, &vd, 1), 64);
+	assert_int_equal(tp_send(p.ca, &ve, 1), 64);
+	for (int i = 0; i < 128; i++)
+		spoilt[i] = win_b[slot_d + (size_t)i];
+	spoilt[10] ^= 0x10;
+	link_fault_write(p.a, slot_d, spoilt, sizeof(spoilt));
+	tp_mutex_lock(&p.ca->tx_lock);
+	expect_64(p.cb, b);
+	expect_64(p.cb, c);
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* D: Retry, gated */
+	tp_mutex_unlock(&p.ca->tx_lock);
+	tp_tx_retry_check(p.ca); /* the sender answers: D rewritten, the epoch word written */
+	tp_conn_stats(p.ca, &st);
+	assert_int_equal(st.retransmits, 1);
+	tp_mutex_lock(&p.cb->rx_lock);
+	assert_true(p.cb->gated); /* (nothing read since the answer) */
+	/* no timer, and the sender's TX_D as it is now (the answer rewrote it): only the
+	 * spoilt word below may make it ask */
+	p.cb->gate_reask_ns = UINT64_MAX;
+	p.cb->gate_txd = tp_in_word(p.cb->link, tp_slot_off(p.cb->link, p.cb->slot) + TP_W_TX_D);
+	uint32_t n0 = p.cb->gate_reask_n;
+
+	for (int i = 0; i < 8; i++)
+		word[i] = win_b[w_ep + (size_t)i];
+	word[0] ^= 0x01; /* the epoch's value: its check fails */
+	link_fault_write(p.a, w_ep, word, sizeof(word));
+	tp_mutex_unlock(&p.cb->rx_lock);
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* spoilt: still gated, asks again */
+	tp_mutex_lock(&p.cb->rx_lock);
+	assert_true(p.cb->gated);
+	assert_int_equal(p.cb->gate_reask_n, n0 + 1);
+	tp_mutex_unlock(&p.cb->rx_lock);
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* the same spoilt word: no more */
+	tp_mutex_lock(&p.cb->rx_lock);
+	assert_int_equal(p.cb->gate_reask_n, n0 + 1);
+	p.cb->gate_reask_ns = 0; /* (back to the timer for the rest) */
+	tp_mutex_unlock(&p.cb->rx_lock);
+	tp_tx_epoch_again(p.ca); /* what the helper does on the re-ask's doorbell */
+	expect_64(p.cb, d);
+	expect_64(p.cb, e);
+	tl_pair_close(&p);
 }
 
 /* Small writes just above the inline limit go as single short messages written and read
@@ -1999,6 +2149,8 @@ int main(void)
 		cmocka_unit_test(test_retransmit_selective),
 		cmocka_unit_test(test_retry_positions_lost_waits),
 		cmocka_unit_test(test_retry_positions_never_come),
+		cmocka_unit_test(test_spoilt_fb_epoch_detects),
+		cmocka_unit_test(test_spoilt_tx_epoch_reasks),
 		cmocka_unit_test(test_short_direct),
 		cmocka_unit_test(test_merge_small_writes),
 		cmocka_unit_test(test_merge_ring_owed),
