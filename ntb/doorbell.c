@@ -39,6 +39,11 @@ uint32_t ntb_db_read(const struct ntb_link *link)
 
 int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 {
+	return ntb_db_wait_us(link, seen, timeout_ms < 0 ? -1 : (long)timeout_ms * 1000L);
+}
+
+int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
+{
 	_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
 	uint64_t start = clock_mono_ns();
 	int rc;
@@ -58,25 +63,25 @@ int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 		}
 		/* Sleep at most half a heartbeat so our own heartbeat (written by the tick above)
 		 * keeps its period while we wait. */
-		int slice = (int)(link->params.heartbeat_ms + 1) / 2;
-		if (timeout_ms >= 0) {
-			uint64_t el = (clock_mono_ns() - start) / 1000000u;
-			if (el >= (uint64_t)timeout_ms) {
+		long slice = (long)(link->params.heartbeat_ms + 1) / 2 * 1000L;
+		if (timeout_us >= 0) {
+			uint64_t el = (clock_mono_ns() - start) / 1000u;
+			if (el >= (uint64_t)timeout_us) {
 				rc = -ETIMEDOUT;
 				break;
 			}
-			if ((uint64_t)slice > timeout_ms - el)
-				slice = (int)(timeout_ms - el);
+			if ((uint64_t)slice > (uint64_t)timeout_us - el)
+				slice = (long)((uint64_t)timeout_us - el);
 		}
 		/* relaxed: written before enable (release) and read after observe_peer()'s
 		 * acquire of enable in the tick above; a stale reading only polls */
 		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
 				  (NTB_CAP_FUTEX_WAKE | NTB_CAP_EVENT_DB);
 		if (link->ops->db_wait_slice && peer_wakes) {
-			rc = link->ops->db_wait_slice(link, db, seen, slice);
+			rc = link->ops->db_wait_slice(link, db, seen, (int)slice);
 		} else {
-			/* The peer cannot wake us (pci): poll in short slices. */
-			struct timespec ts = { 0, 1000000 };
+			/* The peer cannot wake us (pci): poll in short slices (1 ms at most). */
+			struct timespec ts = { 0, (slice < 1000 ? slice : 1000) * 1000L };
 			rc = nanosleep(&ts, NULL) && errno == EINTR ? -EINTR : 0;
 		}
 		if (rc == -EINTR)

@@ -193,6 +193,9 @@ uint32_t ntb_db_read(const struct ntb_link *link);
 /* Wait until our doorbell counter differs from SEEN, or TIMEOUT_MS passes (-1: forever).
  * Returns 0 when rung, -ETIMEDOUT, -EINTR, or -ENOLINK when the link went down. */
 int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms);
+/* The same with TIMEOUT_US in microseconds (-1: forever): a waiter whose next timer is due
+ * within the millisecond (a recovery's re-ask, a quick probe) sleeps until then, not longer. */
+int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us);
 
 /* Sleep until one of N links' doorbells differs from its SEEN[i], or *KICK (when not NULL: a
  * futex word private to this process, bumped and woken by another of its threads) differs from

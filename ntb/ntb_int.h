@@ -291,7 +291,7 @@ struct ntb_link;
 
 /* What a backend implements. Mandatory: open, close. NULL means "the default" for the rest:
  * write → memcpy into the outbound window, barriers → see link.c, db_wake → nothing (the peer
- * polls), db_wait_slice → sleep in 1 ms slices, check_mapping → 0. */
+ * polls), db_wait_slice → sleep in slices of at most 1 ms, check_mapping → 0. */
 struct ntb_backend_ops {
 	const char *name;
 	/* Map the region for LINK->params and leave it initialised and validated: set
@@ -308,9 +308,10 @@ struct ntb_backend_ops {
 	void (*wc_flush)(struct ntb_link *link);
 	/* Called after the doorbell word in the peer's control page was stored. */
 	void (*db_wake)(struct ntb_link *link, _Atomic uint32_t *peer_db);
-	/* Sleep until *DB != SEEN or up to SLICE_MS; return 0 (woken or slice over) or -EINTR. */
+	/* Sleep until *DB != SEEN or up to SLICE_US (microseconds); return 0 (woken or slice
+	 * over) or -EINTR. */
 	int  (*db_wait_slice)(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
-			      int slice_ms);
+			      int slice_us);
 	/* Is the mapping still backed (shm: file size, path identity)? 0 or -errno. */
 	int  (*check_mapping)(struct ntb_link *link);
 	/* What ntb_link_info() shows as the link's location (a file, a device); NULL: "". */

@@ -210,6 +210,8 @@ static int woke(struct tp_conn *c, unsigned ev)
 	return (int)ev;
 }
 
+#define TP_SLEEP_MIN_US 20 /* the shortest sleep for a recovery timer (the kernel's timer
+			    * slack is 50 µs anyway) */
 #define TP_SPIN_FULL_EVERY 64u /* spins between full looks (errors, peer loss) and clock reads */
 
 /* Spin for the budget: each round reads only the probe (a few words of our inbound window and
@@ -349,28 +351,41 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 		/* (a failover, or a moved connection's tail going out first: short slices;
 		 * relaxed: pre_on picks a slice length, a hint) */
 		bool fast = tp_fo_get(c) || atomic_load_explicit(&c->pre_on, memory_order_relaxed);
-		int slice = fast ? 2 : 50, rc;
+		long slice = fast ? 2000 : 50000; /* µs */
+		bool urgent = false;
+		uint64_t due;
+		int rc;
 
 		ev = poll_bits(c, true, events);
 		if (ev & events)
 			return woke(c, ev & events);
 		/* unacknowledged data: wake for its next quick probe; gated: for the next re-ask
-		 * of the Retry (tp_int.h) */
-		uint32_t quick = quick_wait(c, now);
+		 * of the Retry (tp_int.h) — at the microsecond it is due (a sleep in whole
+		 * milliseconds left a recovery whose words were lost waiting up to 1 ms more),
+		 * at least TP_SLEEP_MIN_US */
+		if ((due = tp_conn_recovery_due_ns(c, &urgent))) {
+			uint64_t ns = clock_mono_ns();
+			long d = due > ns ? (long)((due - ns + 999u) / 1000u) : 0;
 
-		if (quick && (int)quick < slice)
-			slice = (int)quick;
+			if (d < slice)
+				slice = d > TP_SLEEP_MIN_US ? d : TP_SLEEP_MIN_US;
+		} else {
+			uint32_t quick = quick_wait(c, now); /* (the lock was busy: the ms bound) */
+
+			if (quick && (long)quick * 1000 < slice)
+				slice = (long)quick * 1000;
+		}
 		if (timeout_ms >= 0) {
 			if (now - start >= (uint64_t)timeout_ms)
 				return 0;
-			if ((uint64_t)slice > start + (uint64_t)timeout_ms - now)
-				slice = (int)(start + (uint64_t)timeout_ms - now);
+			if ((uint64_t)slice > (start + (uint64_t)timeout_ms - now) * 1000u)
+				slice = (long)((start + (uint64_t)timeout_ms - now) * 1000u);
 		}
-		rc = ntb_db_wait(c->link->ntb, seen, slice);
+		rc = ntb_db_wait_us(c->link->ntb, seen, slice);
 		if (rc == -EINTR)
 			return -EINTR;
 		if (rc == -ENOLINK || rc == -EINVAL)
-			usleep((useconds_t)slice * 1000u);
+			usleep((useconds_t)slice);
 		tp_conn_timers(c, tp_now_ms());
 	}
 }

@@ -191,14 +191,15 @@ static void pci_db_wake(struct ntb_link *link, _Atomic uint32_t *peer_db)
  * doubling to 1 ms) until it changes or SLICE_MS passes. The word lives in our inbound control
  * page, i.e. local memory, so polling it costs no link traffic (doc/design.md §3 rule 1). */
 static int pci_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
-			     int slice_ms)
+			     int slice_us)
 {
 	struct pci_priv *pp = link->priv;
-	uint64_t deadline = clock_mono_ns() + (uint64_t)(slice_ms > 0 ? slice_ms : 1) * 1000000ull;
+	uint64_t deadline = clock_mono_ns() + (uint64_t)(slice_us > 0 ? slice_us : 1) * 1000ull;
 	long sleep_ns = 50000;
 
 	if (pp->has_vfio && ntb_db_event_mine(link))
-		return ntb_evfd_wait_slice(pp->vfio.evfd, db, seen, slice_ms > 0 ? slice_ms : 1);
+		return ntb_evfd_wait_slice(pp->vfio.evfd, db, seen,
+					   slice_us > 0 ? (slice_us + 999) / 1000 : 1);
 	for (;;) {
 		/* acquire: pairs with the peer's release store of the doorbell in its ring */
 		if (atomic_load_explicit(db, memory_order_acquire) != seen)

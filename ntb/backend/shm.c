@@ -314,10 +314,10 @@ static void shm_db_wake(struct ntb_link *link, _Atomic uint32_t *peer_db)
 }
 
 static int shm_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32_t seen,
-			     int slice_ms)
+			     int slice_us)
 {
 	struct shm_priv *sp = link->priv;
-	if (slice_ms <= 0)
+	if (slice_us <= 0)
 		return 0;
 	/* relaxed: a hint (see ntb_db_wait()) */
 	if (!(atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
@@ -325,11 +325,11 @@ static int shm_db_wait_slice(struct ntb_link *link, _Atomic uint32_t *db, uint32
 		/* A guest peer: its ring is an interrupt on our eventfd when it rings us, else
 		 * poll in 1 ms steps. */
 		if (sp->has_ivs && ntb_db_event_mine(link))
-			return ntb_evfd_wait_slice(sp->ivs.rx_fd, db, seen, slice_ms);
-		struct timespec one = { 0, 1000000 };
+			return ntb_evfd_wait_slice(sp->ivs.rx_fd, db, seen, (slice_us + 999) / 1000);
+		struct timespec one = { 0, (slice_us < 1000 ? slice_us : 1000) * 1000L };
 		return nanosleep(&one, NULL) < 0 && errno == EINTR ? -EINTR : 0;
 	}
-	struct timespec ts = { slice_ms / 1000, (long)(slice_ms % 1000) * 1000000L };
+	struct timespec ts = { slice_us / 1000000, (long)(slice_us % 1000000) * 1000L };
 	/* The kernel compares *DB with SEEN and sleeps atomically: a ringer's store (release,
 	 * ntb_peer_db_ring()) that lands after our caller's seq_cst re-read is either seen here
 	 * (EAGAIN) or followed by its FUTEX_WAKE (shm_db_wake(): it loads db_waiters after a full

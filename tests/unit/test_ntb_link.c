@@ -712,6 +712,13 @@ static void test_doorbells(void **state)
 	ntb_link_enable(b);
 	assert_true(both_up(a, b));
 	assert_int_equal(ntb_db_wait(b, seen, 30), -ETIMEDOUT);
+	/* microseconds: 300 µs is not 300 ms (the bound is generous: a loaded machine) nor
+	 * nothing */
+	uint64_t u0 = clock_mono_ns();
+
+	assert_int_equal(ntb_db_wait_us(b, seen, 300), -ETIMEDOUT);
+	assert_true(clock_mono_ns() - u0 >= 300000u);
+	assert_true(clock_mono_ns() - u0 < 100000000u);
 	/* a ring from another thread wakes the futex waiter */
 	pthread_t th;
 	struct ringer r = { a, 50 };
