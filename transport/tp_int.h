@@ -1296,8 +1296,8 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * the ms clock: a loss the next arrival cannot reveal (the ring full behind a lost Retry or
  * epoch word, the last message of a burst) then costs a stream a quarter of a millisecond, not
  * one or two. Driven by whoever runs the timers: a waiter in tp_wait() (while it spins, at the
- * microsecond: tp_conn_recovery_due_ns(); asleep, its sleep is cut to the next probe's
- * millisecond) and the helper, which comes every TP_QUICK_PROBE_MS while probe_soon is set (by
+ * microsecond: tp_conn_recovery_due_ns(); asleep, its sleep ends at the next probe's
+ * microsecond: ntb_db_wait_us()) and the helper, which comes every TP_QUICK_PROBE_MS while probe_soon is set (by
  * a sleeper with such data, also poll/epoll's through tp_poll()).
  */
 #define TP_QUICK_PROBE_US 250u
@@ -1310,13 +1310,14 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * epoch, no error counted), again after twice that, and so on up to TimerRcvData
  * (tp_rx_progress()); a sender seen writing past an unanswered Retry is asked at once. */
 #define TP_REASK_US 60u
-/* ... up to TP_REASK_US << TP_REASK_MAX_SHIFT apart (~1 ms): a waiter sleeps in whole
- * milliseconds, and a longer interval would leave a recovery whose re-asks were lost too
- * waiting past the 1 ms goal; a peer that is gone is still found by TimerRcvData */
+/* ... up to TP_REASK_US << TP_REASK_MAX_SHIFT apart (~1 ms): a longer interval would leave a
+ * recovery whose re-asks were lost too waiting past the 1 ms goal; a peer that is gone is
+ * still found by TimerRcvData */
 #define TP_REASK_MAX_SHIFT 4u
 /* How far past its budget a waiter spins for the next timer of a recovery under way (a gated
- * receiver's re-ask, the quick probe of a sender whose retransmission is unconfirmed): its
- * sleep would be in whole milliseconds, and both timers fire within this. */
+ * receiver's re-ask, the quick probe of a sender whose retransmission is unconfirmed): a
+ * sleep until the timer's microsecond costs a wake-up (tens of µs on a VM), and both timers
+ * fire within this. */
 #define TP_RECOVERY_SPIN_US 2000u
 
 /* tp_retx.c / tp_rx.c: the two halves of tp_conn_timers(). tp_tx_timers() returns the ms until
