@@ -1330,51 +1330,72 @@ static void test_retransmit_selective(void **state)
  * next message published) writes the three words again, and the sender then rewrites the bad
  * message alone. Every byte exact. With WAIT_US small instead (a peer that never writes
  * FB_RETRY_EP), the Retry is answered after it without the re-ask. */
-static void retry_positions_lost(const char *name, uint32_t wait_us)
-{
+/* The set-up of the Retry tests below: a long inline ring and the timers far off (none acts
+ * meanwhile); B, C, D, E (64 bytes each, filled with FILL .. FILL + 3) sent inline, and a payload
+ * byte of D's slot spoilt in the window, so that reading D asks for a Retry (E behind it makes
+ * its loss visible). RETRY_WAIT_US: tp_params' retry_wait_us (0: the default). */
+struct retry_case {
 	struct tl_pair p;
-	struct tp_params tpp;
-	uint8_t b[64], c[64], d[64], e[64], f[64], spoilt[128], old_i[8], old_ep[8], out[64];
-	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vd = { d, sizeof(d) };
-	struct iovec ve = { e, sizeof(e) }, vf = { f, sizeof(f) }, vo = { out, sizeof(out) };
-	struct tp_stats st;
+	uint8_t m[4][64];    /* B, C, D, E */
+	uint32_t pos_d;      /* D's inline position */
+	size_t slot_d;       /* D's slot in A's outbound window */
+	const volatile uint8_t *win_a, *win_b; /* A's and B's inbound windows */
+};
 
-	memset(b, 2, sizeof(b));
-	memset(c, 3, sizeof(c));
-	memset(d, 4, sizeof(d));
-	memset(e, 5, sizeof(e));
-	memset(f, 6, sizeof(f));
+static void retry_case_open(struct retry_case *rc, const char *name, uint8_t fill,
+			    uint32_t retry_wait_us)
+{
+	struct tp_params tpp;
+	uint8_t spoilt[128];
+
 	tp_params_init(&tpp);
 	tpp.inline_slots = 64;
 	tpp.send_timeout_ms = 60000;
 	tpp.detect_timeout_ms = 60000;
 	tpp.recv_timeout_ms = 60000;
-	tpp.retry_wait_us = wait_us;
-	pair_open(&p, name, &tpp, NULL);
-	uint32_t pos_d = p.ca->tx_i + 2;
-	size_t slot_d = p.ca->out.slot_off + TP_SLOT_RINGS +
-			(pos_d & (p.ca->out.inline_n - 1)) * 128u;
+	if (retry_wait_us)
+		tpp.retry_wait_us = retry_wait_us;
+	pair_open(&rc->p, name, &tpp, NULL);
+	rc->pos_d = rc->p.ca->tx_i + 2;
+	rc->slot_d = rc->p.ca->out.slot_off + TP_SLOT_RINGS +
+		     (rc->pos_d & (rc->p.ca->out.inline_n - 1)) * 128u;
+	rc->win_a = ntb_in_window(tp_link_ntb(rc->p.a), NULL);
+	rc->win_b = ntb_in_window(tp_link_ntb(rc->p.b), NULL);
+	for (int k = 0; k < 4; k++) {
+		struct iovec v = { rc->m[k], 64 };
+
+		memset(rc->m[k], fill + k, 64);
+		assert_int_equal(tp_send(rc->p.ca, &v, 1), 64);
+	}
+	for (int i = 0; i < 128; i++)
+		spoilt[i] = rc->win_b[rc->slot_d + (size_t)i];
+	spoilt[10] ^= 0x10; /* a payload byte: D fails its check */
+	link_fault_write(rc->p.a, rc->slot_d, spoilt, sizeof(spoilt));
+}
+
+static void retry_positions_lost(const char *name, uint32_t wait_us)
+{
+	struct retry_case rc;
+	uint8_t f[64], old_i[8], old_ep[8], out[64];
+	struct iovec vf = { f, sizeof(f) }, vo = { out, sizeof(out) };
+	struct tp_stats st;
+
+	memset(f, 6, sizeof(f));
+	/* (the words' first values, before the Retry: taken after the set-up, which writes
+	 * none of them) */
+	retry_case_open(&rc, name, 2, wait_us);
+	struct tl_pair p = rc.p;
 	size_t w_i = p.cb->out.slot_off + TP_W_FB_RETRY_I, w_ep = p.cb->out.slot_off + TP_W_FB_RETRY_EP;
-	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
-	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
 
 	for (int i = 0; i < 8; i++) {
-		old_i[i] = win_a[w_i + (size_t)i];
-		old_ep[i] = win_a[w_ep + (size_t)i];
+		old_i[i] = rc.win_a[w_i + (size_t)i];
+		old_ep[i] = rc.win_a[w_ep + (size_t)i];
 	}
-	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
-	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
-	assert_int_equal(tp_send(p.ca, &vd, 1), 64);
-	assert_int_equal(tp_send(p.ca, &ve, 1), 64); /* (behind D: D's loss is seen) */
-	for (int i = 0; i < 128; i++)
-		spoilt[i] = win_b[slot_d + (size_t)i];
-	spoilt[10] ^= 0x10; /* a payload byte: D fails its check */
-	link_fault_write(p.a, slot_d, spoilt, sizeof(spoilt));
 	/* (the send lock held meanwhile: the helper, rung by the Retry, would answer it before
 	 * the words below are lost) */
 	tp_mutex_lock(&p.ca->tx_lock);
-	expect_64(p.cb, b);
-	expect_64(p.cb, c);
+	expect_64(p.cb, rc.m[0]);
+	expect_64(p.cb, rc.m[1]);
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* D: Retry, gated */
 	assert_true(p.cb->gated);
 	link_fault_write(p.b, w_i, old_i, sizeof(old_i));   /* two of its words lost */
@@ -1400,14 +1421,14 @@ static void retry_positions_lost(const char *name, uint32_t wait_us)
 		tp_mutex_lock(&p.ca->tx_lock);
 		assert_false(p.ca->retry_wait);
 		assert_true(p.ca->sel_valid);  /* the selective rewrite ... */
-		assert_int_equal(p.ca->sel_i, pos_d); /* ... of D */
+		assert_int_equal(p.ca->sel_i, rc.pos_d); /* ... of D */
 		tp_mutex_unlock(&p.ca->tx_lock);
 	} else {
 		usleep(wait_us + 2000u);
 		assert_int_equal(tp_send(p.ca, &vf, 1), 64); /* sees the Retry: answers it */
 	}
-	expect_64(p.cb, d);
-	expect_64(p.cb, e);
+	expect_64(p.cb, rc.m[2]);
+	expect_64(p.cb, rc.m[3]);
 	expect_64(p.cb, f);
 	tp_conn_stats(p.ca, &st);
 	assert_int_equal(st.retransmits, 1);
@@ -1432,45 +1453,23 @@ static void test_retry_positions_never_come(void **state)
  * again, and the sender then rewrites the bad message. Every byte exact, one retransmission. */
 static void test_spoilt_fb_epoch_detects(void **state)
 {
-	struct tl_pair p;
-	struct tp_params tpp;
-	uint8_t b[64], c[64], d[64], e[64], spoilt[128], word[8], out[64];
-	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vd = { d, sizeof(d) };
-	struct iovec ve = { e, sizeof(e) }, vo = { out, sizeof(out) };
+	struct retry_case rc;
+	uint8_t word[8], out[64];
+	struct iovec vo = { out, sizeof(out) };
 	struct tp_stats st;
 
 	(void)state;
-	memset(b, 12, sizeof(b));
-	memset(c, 13, sizeof(c));
-	memset(d, 14, sizeof(d));
-	memset(e, 15, sizeof(e));
-	tp_params_init(&tpp);
-	tpp.inline_slots = 64;
-	tpp.send_timeout_ms = 60000;
-	tpp.detect_timeout_ms = 60000;
-	tpp.recv_timeout_ms = 60000;
-	pair_open(&p, "fbspoilt", &tpp, NULL);
-	uint32_t pos_d = p.ca->tx_i + 2;
-	size_t slot_d = p.ca->out.slot_off + TP_SLOT_RINGS +
-			(pos_d & (p.ca->out.inline_n - 1)) * 128u;
+	retry_case_open(&rc, "fbspoilt", 12, 0);
+	struct tl_pair p = rc.p;
 	size_t w_ep = p.cb->out.slot_off + TP_W_FB_EPOCH;
-	const volatile uint8_t *win_a = ntb_in_window(tp_link_ntb(p.a), NULL);
-	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+	const volatile uint8_t *win_a = rc.win_a;
 
-	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
-	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
-	assert_int_equal(tp_send(p.ca, &vd, 1), 64);
-	assert_int_equal(tp_send(p.ca, &ve, 1), 64); /* (behind D: D's loss is seen) */
-	for (int i = 0; i < 128; i++)
-		spoilt[i] = win_b[slot_d + (size_t)i];
-	spoilt[10] ^= 0x10; /* a payload byte: D fails its check */
-	link_fault_write(p.a, slot_d, spoilt, sizeof(spoilt));
 	/* the send lock held throughout: neither the helper nor a timer looks at the feedback
 	 * but the call below */
 	tp_mutex_lock(&p.ca->tx_lock);
 	tp_tx_feedback(p.ca); /* (the feedback as it is before the Retry) */
-	expect_64(p.cb, b);
-	expect_64(p.cb, c);
+	expect_64(p.cb, rc.m[0]);
+	expect_64(p.cb, rc.m[1]);
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* D: Retry, gated */
 	assert_true(p.cb->gated);
 	for (int i = 0; i < 8; i++)
@@ -1490,8 +1489,8 @@ static void test_spoilt_fb_epoch_detects(void **state)
 	tp_tx_retry_check(p.ca);
 	tp_conn_stats(p.ca, &st);
 	assert_int_equal(st.retransmits, 1);
-	expect_64(p.cb, d);
-	expect_64(p.cb, e);
+	expect_64(p.cb, rc.m[2]);
+	expect_64(p.cb, rc.m[3]);
 	tl_pair_close(&p);
 }
 
@@ -1500,41 +1499,20 @@ static void test_spoilt_fb_epoch_detects(void **state)
  * timer, which is set far off here so that only the spoilt word can make it ask. */
 static void test_spoilt_tx_epoch_reasks(void **state)
 {
-	struct tl_pair p;
-	struct tp_params tpp;
-	uint8_t b[64], c[64], d[64], e[64], spoilt[128], word[8], out[64];
-	struct iovec vb = { b, sizeof(b) }, vc = { c, sizeof(c) }, vd = { d, sizeof(d) };
-	struct iovec ve = { e, sizeof(e) }, vo = { out, sizeof(out) };
+	struct retry_case rc;
+	uint8_t word[8], out[64];
+	struct iovec vo = { out, sizeof(out) };
 	struct tp_stats st;
 
 	(void)state;
-	memset(b, 22, sizeof(b));
-	memset(c, 23, sizeof(c));
-	memset(d, 24, sizeof(d));
-	memset(e, 25, sizeof(e));
-	tp_params_init(&tpp);
-	tpp.inline_slots = 64;
-	tpp.send_timeout_ms = 60000;
-	tpp.detect_timeout_ms = 60000;
-	tpp.recv_timeout_ms = 60000;
-	pair_open(&p, "txepspoilt", &tpp, NULL);
-	uint32_t pos_d = p.ca->tx_i + 2;
-	size_t slot_d = p.ca->out.slot_off + TP_SLOT_RINGS +
-			(pos_d & (p.ca->out.inline_n - 1)) * 128u;
+	retry_case_open(&rc, "txepspoilt", 22, 0);
+	struct tl_pair p = rc.p;
 	size_t w_ep = p.ca->out.slot_off + TP_W_TX_EPOCH;
-	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+	const volatile uint8_t *win_b = rc.win_b;
 
-	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
-	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
-	assert_int_equal(tp_send(p.ca, &vd, 1), 64);
-	assert_int_equal(tp_send(p.ca, &ve, 1), 64);
-	for (int i = 0; i < 128; i++)
-		spoilt[i] = win_b[slot_d + (size_t)i];
-	spoilt[10] ^= 0x10;
-	link_fault_write(p.a, slot_d, spoilt, sizeof(spoilt));
 	tp_mutex_lock(&p.ca->tx_lock);
-	expect_64(p.cb, b);
-	expect_64(p.cb, c);
+	expect_64(p.cb, rc.m[0]);
+	expect_64(p.cb, rc.m[1]);
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* D: Retry, gated */
 	tp_mutex_unlock(&p.ca->tx_lock);
 	tp_tx_retry_check(p.ca); /* the sender answers: D rewritten, the epoch word written */
@@ -1564,8 +1542,8 @@ static void test_spoilt_tx_epoch_reasks(void **state)
 	p.cb->gate_reask_ns = 0; /* (back to the timer for the rest) */
 	tp_mutex_unlock(&p.cb->rx_lock);
 	tp_tx_epoch_again(p.ca); /* what the helper does on the re-ask's doorbell */
-	expect_64(p.cb, d);
-	expect_64(p.cb, e);
+	expect_64(p.cb, rc.m[2]);
+	expect_64(p.cb, rc.m[3]);
 	tl_pair_close(&p);
 }
 
