@@ -196,6 +196,8 @@ struct pl_src_ent {
 	struct cds_lfht_node node;
 	uint8_t addr[16]; /* the destination, IPv4 as IPv4-mapped */
 	int family;       /* the socket's */
+	uint32_t scope;   /* the destination's IPv6 scope (its interface: fe80::1 on two links
+			   * are two destinations), 0 for IPv4 */
 	bool host;        /* the kernel's source for it is one of this host's addresses */
 	int64_t at_ns;    /* learned then */
 };
@@ -203,6 +205,7 @@ struct pl_src_ent {
 struct src_key {
 	const uint8_t *addr;
 	int family;
+	uint32_t scope;
 };
 
 static _Atomic(struct cds_lfht *) pl_src_ht;
@@ -264,13 +267,13 @@ static int src_urcu_load(void)
 	return 0;
 }
 
-static unsigned long src_hash(const uint8_t *addr, int family)
+static unsigned long src_hash(const uint8_t *addr, int family, uint32_t scope)
 {
 	uint64_t a, b, h;
 
 	memcpy(&a, addr, 8);
 	memcpy(&b, addr + 8, 8);
-	h = (a * 0x9e3779b97f4a7c15ULL) ^ (b + (uint64_t)family);
+	h = (a * 0x9e3779b97f4a7c15ULL) ^ (b + (uint64_t)family + ((uint64_t)scope << 32));
 	h *= 0xff51afd7ed558ccdULL; /* (the table picks the bucket by the low bits) */
 	return (unsigned long)(h ^ (h >> 33));
 }
@@ -280,7 +283,7 @@ static int src_match(struct cds_lfht_node *node, const void *key)
 	const struct pl_src_ent *e = caa_container_of(node, struct pl_src_ent, node);
 	const struct src_key *k = key;
 
-	return e->family == k->family && !memcmp(e->addr, k->addr, 16);
+	return e->family == k->family && e->scope == k->scope && !memcmp(e->addr, k->addr, 16);
 }
 
 /* The entry for K, or NULL. Inside a read-side section (the entry lives until it ends). */
@@ -289,18 +292,18 @@ static struct pl_src_ent *src_find(struct cds_lfht *ht, const struct src_key *k)
 	struct cds_lfht_iter it;
 	struct cds_lfht_node *n;
 
-	urcu.lookup(ht, src_hash(k->addr, k->family), src_match, k, &it);
+	urcu.lookup(ht, src_hash(k->addr, k->family, k->scope), src_match, k, &it);
 	n = cds_lfht_iter_get_node(&it);
 	return n ? caa_container_of(n, struct pl_src_ent, node) : NULL;
 }
 
 /* What a socket of FAMILY connecting to ADDR gets, as learned less than pl_src_ttl_ns before NOW:
  * 1 one of this host's addresses, 0 another, -1 unknown (no entry, or too old). */
-static int src_lookup(const uint8_t *addr, int family, int64_t now)
+static int src_lookup(const uint8_t *addr, int family, uint32_t scope, int64_t now)
 {
 	/* acquire: pairs with the release store in src_table() (the table is initialised) */
 	struct cds_lfht *ht = atomic_load_explicit(&pl_src_ht, memory_order_acquire);
-	struct src_key k = { addr, family };
+	struct src_key k = { addr, family, scope };
 	struct pl_src_ent *e;
 	int ret = -1;
 
@@ -356,10 +359,10 @@ static struct pl_src_ent *src_evict(struct cds_lfht *ht, const struct pl_src_ent
  * kept against a probe's "host" (another thread's connect found it while this probe ran; the
  * probe says "host" again wherever the difference is the socket's own, pl_src_not_host()).
  * Out of memory: nothing kept. */
-static void src_learn(const uint8_t *addr, int family, bool host, int64_t now)
+static void src_learn(const uint8_t *addr, int family, uint32_t scope, bool host, int64_t now)
 {
 	struct pl_src_ent *e = malloc(sizeof(*e)), *cur, *old = NULL;
-	struct src_key k = { addr, family };
+	struct src_key k = { addr, family, scope };
 	struct cds_lfht_node *n;
 	struct cds_lfht *ht;
 
@@ -368,6 +371,7 @@ static void src_learn(const uint8_t *addr, int family, bool host, int64_t now)
 	cds_lfht_node_init(&e->node);
 	memcpy(e->addr, addr, 16);
 	e->family = family;
+	e->scope = scope;
 	e->host = host;
 	e->at_ns = now;
 	pthread_mutex_lock(&src_write_lock);
@@ -382,7 +386,7 @@ static void src_learn(const uint8_t *addr, int family, bool host, int64_t now)
 	if (cur && host && !cur->host && now - cur->at_ns < pl_src_ttl_ns) {
 		old = e; /* (never published: freed at once) */
 	} else {
-		n = urcu.add_replace(ht, src_hash(addr, family), src_match, &k, &e->node);
+		n = urcu.add_replace(ht, src_hash(addr, family, scope), src_match, &k, &e->node);
 		old = n ? caa_container_of(n, struct pl_src_ent, node) : src_evict(ht, e);
 	}
 	urcu.read_unlock();
@@ -390,6 +394,12 @@ static void src_learn(const uint8_t *addr, int family, bool host, int64_t now)
 		urcu.synchronize(); /* (readers may still hold OLD) */
 	pthread_mutex_unlock(&src_write_lock);
 	free(old);
+}
+
+/* DST's IPv6 scope id (the interface of a link-local address), 0 for IPv4. */
+static uint32_t dst_scope(const struct sockaddr *dst)
+{
+	return dst->sa_family == AF_INET6 ? ((const struct sockaddr_in6 *)dst)->sin6_scope_id : 0;
 }
 
 /* Does a socket of FAMILY connected to DST get one of this host's addresses from the kernel? */
@@ -418,11 +428,11 @@ bool pl_src_is_host(const struct sockaddr *dst, socklen_t dlen, int family)
 
 	if (key_part(dst, addr, port) < 0)
 		return false;
-	known = src_lookup(addr, family, now);
+	known = src_lookup(addr, family, dst_scope(dst), now);
 	if (known >= 0)
 		return known;
 	host = src_probe(dst, dlen, family); /* (a few system calls) */
-	src_learn(addr, family, host, now);
+	src_learn(addr, family, dst_scope(dst), host, now);
 	return host;
 }
 
@@ -436,7 +446,7 @@ void pl_src_not_host(const struct sockaddr *dst, int family)
 	 * the host's address again wherever the difference is the socket's own (SO_BINDTODEVICE,
 	 * SO_MARK, a policy rule on ipproto tcp or the ports, a cgroup connect hook), and every
 	 * connect to DST would stay TCP; the next ones bind instead. */
-	src_learn(addr, family, false, pl_now_ns());
+	src_learn(addr, family, dst_scope(dst), false, pl_now_ns());
 }
 
 /* fork(): src_write_lock is held across it (no table made, no grace period running meanwhile),

@@ -106,6 +106,31 @@ static void test_route_source_is_host(void **state)
 	assert_true(pl_src_is_host((struct sockaddr *)&m, sizeof(m), AF_INET6));
 }
 
+/* The same IPv6 address with another scope id (the interface of a link-local address: fe80::1
+ * on two links are two destinations) is another entry: "not host" recorded for one does not
+ * answer for the other, whose probe still says "host" (the kernel ignores the scope of a
+ * mapped address, so both probes would say so). */
+static void test_scope_is_part_of_key(void **state)
+{
+	struct sockaddr_in6 m0, m7;
+	int fd = socket(AF_INET6, SOCK_DGRAM, 0);
+
+	(void)state;
+	if (fd < 0)
+		return; /* (no IPv6 here) */
+	close(fd);
+	memset(&m0, 0, sizeof(m0));
+	m0.sin6_family = AF_INET6;
+	m0.sin6_port = htons(5001);
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:127.0.0.3", &m0.sin6_addr), 1);
+	m7 = m0;
+	m7.sin6_scope_id = 7;
+	assert_true(pl_src_is_host((struct sockaddr *)&m7, sizeof(m7), AF_INET6)); /* the probe */
+	pl_src_not_host((struct sockaddr *)&m0, AF_INET6);
+	assert_false(pl_src_is_host((struct sockaddr *)&m0, sizeof(m0), AF_INET6));
+	assert_true(pl_src_is_host((struct sockaddr *)&m7, sizeof(m7), AF_INET6));
+}
+
 /* A connect left unbound found a source that is not this host's (pl_connect_late()): the next
  * connect to that destination binds, as the commit that made the cache says ("a connect that
  * finds another source stays TCP and the next binds"). Re-learning the route by the UDP probe
@@ -294,6 +319,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_urcu_loaded_by_first_write),
 		cmocka_unit_test(test_route_source_is_host),
+		cmocka_unit_test(test_scope_is_part_of_key),
 		cmocka_unit_test(test_other_source_makes_next_bind),
 		cmocka_unit_test(test_route_source_not_host),
 		cmocka_unit_test(test_entry_expires),
