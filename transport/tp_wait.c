@@ -210,8 +210,9 @@ static int woke(struct tp_conn *c, unsigned ev)
 	return (int)ev;
 }
 
-#define TP_SLEEP_MIN_US 20 /* the shortest sleep for a recovery timer (the kernel's timer
-			    * slack is 50 µs anyway) */
+#define TP_SLEEP_MIN_US 50 /* the shortest sleep for a recovery timer: the kernel's timer
+			    * slack is 50 µs anyway, and a timer that stays due (its lock busy)
+			    * wakes the waiter no more than 20000 times a second */
 #define TP_SPIN_FULL_EVERY 64u /* spins between full looks (errors, peer loss) and clock reads */
 
 /* Spin for the budget: each round reads only the probe (a few words of our inbound window and
