@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sys/resource.h>
 
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
@@ -1547,6 +1548,35 @@ static void test_spoilt_tx_epoch_reasks(void **state)
 	tl_pair_close(&p);
 }
 
+/* The helper thread runs TP_HELPER_NICE below the thread that started it (capped at 19): at the
+ * program's priority it preempted the program's thread on its CPU at every doorbell. */
+static void test_helper_runs_below_program(void **state)
+{
+	struct tl_pair p;
+	char path[64], buf[512];
+	int tid = 0, helper_nice = 0, mine = getpriority(PRIO_PROCESS, (id_t)gettid());
+	FILE *f;
+
+	(void)state;
+	pair_open(&p, "helpernice", NULL, NULL);
+	for (int i = 0; i < 1000 && !(tid = tp_helper_tid()); i++)
+		usleep(1000);
+	assert_int_not_equal(tid, 0);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	/* field 19 (nice), counted after the command's closing parenthesis (field 2) */
+	char *q = strrchr(buf, ')');
+
+	assert_non_null(q);
+	assert_int_equal(sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %d",
+				&helper_nice), 1);
+	assert_int_equal(helper_nice, mine + TP_HELPER_NICE < 19 ? mine + TP_HELPER_NICE : 19);
+	tl_pair_close(&p);
+}
+
 /* Small writes just above the inline limit go as single short messages written and read
  * whole by the direct paths (send_short_direct(), rx_short_direct()): each arrives in one
  * read, byte-exact; a peek (the validating path, which checks the descriptor's CRC as
@@ -2129,6 +2159,7 @@ int main(void)
 		cmocka_unit_test(test_retry_positions_never_come),
 		cmocka_unit_test(test_spoilt_fb_epoch_detects),
 		cmocka_unit_test(test_spoilt_tx_epoch_reasks),
+		cmocka_unit_test(test_helper_runs_below_program),
 		cmocka_unit_test(test_short_direct),
 		cmocka_unit_test(test_merge_small_writes),
 		cmocka_unit_test(test_merge_ring_owed),
