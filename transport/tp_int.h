@@ -567,6 +567,7 @@ struct tp_host_totals {
 	_Atomic uint64_t setups;
 	_Atomic uint64_t tx_bytes, rx_bytes, transfers, congestion;
 	_Atomic uint64_t failovers;
+	_Atomic uint64_t expansions; /* stripes set up onto this link (tp_stripe.c) */
 };
 
 struct tp_host {

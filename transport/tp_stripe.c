@@ -138,6 +138,8 @@ void tp_stripe_free(struct tp_conn *c)
 static void set_sub1(struct tp_stripe *sp, struct tp_conn *n)
 {
 	n->framed_part = true;
+	/* relaxed: a counter for `ntbsock stat` (host-local memory, several processes add) */
+	atomic_fetch_add_explicit(&n->link->host->totals.expansions, 1, memory_order_relaxed);
 	/* release: pairs with the acquire in sub_get() */
 	atomic_store_explicit(&sp->sub1, n, memory_order_release);
 }

@@ -441,7 +441,10 @@ struct tp_link_stat {
 	uint64_t tx_bytes, rx_bytes;
 	uint64_t transfers;      /* messages sent (inline + short + long) */
 	uint64_t congestion;     /* sends that found the peer's ring full (tp_stats.tx_full) */
-	uint64_t failovers;      /* connections that moved off it to their kernel socket */
+	uint64_t failovers;      /* connections that moved off it (to another link or their
+				  * kernel socket) */
+	uint64_t expansions;     /* [DRB] stripes set up onto it: a connection of another link
+				  * spread its stream here (tp_stripe.c) */
 	/* its pool of transfer contexts (data rings for the peer's senders, tp_ring.c): rings,
 	 * free now, granted, requests refused, grants asked back (others waited) */
 	uint64_t rings, rings_free, ring_grants, ring_refusals, ring_yields;
