@@ -650,12 +650,16 @@ static int stripe_wait(struct tp_stripe *sp, unsigned events, int timeout_ms)
 		if (timeout_ms >= 0 && tp_now_ms() - start >= (uint64_t)timeout_ms)
 			return 0;
 		if (s1) {
-			/* input: the connection the current frame comes from; else each in turn */
+			/* input: the connection the current frame comes from; else the first (a
+			 * frame goes to the stripe only while the first's link is congested: a
+			 * request and its answer come there), every other slice the stripe after
+			 * a frame from it */
 			pthread_mutex_lock(&sp->rx_lock);
 			int cur = sp->rx_rem && (events & TP_EV_IN) ? sp->rx_cur : -1;
+			bool last1 = sp->rx_cur == 1;
 
 			pthread_mutex_unlock(&sp->rx_lock);
-			on = cur >= 0 ? sub_get(sp, cur) : (turn++ & 1) ? s1 : sp->sub0;
+			on = cur >= 0 ? sub_get(sp, cur) : last1 && (turn++ & 1) ? s1 : sp->sub0;
 			if (cur < 0)
 				slice = TP_STRIPE_SLICE_MS;
 		}

@@ -53,6 +53,11 @@ link_failovers() {
 	NTBSOCK_LOG=error "$NTB" stat -c "$PL_TMP/host1.conf" 2>/dev/null |
 		sed -n "s/^link $1: .* failovers \([0-9]*\).*/\1/p"
 }
+# link_expansions HOST NAME: stripes set up onto link NAME by host HOST's connections
+link_expansions() {
+	NTBSOCK_LOG=error "$NTB" stat -c "$PL_TMP/host$1.conf" 2>/dev/null |
+		sed -n "s/^link $2: .* expansions \([0-9]*\).*/\1/p"
+}
 
 # stream NAME BYTES EXPECT [SECONDS CUT...]: one fail_peer stream host 1 <-> host 2 (client sends
 # BYTES), CUT run SECONDS after the start; EXPECT eof (both ends byte-exact) or reset
@@ -106,6 +111,8 @@ a=$(link_tx h1h2a); b=$(link_tx h1h2b)
 echo "plain: host 1 sent $a bytes on h1h2a, $b on h1h2b"
 [ "${a:-0}" -ge $((BYTES / 20)) ] && [ "${b:-0}" -ge $((BYTES / 20)) ] ||
 	pl_fail "plain: one stream did not spread over both links ($a on h1h2a, $b on h1h2b)"
+[ "$(link_expansions 1 h1h2b)" = 1 ] && [ "$(link_expansions 2 h1h2b)" = 1 ] ||
+	pl_fail "plain: stat does not count one stripe onto h1h2b on each host"
 
 conf false
 stream nobal $BYTES eof
