@@ -132,6 +132,8 @@ NTBSOCK_LOG=error "$NTB" link up h1h2a -c "$PL_TMP/host1.conf" >/dev/null
 stream trunc-b $BIG eof 0.5 truncate -s 0 "$PL_LINK-h1h2b"
 stream trunc-ab $BIG reset 0.5 sh -c "truncate -s 0 '$PL_LINK-h1h2a'; truncate -s 0 '$PL_LINK-h1h2b'"
 
+NTBSOCK_LOG=error "$NTB" check -c "$PL_TMP/host1.conf" | grep -q "peer host2 via links h1h2a, h1h2b (new connections: least loaded live link; balance: one stream spreads over two)" ||
+	pl_fail "ntbsock check does not show balance for host2"
 # balance with one link: refused, with file and line
 sed -e 's#links = \[ "h1h2a", "h1h2b" \];#link = "h1h2a"; balance = true;#' \
 	"$ROOT/conf/examples/mesh/host1.conf" >"$PL_TMP/one.conf"
