@@ -5,8 +5,9 @@
 # loopback measured in the same run. Processes pinned with taskset (client CPU 0, server CPU 1).
 #
 #   1. throughput: unmodified iperf3 with 1 and 8 parallel streams (-P; new connections go on
-#      the less loaded link) over one modelled link (host 1's second link removed) and over
-#      two, as a ratio of RATE; for 8 streams the spread of the streams' rates (slowest and
+#      the less loaded link) over one modelled link (host 1's second link removed), over
+#      two, and over two with `balance = true` (one connection's stream spreads over both:
+#      transport/tp_stripe.c), as a ratio of RATE; for 8 streams the spread of the streams' rates (slowest and
 #      fastest against their mean);
 #   2. latency: sockperf ping-pong between hosts 1 and 2 over the two links, idle and while an
 #      iperf3 stream loads one link (the links each connection used, from `ntbsock stat`);
@@ -58,7 +59,11 @@ for h in 1 2; do
 	    -e "s#^    backend = \"shm\";#    backend = \"shm\";\n    speed = { bandwidth = \"$RATE\"; };#" \
 		"$ROOT/conf/examples/mesh/host$h.conf" >"$TMP/two$h.conf"
 	sed -e 's#links = \[ "h1h2a", "h1h2b" \];#link = "h1h2a";#' "$TMP/two$h.conf" >"$TMP/one$h.conf"
-	"$NTB" check -c "$TMP/two$h.conf" >/dev/null || { echo "bad config two$h" >&2; exit 1; }
+	sed -e 's#links = \[ "h1h2a", "h1h2b" \];#links = [ "h1h2a", "h1h2b" ]; balance = true;#' \
+		"$TMP/two$h.conf" >"$TMP/bal$h.conf"
+	for m in two bal; do
+		"$NTB" check -c "$TMP/$m$h.conf" >/dev/null || { echo "bad config $m$h" >&2; exit 1; }
+	done
 done
 
 port=$((40000 + $$ % 1000 * 8))
@@ -132,11 +137,12 @@ md "## Fabric: hosts 1 and 2 of conf/examples/mesh, each link modelled at $RATE/
 md ""
 md "| setup | -P | GB/s | x link rate | slowest / fastest stream vs mean |"
 md "|---|---|---|---|---|"
-for mode in one two; do
+for mode in one two bal; do
 	for p in ${FABRIC_P:-1 8}; do
 		iperf $mode $p "$SECS"
 		set -- $(iperf_figures)
-		md "| ntbsock, $mode link(s) | $p | $1 | $(ratio $1) | $([ $p -gt 1 ] && echo "$2 / $3" || echo -) |"
+		case $mode in bal) what="two links, balance";; *) what="$mode link(s)";; esac
+		md "| ntbsock, $what | $p | $1 | $(ratio $1) | $([ $p -gt 1 ] && echo "$2 / $3" || echo -) |"
 	done
 	env NTBSOCK_LOG=error "$NTB" stat -c "$TMP/${mode}1.conf" | grep '^link h1h2' | sed 's/^/    /'
 done
@@ -170,6 +176,10 @@ loaded two
 set -- $(sockperf_figures)
 md "| ntbsock, two links, an iperf3 stream beside | $1 | $2 | $(cat "$TMP/links") |"
 md "| (loaded / idle p50) | $(awk -v a="$1" -v b="$idle" 'BEGIN { if (b + 0 > 0) printf "%.2fx", a / b; else print "-" }') | | |"
+loaded bal
+set -- $(sockperf_figures)
+md "| ntbsock, two links with balance, an iperf3 stream beside | $1 | $2 | $(cat "$TMP/links") |"
+md "| (loaded / idle p50) | $(awk -v a="$1" -v b="$idle" 'BEGIN { if (b + 0 > 0) printf "%.2fx", a / b; else print "-" }') | | |"
 loaded one
 set -- $(sockperf_figures)
 md "| ntbsock, one link, an iperf3 stream beside | $1 | $2 | $(cat "$TMP/links") |"
@@ -177,12 +187,15 @@ sockperf_pp tcp
 set -- $(sockperf_figures)
 md "| kernel TCP loopback, idle | $1 | $2 | - |"
 
-# --- 3. a link cut under load ---
+# --- 3. a link cut under load: 4 streams over two links, then one balanced stream ---
 CUT=$(awk -v s="$SECS" 'BEGIN { printf "%.1f", (s + 2) / 3 }')
+for run in "two 4" "bal 1"; do
+set -- $run
+cmode=$1; cp=$2
 lo0=$(lo_bytes)
 (sleep "$CUT"; env NTBSOCK_LOG=error "$NTB" link down h1h2b -c "$TMP/two1.conf") &
 cutter=$!
-iperf two 4 $((SECS + 2)) 0.25
+iperf $cmode $cp $((SECS + 2)) 0.25
 wait $cutter
 lo1=$(lo_bytes)
 env NTBSOCK_LOG=error "$NTB" link up h1h2b -c "$TMP/two1.conf"
@@ -195,15 +208,19 @@ for iv in d["intervals"]:
     out.write("%.2f %.3f\n" % (s["end"], s["bits_per_second"] / 8e9))
 print("%.3f" % (d["end"]["sum_received"]["bytes"] / 1e9))
 EOF
+[ $cmode = bal ] && what="with balance" || what=""
 md ""
-md "Link cut: iperf3 -P 4 for $((SECS + 2)) s over the two links, \`ntbsock link down h1h2b\` on host 1 at ${CUT} s:"
+md "Link cut: iperf3 -P $cp for $((SECS + 2)) s over the two links $what, \`ntbsock link down h1h2b\` on host 1 at ${CUT} s:"
 md "$(cat "$TMP/cut.txt" 2>/dev/null || echo nan) GB received; $(awk -v a="$lo0" -v b="$lo1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }') GB crossed kernel TCP loopback meanwhile ($([ -n "$FABRIC_NETNS" ] && echo "this run's network namespace: its connections' handshakes and what failed over to TCP" || echo "all processes of the machine"))."
 md "Throughput over time (s, GB/s): $(awk '{ printf "%s %s; ", $1, $2 }' "$TMP/cut.dat" 2>/dev/null)"
-if [ -n "$FABRIC_PNG" ] && command -v gnuplot >/dev/null 2>&1 && [ -s "$TMP/cut.dat" ]; then
-	gnuplot -e "set terminal png size 800,400; set output '$FABRIC_PNG';
-		set title 'iperf3 -P 4 over two links modelled at $RATE/s, link h1h2b down at ${CUT} s';
+png=$FABRIC_PNG
+[ -n "$png" ] && [ $cmode = bal ] && png=${png%.png}-balance.png
+if [ -n "$png" ] && command -v gnuplot >/dev/null 2>&1 && [ -s "$TMP/cut.dat" ]; then
+	gnuplot -e "set terminal png size 800,400; set output '$png';
+		set title 'iperf3 -P $cp over two links modelled at $RATE/s $what, link h1h2b down at ${CUT} s';
 		set xlabel 'time (s)'; set ylabel 'GB/s'; set yrange [0:*]; set grid;
 		set arrow from $CUT, graph 0 to $CUT, graph 1 nohead dt 2;
 		plot '$TMP/cut.dat' using 1:2 with linespoints title 'ntbsock'" 2>/dev/null &&
-		md "Plot: $(basename "$FABRIC_PNG")"
+		md "Plot: $(basename "$png")"
 fi
+done

@@ -128,6 +128,9 @@ struct conf_peer {
 	 * belongs to at most one peer. */
 	int              link_indices[CONF_MAX_PEER_LINKS];
 	int              n_links;        /* >= 1 */
+	/* `balance = true`: a connection's stream may spread over several of its links ([DRB],
+	 * transport/tp_stripe.c); both hosts must say so. Needs at least two links. */
+	bool             balance;
 	int              line;
 };
 

@@ -159,7 +159,8 @@ void conf_print(const struct conf *c, FILE *out)
 		for (int k = 0; k < p->n_links; k++)
 			fprintf(out, "%s%s", k ? ", " : "", c->links[p->link_indices[k]].name);
 		if (p->n_links > 1)
-			fprintf(out, " (new connections: least loaded live link)");
+			fprintf(out, " (new connections: least loaded live link%s)",
+				p->balance ? "; balance: one stream spreads over two" : "");
 		fprintf(out, ": ");
 		print_addrs(out, p->addrs, p->n_addrs);
 	}

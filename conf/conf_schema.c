@@ -652,7 +652,7 @@ static int get_peer_links(struct conf_ctx *ctx, const config_setting_t *g, struc
 
 static int parse_peer(struct conf_ctx *ctx, const config_setting_t *g, struct conf_peer *p)
 {
-	static const char *const keys[] = { "name", "addresses", "link", "links", NULL };
+	static const char *const keys[] = { "name", "addresses", "link", "links", "balance", NULL };
 	struct conf *c = ctx->c;
 	int rc;
 
@@ -664,6 +664,11 @@ static int parse_peer(struct conf_ctx *ctx, const config_setting_t *g, struct co
 	    (rc = get_addrs(ctx, g, "addresses", true, p->addrs, &p->n_addrs)) ||
 	    (rc = get_peer_links(ctx, g, p)))
 		return rc;
+	if ((rc = conf_get_bool(ctx, g, "balance", false, &p->balance)) < 0)
+		return rc;
+	if (p->balance && p->n_links < 2)
+		return conf_err_at(ctx, config_setting_get_member(g, "balance"),
+				   "balance needs at least two links (links = [ \"a\", \"b\" ])");
 	if (strcmp(p->name, c->host_name) == 0)
 		return conf_err_at(ctx, config_setting_get_member(g, "name"),
 				   "a peer cannot have this host's name");

@@ -91,6 +91,11 @@ bool ntb_backend_known(const char *name);
 
 struct ntb_link;
 
+/* The emulated link's backlog: how far its clock runs ahead of now (writes queued on the link,
+ * in ns), and the queue a writer may run ahead by before it waits (SPEED_AHEAD_BYTES' time).
+ * False when the link has no modelled bandwidth. */
+bool ntb_speed_backlog(struct ntb_link *link, uint64_t *ret_backlog_ns, uint64_t *ret_ahead_ns);
+
 /* Open (and for shm, create if absent) the link described by P. The region header is
  * validated: a foreign, truncated or mismatched region is -EPROTO/-EINVAL/-EEXIST, never
  * mapped blindly. The link starts disabled (ntb_link_enable()).

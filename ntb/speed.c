@@ -161,3 +161,18 @@ void ntb_speed_get_stats(const struct ntb_link *link, struct ntb_speed_stats *re
 	ret->lat_wait_ns = atomic_load_explicit(&sp->lat_wait_ns, memory_order_relaxed);
 	ret->barriers = atomic_load_explicit(&sp->barriers, memory_order_relaxed);
 }
+
+bool ntb_speed_backlog(struct ntb_link *link, uint64_t *ret_backlog_ns, uint64_t *ret_ahead_ns)
+{
+	struct ntb_speed *sp = link->speed;
+
+	if (!sp || !sp->bandwidth)
+		return false;
+	/* relaxed: a reading of the clock, a hint for a sender choosing among links */
+	uint64_t pace = atomic_load_explicit(&link->local->pace_ns, memory_order_relaxed);
+	uint64_t now = clock_mono_ns();
+
+	*ret_backlog_ns = pace > now ? pace - now : 0;
+	*ret_ahead_ns = sp->ahead_ns;
+	return true;
+}

@@ -199,6 +199,7 @@ static void link_group(int slot, struct tp_link *tl)
 				continue;
 			PL_ENTER();
 			tp_link_set_group(tl, (unsigned)p + 1);
+			tp_link_set_balance(tl, pe->balance);
 			PL_LEAVE();
 			return;
 		}

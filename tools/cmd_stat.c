@@ -84,6 +84,8 @@ static int collect_link(const struct conf_link *cl, struct stat_rows *rows)
 				   r->local, r->remote, sizeof(r->local));
 		snprintf(r->state, sizeof(r->state), "%s", e->state ? e->state : "");
 		snprintf(r->link, sizeof(r->link), "%s", cl->name);
+		/* (a stripe's key: the connection's, marked in bytes 34..35: tp_stripe.c) */
+		r->stripe = e->key.bytes[34] == 'S' && e->key.bytes[35] == '1';
 		r->tx_bytes = e->stats.tx_bytes;
 		r->rx_bytes = e->stats.rx_bytes;
 		r->tx_msgs[0] = e->stats.tx_msgs_inline;
@@ -184,6 +186,7 @@ static int collect_links(const struct conf *conf, struct tool_stat_link *links)
 			links[i].transfers = ls.transfers;
 			links[i].congestion = ls.congestion;
 			links[i].failovers = ls.failovers;
+			links[i].expansions = ls.expansions;
 			links[i].rings = ls.rings;
 			links[i].rings_free = ls.rings_free;
 			links[i].ring_grants = ls.ring_grants;

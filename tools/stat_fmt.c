@@ -52,8 +52,9 @@ void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
 			l->admin_down ? "down (connections use tcp)" : "up");
 		fprintf(out, "link %s: conns %" PRIu64 " setups %" PRIu64 " tx_bytes %" PRIu64
 			" rx_bytes %" PRIu64 " transfers %" PRIu64 " congestion %" PRIu64
-			" failovers %" PRIu64 "\n", l->name, l->conns, l->setups, l->tx_bytes,
-			l->rx_bytes, l->transfers, l->congestion, l->failovers);
+			" failovers %" PRIu64 " expansions %" PRIu64 "\n", l->name, l->conns,
+			l->setups, l->tx_bytes, l->rx_bytes, l->transfers, l->congestion,
+			l->failovers, l->expansions);
 		fprintf(out, "link %s: rings %" PRIu64 " free %" PRIu64 " grants %" PRIu64
 			" refused %" PRIu64 " asked_back %" PRIu64 "\n", l->name, l->rings,
 			l->rings_free, l->ring_grants, l->ring_refusals, l->ring_yields);
@@ -81,12 +82,12 @@ void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
 		snprintf(fill, sizeof(fill), "%" PRIu32 "/%" PRIu32, r->tx_queue_fill,
 			 r->rx_queue_fill);
 		fprintf(out, "%-7d %-4d %-21s %-21s %-4s %-10s %12" PRIu64 " %12" PRIu64
-			" %-20s %-20s %5" PRIu64 " %5" PRIu64 " %-13s %s\n",
+			" %-20s %-20s %5" PRIu64 " %5" PRIu64 " %-13s %s%s\n",
 			(int)r->pid, r->fd, r->local, r->remote, r->ntb ? "ntb" : "tcp",
 			r->state[0] ? r->state : "-",
 			r->tx_bytes, r->rx_bytes, r->ntb ? tx_msgs : "-", r->ntb ? rx_msgs : "-",
 			r->retransmits, r->crc_errors, r->ntb ? fill : "-",
-			r->ntb ? r->link : r->reason);
+			r->ntb ? r->link : r->reason, r->ntb && r->stripe ? " (stripe)" : "");
 	}
 }
 
@@ -116,6 +117,7 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 		tool_json_string(out, r->reason);
 		fprintf(out, ",\"link\":");
 		tool_json_string(out, r->link);
+		fprintf(out, ",\"stripe\":%s", r->stripe ? "true" : "false");
 		fprintf(out, ",\"tx\":{\"bytes\":%" PRIu64 ",\"msgs\":", r->tx_bytes);
 		json_msgs(out, r->tx_msgs);
 		fprintf(out, ",\"queue_fill\":%" PRIu32 "},\"rx\":{\"bytes\":%" PRIu64 ",\"msgs\":",
@@ -132,11 +134,13 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 		fprintf(out, ",\"admin\":\"%s\",\"conns\":%" PRIu64 ",\"setups\":%" PRIu64
 			",\"tx_bytes\":%" PRIu64 ",\"rx_bytes\":%" PRIu64 ",\"transfers\":%" PRIu64
 			",\"congestion\":%" PRIu64 ",\"failovers\":%" PRIu64
+			",\"expansions\":%" PRIu64
 			",\"rings\":{\"total\":%" PRIu64 ",\"free\":%" PRIu64 ",\"grants\":%" PRIu64
 			",\"refused\":%" PRIu64 ",\"asked_back\":%" PRIu64 "}}",
 			links[i].admin_down ? "down" : "up", links[i].conns, links[i].setups,
 			links[i].tx_bytes, links[i].rx_bytes, links[i].transfers, links[i].congestion,
-			links[i].failovers, links[i].rings, links[i].rings_free, links[i].ring_grants,
+			links[i].failovers, links[i].expansions, links[i].rings, links[i].rings_free,
+			links[i].ring_grants,
 			links[i].ring_refusals, links[i].ring_yields);
 	}
 	fprintf(out, "]}\n");
@@ -195,6 +199,10 @@ static bool summarize(const struct tool_stat_row *rows, int n, const char *const
 	for (int i = 0; i < n; i++) {
 		const struct tool_stat_row *r = &rows[i];
 
+		if (r->ntb && r->stripe) { /* part of a connection counted already: its link only */
+			count_name(s->links, &s->n_links, r->link);
+			continue;
+		}
 		s->total++;
 		if (r->ntb) {
 			s->ntb++;

@@ -125,6 +125,8 @@ struct tool_stat_row {
 	uint64_t tx_msgs[3], rx_msgs[3];  /* inline, short, long */
 	uint64_t retransmits, crc_errors;
 	uint32_t tx_queue_fill, rx_queue_fill;
+	bool     stripe;                  /* the stripe of a balanced connection (its stream's
+					   * frames through a second link: transport/tp_stripe.c) */
 };
 
 /* Decode a connection key (transport.h's layout: 0..15 client address, 16..17 client port,
@@ -138,7 +140,7 @@ struct tool_stat_link {
 	char name[64];
 	bool admin_down;  /* `ntbsock link down` (its flag file exists) */
 	/* this host's counters on the link (tp_link_stat()) */
-	uint64_t conns, setups, tx_bytes, rx_bytes, transfers, congestion, failovers;
+	uint64_t conns, setups, tx_bytes, rx_bytes, transfers, congestion, failovers, expansions;
 	uint64_t rings, rings_free, ring_grants, ring_refusals, ring_yields;
 };
 

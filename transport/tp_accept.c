@@ -90,6 +90,10 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	h->e[slot].owners[0] = tp_self_pid();
 	tp_host_unlock(l);
 	c = tp_conn_new_first(l, (uint32_t)slot);
+	if (c && h->e[slot].framed && tp_stripe_new(c, false)) {
+		tp_conn_recycle(c);
+		c = NULL;
+	}
 	if (!c) {
 		tp_host_lock(l);
 		tp_ent_st_add(l, &h->e[slot], TP_ST_RST);

@@ -11,7 +11,7 @@
 #include "util/rawsys.h"
 #include "util/log.h"
 
-int tp_shutdown(struct tp_conn *c, int how)
+int tp_shutdown_one(struct tp_conn *c, int how)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
@@ -118,7 +118,7 @@ static void shell_end(struct tp_conn *c, bool close)
 	tp_conn_release(c, 0);
 }
 
-void tp_close(struct tp_conn *c)
+void tp_close_one(struct tp_conn *c)
 {
 	if (!c)
 		return;
@@ -217,7 +217,7 @@ void tp_close(struct tp_conn *c)
 	atomic_store_explicit(&l->lingering, true, memory_order_seq_cst);
 }
 
-void tp_abort(struct tp_conn *c)
+void tp_abort_one(struct tp_conn *c)
 {
 	if (!c)
 		return;

@@ -26,6 +26,7 @@
 
 static void conn_destroy(struct tp_conn *c)
 {
+	tp_stripe_free(c);
 	tp_conn_free_queues(c);
 	free(c);
 }
@@ -39,6 +40,8 @@ void tp_conn_recycle(struct tp_conn *c)
 	if (c->pre_buf || atomic_load_explicit(&c->pre_on, memory_order_relaxed))
 		tp_prefix_drop(c);
 	tp_tx_hold_drop(c);
+	tp_stripe_free(c);
+	c->framed_part = false;
 	if (c->dmaq && ntb_dmaq_state(c->dmaq) != NTB_DMAQ_IDLE) {
 		ntb_dmaq_destroy(c->dmaq); /* left mid-transfer: the next user gets a new one */
 		c->dmaq = NULL;
@@ -222,7 +225,7 @@ void tp_conn_set_owner(struct tp_conn *c, int pid, int fd)
 	atomic_store_explicit(&c->ent->fd, fd, memory_order_relaxed);
 }
 
-int tp_conn_error(struct tp_conn *c)
+int tp_conn_error_one(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	/* acquire: pairs with the CAS in tp_set_error_at() and the release stores in tp_close.c */

@@ -285,11 +285,16 @@ static int connect_reserve(struct tp_link *l, const struct tp_key *key, int time
 	s.e = &l->host->e[slot];
 	s.e->key = *key;
 	s.e->role = 0;
+	s.e->framed = 0; /* (the server's Ack says so: on_answer()) */
+	if (!(apply_flags & TP_APPLY_REATTACH) && tp_stripe_wanted(l))
+		s.apply_flags |= TP_APPLY_FRAMED;
 	s.t.msgid = s.e->msgid = l->host->msgid_next++;
 	if ((rc = apply_until_decided(l, &s, start + (uint64_t)timeout_ms, ret_reason)))
 		return rc;
 	c = tp_conn_new_first(l, s.slot);
-	if (!c) {
+	if (!c || (s.e->framed && tp_stripe_new(c, true))) {
+		if (c)
+			tp_conn_recycle(c);
 		tp_host_lock(l);
 		tp_ent_st_add(l, s.e, TP_ST_RST);
 		tp_slot_free(l, s.slot);

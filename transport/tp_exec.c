@@ -7,7 +7,7 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
-int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
+int tp_conn_export_one(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (tp_fo_get(c))

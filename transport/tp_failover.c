@@ -179,8 +179,16 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 
 	if (!fo)
 		return false;
-	fo->fd = fo_dup_socket(c);
-	if (fo->fd < 0) {
+	/* a framed stream's part goes to another link or nowhere (tp_stripe.c): its kernel
+	 * socket's program would read the frames */
+	if (c->framed_part && (!strcmp(why, "exit") || !strcmp(why, "peer moved to tcp") ||
+			       atomic_load_explicit(&c->closed, memory_order_acquire) ||
+			       !tp_link_alt(c->link))) {
+		free(fo);
+		return false;
+	}
+	fo->fd = c->framed_part ? -1 : fo_dup_socket(c);
+	if (fo->fd < 0 && !c->framed_part) {
 		free(fo);
 		return false;
 	}
@@ -241,7 +249,7 @@ const char *tp_conn_failover_reason(struct tp_conn *c)
 	return fo ? fo->why : NULL;
 }
 
-int tp_conn_failover_state(struct tp_conn *c)
+int tp_conn_failover_state_one(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	return tp_fo_get(c);
@@ -668,6 +676,7 @@ static int mv_step(struct tp_conn *c, struct tp_fo *fo)
 	if (!fo->next)
 		return 0; /* (the server: not there yet) */
 	fo->next->moves = c->moves + 1; /* (before anything can fail it over: fo_build_tail()) */
+	fo->next->framed_part = c->framed_part;
 	return 1;
 }
 
@@ -675,6 +684,18 @@ static int mv_step(struct tp_conn *c, struct tp_fo *fo)
  * (nothing was delivered from the other link: the peer's header only counts when whole). */
 static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
 {
+	if (c->framed_part) {
+		/* no kernel socket for a framed stream's part: it fails (the peer reads a reset) */
+		LOG(LL_DEBUG, "transport: slot %u: framed: the move failed, no tcp: reset", c->slot);
+		if (fo->next)
+			tp_abort(fo->next);
+		fo->next = NULL;
+		fo->to_link = false;
+		tp_conn_st_add(c, TP_ST_RST);
+		ntb_peer_db_ring(c->link->ntb);
+		fo_end(c, fo, TP_FO_FAILED, -ECONNRESET);
+		return;
+	}
 	LOG(LL_DEBUG, "transport: slot %u: the move to another link gives way to tcp", c->slot);
 	if (fo->next)
 		tp_abort(fo->next);
@@ -761,6 +782,8 @@ void tp_fo_progress(struct tp_conn *c)
 			goto out;
 		if (rc < 0)
 			mv_to_tcp(c, fo);
+		if (tp_fo_get(c) != TP_FO_RUN)
+			goto out; /* (a framed stream's part: failed there) */
 	}
 	rc = fo_io(c, fo);
 	if (rc == 1 && fo->to_link) {

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "transport/tp_int.h"
+#include "transport/tp_tx_int.h"
 
 /* Has the peer published inline position POS? (The sequence byte only: no copy, no check.) */
 static bool inline_published(const struct tp_conn *c, uint32_t pos)
@@ -21,7 +22,7 @@ static bool inline_published(const struct tp_conn *c, uint32_t pos)
 	       tp_inline_seq(pos, l->geom.log2n, c->seq_base_in);
 }
 
-bool tp_readable_hint(struct tp_conn *c)
+bool tp_readable_hint_one(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	bool ready = false;
@@ -81,7 +82,7 @@ static uint64_t arrivals(struct tp_conn *c, bool arm)
 	return (uint64_t)pos << 32 | txd;
 }
 
-uint64_t tp_rx_arrivals(struct tp_conn *c)
+uint64_t tp_rx_arrivals_one(struct tp_conn *c)
 {
 	uint64_t r;
 
@@ -92,7 +93,7 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 	return r;
 }
 
-uint64_t tp_rx_arm_arrival(struct tp_conn *c)
+uint64_t tp_rx_arm_arrival_one(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	tp_mutex_lock(&c->rx_lock);
@@ -125,7 +126,39 @@ static bool fits_now(const struct tp_conn *c, size_t len)
 	return tp_data_room(c, TP_MT_SHORT) >= len;
 }
 
-bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
+size_t tp_tx_room(struct tp_conn *c)
+{
+	c = tp_conn_cur(c); /* (moved to another link: that one) */
+	size_t room = SIZE_MAX / 2; /* (an error, shutdown, a failover: tp_send() says which) */
+
+	tp_mutex_lock(&c->tx_lock);
+	/* acquire: as tp_send_fits() */
+	if (atomic_load_explicit(&c->owned, memory_order_acquire) &&
+	    !atomic_load_explicit(&c->error, memory_order_relaxed) && !c->wr_shut && !tp_fo_get(c)) {
+		tp_tx_feedback(c);
+		if (c->out_ring_ok) {
+			/* a write is cut into messages of at most an eighth of the ring, each with
+			 * a descriptor and up to 128 bytes of alignment (long), beside the first
+			 * message's gap at the ring's end */
+			uint32_t fr = tp_tx_data_free(c), piece = c->out.qsize / 8u;
+			uint64_t over = ((uint64_t)fr / (piece ? piece : 1u) + 2u) * 256u;
+
+			room = fr > over ? (size_t)(fr - over) : 0;
+		} else if (c->link->params.inline_max) {
+			uint32_t n = c->out.inline_n - (c->tx_i - c->fb_rx_i);
+
+			room = (size_t)n * c->link->params.inline_max;
+			if (room > TP_RING_ASK_BYTES) /* (a larger write waits for a ring) */
+				room = TP_RING_ASK_BYTES;
+		} else {
+			room = 0;
+		}
+	}
+	tp_mutex_unlock(&c->tx_lock);
+	return room;
+}
+
+bool tp_send_fits_one(struct tp_conn *c, size_t len, bool arm)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	bool fits;
@@ -164,7 +197,7 @@ bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
 	return fits;
 }
 
-bool tp_writable_hint(struct tp_conn *c, size_t len)
+bool tp_writable_hint_one(struct tp_conn *c, size_t len)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	bool ready = false;

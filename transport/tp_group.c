@@ -62,3 +62,9 @@ struct tp_link *tp_link_alt(struct tp_link *l)
 	}
 	return best;
 }
+
+void tp_link_set_balance(struct tp_link *l, bool on)
+{
+	/* relaxed: a setting read by set-ups, nothing is published with it */
+	atomic_store_explicit(&l->balance, on, memory_order_relaxed);
+}

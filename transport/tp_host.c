@@ -670,6 +670,7 @@ static void link_stat_table(const void *map, size_t map_size, struct tp_link_sta
 	ret->transfers += atomic_load_explicit(&h->totals.transfers, memory_order_relaxed);
 	ret->congestion += atomic_load_explicit(&h->totals.congestion, memory_order_relaxed);
 	ret->failovers += atomic_load_explicit(&h->totals.failovers, memory_order_relaxed);
+	ret->expansions += atomic_load_explicit(&h->totals.expansions, memory_order_relaxed);
 	ret->rings += h->pool_n;
 	ret->rings_free += atomic_load_explicit(&h->pool_free, memory_order_relaxed);
 	ret->ring_grants += atomic_load_explicit(&h->pool_grants, memory_order_relaxed);

@@ -204,6 +204,10 @@
 				 * then (or RST) the server's tp_attach() waits */
 #define TP_ST_MOVING      0x20u /* peer moves the connection to another link to this host: its
 				 * client side re-attaches there (tp_failover.c) */
+#define TP_ST_STRIPE_WANT 0x40u /* server: its sends found the link congested; the client sets up
+				 * the connection's stripe on another link (tp_stripe.c) */
+#define TP_ST_STRIPE_UP   0x80u /* client: the stripe is set up (committed) on another link of
+				 * the group: the server attaches it (tp_stripe.c) */
 
 /* --- inline slots (doc/design.md §4 table) ------------------------------------------------------- */
 #define TP_INLINE_MAX     116u
@@ -317,6 +321,9 @@ struct tp_pkt {
 /* The Apply re-attaches a live connection (the same key) that moves off another link between
  * the two hosts (tp_failover.c): admitted whether or not the port still has a listener. */
 #define TP_APPLY_REATTACH 0x2u
+/* The client's connection is framed for [DRB] balancing over several links (tp_stripe.c), if the
+ * server agrees: its Ack carries the flag back (its link has balance on too). */
+#define TP_APPLY_FRAMED   0x4u
 static_assert(sizeof(struct tp_pkt) == TP_MBOX_PKT, "pkt size");
 static_assert(offsetof(struct tp_pkt, key) == 48, "pkt layout");
 static_assert(offsetof(struct tp_pkt, apply_flags) == 88, "pkt layout");
@@ -445,7 +452,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   8u
+#define TP_HOST_VERSION   9u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
@@ -533,12 +540,15 @@ struct tp_host_entry {
 	uint32_t peer_pool_n;
 	uint32_t peer_ring, peer_ring_gen, peer_yield;
 	uint32_t rq, rq_pri, rq_open, ret_gen;
+	/* Both sides agreed at set-up that the stream is framed (TP_APPLY_FRAMED: tp_stripe.c) */
+	uint32_t framed;
+	uint32_t reserved_framed;
 };
 
 /* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index;
  * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
  * server entries by peer slot and by key); 8: transfer contexts (the pool, the entries' ring
- * fields) */
+ * fields); 9: framed (tp_stripe.c) */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -557,6 +567,7 @@ struct tp_host_totals {
 	_Atomic uint64_t setups;
 	_Atomic uint64_t tx_bytes, rx_bytes, transfers, congestion;
 	_Atomic uint64_t failovers;
+	_Atomic uint64_t expansions; /* stripes set up onto this link (tp_stripe.c) */
 };
 
 struct tp_host {
@@ -653,6 +664,7 @@ struct tp_link {
 				      * or replaced: ntb_link_check_mapping()): lost at once, sticky */
 	uint64_t admin_ms;
 	_Atomic uint64_t admin_look_ms; /* a set-up's last look at the flag (tp_connect()) */
+	_Atomic bool balance;        /* tp_link_set_balance(): framed connections (tp_stripe.c) */
 	unsigned group;              /* links to the same peer host share it (tp_link_set_group());
 				      * 0: none. A connection moves among them (tp_failover.c).
 				      * Under tp_group.c's g_group_lock */
@@ -933,6 +945,13 @@ struct tp_conn {
 	 * (slot_gone, written before moved_to) */
 	struct tp_conn *_Atomic moved_to;
 	atomic_bool slot_gone;
+	/* [DRB] balancing (tp_stripe.c): the framed stream this handle carries, over this
+	 * connection and its stripe (set at creation, freed with it); framed_part: this
+	 * connection carries part of a framed stream (the first or the stripe, or what either
+	 * moved to): it moves only to another link, never to the kernel socket, whose program
+	 * would read the frames */
+	struct tp_stripe *sp;
+	bool framed_part;
 	/* The connection a move went to (tp_failover.c: mv_finish()): the rest of the moved
 	 * connection's tail, which goes out before any byte the program sends here (tp_send()
 	 * flushes it first, the timers too), and the FIN after it when that writing was shut
@@ -1614,5 +1633,39 @@ void tp_set_tx_wait(struct tp_conn *c, uint32_t bits);
 /* Under rx_lock, at a look that found nothing to read (SLEEP: the caller may sleep now): the
  * ring a held message's sender is owed (tp_int.h: TP_TXW_HELD). */
 void tp_rx_idle(struct tp_conn *c, bool sleep);
+
+/* --- [DRB] balancing (tp_stripe.c) -------------------------------------------------------------
+ * A framed connection (both sides' links have balance on: TP_APPLY_FRAMED) carries its stream
+ * as numbered frames over itself and, once its sender finds the link congested, over a second
+ * connection (the stripe) on another link of the group. The public calls of transport.h on it
+ * go to tp_stripe.c, which calls the single-connection versions below on each. */
+ssize_t tp_send_one(struct tp_conn *c, const struct iovec *iov, int iovcnt);
+ssize_t tp_recv_one(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags);
+unsigned tp_poll_one(struct tp_conn *c);
+unsigned tp_poll_peek_one(struct tp_conn *c);
+unsigned tp_poll_dir_one(struct tp_conn *c, unsigned want, bool arm);
+int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms);
+size_t tp_readable_bytes_one(struct tp_conn *c);
+bool tp_readable_hint_one(struct tp_conn *c);
+uint64_t tp_rx_arrivals_one(struct tp_conn *c);
+uint64_t tp_rx_arm_arrival_one(struct tp_conn *c);
+bool tp_send_fits_one(struct tp_conn *c, size_t len, bool arm);
+bool tp_writable_hint_one(struct tp_conn *c, size_t len);
+size_t tp_unacked_bytes_one(struct tp_conn *c);
+int tp_shutdown_one(struct tp_conn *c, int how);
+void tp_close_one(struct tp_conn *c);
+void tp_abort_one(struct tp_conn *c);
+int tp_conn_failover_state_one(struct tp_conn *c);
+int tp_conn_export_one(struct tp_conn *c, int timeout_ms, uint64_t *ret_token);
+void tp_conn_set_sndbuf_one(struct tp_conn *c, uint32_t bytes);
+int tp_conn_error_one(struct tp_conn *c);
+/* Payload bytes a tp_send_one() on C would take whole now, at least (0: none): the data ring's
+ * room less every message's descriptor and alignment, or the free inline slots' (tp_fast.c). */
+size_t tp_tx_room(struct tp_conn *c);
+/* A new framed connection C (client: it set the stripe up): its stripe state; -ENOMEM. */
+int tp_stripe_new(struct tp_conn *c, bool client);
+void tp_stripe_free(struct tp_conn *c);
+/* Does a new connection over L ask for a framed stream (balance on, another link in the group)? */
+bool tp_stripe_wanted(struct tp_link *l);
 
 #endif

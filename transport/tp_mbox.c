@@ -157,6 +157,7 @@ static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint
 		p.qsize = l->geom.qsize;
 		p.epoch = e->epoch;
 		tp_pkt_set_pool(&p, l, e);
+		p.apply_flags = e->framed ? TP_APPLY_FRAMED : 0;
 	}
 	mbox_send(l, &p, !(l->mbox_quick && (in->apply_flags & TP_APPLY_WATCH)));
 }
@@ -242,6 +243,9 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	e->pri = p->pri;
 	e->epoch = 0;
 	e->peer_epoch = ntb_link_peer_epoch(l->ntb);
+	/* relaxed: a setting (tp_link_set_balance()) */
+	e->framed = (p->apply_flags & TP_APPLY_FRAMED) &&
+		    atomic_load_explicit(&l->balance, memory_order_relaxed);
 	tp_hidx_add_server(h, (uint32_t)slot);
 	LOG(LL_DEBUG, "transport: Apply msgid %u pri %u → slot %d", p->msgid, p->pri, slot);
 	reply(l, p, TP_PKT_ACK, 0, e, (uint32_t)slot);
@@ -291,6 +295,7 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 		tp_ent_peer_pool(e, p);
 		e->epoch = p->epoch;
 		e->peer_epoch = ntb_link_peer_epoch(l->ntb);
+		e->framed = (p->apply_flags & TP_APPLY_FRAMED) != 0;
 	}
 	atomic_store_explicit(&e->result_reason, p->reason, memory_order_relaxed); /* (lock) */
 	/* release: the answer fields before the result word the connecting thread polls;

@@ -478,7 +478,7 @@ static ssize_t recv_result(struct tp_conn *c, const struct rx_read *rd)
 	return -ECONNRESET;
 }
 
-ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags)
+ssize_t tp_recv_one(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	struct rx_read rd = { .iov = iov, .iovcnt = iovcnt, .peek = flags & TP_RECV_PEEK };

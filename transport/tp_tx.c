@@ -433,7 +433,7 @@ void tp_tx_publish(struct tp_conn *c)
 	}
 }
 
-void tp_conn_set_sndbuf(struct tp_conn *c, uint32_t bytes)
+void tp_conn_set_sndbuf_one(struct tp_conn *c, uint32_t bytes)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	atomic_store_explicit(&c->tx_cap, bytes, memory_order_relaxed); /* read by tp_tx_data_free() */
@@ -543,7 +543,7 @@ static bool peer_closed(struct tp_conn *c)
 	return atomic_load_explicit(&c->fin_rcvd_v, memory_order_relaxed) && !tp_fo_get(c);
 }
 
-ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
+ssize_t tp_send_one(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	if (unlikely(atomic_load_explicit(&c->pre_on, memory_order_relaxed))) {

@@ -183,21 +183,21 @@ lost:
 	return ev;
 }
 
-unsigned tp_poll(struct tp_conn *c)
+unsigned tp_poll_one(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	/* arm the peer's doorbell for what is not ready: the caller may sleep on tp_event_fd() */
 	return poll_bits(c, true, TP_EV_IN | TP_EV_OUT);
 }
 
-unsigned tp_poll_peek(struct tp_conn *c)
+unsigned tp_poll_peek_one(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	/* (preload/ spins on this and arms with tp_poll() only right before it sleeps) */
 	return poll_bits(c, false, TP_EV_IN | TP_EV_OUT);
 }
 
-unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
+unsigned tp_poll_dir_one(struct tp_conn *c, unsigned want, bool arm)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	return poll_bits(c, arm, want);
@@ -301,7 +301,7 @@ static unsigned spin_in_lean(struct tp_conn *c)
 	return 0;
 }
 
-int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
+int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	long budget = (long)c->link->params.spin_us;
@@ -391,7 +391,7 @@ int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
 	}
 }
 
-size_t tp_readable_bytes(struct tp_conn *c)
+size_t tp_readable_bytes_one(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	size_t n;
@@ -405,7 +405,7 @@ size_t tp_readable_bytes(struct tp_conn *c)
 	return n;
 }
 
-size_t tp_unacked_bytes(struct tp_conn *c)
+size_t tp_unacked_bytes_one(struct tp_conn *c)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	size_t n;

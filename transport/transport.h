@@ -122,6 +122,9 @@ int tp_link_admin_get(const struct ntb_link_params *lp);
  * TP_GROUP_LINKS links per process are grouped. */
 #define TP_GROUP_LINKS 64
 void tp_link_set_group(struct tp_link *link, unsigned group);
+/* [DRB] balancing toward LINK's peer (its config says balance = true): new connections over
+ * LINK ask for a framed stream, which may spread over the group's links (tp_stripe.c). */
+void tp_link_set_balance(struct tp_link *link, bool on);
 
 /* How loaded LINK is on this host, for placing a new connection among several links to
  * one peer: the connections of all this host's processes on it (receive contexts in use in
@@ -391,6 +394,17 @@ struct tp_stats {
 				 * credit): the link's congestion notices */
 };
 void tp_conn_stats(const struct tp_conn *c, struct tp_stats *ret_stats);
+/* [DRB] balancing (tp_stripe.c): a framed connection's frames and payload bytes through itself
+ * [0] and its stripe [1], the congestion notices its sender found, how often it expanded onto
+ * the stripe, and the stripe's link (NULL: none set up). All zero for a connection that is
+ * not framed. */
+struct tp_stripe_stats {
+	bool framed, striped;
+	uint64_t frames[2], bytes[2];
+	uint64_t notices, expansions;
+	struct tp_link *link1;
+};
+void tp_stripe_stats(struct tp_conn *c, struct tp_stripe_stats *ret);
 
 /* getpid(), cached (and renewed in a forked child): no system call. */
 int tp_process_id(void);
@@ -427,7 +441,10 @@ struct tp_link_stat {
 	uint64_t tx_bytes, rx_bytes;
 	uint64_t transfers;      /* messages sent (inline + short + long) */
 	uint64_t congestion;     /* sends that found the peer's ring full (tp_stats.tx_full) */
-	uint64_t failovers;      /* connections that moved off it to their kernel socket */
+	uint64_t failovers;      /* connections that moved off it (to another link or their
+				  * kernel socket) */
+	uint64_t expansions;     /* [DRB] stripes set up onto it: a connection of another link
+				  * spread its stream here (tp_stripe.c) */
 	/* its pool of transfer contexts (data rings for the peer's senders, tp_ring.c): rings,
 	 * free now, granted, requests refused, grants asked back (others waited) */
 	uint64_t rings, rings_free, ring_grants, ring_refusals, ring_yields;

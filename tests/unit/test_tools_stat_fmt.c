@@ -14,14 +14,14 @@ static struct tool_stat_row rows[2] = {
 	{ .pid = 4242, .fd = 7, .local = "127.0.0.1:40000", .remote = "127.0.0.2:5201",
 	  .ntb = true, .state = "open", .link = "ab", .tx_bytes = 1048576, .rx_bytes = 37,
 	  .tx_msgs = { 1, 2, 8 }, .rx_msgs = { 3, 0, 0 }, .retransmits = 5, .crc_errors = 2,
-	  .tx_queue_fill = 4096, .rx_queue_fill = 0 },
+	  .tx_queue_fill = 4096, .rx_queue_fill = 0, .stripe = true },
 	{ .pid = 4243, .fd = 9, .local = "127.0.0.1:40001", .remote = "127.0.0.2:22",
 	  .ntb = false, .reason = "rule 2 says \"tcp\"", .tx_bytes = 10, .rx_bytes = 20 },
 };
 
 static struct tool_stat_link links[2] = {
 	{ .name = "ab", .admin_down = false, .conns = 3, .setups = 10, .tx_bytes = 1048576,
-	  .rx_bytes = 37, .transfers = 11, .congestion = 4, .failovers = 1, .rings = 256,
+	  .rx_bytes = 37, .transfers = 11, .congestion = 4, .failovers = 1, .expansions = 2, .rings = 256,
 	  .rings_free = 250, .ring_grants = 40, .ring_refusals = 7, .ring_yields = 3 },
 	{ .name = "c\"d", .admin_down = true },
 };
@@ -75,7 +75,7 @@ static void test_table_rows(void **state)
 	assert_non_null(strstr(l1, " 1/2/8 "));
 	assert_non_null(strstr(l1, " 3/0/0 "));
 	assert_non_null(strstr(l1, " 4096/0 "));
-	assert_true(l2 - l1 > 5 && strstr(l1, " ab\n") != NULL);
+	assert_true(l2 - l1 > 5 && strstr(l1, " ab (stripe)\n") != NULL); /* (a stripe row) */
 	assert_true(strncmp(l2, "4243 ", 5) == 0);
 	assert_non_null(strstr(l2, " tcp "));
 	assert_non_null(strstr(l2, "rule 2 says \"tcp\"\n"));
@@ -94,11 +94,11 @@ static void test_links(void **state)
 	fclose(f);
 	assert_string_equal(buf, "link ab: admin up\n"
 				 "link ab: conns 3 setups 10 tx_bytes 1048576 rx_bytes 37 "
-				 "transfers 11 congestion 4 failovers 1\n"
+				 "transfers 11 congestion 4 failovers 1 expansions 2\n"
 				 "link ab: rings 256 free 250 grants 40 refused 7 asked_back 3\n"
 				 "link c\"d: admin down (connections use tcp)\n"
 				 "link c\"d: conns 0 setups 0 "
-				 "tx_bytes 0 rx_bytes 0 transfers 0 congestion 0 failovers 0\n"
+				 "tx_bytes 0 rx_bytes 0 transfers 0 congestion 0 failovers 0 expansions 0\n"
 				 "link c\"d: rings 0 free 0 grants 0 refused 0 asked_back 0\n");
 	free(buf);
 }
@@ -114,13 +114,13 @@ static void test_json(void **state)
 	assert_string_equal(s,
 		"{\"connections\":[\n"
 		"  {\"pid\":4242,\"fd\":7,\"local\":\"127.0.0.1:40000\",\"remote\":\"127.0.0.2:5201\","
-		"\"mode\":\"ntb\",\"state\":\"open\",\"reason\":\"\",\"link\":\"ab\","
+		"\"mode\":\"ntb\",\"state\":\"open\",\"reason\":\"\",\"link\":\"ab\",\"stripe\":true,"
 		"\"tx\":{\"bytes\":1048576,\"msgs\":{\"inline\":1,\"short\":2,\"long\":8},"
 		"\"queue_fill\":4096},"
 		"\"rx\":{\"bytes\":37,\"msgs\":{\"inline\":3,\"short\":0,\"long\":0},"
 		"\"queue_fill\":0},\"retransmits\":5,\"crc_errors\":2},\n"
 		"  {\"pid\":4243,\"fd\":9,\"local\":\"127.0.0.1:40001\",\"remote\":\"127.0.0.2:22\","
-		"\"mode\":\"tcp\",\"state\":\"\",\"reason\":\"rule 2 says \\\"tcp\\\"\",\"link\":\"\","
+		"\"mode\":\"tcp\",\"state\":\"\",\"reason\":\"rule 2 says \\\"tcp\\\"\",\"link\":\"\",\"stripe\":false,"
 		"\"tx\":{\"bytes\":10,\"msgs\":{\"inline\":0,\"short\":0,\"long\":0},"
 		"\"queue_fill\":0},"
 		"\"rx\":{\"bytes\":20,\"msgs\":{\"inline\":0,\"short\":0,\"long\":0},"
@@ -135,12 +135,12 @@ static void test_json(void **state)
 	s = capture(print_json, 0);
 	assert_string_equal(s, "{\"connections\":[],\"links\":[{\"name\":\"ab\",\"admin\":\"up\","
 			       "\"conns\":3,\"setups\":10,\"tx_bytes\":1048576,\"rx_bytes\":37,"
-			       "\"transfers\":11,\"congestion\":4,\"failovers\":1,"
+			       "\"transfers\":11,\"congestion\":4,\"failovers\":1,\"expansions\":2,"
 			       "\"rings\":{\"total\":256,\"free\":250,\"grants\":40,\"refused\":7,"
 			       "\"asked_back\":3}},"
 			       "{\"name\":\"c\\\"d\",\"admin\":\"down\",\"conns\":0,\"setups\":0,"
 			       "\"tx_bytes\":0,\"rx_bytes\":0,\"transfers\":0,\"congestion\":0,"
-			       "\"failovers\":0,\"rings\":{\"total\":0,\"free\":0,\"grants\":0,"
+			       "\"failovers\":0,\"expansions\":0,\"rings\":{\"total\":0,\"free\":0,\"grants\":0,"
 			       "\"refused\":0,\"asked_back\":0}}]}\n");
 	free(s);
 }

@@ -1,0 +1,930 @@
+/* SPDX-License-Identifier: MIT */
+/* [DRB] balancing: one connection's stream over two links to the same peer host.
+ *
+ * When both hosts' configs say `balance = true` for each other, a connection set up over a
+ * link of the group is *framed* (TP_APPLY_FRAMED in its Apply, echoed by the Ack): every byte
+ * of its stream travels inside numbered frames {magic, length, sequence} + payload, as [DRB]
+ * numbers its packets so that the receiver restores their order. Frames go through the
+ * connection itself (sub 0) and, once its sender found the link congested, through a second
+ * connection to the same peer on another link of the group, the *stripe* (sub 1): set up by
+ * the client with a re-attach Apply under the connection's key marked as the stripe's
+ * (stripe_key()), taken by the server with tp_attach() when the client's ST word says
+ * TP_ST_STRIPE_UP. A server whose sends find the link congested asks for it with
+ * TP_ST_STRIPE_WANT.
+ *
+ * Sender (tx_lock): each frame goes to the connection whose link is not congested, the first
+ * one preferred ([DRB]'s expansion onto another path when the path is congested, and its
+ * contraction when the congestion ends). A link is congested when its modelled speed keeps
+ * writes waiting (its clock is more than half its queue ahead: ntb_speed_backlog()) or when
+ * the connection has no room for the frame (its receiver's ring is full: the sender would
+ * wait for credit). Each is a congestion notice, counted. A frame is written whole: its
+ * length is what the connection takes now (tp_tx_room()); a rest that was not taken
+ * nonetheless (a race with the ring's grant) is kept here and goes first next time (pend).
+ *
+ * Receiver (rx_lock): reads the 16-byte header at the head of each connection; the frame
+ * whose number is the next one is delivered, then its successor is looked for. A frame's
+ * payload goes straight into the caller's buffers. End of stream: both connections ended
+ * after whole frames. Anything else (a bad header, a connection that ends inside a frame or
+ * while the next frame is still due from it) is a reset, never a short stream.
+ *
+ * Failures: each connection moves to another live link of the group by itself
+ * (tp_failover.c), its frames going with its tail as bytes; neither ever goes to the kernel
+ * socket (framed_part: its program would read frames), so a framed connection whose last link
+ * is lost fails with ECONNRESET. Not exported across exec (tp_conn_export() refuses).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "transport/tp_int.h"
+#include "util/log.h"
+
+#define TP_FRAME_MAGIC   0x4d52464eu /* "NFRM" little-endian */
+#define TP_FRAME_HDR     16u
+#define TP_FRAME_MAX     65536u  /* payload bytes of one frame at most */
+#define TP_STRIPE_SETUP_MS 200u  /* the client's set-up of the stripe, at most */
+#define TP_STRIPE_RETRY_MS 1000u /* a set-up that failed is tried again no sooner */
+#define TP_STRIPE_SLICE_MS 1     /* a wait that does not know which connection brings the next
+				  * frame looks at each in turn, this long */
+
+struct frame_hdr {
+	uint32_t magic;
+	uint32_t len;
+	uint64_t seq;
+};
+static_assert(sizeof(struct frame_hdr) == TP_FRAME_HDR, "frame header size");
+
+struct tp_stripe {
+	pthread_mutex_t tx_lock, rx_lock;
+	struct tp_conn *sub0;            /* the connection (the handle) */
+	struct tp_conn *_Atomic sub1;    /* the stripe, NULL until set up (release) */
+	bool client;
+	struct tp_key key1;              /* the stripe's key */
+	/* send side (tx_lock) */
+	uint64_t tx_seq;
+	int tx_cur;
+	uint8_t *pend[2];                /* the rest of a frame not taken at once */
+	uint32_t pend_len[2], pend_off[2];
+	uint64_t try_ms;                 /* the last set-up attempt (client) */
+	bool want_sent;                  /* server: TP_ST_STRIPE_WANT written */
+	bool attach_tried;
+	/* receive side (rx_lock) */
+	uint64_t rx_seq;
+	struct frame_hdr hdr[2];
+	uint32_t hdr_got[2];
+	int rx_cur;
+	uint32_t rx_rem;                 /* payload bytes of the current frame still to read */
+	bool rx_eof[2];
+	_Atomic int rx_err;              /* a framing error: sticky (written under rx_lock) */
+	/* counters (relaxed) */
+	_Atomic uint64_t frames[2], bytes[2], notices, expansions;
+};
+
+static struct tp_conn *sub_get(struct tp_stripe *sp, int i)
+{
+	/* acquire: the stripe's state before the pointer (pairs with the release in set_sub1()) */
+	return i == 0 ? sp->sub0 : atomic_load_explicit(&sp->sub1, memory_order_acquire);
+}
+
+/* The stripe's key: the connection's, marked in bytes 34..35 (zero in every connection key:
+ * transport.h), so that both hosts derive it and it never names another connection. */
+static void stripe_key(const struct tp_key *k, struct tp_key *ret)
+{
+	*ret = *k;
+	ret->bytes[34] = 'S';
+	ret->bytes[35] = '1';
+}
+
+bool tp_stripe_wanted(struct tp_link *l)
+{
+	struct tp_link *others[1];
+
+	/* relaxed: a setting (tp_link_set_balance()) */
+	return atomic_load_explicit(&l->balance, memory_order_relaxed) &&
+	       tp_link_group_others(l, others, 1) > 0;
+}
+
+int tp_stripe_new(struct tp_conn *c, bool client)
+{
+	struct tp_stripe *sp = calloc(1, sizeof(*sp));
+
+	if (!sp)
+		return -ENOMEM;
+	pthread_mutex_init(&sp->tx_lock, NULL);
+	pthread_mutex_init(&sp->rx_lock, NULL);
+	sp->sub0 = c;
+	sp->client = client;
+	stripe_key(&c->ent->key, &sp->key1);
+	c->framed_part = true;
+	c->sp = sp;
+	return 0;
+}
+
+void tp_stripe_free(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (!sp)
+		return;
+	c->sp = NULL;
+	free(sp->pend[0]);
+	free(sp->pend[1]);
+	pthread_mutex_destroy(&sp->tx_lock);
+	pthread_mutex_destroy(&sp->rx_lock);
+	free(sp);
+}
+
+static void set_sub1(struct tp_stripe *sp, struct tp_conn *n)
+{
+	n->framed_part = true;
+	/* relaxed: a counter for `ntbsock stat` (host-local memory, several processes add) */
+	atomic_fetch_add_explicit(&n->link->host->totals.expansions, 1, memory_order_relaxed);
+	/* release: pairs with the acquire in sub_get() */
+	atomic_store_explicit(&sp->sub1, n, memory_order_release);
+}
+
+/* Client: set the stripe up on another live link of the group (at most TP_STRIPE_SETUP_MS,
+ * once a TP_STRIPE_RETRY_MS). */
+static void stripe_setup(struct tp_stripe *sp)
+{
+	uint64_t now = tp_now_ms();
+	struct tp_conn *cur = tp_conn_cur(sp->sub0), *n = NULL;
+	struct tp_link *l2;
+
+	if (sub_get(sp, 1) || (sp->try_ms && now - sp->try_ms < TP_STRIPE_RETRY_MS))
+		return;
+	sp->try_ms = now;
+	l2 = tp_link_alt(cur->link);
+	if (!l2)
+		return;
+	if (tp_connect_reattach(l2, &sp->key1, TP_STRIPE_SETUP_MS, &n)) {
+		LOG(LL_DEBUG, "transport: slot %u: no stripe on the other link", cur->slot);
+		return;
+	}
+	set_sub1(sp, n);
+	tp_conn_st_add(cur, TP_ST_STRIPE_UP);
+	LOG(LL_DEBUG, "transport: slot %u: stripe set up (slot %u)", cur->slot, n->slot);
+}
+
+/* Server: the client's stripe, when its ST word says it is up. */
+static void stripe_accept(struct tp_stripe *sp)
+{
+	struct tp_conn *cur = tp_conn_cur(sp->sub0), *n = NULL;
+	struct tp_link *others[TP_GROUP_LINKS];
+	int k;
+
+	if (sp->client || sub_get(sp, 1) || !(tp_st_flags(cur) & TP_ST_STRIPE_UP))
+		return;
+	k = tp_link_group_others(cur->link, others, TP_GROUP_LINKS);
+	for (int i = 0; i < k; i++) {
+		if (tp_attach(others[i], &sp->key1, &n) == 0) {
+			set_sub1(sp, n);
+			LOG(LL_DEBUG, "transport: slot %u: stripe attached (slot %u)", cur->slot,
+			    n->slot);
+			return;
+		}
+	}
+	/* (a stripe that moved off its link: the move re-attaches it on ours, also ours) */
+	if (tp_attach(cur->link, &sp->key1, &n) == 0)
+		set_sub1(sp, n);
+}
+
+/* The stripe is wanted: the client sets it up, the server asks the client (once). */
+static void stripe_want(struct tp_stripe *sp)
+{
+	if (sub_get(sp, 1))
+		return;
+	if (sp->client) {
+		stripe_setup(sp);
+	} else if (!sp->want_sent) {
+		sp->want_sent = true;
+		tp_conn_st_add(tp_conn_cur(sp->sub0), TP_ST_STRIPE_WANT);
+	}
+}
+
+/* Client: the server asked for the stripe. */
+static void stripe_look(struct tp_stripe *sp)
+{
+	if (sub_get(sp, 1))
+		return;
+	if (sp->client) {
+		if (tp_st_flags(tp_conn_cur(sp->sub0)) & TP_ST_STRIPE_WANT)
+			stripe_setup(sp);
+	} else {
+		stripe_accept(sp);
+	}
+}
+
+/* A connection's error as the framed stream reports it: its failover to the kernel socket is
+ * no way on for a framed stream (framed_part refuses it; should one finish, a reset). */
+static ssize_t sub_err(ssize_t r)
+{
+	return r == -EXDEV ? -ECONNRESET : r;
+}
+
+/* --- sending ----------------------------------------------------------------------------------- */
+
+/* Is connection S's link congested for a frame of LEN bytes? */
+static bool congested(struct tp_conn *s, size_t len, size_t *ret_room)
+{
+	struct tp_conn *cur = tp_conn_cur(s);
+	uint64_t backlog, ahead;
+
+	*ret_room = tp_tx_room(cur);
+	if (ntb_speed_backlog(cur->link->ntb, &backlog, &ahead) && backlog > ahead / 2u)
+		return true;
+	return *ret_room < len + TP_FRAME_HDR;
+}
+
+/* Under tx_lock: send what is left of sub I's frame; 0 when none is left, else -EAGAIN or
+ * the connection's error. */
+static int pend_flush(struct tp_stripe *sp, int i)
+{
+	while (sp->pend_off[i] < sp->pend_len[i]) {
+		struct iovec v = { sp->pend[i] + sp->pend_off[i], sp->pend_len[i] - sp->pend_off[i] };
+		ssize_t r = tp_send_one(sub_get(sp, i), &v, 1);
+
+		if (r <= 0)
+			return r == 0 ? -EAGAIN : (int)sub_err(r);
+		sp->pend_off[i] += (uint32_t)r;
+	}
+	sp->pend_len[i] = sp->pend_off[i] = 0;
+	return 0;
+}
+
+static int pend_flush_all(struct tp_stripe *sp)
+{
+	int r = 0;
+
+	for (int i = 0; i < 2; i++) {
+		if (!sp->pend_len[i] || !sub_get(sp, i))
+			continue;
+		int e = pend_flush(sp, i);
+
+		if (e && (r == 0 || r == -EAGAIN))
+			r = e;
+	}
+	return r;
+}
+
+/* Keep the rest of a frame that connection I did not take: the header's and payload's bytes
+ * from offset DONE of the frame (header HDR, payload the first LEN bytes of IOV). */
+static int pend_keep(struct tp_stripe *sp, int i, const struct frame_hdr *hdr,
+		     const struct iovec *iov, int iovcnt, size_t len, size_t done)
+{
+	size_t total = TP_FRAME_HDR + len, o = 0;
+	uint8_t *b = realloc(sp->pend[i], total);
+
+	if (!b)
+		return -ENOMEM;
+	sp->pend[i] = b;
+	memcpy(b, hdr, TP_FRAME_HDR);
+	o = TP_FRAME_HDR;
+	for (int k = 0; k < iovcnt && o < total; k++) {
+		size_t n = iov[k].iov_len < total - o ? iov[k].iov_len : total - o;
+
+		memcpy(b + o, iov[k].iov_base, n);
+		o += n;
+	}
+	sp->pend_len[i] = (uint32_t)total;
+	sp->pend_off[i] = (uint32_t)done;
+	return 0;
+}
+
+/* The IOV array's first LEN bytes, starting SKIP bytes in, as at most 64 iovecs in OUT. */
+static int iov_window(const struct iovec *iov, int iovcnt, size_t skip, size_t len,
+		      struct iovec *out, int max)
+{
+	int n = 0;
+
+	for (int k = 0; k < iovcnt && len && n < max; k++) {
+		size_t l = iov[k].iov_len;
+
+		if (skip >= l) {
+			skip -= l;
+			continue;
+		}
+		size_t take = l - skip < len ? l - skip : len;
+
+		out[n].iov_base = (uint8_t *)iov[k].iov_base + skip;
+		out[n].iov_len = take;
+		n++;
+		len -= take;
+		skip = 0;
+	}
+	return n;
+}
+
+/* Under tx_lock: one frame of up to LEN bytes of IOV (from SKIP) on connection I, whose room
+ * is ROOM: the payload bytes taken (the frame's length), or -EAGAIN / an error (none taken). */
+static ssize_t frame_send(struct tp_stripe *sp, int i, const struct iovec *iov, int iovcnt,
+			  size_t skip, size_t len, size_t room)
+{
+	struct tp_conn *s = sub_get(sp, i);
+	struct iovec v[65];
+	int n;
+	ssize_t r;
+
+	if (len > TP_FRAME_MAX)
+		len = TP_FRAME_MAX;
+	if (room < TP_FRAME_HDR + 1)
+		return -EAGAIN;
+	if (len > room - TP_FRAME_HDR)
+		len = room - TP_FRAME_HDR;
+	struct frame_hdr h = { TP_FRAME_MAGIC, (uint32_t)len, sp->tx_seq };
+
+	n = iov_window(iov, iovcnt, skip, len, v + 1, 64);
+	len = 0;
+	for (int k = 1; k <= n; k++)
+		len += v[k].iov_len;
+	v[0].iov_base = &h;
+	v[0].iov_len = TP_FRAME_HDR;
+	/* a small frame in one message; a larger one's header in its own, so that reading the
+	 * header does not split the payload's message (a split one is copied twice) */
+	if (TP_FRAME_HDR + len <= s->link->params.inline_max || len <= 1024u) {
+		r = tp_send_one(s, v, n + 1);
+	} else {
+		r = tp_send_one(s, v, 1);
+		if (r == TP_FRAME_HDR) {
+			ssize_t p = tp_send_one(s, v + 1, n);
+
+			r = p > 0 ? TP_FRAME_HDR + p : TP_FRAME_HDR;
+		}
+	}
+	if (r <= 0)
+		return r == 0 ? -EAGAIN : sub_err(r);
+	if ((size_t)r < TP_FRAME_HDR + len) {
+		struct iovec w[64];
+		int m = iov_window(iov, iovcnt, skip, len, w, 64);
+
+		if (pend_keep(sp, i, &h, w, m, len, (size_t)r))
+			return -ENOMEM; /* (bytes of the frame went: the stream is broken) */
+	}
+	sp->tx_seq++;
+	atomic_fetch_add_explicit(&sp->frames[i], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sp->bytes[i], len, memory_order_relaxed);
+	return (ssize_t)len;
+}
+
+/* Which connection takes the next frame of LEN bytes: the first unless its link is congested
+ * and the stripe's is not ([DRB]: expand when congested, contract when it ends); -1: neither
+ * has room. */
+static int pick(struct tp_stripe *sp, size_t len, size_t room[2])
+{
+	struct tp_conn *s1 = sub_get(sp, 1);
+	bool c0 = congested(sp->sub0, len, &room[0]), c1;
+
+	room[1] = 0;
+	if (!c0)
+		return 0;
+	atomic_fetch_add_explicit(&sp->notices, 1, memory_order_relaxed);
+	if (!s1 || tp_conn_err(tp_conn_cur(s1)) || tp_fo_get(tp_conn_cur(s1)) || sp->pend_len[1]) {
+		stripe_want(sp);
+		return room[0] >= TP_FRAME_HDR + 1 && !sp->pend_len[0] ? 0 : -1;
+	}
+	c1 = congested(s1, len, &room[1]);
+	if (!c1 || room[1] > room[0] || sp->pend_len[0]) {
+		if (sp->tx_cur == 0)
+			atomic_fetch_add_explicit(&sp->expansions, 1, memory_order_relaxed);
+		return room[1] >= TP_FRAME_HDR + 1 ? 1 : -1;
+	}
+	return room[0] >= TP_FRAME_HDR + 1 ? 0 : -1;
+}
+
+static ssize_t stripe_send(struct tp_stripe *sp, const struct iovec *iov, int iovcnt)
+{
+	size_t total = 0, done = 0;
+	ssize_t r = 0;
+
+	for (int k = 0; k < iovcnt; k++)
+		total += iov[k].iov_len;
+	pthread_mutex_lock(&sp->tx_lock);
+	int e = pend_flush_all(sp);
+
+	if (e && e != -EAGAIN) {
+		pthread_mutex_unlock(&sp->tx_lock);
+		return e;
+	}
+	if (total == 0) { /* (errors and shutdown as a one-connection send reports them) */
+		r = e ? e : tp_send_one(sp->sub0, iov, iovcnt);
+		pthread_mutex_unlock(&sp->tx_lock);
+		return sub_err(r);
+	}
+	while (done < total) {
+		size_t room[2], want = total - done;
+		int i;
+
+		if (want > TP_FRAME_MAX)
+			want = TP_FRAME_MAX;
+		i = pick(sp, want, room);
+		if (i < 0) {
+			r = -EAGAIN;
+			break;
+		}
+		if (sp->pend_len[i]) {
+			r = -EAGAIN;
+			break;
+		}
+		r = frame_send(sp, i, iov, iovcnt, done, want, room[i]);
+		if (r <= 0)
+			break;
+		sp->tx_cur = i;
+		done += (size_t)r;
+	}
+	pthread_mutex_unlock(&sp->tx_lock);
+	if (done)
+		return (ssize_t)done;
+	if (r == -EAGAIN) {
+		/* nothing taken: the stripe may be wanted now (a sender that waits for credit) */
+		pthread_mutex_lock(&sp->tx_lock);
+		stripe_look(sp);
+		pthread_mutex_unlock(&sp->tx_lock);
+	}
+	return r;
+}
+
+/* --- receiving --------------------------------------------------------------------------------- */
+
+/* Under rx_lock: fill connection I's header; 1: whole, 0: not yet (-EAGAIN from it), or its
+ * end (rx_eof[I]) or error (< 0). */
+static int hdr_fill(struct tp_stripe *sp, int i)
+{
+	struct tp_conn *s = sub_get(sp, i);
+
+	if (!s)
+		return 0;
+	while (sp->hdr_got[i] < TP_FRAME_HDR) {
+		struct iovec v = { (uint8_t *)&sp->hdr[i] + sp->hdr_got[i],
+				   TP_FRAME_HDR - sp->hdr_got[i] };
+		ssize_t r = tp_recv_one(s, &v, 1, 0);
+
+		if (r == -EAGAIN)
+			return 0;
+		if (r < 0)
+			return (int)sub_err(r);
+		if (r == 0) {
+			if (sp->hdr_got[i])
+				return -ECONNRESET; /* (ended inside a header) */
+			sp->rx_eof[i] = true;
+			return 0;
+		}
+		sp->hdr_got[i] += (uint32_t)r;
+	}
+	if (sp->hdr[i].magic != TP_FRAME_MAGIC || sp->hdr[i].len > TP_FRAME_MAX) {
+		LOG(LL_WARN, "transport: framed stream: bad frame header (magic %#x, length %u)",
+		    sp->hdr[i].magic, sp->hdr[i].len);
+		return -ECONNRESET;
+	}
+	return 1;
+}
+
+/* Under rx_lock: find the next frame (rx_rem, rx_cur set); 1, 0 (not yet), or an error. End of
+ * stream: 0 with both connections ended (rx_eof). */
+static int next_frame(struct tp_stripe *sp)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; k < 2; k++) {
+			int i = (sp->rx_cur + k) & 1, h = hdr_fill(sp, i);
+
+			if (h < 0)
+				return h;
+			if (h == 0)
+				continue;
+			if (sp->hdr[i].seq != sp->rx_seq) {
+				if (sp->rx_eof[i ^ 1] && sub_get(sp, i ^ 1))
+					return -ECONNRESET; /* (the frame due can no longer come) */
+				continue;
+			}
+			sp->hdr_got[i] = 0;
+			sp->rx_seq++;
+			sp->rx_cur = i;
+			sp->rx_rem = sp->hdr[i].len;
+			if (sp->rx_rem)
+				return 1;
+			k = -1; /* (an empty frame: look again from it) */
+		}
+		if (pass == 0 && !sub_get(sp, 1))
+			stripe_accept(sp); /* (a server's first frame from the stripe) */
+	}
+	return 0;
+}
+
+/* Both connections ended after whole frames (a server whose client set a stripe up waits for
+ * it: its frames may still come). */
+static bool at_end(struct tp_stripe *sp)
+{
+	if (!sp->rx_eof[0])
+		return false;
+	if (sub_get(sp, 1))
+		return sp->rx_eof[1];
+	return !(tp_st_flags(tp_conn_cur(sp->sub0)) & TP_ST_STRIPE_UP);
+}
+
+static ssize_t stripe_recv(struct tp_stripe *sp, const struct iovec *iov, int iovcnt, int flags)
+{
+	size_t room = 0, got = 0;
+	ssize_t r = 0;
+
+	for (int k = 0; k < iovcnt; k++)
+		room += iov[k].iov_len;
+	/* what we keep of a frame goes first: the peer may answer it */
+	pthread_mutex_lock(&sp->tx_lock);
+	pend_flush_all(sp);
+	stripe_look(sp);
+	pthread_mutex_unlock(&sp->tx_lock);
+	pthread_mutex_lock(&sp->rx_lock);
+	if (sp->rx_err) {
+		pthread_mutex_unlock(&sp->rx_lock);
+		return sp->rx_err;
+	}
+	if (room == 0) { /* (errors, end of stream as a one-connection read reports them) */
+		r = tp_recv_one(sp->sub0, iov, iovcnt, flags);
+		pthread_mutex_unlock(&sp->rx_lock);
+		return sub_err(r);
+	}
+	while (got < room) {
+		if (!sp->rx_rem) {
+			if (got && (flags & TP_RECV_PEEK))
+				break; /* (a peek stays in one frame) */
+			int f = next_frame(sp);
+
+			if (f < 0) {
+				r = f;
+				if (f != -EAGAIN && f != -ENOMEM && f != -EPERM)
+					sp->rx_err = f;
+				break;
+			}
+			if (f == 0) {
+				r = at_end(sp) ? 0 : -EAGAIN;
+				break;
+			}
+		}
+		struct iovec v[64];
+		size_t want = room - got < sp->rx_rem ? room - got : sp->rx_rem;
+		int n = iov_window(iov, iovcnt, got, want, v, 64);
+
+		r = tp_recv_one(sub_get(sp, sp->rx_cur), v, n, flags);
+		if (r == 0) { /* (ended inside a frame: bytes are missing) */
+			r = sp->rx_err = -ECONNRESET;
+			break;
+		}
+		if (r < 0) {
+			r = sub_err(r);
+			break;
+		}
+		if (flags & TP_RECV_PEEK) {
+			got += (size_t)r;
+			break;
+		}
+		sp->rx_rem -= (uint32_t)r;
+		got += (size_t)r;
+		if ((size_t)r < want)
+			break; /* (nothing more published there yet) */
+	}
+	pthread_mutex_unlock(&sp->rx_lock);
+	return got ? (ssize_t)got : r;
+}
+
+/* --- readiness --------------------------------------------------------------------------------- */
+
+/* Is input ready: a frame's bytes, the end of stream, or an error? */
+static bool in_ready(struct tp_stripe *sp, bool arm)
+{
+	bool ready = false;
+
+	pthread_mutex_lock(&sp->rx_lock);
+	if (sp->rx_err) {
+		ready = true;
+	} else if (sp->rx_rem || next_frame(sp) != 0) {
+		/* (an error of next_frame(): the read reports it) */
+		ready = !sp->rx_rem ||
+			(tp_poll_dir_one(sub_get(sp, sp->rx_cur), TP_EV_IN, arm) & TP_EV_IN);
+	} else if (at_end(sp)) {
+		ready = true;
+	} else if (arm) {
+		for (int i = 0; i < 2; i++)
+			if (sub_get(sp, i))
+				tp_poll_dir_one(sub_get(sp, i), TP_EV_IN, true);
+	}
+	pthread_mutex_unlock(&sp->rx_lock);
+	return ready;
+}
+
+static unsigned stripe_poll(struct tp_stripe *sp, unsigned want, bool arm)
+{
+	unsigned ev = 0, b0;
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	pthread_mutex_lock(&sp->tx_lock);
+	pend_flush_all(sp);
+	pthread_mutex_unlock(&sp->tx_lock);
+	b0 = tp_poll_dir_one(sp->sub0, want & TP_EV_OUT, arm && !s1);
+	ev |= b0 & (TP_EV_OUT | TP_EV_ERR | TP_EV_HUP);
+	if (s1 && (want & TP_EV_OUT) && !(ev & TP_EV_OUT))
+		ev |= tp_poll_dir_one(s1, TP_EV_OUT, arm) & TP_EV_OUT;
+	if ((want & TP_EV_IN) && in_ready(sp, arm)) {
+		ev |= TP_EV_IN;
+		pthread_mutex_lock(&sp->rx_lock);
+		if (sp->rx_err)
+			ev |= TP_EV_ERR;
+		else if (!sp->rx_rem && at_end(sp))
+			ev |= TP_EV_RDHUP;
+		pthread_mutex_unlock(&sp->rx_lock);
+	}
+	return ev;
+}
+
+static int stripe_wait(struct tp_stripe *sp, unsigned events, int timeout_ms)
+{
+	uint64_t start = tp_now_ms();
+	unsigned turn = 0;
+
+	for (;;) {
+		unsigned ev = stripe_poll(sp, events, false);
+		struct tp_conn *s1 = sub_get(sp, 1), *on = sp->sub0;
+		int slice = timeout_ms, r;
+
+		if (ev & (events | TP_EV_ERR | TP_EV_HUP))
+			return (int)ev;
+		if (timeout_ms >= 0 && tp_now_ms() - start >= (uint64_t)timeout_ms)
+			return 0;
+		if (s1) {
+			/* input: the connection the current frame comes from; else the first (a
+			 * frame goes to the stripe only while the first's link is congested: a
+			 * request and its answer come there), every other slice the stripe after
+			 * a frame from it */
+			pthread_mutex_lock(&sp->rx_lock);
+			int cur = sp->rx_rem && (events & TP_EV_IN) ? sp->rx_cur : -1;
+			bool last1 = sp->rx_cur == 1;
+
+			pthread_mutex_unlock(&sp->rx_lock);
+			on = cur >= 0 ? sub_get(sp, cur) : last1 && (turn++ & 1) ? s1 : sp->sub0;
+			if (cur < 0)
+				slice = TP_STRIPE_SLICE_MS;
+		}
+		if (slice < 0 || slice > 50)
+			slice = 50; /* (a look at both every 50 ms: a stripe set up meanwhile) */
+		if (timeout_ms >= 0 && (uint64_t)slice > start + (uint64_t)timeout_ms - tp_now_ms())
+			slice = (int)(start + (uint64_t)timeout_ms - tp_now_ms());
+		r = tp_wait_one(on, events, slice);
+		if (r < 0)
+			return r;
+	}
+}
+
+/* --- the public calls on a framed connection --------------------------------------------------- */
+
+ssize_t tp_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
+{
+	if (unlikely(c->sp))
+		return stripe_send(c->sp, iov, iovcnt);
+	return tp_send_one(c, iov, iovcnt);
+}
+
+ssize_t tp_recv(struct tp_conn *c, const struct iovec *iov, int iovcnt, int flags)
+{
+	if (unlikely(c->sp))
+		return stripe_recv(c->sp, iov, iovcnt, flags);
+	return tp_recv_one(c, iov, iovcnt, flags);
+}
+
+unsigned tp_poll(struct tp_conn *c)
+{
+	if (unlikely(c->sp))
+		return stripe_poll(c->sp, TP_EV_IN | TP_EV_OUT, true);
+	return tp_poll_one(c);
+}
+
+unsigned tp_poll_peek(struct tp_conn *c)
+{
+	if (unlikely(c->sp))
+		return stripe_poll(c->sp, TP_EV_IN | TP_EV_OUT, false);
+	return tp_poll_peek_one(c);
+}
+
+unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm)
+{
+	if (unlikely(c->sp))
+		return stripe_poll(c->sp, want, arm);
+	return tp_poll_dir_one(c, want, arm);
+}
+
+int tp_wait(struct tp_conn *c, unsigned events, int timeout_ms)
+{
+	if (unlikely(c->sp))
+		return stripe_wait(c->sp, events, timeout_ms);
+	return tp_wait_one(c, events, timeout_ms);
+}
+
+size_t tp_readable_bytes(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (likely(!sp))
+		return tp_readable_bytes_one(c);
+	size_t n = 0;
+
+	pthread_mutex_lock(&sp->rx_lock);
+	if (sp->rx_rem || next_frame(sp) > 0) {
+		n = tp_readable_bytes_one(sub_get(sp, sp->rx_cur));
+		if (n > sp->rx_rem)
+			n = sp->rx_rem;
+	}
+	pthread_mutex_unlock(&sp->rx_lock);
+	return n;
+}
+
+bool tp_readable_hint(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (likely(!sp))
+		return tp_readable_hint_one(c);
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	/* (a hint: a header of a later frame counts; the read then says -EAGAIN) */
+	return tp_readable_hint_one(sp->sub0) || (s1 && tp_readable_hint_one(s1));
+}
+
+uint64_t tp_rx_arrivals(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (likely(!sp))
+		return tp_rx_arrivals_one(c);
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	return tp_rx_arrivals_one(sp->sub0) + (s1 ? tp_rx_arrivals_one(s1) : 0);
+}
+
+uint64_t tp_rx_arm_arrival(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (likely(!sp))
+		return tp_rx_arm_arrival_one(c);
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	return tp_rx_arm_arrival_one(sp->sub0) + (s1 ? tp_rx_arm_arrival_one(s1) : 0);
+}
+
+bool tp_send_fits(struct tp_conn *c, size_t len, bool arm)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (likely(!sp))
+		return tp_send_fits_one(c, len, arm);
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	return tp_send_fits_one(sp->sub0, len + TP_FRAME_HDR, arm) ||
+	       (s1 && tp_send_fits_one(s1, len + TP_FRAME_HDR, arm));
+}
+
+bool tp_writable_hint(struct tp_conn *c, size_t len)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (likely(!sp))
+		return tp_writable_hint_one(c, len);
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	return tp_writable_hint_one(sp->sub0, len + TP_FRAME_HDR) ||
+	       (s1 && tp_writable_hint_one(s1, len + TP_FRAME_HDR));
+}
+
+size_t tp_unacked_bytes(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (likely(!sp))
+		return tp_unacked_bytes_one(c);
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	return tp_unacked_bytes_one(sp->sub0) + (s1 ? tp_unacked_bytes_one(s1) : 0) +
+	       sp->pend_len[0] - sp->pend_off[0] + sp->pend_len[1] - sp->pend_off[1];
+}
+
+/* Before a FIN: the rest of a kept frame goes out (waiting for room, at most TIMEOUT_MS). */
+static int pend_drain(struct tp_stripe *sp, int timeout_ms)
+{
+	uint64_t end = tp_now_ms() + (uint64_t)timeout_ms;
+	int r;
+
+	for (;;) {
+		pthread_mutex_lock(&sp->tx_lock);
+		r = pend_flush_all(sp);
+		int i = sp->pend_len[0] ? 0 : 1;
+
+		pthread_mutex_unlock(&sp->tx_lock);
+		if (r != -EAGAIN || tp_now_ms() >= end)
+			return r;
+		tp_wait_one(sub_get(sp, i), TP_EV_OUT, 10);
+	}
+}
+
+int tp_shutdown(struct tp_conn *c, int how)
+{
+	struct tp_stripe *sp = c->sp;
+
+	if (likely(!sp))
+		return tp_shutdown_one(c, how);
+	struct tp_conn *s1;
+	int r;
+
+	if (how != SHUT_RD && pend_drain(sp, 1000) == -EAGAIN)
+		return -EAGAIN;
+	r = tp_shutdown_one(sp->sub0, how);
+	if (!r && (s1 = sub_get(sp, 1)))
+		tp_shutdown_one(s1, how);
+	return r;
+}
+
+void tp_close(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c ? c->sp : NULL;
+
+	if (likely(!sp)) {
+		tp_close_one(c);
+		return;
+	}
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	pend_drain(sp, 1000);
+	if (s1)
+		tp_close_one(s1);
+	tp_close_one(c);
+}
+
+void tp_abort(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c ? c->sp : NULL;
+
+	if (likely(!sp)) {
+		tp_abort_one(c);
+		return;
+	}
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	if (s1)
+		tp_abort_one(s1);
+	tp_abort_one(c);
+}
+
+int tp_conn_failover_state(struct tp_conn *c)
+{
+	int st = tp_conn_failover_state_one(c);
+
+	/* a framed stream never goes to the kernel socket (framed_part) */
+	return c->sp && st == TP_FO_DONE ? TP_FO_FAILED : st;
+}
+
+int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
+{
+	if (c->sp)
+		return -EOPNOTSUPP; /* (the frames' state is not handed across exec) */
+	return tp_conn_export_one(c, timeout_ms, ret_token);
+}
+
+void tp_conn_set_sndbuf(struct tp_conn *c, uint32_t bytes)
+{
+	struct tp_stripe *sp = c->sp;
+
+	tp_conn_set_sndbuf_one(c, bytes);
+	if (sp && sub_get(sp, 1))
+		tp_conn_set_sndbuf_one(sub_get(sp, 1), bytes);
+}
+
+int tp_conn_error(struct tp_conn *c)
+{
+	struct tp_stripe *sp = c->sp;
+	int e = tp_conn_error_one(c);
+
+	if (e || !sp)
+		return e;
+	struct tp_conn *s1 = sub_get(sp, 1);
+
+	if (s1 && (e = tp_conn_error_one(s1)))
+		return e;
+	/* relaxed: a framing error, sticky (rx_lock; a read of it here is a report) */
+	return sp->rx_err;
+}
+
+void tp_stripe_stats(struct tp_conn *c, struct tp_stripe_stats *ret)
+{
+	struct tp_stripe *sp = c->sp;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!sp)
+		return;
+	ret->framed = true;
+	ret->striped = sub_get(sp, 1) != NULL;
+	for (int i = 0; i < 2; i++) {
+		ret->frames[i] = atomic_load_explicit(&sp->frames[i], memory_order_relaxed);
+		ret->bytes[i] = atomic_load_explicit(&sp->bytes[i], memory_order_relaxed);
+	}
+	ret->notices = atomic_load_explicit(&sp->notices, memory_order_relaxed);
+	ret->expansions = atomic_load_explicit(&sp->expansions, memory_order_relaxed);
+	if (ret->striped)
+		ret->link1 = tp_conn_link(sub_get(sp, 1));
+}
