@@ -812,6 +812,14 @@ size_t tp_unacked_bytes(struct tp_conn *c)
 	return n;
 }
 
+/* The handle is closed or aborted: the stripe is the caller's to end, and no later call on the
+ * handle (a lingering connection's, the link's close) reaches it any more, it may be gone. */
+static struct tp_conn *stripe_detach(struct tp_stripe *sp)
+{
+	/* acq_rel: as sub_get()'s acquire; one caller takes it */
+	return atomic_exchange_explicit(&sp->sub1, NULL, memory_order_acq_rel);
+}
+
 /* Before a FIN: the rest of a kept frame goes out (waiting for room, at most TIMEOUT_MS). */
 static int pend_drain(struct tp_stripe *sp, int timeout_ms)
 {
@@ -855,9 +863,9 @@ void tp_close(struct tp_conn *c)
 		tp_close_one(c);
 		return;
 	}
-	struct tp_conn *s1 = sub_get(sp, 1);
-
 	pend_drain(sp, 1000);
+	struct tp_conn *s1 = stripe_detach(sp);
+
 	if (s1)
 		tp_close_one(s1);
 	tp_close_one(c);
@@ -871,7 +879,7 @@ void tp_abort(struct tp_conn *c)
 		tp_abort_one(c);
 		return;
 	}
-	struct tp_conn *s1 = sub_get(sp, 1);
+	struct tp_conn *s1 = stripe_detach(sp);
 
 	if (s1)
 		tp_abort_one(s1);
