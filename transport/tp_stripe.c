@@ -190,17 +190,21 @@ static void stripe_accept(struct tp_stripe *sp)
 		set_sub1(sp, n);
 }
 
-/* The stripe is wanted: the client sets it up, the server asks the client (once). */
+/* The stripe is wanted: the client sets it up, the server asks the client (once) and attaches
+ * it once the client says it is up. */
 static void stripe_want(struct tp_stripe *sp)
 {
 	if (sub_get(sp, 1))
 		return;
 	if (sp->client) {
 		stripe_setup(sp);
-	} else if (!sp->want_sent) {
+		return;
+	}
+	if (!sp->want_sent) {
 		sp->want_sent = true;
 		tp_conn_st_add(tp_conn_cur(sp->sub0), TP_ST_STRIPE_WANT);
 	}
+	stripe_accept(sp);
 }
 
 /* Client: the server asked for the stripe. */
@@ -800,9 +804,20 @@ size_t tp_unacked_bytes(struct tp_conn *c)
 	if (likely(!sp))
 		return tp_unacked_bytes_one(c);
 	struct tp_conn *s1 = sub_get(sp, 1);
+	size_t n = tp_unacked_bytes_one(sp->sub0) + (s1 ? tp_unacked_bytes_one(s1) : 0);
 
-	return tp_unacked_bytes_one(sp->sub0) + (s1 ? tp_unacked_bytes_one(s1) : 0) +
-	       sp->pend_len[0] - sp->pend_off[0] + sp->pend_len[1] - sp->pend_off[1];
+	pthread_mutex_lock(&sp->tx_lock);
+	n += sp->pend_len[0] - sp->pend_off[0] + sp->pend_len[1] - sp->pend_off[1];
+	pthread_mutex_unlock(&sp->tx_lock);
+	return n;
+}
+
+/* The handle is closed or aborted: the stripe is the caller's to end, and no later call on the
+ * handle (a lingering connection's, the link's close) reaches it any more, it may be gone. */
+static struct tp_conn *stripe_detach(struct tp_stripe *sp)
+{
+	/* acq_rel: as sub_get()'s acquire; one caller takes it */
+	return atomic_exchange_explicit(&sp->sub1, NULL, memory_order_acq_rel);
 }
 
 /* Before a FIN: the rest of a kept frame goes out (waiting for room, at most TIMEOUT_MS). */
@@ -848,9 +863,9 @@ void tp_close(struct tp_conn *c)
 		tp_close_one(c);
 		return;
 	}
-	struct tp_conn *s1 = sub_get(sp, 1);
-
 	pend_drain(sp, 1000);
+	struct tp_conn *s1 = stripe_detach(sp);
+
 	if (s1)
 		tp_close_one(s1);
 	tp_close_one(c);
@@ -864,7 +879,7 @@ void tp_abort(struct tp_conn *c)
 		tp_abort_one(c);
 		return;
 	}
-	struct tp_conn *s1 = sub_get(sp, 1);
+	struct tp_conn *s1 = stripe_detach(sp);
 
 	if (s1)
 		tp_abort_one(s1);

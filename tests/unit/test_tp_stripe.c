@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/* [DRB] balancing (transport/tp_stripe.c): two shm link pairs in one process, each host's two
+ * links in one group with balance on. A connection between them is framed; a sender that
+ * finds its ring full (the receiver does not read) sets the stripe up on the other link and
+ * spreads its frames over both; the receiver gets every byte exactly once and in order, in
+ * pieces of every size. The server's sends get the stripe too (it asks, the client sets it up,
+ * it attaches). Without balance on both hosts a connection is not framed. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/helpers/tp_testlib.h"
+#include "tests/unit/tp_unitlib.h"
+#include "transport/tp_int.h"
+
+struct quad {
+	struct tl_pair one, two;
+};
+static struct quad g_quad;
+static bool g_open;
+
+static void link_pair(struct tl_pair *p, const char *name, int n)
+{
+	struct tp_params tpp;
+	char nm[64];
+
+	tp_params_init(&tpp);
+	tpp.contexts = 8;
+	tpp.queue_size = 256u << 10; /* (a ring fills after a few frames) */
+	snprintf(nm, sizeof(nm), "%s%d", name, n);
+	assert_int_equal(tl_pair_open(p, nm, 8u << 20, &tpp, 0), 0);
+}
+
+/* Both links, both hosts grouped; balance on A's links, and on B's when BAL_B. */
+static void quad_open(struct quad *q, const char *name, bool bal_b)
+{
+	link_pair(&q->one, name, 1);
+	link_pair(&q->two, name, 2);
+	tp_link_set_group(q->one.a, 1);
+	tp_link_set_group(q->two.a, 1);
+	tp_link_set_group(q->one.b, 2);
+	tp_link_set_group(q->two.b, 2);
+	tp_link_set_balance(q->one.a, true);
+	tp_link_set_balance(q->two.a, true);
+	tp_link_set_balance(q->one.b, bal_b);
+	tp_link_set_balance(q->two.b, bal_b);
+	assert_int_equal(tp_listen(q->one.b, 8080), 0);
+	assert_int_equal(tl_wait_listen(q->one.a, 8080, 5000), 0);
+	g_quad = *q;
+	g_open = true;
+}
+
+static void quad_close(struct quad *q)
+{
+	tl_pair_close(&q->one);
+	tl_pair_close(&q->two);
+	g_open = false;
+}
+
+static int quad_teardown(void **state)
+{
+	(void)state;
+	if (g_open)
+		quad_close(&g_quad);
+	return 0;
+}
+
+/* TOTAL bytes of pattern SEED from TX to RX: the writer fills what it can, the reader takes a
+ * part in odd pieces, in turn, then the reader drains the rest; every byte checked. */
+static void pump_stream(struct tp_conn *tx, struct tp_conn *rx, uint64_t seed, size_t total)
+{
+	size_t sent = 0, got = 0;
+	uint64_t end = tl_now_ms() + 30000;
+
+	while (got < total) {
+		assert_true(tl_now_ms() < end);
+		sent = tu_send_mixed(tx, seed, sent, total);
+		/* read less than was sent: the writer keeps finding a full ring */
+		size_t n = sent == total ? sent - got : (sent - got) / 3;
+
+		for (size_t piece = 1; n; piece = piece * 7 % 65521 + 1) {
+			size_t k = piece < n ? piece : n;
+
+			tu_read_check(rx, seed, got, k);
+			got += k;
+			n -= k;
+		}
+	}
+}
+
+static void test_client_stream_spreads(void **state)
+{
+	struct quad q;
+	struct tp_conn *ca, *cb;
+	struct tp_stripe_stats sa, sb;
+	int sv[2];
+	const size_t total = 24u << 20;
+
+	(void)state;
+	quad_open(&q, "strc", true);
+	tu_connect_witnessed(&q.one, 41001, 8080, &ca, &cb, sv);
+	tp_stripe_stats(ca, &sa);
+	assert_true(sa.framed);
+	assert_false(sa.striped);
+	pump_stream(ca, cb, 31, total);
+	tp_stripe_stats(ca, &sa);
+	tp_stripe_stats(cb, &sb);
+	assert_true(sa.striped && sb.striped);
+	assert_ptr_equal(sa.link1, q.two.a);
+	assert_ptr_equal(sb.link1, q.two.b);
+	/* every payload byte in exactly one frame, both connections used */
+	assert_int_equal(sa.bytes[0] + sa.bytes[1], total);
+	assert_true(sa.frames[1] > 0 && sa.bytes[1] > 0 && sa.bytes[0] > 0);
+	assert_true(sa.notices > 0 && sa.expansions > 0);
+	/* and back, on the same connection: B's frames go through both as well */
+	pump_stream(cb, ca, 32, 8u << 20);
+	tp_stripe_stats(cb, &sb);
+	assert_int_equal(sb.bytes[0] + sb.bytes[1], 8u << 20);
+	/* orderly end: each side reads EOF after the last byte */
+	assert_int_equal(tp_shutdown(ca, SHUT_WR), 0);
+	assert_int_equal(tl_recv_some(cb, (uint8_t[16]){ 0 }, 16, 5000), 0);
+	assert_int_equal(tp_shutdown(cb, SHUT_WR), 0);
+	assert_int_equal(tl_recv_some(ca, (uint8_t[16]){ 0 }, 16, 5000), 0);
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	quad_close(&q);
+}
+
+/* The server is the sender: it asks for the stripe, the client sets it up on its next read,
+ * the server attaches it at its next send. */
+static void test_server_stream_spreads(void **state)
+{
+	struct quad q;
+	struct tp_conn *ca, *cb;
+	struct tp_stripe_stats sa, sb;
+	int sv[2];
+	const size_t total = 24u << 20;
+
+	(void)state;
+	quad_open(&q, "strs", true);
+	tu_connect_witnessed(&q.one, 41002, 8080, &ca, &cb, sv);
+	pump_stream(cb, ca, 41, total);
+	tp_stripe_stats(ca, &sa);
+	tp_stripe_stats(cb, &sb);
+	assert_true(sa.striped && sb.striped);
+	assert_int_equal(sb.bytes[0] + sb.bytes[1], total);
+	assert_true(sb.bytes[1] > 0 && sb.bytes[0] > 0);
+	assert_int_equal(sa.bytes[0] + sa.bytes[1], 0); /* (A sent nothing) */
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	quad_close(&q);
+}
+
+/* B without balance: the connection is not framed (its Ack does not carry the flag), and its
+ * bytes go as plain bytes over one link. */
+static void test_one_side_balance_not_framed(void **state)
+{
+	struct quad q;
+	struct tp_conn *ca, *cb;
+	struct tp_stripe_stats sa, sb;
+	int sv[2];
+
+	(void)state;
+	quad_open(&q, "strn", false);
+	tu_connect_witnessed(&q.one, 41003, 8080, &ca, &cb, sv);
+	tp_stripe_stats(ca, &sa);
+	tp_stripe_stats(cb, &sb);
+	assert_false(sa.framed);
+	assert_false(sb.framed);
+	pump_stream(ca, cb, 51, 4u << 20);
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	quad_close(&q);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_client_stream_spreads, quad_teardown),
+		cmocka_unit_test_teardown(test_server_stream_spreads, quad_teardown),
+		cmocka_unit_test_teardown(test_one_side_balance_not_framed, quad_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
