@@ -200,8 +200,11 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 			tp_stripe_part_lost(c->sp_of, !strcmp(why, "exit") ? "exit" : "stripe lost");
 		return false;
 	}
-	fo->fd = c->framed_part && !c->sp_of ? -1 : fo_dup_socket(c);
-	if (fo->fd < 0 && !(c->framed_part && !c->sp_of)) {
+	/* (a socket for a plain connection and a framed stream's part 0; the others only move) */
+	bool no_sock = c->framed_part && (!c->sp_of || c->sp_idx == 1);
+
+	fo->fd = no_sock ? -1 : fo_dup_socket(c);
+	if (fo->fd < 0 && !no_sock) {
 		free(fo);
 		return false;
 	}
