@@ -170,6 +170,23 @@ static int handoff_link(struct tp_link *l, uint64_t now, uint64_t t0, uint64_t h
 		/* acquire: pairs with the release store in tp_conn_own() */
 		if (!atomic_load_explicit(&c->owned, memory_order_acquire))
 			continue;
+		if (!tp_fo_get(c) && c->sp_of && c->sp_idx == 1) {
+			/* a framed stream's part 1: its bytes go in part 0's tail (tp_stripe.c) */
+			tp_conn_timers(c, now);
+			int need = handoff_needed(c, now, t0);
+
+			if (need == 1 && now < hand_by) {
+				left++;
+				continue;
+			}
+			if (need) {
+				tp_stripe_part_lost(c->sp_of, "exit");
+				/* (part 0's failover is driven where its link is walked: once more) */
+				if (tp_stripe_part0_fo(c->sp_of) <= TP_FO_RUN)
+					left++;
+			}
+			continue;
+		}
 		if (!tp_fo_get(c)) {
 			tp_conn_timers(c, now); /* retransmissions, Detect, the FIN */
 			int need = handoff_needed(c, now, t0);

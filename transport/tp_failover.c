@@ -87,6 +87,9 @@ struct tp_fo {
 	uint64_t move_end_ms; /* not carrying the stream by then: the kernel socket */
 	struct tp_key key;    /* C's (both sides know it: the TCP 4-tuple) */
 	bool client;          /* C's role: the client re-attaches, the server takes it */
+	/* a framed stream's part 0 whose move gave way to the kernel socket: its tail (taken for
+	 * the move, the part's bytes) is to be taken again as the stream's (tp_stripe.c) */
+	bool resnap;
 };
 
 /* How long a move may take before the kernel socket is used instead: the client's set-up
@@ -179,16 +182,29 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 
 	if (!fo)
 		return false;
-	/* a framed stream's part goes to another link or nowhere (tp_stripe.c): its kernel
-	 * socket's program would read the frames */
-	if (c->framed_part && (!strcmp(why, "exit") || !strcmp(why, "peer moved to tcp") ||
-			       atomic_load_explicit(&c->closed, memory_order_acquire) ||
-			       !tp_link_alt(c->link))) {
+	/* (the kernel socket: at exit, after the peer, for a closed connection, for a framed
+	 * stream whose stripe was lost, or when no other link lives) */
+	/* acquire: pairs with the store of closed in tp_close() */
+	bool sock = !strcmp(why, "exit") || !strcmp(why, "peer moved to tcp") ||
+		    !strcmp(why, "stripe lost") ||
+		    atomic_load_explicit(&c->closed, memory_order_acquire);
+	/* A framed stream's part (tp_stripe.c): its kernel socket's program would read frames.
+	 * Part 0 takes the stream there unframed (fo_build_tail()); part 1 never goes there (its
+	 * bytes are in part 0's tail): part 0 goes instead; a part whose handle was closed goes to
+	 * another link or nowhere. */
+	bool part1 = c->sp_of && c->sp_idx == 1;
+
+	if (c->framed_part && (sock || !tp_link_alt(c->link)) && (part1 || !c->sp_of)) {
 		free(fo);
+		if (part1)
+			tp_stripe_part_lost(c->sp_of, !strcmp(why, "exit") ? "exit" : "stripe lost");
 		return false;
 	}
-	fo->fd = c->framed_part ? -1 : fo_dup_socket(c);
-	if (fo->fd < 0 && !c->framed_part) {
+	/* (a socket for a plain connection and a framed stream's part 0; the others only move) */
+	bool no_sock = c->framed_part && (!c->sp_of || c->sp_idx == 1);
+
+	fo->fd = no_sock ? -1 : fo_dup_socket(c);
+	if (fo->fd < 0 && !no_sock) {
 		free(fo);
 		return false;
 	}
@@ -199,8 +215,7 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	 * closed connection (the kernel socket's duplicate carries its rest), nor when the peer
 	 * went to its kernel socket already */
 	/* acquire: pairs with the store of closed in tp_close() */
-	if (strcmp(why, "exit") && strcmp(why, "peer moved to tcp") &&
-	    !atomic_load_explicit(&c->closed, memory_order_acquire)) {
+	if (!sock) {
 		fo->key = c->ent->key;
 		fo->client = c->ent->role == 0;
 		fo->to = tp_link_alt(c->link);
@@ -326,24 +341,25 @@ static bool fo_data_msg(const struct tp_conn *c, uint32_t pos, struct fo_msg *m,
 	return true;
 }
 
-/* (System calls, not libc: preload/ wraps those, and the helper runs outside its guard.)
- *
- * Under tx_lock: the header and every unreleased byte in MSN order. */
-static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
+/* (System calls, not libc: preload/ wraps those, and the helper runs outside its guard.) */
+
+int tp_fo_collect(struct tp_conn *c, size_t hdr, uint8_t **ret, size_t *ret_len,
+		  uint64_t *ret_start)
 {
 	uint32_t i = c->fb_rx_i, d = c->fb_rx_d;
 	uint64_t total = 0;
-	size_t cap = sizeof(struct tp_fo_hdr);
+	size_t cap = hdr;
+	uint8_t *buf;
 
 	tp_tx_hold_drop(c); /* (a merged message held back is in the tail: tx_d covers it) */
 	/* the tail is at most what the rings hold */
 	cap += (size_t)(c->tx_i - c->fb_rx_i) * 128u + (size_t)(c->tx_d - c->fb_rx_d);
 	if (c->pre_buf) /* (and the rest of an earlier move's tail: tp_fo_snapshot()) */
 		cap += c->pre_len - c->pre_off;
-	fo->tx = malloc(cap);
-	if (!fo->tx)
+	buf = malloc(cap ? cap : 1);
+	if (!buf)
 		return -ENOMEM;
-	uint8_t *o = fo->tx + sizeof(struct tp_fo_hdr);
+	uint8_t *o = buf + hdr;
 
 	while (i != c->tx_i || d != c->tx_d) {
 		struct fo_msg mi, md;
@@ -351,8 +367,10 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 		bool hi = i != c->tx_i && fo_inline_msg(c, i, &mi);
 		bool hd = d != c->tx_d && fo_data_msg(c, d, &md, &fp);
 
-		if ((i != c->tx_i && !hi) || (d != c->tx_d && !hd))
+		if ((i != c->tx_i && !hi) || (d != c->tx_d && !hd)) {
+			free(buf);
 			return -EPROTO; /* our own shadow makes no sense: a bug, never guess */
+		}
 		bool take_i = hi && (!hd || (int32_t)(mi.msn - md.msn) < 0);
 		struct fo_msg *m = take_i ? &mi : &md;
 
@@ -365,37 +383,71 @@ static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
 			i++;
 		} else {
 			d += fp;
-			if (d - c->fb_rx_d > c->tx_d - c->fb_rx_d)
+			if (d - c->fb_rx_d > c->tx_d - c->fb_rx_d) {
+				free(buf);
 				return -EPROTO;
+			}
 		}
 	}
 	struct tp_stats st;
 
 	tp_stats_load(&st, c->st); /* (relaxed; we hold tx_lock, the writer's lock) */
 	uint64_t sent = st.tx_bytes;
-	struct tp_fo_hdr h = {
-		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION, .flags = c->moves,
-		.start = sent - total, .consumed = consumed,
-	};
 
-	if (total > sent)
+	if (total > sent) {
+		free(buf);
 		return -EPROTO;
+	}
 	if (c->pre_buf) { /* the bytes that follow what was sent here */
 		memcpy(o, c->pre_buf + c->pre_off, c->pre_len - c->pre_off);
 		o += c->pre_len - c->pre_off;
 	}
-	h.crc = crc32c(0, &h, offsetof(struct tp_fo_hdr, crc));
-	memcpy(fo->tx, &h, sizeof(h));
-	fo->tx_len = (size_t)(o - fo->tx);
-	fo->tx_off = 0;
-	LOG(LL_DEBUG, "transport: slot %u: failover tail from %llu, %llu bytes", c->slot,
-	    (unsigned long long)h.start, (unsigned long long)total);
+	*ret = buf;
+	*ret_len = (size_t)(o - buf) - hdr;
+	*ret_start = sent - total;
 	return 0;
 }
 
-static uint64_t rx_consumed(const struct tp_conn *c)
+/* Does C's failover FO carry a framed stream to the kernel socket (its bytes unframed)? */
+static bool fo_framed(const struct tp_conn *c, const struct tp_fo *fo)
+{
+	return c->sp_of && c->sp_idx == 0 && !fo->to_link;
+}
+
+/* Under tx_lock: the header and every unreleased byte in MSN order (a framed stream's part 0
+ * going to the kernel socket: the stream's bytes, unframed, from both parts: tp_stripe.c). */
+static int fo_build_tail(struct tp_conn *c, struct tp_fo *fo, uint64_t consumed)
+{
+	const size_t hl = sizeof(struct tp_fo_hdr);
+	uint64_t start;
+	size_t len;
+	int rc = fo_framed(c, fo) ?
+		 tp_stripe_fo_tail(c->sp_of, c, hl, &fo->tx, &len, &start) :
+		 tp_fo_collect(c, hl, &fo->tx, &len, &start);
+
+	if (rc)
+		return rc;
+	struct tp_fo_hdr h = {
+		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION, .flags = c->moves,
+		.start = start, .consumed = consumed,
+	};
+
+	h.crc = crc32c(0, &h, offsetof(struct tp_fo_hdr, crc));
+	memcpy(fo->tx, &h, sizeof(h));
+	fo->tx_len = hl + len;
+	fo->tx_off = 0;
+	LOG(LL_DEBUG, "transport: slot %u: failover tail from %llu, %llu bytes%s", c->slot,
+	    (unsigned long long)h.start, (unsigned long long)len,
+	    fo_framed(c, fo) ? " (a framed stream's, unframed)" : "");
+	return 0;
+}
+
+static uint64_t rx_consumed(const struct tp_conn *c, const struct tp_fo *fo)
 {
 	struct tp_stats st;
+
+	if (fo_framed(c, fo)) /* (a framed stream: the program's bytes it delivered) */
+		return tp_stripe_rx_app(c->sp_of);
 
 	tp_stats_load(&st, c->st); /* (relaxed; the callers hold rx_lock, the writer's lock) */
 	return st.rx_bytes + c->rx_discarded;
@@ -415,7 +467,7 @@ static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 							    memory_order_acquire,
 							    memory_order_relaxed))
 		return -EAGAIN;
-	int rc = fo_build_tail(c, fo, rx_consumed(c));
+	int rc = fo_build_tail(c, fo, rx_consumed(c, fo));
 
 	if (pre && !rc) {
 		/* relaxed (pre_fin, pre_on): under the prefix lock, which every writer holds */
@@ -470,7 +522,7 @@ int tp_fo_rx_skip(const uint8_t *b, size_t len, uint64_t consumed, uint64_t *ret
  * stream carries it again), and what to skip of the peer's tail. */
 static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
 {
-	uint64_t have = rx_consumed(c), skip;
+	uint64_t have = rx_consumed(c, fo), skip;
 	int rc = tp_fo_rx_skip(fo->hdr, sizeof(fo->hdr), have, &skip);
 	uint16_t moves;
 
@@ -571,12 +623,22 @@ static int fo_io_hdr(struct tp_conn *c, struct tp_fo *fo)
 			fo->hdr_got += (unsigned)n;
 			continue;
 		}
-		/* (whole: switch the receive side, once its lock is free) */
-		if (tp_mutex_trylock(&c->rx_lock))
+		/* (whole: switch the receive side, once its lock is free; a framed stream's too,
+		 * taken first as its readers do) */
+		bool framed = fo_framed(c, fo);
+
+		if (framed && tp_stripe_rx_trylock(c->sp_of))
+			return 0;
+		if (tp_mutex_trylock(&c->rx_lock)) {
+			if (framed)
+				tp_stripe_rx_unlock(c->sp_of);
 			return 0; /* a reader is finishing: next time (hdr_got stays complete) */
+		}
 		int rc = fo_rx_switch(c, fo);
 
 		tp_mutex_unlock(&c->rx_lock);
+		if (framed)
+			tp_stripe_rx_unlock(c->sp_of);
 		if (rc)
 			return rc;
 	}
@@ -677,7 +739,43 @@ static int mv_step(struct tp_conn *c, struct tp_fo *fo)
 		return 0; /* (the server: not there yet) */
 	fo->next->moves = c->moves + 1; /* (before anything can fail it over: fo_build_tail()) */
 	fo->next->framed_part = c->framed_part;
+	fo->next->sp_of = c->sp_of;
+	fo->next->sp_idx = c->sp_idx;
 	return 1;
+}
+
+/* Under fo->lock: a framed stream's part 0 whose move gave way to the kernel socket takes its
+ * tail again as the stream's, its own part of it being what it took for the move (its shadows
+ * may have been released since). 0, -EAGAIN (a lock busy: next time), or an error. */
+static int fo_resnap(struct tp_conn *c, struct tp_fo *fo)
+{
+	const size_t hl = sizeof(struct tp_fo_hdr);
+	uint8_t *tx;
+	size_t len;
+	uint64_t start;
+	int rc;
+
+	if (!c->sp_of)
+		return -ECONNRESET; /* (its handle was closed meanwhile) */
+	rc = tp_stripe_fo_tail_from(c->sp_of, c, fo->tx + hl, fo->tx_len - hl, hl, &tx, &len,
+				    &start);
+	if (rc)
+		return rc;
+	struct tp_fo_hdr h = {
+		.magic = TP_FO_MAGIC, .version = TP_FO_VERSION, .flags = c->moves,
+		.start = start, .consumed = tp_stripe_rx_app(c->sp_of),
+	};
+
+	h.crc = crc32c(0, &h, offsetof(struct tp_fo_hdr, crc));
+	memcpy(tx, &h, sizeof(h));
+	free(fo->tx);
+	fo->tx = tx;
+	fo->tx_len = hl + len;
+	fo->tx_off = 0;
+	fo->resnap = false;
+	LOG(LL_DEBUG, "transport: slot %u: failover tail from %llu, %zu bytes (a framed "
+	    "stream's, unframed, after a move)", c->slot, (unsigned long long)start, len);
+	return 0;
 }
 
 /* Under fo->lock: the move gives way to the kernel socket; the tail goes there from its start
@@ -685,7 +783,27 @@ static int mv_step(struct tp_conn *c, struct tp_fo *fo)
 static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
 {
 	if (c->framed_part) {
-		/* no kernel socket for a framed stream's part: it fails (the peer reads a reset) */
+		/* no kernel socket for a framed stream's part 1 (nor for a part whose handle was
+		 * closed): it fails (the peer reads a reset), and part 1's loss sends part 0 to the
+		 * kernel socket with the stream's tail. Part 0 goes there itself, its tail taken
+		 * again as the stream's (fo->resnap: tp_fo_progress()). */
+		if (c->sp_of && c->sp_idx == 0) {
+			LOG(LL_DEBUG, "transport: slot %u: the move to another link gives way to "
+			    "tcp (a framed stream's tail)", c->slot);
+			if (fo->next)
+				tp_abort(fo->next);
+			fo->next = NULL;
+			fo->to_link = false;
+			fo->tx_off = 0;
+			fo->shut_done = false;
+			fo->hdr_got = 0;
+			fo->hdr_ok = false;
+			fo->skip = 0;
+			fo->resnap = fo->snap; /* (not taken yet: fo_snapshot() takes it so) */
+			tp_conn_st_add(c, TP_ST_FAILOVER);
+			ntb_peer_db_ring(c->link->ntb);
+			return;
+		}
 		LOG(LL_DEBUG, "transport: slot %u: framed: the move failed, no tcp: reset", c->slot);
 		if (fo->next)
 			tp_abort(fo->next);
@@ -694,6 +812,8 @@ static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
 		tp_conn_st_add(c, TP_ST_RST);
 		ntb_peer_db_ring(c->link->ntb);
 		fo_end(c, fo, TP_FO_FAILED, -ECONNRESET);
+		if (c->sp_of && c->sp_idx == 1)
+			tp_stripe_part_lost(c->sp_of, "stripe lost");
 		return;
 	}
 	LOG(LL_DEBUG, "transport: slot %u: the move to another link gives way to tcp", c->slot);
@@ -785,6 +905,13 @@ void tp_fo_progress(struct tp_conn *c)
 		if (tp_fo_get(c) != TP_FO_RUN)
 			goto out; /* (a framed stream's part: failed there) */
 	}
+	if (fo->resnap) {
+		rc = fo_resnap(c, fo);
+		if (rc == -EAGAIN)
+			goto out;
+		if (rc)
+			goto fail;
+	}
 	rc = fo_io(c, fo);
 	if (rc == 1 && fo->to_link) {
 		mv_finish(c, fo);
@@ -844,4 +971,32 @@ void tp_conn_st_add(struct tp_conn *c, uint32_t flags)
 {
 	/* (the entry names the same peer slot and nonce as c->out.slot_off, c->nonce_out) */
 	tp_ent_st_add(c->link, c->ent, flags);
+}
+
+int tp_fo_snap_tail(struct tp_conn *c, uint8_t **ret, size_t *ret_len)
+{
+	/* acquire: pairs with the CAS in tp_fo_request() */
+	struct tp_fo *fo = atomic_load_explicit(&c->fo, memory_order_acquire);
+	int rc = -ENOENT;
+
+	if (!fo)
+		return -ENOENT;
+	if (pthread_mutex_trylock(&fo->lock))
+		return -EAGAIN;
+	if (fo->snap && fo->tx && fo->tx_len >= sizeof(struct tp_fo_hdr)) {
+		size_t n = fo->tx_len - sizeof(struct tp_fo_hdr);
+
+		*ret = malloc(n ? n : 1);
+		if (*ret) {
+			memcpy(*ret, fo->tx + sizeof(struct tp_fo_hdr), n);
+			*ret_len = n;
+			rc = 0;
+		} else {
+			rc = -ENOMEM;
+		}
+	} else if (fo->snap) {
+		rc = -EPROTO; /* (its tail is gone with a failed move: never guess) */
+	}
+	pthread_mutex_unlock(&fo->lock);
+	return rc;
 }

@@ -952,6 +952,12 @@ struct tp_conn {
 	 * would read the frames */
 	struct tp_stripe *sp;
 	bool framed_part;
+	/* the framed stream this connection carries part SP_IDX of (0: the connection's own, 1:
+	 * its stripe; copied to what it moves to), NULL once its handle is closed. Part 0 goes to
+	 * the kernel socket with the stream's tail, unframed (tp_stripe_fo_tail()); part 1 never
+	 * does: its loss sends part 0 there */
+	struct tp_stripe *sp_of;
+	uint8_t sp_idx;
 	/* The connection a move went to (tp_failover.c: mv_finish()): the rest of the moved
 	 * connection's tail, which goes out before any byte the program sends here (tp_send()
 	 * flushes it first, the timers too), and the FIN after it when that writing was shut
@@ -1667,5 +1673,34 @@ int tp_stripe_new(struct tp_conn *c, bool client);
 void tp_stripe_free(struct tp_conn *c);
 /* Does a new connection over L ask for a framed stream (balance on, another link in the group)? */
 bool tp_stripe_wanted(struct tp_link *l);
+/* Failover of a framed stream to the kernel socket (tp_failover.c calls these for part 0):
+ * its tail as the program's bytes from *RET_START on, unframed, gathered from both parts'
+ * shadows and the kept rest of a frame, in a new buffer with HDR bytes free in front (*RET,
+ * *RET_LEN with them); the sends stop. Under C's (part 0's) tx_lock; -EAGAIN when another
+ * lock is busy (next time), -ENOMEM, -EPROTO. */
+int tp_stripe_fo_tail(struct tp_stripe *sp, struct tp_conn *c, size_t hdr, uint8_t **ret,
+		      size_t *ret_len, uint64_t *ret_start);
+/* The same with part 0's tail given (PART0, PART0_LEN: what it took for a move that then gave
+ * way to the socket; NULL: from C's shadows, under C's tx_lock). */
+int tp_stripe_fo_tail_from(struct tp_stripe *sp, struct tp_conn *c, const uint8_t *part0,
+			   size_t part0_len, size_t hdr, uint8_t **ret, size_t *ret_len,
+			   uint64_t *ret_start);
+/* The program's bytes the stream delivered (its failover's "consumed"). */
+uint64_t tp_stripe_rx_app(struct tp_stripe *sp);
+/* The stream's receive lock, tried (0) / released: a failover's switch of the receive side. */
+int tp_stripe_rx_trylock(struct tp_stripe *sp);
+void tp_stripe_rx_unlock(struct tp_stripe *sp);
+/* Part 1 of SP cannot go on (WHY): part 0 takes the stream to the kernel socket. */
+void tp_stripe_part_lost(struct tp_stripe *sp, const char *why);
+/* The failover state of SP's part 0 (enum tp_fo_state). */
+int tp_stripe_part0_fo(struct tp_stripe *sp);
+/* C's unreleased bytes in MSN order (and a moved connection's rest of tail after them), in a
+ * new buffer of HDR + *RET_LEN bytes with HDR free in front; its stream offset of the first in
+ * *RET_START. Under C's tx_lock (tp_failover.c). */
+int tp_fo_collect(struct tp_conn *c, size_t hdr, uint8_t **ret, size_t *ret_len,
+		  uint64_t *ret_start);
+/* The tail C's own failover took (a move under way): a copy in *RET (*RET_LEN bytes); -ENOENT
+ * (none taken: its shadows hold it, tp_fo_collect()), -EAGAIN (busy), -EPROTO (taken and gone). */
+int tp_fo_snap_tail(struct tp_conn *c, uint8_t **ret, size_t *ret_len);
 
 #endif

@@ -28,9 +28,13 @@
  * while the next frame is still due from it) is a reset, never a short stream.
  *
  * Failures: each connection moves to another live link of the group by itself
- * (tp_failover.c), its frames going with its tail as bytes; neither ever goes to the kernel
- * socket (framed_part: its program would read frames), so a framed connection whose last link
- * is lost fails with ECONNRESET. Not exported across exec (tp_conn_export() refuses).
+ * (tp_failover.c), its frames going with its tail as bytes. Neither goes to the kernel socket
+ * with its own tail (its program would read frames): when no link is left (or at exit, or
+ * when the stripe is lost), part 0 takes the whole stream there, unframed: the program's
+ * bytes from the first one not surely consumed by the peer, gathered from both parts'
+ * shadows by the map of frames each part still holds (tp_stripe_fo_tail()), against the
+ * program's bytes the peer's stream delivered. Not exported across exec (tp_conn_export()
+ * refuses: the program's connection is reset).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -55,6 +59,19 @@ struct frame_hdr {
 };
 static_assert(sizeof(struct frame_hdr) == TP_FRAME_HDR, "frame header size");
 
+/* A frame a part still holds unacknowledged (or may): its header's offset in the part's bytes,
+ * its payload's in the program's stream, its length. */
+struct frame_rec {
+	uint64_t part_off, app_off;
+	uint32_t len;
+};
+
+struct frame_map {
+	struct frame_rec *v;
+	size_t head, n, cap;  /* a FIFO in v[head .. head + n) modulo cap */
+	uint32_t since_prune;
+};
+
 struct tp_stripe {
 	pthread_mutex_t tx_lock, rx_lock;
 	struct tp_conn *sub0;            /* the connection (the handle) */
@@ -68,7 +85,10 @@ struct tp_stripe {
 	uint32_t pend_len[2], pend_off[2];
 	uint64_t try_ms;                 /* the last set-up attempt (client) */
 	bool want_sent;                  /* server: TP_ST_STRIPE_WANT written */
-	bool attach_tried;
+	uint64_t part_tx[2];             /* bytes each part took (headers included) */
+	uint64_t app_tx;                 /* the program's bytes the stream took */
+	struct frame_map map[2];
+	bool fo_taken;                   /* part 0 took the tail to the kernel socket: no more */
 	/* receive side (rx_lock) */
 	uint64_t rx_seq;
 	struct frame_hdr hdr[2];
@@ -77,6 +97,7 @@ struct tp_stripe {
 	uint32_t rx_rem;                 /* payload bytes of the current frame still to read */
 	bool rx_eof[2];
 	_Atomic int rx_err;              /* a framing error: sticky (written under rx_lock) */
+	_Atomic uint64_t rx_app;         /* the program's bytes delivered (under rx_lock) */
 	/* counters (relaxed) */
 	_Atomic uint64_t frames[2], bytes[2], notices, expansions;
 };
@@ -117,6 +138,8 @@ int tp_stripe_new(struct tp_conn *c, bool client)
 	sp->client = client;
 	stripe_key(&c->ent->key, &sp->key1);
 	c->framed_part = true;
+	c->sp_of = sp;
+	c->sp_idx = 0;
 	c->sp = sp;
 	return 0;
 }
@@ -130,6 +153,8 @@ void tp_stripe_free(struct tp_conn *c)
 	c->sp = NULL;
 	free(sp->pend[0]);
 	free(sp->pend[1]);
+	free(sp->map[0].v);
+	free(sp->map[1].v);
 	pthread_mutex_destroy(&sp->tx_lock);
 	pthread_mutex_destroy(&sp->rx_lock);
 	free(sp);
@@ -138,6 +163,8 @@ void tp_stripe_free(struct tp_conn *c)
 static void set_sub1(struct tp_stripe *sp, struct tp_conn *n)
 {
 	n->framed_part = true;
+	n->sp_of = sp;
+	n->sp_idx = 1;
 	/* relaxed: a counter for `ntbsock stat` (host-local memory, several processes add) */
 	atomic_fetch_add_explicit(&n->link->host->totals.expansions, 1, memory_order_relaxed);
 	/* release: pairs with the acquire in sub_get() */
@@ -220,11 +247,51 @@ static void stripe_look(struct tp_stripe *sp)
 	}
 }
 
-/* A connection's error as the framed stream reports it: its failover to the kernel socket is
- * no way on for a framed stream (framed_part refuses it; should one finish, a reset). */
-static ssize_t sub_err(ssize_t r)
+/* Part 0's failover to the kernel socket with the stream's tail: 0 (none), -EAGAIN (under
+ * way), -EXDEV (done: the caller goes on over the socket), or its error (failed). */
+static int stream_fo(struct tp_stripe *sp)
 {
-	return r == -EXDEV ? -ECONNRESET : r;
+	struct tp_conn *c0 = tp_conn_cur(sp->sub0);
+	int st = tp_fo_get(c0);
+
+	if (st == TP_FO_NONE)
+		return 0;
+	if (st == TP_FO_DONE)
+		return -EXDEV;
+	if (st == TP_FO_FAILED)
+		return tp_conn_err(c0) ? tp_conn_err(c0) : -ECONNRESET;
+	return -EAGAIN;
+}
+
+/* A part's error as the framed stream reports it: part 0's failover as stream_fo() says;
+ * anything else of part 0 as it is. Part 1's end or error sends part 0 to the kernel socket
+ * (its bytes are in that tail): -EAGAIN meanwhile. */
+static ssize_t sub_err_at(struct tp_stripe *sp, int i, ssize_t r)
+{
+	if (i == 1 && r < 0 && r != -EAGAIN && r != -ENOMEM) {
+		tp_stripe_part_lost(sp, "stripe lost");
+		return -EAGAIN;
+	}
+	if (r == -EXDEV) {
+		int f = stream_fo(sp);
+
+		return f ? f : -ECONNRESET;
+	}
+	return r;
+}
+#define sub_err(r) sub_err_at(sp, 0, (r))
+
+int tp_stripe_part0_fo(struct tp_stripe *sp)
+{
+	return tp_fo_get(tp_conn_cur(sp->sub0));
+}
+
+void tp_stripe_part_lost(struct tp_stripe *sp, const char *why)
+{
+	struct tp_conn *c0 = tp_conn_cur(sp->sub0);
+
+	if (tp_fo_get(c0) == TP_FO_NONE)
+		tp_fo_request(c0, why);
 }
 
 /* --- sending ----------------------------------------------------------------------------------- */
@@ -250,8 +317,9 @@ static int pend_flush(struct tp_stripe *sp, int i)
 		ssize_t r = tp_send_one(sub_get(sp, i), &v, 1);
 
 		if (r <= 0)
-			return r == 0 ? -EAGAIN : (int)sub_err(r);
+			return r == 0 ? -EAGAIN : (int)sub_err_at(sp, i, r);
 		sp->pend_off[i] += (uint32_t)r;
+		sp->part_tx[i] += (uint64_t)r;
 	}
 	sp->pend_len[i] = sp->pend_off[i] = 0;
 	return 0;
@@ -270,6 +338,61 @@ static int pend_flush_all(struct tp_stripe *sp)
 			r = e;
 	}
 	return r;
+}
+
+/* Frames of part I whose bytes the part surely no longer holds (the peer released them) leave
+ * the map: those ending at or before its bytes less what is unacknowledged there. Only while
+ * the part is plain (no failover, no rest of a moved tail going out: what it holds is then
+ * what tp_unacked_bytes_one() counts, inline slots at 128 bytes, more than they carry). */
+static void map_prune(struct tp_stripe *sp, int i)
+{
+	struct frame_map *m = &sp->map[i];
+	struct tp_conn *cur = tp_conn_cur(sub_get(sp, i));
+
+	m->since_prune = 0;
+	/* relaxed pre_on: a hint, looked at again after the count */
+	if (tp_fo_get(cur) || atomic_load_explicit(&cur->pre_on, memory_order_relaxed))
+		return;
+	uint64_t held = tp_unacked_bytes_one(cur);
+
+	if (tp_fo_get(cur) || atomic_load_explicit(&cur->pre_on, memory_order_relaxed) ||
+	    held > sp->part_tx[i])
+		return;
+	uint64_t keep_from = sp->part_tx[i] - held;
+
+	while (m->n) {
+		const struct frame_rec *f = &m->v[m->head];
+
+		if (f->part_off + TP_FRAME_HDR + f->len > keep_from)
+			break;
+		m->head = (m->head + 1) % m->cap;
+		m->n--;
+	}
+}
+
+/* A frame sent on part I (or about to be): into the map. -ENOMEM. */
+static int map_add(struct tp_stripe *sp, int i, uint64_t part_off, uint64_t app_off, uint32_t len)
+{
+	struct frame_map *m = &sp->map[i];
+
+	if (m->n && ++m->since_prune >= 64u)
+		map_prune(sp, i);
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2u : 256u;
+		struct frame_rec *v = malloc(cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		for (size_t k = 0; k < m->n; k++)
+			v[k] = m->v[(m->head + k) % m->cap];
+		free(m->v);
+		m->v = v;
+		m->head = 0;
+		m->cap = cap;
+	}
+	m->v[(m->head + m->n) % m->cap] = (struct frame_rec){ part_off, app_off, len };
+	m->n++;
+	return 0;
 }
 
 /* Keep the rest of a frame that connection I did not take: the header's and payload's bytes
@@ -342,8 +465,11 @@ static ssize_t frame_send(struct tp_stripe *sp, int i, const struct iovec *iov, 
 	len = 0;
 	for (int k = 1; k <= n; k++)
 		len += v[k].iov_len;
+	h.len = (uint32_t)len;
 	v[0].iov_base = &h;
 	v[0].iov_len = TP_FRAME_HDR;
+	if (map_add(sp, i, sp->part_tx[i], sp->app_tx, (uint32_t)len))
+		return -ENOMEM;
 	/* a small frame in one message; a larger one's header in its own, so that reading the
 	 * header does not split the payload's message (a split one is copied twice) */
 	if (TP_FRAME_HDR + len <= s->link->params.inline_max || len <= 1024u) {
@@ -356,8 +482,12 @@ static ssize_t frame_send(struct tp_stripe *sp, int i, const struct iovec *iov, 
 			r = p > 0 ? TP_FRAME_HDR + p : TP_FRAME_HDR;
 		}
 	}
-	if (r <= 0)
-		return r == 0 ? -EAGAIN : sub_err(r);
+	if (r <= 0) {
+		sp->map[i].n--; /* (not sent: not held) */
+		return r == 0 ? -EAGAIN : sub_err_at(sp, i, r);
+	}
+	sp->part_tx[i] += (uint64_t)r;
+	sp->app_tx += len;
 	if ((size_t)r < TP_FRAME_HDR + len) {
 		struct iovec w[64];
 		int m = iov_window(iov, iovcnt, skip, len, w, 64);
@@ -404,9 +534,15 @@ static ssize_t stripe_send(struct tp_stripe *sp, const struct iovec *iov, int io
 	for (int k = 0; k < iovcnt; k++)
 		total += iov[k].iov_len;
 	pthread_mutex_lock(&sp->tx_lock);
-	int e = pend_flush_all(sp);
+	int e = sp->fo_taken || stream_fo(sp) ? stream_fo(sp) : pend_flush_all(sp);
 
+	if (sp->fo_taken && !e)
+		e = -EAGAIN; /* (the tail is taken: nothing more goes out here) */
 	if (e && e != -EAGAIN) {
+		pthread_mutex_unlock(&sp->tx_lock);
+		return e;
+	}
+	if (e && (sp->fo_taken || stream_fo(sp))) {
 		pthread_mutex_unlock(&sp->tx_lock);
 		return e;
 	}
@@ -466,8 +602,12 @@ static int hdr_fill(struct tp_stripe *sp, int i)
 		if (r == -EAGAIN)
 			return 0;
 		if (r < 0)
-			return (int)sub_err(r);
+			return (int)sub_err_at(sp, i, r);
 		if (r == 0) {
+			if (sp->hdr_got[i] && i == 1) {
+				tp_stripe_part_lost(sp, "stripe lost");
+				return 0;
+			}
 			if (sp->hdr_got[i])
 				return -ECONNRESET; /* (ended inside a header) */
 			sp->rx_eof[i] = true;
@@ -491,6 +631,8 @@ static int next_frame(struct tp_stripe *sp)
 		for (int k = 0; k < 2; k++) {
 			int i = (sp->rx_cur + k) & 1, h = hdr_fill(sp, i);
 
+			if (h == -EAGAIN)
+				continue; /* (part 1 lost: part 0 takes the stream to the socket) */
 			if (h < 0)
 				return h;
 			if (h == 0)
@@ -542,6 +684,10 @@ static ssize_t stripe_recv(struct tp_stripe *sp, const struct iovec *iov, int io
 		pthread_mutex_unlock(&sp->rx_lock);
 		return sp->rx_err;
 	}
+	if ((r = stream_fo(sp))) { /* (the stream goes on over the kernel socket) */
+		pthread_mutex_unlock(&sp->rx_lock);
+		return r;
+	}
 	if (room == 0) { /* (errors, end of stream as a one-connection read reports them) */
 		r = tp_recv_one(sp->sub0, iov, iovcnt, flags);
 		pthread_mutex_unlock(&sp->rx_lock);
@@ -569,12 +715,18 @@ static ssize_t stripe_recv(struct tp_stripe *sp, const struct iovec *iov, int io
 		int n = iov_window(iov, iovcnt, got, want, v, 64);
 
 		r = tp_recv_one(sub_get(sp, sp->rx_cur), v, n, flags);
+		if (r == 0 && sp->rx_cur == 1) { /* (part 1 ended inside a frame: part 0 takes
+						  * the stream to the kernel socket) */
+			tp_stripe_part_lost(sp, "stripe lost");
+			r = -EAGAIN;
+			break;
+		}
 		if (r == 0) { /* (ended inside a frame: bytes are missing) */
 			r = sp->rx_err = -ECONNRESET;
 			break;
 		}
 		if (r < 0) {
-			r = sub_err(r);
+			r = sub_err_at(sp, sp->rx_cur, r);
 			break;
 		}
 		if (flags & TP_RECV_PEEK) {
@@ -583,6 +735,8 @@ static ssize_t stripe_recv(struct tp_stripe *sp, const struct iovec *iov, int io
 		}
 		sp->rx_rem -= (uint32_t)r;
 		got += (size_t)r;
+		/* relaxed: under rx_lock; a failover's switch reads it under the same lock */
+		atomic_fetch_add_explicit(&sp->rx_app, (uint64_t)r, memory_order_relaxed);
 		if ((size_t)r < want)
 			break; /* (nothing more published there yet) */
 	}
@@ -619,6 +773,12 @@ static unsigned stripe_poll(struct tp_stripe *sp, unsigned want, bool arm)
 {
 	unsigned ev = 0, b0;
 	struct tp_conn *s1 = sub_get(sp, 1);
+	int f = stream_fo(sp);
+
+	if (f == -EAGAIN)
+		return tp_poll_dir_one(sp->sub0, want, arm); /* (nothing: part 0's failover runs) */
+	if (f)
+		return TP_EV_IN | TP_EV_OUT; /* (the calls say what became of it) */
 
 	pthread_mutex_lock(&sp->tx_lock);
 	pend_flush_all(sp);
@@ -812,12 +972,26 @@ size_t tp_unacked_bytes(struct tp_conn *c)
 	return n;
 }
 
+/* Forget SP in connection C and in every connection it moved to. */
+static void parts_forget(struct tp_conn *c)
+{
+	for (; c; c = atomic_load_explicit(&c->moved_to, memory_order_acquire))
+		c->sp_of = NULL;
+}
+
 /* The handle is closed or aborted: the stripe is the caller's to end, and no later call on the
- * handle (a lingering connection's, the link's close) reaches it any more, it may be gone. */
+ * handle (a lingering connection's, the link's close) reaches it any more, it may be gone; nor
+ * does either part refer to SP any more (a lingering part goes on alone: to another link or,
+ * for part 1, nowhere; a closed part 0 to its kernel socket with its own, framed, tail is
+ * refused: tp_fo_request()). */
 static struct tp_conn *stripe_detach(struct tp_stripe *sp)
 {
 	/* acq_rel: as sub_get()'s acquire; one caller takes it */
-	return atomic_exchange_explicit(&sp->sub1, NULL, memory_order_acq_rel);
+	struct tp_conn *s1 = atomic_exchange_explicit(&sp->sub1, NULL, memory_order_acq_rel);
+
+	parts_forget(sp->sub0);
+	parts_forget(s1);
+	return s1;
 }
 
 /* Before a FIN: the rest of a kept frame goes out (waiting for room, at most TIMEOUT_MS). */
@@ -888,10 +1062,8 @@ void tp_abort(struct tp_conn *c)
 
 int tp_conn_failover_state(struct tp_conn *c)
 {
-	int st = tp_conn_failover_state_one(c);
-
-	/* a framed stream never goes to the kernel socket (framed_part) */
-	return c->sp && st == TP_FO_DONE ? TP_FO_FAILED : st;
+	/* (a framed stream's: part 0's, which takes the whole stream to the socket) */
+	return tp_conn_failover_state_one(c);
 }
 
 int tp_conn_export(struct tp_conn *c, int timeout_ms, uint64_t *ret_token)
@@ -942,4 +1114,174 @@ void tp_stripe_stats(struct tp_conn *c, struct tp_stripe_stats *ret)
 	ret->expansions = atomic_load_explicit(&sp->expansions, memory_order_relaxed);
 	if (ret->striped)
 		ret->link1 = tp_conn_link(sub_get(sp, 1));
+}
+
+/* --- failover of the stream to the kernel socket ------------------------------------------------ */
+
+uint64_t tp_stripe_rx_app(struct tp_stripe *sp)
+{
+	/* relaxed: its writer holds rx_lock, which a failover's switch holds too */
+	return atomic_load_explicit(&sp->rx_app, memory_order_relaxed);
+}
+
+int tp_stripe_rx_trylock(struct tp_stripe *sp)
+{
+	return pthread_mutex_trylock(&sp->rx_lock);
+}
+
+void tp_stripe_rx_unlock(struct tp_stripe *sp)
+{
+	pthread_mutex_unlock(&sp->rx_lock);
+}
+
+/* A run of the program's bytes found in a part's tail. */
+struct app_seg {
+	uint64_t app_off;
+	const uint8_t *p;
+	size_t n;
+};
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const struct app_seg *x = a, *y = b;
+
+	return x->app_off < y->app_off ? -1 : x->app_off > y->app_off;
+}
+
+/* The program's bytes in part I's tail: its unreleased bytes TAIL (TN bytes, the last the part
+ * took) and the kept rest of a frame, mapped through the part's frames into SEGS. */
+static size_t part_segs(struct tp_stripe *sp, int i, const uint8_t *tail, size_t tn,
+			struct app_seg *segs)
+{
+	const struct frame_map *m = &sp->map[i];
+	uint64_t lo = sp->part_tx[i] - tn, mid = sp->part_tx[i];
+	uint64_t hi = mid + (sp->pend_len[i] - sp->pend_off[i]);
+	size_t k = 0;
+
+	for (size_t j = 0; j < m->n; j++) {
+		const struct frame_rec *f = &m->v[(m->head + j) % m->cap];
+		uint64_t a = f->part_off + TP_FRAME_HDR, b = a + f->len;
+
+		if (a < lo)
+			a = lo;
+		if (b > hi)
+			b = hi;
+		/* (the part's bytes A..B: before MID in the tail, after it in the kept rest) */
+		while (a < b) {
+			uint64_t e = a < mid ? (b < mid ? b : mid) : b;
+			const uint8_t *src = a < mid ? tail + (a - lo) :
+					     sp->pend[i] + sp->pend_off[i] + (a - mid);
+
+			segs[k++] = (struct app_seg){ f->app_off + (a - f->part_off - TP_FRAME_HDR),
+						      src, (size_t)(e - a) };
+			a = e;
+		}
+	}
+	return k;
+}
+
+int tp_stripe_fo_tail(struct tp_stripe *sp, struct tp_conn *c, size_t hdr, uint8_t **ret,
+		      size_t *ret_len, uint64_t *ret_start)
+{
+	return tp_stripe_fo_tail_from(sp, c, NULL, 0, hdr, ret, ret_len, ret_start);
+}
+
+int tp_stripe_fo_tail_from(struct tp_stripe *sp, struct tp_conn *c, const uint8_t *part0,
+			   size_t part0_len, size_t hdr, uint8_t **ret, size_t *ret_len,
+			   uint64_t *ret_start)
+{
+	uint8_t *tail[2] = { NULL, NULL }, *buf;
+	size_t tn[2] = { 0, 0 }, nseg = 0;
+	struct app_seg *segs = NULL;
+	uint64_t dummy, start;
+	int rc = 0;
+
+	if (pthread_mutex_trylock(&sp->tx_lock))
+		return -EAGAIN; /* (a sender: next time) */
+	for (int i = 0; i < 2 && !rc; i++) {
+		struct tp_conn *s = sub_get(sp, i), *cur = s ? tp_conn_cur(s) : NULL;
+
+		if (!cur)
+			continue;
+		if (i == 0 && part0) { /* (what part 0 took for its move) */
+			tail[0] = malloc(part0_len ? part0_len : 1);
+			if (!tail[0]) {
+				rc = -ENOMEM;
+				break;
+			}
+			memcpy(tail[0], part0, part0_len);
+			tn[0] = part0_len;
+			if (tn[0] > sp->part_tx[0])
+				rc = -EPROTO;
+			continue;
+		}
+		/* (part 1 moving: its tail is in its failover since it took it) */
+		if (cur != c && tp_fo_get(cur) != TP_FO_NONE &&
+		    (rc = tp_fo_snap_tail(cur, &tail[i], &tn[i])) != -ENOENT) {
+			if (!rc && tn[i] > sp->part_tx[i])
+				rc = -EPROTO;
+			continue;
+		}
+		rc = 0;
+		if (cur != c && tp_mutex_trylock(&cur->tx_lock)) {
+			rc = -EAGAIN;
+			break;
+		}
+		rc = tp_fo_collect(cur, 0, &tail[i], &tn[i], &dummy);
+		if (cur != c)
+			tp_mutex_unlock(&cur->tx_lock);
+		if (!rc && tn[i] > sp->part_tx[i])
+			rc = -EPROTO; /* (more held than ever taken: never guess) */
+	}
+	if (!rc) {
+		/* at most one run per frame and piece (tail, kept rest) */
+		size_t cap = 2u * (sp->map[0].n + sp->map[1].n) + 1u;
+
+		segs = malloc(cap * sizeof(*segs));
+		if (!segs)
+			rc = -ENOMEM;
+	}
+	if (rc) {
+		pthread_mutex_unlock(&sp->tx_lock);
+		free(tail[0]);
+		free(tail[1]);
+		return rc;
+	}
+	nseg = part_segs(sp, 0, tail[0], tn[0], segs);
+	nseg += part_segs(sp, 1, tail[1], tn[1], segs + nseg);
+	qsort(segs, nseg, sizeof(*segs), seg_cmp);
+	/* the tail: the longest run of the program's bytes held without a gap up to the last */
+	start = sp->app_tx;
+	for (size_t k = nseg; k-- > 0;) {
+		if (segs[k].app_off + segs[k].n < start)
+			break; /* (a gap: the peer released what lies between) */
+		if (segs[k].app_off < start)
+			start = segs[k].app_off;
+	}
+	buf = malloc(hdr + (size_t)(sp->app_tx - start) + 1u);
+	if (!buf) {
+		rc = -ENOMEM;
+	} else {
+		for (size_t k = 0; k < nseg; k++) {
+			uint64_t a = segs[k].app_off, e = a + segs[k].n;
+
+			if (e <= start)
+				continue;
+			size_t skip = a < start ? (size_t)(start - a) : 0;
+
+			memcpy(buf + hdr + (a + skip - start), segs[k].p + skip, segs[k].n - skip);
+		}
+		*ret = buf;
+		*ret_len = (size_t)(sp->app_tx - start);
+		*ret_start = start;
+		sp->fo_taken = true;
+		LOG(LL_DEBUG, "transport: framed stream to tcp: the program's bytes %llu..%llu "
+		    "(parts held %zu and %zu bytes)", (unsigned long long)start,
+		    (unsigned long long)sp->app_tx, tn[0], tn[1]);
+	}
+	pthread_mutex_unlock(&sp->tx_lock);
+	free(segs);
+	free(tail[0]);
+	free(tail[1]);
+	return rc;
 }

@@ -11,9 +11,10 @@
 #   down-b  — `ntbsock link down h1h2b` mid-stream: the stripe moves to h1h2a, byte-exact EOF;
 #   down-a  — `ntbsock link down h1h2a` mid-stream: the connection moves to h1h2b, byte-exact;
 #   trunc-b — h1h2b's file truncated mid-stream: byte-exact EOF;
-#   trunc-ab — both files truncated: no link is left and a framed stream never goes to the
-#             kernel socket: both ends read a reset, never a short end of stream, and every byte
-#             they did read is exact.
+#   trunc-ab — both files truncated: no link is left; the stream goes on over the kernel
+#             socket, unframed (part 0 takes both parts' tails there), byte-exact EOF, and both
+#             logs say "failed over";
+#   down-ab — both links taken down one after the other: the same.
 # A config with balance and one link is refused, naming file and line.
 . "$(dirname "$0")/lib.sh"
 pl_need truncate python3
@@ -88,7 +89,7 @@ stream() {
 	echo "$name: client: $cli"
 	echo "$name: server: $srvl"
 	case "$cli $srvl" in *bad=1*) pl_fail "$name: corrupt bytes";; esac
-	if [ "$expect" = eof ]; then
+	if [ "$expect" = eof ] || [ "$expect" = tcp ]; then
 		[ $crc = 0 ] && [ $src = 0 ] || pl_fail "$name: exit status $crc / $src"
 		case $cli in "END reason=eof rx="*" tx=$n bad=0"*) ;; *) pl_fail "$name: client: $cli";; esac
 		case $srvl in "END reason=eof rx=$n "*) ;; *) pl_fail "$name: server: $srvl";; esac
@@ -101,7 +102,14 @@ stream() {
 		case $srvl in "END reason=reset"*) ;; *) pl_fail "$name: server did not read a reset: $srvl";; esac
 	fi
 	grep -q 'ntb' "$PL_TMP/$name-h1.log" || pl_fail "$name: host 1 log names no ntb connection"
-	grep -q 'tcp (' "$PL_TMP/$name-h1.log" && pl_fail "$name: a connection went tcp: $(grep 'tcp (' "$PL_TMP/$name-h1.log" | head -1)"
+	if [ "$expect" = tcp ]; then
+		for h in h1 h2; do
+			grep -q 'tcp (failed over: ' "$PL_TMP/$name-$h.log" ||
+				pl_fail "$name: $h's log does not say the stream failed over to tcp"
+		done
+	else
+		grep -q 'tcp (' "$PL_TMP/$name-h1.log" && pl_fail "$name: a connection went tcp: $(grep 'tcp (' "$PL_TMP/$name-h1.log" | head -1)"
+	fi
 	true
 }
 
@@ -130,7 +138,10 @@ stream down-a $BIG eof 0.5 env NTBSOCK_LOG=error "$NTB" link down h1h2a -c "$PL_
 [ "$(link_failovers h1h2a)" -ge 1 ] || pl_fail "down-a: no failover counted on h1h2a"
 NTBSOCK_LOG=error "$NTB" link up h1h2a -c "$PL_TMP/host1.conf" >/dev/null
 stream trunc-b $BIG eof 0.5 truncate -s 0 "$PL_LINK-h1h2b"
-stream trunc-ab $BIG reset 0.5 sh -c "truncate -s 0 '$PL_LINK-h1h2a'; truncate -s 0 '$PL_LINK-h1h2b'"
+stream trunc-ab $BIG tcp 0.5 sh -c "truncate -s 0 '$PL_LINK-h1h2a'; truncate -s 0 '$PL_LINK-h1h2b'"
+stream down-ab $BIG tcp 0.5 sh -c "NTBSOCK_LOG=error '$NTB' link down h1h2a -c '$PL_TMP/host1.conf'; NTBSOCK_LOG=error '$NTB' link down h1h2b -c '$PL_TMP/host1.conf'"
+NTBSOCK_LOG=error "$NTB" link up h1h2a -c "$PL_TMP/host1.conf" >/dev/null
+NTBSOCK_LOG=error "$NTB" link up h1h2b -c "$PL_TMP/host1.conf" >/dev/null
 
 NTBSOCK_LOG=error "$NTB" check -c "$PL_TMP/host1.conf" | grep -q "peer host2 via links h1h2a, h1h2b (new connections: least loaded live link; balance: one stream spreads over two)" ||
 	pl_fail "ntbsock check does not show balance for host2"

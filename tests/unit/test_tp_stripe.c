@@ -4,8 +4,11 @@
  * finds its ring full (the receiver does not read) sets the stripe up on the other link and
  * spreads its frames over both; the receiver gets every byte exactly once and in order, in
  * pieces of every size. The server's sends get the stripe too (it asks, the client sets it up,
- * it attaches). Without balance on both hosts a connection is not framed. */
+ * it attaches). Without balance on both hosts a connection is not framed. When the stream goes
+ * to the kernel socket (the stripe lost), it goes there unframed: each socket carries the
+ * other side's stream from exactly what its program read, gathered from both parts. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +25,7 @@
 #include "tests/helpers/tp_testlib.h"
 #include "tests/unit/tp_unitlib.h"
 #include "transport/tp_int.h"
+#include "util/log.h"
 
 struct quad {
 	struct tl_pair one, two;
@@ -189,12 +193,103 @@ static void test_one_side_balance_not_framed(void **state)
 	quad_close(&q);
 }
 
+/* Run both ends' timers until B went to the socket (and A too, with ALL; or failed); their
+ * states. (A's tail may outgrow the socket's buffer: it is done once B's program reads.) */
+static void pump_fo(struct tp_conn *ca, struct tp_conn *cb, bool all, int *ret_a, int *ret_b)
+{
+	uint64_t end = tl_now_ms() + 10000;
+
+	while (tl_now_ms() < end) {
+		tp_conn_timers(tp_conn_cur(ca), tp_now_ms());
+		tp_conn_timers(tp_conn_cur(cb), tp_now_ms());
+		if ((!all || tp_conn_failover_state(ca) >= TP_FO_DONE) &&
+		    tp_conn_failover_state(cb) >= TP_FO_DONE)
+			break;
+		usleep(200);
+	}
+	*ret_a = tp_conn_failover_state(ca);
+	*ret_b = tp_conn_failover_state(cb);
+}
+
+/* Read LEN bytes of pattern SEED from offset OFF off socket FD, then nothing more. */
+static void socket_check(int fd, uint64_t seed, size_t off, size_t len)
+{
+	uint8_t *buf = malloc(len + 1), *want = malloc(len + 1);
+	size_t got = 0;
+
+	assert_non_null(buf);
+	assert_non_null(want);
+	while (got < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		assert_int_equal(poll(&p, 1, 5000), 1);
+		ssize_t n = read(fd, buf + got, len - got);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	tl_fill(want, len, seed, off);
+	assert_memory_equal(buf, want, len);
+	tu_assert_socket_empty(fd);
+	free(buf);
+	free(want);
+}
+
+static void test_stream_to_socket_unframed(void **state)
+{
+	struct quad q;
+	struct tp_conn *ca, *cb;
+	struct tp_stripe_stats sa;
+	int sv[2], fa, fb;
+	size_t a_sent = 0, b_read = 0, b_sent;
+
+	(void)state;
+	if (getenv("TP_STRIPE_DEBUG"))
+		log_set_level(LL_DEBUG);
+	quad_open(&q, "strf", true);
+	tu_connect_witnessed(&q.one, 41004, 8080, &ca, &cb, sv);
+	/* A's stream spread over both links, B's program reading part of it in odd pieces */
+	for (int round = 0; round < 6; round++) {
+		a_sent = tu_send_mixed(ca, 61, a_sent, 64u << 20);
+		for (size_t piece = 3; b_read < a_sent / 2; piece = piece * 7 % 9973 + 1) {
+			size_t k = piece < a_sent / 2 - b_read ? piece : a_sent / 2 - b_read;
+
+			tu_read_check(cb, 61, b_read, k);
+			b_read += k;
+		}
+	}
+	a_sent = tu_send_mixed(ca, 61, a_sent, 64u << 20);
+	tp_stripe_stats(ca, &sa);
+	assert_true(sa.striped && sa.bytes[1] > 0);
+	b_sent = tu_send_mixed(cb, 62, 0, 100000);
+	assert_true(b_sent > 1000);
+	/* the stripe lost: A takes the stream to the socket; B follows (the flag) */
+	tp_stripe_part_lost(ca->sp, "stripe lost");
+	pump_fo(ca, cb, false, &fa, &fb);
+	assert_int_equal(fb, TP_FO_DONE);
+	/* each socket: the rest of the other's stream, unframed, from what its program read */
+	socket_check(sv[1], 61, b_read, a_sent - b_read);
+	pump_fo(ca, cb, true, &fa, &fb);
+	assert_int_equal(fa, TP_FO_DONE);
+	socket_check(sv[0], 62, 0, b_sent);
+	struct iovec v = { (uint8_t[16]){ 0 }, 16 };
+
+	assert_int_equal(tp_send(ca, &v, 1), -EXDEV);
+	assert_int_equal(tp_recv(cb, &v, 1, 0), -EXDEV);
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	quad_close(&q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_client_stream_spreads, quad_teardown),
 		cmocka_unit_test_teardown(test_server_stream_spreads, quad_teardown),
 		cmocka_unit_test_teardown(test_one_side_balance_not_framed, quad_teardown),
+		cmocka_unit_test_teardown(test_stream_to_socket_unframed, quad_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
