@@ -782,28 +782,13 @@ static int fo_resnap(struct tp_conn *c, struct tp_fo *fo)
  * (nothing was delivered from the other link: the peer's header only counts when whole). */
 static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
 {
-	if (c->framed_part) {
-		/* no kernel socket for a framed stream's part 1 (nor for a part whose handle was
-		 * closed): it fails (the peer reads a reset), and part 1's loss sends part 0 to the
-		 * kernel socket with the stream's tail. Part 0 goes there itself, its tail taken
-		 * again as the stream's (fo->resnap: tp_fo_progress()). */
-		if (c->sp_of && c->sp_idx == 0) {
-			LOG(LL_DEBUG, "transport: slot %u: the move to another link gives way to "
-			    "tcp (a framed stream's tail)", c->slot);
-			if (fo->next)
-				tp_abort(fo->next);
-			fo->next = NULL;
-			fo->to_link = false;
-			fo->tx_off = 0;
-			fo->shut_done = false;
-			fo->hdr_got = 0;
-			fo->hdr_ok = false;
-			fo->skip = 0;
-			fo->resnap = fo->snap; /* (not taken yet: fo_snapshot() takes it so) */
-			tp_conn_st_add(c, TP_ST_FAILOVER);
-			ntb_peer_db_ring(c->link->ntb);
-			return;
-		}
+	bool framed = c->framed_part;
+
+	/* No kernel socket for a framed stream's part 1 (nor for a part whose handle was
+	 * closed): it fails (the peer reads a reset), and part 1's loss sends part 0 to the
+	 * kernel socket with the stream's tail. Part 0 goes there itself, its tail taken again
+	 * as the stream's (fo->resnap: tp_fo_progress()). */
+	if (framed && !(c->sp_of && c->sp_idx == 0)) {
 		LOG(LL_DEBUG, "transport: slot %u: framed: the move failed, no tcp: reset", c->slot);
 		if (fo->next)
 			tp_abort(fo->next);
@@ -816,7 +801,8 @@ static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
 			tp_stripe_part_lost(c->sp_of, "stripe lost");
 		return;
 	}
-	LOG(LL_DEBUG, "transport: slot %u: the move to another link gives way to tcp", c->slot);
+	LOG(LL_DEBUG, "transport: slot %u: the move to another link gives way to tcp%s", c->slot,
+	    framed ? " (a framed stream's tail)" : "");
 	if (fo->next)
 		tp_abort(fo->next);
 	fo->next = NULL;
@@ -826,6 +812,8 @@ static void mv_to_tcp(struct tp_conn *c, struct tp_fo *fo)
 	fo->hdr_got = 0;
 	fo->hdr_ok = false;
 	fo->skip = 0;
+	if (framed)
+		fo->resnap = fo->snap; /* (not taken yet: fo_snapshot() takes it so) */
 	tp_conn_st_add(c, TP_ST_FAILOVER);
 	ntb_peer_db_ring(c->link->ntb);
 }

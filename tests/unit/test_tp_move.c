@@ -27,72 +27,14 @@
 
 #include "tests/helpers/tp_testlib.h"
 #include "tests/unit/tp_unitlib.h"
+#include "tests/unit/tp_quadlib.h"
 #include "transport/tp_int.h"
 #include "util/crc32c.h"
 
-/* Host A (side 0 of both links: a1, a2) and host B (side 1: b1, b2). */
-struct quad {
-	struct tl_pair one, two;
-};
-
-/* A copy of the quad a test has open (its own is on the test's stack, gone after a failed
- * assertion): closed by the teardown when an assertion ended the test early (its links would
- * stay in the process's link group and draw the next test's moves). */
-static struct quad g_quad;
-static bool g_open;
-
-static void link_pair(struct tl_pair *p, const char *name, int n)
-{
-	struct tp_params tpp;
-	char nm[64];
-
-	tp_params_init(&tpp);
-	tpp.contexts = 8;
-	snprintf(nm, sizeof(nm), "%s%d", name, n);
-	assert_int_equal(tl_pair_open(p, nm, 4u << 20, &tpp, 0), 0);
-}
-
-/* Both links; B listens on 8080 over the first. GROUP_B false: B's links are not grouped (B has
- * nowhere to move). */
+/* Both links (4 MiB windows); GROUP_B false: B's links are not grouped (B has nowhere to move). */
 static void quad_open(struct quad *q, const char *name, bool group_b)
 {
-	link_pair(&q->one, name, 1);
-	link_pair(&q->two, name, 2);
-	tp_link_set_group(q->one.a, 1);
-	tp_link_set_group(q->two.a, 1);
-	if (group_b) {
-		tp_link_set_group(q->one.b, 2);
-		tp_link_set_group(q->two.b, 2);
-	}
-	assert_int_equal(tp_listen(q->one.b, 8080), 0);
-	assert_int_equal(tl_wait_listen(q->one.a, 8080, 5000), 0);
-	g_quad = *q;
-	g_open = true;
-}
-
-static void quad_close(struct quad *q)
-{
-	tl_pair_close(&q->one);
-	tl_pair_close(&q->two);
-	g_open = false;
-}
-
-static int quad_teardown(void **state)
-{
-	(void)state;
-	if (g_open)
-		quad_close(&g_quad);
-	return 0;
-}
-
-/* Close both ends, the stand-in socket SV and both links. */
-static void quad_end(struct quad *q, struct tp_conn *ca, struct tp_conn *cb, int sv[2])
-{
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(q);
+	quad_open_opts(q, name, &(struct quad_opts){ .window = 4u << 20, .group_b = group_b });
 }
 
 static void connect_one(struct quad *q, uint16_t cport, struct tp_conn **ca, struct tp_conn **cb,

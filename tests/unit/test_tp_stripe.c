@@ -24,59 +24,17 @@
 
 #include "tests/helpers/tp_testlib.h"
 #include "tests/unit/tp_unitlib.h"
+#include "tests/unit/tp_quadlib.h"
 #include "transport/tp_int.h"
 #include "util/log.h"
 
-struct quad {
-	struct tl_pair one, two;
-};
-static struct quad g_quad;
-static bool g_open;
-
-static void link_pair(struct tl_pair *p, const char *name, int n)
-{
-	struct tp_params tpp;
-	char nm[64];
-
-	tp_params_init(&tpp);
-	tpp.contexts = 8;
-	tpp.queue_size = 256u << 10; /* (a ring fills after a few frames) */
-	snprintf(nm, sizeof(nm), "%s%d", name, n);
-	assert_int_equal(tl_pair_open(p, nm, 8u << 20, &tpp, 0), 0);
-}
-
-/* Both links, both hosts grouped; balance on A's links, and on B's when BAL_B. */
+/* Both links (8 MiB windows, rings of 256 KiB: a ring fills after a few frames), both hosts
+ * grouped; balance on A's links, and on B's when BAL_B. */
 static void quad_open(struct quad *q, const char *name, bool bal_b)
 {
-	link_pair(&q->one, name, 1);
-	link_pair(&q->two, name, 2);
-	tp_link_set_group(q->one.a, 1);
-	tp_link_set_group(q->two.a, 1);
-	tp_link_set_group(q->one.b, 2);
-	tp_link_set_group(q->two.b, 2);
-	tp_link_set_balance(q->one.a, true);
-	tp_link_set_balance(q->two.a, true);
-	tp_link_set_balance(q->one.b, bal_b);
-	tp_link_set_balance(q->two.b, bal_b);
-	assert_int_equal(tp_listen(q->one.b, 8080), 0);
-	assert_int_equal(tl_wait_listen(q->one.a, 8080, 5000), 0);
-	g_quad = *q;
-	g_open = true;
-}
-
-static void quad_close(struct quad *q)
-{
-	tl_pair_close(&q->one);
-	tl_pair_close(&q->two);
-	g_open = false;
-}
-
-static int quad_teardown(void **state)
-{
-	(void)state;
-	if (g_open)
-		quad_close(&g_quad);
-	return 0;
+	quad_open_opts(q, name, &(struct quad_opts){ .window = 8u << 20, .queue_size = 256u << 10,
+						     .group_b = true, .balance_a = true,
+						     .balance_b = bal_b });
 }
 
 /* TOTAL bytes of pattern SEED from TX to RX: the writer fills what it can, the reader takes a
@@ -135,11 +93,7 @@ static void test_client_stream_spreads(void **state)
 	assert_int_equal(tl_recv_some(cb, (uint8_t[16]){ 0 }, 16, 5000), 0);
 	assert_int_equal(tp_shutdown(cb, SHUT_WR), 0);
 	assert_int_equal(tl_recv_some(ca, (uint8_t[16]){ 0 }, 16, 5000), 0);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	quad_end(&q, ca, cb, sv);
 }
 
 /* The server is the sender: it asks for the stripe, the client sets it up on its next read,
@@ -162,11 +116,7 @@ static void test_server_stream_spreads(void **state)
 	assert_int_equal(sb.bytes[0] + sb.bytes[1], total);
 	assert_true(sb.bytes[1] > 0 && sb.bytes[0] > 0);
 	assert_int_equal(sa.bytes[0] + sa.bytes[1], 0); /* (A sent nothing) */
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	quad_end(&q, ca, cb, sv);
 }
 
 /* B without balance: the connection is not framed (its Ack does not carry the flag), and its
@@ -186,11 +136,7 @@ static void test_one_side_balance_not_framed(void **state)
 	assert_false(sa.framed);
 	assert_false(sb.framed);
 	pump_stream(ca, cb, 51, 4u << 20);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	quad_end(&q, ca, cb, sv);
 }
 
 /* Run both ends' timers until B went to the socket (and A too, with ALL; or failed); their
@@ -276,11 +222,7 @@ static void test_stream_to_socket_unframed(void **state)
 
 	assert_int_equal(tp_send(ca, &v, 1), -EXDEV);
 	assert_int_equal(tp_recv(cb, &v, 1, 0), -EXDEV);
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	quad_close(&q);
+	quad_end(&q, ca, cb, sv);
 }
 
 int main(void)
