@@ -741,6 +741,8 @@ static int mv_step(struct tp_conn *c, struct tp_fo *fo)
 	fo->next->framed_part = c->framed_part;
 	fo->next->sp_of = c->sp_of;
 	fo->next->sp_idx = c->sp_idx;
+	if (c->sp_of)
+		tp_stripe_ref(c->sp_of); /* (dropped when it is recycled: tp_stripe_free()) */
 	return 1;
 }
 
@@ -850,6 +852,8 @@ static void mv_finish(struct tp_conn *c, struct tp_fo *fo)
 	}
 	/* release: the new connection's state before the pointer; pairs with tp_conn_cur() */
 	atomic_store_explicit(&c->moved_to, n, memory_order_release);
+	if (c->sp_of) /* (a framed stream's part: its failovers find it there now) */
+		tp_stripe_moved(c->sp_of, c->sp_idx, n);
 	tp_mutex_unlock(&c->tx_lock);
 	fo->next = NULL; /* (n's now: closing C closes it) */
 	fo_end(c, fo, TP_FO_LINKED, 0);

@@ -1670,7 +1670,12 @@ int tp_conn_error_one(struct tp_conn *c);
 size_t tp_tx_room(struct tp_conn *c);
 /* A new framed connection C (client: it set the stripe up): its stripe state; -ENOMEM. */
 int tp_stripe_new(struct tp_conn *c, bool client);
+/* C is recycled: it lets go of its stream (the handle's state, a part's reference: the last
+ * one frees it). tp_stripe_ref(): one more connection names SP (a move's new one);
+ * tp_stripe_moved(): part IDX is connection N now (a move done). */
 void tp_stripe_free(struct tp_conn *c);
+void tp_stripe_ref(struct tp_stripe *sp);
+void tp_stripe_moved(struct tp_stripe *sp, int idx, struct tp_conn *n);
 /* Does a new connection over L ask for a framed stream (balance on, another link in the group)? */
 bool tp_stripe_wanted(struct tp_link *l);
 /* Failover of a framed stream to the kernel socket (tp_failover.c calls these for part 0):

@@ -100,6 +100,17 @@ struct tp_stripe {
 	_Atomic uint64_t rx_app;         /* the program's bytes delivered (under rx_lock) */
 	/* counters (relaxed) */
 	_Atomic uint64_t frames[2], bytes[2], notices, expansions;
+	/* Lifetime. REFS: the connections whose sp_of names this (each part's, and what each
+	 * moved to; the handle is part 0's first); the last one recycled frees it, so a part that
+	 * outlives its closed handle (lingering with bytes unacknowledged) still finds it. CUR:
+	 * each part's connection now (moves update it, its recycling clears it), for the
+	 * failover paths, which run also after the handle was closed; under parts_lock, which a
+	 * user holds while it uses the connection (recycling waits for it). ENDED: the handle was
+	 * closed or aborted (its parts are ended once). */
+	_Atomic int refs;
+	pthread_mutex_t parts_lock;
+	struct tp_conn *cur[2];
+	atomic_bool ended;
 };
 
 static struct tp_conn *sub_get(struct tp_stripe *sp, int i)
@@ -134,6 +145,9 @@ int tp_stripe_new(struct tp_conn *c, bool client)
 		return -ENOMEM;
 	pthread_mutex_init(&sp->tx_lock, NULL);
 	pthread_mutex_init(&sp->rx_lock, NULL);
+	pthread_mutex_init(&sp->parts_lock, NULL);
+	atomic_init(&sp->refs, 1);
+	sp->cur[0] = c;
 	sp->sub0 = c;
 	sp->client = client;
 	stripe_key(&c->ent->key, &sp->key1);
@@ -144,13 +158,36 @@ int tp_stripe_new(struct tp_conn *c, bool client)
 	return 0;
 }
 
+void tp_stripe_ref(struct tp_stripe *sp)
+{
+	/* relaxed: the caller holds a reference already (its own connection's) */
+	atomic_fetch_add_explicit(&sp->refs, 1, memory_order_relaxed);
+}
+
+void tp_stripe_moved(struct tp_stripe *sp, int idx, struct tp_conn *n)
+{
+	pthread_mutex_lock(&sp->parts_lock);
+	sp->cur[idx] = n;
+	pthread_mutex_unlock(&sp->parts_lock);
+}
+
 void tp_stripe_free(struct tp_conn *c)
 {
-	struct tp_stripe *sp = c->sp;
+	struct tp_stripe *sp = c->sp_of;
 
+	c->sp = NULL;
 	if (!sp)
 		return;
-	c->sp = NULL;
+	c->sp_of = NULL;
+	pthread_mutex_lock(&sp->parts_lock);
+	for (int i = 0; i < 2; i++)
+		if (sp->cur[i] == c)
+			sp->cur[i] = NULL;
+	pthread_mutex_unlock(&sp->parts_lock);
+	/* acq_rel: every user's writes before the free */
+	if (atomic_fetch_sub_explicit(&sp->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	pthread_mutex_destroy(&sp->parts_lock);
 	free(sp->pend[0]);
 	free(sp->pend[1]);
 	free(sp->map[0].v);
@@ -165,6 +202,8 @@ static void set_sub1(struct tp_stripe *sp, struct tp_conn *n)
 	n->framed_part = true;
 	n->sp_of = sp;
 	n->sp_idx = 1;
+	tp_stripe_ref(sp);
+	tp_stripe_moved(sp, 1, n);
 	/* relaxed: a counter for `ntbsock stat` (host-local memory, several processes add) */
 	atomic_fetch_add_explicit(&n->link->host->totals.expansions, 1, memory_order_relaxed);
 	/* release: pairs with the acquire in sub_get() */
@@ -283,15 +322,22 @@ static ssize_t sub_err_at(struct tp_stripe *sp, int i, ssize_t r)
 
 int tp_stripe_part0_fo(struct tp_stripe *sp)
 {
-	return tp_fo_get(tp_conn_cur(sp->sub0));
+	pthread_mutex_lock(&sp->parts_lock);
+	int st = sp->cur[0] ? tp_fo_get(sp->cur[0]) : TP_FO_FAILED;
+
+	pthread_mutex_unlock(&sp->parts_lock);
+	return st;
 }
 
 void tp_stripe_part_lost(struct tp_stripe *sp, const char *why)
 {
-	struct tp_conn *c0 = tp_conn_cur(sp->sub0);
+	/* (part 0's connection now: also after the handle was closed; none: it ended) */
+	pthread_mutex_lock(&sp->parts_lock);
+	struct tp_conn *c0 = sp->cur[0];
 
-	if (tp_fo_get(c0) == TP_FO_NONE)
+	if (c0 && tp_fo_get(c0) == TP_FO_NONE)
 		tp_fo_request(c0, why);
+	pthread_mutex_unlock(&sp->parts_lock);
 }
 
 /* --- sending ----------------------------------------------------------------------------------- */
@@ -972,26 +1018,15 @@ size_t tp_unacked_bytes(struct tp_conn *c)
 	return n;
 }
 
-/* Forget SP in connection C and in every connection it moved to. */
-static void parts_forget(struct tp_conn *c)
-{
-	for (; c; c = atomic_load_explicit(&c->moved_to, memory_order_acquire))
-		c->sp_of = NULL;
-}
-
-/* The handle is closed or aborted: the stripe is the caller's to end, and no later call on the
- * handle (a lingering connection's, the link's close) reaches it any more, it may be gone; nor
- * does either part refer to SP any more (a lingering part goes on alone: to another link or,
- * for part 1, nowhere; a closed part 0 to its kernel socket with its own, framed, tail is
- * refused: tp_fo_request()). */
+/* The handle is closed or aborted: the stripe is the first caller's to end; no later call on
+ * the handle (a lingering connection's, the link's close) reaches it, it may be gone by then.
+ * The parts keep the stream (sp_of) for their failovers while they linger. */
 static struct tp_conn *stripe_detach(struct tp_stripe *sp)
 {
-	/* acq_rel: as sub_get()'s acquire; one caller takes it */
-	struct tp_conn *s1 = atomic_exchange_explicit(&sp->sub1, NULL, memory_order_acq_rel);
-
-	parts_forget(sp->sub0);
-	parts_forget(s1);
-	return s1;
+	/* (acq_rel: one caller takes it) */
+	if (atomic_exchange_explicit(&sp->ended, true, memory_order_acq_rel))
+		return NULL;
+	return sub_get(sp, 1);
 }
 
 /* Before a FIN: the rest of a kept frame goes out (waiting for room, at most TIMEOUT_MS). */
@@ -1198,8 +1233,14 @@ int tp_stripe_fo_tail_from(struct tp_stripe *sp, struct tp_conn *c, const uint8_
 
 	if (pthread_mutex_trylock(&sp->tx_lock))
 		return -EAGAIN; /* (a sender: next time) */
+	if (pthread_mutex_trylock(&sp->parts_lock)) {
+		pthread_mutex_unlock(&sp->tx_lock);
+		return -EAGAIN;
+	}
 	for (int i = 0; i < 2 && !rc; i++) {
-		struct tp_conn *s = sub_get(sp, i), *cur = s ? tp_conn_cur(s) : NULL;
+		/* (part 0: C, which takes the stream there; part 1: its connection now, held by
+		 * parts_lock against its recycling) */
+		struct tp_conn *cur = i == 0 ? c : sp->cur[1];
 
 		if (!cur)
 			continue;
@@ -1241,6 +1282,7 @@ int tp_stripe_fo_tail_from(struct tp_stripe *sp, struct tp_conn *c, const uint8_
 		if (!segs)
 			rc = -ENOMEM;
 	}
+	pthread_mutex_unlock(&sp->parts_lock);
 	if (rc) {
 		pthread_mutex_unlock(&sp->tx_lock);
 		free(tail[0]);
