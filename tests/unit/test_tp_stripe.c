@@ -37,6 +37,15 @@ static void quad_open(struct quad *q, const char *name, bool bal_b)
 						     .balance_b = bal_b });
 }
 
+/* The quad (balance on B's side when BAL_B) and a connection A -> B from client port CPORT,
+ * a socketpair standing in for its TCP connection. */
+static void open_conn(struct quad *q, const char *name, bool bal_b, uint16_t cport,
+		      struct tp_conn **ca, struct tp_conn **cb, int sv[2])
+{
+	quad_open(q, name, bal_b);
+	tu_connect_witnessed(&q->one, cport, 8080, ca, cb, sv);
+}
+
 /* TOTAL bytes of pattern SEED from TX to RX: the writer fills what it can, the reader takes a
  * part in odd pieces, in turn, then the reader drains the rest; every byte checked. */
 static void pump_stream(struct tp_conn *tx, struct tp_conn *rx, uint64_t seed, size_t total)
@@ -69,8 +78,7 @@ static void test_client_stream_spreads(void **state)
 	const size_t total = 24u << 20;
 
 	(void)state;
-	quad_open(&q, "strc", true);
-	tu_connect_witnessed(&q.one, 41001, 8080, &ca, &cb, sv);
+	open_conn(&q, "strc", true, 41001, &ca, &cb, sv);
 	tp_stripe_stats(ca, &sa);
 	assert_true(sa.framed);
 	assert_false(sa.striped);
@@ -107,8 +115,7 @@ static void test_server_stream_spreads(void **state)
 	const size_t total = 24u << 20;
 
 	(void)state;
-	quad_open(&q, "strs", true);
-	tu_connect_witnessed(&q.one, 41002, 8080, &ca, &cb, sv);
+	open_conn(&q, "strs", true, 41002, &ca, &cb, sv);
 	pump_stream(cb, ca, 41, total);
 	tp_stripe_stats(ca, &sa);
 	tp_stripe_stats(cb, &sb);
@@ -129,8 +136,7 @@ static void test_one_side_balance_not_framed(void **state)
 	int sv[2];
 
 	(void)state;
-	quad_open(&q, "strn", false);
-	tu_connect_witnessed(&q.one, 41003, 8080, &ca, &cb, sv);
+	open_conn(&q, "strn", false, 41003, &ca, &cb, sv);
 	tp_stripe_stats(ca, &sa);
 	tp_stripe_stats(cb, &sb);
 	assert_false(sa.framed);
@@ -192,8 +198,7 @@ static void test_stream_to_socket_unframed(void **state)
 	(void)state;
 	if (getenv("TP_STRIPE_DEBUG"))
 		log_set_level(LL_DEBUG);
-	quad_open(&q, "strf", true);
-	tu_connect_witnessed(&q.one, 41004, 8080, &ca, &cb, sv);
+	open_conn(&q, "strf", true, 41004, &ca, &cb, sv);
 	/* A's stream spread over both links, B's program reading part of it in odd pieces */
 	for (int round = 0; round < 6; round++) {
 		a_sent = tu_send_mixed(ca, 61, a_sent, 64u << 20);
