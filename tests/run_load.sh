@@ -42,7 +42,9 @@ one() {
 	res=$(echo "$out" | awk '/^(PASS|FAIL|SKIP) / { print $1; exit }')
 	[ -n "$res" ] || res=NONE
 	[ "$res" = FAIL ] && echo "$out" | sed 's/^/    /' | tail -n 45
-	printf '  %-6s %-5s %6ss\n' "$2" "$res" "$secs"
+	# (the load average beside it: other work on the machine slows the tests as well)
+	printf '  %-6s %-5s %6ss  (load average %s)\n' "$2" "$res" "$secs" \
+		"$(cut -d' ' -f1 /proc/loadavg 2>/dev/null)"
 	row="$row $res $secs"
 	[ "$res" = PASS ] || [ "$res" = SKIP ]
 }
