@@ -61,7 +61,7 @@ TOOL     := $(BUILD)/ntbsock
 EXPORT_MAP := $(BUILD)/libntbsock.map
 
 .PHONY: all deps check check-unit check-integration check-layering check-ivshmem check-ivshmem-apps check-ivshmem-apps-doorbell check-ivshmem-doorbell check-cpython \
-        check-asan check-asan-unit check-tsan fuzz soak \
+        check-load check-asan check-asan-unit check-tsan fuzz soak \
         demo bench install uninstall clean help
 
 all: $(SO) $(TOOL)
@@ -71,6 +71,7 @@ help:
 	@echo "make deps       install the Debian packages the project needs (apt-get, as root)"
 	@echo "make check      build and run every unit and integration test"
 	@echo "make check-cpython  CPython's socket test suites over a loopback link (tests/cpython/)"
+	@echo "make check-load the failure-path tests without and beside a CPU hog (tests/run_load.sh)"
 	@echo "make demo       the comparison against kernel TCP (iperf3, sockperf)"
 	@echo "make bench      the full benchmark into bench/results/"
 	@echo "make install    install under PREFIX=$(PREFIX) (DESTDIR honoured)"
@@ -153,6 +154,13 @@ check-integration: all $(HELPER_BINS)
 # over the link (tests/cpython/run.sh; ~3 minutes here). Not part of `make check`.
 check-cpython: deps all
 	$(Q)BUILD=$(BUILD) sh tests/cpython/run.sh
+
+# The failure-path integration tests (peer death, link cut, faults, failover, exit under loss,
+# epoll servers), each on the machine as it is and then beside one busy loop per CPU at the
+# tests' own nice (tests/run_load.sh; ~11 minutes here; LOAD_TESTS, LOAD_HOGS, LOAD_IDLE=0).
+# Not part of `make check`.
+check-load: all $(HELPER_BINS)
+	$(Q)BUILD=$(BUILD) sh tests/run_load.sh
 
 check-ivshmem: deps all $(HELPER_BINS)
 	$(Q)BUILD=$(BUILD) sh tests/integration/ivshmem/run.sh

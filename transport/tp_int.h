@@ -1326,8 +1326,6 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * a sleeper with such data, also poll/epoll's through tp_poll()).
  */
 #define TP_QUICK_PROBE_US 250u
-/* How far below the program's threads the helper thread runs (nice; tp_link.c) */
-#define TP_HELPER_NICE 10
 /* The helper thread's tid (0: none has run yet): for diagnostics and tests. */
 int tp_helper_tid(void);
 #define TP_QUICK_PROBE_MS 1u /* the helper's period while probe_soon (its sleep is in ms) */

@@ -18,9 +18,6 @@
 #include <unistd.h>
 
 #include "util/clock.h"
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include "transport/tp_int.h"
 #include "util/log.h"
 #include "util/rawsys.h"
@@ -568,24 +565,25 @@ int tp_helper_tid(void)
 	return atomic_load_explicit(&g_helper_tid, memory_order_relaxed);
 }
 
-/* The helper runs TP_HELPER_NICE below the thread that started it (setpriority() on a tid is
- * per thread on Linux). Woken by every doorbell ring, at the program's own priority it
- * preempted the program's thread on the same CPU (a process pinned to one CPU, or a busy
- * machine) in the middle of what that thread was doing for the same ring, a retransmission
- * among them: 50-70 µs per Retry on a VM, through the library a 5 %+5 % faulty stream at
- * ~1.4 GB/s against ~1.75 with the helper at nice +10 (bench/README). Below the program it
- * runs when the program's thread blocks or its slice ends, and still gets its share of a busy
- * CPU (heartbeats, the mailbox). A failure leaves it as it is. */
-static void helper_lower_priority(void)
+/* The helper thread is SCHED_BATCH at the nice of the thread that started it: a woken batch
+ * thread does not preempt the running one (the scheduler's tick does), and it keeps its full
+ * share of a busy CPU. Woken by every doorbell ring, as SCHED_OTHER it preempted the program's
+ * thread on the same CPU (a process pinned to one CPU, or a busy machine) in the middle of what
+ * that thread was doing for the same ring, a retransmission among them (50-70 µs per Retry on
+ * a VM). At nice +10 instead (c07ae94) it did not preempt either, but on a CPU kept busy by
+ * nice-0 threads it got a tenth of their share: a 20-connection move to another link took
+ * over a second, and its heartbeat went stale long enough for the peer to take the surviving
+ * link for down and send the moves to TCP (tests/run_load.sh, make check-load). A thread may
+ * always switch between SCHED_OTHER and SCHED_BATCH; raising its nice back would need
+ * CAP_SYS_NICE. Only a SCHED_OTHER thread switches: a real-time program's helper stays
+ * real-time. A failure leaves it as it is. */
+static void helper_set_batch(void)
 {
-	int tid = (int)gettid(), cur;
+	struct sched_param sp = { .sched_priority = 0 };
 
-	errno = 0;
-	cur = getpriority(PRIO_PROCESS, (id_t)tid);
-	if (cur == -1 && errno)
-		return;
-	(void)setpriority(PRIO_PROCESS, (id_t)tid,
-			  cur + TP_HELPER_NICE < 19 ? cur + TP_HELPER_NICE : 19);
+	/* (0: the calling thread; Linux schedules threads, not processes) */
+	if (sched_getscheduler(0) == SCHED_OTHER)
+		(void)sched_setscheduler(0, SCHED_BATCH, &sp);
 }
 
 static void *helper_main(void *arg)
@@ -595,7 +593,7 @@ static void *helper_main(void *arg)
 	struct helper_round r;
 
 	(void)arg;
-	helper_lower_priority();
+	helper_set_batch();
 	atomic_store_explicit(&g_helper_tid, (int)gettid(), memory_order_relaxed); /* (an id) */
 	for (;;) {
 		bool signal;

@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
@@ -1548,33 +1550,85 @@ static void test_spoilt_tx_epoch_reasks(void **state)
 	tl_pair_close(&p);
 }
 
-/* The helper thread runs TP_HELPER_NICE below the thread that started it (capped at 19): at the
- * program's priority it preempted the program's thread on its CPU at every doorbell. */
-static void test_helper_runs_below_program(void **state)
+/* The helper thread is SCHED_BATCH at the nice of the thread that started it: as SCHED_OTHER
+ * it preempted the program's thread on its CPU at every doorbell; at nice +10 (c07ae94) a CPU
+ * kept busy by the program's threads starved it (heartbeats, moves to another link). Both halves
+ * asserted, the policy and the nice unchanged, in a child forked by a thread at nice +3 (a thread
+ * may raise its own; the process's helper, started long before, is the main thread's): the
+ * child's helper starts from that thread, at fork if links are open, else at its link's open.
+ * The child's exit status says what it saw (no cmocka assertions there). */
+static int helper_child_check(int parent_tid)
 {
-	struct tl_pair p;
 	char path[64], buf[512];
-	int tid = 0, helper_nice = 0, mine = getpriority(PRIO_PROCESS, (id_t)gettid());
+	struct tp_link *l = NULL;
+	int tid = 0, nice_now = -100, rc = 0;
 	FILE *f;
 
-	(void)state;
-	pair_open(&p, "helpernice", NULL, NULL);
-	for (int i = 0; i < 1000 && !(tid = tp_helper_tid()); i++)
-		usleep(1000);
-	assert_int_not_equal(tid, 0);
+	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-helperbatch-%d", getpid());
+	tl_unlink(path);
+	if (tl_open(path, 0, 16u << 20, NULL, &l))
+		return 10;
+	for (int i = 0; i < 1000; i++) {
+		tid = tp_helper_tid();
+		if (tid && tid != parent_tid && sched_getscheduler(tid) == SCHED_BATCH)
+			break;
+		usleep(1000); /* (it switches as it starts) */
+	}
+	if (!tid || tid == parent_tid)
+		rc = 11;
+	else if (sched_getscheduler(tid) != SCHED_BATCH)
+		rc = 12;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	assert_non_null(fgets(buf, sizeof(buf), f));
-	fclose(f);
-	/* field 19 (nice), counted after the command's closing parenthesis (field 2) */
-	char *q = strrchr(buf, ')');
+	f = rc ? NULL : fopen(path, "r");
+	if (f && fgets(buf, sizeof(buf), f)) {
+		/* field 19 (nice), counted after the command's closing parenthesis (field 2) */
+		char *q = strrchr(buf, ')');
 
-	assert_non_null(q);
-	assert_int_equal(sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %d",
-				&helper_nice), 1);
-	assert_int_equal(helper_nice, mine + TP_HELPER_NICE < 19 ? mine + TP_HELPER_NICE : 19);
-	tl_pair_close(&p);
+		if (!q || sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
+				 "%*d %*d %*d %d", &nice_now) != 1)
+			rc = 13;
+		else if (nice_now != 3)
+			rc = 14;
+	} else if (!rc) {
+		rc = 15;
+	}
+	if (f)
+		fclose(f);
+	tp_link_close(l);
+	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-helperbatch-%d", getpid());
+	tl_unlink(path);
+	return rc;
+}
+
+static void *helper_fork_at_nice3(void *arg)
+{
+	int *st = arg;
+	int parent_tid = tp_helper_tid();
+	pid_t pid;
+
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), 3)) {
+		*st = -1;
+		return NULL;
+	}
+	pid = fork();
+	if (pid == 0)
+		_exit(helper_child_check(parent_tid));
+	if (pid < 0 || waitpid(pid, st, 0) != pid)
+		*st = -2;
+	return NULL;
+}
+
+static void test_helper_batch_at_program_nice(void **state)
+{
+	pthread_t t;
+	int st = 0;
+
+	(void)state;
+	assert_int_equal(pthread_create(&t, NULL, helper_fork_at_nice3, &st), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_true(st >= 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 /* Small writes just above the inline limit go as single short messages written and read
@@ -2159,7 +2213,7 @@ int main(void)
 		cmocka_unit_test(test_retry_positions_never_come),
 		cmocka_unit_test(test_spoilt_fb_epoch_detects),
 		cmocka_unit_test(test_spoilt_tx_epoch_reasks),
-		cmocka_unit_test(test_helper_runs_below_program),
+		cmocka_unit_test(test_helper_batch_at_program_nice),
 		cmocka_unit_test(test_short_direct),
 		cmocka_unit_test(test_merge_small_writes),
 		cmocka_unit_test(test_merge_ring_owed),
