@@ -318,7 +318,6 @@ static ssize_t sub_err_at(struct tp_stripe *sp, int i, ssize_t r)
 	}
 	return r;
 }
-#define sub_err(r) sub_err_at(sp, 0, (r))
 
 int tp_stripe_part0_fo(struct tp_stripe *sp)
 {
@@ -595,7 +594,7 @@ static ssize_t stripe_send(struct tp_stripe *sp, const struct iovec *iov, int io
 	if (total == 0) { /* (errors and shutdown as a one-connection send reports them) */
 		r = e ? e : tp_send_one(sp->sub0, iov, iovcnt);
 		pthread_mutex_unlock(&sp->tx_lock);
-		return sub_err(r);
+		return sub_err_at(sp, 0, r);
 	}
 	while (done < total) {
 		size_t room[2], want = total - done;
@@ -737,7 +736,7 @@ static ssize_t stripe_recv(struct tp_stripe *sp, const struct iovec *iov, int io
 	if (room == 0) { /* (errors, end of stream as a one-connection read reports them) */
 		r = tp_recv_one(sp->sub0, iov, iovcnt, flags);
 		pthread_mutex_unlock(&sp->rx_lock);
-		return sub_err(r);
+		return sub_err_at(sp, 0, r);
 	}
 	while (got < room) {
 		if (!sp->rx_rem) {
