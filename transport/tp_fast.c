@@ -36,9 +36,18 @@ bool tp_readable_hint_one(struct tp_conn *c)
 	/* A reader holding the lock is consuming: let the full poll wait for it. */
 	if (tp_mutex_trylock(&c->rx_lock))
 		return false;
-	/* End of stream, shut reads, a Retry in progress: the full poll reports them (RDHUP,
-	 * HUP; gated data may be stale). */
-	if (!c->gated && !tp_rx_fin_seen(c) && !c->eof && !c->rd_shut) {
+	/* A Retry of ours in progress: look for the sender's answer (its epoch word) now, as the
+	 * full poll would (tp_rx_progress() lifts the gate, or asks again when the re-ask is
+	 * due), and report the first message validated after it. Left to the full poll, the
+	 * answer waited for the end of the caller's spin (spin_us, 50 µs by default) on every
+	 * loss: most of what a Retry cost a stream read through preload/ (#22 goal 3). */
+	if (c->gated && !tp_rx_fin_seen(c) && !c->eof && !c->rd_shut) {
+		tp_rx_progress(c, 1);
+		ready = !c->gated && c->rec_head != c->rec_tail;
+	}
+	/* End of stream, shut reads, a Retry still in progress: the full poll reports them
+	 * (RDHUP, HUP; gated data may be stale). */
+	else if (!c->gated && !tp_rx_fin_seen(c) && !c->eof && !c->rd_shut) {
 		if (c->rec_head != c->rec_tail)
 			ready = true; /* validated already */
 		else if (inline_published(c, c->v_i) &&

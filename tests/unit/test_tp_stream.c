@@ -1506,6 +1506,42 @@ static void test_spoilt_fb_epoch_detects(void **state)
 	tl_pair_close(&p);
 }
 
+/* A reader that waits through preload/ spins on tp_readable_hint() before it sleeps in
+ * tp_wait(). While its Retry is in progress the hint looks for the sender's answer itself and
+ * reports the rewritten message as soon as it is there; it used to report nothing until the
+ * full poll at the end of the spin (spin_us, 50 µs by default), on every loss (#22 goal 3). */
+static void test_hint_sees_retransmission(void **state)
+{
+	struct retry_case rc;
+	uint8_t out[64];
+	struct iovec vo = { out, sizeof(out) };
+	struct tp_stats st;
+
+	(void)state;
+	retry_case_open(&rc, "hintgate", 32, 0);
+	struct tl_pair p = rc.p;
+
+	tp_mutex_lock(&p.ca->tx_lock); /* (the helper, rung by the Retry, answers it only later) */
+	expect_64(p.cb, rc.m[0]);
+	expect_64(p.cb, rc.m[1]);
+	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* D: Retry, gated */
+	assert_false(tp_readable_hint(p.cb)); /* not answered: nothing to read */
+	tp_mutex_unlock(&p.ca->tx_lock);
+	tp_tx_retry_check(p.ca); /* the sender answers: D rewritten, the epoch word written */
+	tp_conn_stats(p.ca, &st);
+	assert_int_equal(st.retransmits, 1);
+	tp_mutex_lock(&p.cb->rx_lock);
+	assert_true(p.cb->gated); /* (nothing looked since the answer) */
+	tp_mutex_unlock(&p.cb->rx_lock);
+	assert_true(tp_readable_hint(p.cb)); /* the answer seen, D validated */
+	tp_mutex_lock(&p.cb->rx_lock);
+	assert_false(p.cb->gated);
+	tp_mutex_unlock(&p.cb->rx_lock);
+	expect_64(p.cb, rc.m[2]);
+	expect_64(p.cb, rc.m[3]);
+	tl_pair_close(&p);
+}
+
 /* The link spoils the sender's answer, its TX epoch word after the retransmission: the gated
  * receiver asks again at once (every feedback word, the doorbell) instead of at its re-ask
  * timer, which is set far off here so that only the spoilt word can make it ask. */
@@ -2222,6 +2258,7 @@ int main(void)
 		cmocka_unit_test(test_retry_positions_never_come),
 		cmocka_unit_test(test_spoilt_fb_epoch_detects),
 		cmocka_unit_test(test_spoilt_tx_epoch_reasks),
+		cmocka_unit_test(test_hint_sees_retransmission),
 		cmocka_unit_test(test_helper_batch_at_program_nice),
 		cmocka_unit_test(test_short_direct),
 		cmocka_unit_test(test_merge_small_writes),
