@@ -18,7 +18,9 @@
  *       short-lived program pays, e.g. for a fallback decision)
  *
  * CONNRATE_REPORT=SECONDS makes the client print "ELAPSED_S CONNECTIONS_PER_S CONNECTIONS" to
- * stderr for every interval of that length (the rate over time). */
+ * stderr for every interval of that length (the rate over time). CONNRATE_LAT=1 makes it print
+ * "latency_us p50 P50 p99 P99 max MAX" to stderr at the end: each connection's time from socket()
+ * to close() (the first 1,000,000). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -101,18 +103,45 @@ static double cpu_us_per(long n)
 		ru.ru_stime.tv_usec) / n;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+#define LAT_MAX 1000000
+static double *lat_us;
+static long lat_n;
+
+static void lat_print(void)
+{
+	if (!lat_us || !lat_n)
+		return;
+	qsort(lat_us, (size_t)lat_n, sizeof(*lat_us), cmp_double);
+	fprintf(stderr, "latency_us p50 %.1f p99 %.1f max %.1f\n", lat_us[lat_n / 2],
+		lat_us[lat_n * 99 / 100], lat_us[lat_n - 1]);
+}
+
 static int client(const struct sockaddr_in *sa, double secs, long count, double max_rate)
 {
 	const char *rep = getenv("CONNRATE_REPORT");
 	double t0 = now_s(), t = t0, every = rep ? atof(rep) : 0, next = t0 + every;
 	long n = 0, failed = 0, n_last = 0;
 
+	if (getenv("CONNRATE_LAT"))
+		lat_us = malloc(LAT_MAX * sizeof(*lat_us));
 	while (t - t0 < secs && (count <= 0 || n + failed < count)) {
+		double c0 = lat_us ? now_s() : 0;
+
 		if (one_connection(sa) == 0) {
+			if (lat_us && lat_n < LAT_MAX)
+				lat_us[lat_n++] = (now_s() - c0) * 1e6;
 			n++;
 		} else if (++failed > 100) {
 			perror("connrate client");
 			printf("%.1f %ld %ld %.1f\n", n / (t - t0), n, failed, cpu_us_per(n));
+			lat_print();
 			return 1;
 		}
 		t = now_s();
@@ -129,6 +158,7 @@ static int client(const struct sockaddr_in *sa, double secs, long count, double 
 		}
 	}
 	printf("%.1f %ld %ld %.1f\n", n / (t - t0), n, failed, cpu_us_per(n));
+	lat_print();
 	return 0;
 }
 

@@ -32,9 +32,8 @@ static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcx
 }
 
 /* The client watches for the answer for TP_ACK_SPIN_NS after each Apply (ack_spin()): a peer
- * host that serves the link answers within microseconds, and a futex sleep and wake-up cost more
- * than that. Meanwhile the answer comes without a doorbell (TP_APPLY_WATCH: it would only wake
- * our helper thread); an answer later than that is found by the 1 ms sleeps that follow. */
+ * host that serves the link answers within tens of microseconds, and a futex sleep and wake-up
+ * cost more than that. An answer later than that is found by the 1 ms sleeps that follow. */
 #define TP_ACK_SPIN_NS 150000u
 
 static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t, uint32_t flags)

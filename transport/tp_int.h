@@ -314,9 +314,9 @@ struct tp_pkt {
 	uint8_t  reserved[124 - 120];
 	uint32_t crc;          /* crc32c(tp_mbox_seed(writer, reader sessions), bytes 0..123) */
 };
-/* The client watches the mailbox index for the answer (tp_connect()'s first moments): a server
- * whose helper stood by (answers within microseconds: tp_link.c, mbox_quick) answers without
- * ringing its doorbell, which would only wake the client's helper. */
+/* The client watches the mailbox index for the answer (tp_connect()'s first moments). Servers of
+ * this version ring for every answer; earlier ones, whose helper stood by after an Apply,
+ * answered a watching client without a ring, and the client still sets it for them. */
 #define TP_APPLY_WATCH    0x1u
 /* The Apply re-attaches a live connection (the same key) that moves off another link between
  * the two hosts (tp_failover.c): admitted whether or not the port still has a listener. */
@@ -644,8 +644,6 @@ struct tp_link {
 	uint64_t last_maint_ms, last_mbox_ms, last_timers_ms;
 	uint64_t last_short_reclaim_ms; /* tp_host_reclaim_if_short() (under the host lock) */
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
-	bool mbox_quick;           /* under the host lock: the helper handles the mailbox at once
-				    * (standing by): it may answer a watched Apply without a ring */
 	uint32_t db_seen;
 	int refs;
 	atomic_bool up;             /* up, or down for less than down_grace_ms (helper's view) */

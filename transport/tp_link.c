@@ -255,13 +255,11 @@ static void answer_retries(struct tp_link *l)
 	active_owned_walk(l, answer_retry_conn);
 }
 
-/* Returns true when it answered an Apply (a server host taking connections). QUICK: the helper
- * stood by and saw this doorbell at once (helper_spin()). */
-
-static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
+/* Serve link L at NOW (RUNG: its doorbell moved): the mailbox, maintenance, held messages,
+ * Retries and the timer pass. */
+static void link_service(struct tp_link *l, uint64_t now, bool rung)
 {
-
-	bool timers, lingering, applied = false;
+	bool timers, lingering;
 
 	tp_link_refresh(l);
 	if (now - l->admin_ms >= 100) {
@@ -281,9 +279,7 @@ static bool link_service(struct tp_link *l, uint64_t now, bool rung, bool quick)
 		}
 		l->mbox_missed = false;
 		l->last_mbox_ms = now;
-		l->mbox_quick = quick; /* (read under this lock by tp_mbox.c: reply()) */
-		applied = tp_mbox_process(l) > 0;
-		l->mbox_quick = false;
+		tp_mbox_process(l);
 		bool maint = now - l->last_maint_ms >= 500;
 
 		if (maint) {
@@ -319,13 +315,12 @@ timers:
 		 (atomic_load_explicit(&l->probe_soon, memory_order_relaxed) &&
 		  now - l->last_timers_ms >= TP_QUICK_PROBE_MS);
 	if (!timers)
-		return applied;
+		return;
 	l->last_timers_ms = now;
 	if (!tp_link_conns_pass(l, now, false, false))
 		/* another thread's pass: come again soon (relaxed: setting it only asks for
 		 * a pass sooner) */
 		atomic_store_explicit(&l->lingering, true, memory_order_relaxed);
-	return applied;
 }
 
 /* Wake the helper from its sleep on the doorbells: tp_links changed. */
@@ -356,27 +351,6 @@ void tp_exec_release_closed(void)
 			return;
 		usleep(500);
 	}
-}
-
-/* After answering an Apply the helper stands by for TP_HELPER_SPIN_NS, watching the doorbell
- * instead of sleeping on it: a host taking connections one after another gets the next Apply
- * within that time, and its client waits for the answer (its TCP handshake is held until then)
- * — a futex sleep and wake-up on each were a good part of a set-up. Yielding between looks:
- * the process's own threads (its accept()) go first. Returns true when the doorbell moved. */
-#define TP_HELPER_SPIN_NS 300000u
-
-static bool helper_spin(struct ntb_link *n, uint32_t seen, uint64_t until_ns)
-{
-	while (clock_mono_ns() < until_ns) {
-		for (int i = 0; i < 32; i++) {
-			/* acquire inside ntb_db_read(): pairs with the ringer's release */
-			if (ntb_db_read(n) != seen)
-				return true;
-			cpu_relax();
-		}
-		sched_yield();
-	}
-	return false;
 }
 
 /* The witnesses' set is looked at once per TP_WATCH_GAP_NS at most: each look is a system call,
@@ -518,15 +492,19 @@ static void helper_plan(struct helper_round *r)
 		r->slice = 1; /* a look at the witnesses was put off (watched_events()) */
 }
 
-/* Sleep as R plans, unless the stand-by (QUICK) saw a doorbell move. One thread sleeps on every
- * link's doorbell (and the kick); where they cannot be waited on together, on the first one's,
- * the others polled every 25 ms. */
-static void helper_sleep(const struct helper_round *r, bool quick)
+/* Sleep as R plans. One thread sleeps on every link's doorbell (and the kick); where they cannot
+ * be waited on together, on the first one's, the others polled every 25 ms. The helper does not
+ * stand by (spin) after answering an Apply, although the next client's Apply would then find it
+ * awake: a busy CPU made the wake-up of the server's accept() an interprocessor interrupt where
+ * an idle one polls, and on the development VM that standby (300 µs, 8d79e8e) cost set-ups
+ * a fifth of their rate and the client a quarter more CPU (bench/README, "Set-up without the
+ * helper's standby"). */
+static void helper_sleep(const struct helper_round *r)
 {
 	struct tp_link *first = r->first;
 	int rc = 0;
 
-	if (first && !quick) {
+	if (first) {
 		rc = ntb_db_wait_many(r->wait_on, r->wait_seen, r->nwait,
 				      &g_helper_kick, r->kick_seen, r->slice);
 		if (rc == -ENOTSUP)
@@ -538,9 +516,8 @@ static void helper_sleep(const struct helper_round *r, bool quick)
 }
 
 /* Under tp_links_lock: serve every link at NOW after a sleep (doorbells read, link_service()); true
- * when one rang. *SPIN_UNTIL: the next stand-by's end, when a link asks for one. */
-static bool helper_service(const struct helper_round *r, bool quick, uint64_t now,
-			   uint64_t *spin_until)
+ * when one rang. */
+static bool helper_service(uint64_t now)
 {
 	bool signal = false;
 
@@ -551,8 +528,7 @@ static bool helper_service(const struct helper_round *r, bool quick, uint64_t no
 
 		l->db_seen = db;
 		signal |= rung;
-		if (link_service(l, now, rung, quick && l == r->first))
-			*spin_until = clock_mono_ns() + TP_HELPER_SPIN_NS;
+		link_service(l, now, rung);
 	}
 	return signal;
 }
@@ -588,8 +564,6 @@ static void helper_set_batch(void)
 
 static void *helper_main(void *arg)
 {
-	uint64_t spin_until = 0; /* stand-by after an Apply (helper_spin()) */
-	bool quick = false;      /* the stand-by saw the doorbell move */
 	struct helper_round r;
 
 	(void)arg;
@@ -603,14 +577,12 @@ static void *helper_main(void *arg)
 		g_helper_waiting = true; /* tp_link_close() waits until we are off the links */
 		g_helper_round++;
 		pthread_mutex_unlock(&tp_links_lock);
-		quick = r.first && spin_until && helper_spin(r.first->ntb, r.seen, spin_until);
-		helper_sleep(&r, quick);
-		spin_until = 0;
+		helper_sleep(&r);
 		uint64_t now = tp_now_ms();
 
 		pthread_mutex_lock(&tp_links_lock);
 		g_helper_waiting = false;
-		signal = helper_service(&r, quick, now, &spin_until);
+		signal = helper_service(now);
 		pthread_mutex_unlock(&tp_links_lock);
 		if (signal)
 			tp_event_signal();

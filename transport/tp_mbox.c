@@ -15,7 +15,7 @@
  *                                               packet; acquire load in tp_mbox_process()
  *   MBOX_RX        receiver host (mbox_cons)    release: ntb_from_peer_barrier() after the
  *                                               packet copies, handing the slots back; acquire
- *                                               load in mbox_send() before it rewrites them
+ *                                               load in tp_mbox_send() before it rewrites them
  */
 
 /* Seeds of what we write into the peer's mailbox area and of what we read from ours: both
@@ -47,8 +47,8 @@ static uint32_t mbox_unconsumed(struct tp_link *l)
 	return h->mbox_prod - h->mbox_peer_rx;
 }
 
-/* RING: ring the peer's doorbell (false: the peer watches MBOX_TX, see TP_APPLY_WATCH). */
-static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
+/* Send P through the peer's mailbox and ring its doorbell. */
+int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
 {
 	struct tp_host *h = l->host;
 	uint32_t seed = seed_out(l);
@@ -73,14 +73,8 @@ static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 	h->mbox_prod++;
 	tp_out_word(l, TP_OFF_MBOX_TX, seed, h->mbox_prod);
 	ntb_wc_flush(l->ntb);
-	if (ring)
-		ntb_peer_db_ring(l->ntb);
+	ntb_peer_db_ring(l->ntb);
 	return 0;
-}
-
-int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
-{
-	return mbox_send(l, p, true);
 }
 
 static bool host_listens(struct tp_host *h, uint16_t port)
@@ -159,7 +153,7 @@ static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint
 		tp_pkt_set_pool(&p, l, e);
 		p.apply_flags = e->framed ? TP_APPLY_FRAMED : 0;
 	}
-	mbox_send(l, &p, !(l->mbox_quick && (in->apply_flags & TP_APPLY_WATCH)));
+	tp_mbox_send(l, &p);
 }
 
 static void on_apply(struct tp_link *l, const struct tp_pkt *p)
@@ -356,7 +350,7 @@ unsigned tp_mbox_process(struct tp_link *l)
 	}
 	if (start != h->mbox_cons) {
 		/* release: the packet copies above before the index that hands their slots
-		 * back; pairs with the acquire load of MBOX_RX in mbox_send() on the peer */
+		 * back; pairs with the acquire load of MBOX_RX in tp_mbox_send() on the peer */
 		ntb_from_peer_barrier();
 		tp_out_word(l, TP_OFF_MBOX_RX, seed_out(l), h->mbox_cons);
 	}
