@@ -153,6 +153,10 @@ static void host_init(struct tp_host *h, uint32_t contexts, uint32_t epoch, size
 {
 	pthread_mutexattr_t a;
 
+	/* the whole table is cleared: its pages mapped in one call first (a process that is the
+	 * first of its host's new session, every short-lived client, faulted on each 4 KiB page:
+	 * 4.7 of the 6.4 ms of a new process's first connection on the development VM) */
+	ntb_prefault_mem(h, size);
 	memset(h, 0, size);
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
