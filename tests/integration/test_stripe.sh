@@ -32,11 +32,12 @@ stripe_cleanup() {
 }
 trap stripe_cleanup EXIT
 
-# conf BAL: host1/host2 configs with balance BAL, the two links modelled at 400 MiB/s
+# conf BAL [RATE]: host1/host2 configs with balance BAL, the two links modelled at RATE (default
+# 400M) bytes/s
 conf() {
 	for h in 1 2; do
 		sed -e "s#/dev/shm/ntbsock-mesh-#$PL_LINK-#" \
-		    -e "s#^    backend = \"shm\";#    backend = \"shm\";\n    speed = { bandwidth = \"400M\"; };#" \
+		    -e "s#^    backend = \"shm\";#    backend = \"shm\";\n    speed = { bandwidth = \"${2:-400M}\"; };#" \
 		    -e "s#links = \[ \"h1h2a\", \"h1h2b\" \];#links = [ \"h1h2a\", \"h1h2b\" ]; balance = $1;#" \
 			"$ROOT/conf/examples/mesh/host$h.conf" >"$PL_TMP/host$h.conf"
 		printf 'tunables = { contexts = 32; };\n' >>"$PL_TMP/host$h.conf"
@@ -113,7 +114,10 @@ stream() {
 	true
 }
 
-conf true
+# (plain and its control at 200 MiB/s: a stream spreads only while its link is the bottleneck,
+# and at 400 MiB/s two processes that send, receive and check both ways on two shared CPUs did
+# not always outrun one link: 3 % on h1h2b in a CI run, 0.3 % in 1 of 6 runs here)
+conf true 200M
 stream plain $BYTES eof
 a=$(link_tx h1h2a); b=$(link_tx h1h2b)
 echo "plain: host 1 sent $a bytes on h1h2a, $b on h1h2b"
@@ -122,7 +126,7 @@ echo "plain: host 1 sent $a bytes on h1h2a, $b on h1h2b"
 [ "$(link_expansions 1 h1h2b)" = 1 ] && [ "$(link_expansions 2 h1h2b)" = 1 ] ||
 	pl_fail "plain: stat does not count one stripe onto h1h2b on each host"
 
-conf false
+conf false 200M
 stream nobal $BYTES eof
 a=$(link_tx h1h2a); b=$(link_tx h1h2b)
 echo "nobal: host 1 sent $a bytes on h1h2a, $b on h1h2b"
