@@ -162,7 +162,7 @@ if want 4; then
 	# the median of FB_N new processes per repetition.
 	FB_N=${FB_N:-21}
 	nopeer=$PL_LINK-nopeer
-	rm_nopeer() { rm -f "$nopeer"; }
+	rm_nopeer() { rm -f "$nopeer" "$nopeer.side0" "$nopeer.side1"; }
 	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_nopeer"
 	sed "s#$PL_LINK\"#$nopeer\"#" "$PL_TMP/A.conf" >"$PL_TMP/A-nopeer.conf"
 	bn_next_port
@@ -295,7 +295,7 @@ elif want 8; then
 		sed "s#$PL_LINK\"#$PL_LINK-conns\"#" "$PL_TMP/$H.conf" >"$PL_TMP/C$H.conf"
 		echo "tunables = { ${CONNS_TUNABLES:-connections = 10240;} };" >>"$PL_TMP/C$H.conf"
 	done
-	rm_conns() { rm -f "$PL_LINK-conns"; }
+	rm_conns() { rm -f "$PL_LINK-conns" "$PL_LINK-conns.side0" "$PL_LINK-conns.side1"; }
 	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_conns"
 	# rss_of PID: "VmRSS RssShmem" in MiB
 	rss_of() { awk '/^VmRSS:/ { r = $2 } /^RssShmem:/ { s = $2 } END { printf "%.1f %.1f\n", r / 1024, s / 1024 }' \
