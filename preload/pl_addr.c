@@ -166,7 +166,7 @@ int pl_bind_host_addr(int fd, const struct sockaddr *dst, bool no_port)
  * chose (a route changed meanwhile, or the socket's own routing differs from the probe's: that
  * connection stays TCP and the next ones to that destination bind again, pl_src_not_host()).
  * Learned once per destination address and socket family by a UDP socket's connect (no packet
- * leaves) and kept for pl_src_ttl_ns; PL_SRC_N destinations, the oldest replaced.
+ * leaves) and kept for pl_src_ttl_ns; PL_SRC_N destinations, replaced in src_keep_rank() order.
  *
  * Every thread reads it on every NTB connect; it changes once per destination per TTL. So it is
  * liburcu's lock-free hash table (cds_lfht) with the urcu-bp flavour (#21 item 2): a lookup is a
@@ -336,19 +336,35 @@ static struct cds_lfht *src_table(void)
 	return ht;
 }
 
-/* With more than PL_SRC_N entries, unlink the oldest but KEEP and return it (NULL otherwise).
- * Under src_write_lock, inside a read-side section. */
-static struct pl_src_ent *src_evict(struct cds_lfht *ht, const struct pl_src_ent *keep)
+/* The order in which entries are replaced, lowest first: one past its TTL, then a "host" (a
+ * probe finds it again), then a fresh "not host" (no probe can find it again: the next connect
+ * there would stay TCP instead of binding, pl_src_not_host()). */
+static int src_keep_rank(const struct pl_src_ent *e, int64_t now)
+{
+	if (now - e->at_ns >= pl_src_ttl_ns)
+		return 0;
+	return e->host ? 1 : 2;
+}
+
+/* With more than PL_SRC_N entries, unlink the first to replace (src_keep_rank(), the oldest
+ * within a rank) but KEEP, and return it (NULL otherwise). Under src_write_lock, inside a
+ * read-side section. */
+static struct pl_src_ent *src_evict(struct cds_lfht *ht, const struct pl_src_ent *keep, int64_t now)
 {
 	struct pl_src_ent *e, *oldest = NULL;
 	struct cds_lfht_iter it;
-	int n = 0;
+	int n = 0, rank = 3;
 
 	for (urcu.first(ht, &it); cds_lfht_iter_get_node(&it); urcu.next(ht, &it)) {
 		e = caa_container_of(cds_lfht_iter_get_node(&it), struct pl_src_ent, node);
 		n++;
-		if (e != keep && (!oldest || e->at_ns < oldest->at_ns))
+		if (e == keep)
+			continue;
+		int r = src_keep_rank(e, now);
+		if (r < rank || (r == rank && e->at_ns < oldest->at_ns)) {
 			oldest = e;
+			rank = r;
+		}
 	}
 	if (n <= PL_SRC_N || !oldest || urcu.del(ht, &oldest->node) != 0)
 		return NULL;
@@ -387,7 +403,7 @@ static void src_learn(const uint8_t *addr, int family, uint32_t scope, bool host
 		old = e; /* (never published: freed at once) */
 	} else {
 		n = urcu.add_replace(ht, src_hash(addr, family, scope), src_match, &k, &e->node);
-		old = n ? caa_container_of(n, struct pl_src_ent, node) : src_evict(ht, e);
+		old = n ? caa_container_of(n, struct pl_src_ent, node) : src_evict(ht, e, pl_now_ns());
 	}
 	urcu.read_unlock();
 	if (old && old != e)

@@ -182,9 +182,30 @@ static void test_entry_expires(void **state)
 	pl_src_ttl_ns = ttl;
 }
 
+/* A fresh "not host" outlives newer "host" entries: more destinations than the cache holds are
+ * probed after the mark ("host", found again by a probe), and the mark must still be there.
+ * (Replaced as the oldest, it made the next connect stay TCP instead of binding.) */
+static void test_not_host_replaced_last(void **state)
+{
+	struct sockaddr_in n = v4("127.0.4.1", 6002);
+	int64_t ttl = pl_src_ttl_ns;
+	char a[32];
+
+	(void)state;
+	pl_src_ttl_ns = 3600 * 1000000000LL;
+	pl_src_not_host((struct sockaddr *)&n, AF_INET);
+	for (int i = 0; i < 40; i++) {
+		snprintf(a, sizeof(a), "127.0.5.%d", 1 + i);
+		struct sockaddr_in h = v4(a, 6002);
+		assert_true(pl_src_is_host((struct sockaddr *)&h, sizeof(h), AF_INET));
+	}
+	assert_false(pl_src_is_host((struct sockaddr *)&n, sizeof(n), AF_INET));
+	pl_src_ttl_ns = ttl;
+}
+
 /* Readers beside one writer. Readers look up 4 destinations whose probe says "host" (a hit, or a
  * miss that probes and inserts); the writer records "not host" for destinations it then reads
- * back (false while the TTL, 100 ms here, has not passed: the newest entry is never evicted)
+ * back (false while the TTL, 100 ms here, has not passed: a fresh "not host" is replaced last)
  * and cycles through 40 more destinations, more than the cache holds: entries replaced,
  * evicted, expired and freed under the readers' feet; readers look those up too (ASan sees a
  * use after free). */
@@ -323,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_other_source_makes_next_bind),
 		cmocka_unit_test(test_route_source_not_host),
 		cmocka_unit_test(test_entry_expires),
+		cmocka_unit_test(test_not_host_replaced_last),
 		cmocka_unit_test(test_readers_beside_writer),
 		cmocka_unit_test(test_fork_child_keeps_and_replaces),
 	};
