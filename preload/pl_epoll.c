@@ -13,6 +13,7 @@ void pl_epoll_free(struct pl_epoll *ep)
 	if (!ep)
 		return;
 	free(ep->v);
+	free(ep->nw);
 	free(ep);
 }
 
@@ -27,6 +28,7 @@ int pl_ep_find(struct pl_epoll *ep, int fd)
 void pl_ep_remove(struct pl_epoll *ep, int i)
 {
 	ep->v[i] = ep->v[ep->n - 1];
+	ep->nw[i] = ep->nw[ep->n - 1];
 	ep->n--;
 }
 
@@ -98,15 +100,19 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 		if (ep->n == ep->cap) {
 			int nc = ep->cap ? ep->cap * 2 : 16;
 			struct pl_ep_entry *nv = realloc(ep->v, sizeof(*nv) * (size_t)nc);
-			if (!nv) {
+			if (nv)
+				ep->v = nv;
+			struct pl_ep_news *nn = nv ? realloc(ep->nw, sizeof(*nn) * (size_t)nc) : NULL;
+			if (!nn) {
 				r = -ENOMEM;
 				break;
 			}
-			ep->v = nv;
+			ep->nw = nn;
 			ep->cap = nc;
 		}
 		i = ep->n++;
 		memset(&ep->v[i], 0, sizeof(ep->v[i]));
+		ep->nw[i].w = NULL;
 		ep->v[i].fd = fd;
 		ep->v[i].s = t;
 		ep->v[i].gen = atomic_load_explicit(&t->gen, memory_order_relaxed);
@@ -124,6 +130,7 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 		ep->v[i].data = ev->data;
 		ep->v[i].disabled = false;
 		ep->v[i].fresh = true; /* (re-armed: an event if ready now, as the kernel) */
+		ep->nw[i].w = NULL; /* (looked at again: what it waits for changed) */
 		break;
 	case EPOLL_CTL_DEL:
 		if (i < 0)

@@ -23,17 +23,34 @@ struct pl_ep_entry {
 	unsigned last;       /* EPOLLERR|EPOLLHUP|EPOLLRDHUP seen at the last look */
 	uint64_t rx_seen;    /* arrival stamp at the last event (sock_rx_stamp()) */
 	unsigned tx_seen;    /* room_gen at the last event */
+	bool news_ring;      /* idle (its struct pl_ep_news), and its peer rings for the next
+			      * message */
+};
+/* Entry I's news (ep->nw[I], beside ep->v[I]: a collection reads only these of an idle entry).
+ * Idle: an NTB connection registered for input alone that the last look found unready and
+ * settled (tp_rx_news_arm()): its news word W and the value SEEN it had then. Until the word
+ * changes (or a full look is due, ep_collect()) a collection passes over it without a look.
+ * W NULL: looked at each time. */
+struct pl_ep_news {
+	const void *w;
+	uint64_t seen;
 };
 
 /* Who touches what: everything under LOCK (epoll_ctl and the waits of this set). */
 struct pl_epoll {
 	pthread_mutex_t lock;
 	struct pl_ep_entry *v;
+	struct pl_ep_news *nw; /* (beside v: as many) */
 	int n, cap;
 	unsigned rr;         /* where the next collection starts (fairness) */
 	struct pl_kturn kturn; /* when the kernel's side is looked at although NTB fds are ready */
 	bool evfd_added;
 	bool nested;         /* an epoll set was added to it once (ep_nested_filter()) */
+	/* Full looks, which pass over no entry (ep_collect()): when tp_state_gen() is no longer
+	 * GEN_SEEN, and at least every FULL_EVERY_NS (20 times what the last one cost, at least
+	 * PL_EP_FULL_MIN_NS): a news word the link lost costs at most that. */
+	unsigned gen_seen;
+	int64_t full_due_ns, full_every_ns;
 };
 
 /* Under ep->lock: the index of FD's entry in EP, or -1. */

@@ -153,25 +153,59 @@ int pl_epoll_size(struct pl_epoll *ep)
 	return ep->n; /* (read without the lock: a wait looks again under it) */
 }
 
+/* Full looks at least this often (see struct pl_epoll). */
+#define PL_EP_FULL_MIN_NS 1000000
+
+/* Entry E (object CUR) reported nothing: may collections pass over it until its news word
+ * changes (struct pl_ep_entry)? Registered for input alone, an open NTB connection, settled
+ * (tp_rx_news_arm(): with ARM its peer rings for the next message too). */
+static void ep_entry_idle(struct pl_ep_entry *e, struct pl_ep_news *nw, struct pl_sock *cur,
+			  bool arm)
+{
+	if (cur->kind != PL_CONN || (e->events & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ||
+	    !(e->events & (EPOLLIN | EPOLLRDNORM)) ||
+	    /* pairs with the release in pl_set_state() */
+	    atomic_load_explicit(&cur->state, memory_order_acquire) != PL_CS_OPEN)
+		return;
+	PL_ENTER();
+	nw->w = tp_rx_news_arm(cur->conn, arm, &nw->seen);
+	PL_LEAVE();
+	e->news_ring = arm;
+}
+
 /* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. ARM:
- * see pl_revents(). */
+ * see pl_revents(). Idle entries whose news word did not change are passed over without a
+ * look (and, but for one of ARM's, without a check of their fd: a closed one is dropped by
+ * the next full look or epoll_ctl), one-shot entries that fired too; a full look (every
+ * entry) when tp_state_gen() changed or one is due. */
 static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, int max,
 		      bool *ret_pending, bool arm, bool quick)
 {
 	int n = 0, k;
 	int cnt = ep->n;
+	int64_t t0 = pl_now_ns();
+	unsigned gen = tp_state_gen();
+	bool full = gen != ep->gen_seen || t0 >= ep->full_due_ns;
 
-	for (k = 0; k < cnt && n < max && ep->n > 0; k++) {
-		int i = (int)((ep->rr + (unsigned)k) % (unsigned)ep->n);
+	int i = ep->n ? (int)(ep->rr % (unsigned)ep->n) : 0;
+
+	for (k = 0; k < cnt && n < max && ep->n > 0; k++, i = i + 1 < ep->n ? i + 1 : 0) {
+		struct pl_ep_news *nw = &ep->nw[i];
 		struct pl_ep_entry *e = &ep->v[i];
 		struct pl_sock *cur;
+
+		if (!full && ((nw->w && (!arm || e->news_ring) && tp_news_read(nw->w) == nw->seen) ||
+			      e->disabled))
+			continue;
 		if (!ep_entry_valid(e, &cur)) {
 			/* Closed: the kernel drops closed fds from epoll sets, so do we. */
 			pl_ep_remove(ep, i);
 			cnt--;
 			k--;
+			i--; /* (the last entry took its place: look at I again) */
 			continue;
 		}
+		nw->w = NULL; /* (set again below if it stays idle) */
 		if (e->disabled) {
 			pl_sock_put(cur);
 			continue;
@@ -182,6 +216,7 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 			pl_ep_migrate(ep, epfd, i);
 			cnt--;
 			k--;
+			i--; /* (as above) */
 			continue;
 		}
 		if (report & PL_REV_KERNEL) {
@@ -190,6 +225,8 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 			pl_sock_put(cur);
 			continue;
 		}
+		if (!report)
+			ep_entry_idle(e, nw, cur, arm);
 		pl_sock_put(cur);
 		if (!report)
 			continue;
@@ -207,6 +244,15 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 	 * start by one. */
 	if (ep->n > 0)
 		ep->rr = (ep->rr + (unsigned)(k < cnt ? k : 1)) % (unsigned)ep->n;
+	if (full && k >= cnt) {
+		/* (one that stopped at MAX events looked at part of the set: another comes next) */
+		int64_t t1 = pl_now_ns();
+
+		ep->gen_seen = gen;
+		ep->full_every_ns = (t1 - t0) * 20 > PL_EP_FULL_MIN_NS ? (t1 - t0) * 20
+									: PL_EP_FULL_MIN_NS;
+		ep->full_due_ns = t1 + ep->full_every_ns;
+	}
 	return n;
 }
 

@@ -23,6 +23,7 @@ int tp_shutdown_one(struct tp_conn *c, int how)
 		c->rd_shut = true;
 		tp_act_note_rx(c); /* (a reader shut: its timers discard what comes) */
 		tp_mutex_unlock(&c->rx_lock);
+		tp_event_signal(); /* (readable now: epoll sets that passed over it look) */
 	}
 	/* relaxed: a hint, looked at again under the prefix lock */
 	if (how != SHUT_RD && atomic_load_explicit(&c->pre_on, memory_order_relaxed)) {

@@ -7,6 +7,7 @@
 #include <pthread.h>
 
 #include "transport/tp_int.h"
+#include "transport/tp_rx_int.h"
 #include "transport/tp_tx_int.h"
 
 /* Has the peer published inline position POS? (The sequence byte only: no copy, no check.) */
@@ -229,4 +230,47 @@ bool tp_writable_hint_one(struct tp_conn *c, size_t len)
 			 c->out.inline_n - (c->tx_i - c->fb_rx_i) > 0);
 	tp_mutex_unlock(&c->tx_lock);
 	return ready;
+}
+
+/* --- news for epoll sets (tp_news_off()) ----------------------------------------------------- */
+
+const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen)
+{
+	const void *w = NULL;
+
+	c = tp_conn_cur(c); /* (moved to another link: that one; a move bumps tp_state_gen()) */
+	/* acquire: as tp_readable_hint_one() (tp_conn_own()) */
+	if (!atomic_load_explicit(&c->owned, memory_order_acquire) ||
+	    atomic_load_explicit(&c->error, memory_order_relaxed) || tp_fo_get(c))
+		return NULL;
+	uint64_t off = tp_news_off(c->link->geom.pool_off, c->slot);
+
+	if (!off || tp_mutex_trylock(&c->rx_lock))
+		return NULL; /* (a reader is consuming: look again next time) */
+	if (!c->rx_news || (ring && !c->rx_wait_set)) {
+		c->rx_news = true;
+		c->rx_wait_set |= ring;
+		/* the flag, then (after its fence) the word and the re-check below: Dekker pair
+		 * with the sender's fence and flag load in tp_wake_peer() */
+		tp_fb_wait_write(c, TP_W_FB_WAIT, c->rx_wait_set);
+	}
+	const _Atomic uint64_t *news =
+		(const _Atomic uint64_t *)(const void *)(c->link->in + off);
+	/* acquire: the sender writes it after what it published (its fence), so what we read
+	 * next is at least that */
+	*ret_seen = atomic_load_explicit(news, memory_order_acquire);
+	/* Settled: nothing published since the last look (tp_rx_quiet(): no message, no epoch or
+	 * Detect; not gated), nothing to read, no end of stream, no flag that ends or moves the
+	 * connection, a live link. Anything later changes the word (messages, ST flags) or
+	 * tp_state_gen() (errors, link loss, failover, shutdown). */
+	uint32_t st = tp_st_flags(c);
+
+	if (tp_rx_quiet(c) && c->rec_head == c->rec_tail && !c->eof && !c->rd_shut &&
+	    !tp_rx_fin_seen(c) && !(st & ~(TP_ST_CLOSING | TP_ST_COMMIT)) &&
+	    !atomic_load_explicit(&c->peer_gone, memory_order_relaxed) &&
+	    !atomic_load_explicit(&c->link->lost, memory_order_relaxed) &&
+	    atomic_load_explicit(&c->link->peer_epoch, memory_order_relaxed) == c->peer_epoch)
+		w = (const void *)news;
+	tp_mutex_unlock(&c->rx_lock);
+	return w;
 }

@@ -11,6 +11,8 @@
  *   0x01000  16 KiB  listener bitmap: ports Y listens on, 2048 checked words of 32 bits
  *   0x08000  32 KiB  mailbox: TP_MBOX_SLOTS packets of 128 B (Apply/Ack/Nack), from Y
  *   0x10000  slots   connections × slot_size; slot i belongs to X's connection i
+ *   news     words   connections × 8 bytes, right below pool_off: slot i's NEWS word at
+ *                    pool_off - 8 (i + 1) (tp_news_off(); TP_FBW_NEWS)
  *   pool_off pool    contexts × q: X's transfer contexts, data rings of q bytes (power of two,
  *                    pool_off 4096-aligned), each granted to one connection at a time
  *
@@ -173,7 +175,14 @@
 #define TP_W_FB_RX_I      (TP_SLOT_FB + 0x08)
 #define TP_W_FB_ACK_MSN   (TP_SLOT_FB + 0x10)
 #define TP_W_FB_EPOCH     (TP_SLOT_FB + 0x18) /* retry epoch (low 16) | detect ack (high 16) */
-#define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver sleeps waiting for data */
+#define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver waits for data: TP_FBW_* bits */
+/* FB_WAIT's bits. RING: the receiver sleeps, the sender rings the doorbell for each message it
+ * publishes. NEWS: an epoll set holds the connection: the sender also rewrites the slot's NEWS
+ * word (tp_news_off()) after each message it publishes (tp_wake_peer()), so that the set
+ * passes over the connection while that word keeps the value it saw (preload/pl_epoll_wait.c).
+ * The NEWS words of all slots are one array, which a set reads in few cache lines. */
+#define TP_FBW_RING       1u
+#define TP_FBW_NEWS       2u
 /* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
  * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
  * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
@@ -194,6 +203,16 @@
 #define TP_RANS_NACK      0x10000u
 /* ST unit */
 #define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
+/* Slot I's NEWS word in a window whose pool of transfer contexts is at POOL_OFF (the array
+ * right below it, tp_geometry()): a value that changes whenever the peer publishes a message
+ * while FB_WAIT asks for NEWS, and with every ST_FLAGS write. Only compared, never checked:
+ * any change is news. 0: none (a pool offset too low for it). */
+static inline uint64_t tp_news_off(uint64_t pool_off, uint32_t slot)
+{
+	uint64_t back = 8u * ((uint64_t)slot + 1u);
+
+	return pool_off >= TP_OFF_SLOTS + back ? pool_off - back : 0;
+}
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
 #define TP_ST_GONE        0x2u  /* peer process died / released without FIN exchange */
 #define TP_ST_CLOSING     0x4u  /* peer closed it (tp_close): its socket's close is deliberate,
@@ -339,9 +358,10 @@ static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
  * both sides' sessions (tp_mbox_seed(): an earlier build's packets fail their check, so they
  * time out rather than being refused); 4: the server attaches only a reservation the client
  * committed (TP_ST_COMMIT; an earlier client never does); 5: transfer contexts (a pool of data
- * rings granted per transfer, the packets' pool and ring fields). Packets of earlier builds
- * carry 0 (reserved bytes). */
-#define TP_WIRE_VERSION   5u
+ * rings granted per transfer, the packets' pool and ring fields); 6: FB_WAIT's NEWS bit and the
+ * ST unit's NEWS word (an earlier sender would ring for NEWS and never write the word). Packets
+ * of earlier builds carry 0 (reserved bytes). */
+#define TP_WIRE_VERSION   6u
 
 /* The window offset of the slot a packet describes. */
 static inline uint64_t tp_pkt_slot_off(const struct tp_pkt *p)
@@ -726,6 +746,7 @@ struct tp_conn {
 	uint32_t slot;            /* our receive slot */
 	struct tp_host_entry *ent;
 	struct tp_geom out;       /* peer slot geometry */
+	uint64_t news_out;        /* our NEWS word in the peer's window (tp_news_off()), 0: none */
 	uint32_t nonce_in, nonce_out, seq_base_in, seq_base_out;
 	uint32_t peer_epoch;
 	atomic_int error;         /* 0 or -errno */
@@ -871,6 +892,7 @@ struct tp_conn {
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
+	bool rx_news;                 /* FB_WAIT asks for NEWS (tp_rx_news_arm()), for good */
 	/* A release published while the sender held a merged message (TX_WAIT HELD alone) owes
 	 * it a ring once we wait for data or find none for a while (tp_rx_idle()); owe_vi/vd:
 	 * the validation cursor then (its next message clears the debt); owe_idle_ns: the first
@@ -1440,12 +1462,14 @@ void tp_tx_epoch_again_locked(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_retx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
-/* One store of a whole ST word (FLAGS), flushed, and the peer's doorbell unless FLAGS is only
- * TP_ST_CLOSING: only through tp_ent_st_add(), which makes FLAGS every flag written so far. A
- * closed connection whose FIN stays unacknowledged TP_FIN_NUDGE_MS rings then (the helper's
- * pass), and an exit rings at once (tp_exit_handoff()). */
+/* One store of a whole ST word (FLAGS) and of the NEWS word at NEWS_OFF (0: none), flushed, and
+ * the peer's doorbell unless FLAGS is only TP_ST_CLOSING: only through tp_ent_st_add(), which
+ * makes FLAGS every flag written so far. A closed connection whose FIN stays unacknowledged
+ * TP_FIN_NUDGE_MS rings then (the helper's pass), and an exit rings at once
+ * (tp_exit_handoff()). */
 #define TP_FIN_NUDGE_MS 10
-void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags);
+void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_nonce,
+		 uint32_t flags);
 bool tp_conn_peer_lost(struct tp_conn *c);
 void tp_conn_maxerr(struct tp_conn *c, int err);
 uint64_t tp_in_word(const struct tp_link *l, uint64_t off);
@@ -1630,6 +1654,9 @@ static inline bool tp_rx_fin_seen(const struct tp_conn *c)
 
 /* tp_wait.c: publish our "sleeping, ring me" flag WORD in the peer's slot (on change only) */
 void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);
+/* tp_set_wait_flag()'s store, flush and fence, whether or not the flag changed (FB_WAIT: with
+ * TP_FBW_NEWS while c->rx_news). */
+void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on);
 /* TX_WAIT's TP_TXW_* bits (under tx_lock; written when they change). */
 void tp_set_tx_wait(struct tp_conn *c, uint32_t bits);
 /* Under rx_lock, at a look that found nothing to read (SLEEP: the caller may sleep now): the
@@ -1651,6 +1678,7 @@ size_t tp_readable_bytes_one(struct tp_conn *c);
 bool tp_readable_hint_one(struct tp_conn *c);
 uint64_t tp_rx_arrivals_one(struct tp_conn *c);
 uint64_t tp_rx_arm_arrival_one(struct tp_conn *c);
+const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen);
 bool tp_send_fits_one(struct tp_conn *c, size_t len, bool arm);
 bool tp_writable_hint_one(struct tp_conn *c, size_t len);
 size_t tp_unacked_bytes_one(struct tp_conn *c);

@@ -113,7 +113,24 @@ void tp_event_ack(void)
 	}
 }
 
+static _Atomic unsigned g_state_gen;
+
+unsigned tp_state_gen(void)
+{
+	/* acquire: pairs with the release in tp_event_signal() (what changed, before) */
+	return atomic_load_explicit(&g_state_gen, memory_order_acquire);
+}
+
+static void event_write(void);
+
+/* Every caller but the helper's doorbell signals a change of state (tp_state_gen()). */
 void tp_event_signal(void)
+{
+	atomic_fetch_add_explicit(&g_state_gen, 1, memory_order_release);
+	event_write();
+}
+
+static void event_write(void)
 {
 	uint64_t one = 1;
 
@@ -142,8 +159,10 @@ bool tp_link_refresh(struct tp_link *l)
 		/* while down the peer epoch reads 0: keep the last one seen. Relaxed (the link's
 		 * state words here): a cache of what ntb_link_tick() saw, each word on its own;
 		 * nothing is published with them, and sleepers are woken by tp_event_signal() */
-		atomic_store_explicit(&l->peer_epoch, ntb_link_peer_epoch(l->ntb),
-				      memory_order_relaxed);
+		uint32_t pe = ntb_link_peer_epoch(l->ntb);
+
+		if (atomic_exchange_explicit(&l->peer_epoch, pe, memory_order_relaxed) != pe)
+			tp_event_signal(); /* (a restarted peer: its connections are lost) */
 		atomic_store_explicit(&l->down_since_ms, 0, memory_order_relaxed);
 	} else {
 		uint64_t zero = 0;
@@ -585,7 +604,7 @@ static void *helper_main(void *arg)
 		signal = helper_service(now);
 		pthread_mutex_unlock(&tp_links_lock);
 		if (signal)
-			tp_event_signal();
+			event_write(); /* (doorbells: news for epoll sets is in the slots) */
 		tp_finwait_service();
 	}
 	return NULL;
@@ -810,10 +829,11 @@ int tp_geometry(const struct tp_params *p, uint64_t window, struct tp_geometry *
 
 			room = rings < avail ? avail - rings : 0;
 		}
-		room /= slot;
+		room /= slot + 8u; /* (and its NEWS word) */
 		conns = room > TP_AUTO_CONNS ? TP_AUTO_CONNS : room ? (uint32_t)room : 1u;
 	}
-	pool_off = ALIGN_UP(TP_OFF_SLOTS + (uint64_t)conns * slot, (uint64_t)4096);
+	/* the slots, then their NEWS words right below the pool (tp_news_off()) */
+	pool_off = ALIGN_UP(TP_OFF_SLOTS + (uint64_t)conns * (slot + 8u), (uint64_t)4096);
 	if (pool_off >= window)
 		return -ENOSPC;
 	avail = (window - pool_off) / p->contexts;

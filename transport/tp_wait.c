@@ -19,7 +19,16 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
 	if (*cur == on)
 		return;
 	*cur = on;
-	tp_out_word(c->link, c->out.slot_off + word, c->nonce_out, on);
+	tp_fb_wait_write(c, word, on);
+}
+
+void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on)
+{
+	uint32_t v = on ? TP_FBW_RING : 0;
+
+	if (word == TP_W_FB_WAIT && c->rx_news)
+		v |= TP_FBW_NEWS; /* (kept while the ring request comes and goes) */
+	tp_out_word(c->link, c->out.slot_off + word, c->nonce_out, v);
 	ntb_wc_flush(c->link->ntb);
 	/* the flag store before our re-check of the rings: Dekker pair with the fence in
 	 * wake_peer() on the peer */

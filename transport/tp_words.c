@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "transport/tp_int.h"
+#include "util/clock.h"
 #include "util/crc32c.h"
 #include "util/log.h"
 
@@ -68,7 +69,8 @@ void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v)
 	ntb_write64(l->ntb, off, tp_cw_make(seed, v));
 }
 
-void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce, uint32_t flags)
+void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_nonce,
+		 uint32_t flags)
 {
 	/* everything this side published before (TX words, a FIN) before the flags: a GONE peer's
 	 * reader checks the TX words after the flag (tp_rx_death_end()). Pairs with the acquire
@@ -76,6 +78,10 @@ void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint32_t peer_nonce,
 	 * matters. */
 	ntb_to_peer_barrier(l->ntb);
 	tp_out_word(l, peer_slot_off + TP_W_ST_FLAGS, peer_nonce, flags);
+	/* news for an epoll set that passes over the connection (tp_news_off()): a value its
+	 * messages' sequence numbers are unlikely to have had, after the flags */
+	if (news_off)
+		tp_out_word(l, news_off, peer_nonce, (uint32_t)clock_mono_ns() | 0x80000000u);
 	ntb_wc_flush(l->ntb);
 	/* CLOSING and COMMIT alone wake nobody (a server's tp_attach() that waits for COMMIT
 	 * polls); CLOSING: it is only looked at (a close, a witness's look), the FIN
@@ -182,8 +188,17 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 	uint32_t v;
 
 	atomic_thread_fence(memory_order_seq_cst);
-	if (tp_slot_word(c, flag_word, &v) && v)
-		ntb_peer_db_ring(c->link->ntb);
+	if (!tp_slot_word(c, flag_word, &v) || !v)
+		return;
+	if (flag_word == TP_W_FB_WAIT && (v & TP_FBW_NEWS) && c->news_out) {
+		/* (after the fence, so after what was published: a receiver that reads the new
+		 * value reads the message too; the message sequence number is new each time) */
+		tp_out_word(c->link, c->news_out, c->nonce_out, c->msn_next);
+		ntb_wc_flush(c->link->ntb);
+		if (!(v & TP_FBW_RING))
+			return;
+	}
+	ntb_peer_db_ring(c->link->ntb);
 }
 
 /* --- queues -------------------------------------------------------------------------------- */

@@ -25,6 +25,7 @@
 #ifndef NTBSOCK_TRANSPORT_H
 #define NTBSOCK_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -261,6 +262,23 @@ uint64_t tp_rx_arrivals(struct tp_conn *c);
  * unread (an edge-triggered waiter): ask the peer to ring for its next message, then return
  * tp_rx_arrivals() (a message published before the request shows in it, one after it rings). */
 uint64_t tp_rx_arm_arrival(struct tp_conn *c);
+/* tp_fast.c: for an epoll set that passes over idle connections. Asks the peer to change a
+ * word of C's slot after each message it publishes from now on, for C's life (and, with RING,
+ * to ring for its next message as tp_poll() arms it), then: is C's receive side settled
+ * (nothing arrived since the last tp_poll_dir() or read looked, nothing to read, no end of
+ * stream, no Retry in progress, no error, a live link)? If so, the word's address, its value
+ * now in *RET_SEEN: while tp_news_read() of it gives that value and tp_state_gen() does not
+ * change, nothing arrived and C stays unready for input. NULL: look at C again next time
+ * (also for a striped connection, another process's, a busy lock). */
+const void *tp_rx_news_arm(struct tp_conn *c, bool ring, uint64_t *ret_seen);
+static inline uint64_t tp_news_read(const void *w)
+{
+	/* acquire: the peer writes the word after what it publishes (tp_wake_peer()) */
+	return atomic_load_explicit((const _Atomic uint64_t *)w, memory_order_acquire);
+}
+/* tp_link.c: changes whenever a connection's readiness changes other than by what its peer
+ * publishes: errors, link loss or restart, failover, a local shutdown. */
+unsigned tp_state_gen(void);
 /* tp_fast.c: would tp_send() of LEN bytes go out as one message now? False only for a
  * write of inline_max < LEN <= short_max (and at most a quarter of the ring) while the data
  * ring has less room than LEN (after reading the receiver's feedback): a sender may then wait
