@@ -156,6 +156,23 @@ int pl_epoll_size(struct pl_epoll *ep)
 /* Full looks at least this often (see struct pl_epoll). */
 #define PL_EP_FULL_MIN_NS 1000000
 
+/* NTBSOCK_EPOLL_FULL_MS, a test's knob: a full look every that many ms exactly (so that a test
+ * sees wake-ups that only news brings); 0 (unset): the default rule. */
+static int64_t ep_full_fixed_ns(void)
+{
+	static _Atomic int64_t v = -1;
+	int64_t ns = atomic_load_explicit(&v, memory_order_relaxed); /* (the same each time) */
+
+	if (ns < 0) {
+		const char *e = getenv("NTBSOCK_EPOLL_FULL_MS");
+		long ms = e ? strtol(e, NULL, 10) : 0;
+
+		ns = ms > 0 && ms < 86400000L ? (int64_t)ms * 1000000 : 0;
+		atomic_store_explicit(&v, ns, memory_order_relaxed);
+	}
+	return ns;
+}
+
 /* Entry E (object CUR) reported nothing: may collections pass over it until its news word
  * changes (struct pl_ep_entry)? Registered for input alone, an open NTB connection, settled
  * (tp_rx_news_arm(): with ARM its peer rings for the next message too). */
@@ -251,6 +268,8 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 		ep->gen_seen = gen;
 		ep->full_every_ns = (t1 - t0) * 20 > PL_EP_FULL_MIN_NS ? (t1 - t0) * 20
 									: PL_EP_FULL_MIN_NS;
+		if (ep_full_fixed_ns())
+			ep->full_every_ns = ep_full_fixed_ns();
 		ep->full_due_ns = t1 + ep->full_every_ns;
 	}
 	return n;

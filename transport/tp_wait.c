@@ -125,6 +125,8 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	}
 	if (tp_rx_fin_seen(c))
 		ev |= TP_EV_RDHUP;
+	if (c->rd_shut) /* (shutdown(SHUT_RD): reads return 0, as the kernel's poll says) */
+		ev |= TP_EV_IN | TP_EV_RDHUP;
 	tp_act_note_rx(c); /* (what it validated is acknowledged lazily: tp_active.c) */
 	tp_mutex_unlock(&c->rx_lock);
 	if (!(want & TP_EV_OUT)) {

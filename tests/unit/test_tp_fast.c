@@ -280,6 +280,64 @@ static void test_send_fits_peer_lost(void **state)
 	tl_pair_close(&p);
 }
 
+/* tp_rx_news_arm(): NULL while anything is to read or arrived unread; for a settled connection
+ * its news word, which then changes with each message the peer publishes (inline, data ring,
+ * FIN) and with the peer's ST flags (abort), and not with our own sends or reads; RING asks
+ * the peer to ring as well. tp_state_gen() changes with a shutdown, after which the connection
+ * polls readable (RDHUP too). */
+static void test_news(void **state)
+{
+	struct tl_pair p;
+	uint64_t seen, seen2;
+	const void *w;
+
+	(void)state;
+	pair_open(&p, "fast-news", 40008);
+	w = tp_rx_news_arm(p.cb, false, &seen);
+	assert_non_null(w);
+	assert_true(tp_news_read(w) == seen);
+	assert_false(p.cb->rx_wait_set); /* (no ring asked) */
+	send_bytes(p.cb, 100, 20); /* our own send: no news */
+	assert_true(tp_news_read(w) == seen);
+	send_bytes(p.ca, 100, 21); /* inline */
+	assert_true(tp_news_read(w) != seen);
+	assert_null(tp_rx_news_arm(p.cb, false, &seen2)); /* unread */
+	recv_bytes(p.cb, 100, 21);
+	assert_true(tp_rx_news_arm(p.cb, false, &seen) == w);
+	send_bytes(p.ca, 1000, 22); /* data ring */
+	assert_true(tp_news_read(w) != seen);
+	recv_bytes(p.cb, 1000, 22);
+	assert_true(tp_rx_news_arm(p.cb, true, &seen) == w);
+	assert_true(p.cb->rx_wait_set); /* RING: the peer rings too */
+	uint32_t fbw = 0;
+	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &fbw));
+	assert_int_equal(fbw, TP_FBW_RING | TP_FBW_NEWS);
+	recv_bytes(p.ca, 100, 20);
+	assert_true(tp_news_read(w) == seen); /* (the peer reading: no news) */
+	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0); /* FIN */
+	assert_true(tp_news_read(w) != seen);
+	assert_null(tp_rx_news_arm(p.cb, false, &seen));
+	tl_pair_close(&p);
+
+	/* ST flags (an abort) and local state changes */
+	pair_open(&p, "fast-news2", 40009);
+	w = tp_rx_news_arm(p.cb, false, &seen);
+	assert_non_null(w);
+	unsigned gen = tp_state_gen();
+	assert_int_equal(tp_shutdown(p.cb, SHUT_RD), 0);
+	assert_true(tp_state_gen() != gen);
+	assert_null(tp_rx_news_arm(p.cb, false, &seen2)); /* (shut: not settled) */
+	/* (readable, as the kernel's poll says after SHUT_RD: reads return 0) */
+	assert_int_equal(tp_poll_dir(p.cb, TP_EV_IN, false) & (TP_EV_IN | TP_EV_RDHUP),
+			 TP_EV_IN | TP_EV_RDHUP);
+	w = tp_rx_news_arm(p.ca, false, &seen);
+	assert_non_null(w);
+	tp_abort(p.cb);
+	assert_true(tp_news_read(w) != seen);
+	assert_null(tp_rx_news_arm(p.ca, false, &seen));
+	tl_pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -291,6 +349,7 @@ int main(void)
 		cmocka_unit_test(test_arrivals),
 		cmocka_unit_test(test_send_fits),
 		cmocka_unit_test(test_send_fits_peer_lost),
+		cmocka_unit_test(test_news),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
