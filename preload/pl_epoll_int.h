@@ -25,6 +25,8 @@ struct pl_ep_entry {
 	unsigned tx_seen;    /* room_gen at the last event */
 	bool news_ring;      /* idle (its struct pl_ep_news), and its peer rings for the next
 			      * message */
+	int64_t quiet_ns;    /* since when its looks found nothing (0: the last one found
+			      * something); idle only after PL_EP_IDLE_NS of that */
 };
 /* Entry I's news (ep->nw[I], beside ep->v[I]: a collection reads only these of an idle entry).
  * Idle: an NTB connection registered for input alone that the last look found unready and

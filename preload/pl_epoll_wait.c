@@ -155,6 +155,11 @@ int pl_epoll_size(struct pl_epoll *ep)
 
 /* Full looks at least this often (see struct pl_epoll). */
 #define PL_EP_FULL_MIN_NS 1000000
+/* An entry goes idle only after its looks found nothing for this long: a connection in a
+ * ping-pong stays looked at directly (its peer then writes no news word, and the data is
+ * seen one cache-line transfer sooner than the word written after it), one that waits
+ * longer is passed over. */
+#define PL_EP_IDLE_NS 200000
 
 /* NTBSOCK_EPOLL_FULL_MS, a test's knob: a full look every that many ms exactly (so that a test
  * sees wake-ups that only news brings); 0 (unset): the default rule. */
@@ -173,13 +178,17 @@ static int64_t ep_full_fixed_ns(void)
 	return ns;
 }
 
-/* Entry E (object CUR) reported nothing: may collections pass over it until its news word
- * changes (struct pl_ep_entry)? Registered for input alone, an open NTB connection, settled
- * (tp_rx_news_arm(): with ARM its peer rings for the next message too). */
+/* Entry E (object CUR) reported nothing at NOW: may collections pass over it until its news
+ * word changes (struct pl_ep_news)? Quiet for PL_EP_IDLE_NS, registered for input alone, an
+ * open NTB connection, settled (tp_rx_news_arm(): with ARM its peer rings for the next message
+ * too). */
 static void ep_entry_idle(struct pl_ep_entry *e, struct pl_ep_news *nw, struct pl_sock *cur,
-			  bool arm)
+			  bool arm, int64_t now)
 {
-	if (cur->kind != PL_CONN || (e->events & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ||
+	if (!e->quiet_ns)
+		e->quiet_ns = now;
+	if (now - e->quiet_ns < PL_EP_IDLE_NS || cur->kind != PL_CONN ||
+	    (e->events & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ||
 	    !(e->events & (EPOLLIN | EPOLLRDNORM)) ||
 	    /* pairs with the release in pl_set_state() */
 	    atomic_load_explicit(&cur->state, memory_order_acquire) != PL_CS_OPEN)
@@ -243,7 +252,9 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 			continue;
 		}
 		if (!report)
-			ep_entry_idle(e, nw, cur, arm);
+			ep_entry_idle(e, nw, cur, arm, t0);
+		else
+			e->quiet_ns = 0;
 		pl_sock_put(cur);
 		if (!report)
 			continue;
