@@ -44,14 +44,16 @@ struct pl_timing {
 	int64_t deadline;           /* -1: none */
 	int64_t spin_until;
 	unsigned spins;
+	unsigned step;              /* rounds between two clock reads (pl_spinning()) */
+	int64_t check_ns;           /* the last one */
 };
 
 bool pl_zero_timeout(const struct timespec *tmo);
 
 /* Nothing is ready: true while the spin budget (config spin_us, within the timeout) lasts: the
- * caller looks again without a syscall. Every PL_SPIN_ROUND rounds it reads the clock and
- * yields the CPU, so a peer that shares this core can run; *RET_KCHECK is then set: time to
- * look at the kernel fds. */
+ * caller looks again without a syscall. Every PL_SPIN_ROUND rounds (every round once rounds
+ * take over 1 µs) it reads the clock and yields the CPU, so a peer that shares this core can
+ * run; *RET_KCHECK is then set: time to look at the kernel fds. */
 bool pl_spinning(struct pl_timing *t, bool *ret_kcheck);
 
 /* Sleep length for the real call: the time left, capped (at 1 ms with CAP_SHORT). */

@@ -265,7 +265,9 @@ const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen)
 	 * tp_state_gen() (errors, link loss, failover, shutdown). */
 	uint32_t st = tp_st_flags(c);
 
-	if (tp_rx_quiet(c) && c->rec_head == c->rec_tail && !c->eof && !c->rd_shut &&
+	tp_rx_idle(c, ring); /* (a ring owed to a sender that holds a merged message: paid now, or
+			      * not settled: looks go on until it is) */
+	if (tp_rx_quiet(c) && c->rec_head == c->rec_tail && !c->eof && !c->rd_shut && !c->held_owe &&
 	    !tp_rx_fin_seen(c) && !(st & ~(TP_ST_CLOSING | TP_ST_COMMIT)) &&
 	    !atomic_load_explicit(&c->peer_gone, memory_order_relaxed) &&
 	    !atomic_load_explicit(&c->link->lost, memory_order_relaxed) &&

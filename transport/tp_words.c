@@ -41,7 +41,11 @@
  *                        receiver (rx_lock)      -          where validation stopped, before
  *                                                           the Retry's FB_EPOCH (barrier):
  *                                                           rx_fail_at() / retransmit()
- *   FB_WAIT              receiver (rx_lock)      -          Dekker flag, as TX_WAIT
+ *   FB_WAIT              receiver (rx_lock)      -          Dekker flag, as TX_WAIT (TP_FBW_* bits)
+ *   NEWS (the array      sender (tx_lock), and   fence      that it published something: after
+ *   below the pool)      with ST_FLAGS                      the fence and FB_WAIT's load in
+ *                                                           tp_wake_peer() / tp_rx_news_arm(),
+ *                                                           preload/'s epoll sets (acquire)
  *   ST_FLAGS             any process of the      barrier    RST/GONE/CLOSING/FAILOVER, the flags
  *                        writer host, flags                 accumulated (tp_ent_st_add(),
  *                        only accumulate                    tp_host.c) / tp_st_flags(),

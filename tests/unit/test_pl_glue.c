@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "preload/pl_int.h"
+#include "preload/pl_ready_int.h"
 #include "glue/conf_params.h"
 
 static struct sockaddr_in v4(const char *a, uint16_t port)
@@ -270,6 +271,47 @@ static void test_room_spin_ends(void **state)
 	pl_spin_us = saved;
 }
 
+/* A wait's spin whose rounds are slow (an epoll set of thousands of entries) reads the clock
+ * and yields every round once 16 rounds took over 16 µs: it ends on time (within a round of its
+ * budget) and lets a thread that shares its CPU run; fast rounds keep the every-16th rule. */
+static void test_spin_slow_rounds(void **state)
+{
+	uint32_t saved = pl_spin_us;
+	struct timespec tmo = { 10, 0 };
+	struct pl_timing t = { .tmo = &tmo };
+	bool kcheck;
+	int rounds = 0, checks = 0;
+
+	(void)state;
+	pl_spin_us = 20000; /* 20 ms */
+	int64_t t0 = pl_now_ns();
+	while (pl_spinning(&t, &kcheck)) {
+		usleep(2000); /* a round of 2 ms or more */
+		rounds++;
+		checks += kcheck;
+	}
+	int64_t spent = pl_now_ns() - t0;
+	assert_int_equal(t.step, 1);
+	/* 16 rounds before the first clock read (at least 32 ms: the budget is gone by then), so
+	 * the spin ends at that first read; with the old rule it would have taken 16 more */
+	assert_int_equal(rounds, 15);
+	assert_int_equal(checks, 0);
+	assert_true(spent >= 30 * 1000000LL);
+
+	/* once slow, every round reads the clock: a budget of 20 ms ends within 20 rounds */
+	struct pl_timing t2 = { .tmo = &tmo };
+	rounds = 0;
+	while (pl_spinning(&t2, &kcheck) && rounds < 1000) {
+		if (t2.step == 1)
+			assert_true(kcheck); /* (each round a look at the kernel fds too) */
+		usleep(t2.step == 1 ? 1000 : 200);
+		rounds++;
+	}
+	assert_int_equal(t2.step, 1);
+	assert_true(rounds < 60);
+	pl_spin_us = saved;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +322,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_backend),
 		cmocka_unit_test(test_fdtab_refcount),
 		cmocka_unit_test(test_room_spin_ends),
+		cmocka_unit_test(test_spin_slow_rounds),
 	};
 	return cmocka_run_group_tests_name("pl_glue", tests, NULL, NULL);
 }
