@@ -102,6 +102,12 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 		return -ENOMEM;
 	}
 	tp_conn_register(c);
+	/* Attached: our first word in the client's slot (FB_WAIT, nothing asked) tells it so, and
+	 * it stops repeating its COMMIT (tp_conn_commit_repeat()), which otherwise kept every new
+	 * connection that carried nothing yet on its timers' active list for setup_timeout_ms. */
+	tp_mutex_lock(&c->rx_lock);
+	tp_fb_wait_write(c, TP_W_FB_WAIT, c->rx_wait_set);
+	tp_mutex_unlock(&c->rx_lock);
 	*ret_conn = c;
 	return 0;
 }

@@ -354,14 +354,17 @@ void tp_conn_commit_repeat(struct tp_conn *c, uint64_t now, bool lost)
 
 	if (!t)
 		return;
-	/* Not once the server answered (its acknowledgements) or refused (a reset): the server
-	 * slot may be released and reused by another connection after that, whose word this
-	 * must not overwrite. (The acknowledgements: under tx_lock, tried; busy: next time.) */
+	/* Not once the server attached (its first word in our slot, tp_attach()), answered (its
+	 * acknowledgements) or refused (a reset): the server slot may be released and reused by
+	 * another connection after that, whose word this must not overwrite. (The
+	 * acknowledgements: under tx_lock, tried; busy: next time.) */
 	bool answered;
+	uint32_t v;
 
 	if (tp_mutex_trylock(&c->tx_lock))
 		return;
-	answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0;
+	answered = c->fb_ack != 0 || c->fb_rx_i != 0 || c->fb_rx_d != 0 ||
+		   tp_slot_word(c, TP_W_FB_WAIT, &v);
 	tp_mutex_unlock(&c->tx_lock);
 	if (answered || lost || clock_age_ms(now, t) > c->link->params.setup_timeout_ms) {
 		atomic_store_explicit(&c->commit_ms, 0, memory_order_relaxed);

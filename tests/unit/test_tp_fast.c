@@ -338,6 +338,25 @@ static void test_news(void **state)
 	tl_pair_close(&p);
 }
 
+/* A client's COMMIT is repeated by its timers until the server shows it attached: its first
+ * word in the client's slot, written by tp_attach(), ends the repeats at the next timer look,
+ * although no byte went either way (the connection then leaves the timers' active list; before,
+ * every new connection stayed on it for setup_timeout_ms). */
+static void test_commit_repeats_end_at_attach(void **state)
+{
+	struct tl_pair p;
+	uint32_t v;
+
+	(void)state;
+	pair_open(&p, "fast-commit", 40010);
+	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v)); /* the server's word is there */
+	assert_int_equal(v, 0);
+	atomic_store(&p.ca->commit_ms, tp_now_ms()); /* (as tp_conn_commit() left it) */
+	tp_conn_commit_repeat(p.ca, tp_now_ms(), false);
+	assert_int_equal(atomic_load(&p.ca->commit_ms), 0);
+	tl_pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -350,6 +369,7 @@ int main(void)
 		cmocka_unit_test(test_send_fits),
 		cmocka_unit_test(test_send_fits_peer_lost),
 		cmocka_unit_test(test_news),
+		cmocka_unit_test(test_commit_repeats_end_at_attach),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
