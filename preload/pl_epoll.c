@@ -14,22 +14,44 @@ void pl_epoll_free(struct pl_epoll *ep)
 		return;
 	free(ep->v);
 	free(ep->nw);
+	free(ep->ix);
 	free(ep);
 }
 
 int pl_ep_find(struct pl_epoll *ep, int fd)
 {
-	for (int i = 0; i < ep->n; i++)
-		if (ep->v[i].fd == fd)
-			return i;
-	return -1;
+	return fd >= 0 && fd < ep->ix_cap ? ep->ix[fd] - 1 : -1;
 }
 
 void pl_ep_remove(struct pl_epoll *ep, int i)
 {
-	ep->v[i] = ep->v[ep->n - 1];
-	ep->nw[i] = ep->nw[ep->n - 1];
+	int last = ep->n - 1;
+
+	ep->ix[ep->v[i].fd] = 0;
+	ep->v[i] = ep->v[last];
+	ep->nw[i] = ep->nw[last];
+	if (i != last)
+		ep->ix[ep->v[i].fd] = i + 1;
 	ep->n--;
+}
+
+/* Room in EP's index for FD; 0 or -ENOMEM. */
+static int ep_ix_room(struct pl_epoll *ep, int fd)
+{
+	if (fd < ep->ix_cap)
+		return 0;
+	int nc = ep->ix_cap ? ep->ix_cap : 64;
+
+	while (nc <= fd)
+		nc *= 2;
+	int *nx = realloc(ep->ix, sizeof(*nx) * (size_t)nc);
+
+	if (!nx)
+		return -ENOMEM;
+	memset(nx + ep->ix_cap, 0, sizeof(*nx) * (size_t)(nc - ep->ix_cap));
+	ep->ix = nx;
+	ep->ix_cap = nc;
+	return 0;
 }
 
 static void ep_migrate_fd(int epfd, int fd);
@@ -97,6 +119,8 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 			r = -EEXIST;
 			break;
 		}
+		if ((r = ep_ix_room(ep, fd)))
+			break;
 		if (ep->n == ep->cap) {
 			int nc = ep->cap ? ep->cap * 2 : 16;
 			struct pl_ep_entry *nv = realloc(ep->v, sizeof(*nv) * (size_t)nc);
@@ -111,6 +135,7 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 			ep->cap = nc;
 		}
 		i = ep->n++;
+		ep->ix[fd] = i + 1;
 		memset(&ep->v[i], 0, sizeof(ep->v[i]));
 		ep->nw[i].w = NULL;
 		ep->v[i].fd = fd;

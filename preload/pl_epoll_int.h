@@ -44,6 +44,8 @@ struct pl_epoll {
 	struct pl_ep_entry *v;
 	struct pl_ep_news *nw; /* (beside v: as many) */
 	int n, cap;
+	int *ix;             /* fd -> its entry's index + 1 (0: none), IX_CAP fds (pl_ep_find()) */
+	int ix_cap;
 	unsigned rr;         /* where the next collection starts (fairness) */
 	struct pl_kturn kturn; /* when the kernel's side is looked at although NTB fds are ready */
 	bool evfd_added;
