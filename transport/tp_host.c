@@ -204,8 +204,9 @@ int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t ep
 		   h->pool_n != l->geom.pool_n) {
 		/* one layout per window: a process with other tunables uses the host's, if it is
 		 * one a peer accepts (tp_geom_valid(), tp_pool_valid(): 128-byte aligned slots, at
-		 * least 2 inline slots, rings of 4 KiB or more after the slots) */
-		if (h->slot_size * (uint64_t)h->contexts + TP_OFF_SLOTS > h->pool_off ||
+		 * least 2 inline slots, rings of 4 KiB or more after the slots and their NEWS
+		 * words, tp_news_off()) */
+		if ((h->slot_size + 8u) * (uint64_t)h->contexts + TP_OFF_SLOTS > h->pool_off ||
 		    h->slot_size % 128u || h->inline_n < 2 ||
 		    (h->inline_n & (h->inline_n - 1)) || h->inline_n > 65536 ||
 		    h->qsize < 4096 || (h->qsize & (h->qsize - 1)) || h->qsize > (1u << 30) ||
