@@ -178,17 +178,24 @@ static int64_t ep_full_fixed_ns(void)
 	return ns;
 }
 
+_Atomic unsigned pl_nospace_gen;
+
 /* Entry E (object CUR) reported nothing at NOW: may collections pass over it until its news
- * word changes (struct pl_ep_news)? Quiet for PL_EP_IDLE_NS, registered for input alone, an
- * open NTB connection, settled (tp_rx_news_arm(): with ARM its peer rings for the next message
- * too). */
+ * word changes (struct pl_ep_news)? Quiet for PL_EP_IDLE_NS, registered for input (and for
+ * output only edge-triggered, with no send or look since its last edge that found no room: an
+ * EPOLLOUT edge needs that first, pl_note_nospace(), which makes the next collection a full
+ * one), an open NTB connection, settled (tp_rx_news_arm(): with ARM its peer rings for the next
+ * message too). */
 static void ep_entry_idle(struct pl_ep_entry *e, struct pl_ep_news *nw, struct pl_sock *cur,
 			  bool arm, int64_t now)
 {
 	if (!e->quiet_ns)
 		e->quiet_ns = now;
+	bool out = e->events & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+
 	if (now - e->quiet_ns < PL_EP_IDLE_NS || cur->kind != PL_CONN ||
-	    (e->events & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ||
+	    (out && (!(e->events & EPOLLET) ||
+		     atomic_load_explicit(&cur->nospace, memory_order_relaxed))) ||
 	    !(e->events & (EPOLLIN | EPOLLRDNORM)) ||
 	    /* pairs with the release in pl_set_state() */
 	    atomic_load_explicit(&cur->state, memory_order_acquire) != PL_CS_OPEN)
@@ -210,7 +217,9 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 	int n = 0, k;
 	int cnt = ep->n;
 	int64_t t0 = pl_now_ns();
-	unsigned gen = tp_state_gen();
+	/* acquire: pairs with the release in pl_note_nospace() */
+	unsigned gen = tp_state_gen() +
+		       atomic_load_explicit(&pl_nospace_gen, memory_order_acquire);
 	bool full = gen != ep->gen_seen || t0 >= ep->full_due_ns;
 
 	int i = ep->n ? (int)(ep->rr % (unsigned)ep->n) : 0;

@@ -422,10 +422,15 @@ int pl_epoll_shadow_add(int epfd, int fd, struct pl_sock *t, const struct epoll_
 unsigned pl_sock_revents(struct pl_sock *s, int fd);
 /* A send or a look at S found no room: the next look that finds room raises an EPOLLOUT edge
  * (pl_ready.c), as the kernel's SOCK_NOSPACE makes the ACK that frees space wake its waiters. */
+extern _Atomic unsigned pl_nospace_gen;
 static inline void pl_note_nospace(struct pl_sock *s)
 {
-	if (!atomic_load_explicit(&s->nospace, memory_order_relaxed))
+	if (!atomic_load_explicit(&s->nospace, memory_order_relaxed)) {
 		atomic_store_explicit(&s->nospace, true, memory_order_relaxed);
+		/* (release: the flag before the count; an epoll set that sees the count looks at
+		 * every entry, an idle edge-triggered EPOLLOUT one too: pl_epoll_wait.c) */
+		atomic_fetch_add_explicit(&pl_nospace_gen, 1, memory_order_release);
+	}
 }
 int pl_poll_impl(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
 		 const sigset_t *mask);

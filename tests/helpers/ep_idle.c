@@ -6,8 +6,10 @@
  *   2. another thread of the client shuts connection 12 for reading (shutdown(SHUT_RD));
  *   3. the server closes connection 45;
  *   4. the server process ends without closing anything (_exit): every other connection ends.
- * The transcript is the same over kernel TCP and over ntbsock (test_pl_epoll_idle.sh).
- *   ep_idle server ADDR PORT     ep_idle client ADDR PORT */
+ * The transcript is the same over kernel TCP and over ntbsock (test_pl_epoll_idle.sh). With
+ * "et", the client registers each connection as nginx does (EPOLLIN | EPOLLOUT | EPOLLRDHUP |
+ * EPOLLET) and first collects the EPOLLOUT edge of each.
+ *   ep_idle server ADDR PORT     ep_idle client ADDR PORT [et] */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -82,6 +84,7 @@ static void *shut_later(void *arg)
 
 static int ep, fd[N];
 static int ended[N];
+static int et;
 
 /* One epoll_wait (up to 10 s): print what it reported, as "tag: i EVENTS ...". */
 static int wait_print(const char *tag, struct epoll_event *evs)
@@ -91,7 +94,9 @@ static int wait_print(const char *tag, struct epoll_event *evs)
 	CHECK(n >= 0, "epoll_wait");
 	printf("%s:", tag);
 	for (int i = 0; i < n; i++)
-		printf(" %u%s%s%s", evs[i].data.u32, evs[i].events & EPOLLIN ? " IN" : "",
+		printf(" %u%s%s%s%s%s", evs[i].data.u32, evs[i].events & EPOLLIN ? " IN" : "",
+		       evs[i].events & EPOLLOUT ? " OUT" : "",
+		       evs[i].events & EPOLLRDHUP ? " RDHUP" : "",
 		       evs[i].events & EPOLLHUP ? " HUP" : "", evs[i].events & EPOLLERR ? " ERR" : "");
 	printf("\n");
 	fflush(stdout);
@@ -113,7 +118,24 @@ static void client(const struct sockaddr_in *sa)
 		CHECK(connect(fd[i], (const struct sockaddr *)sa, sizeof(*sa)) == 0, "connect %d", i);
 		CHECK(write(fd[i], &k, 1) == 1, "index");
 		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
+		if (et)
+			ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd[i], &ev) == 0, "add %d", i);
+	}
+	if (et) {
+		/* each connection's first EPOLLOUT edge */
+		int outs = 0;
+
+		while (outs < N) {
+			int n = epoll_wait(ep, evs, N, 10000);
+
+			CHECK(n > 0, "first edges: %d of %d", outs, N);
+			for (int i = 0; i < n; i++)
+				CHECK(evs[i].events == EPOLLOUT, "first edge of %u: %#x", evs[i].data.u32,
+				      evs[i].events);
+			outs += n;
+		}
+		printf("first edges: %d OUT\n", outs);
 	}
 	/* idle: nothing to report (and the shadow learns that every entry is idle) */
 	for (int i = 0; i < 3; i++)
@@ -168,10 +190,11 @@ static void client(const struct sockaddr_in *sa)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: ep_idle server|client ADDR PORT\n");
+	if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "et"))) {
+		fprintf(stderr, "usage: ep_idle server|client ADDR PORT [et]\n");
 		return 2;
 	}
+	et = argc == 5;
 	struct sockaddr_in sa = addr_of(argv[2], argv[3]);
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
