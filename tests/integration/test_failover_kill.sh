@@ -150,20 +150,23 @@ KILL_AFTER=0.05 run cutfast $((port + 6)) NTBSOCK_FAULT=cut_after=3M
 # The reader stopped (SIGSTOP, as a starved host) before the writer's link went silent and
 # continued only after the writer died: its first look sees the writer's last heartbeats then,
 # long after they were written. Their age must come from the writer's stamp, not from that late
-# sighting (which would call the death clean: a short EOF). The writer slows to ~1.6 MB/s after
+# sighting (which would call the death clean: a short EOF). The writer slows to ~0.8 MB/s after
 # 512 KiB (so that the reader has caught up with it, whatever the load, when it stops: the writer
-# needs the ring's room to reach the cut), the reader stops at 1 MiB, the cut comes ~160 ms
-# later (heartbeats arrive meanwhile, unseen), the kill 0.5 s after the cut, the reader goes on
-# 0.2 s after the kill. A host-B process holding
-# the link keeps B's heartbeat going, so that the writer's side sees no silence of its own.
+# needs the ring's room to reach the cut), the reader stops at 1 MiB, the cut comes 128 KiB and
+# ~160 ms later (heartbeats arrive meanwhile, unseen), the kill 0.5 s after the cut, the reader
+# goes on 0.2 s after the kill. The room: the 512 KiB ring less what the stopped reader had not
+# released (up to half the ring) and its lag; with the cut 256 KiB past the stop (as before,
+# at 1.6 MB/s) the writer stalled short of it in about 1 run of 5 on a quiet machine. A host-B
+# process holding the link keeps B's heartbeat going, so that the writer's side sees no silence
+# of its own.
 pl_bg b python3 -c '
 import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.2", int(sys.argv[1]))); s.listen(1)
 print("held", flush=True); time.sleep(600)' $((port + 5))
 holder=$PL_LAST
 pl_wait_text "$PL_LAST_OUT" held 30
-STOP_AT=1048576 CUT_FROM=1310721 KILL_AFTER=0.5 run cutstop $((port + 4)) \
-	NTBSOCK_FAULT=cut_after=1280K W_SLOW_AFTER=524288 W_SLOW_SLEEP=0.005
+STOP_AT=1048576 CUT_FROM=1179649 KILL_AFTER=0.5 run cutstop $((port + 4)) \
+	NTBSOCK_FAULT=cut_after=1152K W_SLOW_AFTER=524288 W_SLOW_SLEEP=0.01
 kill $holder
 [ "$R_END" = reset ] || pl_fail "cutstop run: reader ended with '$R_END' after $R_GOT of $W_LAST accepted bytes: a short end of file"
 [ "$R_GOT" -le "$W_LAST" ] || pl_fail "cutstop run: the reader got more than was sent"
