@@ -5,6 +5,7 @@
  * pl_epoll_wait.c reports what the shadow holds. */
 #include "preload/pl_epoll_int.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,8 @@ static int ep_ix_room(struct pl_epoll *ep, int fd)
 {
 	if (fd < ep->ix_cap)
 		return 0;
+	if (fd < 0 || fd > INT_MAX / 4)
+		return -ENOMEM; /* (the doubling below stays within an int) */
 	int nc = ep->ix_cap ? ep->ix_cap : 64;
 
 	while (nc <= fd)

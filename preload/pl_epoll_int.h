@@ -25,12 +25,12 @@ struct pl_ep_entry {
 	unsigned tx_seen;    /* room_gen at the last event */
 	bool news_ring;      /* idle (its struct pl_ep_news), and its peer rings for the next
 			      * message */
-	int64_t quiet_ns;    /* since when its looks found nothing (0: the last one found
-			      * something); idle only after PL_EP_IDLE_NS of that */
+	uint64_t quiet_ms;   /* since when its looks found nothing, coarse clock (0: the last
+			      * one found something); idle only past PL_EP_IDLE_MS of that */
 };
 /* Entry I's news (ep->nw[I], beside ep->v[I]: a collection reads only these of an idle entry).
- * Idle: an NTB connection registered for input alone that the last look found unready and
- * settled (tp_rx_news_arm()): its news word W and the value SEEN it had then. Until the word
+ * Idle: an NTB connection whose looks found nothing to report for a while, settled
+ * (ep_entry_idle(), tp_rx_news_arm()): its news word W and the value SEEN it had then. Until the word
  * changes (or a full look is due, ep_collect()) a collection passes over it without a look.
  * W NULL: looked at each time. */
 struct pl_ep_news {
@@ -50,11 +50,13 @@ struct pl_epoll {
 	struct pl_kturn kturn; /* when the kernel's side is looked at although NTB fds are ready */
 	bool evfd_added;
 	bool nested;         /* an epoll set was added to it once (ep_nested_filter()) */
-	/* Full looks, which pass over no entry (ep_collect()): when tp_state_gen() is no longer
-	 * GEN_SEEN, and at least every FULL_EVERY_NS (20 times what the last one cost, at least
-	 * PL_EP_FULL_MIN_NS): a news word the link lost costs at most that. */
+	/* Full looks, which pass over no entry (ep_collect()): when tp_state_gen() (plus
+	 * pl_nospace_gen) is no longer GEN_SEEN, and every FULL_EVERY_NS (20 times what the last
+	 * one cost, no less than PL_EP_FULL_MIN_NS): a news word the link lost costs at most
+	 * that. FULL_DUE_MS on the coarse clock (a collection reads no TSC for it). */
 	unsigned gen_seen;
-	int64_t full_due_ns, full_every_ns;
+	uint64_t full_due_ms;
+	int64_t full_every_ns;
 };
 
 /* Under ep->lock: the index of FD's entry in EP, or -1. */

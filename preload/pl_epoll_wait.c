@@ -4,6 +4,7 @@
  * and kernel fds together: collect the shadow's events, spin, then sleep in the kernel's
  * epoll_pwait() with the transport's event fd in the set. */
 #include "preload/pl_epoll_int.h"
+#include "util/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -153,13 +154,13 @@ int pl_epoll_size(struct pl_epoll *ep)
 	return ep->n; /* (read without the lock: a wait looks again under it) */
 }
 
-/* Full looks at least this often (see struct pl_epoll). */
+/* Full looks no more often than this (see struct pl_epoll). */
 #define PL_EP_FULL_MIN_NS 1000000
-/* An entry goes idle only after its looks found nothing for this long: a connection in a
- * ping-pong stays looked at directly (its peer then writes no news word, and the data is
- * seen one cache-line transfer sooner than the word written after it), one that waits
- * longer is passed over. */
-#define PL_EP_IDLE_NS 200000
+/* An entry goes idle only after its looks found nothing for longer than this on the coarse
+ * clock (1 to 2 of its ticks, 1-8 ms): a connection in a ping-pong stays looked at directly
+ * (its peer then writes no news word, and the data is seen one cache-line transfer sooner than
+ * the word written after it), one that waits longer is passed over. */
+#define PL_EP_IDLE_MS 1u
 
 /* NTBSOCK_EPOLL_FULL_MS, a test's knob: a full look every that many ms exactly (so that a test
  * sees wake-ups that only news brings); 0 (unset): the default rule. */
@@ -181,19 +182,19 @@ static int64_t ep_full_fixed_ns(void)
 _Atomic unsigned pl_nospace_gen;
 
 /* Entry E (object CUR) reported nothing at NOW: may collections pass over it until its news
- * word changes (struct pl_ep_news)? Quiet for PL_EP_IDLE_NS, registered for input (and for
+ * word changes (struct pl_ep_news)? Quiet past PL_EP_IDLE_MS, registered for input (and for
  * output only edge-triggered, with no send or look since its last edge that found no room: an
  * EPOLLOUT edge needs that first, pl_note_nospace(), which makes the next collection a full
  * one), an open NTB connection, settled (tp_rx_news_arm(): with ARM its peer rings for the next
  * message too). */
 static void ep_entry_idle(struct pl_ep_entry *e, struct pl_ep_news *nw, struct pl_sock *cur,
-			  bool arm, int64_t now)
+			  bool arm, uint64_t now)
 {
-	if (!e->quiet_ns)
-		e->quiet_ns = now;
+	if (!e->quiet_ms)
+		e->quiet_ms = now;
 	bool out = e->events & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 
-	if (now - e->quiet_ns < PL_EP_IDLE_NS || cur->kind != PL_CONN ||
+	if (now - e->quiet_ms <= PL_EP_IDLE_MS || cur->kind != PL_CONN ||
 	    (out && (!(e->events & EPOLLET) ||
 		     atomic_load_explicit(&cur->nospace, memory_order_relaxed))) ||
 	    !(e->events & (EPOLLIN | EPOLLRDNORM)) ||
@@ -216,11 +217,14 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 {
 	int n = 0, k;
 	int cnt = ep->n;
-	int64_t t0 = pl_now_ns();
 	/* acquire: pairs with the release in pl_note_nospace() */
 	unsigned gen = tp_state_gen() +
 		       atomic_load_explicit(&pl_nospace_gen, memory_order_acquire);
-	bool full = gen != ep->gen_seen || t0 >= ep->full_due_ns;
+	/* (the coarse clock: the vDSO's data page, no TSC read on every round of a spin; the
+	 * precise one, t0, only for a full look's cost) */
+	uint64_t now_ms = clock_coarse_ms();
+	bool full = gen != ep->gen_seen || now_ms >= ep->full_due_ms;
+	int64_t t0 = full ? pl_now_ns() : 0;
 
 	int i = ep->n ? (int)(ep->rr % (unsigned)ep->n) : 0;
 
@@ -261,9 +265,9 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 			continue;
 		}
 		if (!report)
-			ep_entry_idle(e, nw, cur, arm, t0);
+			ep_entry_idle(e, nw, cur, arm, now_ms);
 		else
-			e->quiet_ns = 0;
+			e->quiet_ms = 0;
 		pl_sock_put(cur);
 		if (!report)
 			continue;
@@ -290,7 +294,7 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 									: PL_EP_FULL_MIN_NS;
 		if (ep_full_fixed_ns())
 			ep->full_every_ns = ep_full_fixed_ns();
-		ep->full_due_ns = t1 + ep->full_every_ns;
+		ep->full_due_ms = now_ms + (uint64_t)(ep->full_every_ns / 1000000);
 	}
 	return n;
 }

@@ -75,9 +75,9 @@ static bool print_capacity(const char *path, const struct conf_link *cl,
 		return false;
 	}
 	printf("    capacity: %u connections at once, each %.1f KiB of window per direction "
-	       "(control words and %u inline slots of 128 B; %.0f %% of the window)\n",
-	       g.connections, g.slot_size / 1024.0, g.inline_slots,
-	       100.0 * g.connections * (double)g.slot_size / (double)cl->window_size);
+	       "(control words, its news word and %u inline slots of 128 B; %.0f %% of the "
+	       "window)\n", g.connections, (g.slot_size + 8u) / 1024.0, g.inline_slots,
+	       100.0 * g.connections * (double)(g.slot_size + 8u) / (double)cl->window_size);
 	printf("    transfers: %u at once through data rings of %s (transfer contexts, granted "
 	       "per transfer; a connection without one sends through its inline slots)\n",
 	       g.contexts, tool_size_str(g.queue_size, ring, sizeof(ring)));

@@ -176,6 +176,16 @@
 #define TP_W_FB_ACK_MSN   (TP_SLOT_FB + 0x10)
 #define TP_W_FB_EPOCH     (TP_SLOT_FB + 0x18) /* retry epoch (low 16) | detect ack (high 16) */
 #define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver waits for data: TP_FBW_* bits */
+/* Slot I's NEWS word in a window whose pool of transfer contexts is at POOL_OFF (the array
+ * right below it, tp_geometry()): a value that changes whenever the peer publishes a message
+ * while FB_WAIT asks for NEWS, and with every ST_FLAGS write. Only compared, never checked:
+ * any change is news. 0: none (a pool offset too low for it). */
+static inline uint64_t tp_news_off(uint64_t pool_off, uint32_t slot)
+{
+	uint64_t back = 8u * ((uint64_t)slot + 1u);
+
+	return pool_off >= TP_OFF_SLOTS + back ? pool_off - back : 0;
+}
 /* FB_WAIT's bits. RING: the receiver sleeps, the sender rings the doorbell for each message it
  * publishes. NEWS: an epoll set holds the connection: the sender also rewrites the slot's NEWS
  * word (tp_news_off()) after each message it publishes (tp_wake_peer()), so that the set
@@ -203,16 +213,6 @@
 #define TP_RANS_NACK      0x10000u
 /* ST unit */
 #define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
-/* Slot I's NEWS word in a window whose pool of transfer contexts is at POOL_OFF (the array
- * right below it, tp_geometry()): a value that changes whenever the peer publishes a message
- * while FB_WAIT asks for NEWS, and with every ST_FLAGS write. Only compared, never checked:
- * any change is news. 0: none (a pool offset too low for it). */
-static inline uint64_t tp_news_off(uint64_t pool_off, uint32_t slot)
-{
-	uint64_t back = 8u * ((uint64_t)slot + 1u);
-
-	return pool_off >= TP_OFF_SLOTS + back ? pool_off - back : 0;
-}
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
 #define TP_ST_GONE        0x2u  /* peer process died / released without FIN exchange */
 #define TP_ST_CLOSING     0x4u  /* peer closed it (tp_close): its socket's close is deliberate,
@@ -359,7 +359,8 @@ static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
  * time out rather than being refused); 4: the server attaches only a reservation the client
  * committed (TP_ST_COMMIT; an earlier client never does); 5: transfer contexts (a pool of data
  * rings granted per transfer, the packets' pool and ring fields); 6: FB_WAIT's NEWS bit and the
- * ST unit's NEWS word (an earlier sender would ring for NEWS and never write the word). Packets
+ * slots' NEWS words below the pool (an earlier sender would ring for NEWS and never write
+ * them). Packets
  * of earlier builds carry 0 (reserved bytes). */
 #define TP_WIRE_VERSION   6u
 
