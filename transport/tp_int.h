@@ -156,12 +156,15 @@
 #define TP_W_TX_D         (TP_SLOT_TX + 0x00)
 #define TP_W_TX_EPOCH     (TP_SLOT_TX + 0x08) /* epoch (low 16) | detect seq (high 16) */
 #define TP_W_TX_NEXT_MSN  (TP_SLOT_TX + 0x10)
-#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x18) /* sender waits for feedback: TP_TXW_* bits */
+/* TX_WAIT, the sender's Dekker flag, is in the unit's second cache line (below), not beside
+ * TX_D: the receiver reads it at each release, and a line that TX_D's writes keep moving to the
+ * sender's core cost every release a miss (a full cross-core round trip on far cores). */
 /* Transfer contexts (tp_ring.c), in the unit's second cache line (written seldom): the
  * sender's request for a data ring (number, low 16 bits, never 0; CnctPRI, high 16) and the
  * generation of the last grant it gave back. */
 #define TP_W_TX_RING_REQ  (TP_SLOT_TX + 0x40)
 #define TP_W_TX_RING_RET  (TP_SLOT_TX + 0x48)
+#define TP_W_TX_WAIT      (TP_SLOT_TX + 0x50) /* sender waits for feedback: TP_TXW_* bits */
 /* TX_WAIT's bits. Any bit asks the receiver to publish each release at once. ROOM (the sender
  * sleeps for room; also any value but HELD alone, as a sender before HELD wrote 1 for both)
  * has it ring at each release. HELD alone (it holds a merged message, tp_tx_merge.c, and its
@@ -175,7 +178,9 @@
 #define TP_W_FB_RX_I      (TP_SLOT_FB + 0x08)
 #define TP_W_FB_ACK_MSN   (TP_SLOT_FB + 0x10)
 #define TP_W_FB_EPOCH     (TP_SLOT_FB + 0x18) /* retry epoch (low 16) | detect ack (high 16) */
-#define TP_W_FB_WAIT      (TP_SLOT_FB + 0x20) /* receiver waits for data: TP_FBW_* bits */
+/* FB_WAIT (the receiver's Dekker flag, read by the sender after each message it publishes) is
+ * in the unit's second cache line, away from the release words the receiver rewrites at each
+ * release (as TX_WAIT). */
 /* Slot I's NEWS word in a window whose pool of transfer contexts is at POOL_OFF (the array
  * right below it, tp_geometry()): a value that changes whenever the peer publishes a message
  * while FB_WAIT asks for NEWS, and with every ST_FLAGS write. Only compared, never checked:
@@ -209,6 +214,7 @@ static inline uint64_t tp_news_off(uint64_t pool_off, uint32_t slot)
  * answer to the sender's last request (its number, low 16 bits; TP_RANS_NACK: refused) */
 #define TP_W_FB_GRANT     (TP_SLOT_FB + 0x40)
 #define TP_W_FB_RANS      (TP_SLOT_FB + 0x48)
+#define TP_W_FB_WAIT      (TP_SLOT_FB + 0x50) /* receiver waits for data: TP_FBW_* bits */
 #define TP_GRANT_YIELD    0x8000u
 #define TP_RANS_NACK      0x10000u
 /* ST unit */
@@ -360,9 +366,9 @@ static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
  * committed (TP_ST_COMMIT; an earlier client never does); 5: transfer contexts (a pool of data
  * rings granted per transfer, the packets' pool and ring fields); 6: FB_WAIT's NEWS bit and the
  * slots' NEWS words below the pool (an earlier sender would ring for NEWS and never write
- * them). Packets
+ * them); 7: TX_WAIT and FB_WAIT in their units' second cache line. Packets
  * of earlier builds carry 0 (reserved bytes). */
-#define TP_WIRE_VERSION   6u
+#define TP_WIRE_VERSION   7u
 
 /* The window offset of the slot a packet describes. */
 static inline uint64_t tp_pkt_slot_off(const struct tp_pkt *p)
@@ -813,6 +819,8 @@ struct tp_conn {
 	struct tp_mutex tx_lock;
 	uint32_t msn_next, tx_i, tx_d;
 	uint32_t tx_d_pub;        /* tx_d as last published */
+	uint32_t tx_pf;           /* the window's data-ring lines were asked for up to here
+				   * (tp_tx_prefetch(); a hint, any value is safe) */
 	uint32_t fb_rx_i, fb_rx_d, fb_ack;
 	uint16_t tx_epoch, detect_seq;
 	uint8_t *sh_inline, *sh_data;
