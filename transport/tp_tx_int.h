@@ -28,9 +28,6 @@ struct iov_cur {
 	size_t off;
 };
 
-/* Ask for the plain window's lines a small write from ring position POS on will store to. */
-void tp_tx_prefetch(struct tp_conn *c, uint32_t pos);
-
 /* Free inline slots and data-ring bytes, as the last feedback read says (and SO_SNDBUF). */
 static inline uint32_t tp_tx_inline_free(const struct tp_conn *c)
 {

@@ -132,8 +132,6 @@ bool tp_tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 	}
 	if (!tp_tx_rx_behind(c) && tp_tx_held(c))
 		tp_tx_publish(c); /* (the feedback may have published it: a Retry) */
-	/* where the next write goes: after the held message's payload, else after the message */
-	tp_tx_prefetch(c, tp_tx_held(c) ? c->held_pos + TP_DESC_SIZE + c->held_len : c->tx_d);
 	return true;
 }
 
