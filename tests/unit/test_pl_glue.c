@@ -8,7 +8,10 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload/pl_int.h"
@@ -312,6 +315,79 @@ static void test_spin_slow_rounds(void **state)
 	pl_spin_us = saved;
 }
 
+/* sched_yield() as the preload objects linked here call it: the real one, unless a test fakes
+ * it (counted): returning at once (nobody else to run) or after yield_busy_ns (another thread
+ * ran for that long). */
+static bool yield_fake;
+static unsigned yields;
+static int64_t yield_busy_ns;
+
+int sched_yield(void)
+{
+	if (!yield_fake)
+		return (int)syscall(SYS_sched_yield);
+	yields++;
+	if (yield_busy_ns) {
+		int64_t end = pl_now_ns() + yield_busy_ns;
+
+		while (pl_now_ns() < end)
+			;
+	}
+	return 0;
+}
+
+/* Spin for MS milliseconds in waits of WAIT_US each (a ping-pong's waits), each round ~0.5 µs;
+ * returns the yields they made. */
+static unsigned spin_yields(int ms, int wait_us)
+{
+	uint32_t saved = pl_spin_us;
+	struct timespec tmo = { 10, 0 };
+	int64_t end = pl_now_ns() + (int64_t)ms * 1000000;
+	bool kcheck;
+
+	pl_spin_us = 1000000;
+	yields = 0;
+	while (pl_now_ns() < end) {
+		struct pl_timing t = { .tmo = &tmo };
+		int64_t wend = pl_now_ns() + (int64_t)wait_us * 1000;
+
+		while (pl_now_ns() < wend && pl_spinning(&t, &kcheck)) {
+			int64_t r = pl_now_ns() + 500;
+
+			while (pl_now_ns() < r)
+				;
+		}
+	}
+	pl_spin_us = saved;
+	return yields;
+}
+
+/* A spinning wait yields so that a thread sharing its CPU can run. Yields that let nobody run
+ * (they return at once) space out, up to one per 100 µs, across the thread's waits: each costs
+ * a system call (1.2 µs in some guests) that a message arriving meanwhile waits for. A yield
+ * that took long (somebody ran) brings back a yield at every check (16 rounds). */
+static void test_spin_yields_adapt(void **state)
+{
+	(void)state;
+	yield_fake = true;
+	/* nobody else: 20 ms of 40 µs waits, each with about four checks (every 16 rounds); a
+	 * yield per check would be ~2000, one per 100 µs ~200 */
+	yield_busy_ns = 0;
+	spin_yields(5, 40); /* (settle the gap) */
+	unsigned quiet = spin_yields(20, 40);
+
+	assert_true(quiet >= 100);
+	assert_true(quiet <= 260);
+	/* somebody runs at each yield (10 µs): every check yields again */
+	yield_busy_ns = 10000;
+	unsigned busy = spin_yields(20, 50);
+
+	yield_busy_ns = 0;
+	yield_fake = false;
+	/* each check (16 rounds of ~0.5 µs, plus the 10 µs yield) yields: ~20 ms / 18 µs */
+	assert_true(busy >= 600);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -323,6 +399,7 @@ int main(void)
 		cmocka_unit_test(test_fdtab_refcount),
 		cmocka_unit_test(test_room_spin_ends),
 		cmocka_unit_test(test_spin_slow_rounds),
+		cmocka_unit_test(test_spin_yields_adapt),
 	};
 	return cmocka_run_group_tests_name("pl_glue", tests, NULL, NULL);
 }
