@@ -60,31 +60,39 @@ static void timing_init(struct pl_timing *t)
  * it is a system call for nothing, and one costs ~1.2 us in some guests (PVM): a ping-pong's
  * waits of a few microseconds each did one, and a message that came meanwhile waited for it
  * (sockperf 64 B one-way 1.2 us against the transport's 0.37 on far vCPUs). So a yield that
- * returned within PL_YIELD_RAN_NS (nobody ran) doubles the gap to the next one, up to
- * PL_YIELD_GAP_MAX_NS; one that took longer (somebody ran: it may want the CPU again soon)
- * makes the next check yield again, as every check did before.
+ * let nobody run doubles the gap to the next one, up to PL_YIELD_GAP_MAX_NS; one that let
+ * somebody run (it may want the CPU again soon: the helper answering the peer, SCHED_BATCH,
+ * preempts nobody) makes the next check yield again, as every check did before. Whether
+ * somebody ran is judged against the quickest yield this thread has seen (the system call
+ * alone, which differs by orders of magnitude between guests and bare metal): longer than
+ * twice that plus PL_YIELD_SLACK_NS.
  */
-#define PL_YIELD_RAN_NS     5000
+#define PL_YIELD_SLACK_NS   500
 #define PL_YIELD_GAP_MIN_NS 2000
 #define PL_YIELD_GAP_MAX_NS 100000
 
 static __thread struct {
-	int64_t last, gap;
+	int64_t last, gap, quickest;
 } pl_yield __attribute__((tls_model("initial-exec")));
 
 static void spin_yield(int64_t now)
 {
-	int64_t after;
+	int64_t after, took;
 
 	if (now - pl_yield.last < pl_yield.gap)
 		return;
 	sched_yield();
 	after = pl_now_ns();
-	if (after - now > PL_YIELD_RAN_NS)
+	took = after - now;
+	if (!pl_yield.quickest || took < pl_yield.quickest)
+		pl_yield.quickest = took;
+	if (took > 2 * pl_yield.quickest + PL_YIELD_SLACK_NS)
 		pl_yield.gap = 0;
-	else if (pl_yield.gap < PL_YIELD_GAP_MAX_NS)
-		pl_yield.gap = pl_yield.gap < PL_YIELD_GAP_MIN_NS ? PL_YIELD_GAP_MIN_NS :
-								   2 * pl_yield.gap;
+	else if (pl_yield.gap < PL_YIELD_GAP_MIN_NS)
+		pl_yield.gap = PL_YIELD_GAP_MIN_NS;
+	else
+		pl_yield.gap = 2 * pl_yield.gap < PL_YIELD_GAP_MAX_NS ? 2 * pl_yield.gap :
+									 PL_YIELD_GAP_MAX_NS;
 	pl_yield.last = after;
 }
 
@@ -102,7 +110,8 @@ bool pl_spinning(struct pl_timing *t, bool *ret_kcheck)
 	int64_t now = pl_now_ns();
 
 	/* Rounds of over 1 µs (an epoll set of thousands of entries looks at each in a round,
-	 * or reads its news word): the clock and a yield every round from now on. Every 16th
+	 * or reads its news word): the clock (and a yield when due: spin_yield()) every round
+	 * from now on. Every 16th
 	 * round, the spin outlasted its budget by up to 15 such rounds, and a thread that
 	 * shares the CPU (the helper answering an Apply: SCHED_BATCH, it preempts nobody)
 	 * waited as long, which made each set-up of a server holding 10,000 connections wait

@@ -159,7 +159,8 @@
 /* TX_WAIT, the sender's Dekker flag, is in the unit's second cache line (below), not beside
  * TX_D: the receiver reads it at each release, and a line that TX_D's writes keep moving to the
  * sender's core cost every release a miss (a full cross-core round trip on far cores). */
-/* Transfer contexts (tp_ring.c), in the unit's second cache line (written seldom): the
+/* Transfer contexts (tp_ring.c), in the unit's second cache line (written seldom, as TX_WAIT,
+ * not at every message as the first): the
  * sender's request for a data ring (number, low 16 bits, never 0; CnctPRI, high 16) and the
  * generation of the last grant it gave back. */
 #define TP_W_TX_RING_REQ  (TP_SLOT_TX + 0x40)

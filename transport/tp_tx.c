@@ -371,7 +371,8 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
  */
 static void tp_tx_prefetch(struct tp_conn *c, uint32_t pos, uint32_t bytes)
 {
-	uint32_t q = c->out.qsize, from = pos & ~(CACHELINE - 1u), end = from + bytes;
+	uint32_t q = c->out.qsize, from = pos & ~(CACHELINE - 1u);
+	uint32_t end = from + ALIGN_UP(bytes, CACHELINE); /* (whole lines: tx_pf stays aligned) */
 	uint32_t room = (c->tx_d + tp_tx_data_free(c)) & ~(CACHELINE - 1u), p, n;
 	const uint8_t *ring;
 
