@@ -437,6 +437,30 @@ int tp_inline_check(const uint8_t *slot, uint32_t nonce, unsigned *ret_len, uint
 		    uint8_t *ret_flags);
 uint32_t tp_inline_hdr_crc(uint32_t payload_crc, const uint8_t *slot);
 uint32_t tp_desc_crc(uint32_t payload_crc, const struct tp_desc *d);
+/* tp_desc_crc() of a descriptor {TYPE, no flags, LEN, MSN} from registers: a descriptor just
+ * stored field by field and read back by the CRC's wider loads waits for those stores (no store
+ * forwarding from several stores). *W0 and *W1 get its two words (bytes 0..7, 8..15) as stored. */
+static inline uint32_t tp_desc_crc_words(uint32_t payload_crc, uint8_t type, uint32_t len,
+					 uint32_t msn, uint64_t *w0, uint64_t *w1)
+{
+	static_assert(offsetof(struct tp_desc, len) == 4 && offsetof(struct tp_desc, msn) == 8,
+		      "descriptor layout");
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint32_t crc;
+
+	*w0 = (uint64_t)type | (uint64_t)len << 32;
+	crc = crc32c_word(crc32c_word(payload_crc, *w0, 8), msn, 4);
+	*w1 = (uint64_t)msn | (uint64_t)crc << 32;
+	return crc;
+#else
+	struct tp_desc d = { .type = type, .len = len, .msn = msn };
+
+	d.crc = tp_desc_crc(payload_crc, &d);
+	memcpy(w0, &d, 8);
+	memcpy(w1, (const uint8_t *)&d + 8, 8);
+	return d.crc;
+#endif
+}
 /* Seed of the mailbox's packets and index words (MBOX_TX, MBOX_RX): the writer's session epoch
  * and the reader's, so that nothing one session of either side wrote checks out in the next. */
 uint32_t tp_mbox_seed(uint32_t writer_epoch, uint32_t reader_epoch);

@@ -422,14 +422,8 @@ static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t le
 	if (len % TP_DATA_ALIGN)
 		memset(s + TP_DESC_SIZE + (len & ~(TP_DATA_ALIGN - 1)), 0, TP_DATA_ALIGN);
 	crc = crc32c_copy2(c->dseed_out, d + TP_DESC_SIZE, s + TP_DESC_SIZE, src, len);
-	/* the descriptor's bytes 0..11 as tp_desc_crc() covers them: type, flags, pad, length;
-	 * MSN */
-	static_assert(offsetof(struct tp_desc, len) == 4 && offsetof(struct tp_desc, msn) == 8,
-		      "descriptor layout");
-	w0 = (uint64_t)TP_MT_SHORT | (uint64_t)len << 32;
-	crc = crc32c_word(crc, w0, 8);
-	crc = crc32c_word(crc, c->msn_next, 4);
-	w1 = (uint64_t)c->msn_next | (uint64_t)crc << 32;
+	/* the descriptor from registers (tp_desc_crc_words()) */
+	crc = tp_desc_crc_words(crc, TP_MT_SHORT, len, c->msn_next, &w0, &w1);
 	memcpy(s, &w0, 8);
 	memcpy(s + 8, &w1, 8);
 	memcpy(d, &w0, 8);

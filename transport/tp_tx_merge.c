@@ -42,13 +42,16 @@ void tp_tx_hold_drop(struct tp_conn *c)
 static void held_desc(struct tp_conn *c, uint32_t len)
 {
 	uint32_t q = c->out.qsize;
-	struct tp_desc d = { .type = TP_MT_SHORT, .len = len, .msn = c->msn_next - 1u };
+	uint8_t *s = c->sh_data + (c->held_pos & (q - 1));
+	uint64_t w0, w1;
 
-	d.crc = tp_desc_crc(c->held_crc, &d);
+	/* (from registers: tp_desc_crc_words()) */
+	tp_desc_crc_words(c->held_crc, TP_MT_SHORT, len, c->msn_next - 1u, &w0, &w1);
 	/* to the shadow only: the window gets it once, when tp_tx_publish() publishes the message. An
 	 * earlier length written there and not overwritten (a write the link lost) would check
 	 * out over a prefix of the payload and leave the receiver inside the message. */
-	memcpy(c->sh_data + (c->held_pos & (q - 1)), &d, sizeof(d)); /* never wraps: 16-aligned */
+	memcpy(s, &w0, 8); /* never wraps: 16-aligned */
+	memcpy(s + 8, &w1, 8);
 	c->held_len = len;
 	c->tx_d = c->held_pos + TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
 }

@@ -144,6 +144,26 @@ static void test_descriptor_layout(void **state)
 		assert_int_equal((pos + tp_payload_gap(TP_MT_LONG, pos)) % 128, 0);
 }
 
+/* The senders' descriptor from registers (tp_desc_crc_words(): the direct short path and the
+ * merged message) is the descriptor tp_desc_crc() checks, byte for byte. */
+static void test_descriptor_from_registers(void **state)
+{
+	uint32_t x = 0x9e3779b9u;
+
+	(void)state;
+	for (int i = 0; i < 1000; i++) {
+		x = x * 1664525u + 1013904223u;
+		uint32_t crc0 = x, len = (x >> 7) % 70000u, msn = x * 2654435761u;
+		uint8_t type = i % 2 ? TP_MT_SHORT : TP_MT_LONG;
+		struct tp_desc d = { .type = type, .len = len, .msn = msn };
+		uint64_t w[2];
+
+		d.crc = tp_desc_crc(crc0, &d);
+		assert_int_equal(tp_desc_crc_words(crc0, type, len, msn, &w[0], &w[1]), d.crc);
+		assert_memory_equal(w, &d, sizeof(d));
+	}
+}
+
 static void test_packet_seal(void **state)
 {
 	struct tp_pkt p;
@@ -248,6 +268,7 @@ int main(void)
 		cmocka_unit_test(test_inline_seq_never_zero_changes_per_lap),
 		cmocka_unit_test(test_inline_seq_changes_across_wrap),
 		cmocka_unit_test(test_descriptor_layout),
+		cmocka_unit_test(test_descriptor_from_registers),
 		cmocka_unit_test(test_packet_seal),
 		cmocka_unit_test(test_inline_window_layout),
 	};
