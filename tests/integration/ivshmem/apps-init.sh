@@ -75,6 +75,8 @@ set -- $(nic_bytes)
 echo "GUEST-NIC-AFTER rx=$1 tx=$2"
 echo "GUEST-NTB-CONNS $(grep -c ': ntb (link' /tmp/ntbsock.log) tcp=$(grep -c ': tcp (' /tmp/ntbsock.log)"
 grep 'warn\|error' /tmp/ntbsock.log | head -n 20 | sed 's/^/GUEST-LOG /'
+# (each TCP fall-back with its reason: the host prints these lines, so a failed run says why)
+grep ': tcp (' /tmp/ntbsock.log | head -n 5 | sed 's/^/GUEST-TCP /'
 echo "GUEST-NTB-DONE"
 
 # The reference: kernel TCP through the NIC. The host starts this server only after it read
