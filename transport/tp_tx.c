@@ -357,7 +357,10 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 }
 
 /* Writes up to this size have the window's lines of the next one asked for (tp_tx_prefetch()):
- * above it the two-pass copy's memcpy() writes whole lines without reading them (crc32c.h). */
+ * above it the AVX-512 path's two-pass copy (COPY2_SPLIT_LEN, util/crc32c_avx512.c, the same
+ * 8 KiB: keep them together) writes whole lines without reading them. The AVX2 path copies in
+ * one pass at every size; whether it gains from prefetching beyond this was not measured on an
+ * AVX2-only CPU (bench/README.md). */
 #define TX_PREFETCH_MAX ((8u << 10) - 1u)
 
 /*
