@@ -135,6 +135,13 @@ void tp_close_one(struct tp_conn *c)
 	bool mine = atomic_load_explicit(&c->owned, memory_order_acquire);
 
 	tp_mutex_lock(&c->tx_lock);
+	/* What the receiver released is read again first when our copy says something is out:
+	 * a peer that answered and closed has published its releases (its close flushes them),
+	 * and a duplicate kept for nothing costs two system calls (here and the helper's close).
+	 * Only when it matters: an owner with no failover to run. */
+	if (mine && tp_fo_get(c) == TP_FO_NONE &&
+	    (c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d))
+		tp_tx_feedback(c);
 	/* relaxed pre_on: a tail still going out (its writers hold the prefix lock, not this
 	 * one: a tail that just went out counts as unacknowledged, which only keeps a duplicate) */
 	bool unacked = c->tx_i != c->fb_rx_i || c->tx_d != c->fb_rx_d ||

@@ -399,6 +399,62 @@ static void test_witness_watch_added_later(void **state)
 	tl_pair_close(&p);
 }
 
+/* Has the other end of SV's pair ended (end of stream readable) within WAIT_MS? */
+static bool sock_ended(int fd, int wait_ms)
+{
+	struct pollfd q = { .fd = fd, .events = POLLIN };
+	char b;
+
+	return poll(&q, 1, wait_ms) == 1 && recv(fd, &b, 1, MSG_DONTWAIT) == 0;
+}
+
+/* A close with bytes the receiver has not released keeps a private duplicate of the program's
+ * socket (the witness: failover at exit needs it, tp_close_one()), so the peer's socket sees no
+ * end yet. A close whose bytes were all consumed and released keeps none, also when the
+ * closer's copy of the feedback is older than the release (it reads the feedback again): a
+ * duplicate kept for nothing costs a descriptor and two system calls (#21 item 3). */
+static void test_close_keeps_socket_only_unacked(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	uint8_t buf[100], out[sizeof(buf)];
+	struct iovec v = { buf, sizeof(buf) };
+	int sv[2];
+
+	(void)state;
+	memset(buf, 0x5a, sizeof(buf));
+	pair_open(&p, "fo-closekeep");
+	/* not read by the peer: kept */
+	connect_pair(&p, 11, &ca, &cb, sv);
+	assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizeof(buf));
+	tp_close(ca);
+	close(sv[0]);
+	assert_false(sock_ended(sv[1], 100));
+	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), (ssize_t)sizeof(out));
+	assert_memory_equal(out, buf, sizeof(buf));
+	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), 0);
+	tp_close(cb);
+	close(sv[1]);
+	/* read and released by the peer, the closer's copy of the feedback older: not kept */
+	connect_pair(&p, 12, &ca, &cb, sv);
+	assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizeof(buf));
+	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), (ssize_t)sizeof(out));
+	tp_mutex_lock(&cb->rx_lock);
+	tp_rx_flush_feedback(cb);
+	tp_mutex_unlock(&cb->rx_lock);
+	tp_mutex_lock(&ca->tx_lock);
+	bool stale = ca->fb_rx_i != ca->tx_i || ca->fb_rx_d != ca->tx_d;
+	tp_mutex_unlock(&ca->tx_lock);
+	assert_true(stale); /* (else this case tests nothing) */
+	tp_close(ca);
+	close(sv[0]);
+	assert_true(sock_ended(sv[1], 0)); /* at once: nothing holds it */
+	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), 0);
+	tp_close(cb);
+	close(sv[1]);
+	tl_pair_close(&p);
+}
+
 static void test_hdr_parse(void **state)
 {
 	uint8_t h[32];
@@ -427,6 +483,7 @@ int main(void)
 		cmocka_unit_test(test_witness_rst_armed),
 		cmocka_unit_test(test_failover_close_under_lock),
 		cmocka_unit_test(test_witness_watch_added_later),
+		cmocka_unit_test(test_close_keeps_socket_only_unacked),
 		cmocka_unit_test(test_hdr_parse),
 	};
 

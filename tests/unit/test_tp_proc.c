@@ -275,10 +275,12 @@ static void child_close_then_stop(uint16_t sport, int keep, int drop, int report
 			off += (uint64_t)n;
 		}
 	}
-	if (write(report, &off, sizeof(off)) != (ssize_t)sizeof(off))
-		_exit(5);
 	tp_close(c);  /* as preload's close(): the TCP socket ends too */
 	close(keep);
+	/* (reported after the close: a survivor reading before it would leave room, and the
+	 * close, which reads the survivor's releases, would write the FIN at once) */
+	if (write(report, &off, sizeof(off)) != (ssize_t)sizeof(off))
+		_exit(5);
 	raise(SIGSTOP);
 	_exit(tp_exit_drain(10000) == 0 ? 0 : 6);
 }
@@ -310,6 +312,10 @@ static void test_closed_then_stopped_peer(void **state)
 	tp_conn_set_witness(c, sv[0]);
 	assert_int_equal(read(rp[0], &total, sizeof(total)), (ssize_t)sizeof(total));
 	close(rp[0]);
+	int st;
+	/* stopped before anything is read: its FIN waits for room */
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	assert_true(WIFSTOPPED(st));
 	/* stopped past the link's 0.3 s timeout and grace, with its TCP end closed */
 	uint64_t t0 = tl_now_ms();
 	bool silent = false;
@@ -335,7 +341,6 @@ static void test_closed_then_stopped_peer(void **state)
 		      (unsigned long long)got, (unsigned long long)total, n);
 	assert_int_equal(n, 0);
 	assert_int_equal(got, total);
-	int st;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	g_child = 0;
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
