@@ -356,15 +356,31 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 	c->msn_next++;
 }
 
-/* Writes up to this size have the window's lines of the next one asked for (tp_tx_prefetch()):
- * above it the AVX-512 path's two-pass copy (COPY2_SPLIT_LEN, util/crc32c_avx512.c, the same
- * 8 KiB: keep them together) writes whole lines without reading them. The AVX2 path copies in
- * one pass at every size; whether it gains from prefetching beyond this was not measured on an
- * AVX2-only CPU (bench/README.md). */
-#define TX_PREFETCH_MAX ((8u << 10) - 1u)
+/* Writes below this size have the window's lines of the next one asked for (tp_tx_prefetch()),
+ * and below the size from which the selected CRC implementation copies in two passes
+ * (crc32c_copy2_split_len(): 8 KiB on the AVX-512 path), whose memcpy() writes whole lines
+ * without reading them. The AVX2 path copies in one pass at every size; whether it gains from
+ * prefetching beyond this cap was not measured on an AVX2-only CPU (bench/README.md). */
+#define TX_PREFETCH_CAP (8u << 10)
+
+/* The size below which a write's successor's lines are prefetched; per process (the CRC
+ * implementation is chosen once). Relaxed: racing threads store the same value. */
+static uint32_t tx_prefetch_below(void)
+{
+	static _Atomic uint32_t below;
+	uint32_t b = atomic_load_explicit(&below, memory_order_relaxed);
+
+	if (unlikely(!b)) {
+		size_t s = crc32c_copy2_split_len();
+
+		b = s < TX_PREFETCH_CAP ? (uint32_t)s : TX_PREFETCH_CAP;
+		atomic_store_explicit(&below, b, memory_order_relaxed);
+	}
+	return b;
+}
 
 /*
- * After a write of up to TX_PREFETCH_MAX into a plain write-back window: ask for the data ring's
+ * After a write below tx_prefetch_below() into a plain write-back window: ask for the data ring's
  * lines from position POS on, where the next write goes, for BYTES, as far as the ring's room
  * reaches (lines the receiver released: it read them a lap ago). Their stores then find them
  * owned: on far cores each line the receiver read last was a cross-core round trip at the
@@ -798,7 +814,7 @@ ssize_t tp_tx_send(struct tp_conn *c, const struct iovec *iov, int iovcnt)
 		if (!tp_tx_held(c))
 			tp_wake_peer(c, TP_W_FB_WAIT);
 		/* the next write's lines (after the fence: not in the way of this one's stores) */
-		if (c->link->out_direct && total <= TX_PREFETCH_MAX && c->tx_d != tx_d0)
+		if (c->link->out_direct && total < tx_prefetch_below() && c->tx_d != tx_d0)
 			tp_tx_prefetch(c, tp_tx_held(c) ? c->held_pos + TP_DESC_SIZE + c->held_len :
 				       c->tx_d, (uint32_t)total + 2u * TP_DESC_SIZE + CACHELINE);
 		if (c->tx_wait_v)

@@ -71,6 +71,13 @@ uint32_t crc32c_copy2_long(uint32_t crc, void *dst, void *dst2, const void *src,
 	return crc;
 }
 
+size_t crc32c_copy2_split_len(void)
+{
+	const struct crc32c_impl *impl = crc32c_get();
+
+	return impl->copy2 && impl->copy2_split ? impl->copy2_split : SIZE_MAX;
+}
+
 const char *crc32c_impl_name(void)
 {
 	return crc32c_get()->name;

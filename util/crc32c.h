@@ -72,6 +72,16 @@ uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, size_t len2);
  */
 const char *crc32c_impl_name(void);
 
+/*
+ * crc32c_copy2_split_len() - the length from which the selected implementation's own
+ * crc32c_copy2() switches to two passes (the checksumming copy to @dst2, then a memcpy() of
+ * the whole block from there to @dst, which writes whole lines of @dst without reading them
+ * first); SIZE_MAX when it has no such switch. For a sender that prefetches the lines of its
+ * next write: worth it only below the switch (transport/tp_tx.c). The copy-then-memcpy() of the
+ * implementations without a @copy2 of their own is not counted: none was measured.
+ */
+size_t crc32c_copy2_split_len(void);
+
 /* The selected implementation for any length: what the entry points above call for long
  * buffers (and on a CPU without SSE4.2 for all). Callers use the entry points above. */
 uint32_t crc32c_long(uint32_t crc, const void *buf, size_t len);

@@ -255,6 +255,7 @@ const struct crc32c_impl crc32c_impl_avx512 = {
 	.crc = crc32c_avx512,
 	.copy = crc32c_copy_avx512,
 	.copy2 = crc32c_copy2_avx512,
+	.copy2_split = COPY2_SPLIT_LEN,
 	.shift = crc32c_shift_sse42,
 };
 

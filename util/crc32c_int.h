@@ -13,8 +13,9 @@
  * One implementation. @crc, @copy and @copy2 have the public semantics of crc32c(),
  * crc32c_copy() and crc32c_copy2() (inversion inside); @shift those of crc32c_shift().
  * @copy2 may be NULL: crc32c_copy2() then copies to @dst2 with @copy and from there to
- * @dst. @supported() says whether this CPU can run it; it must be cheap, thread-safe and
- * free of side effects.
+ * @dst. @copy2_split: from this length on, @copy2 does the same (two passes: @dst written by
+ * memcpy(), whole lines without reading them); 0 where it never does. @supported() says whether
+ * this CPU can run it; it must be cheap, thread-safe and free of side effects.
  */
 struct crc32c_impl {
 	const char *name;
@@ -23,6 +24,7 @@ struct crc32c_impl {
 	uint32_t (*copy)(uint32_t crc, void *dst, const void *src, size_t len);
 	uint32_t (*shift)(uint32_t crc, size_t len);
 	uint32_t (*copy2)(uint32_t crc, void *dst, void *dst2, const void *src, size_t len);
+	size_t copy2_split;
 };
 
 /* Every implementation compiled in, best first, NULL-terminated; the last is portable. */

@@ -170,6 +170,10 @@ static void test_impl_name(void **state)
 	assert_non_null(name);
 	/* The best supported implementation (first in the list) must be the one selected. */
 	assert_string_equal(name, impls[0]->name);
+	/* its two-pass switch, as the sender's prefetch reads it: the AVX-512 path's 8 KiB, none
+	 * for the others (transport/tp_tx.c) */
+	assert_int_equal(crc32c_copy2_split_len(),
+			 strcmp(name, "vpclmul-avx512+sse4.2") ? SIZE_MAX : (size_t)8192);
 	assert_string_equal(crc32c_impl_portable.name, "portable");
 #if defined(__x86_64__) && defined(__GNUC__)
 	/* Our CPUID reading agrees with the compiler's. */
@@ -339,9 +343,10 @@ static void test_copy(void **state)
 	for (size_t i = 0; i <= n + 1; i++) {
 		/* i == n: the public entry point (inline chain for short buffers); n + 1: its
 		 * out-of-line half, the selected implementation, at every length */
-		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift, NULL };
+		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift,
+					   NULL, 0 };
 		struct crc32c_impl lng = { "long", NULL, crc32c_long, crc32c_copy_long, crc32c_shift,
-					   NULL };
+					   NULL, 0 };
 		const struct crc32c_impl *impl = i < n ? impls[i] : i == n ? &pub : &lng;
 
 		for (size_t len = 0; len <= MAX_SMALL; len++)
@@ -402,9 +407,10 @@ static void test_copy2(void **state)
 	for (size_t i = 0; i <= n + 1; i++) {
 		/* i == n: the public entry point (copy2 NULL → crc32c_copy2(): the inline chain
 		 * for short buffers); n + 1: its out-of-line half at every length */
-		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift, NULL };
+		struct crc32c_impl pub = { "public", NULL, crc32c, crc32c_copy, crc32c_shift,
+					   NULL, 0 };
 		struct crc32c_impl lng = { "long", NULL, crc32c_long, crc32c_copy_long, crc32c_shift,
-					   crc32c_copy2_long };
+					   crc32c_copy2_long, 0 };
 		const struct crc32c_impl *impl = i < n ? impls[i] : i == n ? &pub : &lng;
 
 		for (size_t len = 0; len <= MAX_SMALL; len++)
