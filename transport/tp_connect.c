@@ -33,7 +33,10 @@ static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcx
 
 /* The client watches for the answer for TP_ACK_SPIN_NS after each Apply (ack_spin()): a peer
  * host that serves the link answers within tens of microseconds, and a futex sleep and wake-up
- * cost more than that. An answer later than that is found by the 1 ms sleeps that follow. */
+ * cost more than that. While it watches, the server answers without a ring (tp_mbox.c: a ring
+ * would wake our helper for nothing). An answer later than that is found by the sleeps that
+ * follow: the server rings while one of our set-ups sleeps (tp_mbox_sleepers()), and each sleep
+ * lasts 1 ms at most. */
 #define TP_ACK_SPIN_NS 150000u
 
 static void apply_send(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t, uint32_t flags)
@@ -259,7 +262,16 @@ static int apply_until_decided(struct tp_link *l, struct setup *s, uint64_t dead
 			return 0;
 		if (mono_ns() < s->spin_end && ack_spin(l, seen, seen_mbox, s->spin_end))
 			continue;
-		ntb_db_wait(l->ntb, seen, 1); /* (an answer to a watched Apply does not ring) */
+		/* asleep: the server rings for answers from now on; an answer written before it
+		 * read our word is seen here (the look after the fence in tp_mbox_sleepers()) */
+		tp_host_lock(l);
+		tp_mbox_sleepers(l, true);
+		tp_host_unlock(l);
+		if (tp_in_word(l, TP_OFF_MBOX_TX) == seen_mbox)
+			ntb_db_wait(l->ntb, seen, 1);
+		tp_host_lock(l);
+		tp_mbox_sleepers(l, false);
+		tp_host_unlock(l);
 	}
 }
 

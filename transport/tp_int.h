@@ -8,6 +8,9 @@
  *   0x00000  unit    reserved
  *   0x00080  word    MBOX_TX: Y's producer index of the mailbox below        (checked word)
  *   0x00100  word    MBOX_RX: Y's consumer index of X's mailbox in Y's window (checked word)
+ *   0x00180  word    MBOX_RING: how many of Y's set-ups wait asleep for an answer from X's
+ *                    mailbox (checked word; X rings for an answer to a watched Apply only
+ *                    while it is not a valid 0: tp_mbox.c)
  *   0x01000  16 KiB  listener bitmap: ports Y listens on, 2048 checked words of 32 bits
  *   0x08000  32 KiB  mailbox: TP_MBOX_SLOTS packets of 128 B (Apply/Ack/Nack), from Y
  *   0x10000  slots   connections × slot_size; slot i belongs to X's connection i
@@ -140,6 +143,7 @@
 /* --- window layout ------------------------------------------------------------------------ */
 #define TP_OFF_MBOX_TX    0x00080u
 #define TP_OFF_MBOX_RX    0x00100u
+#define TP_OFF_MBOX_RING  0x00180u
 #define TP_OFF_LISTEN     0x01000u
 #define TP_LISTEN_WORDS   2048u          /* 65536 ports / 32 */
 #define TP_OFF_MBOX       0x08000u
@@ -340,9 +344,10 @@ struct tp_pkt {
 	uint8_t  reserved[124 - 120];
 	uint32_t crc;          /* crc32c(tp_mbox_seed(writer, reader sessions), bytes 0..123) */
 };
-/* The client watches the mailbox index for the answer (tp_connect()'s first moments). Servers of
- * this version ring for every answer; earlier ones, whose helper stood by after an Apply,
- * answered a watching client without a ring, and the client still sets it for them. */
+/* The client watches the mailbox index for the answer (tp_connect()'s first moments): the server
+ * answers it without a ring unless the client's host has a set-up asleep (MBOX_RING; a ring
+ * would only wake the client's helper, a switch on its CPU). Servers before MBOX_RING rang for
+ * every answer; a client before it never writes the word, which then fails its check: rung. */
 #define TP_APPLY_WATCH    0x1u
 /* The Apply re-attaches a live connection (the same key) that moves off another link between
  * the two hosts (tp_failover.c): admitted whether or not the port still has a listener. */
@@ -504,7 +509,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   9u
+#define TP_HOST_VERSION   10u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
@@ -600,7 +605,7 @@ struct tp_host_entry {
 /* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index;
  * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
  * server entries by peer slot and by key); 8: transfer contexts (the pool, the entries' ring
- * fields); 9: framed (tp_stripe.c) */
+ * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -639,6 +644,7 @@ struct tp_host {
 	uint32_t mbox_cons;    /* packets we consumed from ours */
 	uint32_t mbox_peer_rx; /* the peer's consumer index of its mailbox, as last read valid
 				* (MBOX_RX): its slots beyond are not known to be free */
+	uint32_t mbox_sleepers; /* our set-ups asleep for an answer (MBOX_RING, as last written) */
 	uint32_t listen_pub[TP_LISTEN_WORDS]; /* bitmap as last published */
 	struct tp_host_listen listen[TP_MAX_LISTEN];
 	struct tp_host_totals totals;
@@ -1192,6 +1198,9 @@ uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
  * seen to consume, or -ENOTCONN when the link is down or its peer session is not the one
  * tp_mbox_process() last saw (nothing is written then). */
 int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);
+/* Under lock: one of our set-ups goes to sleep for an answer (ASLEEP) or is awake again; the
+ * count goes to the peer (MBOX_RING: it rings for answers while not 0), then a full fence. */
+void tp_mbox_sleepers(struct tp_link *l, bool asleep);
 bool tp_geom_valid(const struct tp_link *l, uint64_t slot_off, uint32_t inline_n, uint32_t q);
 /* Is the pool a peer announced (POOL_N rings of Q bytes at POOL_OFF) inside our outbound window,
  * and RING (index + 1, 0: none) one of them? */

@@ -47,8 +47,8 @@ static uint32_t mbox_unconsumed(struct tp_link *l)
 	return h->mbox_prod - h->mbox_peer_rx;
 }
 
-/* Send P through the peer's mailbox and ring its doorbell. */
-int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
+/* Send P through the peer's mailbox, ringing its doorbell if RING. */
+static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 {
 	struct tp_host *h = l->host;
 	uint32_t seed = seed_out(l);
@@ -73,8 +73,45 @@ int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
 	h->mbox_prod++;
 	tp_out_word(l, TP_OFF_MBOX_TX, seed, h->mbox_prod);
 	ntb_wc_flush(l->ntb);
-	ntb_peer_db_ring(l->ntb);
+	if (ring)
+		ntb_peer_db_ring(l->ntb);
 	return 0;
+}
+
+int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
+{
+	return mbox_send(l, p, true);
+}
+
+/*
+ * Does the peer want a ring for an answer to an Apply it watches for (TP_APPLY_WATCH)? Only
+ * while one of its set-ups sleeps (MBOX_RING not a valid 0): the watching client sees the
+ * index move by itself, and a ring would only wake its helper (a switch on its CPU, for nothing,
+ * at every connection). A Dekker pair with tp_mbox_sleepers(): our index (written by the
+ * caller) and a fence, then its word; its word and a fence, then our index. A link that
+ * delays both writes past both reads (posted writes: no fence waits for them) leaves the
+ * client asleep until its 1 ms timeout (tp_connect.c), not for good.
+ */
+static bool peer_wants_ring(const struct tp_link *l)
+{
+	uint32_t n;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	return !tp_cw_check(seed_in(l), tp_in_word(l, TP_OFF_MBOX_RING), &n) || n != 0;
+}
+
+void tp_mbox_sleepers(struct tp_link *l, bool asleep)
+{
+	struct tp_host *h = l->host;
+
+	if (asleep)
+		h->mbox_sleepers++;
+	else if (h->mbox_sleepers)
+		h->mbox_sleepers--;
+	tp_out_word(l, TP_OFF_MBOX_RING, seed_out(l), h->mbox_sleepers);
+	ntb_wc_flush(l->ntb);
+	/* (our word before the caller's look at the index: the other half of the pair above) */
+	atomic_thread_fence(memory_order_seq_cst);
 }
 
 static bool host_listens(struct tp_host *h, uint16_t port)
@@ -153,7 +190,11 @@ static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint
 		tp_pkt_set_pool(&p, l, e);
 		p.apply_flags = e->framed ? TP_APPLY_FRAMED : 0;
 	}
-	tp_mbox_send(l, &p);
+	if (!(in->apply_flags & TP_APPLY_WATCH)) {
+		tp_mbox_send(l, &p);
+	} else if (mbox_send(l, &p, false) == 0 && peer_wants_ring(l)) {
+		ntb_peer_db_ring(l->ntb);
+	}
 }
 
 static void on_apply(struct tp_link *l, const struct tp_pkt *p)
@@ -315,6 +356,9 @@ unsigned tp_mbox_process(struct tp_link *l)
 		h->mbox_prod = 0;
 		h->mbox_peer_rx = 0;
 		tp_out_word(l, TP_OFF_MBOX_RX, seed_out(l), 0);
+		/* (our sleepers' word, under the new session's seed: else it fails its check there,
+		 * which only costs rings) */
+		tp_out_word(l, TP_OFF_MBOX_RING, seed_out(l), h->mbox_sleepers);
 		tp_listen_publish(l, true);
 	}
 	/* acquire: MBOX_TX before the packets it publishes; pairs with the barrier in

@@ -222,6 +222,8 @@ static void pair_open(struct tl_pair *p, const char *name, uint32_t contexts)
 	assert_int_equal(tl_pair_open(p, name, 4u << 20, &tpp, 443), 0);
 }
 
+static uint32_t g_apply_flags; /* the next Applies' apply_flags */
+
 /* Reserve a CONNECTING entry on A and send an Apply for it (optionally corrupted). */
 static int apply_from(struct tl_pair *p, uint16_t port, uint32_t msgid, bool corrupt, int slot)
 {
@@ -246,6 +248,7 @@ static int apply_from(struct tl_pair *p, uint16_t port, uint32_t msgid, bool cor
 	k.qsize = p->a->geom.qsize;
 	tp_pkt_set_pool(&k, p->a, e);
 	tl_key(&k.key, 999, port);
+	k.apply_flags = g_apply_flags;
 	if (corrupt) {
 		/* seal it, then flip a bit, as a corrupting link would */
 		struct tp_host *h = p->a->host;
@@ -277,6 +280,72 @@ static void settle(struct tl_pair *p)
 		tp_host_unlock(p->a);
 		usleep(2000);
 	}
+}
+
+/* B answers A's Apply for SLOT (its mailbox processed here; the helper may be first): true
+ * once A's entry holds the answer. A's own mailbox is not processed: its index is looked at. */
+static bool answered(struct tl_pair *p, uint64_t mbox_tx0)
+{
+	for (int i = 0; i < 1000; i++) {
+		tp_host_lock(p->b);
+		tp_mbox_process(p->b);
+		tp_host_unlock(p->b);
+		if (tp_in_word(p->a, TP_OFF_MBOX_TX) != mbox_tx0)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* An answer to an Apply whose client watches for it (TP_APPLY_WATCH) rings the client's doorbell
+ * only while one of the client host's set-ups sleeps (MBOX_RING, tp_mbox_sleepers()): a ring
+ * would only wake its helper. An Apply that does not watch is rung for as before. */
+static void test_watched_answer_rings_sleepers_only(void **state)
+{
+	struct tl_pair p;
+	uint32_t db0;
+	uint64_t tx0;
+	int slot;
+
+	(void)state;
+	pair_open(&p, "rtring", 4);
+	settle(&p);
+	tp_host_lock(p.a);
+	tp_mbox_sleepers(p.a, false); /* (a valid 0 under this session's seed) */
+	tp_host_unlock(p.a);
+	/* watched, nobody asleep: answered, not rung */
+	g_apply_flags = TP_APPLY_WATCH;
+	db0 = ntb_db_read(p.a->ntb);
+	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
+	slot = apply_from(&p, 443, 700, false, -1);
+	assert_true(answered(&p, tx0));
+	usleep(20000); /* (a ring the helper would make late) */
+	assert_int_equal(ntb_db_read(p.a->ntb), db0);
+	tp_host_lock(p.a);
+	tp_mbox_process(p.a);
+	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
+	tp_host_unlock(p.a);
+	/* watched, a set-up asleep: rung */
+	tp_host_lock(p.a);
+	tp_mbox_sleepers(p.a, true);
+	tp_host_unlock(p.a);
+	db0 = ntb_db_read(p.a->ntb);
+	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
+	apply_from(&p, 443, 701, false, -1);
+	assert_true(answered(&p, tx0));
+	assert_int_not_equal(ntb_db_read(p.a->ntb), db0);
+	tp_host_lock(p.a);
+	tp_mbox_sleepers(p.a, false);
+	assert_int_equal(p.a->host->mbox_sleepers, 0);
+	tp_host_unlock(p.a);
+	/* not watched: rung */
+	g_apply_flags = 0;
+	db0 = ntb_db_read(p.a->ntb);
+	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
+	apply_from(&p, 443, 702, false, -1);
+	assert_true(answered(&p, tx0));
+	assert_int_not_equal(ntb_db_read(p.a->ntb), db0);
+	tl_pair_close(&p);
 }
 
 static uint32_t free_num(struct tp_link *l)
@@ -607,6 +676,7 @@ int main(void)
 		cmocka_unit_test(test_retry_seen_by_waiting_reader),
 		cmocka_unit_test(test_duplicate_retry_no_duplicate_data),
 		cmocka_unit_test(test_late_detect_ack),
+		cmocka_unit_test(test_watched_answer_rings_sleepers_only),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
