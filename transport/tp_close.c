@@ -150,6 +150,13 @@ void tp_close_one(struct tp_conn *c)
 	tp_mutex_unlock(&c->tx_lock);
 	int fo = tp_fo_get(c);
 
+	/* Everything acknowledged and no duplicate kept: the program's close ends the socket now,
+	 * cleanly. The feedback's reader disarms the reset of an answering peer's socket only
+	 * when its lock is free (tp_tx_feedback()); here it waits for it. Relaxed: a hint, as
+	 * there (the witness lock decides). */
+	if (mine && fo == TP_FO_NONE && !unacked &&
+	    atomic_load_explicit(&c->rst_armed, memory_order_relaxed))
+		tp_witness_rst(c, false, true);
 	if (mine && (fo == TP_FO_RUN || (fo == TP_FO_NONE && unacked))) {
 		tp_mutex_lock(&c->witness_lock);
 		/* relaxed: under witness_lock, which its writer holds */

@@ -265,13 +265,15 @@ static int apply_until_decided(struct tp_link *l, struct setup *s, uint64_t dead
 		/* asleep: the server rings for answers from now on; an answer written before it
 		 * read our word is seen here (the look after the fence in tp_mbox_sleepers()) */
 		tp_host_lock(l);
-		tp_mbox_sleepers(l, true);
+		tp_mbox_sleepers(l, s->slot, true);
 		tp_host_unlock(l);
-		if (tp_in_word(l, TP_OFF_MBOX_TX) == seen_mbox)
-			ntb_db_wait(l->ntb, seen, 1);
+		int rc = tp_in_word(l, TP_OFF_MBOX_TX) == seen_mbox ? ntb_db_wait(l->ntb, seen, 1) : 0;
+
 		tp_host_lock(l);
-		tp_mbox_sleepers(l, false);
+		tp_mbox_sleepers(l, s->slot, false);
 		tp_host_unlock(l);
+		if (rc == -ENOLINK)
+			usleep(1000); /* (no doorbell to sleep on: the link went down) */
 	}
 }
 

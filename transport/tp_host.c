@@ -460,6 +460,8 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 		tp_pool_put(l, e->ring - 1u, true);
 		e->ring = 0;
 	}
+	if (e->asleep) /* a set-up's process died asleep (reclaimed): no longer counted */
+		tp_mbox_sleepers(l, slot, false);
 	e->state = TP_ES_FREE;
 	atomic_store_explicit(&e->pid, 0, memory_order_relaxed); /* (informational, as in
 								      * tp_slot_alloc()) */

@@ -63,6 +63,7 @@
  *   X.slot[i].ST unit     Y's owner (abort/close), Y's reclaim  X's owner
  *   X.MBOX_TX/ring        Y's processes under Y's host lock     X's processes under X's lock
  *   X.MBOX_RX             Y's processes under Y's host lock     X's processes under X's lock
+ *   X.MBOX_RING           Y's processes under Y's host lock     X's processes under X's lock
  *   X.listen bitmap       Y's processes under Y's host lock     X's processes (no lock)
  *   host table (file)     X's processes under host->lock        X's processes, ntbsock stat
  *   entry.stats           owner process (relaxed stores)        ntbsock stat (torn ok)
@@ -599,6 +600,9 @@ struct tp_host_entry {
 	uint32_t rq, rq_pri, rq_open, ret_gen;
 	/* Both sides agreed at set-up that the stream is framed (TP_APPLY_FRAMED: tp_stripe.c) */
 	uint32_t framed;
+	/* Client: its set-up sleeps for the answer, counted in the host's mbox_sleepers (freed
+	 * with the slot, so that a process that died asleep does not keep it counted) */
+	uint32_t asleep;
 	uint32_t reserved_framed;
 };
 
@@ -1198,9 +1202,10 @@ uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce);
  * seen to consume, or -ENOTCONN when the link is down or its peer session is not the one
  * tp_mbox_process() last saw (nothing is written then). */
 int tp_mbox_send(struct tp_link *l, struct tp_pkt *p);
-/* Under lock: one of our set-ups goes to sleep for an answer (ASLEEP) or is awake again; the
- * count goes to the peer (MBOX_RING: it rings for answers while not 0), then a full fence. */
-void tp_mbox_sleepers(struct tp_link *l, bool asleep);
+/* Under lock: the set-up of our entry SLOT goes to sleep for an answer (ASLEEP) or is awake
+ * again; the count of those asleep goes to the peer (MBOX_RING: it rings for answers while not
+ * 0), then a full fence. tp_slot_free() takes a freed entry out of the count. */
+void tp_mbox_sleepers(struct tp_link *l, uint32_t slot, bool asleep);
 bool tp_geom_valid(const struct tp_link *l, uint64_t slot_off, uint32_t inline_n, uint32_t q);
 /* Is the pool a peer announced (POOL_N rings of Q bytes at POOL_OFF) inside our outbound window,
  * and RING (index + 1, 0: none) one of them? */

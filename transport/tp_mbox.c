@@ -100,14 +100,20 @@ static bool peer_wants_ring(const struct tp_link *l)
 	return !tp_cw_check(seed_in(l), tp_in_word(l, TP_OFF_MBOX_RING), &n) || n != 0;
 }
 
-void tp_mbox_sleepers(struct tp_link *l, bool asleep)
+void tp_mbox_sleepers(struct tp_link *l, uint32_t slot, bool asleep)
 {
 	struct tp_host *h = l->host;
+	struct tp_host_entry *e = &h->e[slot];
 
-	if (asleep)
-		h->mbox_sleepers++;
-	else if (h->mbox_sleepers)
-		h->mbox_sleepers--;
+	if (tp_host_lost(l))
+		return; /* (a table no longer shared: its count is nobody's) */
+	if (asleep != (e->asleep != 0)) {
+		e->asleep = asleep;
+		if (asleep)
+			h->mbox_sleepers++;
+		else if (h->mbox_sleepers)
+			h->mbox_sleepers--;
+	}
 	tp_out_word(l, TP_OFF_MBOX_RING, seed_out(l), h->mbox_sleepers);
 	ntb_wc_flush(l->ntb);
 	/* (our word before the caller's look at the index: the other half of the pair above) */
@@ -413,5 +419,7 @@ void tp_mbox_republish(struct tp_link *l)
 	/* (packets before their index: written long ago, the barrier orders them anyway) */
 	ntb_to_peer_barrier(l->ntb);
 	tp_out_word(l, TP_OFF_MBOX_TX, seed, h->mbox_prod);
+	/* (and the count of our set-ups asleep: a lost write of it cost every sleep its 1 ms) */
+	tp_out_word(l, TP_OFF_MBOX_RING, seed, h->mbox_sleepers);
 	ntb_wc_flush(l->ntb);
 }

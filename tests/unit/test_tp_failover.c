@@ -435,23 +435,30 @@ static void test_close_keeps_socket_only_unacked(void **state)
 	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), 0);
 	tp_close(cb);
 	close(sv[1]);
-	/* read and released by the peer, the closer's copy of the feedback older: not kept */
-	connect_pair(&p, 12, &ca, &cb, sv);
-	assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizeof(buf));
-	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), (ssize_t)sizeof(out));
-	tp_mutex_lock(&cb->rx_lock);
-	tp_rx_flush_feedback(cb);
-	tp_mutex_unlock(&cb->rx_lock);
-	tp_mutex_lock(&ca->tx_lock);
-	bool stale = ca->fb_rx_i != ca->tx_i || ca->fb_rx_d != ca->tx_d;
-	tp_mutex_unlock(&ca->tx_lock);
-	assert_true(stale); /* (else this case tests nothing) */
-	tp_close(ca);
-	close(sv[0]);
-	assert_true(sock_ended(sv[1], 0)); /* at once: nothing holds it */
-	assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), 0);
-	tp_close(cb);
-	close(sv[1]);
+	/* read and released by the peer, the closer's copy of the feedback older: not kept. (The
+	 * helper's timers may read the feedback first, ~100 ms on: then the case proves nothing
+	 * and is tried again on a new connection.) */
+	bool tested = false;
+
+	for (uint16_t port = 12; port < 17 && !tested; port++) {
+		connect_pair(&p, port, &ca, &cb, sv);
+		assert_int_equal(tp_send(ca, &v, 1), (ssize_t)sizeof(buf));
+		assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), (ssize_t)sizeof(out));
+		tp_mutex_lock(&cb->rx_lock);
+		tp_rx_flush_feedback(cb);
+		tp_mutex_unlock(&cb->rx_lock);
+		tp_mutex_lock(&ca->tx_lock);
+		tested = ca->fb_rx_i != ca->tx_i || ca->fb_rx_d != ca->tx_d;
+		tp_mutex_unlock(&ca->tx_lock);
+		tp_close(ca);
+		close(sv[0]);
+		if (tested)
+			assert_true(sock_ended(sv[1], 0)); /* at once: nothing holds it */
+		assert_int_equal(tl_recv_some(cb, out, sizeof(out), 2000), 0);
+		tp_close(cb);
+		close(sv[1]);
+	}
+	assert_true(tested);
 	tl_pair_close(&p);
 }
 

@@ -311,7 +311,9 @@ static void test_watched_answer_rings_sleepers_only(void **state)
 	pair_open(&p, "rtring", 4);
 	settle(&p);
 	tp_host_lock(p.a);
-	tp_mbox_sleepers(p.a, false); /* (a valid 0 under this session's seed) */
+	int sleeper = tp_slot_alloc(p.a, TP_ES_CONNECTING, getpid()); /* (a set-up that sleeps) */
+	assert_true(sleeper >= 0);
+	tp_mbox_sleepers(p.a, (uint32_t)sleeper, false); /* (a valid 0 under this session's seed) */
 	tp_host_unlock(p.a);
 	/* watched, nobody asleep: answered, not rung */
 	g_apply_flags = TP_APPLY_WATCH;
@@ -327,17 +329,27 @@ static void test_watched_answer_rings_sleepers_only(void **state)
 	tp_host_unlock(p.a);
 	/* watched, a set-up asleep: rung */
 	tp_host_lock(p.a);
-	tp_mbox_sleepers(p.a, true);
+	tp_mbox_sleepers(p.a, (uint32_t)sleeper, true);
+	tp_mbox_sleepers(p.a, (uint32_t)sleeper, true); /* (counted once) */
+	assert_int_equal(p.a->host->mbox_sleepers, 1);
 	tp_host_unlock(p.a);
 	db0 = ntb_db_read(p.a->ntb);
 	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
 	apply_from(&p, 443, 701, false, -1);
 	assert_true(answered(&p, tx0));
 	assert_int_not_equal(ntb_db_read(p.a->ntb), db0);
+	/* its process died asleep: the freed entry leaves the count */
 	tp_host_lock(p.a);
-	tp_mbox_sleepers(p.a, false);
+	tp_slot_free(p.a, (uint32_t)sleeper);
 	assert_int_equal(p.a->host->mbox_sleepers, 0);
 	tp_host_unlock(p.a);
+	/* watched, nobody asleep again: not rung */
+	db0 = ntb_db_read(p.a->ntb);
+	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
+	apply_from(&p, 443, 703, false, -1);
+	assert_true(answered(&p, tx0));
+	usleep(20000);
+	assert_int_equal(ntb_db_read(p.a->ntb), db0);
 	/* not watched: rung */
 	g_apply_flags = 0;
 	db0 = ntb_db_read(p.a->ntb);
