@@ -297,14 +297,28 @@ static bool answered(struct tl_pair *p, uint64_t mbox_tx0)
 	return false;
 }
 
+/* A's Apply (MSGID, the slot into *RET_SLOT when given) answered by B: did the answer ring A's
+ * doorbell? (A ring the helper would make late is waited for.) */
+static bool apply_rang(struct tl_pair *p, uint32_t msgid, int *ret_slot)
+{
+	uint32_t db0 = ntb_db_read(p->a->ntb);
+	uint64_t tx0 = tp_in_word(p->a, TP_OFF_MBOX_TX);
+	int slot = apply_from(p, 443, msgid, false, -1);
+
+	if (ret_slot)
+		*ret_slot = slot;
+	assert_true(answered(p, tx0));
+	if (ntb_db_read(p->a->ntb) == db0)
+		usleep(20000);
+	return ntb_db_read(p->a->ntb) != db0;
+}
+
 /* An answer to an Apply whose client watches for it (TP_APPLY_WATCH) rings the client's doorbell
  * only while one of the client host's set-ups sleeps (MBOX_RING, tp_mbox_sleepers()): a ring
  * would only wake its helper. An Apply that does not watch is rung for as before. */
 static void test_watched_answer_rings_sleepers_only(void **state)
 {
 	struct tl_pair p;
-	uint32_t db0;
-	uint64_t tx0;
 	int slot;
 
 	(void)state;
@@ -317,12 +331,7 @@ static void test_watched_answer_rings_sleepers_only(void **state)
 	tp_host_unlock(p.a);
 	/* watched, nobody asleep: answered, not rung */
 	g_apply_flags = TP_APPLY_WATCH;
-	db0 = ntb_db_read(p.a->ntb);
-	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
-	slot = apply_from(&p, 443, 700, false, -1);
-	assert_true(answered(&p, tx0));
-	usleep(20000); /* (a ring the helper would make late) */
-	assert_int_equal(ntb_db_read(p.a->ntb), db0);
+	assert_false(apply_rang(&p, 700, &slot));
 	tp_host_lock(p.a);
 	tp_mbox_process(p.a);
 	assert_int_equal(p.a->host->e[slot].result, TP_PKT_ACK);
@@ -333,30 +342,16 @@ static void test_watched_answer_rings_sleepers_only(void **state)
 	tp_mbox_sleepers(p.a, (uint32_t)sleeper, true); /* (counted once) */
 	assert_int_equal(p.a->host->mbox_sleepers, 1);
 	tp_host_unlock(p.a);
-	db0 = ntb_db_read(p.a->ntb);
-	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
-	apply_from(&p, 443, 701, false, -1);
-	assert_true(answered(&p, tx0));
-	assert_int_not_equal(ntb_db_read(p.a->ntb), db0);
-	/* its process died asleep: the freed entry leaves the count */
+	assert_true(apply_rang(&p, 701, NULL));
+	/* its process died asleep: the freed entry leaves the count; not rung again */
 	tp_host_lock(p.a);
 	tp_slot_free(p.a, (uint32_t)sleeper);
 	assert_int_equal(p.a->host->mbox_sleepers, 0);
 	tp_host_unlock(p.a);
-	/* watched, nobody asleep again: not rung */
-	db0 = ntb_db_read(p.a->ntb);
-	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
-	apply_from(&p, 443, 703, false, -1);
-	assert_true(answered(&p, tx0));
-	usleep(20000);
-	assert_int_equal(ntb_db_read(p.a->ntb), db0);
+	assert_false(apply_rang(&p, 703, NULL));
 	/* not watched: rung */
 	g_apply_flags = 0;
-	db0 = ntb_db_read(p.a->ntb);
-	tx0 = tp_in_word(p.a, TP_OFF_MBOX_TX);
-	apply_from(&p, 443, 702, false, -1);
-	assert_true(answered(&p, tx0));
-	assert_int_not_equal(ntb_db_read(p.a->ntb), db0);
+	assert_true(apply_rang(&p, 702, NULL));
 	tl_pair_close(&p);
 }
 
