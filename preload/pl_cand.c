@@ -39,7 +39,7 @@ static _Atomic int n_regs;
 
 void pl_cand_init(void)
 {
-	pl_cand = calloc((size_t)pl_nfds, 1);
+	pl_cand = pl_zero_pages((size_t)pl_nfds);
 }
 
 void pl_cand_mark(int fd, unsigned flags)

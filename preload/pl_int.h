@@ -238,6 +238,7 @@ int pl_fd_find(const struct pl_sock *s, int skip);
 int pl_fd_find_outside(const struct pl_sock *s, unsigned lo, unsigned hi);
 /* Drop a stale entry at a newly created FD. */
 static inline void pl_fd_fresh(int fd);
+void *pl_zero_pages(size_t len); /* zero pages, mapped for good (pl_fdtab.c) */
 int pl_fd_max(void);
 void pl_fdtab_init(void);
 void pl_fdtab_atfork_child(void);

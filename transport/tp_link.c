@@ -320,7 +320,10 @@ timers:
 	/* connection timers every 100 ms, and on doorbells (at most every 5 ms: a busy link
 	 * rings often); every 5 ms while closed connections linger: they hold receive contexts
 	 * (both hosts'), which a host making connections one after another runs short of when
-	 * they are released only every 100 ms. A pass visits the active connections; a ring (the
+	 * they are released only every 100 ms. A ring while closed ones linger gets a pass after
+	 * 1 ms: the peer may be waiting for us to acknowledge its FIN (an exiting process waits
+	 * for that, tp_exit_drain(), and rings every millisecond; a short-lived client's exit
+	 * took up to 5 ms more than over kernel TCP). A pass visits the active connections; a ring (the
 	 * peer's Detect or ST flags for an idle one) makes the next pass scan the idle ones too,
 	 * at most every TP_ACT_SCAN_MS (tp_active.c). Relaxed: a request a pass takes. */
 	if (rung)
@@ -331,6 +334,7 @@ timers:
 	timers = now - l->last_timers_ms >= 100 ||
 		 atomic_load_explicit(&tp_fo_active, memory_order_relaxed) > 0 ||
 		 ((rung || lingering) && now - l->last_timers_ms >= 5) ||
+		 (rung && lingering && now - l->last_timers_ms >= 1) ||
 		 (atomic_load_explicit(&l->probe_soon, memory_order_relaxed) &&
 		  now - l->last_timers_ms >= TP_QUICK_PROBE_MS);
 	if (!timers)
