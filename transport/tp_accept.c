@@ -21,7 +21,7 @@ static int pending_find(struct tp_link *l, const struct tp_key *key, uint32_t *r
 		uint32_t i = n - 1;
 
 		next = tp_hidx_key_next(h, n); /* (before the entry may be freed below) */
-		if (i >= h->contexts)
+		if (i >= tp_host_used(h))
 			break;
 		if (h->e[i].state != TP_ES_PENDING || h->e[i].role != 1 ||
 		    memcmp(&h->e[i].key, key, sizeof(*key)))

@@ -89,7 +89,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	struct tp_export x;
 	struct tp_conn *c;
 
-	if (slot >= l->contexts)
+	if (slot >= l->contexts || slot >= tp_host_used(l->host))
 		return -ENOENT;
 	e = &l->host->e[slot];
 	tp_host_lock(l);

@@ -60,8 +60,9 @@ static void free_push(struct tp_host *h, uint32_t slot)
 void tp_hidx_init(struct tp_host *h)
 {
 	h->free_head = h->free_tail = 0;
-	for (uint32_t i = 0; i < h->contexts; i++)
-		free_push(h, i);
+	/* every entry free, none in the queue (tp_hidx_free_pop()); relaxed: the table is not
+	 * published yet (host_init()'s magic) */
+	atomic_store_explicit(&h->e_used, 0, memory_order_relaxed);
 	memset(peer_heads(h), 0, tp_hidx_size(h->contexts));
 }
 
@@ -87,7 +88,7 @@ void tp_hidx_rebuild(struct tp_host *h)
 
 	memset(peer_heads(h), 0, tp_hidx_size(h->contexts));
 	h->free_head = h->free_tail = 0;
-	for (uint32_t i = 0; i < h->contexts; i++) {
+	for (uint32_t i = 0, used = tp_host_used(h); i < used; i++) {
 		struct tp_host_entry *e = &h->e[i];
 
 		e->peer_next = e->key_next = 0;
@@ -108,6 +109,16 @@ void tp_hidx_rebuild(struct tp_host *h)
 
 int tp_hidx_free_pop(struct tp_host *h)
 {
+	uint32_t fresh = atomic_load_explicit(&h->e_used, memory_order_relaxed); /* (ours: lock) */
+
+	if (fresh < h->contexts) {
+		/* one never used in this session: cleared before it counts, so that a holder's
+		 * death in between leaves no garbage among the entries walks look at */
+		memset(&h->e[fresh], 0, sizeof(h->e[fresh]));
+		/* release: pairs with the acquire in tp_host_used() */
+		atomic_store_explicit(&h->e_used, fresh + 1u, memory_order_release);
+		return (int)fresh;
+	}
 	for (int attempt = 0; attempt < 2; attempt++) {
 		uint32_t n = h->free_head;
 
@@ -120,7 +131,7 @@ int tp_hidx_free_pop(struct tp_host *h)
 		}
 		if (!n)
 			break;
-		if (n <= h->contexts && h->e[n - 1].state == TP_ES_FREE) {
+		if (n <= tp_host_used(h) && h->e[n - 1].state == TP_ES_FREE) {
 			h->free_head = h->e[n - 1].free_next;
 			if (!h->free_head)
 				h->free_tail = 0;
@@ -138,7 +149,7 @@ static void chain_drop(struct tp_host *h, uint32_t *head, size_t next_off, uint3
 	uint32_t *link = head;
 
 	for (uint32_t steps = 0; *link && steps <= h->contexts; steps++) {
-		if (*link > h->contexts)
+		if (*link > tp_host_used(h))
 			break;
 		uint32_t *next = (uint32_t *)((char *)&h->e[*link - 1] + next_off);
 

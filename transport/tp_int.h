@@ -510,7 +510,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   10u
+#define TP_HOST_VERSION   11u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
@@ -609,7 +609,7 @@ struct tp_host_entry {
 /* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index;
  * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
  * server entries by peer slot and by key); 8: transfer contexts (the pool, the entries' ring
- * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers */
+ * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers; 11: e_used (entries above it not cleared) */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -655,6 +655,12 @@ struct tp_host {
 	/* tp_host_index.c: the FREE entries in the order they were released (number + 1, 0 =
 	 * none); the heads of the two hash indexes follow e[contexts] */
 	uint32_t free_head, free_tail;
+	/* Entries e[0 .. e_used) were handed out in this session (cleared then); the others were
+	 * never used in it and are not cleared (garbage of an earlier session): free, ahead of the
+	 * queue (never released, so released longest ago), and no walk looks at them
+	 * (tp_host_used()). A session's first process cleared the whole table before (1.7 MB for
+	 * 4096 entries: a third of a short-lived client's CPU time under the library). */
+	_Atomic uint32_t e_used; /* written under lock, read also without it (tp_stat_list()) */
 	/* The pool of transfer contexts (tp_ring.c), under lock: free rings (a stack: the one
 	 * freed last is reused first, its pages warm), RCxtFreeNum (pool_free, also read
 	 * unlocked), RCxtPRI, and when a request was last refused (unlocked, relaxed: others wait,
@@ -667,6 +673,16 @@ struct tp_host {
 	uint16_t pool_stack[TP_MAX_CONTEXTS];
 	struct tp_host_entry e[];
 };
+
+/* How many of H's entries a walk looks at: those handed out in this session (e_used), never
+ * more than the table holds. Acquire: pairs with the release store in tp_hidx_free_pop() (a
+ * reader without the host lock, tp_stat_list(), sees the entry cleared). */
+static inline uint32_t tp_host_used(const struct tp_host *h)
+{
+	uint32_t n = atomic_load_explicit(&h->e_used, memory_order_acquire);
+
+	return n < h->contexts ? n : h->contexts;
+}
 
 /* --- process-local state ------------------------------------------------------------------ */
 struct tp_geom {
@@ -1180,11 +1196,11 @@ uint32_t tp_hidx_peer_first(const struct tp_host *h, uint32_t peer_slot);
 uint32_t tp_hidx_key_first(const struct tp_host *h, const struct tp_key *key);
 static inline uint32_t tp_hidx_peer_next(const struct tp_host *h, uint32_t n)
 {
-	return n && n <= h->contexts ? h->e[n - 1].peer_next : 0;
+	return n && n <= tp_host_used(h) ? h->e[n - 1].peer_next : 0;
 }
 static inline uint32_t tp_hidx_key_next(const struct tp_host *h, uint32_t n)
 {
-	return n && n <= h->contexts ? h->e[n - 1].key_next : 0;
+	return n && n <= tp_host_used(h) ? h->e[n - 1].key_next : 0;
 }
 /* Under lock: republish the listener bitmap words that changed (or all when FORCE). */
 void tp_listen_publish(struct tp_link *l, bool force);

@@ -218,7 +218,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		struct tp_host_entry *e = &h->e[i];
 
 		next = tp_hidx_peer_next(h, n); /* (before E may be freed below) */
-		if (i >= h->contexts)
+		if (i >= tp_host_used(h))
 			break;
 		if ((e->state != TP_ES_PENDING && e->state != TP_ES_OPEN) || e->role != 1 ||
 		    e->peer_slot != p->client_slot)
@@ -298,7 +298,7 @@ static void on_cancel(struct tp_link *l, const struct tp_pkt *p)
 	struct tp_host *h = l->host;
 
 	uint32_t steps = 0;
-	for (uint32_t n = tp_hidx_peer_first(h, p->client_slot); n && n <= h->contexts &&
+	for (uint32_t n = tp_hidx_peer_first(h, p->client_slot); n && n <= tp_host_used(h) &&
 	     steps++ < h->contexts; n = tp_hidx_peer_next(h, n)) {
 		uint32_t i = n - 1;
 		struct tp_host_entry *e = &h->e[i];
@@ -318,7 +318,7 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 	struct tp_host *h = l->host;
 	struct tp_host_entry *e;
 
-	if (p->client_slot >= h->contexts)
+	if (p->client_slot >= tp_host_used(h))
 		return;
 	e = &h->e[p->client_slot];
 	/* relaxed result: under the host lock, as its every write */

@@ -56,7 +56,7 @@ static uint64_t peer_set(const struct tp_host *h, uint32_t ps)
 	uint32_t steps = 0;
 
 	for (uint32_t n = tp_hidx_peer_first(h, ps); n && steps++ < N; n = tp_hidx_peer_next(h, n))
-		if (n <= N && h->e[n - 1].peer_slot == ps && h->e[n - 1].state != TP_ES_FREE)
+		if (n <= tp_host_used(h) && h->e[n - 1].peer_slot == ps && h->e[n - 1].state != TP_ES_FREE)
 			set |= 1ull << (n - 1);
 	return set;
 }
@@ -70,7 +70,7 @@ static uint64_t key_set(const struct tp_host *h, uint32_t kv)
 	memset(&k, 0, sizeof(k));
 	memcpy(k.bytes, &kv, sizeof(kv));
 	for (uint32_t n = tp_hidx_key_first(h, &k); n && steps++ < N; n = tp_hidx_key_next(h, n))
-		if (n <= N && !memcmp(&h->e[n - 1].key, &k, sizeof(k)) &&
+		if (n <= tp_host_used(h) && !memcmp(&h->e[n - 1].key, &k, sizeof(k)) &&
 		    h->e[n - 1].state != TP_ES_FREE)
 			set |= 1ull << (n - 1);
 	return set;
@@ -175,6 +175,53 @@ static void test_rebuild_after_dead_holder(void **state)
 	free(h);
 }
 
+/* A new session (tp_hidx_init() over a table an earlier session left) clears no entry: each is
+ * cleared when first handed out, the never-used ones first, and no walk, chain or rebuild looks
+ * at an entry beyond those handed out, whatever it holds. */
+static void test_new_session_leaves_entries(void **state)
+{
+	(void)state;
+	struct tp_host *h = table();
+	struct tp_host_entry zero, *old = malloc(N * sizeof(*old));
+
+	assert_non_null(old);
+	memset(&zero, 0, sizeof(zero));
+	for (uint32_t i = 0; i < N; i++) { /* the earlier session's: live-looking servers */
+		memset(&h->e[i], 0xa5, sizeof(h->e[i]));
+		h->e[i].state = TP_ES_OPEN;
+		h->e[i].role = 1;
+		h->e[i].peer_slot = 5;
+		memset(&h->e[i].key, 0, sizeof(h->e[i].key));
+		h->e[i].key.bytes[0] = 2;
+		h->e[i].peer_next = h->e[i].key_next = (i + 1u) % N + 1u;
+	}
+	memcpy(old, h->e, N * sizeof(*old));
+	tp_hidx_init(h);
+	assert_memory_equal(h->e, old, N * sizeof(*old)); /* nothing cleared */
+	for (uint32_t i = 0; i < 4; i++) {
+		assert_int_equal(tp_hidx_free_pop(h), (int)i);
+		assert_memory_equal(&h->e[i], &zero, sizeof(zero)); /* cleared when handed out */
+		serve(h, i, 5, 2);
+	}
+	assert_memory_equal(&h->e[4], &old[4], (N - 4) * sizeof(*old));
+	assert_true(peer_set(h, 5) == 0xf);
+	assert_true(key_set(h, 2) == 0xf);
+	/* a chain that leads into the unused entries ends there (the last served is first) */
+	h->e[3].peer_next = N;
+	assert_true(peer_set(h, 5) == 0x8);
+	assert_int_equal(tp_hidx_peer_next(h, N), 0); /* (not read: beyond those handed out) */
+	/* a rebuild takes the servers from the entries handed out only */
+	release(h, 1, 10);
+	tp_hidx_rebuild(h);
+	assert_true(peer_set(h, 5) == 0xd);
+	assert_true(key_set(h, 2) == 0xd);
+	/* never-used entries before released ones (released longest ago), in order */
+	assert_int_equal(tp_hidx_free_pop(h), 4);
+	assert_memory_equal(&h->e[4], &zero, sizeof(zero));
+	free(old);
+	free(h);
+}
+
 /* The real path: a process that dies holding the host lock mid-update (its queue emptied, a
  * bucket made to loop) leaves the next holder (EOWNERDEAD) indexes rebuilt from the entries. */
 static void test_lock_holder_death(void **state)
@@ -233,6 +280,7 @@ int main(void)
 		cmocka_unit_test(test_server_lookup),
 		cmocka_unit_test(test_rebuild_after_dead_holder),
 		cmocka_unit_test(test_lock_holder_death),
+		cmocka_unit_test(test_new_session_leaves_entries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
