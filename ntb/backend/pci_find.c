@@ -4,8 +4,10 @@
 #include "ntb/backend/pci_int.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pci/pci.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -203,6 +205,59 @@ static void trap_debug(char *msg, ...)
 	(void)msg; /* libpci debugging stays off (pacc->debugging = 0) */
 }
 
+/* --- libpci, loaded on first use -------------------------------------------------------------
+ * Linked, libpci (with the libudev and libz it needs) was loaded into every program the
+ * library is preloaded into: 0.6 ms of CPU at each start on the development VM, for a backend
+ * few links use. The calls used here, by the default versions libpci.so.3 exports (those its
+ * header names). */
+#define NTB_LIBPCI_SO "libpci.so.3"
+
+static struct {
+	__typeof__(&pci_alloc) alloc;
+	__typeof__(&pci_init) init;
+	__typeof__(&pci_cleanup) cleanup;
+	__typeof__(&pci_scan_bus) scan_bus;
+	__typeof__(&pci_fill_info) fill_info;
+	__typeof__(&pci_set_param) set_param;
+} lpci;
+static pthread_once_t lpci_once = PTHREAD_ONCE_INIT;
+static char lpci_err[160]; /* why it could not be loaded (written once, under lpci_once) */
+
+static void lpci_load(void)
+{
+	void *lib = dlopen(NTB_LIBPCI_SO, RTLD_NOW | RTLD_LOCAL);
+	const struct { void **fn; const char *name; } sym[] = {
+		{ (void **)&lpci.alloc, "pci_alloc" },
+		{ (void **)&lpci.init, "pci_init" },
+		{ (void **)&lpci.cleanup, "pci_cleanup" },
+		{ (void **)&lpci.scan_bus, "pci_scan_bus" },
+		{ (void **)&lpci.fill_info, "pci_fill_info" },
+		{ (void **)&lpci.set_param, "pci_set_param" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(sym); i++)
+		if (!lib || !(*sym[i].fn = dlsym(lib, sym[i].name))) {
+			const char *e = dlerror();
+
+			snprintf(lpci_err, sizeof(lpci_err), "cannot load %s: %s", NTB_LIBPCI_SO,
+				 e ? e : "unknown error");
+			lpci.alloc = NULL; /* (the mark of a failed load) */
+			return;
+		}
+}
+
+/* 0 once libpci is loaded, else -ENOENT with the reason in ERR. */
+static int lpci_get(char *err, size_t errlen)
+{
+	pthread_once(&lpci_once, lpci_load);
+	if (lpci.alloc)
+		return 0;
+	if (err != NULL)
+		snprintf(err, errlen, "libpci: %s", lpci_err);
+	LOG(LL_DEBUG, "ntb/pci: %s", lpci_err);
+	return -ENOENT;
+}
+
 static int found_cmp(const void *a, const void *b)
 {
 	const struct ntb_pci_found *x = a, *y = b;
@@ -213,7 +268,7 @@ static int found_cmp(const void *a, const void *b)
 static void fill_found(struct pci_dev *d, struct ntb_pci_found *f)
 {
 	memset(f, 0, sizeof(*f));
-	pci_fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_BASES | PCI_FILL_SIZES);
+	lpci.fill_info(d, PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_BASES | PCI_FILL_SIZES);
 	snprintf(f->bdf, sizeof(f->bdf), "%04x:%02x:%02x.%x", (unsigned)d->domain & 0xffff,
 		 (unsigned)d->bus & 0xff, (unsigned)d->dev & 0x1f, (unsigned)d->func & 7);
 	f->vendor = d->vendor_id;
@@ -242,6 +297,8 @@ static int scan_all(struct ntb_pci_found **ret_arr, char *err, size_t errlen)
 		*ret_arr = NULL;
 		return 0;
 	}
+	if (lpci_get(err, errlen) < 0)
+		return -EIO;
 	trap_msg[0] = '\0';
 	if (setjmp(jb) != 0) {
 		trap_jmp = NULL;
@@ -250,13 +307,13 @@ static int scan_all(struct ntb_pci_found **ret_arr, char *err, size_t errlen)
 		LOG(LL_DEBUG, "ntb/pci: libpci fatal error trapped: %s", trap_msg);
 		/* pci_cleanup is safe on a half-initialised access: it checks methods != NULL. */
 		if (pacc != NULL)
-			pci_cleanup(pacc);
+			lpci.cleanup(pacc);
 		free(arr);
 		return -EIO;
 	}
 	trap_jmp = &jb;
 
-	pacc = pci_alloc();
+	pacc = lpci.alloc();
 	if (pacc == NULL) {
 		trap_jmp = NULL;
 		if (err != NULL)
@@ -268,9 +325,9 @@ static int scan_all(struct ntb_pci_found **ret_arr, char *err, size_t errlen)
 	pacc->debug = trap_debug;
 	pacc->debugging = 0;
 	pacc->method = PCI_ACCESS_SYS_BUS_PCI;
-	pci_set_param(pacc, "sysfs.path", sysfs_root);
-	pci_init(pacc);
-	pci_scan_bus(pacc);
+	lpci.set_param(pacc, "sysfs.path", sysfs_root);
+	lpci.init(pacc);
+	lpci.scan_bus(pacc);
 
 	for (d = pacc->devices; d != NULL; d = d->next) {
 		if (n == cap) {
@@ -278,7 +335,7 @@ static int scan_all(struct ntb_pci_found **ret_arr, char *err, size_t errlen)
 			struct ntb_pci_found *na = realloc(arr, (size_t)ncap * sizeof(*na));
 			if (na == NULL) {
 				trap_jmp = NULL;
-				pci_cleanup(pacc);
+				lpci.cleanup(pacc);
 				free(arr);
 				if (err != NULL)
 					snprintf(err, errlen, "out of memory");
@@ -291,7 +348,7 @@ static int scan_all(struct ntb_pci_found **ret_arr, char *err, size_t errlen)
 		n++;
 	}
 	trap_jmp = NULL;
-	pci_cleanup(pacc);
+	lpci.cleanup(pacc);
 	if (n > 0)
 		qsort(arr, (size_t)n, sizeof(*arr), found_cmp);
 	*ret_arr = arr;
