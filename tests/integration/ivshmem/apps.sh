@@ -138,7 +138,11 @@ if [ "$MODE" = doorbell ]; then
 	SOCKPERF=$(command -v sockperf)
 	cp "$SOCKPERF" "$ROOT/usr/bin/sockperf" || fail "copy sockperf"
 fi
-for lib in $(ldd "$IPERF3" "$SOCAT" "$LIB" "$TOOL" $SOCKPERF |
+# libpci is loaded with dlopen() at the first pci scan (ntb/backend/pci_find.c): ldd does not
+# name it, so it and its own libraries are added here.
+PCI_SO=$(ldconfig -p | awk '$1 == "libpci.so.3" && /x86-64/ { print $NF; exit }')
+[ -n "$PCI_SO" ] || fail "libpci.so.3 not found (ldconfig -p)"
+for lib in $( (ldd "$IPERF3" "$SOCAT" "$LIB" "$TOOL" $SOCKPERF "$PCI_SO"; echo "	$PCI_SO") |
 		awk '/=> \//{print $3} /^[[:space:]]+\//{print $1}' | sort -u); do
 	mkdir -p "$ROOT$(dirname "$lib")" && cp -L "$lib" "$ROOT$lib" || fail "copy $lib"
 done

@@ -61,7 +61,11 @@ trap 'exit 1' INT TERM HUP
 ROOT=$TMP/root
 mkdir -p "$ROOT/bin" "$ROOT/lib/modules" "$ROOT/proc" "$ROOT/sys" "$ROOT/dev" || fail "mkdir"
 cp "$BUSYBOX" "$ROOT/bin/busybox" && cp "$XFER" "$ROOT/bin/ivshmem_xfer" || fail "copy"
-for lib in $(ldd "$XFER" | awk '/=> \//{print $3} /^[[:space:]]+\//{print $1}' | sort -u); do
+# libpci is loaded with dlopen() at the first pci scan (ntb/backend/pci_find.c): ldd does not
+# name it, so it and its own libraries are added here.
+PCI_SO=$(ldconfig -p | awk '$1 == "libpci.so.3" && /x86-64/ { print $NF; exit }')
+[ -n "$PCI_SO" ] || fail "libpci.so.3 not found (ldconfig -p)"
+for lib in $( (ldd "$XFER"; ldd "$PCI_SO"; echo "	$PCI_SO") | awk '/=> \//{print $3} /^[[:space:]]+\//{print $1}' | sort -u); do
 	mkdir -p "$ROOT$(dirname "$lib")" && cp -L "$lib" "$ROOT$lib" || fail "copy $lib"
 done
 : > "$ROOT/lib/modules/load-order"

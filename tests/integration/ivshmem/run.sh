@@ -59,7 +59,11 @@ cp "$XFER" "$ROOT/bin/ivshmem_xfer" || fail "copy $XFER"
 TOOL=$BUILD/ntbsock
 [ -x "$TOOL" ] && { cp "$TOOL" "$ROOT/bin/ntbsock" || fail "copy $TOOL"; }
 # The programs' shared libraries and the dynamic loader, at their own paths.
-for lib in $( (ldd "$XFER"; [ -x "$TOOL" ] && ldd "$TOOL") |
+# libpci is loaded with dlopen() at the first pci scan (ntb/backend/pci_find.c): ldd does not
+# name it, so it and its own libraries are added here.
+PCI_SO=$(ldconfig -p | awk '$1 == "libpci.so.3" && /x86-64/ { print $NF; exit }')
+[ -n "$PCI_SO" ] || fail "libpci.so.3 not found (ldconfig -p)"
+for lib in $( (ldd "$XFER"; ldd "$PCI_SO"; echo "	$PCI_SO"; [ -x "$TOOL" ] && ldd "$TOOL") |
 		awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}' | sort -u); do
 	mkdir -p "$ROOT$(dirname "$lib")" && cp -L "$lib" "$ROOT$lib" || fail "copy $lib"
 done
