@@ -244,6 +244,13 @@ int ntb_link_disable(struct ntb_link *link);
  * from one helper thread at least every heartbeat_ms. Returns ntb_link_is_up(). */
 bool ntb_link_tick(struct ntb_link *link);
 
+/* The peer rang our doorbell: our next tick writes the heartbeat at once when the last one is
+ * NTB_BEAT_SOON_NS old or more (a new process of the peer host waits to see our heartbeat move,
+ * ntb_link_wait_peer(), and rings for it instead of waiting up to heartbeat_ms). At most one
+ * extra heartbeat per NTB_BEAT_SOON_NS however often the peer rings. */
+#define NTB_BEAT_SOON_NS 1000000u
+void ntb_link_beat_soon(struct ntb_link *link);
+
 /* Both sides enabled and the peer's heartbeat fresh. */
 bool ntb_link_is_up(struct ntb_link *link);
 

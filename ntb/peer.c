@@ -199,6 +199,20 @@ bool ntb_link_tick(struct ntb_link *link)
 	return atomic_load_explicit(&link->up, memory_order_relaxed);
 }
 
+void ntb_link_beat_soon(struct ntb_link *link)
+{
+	uint64_t now = clock_mono_ns();
+	/* relaxed: a time for the CAS winner of ntb_link_tick(), as there */
+	uint64_t due = atomic_load_explicit(&link->local->hb_due_ns, memory_order_relaxed);
+	uint64_t last = due - link->hb_period_ns; /* (the last write: due is set a period on) */
+
+	if (!atomic_load_explicit(&link->enabled, memory_order_relaxed) || now >= due ||
+	    now - last < NTB_BEAT_SOON_NS)
+		return;
+	atomic_compare_exchange_strong_explicit(&link->local->hb_due_ns, &due, now,
+						memory_order_relaxed, memory_order_relaxed);
+}
+
 bool ntb_link_is_up(struct ntb_link *link)
 {
 	return ntb_link_tick(link);
@@ -255,9 +269,15 @@ enum ntb_peer_state ntb_link_peer_state(struct ntb_link *link)
 	return NTB_PEER_UNKNOWN;
 }
 
+/* While waiting for a live peer's heartbeat to move, its doorbell is rung every this often: a
+ * peer side of this version beats at once (ntb_link_beat_soon()), else it comes within
+ * heartbeat_ms. A new process that was the first of its host to look (no sighting recorded by
+ * another) waited up to a whole period, 100 ms by default, for its first connection. */
+#define NTB_WAIT_RING_NS 20000000u
+
 int ntb_link_wait_peer(struct ntb_link *link, int timeout_ms)
 {
-	uint64_t start = clock_mono_ns();
+	uint64_t start = clock_mono_ns(), rang = 0;
 	for (;;) {
 		enum ntb_peer_state st = ntb_link_peer_state(link);
 		if (st == NTB_PEER_UP)
@@ -265,6 +285,10 @@ int ntb_link_wait_peer(struct ntb_link *link, int timeout_ms)
 		if (st == NTB_PEER_ABSENT || st == NTB_PEER_DEAD)
 			return -EHOSTDOWN;
 		uint64_t el = clock_mono_ns() - start;
+		if (!rang || el - rang >= NTB_WAIT_RING_NS) {
+			ntb_peer_db_ring(link); /* (fails harmlessly where the link cannot ring) */
+			rang = el ? el : 1;
+		}
 		if (timeout_ms >= 0 && el >= (uint64_t)timeout_ms * 1000000u)
 			return -ETIMEDOUT;
 		/* (a live peer's heartbeat moves every heartbeat_ms: look often enough to see it

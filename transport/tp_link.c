@@ -549,6 +549,8 @@ static bool helper_service(uint64_t now)
 		uint32_t db = ntb_db_read(l->ntb);
 		bool rung = db != l->db_seen;
 
+		if (rung)
+			ntb_link_beat_soon(l->ntb); /* (a new peer process may wait for it) */
 		l->db_seen = db;
 		signal |= rung;
 		link_service(l, now, rung);

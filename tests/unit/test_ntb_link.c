@@ -127,6 +127,74 @@ static void test_peer_absent(void **state)
 	ntb_link_close(a);
 }
 
+/* B's helper thread, as the transport's: sleeps on B's doorbell, and when rung asks for a
+ * heartbeat at once (ntb_link_beat_soon()) before its tick. */
+struct beat_helper {
+	struct ntb_link *b;
+	_Atomic bool stop;
+	_Atomic int rings;
+};
+
+static void *beat_helper_main(void *arg)
+{
+	struct beat_helper *h = arg;
+	uint32_t seen = ntb_db_read(h->b);
+
+	while (!atomic_load(&h->stop)) {
+		ntb_db_wait(h->b, seen, 10);
+		uint32_t db = ntb_db_read(h->b);
+		if (db != seen) {
+			seen = db;
+			atomic_fetch_add(&h->rings, 1);
+			ntb_link_beat_soon(h->b);
+		}
+		ntb_link_tick(h->b);
+	}
+	return NULL;
+}
+
+/* A new handle that never saw the live peer's heartbeat move (the first process of its host to
+ * look) rings the peer, which beats at once: it is up long before the peer's next heartbeat
+ * (5 s here; it waited for that before, up to heartbeat_ms: 100 ms by default). */
+static void test_peer_beats_when_rung(void **state)
+{
+	(void)state;
+	struct ntb_link_params pa, pb;
+	struct ntb_link *a = NULL, *b = NULL;
+	struct beat_helper h = { 0 };
+	pthread_t t;
+
+	params(&pb, 1);
+	pb.heartbeat_ms = 5000;
+	pb.link_timeout_ms = 20000;
+	assert_int_equal(ntb_link_open(&pb, &b), 0);
+	assert_int_equal(ntb_link_enable(b), 0);
+	h.b = b;
+	assert_int_equal(pthread_create(&t, NULL, beat_helper_main, &h), 0);
+	params(&pa, 0);
+	pa.heartbeat_ms = 5000;
+	pa.link_timeout_ms = 20000;
+	assert_int_equal(ntb_link_open(&pa, &a), 0);
+	assert_int_equal(ntb_link_enable(a), 0);
+	assert_int_equal(ntb_link_peer_state(a), NTB_PEER_UNKNOWN); /* seen, never moving */
+	uint64_t t0 = mono_ms();
+	assert_int_equal(ntb_link_wait_peer(a, 3000), 0);
+	assert_true(mono_ms() - t0 < 3000);
+	assert_true(atomic_load(&h.rings) >= 1);
+	/* at most one extra heartbeat per NTB_BEAT_SOON_NS, however often it is asked */
+	uint32_t hb0 = atomic_load_explicit(&b->ctrl_out->heartbeat.v, memory_order_acquire);
+	for (int i = 0; i < 100; i++) {
+		ntb_link_beat_soon(b);
+		ntb_link_tick(b);
+	}
+	uint32_t hb1 = atomic_load_explicit(&b->ctrl_out->heartbeat.v, memory_order_acquire);
+	assert_true(hb1 - hb0 <= 2u);
+	atomic_store(&h.stop, true);
+	pthread_join(t, NULL);
+	ntb_link_close(a);
+	ntb_link_close(b);
+}
+
 /* A peer whose heartbeat stops (its processes killed or stopped: nothing announced) is only
  * "unknown" while the heartbeat may just be late (a loaded host), dead once it stood still for
  * ntb_link_dead_ms(); a new process of this host knows that at once from the host's record. */
@@ -1121,6 +1189,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_params_init),      T(test_bad_params),     T(test_create_file),
 		T(test_create_mode),      T(test_two_sides_up),   T(test_peer_absent),
+		T(test_peer_beats_when_rung),
 		T(test_peer_dead_after_silence), T(test_peer_up_from_host_record),
 		T(test_peer_dead_by_wall_stamp),
 		T(test_peer_hb_age_by_stamp),
