@@ -193,6 +193,10 @@ int ntb_link_open_ops(const struct ntb_link_params *p, const struct ntb_backend_
 	pthread_mutex_init(&link->clk_mu, NULL);
 	/* (relaxed: the stamp beside hb0; a first sighting whose stamp differs has a moving one) */
 	link->clk_stamp = atomic_load_explicit(&link->ctrl_in->hb_mono.v, memory_order_relaxed);
+	/* (relaxed: a request from before we opened was for an earlier process of ours) */
+	atomic_store_explicit(&link->beat_req_seen,
+			      atomic_load_explicit(&link->ctrl_in->beat_req.v, memory_order_relaxed),
+			      memory_order_relaxed);
 	ntb_hb_record(link, hb0, false);
 	LOG(LL_DEBUG, "ntb: link %s open (%s, side %d, windows %zu, epoch %08x%s)", p->name,
 	    link->ops->name, link->side, link->win_size, link->epoch,

@@ -244,10 +244,10 @@ int ntb_link_disable(struct ntb_link *link);
  * from one helper thread at least every heartbeat_ms. Returns ntb_link_is_up(). */
 bool ntb_link_tick(struct ntb_link *link);
 
-/* The peer rang our doorbell: our next tick writes the heartbeat at once when the last one is
- * NTB_BEAT_SOON_NS old or more (a new process of the peer host waits to see our heartbeat move,
- * ntb_link_wait_peer(), and rings for it instead of waiting up to heartbeat_ms). At most one
- * extra heartbeat per NTB_BEAT_SOON_NS however often the peer rings. */
+/* The peer rang our doorbell: when a process of the peer host asked for a heartbeat with it (it
+ * waits to see ours move, ntb_link_wait_peer(), and changes the control page's beat_req before
+ * it rings, instead of waiting up to heartbeat_ms), our next tick writes the heartbeat at once,
+ * if the last one is NTB_BEAT_SOON_NS old or more. Rings of the data path cost a load. */
 #define NTB_BEAT_SOON_NS 1000000u
 void ntb_link_beat_soon(struct ntb_link *link);
 

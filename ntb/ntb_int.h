@@ -236,7 +236,12 @@ struct ntb_ctrl_page {
 	 * before it; 0: not written. Dates the peer's last heartbeat on this host's clock
 	 * (ntb_link_peer_hb_age_ms()), however late this side looked. */
 	struct ntb_ctrl_word hb_mono;
-	uint8_t reserved[NTB_CTRL_SIZE - 0xc80];
+	/* 0xc80 changed by a process of the writer's side that waits for our heartbeat to move
+	 * (ntb_link_wait_peer()) before it rings: our next tick beats at once
+	 * (ntb_link_beat_soon()); 0 from a writer that predates the field (its processes wait
+	 * for our heartbeat as before) */
+	struct ntb_ctrl_word beat_req;
+	uint8_t reserved[NTB_CTRL_SIZE - 0xd00];
 };
 static_assert(offsetof(struct ntb_ctrl_page, enable) == 0x080, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, heartbeat) == 0x100, "ctrl layout");
@@ -246,6 +251,7 @@ static_assert(offsetof(struct ntb_ctrl_page, spad) == 0x300, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, db_id) == 0xb00, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, hb_wall) == 0xb80, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, hb_mono) == 0xc00, "ctrl layout");
+static_assert(offsetof(struct ntb_ctrl_page, beat_req) == 0xc80, "ctrl layout");
 static_assert(sizeof(struct ntb_ctrl_page) == NTB_CTRL_SIZE, "ctrl size");
 
 /* --- region helpers (ntb/region.c) ----------------------------------------------------------- */
@@ -381,6 +387,7 @@ struct ntb_link {
 	 * value a racing tick stores is a valid observation) */
 	_Atomic uint32_t peer_hb_last;
 	_Atomic uint64_t peer_hb_change_ns; /* 0: no change observed yet */
+	_Atomic uint32_t beat_req_seen;     /* the peer's beat_req as last acted upon */
 	/* The offset of the peer's monotonic clock (its hb_mono) from ours, as an upper bound
 	 * (peer.c: clk_sighting()), under clk_mu: taken by trylock only (a tick or a look that
 	 * finds it busy does without; a forked child re-creates it). */

@@ -201,6 +201,12 @@ bool ntb_link_tick(struct ntb_link *link)
 
 void ntb_link_beat_soon(struct ntb_link *link)
 {
+	/* relaxed: the request carries nothing but itself (any new value asks for a beat) */
+	uint32_t req = atomic_load_explicit(&link->ctrl_in->beat_req.v, memory_order_relaxed);
+
+	if (req == atomic_load_explicit(&link->beat_req_seen, memory_order_relaxed))
+		return; /* a ring for something else: the data path rings all the time */
+	atomic_store_explicit(&link->beat_req_seen, req, memory_order_relaxed);
 	uint64_t now = clock_mono_ns();
 	/* relaxed: a time for the CAS winner of ntb_link_tick(), as there */
 	uint64_t due = atomic_load_explicit(&link->local->hb_due_ns, memory_order_relaxed);
@@ -286,6 +292,12 @@ int ntb_link_wait_peer(struct ntb_link *link, int timeout_ms)
 			return -EHOSTDOWN;
 		uint64_t el = clock_mono_ns() - start;
 		if (!rang || el - rang >= NTB_WAIT_RING_NS) {
+			if (!link->inspect && !ntb_ctrl_cut(link))
+				/* relaxed: a new value is the whole request (the ring follows it, and
+				 * a ring that overtakes it is repeated 20 ms later) */
+				atomic_store_explicit(&link->ctrl_out->beat_req.v,
+						      (uint32_t)(clock_mono_ns() >> 10) | 1u,
+						      memory_order_relaxed);
 			ntb_peer_db_ring(link); /* (fails harmlessly where the link cannot ring) */
 			rang = el ? el : 1;
 		}
