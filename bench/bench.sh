@@ -196,6 +196,44 @@ if want 4; then
 	done
 	bn_stop $fb_pid
 	rm_nopeer
+	# A new process's first connection over a live link after a pause longer than
+	# link_timeout_ms (its host's record of the peer's heartbeat too old: it must see the
+	# heartbeat move; a cron job's or a script's case), beside kernel TCP's: the median of FP_N
+	# new processes per repetition, each after FP_GAP seconds.
+	FP_N=${FP_N:-7}
+	FP_GAP=${FP_GAP:-0.7}
+	for t in ntb tcp; do
+		bn_next_port
+		bn_srv $t $BN_CPU_SERVER 127.0.0.2 $BN_PORT $CONNRATE server 127.0.0.2 $BN_PORT
+		eval "fp_port_$t=$BN_PORT fp_pid_$t=$BN_LAST"
+	done
+	for r in $(seq $REPS); do
+		for t in ntb tcp; do
+			times=""; chk=-
+			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/firstlive-$BN_SEQ
+			p=$(port_of fp_port $t)
+			for i in $(seq $FP_N); do
+				sleep $FP_GAP
+				if [ $t = ntb ]; then
+					v=$(env NTBSOCK_CONF="$PL_TMP/A.conf" NTBSOCK_LOG=info \
+						NTBSOCK_LOG_FILE="$out.log" LD_PRELOAD="$PL_LIB" \
+						taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $p)
+				else
+					v=$(taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $p)
+				fi
+				times="$times ${v:-nan}"
+			done
+			if [ $t = ntb ]; then
+				n=$(grep -c ': ntb (link' "$out.log" 2>/dev/null)
+				[ "${n:-0}" -eq $FP_N ] && chk=ok || chk=tcp-fallback
+			fi
+			med=$(echo $times | median)
+			record firstlive $t 1 $r $med - $chk
+			step "rep $r: first connection of a new process after a ${FP_GAP}s pause, live peer, over $t: $med us ($chk)"
+		done
+	done
+	bn_stop $fp_pid_ntb
+	bn_stop $fp_pid_tcp
 fi
 
 # --- 5. the transport alone: ntbsock perf's message-size sweep and the reference limits ---

@@ -104,6 +104,7 @@ def load(path):
 UNITS = {("iperf3", "v1"): "Gbit/s", ("iperf3-P4", "v1"): "Gbit/s", ("connrate", "v1"): "conn/s",
          ("connrate", "v2"): "us client CPU per connection",
          ("fallback", "v1"): "us first connection, no peer side",
+         ("firstlive", "v1"): "us first connection after a pause, live peer",
          ("perf", "v1"): "MB/s", ("perf", "v2"): "us p50", ("ref-memcpy", "v1"): "MB/s",
          ("ref-cacheline", "v1"): "us one-way", ("ref-cacheline-il", "v1"): "us one-way",
          ("perf-ratio64", "v1"): "x cache line", ("ref-pipe", "v1"): "MB/s",
@@ -297,6 +298,21 @@ def write_md(stats, notes, path, machine, reps, secs):
         tcp = stats.get(("fallback", 1, "tcp", "v1"))
         for t in trs:
             st = stats.get(("fallback", 1, t, "v1"))
+            d = None if (st is None or tcp is None or st.median is None or tcp.median is None) \
+                else st.median - tcp.median
+            out.append("| %s | %s | %s |" % (NAMES[t], cell(st), "n/a" if d is None else
+                                            "%+.0f µs" % d))
+        out.append("")
+    trs = transports_of(stats, "firstlive")
+    if trs:
+        out += ["## First connection of a new process over a live link, after a pause longer "
+                "than link_timeout_ms (connect + 1-byte exchange, µs; each repetition the median "
+                "of several new processes)", ""]
+        out.append("| transport | µs | minus TCP loopback |")
+        out.append("|---|---:|---:|")
+        tcp = stats.get(("firstlive", 1, "tcp", "v1"))
+        for t in trs:
+            st = stats.get(("firstlive", 1, t, "v1"))
             d = None if (st is None or tcp is None or st.median is None or tcp.median is None) \
                 else st.median - tcp.median
             out.append("| %s | %s | %s |" % (NAMES[t], cell(st), "n/a" if d is None else
