@@ -170,6 +170,7 @@ static void host_init(struct tp_host *h, uint32_t contexts, uint32_t epoch, size
 	h->session_epoch = epoch;
 	atomic_init(&h->free_num, contexts); /* (not published yet: the magic below does it) */
 	tp_hidx_init(h);
+	h->maint_ms = tp_now_ms();
 	h->msgid_next = tp_random32();
 	/* release: the magic publishes the initialised table to openers that skip the flock
 	 * (tp_stat_list reads); pairs with the acquire load there. */
@@ -631,19 +632,30 @@ static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, ui
 								   memory_order_relaxed));
 }
 
+/* How many entries of the table at H, a map of MAP_SIZE bytes that another process reads without
+ * the host lock (`ntbsock stat`), may be read: -1 when it is not a table of this version that
+ * fits the map. Its size is read once: the bound checked is the bound used. */
+static int64_t stat_entries(const struct tp_host *h, size_t map_size)
+{
+	if (map_size < sizeof(struct tp_host))
+		return -1;
+	/* acquire: pairs with the release store of the magic in host_init() */
+	if (atomic_load_explicit(&h->magic, memory_order_acquire) != TP_HOST_MAGIC)
+		return -1;
+	uint32_t ctx = h->contexts, used = tp_host_used(h);
+
+	if (h->version != TP_HOST_VERSION || h->size > map_size || host_size_for(ctx) > map_size)
+		return -1;
+	return used < ctx ? used : ctx;
+}
+
 int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_entry *out, int max)
 {
 	const struct tp_host *h = map;
+	int64_t used = stat_entries(h, map_size);
 	int n = 0;
 
-	if (map_size < sizeof(struct tp_host))
-		return 0;
-	/* acquire: pairs with the release store of the magic in host_init() */
-	if (atomic_load_explicit(&h->magic, memory_order_acquire) != TP_HOST_MAGIC ||
-	    h->version != TP_HOST_VERSION || h->size > map_size ||
-	    host_size_for(h->contexts) > map_size)
-		return 0;
-	for (uint32_t i = 0, used = tp_host_used(h); i < used; i++) {
+	for (int64_t i = 0; i < used; i++) {
 		struct tp_host_entry e = h->e[i];
 
 		if (e.state == TP_ES_FREE)
@@ -651,7 +663,7 @@ int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_ent
 		if (e.state != TP_ES_PENDING && !tp_entry_owned(&e))
 			continue;
 		if (n < max)
-			stat_fill(&out[n], &e, i, side);
+			stat_fill(&out[n], &e, (uint32_t)i, side);
 		n++;
 	}
 	return n;
@@ -661,14 +673,10 @@ int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_ent
 static void link_stat_table(const void *map, size_t map_size, struct tp_link_stat *ret)
 {
 	const struct tp_host *h = map;
+	int64_t used = stat_entries(h, map_size);
 	struct tp_stats st;
 
-	if (map_size < sizeof(struct tp_host))
-		return;
-	/* acquire: pairs with the release store of the magic in host_init() */
-	if (atomic_load_explicit(&h->magic, memory_order_acquire) != TP_HOST_MAGIC ||
-	    h->version != TP_HOST_VERSION || h->size > map_size ||
-	    host_size_for(h->contexts) > map_size)
+	if (used < 0)
 		return;
 	/* relaxed, unlocked: counters for display (a slot freed while we read may count twice
 	 * or not at all, once) */
@@ -684,7 +692,7 @@ static void link_stat_table(const void *map, size_t map_size, struct tp_link_sta
 	ret->ring_grants += atomic_load_explicit(&h->pool_grants, memory_order_relaxed);
 	ret->ring_refusals += atomic_load_explicit(&h->pool_refusals, memory_order_relaxed);
 	ret->ring_yields += atomic_load_explicit(&h->pool_yields, memory_order_relaxed);
-	for (uint32_t i = 0, used = tp_host_used(h); i < used; i++) {
+	for (int64_t i = 0; i < used; i++) {
 		struct tp_host_entry e = h->e[i]; /* a copy: tp_entry_owned() prunes its owners */
 
 		if (e.state == TP_ES_FREE)

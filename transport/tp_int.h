@@ -661,6 +661,12 @@ struct tp_host {
 	 * (tp_host_used()). A session's first process cleared the whole table before (1.7 MB for
 	 * 4096 entries: a third of a short-lived client's CPU time under the library). */
 	_Atomic uint32_t e_used; /* written under lock, read also without it (tp_stat_list()) */
+	/* When a process of this host last did the link's maintenance (link_service(): reclaim,
+	 * republication), tp_now_ms(); set at the session's start (nothing to reclaim yet). One
+	 * pass per 500 ms for the host, by whichever helper comes first: a short-lived process
+	 * does none while others do, yet a session kept alive only by short-lived processes still
+	 * gets its passes. */
+	uint64_t maint_ms;
 	/* The pool of transfer contexts (tp_ring.c), under lock: free rings (a stack: the one
 	 * freed last is reused first, its pages warm), RCxtFreeNum (pool_free, also read
 	 * unlocked), RCxtPRI, and when a request was last refused (unlocked, relaxed: others wait,

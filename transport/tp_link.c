@@ -302,10 +302,15 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 		bool maint = now - l->last_maint_ms >= 500;
 
 		if (maint) {
-			tp_host_reclaim(l);
-			tp_listen_publish(l, true); /* every 500 ms: repairs lost words */
-			tp_mbox_republish(l);
 			l->last_maint_ms = now;
+			/* once per 500 ms for the whole host (struct tp_host's maint_ms; another
+			 * process's reading may be later than our NOW: then it just did it) */
+			if (now >= l->host->maint_ms + 500) {
+				l->host->maint_ms = now;
+				tp_host_reclaim(l);
+				tp_listen_publish(l, true); /* repairs lost words */
+				tp_mbox_republish(l);
+			}
 		}
 		tp_host_unlock(l);
 		if (maint)
@@ -927,13 +932,6 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	/* relaxed: a flag (the link is not published yet) */
 	atomic_store_explicit(&l->admin_down, tp_link_admin_down(l), memory_order_relaxed);
 	l->db_seen = ntb_db_read(l->ntb);
-	/* The helper's first maintenance (link_service()) 500 ms from now, not at its first
-	 * wake-up: the listeners are published below and the mailbox words on a peer session's
-	 * start; the reclaim of dead processes' entries is also done by set-ups short of them.
-	 * A short-lived client's first connection waited for that pass (it holds the host lock,
-	 * reads /proc for every owner and, as the helper thread's first malloc, sets up its
-	 * arena): a fifth of a millisecond. */
-	l->last_maint_ms = tp_now_ms();
 	l->geom.slot_off = TP_OFF_SLOTS;
 	tp_link_refresh(l);
 	event_fd_make();

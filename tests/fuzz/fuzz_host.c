@@ -7,7 +7,8 @@
  *
  * Input: byte 0 the link's contexts (1..64), byte 1 mode (bit 0: a header of this session and
  * layout, so that the geometry check is reached; bit 1: also a map only as large as the input
- * describes, for the stat reader), then the table's first FZ_HEAD bytes (magic to slot_size, what
+ * describes, for the stat reader; bits 2-7: the entries handed out, e_used, times 2: up to 126,
+ * more than there are, as a table could say), then the table's first FZ_HEAD bytes (magic to slot_size, what
  * the two read of the header) and the bytes of its entries (the 16 KiB between, lock, mailbox
  * indices and listeners, stay zero: neither reads them). */
 #include <errno.h>
@@ -71,6 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct tp_host *h;
 	size_t tsize;
 	uint8_t mode;
+	uint32_t used;
 	int rc;
 
 	if (size < 2)
@@ -87,6 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	l.slot_size = TP_SLOT_RINGS + FZ_INLINE * 128u + l.geom.qsize;
 	l.in_size = l.out_size = FZ_WINDOW;
 	mode = data[1];
+	used = (uint32_t)(mode >> 2) * 2u;
 	data += 2, size -= 2;
 
 	/* the stat reader on a map just as large as the input describes */
@@ -97,6 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!raw)
 			return 0;
 		fill(raw, rsize, data, size);
+		atomic_store_explicit(&((struct tp_host *)raw)->e_used, used, memory_order_relaxed);
 		stat_read(raw, rsize);
 		free(raw);
 	}
@@ -106,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!h)
 		return 0;
 	fill((uint8_t *)h, tsize, data, size);
+	atomic_store_explicit(&h->e_used, used, memory_order_relaxed);
 	if (mode & 1) {
 		h->magic = TP_HOST_MAGIC;
 		h->version = TP_HOST_VERSION;

@@ -167,7 +167,10 @@ static void mb_check_host(void)
 	const struct tp_host *h = mb.b->host;
 	uint32_t free_n = 0;
 
-	for (uint32_t i = 0; i < h->contexts; i++) {
+	uint32_t used = tp_host_used(h);
+
+	free_n = h->contexts - used; /* (never handed out: free, not read) */
+	for (uint32_t i = 0; i < used; i++) {
 		const struct tp_host_entry *e = &h->e[i];
 
 		if (e->state == TP_ES_FREE) {
