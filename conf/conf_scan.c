@@ -40,13 +40,32 @@ int conf_read_file(const char *path, char **ret_text, size_t *ret_len)
 		rc = -EFBIG;
 		goto err_close;
 	}
-	buf = malloc(CONF_FILE_MAX + 2);
+	/* Its size and room to see it grow, not the limit: a 1 MiB buffer is mmap'ed and its
+	 * free() raises malloc's mmap threshold to 1 MiB for the rest of the host program (every
+	 * process the library is preloaded into), whose large blocks then come from the heap,
+	 * cleared by calloc() page by page. */
+	size_t cap = (size_t)st.st_size + 4096u;
+
+	if (cap > CONF_FILE_MAX + 1)
+		cap = CONF_FILE_MAX + 1;
+	buf = malloc(cap + 1);
 	if (!buf) {
 		rc = -ENOMEM;
 		goto err_close;
 	}
 	for (;;) {
-		ssize_t n = read(fd, buf + got, CONF_FILE_MAX + 1 - got);
+		if (got == cap) { /* it grew while we read it: more room, up to the limit */
+			size_t ncap = cap * 2 > CONF_FILE_MAX + 1 ? CONF_FILE_MAX + 1 : cap * 2;
+			char *nb = realloc(buf, ncap + 1);
+
+			if (!nb) {
+				rc = -ENOMEM;
+				goto err_free;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t n = read(fd, buf + got, cap - got);
 
 		if (n < 0 && errno == EINTR)
 			continue;

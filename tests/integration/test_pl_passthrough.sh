@@ -51,4 +51,15 @@ wait $!
 cmp "$PL_TMP/in" "$PL_TMP/out2" || pl_fail "socat (disabled): bytes differ"
 pl_assert_log a "disabled"
 [ ! -e "$PL_LINK" ] || pl_fail "disabled library created the link file"
+# 5. The program's allocator as without the library: large blocks still from mmap() after the
+# library's start and its first connection (a config buffer it freed once raised glibc's mmap
+# threshold for the whole program).
+PROBE=$BUILD/tests/malloc_probe
+[ -x "$PROBE" ] || pl_fail "$PROBE not built"
+want=$("$PROBE") || pl_fail "malloc_probe failed"
+[ "$want" = "mmapped 4" ] || pl_fail "malloc_probe without the library: $want"
+pl_bg none socat -u TCP-LISTEN:$p3,bind=127.0.0.1,reuseaddr OPEN:/dev/null
+pl_wait_port 127.0.0.1 $p3
+got=$(pl_run a "$PROBE" 127.0.0.1 $p3) || pl_fail "malloc_probe under the library failed"
+[ "$got" = "$want" ] || pl_fail "the library changed the program's allocator: $got, without it: $want"
 echo "pass-through: ok"
