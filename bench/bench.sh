@@ -157,6 +157,24 @@ if want 4; then
 		done
 	done
 	stop_servers CR
+	median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "nan" }'; }
+	# first_times T OUT CONF PORT N BEFORE: the microseconds of N new processes' first
+	# connections (`connrate first`) to 127.0.0.2:PORT over T (ntb: under the library with CONF,
+	# logging to OUT.log), each after the command BEFORE.
+	first_times() {
+		_ft=""
+		for _i in $(seq $5); do
+			eval "$6"
+			if [ $1 = ntb ]; then
+				_v=$(env NTBSOCK_CONF="$3" NTBSOCK_LOG=info NTBSOCK_LOG_FILE="$2.log" \
+					LD_PRELOAD="$PL_LIB" taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $4)
+			else
+				_v=$(taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $4)
+			fi
+			_ft="$_ft ${_v:-nan}"
+		done
+		echo $_ft
+	}
 	# A new process's first connection (connect + 1-byte exchange) when the peer host has no
 	# ntbsock side (no link file: the fallback to TCP must not wait), beside kernel TCP's;
 	# the median of FB_N new processes per repetition.
@@ -168,28 +186,17 @@ if want 4; then
 	bn_next_port
 	bn_srv tcp $BN_CPU_SERVER 127.0.0.2 $BN_PORT $CONNRATE server 127.0.0.2 $BN_PORT
 	fb_pid=$BN_LAST
-	median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "nan" }'; }
 	for r in $(seq $REPS); do
 		for t in ntb tcp; do
-			times=""; chk=-
+			chk=-
 			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/fallback-$BN_SEQ
-			for i in $(seq $FB_N); do
-				rm -f "$nopeer"
-				if [ $t = ntb ]; then
-					v=$(env NTBSOCK_CONF="$PL_TMP/A-nopeer.conf" NTBSOCK_LOG=info \
-						NTBSOCK_LOG_FILE="$out.log" LD_PRELOAD="$PL_LIB" \
-						taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $BN_PORT)
-				else
-					v=$(taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $BN_PORT)
-				fi
-				times="$times ${v:-nan}"
-			done
+			med=$(first_times $t "$out" "$PL_TMP/A-nopeer.conf" $BN_PORT $FB_N \
+				'rm -f "$nopeer"' | median)
 			if [ $t = ntb ]; then
 				# every one must have decided tcp because nobody serves the link
 				n=$(grep -c 'tcp (link down: no ntbsock on the peer host)' "$out.log" 2>/dev/null)
 				[ "${n:-0}" -eq $FB_N ] && chk=ok || chk=not-decided
 			fi
-			med=$(echo $times | median)
 			record fallback $t 1 $r $med - $chk
 			step "rep $r: first connection of a new process, no peer side, over $t: $med us ($chk)"
 		done
@@ -209,25 +216,14 @@ if want 4; then
 	done
 	for r in $(seq $REPS); do
 		for t in ntb tcp; do
-			times=""; chk=-
+			chk=-
 			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/firstlive-$BN_SEQ
-			p=$(port_of fp_port $t)
-			for i in $(seq $FP_N); do
-				sleep $FP_GAP
-				if [ $t = ntb ]; then
-					v=$(env NTBSOCK_CONF="$PL_TMP/A.conf" NTBSOCK_LOG=info \
-						NTBSOCK_LOG_FILE="$out.log" LD_PRELOAD="$PL_LIB" \
-						taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $p)
-				else
-					v=$(taskset -c $BN_CPU_CLIENT $CONNRATE first 127.0.0.2 $p)
-				fi
-				times="$times ${v:-nan}"
-			done
+			med=$(first_times $t "$out" "$PL_TMP/A.conf" $(port_of fp_port $t) $FP_N \
+				"sleep $FP_GAP" | median)
 			if [ $t = ntb ]; then
 				n=$(grep -c ': ntb (link' "$out.log" 2>/dev/null)
 				[ "${n:-0}" -eq $FP_N ] && chk=ok || chk=tcp-fallback
 			fi
-			med=$(echo $times | median)
 			record firstlive $t 1 $r $med - $chk
 			step "rep $r: first connection of a new process after a ${FP_GAP}s pause, live peer, over $t: $med us ($chk)"
 		done

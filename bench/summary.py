@@ -244,6 +244,24 @@ def conns_held(stats, out):
     out.append("")
 
 
+def first_table(out, stats, test, title):
+    """A table of a new process's first connection (TEST) per transport, minus kernel TCP's."""
+    trs = transports_of(stats, test)
+    if not trs:
+        return
+    out += [title, ""]
+    out.append("| transport | µs | minus TCP loopback |")
+    out.append("|---|---:|---:|")
+    tcp = stats.get((test, 1, "tcp", "v1"))
+    for t in trs:
+        st = stats.get((test, 1, t, "v1"))
+        d = None if (st is None or tcp is None or st.median is None or tcp.median is None) \
+            else st.median - tcp.median
+        out.append("| %s | %s | %s |" % (NAMES[t], cell(st), "n/a" if d is None else
+                                        "%+.0f µs" % d))
+    out.append("")
+
+
 def write_md(stats, notes, path, machine, reps, secs):
     out = ["# ntbsock bench — %s" % machine, "",
            "All numbers below are **measured** on this machine in one run: median [min–max] of "
@@ -288,36 +306,14 @@ def write_md(stats, notes, path, machine, reps, secs):
             out.append("| %s | %s | %s | %s | %s |" % (NAMES[t], cell(st), rfmt(ratio(st, tcp)),
                                                    cell(cpu), rfmt(ratio(cpu, tcpu))))
         out.append("")
-    trs = transports_of(stats, "fallback")
-    if trs:
-        out += ["## First connection of a new process with no ntbsock on the peer host "
+    first_table(out, stats, "fallback",
+                "## First connection of a new process with no ntbsock on the peer host "
                 "(connect + 1-byte exchange, µs; each repetition the median of many new "
-                "processes)", ""]
-        out.append("| transport | µs | minus TCP loopback |")
-        out.append("|---|---:|---:|")
-        tcp = stats.get(("fallback", 1, "tcp", "v1"))
-        for t in trs:
-            st = stats.get(("fallback", 1, t, "v1"))
-            d = None if (st is None or tcp is None or st.median is None or tcp.median is None) \
-                else st.median - tcp.median
-            out.append("| %s | %s | %s |" % (NAMES[t], cell(st), "n/a" if d is None else
-                                            "%+.0f µs" % d))
-        out.append("")
-    trs = transports_of(stats, "firstlive")
-    if trs:
-        out += ["## First connection of a new process over a live link, after a pause longer "
+                "processes)")
+    first_table(out, stats, "firstlive",
+                "## First connection of a new process over a live link, after a pause longer "
                 "than link_timeout_ms (connect + 1-byte exchange, µs; each repetition the median "
-                "of several new processes)", ""]
-        out.append("| transport | µs | minus TCP loopback |")
-        out.append("|---|---:|---:|")
-        tcp = stats.get(("firstlive", 1, "tcp", "v1"))
-        for t in trs:
-            st = stats.get(("firstlive", 1, t, "v1"))
-            d = None if (st is None or tcp is None or st.median is None or tcp.median is None) \
-                else st.median - tcp.median
-            out.append("| %s | %s | %s |" % (NAMES[t], cell(st), "n/a" if d is None else
-                                            "%+.0f µs" % d))
-        out.append("")
+                "of several new processes)")
     sizes = sizes_of(stats, "streams")
     if sizes:
         n = sizes[-1]
