@@ -175,6 +175,25 @@ if want 4; then
 		done
 		echo $_ft
 	}
+	# first_rows TEST CONF PORT_NTB PORT_TCP N BEFORE OK_TEXT BAD WHAT: per repetition, the
+	# median of first_times over ntb and tcp, recorded as TEST; the ntb run is "ok" when its
+	# log has OK_TEXT N times, else BAD.
+	first_rows() {
+		for r in $(seq $REPS); do
+			for t in ntb tcp; do
+				chk=-
+				BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/$1-$BN_SEQ
+				[ $t = ntb ] && port=$3 || port=$4
+				med=$(first_times $t "$out" "$2" $port $5 "$6" | median)
+				if [ $t = ntb ]; then
+					n=$(grep -cF -- "$7" "$out.log" 2>/dev/null)
+					[ "${n:-0}" -eq $5 ] && chk=ok || chk=$8
+				fi
+				record $1 $t 1 $r $med - $chk
+				step "rep $r: first connection of a new process, $9, over $t: $med us ($chk)"
+			done
+		done
+	}
 	# A new process's first connection (connect + 1-byte exchange) when the peer host has no
 	# ntbsock side (no link file: the fallback to TCP must not wait), beside kernel TCP's;
 	# the median of FB_N new processes per repetition.
@@ -186,21 +205,9 @@ if want 4; then
 	bn_next_port
 	bn_srv tcp $BN_CPU_SERVER 127.0.0.2 $BN_PORT $CONNRATE server 127.0.0.2 $BN_PORT
 	fb_pid=$BN_LAST
-	for r in $(seq $REPS); do
-		for t in ntb tcp; do
-			chk=-
-			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/fallback-$BN_SEQ
-			med=$(first_times $t "$out" "$PL_TMP/A-nopeer.conf" $BN_PORT $FB_N \
-				'rm -f "$nopeer"' | median)
-			if [ $t = ntb ]; then
-				# every one must have decided tcp because nobody serves the link
-				n=$(grep -c 'tcp (link down: no ntbsock on the peer host)' "$out.log" 2>/dev/null)
-				[ "${n:-0}" -eq $FB_N ] && chk=ok || chk=not-decided
-			fi
-			record fallback $t 1 $r $med - $chk
-			step "rep $r: first connection of a new process, no peer side, over $t: $med us ($chk)"
-		done
-	done
+	# every one must have decided tcp because nobody serves the link
+	first_rows fallback "$PL_TMP/A-nopeer.conf" $BN_PORT $BN_PORT $FB_N 'rm -f "$nopeer"' \
+		'tcp (link down: no ntbsock on the peer host)' not-decided "no peer side"
 	bn_stop $fb_pid
 	rm_nopeer
 	# A new process's first connection over a live link after a pause longer than
@@ -214,20 +221,8 @@ if want 4; then
 		bn_srv $t $BN_CPU_SERVER 127.0.0.2 $BN_PORT $CONNRATE server 127.0.0.2 $BN_PORT
 		eval "fp_port_$t=$BN_PORT fp_pid_$t=$BN_LAST"
 	done
-	for r in $(seq $REPS); do
-		for t in ntb tcp; do
-			chk=-
-			BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/firstlive-$BN_SEQ
-			med=$(first_times $t "$out" "$PL_TMP/A.conf" $(port_of fp_port $t) $FP_N \
-				"sleep $FP_GAP" | median)
-			if [ $t = ntb ]; then
-				n=$(grep -c ': ntb (link' "$out.log" 2>/dev/null)
-				[ "${n:-0}" -eq $FP_N ] && chk=ok || chk=tcp-fallback
-			fi
-			record firstlive $t 1 $r $med - $chk
-			step "rep $r: first connection of a new process after a ${FP_GAP}s pause, live peer, over $t: $med us ($chk)"
-		done
-	done
+	first_rows firstlive "$PL_TMP/A.conf" $fp_port_ntb $fp_port_tcp $FP_N "sleep $FP_GAP" \
+		': ntb (link' tcp-fallback "after a ${FP_GAP}s pause, live peer"
 	bn_stop $fp_pid_ntb
 	bn_stop $fp_pid_tcp
 fi
