@@ -157,7 +157,7 @@ if want 4; then
 		done
 	done
 	stop_servers CR
-	median() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "nan" }'; }
+	median() { tr ' ' '\n' | grep . | grep -v '^nan$' | sort -n | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "nan" }'; }
 	# first_times T OUT CONF PORT N BEFORE: the microseconds of N new processes' first
 	# connections (`connrate first`) to 127.0.0.2:PORT over T (ntb: under the library with CONF,
 	# logging to OUT.log), each after the command BEFORE.

@@ -94,6 +94,8 @@ int conf_scan_text(struct conf_ctx *ctx, const char *file, const char *text, siz
 /* Read a regular file of at most CONF_FILE_MAX bytes into a NUL-terminated buffer.
  * Returns 0, -ENOENT, -EACCES, -EISDIR/-EINVAL (not a regular file), -EFBIG, -ENOMEM. */
 int conf_read_file(const char *path, char **ret_text, size_t *ret_len);
+/* Free a text conf_read_file() returned (its own pages: not free()). */
+void conf_text_free(char *text);
 
 /* --- loading (conf_load.c) --- */
 /* What conf_load() does once it has read the file: parse TEXT (LEN bytes, NUL-terminated)

@@ -53,7 +53,21 @@ int conf_load_text(const char *file, const char *text, size_t len, const char *i
 	config_init(&cfg);
 	if (include_dir) /* libconfig 1.5 strdup()s it unchecked */
 		config_set_include_dir(&cfg, include_dir);
-	if (!config_read_string(&cfg, text)) {
+	/* From a stream, not config_read_string(): libconfig's scanner copies a string whole into a
+	 * malloc'ed buffer, whose free() (a large file's: 128 KiB or more) raises glibc's mmap
+	 * threshold for the whole host program (conf_read_file()); a stream is read in 16 KiB. */
+	FILE *f = len ? fmemopen((void *)(uintptr_t)text, len, "r") : NULL;
+
+	if (len && !f) {
+		conf_err_set(ret_err, file, 0, NULL, NULL, "out of memory");
+		rc = -ENOMEM;
+		goto err_destroy;
+	}
+	bool read_ok = f ? config_read(&cfg, f) : config_read_string(&cfg, "");
+
+	if (f)
+		fclose(f);
+	if (!read_ok) {
 		const char *ef = config_error_file(&cfg);
 
 		const char *et = config_error_text(&cfg);
@@ -135,6 +149,6 @@ int conf_load(const char *path, struct conf **ret_conf, struct conf_error *ret_e
 	/* @include "x" is looked up beside the main file. */
 	snprintf(dir, sizeof(dir), "%s", path);
 	rc = conf_load_text(path, text, len, dirname(dir), ret_conf, ret_err);
-	free(text);
+	conf_text_free(text);
 	return rc;
 }

@@ -10,8 +10,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/compiler.h"
+
+/* The text's buffer: anonymous pages of its own, not malloc(). A block of 128 KiB or more that
+ * malloc() serves with mmap() raises glibc's mmap threshold to its size when freed, for the rest
+ * of the host program (every process the library is preloaded into), whose large blocks then
+ * come from the heap, cleared by calloc() page by page; a 1 MiB buffer did that in every
+ * process. The mapping's length is kept in front of the text. */
+struct text_hdr {
+	size_t map_len;
+	size_t pad; /* (the text stays 16-byte aligned) */
+};
+
+static char *text_map(char *old, size_t cap)
+{
+	size_t len = ALIGN_UP(sizeof(struct text_hdr) + cap + 1, (size_t)4096);
+	void *p;
+
+	if (old) {
+		struct text_hdr *h = (struct text_hdr *)(void *)(old - sizeof(*h));
+
+		p = mremap(h, h->map_len, len, MREMAP_MAYMOVE);
+	} else {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	}
+	if (p == MAP_FAILED)
+		return NULL;
+	((struct text_hdr *)p)->map_len = len;
+	return (char *)p + sizeof(struct text_hdr);
+}
+
+void conf_text_free(char *text)
+{
+	if (text) {
+		struct text_hdr *h = (struct text_hdr *)(void *)(text - sizeof(*h));
+
+		munmap(h, h->map_len);
+	}
+}
 
 int conf_read_file(const char *path, char **ret_text, size_t *ret_len)
 {
@@ -40,15 +80,12 @@ int conf_read_file(const char *path, char **ret_text, size_t *ret_len)
 		rc = -EFBIG;
 		goto err_close;
 	}
-	/* Its size and room to see it grow, not the limit: a 1 MiB buffer is mmap'ed and its
-	 * free() raises malloc's mmap threshold to 1 MiB for the rest of the host program (every
-	 * process the library is preloaded into), whose large blocks then come from the heap,
-	 * cleared by calloc() page by page. */
+	/* its size and room to see it grow */
 	size_t cap = (size_t)st.st_size + 4096u;
 
 	if (cap > CONF_FILE_MAX + 1)
 		cap = CONF_FILE_MAX + 1;
-	buf = malloc(cap + 1);
+	buf = text_map(NULL, cap);
 	if (!buf) {
 		rc = -ENOMEM;
 		goto err_close;
@@ -56,7 +93,7 @@ int conf_read_file(const char *path, char **ret_text, size_t *ret_len)
 	for (;;) {
 		if (got == cap) { /* it grew while we read it: more room, up to the limit */
 			size_t ncap = cap * 2 > CONF_FILE_MAX + 1 ? CONF_FILE_MAX + 1 : cap * 2;
-			char *nb = realloc(buf, ncap + 1);
+			char *nb = text_map(buf, ncap);
 
 			if (!nb) {
 				rc = -ENOMEM;
@@ -88,7 +125,7 @@ int conf_read_file(const char *path, char **ret_text, size_t *ret_len)
 	return 0;
 
 err_free:
-	free(buf);
+	conf_text_free(buf);
 err_close:
 	close(fd);
 	return rc;
@@ -250,7 +287,7 @@ static int scan_include(struct scan *sc)
 				why);
 	}
 	rc = conf_scan_text(sc->ctx, full, text, len, sc->include_dir, sc->depth + 1);
-	free(text);
+	conf_text_free(text);
 	sc->p = close + 1;
 	return rc;
 }

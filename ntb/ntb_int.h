@@ -218,7 +218,8 @@ struct ntb_ctrl_word {
 };
 static_assert(sizeof(struct ntb_ctrl_word) == WC_UNIT, "ctrl word");
 
-/* A side's inbound control page: every field written only by the PEER (one writer per word),
+/* A side's inbound control page: every field written only by the PEER (one writer per word; any
+ * process of the peer's side may write beat_req, each a whole new value),
  * read only by this side. */
 struct ntb_ctrl_page {
 	struct ntb_ctrl_word epoch;      /* 0x000 peer's session epoch (non-zero) */

@@ -201,7 +201,9 @@ bool ntb_link_tick(struct ntb_link *link)
 
 void ntb_link_beat_soon(struct ntb_link *link)
 {
-	/* relaxed: the request carries nothing but itself (any new value asks for a beat) */
+	/* relaxed: the request carries nothing but itself (any new value asks for a beat); it was
+	 * stored before the ring that brought us here (the doorbell's acquire in ntb_db_read(),
+	 * helper_service()) */
 	uint32_t req = atomic_load_explicit(&link->ctrl_in->beat_req.v, memory_order_relaxed);
 
 	if (req == atomic_load_explicit(&link->beat_req_seen, memory_order_relaxed))
@@ -298,6 +300,7 @@ int ntb_link_wait_peer(struct ntb_link *link, int timeout_ms)
 				atomic_store_explicit(&link->ctrl_out->beat_req.v,
 						      (uint32_t)(clock_mono_ns() >> 10) | 1u,
 						      memory_order_relaxed);
+			ntb_to_peer_barrier(link); /* (the request before the ring, on any mapping) */
 			ntb_peer_db_ring(link); /* (fails harmlessly where the link cannot ring) */
 			rang = el ? el : 1;
 		}

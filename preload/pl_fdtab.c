@@ -39,10 +39,10 @@ void pl_fdtab_init(void)
 }
 
 /* LEN bytes of zero pages that stay mapped for the process's life, NULL when none are left. Not
- * calloc(): it clears a block it takes from the heap, and the constructor's earlier frees (the
- * config file's buffer, 1 MiB) have raised malloc's mmap threshold above our tables by then, so
- * every process under the library faulted in all their pages at start (~60 page faults, a
- * third of the library's start-up cost). Only the pages of descriptors in use are touched. */
+ * calloc(): it clears a block it takes from the heap, which it does for large ones once the
+ * program freed an mmap'ed block larger than them (glibc then raises its mmap threshold; the
+ * library's config buffer once did that before our tables were made: ~60 page faults at every
+ * start). Only the pages of descriptors in use are touched. */
 void *pl_zero_pages(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

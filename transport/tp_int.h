@@ -510,7 +510,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   11u
+#define TP_HOST_VERSION   12u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
@@ -609,7 +609,7 @@ struct tp_host_entry {
 /* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index;
  * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
  * server entries by peer slot and by key); 8: transfer contexts (the pool, the entries' ring
- * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers; 11: e_used (entries above it not cleared) */
+ * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers; 11: e_used (entries above it not cleared); 12: maint_ms */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&

@@ -932,6 +932,10 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	/* relaxed: a flag (the link is not published yet) */
 	atomic_store_explicit(&l->admin_down, tp_link_admin_down(l), memory_order_relaxed);
 	l->db_seen = ntb_db_read(l->ntb);
+	/* this process's first maintenance look 100 ms from now, not at the helper's first wake
+	 * (a short-lived client's first connection waited for that pass under the host lock); the
+	 * host's own period decides whether it runs then (struct tp_host's maint_ms) */
+	l->last_maint_ms = tp_now_ms() - 400u;
 	l->geom.slot_off = TP_OFF_SLOTS;
 	tp_link_refresh(l);
 	event_fd_make();

@@ -7,8 +7,8 @@
  *
  * Input: byte 0 the link's contexts (1..64), byte 1 mode (bit 0: a header of this session and
  * layout, so that the geometry check is reached; bit 1: also a map only as large as the input
- * describes, for the stat reader; bits 2-7: the entries handed out, e_used, times 2: up to 126,
- * more than there are, as a table could say), then the table's first FZ_HEAD bytes (magic to slot_size, what
+ * describes, for the stat reader; bits 2-7: the entries handed out, e_used, times 2, plus bit 7
+ * of byte 0: up to 127, more than there are, as a table could say), then the table's first FZ_HEAD bytes (magic to slot_size, what
  * the two read of the header) and the bytes of its entries (the 16 KiB between, lock, mailbox
  * indices and listeners, stay zero: neither reads them). */
 #include <errno.h>
@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	l.slot_size = TP_SLOT_RINGS + FZ_INLINE * 128u + l.geom.qsize;
 	l.in_size = l.out_size = FZ_WINDOW;
 	mode = data[1];
-	used = (uint32_t)(mode >> 2) * 2u;
+	used = (uint32_t)(mode >> 2) * 2u + (data[0] >> 7); /* (odd ones too) */
 	data += 2, size -= 2;
 
 	/* the stat reader on a map just as large as the input describes */
