@@ -767,7 +767,8 @@ static ssize_t stripe_recv(struct tp_stripe *sp, const struct iovec *iov, int io
 			break;
 		}
 		if (r == 0) { /* (ended inside a frame: bytes are missing) */
-			r = sp->rx_err = -ECONNRESET;
+			sp->rx_err = -ECONNRESET; /* (apart: clang takes r = an _Atomic int as an error) */
+			r = -ECONNRESET;
 			break;
 		}
 		if (r < 0) {
