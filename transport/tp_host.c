@@ -644,7 +644,8 @@ static int64_t stat_entries(const struct tp_host *h, size_t map_size)
 		return -1;
 	uint32_t ctx = h->contexts, used = tp_host_used(h);
 
-	if (h->version != TP_HOST_VERSION || h->size > map_size || host_size_for(ctx) > map_size)
+	if (h->version != TP_HOST_VERSION || h->size > map_size || ctx < 1 || ctx > TP_MAX_CONNS ||
+	    host_size_for(ctx) > map_size) /* (a count out of range: no index size for it) */
 		return -1;
 	return used < ctx ? used : ctx;
 }

@@ -47,10 +47,14 @@ static void check_geom(const struct tp_link *l)
 {
 	uint32_t n = l->geom.inline_n, q = l->geom.qsize;
 
+	/* (slots hold the inline rings; the data rings are the pool's, after the slots and their
+	 * NEWS words: tp_link.c's layout since transfer contexts) */
 	if (n < 2 || n > 65536 || (n & (n - 1)) || l->geom.log2n != (uint32_t)__builtin_ctz(n) ||
 	    q < 4096 || q > (1u << 30) || (q & (q - 1)) || l->slot_size % 128u ||
-	    l->slot_size < TP_SLOT_RINGS + n * 128u + q ||
-	    (uint64_t)l->slot_size * l->contexts + TP_OFF_SLOTS > l->in_size)
+	    l->slot_size < TP_SLOT_RINGS + n * 128u ||
+	    (uint64_t)(l->slot_size + 8u) * l->contexts + TP_OFF_SLOTS > l->geom.pool_off ||
+	    l->geom.pool_n == 0 || l->geom.pool_off > l->in_size ||
+	    (uint64_t)l->geom.pool_n * q > l->in_size - l->geom.pool_off)
 		abort();
 }
 
@@ -81,12 +85,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	l.contexts = 1u + data[0] % 64u;
 	l.geom.inline_n = FZ_INLINE;
 	l.geom.log2n = (uint32_t)__builtin_ctz(FZ_INLINE);
-	/* the link's own queues fit its window, as tp_link.c sizes them */
+	/* the link's own layout, as tp_link.c makes it: slots of inline rings, then a pool of one
+	 * data ring per connection slot that fits the window */
+	l.slot_size = ALIGN_UP(TP_SLOT_RINGS + FZ_INLINE * 128u, 128u);
+	l.geom.pool_off = ALIGN_UP((uint64_t)(l.slot_size + 8u) * l.contexts + TP_OFF_SLOTS, 4096u);
 	l.geom.qsize = FZ_QSIZE;
-	while ((uint64_t)(TP_SLOT_RINGS + FZ_INLINE * 128u + l.geom.qsize) * l.contexts +
-	       TP_OFF_SLOTS > FZ_WINDOW)
+	while ((uint64_t)l.geom.qsize * l.contexts > FZ_WINDOW - l.geom.pool_off)
 		l.geom.qsize /= 2;
-	l.slot_size = TP_SLOT_RINGS + FZ_INLINE * 128u + l.geom.qsize;
+	l.geom.pool_n = l.contexts;
 	l.in_size = l.out_size = FZ_WINDOW;
 	mode = data[1];
 	used = (uint32_t)(mode >> 2) * 2u + (data[0] >> 7); /* (odd ones too) */
