@@ -152,6 +152,15 @@ int ntb_write8(struct ntb_link *link, size_t off, uint8_t v);
 int ntb_write32(struct ntb_link *link, size_t off, uint32_t v);
 int ntb_write64(struct ntb_link *link, size_t off, uint64_t v);
 
+/* Read LEN bytes at outbound offset OFF back into DST: what the peer's memory holds there now.
+ * Across a real bridge a slow non-posted read, which PCIe orders after this CPU's earlier
+ * posted writes: once it returns, those writes have landed and the peer will read what it
+ * read. Never on the data path (rule 1 of doc/design.md §3): a set-up uses it to know that a
+ * claim it wrote is in the peer's memory before it lets the TCP handshake complete
+ * (transport/tp_grant.c). Write-combining buffers are drained first. -EINVAL out of bounds,
+ * -ENOTSUP where the window is not mapped for reading. */
+int ntb_read_back(struct ntb_link *link, size_t off, void *dst, size_t len);
+
 /* Order all previous window writes before any later one (payload before publish): a release
  * fence (x86 write-back: no instruction), sfence on a write-combining mapping, the backend's op.
  * Its partner is the peer's acquire load of the word written after it. */

@@ -69,6 +69,24 @@ int ntb_write(struct ntb_link *link, size_t off, const void *src, size_t len)
 	return 0;
 }
 
+int ntb_read_back(struct ntb_link *link, size_t off, void *dst, size_t len)
+{
+	if (unlikely(off > link->out_size || len > link->out_size - off))
+		return bounds_error(link);
+	if (!link->out)
+		return -ENOTSUP;
+	ntb_wc_flush(link);
+	/* seq_cst: our earlier stores into the window before these loads (store→load), as the
+	 * non-posted read is ordered behind the posted writes on a bridge */
+	atomic_thread_fence(memory_order_seq_cst);
+	const volatile uint8_t *src = link->out + off;
+	uint8_t *d = dst;
+
+	for (size_t i = 0; i < len; i++)
+		d[i] = src[i];
+	return 0;
+}
+
 int ntb_write_dup_crc(struct ntb_link *link, size_t off, void *shadow, const void *src,
 				 size_t len, uint32_t crc, uint32_t *ret_crc)
 {

@@ -192,6 +192,8 @@ static int collect_links(const struct conf *conf, struct tool_stat_link *links)
 			links[i].ring_grants = ls.ring_grants;
 			links[i].ring_refusals = ls.ring_refusals;
 			links[i].ring_yields = ls.ring_yields;
+			links[i].offers_held = ls.offers_held;
+			links[i].offer_claims = ls.offer_claims;
 		}
 	}
 	return conf->n_links;

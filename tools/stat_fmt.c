@@ -58,6 +58,8 @@ void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
 		fprintf(out, "link %s: rings %" PRIu64 " free %" PRIu64 " grants %" PRIu64
 			" refused %" PRIu64 " asked_back %" PRIu64 "\n", l->name, l->rings,
 			l->rings_free, l->ring_grants, l->ring_refusals, l->ring_yields);
+		fprintf(out, "link %s: offers held %" PRIu64 " claimed %" PRIu64 "\n", l->name,
+			l->offers_held, l->offer_claims);
 	}
 }
 
@@ -136,12 +138,14 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 			",\"congestion\":%" PRIu64 ",\"failovers\":%" PRIu64
 			",\"expansions\":%" PRIu64
 			",\"rings\":{\"total\":%" PRIu64 ",\"free\":%" PRIu64 ",\"grants\":%" PRIu64
-			",\"refused\":%" PRIu64 ",\"asked_back\":%" PRIu64 "}}",
+			",\"refused\":%" PRIu64 ",\"asked_back\":%" PRIu64 "}"
+			",\"offers\":{\"held\":%" PRIu64 ",\"claimed\":%" PRIu64 "}}",
 			links[i].admin_down ? "down" : "up", links[i].conns, links[i].setups,
 			links[i].tx_bytes, links[i].rx_bytes, links[i].transfers, links[i].congestion,
 			links[i].failovers, links[i].expansions, links[i].rings, links[i].rings_free,
 			links[i].ring_grants,
-			links[i].ring_refusals, links[i].ring_yields);
+			links[i].ring_refusals, links[i].ring_yields, links[i].offers_held,
+			links[i].offer_claims);
 	}
 	fprintf(out, "]}\n");
 }

@@ -142,12 +142,13 @@ struct tool_stat_link {
 	/* this host's counters on the link (tp_link_stat()) */
 	uint64_t conns, setups, tx_bytes, rx_bytes, transfers, congestion, failovers, expansions;
 	uint64_t rings, rings_free, ring_grants, ring_refusals, ring_yields;
+	uint64_t offers_held, offer_claims;
 };
 
-/* Print three lines per link: "link NAME: admin up" or "link NAME: admin down (connections use
+/* Print four lines per link: "link NAME: admin up" or "link NAME: admin down (connections use
  * tcp)", then "link NAME: conns N setups N tx_bytes N rx_bytes N transfers N congestion N
  * failovers N", then "link NAME: rings N free N grants N refused N asked_back N" (the pool of
- * transfer contexts). */
+ * transfer contexts), then "link NAME: offers held N claimed N". */
 void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n);
 
 /* Print ROWS as the human table (a header line, then one line per connection; "no

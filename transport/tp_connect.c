@@ -284,6 +284,7 @@ static int connect_reserve(struct tp_link *l, const struct tp_key *key, int time
 			   enum tp_reason *ret_reason)
 {
 	struct setup s = { .t = { .state = TP_TC_CONNECTING }, .apply_flags = apply_flags };
+	bool claimed = false;
 	uint64_t start = tp_now_ms();
 	struct tp_conn *c;
 	int slot, rc;
@@ -302,8 +303,21 @@ static int connect_reserve(struct tp_link *l, const struct tp_key *key, int time
 	if (!(apply_flags & TP_APPLY_REATTACH) && tp_stripe_wanted(l))
 		s.apply_flags |= TP_APPLY_FRAMED;
 	s.t.msgid = s.e->msgid = l->host->msgid_next++;
-	if ((rc = apply_until_decided(l, &s, start + (uint64_t)timeout_ms, ret_reason)))
-		return rc;
+	/* The peer's offer, claimed (tp_offer.c): no round trip. Not for a re-attachment (no
+	 * listener needed) nor a framed connection (the server's Ack agrees to the framing). */
+	if (!(s.apply_flags & (TP_APPLY_REATTACH | TP_APPLY_FRAMED)) &&
+	    tp_offer_claim(l, s.slot) == 0) {
+		uint64_t now = tp_now_ms();
+
+		claimed = true;
+		tp_rt_tcxt_event(&s.t, TP_EV_ACK, s.t.msgid, l->params.max_err);
+		apply_decide(l, &s, now, start + (uint64_t)timeout_ms);
+		if (s.t.state == TP_TC_FAILED)
+			return apply_failed(l, &s, ret_reason);
+		tp_host_unlock(l);
+	} else if ((rc = apply_until_decided(l, &s, start + (uint64_t)timeout_ms, ret_reason))) {
+		return rc; /* (a Claim that did not land: the Apply has its MsgID) */
+	}
 	c = tp_conn_new_first(l, s.slot);
 	if (!c || (s.e->framed && tp_stripe_new(c, true))) {
 		if (c)
@@ -315,6 +329,7 @@ static int connect_reserve(struct tp_link *l, const struct tp_key *key, int time
 		*ret_reason = TP_REASON_LOCAL_ERROR;
 		return -ENOMEM;
 	}
+	c->rq_claim = claimed; /* (the Claim's ring request: answered at once or never) */
 	tp_conn_register(c);
 	*ret_conn = c;
 	*ret_reason = TP_REASON_NONE;

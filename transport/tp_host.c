@@ -464,6 +464,8 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 	}
 	if (e->asleep) /* a set-up's process died asleep (reclaimed): no longer counted */
 		tp_mbox_sleepers(l, slot, false);
+	if (e->role == TP_ROLE_OFFER) /* an offer withdrawn (tp_offer.c) */
+		atomic_fetch_sub_explicit(&l->host->offers_held, 1, memory_order_relaxed);
 	e->state = TP_ES_FREE;
 	atomic_store_explicit(&e->pid, 0, memory_order_relaxed); /* (informational, as in
 								      * tp_slot_alloc()) */
@@ -578,6 +580,13 @@ void tp_host_reclaim(struct tp_link *l)
 		case TP_ES_FREE:
 			continue;
 		case TP_ES_PENDING:
+			if (e->role == TP_ROLE_OFFER) {
+				/* an offer (tp_offer.c) is never withdrawn within its peer session:
+				 * the peer may be claiming it; one of another session that the
+				 * offers' reset missed (its holder died) is */
+				gone = e->peer_epoch != h->peer_epoch;
+				break;
+			}
 			gone = clock_age_ms(now, e->created_ms) > pend_ms ||
 			       (peer_epoch && peer_epoch != e->peer_epoch) ||
 			       (tp_slot_st_flags(l, i, e->nonce) & (TP_ST_RST | TP_ST_GONE));
@@ -661,8 +670,8 @@ int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_ent
 
 		if (e.state == TP_ES_FREE)
 			continue;
-		if (e.state != TP_ES_PENDING && !tp_entry_owned(&e))
-			continue;
+		if ((e.state != TP_ES_PENDING && !tp_entry_owned(&e)) || e.role == TP_ROLE_OFFER)
+			continue; /* (an offer is no connection yet: tp_offer.c) */
 		if (n < max)
 			stat_fill(&out[n], &e, (uint32_t)i, side);
 		n++;
@@ -693,6 +702,8 @@ static void link_stat_table(const void *map, size_t map_size, struct tp_link_sta
 	ret->ring_grants += atomic_load_explicit(&h->pool_grants, memory_order_relaxed);
 	ret->ring_refusals += atomic_load_explicit(&h->pool_refusals, memory_order_relaxed);
 	ret->ring_yields += atomic_load_explicit(&h->pool_yields, memory_order_relaxed);
+	ret->offers_held += atomic_load_explicit(&h->offers_held, memory_order_relaxed);
+	ret->offer_claims += atomic_load_explicit(&h->offer_claims, memory_order_relaxed);
 	for (int64_t i = 0; i < used; i++) {
 		struct tp_host_entry e = h->e[i]; /* a copy: tp_entry_owned() prunes its owners */
 

@@ -147,10 +147,21 @@
 #define TP_OFF_MBOX_RING  0x00180u
 #define TP_OFF_LISTEN     0x01000u
 #define TP_LISTEN_WORDS   2048u          /* 65536 ports / 32 */
+/* Offers (tp_offer.c): server reservations made ahead of any Apply, published into the client's
+ * window as records in a ring (TP_OFF_OFFER) with a producer index (OFFER_TX, written by the
+ * server), the client's consumer index in the server's window (OFFER_RX). */
+#define TP_OFF_OFFER_TX   0x00200u
+#define TP_OFF_OFFER_RX   0x00280u
+#define TP_OFF_OFFER      0x05000u
+#define TP_OFFER_SLOTS    16u            /* records in the ring */
+#define TP_OFFER_KEEP     8u             /* offers a server keeps outstanding */
+#define TP_OFFER_RQ       1u             /* a Claim's ring request number (tp_ring.c) */
 #define TP_OFF_MBOX       0x08000u
 #define TP_MBOX_SLOTS     256u
 #define TP_MBOX_PKT       128u
 #define TP_OFF_SLOTS      0x10000u
+static_assert(TP_OFF_LISTEN + TP_LISTEN_WORDS * 8u <= TP_OFF_OFFER &&
+	      TP_OFF_OFFER + TP_OFFER_SLOTS * 128u <= TP_OFF_MBOX, "window layout");
 
 #define TP_SLOT_TX        0x000u
 #define TP_SLOT_FB        0x080u
@@ -316,7 +327,10 @@ static inline uint32_t tp_footprint(uint8_t type, uint32_t pos, uint32_t len)
 /* CANCEL: a client that gave up its set-up (timeout) withdraws the Apply of that MsgID, so a
  * reservation answered too late is not attached by the server's accept() (tp_attach() reads
  * the mailbox first) while the client uses TCP. */
-enum tp_pkt_type { TP_PKT_APPLY = 1, TP_PKT_ACK = 2, TP_PKT_NACK = 3, TP_PKT_CANCEL = 4 };
+/* OFFER: an offer's record (not in the mailbox: tp_offer.c); CLAIM: an Apply naming the offer
+ * it takes (server_slot, server_nonce), answered by nothing. */
+enum tp_pkt_type { TP_PKT_APPLY = 1, TP_PKT_ACK = 2, TP_PKT_NACK = 3, TP_PKT_CANCEL = 4,
+		   TP_PKT_OFFER = 5, TP_PKT_CLAIM = 6 };
 struct tp_pkt {
 	uint32_t seq;          /* producer index + 1 */
 	uint8_t  type;
@@ -510,7 +524,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   12u
+#define TP_HOST_VERSION   13u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
@@ -524,6 +538,7 @@ enum tp_entry_state {
 	TP_ES_PENDING,     /* server: Ack sent, waiting for tp_attach() */
 	TP_ES_OPEN,        /* owned by a process */
 };
+#define TP_ROLE_OFFER 2u   /* a server entry offered ahead of any Apply (tp_offer.c) */
 
 /* What survives exec: with everything sent acknowledged, the cursors are the whole state. */
 struct tp_export {
@@ -561,7 +576,7 @@ struct tp_host_entry {
 	_Atomic uint64_t fork_ms; /* last fork of an owner: the child may not be listed yet */
 	_Atomic int32_t fd;    /* informational (tp_conn_set_owner); with pid, copied by a
 				 * move's helper while the program sets them: relaxed */
-	uint32_t role;         /* 0 client, 1 server */
+	uint32_t role;         /* 0 client, 1 server, TP_ROLE_OFFER: an offer (PENDING) */
 	struct tp_key key;
 	uint32_t nonce;        /* ours: seeds what the peer writes into this slot */
 	uint32_t peer_slot, peer_nonce;
@@ -609,7 +624,8 @@ struct tp_host_entry {
 /* TP_HOST_VERSION 4: peer_slot_off of 64 bits; 5: the mailbox's last valid consumer index;
  * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
  * server entries by peer slot and by key); 8: transfer contexts (the pool, the entries' ring
- * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers; 11: e_used (entries above it not cleared); 12: maint_ms */
+ * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers; 11: e_used (entries above it not cleared); 12: maint_ms;
+ * 13: offers (role TP_ROLE_OFFER, the offer_* fields) */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -667,6 +683,16 @@ struct tp_host {
 	 * does none while others do, yet a session kept alive only by short-lived processes still
 	 * gets its passes. */
 	uint64_t maint_ms;
+	/* Offers (tp_offer.c), in the peer session peer_epoch. Server half: offers published
+	 * (OFFER_TX), the peer's consumer index as last read valid, the entry of each record.
+	 * Client half: the peer's offers we took (OFFER_RX), and set-ups that claimed one
+	 * (a counter for display). */
+	uint32_t offer_prod, offer_peer_rx;
+	uint32_t offer_slot[TP_OFFER_SLOTS];
+	uint32_t offer_cons;
+	_Atomic uint64_t offer_claims;
+	_Atomic uint32_t offers_held; /* our entries offered, unclaimed (role TP_ROLE_OFFER): free
+				       * for a connection's purposes (tp_host_free_conns()) */
 	/* The pool of transfer contexts (tp_ring.c), under lock: free rings (a stack: the one
 	 * freed last is reused first, its pages warm), RCxtFreeNum (pool_free, also read
 	 * unlocked), RCxtPRI, and when a request was last refused (unlocked, relaxed: others wait,
@@ -688,6 +714,14 @@ static inline uint32_t tp_host_used(const struct tp_host *h)
 	uint32_t n = atomic_load_explicit(&h->e_used, memory_order_acquire);
 
 	return n < h->contexts ? n : h->contexts;
+}
+
+/* Connection slots of H that no connection holds: free, or offered (tp_offer.c). Relaxed: a
+ * hint read without the host lock (tp_link_load()), exact under it. */
+static inline uint32_t tp_host_free_conns(const struct tp_host *h)
+{
+	return atomic_load_explicit(&h->free_num, memory_order_relaxed) +
+	       atomic_load_explicit(&h->offers_held, memory_order_relaxed);
 }
 
 /* --- process-local state ------------------------------------------------------------------ */
@@ -901,6 +935,11 @@ struct tp_conn {
 	uint32_t dseed_out;
 	bool out_ring_ok;
 	bool rq_nacked;           /* our last request was refused: the timers ask again */
+	bool rq_claim;            /* a claimed offer's grant may come (tp_offer.c: the Claim asked
+				   * for a ring, request TP_OFFER_RQ, answered at once or never):
+				   * the feedback takes it; no request is open (nothing repeats it,
+				   * an idle connection has no timer work), a write that wants a
+				   * ring first asks anew */
 	uint32_t rq_nacks;        /* refusals of this transfer's asks (their interval doubles) */
 	uint64_t rq_ms;           /* when it was made */
 	size_t rq_inline_bytes;   /* sent through the inline slots for want of a ring */
@@ -1239,6 +1278,36 @@ unsigned tp_mbox_process(struct tp_link *l);   /* under lock; returns the Applie
 /* Under lock: write both mailbox indices again (a lost or spoilt one would otherwise stay so
  * until the next packet: a hidden packet, or a producer that sees no room). */
 void tp_mbox_republish(struct tp_link *l);
+/* Under lock: P sent without a ring, and read back from the peer's memory (ntb_read_back()):
+ * 0 once the packet and the index that publishes it are there, -EIO when they are not after a
+ * few tries, or the errors of tp_mbox_send(). */
+int tp_mbox_send_landed(struct tp_link *l, struct tp_pkt *p);
+/* The mailbox seeds: what we write (our session, the peer's), what we read. */
+uint32_t tp_mbox_seed_out(const struct tp_link *l);
+uint32_t tp_mbox_seed_in(const struct tp_link *l);
+/* Fill server entry E (our slot SLOT) from the client's Apply or Claim P (checked by the caller)
+ * and index it: a reservation PENDING for P's key. */
+void tp_mbox_reserve(struct tp_link *l, struct tp_host_entry *e, uint32_t slot,
+		     const struct tp_pkt *p);
+/* Is P's geometry (slot, pool) one our window can take, its version ours? */
+bool tp_mbox_apply_valid(const struct tp_link *l, const struct tp_pkt *p);
+bool tp_mbox_host_listens(struct tp_host *h, uint16_t port);
+
+/* tp_offer.c: offers ([RT]'s Ack made ahead of the Apply). Under lock. */
+/* Server: the peer's consumer index (OFFER_RX), read before the mailbox is processed; then the
+ * offers it took without a claim freed and the ring refilled (RX_OK: the word read checked). */
+bool tp_offer_rx_read(struct tp_link *l, uint32_t *ret_rx);
+void tp_offer_refill(struct tp_link *l, bool rx_ok, uint32_t rx);
+/* Server: a new peer session; every offer of the last one is freed, both halves start over. */
+void tp_offer_reset(struct tp_link *l);
+/* Server: the client's Claim P of an offer (from the mailbox). */
+void tp_offer_on_claim(struct tp_link *l, const struct tp_pkt *p);
+/* Client: take the peer's next offer for our entry SLOT (its key, msgid and pri set): 0 with the
+ * entry answered (result TP_PKT_ACK, as by an Ack) once the claim is in the peer's memory;
+ * -ENOENT when no offer is there; -EIO when the claim did not land (the caller applies). */
+int tp_offer_claim(struct tp_link *l, uint32_t slot);
+/* Both: write our offer index words again (tp_mbox_republish()). */
+void tp_offer_republish(struct tp_link *l);
 
 /* tp_ring.c: transfer contexts (header comment, TRANSFER CONTEXTS) */
 #define TP_GRANT_QUANTUM_MS 50u /* a grant is asked back after this while others wait */

@@ -1005,7 +1005,7 @@ int tp_link_load(struct tp_link *l)
 		return -ENETDOWN;
 	/* relaxed: a hint; the pool's count changes under the host lock, a placement racing
 	 * with another process's set-up may both pick the same link */
-	uint32_t free_num = atomic_load_explicit(&l->host->free_num, memory_order_relaxed);
+	uint32_t free_num = tp_host_free_conns(l->host); /* (offers are no load) */
 
 	return free_num < l->host->contexts ? (int)(l->host->contexts - free_num) : 0;
 }

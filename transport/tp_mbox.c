@@ -3,6 +3,7 @@
  * consumed under the host lock, and the receiver half of [RT]'s set-up (context admission). */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/tp_int.h"
@@ -30,6 +31,16 @@ static uint32_t seed_in(const struct tp_link *l)
 	return tp_mbox_seed(l->host->peer_epoch, ntb_link_epoch(l->ntb));
 }
 
+uint32_t tp_mbox_seed_out(const struct tp_link *l)
+{
+	return seed_out(l);
+}
+
+uint32_t tp_mbox_seed_in(const struct tp_link *l)
+{
+	return seed_in(l);
+}
+
 /* Packets in the peer's mailbox it has not consumed, as far as we know. Its consumer index
  * (MBOX_RX) counts when the word passes its check and lies between the last valid one and our
  * producer index. Any other word frees nothing: one spoilt or lost on the way (a faulty link), or
@@ -47,8 +58,9 @@ static uint32_t mbox_unconsumed(struct tp_link *l)
 	return h->mbox_prod - h->mbox_peer_rx;
 }
 
-/* Send P through the peer's mailbox, ringing its doorbell if RING. */
-static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
+/* Send P through the peer's mailbox, ringing its doorbell if RING; the packet's window offset
+ * into *RET_OFF (may be NULL). */
+static int mbox_send_at(struct tp_link *l, struct tp_pkt *p, bool ring, uint32_t *ret_off)
 {
 	struct tp_host *h = l->host;
 	uint32_t seed = seed_out(l);
@@ -75,7 +87,66 @@ static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 	ntb_wc_flush(l->ntb);
 	if (ring)
 		ntb_peer_db_ring(l->ntb);
+	if (ret_off)
+		*ret_off = off;
 	return 0;
+}
+
+static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
+{
+	return mbox_send_at(l, p, ring, NULL);
+}
+
+/* How many times a packet is written again when its read-back differs (a link that drops or
+ * spoils writes: the fault decorator), and how long the last read-back may wait for a write the
+ * link delays. */
+#define TP_LANDED_TRIES 3
+#define TP_LANDED_WAIT_NS 200000u
+
+int tp_mbox_send_landed(struct tp_link *l, struct tp_pkt *p)
+{
+	struct tp_host *h = l->host;
+	uint32_t off;
+	int rc = mbox_send_at(l, p, false, &off);
+
+	if (rc < 0)
+		return rc;
+	uint64_t want_tx = tp_cw_make(seed_out(l), h->mbox_prod);
+	uint64_t end = 0;
+
+	for (int tries = 0;;) {
+		struct tp_pkt back;
+		uint64_t tx;
+
+		if (ntb_read_back(l->ntb, off, &back, sizeof(back)) < 0 ||
+		    ntb_read_back(l->ntb, TP_OFF_MBOX_TX, &tx, sizeof(tx)) < 0)
+			return -EIO;
+		bool pkt_ok = !memcmp(&back, p, sizeof(back));
+
+		/* (a later packet of ours may have moved the index on: not here, under our lock) */
+		if (pkt_ok && tx == want_tx)
+			return 0;
+		if (++tries >= TP_LANDED_TRIES) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+
+			if (!end)
+				end = now + TP_LANDED_WAIT_NS;
+			if (now >= end)
+				return -EIO;
+			cpu_relax();
+			continue;
+		}
+		/* written again: the same bytes (the peer reads a packet once, by its sequence) */
+		if (!pkt_ok)
+			ntb_write(l->ntb, off, p, sizeof(*p));
+		ntb_to_peer_barrier(l->ntb);
+		if (tx != want_tx)
+			tp_out_word(l, TP_OFF_MBOX_TX, seed_out(l), h->mbox_prod);
+		ntb_wc_flush(l->ntb);
+	}
 }
 
 int tp_mbox_send(struct tp_link *l, struct tp_pkt *p)
@@ -120,7 +191,7 @@ void tp_mbox_sleepers(struct tp_link *l, uint32_t slot, bool asleep)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-static bool host_listens(struct tp_host *h, uint16_t port)
+bool tp_mbox_host_listens(struct tp_host *h, uint16_t port)
 {
 	int me = tp_self_pid();
 
@@ -203,6 +274,34 @@ static void reply(struct tp_link *l, const struct tp_pkt *in, uint8_t type, uint
 	}
 }
 
+bool tp_mbox_apply_valid(const struct tp_link *l, const struct tp_pkt *p)
+{
+	return p->version == TP_WIRE_VERSION &&
+	       tp_geom_valid(l, tp_pkt_slot_off(p), p->inline_n, p->qsize) &&
+	       tp_pool_valid(l, tp_pkt_pool_off(p), p->pool_n, p->qsize, p->ring) &&
+	       p->client_slot < (l->out_size - TP_OFF_SLOTS) / 128u;
+}
+
+void tp_mbox_reserve(struct tp_link *l, struct tp_host_entry *e, uint32_t slot,
+		     const struct tp_pkt *p)
+{
+	e->role = 1;
+	e->key = p->key;
+	e->peer_slot = p->client_slot;
+	e->peer_nonce = p->client_nonce;
+	e->peer_slot_off = tp_pkt_slot_off(p);
+	e->peer_inline_n = p->inline_n;
+	e->peer_qsize = p->qsize;
+	tp_ent_peer_pool(e, p);
+	e->msgid = p->msgid;
+	e->pri = p->pri;
+	e->peer_epoch = ntb_link_peer_epoch(l->ntb);
+	/* relaxed: a setting (tp_link_set_balance()) */
+	e->framed = (p->apply_flags & TP_APPLY_FRAMED) &&
+		    atomic_load_explicit(&l->balance, memory_order_relaxed);
+	tp_hidx_add_server(l->host, slot);
+}
+
 static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 {
 	struct tp_host *h = l->host;
@@ -240,7 +339,8 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 	}
 	/* (a re-attachment: a connection accepted here moves from another link, maybe after
 	 * its listener closed) */
-	if (!(p->apply_flags & TP_APPLY_REATTACH) && !host_listens(h, tp_key_server_port(&p->key))) {
+	if (!(p->apply_flags & TP_APPLY_REATTACH) &&
+	    !tp_mbox_host_listens(h, tp_key_server_port(&p->key))) {
 		reply(l, p, TP_PKT_NACK, TP_REASON_NO_LISTENER, NULL, 0);
 		return;
 	}
@@ -250,10 +350,7 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		reply(l, p, TP_PKT_NACK, TP_REASON_ADMIN_DOWN, NULL, 0);
 		return;
 	}
-	if (p->version != TP_WIRE_VERSION ||
-	    !tp_geom_valid(l, tp_pkt_slot_off(p), p->inline_n, p->qsize) ||
-	    !tp_pool_valid(l, tp_pkt_pool_off(p), p->pool_n, p->qsize, p->ring) ||
-	    p->client_slot >= (l->out_size - TP_OFF_SLOTS) / 128u) {
+	if (!tp_mbox_apply_valid(l, p)) {
 		reply(l, p, TP_PKT_NACK, TP_REASON_PEER_ERROR, NULL, 0);
 		return;
 	}
@@ -272,22 +369,8 @@ static void on_apply(struct tp_link *l, const struct tp_pkt *p)
 		return;
 	}
 	struct tp_host_entry *e = &h->e[slot];
-	e->role = 1;
-	e->key = p->key;
-	e->peer_slot = p->client_slot;
-	e->peer_nonce = p->client_nonce;
-	e->peer_slot_off = tp_pkt_slot_off(p);
-	e->peer_inline_n = p->inline_n;
-	e->peer_qsize = p->qsize;
-	tp_ent_peer_pool(e, p);
-	e->msgid = p->msgid;
-	e->pri = p->pri;
 	e->epoch = 0;
-	e->peer_epoch = ntb_link_peer_epoch(l->ntb);
-	/* relaxed: a setting (tp_link_set_balance()) */
-	e->framed = (p->apply_flags & TP_APPLY_FRAMED) &&
-		    atomic_load_explicit(&l->balance, memory_order_relaxed);
-	tp_hidx_add_server(h, (uint32_t)slot);
+	tp_mbox_reserve(l, e, (uint32_t)slot, p);
 	LOG(LL_DEBUG, "transport: Apply msgid %u pri %u → slot %d", p->msgid, p->pri, slot);
 	reply(l, p, TP_PKT_ACK, 0, e, (uint32_t)slot);
 }
@@ -348,15 +431,19 @@ unsigned tp_mbox_process(struct tp_link *l)
 {
 	struct tp_host *h = l->host;
 	uint32_t peer_epoch = ntb_link_peer_epoch(l->ntb);
-	uint32_t ptx, start;
+	uint32_t ptx, start, offer_rx;
 	unsigned applies = 0;
+	bool offer_ok;
 
 	/* no admissions from a table that is no longer shared (see tp_host_lost()) */
 	if (!peer_epoch || tp_host_lost(l))
 		return 0;
 	if (h->peer_epoch != peer_epoch) {
 		/* a new peer session: its mailbox indices start over, and so do ours; it learns at
-		 * once that it may fill its mailbox here (its MBOX_RX of our mailbox is 0) */
+		 * once that it may fill its mailbox here (its MBOX_RX of our mailbox is 0); the
+		 * offers of the last session are freed first (they carry its epoch), and both our
+		 * offer words start over (OFFER_RX at 0 tells the peer that we take offers) */
+		tp_offer_reset(l);
 		h->peer_epoch = peer_epoch;
 		h->mbox_cons = 0;
 		h->mbox_prod = 0;
@@ -366,7 +453,11 @@ unsigned tp_mbox_process(struct tp_link *l)
 		 * which only costs rings) */
 		tp_out_word(l, TP_OFF_MBOX_RING, seed_out(l), h->mbox_sleepers);
 		tp_listen_publish(l, true);
+		tp_offer_republish(l);
 	}
+	/* (before the packets: a Claim is in the mailbox before the client counts its offer
+	 * taken, so every offer counted here without a Claim below was taken without one) */
+	offer_ok = tp_offer_rx_read(l, &offer_rx);
 	/* acquire: MBOX_TX before the packets it publishes; pairs with the barrier in
 	 * tp_mbox_send() on the peer */
 	if (!tp_cw_check(seed_in(l), tp_in_word(l, TP_OFF_MBOX_TX), &ptx) ||
@@ -397,6 +488,8 @@ unsigned tp_mbox_process(struct tp_link *l)
 			on_answer(l, &p);
 		else if (p.type == TP_PKT_CANCEL)
 			on_cancel(l, &p);
+		else if (p.type == TP_PKT_CLAIM)
+			tp_offer_on_claim(l, &p), applies++;
 	}
 	if (start != h->mbox_cons) {
 		/* release: the packet copies above before the index that hands their slots
@@ -404,6 +497,7 @@ unsigned tp_mbox_process(struct tp_link *l)
 		ntb_from_peer_barrier();
 		tp_out_word(l, TP_OFF_MBOX_RX, seed_out(l), h->mbox_cons);
 	}
+	tp_offer_refill(l, offer_ok, offer_rx);
 	return applies;
 }
 
@@ -421,5 +515,6 @@ void tp_mbox_republish(struct tp_link *l)
 	tp_out_word(l, TP_OFF_MBOX_TX, seed, h->mbox_prod);
 	/* (and the count of our set-ups asleep: a lost write of it cost every sleep its 1 ms) */
 	tp_out_word(l, TP_OFF_MBOX_RING, seed, h->mbox_sleepers);
+	tp_offer_republish(l);
 	ntb_wc_flush(l->ntb);
 }

@@ -164,6 +164,7 @@ void tp_tx_ring_want(struct tp_conn *c, size_t backlog)
 		return;
 	}
 	c->rq_deferred = false;
+	c->rq_claim = false;
 	c->rq_inline_bytes = 0;
 	c->rq_nacks = 0;
 	c->hold_ms = tp_now_ms();
@@ -200,7 +201,9 @@ void tp_tx_ring_feedback(struct tp_conn *c)
 	struct tp_host_entry *e = c->ent;
 	uint32_t v, g;
 
-	if (e->rq_open && tp_slot_word(c, TP_W_FB_RANS, &v) && (v & 0xffffu) == e->rq) {
+	/* (RQ_CLAIM: the grant a claimed offer may have brought, tp_offer.c; never refused) */
+	if ((e->rq_open || c->rq_claim) && tp_slot_word(c, TP_W_FB_RANS, &v) &&
+	    (v & 0xffffu) == e->rq) {
 		if (v & TP_RANS_NACK) {
 			c->rq_nacked = true; /* the timers ask again, CnctPRI + 1 */
 		} else if (tp_slot_word(c, TP_W_FB_GRANT, &g) && (g >> 16) &&
@@ -211,6 +214,7 @@ void tp_tx_ring_feedback(struct tp_conn *c)
 			e->peer_ring_gen = g >> 16;
 			e->peer_yield = 0;
 			e->rq_open = 0;
+			c->rq_claim = false;
 			c->rq_nacked = false;
 			c->tx_faulted = false; /* (its pages: tp_tx_prefault()) */
 			out_ring_load(c);

@@ -466,6 +466,9 @@ struct tp_link_stat {
 	/* its pool of transfer contexts (data rings for the peer's senders, tp_ring.c): rings,
 	 * free now, granted, requests refused, grants asked back (others waited) */
 	uint64_t rings, rings_free, ring_grants, ring_refusals, ring_yields;
+	/* offers (connection set-up without a round trip): this host's to the peer, held now,
+	 * and this host's set-ups that claimed one of the peer's */
+	uint64_t offers_held, offer_claims;
 };
 int tp_link_stat(const struct ntb_link_params *lp, struct tp_link_stat *ret);
 

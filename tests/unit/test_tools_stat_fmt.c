@@ -22,7 +22,8 @@ static struct tool_stat_row rows[2] = {
 static struct tool_stat_link links[2] = {
 	{ .name = "ab", .admin_down = false, .conns = 3, .setups = 10, .tx_bytes = 1048576,
 	  .rx_bytes = 37, .transfers = 11, .congestion = 4, .failovers = 1, .expansions = 2, .rings = 256,
-	  .rings_free = 250, .ring_grants = 40, .ring_refusals = 7, .ring_yields = 3 },
+	  .rings_free = 250, .ring_grants = 40, .ring_refusals = 7, .ring_yields = 3,
+	  .offers_held = 8, .offer_claims = 99 },
 	{ .name = "c\"d", .admin_down = true },
 };
 
@@ -96,10 +97,12 @@ static void test_links(void **state)
 				 "link ab: conns 3 setups 10 tx_bytes 1048576 rx_bytes 37 "
 				 "transfers 11 congestion 4 failovers 1 expansions 2\n"
 				 "link ab: rings 256 free 250 grants 40 refused 7 asked_back 3\n"
+				 "link ab: offers held 8 claimed 99\n"
 				 "link c\"d: admin down (connections use tcp)\n"
 				 "link c\"d: conns 0 setups 0 "
 				 "tx_bytes 0 rx_bytes 0 transfers 0 congestion 0 failovers 0 expansions 0\n"
-				 "link c\"d: rings 0 free 0 grants 0 refused 0 asked_back 0\n");
+				 "link c\"d: rings 0 free 0 grants 0 refused 0 asked_back 0\n"
+				 "link c\"d: offers held 0 claimed 0\n");
 	free(buf);
 }
 
@@ -137,11 +140,11 @@ static void test_json(void **state)
 			       "\"conns\":3,\"setups\":10,\"tx_bytes\":1048576,\"rx_bytes\":37,"
 			       "\"transfers\":11,\"congestion\":4,\"failovers\":1,\"expansions\":2,"
 			       "\"rings\":{\"total\":256,\"free\":250,\"grants\":40,\"refused\":7,"
-			       "\"asked_back\":3}},"
+			       "\"asked_back\":3},\"offers\":{\"held\":8,\"claimed\":99}},"
 			       "{\"name\":\"c\\\"d\",\"admin\":\"down\",\"conns\":0,\"setups\":0,"
 			       "\"tx_bytes\":0,\"rx_bytes\":0,\"transfers\":0,\"congestion\":0,"
 			       "\"failovers\":0,\"expansions\":0,\"rings\":{\"total\":0,\"free\":0,\"grants\":0,"
-			       "\"refused\":0,\"asked_back\":0}}]}\n");
+			       "\"refused\":0,\"asked_back\":0},\"offers\":{\"held\":0,\"claimed\":0}}]}\n");
 	free(s);
 }
 

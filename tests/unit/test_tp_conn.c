@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "ntb/ntb_int.h"
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
 #include "util/log.h"
@@ -291,6 +292,193 @@ static void test_lost_ack_repeated(void **state)
 	assert_int_equal(tl_recv_some(j.c, buf, sizeof(buf), 2000), 2);
 	tp_close(j.c);
 	tp_close(s);
+	tl_pair_close(&p);
+}
+
+/* Offers (tp_offer.c), on a pair whose hosts offer (64 slots: 4 offers each). */
+static uint32_t offers_held(struct tp_link *l)
+{
+	/* relaxed: a counter polled */
+	return atomic_load_explicit(&l->host->offers_held, memory_order_relaxed);
+}
+
+static uint64_t offer_claims(struct tp_link *l)
+{
+	return atomic_load_explicit(&l->host->offer_claims, memory_order_relaxed);
+}
+
+/* Wait until L's host holds N offers (made by its next look at the mailbox: its helper's). */
+static void wait_offers(struct tp_link *l, uint32_t n)
+{
+	uint64_t end = tl_now_ms() + 3000;
+
+	while (offers_held(l) != n && tl_now_ms() < end)
+		usleep(1000);
+	assert_int_equal(offers_held(l), n);
+}
+
+/* One byte each way between CA and CB. */
+static void byte_each_way(struct tp_conn *ca, struct tp_conn *cb)
+{
+	char buf[4];
+
+	assert_int_equal(tl_send_all(ca, "a", 1), 0);
+	assert_int_equal(tl_recv_some(cb, buf, sizeof(buf), 2000), 1);
+	assert_int_equal(buf[0], 'a');
+	assert_int_equal(tl_send_all(cb, "b", 1), 0);
+	assert_int_equal(tl_recv_some(ca, buf, sizeof(buf), 2000), 1);
+	assert_int_equal(buf[0], 'b');
+}
+
+/* Once the server host offered, a set-up claims an offer instead of applying: nothing comes
+ * back through the client's mailbox, the server's attach finds the claim, the connection
+ * carries data (a large write through the data ring the claim was granted), and the server
+ * offers again. Connections closed, every slot is free or offered again. */
+static void test_offer_claimed(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb, *ca2, *cb2;
+
+	(void)state;
+	pair_open_ctx(&p, "offer", 64);
+	uint32_t keep = 64u / 16u, fa = tp_host_free_conns(p.a->host),
+		 fb = tp_host_free_conns(p.b->host);
+
+	connect_pair(&p, 31, &ca, &cb);
+	wait_offers(p.b, keep);
+	uint64_t claims0 = offer_claims(p.a), araw0 = in_raw(p.a, TP_OFF_MBOX_TX);
+	uint32_t cons0 = mbox_consumed(p.b);
+
+	connect_pair(&p, 32, &ca2, &cb2);
+	assert_int_equal(offer_claims(p.a), claims0 + 1);
+	assert_true(in_raw(p.a, TP_OFF_MBOX_TX) == araw0); /* no Ack, nothing else */
+	assert_int_equal(mbox_consumed(p.b), cons0 + 1);    /* the Claim */
+	byte_each_way(ca2, cb2);
+	/* a write larger than the inline slots hold goes through the ring the claim got */
+	static uint8_t big[40 * 1024], got[40 * 1024];
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + 3);
+	for (size_t off = 0; off < sizeof(big); off += 8192) {
+		assert_int_equal(tl_send_all(ca2, big + off, 8192), 0);
+		for (size_t n = 0; n < 8192;) {
+			ssize_t r = tl_recv_some(cb2, got + off + n, 8192 - n, 2000);
+
+			assert_true(r > 0);
+			n += (size_t)r;
+		}
+	}
+	assert_memory_equal(big, got, sizeof(big));
+	assert_true(ca2->ent->peer_ring != 0);
+	/* a second attach under the key finds nothing: one reservation */
+	struct tp_key k;
+	struct tp_conn *none = NULL;
+
+	tl_key(&k, 32, 8080);
+	assert_int_equal(tp_attach(p.b, &k, &none), -ENOENT);
+	wait_offers(p.b, keep);
+	tp_close(ca);
+	tp_close(cb);
+	tp_close(ca2);
+	tp_close(cb2);
+	uint64_t end = tl_now_ms() + 5000;
+
+	while ((tp_host_free_conns(p.a->host) != fa || tp_host_free_conns(p.b->host) != fb) &&
+	       tl_now_ms() < end)
+		usleep(2000);
+	assert_int_equal(tp_host_free_conns(p.a->host), fa);
+	assert_int_equal(tp_host_free_conns(p.b->host), fb);
+	tl_pair_close(&p);
+}
+
+/* A Claim that does not land (the link drops every write for a few ms) makes the client apply:
+ * the set-up still succeeds, once, with no offer counted claimed, and the server frees the
+ * offer taken without a Claim (it offers again). */
+static void test_offer_claim_lost(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	struct ntb_link_params lp;
+	struct connect_job j = { .p = &p };
+	struct tp_conn *ca, *cb, *s = NULL;
+	pthread_t t;
+
+	(void)state;
+	tp_params_init(&tpp);
+	tpp.contexts = tpp.connections = 64;
+	tpp.setup_timeout_ms = 3000;
+	memset(&p, 0, sizeof(p));
+	snprintf(p.path, sizeof(p.path), "/dev/shm/ntbsock-test-offerlost-%d", getpid());
+	tl_unlink(p.path);
+	tl_params(&lp, p.path, 0, 4u << 20);
+	lp.fault.enabled = true; /* (rates 0: none until set below) */
+	lp.fault.seed = 5;
+	assert_int_equal(tp_link_open(&lp, &tpp, &p.a), 0);
+	assert_int_equal(tl_open(p.path, 1, 4u << 20, &tpp, &p.b), 0);
+	assert_int_equal(tp_listen(p.b, 8080), 0);
+	assert_int_equal(tl_wait_listen(p.a, 8080, 5000), 0);
+	connect_pair(&p, 41, &ca, &cb);
+	wait_offers(p.b, 4);
+	uint64_t claims0 = offer_claims(p.a);
+
+	tl_key(&j.k, 42, 8080);
+	ntb_fault_set_drop(p.a->ntb->fault, 1.0);
+	assert_int_equal(pthread_create(&t, NULL, connect_thread, &j), 0);
+	usleep(20000);
+	ntb_fault_set_drop(p.a->ntb->fault, 0.0);
+	pthread_join(t, NULL);
+	print_message("claim lost: set-up %d (%s) in %llu ms\n", j.rc, tp_reason_str(j.why),
+		      (unsigned long long)j.ms);
+	assert_int_equal(j.rc, 0);
+	assert_int_equal(offer_claims(p.a), claims0); /* applied */
+	assert_int_equal(tp_attach(p.b, &j.k, &s), 0);
+	struct tp_conn *none = NULL;
+
+	assert_int_equal(tp_attach(p.b, &j.k, &none), -ENOENT);
+	byte_each_way(j.c, s);
+	/* the offer taken without a Claim is freed and made again */
+	wait_offers(p.b, 4);
+	tp_close(j.c);
+	tp_close(s);
+	tp_close(ca);
+	tp_close(cb);
+	tl_pair_close(&p);
+}
+
+/* An offer record that fails its checks (spoilt on the way, or a hostile peer's) is passed
+ * over: the set-up applies, and the server frees the offer counted taken. */
+static void test_offer_spoilt_applies(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb, *ca2, *cb2;
+
+	(void)state;
+	pair_open_ctx(&p, "offerbad", 64);
+	connect_pair(&p, 51, &ca, &cb);
+	wait_offers(p.b, 4);
+	uint64_t claims0 = offer_claims(p.a);
+
+	tp_host_lock(p.a);
+	uint32_t k = p.a->host->offer_cons;
+	volatile uint8_t *rec = (volatile uint8_t *)(void *)(p.a->in + TP_OFF_OFFER +
+							    (k % TP_OFFER_SLOTS) * TP_MBOX_PKT);
+
+	rec[offsetof(struct tp_pkt, server_slot)] ^= 0x40;
+	tp_host_unlock(p.a);
+	connect_pair(&p, 52, &ca2, &cb2);
+	assert_int_equal(offer_claims(p.a), claims0); /* applied */
+	byte_each_way(ca2, cb2);
+	wait_offers(p.b, 4);
+	/* the next one claims again */
+	tp_close(ca2);
+	tp_close(cb2);
+	connect_pair(&p, 53, &ca2, &cb2);
+	assert_int_equal(offer_claims(p.a), claims0 + 1);
+	byte_each_way(ca2, cb2);
+	tp_close(ca2);
+	tp_close(cb2);
+	tp_close(ca);
+	tp_close(cb);
 	tl_pair_close(&p);
 }
 
@@ -990,6 +1178,9 @@ int main(void)
 		cmocka_unit_test(test_retransmit_sends_no_stale_bytes),
 		cmocka_unit_test(test_conn_cache_trim),
 		cmocka_unit_test(test_close_after_pass_clock),
+		cmocka_unit_test(test_offer_claimed),
+		cmocka_unit_test(test_offer_claim_lost),
+		cmocka_unit_test(test_offer_spoilt_applies),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
