@@ -157,7 +157,7 @@ int ntb_write64(struct ntb_link *link, size_t off, uint64_t v);
  * posted writes: once it returns, those writes have landed and the peer will read what it
  * read. Never on the data path (rule 1 of doc/design.md §3): a set-up uses it to know that a
  * claim it wrote is in the peer's memory before it lets the TCP handshake complete
- * (transport/tp_grant.c). Write-combining buffers are drained first. -EINVAL out of bounds,
+ * (transport/tp_offer.c). Write-combining buffers are drained first. -EINVAL out of bounds,
  * -ENOTSUP where the window is not mapped for reading. */
 int ntb_read_back(struct ntb_link *link, size_t off, void *dst, size_t len);
 

@@ -583,8 +583,9 @@ void tp_host_reclaim(struct tp_link *l)
 			if (e->role == TP_ROLE_OFFER) {
 				/* an offer (tp_offer.c) is never withdrawn within its peer session:
 				 * the peer may be claiming it; one of another session that the
-				 * offers' reset missed (its holder died) is */
-				gone = e->peer_epoch != h->peer_epoch;
+				 * offers' reset missed, or one its maker died before publishing (a
+				 * process that died holding the lock), is */
+				gone = e->peer_epoch != h->peer_epoch || !tp_offer_listed(h, i);
 				break;
 			}
 			gone = clock_age_ms(now, e->created_ms) > pend_ms ||

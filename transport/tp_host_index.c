@@ -88,6 +88,7 @@ void tp_hidx_rebuild(struct tp_host *h)
 
 	memset(peer_heads(h), 0, tp_hidx_size(h->contexts));
 	h->free_head = h->free_tail = 0;
+	uint32_t offers = 0;
 	for (uint32_t i = 0, used = tp_host_used(h); i < used; i++) {
 		struct tp_host_entry *e = &h->e[i];
 
@@ -98,7 +99,12 @@ void tp_hidx_rebuild(struct tp_host *h)
 			free_push(h, i); /* (no memory to sort: in table order) */
 		else if (is_server(e))
 			tp_hidx_add_server(h, i);
+		else if (e->state == TP_ES_PENDING && e->role == TP_ROLE_OFFER)
+			offers++;
 	}
+	/* (the offers counted again: a holder that died between an offer's change and its count;
+	 * relaxed, under the host lock) */
+	atomic_store_explicit(&h->offers_held, offers, memory_order_relaxed);
 	if (order) {
 		qsort_r(order, n, sizeof(*order), by_release, h);
 		for (uint32_t k = 0; k < n; k++)

@@ -1298,6 +1298,9 @@ bool tp_mbox_host_listens(struct tp_host *h, uint16_t port);
  * offers it took without a claim freed and the ring refilled (RX_OK: the word read checked). */
 bool tp_offer_rx_read(struct tp_link *l, uint32_t *ret_rx);
 void tp_offer_refill(struct tp_link *l, bool rx_ok, uint32_t rx);
+/* Server: is our entry SLOT one of the offers published and not counted taken? (An offer that
+ * is not: its maker died before publishing it, freed by the reclaim.) */
+bool tp_offer_listed(const struct tp_host *h, uint32_t slot);
 /* Server: a new peer session; every offer of the last one is freed, both halves start over. */
 void tp_offer_reset(struct tp_link *l);
 /* Server: the client's Claim P of an offer (from the mailbox). */

@@ -97,7 +97,7 @@ static int mbox_send(struct tp_link *l, struct tp_pkt *p, bool ring)
 	return mbox_send_at(l, p, ring, NULL);
 }
 
-/* How many times a packet is written again when its read-back differs (a link that drops or
+/* How many times the index is written again when its read-back differs (a link that drops or
  * spoils writes: the fault decorator), and how long the last read-back may wait for a write the
  * link delays. */
 #define TP_LANDED_TRIES 3
@@ -121,10 +121,15 @@ int tp_mbox_send_landed(struct tp_link *l, struct tp_pkt *p)
 		if (ntb_read_back(l->ntb, off, &back, sizeof(back)) < 0 ||
 		    ntb_read_back(l->ntb, TP_OFF_MBOX_TX, &tx, sizeof(tx)) < 0)
 			return -EIO;
-		bool pkt_ok = !memcmp(&back, p, sizeof(back));
-
+		/* The packet is never written again: the peer may have read a spoilt one already
+		 * (published by an index that landed) and passed over it for good; the same bytes
+		 * rewritten would be taken for landed but never read. A packet that differs is a
+		 * Claim lost (the caller applies); only the index is written again (a packet just
+		 * beyond it is read all the same: tp_mbox_process()). */
+		if (memcmp(&back, p, sizeof(back)))
+			return -EIO;
 		/* (a later packet of ours may have moved the index on: not here, under our lock) */
-		if (pkt_ok && tx == want_tx)
+		if (tx == want_tx)
 			return 0;
 		if (++tries >= TP_LANDED_TRIES) {
 			struct timespec ts;
@@ -139,12 +144,7 @@ int tp_mbox_send_landed(struct tp_link *l, struct tp_pkt *p)
 			cpu_relax();
 			continue;
 		}
-		/* written again: the same bytes (the peer reads a packet once, by its sequence) */
-		if (!pkt_ok)
-			ntb_write(l->ntb, off, p, sizeof(*p));
-		ntb_to_peer_barrier(l->ntb);
-		if (tx != want_tx)
-			tp_out_word(l, TP_OFF_MBOX_TX, seed_out(l), h->mbox_prod);
+		tp_out_word(l, TP_OFF_MBOX_TX, seed_out(l), h->mbox_prod);
 		ntb_wc_flush(l->ntb);
 	}
 }
@@ -436,8 +436,19 @@ unsigned tp_mbox_process(struct tp_link *l)
 	bool offer_ok;
 
 	/* no admissions from a table that is no longer shared (see tp_host_lost()) */
-	if (!peer_epoch || tp_host_lost(l))
+	if (tp_host_lost(l))
 		return 0;
+	/* While the link looks down here (the peer's heartbeat late on a starved host, or a
+	 * process that has not seen it move yet), the packets of the session we know are still
+	 * read: a Claim must be found by the accept() that follows it (tp_offer.c). Answers and
+	 * offers wait for the link (tp_mbox_send() refuses, tp_offer_refill() makes none). */
+	bool live = peer_epoch != 0;
+
+	if (!live) {
+		if (!h->peer_epoch)
+			return 0;
+		peer_epoch = h->peer_epoch;
+	}
 	if (h->peer_epoch != peer_epoch) {
 		/* a new peer session: its mailbox indices start over, and so do ours; it learns at
 		 * once that it may fill its mailbox here (its MBOX_RX of our mailbox is 0); the
@@ -497,7 +508,8 @@ unsigned tp_mbox_process(struct tp_link *l)
 		ntb_from_peer_barrier();
 		tp_out_word(l, TP_OFF_MBOX_RX, seed_out(l), h->mbox_cons);
 	}
-	tp_offer_refill(l, offer_ok, offer_rx);
+	if (live)
+		tp_offer_refill(l, offer_ok, offer_rx);
 	return applies;
 }
 

@@ -65,6 +65,16 @@ void tp_offer_reset(struct tp_link *l)
 	h->offer_prod = h->offer_peer_rx = h->offer_cons = 0;
 }
 
+bool tp_offer_listed(const struct tp_host *h, uint32_t slot)
+{
+	uint32_t n = h->offer_prod - h->offer_peer_rx;
+
+	for (uint32_t k = 0; k < n && k < TP_OFFER_SLOTS; k++)
+		if (h->offer_slot[(h->offer_peer_rx + k) % TP_OFFER_SLOTS] == slot)
+			return true;
+	return false;
+}
+
 void tp_offer_republish(struct tp_link *l)
 {
 	struct tp_host *h = l->host;
@@ -188,9 +198,15 @@ void tp_offer_on_claim(struct tp_link *l, const struct tp_pkt *p)
 		tp_slot_free(l, slot); /* (a broken peer: nowhere to write a reset) */
 		return;
 	}
+	tp_mbox_reserve(l, e, slot, p); /* (role 1 from here: no longer an offer) */
 	atomic_fetch_sub_explicit(&h->offers_held, 1, memory_order_relaxed); /* (as above) */
 	atomic_fetch_add_explicit(&h->totals.setups, 1, memory_order_relaxed); /* (offer_make()) */
-	tp_mbox_reserve(l, e, slot, p);
+	/* a reservation from now: the backstop of the reclaim counts from the claim, not from the
+	 * offer (which may be minutes old) */
+	e->created_ms = tp_now_ms();
+	/* the Claim's ring request (TP_OFFER_RQ) is answered here, granted or not: the client's
+	 * next request has the next number */
+	e->rq_ans = TP_OFFER_RQ;
 	if (!tp_mbox_host_listens(h, tp_key_server_port(&p->key))) {
 		/* The port's listener closed since the client looked (its bitmap): as after an
 		 * accept that cannot attach (tp_refuse()), the client reads a reset. */
@@ -215,7 +231,6 @@ void tp_offer_on_claim(struct tp_link *l, const struct tp_pkt *p)
 	if (e->ring) {
 		tp_out_word(l, e->peer_slot_off + TP_W_FB_GRANT, e->peer_nonce,
 			    (e->ring - 1u) | e->ring_gen << 16);
-		e->rq_ans = TP_OFFER_RQ;
 		e->rans = TP_OFFER_RQ;
 		/* the grant before the answer that sends the sender to it (tp_rx_ring_service()) */
 		ntb_to_peer_barrier(l->ntb);
@@ -273,6 +288,10 @@ int tp_offer_claim(struct tp_link *l, uint32_t slot)
 	int rc = tp_mbox_send_landed(l, &c);
 
 	offer_rx_publish(l);
+	if (rc == -EIO)
+		/* the Claim may land after all and be answered (the server's next request number
+		 * is then TP_OFFER_RQ + 1, whichever way the Apply is answered) */
+		e->rq = TP_OFFER_RQ;
 	if (rc < 0)
 		return rc == -EIO ? -EIO : -ENOENT;
 	/* answered, as by an Ack (tp_mbox.c: on_answer()) */

@@ -482,6 +482,180 @@ static void test_offer_spoilt_applies(void **state)
 	tl_pair_close(&p);
 }
 
+/* An offer older than the reclaim's backstop for reservations (an idle server), claimed: the
+ * maintenance pass that processes its Claim keeps the reservation for the accept() to come
+ * (found by the review of the offers: created_ms was the offer's). */
+static void test_old_offer_reclaimed(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb, *c2 = NULL, *s2 = NULL;
+	struct tp_key k;
+	enum tp_reason why;
+
+	(void)state;
+	pair_open_ctx(&p, "offerold", 64);
+	assert_int_equal(tl_pair_connect(&p, 31, 8080, true), 0);
+	ca = p.ca;
+	cb = p.cb;
+	wait_offers(p.b, 4);
+	/* age the offers by 200 s (as if made 200 s ago: an idle server) */
+	tp_host_lock(p.b);
+	for (uint32_t i = 0; i < tp_host_used(p.b->host); i++)
+		if (p.b->host->e[i].role == TP_ROLE_OFFER)
+			p.b->host->e[i].created_ms -= 200000;
+	tp_host_unlock(p.b);
+	uint64_t claims0 = atomic_load(&p.a->host->offer_claims);
+
+	tl_key(&k, 32, 8080);
+	assert_int_equal(tp_connect(p.a, &k, 3000, &c2, &why), 0);
+	assert_int_equal(atomic_load(&p.a->host->offer_claims), claims0 + 1); /* claimed */
+	/* the server helper's maintenance pass: mailbox, then reclaim (tp_link.c) */
+	tp_host_lock(p.b);
+	tp_mbox_process(p.b);
+	tp_host_reclaim(p.b);
+	tp_host_unlock(p.b);
+	int rc = tp_attach(p.b, &k, &s2);
+
+	print_message("old offer: client connected (committed) over ntb; server tp_attach() = %d\n", rc);
+	assert_int_equal(rc, 0); /* (-ENOENT: the ends split) */
+	tp_close(ca);
+	tp_close(cb);
+	tl_pair_close(&p);
+}
+
+/* The Claim lands spoilt (as the fault decorator's corrupt does) and the server reads its
+ * mailbox before the client's read-back (published, invalid: passed over for good): the client
+ * must not commit on that Claim (it applies), and the server's accept attaches (found by the
+ * review: a rewrite of the packet read back fine and the ends split). */
+struct rv_job {
+	struct tl_pair *p;
+	struct tp_key k;
+	struct tp_conn *c;
+	enum tp_reason why;
+	int rc;
+};
+
+static void *rv_connect(void *arg)
+{
+	struct rv_job *j = arg;
+
+	j->rc = tp_connect(j->p->a, &j->k, 3000, &j->c, &j->why);
+	return NULL;
+}
+
+static void test_claim_rewrite_after_skip(void **state)
+{
+	struct tl_pair p;
+	struct rv_job j = { .p = &p };
+	struct tp_conn *s = NULL;
+	pthread_t t;
+	struct ntb_link_params lp;
+	struct tp_params tpp;
+
+	(void)state;
+	tp_params_init(&tpp);
+	tpp.contexts = tpp.connections = 64;
+	tpp.setup_timeout_ms = 1000;
+	memset(&p, 0, sizeof(p));
+	snprintf(p.path, sizeof(p.path), "/dev/shm/ntbsock-test-rvB-%d", getpid());
+	tl_unlink(p.path);
+	tl_params(&lp, p.path, 0, 4u << 20);
+	lp.fault.enabled = true;
+	lp.fault.seed = 7;
+	assert_int_equal(tp_link_open(&lp, &tpp, &p.a), 0);
+	assert_int_equal(tl_open(p.path, 1, 4u << 20, &tpp, &p.b), 0);
+	assert_int_equal(tp_listen(p.b, 8080), 0);
+	assert_int_equal(tl_wait_listen(p.a, 8080, 5000), 0);
+	for (int i = 0; i < 5000 && !(tp_link_is_up(p.a) && tp_link_is_up(p.b)); i++)
+		usleep(1000);
+	assert_int_equal(tl_pair_connect(&p, 41, 8080, true), 0);
+	wait_offers(p.b, 4);
+
+	tp_host_lock(p.b); /* (b's helper reads no mailbox meanwhile) */
+	uint32_t cons = p.b->host->mbox_cons, seed = tp_mbox_seed_in(p.b);
+	uint64_t tx0 = *(volatile uint64_t *)(void *)(p.b->in + TP_OFF_MBOX_TX);
+	/* a's writes are delayed from now on (the params are the decorator's first member) */
+	((struct ntb_fault_params *)(void *)p.a->ntb->fault)->delay_us = 2000;
+	tl_key(&j.k, 42, 8080);
+	assert_int_equal(pthread_create(&t, NULL, rv_connect, &j), 0);
+	volatile uint8_t *pk = (volatile uint8_t *)(void *)(p.b->in + TP_OFF_MBOX +
+							   (cons % TP_MBOX_SLOTS) * TP_MBOX_PKT);
+	uint64_t end = tl_now_ms() + 3000;
+	bool spoilt = false;
+
+	while (tl_now_ms() < end) {
+		struct tp_pkt q;
+
+		memcpy(&q, (const void *)pk, sizeof(q));
+		if (tp_pkt_valid(&q, seed, cons + 1) && q.type == TP_PKT_CLAIM) {
+			pk[offsetof(struct tp_pkt, msgid)] ^= 0x10; /* the write "lands spoilt" */
+			spoilt = true;
+			break;
+		}
+	}
+	assert_true(spoilt);
+	while (*(volatile uint64_t *)(void *)(p.b->in + TP_OFF_MBOX_TX) == tx0 &&
+	       tl_now_ms() < end)
+		;
+	tp_mbox_process(p.b); /* published and invalid: skipped */
+	uint32_t cons_after = p.b->host->mbox_cons;
+	tp_host_unlock(p.b);
+	pthread_join(t, NULL);
+	((struct ntb_fault_params *)(void *)p.a->ntb->fault)->delay_us = 0;
+	print_message("spoilt claim: server consumed %u -> %u; client tp_connect() = %d (%s), claims %llu\n",
+		      cons, cons_after, j.rc, tp_reason_str(j.why),
+		      (unsigned long long)atomic_load(&p.a->host->offer_claims));
+	int rc = tp_attach(p.b, &j.k, &s);
+
+	print_message("spoilt claim: server tp_attach() = %d\n", rc);
+	assert_int_equal(j.rc, 0);
+	assert_int_equal(rc, 0); 
+	tl_pair_close(&p);
+}
+
+
+/* A claim made while the pool is not half free gets no ring; its request number is answered
+ * all the same, so that a republished request of the client is not taken for a new one: an
+ * idle connection that never asked holds no ring. */
+static void test_claim_phantom_request(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *c2 = NULL, *s2 = NULL;
+	struct tp_key k;
+	enum tp_reason why;
+	char buf[4];
+
+	(void)state;
+	pair_open_ctx(&p, "offerrq", 64);
+	assert_int_equal(tl_pair_connect(&p, 31, 8080, true), 0);
+	wait_offers(p.b, 4);
+	tp_host_lock(p.b);
+	uint32_t top = p.b->host->pool_top;
+	p.b->host->pool_top = p.b->host->pool_n / 2u; /* (half the pool "in use") */
+	tp_host_unlock(p.b);
+	tl_key(&k, 32, 8080);
+	assert_int_equal(tp_connect(p.a, &k, 3000, &c2, &why), 0);
+	assert_int_equal(tp_attach(p.b, &k, &s2), 0);
+	tp_host_lock(p.b);
+	p.b->host->pool_top = top;
+	tp_host_unlock(p.b);
+	print_message("claim rq: after claim: client rq %u rq_open %u peer_ring %u; server ring %u rq_ans %u\n",
+		      c2->ent->rq, c2->ent->rq_open, c2->ent->peer_ring, s2->ent->ring, s2->ent->rq_ans);
+	assert_int_equal(tl_send_all(c2, "a", 1), 0);
+	assert_int_equal(tl_recv_some(s2, buf, sizeof(buf), 2000), 1);
+	for (int i = 0; i < 200; i++) {
+		usleep(10000);
+		tl_recv_some(s2, buf, sizeof(buf), 1);
+	}
+	print_message("claim rq: 2 s later (one inline byte sent, nothing asked): client peer_ring %u; server ring %u rq_ans %u\n",
+		      c2->ent->peer_ring, s2->ent->ring, s2->ent->rq_ans);
+	uint32_t v = 0;
+	bool ok = tp_slot_word(s2, TP_W_TX_RING_REQ, &v);
+	print_message("claim rq: server's TX_RING_REQ word: valid %d value %#x\n", ok, v);
+	assert_int_equal(s2->ent->ring, 0);
+	tl_pair_close(&p);
+}
+
 /* A client whose set-up timed out withdraws its Apply with a Cancel, which nothing answers or
  * repeats: it goes twice, so that one lost on the way still leaves no reservation for the
  * server's accept() to attach (one end ntb, the other tcp). */
@@ -1181,6 +1355,9 @@ int main(void)
 		cmocka_unit_test(test_offer_claimed),
 		cmocka_unit_test(test_offer_claim_lost),
 		cmocka_unit_test(test_offer_spoilt_applies),
+		cmocka_unit_test(test_old_offer_reclaimed),
+		cmocka_unit_test(test_claim_rewrite_after_skip),
+		cmocka_unit_test(test_claim_phantom_request),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
