@@ -142,15 +142,24 @@ bool tp_fin_acked(const struct tp_conn *c)
 	return c->fin_sent && c->fb_ack - c->fin_msn - 1u < (1u << 31);
 }
 
+/* The kernel sockets a pass closes once conns_lock is released: a close sends the kernel's FIN,
+ * and over the loopback the peer's receive of it runs in our system call (~10 us on a VM); a
+ * pass that closed a dozen under the lock held the program's accept() (tp_conn_register())
+ * for a few hundred microseconds every millisecond of a connection-rate load. */
+#define TP_PASS_CLOSE 64
+
 /* A closed connection kept a duplicate of its kernel socket for a failover (tp_close()); once
  * its FIN and every byte before it are acknowledged nothing is left to hand over: close it,
  * so that the kernel's FIN goes out as soon as it would have without the library (the peer's
- * close() waits for it: preload/pl_sock.c, await_peer_fin()). Trylocks: the helper's pass. */
-static void keep_release_if_acked(struct tp_conn *c)
+ * close() waits for it: preload/pl_sock.c, await_peer_fin()). Trylocks: the helper's pass. The
+ * descriptor goes into FDS (*NFDS of TP_PASS_CLOSE), closed by the caller after the pass; a
+ * full list leaves it for the next pass. */
+static void keep_release_if_acked(struct tp_conn *c, int *fds, int *nfds)
 {
 	bool acked;
 
-	if (c->keep_fd < 0 || tp_fo_get(c) || tp_mutex_trylock(&c->tx_lock))
+	if (c->keep_fd < 0 || *nfds >= TP_PASS_CLOSE || tp_fo_get(c) ||
+	    tp_mutex_trylock(&c->tx_lock))
 		return;
 	acked = tp_fin_acked(c);
 	tp_mutex_unlock(&c->tx_lock);
@@ -158,7 +167,7 @@ static void keep_release_if_acked(struct tp_conn *c)
 		return;
 	if (!tp_fo_get(c) && c->keep_fd >= 0) { /* (under witness_lock: fo_dup_socket()) */
 		tp_witness_rst_locked(c, false); /* (all acknowledged: a clean end, FIN) */
-		raw_close(c->keep_fd);
+		fds[(*nfds)++] = c->keep_fd; /* (ours until closed: the number is not reused) */
 		c->keep_fd = -1;
 	}
 	tp_mutex_unlock(&c->witness_lock);
@@ -319,6 +328,8 @@ struct pass_state {
 	 * would take them in the other order). Pinned meanwhile: not released by anyone. */
 	struct tp_conn *pins[TP_PASS_PINS];
 	int npins;
+	int close_fds[TP_PASS_CLOSE];      /* kernel sockets to close after the pass */
+	int nclose;
 };
 
 /* Under conns_lock: one connection's visit: its timers, and for a closed one its linger, its
@@ -351,7 +362,7 @@ static enum pass_fate pass_visit(struct tp_link *l, struct tp_conn *c, struct pa
 		return PASS_KEEP;
 	}
 	if (closed && owned)
-		keep_release_if_acked(c);
+		keep_release_if_acked(c, ps->close_fds, &ps->nclose);
 	bool finished = closed && owned && linger_done(c, ps->now, &fl);
 
 	if (closed && owned && !finished && !c->fin_nudged &&
@@ -419,6 +430,8 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 	tp_act_put_back(l, keep);
 	t_pass_locked = false;
 	pthread_mutex_unlock(&l->conns_lock);
+	for (int i = 0; i < ps.nclose; i++)
+		raw_close(ps.close_fds[i]); /* (the kernel's FIN: TP_PASS_CLOSE) */
 	if (ps.npins)
 		pass_pinned(l, ps.pins, ps.npins, now);
 	if (ps.nudge)
