@@ -694,10 +694,11 @@ bool tp_helper_on(void)
 
 bool tp_helper_running(void)
 {
-	pthread_mutex_lock(&tp_links_lock);
-	bool on = g_helper;
-	pthread_mutex_unlock(&tp_links_lock);
-	return on;
+	/* Not under tp_links_lock, which the helper holds for its whole round: a close handing
+	 * its socket to the helper (tp_close_after_fin()) waited there for the round's passes,
+	 * hundreds of microseconds under a connection-rate load. Relaxed: set with g_helper, and a
+	 * helper once running stays (a stale false only makes the caller wait for the FIN itself). */
+	return atomic_load_explicit(&g_helper_on, memory_order_relaxed);
 }
 
 void tp_helper_start(void)
