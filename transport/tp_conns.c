@@ -85,9 +85,10 @@ void tp_conn_free_slot(struct tp_conn *c)
 
 /* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
  * tell the peer when the connection did not end with both FINs. Frees C. */
-void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
+bool tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 {
 	struct tp_link *l = c->link;
+	bool closed = false;
 
 	/* a shell (moved to another link): only the object is left */
 	/* acquire: pairs with the release store in tp_conn_free_slot() */
@@ -95,7 +96,7 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 		tp_conn_unregister(c);
 		tp_fo_free(c);
 		tp_conn_recycle(c);
-		return;
+		return false;
 	}
 	struct tp_host_entry *e = c->ent;
 	int me = tp_self_pid();
@@ -133,8 +134,10 @@ void tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 			tp_witness_rst(c, false, true);
 		raw_close(c->keep_fd); /* the kernel's FIN (after any failover tail) */
 		c->keep_fd = -1;
+		closed = true;
 	}
 	tp_conn_recycle(c);
+	return closed;
 }
 
 /* Has the peer acknowledged C's FIN (and so every byte before it)? (tx side state) */
@@ -159,8 +162,7 @@ static void keep_release_if_acked(struct tp_conn *c, int *fds, int *nfds)
 {
 	bool acked;
 
-	if (c->keep_fd < 0 || *nfds >= TP_PASS_CLOSE || tp_fo_get(c) ||
-	    tp_mutex_trylock(&c->tx_lock))
+	if (c->keep_fd < 0 || tp_fo_get(c) || tp_mutex_trylock(&c->tx_lock))
 		return;
 	acked = tp_fin_acked(c);
 	tp_mutex_unlock(&c->tx_lock);
@@ -168,7 +170,14 @@ static void keep_release_if_acked(struct tp_conn *c, int *fds, int *nfds)
 		return;
 	if (!tp_fo_get(c) && c->keep_fd >= 0) { /* (under witness_lock: fo_dup_socket()) */
 		tp_witness_rst_locked(c, false); /* (all acknowledged: a clean end, FIN) */
-		fds[(*nfds)++] = c->keep_fd; /* (ours until closed: the number is not reused) */
+		/* On the helper, closed after the pass (ours until then: the number is not
+		 * reused; a fork waits for the helper's round, under tp_links_lock). A program
+		 * thread's pass (tp_link_reap()) closes it here: a fork from another thread
+		 * could come between. */
+		if (tp_on_helper() && *nfds < TP_PASS_CLOSE)
+			fds[(*nfds)++] = c->keep_fd;
+		else
+			raw_close(c->keep_fd);
 		c->keep_fd = -1;
 	}
 	tp_mutex_unlock(&c->witness_lock);
@@ -311,8 +320,9 @@ static void pass_release(struct tp_link *l, struct tp_conn *done)
 		pthread_mutex_lock(&l->conns_lock);
 		conns_add(l, c);
 		pthread_mutex_unlock(&l->conns_lock);
-		tp_conn_release(c, (uint32_t)c->closed_ms);
-		sched_yield(); /* (its kernel socket's close, as above) */
+		/* (a kernel socket closed: the CPU offered to the program, as after a pass) */
+		if (tp_conn_release(c, (uint32_t)c->closed_ms) && tp_on_helper())
+			sched_yield();
 	}
 }
 

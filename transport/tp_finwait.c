@@ -181,6 +181,14 @@ void tp_finwait_drain(void)
 	}
 }
 
+void tp_finwait_fork_lock(bool lock)
+{
+	if (lock)
+		pthread_mutex_lock(&fw_service_lock);
+	else
+		pthread_mutex_unlock(&fw_service_lock);
+}
+
 void tp_finwait_atfork_child(void)
 {
 	/* The parent closes its sockets; the child's copies of the duplicates would keep them

@@ -1637,11 +1637,15 @@ int tp_finwait_add(int fd, int timeout_ms); /* tp_close_after_fin() without the 
 bool tp_finwait_pending(void);        /* sockets wait for their peer's FIN */
 void tp_finwait_service(void);        /* close those whose FIN came or whose time is up */
 void tp_finwait_atfork_child(void);   /* the child closes its copies */
+void tp_finwait_fork_lock(bool lock); /* fork: no service half done (atfork_prepare()) */
 void tp_event_signal(void);         /* tp_link.c */
 /* tp_conns.c: a link's connections in this process */
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);
-void tp_conn_release(struct tp_conn *c, uint32_t st_flags);
+bool tp_conn_release(struct tp_conn *c, uint32_t st_flags); /* true: closed a kernel socket */
+/* Is this thread the helper? (Its passes close kernel sockets outside their locks and yield
+ * after each: tp_conns.c.) */
+bool tp_on_helper(void);
 /* tp_conns.c: has the peer acknowledged C's FIN (and so every byte before it)? (tx side) */
 bool tp_fin_acked(const struct tp_conn *c);
 /* Finish this process's closed connections of L that are done (a set-up short of contexts). */

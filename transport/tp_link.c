@@ -564,6 +564,12 @@ static bool helper_service(uint64_t now)
 }
 
 static _Atomic int g_helper_tid; /* the helper thread's tid, 0 before it runs */
+static __thread bool t_helper;   /* this thread is the helper */
+
+bool tp_on_helper(void)
+{
+	return t_helper;
+}
 
 int tp_helper_tid(void)
 {
@@ -597,6 +603,7 @@ static void *helper_main(void *arg)
 	struct helper_round r;
 
 	(void)arg;
+	t_helper = true;
 	helper_set_batch();
 	atomic_store_explicit(&g_helper_tid, (int)gettid(), memory_order_relaxed); /* (an id) */
 	for (;;) {
@@ -631,6 +638,9 @@ static void atfork_prepare(void)
 {
 	uint64_t now = tp_now_ms();
 
+	/* (first: the FIN-wait service holds sockets it took off its list until it closed them,
+	 * which a child would inherit and never close; the child re-initialises the lock) */
+	tp_finwait_fork_lock(true);
 	pthread_mutex_lock(&tp_links_lock);
 	for (struct tp_link *l = tp_links; l; l = l->next_link) {
 		pthread_mutex_lock(&l->conns_lock);
@@ -676,6 +686,7 @@ static void atfork_parent(void)
 		pthread_mutex_unlock(&l->conns_lock);
 	}
 	pthread_mutex_unlock(&tp_links_lock);
+	tp_finwait_fork_lock(false);
 }
 
 static void atfork_init(void)

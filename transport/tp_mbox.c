@@ -295,7 +295,9 @@ void tp_mbox_reserve(struct tp_link *l, struct tp_host_entry *e, uint32_t slot,
 	tp_ent_peer_pool(e, p);
 	e->msgid = p->msgid;
 	e->pri = p->pri;
-	e->peer_epoch = ntb_link_peer_epoch(l->ntb);
+	/* the session whose mailbox it came through (the link may look down here meanwhile:
+	 * tp_mbox_process()) */
+	e->peer_epoch = l->host->peer_epoch;
 	/* relaxed: a setting (tp_link_set_balance()) */
 	e->framed = (p->apply_flags & TP_APPLY_FRAMED) &&
 		    atomic_load_explicit(&l->balance, memory_order_relaxed);
@@ -418,7 +420,7 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 		e->peer_qsize = p->qsize;
 		tp_ent_peer_pool(e, p);
 		e->epoch = p->epoch;
-		e->peer_epoch = ntb_link_peer_epoch(l->ntb);
+		e->peer_epoch = h->peer_epoch; /* (as in tp_mbox_reserve()) */
 		e->framed = (p->apply_flags & TP_APPLY_FRAMED) != 0;
 	}
 	atomic_store_explicit(&e->result_reason, p->reason, memory_order_relaxed); /* (lock) */
@@ -493,8 +495,10 @@ unsigned tp_mbox_process(struct tp_link *l)
 		h->mbox_cons++;
 		if (published && !tp_pkt_valid(&p, seed_in(l), h->mbox_cons))
 			continue; /* dropped or corrupted: the sender's TimerCnct repeats it */
-		if (p.type == TP_PKT_APPLY)
+		if (p.type == TP_PKT_APPLY && live)
 			on_apply(l, &p), applies++;
+		else if (p.type == TP_PKT_APPLY)
+			; /* (no answer can go out now: the client's TimerCnct repeats it) */
 		else if (p.type == TP_PKT_ACK || p.type == TP_PKT_NACK)
 			on_answer(l, &p);
 		else if (p.type == TP_PKT_CANCEL)

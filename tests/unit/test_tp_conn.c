@@ -614,6 +614,56 @@ static void test_claim_rewrite_after_skip(void **state)
 }
 
 
+/* A Claim read while the server's link looks down in its process (a late heartbeat on a starved
+ * host): the accept() still finds it, the reservation belongs to the session it came through (a
+ * reclaim in a process that sees the link up keeps it), and the connection carries data both ways
+ * (found by the review: it was stamped with peer epoch 0, reclaimed, or reset on first send). */
+static void test_claim_read_link_down(void **state)
+{
+	struct tl_pair p;
+	struct rv_job j = { .p = &p };
+	struct tp_conn *s = NULL;
+	pthread_t t;
+	char buf[4];
+
+	(void)state;
+	pair_open_ctx(&p, "offerdown", 64);
+	assert_int_equal(tl_pair_connect(&p, 31, 8080, true), 0);
+	wait_offers(p.b, 4);
+	uint64_t claims0 = offer_claims(p.a);
+
+	tp_host_lock(p.b); /* (b's helper reads no mailbox meanwhile) */
+	uint32_t real = atomic_load(&p.b->ntb->peer_epoch);
+
+	tl_key(&j.k, 52, 8080);
+	assert_int_equal(pthread_create(&t, NULL, rv_connect, &j), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(j.rc, 0);
+	assert_int_equal(offer_claims(p.a), claims0 + 1);
+	atomic_store(&p.b->ntb->peer_epoch, 0); /* b's view: the link is down */
+	tp_mbox_process(p.b);
+	atomic_store(&p.b->ntb->peer_epoch, real);
+	uint32_t pending = 0;
+
+	for (uint32_t i = 0; i < tp_host_used(p.b->host); i++)
+		if (p.b->host->e[i].state == TP_ES_PENDING && p.b->host->e[i].role == 1) {
+			assert_int_equal(p.b->host->e[i].peer_epoch, real);
+			pending++;
+		}
+	assert_int_equal(pending, 1);
+	tp_host_reclaim(p.b);
+	tp_host_unlock(p.b);
+	assert_int_equal(tp_attach(p.b, &j.k, &s), 0);
+	assert_int_equal(tl_send_all(j.c, "a", 1), 0);
+	assert_int_equal(tl_recv_some(s, buf, sizeof(buf), 2000), 1);
+	assert_int_equal(tl_send_all(s, "b", 1), 0);
+	assert_int_equal(tl_recv_some(j.c, buf, sizeof(buf), 2000), 1);
+	assert_int_equal(buf[0], 'b');
+	tp_close(j.c);
+	tp_close(s);
+	tl_pair_close(&p);
+}
+
 /* A claim made while the pool is not half free gets no ring; its request number is answered
  * all the same, so that a republished request of the client is not taken for a new one: an
  * idle connection that never asked holds no ring. */
@@ -1358,6 +1408,7 @@ int main(void)
 		cmocka_unit_test(test_old_offer_reclaimed),
 		cmocka_unit_test(test_claim_rewrite_after_skip),
 		cmocka_unit_test(test_claim_phantom_request),
+		cmocka_unit_test(test_claim_read_link_down),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
