@@ -786,7 +786,11 @@ void tp_atfork_child(void)
 			/* relaxed: the child's one thread (state copied at fork) */
 			while (c && atomic_load_explicit(&c->closed, memory_order_relaxed)) {
 				/* the parent's lingering close: not ours (left allocated: its DMA
-				 * queue belongs to the parent's threads) */
+				 * queue belongs to the parent's threads). Our copy of its kept
+				 * kernel socket goes: nobody here would close it, and the socket's
+				 * FIN would wait for our exit. (The parent keeps its own.) */
+				if (c->keep_fd >= 0)
+					raw_close(c->keep_fd);
 				*pp = c = c->next;
 			}
 			if (!c)

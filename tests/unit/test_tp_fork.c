@@ -9,7 +9,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "tests/helpers/tp_testlib.h"
@@ -236,31 +239,45 @@ static void test_adopt_keeps_refs(void **state)
 }
 
 /* A fork while a closed connection lingers (FIN sent, the peer's not yet): the closing process
- * still finishes and releases it, the child does not take it. */
+ * still finishes and releases it, the child does not take it, nor keeps open the duplicate of
+ * its kernel socket (bytes unacknowledged at the close: kept for a failover) that it inherited. */
 static void test_fork_during_linger(void **state)
 {
 	struct tl_pair p;
 	struct tp_conn *ca, *cb;
 	char buf[16];
 	uint64_t end;
-	int st;
+	int st, sv[2];
 	pid_t pid;
+	struct stat ks;
 
 	(void)state;
 	pair_open(&p, "forklinger");
 	connect_pair(&p, 14, &ca, &cb);
 	warm_up(ca, cb);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	tp_conn_set_witness(ca, sv[0]); /* (its "kernel socket") */
+	assert_int_equal(tl_send_all(ca, "xyz", 3), 0); /* not read yet: unacknowledged */
 	tp_close(ca); /* lingers: cb does not close */
+	int kfd = ca->keep_fd;
+
+	assert_true(kfd >= 0);
+	assert_int_equal(fstat(kfd, &ks), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		/* the child has no copy of the closing connection */
+		/* the child has no copy of the closing connection, nor of its kept socket */
 		pthread_mutex_lock(&p.a->conns_lock);
 		bool listed = p.a->conns != NULL;
 		pthread_mutex_unlock(&p.a->conns_lock);
+		struct stat cs;
+		bool kept = fstat(kfd, &cs) == 0 && cs.st_ino == ks.st_ino && cs.st_dev == ks.st_dev;
+
 		usleep(100000);
-		_exit(listed ? 1 : 0);
+		_exit(listed ? 1 : kept ? 2 : 0);
 	}
+	assert_int_equal(tl_recv_some(cb, buf, sizeof(buf), 5000), 3);
+	assert_memory_equal(buf, "xyz", 3);
 	assert_int_equal(tl_recv_some(cb, buf, sizeof(buf), 5000), 0); /* ca's FIN */
 	end = tl_now_ms() + 8000;
 	for (;;) {
@@ -276,6 +293,8 @@ static void test_fork_during_linger(void **state)
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
 	tl_pair_close(&p);
 }
 
