@@ -61,6 +61,13 @@ void ntb_fault_set_drop(struct ntb_fault *f, double rate)
 	pthread_mutex_unlock(&f->mu);
 }
 
+void ntb_fault_set_delay(struct ntb_fault *f, uint32_t delay_us)
+{
+	pthread_mutex_lock(&f->mu);
+	f->p.delay_us = delay_us;
+	pthread_mutex_unlock(&f->mu);
+}
+
 void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret)
 {
 	pthread_mutex_lock((pthread_mutex_t *)&f->mu);

@@ -428,6 +428,7 @@ bool ntb_fault_ctrl_pass(struct ntb_link *link);
 void ntb_fault_get_stats(const struct ntb_fault *f, struct ntb_fault_stats *ret);
 /* Change the drop rate of window writes from now on (tests). */
 void ntb_fault_set_drop(struct ntb_fault *f, double rate);
+void ntb_fault_set_delay(struct ntb_fault *f, uint32_t delay_us);
 
 /* The fault decorator cut the link: this handle's writes to the peer's control page vanish
  * like its window writes (ntb_fault_ctrl_pass() counts each). */
