@@ -9,25 +9,33 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
+void tp_apply_fill(struct tp_link *l, uint32_t slot, uint8_t type, uint32_t pri,
+		   uint32_t apply_flags, struct tp_pkt *p)
+{
+	struct tp_host_entry *e = &l->host->e[slot];
+
+	memset(p, 0, sizeof(*p));
+	p->type = type;
+	p->msgid = e->msgid;
+	p->pri = pri;
+	p->client_slot = slot;
+	p->client_nonce = e->nonce;
+	tp_pkt_set_slot_off(p, tp_slot_off(l, slot));
+	p->inline_n = l->geom.inline_n;
+	p->qsize = l->geom.qsize;
+	tp_pkt_set_pool(p, l, e);
+	p->key = e->key;
+	p->apply_flags = apply_flags;
+}
+
 static int apply_send_type(struct tp_link *l, uint32_t slot, const struct tp_tcxt *t,
 			   uint8_t type, uint32_t apply_flags)
 {
-	struct tp_host_entry *e = &l->host->e[slot];
 	struct tp_pkt p;
 
-	memset(&p, 0, sizeof(p));
-	p.type = type;
-	p.msgid = t->msgid;
-	p.pri = t->pri;
-	p.client_slot = slot;
-	p.client_nonce = e->nonce;
-	tp_pkt_set_slot_off(&p, tp_slot_off(l, slot));
-	p.inline_n = l->geom.inline_n;
-	p.qsize = l->geom.qsize;
-	tp_pkt_set_pool(&p, l, e);
-	p.key = e->key;
-	p.apply_flags = apply_flags;
-	atomic_store_explicit(&e->result, 0, memory_order_relaxed); /* (under the host lock) */
+	tp_apply_fill(l, slot, type, t->pri, apply_flags, &p);
+	/* (under the host lock) */
+	atomic_store_explicit(&l->host->e[slot].result, 0, memory_order_relaxed);
 	return tp_mbox_send(l, &p);
 }
 

@@ -1289,6 +1289,13 @@ uint32_t tp_mbox_seed_in(const struct tp_link *l);
  * and index it: a reservation PENDING for P's key. */
 void tp_mbox_reserve(struct tp_link *l, struct tp_host_entry *e, uint32_t slot,
 		     const struct tp_pkt *p);
+/* Client: entry E answered by the server's Ack (or an offer's record) P, in the mailbox's
+ * session. */
+void tp_mbox_take_ack(struct tp_link *l, struct tp_host_entry *e, const struct tp_pkt *p);
+/* tp_connect.c: P, the Apply-shaped packet of TYPE for our entry SLOT (its key, MsgID, nonce,
+ * slot geometry and pool), CnctPRI PRI, APPLY_FLAGS. */
+void tp_apply_fill(struct tp_link *l, uint32_t slot, uint8_t type, uint32_t pri,
+		   uint32_t apply_flags, struct tp_pkt *p);
 /* Is P's geometry (slot, pool) one our window can take, its version ours? */
 bool tp_mbox_apply_valid(const struct tp_link *l, const struct tp_pkt *p);
 bool tp_mbox_host_listens(struct tp_host *h, uint16_t port);

@@ -3,7 +3,6 @@
  * consumed under the host lock, and the receiver half of [RT]'s set-up (context admission). */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "transport/tp_int.h"
@@ -132,10 +131,7 @@ int tp_mbox_send_landed(struct tp_link *l, struct tp_pkt *p)
 		if (tx == want_tx)
 			return 0;
 		if (++tries >= TP_LANDED_TRIES) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+			uint64_t now = clock_mono_ns();
 
 			if (!end)
 				end = now + TP_LANDED_WAIT_NS;
@@ -398,6 +394,21 @@ static void on_cancel(struct tp_link *l, const struct tp_pkt *p)
 	}
 }
 
+void tp_mbox_take_ack(struct tp_link *l, struct tp_host_entry *e, const struct tp_pkt *p)
+{
+	e->peer_slot = p->server_slot;
+	e->peer_nonce = p->server_nonce;
+	e->peer_slot_off = tp_pkt_slot_off(p);
+	/* a server of another wire version: its geometry is refused later (tp_connect():
+	 * tp_geom_valid() fails, RST to its reservation, TCP) */
+	e->peer_inline_n = p->version == TP_WIRE_VERSION ? p->inline_n : 0;
+	e->peer_qsize = p->qsize;
+	tp_ent_peer_pool(e, p);
+	e->epoch = p->epoch;
+	e->peer_epoch = l->host->peer_epoch; /* (as in tp_mbox_reserve()) */
+	e->framed = (p->apply_flags & TP_APPLY_FRAMED) != 0;
+}
+
 static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 {
 	struct tp_host *h = l->host;
@@ -410,19 +421,8 @@ static void on_answer(struct tp_link *l, const struct tp_pkt *p)
 	if (e->state != TP_ES_CONNECTING || e->msgid != p->msgid || e->nonce != p->client_nonce ||
 	    atomic_load_explicit(&e->result, memory_order_relaxed))
 		return; /* stale, duplicated or foreign */
-	if (p->type == TP_PKT_ACK) {
-		e->peer_slot = p->server_slot;
-		e->peer_nonce = p->server_nonce;
-		e->peer_slot_off = tp_pkt_slot_off(p);
-		/* a server of another wire version: its geometry is refused below (tp_connect():
-		 * tp_geom_valid() fails, RST to its reservation, TCP) */
-		e->peer_inline_n = p->version == TP_WIRE_VERSION ? p->inline_n : 0;
-		e->peer_qsize = p->qsize;
-		tp_ent_peer_pool(e, p);
-		e->epoch = p->epoch;
-		e->peer_epoch = h->peer_epoch; /* (as in tp_mbox_reserve()) */
-		e->framed = (p->apply_flags & TP_APPLY_FRAMED) != 0;
-	}
+	if (p->type == TP_PKT_ACK)
+		tp_mbox_take_ack(l, e, p);
 	atomic_store_explicit(&e->result_reason, p->reason, memory_order_relaxed); /* (lock) */
 	/* release: the answer fields before the result word the connecting thread polls;
 	 * pairs with the acquire load in tp_connect() */

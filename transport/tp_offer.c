@@ -273,18 +273,9 @@ int tp_offer_claim(struct tp_link *l, uint32_t slot)
 		offer_rx_publish(l);
 		return -ENOENT;
 	}
-	memset(&c, 0, sizeof(c));
-	c.type = TP_PKT_CLAIM;
-	c.msgid = e->msgid;
-	c.client_slot = slot;
-	c.client_nonce = e->nonce;
+	tp_apply_fill(l, slot, TP_PKT_CLAIM, 0, 0, &c);
 	c.server_slot = o.server_slot;
 	c.server_nonce = o.server_nonce;
-	tp_pkt_set_slot_off(&c, tp_slot_off(l, slot));
-	c.inline_n = l->geom.inline_n;
-	c.qsize = l->geom.qsize;
-	tp_pkt_set_pool(&c, l, e);
-	c.key = e->key;
 	int rc = tp_mbox_send_landed(l, &c);
 
 	offer_rx_publish(l);
@@ -294,16 +285,7 @@ int tp_offer_claim(struct tp_link *l, uint32_t slot)
 		e->rq = TP_OFFER_RQ;
 	if (rc < 0)
 		return rc == -EIO ? -EIO : -ENOENT;
-	/* answered, as by an Ack (tp_mbox.c: on_answer()) */
-	e->peer_slot = o.server_slot;
-	e->peer_nonce = o.server_nonce;
-	e->peer_slot_off = tp_pkt_slot_off(&o);
-	e->peer_inline_n = o.inline_n;
-	e->peer_qsize = o.qsize;
-	tp_ent_peer_pool(e, &o);
-	e->epoch = o.epoch;
-	e->peer_epoch = h->peer_epoch;
-	e->framed = 0;
+	tp_mbox_take_ack(l, e, &o); /* answered, as by an Ack (framed: no, the record says) */
 	/* our sender's first request for a data ring is the Claim's (tp_offer_on_claim()): not open,
 	 * answered at once or never (struct tp_conn: rq_claim) */
 	e->rq = TP_OFFER_RQ;
