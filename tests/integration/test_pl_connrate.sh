@@ -7,7 +7,7 @@
 # connections must succeed and be an ntb one (an explicit bind to port 0 finds no free port
 # after the first 2000 and falls back to TCP: "cannot bind the host address").
 . "$(dirname "$0")/lib.sh"
-pl_need ss sysctl pgrep
+pl_need ss sysctl pgrep python3
 # The demo config's receive contexts: closed connections hand theirs back with some delay,
 # which 32 (the tests' usual) does not cover at this rate.
 PL_CONTEXTS=default
@@ -51,6 +51,13 @@ grep -F ': tcp (' "$PL_TMP/a.log" | sed 's/^.*: tcp/tcp/' | sort | uniq -c | hea
 # The server side must have attached every one (no "client did not set up ntb").
 bntb=$(pl_count_log b ': ntb (link')
 [ "$bntb" -eq $N ] || pl_fail "server: $bntb of $N connections were ntb"
+# Nearly every set-up claimed an offer of the server host (no round trip to it: tp_offer.c); the
+# first ones of the session, and a few while the server was slow to offer again, applied.
+claimed=$(NTBSOCK_LOG=error "$BUILD/ntbsock" stat --json -c "$PL_TMP/a.conf" | python3 -c '
+import json, sys
+print(sum(l["offers"]["claimed"] for l in json.load(sys.stdin)["links"]))')
+echo "offers claimed by the client host: $claimed of $N set-ups"
+[ "${claimed:-0}" -ge $((N * 9 / 10)) ] || pl_fail "only ${claimed:-0} of $N set-ups claimed an offer"
 kill $PL_LAST 2>/dev/null
 
 # A stalled server (SIGSTOP for 0.4 s, five times) while one client process makes 60
