@@ -13,9 +13,21 @@ void pl_epoll_free(struct pl_epoll *ep)
 {
 	if (!ep)
 		return;
+	if (ep->st_collects)
+		LOG(LL_DEBUG, "epoll set: %llu collections held %llu idle entries, read %llu of "
+		    "their words", (unsigned long long)ep->st_collects,
+		    (unsigned long long)ep->st_idle, (unsigned long long)ep->st_words);
 	free(ep->v);
 	free(ep->nw);
 	free(ep->ix);
+	free(ep->act);
+	free(ep->tmp);
+	for (int k = 0; k < ep->ngrps; k++)
+		free(ep->grps[k].ent);
+	free(ep->grps);
+	for (int k = 0; k < ep->nsums; k++)
+		free(ep->sums[k].gix);
+	free(ep->sums);
 	free(ep);
 }
 
@@ -28,11 +40,20 @@ void pl_ep_remove(struct pl_epoll *ep, int i)
 {
 	int last = ep->n - 1;
 
+	pl_ep_detach(ep, i);
 	ep->ix[ep->v[i].fd] = 0;
 	ep->v[i] = ep->v[last];
 	ep->nw[i] = ep->nw[last];
-	if (i != last)
+	if (i != last) {
+		struct pl_ep_news *nw = &ep->nw[i];
+
 		ep->ix[ep->v[i].fd] = i + 1;
+		/* (the moved entry's place in the active list or its group names it anew) */
+		if (nw->w)
+			ep->grps[nw->grp].ent[nw->pos] = i;
+		else if (nw->pos >= 0)
+			ep->act[nw->pos] = i;
+	}
 	ep->n--;
 }
 
@@ -135,12 +156,17 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 				break;
 			}
 			ep->nw = nn;
+			if (pl_ep_room(ep, nc)) {
+				r = -ENOMEM;
+				break;
+			}
 			ep->cap = nc;
 		}
 		i = ep->n++;
 		ep->ix[fd] = i + 1;
 		memset(&ep->v[i], 0, sizeof(ep->v[i]));
 		ep->nw[i].w = NULL;
+		pl_ep_act_add(ep, i);
 		ep->v[i].fd = fd;
 		ep->v[i].s = t;
 		ep->v[i].gen = atomic_load_explicit(&t->gen, memory_order_relaxed);
@@ -156,9 +182,11 @@ static int ep_ctl_shadow(int epfd, struct pl_sock *ep_s, int op, int fd, struct 
 		}
 		ep->v[i].events = ev->events;
 		ep->v[i].data = ev->data;
+		/* (looked at again: what it waits for changed) */
+		pl_ep_detach(ep, i);
 		ep->v[i].disabled = false;
+		pl_ep_act_add(ep, i);
 		ep->v[i].fresh = true; /* (re-armed: an event if ready now, as the kernel) */
-		ep->nw[i].w = NULL; /* (looked at again: what it waits for changed) */
 		break;
 	case EPOLL_CTL_DEL:
 		if (i < 0)

@@ -32,10 +32,35 @@ struct pl_ep_entry {
  * Idle: an NTB connection whose looks found nothing to report for a while, settled
  * (ep_entry_idle(), tp_rx_news_arm()): its news word W and the value SEEN it had then. Until the word
  * changes (or a full look is due, ep_collect()) a collection passes over it without a look.
- * W NULL: looked at each time. */
+ * W NULL: looked at each time (active, in EP->ACT at POS), or disabled (POS -1). Idle entries
+ * are indexed by the summaries of their words (struct tp_news_sums): entry I is at POS in the
+ * list of its group GRP (pl_epoll_idle.c), and a collection reads an idle entry's word only
+ * when its group's word changed, a group's only when its link's summary changed. */
 struct pl_ep_news {
 	const void *w;
 	uint64_t seen;
+	int pos;
+	int grp;
+};
+
+/* A group of slots of one link that holds idle entries of a set (struct tp_news_sums): its
+ * word GW and the value SEEN it had when last looked at (or when its first idle entry came),
+ * the summary it is under (index SUM in ep->sums), its idle entries ENT (N of CAP). */
+struct pl_ep_grp {
+	const void *gw;
+	uint64_t seen;
+	int sum;
+	int *ent;
+	int n, cap;
+};
+/* A link's summary word SW, the value SEEN as for a group, NIDLE idle entries under it (none:
+ * unused, its word is not read), GIX: group number -> index in ep->grps + 1 (NG numbers). */
+struct pl_ep_sum {
+	const void *sw;
+	uint64_t seen;
+	int nidle;
+	int *gix;
+	int ng;
 };
 
 /* Who touches what: everything under LOCK (epoll_ctl and the waits of this set). */
@@ -57,12 +82,42 @@ struct pl_epoll {
 	unsigned gen_seen;
 	uint64_t full_due_ms;
 	int64_t full_every_ns;
+	/* The entries a collection looks at (struct pl_ep_news): ACT (NACT of them, room for CAP),
+	 * and the index of idle ones: GRPS (NGRPS), SUMS (NSUMS); NORING idle entries whose peer
+	 * was not asked to ring (a collection before a sleep looks at them once). TMP: CAP * 2 ints
+	 * for a collection's own use. */
+	int *act, nact;
+	int *tmp;
+	struct pl_ep_grp *grps;
+	int ngrps;
+	struct pl_ep_sum *sums;
+	int nsums;
+	int noring;
+	/* For the log when the set closes: collections, idle entries they held (summed), the
+	 * idle entries' words they read. */
+	uint64_t st_collects, st_idle, st_words;
 };
 
 /* Under ep->lock: the index of FD's entry in EP, or -1. */
 int pl_ep_find(struct pl_epoll *ep, int fd);
 /* Under ep->lock: remove entry I of EP (the last one takes its place). */
 void pl_ep_remove(struct pl_epoll *ep, int i);
+/* pl_epoll_idle.c, under ep->lock. Room for CAP entries in ACT and TMP (0 or -ENOMEM). */
+int pl_ep_room(struct pl_epoll *ep, int cap);
+/* Entry I (neither active nor idle) becomes active. */
+void pl_ep_act_add(struct pl_epoll *ep, int i);
+/* Entry I leaves the active list or the idle index (W NULL, POS -1). */
+void pl_ep_detach(struct pl_epoll *ep, int i);
+/* Active entry I goes idle: its news word W (value SEEN) under SUMS; false (it stays active)
+ * when memory is short. */
+bool pl_ep_idle_add(struct pl_epoll *ep, int i, const void *w, uint64_t seen,
+		    const struct tp_news_sums *sums, bool ring);
+/* Every enabled entry active again, the idle index empty (a full look). */
+void pl_ep_idle_reset(struct pl_epoll *ep);
+/* Idle entries whose words changed (and, with ARM, those whose peer was not asked to ring)
+ * become active: reads each summary of the index, the groups under a changed one, the words
+ * under a changed group. */
+void pl_ep_idle_news(struct pl_epoll *ep, bool arm);
 /* Has connection CUR moved to its kernel socket (pl_failover.c)? */
 bool pl_ep_moved(struct pl_sock *cur);
 /* Under ep->lock: entry I's connection moved to its kernel socket: its registration goes to

@@ -181,15 +181,16 @@ static int64_t ep_full_fixed_ns(void)
 
 _Atomic unsigned pl_nospace_gen;
 
-/* Entry E (object CUR) reported nothing at NOW: may collections pass over it until its news
- * word changes (struct pl_ep_news)? Quiet past PL_EP_IDLE_MS, registered for input (and for
- * output only edge-triggered, with no send or look since its last edge that found no room: an
- * EPOLLOUT edge needs that first, pl_note_nospace(), which makes the next collection a full
- * one), an open NTB connection, settled (tp_rx_news_arm(): with ARM its peer rings for the next
- * message too). */
-static void ep_entry_idle(struct pl_ep_entry *e, struct pl_ep_news *nw, struct pl_sock *cur,
-			  bool arm, uint64_t now)
+/* Active entry I (E, object CUR) reported nothing at NOW: may collections pass over it until
+ * its news word changes (struct pl_ep_news)? Quiet past PL_EP_IDLE_MS, registered for input
+ * (and for output only edge-triggered, with no send or look since its last edge that found no
+ * room: an EPOLLOUT edge needs that first, pl_note_nospace(), which makes the next collection
+ * a full one), an open NTB connection, settled (tp_rx_news_arm(): with ARM its peer rings for
+ * the next message too). Then it goes idle (pl_ep_idle_add()). */
+static void ep_entry_idle(struct pl_epoll *ep, int i, struct pl_sock *cur, bool arm, uint64_t now)
 {
+	struct pl_ep_entry *e = &ep->v[i];
+
 	if (!e->quiet_ms)
 		e->quiet_ms = now;
 	bool out = e->events & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
@@ -201,22 +202,34 @@ static void ep_entry_idle(struct pl_ep_entry *e, struct pl_ep_news *nw, struct p
 	    /* pairs with the release in pl_set_state() */
 	    atomic_load_explicit(&cur->state, memory_order_acquire) != PL_CS_OPEN)
 		return;
+	struct tp_news_sums sums;
+	uint64_t seen;
+
 	PL_ENTER();
-	nw->w = tp_rx_news_arm(cur->conn, arm, &nw->seen);
+	const void *w = tp_rx_news_arm(cur->conn, arm, &seen, &sums);
 	PL_LEAVE();
-	e->news_ring = arm;
+	if (w)
+		pl_ep_idle_add(ep, i, w, seen, &sums, arm);
+}
+
+/* Entries that left during a collection (closed, or moved to the kernel's set: 2 i + 1): removed
+ * after it, highest index first (each removal moves the last entry into its place). */
+static int ep_int_desc(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x < y) - (x > y);
 }
 
 /* Under ep->lock: fill EVS with ready shadow entries, applying edge and one-shot rules. ARM:
- * see pl_revents(). Idle entries whose news word did not change are passed over without a
- * look (and, but for one of ARM's, without a check of their fd: a closed one is dropped by
- * the next full look or epoll_ctl), one-shot entries that fired too; a full look (every
- * entry) when tp_state_gen() changed or one is due. */
+ * see pl_revents(). Looks at the active entries (ep->act) and at the idle ones whose news word
+ * changed (pl_ep_idle_news(): a word per link while none did); a full look (every entry active
+ * again, then idle again as they qualify) when tp_state_gen() changed or one is due. A closed
+ * idle entry is dropped by the next full look or epoll_ctl. */
 static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, int max,
 		      bool *ret_pending, bool arm, bool quick)
 {
-	int n = 0, k;
-	int cnt = ep->n;
+	int n = 0, k, ndead = 0;
 	/* acquire: pairs with the release in pl_note_nospace() */
 	unsigned gen = tp_state_gen() +
 		       atomic_load_explicit(&pl_nospace_gen, memory_order_acquire);
@@ -226,36 +239,32 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 	bool full = gen != ep->gen_seen || now_ms >= ep->full_due_ms;
 	int64_t t0 = full ? pl_now_ns() : 0;
 
-	int i = ep->n ? (int)(ep->rr % (unsigned)ep->n) : 0;
+	ep->st_collects++;
+	if (full)
+		pl_ep_idle_reset(ep);
+	else
+		pl_ep_idle_news(ep, arm);
+	/* This collection's order: the active list from where the last one stopped (TMP's first
+	 * half); entries that leave go to its second half. */
+	int cnt = ep->nact, *order = ep->tmp, *dead = ep->tmp + ep->cap;
+	int start = cnt ? (int)(ep->rr % (unsigned)cnt) : 0;
 
-	for (k = 0; k < cnt && n < max && ep->n > 0; k++, i = i + 1 < ep->n ? i + 1 : 0) {
-		struct pl_ep_news *nw = &ep->nw[i];
+	for (k = 0; k < cnt; k++)
+		order[k] = ep->act[(start + k) % cnt];
+	for (k = 0; k < cnt && n < max; k++) {
+		int i = order[k];
 		struct pl_ep_entry *e = &ep->v[i];
 		struct pl_sock *cur;
 
-		if (!full && ((nw->w && (!arm || e->news_ring) && tp_news_read(nw->w) == nw->seen) ||
-			      e->disabled))
-			continue;
 		if (!ep_entry_valid(e, &cur)) {
 			/* Closed: the kernel drops closed fds from epoll sets, so do we. */
-			pl_ep_remove(ep, i);
-			cnt--;
-			k--;
-			i--; /* (the last entry took its place: look at I again) */
-			continue;
-		}
-		nw->w = NULL; /* (set again below if it stays idle) */
-		if (e->disabled) {
-			pl_sock_put(cur);
+			dead[ndead++] = 2 * i;
 			continue;
 		}
 		unsigned report = ep_entry_report(e, cur, arm, quick, true);
 		if ((report & PL_REV_KERNEL) && pl_ep_moved(cur)) {
 			pl_sock_put(cur);
-			pl_ep_migrate(ep, epfd, i);
-			cnt--;
-			k--;
-			i--; /* (as above) */
+			dead[ndead++] = 2 * i + 1; /* (moved: to the kernel's set) */
 			continue;
 		}
 		if (report & PL_REV_KERNEL) {
@@ -265,7 +274,7 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 			continue;
 		}
 		if (!report)
-			ep_entry_idle(e, nw, cur, arm, now_ms);
+			ep_entry_idle(ep, i, cur, arm, now_ms);
 		else
 			e->quiet_ms = 0;
 		pl_sock_put(cur);
@@ -274,17 +283,25 @@ static int ep_collect(struct pl_epoll *ep, int epfd, struct epoll_event *evs, in
 		evs[n].events = report;
 		evs[n].data = e->data;
 		n++;
-		if (e->events & EPOLLONESHOT)
+		if (e->events & EPOLLONESHOT) {
+			pl_ep_detach(ep, i);
 			e->disabled = true;
+		}
 	}
 	/* The next collection starts after the last entry this one looked at, as the kernel's
 	 * ready list sends a reported entry to its back: with more entries ready than MAX, each is
 	 * looked at (a pending connect decided, an event reported) within ceil(n / MAX) calls.
-	 * (Starting one further each call instead left the entries beyond the first MAX ready
-	 * ones unseen for up to n - MAX calls.) A collection that looked at every entry moves the
-	 * start by one. */
-	if (ep->n > 0)
-		ep->rr = (ep->rr + (unsigned)(k < cnt ? k : 1)) % (unsigned)ep->n;
+	 * A collection that looked at every entry moves the start by one. */
+	ep->rr = (unsigned)start + (unsigned)(k < cnt ? k : 1);
+	if (ndead) {
+		qsort(dead, (size_t)ndead, sizeof(*dead), ep_int_desc);
+		for (int d = 0; d < ndead; d++) {
+			if (dead[d] & 1)
+				pl_ep_migrate(ep, epfd, dead[d] / 2);
+			else
+				pl_ep_remove(ep, dead[d] / 2);
+		}
+	}
 	if (full && k >= cnt) {
 		/* (one that stopped at MAX events looked at part of the set: another comes next) */
 		int64_t t1 = pl_now_ns();

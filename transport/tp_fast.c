@@ -234,7 +234,8 @@ bool tp_writable_hint_one(struct tp_conn *c, size_t len)
 
 /* --- news for epoll sets (tp_news_off()) ----------------------------------------------------- */
 
-const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen)
+const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen,
+			       struct tp_news_sums *ret_sums)
 {
 	const void *w = NULL;
 
@@ -256,6 +257,15 @@ const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen)
 	}
 	const _Atomic uint64_t *news =
 		(const _Atomic uint64_t *)(const void *)(c->link->in + off);
+	if (ret_sums) {
+		/* the summary, the group, then the word: the sender writes them the other way round
+		 * (tp_news_write()), so a change after these reads changes what they read */
+		ret_sums->sum = (const void *)(c->link->in + TP_OFF_NEWS_SUM);
+		ret_sums->grp = (const void *)(c->link->in + tp_news_grp_off(c->slot));
+		ret_sums->g = c->slot / TP_NEWS_GRP_SLOTS;
+		ret_sums->sum_seen = tp_news_read(ret_sums->sum);
+		ret_sums->grp_seen = tp_news_read(ret_sums->grp);
+	}
 	/* acquire: the sender writes it after what it published (its fence), so what we read
 	 * next is at least that */
 	*ret_seen = atomic_load_explicit(news, memory_order_acquire);

@@ -531,7 +531,8 @@ void tp_ent_st_add(struct tp_link *l, struct tp_host_entry *e, uint32_t flags)
 	for (;;) {
 		/* (tp_write_st() flushes and rings: the peer sees the word at its next look) */
 		atomic_thread_fence(memory_order_seq_cst);
-		tp_write_st(l, slot_off, tp_news_off(e->peer_pool_off, e->peer_slot), nonce, v);
+		tp_write_st(l, slot_off, tp_news_off(e->peer_pool_off, e->peer_slot), e->peer_slot,
+			    nonce, v);
 		/* full fence: our store before the re-read (store→load), pairs with the fence
 		 * between a racing writer's OR and its store */
 		atomic_thread_fence(memory_order_seq_cst);

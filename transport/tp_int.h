@@ -11,7 +11,10 @@
  *   0x00180  word    MBOX_RING: how many of Y's set-ups wait asleep for an answer from X's
  *                    mailbox (checked word; X rings for an answer to a watched Apply only
  *                    while it is not a valid 0: tp_mbox.c)
+ *   0x00300  word    NEWS_SUM: rewritten by Y after each NEWS word it writes (below)
  *   0x01000  16 KiB  listener bitmap: ports Y listens on, 2048 checked words of 32 bits
+ *   0x06000  2 KiB   NEWS_GRP: one word per 64 slots, rewritten by Y after each NEWS word of
+ *                    one of them, before NEWS_SUM (tp_news_grp_off())
  *   0x08000  32 KiB  mailbox: TP_MBOX_SLOTS packets of 128 B (Apply/Ack/Nack), from Y
  *   0x10000  slots   connections × slot_size; slot i belongs to X's connection i
  *   news     words   connections × 8 bytes, right below pool_off: slot i's NEWS word at
@@ -156,12 +159,17 @@
 #define TP_OFFER_SLOTS    16u            /* records in the ring */
 #define TP_OFFER_KEEP     8u             /* offers a server keeps outstanding */
 #define TP_OFFER_RQ       1u             /* a Claim's ring request number (tp_ring.c) */
+/* News summaries (tp_news_tag()): NEWS_SUM, a word Y rewrites after every NEWS word it writes,
+ * and NEWS_GRP, one word per TP_NEWS_GRP_SLOTS slots rewritten before it. */
+#define TP_OFF_NEWS_SUM   0x00300u
+#define TP_OFF_NEWS_GRP   0x06000u
+#define TP_NEWS_GRP_SLOTS 64u
 #define TP_OFF_MBOX       0x08000u
 #define TP_MBOX_SLOTS     256u
 #define TP_MBOX_PKT       128u
 #define TP_OFF_SLOTS      0x10000u
 static_assert(TP_OFF_LISTEN + TP_LISTEN_WORDS * 8u <= TP_OFF_OFFER &&
-	      TP_OFF_OFFER + TP_OFFER_SLOTS * 128u <= TP_OFF_MBOX, "window layout");
+	      TP_OFF_OFFER + TP_OFFER_SLOTS * 128u <= TP_OFF_NEWS_GRP, "window layout");
 
 #define TP_SLOT_TX        0x000u
 #define TP_SLOT_FB        0x080u
@@ -207,6 +215,21 @@ static inline uint64_t tp_news_off(uint64_t pool_off, uint32_t slot)
 	uint64_t back = 8u * ((uint64_t)slot + 1u);
 
 	return pool_off >= TP_OFF_SLOTS + back ? pool_off - back : 0;
+}
+/* The news summaries of slot SLOT (TP_OFF_NEWS_GRP's word, TP_OFF_NEWS_SUM): what the sender
+ * writes into both after a NEWS word, a value no other write gives them (the slot, and in the
+ * low half what it wrote into the NEWS word, itself new each time), raw (only compared). A
+ * reader that saw one of them keep its value knows that no NEWS word under it changed since
+ * (each writer's stores land in program order, after a barrier; a later writer's value
+ * replaces an earlier one's, but is itself new): an epoll set reads the summary, then only the
+ * groups and the slots under a word that changed (preload/pl_epoll_wait.c). */
+static inline uint64_t tp_news_grp_off(uint32_t slot)
+{
+	return TP_OFF_NEWS_GRP + 8u * (uint64_t)(slot / TP_NEWS_GRP_SLOTS);
+}
+static inline uint64_t tp_news_tag(uint32_t slot, uint32_t v)
+{
+	return (uint64_t)(slot + 1u) << 32 | v;
 }
 /* FB_WAIT's bits. RING: the receiver sleeps, the sender rings the doorbell for each message it
  * publishes. NEWS: an epoll set holds the connection: the sender also rewrites the slot's NEWS
@@ -387,9 +410,11 @@ static_assert(offsetof(struct tp_pkt, slot_off_lo) == 32 &&
  * committed (TP_ST_COMMIT; an earlier client never does); 5: transfer contexts (a pool of data
  * rings granted per transfer, the packets' pool and ring fields); 6: FB_WAIT's NEWS bit and the
  * slots' NEWS words below the pool (an earlier sender would ring for NEWS and never write
- * them); 7: TX_WAIT and FB_WAIT in their units' second cache line. Packets
+ * them); 7: TX_WAIT and FB_WAIT in their units' second cache line; 8: NEWS_GRP and NEWS_SUM
+ * after each NEWS word (an earlier sender leaves them unwritten: its news would wait for a
+ * full look). Packets
  * of earlier builds carry 0 (reserved bytes). */
-#define TP_WIRE_VERSION   7u
+#define TP_WIRE_VERSION   8u
 
 /* The window offset of the slot a packet describes. */
 static inline uint64_t tp_pkt_slot_off(const struct tp_pkt *p)
@@ -528,6 +553,9 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
+static_assert(TP_OFF_NEWS_GRP + TP_MAX_CONNS / TP_NEWS_GRP_SLOTS * 8u <= TP_OFF_MBOX &&
+		      TP_MAX_CONNS / TP_NEWS_GRP_SLOTS == TP_NEWS_GROUPS,
+	      "news groups");
 #define TP_AUTO_CONNS     4096u   /* connections "auto": at most this many (the host table of
 				   * 16384 is 7 MiB to set up, per side and link) */
 #define TP_OWNERS         4
@@ -845,6 +873,7 @@ struct tp_conn {
 	struct tp_host_entry *ent;
 	struct tp_geom out;       /* peer slot geometry */
 	uint64_t news_out;        /* our NEWS word in the peer's window (tp_news_off()), 0: none */
+	uint32_t news_slot;       /* (the peer's slot of it: tp_news_write()) */
 	uint32_t nonce_in, nonce_out, seq_base_in, seq_base_out;
 	uint32_t peer_epoch;
 	atomic_int error;         /* 0 or -errno */
@@ -1611,14 +1640,19 @@ void tp_tx_epoch_again_locked(struct tp_conn *c);
 /* tp_tx_retry_check() - tp_tx_feedback() when the peer's FB epoch word moved (tp_retx.c). */
 void tp_tx_retry_check(struct tp_conn *c);
 uint32_t tp_st_flags(struct tp_conn *c);
-/* One store of a whole ST word (FLAGS) and of the NEWS word at NEWS_OFF (0: none), flushed, and
+/* One store of a whole ST word (FLAGS) and of the NEWS word at NEWS_OFF (0: none) of the peer's
+ * slot PEER_SLOT, with its summaries (tp_news_write()), flushed, and
  * the peer's doorbell unless FLAGS is only TP_ST_CLOSING: only through tp_ent_st_add(), which
  * makes FLAGS every flag written so far. A closed connection whose FIN stays unacknowledged
  * TP_FIN_NUDGE_MS rings then (the helper's pass), and an exit rings at once
  * (tp_exit_handoff()). */
 #define TP_FIN_NUDGE_MS 10
-void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_nonce,
-		 uint32_t flags);
+void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_slot,
+		 uint32_t peer_nonce, uint32_t flags);
+/* The NEWS word at NEWS_OFF of the peer's slot PEER_SLOT (checked word V seeded with SEED),
+ * then its group's word and the summary (tp_news_tag()); the caller flushes. */
+void tp_news_write(struct tp_link *l, uint64_t news_off, uint32_t peer_slot, uint32_t seed,
+		   uint32_t v);
 bool tp_conn_peer_lost(struct tp_conn *c);
 void tp_conn_maxerr(struct tp_conn *c, int err);
 uint64_t tp_in_word(const struct tp_link *l, uint64_t off);
@@ -1831,7 +1865,8 @@ size_t tp_readable_bytes_one(struct tp_conn *c);
 bool tp_readable_hint_one(struct tp_conn *c);
 uint64_t tp_rx_arrivals_one(struct tp_conn *c);
 uint64_t tp_rx_arm_arrival_one(struct tp_conn *c);
-const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen);
+const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen,
+			       struct tp_news_sums *ret_sums);
 bool tp_send_fits_one(struct tp_conn *c, size_t len, bool arm);
 bool tp_writable_hint_one(struct tp_conn *c, size_t len);
 size_t tp_unacked_bytes_one(struct tp_conn *c);

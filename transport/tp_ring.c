@@ -111,6 +111,7 @@ void tp_ring_conn_init(struct tp_conn *c)
 	c->out.pool_off = c->ent->peer_pool_off;
 	c->out.pool_n = c->ent->peer_pool_n;
 	c->news_out = tp_news_off(c->out.pool_off, c->ent->peer_slot);
+	c->news_slot = c->ent->peer_slot;
 	out_ring_load(c);
 	in_ring_load(c);
 	c->rq_raw = 0;

@@ -968,10 +968,11 @@ uint64_t tp_rx_arrivals(struct tp_conn *c)
 	return tp_rx_arrivals_one(sp->sub0) + (s1 ? tp_rx_arrivals_one(s1) : 0);
 }
 
-const void *tp_rx_news_arm(struct tp_conn *c, bool ring, uint64_t *ret_seen)
+const void *tp_rx_news_arm(struct tp_conn *c, bool ring, uint64_t *ret_seen,
+			   struct tp_news_sums *ret_sums)
 {
 	/* (striped: two words; the caller looks every time) */
-	return likely(!c->sp) ? tp_rx_news_arm_one(c, ring, ret_seen) : NULL;
+	return likely(!c->sp) ? tp_rx_news_arm_one(c, ring, ret_seen, ret_sums) : NULL;
 }
 
 uint64_t tp_rx_arm_arrival(struct tp_conn *c)

@@ -73,8 +73,22 @@ void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v)
 	ntb_write64(l->ntb, off, tp_cw_make(seed, v));
 }
 
-void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_nonce,
-		 uint32_t flags)
+void tp_news_write(struct tp_link *l, uint64_t news_off, uint32_t peer_slot, uint32_t seed,
+		   uint32_t v)
+{
+	uint64_t tag = tp_news_tag(peer_slot, v);
+
+	tp_out_word(l, news_off, seed, v);
+	/* the slot's word, then its group's, then the summary: a reader that reads them the other
+	 * way round (acquire) and finds one changed finds the ones below it changed too */
+	ntb_to_peer_barrier(l->ntb);
+	ntb_write64(l->ntb, tp_news_grp_off(peer_slot), tag);
+	ntb_to_peer_barrier(l->ntb);
+	ntb_write64(l->ntb, TP_OFF_NEWS_SUM, tag);
+}
+
+void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_slot,
+		 uint32_t peer_nonce, uint32_t flags)
 {
 	/* everything this side published before (TX words, a FIN) before the flags: a GONE peer's
 	 * reader checks the TX words after the flag (tp_rx_death_end()). Pairs with the acquire
@@ -85,7 +99,8 @@ void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, u
 	/* news for an epoll set that passes over the connection (tp_news_off()): a value its
 	 * messages' sequence numbers are unlikely to have had, after the flags */
 	if (news_off)
-		tp_out_word(l, news_off, peer_nonce, (uint32_t)clock_mono_ns() | 0x80000000u);
+		tp_news_write(l, news_off, peer_slot, peer_nonce,
+			      (uint32_t)clock_mono_ns() | 0x80000000u);
 	ntb_wc_flush(l->ntb);
 	/* CLOSING and COMMIT alone wake nobody (a server's tp_attach() that waits for COMMIT
 	 * polls); CLOSING: it is only looked at (a close, a witness's look), the FIN
@@ -197,7 +212,7 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 	if (flag_word == TP_W_FB_WAIT && (v & TP_FBW_NEWS) && c->news_out) {
 		/* (after the fence, so after what was published: a receiver that reads the new
 		 * value reads the message too; the message sequence number is new each time) */
-		tp_out_word(c->link, c->news_out, c->nonce_out, c->msn_next);
+		tp_news_write(c->link, c->news_out, c->news_slot, c->nonce_out, c->msn_next);
 		ntb_wc_flush(c->link->ntb);
 		if (!(v & TP_FBW_RING))
 			return;

@@ -262,15 +262,27 @@ uint64_t tp_rx_arrivals(struct tp_conn *c);
  * unread (an edge-triggered waiter): ask the peer to ring for its next message, then return
  * tp_rx_arrivals() (a message published before the request shows in it, one after it rings). */
 uint64_t tp_rx_arm_arrival(struct tp_conn *c);
+/* Where a connection's news is summarised (tp_rx_news_arm()): the word of its group of slots
+ * and its link's summary word, each read (acquire) before its NEWS word, with the values they
+ * had. Each changes after every change of a NEWS word under it: while the summary keeps its
+ * value, none of the link's NEWS words changed; while a group's does, none of its slots'. */
+struct tp_news_sums {
+	const void *grp, *sum;
+	uint64_t grp_seen, sum_seen;
+	uint32_t g; /* the group's number on its link (below TP_NEWS_GROUPS) */
+};
+#define TP_NEWS_GROUPS 256u
 /* tp_fast.c: for an epoll set that passes over idle connections. Asks the peer to change a
  * word of C's slot after each message it publishes from now on, for C's life (and, with RING,
  * to ring for its next message as tp_poll() arms it), then: is C's receive side settled
  * (nothing arrived since the last tp_poll_dir() or read looked, nothing to read, no end of
  * stream, no Retry in progress, no error, a live link)? If so, the word's address, its value
  * now in *RET_SEEN: while tp_news_read() of it gives that value and tp_state_gen() does not
- * change, nothing arrived and C stays unready for input. NULL: look at C again next time
- * (also for a striped connection, another process's, a busy lock). */
-const void *tp_rx_news_arm(struct tp_conn *c, bool ring, uint64_t *ret_seen);
+ * change, nothing arrived and C stays unready for input; *RET_SUMS (unless NULL) where that
+ * word is summarised. NULL: look at C again next time (also for a striped connection, another
+ * process's, a busy lock). */
+const void *tp_rx_news_arm(struct tp_conn *c, bool ring, uint64_t *ret_seen,
+			   struct tp_news_sums *ret_sums);
 static inline uint64_t tp_news_read(const void *w)
 {
 	/* acquire: the peer writes the word after what it publishes (tp_wake_peer()) */

@@ -282,7 +282,8 @@ static void test_send_fits_peer_lost(void **state)
 
 /* tp_rx_news_arm(): NULL while anything is to read or arrived unread; for a settled connection
  * its news word, which then changes with each message the peer publishes (inline, data ring,
- * FIN) and with the peer's ST flags (abort), and not with our own sends or reads; RING asks
+ * FIN) and with the peer's ST flags (abort), and not with our own sends or reads, and so do its
+ * group's word and the link's summary (read before it); RING asks
  * the peer to ring as well. tp_state_gen() changes with a shutdown, after which the connection
  * polls readable (RDHUP too). */
 static void test_news(void **state)
@@ -292,22 +293,37 @@ static void test_news(void **state)
 	const void *w;
 
 	(void)state;
+	struct tp_news_sums ns, ns2;
+
 	pair_open(&p, "fast-news", 40008);
-	w = tp_rx_news_arm(p.cb, false, &seen);
+	w = tp_rx_news_arm(p.cb, false, &seen, &ns);
 	assert_non_null(w);
 	assert_true(tp_news_read(w) == seen);
+	/* its summaries: the slot's group and the link's word, unchanged until news */
+	assert_ptr_equal(ns.sum, p.cb->link->in + TP_OFF_NEWS_SUM);
+	assert_ptr_equal(ns.grp, p.cb->link->in + TP_OFF_NEWS_GRP +
+					 8u * (p.cb->slot / TP_NEWS_GRP_SLOTS));
+	assert_true(tp_news_read(ns.sum) == ns.sum_seen && tp_news_read(ns.grp) == ns.grp_seen);
 	assert_false(p.cb->rx_wait_set); /* (no ring asked) */
 	send_bytes(p.cb, 100, 20); /* our own send: no news */
 	assert_true(tp_news_read(w) == seen);
+	assert_true(tp_news_read(ns.sum) == ns.sum_seen && tp_news_read(ns.grp) == ns.grp_seen);
 	send_bytes(p.ca, 100, 21); /* inline */
 	assert_true(tp_news_read(w) != seen);
-	assert_null(tp_rx_news_arm(p.cb, false, &seen2)); /* unread */
+	/* ...and both summaries with it, to a value that names the slot */
+	assert_true(tp_news_read(ns.sum) != ns.sum_seen && tp_news_read(ns.grp) != ns.grp_seen);
+	assert_int_equal(tp_news_read(ns.grp) >> 32, p.cb->slot + 1u);
+	assert_true(tp_news_read(ns.sum) == tp_news_read(ns.grp));
+	assert_null(tp_rx_news_arm(p.cb, false, &seen2, NULL)); /* unread */
 	recv_bytes(p.cb, 100, 21);
-	assert_true(tp_rx_news_arm(p.cb, false, &seen) == w);
+	assert_true(tp_rx_news_arm(p.cb, false, &seen, &ns) == w);
 	send_bytes(p.ca, 1000, 22); /* data ring */
 	assert_true(tp_news_read(w) != seen);
+	assert_true(tp_news_read(ns.sum) != ns.sum_seen && tp_news_read(ns.grp) != ns.grp_seen);
 	recv_bytes(p.cb, 1000, 22);
-	assert_true(tp_rx_news_arm(p.cb, true, &seen) == w);
+	assert_true(tp_rx_news_arm(p.cb, true, &seen, &ns2) == w);
+	/* (read before the word: what they were when the word was seen) */
+	assert_true(tp_news_read(ns2.sum) == ns2.sum_seen && ns2.sum_seen != ns.sum_seen);
 	assert_true(p.cb->rx_wait_set); /* RING: the peer rings too */
 	uint32_t fbw = 0;
 	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &fbw));
@@ -316,25 +332,27 @@ static void test_news(void **state)
 	assert_true(tp_news_read(w) == seen); /* (the peer reading: no news) */
 	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0); /* FIN */
 	assert_true(tp_news_read(w) != seen);
-	assert_null(tp_rx_news_arm(p.cb, false, &seen));
+	assert_null(tp_rx_news_arm(p.cb, false, &seen, NULL));
 	tl_pair_close(&p);
 
 	/* ST flags (an abort) and local state changes */
 	pair_open(&p, "fast-news2", 40009);
-	w = tp_rx_news_arm(p.cb, false, &seen);
+	w = tp_rx_news_arm(p.cb, false, &seen, NULL);
 	assert_non_null(w);
 	unsigned gen = tp_state_gen();
 	assert_int_equal(tp_shutdown(p.cb, SHUT_RD), 0);
 	assert_true(tp_state_gen() != gen);
-	assert_null(tp_rx_news_arm(p.cb, false, &seen2)); /* (shut: not settled) */
+	assert_null(tp_rx_news_arm(p.cb, false, &seen2, NULL)); /* (shut: not settled) */
 	/* (readable, as the kernel's poll says after SHUT_RD: reads return 0) */
 	assert_int_equal(tp_poll_dir(p.cb, TP_EV_IN, false) & (TP_EV_IN | TP_EV_RDHUP),
 			 TP_EV_IN | TP_EV_RDHUP);
-	w = tp_rx_news_arm(p.ca, false, &seen);
+	w = tp_rx_news_arm(p.ca, false, &seen, &ns);
 	assert_non_null(w);
 	tp_abort(p.cb);
 	assert_true(tp_news_read(w) != seen);
-	assert_null(tp_rx_news_arm(p.ca, false, &seen));
+	/* (the ST write's news reaches the summaries too) */
+	assert_true(tp_news_read(ns.sum) != ns.sum_seen && tp_news_read(ns.grp) != ns.grp_seen);
+	assert_null(tp_rx_news_arm(p.ca, false, &seen, NULL));
 	tl_pair_close(&p);
 }
 
