@@ -769,6 +769,10 @@ struct tp_link {
 	atomic_bool host_lost_logged; /* tp_host_lost() said so once */
 	const volatile uint8_t *in;
 	uint8_t *out_direct;      /* ntb_out_direct(): plain stores into the peer window, or NULL */
+	/* Pool rings whose pages this process mapped ([0]: the peer's, that we write into; [1]:
+	 * ours), bit r - 1 for ring r (tp_link_ring_prefault()): once per ring and process, not
+	 * once per grant. */
+	_Atomic uint64_t ring_mapped[2][TP_MAX_CONTEXTS / 64u];
 	size_t in_size, out_size;
 	struct tp_geom geom;      /* our slots' geometry */
 	uint32_t slot_size;       /* (< 4 GiB: 65536 inline slots are 8 MiB; offsets of slots are
@@ -958,6 +962,8 @@ struct tp_conn {
 	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
 	bool tx_faulted;          /* the data ring's pages, window and shadow, mapped: tp_tx_prefault() */
+	bool tx_ring_mapped;      /* (the window's part of it, for this grant) */
+	uint64_t sh_mapped;       /* chunks of sh_data mapped (tp_tx_prefault()) */
 	/* the data ring granted to us (tp_ring.c; mirrors ent->peer_ring*): its window offset,
 	 * the CRC seed of its messages (tp_ring_seed()); usable: granted and not asked back */
 	uint64_t out_ring_off;
@@ -1647,6 +1653,9 @@ uint32_t tp_st_flags(struct tp_conn *c);
  * TP_FIN_NUDGE_MS rings then (the helper's pass), and an exit rings at once
  * (tp_exit_handoff()). */
 #define TP_FIN_NUDGE_MS 10
+/* Map the pages of pool ring RING (1-based; OUT: the peer's, at window offset OFF, else ours) of
+ * Q bytes into this process, once per ring and process (ntb_prefault()). */
+void tp_link_ring_prefault(struct tp_link *l, bool out, uint32_t ring, uint64_t off, uint32_t q);
 void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_slot,
 		 uint32_t peer_nonce, uint32_t flags);
 /* The NEWS word at NEWS_OFF of the peer's slot PEER_SLOT (checked word V seeded with SEED),

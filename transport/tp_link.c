@@ -817,10 +817,26 @@ void tp_atfork_child(void)
 			}
 		}
 		tp_act_atfork_child(l); /* (the list without the parent's lingering ones) */
+		/* (fork copies no page table of a shared mapping: the child maps its rings anew) */
+		memset((void *)l->ring_mapped, 0, sizeof(l->ring_mapped));
 		tp_host_unlock(l);
 	}
 	if (tp_links)
 		tp_helper_start();
+}
+
+void tp_link_ring_prefault(struct tp_link *l, bool out, uint32_t ring, uint64_t off, uint32_t q)
+{
+	if (!ring || ring > TP_MAX_CONTEXTS)
+		return;
+	_Atomic uint64_t *w = &l->ring_mapped[out ? 0 : 1][(ring - 1u) / 64u];
+	uint64_t bit = UINT64_C(1) << ((ring - 1u) % 64u);
+
+	/* relaxed: a hint (mapping twice costs a system call, nothing more) */
+	if (atomic_load_explicit(w, memory_order_relaxed) & bit)
+		return;
+	ntb_prefault(l->ntb, out, off, q);
+	atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
 }
 
 /* --- links ----------------------------------------------------------------------------------- */

@@ -115,7 +115,7 @@ void tp_ring_conn_init(struct tp_conn *c)
 	out_ring_load(c);
 	in_ring_load(c);
 	c->rq_raw = 0;
-	c->tx_faulted = c->rx_faulted = false;
+	c->tx_faulted = c->rx_faulted = c->tx_ring_mapped = false;
 }
 
 /* --- sender (tx_lock) ------------------------------------------------------------------------ */
@@ -217,7 +217,8 @@ void tp_tx_ring_feedback(struct tp_conn *c)
 			e->rq_open = 0;
 			c->rq_claim = false;
 			c->rq_nacked = false;
-			c->tx_faulted = false; /* (its pages: tp_tx_prefault()) */
+			/* (its pages: tp_tx_prefault()) */
+			c->tx_faulted = c->tx_ring_mapped = false;
 			out_ring_load(c);
 		}
 	}

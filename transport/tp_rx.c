@@ -293,10 +293,10 @@ enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bo
 		return TP_RX_BAD;
 	if (__builtin_expect(!c->rx_faulted, 0)) {
 		/* the first data: the ring's pages in one call, not a fault per page (a fresh
-		 * process) */
+		 * process), once per ring and process */
 		c->rx_faulted = true;
-		ntb_prefault(c->link->ntb, false,
-			     (uint64_t)(tp_rx_ring(c) - c->link->in), q);
+		tp_link_ring_prefault(c->link, false, c->ent->ring,
+				      (uint64_t)(tp_rx_ring(c) - c->link->in), q);
 	}
 	memcpy(&d, (const void *)(tp_rx_ring(c) + (c->v_d & (q - 1))), sizeof(d));
 	if (d.msn != msn)
