@@ -47,7 +47,7 @@ void tp_conn_recycle(struct tp_conn *c)
 		c->dmaq = NULL;
 	}
 	pthread_mutex_lock(&l->conns_lock);
-	if (l->conn_cache_n < TP_CONN_CACHE && c->sh_inline && c->sh_data) {
+	if (l->conn_cache_n < TP_CONN_CACHE && c->sh_inline) {
 		c->next = l->conn_cache;
 		l->conn_cache = c;
 		l->conn_cache_n++;
@@ -128,9 +128,84 @@ static void cache_free(struct tp_link *l, bool keep_none)
 	}
 }
 
+/* Data shadows. A connection needs one only while a data ring is granted to it (its copy of
+ * what it wrote there, for retransmission), and a ring is given back only drained, when the
+ * shadow holds nothing anyone reads again. So a connection takes one at a grant and gives it
+ * back with the ring: 10,000 connections that share 256 rings need about as many shadows as
+ * rings, not one each (an mmap() and up to q bytes of page clearing per set-up). A pooled
+ * shadow is kept in its own first bytes; at most TP_SHADOW_POOL_BYTES of them, half freed with
+ * the connection cache when unused. */
+#define TP_SHADOW_POOL_BYTES (32u << 20)
+
+struct tp_shadow_free {
+	struct tp_shadow_free *next;
+	uint64_t mapped;
+};
+
+uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped)
+{
+	struct tp_shadow_free *f = NULL;
+
+	pthread_mutex_lock(&l->sh_lock);
+	if (l->sh_pool && l->sh_pool_q == q) {
+		f = l->sh_pool;
+		l->sh_pool = f->next;
+		l->sh_pool_n--;
+		l->sh_pool_used = true;
+	}
+	pthread_mutex_unlock(&l->sh_lock);
+	if (f) {
+		*ret_mapped = f->mapped;
+		return (uint8_t *)f;
+	}
+	*ret_mapped = 0;
+	return aligned_alloc(4096, q);
+}
+
+void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped)
+{
+	if (!sh)
+		return;
+	pthread_mutex_lock(&l->sh_lock);
+	if ((!l->sh_pool_n || l->sh_pool_q == q) &&
+	    (l->sh_pool_n + 1u) * (uint64_t)q <= TP_SHADOW_POOL_BYTES) {
+		struct tp_shadow_free *f = (struct tp_shadow_free *)(void *)sh;
+
+		f->next = l->sh_pool;
+		f->mapped = mapped;
+		l->sh_pool = f;
+		l->sh_pool_n++;
+		l->sh_pool_q = q;
+		sh = NULL;
+	}
+	pthread_mutex_unlock(&l->sh_lock);
+	free(sh);
+}
+
+/* Free KEEP_NONE ? all : half (rounded up) of L's pooled shadows. */
+static void shadow_pool_free(struct tp_link *l, bool keep_none)
+{
+	struct tp_shadow_free *f, *drop = NULL;
+
+	pthread_mutex_lock(&l->sh_lock);
+	for (uint32_t n = keep_none ? l->sh_pool_n : (l->sh_pool_n + 1) / 2; n; n--) {
+		f = l->sh_pool;
+		l->sh_pool = f->next;
+		l->sh_pool_n--;
+		f->next = drop;
+		drop = f;
+	}
+	pthread_mutex_unlock(&l->sh_lock);
+	while ((f = drop)) {
+		drop = f->next;
+		free(f);
+	}
+}
+
 void tp_conn_cache_drain(struct tp_link *l)
 {
 	cache_free(l, true);
+	shadow_pool_free(l, true);
 }
 
 void tp_conn_cache_trim(struct tp_link *l)
@@ -143,6 +218,12 @@ void tp_conn_cache_trim(struct tp_link *l)
 	pthread_mutex_unlock(&l->conns_lock);
 	if (!used)
 		cache_free(l, false);
+	pthread_mutex_lock(&l->sh_lock);
+	used = l->sh_pool_used;
+	l->sh_pool_used = false;
+	pthread_mutex_unlock(&l->sh_lock);
+	if (!used)
+		shadow_pool_free(l, false);
 }
 
 struct tp_conn *tp_conn_new(struct tp_link *l, uint32_t slot)

@@ -783,6 +783,12 @@ struct tp_link {
 	pthread_mutex_t conns_lock;
 	struct tp_conn *conns;     /* process-local list, for timers */
 	struct tp_conn *conn_cache; /* freed connections kept for reuse (conns_lock; tp_conn.c) */
+	/* Data shadows kept for reuse (tp_shadow_get(); under SH_LOCK, a leaf lock): SH_POOL_N of
+	 * SH_POOL_Q bytes each, SH_POOL_USED since the last trim. */
+	pthread_mutex_t sh_lock;
+	struct tp_shadow_free *sh_pool;
+	uint32_t sh_pool_n, sh_pool_q;
+	bool sh_pool_used;
 	uint32_t conn_cache_n;
 	bool conn_cache_used;       /* a set-up drew from it since the last trim */
 	atomic_bool lingering;      /* closed connections wait for the helper: it comes every 5 ms */
@@ -1812,6 +1818,11 @@ void tp_witness_rst_locked(struct tp_conn *c, bool on);
 /* tp_conn.c: C is finished (unregistered, its slot released): keep it for the link's next set-up
  * (conn_take()) or free it. */
 void tp_conn_recycle(struct tp_conn *c);
+/* A connection's data shadow (Q bytes; its mapped chunks in *RET_MAPPED, tp_tx_prefault()) for
+ * a ring granted to it: from L's pool of shadows given back, else new; NULL: no memory. */
+uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped);
+/* Give shadow SH (Q bytes, chunks MAPPED mapped; NULL: none) back: to L's pool, or freed. */
+void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped);
 void tp_conn_cache_drain(struct tp_link *l);  /* frees them all */
 void tp_conn_cache_trim(struct tp_link *l);   /* every 500 ms: unused, half are freed */
 

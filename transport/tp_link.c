@@ -779,6 +779,7 @@ void tp_atfork_child(void)
 	}
 	for (struct tp_link *l = tp_links; l; l = l->next_link) {
 		pthread_mutex_init(&l->conns_lock, NULL);
+		pthread_mutex_init(&l->sh_lock, NULL);
 		/* a set-up's tp_link_reap() in another thread of the parent may have been running */
 		atomic_store_explicit(&l->pass_busy, false, memory_order_relaxed); /* (one thread) */
 		tp_host_lock(l);
@@ -943,6 +944,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	l->host_fd = -1;
 	l->down_grace_ms = lp->link_timeout_ms ? lp->link_timeout_ms : 500u; /* dead at 2x */
 	pthread_mutex_init(&l->conns_lock, NULL);
+	pthread_mutex_init(&l->sh_lock, NULL);
 	tp_act_link_init(l);
 	rc = ntb_link_open(lp, &l->ntb);
 	if (rc)

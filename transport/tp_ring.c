@@ -87,6 +87,11 @@ static void out_ring_load(struct tp_conn *c)
 	struct tp_host_entry *e = c->ent;
 
 	c->out_ring_ok = e->peer_ring && e->peer_ring <= e->peer_pool_n && !e->peer_yield;
+	if (c->out_ring_ok && !c->sh_data) {
+		/* its shadow (tp_shadow_get()); without one the ring goes unused until asked back */
+		c->sh_data = tp_shadow_get(c->link, c->out.qsize, &c->sh_mapped);
+		c->out_ring_ok = c->sh_data != NULL;
+	}
 	if (e->peer_ring) {
 		c->out_ring_off = e->peer_pool_off + (uint64_t)(e->peer_ring - 1u) * c->out.qsize;
 		c->dseed_out = tp_ring_seed(c->nonce_out, e->peer_ring_gen);
@@ -190,6 +195,11 @@ static void tx_give_back(struct tp_conn *c)
 	ntb_wc_flush(c->link->ntb);
 	ntb_peer_db_ring(c->link->ntb);
 	tp_act_mark(c); /* (the timers repeat RING_RET for a second: a poll may give it back) */
+	/* drained: its shadow holds nothing to send again (tp_shadow_get()) */
+	tp_shadow_put(c->link, c->sh_data, c->out.qsize, c->sh_mapped);
+	c->sh_data = NULL;
+	c->sh_mapped = 0;
+	c->tx_faulted = false;
 }
 
 static bool tx_drained(const struct tp_conn *c)

@@ -228,22 +228,20 @@ int tp_conn_init_queues(struct tp_conn *c)
 {
 	if (!c->sh_inline)
 		c->sh_inline = aligned_alloc(128, (size_t)c->out.inline_n * 128u);
-	if (!c->sh_data)
-		c->sh_data = aligned_alloc(4096, c->out.qsize);
-	if (!c->sh_inline || !c->sh_data) {
+	/* (sh_data comes with a data ring: tp_shadow_get()) */
+	if (!c->sh_inline) {
 		tp_conn_free_queues(c);
 		return -ENOMEM;
 	}
 	/* (whole slots are rewritten on retransmission: no byte of an earlier use goes out) */
 	memset(c->sh_inline, 0, (size_t)c->out.inline_n * 128u);
-	/* sh_data is not cleared (up to 1 GiB per set-up): each message zeroes its own gaps and
+	/* sh_data is not cleared (up to 1 GiB per grant): each message zeroes its own gaps and
 	 * padding in it as it is written (tp_tx.c: tp_tx_zero_gaps()), so what a retransmission
 	 * rewrites, [fb_rx_d, tx_d), holds none of the heap's or an earlier use's bytes */
 	if (!c->dmaq && ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
-	/* (a recycled one: another slot's pages now; its shadow's are mapped, but cheaply again) */
+	/* (a recycled one: another slot's pages now; its shadow, if it kept one, keeps SH_MAPPED) */
 	c->tx_faulted = c->rx_faulted = c->tx_ring_mapped = false;
-	c->sh_mapped = 0;
 	tp_mutex_init(&c->tx_lock);
 	tp_mutex_init(&c->rx_lock);
 	tp_mutex_init(&c->witness_lock);
@@ -260,9 +258,10 @@ void tp_conn_free_queues(struct tp_conn *c)
 	ntb_dmaq_destroy(c->dmaq);
 	c->dmaq = NULL;
 	free(c->sh_inline);
-	free(c->sh_data);
+	tp_shadow_put(c->link, c->sh_data, c->out.qsize, c->sh_mapped);
 	c->sh_inline = NULL;
 	c->sh_data = NULL;
+	c->sh_mapped = 0;
 	free(c->rx_bounce); /* tp_recv.c: rec_copy() */
 	c->rx_bounce = NULL;
 	c->rx_bounce_cap = 0;

@@ -392,7 +392,8 @@ static void test_dead_sender(void **state)
 	/* A's side of conn 0 is dead: it never runs again, and A's host says GONE */
 	tp_mutex_lock(&ca[0]->tx_lock);
 	tp_mutex_lock(&ca[0]->rx_lock);
-	tp_write_st(p.a, ca[0]->out.slot_off, ca[0]->news_out, ca[0]->nonce_out, TP_ST_GONE);
+	tp_write_st(p.a, ca[0]->out.slot_off, ca[0]->news_out, ca[0]->news_slot, ca[0]->nonce_out,
+		    TP_ST_GONE);
 	bool got = pump_until(ca[1], cb[1], wait_ms(), conn_has_ring, ca[1]);
 
 	print_message("dead_sender: conn1 moved %zu bytes in %d ms\n", pumped, wait_ms());
