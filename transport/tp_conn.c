@@ -133,8 +133,9 @@ static void cache_free(struct tp_link *l, bool keep_none)
  * shadow holds nothing anyone reads again. So a connection takes one at a grant and gives it
  * back with the ring: 10,000 connections that share 256 rings need about as many shadows as
  * rings, not one each (an mmap() and up to q bytes of page clearing per set-up). A pooled
- * shadow is kept in its own first bytes; at most TP_SHADOW_POOL_BYTES of them, half freed with
- * the connection cache when unused. */
+ * shadow is kept in its own first bytes; the pool keeps as many as the peer has rings (no
+ * shadow freed and allocated again while they go round) or TP_SHADOW_POOL_BYTES of them, half
+ * freed with the connection cache when unused. */
 #define TP_SHADOW_POOL_BYTES (32u << 20)
 
 struct tp_shadow_free {
@@ -162,13 +163,13 @@ uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped)
 	return aligned_alloc(4096, q);
 }
 
-void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped)
+void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped, uint32_t rings)
 {
 	if (!sh)
 		return;
 	pthread_mutex_lock(&l->sh_lock);
 	if ((!l->sh_pool_n || l->sh_pool_q == q) &&
-	    (l->sh_pool_n + 1u) * (uint64_t)q <= TP_SHADOW_POOL_BYTES) {
+	    ((l->sh_pool_n + 1u) * (uint64_t)q <= TP_SHADOW_POOL_BYTES || l->sh_pool_n < rings)) {
 		struct tp_shadow_free *f = (struct tp_shadow_free *)(void *)sh;
 
 		f->next = l->sh_pool;

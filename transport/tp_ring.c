@@ -196,7 +196,7 @@ static void tx_give_back(struct tp_conn *c)
 	ntb_peer_db_ring(c->link->ntb);
 	tp_act_mark(c); /* (the timers repeat RING_RET for a second: a poll may give it back) */
 	/* drained: its shadow holds nothing to send again (tp_shadow_get()) */
-	tp_shadow_put(c->link, c->sh_data, c->out.qsize, c->sh_mapped);
+	tp_shadow_put(c->link, c->sh_data, c->out.qsize, c->sh_mapped, c->out.pool_n);
 	c->sh_data = NULL;
 	c->sh_mapped = 0;
 	c->tx_faulted = false;

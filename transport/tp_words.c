@@ -258,7 +258,7 @@ void tp_conn_free_queues(struct tp_conn *c)
 	ntb_dmaq_destroy(c->dmaq);
 	c->dmaq = NULL;
 	free(c->sh_inline);
-	tp_shadow_put(c->link, c->sh_data, c->out.qsize, c->sh_mapped);
+	tp_shadow_put(c->link, c->sh_data, c->out.qsize, c->sh_mapped, c->out.pool_n);
 	c->sh_inline = NULL;
 	c->sh_data = NULL;
 	c->sh_mapped = 0;
