@@ -217,19 +217,23 @@ static inline uint64_t tp_news_off(uint64_t pool_off, uint32_t slot)
 	return pool_off >= TP_OFF_SLOTS + back ? pool_off - back : 0;
 }
 /* The news summaries of slot SLOT (TP_OFF_NEWS_GRP's word, TP_OFF_NEWS_SUM): what the sender
- * writes into both after a NEWS word, a value no other write gives them (the slot, and in the
- * low half what it wrote into the NEWS word, itself new each time), raw (only compared). A
- * reader that saw one of them keep its value knows that no NEWS word under it changed since
- * (each writer's stores land in program order, after a barrier; a later writer's value
- * replaces an earlier one's, but is itself new): an epoll set reads the summary, then only the
- * groups and the slots under a word that changed (preload/pl_epoll_wait.c). */
+ * writes into both after a NEWS word, raw (only compared), a value no other write gives them:
+ * the connection (the slot and its nonce SEED, new with each connection in the slot) in the
+ * high half, and in the low half the sequence number N of its next message, or for an ST write
+ * its clock with bit 31 set. So a sender writes them only once per message (tp_wake_peer():
+ * written twice for one message, X, Y, X would bring the summary back to a value a reader
+ * saw, hiding Y's news). A reader that saw one of them keep its value knows that no NEWS
+ * word under it changed since (each writer's stores land in program order, after a barrier; a
+ * later writer's value replaces an earlier one's, but is itself new): an epoll set reads the
+ * summary, then only the groups and the slots under a word that changed
+ * (preload/pl_epoll_wait.c). */
 static inline uint64_t tp_news_grp_off(uint32_t slot)
 {
 	return TP_OFF_NEWS_GRP + 8u * (uint64_t)(slot / TP_NEWS_GRP_SLOTS);
 }
-static inline uint64_t tp_news_tag(uint32_t slot, uint32_t v)
+static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
 {
-	return (uint64_t)(slot + 1u) << 32 | v;
+	return (uint64_t)(seed ^ (slot + 1u) * 0x9e3779b1u) << 32 | n;
 }
 /* FB_WAIT's bits. RING: the receiver sleeps, the sender rings the doorbell for each message it
  * publishes. NEWS: an epoll set holds the connection: the sender also rewrites the slot's NEWS
@@ -884,6 +888,8 @@ struct tp_conn {
 	struct tp_geom out;       /* peer slot geometry */
 	uint64_t news_out;        /* our NEWS word in the peer's window (tp_news_off()), 0: none */
 	uint32_t news_slot;       /* (the peer's slot of it: tp_news_write()) */
+	uint32_t news_msn;        /* the msn_next of the last NEWS word written, if NEWS_DONE */
+	bool news_done;
 	uint32_t nonce_in, nonce_out, seq_base_in, seq_base_out;
 	uint32_t peer_epoch;
 	atomic_int error;         /* 0 or -errno */
@@ -1665,9 +1671,9 @@ void tp_link_ring_prefault(struct tp_link *l, bool out, uint32_t ring, uint64_t 
 void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_slot,
 		 uint32_t peer_nonce, uint32_t flags);
 /* The NEWS word at NEWS_OFF of the peer's slot PEER_SLOT (checked word V seeded with SEED),
- * then its group's word and the summary (tp_news_tag()); the caller flushes. */
+ * then its group's word and the summary (tp_news_tag(), with N); the caller flushes. */
 void tp_news_write(struct tp_link *l, uint64_t news_off, uint32_t peer_slot, uint32_t seed,
-		   uint32_t v);
+		   uint32_t v, uint32_t n);
 bool tp_conn_peer_lost(struct tp_conn *c);
 void tp_conn_maxerr(struct tp_conn *c, int err);
 uint64_t tp_in_word(const struct tp_link *l, uint64_t off);

@@ -74,9 +74,9 @@ void tp_out_word(struct tp_link *l, uint64_t off, uint32_t seed, uint32_t v)
 }
 
 void tp_news_write(struct tp_link *l, uint64_t news_off, uint32_t peer_slot, uint32_t seed,
-		   uint32_t v)
+		   uint32_t v, uint32_t n)
 {
-	uint64_t tag = tp_news_tag(peer_slot, v);
+	uint64_t tag = tp_news_tag(peer_slot, seed, n);
 
 	tp_out_word(l, news_off, seed, v);
 	/* the slot's word, then its group's, then the summary: a reader that reads them the other
@@ -98,9 +98,11 @@ void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, u
 	tp_out_word(l, peer_slot_off + TP_W_ST_FLAGS, peer_nonce, flags);
 	/* news for an epoll set that passes over the connection (tp_news_off()): a value its
 	 * messages' sequence numbers are unlikely to have had, after the flags */
-	if (news_off)
-		tp_news_write(l, news_off, peer_slot, peer_nonce,
-			      (uint32_t)clock_mono_ns() | 0x80000000u);
+	if (news_off) {
+		uint32_t v = (uint32_t)clock_mono_ns() | 0x80000000u;
+
+		tp_news_write(l, news_off, peer_slot, peer_nonce, v, v);
+	}
 	ntb_wc_flush(l->ntb);
 	/* CLOSING and COMMIT alone wake nobody (a server's tp_attach() that waits for COMMIT
 	 * polls); CLOSING: it is only looked at (a close, a witness's look), the FIN
@@ -211,9 +213,15 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 		return;
 	if (flag_word == TP_W_FB_WAIT && (v & TP_FBW_NEWS) && c->news_out) {
 		/* (after the fence, so after what was published: a receiver that reads the new
-		 * value reads the message too; the message sequence number is new each time) */
-		tp_news_write(c->link, c->news_out, c->news_slot, c->nonce_out, c->msn_next);
-		ntb_wc_flush(c->link->ntb);
+		 * value reads the message too; the message sequence number is new each time, and
+		 * the words are written once per message: tp_news_tag()) */
+		if (!c->news_done || c->news_msn != c->msn_next) {
+			c->news_done = true;
+			c->news_msn = c->msn_next;
+			tp_news_write(c->link, c->news_out, c->news_slot, c->nonce_out,
+				      c->msn_next, c->msn_next);
+			ntb_wc_flush(c->link->ntb);
+		}
 		if (!(v & TP_FBW_RING))
 			return;
 	}
