@@ -48,6 +48,10 @@ void tp_conn_recycle(struct tp_conn *c)
 	}
 	pthread_mutex_lock(&l->conns_lock);
 	if (l->conn_cache_n < TP_CONN_CACHE && c->sh_inline) {
+		/* (its shadow to the pool: the next grant may go to another connection) */
+		tp_shadow_put(l, c->sh_data, c->out.qsize, c->sh_mapped, c->out.pool_n);
+		c->sh_data = NULL;
+		c->sh_mapped = 0;
 		c->next = l->conn_cache;
 		l->conn_cache = c;
 		l->conn_cache_n++;
@@ -189,7 +193,7 @@ static void shadow_pool_free(struct tp_link *l, bool keep_none)
 	struct tp_shadow_free *f, *drop = NULL;
 
 	pthread_mutex_lock(&l->sh_lock);
-	for (uint32_t n = keep_none ? l->sh_pool_n : (l->sh_pool_n + 1) / 2; n; n--) {
+	for (uint32_t n = keep_none ? l->sh_pool_n : (l->sh_pool_n + 1) / 2; n && l->sh_pool; n--) {
 		f = l->sh_pool;
 		l->sh_pool = f->next;
 		l->sh_pool_n--;

@@ -673,12 +673,16 @@ static void atfork_prepare(void)
 			atomic_store_explicit(&c->owned, false, memory_order_relaxed);
 			atomic_store_explicit(&c->ent->active, 0, memory_order_release);
 		}
+		/* last (a leaf lock): a set-up or a close in another thread may be taking a shadow
+		 * from the pool or giving one back (tp_shadow_get()) */
+		pthread_mutex_lock(&l->sh_lock);
 	}
 }
 
 static void atfork_parent(void)
 {
 	for (struct tp_link *l = tp_links; l; l = l->next_link) {
+		pthread_mutex_unlock(&l->sh_lock);
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
 			tp_mutex_unlock(&c->rx_lock);
 			tp_mutex_unlock(&c->tx_lock);

@@ -88,9 +88,13 @@ static void out_ring_load(struct tp_conn *c)
 
 	c->out_ring_ok = e->peer_ring && e->peer_ring <= e->peer_pool_n && !e->peer_yield;
 	if (c->out_ring_ok && !c->sh_data) {
-		/* its shadow (tp_shadow_get()); without one the ring goes unused until asked back */
+		/* its shadow (tp_shadow_get()); without one (no memory) the ring goes back at
+		 * once, drained as it is (tp_tx_ring_feedback()), and is asked for again later */
 		c->sh_data = tp_shadow_get(c->link, c->out.qsize, &c->sh_mapped);
-		c->out_ring_ok = c->sh_data != NULL;
+		if (!c->sh_data) {
+			c->out_ring_ok = false;
+			e->peer_yield = 1;
+		}
 	}
 	if (e->peer_ring) {
 		c->out_ring_off = e->peer_pool_off + (uint64_t)(e->peer_ring - 1u) * c->out.qsize;

@@ -248,7 +248,7 @@ int tp_conn_init_queues(struct tp_conn *c)
 	 * rewrites, [fb_rx_d, tx_d), holds none of the heap's or an earlier use's bytes */
 	if (!c->dmaq && ntb_dmaq_create(c->link->ntb, 4, &c->dmaq))
 		c->dmaq = NULL; /* long messages are then copied by the CPU directly */
-	/* (a recycled one: another slot's pages now; its shadow, if it kept one, keeps SH_MAPPED) */
+	/* (a recycled one: another slot's pages now) */
 	c->tx_faulted = c->rx_faulted = c->tx_ring_mapped = false;
 	tp_mutex_init(&c->tx_lock);
 	tp_mutex_init(&c->rx_lock);
