@@ -42,6 +42,25 @@ int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms)
 	return ntb_db_wait_us(link, seen, timeout_ms < 0 ? -1 : (long)timeout_ms * 1000L);
 }
 
+/* A waiter of LINK counts itself (D = 1) in its side's db_waiters, which the peer's ringers
+ * read (seq_cst: the waiter half of the Dekker pair with the ringer's fence + load in the shm
+ * backend's db_wake: count, then re-read the word), and in its process's slot, or uncounts
+ * itself (D = -1, relaxed). */
+static void waiter_count(struct ntb_link *link, int d)
+{
+	struct ntb_side_slot *s = link->slot >= 0 ? &link->local->slots[link->slot] : NULL;
+
+	if (d > 0) {
+		if (s) /* (first: a reaper never takes back more than was counted) */
+			atomic_fetch_add_explicit(&s->waiting, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&link->local->db_waiters, 1, memory_order_seq_cst);
+	} else {
+		atomic_fetch_sub_explicit(&link->local->db_waiters, 1, memory_order_relaxed);
+		if (s)
+			atomic_fetch_sub_explicit(&s->waiting, 1, memory_order_relaxed);
+	}
+}
+
 int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
 {
 	_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
@@ -49,9 +68,7 @@ int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
 	int rc;
 
 	if (!link->inspect)
-		/* seq_cst: the waiter half of the Dekker pair with the ringer's fence + load of
-		 * db_waiters in the shm backend's db_wake (increment, then re-read the word). */
-		atomic_fetch_add_explicit(&link->local->db_waiters, 1, memory_order_seq_cst);
+		waiter_count(link, 1);
 	for (;;) {
 		if (atomic_load_explicit(db, memory_order_seq_cst) != seen) {
 			rc = 0;
@@ -88,7 +105,7 @@ int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
 			break;
 	}
 	if (!link->inspect)
-		atomic_fetch_sub_explicit(&link->local->db_waiters, 1, memory_order_relaxed);
+		waiter_count(link, -1);
 	return rc;
 }
 
@@ -120,9 +137,7 @@ int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsign
 		if (links[i]->inspect || !(links[i]->caps & NTB_CAP_FUTEX_WAKE))
 			return -ENOTSUP; /* its doorbell is no futex word of ours (pci: polled) */
 	for (i = 0; i < n; i++)
-		/* seq_cst: the waiter half of the Dekker pair with the ringer's fence + load of
-		 * db_waiters in shm_db_wake(), as in ntb_db_wait() (count, then re-read) */
-		atomic_fetch_add_explicit(&links[i]->local->db_waiters, 1, memory_order_seq_cst);
+		waiter_count(links[i], 1); /* (as in ntb_db_wait(): count, then re-read) */
 	for (i = 0; i < n; i++) {
 		struct ntb_link *link = links[i];
 		_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
@@ -184,7 +199,7 @@ int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsign
 	}
 out:
 	for (i = 0; i < n; i++)
-		atomic_fetch_sub_explicit(&links[i]->local->db_waiters, 1, memory_order_relaxed);
+		waiter_count(links[i], -1);
 	return rc;
 }
 

@@ -152,7 +152,11 @@ struct ntb_side_slot {
 	_Atomic uint64_t starttime; /* /proc/<pid>/stat field 22 (0: unknown) */
 	_Atomic uint32_t enabled;   /* 1 while this handle is enabled */
 	_Atomic uint32_t image;     /* the claimer's program image (ntb_image_tag()); 0: unknown */
-	uint32_t pad[2];
+	/* how many of the db_waiters are this process's threads (ntb_side_reap() takes back
+	 * those of a process that died asleep: left counted, every ring of the peer made a wake
+	 * system call for nobody, for the life of the link file) */
+	_Atomic uint32_t waiting;
+	uint32_t pad;
 };
 static_assert(sizeof(struct ntb_side_slot) == 32, "slot size");
 

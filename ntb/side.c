@@ -113,6 +113,19 @@ static bool slot_live(struct ntb_side_slot *s)
 			 atomic_load_explicit(&s->starttime, memory_order_relaxed));
 }
 
+/* Slot S's process is gone: its threads that were counted in L's db_waiters are not waiting. */
+static void waiters_take_back(struct ntb_side_local *l, struct ntb_side_slot *s)
+{
+	uint32_t w = atomic_exchange_explicit(&s->waiting, 0, memory_order_relaxed);
+	uint32_t cur = atomic_load_explicit(&l->db_waiters, memory_order_relaxed);
+
+	/* (never below 0: a count the peer's ringers read) */
+	while (w && !atomic_compare_exchange_weak_explicit(&l->db_waiters, &cur,
+							   cur > w ? cur - w : 0,
+							   memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
 /* Under the side lock: free the slots of dead processes; return the number of live ones. */
 int ntb_side_reap(struct ntb_side_local *l, int *ret_enabled)
 {
@@ -125,6 +138,7 @@ int ntb_side_reap(struct ntb_side_local *l, int *ret_enabled)
 			LOG(LL_DEBUG, "ntb: freeing slot %d of pid %d's image before its exec", i,
 			    (int)getpid());
 			atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
+			waiters_take_back(l, s); /* (an exec ends every thread) */
 			atomic_store_explicit(&s->owner, 0, memory_order_release);
 			live++;
 			continue;
@@ -136,6 +150,7 @@ int ntb_side_reap(struct ntb_side_local *l, int *ret_enabled)
 			LOG(LL_DEBUG, "ntb: reaping slot %d of dead pid %llu", i,
 			    (unsigned long long)(dead & 0xffffffffu));
 			atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
+			waiters_take_back(l, s);
 			atomic_store_explicit(&s->owner, 0, memory_order_release);
 			continue;
 		}
@@ -168,6 +183,8 @@ static int side_claim_locked(struct ntb_link *link, struct ntb_side_local *l, in
 		uint32_t old = atomic_load_explicit(&l->session_epoch, memory_order_relaxed);
 		atomic_store_explicit(&l->session_epoch, random_epoch(old), memory_order_relaxed);
 		atomic_store_explicit(&l->hb_due_ns, 0, memory_order_relaxed);
+		/* (nobody of this side lives: nobody waits; counts a dead process left) */
+		atomic_store_explicit(&l->db_waiters, 0, memory_order_relaxed);
 	}
 	for (int i = 0; i < NTB_SIDE_SLOTS; i++) {
 		struct ntb_side_slot *s = &l->slots[i];
@@ -180,6 +197,7 @@ static int side_claim_locked(struct ntb_link *link, struct ntb_side_local *l, in
 				      memory_order_relaxed);
 		atomic_store_explicit(&s->image, ntb_image_tag(), memory_order_relaxed);
 		atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->waiting, 0, memory_order_relaxed);
 		/* Release: starttime before owner; pairs with the acquire in slot_live(). */
 		atomic_store_explicit(&s->owner, owner, memory_order_release);
 		link->slot = i;

@@ -596,6 +596,43 @@ static void test_dead_claim_reaped(void **state)
 	ntb_link_close(b);
 }
 
+/* A process that died asleep on the doorbell (killed in ntb_db_wait()) stays counted in its
+ * side's db_waiters: each ring of the peer then made a futex wake system call for nobody, for
+ * the life of the link file (the second 10,000-connection run on a link whose server had been
+ * killed: twice as long per echo round). The reaper of its claim takes its count back; a new
+ * session starts with none. */
+static void test_dead_waiter_uncounted(void **state)
+{
+	(void)state;
+	struct ntb_link *b = open_side(1);
+	struct ntb_side_local *l1 = b->local;
+
+	/* a dead process of side 1 that had 2 threads asleep, beside our live claim */
+	atomic_store(&l1->slots[7].owner, (9ull << 32) | 4000002u);
+	atomic_store(&l1->slots[7].waiting, 2);
+	atomic_fetch_add(&l1->db_waiters, 2);
+	uint32_t before = atomic_load(&l1->db_waiters) - 2u;
+	struct ntb_link *b2 = open_side(1); /* its claim reaps slot 7 */
+	assert_int_equal(atomic_load(&l1->slots[7].owner), 0);
+	assert_int_equal(atomic_load(&l1->db_waiters), before);
+	/* our own waiter counts itself in our slot, and uncounts itself */
+	uint32_t seen = ntb_db_read(b2);
+	assert_int_equal(ntb_db_wait_us(b2, seen, 200), -ENOLINK); /* (link down: at once) */
+	assert_int_equal(atomic_load(&l1->slots[b2->slot].waiting), 0);
+	ntb_link_close(b2);
+	ntb_link_close(b);
+	/* a side whose every process died: the new session counts nobody */
+	struct ntb_link *a = open_side(0);
+	struct ntb_side_local *l1a = (struct ntb_side_local *)(a->base + a->hdr.local_off[1]);
+
+	atomic_store(&l1a->slots[3].owner, (5ull << 32) | 4000003u);
+	atomic_store(&l1a->db_waiters, 5); /* (more than any slot says: counts of an older build) */
+	struct ntb_link *b3 = open_side(1);
+	assert_int_equal(atomic_load(&l1a->db_waiters), 0);
+	ntb_link_close(b3);
+	ntb_link_close(a);
+}
+
 /* A claim of our own pid but another program image is one that exec replaced: reaped, so a
  * process that execs again and again does not run out of slots; one of this image, or with
  * no image recorded (an older library), is live. */
@@ -1208,7 +1245,8 @@ int main(void)
 		T(test_peer_dead_by_wall_stamp),
 		T(test_peer_hb_age_by_stamp),
 		T(test_peer_hb_frozen_stamp),   T(test_claims_and_sessions),
-		T(test_dead_claim_reaped), T(test_windows),        T(test_spads),
+		T(test_dead_claim_reaped), T(test_dead_waiter_uncounted),
+		T(test_windows),        T(test_spads),
 		T(test_doorbells),
 		T(test_doorbells_many),
 		T(test_inspect),        T(test_bad_files),
