@@ -783,6 +783,47 @@ static void test_stale_slot_not_news(void **state)
  * (forged here before each set-up: 64 different bytes in every free context's ring, so a
  * nonce drawn blindly would hit one 1 time in 4, and then the whole lap would look
  * published). 40 set-ups, both directions. */
+/* For both directions of pair P, FN(sender, receiver, context C, I) on each free receive
+ * context of the receiver (under its host lock: the helpers allocate and free contexts). */
+static void each_free_context(struct tl_pair *p, void (*fn)(struct tp_link *tx, struct tp_link *rx,
+							    uint32_t c, int i), int i)
+{
+	struct tp_link *rxs[2] = { p->a, p->b };
+
+	for (int s = 0; s < 2; s++) {
+		struct tp_link *rx = rxs[s];
+
+		tp_host_lock(rx);
+		for (uint32_t c = 0; c < rx->host->contexts; c++)
+			if (rx->host->e[c].state == TP_ES_FREE)
+				fn(rxs[1 - s], rx, c, i);
+		tp_host_unlock(rx);
+	}
+}
+
+/* A new connection of pair P from PORT: CS[0] on A, CS[1] on B. */
+static void connect_both(struct tl_pair *p, uint16_t port, struct tp_conn *cs[2])
+{
+	struct tp_key k;
+	enum tp_reason why;
+
+	tl_key(&k, port, 5000);
+	assert_int_equal(tp_connect(p->a, &k, 5000, &cs[0], &why), 0);
+	assert_int_equal(tp_conn_confirm(cs[0]), 0);
+	assert_int_equal(tp_attach(p->b, &k, &cs[1]), 0);
+}
+
+static void forge_seq_bytes(struct tp_link *tx, struct tp_link *rx, uint32_t c, int i)
+{
+	for (uint32_t n = 0; n < rx->geom.inline_n; n++) {
+		uint8_t b = (uint8_t)(((uint32_t)i * 7u + c + n) % 255u + 1u);
+		size_t at = TP_OFF_SLOTS + (size_t)c * rx->slot_size + TP_SLOT_RINGS +
+			    (size_t)n * 128u + TP_INL_SEQ;
+
+		link_fault_write(tx, at, &b, 1);
+	}
+}
+
 static void test_reused_ring_not_published(void **state)
 {
 	struct tl_pair p;
@@ -792,31 +833,9 @@ static void test_reused_ring_not_published(void **state)
 	for (int i = 0; i < 40; i++) {
 		struct tp_link *rxs[2] = { p.a, p.b };
 		struct tp_conn *cs[2];
-		struct tp_key k;
-		enum tp_reason why;
 
-		for (int s = 0; s < 2; s++) {
-			struct tp_link *rx = rxs[s], *tx = rxs[1 - s];
-
-			/* (the helpers allocate and free contexts under the host lock) */
-			tp_host_lock(rx);
-			for (uint32_t c = 0; c < rx->host->contexts; c++) {
-				if (rx->host->e[c].state != TP_ES_FREE)
-					continue;
-				for (uint32_t n = 0; n < rx->geom.inline_n; n++) {
-					uint8_t b = (uint8_t)(((uint32_t)i * 7u + c + n) % 255u + 1u);
-					size_t at = TP_OFF_SLOTS + (size_t)c * rx->slot_size +
-						    TP_SLOT_RINGS + (size_t)n * 128u + TP_INL_SEQ;
-
-					link_fault_write(tx, at, &b, 1);
-				}
-			}
-			tp_host_unlock(rx);
-		}
-		tl_key(&k, (uint16_t)(41000 + i), 5000);
-		assert_int_equal(tp_connect(p.a, &k, 5000, &cs[0], &why), 0);
-		assert_int_equal(tp_conn_confirm(cs[0]), 0);
-		assert_int_equal(tp_attach(p.b, &k, &cs[1]), 0);
+		each_free_context(&p, forge_seq_bytes, i);
+		connect_both(&p, (uint16_t)(41000 + i), cs);
 		for (int s = 0; s < 2; s++) {
 			uint8_t want = tp_inline_seq(0, rxs[s]->geom.log2n, cs[s]->seq_base_in);
 
@@ -840,6 +859,16 @@ static void test_reused_ring_not_published(void **state)
  * epoll set could never pass over it, and looked at each of them on every wait (a link that
  * had served 10,000 connections ran the next 10,000 five times slower). Forged here before
  * each set-up in every free context; 10 set-ups, both directions. */
+static void forge_tx_words(struct tp_link *tx, struct tp_link *rx, uint32_t c, int i)
+{
+	size_t at = TP_OFF_SLOTS + (size_t)c * rx->slot_size;
+	uint64_t txd = tp_cw_make(0x5eed0000u + (uint32_t)i, 4096u + c);
+	uint64_t txe = tp_cw_make(0x5eed0000u + (uint32_t)i, 3u << 16 | 2u);
+
+	link_fault_write(tx, at + TP_W_TX_D, &txd, sizeof(txd));
+	link_fault_write(tx, at + TP_W_TX_EPOCH, &txe, sizeof(txe));
+}
+
 static void test_reused_slot_settles(void **state)
 {
 	struct tl_pair p;
@@ -847,32 +876,11 @@ static void test_reused_slot_settles(void **state)
 	(void)state;
 	pair_open(&p, "reuseslot", NULL, NULL);
 	for (int i = 0; i < 10; i++) {
-		struct tp_link *rxs[2] = { p.a, p.b };
 		struct tp_conn *cs[2];
-		struct tp_key k;
-		enum tp_reason why;
 		uint64_t seen;
 
-		for (int s = 0; s < 2; s++) {
-			struct tp_link *rx = rxs[s], *tx = rxs[1 - s];
-
-			tp_host_lock(rx);
-			for (uint32_t c = 0; c < rx->host->contexts; c++) {
-				if (rx->host->e[c].state != TP_ES_FREE)
-					continue;
-				size_t at = TP_OFF_SLOTS + (size_t)c * rx->slot_size;
-				uint64_t txd = tp_cw_make(0x5eed0000u + (uint32_t)i, 4096u + c);
-				uint64_t txe = tp_cw_make(0x5eed0000u + (uint32_t)i, 3u << 16 | 2u);
-
-				link_fault_write(tx, at + TP_W_TX_D, &txd, sizeof(txd));
-				link_fault_write(tx, at + TP_W_TX_EPOCH, &txe, sizeof(txe));
-			}
-			tp_host_unlock(rx);
-		}
-		tl_key(&k, (uint16_t)(42000 + i), 5000);
-		assert_int_equal(tp_connect(p.a, &k, 5000, &cs[0], &why), 0);
-		assert_int_equal(tp_conn_confirm(cs[0]), 0);
-		assert_int_equal(tp_attach(p.b, &k, &cs[1]), 0);
+		each_free_context(&p, forge_tx_words, i);
+		connect_both(&p, (uint16_t)(42000 + i), cs);
 		for (int s = 0; s < 2; s++) {
 			assert_false(tp_readable_hint(cs[s]));
 			/* settled: an epoll set may pass over it */
