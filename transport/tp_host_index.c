@@ -88,11 +88,13 @@ void tp_hidx_rebuild(struct tp_host *h)
 
 	memset(peer_heads(h), 0, tp_hidx_size(h->contexts));
 	h->free_head = h->free_tail = 0;
-	uint32_t offers = 0;
-	for (uint32_t i = 0, used = tp_host_used(h); i < used; i++) {
+	uint32_t offers = 0, used = tp_host_used(h), free_n = h->contexts - used;
+
+	for (uint32_t i = 0; i < used; i++) {
 		struct tp_host_entry *e = &h->e[i];
 
 		e->peer_next = e->key_next = 0;
+		free_n += e->state == TP_ES_FREE;
 		if (e->state == TP_ES_FREE && order)
 			order[n++] = i;
 		else if (e->state == TP_ES_FREE)
@@ -105,6 +107,9 @@ void tp_hidx_rebuild(struct tp_host *h)
 	/* (the offers counted again: a holder that died between an offer's change and its count;
 	 * relaxed, under the host lock) */
 	atomic_store_explicit(&h->offers_held, offers, memory_order_relaxed);
+	/* (and the free count, which a holder that died between a slot's change and its count
+	 * left off by one: entries never used in this session, and those free) */
+	atomic_store_explicit(&h->free_num, free_n, memory_order_relaxed);
 	if (order) {
 		qsort_r(order, n, sizeof(*order), by_release, h);
 		for (uint32_t k = 0; k < n; k++)

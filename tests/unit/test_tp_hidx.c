@@ -165,7 +165,15 @@ static void test_rebuild_after_dead_holder(void **state)
 		peer_set(h, ps); /* (must end) */
 	uint32_t b = tp_hidx_peer_first(h, 5);
 	h->e[b - 1].peer_next = 0;
+	/* and a free count a dead holder left wrong: counted again from the entries */
+	uint32_t free_want = h->contexts - tp_host_used(h);
+
+	for (uint32_t i = 0; i < tp_host_used(h); i++)
+		free_want += h->e[i].state == TP_ES_FREE;
+	atomic_store(&h->free_num, free_want + 3u);
 	tp_hidx_rebuild(h);
+	assert_int_equal(atomic_load(&h->free_num), free_want);
+	assert_int_equal(free_want, h->contexts - N + N / 4u - 1u); /* (60 was taken) */
 	for (uint32_t ps = 0; ps < 8; ps++)
 		assert_true(peer_set(h, ps) == want(8, ps, live));
 	for (uint32_t kv = 0; kv < 5; kv++)
