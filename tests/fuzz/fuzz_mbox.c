@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the set-up mailbox (tp_mbox_process() reading struct tp_pkt from the inbound
- * window, doc/design.md §3 rule 4): Apply, Ack, Nack and Cancel packets, sealed or broken, and the
+ * window, doc/design.md §3 rule 4): Apply, Ack, Nack, Cancel and Claim packets, sealed or broken, and the
  * mailbox index the peer publishes. One shm link pair is opened once, with the helper thread held
  * (the harness drives the receiver itself; where a helper runs anyway, as in the replay of `make
  * check`, each input holds the receiver's host lock); between inputs its host table is restored from
@@ -74,6 +74,16 @@ static int mb_open(void)
 	tp_host_unlock(mb.b);
 	if (slot < 0)
 		return -1;
+	/* (offers for Claims to take: the client says it takes them, OFFER_RX, at its look at the
+	 * session; then the refill runs with our mailbox) */
+	tp_host_lock(mb.a);
+	tp_mbox_process(mb.a);
+	tp_host_unlock(mb.a);
+	tp_host_lock(mb.b);
+	tp_mbox_process(mb.b);
+	tp_host_unlock(mb.b);
+	if (!atomic_load(&mb.b->host->offers_held))
+		fprintf(stderr, "fuzz_mbox: no offer made: Claims will find none\n");
 	mb.snap_len = mb.b->host_size;
 	mb.snap = malloc(mb.snap_len);
 	if (!mb.snap)
@@ -87,6 +97,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc, (void)argv;
 	tp_params_init(&mb.tpp);
 	mb.tpp.contexts = 8;
+	mb.tpp.connections = 64; /* (room for offers: tp_offer.c keeps one per 16 connections) */
 	mb.tpp.queue_size = 64u << 10;
 	mb.tpp.inline_slots = 16;
 	mb.tpp.spin_us = 0;
@@ -122,8 +133,8 @@ static uint32_t mb_rd32(struct mb_rd *r)
 
 /* The next packet of the input, made plausible as its mode byte asks: bit 0 seal it as the peer
  * would (sequence and CRC), bit 1 a geometry inside our outbound window, bit 2 the port we listen
- * on, bit 3 an answer to our connecting entry, bit 4 our wire version and a known type (bits
- * 5-7). */
+ * on, bit 3 an answer to our connecting entry (for a Claim: one of the offers we hold), bit 4 our
+ * wire version and a known type (bits 5-7). */
 static void mb_pkt_of(struct mb_rd *r, struct tp_pkt *p, uint32_t seq, uint32_t seed)
 {
 	uint8_t mode = mb_rd8(r);
@@ -138,6 +149,12 @@ static void mb_pkt_of(struct mb_rd *r, struct tp_pkt *p, uint32_t seq, uint32_t 
 		p->inline_n = mb.b->geom.inline_n;
 		p->qsize = mb.b->geom.qsize;
 		p->client_slot %= 64u;
+		/* and a pool of data rings there (the peer's geometry is ours), a ring of it or
+		 * none (wire version 5: without them every Apply and Claim failed its check) */
+		p->pool_off_lo = (uint32_t)mb.b->geom.pool_off;
+		p->pool_off_hi = (uint32_t)(mb.b->geom.pool_off >> 32);
+		p->pool_n = mb.b->geom.pool_n;
+		p->ring %= mb.b->geom.pool_n + 1u;
 	}
 	if (mode & 4) {
 		p->key.bytes[38] = MB_PORT >> 8;
@@ -150,7 +167,21 @@ static void mb_pkt_of(struct mb_rd *r, struct tp_pkt *p, uint32_t seq, uint32_t 
 	}
 	if (mode & 16) {
 		p->version = TP_WIRE_VERSION;
-		p->type = (uint8_t)(mode >> 5) % 5u; /* 0 (invalid), Apply, Ack, Nack, Cancel */
+		/* 0 (invalid), Apply, Ack, Nack, Cancel, Offer (never sent through a mailbox),
+		 * Claim (a client taking one of our offers: tp_offer_on_claim()) */
+		p->type = (uint8_t)(mode >> 5) % 7u;
+	}
+	if (p->type == TP_PKT_CLAIM && (mode & 8)) {
+		/* a Claim of an offer we hold (bit 3 names no connecting entry of ours for one) */
+		const struct tp_host *h = mb.b->host;
+
+		for (uint32_t i = 0; i < tp_host_used(h); i++) {
+			if (h->e[i].state == TP_ES_PENDING && h->e[i].role == TP_ROLE_OFFER) {
+				p->server_slot = i;
+				p->server_nonce = h->e[i].nonce;
+				break;
+			}
+		}
 	}
 	if (mode & 1) {
 		p->seq = seq;
@@ -167,7 +198,7 @@ static void mb_check_host(void)
 	const struct tp_host *h = mb.b->host;
 	uint32_t free_n = 0;
 
-	uint32_t used = tp_host_used(h);
+	uint32_t used = tp_host_used(h), offers = 0;
 
 	free_n = h->contexts - used; /* (never handed out: free, not read) */
 	for (uint32_t i = 0; i < used; i++) {
@@ -177,12 +208,19 @@ static void mb_check_host(void)
 			free_n++;
 			continue;
 		}
+		if (e->state == TP_ES_PENDING && e->role == TP_ROLE_OFFER) {
+			offers++; /* (no peer yet: no geometry) */
+			continue;
+		}
 		if (e->state == TP_ES_PENDING &&
 		    !tp_geom_valid(mb.b, e->peer_slot_off, e->peer_inline_n, e->peer_qsize))
 			abort();
 	}
-	if (free_n != h->free_num)
+	if (free_n != h->free_num || offers != atomic_load(&h->offers_held)) {
+		fprintf(stderr, "fuzz_mbox: free %u (counted %u), offers %u (counted %u)\n",
+			(unsigned)h->free_num, free_n, (unsigned)atomic_load(&h->offers_held), offers);
 		abort();
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -194,7 +232,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!mb.open)
 		LLVMFuzzerInitialize(NULL, NULL);
-	seed = ntb_link_epoch(mb.a->ntb); /* what b checks the peer's words and packets with */
+	seed = tp_mbox_seed_in(mb.b); /* what b checks the peer's words and packets with */
 	/* (all under b's host lock: where a helper thread runs, as in the replay of the corpora in
 	 * `make check`, it leaves the mailbox to us meanwhile) */
 	tp_host_lock(mb.b);
