@@ -24,6 +24,16 @@
 
 #define NCONN 6
 
+/* C's out_ring_ok, read under its tx lock (the helper's timers write it under that lock). */
+static bool ring_ok(struct tp_conn *c)
+{
+	tp_mutex_lock(&c->tx_lock);
+	bool ok = c->out_ring_ok;
+
+	tp_mutex_unlock(&c->tx_lock);
+	return ok;
+}
+
 static void open_pool(struct tl_pair *p, const char *name, uint32_t rings)
 {
 	struct tp_params tpp;
@@ -91,11 +101,11 @@ static void test_ring_setup_and_inline_only(void **state)
 	 * for B's bytes (the client grants from its own pool), none from B's (a server's
 	 * reservation takes one only while more than half of its pool is free: nobody could ask
 	 * it back before accept()) */
-	assert_true(ca[0]->out_ring_ok && cb[0]->out_ring_ok);
+	assert_true(ring_ok(ca[0]) && ring_ok(cb[0]));
 	assert_non_null(ca[0]->in_ring);
 	assert_non_null(cb[0]->in_ring);
-	assert_true(cb[1]->out_ring_ok);
-	assert_false(ca[1]->out_ring_ok);
+	assert_true(ring_ok(cb[1]));
+	assert_false(ring_ok(ca[1]));
 	assert_int_equal(pool_free(p.a), 0);
 	assert_int_equal(pool_free(p.b), 1);
 	/* the second asks for B's last ring (a write past 4 KiB) and gets it at once */
@@ -103,18 +113,18 @@ static void test_ring_setup_and_inline_only(void **state)
 	struct iovec v1 = { msg, 8192 };
 
 	assert_int_equal(tp_send(ca[1], &v1, 1), -EAGAIN); /* (waits for the ring it asked for) */
-	for (int i = 0; i < 2000 && !ca[1]->out_ring_ok; i++) {
+	for (int i = 0; i < 2000 && !ring_ok(ca[1]); i++) {
 		tp_mutex_lock(&ca[1]->tx_lock);
 		tp_tx_feedback(ca[1]);
 		tp_mutex_unlock(&ca[1]->tx_lock);
 		usleep(1000);
 	}
-	assert_true(ca[1]->out_ring_ok);
+	assert_true(ring_ok(ca[1]));
 	assert_int_equal(pool_free(p.b), 0);
 	move_checked(ca[1], cb[1], msg, 8192, 8192, got);
 	/* the third: none */
-	assert_false(ca[2]->out_ring_ok);
-	assert_false(cb[2]->out_ring_ok);
+	assert_false(ring_ok(ca[2]));
+	assert_false(ring_ok(cb[2]));
 	assert_null(ca[2]->in_ring);
 	/* writes of 4 KiB: writable, inline alone, no ask */
 	assert_true(tp_send_fits(ca[2], 4096, false));
@@ -138,13 +148,13 @@ static void test_ring_setup_and_inline_only(void **state)
 	 * rings back after their quantum and grants one */
 	uint64_t end = tl_now_ms() + 5000;
 
-	while (!ca[2]->out_ring_ok && tl_now_ms() < end) {
+	while (!ring_ok(ca[2]) && tl_now_ms() < end) {
 		tp_mutex_lock(&ca[2]->tx_lock);
 		tp_tx_feedback(ca[2]);
 		tp_mutex_unlock(&ca[2]->tx_lock);
 		usleep(1000);
 	}
-	assert_true(ca[2]->out_ring_ok);
+	assert_true(ring_ok(ca[2]));
 	assert_true(atomic_load_explicit(&p.b->host->pool_refusals, memory_order_relaxed) > 0);
 	assert_true(atomic_load_explicit(&p.b->host->pool_yields, memory_order_relaxed) > 0);
 	assert_true(tp_send_fits(ca[2], 16384, false));
