@@ -21,6 +21,15 @@
 
 #include "preload/pl_int.h"
 
+/* Threads of the sanitizer's own runtime: TSan runs a background thread once the program has
+ * started one (so under TSan a liburcu worker is caught only beside it; the plain build counts
+ * exactly). */
+#ifdef __SANITIZE_THREAD__
+#define SAN_THREADS 1
+#else
+#define SAN_THREADS 0
+#endif
+
 static struct conf cf; /* (static: pl_conf points at it for the whole run) */
 
 static void host_addr(const char *a)
@@ -79,7 +88,7 @@ static void test_urcu_loaded_by_first_write(void **state)
 	assert_non_null(dlopen("liburcu-cds.so.8", RTLD_LAZY | RTLD_NOLOAD));
 	pl_src_not_host((struct sockaddr *)&d, AF_INET); /* (a replacement: a grace period) */
 	assert_false(pl_src_is_host((struct sockaddr *)&d, sizeof(d), AF_INET));
-	assert_int_equal(n_threads(), 1);
+	assert_true(n_threads() <= 1 + SAN_THREADS);
 }
 
 /* The loopback route to 127.0.0.2 picks 127.0.0.1, this host's address: no bind needed. To
@@ -273,7 +282,7 @@ static void test_readers_beside_writer(void **state)
 	pl_src_ttl_ns = ttl;
 	assert_int_equal(atomic_load_explicit(&rd_bad, memory_order_relaxed), 0);
 	assert_int_equal(atomic_load_explicit(&wr_bad, memory_order_relaxed), 0);
-	assert_int_equal(n_threads(), 1); /* (no liburcu worker left behind) */
+	assert_true(n_threads() <= 1 + SAN_THREADS); /* (no liburcu worker left behind) */
 }
 
 /* fork() while another thread is in and out of read-side sections: the child keeps the parent's
