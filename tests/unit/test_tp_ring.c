@@ -24,6 +24,24 @@
 
 #define NCONN 6
 
+/* Shadow allocations to fail (tp_shadow_get(): aligned_alloc() of a ring's size, FAIL_SIZE),
+ * for the out-of-memory case of a grant. This program's aligned_alloc() replaces the C
+ * library's for everything linked into it. */
+static _Atomic int fail_allocs;
+static size_t fail_size;
+
+void *aligned_alloc(size_t align, size_t size)
+{
+	void *p = NULL;
+
+	if (size == fail_size && atomic_load(&fail_allocs) > 0) {
+		atomic_fetch_sub(&fail_allocs, 1);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) ? NULL : p;
+}
+
 /* C's out_ring_ok, read under its tx lock (the helper's timers write it under that lock). */
 static bool ring_ok(struct tp_conn *c)
 {
@@ -174,6 +192,51 @@ static void test_ring_setup_and_inline_only(void **state)
 	tl_pair_close(&p);
 }
 
+/* A grant whose shadow cannot be allocated (out of memory) is given back at once, drained as it
+ * is, and asked for again later: the ring does not stay held unused by a connection that cannot
+ * write into it (with no inline slots, its writes would have stalled for good), and once memory
+ * is there again the connection gets a ring and every byte arrives. */
+static void test_ring_shadow_oom(void **state)
+{
+	struct tl_pair p;
+	static uint8_t msg[40000], got[40000];
+
+	(void)state;
+	open_pool(&p, "ringoom", 2);
+	fail_size = p.a->geom.qsize;
+	atomic_store(&fail_allocs, 2); /* (both sides' first grant at set-up) */
+	assert_int_equal(tl_pair_connect(&p, 41500, 7000, true), 0);
+	struct tp_conn *ca = p.ca, *cb = p.cb;
+
+	/* granted at set-up, but no shadow: not usable, and going back */
+	assert_false(ring_ok(ca));
+	assert_int_equal(atomic_load(&fail_allocs), 0);
+	tl_fill(msg, sizeof(msg), 35, 0);
+	struct iovec v = { msg, 16384 };
+
+	(void)tp_send(ca, &v, 1); /* (a write past the inline slots: its feedback gives it back) */
+	for (int i = 0; i < 3000 && pool_free(p.b) != 2; i++) {
+		tp_mutex_lock(&ca->tx_lock);
+		tp_tx_feedback(ca);
+		tp_mutex_unlock(&ca->tx_lock);
+		usleep(1000);
+	}
+	assert_int_equal(pool_free(p.b), 2); /* the ring came back to B's pool */
+	/* memory again: asked for again, granted, used; every byte exact */
+	for (int i = 0; i < 5000 && !ring_ok(ca); i++) {
+		tp_mutex_lock(&ca->tx_lock);
+		tp_tx_feedback(ca);
+		tp_mutex_unlock(&ca->tx_lock);
+		usleep(1000);
+	}
+	assert_true(ring_ok(ca));
+	assert_non_null(ca->sh_data);
+	move_checked(ca, cb, msg, sizeof(msg), 16384, got);
+	tp_close(ca);
+	tp_close(cb);
+	tl_pair_close(&p);
+}
+
 /* NCONN senders streaming both ways through pools of 2 rings: every byte exact, every
  * connection's data went through a data ring at some point (rings rotated: asked back,
  * given back, granted to the refused), and no stream starved. */
@@ -311,6 +374,7 @@ int main(void)
 		log_set_level(LL_DEBUG);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ring_setup_and_inline_only),
+		cmocka_unit_test(test_ring_shadow_oom),
 		cmocka_unit_test(test_ring_rotation_no_starvation),
 		cmocka_unit_test(test_ring_stale_grant_rejected),
 	};
