@@ -182,9 +182,7 @@ static bool detect_pending(struct tp_conn *c, uint64_t *ret_raw)
 /* Is RAW, the ST word now, a valid one other than what the timers last read (tp_st_flags())? */
 static bool st_unseen(struct tp_conn *c, uint64_t raw)
 {
-	uint32_t v;
-
-	return raw && raw != tp_wc_raw(c, TP_W_ST_FLAGS) && tp_cw_check(c->nonce_in, raw, &v);
+	return tp_slot_raw_new(c, TP_W_ST_FLAGS, raw);
 }
 
 /* Under rx_lock: nothing for the receive side's timers (tp_rx_timers(); the ring's:

@@ -1457,6 +1457,16 @@ static inline uint64_t tp_wc_raw(const struct tp_conn *c, uint32_t w)
 {
 	return atomic_load_explicit(&c->wc_raw[w / 8u], memory_order_relaxed);
 }
+/* Is RAW, word W of C's slot as just loaded, a valid value other than its last valid reading
+ * (the cache above)? One that fails its check (an earlier connection's word in a reused slot, a
+ * spoilt write) is no news: tp_slot_word() ignores it too, and taken for news it makes every
+ * look at the connection a full one until the peer writes the word again. */
+static inline bool tp_slot_raw_new(const struct tp_conn *c, uint32_t w, uint64_t raw)
+{
+	uint32_t v;
+
+	return raw && raw != tp_wc_raw(c, w) && tp_cw_check(c->nonce_in, raw, &v);
+}
 void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's slot */
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
 #define tp_set_error(c, e) tp_set_error_at((c), (e), __FILE__, __LINE__)

@@ -594,7 +594,6 @@ bool tp_rx_quiet(struct tp_conn *c)
 {
 	const _Atomic uint64_t *base = (const _Atomic uint64_t *)(const void *)tp_rx_slot(c);
 	uint64_t txd, txe;
-	uint32_t v;
 
 	/* (the slot after the next one too: published behind a lost one, it is news: the loss,
 	 * which tp_rx_progress() answers with a Retry at once) */
@@ -607,22 +606,15 @@ bool tp_rx_quiet(struct tp_conn *c)
 	 * tp_tx_publish(), the release fence in send_short_direct()) */
 	txd = atomic_load_explicit(&base[TP_W_TX_D / 8u], memory_order_acquire);
 	txe = atomic_load_explicit(&base[TP_W_TX_EPOCH / 8u], memory_order_acquire);
-	/* A word other than its last valid reading is news for the full look, unless it fails its
-	 * check: an earlier connection's word in a reused slot does until this one's sender writes
-	 * it, and the full look ignores it (tp_slot_word()). Taken for news, it kept every
-	 * connection of a reused slot that never used a data ring from ever being quiet: an epoll
-	 * set looked at each of them on every wait. */
-	if (txd && txd != tp_wc_raw(c, TP_W_TX_D)) {
-		if (tp_cw_check(c->nonce_in, txd, &v))
-			return false;
-		txd = tp_wc_raw(c, TP_W_TX_D);
-	}
-	if (txe && txe != tp_wc_raw(c, TP_W_TX_EPOCH)) {
-		if (tp_cw_check(c->nonce_in, txe, &v))
-			return false;
-		txe = tp_wc_raw(c, TP_W_TX_EPOCH);
-	}
-	/* (a word never written is 0: no data yet, no epoch or Detect published yet) */
+	/* A valid word other than its last valid reading is news for the full look; one that fails
+	 * its check reads as that reading (tp_slot_raw_new(): an earlier connection's in a reused
+	 * slot, taken for news, kept every connection there that never used a data ring from ever
+	 * being quiet, and an epoll set looked at each of them on every wait) */
+	if (tp_slot_raw_new(c, TP_W_TX_D, txd) || tp_slot_raw_new(c, TP_W_TX_EPOCH, txe))
+		return false;
+	txd = tp_wc_raw(c, TP_W_TX_D);
+	txe = tp_wc_raw(c, TP_W_TX_EPOCH);
+	/* (none valid yet is 0: no data yet, no epoch or Detect published yet) */
 	if (txd ? (uint32_t)txd != c->v_d : c->v_d != 0)
 		return false;
 	return !txe || (uint16_t)(txe >> 16) == c->det_seen;

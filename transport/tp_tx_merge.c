@@ -127,8 +127,8 @@ bool tp_tx_merge(struct tp_conn *c, struct iov_cur *ic, uint32_t n)
 		 * flag's store and fence, then the words: see above) */
 		tp_set_tx_wait(c, c->tx_wait_v | TP_TXW_HELD);
 		tp_tx_feedback(c);
-	} else if (tp_slot_raw(c, TP_W_FB_RX_I) != tp_wc_raw(c, TP_W_FB_RX_I) ||
-		   tp_slot_raw(c, TP_W_FB_RX_D) != tp_wc_raw(c, TP_W_FB_RX_D)) {
+	} else if (tp_slot_raw_new(c, TP_W_FB_RX_I, tp_slot_raw(c, TP_W_FB_RX_I)) ||
+		   tp_slot_raw_new(c, TP_W_FB_RX_D, tp_slot_raw(c, TP_W_FB_RX_D))) {
 		/* the flag stood: a release the receiver published since is read here (two loads
 		 * while nothing moved); it rings only once it waits (tp_rx_idle()) */
 		tp_tx_feedback(c);
