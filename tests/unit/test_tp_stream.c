@@ -1218,12 +1218,15 @@ static void test_epoch_word_again_on_doorbell(void **state)
 
 	for (int i = 0; i < 8; i++)
 		old_ep[i] = win_b[tx_ep + (size_t)i];
+	/* (B's rx_lock held: B's helper must not see the epoch word before it is lost) */
+	tp_mutex_lock(&p.cb->rx_lock);
 	tp_mutex_lock(&p.ca->tx_lock);
 	tp_tx_feedback(p.ca); /* sees the Retry: retransmits */
 	tp_mutex_unlock(&p.ca->tx_lock);
 	assert_int_equal(p.ca->tx_epoch, p.cb->rx_epoch);
 	assert_true(atomic_load(&p.ca->epoch_hint));
 	link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep)); /* its epoch word lost */
+	tp_mutex_unlock(&p.cb->rx_lock);
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
 	tp_mutex_lock(&p.cb->rx_lock); /* (the helper's pass runs its timers meanwhile) */
 	bool gated = p.cb->gated;
@@ -1284,6 +1287,27 @@ static void test_quick_probe_due_in_us(void **state)
 	tl_pair_close(&p);
 }
 
+/* Have the receiver publish its release and the sender read it, until the sender sees
+ * everything it sent acknowledged and released (3 s at most): its next write then neither merges
+ * nor waits. */
+static bool sender_sees_all_released(struct tl_pair *p)
+{
+	uint64_t end = tl_now_ms() + 3000;
+	bool idle = false;
+
+	while (!idle && tl_now_ms() < end) {
+		tp_mutex_lock(&p->cb->rx_lock);
+		tp_rx_flush_feedback(p->cb);
+		tp_mutex_unlock(&p->cb->rx_lock);
+		tp_mutex_lock(&p->ca->tx_lock);
+		tp_tx_feedback(p->ca);
+		idle = p->ca->msn_next == p->ca->fb_ack && p->ca->tx_i == p->ca->fb_rx_i &&
+		       p->ca->tx_d == p->ca->fb_rx_d;
+		tp_mutex_unlock(&p->ca->tx_lock);
+	}
+	return idle;
+}
+
 /* A sender idle for a while (everything acknowledged, its last progress long ago) sends again:
  * its quick probes count from that send, not from the last progress. With the stamp of the last
  * progress, the first probe was due at once, and a waiter spinning for the answer (tp_wait())
@@ -1296,8 +1320,8 @@ static void test_quick_probe_counts_from_send_after_idle(void **state)
 	struct tp_params tpp;
 	uint8_t b[64];
 	struct iovec vb = { b, sizeof(b) };
-	bool urgent = false, idle = false;
-	uint64_t t0, due, end;
+	bool urgent = false;
+	uint64_t t0, due;
 
 	(void)state;
 	memset(b, 5, sizeof(b));
@@ -1306,18 +1330,7 @@ static void test_quick_probe_counts_from_send_after_idle(void **state)
 	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
 	expect_64(p.cb, b);
 	/* the sender sees everything acknowledged and released */
-	end = tl_now_ms() + 3000;
-	while (!idle && tl_now_ms() < end) {
-		tp_mutex_lock(&p.cb->rx_lock);
-		tp_rx_flush_feedback(p.cb);
-		tp_mutex_unlock(&p.cb->rx_lock);
-		tp_mutex_lock(&p.ca->tx_lock);
-		tp_tx_feedback(p.ca);
-		idle = p.ca->msn_next == p.ca->fb_ack && p.ca->tx_i == p.ca->fb_rx_i &&
-		       p.ca->tx_d == p.ca->fb_rx_d;
-		tp_mutex_unlock(&p.ca->tx_lock);
-	}
-	assert_true(idle);
+	assert_true(sender_sees_all_released(&p));
 	usleep(3000); /* quiet for 12 quick intervals (and well below TimerSendData) */
 	t0 = clock_mono_ns();
 	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
@@ -1328,12 +1341,21 @@ static void test_quick_probe_counts_from_send_after_idle(void **state)
 	/* a waiter for the answer spinning 1 ms: at most the probes of 250 and 750 us (and one of
 	 * the helper) go out */
 	uint16_t det0 = p.ca->detect_seq;
+	uint64_t w0 = clock_mono_ns(), waited_us;
+	unsigned allowed = 1; /* (the helper's probe) */
 
 	(void)tp_wait(p.ca, TP_EV_IN, 1);
+	waited_us = (clock_mono_ns() - w0) / 1000u;
 	tp_mutex_lock(&p.ca->tx_lock);
 	uint16_t sent = (uint16_t)(p.ca->detect_seq - det0);
 	tp_mutex_unlock(&p.ca->tx_lock);
-	assert_true(sent <= 3);
+	/* the doubling schedule's probes within the time the wait really took (1 ms asked; a
+	 * loaded machine may deschedule us for longer): 250, 750, 1750 us, ... */
+	for (uint64_t at = TP_QUICK_PROBE_US, iv = TP_QUICK_PROBE_US; at <= waited_us; iv *= 2, at += iv)
+		allowed++;
+	if (sent > allowed + 1)
+		fail_msg("%u Detects in %llu us (the schedule allows %u)", (unsigned)sent,
+			 (unsigned long long)waited_us, allowed);
 	expect_64(p.cb, b);
 	tl_pair_close(&p);
 }
@@ -1761,7 +1783,7 @@ static void test_helper_batch_at_program_nice(void **state)
 static void test_short_direct(void **state)
 {
 	struct tl_pair p;
-	struct tp_stats a0, a1, b1;
+	struct tp_stats a0, a1, b1, b2;
 	uint8_t msg[1024], out[1024];
 	size_t sizes[] = { 117, 160, 512, 1024 };
 
@@ -1793,22 +1815,39 @@ static void test_short_direct(void **state)
 	assert_int_equal(a1.tx_msgs_inline, a0.tx_msgs_inline);
 	assert_int_equal(b1.rx_msgs_short, 8);
 
-	/* a spoilt payload byte */
+	/* a spoilt payload byte (of a message of its own: with the receiver's release not yet seen
+	 * the write could have been merged into a held message, somewhere else in the ring) */
 	struct iovec v = { msg, 200 }, o = { out, 200 };
+
+	assert_true(sender_sees_all_released(&p));
 	uint32_t at_d = p.ca->tx_d;
 	size_t at = p.ca->out_ring_off + (at_d & (p.ca->out.qsize - 1)) + TP_DESC_SIZE + 50;
 	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
 
 	tl_fill(msg, 200, 77, 0);
+	tp_conn_stats(p.cb, &b1);
+	/* (B's rx_lock held: B's helper must not look at it before it is spoilt) */
+	tp_mutex_lock(&p.cb->rx_lock);
 	assert_int_equal(tp_send(p.ca, &v, 1), 200);
+	assert_int_equal(p.ca->tx_d_pub, at_d + TP_DESC_SIZE + 208); /* where `at` says, published */
 	uint8_t bad = (uint8_t)(win_b[at] ^ 0x40);
 
 	link_fault_write(p.a, at, &bad, 1);
+	tp_mutex_unlock(&p.cb->rx_lock);
 	memset(out, 0, 200);
-	assert_int_equal(tp_recv(p.cb, &o, 1, 0), -EAGAIN); /* not delivered: Retry */
-	assert_true(p.cb->gated);
-	assert_int_equal(tl_recv_some(p.cb, out, 200, 3000), 200);
+	ssize_t r = tp_recv(p.cb, &o, 1, 0);
+
+	if (r == -EAGAIN) { /* not delivered: Retry */
+		assert_true(p.cb->gated);
+		assert_int_equal(tl_recv_some(p.cb, out, 200, 3000), 200);
+	} else {
+		/* descheduled here for a quick-probe interval: the sender's Detect had the peer's
+		 * helper find the spoilt byte and ask for it again before this read */
+		assert_int_equal(r, 200);
+	}
 	assert_memory_equal(out, msg, 200);
+	tp_conn_stats(p.cb, &b2);
+	assert_true(b2.crc_errors > b1.crc_errors); /* seen and refused, either way */
 	tl_pair_close(&p);
 }
 
@@ -2191,6 +2230,13 @@ static void test_merge_ring_owed(void **state)
 				recv_exact(p.cb, out + lead, total - lead);
 				continue;
 			}
+			if (ntb_db_read(p.ca->link->ntb) == db0 && !owes(p.cb, NULL) &&
+			    (!p.ca->held || tp_readable_hint(p.cb))) {
+				/* (a loaded machine: the helper published it between the looks above,
+				 * and the debt went with that, unrung) */
+				recv_exact(p.cb, out + lead, total - lead);
+				continue;
+			}
 			assert_false(owes(p.cb, NULL));
 			assert_int_equal(ntb_db_read(p.ca->link->ntb), db0 + 1);
 			recv_exact(p.cb, out + lead, total - lead); /* (the helper publishes it) */
@@ -2200,6 +2246,13 @@ static void test_merge_ring_owed(void **state)
 			int r = tp_wait(p.cb, TP_EV_IN, 0);
 
 			if (r != 0 || !p.ca->held) {
+				recv_exact(p.cb, out + lead, total - lead);
+				continue;
+			}
+			if (ntb_db_read(p.ca->link->ntb) == db0 && !owes(p.cb, NULL) &&
+			    (!p.ca->held || tp_readable_hint(p.cb))) {
+				/* (a loaded machine: the helper published it between the looks above,
+				 * and the debt went with that, unrung) */
 				recv_exact(p.cb, out + lead, total - lead);
 				continue;
 			}
