@@ -40,6 +40,7 @@ def pat(off, n):
     return bytes(((off + k) * 7 + ((off + k) >> 12)) & 0xff for k in range(n))
 ref = b"".join(pat(k * chunk, chunk) for k in range(16))
 got = 0; bad = 0; end = "eof"
+mark = int(os.environ.get("R_MARK", 0))  # say when this much was read (the test stops us then)
 while True:
     try:
         b = c.recv(65536)
@@ -52,6 +53,8 @@ while True:
     if want is None or b != want:
         bad = 1
     got += len(b)
+    if mark and got >= mark:
+        print("MARK", got, flush=True); mark = 0
 print("END", end, got, bad, flush=True)
 PY
 
@@ -62,7 +65,8 @@ run() {
 	tcp) env_r="NTBSOCK_UNUSED=1"; env_w="NTBSOCK_UNUSED=1";;
 	*) env_r="$(pl_env b)"; env_w="$(pl_env a) $*";;
 	esac
-	env $env_r ${R_ENV:-} python3 "$PL_TMP/r.py" 127.0.0.2 $p >"$PL_TMP/r.$mode.out" 2>&1 &
+	env $env_r ${R_ENV:-} ${STOP_AT:+R_MARK=$STOP_AT} python3 "$PL_TMP/r.py" 127.0.0.2 $p \
+		>"$PL_TMP/r.$mode.out" 2>&1 &
 	R=$!; PL_PIDS="$PL_PIDS $R"
 	pl_wait_port 127.0.0.2 $p
 	env $env_w ${W_ENV:-} python3 "$PL_TMP/w.py" 127.0.0.2 $p >"$PL_TMP/w.$mode.out" 2>&1 &
@@ -75,10 +79,11 @@ run() {
 	case $mode in cut*) from=${CUT_FROM:-3145729};; esac
 	i=0
 	if [ -n "$STOP_AT" ]; then
-		# the reader (all its threads) stopped once the writer is past STOP_AT bytes
-		while [ "$(tail -n 2 "$PL_TMP/w.$mode.out" 2>/dev/null | head -n 1)" -lt $STOP_AT ] 2>/dev/null ||
-			[ ! -s "$PL_TMP/w.$mode.out" ]; do
-			[ $i -lt 3000 ] || pl_fail "$mode: the writer did not reach $STOP_AT bytes within 30 s"
+		# the reader (all its threads) stopped once it has read STOP_AT bytes (not once the
+		# writer passed them: a reader behind by most of the ring then, on a loaded machine,
+		# left the writer no room to reach the cut)
+		until grep -q '^MARK' "$PL_TMP/r.$mode.out" 2>/dev/null; do
+			[ $i -lt 3000 ] || pl_fail "$mode: the reader did not read $STOP_AT bytes within 30 s"
 			sleep 0.01; i=$((i + 1))
 		done
 		kill -STOP $R
@@ -101,6 +106,7 @@ run() {
 	wait $R
 	last=$(tail -n 2 "$PL_TMP/w.$mode.out" | head -n 1)   # (the last line may be cut short)
 	set -- $(grep '^END' "$PL_TMP/r.$mode.out")
+	[ $# -ge 4 ] || pl_fail "$mode: the reader printed no END line: $(cat "$PL_TMP/r.$mode.out")"
 	echo "$mode: reader $2 after $3 bytes (bad=$4); writer last reported $last accepted"
 	[ "$4" = 0 ] || pl_fail "$mode: the reader got wrong bytes"
 	R_END=$2; R_GOT=$3; W_LAST=$last
@@ -152,7 +158,9 @@ KILL_AFTER=0.05 run cutfast $((port + 6)) NTBSOCK_FAULT=cut_after=3M
 # long after they were written. Their age must come from the writer's stamp, not from that late
 # sighting (which would call the death clean: a short EOF). The writer slows to ~0.8 MB/s after
 # 512 KiB (so that the reader has caught up with it, whatever the load, when it stops: the writer
-# needs the ring's room to reach the cut), the reader stops at 1 MiB, the cut comes 128 KiB and
+# needs the ring's room to reach the cut), the reader stops once it has read 1 MiB (it says so:
+# R_MARK; stopped when the writer had passed 1 MiB, a reader behind by most of the ring on a
+# loaded machine left the writer no room: "did not stream" in a CI run), the cut comes 128 KiB and
 # ~160 ms later (heartbeats arrive meanwhile, unseen), the kill 0.5 s after the cut, the reader
 # goes on 0.2 s after the kill. The room: the 512 KiB ring less what the stopped reader had not
 # released (up to half the ring) and its lag; with the cut 256 KiB past the stop (as before,
