@@ -1087,6 +1087,11 @@ struct tp_conn {
 	uint32_t rx_bounce_cap;
 	uint32_t rx_bounce_pos, rx_bounce_msn; /* the record it holds, when rx_bounce_ok */
 	bool rx_bounce_ok;
+	/* the next validation of a data message at the queue's head copies it into rx_bounce
+	 * (a read smaller than it is waiting: its checked copy there is the validation) */
+	bool rx_bounce_want;
+	uint64_t rx_checks;           /* data messages checked without a copy (validated ahead of the
+				      * read that copies them: a second pass; for tests) */
 	bool rx_faulted;             /* the inbound data ring's pages mapped (tp_rx_data()) */
 	/* the ring of our pool granted to the peer (tp_ring.c; mirrors ent->ring): NULL none;
 	 * the CRC seed of its messages; the raw request word as last looked at */

@@ -74,16 +74,8 @@ static int rec_copy(struct tp_conn *c, const struct tp_rec *r, uint32_t off, uin
 		crc = tp_rx_data_copy(c, dst, r->pos + r->payload, r->len, c->dseed_in, true);
 		return tp_desc_crc(crc, &r->desc) == r->desc.crc ? 0 : -EBADMSG;
 	}
-	if (c->rx_bounce_cap < r->len) { /* r->len ≤ qsize: checked by tp_rx_data() */
-		uint32_t cap = (uint32_t)ALIGN_UP(r->len, 4096u);
-		uint8_t *b = malloc(cap);
-
-		if (!b)
-			return -ENOMEM;
-		free(c->rx_bounce);
-		c->rx_bounce = b;
-		c->rx_bounce_cap = cap;
-	}
+	if (tp_rx_bounce_reserve(c, r->len) < 0) /* r->len ≤ qsize: checked by tp_rx_data() */
+		return -ENOMEM;
 	c->rx_bounce_ok = false;
 	crc = tp_rx_data_copy(c, c->rx_bounce, r->pos + r->payload, r->len, c->dseed_in, true);
 	if (tp_desc_crc(crc, &r->desc) != r->desc.crc)
@@ -165,9 +157,10 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 #endif
 
 /* Fast path (record queue empty): the next data message fits in the caller's buffers, so
- * check its CRC while copying it there (one pass). Returns bytes delivered, 0 if not taken. */
+ * check its CRC while copying it there (one pass). Returns bytes delivered, 0 if not taken;
+ * *RET_NOFIT: not taken because it is larger than the room left. */
 static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, int vi,
-			size_t voff)
+			size_t voff, bool *ret_nofit)
 {
 	struct tp_rec r;
 	size_t room = 0;
@@ -182,8 +175,10 @@ static size_t rx_direct(struct tp_conn *c, const struct iovec *iov, int iovcnt, 
 		return 0;
 	for (int i = vi; i < iovcnt && room < r.len; i++)
 		room += iov[i].iov_len - (i == vi ? voff : 0);
-	if (room < r.len)
+	if (room < r.len) {
+		*ret_nofit = true;
 		return 0;
+	}
 	crc = c->dseed_in;
 	left = r.len;
 	pos = r.pos + r.payload;
@@ -377,6 +372,7 @@ enum recv_step { RECV_STOP, RECV_AGAIN, RECV_COPY };
 static enum recv_step recv_empty(struct tp_conn *c, struct rx_read *rd)
 {
 	size_t n = 0;
+	bool nofit = false;
 
 	if (!rd->peek) {
 		size_t room = rd->iov[rd->vi].iov_len - rd->voff;
@@ -387,12 +383,17 @@ static enum recv_step recv_empty(struct tp_conn *c, struct rx_read *rd)
 							    rd->voff, room);
 		rd->skip_inline = false;
 		if (!n)
-			n = rx_direct(c, rd->iov, rd->iovcnt, rd->vi, rd->voff);
+			n = rx_direct(c, rd->iov, rd->iovcnt, rd->vi, rd->voff, &nofit);
 	}
 	if (n) {
 		recv_advance(rd, n);
 		return RECV_AGAIN; /* (released by tp_recv(), once for the whole call) */
 	}
+	/* the next message is a data-ring one larger than the room left: after bytes already
+	 * read, the next call takes it (validated now, it would be checked twice); into an empty
+	 * read, its validation copies it to the bounce buffer the read takes its part from */
+	if (nofit && rd->got)
+		return RECV_STOP;
 	/* As kernel TCP, a read takes what has arrived up to the end of its buffer, across
 	 * message boundaries: a peek whatever was published, a read a published inline
 	 * message too (split from its validated copy). A data-ring message that did not
@@ -402,7 +403,9 @@ static enum recv_step recv_empty(struct tp_conn *c, struct rx_read *rd)
 		return RECV_STOP; /* (one load: the slot the direct copy just looked at) */
 	if (tp_rx_quiet(c))
 		return RECV_STOP; /* nothing published since the last look: what we have, or -EAGAIN */
+	c->rx_bounce_want = nofit;
 	tp_rx_progress(c, rd->got ? c->rec_bytes + 1 : 1);
+	c->rx_bounce_want = false;
 	if (rd->h == c->rec_tail)
 		return RECV_STOP;
 	if (rd->got && !rd->peek && c->recs[rd->h % TP_RECS].ring != 0)

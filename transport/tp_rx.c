@@ -34,6 +34,22 @@ uint32_t tp_rx_data_copy(const struct tp_conn *c, uint8_t *dst, uint32_t pos, ui
 	return crc;
 }
 
+int tp_rx_bounce_reserve(struct tp_conn *c, uint32_t len)
+{
+	if (c->rx_bounce_cap >= len)
+		return 0;
+	uint32_t cap = (uint32_t)ALIGN_UP(len, 4096u);
+	uint8_t *b = malloc(cap);
+
+	if (!b)
+		return -ENOMEM;
+	free(c->rx_bounce);
+	c->rx_bounce = b;
+	c->rx_bounce_cap = cap;
+	c->rx_bounce_ok = false;
+	return 0;
+}
+
 /* After a publication of the feedback: ring the sender if it asks for it (TX_WAIT), at once
  * unless all it does is hold a merged message (TP_TXW_HELD alone): its own next write sees the
  * release, and a ring would wake its helper for each message (a futex wake here and a switch
@@ -307,10 +323,27 @@ enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bo
 	if (fp > avail)
 		return TP_RX_BAD;
 	if (check) {
-		crc = tp_rx_data_copy(c, NULL, c->v_d + tp_payload_gap(d.type, c->v_d), d.len,
-				c->dseed_in, false);
+		/* the head message for a read smaller than it: checked as it is copied into the
+		 * bounce buffer it will be read from (one pass, not a check now and the bounce's
+		 * checked copy at the read) */
+		bool bounce = c->rx_bounce_want && c->rec_head == c->rec_tail &&
+			      tp_rx_bounce_reserve(c, d.len) == 0;
+
+		c->rx_bounce_want = false;
+		if (bounce)
+			c->rx_bounce_ok = false;
+		crc = tp_rx_data_copy(c, bounce ? c->rx_bounce : NULL,
+				      c->v_d + tp_payload_gap(d.type, c->v_d), d.len, c->dseed_in,
+				      bounce);
 		if (tp_desc_crc(crc, &d) != d.crc)
 			return TP_RX_BAD;
+		if (!bounce)
+			c->rx_checks++;
+		if (bounce) {
+			c->rx_bounce_ok = true;
+			c->rx_bounce_pos = c->v_d;
+			c->rx_bounce_msn = msn;
+		}
 	}
 	r->desc = d;
 	r->msn = msn;

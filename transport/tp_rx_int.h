@@ -45,6 +45,8 @@ uint32_t tp_rx_data_copy(const struct tp_conn *c, uint8_t *dst, uint32_t pos, ui
 			 uint32_t crc, bool copy);
 /* Look at the data ring for message MSN (its descriptor into *R; CHECK: its CRC too). */
 enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bool check);
+/* rx_bounce holds at least LEN bytes (0), or -ENOMEM. */
+int tp_rx_bounce_reserve(struct tp_conn *c, uint32_t len);
 /* Evidence of loss or corruption (CRC: a CRC error): Retry, or MaxErr. */
 void tp_rx_fail_at(struct tp_conn *c, bool crc, const char *file, int line);
 #define tp_rx_fail(c, crc) tp_rx_fail_at((c), (crc), __FILE__, __LINE__)
