@@ -9,6 +9,9 @@
 #   LOAD_TESTS="test_a test_b*"   the tests (patterns; default: the failure paths below)
 #   LOAD_HOGS=N                   busy loops during the loaded run (default: nproc)
 #   LOAD_IDLE=0                   skip the runs without the hog
+#   LOAD_UNIT="bin..."            instead: these unit test binaries (make check-unit-load), all
+#                                 of them LOAD_UNIT_RUNS times (default 3) beside the hogs; their
+#                                 tests race helper threads, and CI's machine is not idle either
 cd "$(dirname "$0")/.." || exit 1
 : "${LOAD_TESTS:=test_fail_cut test_fail_fault test_fail_host_truncate test_fail_kill
 	test_fail_shm_truncate test_fail_shm_unlink test_fail_sigstop test_failover_admin
@@ -48,6 +51,22 @@ one() {
 	row="$row $res $secs"
 	[ "$res" = PASS ] || [ "$res" = SKIP ]
 }
+
+if [ -n "${LOAD_UNIT:-}" ]; then
+	fail=0; r=0
+	hogs_start
+	while [ $r -lt "${LOAD_UNIT_RUNS:-3}" ]; do
+		r=$((r + 1))
+		echo "unit run $r of ${LOAD_UNIT_RUNS:-3} beside $LOAD_HOGS busy loops"
+		# (word splitting wanted: the list of binaries)
+		# shellcheck disable=SC2086
+		sh tests/run_unit.sh $LOAD_UNIT || fail=$((fail + 1))
+	done
+	hogs_stop
+	echo "unit load: $fail failed run(s)"
+	[ $fail -eq 0 ]
+	exit
+fi
 
 fail=0; table=""
 names=""
