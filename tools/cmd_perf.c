@@ -21,6 +21,8 @@
 #include "conf/conf.h"
 #include "ntb/ntb.h"
 #include "transport/transport.h"
+#include "util/crc32c.h"
+#include "util/crc32c_int.h"
 #include "util/log.h"
 
 #define PERF_DEFAULT_COUNT  5000
@@ -386,6 +388,7 @@ static void print_table_head(const struct perf_opts *o, int cpu_a, int cpu_b)
 		printf("sides pinned to CPUs %d and %d\n", cpu_a, cpu_b);
 	else
 		printf("one CPU: sides not pinned\n");
+	printf("CRC32C path: %s\n", crc32c_impl_name());
 	if (o->lp.fault.enabled) {
 		printf("faults: drop %g, corrupt %g, delay up to %u us, seed %" PRIu64,
 		       o->lp.fault.drop, o->lp.fault.corrupt, o->lp.fault.delay_us, o->lp.fault.seed);
@@ -822,6 +825,21 @@ static int perf_env_log(void)
 	return 0;
 }
 
+/* NTBSOCK_CRC: the library quietly keeps the best CRC32C path when the name is one this CPU
+ * cannot run; a measurement that asked for a path says so instead. 0, or an exit status. */
+static int perf_env_crc(void)
+{
+	const char *want = getenv("NTBSOCK_CRC");
+
+	if (want && *want && !crc32c_pick(want)) {
+		fprintf(stderr, "ntbsock perf: NTBSOCK_CRC=%s: not a CRC32C path this CPU runs "
+			"(avx512, avx2, sse4.2, portable; this CPU's best: %s)\n", want,
+			crc32c_pick(NULL)->name);
+		return TOOL_EXIT_USAGE;
+	}
+	return 0;
+}
+
 /* One `ntbsock perf` run: what its steps share. */
 struct perf_run {
 	const struct perf_opts *o;
@@ -939,6 +957,9 @@ int cmd_perf(int argc, char **argv)
 	if (rc > 0)
 		return rc;
 	rc = perf_env_log();
+	if (rc > 0)
+		return rc;
+	rc = perf_env_crc();
 	if (rc > 0)
 		return rc;
 	if (perf_alloc(r) < 0)

@@ -381,9 +381,8 @@ static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8
 
 /* Writes below this size have the window's lines of the next one asked for (tp_tx_prefetch()),
  * and below the size from which the selected CRC implementation copies in two passes
- * (crc32c_copy2_split_len(): 8 KiB on the AVX-512 path), whose memcpy() writes whole lines
- * without reading them. The AVX2 path copies in one pass at every size; whether it gains from
- * prefetching beyond this cap was not measured on an AVX2-only CPU (bench/README.md). */
+ * (crc32c_copy2_split_len(): 4 KiB on the AVX-512 and AVX2 paths), whose memcpy() writes whole
+ * lines without reading them. */
 #define TX_PREFETCH_CAP (8u << 10)
 
 /* The size below which a write's successor's lines are prefetched; per process (the CRC

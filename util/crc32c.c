@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* CRC32C public entry points: one-time selection of the implementation, and combine. */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/compiler.h"
@@ -25,16 +26,44 @@ const struct crc32c_impl *const crc32c_impls[] = {
  */
 static _Atomic(const struct crc32c_impl *) crc32c_active;
 
+/* Short names for NTBSOCK_CRC, in crc32c_impls[] order of their implementations. */
+static const struct {
+	const char *alias;
+	const char *name;
+} crc32c_aliases[] = {
+	{ "avx512", "vpclmul-avx512+sse4.2" },
+	{ "avx2", "vpclmul-avx2+sse4.2" },
+	{ "sse4.2", "sse4.2-3way" },
+};
+
+const struct crc32c_impl *crc32c_pick(const char *want)
+{
+	const char *name = want;
+
+	if (!want || !*want) {
+		for (size_t i = 0; crc32c_impls[i]; i++)
+			if (crc32c_impls[i]->supported())
+				return crc32c_impls[i];
+		return &crc32c_impl_portable;
+	}
+	for (size_t i = 0; i < sizeof(crc32c_aliases) / sizeof(crc32c_aliases[0]); i++)
+		if (!strcmp(want, crc32c_aliases[i].alias))
+			name = crc32c_aliases[i].name;
+	for (size_t i = 0; crc32c_impls[i]; i++)
+		if (!strcmp(name, crc32c_impls[i]->name))
+			return crc32c_impls[i]->supported() ? crc32c_impls[i] : NULL;
+	return NULL;
+}
+
 static const struct crc32c_impl *crc32c_select(void)
 {
-	const struct crc32c_impl *impl = &crc32c_impl_portable;
+	/* NTBSOCK_CRC names the implementation (benchmarks of the slower paths on a CPU that has a
+	 * faster one); a name this CPU cannot run, or none, leaves the best one. getenv() only:
+	 * the environment is set up before any code of the library runs. */
+	const struct crc32c_impl *impl = crc32c_pick(getenv("NTBSOCK_CRC"));
 
-	for (size_t i = 0; crc32c_impls[i]; i++) {
-		if (crc32c_impls[i]->supported()) {
-			impl = crc32c_impls[i];
-			break;
-		}
-	}
+	if (!impl)
+		impl = crc32c_pick(NULL);
 	/* Pairs with the acquire in crc32c_get(); the impl structs are constant anyway. */
 	atomic_store_explicit(&crc32c_active, impl, memory_order_release);
 	return impl;

@@ -41,10 +41,10 @@ static inline uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, siz
  * bytes checksummed, even if @src changes meanwhile. No two buffers may overlap. @dst is
  * never read (it may be a window). For a sender that keeps a retransmission copy. How it
  * copies depends on the length and the CPU: short buffers one load and two stores per word;
- * on the AVX2 path one pass storing each vector twice (~22 GB/s against ~15 for
- * crc32c_copy() + memcpy() on Zen 3 at 4-256 KiB into 1 MiB rings); on the AVX-512 path
- * from 8 KiB on, the checksumming copy to @dst2 and then memcpy() from @dst2 to @dst
- * (Zen 5: 34-36 GB/s against 25 for one pass, with the peer's core reading @dst).
+ * on the AVX2 and AVX-512 paths one pass storing each vector twice below 4 KiB, and from
+ * 4 KiB on the checksumming copy to @dst2 and then memcpy() from @dst2 to @dst (Zen 5, the
+ * peer's core reading @dst: AVX-512 34-36 GB/s against 25 for one pass; AVX2 at 64 KiB
+ * 13-15 GB/s against 3-4, whose 32-byte stores write each of @dst's lines in two halves).
  */
 static inline uint32_t crc32c_copy2(uint32_t crc, void *dst, void *dst2, const void *src,
 				    size_t len);

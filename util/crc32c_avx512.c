@@ -223,10 +223,13 @@ static uint32_t crc32c_copy_avx512(uint32_t crc, void *dst, const void *src, siz
  * whole lines without reading them first, which matters for @dst, whose lines the peer's
  * core holds. Zen 5, 1 MiB rings, the receiver copying out on the other core: 8 KiB
  * messages 30 GB/s against 22, 64 KiB 34-35 against 25, 256 KiB 33-36 against 25; 1 and
- * 4 KiB even (hence the threshold). A third pass (memcpy() to @dst2, then its checksum)
- * measured 26-28 at 64 KiB.
+ * 4 KiB even on near cores. On far cores (a cache line one-way 0.2 us; `ntbsock perf`, the
+ * sender's prefetch of the next write's lines below the switch either way) 4 KiB 6.1-6.3
+ * GB/s against 4.4-4.8 with the switch at 8 KiB, 6 KiB 8.6-8.8 against 3.7-4.1; 2 KiB even
+ * (hence 4 KiB). A third pass (memcpy() to @dst2, then its checksum) measured 26-28 at
+ * 64 KiB.
  */
-#define COPY2_SPLIT_LEN (8u << 10)
+#define COPY2_SPLIT_LEN (4u << 10)
 
 static uint32_t crc32c_copy2_avx512(uint32_t crc, void *dst, void *dst2, const void *src,
 				    size_t len)

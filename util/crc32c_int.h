@@ -31,6 +31,14 @@ struct crc32c_impl {
 extern const struct crc32c_impl *const crc32c_impls[];
 
 extern const struct crc32c_impl crc32c_impl_portable;
+
+/*
+ * crc32c_pick() - the implementation named @want (an implementation's name, or "avx512",
+ * "avx2", "sse4.2"; "portable" is its own name), NULL if none has that name or this CPU cannot
+ * run it; the best this CPU can run when @want is NULL or empty. The library selects
+ * crc32c_pick(getenv("NTBSOCK_CRC")), or the best where that is NULL, once per process.
+ */
+const struct crc32c_impl *crc32c_pick(const char *want);
 #if defined(__x86_64__) && defined(__GNUC__)
 extern const struct crc32c_impl crc32c_impl_sse42;
 extern const struct crc32c_impl crc32c_impl_hybrid;

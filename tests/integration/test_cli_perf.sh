@@ -55,6 +55,19 @@ n=$(grep -c 'transport: slot [0-9]* retransmit epoch' "$tmp/flog" 2>/dev/null)
 sides=$(grep ': debug: ntb: link .* open' "$tmp/flog" 2>/dev/null | sed 's/:.*//' | sort -u | wc -l)
 [ "${n:-0}" -ge 1 ] && [ "$sides" -eq 2 ] && ok "NTBSOCK_LOG_FILE: $n retransmissions logged, both sides" ||
 	fail "NTBSOCK_LOG_FILE: $n retransmission lines, $sides sides: $(head -5 "$tmp/flog" 2>/dev/null)"
+# --- NTBSOCK_CRC: the path measured is the one named, bytes still verified -----------------
+NTBSOCK_CRC=portable timeout 300 "$NTBSOCK" perf --sizes 64,64K --count 200 >"$tmp/crc" \
+	2>"$tmp/crcerr"; rc=$?
+[ $rc -eq 0 ] && grep -qx 'CRC32C path: portable' "$tmp/crc" &&
+	[ "$(grep -c ' yes$' "$tmp/crc")" -eq 2 ] && ok "NTBSOCK_CRC=portable: named path, verified" ||
+	fail "NTBSOCK_CRC=portable: rc $rc, $(cat "$tmp/crc" "$tmp/crcerr")"
+timeout 300 "$NTBSOCK" perf --sizes 64 --count 50 >"$tmp/crc0" 2>&1
+grep -q '^CRC32C path: \(vpclmul-avx512+sse4.2\|vpclmul-avx2+sse4.2\|sse4.2-3way\|portable\)$' \
+	"$tmp/crc0" && ok "CRC32C path named without NTBSOCK_CRC: $(grep '^CRC32C' "$tmp/crc0")" ||
+	fail "no CRC32C path line: $(cat "$tmp/crc0")"
+NTBSOCK_CRC=fastest "$NTBSOCK" perf --sizes 64 --count 10 >/dev/null 2>"$tmp/crcerr"; rc=$?
+[ $rc -eq 2 ] && grep -q 'NTBSOCK_CRC=fastest: not a CRC32C path this CPU runs' "$tmp/crcerr" &&
+	ok "unknown NTBSOCK_CRC: exit 2" || fail "unknown NTBSOCK_CRC: rc $rc, $(cat "$tmp/crcerr")"
 NTBSOCK_LOG=loud "$NTBSOCK" perf --sizes 64 --count 10 >/dev/null 2>"$tmp/lerr"; rc=$?
 [ $rc -eq 2 ] && grep -q 'NTBSOCK_LOG=loud: not a level' "$tmp/lerr" && ok "bad NTBSOCK_LOG: exit 2" ||
 	fail "bad NTBSOCK_LOG: rc $rc, $(cat "$tmp/lerr")"
