@@ -94,6 +94,9 @@ static const struct tool_cmd commands[] = {
 	  "\n"
 	  "NTBSOCK_LOG=LEVEL and NTBSOCK_LOG_FILE=FILE log the transport's lines of both\n"
 	  "sides (debug: each Retry and retransmission), as for the library.\n"
+	  "NTBSOCK_CRC=avx512|avx2|sse4.2|portable measures that CRC32C path instead of\n"
+	  "the best this CPU runs (the table names the path in use); one it cannot run is\n"
+	  "a usage error.\n"
 	  "\n"
 	  "Exit status: 0 when every size was measured and verified, 1 otherwise.\n",
 	  cmd_perf },
