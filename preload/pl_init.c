@@ -2,6 +2,7 @@
 /* Initialisation: resolve the real functions, load the config, choose active or pass-through.
  * Runs from the constructor and, through pthread_once, from the first wrapper called. */
 #include "util/clock.h"
+#include "util/crc32c.h"
 #include "preload/pl_int.h"
 #include "glue/conf_params.h"
 
@@ -92,10 +93,14 @@ void pl_init_once(void)
 
 	PL_ENTER();
 	pl_resolve();
+	/* The CRC32C path now, while one thread runs and before anything here changes the
+	 * environment (pl_inherit() unsets NTBSOCK_INHERIT): its selection reads NTBSOCK_CRC. */
+	(void)crc32c_impl_name();
 	if (pl_load_conf() == 0) {
 		pl_fdtab_init();
 		if (pl_fds) {
 			mode = PL_MODE_ACTIVE;
+			LOG(LL_DEBUG, "CRC32C path: %s", crc32c_impl_name());
 			pthread_atfork(pl_atfork_prepare, pl_atfork_parent, pl_atfork_child);
 			pl_inherit(true);
 		}

@@ -46,9 +46,12 @@ const struct crc32c_impl *crc32c_pick(const char *want)
 				return crc32c_impls[i];
 		return &crc32c_impl_portable;
 	}
-	for (size_t i = 0; i < sizeof(crc32c_aliases) / sizeof(crc32c_aliases[0]); i++)
-		if (!strcmp(want, crc32c_aliases[i].alias))
+	for (size_t i = 0; i < sizeof(crc32c_aliases) / sizeof(crc32c_aliases[0]); i++) {
+		if (!strcmp(want, crc32c_aliases[i].alias)) {
 			name = crc32c_aliases[i].name;
+			break;
+		}
+	}
 	for (size_t i = 0; crc32c_impls[i]; i++)
 		if (!strcmp(name, crc32c_impls[i]->name))
 			return crc32c_impls[i]->supported() ? crc32c_impls[i] : NULL;
@@ -58,9 +61,11 @@ const struct crc32c_impl *crc32c_pick(const char *want)
 static const struct crc32c_impl *crc32c_select(void)
 {
 	/* NTBSOCK_CRC names the implementation (benchmarks of the slower paths on a CPU that has a
-	 * faster one); a name this CPU cannot run, or none, leaves the best one. getenv() only:
-	 * the environment is set up before any code of the library runs. */
-	const struct crc32c_impl *impl = crc32c_pick(getenv("NTBSOCK_CRC"));
+	 * faster one); a name this CPU cannot run, an unknown one or none leaves the best one.
+	 * secure_getenv(): a set-uid program keeps its best path whatever its caller says. The
+	 * preload library selects from its initialisation (pl_init_once()), before any thread of
+	 * its own runs or it changes the environment. */
+	const struct crc32c_impl *impl = crc32c_pick(secure_getenv("NTBSOCK_CRC"));
 
 	if (!impl)
 		impl = crc32c_pick(NULL);

@@ -229,7 +229,7 @@ static uint32_t crc32c_copy_avx512(uint32_t crc, void *dst, const void *src, siz
  * (hence 4 KiB). A third pass (memcpy() to @dst2, then its checksum) measured 26-28 at
  * 64 KiB.
  */
-#define COPY2_SPLIT_LEN (4u << 10)
+#define COPY2_SPLIT_LEN 4096u
 
 static uint32_t crc32c_copy2_avx512(uint32_t crc, void *dst, void *dst2, const void *src,
 				    size_t len)
