@@ -109,6 +109,7 @@ UNITS = {("iperf3", "v1"): "Gbit/s", ("iperf3-P4", "v1"): "Gbit/s", ("connrate",
          ("ref-cacheline", "v1"): "us one-way", ("ref-cacheline-il", "v1"): "us one-way",
          ("perf-ratio64", "v1"): "x cache line", ("ref-pipe", "v1"): "MB/s",
          ("perf-pipe-share", "v1"): "% of the interleaved pipeline",
+         ("perf-avx2", "v1"): "MB/s, 64 KiB stream, AVX2 CRC32C path",
          ("streams", "v1"): "slowest connection / mean", ("streams", "v2"): "MB/s in all",
          ("conns-setup", "v1"): "s to open all", ("conns-setup", "v2"): "ms connect() p99",
          ("conns-round", "v1"): "ms per echo round on every connection",
@@ -201,6 +202,13 @@ def goals(stats):
     out.append("| ntbsock perf 64 KiB streaming / same-run memcpy (streaming goal) | ≥ 50%% | %s | %s |" % (
         "n/a" if frac is None else "%.0f%%" % (100 * frac),
         "n/a" if frac is None else ("yes" if frac >= 0.5 else "**no**")))
+    av = get("perf-avx2", 65536, "transport")
+    if av is not None:
+        fa = None if (mem is None or av.median is None or mem.median is None
+                      or not mem.median) else av.median / mem.median
+        out.append("| (context) the same on the AVX2 CRC32C path, on this CPU's cores "
+                   "(NTBSOCK_CRC=avx2) / memcpy | — | %s | |" % (
+                       "n/a" if fa is None else "%.0f%%" % (100 * fa)))
     sh = get("perf-pipe-share", 65536, "transport")
     out.append("| (context) the same stream / the copy+CRC32C pipeline measured interleaved with it "
                "| — | %s | |" % ("n/a" if sh is None or sh.median is None else
