@@ -226,7 +226,8 @@ static uint32_t crc32c_copy_avx512(uint32_t crc, void *dst, const void *src, siz
  * 4 KiB even on near cores. On far cores (a cache line one-way 0.2 us; `ntbsock perf`, the
  * sender's prefetch of the next write's lines below the switch either way) 4 KiB 6.1-6.3
  * GB/s against 4.4-4.8 with the switch at 8 KiB, 6 KiB 8.6-8.8 against 3.7-4.1; 2 KiB even
- * (hence 4 KiB). A third pass (memcpy() to @dst2, then its checksum) measured 26-28 at
+ * (hence 4 KiB). On near cores (0.037 us) 4 KiB lost (11.1-13.6 against 10.3-16.3, three
+ * runs) and 6 KiB gained (13.9-18.1 against 10.6-13.4); iperf3 -l 4K and -l 6K even there. A third pass (memcpy() to @dst2, then its checksum) measured 26-28 at
  * 64 KiB.
  */
 #define COPY2_SPLIT_LEN 4096u
