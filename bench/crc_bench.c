@@ -39,10 +39,8 @@ static uint32_t once(const struct crc32c_impl *impl, enum op op, unsigned char *
 	case OP_COPY:
 		return impl->copy(acc, dst, src, size);
 	case OP_COPY2:
-		/* crc32c_copy2() where the implementation has one, else its generic fallback */
-		if (impl->copy2)
-			return impl->copy2(acc, dst, dst2, src, size);
-		/* fall through */
+		/* crc32c_copy2() on this implementation: its fused pass, or two from its switch */
+		return crc32c_impl_copy2(impl, acc, dst, dst2, src, size);
 	case OP_COPY_MEMCPY:
 		/* what a sender did before crc32c_copy2(): fused copy to the shadow, then a copy
 		 * from it to the window */

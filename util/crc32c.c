@@ -93,16 +93,22 @@ uint32_t crc32c_copy_long(uint32_t crc, void *dst, const void *src, size_t len)
 	return crc32c_get()->copy(crc, dst, src, len);
 }
 
-uint32_t crc32c_copy2_long(uint32_t crc, void *dst, void *dst2, const void *src, size_t len)
+uint32_t crc32c_impl_copy2(const struct crc32c_impl *impl, uint32_t crc, void *dst, void *dst2,
+			   const void *src, size_t len)
 {
-	const struct crc32c_impl *impl = crc32c_get();
-
-	if (impl->copy2)
+	if (impl->copy2 && (!impl->copy2_split || len < impl->copy2_split))
 		return impl->copy2(crc, dst, dst2, src, len);
-	/* both copies from the one read of @src: @dst2 is local memory, cheap to read back */
+	/* both copies from the one read of @src: @dst2 is local memory, cheap to read back, and
+	 * memcpy() writes @dst's lines whole (the AVX-512 and AVX2 paths' reason to switch: their
+	 * source files give the figures) */
 	crc = impl->copy(crc, dst2, src, len);
 	memcpy(dst, dst2, len);
 	return crc;
+}
+
+uint32_t crc32c_copy2_long(uint32_t crc, void *dst, void *dst2, const void *src, size_t len)
+{
+	return crc32c_impl_copy2(crc32c_get(), crc, dst, dst2, src, len);
 }
 
 size_t crc32c_copy2_split_len(void)

@@ -11,8 +11,8 @@
  * inside util/: up to CRC32C_INLINE_MAX bytes (headers, checked words, inline messages,
  * short data messages) one serial chain of crc32 instructions compiled into the caller
  * (util/crc32c_inline.h), longer buffers the implementation selected once per process from
- * CPUID, or named by NTBSOCK_CRC (crc32c_impl_name(), crc32c_pick()). A constant length decides at compile time. Every path gives
- * the same result for any length and alignment.
+ * CPUID, or named by NTBSOCK_CRC (crc32c_impl_name(), crc32c_pick()). A constant length
+ * decides at compile time. Every path gives the same result for any length and alignment.
  */
 
 /*

@@ -217,18 +217,19 @@ static uint32_t crc32c_copy_avx512(uint32_t crc, void *dst, const void *src, siz
 }
 
 /*
- * From COPY2_SPLIT_LEN on, two passes beat the fused one: the checksumming copy to @dst2
+ * From COPY2_SPLIT_LEN on, two passes beat the fused one (crc32c_impl_copy2() makes them from
+ * @copy and memcpy()): the checksumming copy to @dst2
  * (local memory), then memcpy() from @dst2 to @dst. Two stores per load into two rings
  * overflow the store path, while the libc copy of this size (rep movsb on Zen 5) writes
  * whole lines without reading them first, which matters for @dst, whose lines the peer's
  * core holds. Zen 5, 1 MiB rings, the receiver copying out on the other core: 8 KiB
- * messages 30 GB/s against 22, 64 KiB 34-35 against 25, 256 KiB 33-36 against 25; 1 and
- * 4 KiB even on near cores. On far cores (a cache line one-way 0.2 us; `ntbsock perf`, the
- * sender's prefetch of the next write's lines below the switch either way) 4 KiB 6.1-6.3
- * GB/s against 4.4-4.8 with the switch at 8 KiB, 6 KiB 8.6-8.8 against 3.7-4.1; 2 KiB even
- * (hence 4 KiB). On near cores (0.037 us) 4 KiB lost (11.1-13.6 against 10.3-16.3, three
- * runs) and 6 KiB gained (13.9-18.1 against 10.6-13.4); iperf3 -l 4K and -l 6K even there. A third pass (memcpy() to @dst2, then its checksum) measured 26-28 at
- * 64 KiB.
+ * messages 30 GB/s against 22, 64 KiB 34-35 against 25, 256 KiB 33-36 against 25. On far
+ * cores (a cache line one-way 0.2 us; `ntbsock perf`, the sender's prefetch of the next
+ * write's lines below the switch either way) 4 KiB 6.1-6.3 GB/s against 4.4-4.8 with the
+ * switch at 8 KiB, 6 KiB 8.6-8.8 against 3.7-4.1; 2 KiB even (hence 4 KiB). On near cores
+ * (0.037 us) 4 KiB lost (11.1-13.6 against 10.3-16.3, three runs) and 6 KiB gained
+ * (13.9-18.1 against 10.6-13.4); iperf3 -l 4K and -l 6K even there. A third pass (memcpy()
+ * to @dst2, then its checksum) measured 26-28 at 64 KiB.
  */
 #define COPY2_SPLIT_LEN 4096u
 
@@ -237,12 +238,7 @@ static uint32_t crc32c_copy2_avx512(uint32_t crc, void *dst, void *dst2, const v
 {
 	if (len < MIN_LEN)
 		return ~crc32c_sse42_copy2_raw(~crc, dst, dst2, src, len);
-	if (len >= COPY2_SPLIT_LEN) {
-		crc = ~copy_raw(~crc, dst2, src, len);
-		__builtin_memcpy(dst, dst2, len);
-		return crc;
-	}
-	return ~copy2_raw(~crc, dst, dst2, src, len);
+	return ~copy2_raw(~crc, dst, dst2, src, len); /* (below COPY2_SPLIT_LEN: crc32c.c) */
 }
 
 static int avx512_supported(void)

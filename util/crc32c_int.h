@@ -13,9 +13,10 @@
  * One implementation. @crc, @copy and @copy2 have the public semantics of crc32c(),
  * crc32c_copy() and crc32c_copy2() (inversion inside); @shift those of crc32c_shift().
  * @copy2 may be NULL: crc32c_copy2() then copies to @dst2 with @copy and from there to
- * @dst. @copy2_split: from this length on, @copy2 does the same (two passes: @dst written by
- * memcpy(), whole lines without reading them); 0 where it never does. @supported() says whether
- * this CPU can run it; it must be cheap, thread-safe and free of side effects.
+ * @dst. @copy2_split: from this length on, crc32c_copy2() does the same instead of calling
+ * @copy2 (two passes: @dst written by memcpy(), whole lines without reading them); 0 where it
+ * never does (crc32c_impl_copy2()). @supported() says whether this CPU can run it; it must be
+ * cheap, thread-safe and free of side effects.
  */
 struct crc32c_impl {
 	const char *name;
@@ -31,6 +32,11 @@ struct crc32c_impl {
 extern const struct crc32c_impl *const crc32c_impls[];
 
 extern const struct crc32c_impl crc32c_impl_portable;
+
+/* crc32c_copy2() on IMPL: its @copy2 below its @copy2_split, else @copy to @dst2 and memcpy()
+ * from there to @dst. */
+uint32_t crc32c_impl_copy2(const struct crc32c_impl *impl, uint32_t crc, void *dst, void *dst2,
+			   const void *src, size_t len);
 
 /*
  * crc32c_pick() - the implementation named @want (an implementation's name, or "avx512",

@@ -298,7 +298,7 @@ TARGET static uint32_t copy2_raw(uint32_t s, uint8_t *d, uint8_t *d2, const uint
 }
 
 /*
- * From COPY2_SPLIT_LEN on, two passes, as on the AVX-512 path (crc32c_avx512.c): the
+ * From COPY2_SPLIT_LEN on, two passes (crc32c_impl_copy2()), as on the AVX-512 path: the
  * checksumming copy to @dst2, then memcpy() from @dst2 to @dst. The fused pass writes each
  * 64-byte line of @dst in two 32-byte halves while the peer's core reads the lines before
  * them. Zen 5 on far cores (NTBSOCK_CRC=avx2, `ntbsock perf`): 64 KiB 13-15 GB/s against 3-4
@@ -328,12 +328,7 @@ static uint32_t crc32c_copy2_hybrid(uint32_t crc, void *dst, void *dst2, const v
 {
 	if (len < MIN_COPY_LEN)
 		return ~crc32c_sse42_copy2_raw(~crc, dst, dst2, src, len);
-	if (len >= COPY2_SPLIT_LEN) {
-		crc = ~copy_raw(~crc, dst2, src, len);
-		__builtin_memcpy(dst, dst2, len);
-		return crc;
-	}
-	return ~copy2_raw(~crc, dst, dst2, src, len);
+	return ~copy2_raw(~crc, dst, dst2, src, len); /* (below COPY2_SPLIT_LEN: crc32c.c) */
 }
 
 static int hybrid_supported(void)
