@@ -2313,8 +2313,11 @@ static void test_merge_ring_owed(void **state)
 			continue;
 		assert_memory_equal(out, pay, lead);
 		/* released at once, not rung: owed; drain_now()'s last look found nothing, the
-		 * idle time counts from it */
-		assert_true(owes(p.cb, &idle));
+		 * idle time counts from it. Not owed: paid already (this thread descheduled for
+		 * TP_HELD_RING_NS on a loaded machine) or cleared by A's publication: try again
+		 * (the bound above fails a ring never owed) */
+		if (!owes(p.cb, &idle))
+			continue;
 		assert_int_not_equal(idle, 0);
 		assert_int_equal(ntb_db_read(p.ca->link->ntb), db0);
 		if (done == 0) {
