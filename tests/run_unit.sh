@@ -9,6 +9,10 @@ for t in "$@"; do
 	printf '%s\n' "$out" | grep -E '^\[  (PASSED|FAILED)  \]|^\[==========\]' | sed "s|^|$(basename "$t"): |"
 	if [ $rc -ne 0 ]; then
 		fail=$((fail + 1)); failed="$failed $(basename "$t")"
+		# the failed checks first (CMocka's "file:line: error: ..." and "[  ERROR   ]"
+		# lines): the tail below may not reach back to them
+		printf '%s\n' "$out" | grep -E -B2 ': error: |^\[  ERROR   \]|^\[  FAILED  \] test_' |
+			head -n 30 | sed 's/^/  > /'
 		printf '%s\n' "$out" | tail -n 40
 	fi
 done
