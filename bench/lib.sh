@@ -36,7 +36,7 @@ bn_cleanup() {
 	[ "${BN_KEEP:-0}" = 1 ] && { echo "kept $PL_TMP" >&2; PL_TMP=""; }
 	pl_cleanup
 	[ -n "$PL_LINK" ] && rm -f "$PL_LINK".side0 "$PL_LINK".side1 "$PL_LINK"-lo \
-		"$PL_LINK"-lo.side0 "$PL_LINK"-lo.side1
+		"$PL_LINK"-lo.side0 "$PL_LINK"-lo.side1 "$PL_LINK".stat-tcp
 	for f in $BN_EXTRA_CLEANUP; do "$f"; done
 }
 
@@ -50,6 +50,9 @@ bn_init() {
 	done
 	PL_TMP=$(mktemp -d "/tmp/ntbsock-$1-XXXXXX")
 	PL_LINK=/dev/shm/ntbsock-$1-$$
+	# (the run's own table of connections kept on TCP: `ntbsock stat` counts them, bn_setups)
+	NTBSOCK_STAT_TCP=$PL_LINK.stat-tcp
+	export NTBSOCK_STAT_TCP
 	trap bn_cleanup EXIT
 	trap 'exit 130' INT TERM HUP
 	for h in a b; do
@@ -130,6 +133,16 @@ bn_client() {
 	_bn_rc=$?
 	PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $_bn_cpid / /")
 	return $_bn_rc
+}
+
+# bn_setups CONF: "NTB TCP", the connections set up on CONF's links by this host since their
+# tables were created, and those its processes kept on TCP (`ntbsock stat --json`; "0 0" when
+# it fails): a check of many connections that needs no per-connection log line.
+bn_setups() {
+	NTBSOCK_LOG=error $NTBSOCK stat -c "$1" --json 2>/dev/null | $PY -c '
+import json, sys
+d = json.load(sys.stdin)
+print(sum(l["setups"] for l in d["links"]), d["tcp"]["setups"])' 2>/dev/null || echo "0 0"
 }
 
 # bn_check MODE LOG PAYLOAD: did this ntbsock run use the link? "ok" when the client's log says

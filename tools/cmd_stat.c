@@ -127,7 +127,7 @@ static void fmt_addr(const uint8_t b[28], char *out, size_t len)
 
 /* Append the connections that stayed TCP (NTBSOCK_STAT_TCP names the table, as for the
  * library) to ROWS. */
-static int collect_tcp(struct stat_rows *rows)
+static int collect_tcp(struct stat_rows *rows, uint64_t *ret_added)
 {
 	const char *path = getenv("NTBSOCK_STAT_TCP");
 	struct tp_tcpstat_entry *ents = NULL;
@@ -142,7 +142,7 @@ static int collect_tcp(struct stat_rows *rows)
 			return -ENOMEM;
 		}
 		ents = e;
-		n = tp_tcpstat_list(path && path[0] ? path : NULL, ents, max);
+		n = tp_tcpstat_list(path && path[0] ? path : NULL, ents, max, ret_added);
 		if (n <= max || max >= TP_TCPSTAT_MAX)
 			break;
 		max = n + n / 8 < TP_TCPSTAT_MAX ? n + n / 8 : TP_TCPSTAT_MAX;
@@ -227,6 +227,7 @@ int cmd_stat(int argc, char **argv)
 	struct stat_rows rows = { 0 };
 	struct conf *conf = NULL;
 	bool json = false, summary = false;
+	uint64_t tcp_setups = 0;
 	int opt, rc = 0;
 
 	optind = 1;
@@ -260,7 +261,7 @@ int cmd_stat(int argc, char **argv)
 			fprintf(stderr, "ntbsock stat: link %s: %s\n", conf->links[i].name,
 				strerror(-rc));
 	}
-	if (rc == 0 && (rc = collect_tcp(&rows)) < 0)
+	if (rc == 0 && (rc = collect_tcp(&rows, &tcp_setups)) < 0)
 		fprintf(stderr, "ntbsock stat: tcp connections: %s\n", strerror(-rc));
 	if (rc == 0 && summary) {
 		rc = print_summary(conf, &rows, json);
@@ -269,9 +270,9 @@ int cmd_stat(int argc, char **argv)
 		int n_links = collect_links(conf, links);
 
 		if (json) {
-			tool_stat_print_json(stdout, rows.v, rows.n, links, n_links);
+			tool_stat_print_json(stdout, rows.v, rows.n, links, n_links, tcp_setups);
 		} else {
-			tool_stat_print_links(stdout, links, n_links);
+			tool_stat_print_links(stdout, links, n_links, tcp_setups);
 			tool_stat_print_table(stdout, rows.v, rows.n);
 		}
 	}

@@ -43,7 +43,8 @@ void tool_key_endpoints(const uint8_t key[40], bool server, char *local, char *r
 	snprintf(remote, len, "%s", server ? client : srv);
 }
 
-void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
+void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n,
+			   uint64_t tcp_setups)
 {
 	for (int i = 0; i < n; i++) {
 		const struct tool_stat_link *l = &links[i];
@@ -61,6 +62,7 @@ void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n)
 		fprintf(out, "link %s: offers held %" PRIu64 " claimed %" PRIu64 "\n", l->name,
 			l->offers_held, l->offer_claims);
 	}
+	fprintf(out, "tcp: setups %" PRIu64 "\n", tcp_setups);
 }
 
 void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n)
@@ -102,7 +104,7 @@ static void json_msgs(FILE *out, const uint64_t msgs[3])
 }
 
 void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
-			  const struct tool_stat_link *links, int n_links)
+			  const struct tool_stat_link *links, int n_links, uint64_t tcp_setups)
 {
 	fprintf(out, "{\"connections\":[");
 	for (int i = 0; i < n; i++) {
@@ -147,7 +149,7 @@ void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
 			links[i].ring_refusals, links[i].ring_yields, links[i].offers_held,
 			links[i].offer_claims);
 	}
-	fprintf(out, "]}\n");
+	fprintf(out, "],\"tcp\":{\"setups\":%" PRIu64 "}}\n", tcp_setups);
 }
 
 /* --- --summary ------------------------------------------------------------------------------- */

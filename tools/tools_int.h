@@ -148,8 +148,11 @@ struct tool_stat_link {
 /* Print four lines per link: "link NAME: admin up" or "link NAME: admin down (connections use
  * tcp)", then "link NAME: conns N setups N tx_bytes N rx_bytes N transfers N congestion N
  * failovers N", then "link NAME: rings N free N grants N refused N asked_back N" (the pool of
- * transfer contexts), then "link NAME: offers held N claimed N". */
-void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n);
+ * transfer contexts), then "link NAME: offers held N claimed N"; after the links "tcp: setups
+ * N" (TCP_SETUPS: connections this host's processes kept on TCP since the host-wide TCP table
+ * was created). */
+void tool_stat_print_links(FILE *out, const struct tool_stat_link *links, int n,
+			   uint64_t tcp_setups);
 
 /* Print ROWS as the human table (a header line, then one line per connection; "no
  * connections" when N is 0). */
@@ -157,9 +160,10 @@ void tool_stat_print_table(FILE *out, const struct tool_stat_row *rows, int n);
 
 /* Print ROWS and LINKS as one JSON document:
  * {"connections":[{...},...],"links":[{"name":"ab","admin":"up","conns":N,"setups":N,
- *  "tx_bytes":N,"rx_bytes":N,"transfers":N,"congestion":N,"failovers":N},...]}. */
+ *  "tx_bytes":N,"rx_bytes":N,"transfers":N,"congestion":N,"failovers":N},...],
+ *  "tcp":{"setups":TCP_SETUPS}}. */
 void tool_stat_print_json(FILE *out, const struct tool_stat_row *rows, int n,
-			  const struct tool_stat_link *links, int n_links);
+			  const struct tool_stat_link *links, int n_links, uint64_t tcp_setups);
 
 /* `--summary`: count ROWS in total, per mode (ntb, tcp, both always shown), per link (ntb
  * ones; LINKS, the config's N_LINKS link names, first and in order, even when 0, then any

@@ -45,15 +45,20 @@ struct tcpstat_slot {
  *   field    written by                                  read by
  *   magic    the creator, last (release)                 every opener (acquire)
  *   used     a writer that found no free slot (CAS, +1)  writers and readers (acquire)
+ *   added    every writer (atomic add, relaxed)          readers (relaxed: a count)
  *   slot[i]  the process that claimed it (see above)     readers (seqlock on gen) */
 struct tcpstat_file {
 	_Atomic uint64_t magic;        /* stored last by the creator (release), see open_map */
 	uint32_t version, slots, slot_size;
 	_Atomic uint32_t used;         /* grows by one, never shrinks (slots are reused) */
-	uint8_t pad[128 - 24];
+	/* connections registered since the file was created (tp_tcpstat_add(), a slot found or
+	 * not); zero in a file an older version created, which left this as padding */
+	_Atomic uint64_t added;
+	uint8_t pad[128 - 32];
 	struct tcpstat_slot slot[TCPSTAT_SLOTS];
 };
 static_assert(offsetof(struct tcpstat_file, slot) == 128, "tcpstat header is one 128-byte unit");
+static_assert(offsetof(struct tcpstat_file, added) == 24, "tcpstat header: added where the padding began");
 static_assert(sizeof(struct tcpstat_slot) == 128, "tcpstat slot size");
 static_assert(sizeof(struct tcpstat_file) == TP_TCPSTAT_FILE_SIZE, "tcpstat file size");
 
@@ -272,6 +277,7 @@ int tp_tcpstat_add(const char *path, int pid, int fd, uint64_t ino, const struct
 		return -ENOENT;
 	if (mapguard_lost(f))
 		return -EIO;
+	atomic_fetch_add_explicit(&f->added, 1, memory_order_relaxed);
 	i = find_slot(f, pid);
 	if (i < 0)
 		return i;
@@ -359,14 +365,27 @@ int tp_tcpstat_scan(const void *map, size_t size, struct tp_tcpstat_entry *out, 
 	return n;
 }
 
-int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max)
+uint64_t tp_tcpstat_added(const void *map, size_t size)
+{
+	const struct tcpstat_file *f = map;
+
+	if (size != sizeof(*f) || !header_ok(f) || mapguard_lost(f))
+		return 0;
+	return atomic_load_explicit(&f->added, memory_order_relaxed);
+}
+
+int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max, uint64_t *ret_added)
 {
 	bool young;
 	struct tcpstat_file *f = open_map(path ? path : TP_TCPSTAT_PATH, false, &young);
 	int n;
 
+	if (ret_added)
+		*ret_added = 0;
 	if (!f)
 		return 0;
+	if (ret_added)
+		*ret_added = tp_tcpstat_added(f, sizeof(*f));
 	n = tp_tcpstat_scan(f, sizeof(*f), out, max);
 	mapguard_remove(f);
 	munmap(f, sizeof(*f));

@@ -496,7 +496,9 @@ int tp_link_stat(const struct ntb_link_params *lp, struct tp_link_stat *ret);
  * returns the slot id (>= 0) or a negative errno; tp_tcpstat_del(id, pid) removes it.
  * tp_tcpstat_list() copies live entries (dead pids and closed fds left out) into OUT (at most
  * MAX) and returns how many there are (may exceed MAX; 0 when the file is missing or
- * unusable). */
+ * unusable); into *RET_ADDED (when given) how many connections were registered since the file
+ * was created, closed ones included (0 when missing). tp_tcpstat_added() is that count of a
+ * mapped file (MAP, SIZE; 0 when not a table). */
 #define TP_TCPSTAT_PATH   "/dev/shm/ntbsock-stat-tcp"
 #define TP_TCPSTAT_MAX    262144
 #define TP_TCPSTAT_REASON 48
@@ -510,6 +512,7 @@ int tp_tcpstat_open(const char *path);
 int tp_tcpstat_add(const char *path, int pid, int fd, uint64_t ino, const struct sockaddr *l,
 		   const struct sockaddr *r, const char *reason);
 void tp_tcpstat_del(int id, int pid);
-int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max);
+int tp_tcpstat_list(const char *path, struct tp_tcpstat_entry *out, int max, uint64_t *ret_added);
+uint64_t tp_tcpstat_added(const void *map, size_t size);
 
 #endif

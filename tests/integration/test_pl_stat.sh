@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # `ntbsock stat` lists connections that stayed TCP (mode tcp + reason) while they are open,
 # from the connecting and from the accepting side, beside NTB ones, in the table and --json;
-# a closed one disappears.
+# a closed one disappears; "tcp: setups N" counts them all since the table was created.
 . "$(dirname "$0")/lib.sh"
 pl_need ss
 pl_setup stat
@@ -60,9 +60,15 @@ case "$(echo "$r1" | awk '{ print $3 }')" in 127.0.0.1:*) ;; *) pl_fail "fallbac
 grep -q "127.0.0.2:$p_ntb .* tcp .*client did not set up ntb\$" "$PL_TMP/stat.txt" ||
 	pl_fail "server side of the plain client not listed as tcp with its reason"
 
+# The count of connections kept on TCP since the table was created: A's fallback and B's
+# accepted side of the plain client (the test's own table, lib.sh's NTBSOCK_STAT_TCP).
+grep -qx "tcp: setups 2" "$PL_TMP/stat.txt" ||
+	pl_fail "tcp setups not 2: $(grep '^tcp:' "$PL_TMP/stat.txt")"
+
 stat_json
 grep -q "\"remote\":\"127.0.0.2:$p_plain\",\"mode\":\"tcp\",\"state\":\"open\",\"reason\":\"no listener\"" \
 	"$PL_TMP/stat.json" || pl_fail "--json lacks the tcp fallback with its reason"
+grep -q '"tcp":{"setups":2}}$' "$PL_TMP/stat.json" || pl_fail "--json lacks the tcp setups count"
 grep -q "\"remote\":\"127.0.0.2:$p_ntb\",\"mode\":\"ntb\"" "$PL_TMP/stat.json" ||
 	pl_fail "--json lacks the ntb connection"
 
@@ -73,6 +79,7 @@ i=0; while [ ! -e "$PL_TMP/h1/closed" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i 
 kill -0 "$pid1" 2>/dev/null || pl_fail "pl_hold exited early"
 stat_txt
 [ "$(rows 127.0.0.2:$p_plain tcp | grep -c .)" -eq 0 ] || pl_fail "closed fallback still listed"
+grep -qx "tcp: setups 2" "$PL_TMP/stat.txt" || pl_fail "the tcp setups count lost the closed one"
 stat_json
 ! grep -q "127.0.0.2:$p_plain" "$PL_TMP/stat.json" || pl_fail "closed fallback still in --json"
 [ "$(rows 127.0.0.2:$p_ntb ntb | grep -c .)" -ge 1 ] || pl_fail "ntb connection gone too"

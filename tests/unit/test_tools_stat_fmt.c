@@ -28,10 +28,11 @@ static struct tool_stat_link links[2] = {
 };
 
 static int g_links; /* how many of LINKS print_json() passes */
+static uint64_t g_tcp; /* the TCP table's count print_json() passes */
 
 static void print_json(FILE *out, const struct tool_stat_row *r, int n)
 {
-	tool_stat_print_json(out, r, n, links, g_links);
+	tool_stat_print_json(out, r, n, links, g_links, g_tcp);
 }
 
 static char *capture(void (*fn)(FILE *, const struct tool_stat_row *, int), int n)
@@ -90,8 +91,8 @@ static void test_links(void **state)
 	FILE *f = open_memstream(&buf, &len);
 
 	(void)state;
-	tool_stat_print_links(f, links, 2);
-	tool_stat_print_links(f, links, 0);
+	tool_stat_print_links(f, links, 2, 12345);
+	tool_stat_print_links(f, links, 0, 0);
 	fclose(f);
 	assert_string_equal(buf, "link ab: admin up\n"
 				 "link ab: conns 3 setups 10 tx_bytes 1048576 rx_bytes 37 "
@@ -102,7 +103,9 @@ static void test_links(void **state)
 				 "link c\"d: conns 0 setups 0 "
 				 "tx_bytes 0 rx_bytes 0 transfers 0 congestion 0 failovers 0 expansions 0\n"
 				 "link c\"d: rings 0 free 0 grants 0 refused 0 asked_back 0\n"
-				 "link c\"d: offers held 0 claimed 0\n");
+				 "link c\"d: offers held 0 claimed 0\n"
+				 "tcp: setups 12345\n"
+				 "tcp: setups 0\n");
 	free(buf);
 }
 
@@ -128,13 +131,14 @@ static void test_json(void **state)
 		"\"queue_fill\":0},"
 		"\"rx\":{\"bytes\":20,\"msgs\":{\"inline\":0,\"short\":0,\"long\":0},"
 		"\"queue_fill\":0},\"retransmits\":0,\"crc_errors\":0}\n"
-		"],\"links\":[]}\n");
+		"],\"links\":[],\"tcp\":{\"setups\":0}}\n");
 	free(s);
 	s = capture(print_json, 0);
-	assert_string_equal(s, "{\"connections\":[],\"links\":[]}\n");
+	assert_string_equal(s, "{\"connections\":[],\"links\":[],\"tcp\":{\"setups\":0}}\n");
 	free(s);
 	/* each link with its admin state, names escaped */
 	g_links = 2;
+	g_tcp = 77;
 	s = capture(print_json, 0);
 	assert_string_equal(s, "{\"connections\":[],\"links\":[{\"name\":\"ab\",\"admin\":\"up\","
 			       "\"conns\":3,\"setups\":10,\"tx_bytes\":1048576,\"rx_bytes\":37,"
@@ -144,7 +148,8 @@ static void test_json(void **state)
 			       "{\"name\":\"c\\\"d\",\"admin\":\"down\",\"conns\":0,\"setups\":0,"
 			       "\"tx_bytes\":0,\"rx_bytes\":0,\"transfers\":0,\"congestion\":0,"
 			       "\"failovers\":0,\"expansions\":0,\"rings\":{\"total\":0,\"free\":0,\"grants\":0,"
-			       "\"refused\":0,\"asked_back\":0},\"offers\":{\"held\":0,\"claimed\":0}}]}\n");
+			       "\"refused\":0,\"asked_back\":0},\"offers\":{\"held\":0,\"claimed\":0}}],"
+			       "\"tcp\":{\"setups\":77}}\n");
 	free(s);
 }
 
