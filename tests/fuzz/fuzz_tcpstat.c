@@ -109,8 +109,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < got && i < max; i++)
 		if (out[i].pid <= 0 || memchr(out[i].reason, 0, sizeof(out[i].reason)) == NULL)
 			abort();
+	/* the count since creation: the header's word at 24 as it is, whatever it holds */
+	uint64_t added;
+
+	memcpy(&added, map + 24, sizeof(added));
+	if (tp_tcpstat_added(map, TP_TCPSTAT_FILE_SIZE) != added && got > 0)
+		abort();
 	/* a map of any other size is refused */
-	if (tp_tcpstat_scan(map, TP_TCPSTAT_FILE_SIZE - 1, out, max) != 0)
+	if (tp_tcpstat_scan(map, TP_TCPSTAT_FILE_SIZE - 1, out, max) != 0 ||
+	    tp_tcpstat_added(map, TP_TCPSTAT_FILE_SIZE - 1) != 0)
 		abort();
 	memset(map, 0, n);
 	return 0;
