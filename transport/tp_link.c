@@ -959,6 +959,11 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	rc = link_geometry(l);
 	if (rc)
 		goto err_ntb;
+	/* The windows' control areas (mailboxes, offers, listener bitmaps: below TP_OFF_SLOTS),
+	 * which every process uses from its first connection on, mapped in one call each: a new
+	 * process faulted on them page by page, a dozen traps at its first connect */
+	ntb_prefault(l->ntb, true, 0, TP_OFF_SLOTS);
+	ntb_prefault(l->ntb, false, 0, TP_OFF_SLOTS);
 	rc = ntb_link_enable(l->ntb);
 	if (rc)
 		goto err_ntb;
