@@ -135,14 +135,17 @@ bn_client() {
 	return $_bn_rc
 }
 
-# bn_setups CONF: "NTB TCP", the connections set up on CONF's links by this host since their
-# tables were created, and those its processes kept on TCP (`ntbsock stat --json`; "0 0" when
-# it fails): a check of many connections that needs no per-connection log line.
+# bn_setups CONF: "NTB FAILOVERS TCP": the connections set up on CONF's links by this host and
+# those that moved off them, both in the host's current session of each link (they start again
+# at 0 when a process opens a link that no process of the host holds), and the connections its
+# processes kept on TCP since the table of them was created (`ntbsock stat --json`; "0 0 0"
+# when it fails): a check of many connections that needs no per-connection log line.
 bn_setups() {
 	NTBSOCK_LOG=error $NTBSOCK stat -c "$1" --json 2>/dev/null | $PY -c '
 import json, sys
 d = json.load(sys.stdin)
-print(sum(l["setups"] for l in d["links"]), d["tcp"]["setups"])' 2>/dev/null || echo "0 0"
+print(sum(l["setups"] for l in d["links"]), sum(l["failovers"] for l in d["links"]),
+      d["tcp"]["setups"])' 2>/dev/null || echo "0 0 0"
 }
 
 # bn_check MODE LOG PAYLOAD: did this ntbsock run use the link? "ok" when the client's log says
