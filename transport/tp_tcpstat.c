@@ -58,7 +58,8 @@ struct tcpstat_file {
 	struct tcpstat_slot slot[TCPSTAT_SLOTS];
 };
 static_assert(offsetof(struct tcpstat_file, slot) == 128, "tcpstat header is one 128-byte unit");
-static_assert(offsetof(struct tcpstat_file, added) == 24, "tcpstat header: added where the padding began");
+static_assert(offsetof(struct tcpstat_file, added) == 24,
+	      "tcpstat header: added where the padding began");
 static_assert(sizeof(struct tcpstat_slot) == 128, "tcpstat slot size");
 static_assert(sizeof(struct tcpstat_file) == TP_TCPSTAT_FILE_SIZE, "tcpstat file size");
 
