@@ -172,7 +172,7 @@ done
 [ $rc -eq 0 ] && grep -qx 'no connections' "$tmp/s0" && ok "stat with no connections" ||
 	fail "stat with no connections: rc $rc: $(cat "$tmp/s0")"
 "$NTBSOCK" stat --json -c "$tmp/a.conf" >"$tmp/s0j" 2>&1
-grep -qx '{"connections":\[\],"links":\[{"name":"ab","admin":"up","conns":0,"setups":0,"tx_bytes":0,"rx_bytes":0,"transfers":0,"congestion":0,"failovers":0,"expansions":0,"rings":{"total":[0-9]*,"free":[0-9]*,"grants":0,"refused":0,"asked_back":0},"offers":{"held":0,"claimed":0}}\]}' "$tmp/s0j" && ok "stat --json empty" || fail "stat --json empty: $(cat "$tmp/s0j")"
+grep -qx '{"connections":\[\],"links":\[{"name":"ab","admin":"up","conns":0,"setups":0,"tx_bytes":0,"rx_bytes":0,"transfers":0,"congestion":0,"failovers":0,"expansions":0,"rings":{"total":[0-9]*,"free":[0-9]*,"grants":0,"refused":0,"asked_back":0},"offers":{"held":0,"claimed":0}}\],"tcp":{"setups":[0-9]*}}' "$tmp/s0j" && ok "stat --json empty" || fail "stat --json empty: $(cat "$tmp/s0j")"
 
 if command -v socat >/dev/null 2>&1 && [ -f "$BUILD/libntbsock.so" ]; then
 	port=$(( 20000 + ($$ * 11) % 30000 ))
