@@ -75,6 +75,8 @@ struct pl_sock *pl_sock_alloc(enum pl_kind kind)
 	atomic_fetch_add_explicit(&s->gen, 1, memory_order_relaxed);
 	s->next_free = NULL;
 	s->kind = kind;
+	/* relaxed: published by the install's release exchange, as the other fields */
+	atomic_store_explicit(&s->kind_hint, (int)kind, memory_order_relaxed);
 	atomic_store_explicit(&s->state, PL_CS_PENDING, memory_order_relaxed);
 	atomic_store_explicit(&s->nonblock, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->rcvtimeo_ms, 0, memory_order_relaxed);

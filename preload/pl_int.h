@@ -178,6 +178,7 @@ struct pl_epoll;
  *   field        written by                          read by
  *   refs         lookup (inc), put (dec)             everybody (atomic)
  *   gen          alloc (before install)              epoll shadows
+ *   kind_hint    alloc (before install, relaxed)     pl_sock_get_user() (relaxed, unreferenced)
  *   state        connect/check_pending (under lock)  data path (acquire)
  *   nonblock     fcntl/ioctl wrappers                data path (relaxed)
  *   wlen         pl_send (relaxed)                   readiness (relaxed, a hint)
@@ -189,6 +190,8 @@ struct pl_sock {
 	_Atomic unsigned gen;
 	struct pl_sock *next_free;
 	enum pl_kind kind;
+	_Atomic int kind_hint;       /* KIND again, for a look without a reference (set at alloc,
+				      * before the install; pl_sock_get_user()) */
 	_Atomic int state;
 	_Atomic int nonblock;        /* O_NONBLOCK of the open file description */
 	_Atomic int rcvtimeo_ms;     /* SO_RCVTIMEO, 0 = none */

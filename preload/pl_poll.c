@@ -93,11 +93,7 @@ static bool poll_lookup(const struct pollfd *fds, nfds_t nfds, struct pl_sock **
 	bool any = false;
 
 	for (nfds_t i = 0; i < nfds; i++) {
-		socks[i] = fds[i].fd >= 0 ? pl_sock_get(fds[i].fd) : NULL;
-		if (socks[i] && !pl_user_space(socks[i])) {
-			pl_sock_put(socks[i]);
-			socks[i] = NULL;
-		}
+		socks[i] = pl_sock_get_user(fds[i].fd);
 		any |= socks[i] != NULL;
 	}
 	return any;

@@ -107,3 +107,26 @@ bool pl_user_space(struct pl_sock *s)
 		return atomic_load_explicit(&s->state, memory_order_acquire) != PL_CS_FAILED;
 	return s->kind == PL_EPOLL && s->ep && pl_epoll_size(s->ep) > 0;
 }
+
+struct pl_sock *pl_sock_get_user(int fd)
+{
+	struct pl_sock *s;
+
+	if (fd < 0 || fd >= pl_nfds || !pl_fds)
+		return NULL;
+	/* A listener is a kernel fd: told by two loads, without the reference's two atomic
+	 * read-modify-writes (a select() server's listener sits in every call's sets beside its
+	 * connections). The memory stays a pl_sock (type-stable, pl_int.h); an object recycled
+	 * meanwhile is a descriptor the program closed while polling it, which the kernel's
+	 * select() does not order either. Acquire: pairs with the release exchange of the install
+	 * (pl_fd_install()), after kind_hint's store. */
+	s = atomic_load_explicit(&pl_fds[fd], memory_order_acquire);
+	if (!s || atomic_load_explicit(&s->kind_hint, memory_order_relaxed) == PL_LISTENER)
+		return NULL;
+	s = pl_sock_get(fd);
+	if (s && !pl_user_space(s)) {
+		pl_sock_put(s);
+		s = NULL;
+	}
+	return s;
+}

@@ -22,6 +22,9 @@ unsigned pl_revents(struct pl_sock *s, int fd, bool arm, unsigned events, bool q
 
 /* Is S (found at FD) carried in user space? Failed connects and listeners are kernel fds. */
 bool pl_user_space(struct pl_sock *s);
+/* FD's object, referenced, when it is carried in user space; else NULL (a kernel fd). A
+ * listener's fd is told without taking a reference. */
+struct pl_sock *pl_sock_get_user(int fd);
 
 /* --- pl_spin.c: the timing of a waiting call ------------------------------------------------- */
 

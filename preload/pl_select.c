@@ -90,11 +90,7 @@ static int sel_collect(struct sel_fds *f, int nfds, const fd_set *rd, const fd_s
 						 (wr && FD_ISSET(fd, wr) ? POLLOUT : 0) |
 						 (ex && FD_ISSET(fd, ex) ? POLLPRI : 0));
 			f->p[n].revents = 0;
-			f->socks[n] = fd < hi ? pl_sock_get(fd) : NULL;
-			if (f->socks[n] && !pl_user_space(f->socks[n])) {
-				pl_sock_put(f->socks[n]);
-				f->socks[n] = NULL;
-			}
+			f->socks[n] = fd < hi ? pl_sock_get_user(fd) : NULL;
 			any |= f->socks[n] != NULL;
 			f->n++;
 		}
