@@ -380,6 +380,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 	}
 	struct pl_epoll *ep = s->ep;
 	struct pl_timing tm = { .tmo = tmo };
+	struct pl_sighold sh = { .held = false };
 	bool quick = false; /* as in pl_poll_run() */
 	int ret;
 
@@ -404,7 +405,8 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			continue;
 		if (!n && !spin && !pl_zero_timeout(tmo)) {
 			/* About to sleep: consume the event fd, then look again arming the doorbells
-			 * (see poll_wait()). */
+			 * (see poll_wait()); from here on a signal ends the wait (pl_sig_hold()). */
+			pl_sig_hold(&sh);
 			PL_ENTER();
 			tp_event_ack();
 			PL_LEAVE();
@@ -413,7 +415,8 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			pthread_mutex_unlock(&ep->lock);
 			ms = n ? 0 : pl_sleep_ms(&tm, pending || !evfd_ok);
 		}
-		int r = pl_real.epoll_pwait(epfd, evs + n, max - n, ms, mask);
+		int r = pl_real.epoll_pwait(epfd, evs + n, max - n, ms,
+					    pl_sig_wait_mask(&sh, mask));
 		if (r < 0) {
 			ret = n ? n : -1;
 			break;
@@ -439,6 +442,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			break;
 		}
 	}
+	pl_sig_release(&sh);
 	pl_sock_put(s);
 	return ret;
 }

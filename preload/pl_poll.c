@@ -115,6 +115,7 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 		    const struct timespec *tmo, const sigset_t *mask, int64_t *ret_wait_ns)
 {
 	struct pl_timing tm = { .tmo = tmo };
+	struct pl_sighold sh = { .held = false };
 	/* Quick looks (pl_revents()) answer an input-only NTB fd from tp_readable_hint() alone:
 	 * a quiet connection beside a busy one (iperf3's control socket beside its data socket)
 	 * then costs no full look per call. "Not ready" stands only with a full look, so a quick
@@ -141,7 +142,8 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 				break;
 			}
 			ack_for_epoll(sc.ep_kernel);
-			int r = poll_kernel(fds, nfds, socks, kfds, -1, 0, mask);
+			int r = poll_kernel(fds, nfds, socks, kfds, -1, 0,
+					    pl_sig_wait_mask(&sh, mask));
 			ret = nready + (r > 0 ? r : 0);
 			break;
 		}
@@ -150,7 +152,8 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 			if (!kcheck || sc.nkernel == 0)
 				continue;
 			ack_for_epoll(sc.ep_kernel);
-			int r = poll_kernel(fds, nfds, socks, kfds, -1, 0, mask);
+			int r = poll_kernel(fds, nfds, socks, kfds, -1, 0,
+					    pl_sig_wait_mask(&sh, mask));
 			if (r != 0) {
 				ret = r;
 				break;
@@ -160,11 +163,14 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 		if (pl_zero_timeout(tmo)) {
 			/* A check, not a wait: no arming, no event fd. */
 			ack_for_epoll(sc.ep_kernel);
-			ret = sc.nkernel ? poll_kernel(fds, nfds, socks, kfds, -1, 0, mask) : 0;
+			ret = sc.nkernel ? poll_kernel(fds, nfds, socks, kfds, -1, 0,
+						       pl_sig_wait_mask(&sh, mask)) : 0;
 			break;
 		}
 		/* About to sleep: consume the event fd, then look again arming the doorbells, so a
-		 * doorbell after this point makes the event fd readable and ends the sleep. */
+		 * doorbell after this point makes the event fd readable and ends the sleep. From
+		 * here on a signal ends the wait (pl_sig_hold()). */
+		pl_sig_hold(&sh);
 		PL_ENTER();
 		int evfd = tp_event_fd();
 		tp_event_ack();
@@ -175,7 +181,8 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 			ret = nready;
 			break;
 		}
-		int r = poll_kernel(fds, nfds, socks, kfds, ms ? evfd : -1, ms, mask);
+		int r = poll_kernel(fds, nfds, socks, kfds, ms ? evfd : -1, ms,
+				    pl_sig_wait_mask(&sh, mask));
 		if (r < 0) {
 			ret = nready ? nready : -1;
 			break;
@@ -189,6 +196,7 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 			break;
 		}
 	}
+	pl_sig_release(&sh);
 	if (ret_wait_ns)
 		*ret_wait_ns = pl_waited_ns(&tm);
 	return ret;

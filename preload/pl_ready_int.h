@@ -8,6 +8,8 @@
 
 #include "preload/pl_int.h"
 
+#include <signal.h>
+
 #define PL_REV_KERNEL (1u << 31) /* this fd's readiness comes from the kernel (pending connect) */
 
 /* --- pl_ready.c ------------------------------------------------------------------------------- */
@@ -67,6 +69,24 @@ bool pl_timed_out(struct pl_timing *t);
 
 /* Nanoseconds since the call first had to wait (0: it never did). */
 int64_t pl_waited_ns(const struct pl_timing *t);
+
+/* The signals of a wait that sleeps more than once. In the kernel a signal that comes while a
+ * poll() sleeps ends it with EINTR; a wait here sleeps in pieces (a doorbell, a capped sleep)
+ * and looks at its fds between them, where a signal would run its handler and the next sleep
+ * go on to the timeout (CPython's testInterruptedSendtoTimeout waited its 5 s and failed
+ * about one run in ten). So from its first sleep on, a wait holds the asynchronous signals
+ * blocked (pl_sig_hold(); not SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT) and
+ * sleeps with the mask it was called with (pl_sig_wait_mask(): MASK when the caller gave one
+ * to ppoll(), pselect() or epoll_pwait(), else the mask it found): a signal that came
+ * meanwhile ends the next sleep at once, with EINTR. pl_sig_release() puts the mask back
+ * (errno kept). */
+struct pl_sighold {
+	sigset_t old;
+	bool held;
+};
+void pl_sig_hold(struct pl_sighold *h);
+const sigset_t *pl_sig_wait_mask(const struct pl_sighold *h, const sigset_t *mask);
+void pl_sig_release(struct pl_sighold *h);
 
 /* --- pl_poll.c, pl_epoll_wait.c -------------------------------------------------------------- */
 

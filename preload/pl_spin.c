@@ -7,7 +7,10 @@
 #include "util/clock.h"
 #include "preload/pl_ready_int.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 
 #define PL_SLEEP_CAP_MS 100 /* bound on a sleep: covers a wake-up another waiter consumed */
 
@@ -135,6 +138,36 @@ int pl_sleep_ms(struct pl_timing *t, bool cap_short)
 	if (ms < 0 || ms > cap)
 		ms = cap;
 	return ms;
+}
+
+void pl_sig_hold(struct pl_sighold *h)
+{
+	/* (the faults' signals stay open: blocked, a fault would kill the process instead of
+	 * running the handler, mapguard's SIGBUS among them) */
+	static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT };
+	sigset_t set;
+
+	if (h->held)
+		return;
+	sigfillset(&set);
+	for (size_t i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
+		sigdelset(&set, sync_sigs[i]);
+	h->held = pthread_sigmask(SIG_BLOCK, &set, &h->old) == 0;
+}
+
+const sigset_t *pl_sig_wait_mask(const struct pl_sighold *h, const sigset_t *mask)
+{
+	return mask ? mask : h->held ? &h->old : NULL;
+}
+
+void pl_sig_release(struct pl_sighold *h)
+{
+	int saved = errno;
+
+	if (h->held)
+		pthread_sigmask(SIG_SETMASK, &h->old, NULL);
+	h->held = false;
+	errno = saved;
 }
 
 bool pl_timed_out(struct pl_timing *t)
