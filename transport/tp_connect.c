@@ -337,7 +337,9 @@ static int connect_reserve(struct tp_link *l, const struct tp_key *key, int time
 		*ret_reason = TP_REASON_LOCAL_ERROR;
 		return -ENOMEM;
 	}
-	c->rq_claim = claimed; /* (the Claim's ring request: answered at once or never) */
+	/* (the Claim's ring request: answered at once or never; none when the offer carried
+	 * a ring) */
+	c->rq_claim = claimed && !s.e->peer_ring;
 	tp_conn_register(c);
 	*ret_conn = c;
 	*ret_reason = TP_REASON_NONE;

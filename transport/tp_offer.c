@@ -112,14 +112,13 @@ static bool offer_make(struct tp_link *l)
 	struct tp_host_entry *e = &h->e[slot];
 	struct tp_pkt p;
 
-	if (e->ring) {
-		/* No data ring waits in an offer (nobody could ask it back before the claim): the
-		 * client's sender asks for one once it has more than inline slots carry
-		 * (tp_ring.c), as after an Ack that granted none. */
-		tp_pool_put(l, e->ring - 1u, false);
-		e->ring = 0;
-		e->ring_gen = 0;
-	}
+	/* A data ring for the client's bytes waits in the offer when the pool had one to spare
+	 * (tp_slot_alloc(): while it is more than half free, a set-up's rule), and the record
+	 * carries it, as an Ack does: the client's first write after connect() goes into it at
+	 * once, as into a kernel socket's buffer, instead of EAGAIN until the server's process
+	 * has read the Claim (tens of µs to milliseconds). Nobody can ask it back before the
+	 * claim, so at most offer_keep() rings per link wait in offers; without one the client's
+	 * sender asks as after an Ack that granted none (tp_ring.c). */
 	e->role = TP_ROLE_OFFER;
 	/* relaxed: under the host lock, read without it as a hint (tp_host_free_conns()) */
 	atomic_fetch_add_explicit(&h->offers_held, 1, memory_order_relaxed);
@@ -202,8 +201,10 @@ void tp_offer_on_claim(struct tp_link *l, const struct tp_pkt *p)
 	atomic_fetch_sub_explicit(&h->offers_held, 1, memory_order_relaxed); /* (as above) */
 	atomic_fetch_add_explicit(&h->totals.setups, 1, memory_order_relaxed); /* (offer_make()) */
 	/* a reservation from now: the backstop of the reclaim counts from the claim, not from the
-	 * offer (which may be minutes old) */
+	 * offer (which may be minutes old), and so does the quantum of the ring it carries */
 	e->created_ms = tp_now_ms();
+	if (e->ring)
+		e->ring_ms = e->created_ms;
 	/* the Claim's ring request (TP_OFFER_RQ) is answered here, granted or not: the client's
 	 * next request has the next number */
 	e->rq_ans = TP_OFFER_RQ;

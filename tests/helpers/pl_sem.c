@@ -755,6 +755,91 @@ static int linger_client(struct sockaddr_in *sa)
 	return 0;
 }
 
+/* --- the first write after connect (firstserver / firstclient) --------------------------------
+ * The client makes FIRST_N connections one after the other (fewer than half the tests' pool of
+ * 32 data rings: a set-up comes with a ring while the pool is more than half free) and, right
+ * after each connect(), makes the socket non-blocking and writes FIRST_LEN bytes at once, before
+ * the server has accepted any (it waits for the client's flag file): a kernel socket takes such
+ * a write whole (its buffers), so must an NTB connection (a data ring that came with the set-up,
+ * not one asked for at the first large write: EAGAIN meanwhile). The server then accepts them
+ * all and checks every byte. */
+#define FIRST_N   12
+#define FIRST_LEN (32u << 10)
+static char first_flag[80];
+static unsigned char first_byte(unsigned conn, unsigned i)
+{
+	return (unsigned char)(conn * 31u + i * 7u + 1u);
+}
+
+static int first_client(struct sockaddr_in *sa)
+{
+	static unsigned char buf[FIRST_LEN];
+	int fds[FIRST_N], whole = 0;
+	for (unsigned k = 0; k < FIRST_N; k++) {
+		fds[k] = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(fds[k] >= 0, "socket");
+		int r = -1;
+		for (int i = 0; i < 100 && r < 0; i++)
+			if ((r = connect(fds[k], (struct sockaddr *)sa, sizeof(*sa))) < 0)
+				usleep(50000); /* (the listener not up yet: only before the first) */
+		CHECK(r == 0, "connect %u", k);
+		CHECK(fcntl(fds[k], F_SETFL, fcntl(fds[k], F_GETFL) | O_NONBLOCK) == 0, "O_NONBLOCK");
+		for (unsigned i = 0; i < FIRST_LEN; i++)
+			buf[i] = first_byte(k, i);
+		ssize_t n = send(fds[k], buf, FIRST_LEN, 0);
+		if (n == (ssize_t)FIRST_LEN)
+			whole++;
+		else
+			printf("firstclient: connection %u: send right after connect: %zd (%s)\n", k, n,
+			       n < 0 ? strerror(errno) : "partial");
+		CHECK(n == (ssize_t)FIRST_LEN, "the first write of connection %u not taken whole", k);
+	}
+	FILE *f = fopen(first_flag, "w");
+	CHECK(f != NULL, "flag");
+	fclose(f);
+	printf("firstclient: %d of %d writes of %u bytes right after connect taken whole\n", whole,
+	       FIRST_N, FIRST_LEN);
+	for (unsigned k = 0; k < FIRST_N; k++) {
+		char c;
+		/* (blocking again: the server's end of stream once it checked everything) */
+		CHECK(fcntl(fds[k], F_SETFL, fcntl(fds[k], F_GETFL) & ~O_NONBLOCK) == 0, "blocking");
+		CHECK(read(fds[k], &c, 1) == 0, "end of stream from the server");
+		close(fds[k]);
+	}
+	return 0;
+}
+
+static int first_server(struct sockaddr_in *sa)
+{
+	static unsigned char buf[FIRST_LEN];
+	int one = 1;
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(bind(s, (struct sockaddr *)sa, sizeof(*sa)) == 0, "bind");
+	CHECK(listen(s, FIRST_N + 8) == 0, "listen");
+	for (int i = 0; i < 600 && access(first_flag, F_OK) != 0; i++)
+		usleep(50000);
+	CHECK(access(first_flag, F_OK) == 0, "the client's flag");
+	unlink(first_flag);
+	for (unsigned k = 0; k < FIRST_N; k++) {
+		int c = accept(s, NULL, NULL);
+		CHECK(c >= 0, "accept");
+		size_t got = 0;
+		while (got < FIRST_LEN) {
+			ssize_t r = read(c, buf + got, FIRST_LEN - got);
+			CHECK(r > 0, "read: %zd", r);
+			got += (size_t)r;
+		}
+		/* (accepted in the order they connected: the backlog is a queue) */
+		for (unsigned i = 0; i < FIRST_LEN; i++)
+			CHECK(buf[i] == first_byte(k, i), "connection %u: byte %u", k, i);
+		close(c);
+	}
+	ok("every first write arrived exact");
+	close(s);
+	return 0;
+}
+
 /* --- readiness transcripts (edgeserver / edgeclient) -------------------------------------------
  * The client drives: it sends the server two-byte commands and prints what epoll (level, edge,
  * one-shot, nested, shared by threads), select, poll, MSG_PEEK and SIOCINQ report, one line per
@@ -1286,6 +1371,11 @@ int main(int argc, char **argv)
 		return linger_server(&sa);
 	if (!strcmp(role, "lingerclient"))
 		return linger_client(&sa);
+	snprintf(first_flag, sizeof(first_flag), "/tmp/pl_sem-first-%s", argv[3]);
+	if (!strcmp(role, "firstserver"))
+		return first_server(&sa);
+	if (!strcmp(role, "firstclient"))
+		return first_client(&sa);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(s >= 0, "socket");
 	bool edge = !strcmp(role, "edgeserver") || !strcmp(role, "edgeclient");

@@ -393,6 +393,54 @@ static void test_offer_claimed(void **state)
 	tl_pair_close(&p);
 }
 
+/* An offer made while the server's pool has rings to spare carries one for the client's bytes,
+ * as an Ack does: right after connect(), before the server's process has attached (or read
+ * the Claim), a write larger than the inline slots hold is taken whole at once, as a kernel
+ * socket's buffer takes it, and arrives exact once the server attaches. */
+static void test_offer_carries_ring(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb, *c2 = NULL, *s2 = NULL;
+	struct tp_key k;
+	enum tp_reason why;
+	static uint8_t big[48 * 1024], got[48 * 1024];
+
+	(void)state;
+	pair_open_ctx(&p, "offerring", 64);
+	connect_pair(&p, 31, &ca, &cb);
+	wait_offers(p.b, 4);
+	uint64_t claims0 = offer_claims(p.a);
+
+	tl_key(&k, 32, 8080);
+	assert_int_equal(tp_connect(p.a, &k, 3000, &c2, &why), 0);
+	assert_int_equal(offer_claims(p.a), claims0 + 1);
+	assert_true(c2->ent->peer_ring != 0);
+	/* half the ring: far more than the inline slots (8 × 116 B) */
+	size_t len = c2->out.qsize / 2u < sizeof(big) ? c2->out.qsize / 2u : sizeof(big);
+
+	assert_true(len >= 8192);
+	for (size_t i = 0; i < len; i++)
+		big[i] = (uint8_t)(i * 13 + 5);
+	struct iovec iov = { big, len };
+
+	assert_int_equal(tp_send(c2, &iov, 1), (ssize_t)len); /* (no wait, no EAGAIN) */
+	assert_int_equal(tp_attach(p.b, &k, &s2), 0);
+	for (size_t n = 0; n < len;) {
+		ssize_t r = tl_recv_some(s2, got + n, len - n, 2000);
+
+		assert_true(r > 0);
+		n += (size_t)r;
+	}
+	assert_memory_equal(big, got, len);
+	assert_true(s2->ent->ring != 0);
+	assert_int_equal(s2->ent->ring, c2->ent->peer_ring);
+	tp_close(c2);
+	tp_close(s2);
+	tp_close(ca);
+	tp_close(cb);
+	tl_pair_close(&p);
+}
+
 /* A pair whose side A writes through the fault decorator (rates 0: none until a test sets them),
  * 64 slots (4 offers each), B listening on 8080. */
 static void pair_open_faulty(struct tl_pair *p, const char *name)
@@ -666,10 +714,10 @@ static void test_claim_read_link_down(void **state)
 	tl_pair_close(&p);
 }
 
-/* A claim made while the pool is not half free gets no ring; its request number is answered
- * all the same, so that the client's republished request (its timers rewrite RING_REQ) is not
- * taken for a new one: an idle connection that never asked holds no ring (found by the review:
- * the server granted one). */
+/* A claim made while the pool is not half free gets no ring (nor did the offers made meanwhile
+ * carry one); its request number is answered all the same, so that the client's republished
+ * request (its timers rewrite RING_REQ) is not taken for a new one: an idle connection that
+ * never asked holds no ring (found by the review: the server granted one). */
 static void test_claim_phantom_request(void **state)
 {
 	struct tl_pair p;
@@ -680,12 +728,14 @@ static void test_claim_phantom_request(void **state)
 
 	(void)state;
 	pair_open_ctx(&p, "offerrq", 64);
-	assert_int_equal(tl_pair_connect(&p, 31, 8080, true), 0);
-	wait_offers(p.b, 4);
+	/* (before the first set-up, which has B make its offers: none takes a ring; nothing
+	 * takes one from B's pool until it is put back below) */
 	tp_host_lock(p.b);
 	uint32_t top = p.b->host->pool_top;
 	p.b->host->pool_top = p.b->host->pool_n / 2u; /* (half the pool "in use") */
 	tp_host_unlock(p.b);
+	assert_int_equal(tl_pair_connect(&p, 31, 8080, true), 0);
+	wait_offers(p.b, 4);
 	tl_key(&k, 32, 8080);
 	assert_int_equal(tp_connect(p.a, &k, 3000, &c2, &why), 0);
 	assert_int_equal(tp_attach(p.b, &k, &s2), 0);
@@ -1407,6 +1457,7 @@ int main(void)
 		cmocka_unit_test(test_conn_cache_trim),
 		cmocka_unit_test(test_close_after_pass_clock),
 		cmocka_unit_test(test_offer_claimed),
+		cmocka_unit_test(test_offer_carries_ring),
 		cmocka_unit_test(test_offer_claim_lost),
 		cmocka_unit_test(test_offer_spoilt_applies),
 		cmocka_unit_test(test_old_offer_reclaimed),
