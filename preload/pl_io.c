@@ -218,8 +218,21 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 
 	if (bad)
 		return -EINVAL;
-	if (flags & (MSG_OOB | MSG_ZEROCOPY))
-		return -EOPNOTSUPP; /* no urgent data / zero-copy notifications over NTB: say so */
+	if (flags & MSG_ZEROCOPY)
+		return -EOPNOTSUPP; /* no zero-copy notifications over NTB: say so */
+	if (flags & MSG_OOB) {
+		/* Urgent data: only the kernel's TCP carries it (the urgent pointer, the peer's
+		 * SO_OOBINLINE, SIOCATMARK, SIGURG). The connection moves to its kernel socket first,
+		 * as a failover does (every byte sent before goes there first, none lost or
+		 * reordered; the peer follows), and this send then goes there whole (-EXDEV below,
+		 * pl_moved_send()). Meanwhile a non-blocking send says EAGAIN (POLLOUT follows the
+		 * move), a blocking one waits. */
+		PL_ENTER();
+		bool moving = tp_conn_to_kernel(s->conn);
+		PL_LEAVE();
+		if (!moving)
+			return -EOPNOTSUPP;
+	}
 	if (total == 0)
 		return 0;
 	unsigned wl = total < UINT_MAX ? (unsigned)total : UINT_MAX;

@@ -840,6 +840,103 @@ static int first_server(struct sockaddr_in *sa)
 	return 0;
 }
 
+/* --- urgent data (oobserver / oobclient) --------------------------------------------------------
+ * The client writes OOB_BULK bytes, then one urgent byte with send(MSG_OOB) (non-blocking: it
+ * waits for POLLOUT on EAGAIN, as a program must), then "after", and closes. The server (with
+ * SO_OOBINLINE for role oobserver-inline) reads the bulk, then prints what poll (POLLPRI),
+ * select (exceptfds), SIOCATMARK, SIGURG (F_SETOWN) and recv(MSG_OOB) say and what the reads
+ * return, one line each: the test compares the transcript with kernel TCP's. Over NTB the
+ * urgent byte moves the connection to its kernel socket (only the kernel's TCP carries it),
+ * every byte before it first. */
+#define OOB_BULK (200u << 10)
+static volatile sig_atomic_t sigurgs;
+static void on_sigurg(int sig)
+{
+	(void)sig;
+	sigurgs++;
+}
+
+static int oob_client(struct sockaddr_in *sa)
+{
+	static unsigned char bulk[OOB_BULK];
+	int s = socket(AF_INET, SOCK_STREAM, 0), r = -1;
+	CHECK(s >= 0, "socket");
+	for (int i = 0; i < 100 && r < 0; i++)
+		if ((r = connect(s, (struct sockaddr *)sa, sizeof(*sa))) < 0)
+			usleep(50000);
+	CHECK(r == 0, "connect");
+	for (unsigned i = 0; i < OOB_BULK; i++)
+		bulk[i] = (unsigned char)(i * 11u + 7u);
+	write_all(s, bulk, OOB_BULK);
+	CHECK(fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK) == 0, "O_NONBLOCK");
+	ssize_t n;
+	while ((n = send(s, "!", 1, MSG_OOB)) < 0 && errno == EAGAIN) {
+		struct pollfd p = { .fd = s, .events = POLLOUT };
+		CHECK(poll(&p, 1, 10000) == 1, "POLLOUT after EAGAIN of send(MSG_OOB)");
+	}
+	CHECK(n == 1, "send(MSG_OOB): %zd (%s)", n, n < 0 ? strerror(errno) : "");
+	CHECK(fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) == 0, "blocking");
+	write_all(s, "after", 5);
+	close(s);
+	ok("urgent byte sent between the bulk and \"after\"");
+	return 0;
+}
+
+static int oob_server(struct sockaddr_in *sa, bool inl)
+{
+	static unsigned char bulk[OOB_BULK];
+	int one = 1, at = -1;
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sigaction su;
+	memset(&su, 0, sizeof(su));
+	su.sa_handler = on_sigurg;
+	su.sa_flags = SA_RESTART;
+	sigaction(SIGURG, &su, NULL);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	CHECK(bind(s, (struct sockaddr *)sa, sizeof(*sa)) == 0, "bind");
+	CHECK(listen(s, 8) == 0, "listen");
+	int c = accept(s, NULL, NULL);
+	CHECK(c >= 0, "accept");
+	CHECK(fcntl(c, F_SETOWN, getpid()) == 0, "F_SETOWN");
+	if (inl)
+		CHECK(setsockopt(c, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one)) == 0, "OOBINLINE");
+	read_all(c, bulk, OOB_BULK);
+	for (unsigned i = 0; i < OOB_BULK; i++)
+		CHECK(bulk[i] == (unsigned char)(i * 11u + 7u), "bulk byte %u", i);
+	printf("oob: bulk of %u bytes exact\n", OOB_BULK);
+	struct pollfd p = { .fd = c, .events = POLLPRI };
+	int pr = poll(&p, 1, 10000);
+	printf("oob: poll(POLLPRI) %d revents%s%s\n", pr, p.revents & POLLPRI ? " PRI" : "",
+	       p.revents & POLLIN ? " IN" : "");
+	fd_set ex;
+	FD_ZERO(&ex);
+	FD_SET(c, &ex);
+	struct timeval tv = { 5, 0 };
+	int sr = select(c + 1, NULL, NULL, &ex, &tv);
+	printf("oob: select exceptfds %d %s\n", sr, FD_ISSET(c, &ex) ? "set" : "clear");
+	CHECK(ioctl(c, SIOCATMARK, &at) == 0, "SIOCATMARK");
+	printf("oob: SIOCATMARK %d\n", at);
+	char o = 0, rest[16];
+	ssize_t n = recv(c, &o, 1, MSG_OOB);
+	if (n == 1)
+		printf("oob: recv(MSG_OOB) '%c'\n", o);
+	else
+		printf("oob: recv(MSG_OOB) %zd %s\n", n, strerror(errno));
+	size_t got = 0, want = inl ? 6 : 5;
+	while (got < want) {
+		ssize_t r = read(c, rest + got, want - got);
+		CHECK(r > 0, "read after the mark: %zd", r);
+		got += (size_t)r;
+	}
+	rest[got] = 0;
+	printf("oob: then read \"%s\"\n", rest);
+	CHECK(read(c, rest, 1) == 0, "end of stream");
+	printf("oob: end of stream; SIGURG %s\n", sigurgs ? "delivered" : "none");
+	close(c);
+	close(s);
+	return 0;
+}
+
 /* --- readiness transcripts (edgeserver / edgeclient) -------------------------------------------
  * The client drives: it sends the server two-byte commands and prints what epoll (level, edge,
  * one-shot, nested, shared by threads), select, poll, MSG_PEEK and SIOCINQ report, one line per
@@ -1376,6 +1473,10 @@ int main(int argc, char **argv)
 		return first_server(&sa);
 	if (!strcmp(role, "firstclient"))
 		return first_client(&sa);
+	if (!strcmp(role, "oobserver") || !strcmp(role, "oobserver-inline"))
+		return oob_server(&sa, !strcmp(role, "oobserver-inline"));
+	if (!strcmp(role, "oobclient"))
+		return oob_client(&sa);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(s >= 0, "socket");
 	bool edge = !strcmp(role, "edgeserver") || !strcmp(role, "edgeclient");

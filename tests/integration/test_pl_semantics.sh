@@ -86,4 +86,34 @@ wait $fs || { cat "$PL_LAST_OUT"; pl_fail "first writes server failed over ntb";
 [ "$(pl_count_log a "127.0.0.2:$port5: ntb (link")" -eq 12 ] ||
 	pl_fail "first writes client: not all 12 connections over ntb"
 cat "$PL_TMP/first-ntb.out"
+# Urgent data (pl_sem oobclient, oobserver[-inline]): 200 KiB, one byte with MSG_OOB, 5 more;
+# the server's transcript of POLLPRI, exceptfds, SIOCATMARK, recv(MSG_OOB), the reads and
+# SIGURG, with SO_OOBINLINE and without: kernel TCP's, then ntb's (the connection set up over
+# ntb, moved to its kernel socket by the urgent byte, every byte before it exact).
+port6=$(pl_port 6)
+for mode in oobserver oobserver-inline; do
+	pl_bg plain "$SEM" $mode 127.0.0.1 $port6
+	os=$PL_LAST
+	pl_wait_port 127.0.0.1 $port6
+	timeout 60 "$SEM" oobclient 127.0.0.1 $port6 >/dev/null 2>&1 ||
+		pl_fail "urgent data client fails on kernel TCP"
+	wait $os || { cat "$PL_LAST_OUT"; pl_fail "urgent data server ($mode) fails on kernel TCP"; }
+	grep '^oob:' "$PL_LAST_OUT" >"$PL_TMP/$mode-plain.out"
+	pl_bg b "$SEM" $mode 127.0.0.2 $port6
+	os=$PL_LAST
+	pl_wait_port 127.0.0.2 $port6
+	pl_run a "$SEM" oobclient 127.0.0.2 $port6 >"$PL_TMP/$mode-client.out" 2>&1 || {
+		cat "$PL_TMP/$mode-client.out"; pl_fail "urgent data client failed over ntb"; }
+	wait $os || { cat "$PL_LAST_OUT"; pl_fail "urgent data server ($mode) failed over ntb"; }
+	grep '^oob:' "$PL_LAST_OUT" >"$PL_TMP/$mode-ntb.out"
+	diff -u "$PL_TMP/$mode-plain.out" "$PL_TMP/$mode-ntb.out" ||
+		pl_fail "urgent data ($mode) over ntb differs from kernel TCP's (- kernel, + ntb)"
+	port6=$((port6 + 1))
+done
+[ "$(pl_count_log a "tcp (failed over: urgent data)")" -eq 2 ] ||
+	pl_fail "the client's connections did not move for their urgent byte"
+[ "$(pl_count_log b "tcp (failed over: peer moved to tcp)")" -ge 2 ] ||
+	pl_fail "the servers' connections did not follow"
+[ "$(pl_count_log a "ntb (link")" -ge 2 ] || pl_fail "urgent data clients not set up over ntb"
+cat "$PL_TMP/oobserver-ntb.out"
 echo "semantics over ntb: ok"

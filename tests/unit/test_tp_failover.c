@@ -134,6 +134,62 @@ static void test_failover_exact_both_ways(void **state)
 	free(want);
 }
 
+/* A program's urgent send (preload/: send(MSG_OOB)) moves its connection to the kernel socket
+ * on purpose (tp_conn_to_kernel()): sends wait (-EAGAIN) while it runs, then say -EXDEV; the
+ * peer follows; every byte in flight arrives on the socket exactly once, from where each
+ * program read; the reasons are "urgent data" and "peer moved to tcp". */
+static void test_urgent_moves_to_kernel(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	int sv[2], fa, fb;
+	uint8_t *buf = malloc(1u << 20), *want = malloc(1u << 20);
+	size_t a_sent, b_read = 0;
+	char reason[64];
+
+	(void)state;
+	pair_open(&p, "fo-urgent");
+	connect_pair(&p, 3, &ca, &cb, sv);
+	/* (less than the socketpair holds: nobody reads it while the move runs) */
+	a_sent = tu_send_mixed(ca, 33, 0, 120000);
+	assert_true(a_sent > 50000);
+	while (b_read < 5000) {
+		ssize_t n = tl_recv_some(cb, buf, 1000, 2000);
+
+		assert_true(n > 0);
+		tl_fill(want, (size_t)n, 33, b_read);
+		assert_memory_equal(buf, want, (size_t)n);
+		b_read += (size_t)n;
+	}
+	assert_true(tp_conn_to_kernel(ca));
+	assert_true(tp_conn_to_kernel(ca)); /* (again while it runs: still true) */
+	struct iovec v = { buf, 16 };
+
+	assert_int_equal(tp_send(ca, &v, 1), -EAGAIN); /* no byte goes over NTB any more */
+	pump(ca, cb, &fa, &fb);
+	assert_int_equal(fa, TP_FO_DONE);
+	assert_int_equal(fb, TP_FO_DONE);
+	assert_int_equal(tp_send(ca, &v, 1), -EXDEV);
+	assert_int_equal(tp_recv(cb, &v, 1, 0), -EXDEV);
+	size_t rest = a_sent - b_read;
+
+	assert_int_equal(read_fd(sv[1], buf, rest), rest);
+	tl_fill(want, rest, 33, b_read);
+	assert_memory_equal(buf, want, rest);
+	assert_int_equal(recv(sv[1], buf, 1, MSG_DONTWAIT), -1);
+	snprintf(reason, sizeof(reason), "%s", tp_conn_failover_reason(ca));
+	assert_string_equal(reason, "urgent data");
+	snprintf(reason, sizeof(reason), "%s", tp_conn_failover_reason(cb));
+	assert_string_equal(reason, "peer moved to tcp");
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	tl_pair_close(&p);
+	free(buf);
+	free(want);
+}
+
 static void test_failover_fin_in_flight(void **state)
 {
 	struct tl_pair p;
@@ -486,6 +542,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_failover_exact_both_ways),
 		cmocka_unit_test(test_failover_fin_in_flight),
+		cmocka_unit_test(test_urgent_moves_to_kernel),
 		cmocka_unit_test(test_failover_missing_bytes_reset),
 		cmocka_unit_test(test_witness_rst_armed),
 		cmocka_unit_test(test_failover_close_under_lock),
