@@ -152,6 +152,13 @@ static enum connect_source connect_source(struct pl_connecting *c)
 		return CONNECT_LATE;
 	}
 	if (pl_sa_is_any(local)) {
+		/* A port on the wildcard address (an FTP client's active data port, a program that
+		 * fixes its source port): the kernel picks our address as it connects, ntb when
+		 * that is this host's (the late path reads the 4-tuple after the connect; as for an
+		 * unbound socket, not under the "error" policy) */
+		if (pl_conf->fallback != CONF_FALLBACK_ERROR &&
+		    pl_src_is_host(c->dst, c->dlen, c->local.ss_family))
+			return CONNECT_LATE;
 		c->reason = "socket bound to the wildcard address";
 		return CONNECT_TCP;
 	}

@@ -13,7 +13,10 @@
 #  3. the route changes under a running client (source 127.0.0.9, nobody's host address) after its
 #     second connection taught it the route's choice: its next connect, still unbound from what
 #     the process learned, finds a source that is not the host's and stays TCP with that reason,
-#     every byte echoed; the one after binds again and is ntb.
+#     every byte echoed; the one after binds again and is ntb;
+#  4. a client bound to a port on the wildcard address: the kernel picks 127.0.0.1 as it
+#     connects, and the connection is ntb from 127.0.0.1 and that port (before: tcp, "socket
+#     bound to the wildcard address").
 . "$(dirname "$0")/lib.sh"
 pl_need python3 ip
 pl_setup src-addr
@@ -107,4 +110,37 @@ sed -n 3p "$cli_out" | grep -q '^2 nobind 127.0.0.9 ok$' || pl_fail "case 3: thi
 sed -n 4p "$cli_out" | grep -q '^3 bound 127.0.0.1 ok$' || pl_fail "case 3: fourth connection: $(sed -n 4p "$cli_out")"
 pl_assert_log a "tcp (route gives a source not this host's)"
 [ "$(pl_count_log a ': ntb (link')" -eq 3 ] || pl_fail "case 3: expected 3 ntb connections on A (all but the third)"
+
+# 4. a client socket bound to a port on the wildcard address (as an FTP client's data port):
+#    the kernel picks the source 127.0.0.1 as it connects (the route is the kernel's again), the
+#    connection is ntb with that source and the bound port, every byte echoed
+ip route replace local 127.0.0.0/8 dev lo table local proto kernel scope host src 127.0.0.1 ||
+	pl_fail "case 4: cannot put the loopback route back"
+: >"$PL_TMP/a.log"
+cport=$(pl_port 3)
+cat >"$PL_TMP/wild.py" <<'EOF'
+import os, socket, sys
+data = os.urandom(100000)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[3])))
+s.connect((sys.argv[1], int(sys.argv[2])))
+s.sendall(data)
+got = b""
+while len(got) < len(data):
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+src = s.getsockname()
+s.close()
+print("wild", src[0], src[1], "ok" if got == data else "BAD", flush=True)
+EOF
+pl_run a python3 "$PL_TMP/wild.py" 127.0.0.2 $port $cport >"$PL_TMP/c4.out" 2>&1 ||
+	pl_fail "case 4: client failed: $(cat "$PL_TMP/c4.out")"
+cat "$PL_TMP/c4.out"
+grep -q "^wild 127.0.0.1 $cport ok\$" "$PL_TMP/c4.out" ||
+	pl_fail "case 4: expected source 127.0.0.1:$cport and the echo: $(cat "$PL_TMP/c4.out")"
+[ "$(pl_count_log a "127.0.0.1:$cport -> 127.0.0.2:$port: ntb (link")" -eq 1 ] ||
+	pl_fail "case 4: the wildcard-bound client was not ntb"
 echo "PASS"
