@@ -112,13 +112,19 @@ static bool offer_make(struct tp_link *l)
 	struct tp_host_entry *e = &h->e[slot];
 	struct tp_pkt p;
 
-	/* A data ring for the client's bytes waits in the offer when the pool had one to spare
-	 * (tp_slot_alloc(): while it is more than half free, a set-up's rule), and the record
-	 * carries it, as an Ack does: the client's first write after connect() goes into it at
-	 * once, as into a kernel socket's buffer, instead of EAGAIN until the server's process
-	 * has read the Claim (tens of µs to milliseconds). Nobody can ask it back before the
-	 * claim, so at most offer_keep() rings per link wait in offers; without one the client's
-	 * sender asks as after an Ack that granted none (tp_ring.c). */
+	/* A data ring for the client's bytes waits in the offer when the pool has plenty (more
+	 * than half of it free, a set-up's rule, beside as many as offers may hold), and the
+	 * record carries it, as an Ack does: the client's first write after connect() goes into
+	 * it at once, as into a kernel socket's buffer, instead of EAGAIN until the server's
+	 * process has read the Claim (tens of µs to milliseconds). Nobody can ask it back before
+	 * the claim: at most offer_keep() rings per link wait in offers, and never out of the half
+	 * that Applies (a move's re-attachment among them) take theirs from. Without one the
+	 * client's sender asks as after an Ack that granted none (tp_ring.c). */
+	if (e->ring && h->pool_top < h->pool_n / 2u + offer_keep(h)) {
+		tp_pool_put(l, e->ring - 1u, false);
+		e->ring = 0;
+		e->ring_gen = 0;
+	}
 	e->role = TP_ROLE_OFFER;
 	/* relaxed: under the host lock, read without it as a hint (tp_host_free_conns()) */
 	atomic_fetch_add_explicit(&h->offers_held, 1, memory_order_relaxed);
