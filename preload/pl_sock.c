@@ -2,6 +2,7 @@
 /* Socket control calls: creation, connect/accept/listen hooks, close and dup families, fcntl,
  * ioctl, socket options, fork. Each keeps the fd table in step with the kernel's fds. */
 #include "preload/pl_int.h"
+#include "util/fdpark.h"
 
 #include <linux/sockios.h>
 #include <netinet/in.h>
@@ -215,6 +216,12 @@ static void await_peer_fin(int fd)
 
 NTB_EXPORT int close(int fd)
 {
+	/* One of the library's own (util/fdpark.h): not the program's to close, which it cannot
+	 * know it has (a daemon's loop over every number): as for a number not open. */
+	if (unlikely(fd_parked(fd))) {
+		errno = EBADF;
+		return -1;
+	}
 	/* Out of the table first: a concurrent socket() reusing FD must not find us. */
 	struct pl_sock *s = pl_fds ? pl_fd_take(fd) : NULL;
 	pl_tcpstat_closed(fd);
@@ -560,6 +567,20 @@ static bool close_range_works(void)
  * free memory, as after fork it may. */
 NTB_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
+	/* The library's own descriptors in the range stay open (util/fdpark.h): the range is
+	 * closed around them (close-on-exec, which they have, may go over them) */
+	int own = first <= last && !(flags & CLOSE_RANGE_CLOEXEC) ? fd_parked_first(first, last)
+								    : -1;
+
+	if (unlikely(own >= 0)) {
+		int r = 0;
+
+		if ((unsigned)own > first)
+			r = close_range(first, (unsigned)own - 1u, flags);
+		if (r == 0 && (unsigned)own < last)
+			r = close_range((unsigned)own + 1u, last, flags & ~CLOSE_RANGE_UNSHARE);
+		return r;
+	}
 	bool early = pl_fds && flags == 0 && first <= last &&
 		     atomic_load_explicit(&pl_nsocks, memory_order_relaxed) > 0 && close_range_works();
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 
 /* The set is made (and its entries changed) under g_wep_lock by the threads that set
@@ -31,7 +32,7 @@ void tp_fo_watch(struct tp_conn *c, int fd)
 	int wep = atomic_load_explicit(&g_wep, memory_order_relaxed); /* (ours: under the lock) */
 
 	if (wep < 0 && fd >= 0) {
-		wep = (int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC);
+		wep = fd_park((int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC));
 		/* release: pairs with the acquire load in tp_fo_watched_events() */
 		atomic_store_explicit(&g_wep, wep, memory_order_release);
 	}
@@ -54,8 +55,7 @@ void tp_fo_atfork_child(void)
 	/* the set is shared with the parent: ours is made anew as witnesses are set */
 	int wep = atomic_exchange_explicit(&g_wep, -1, memory_order_relaxed);
 
-	if (wep >= 0)
-		raw_close(wep);
+	fd_close_own(wep);
 	pthread_mutex_init(&g_wep_lock, NULL);
 }
 

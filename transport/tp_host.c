@@ -19,6 +19,7 @@
 #include "util/log.h"
 #include "util/mapguard.h"
 #include "util/proc.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 
 uint64_t tp_now_ms(void)
@@ -254,6 +255,7 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	}
 	if (fd < 0)
 		return -errno;
+	fd = fd_park(fd); /* (kept open: among the library's, util/fdpark.h) */
 	/* The link's mode and group apply to its host table as to its file (ntb/shm.c: the umask
 	 * may have narrowed the mode), so that whoever may use the link may open the table, also
 	 * when a process of another user created it. A failure leaves the table to its creator's
@@ -312,7 +314,7 @@ err_unmap:
 err_unlock:
 	flock(fd, LOCK_UN);
 err_close:
-	raw_close(fd);
+	fd_close_own(fd);
 	return rc;
 }
 
@@ -338,8 +340,7 @@ void tp_host_close(struct tp_link *l)
 		mapguard_remove(l->host);
 		munmap(l->host, l->host_size);
 	}
-	if (l->host_fd >= 0)
-		raw_close(l->host_fd);
+	fd_close_own(l->host_fd);
 	l->host = NULL;
 	l->host_fd = -1;
 }

@@ -20,6 +20,7 @@
 #include "util/clock.h"
 #include "transport/tp_int.h"
 #include "util/log.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 
 void tp_params_init(struct tp_params *p)
@@ -83,7 +84,7 @@ static int event_fd_make(void)
 {
 	pthread_mutex_lock(&tp_links_lock);
 	if (g_efd < 0)
-		g_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		g_efd = fd_park(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	pthread_mutex_unlock(&tp_links_lock);
 	return g_efd < 0 ? -EMFILE : g_efd;
 }

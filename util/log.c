@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Logging: raw write(2) (util/rawsys.h), so the interposer's own write() never sees it. */
 #include "util/log.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 
 #include <errno.h>
@@ -54,10 +55,10 @@ int log_set_file(const char *path)
 		int fd = raw_open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return -errno;
-		log_out_fd = fd;
+		log_out_fd = fd_park(fd);
 	}
 	if (old != 2 && old != log_out_fd)
-		raw_close(old);
+		fd_close_own(old);
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ntb/backend/pci_int.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 
 #define IVSHMEM_REG_IVPOSITION 8
@@ -25,8 +26,7 @@
 
 static void close_fd(int *fd)
 {
-	if (*fd >= 0)
-		raw_close(*fd);
+	fd_close_own(*fd);
 	*fd = -1;
 }
 
@@ -70,14 +70,14 @@ int ntb_pci_vfio_db_open(const char *bdf, int reg_bar, struct ntb_pci_vfio_db *v
 	int g = iommu_group_of(bdf, err, errlen);
 	if (g < 0)
 		return g;
-	v->container = open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC);
+	v->container = fd_park(open("/dev/vfio/vfio", O_RDWR | O_CLOEXEC));
 	if (v->container < 0)
 		return vfio_fail(v, -errno, err, errlen, "/dev/vfio/vfio");
 	if (raw_ioctl(v->container, VFIO_GET_API_VERSION, 0) != VFIO_API_VERSION ||
 	    raw_ioctl(v->container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0)
 		return vfio_fail(v, -ENOTSUP, err, errlen, "no type1v2 IOMMU");
 	snprintf(path, sizeof(path), "/dev/vfio/%d", g);
-	v->group = open(path, O_RDWR | O_CLOEXEC);
+	v->group = fd_park(open(path, O_RDWR | O_CLOEXEC));
 	if (v->group < 0) /* EBUSY: another process holds the group (and the doorbells) */
 		return vfio_fail(v, -errno, err, errlen, path);
 	struct vfio_group_status st = { .argsz = sizeof(st) };
@@ -89,7 +89,7 @@ int ntb_pci_vfio_db_open(const char *bdf, int reg_bar, struct ntb_pci_vfio_db *v
 	if (raw_ioctl(v->group, VFIO_GROUP_SET_CONTAINER, &v->container) < 0 ||
 	    raw_ioctl(v->container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) < 0)
 		return vfio_fail(v, -errno, err, errlen, "set container / IOMMU");
-	v->device = raw_ioctl(v->group, VFIO_GROUP_GET_DEVICE_FD, bdf);
+	v->device = fd_park(raw_ioctl(v->group, VFIO_GROUP_GET_DEVICE_FD, bdf));
 	if (v->device < 0)
 		return vfio_fail(v, -errno, err, errlen, "get device fd");
 	struct vfio_region_info reg = { .argsz = sizeof(reg),
@@ -122,7 +122,7 @@ int ntb_pci_vfio_db_open(const char *bdf, int reg_bar, struct ntb_pci_vfio_db *v
 	if (syscall(SYS_pwrite64, v->device, &cmd, sizeof(cmd), (off_t)(cfg.offset + PCI_COMMAND)) !=
 	    (long)sizeof(cmd))
 		return vfio_fail(v, -EIO, err, errlen, "enable bus mastering");
-	v->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	v->evfd = fd_park(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 	if (v->evfd < 0)
 		return vfio_fail(v, -errno, err, errlen, "eventfd");
 	struct {

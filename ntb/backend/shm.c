@@ -19,6 +19,7 @@
 #include "ntb/backend/shm_int.h"
 #include "util/log.h"
 #include "util/mapguard.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 
 struct shm_priv {
@@ -161,7 +162,7 @@ static int shm_open_file(struct ntb_link *link, const char *path)
 	for (int attempt = 0; attempt < 4; attempt++) {
 		fd = open(path, (inspect ? O_RDONLY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0)
-			return fd;
+			return fd_park(fd); /* (kept open: among the library's, util/fdpark.h) */
 		rc = -errno;
 		if (errno != ENOENT || inspect) {
 			ntb_set_detail("shm file %s: %s", path,
@@ -279,7 +280,7 @@ static int shm_open_backend(struct ntb_link *link)
 	return 0;
 
 err_close:
-	raw_close(fd);
+	fd_close_own(fd);
 	return rc;
 }
 
@@ -293,7 +294,7 @@ static void shm_close(struct ntb_link *link)
 	if (sp) {
 		if (sp->has_ivs)
 			ntb_ivs_leave(&sp->ivs);
-		raw_close(sp->fd);
+		fd_close_own(sp->fd);
 		free(sp);
 	}
 	link->base = NULL;

@@ -12,14 +12,14 @@
 #include <unistd.h>
 
 #include "ntb/backend/shm_int.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 
 /* Raw system calls (util/rawsys.h): the preload library interposes libc's socket calls, read
  * and write. */
 static void close_fd(int *fd)
 {
-	if (*fd >= 0)
-		raw_close(*fd);
+	fd_close_own(*fd);
 	*fd = -1;
 }
 
@@ -66,7 +66,7 @@ static void handle(struct ntb_ivs_client *c, int64_t id, int fd)
 {
 	if (id == (int64_t)c->own_id) {
 		if (c->rx_fd < 0 && fd >= 0)
-			c->rx_fd = fd;          /* vector 0: what peers ring us on */
+			c->rx_fd = fd_park(fd); /* vector 0: what peers ring us on */
 		else
 			close_fd(&fd);          /* vectors we do not use */
 		return;
@@ -92,7 +92,7 @@ static void handle(struct ntb_ivs_client *c, int64_t id, int fd)
 		return;
 	}
 	c->peer_id[free_slot] = id;     /* its first descriptor: vector 0 */
-	c->peer_fd[free_slot] = fd;
+	c->peer_fd[free_slot] = fd_park(fd); /* (kept: among the library's, util/fdpark.h) */
 }
 
 /* Read what the server sent since, without blocking. */
@@ -125,7 +125,7 @@ int ntb_ivs_join(const char *path, struct ntb_ivs_client *c, int *ret_shm_fd, ch
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path));
-	c->sock = raw_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->sock = fd_park(raw_socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
 	if (c->sock < 0 ||
 	    raw_setsockopt(c->sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
 	    raw_connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
