@@ -308,6 +308,61 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	return (ssize_t)done;
 }
 
+#define PL_TRUNC_CHUNK (64u << 10)
+
+/* recv() with MSG_TRUNC, as the kernel's TCP does it: up to TOTAL bytes discarded, the
+ * caller's buffer untouched, the count returned (with MSG_PEEK: how many could be read, up to
+ * TOTAL, nothing consumed). FLAGS without MSG_TRUNC; waits as a receive with them waits. */
+static ssize_t pl_recv_trunc(struct pl_sock *s, int fd, size_t total, int flags)
+{
+	uint8_t one, *b;
+	size_t done = 0;
+
+	if (total == 0)
+		return 0;
+	if (flags & MSG_PEEK) {
+		struct iovec v = { &one, 1 };
+		ssize_t r = pl_recv(s, fd, &v, 1, flags); /* (waits for a byte, as it would) */
+
+		if (r <= 0)
+			return r;
+		if (!pl_is_ntb(s, fd)) {
+			/* (moved to the kernel socket meanwhile: its own answer; it reads no buffer) */
+			struct iovec k = { NULL, total };
+
+			return pl_moved_recv(fd, &k, 1, flags | MSG_TRUNC);
+		}
+		PL_ENTER();
+		size_t n = tp_readable_bytes(s->conn);
+		PL_LEAVE();
+		return (ssize_t)(n > total ? total : n ? n : 1);
+	}
+	b = malloc(total < PL_TRUNC_CHUNK ? total : PL_TRUNC_CHUNK);
+	if (!b)
+		return -ENOMEM;
+	while (done < total) {
+		size_t want = total - done < PL_TRUNC_CHUNK ? total - done : PL_TRUNC_CHUNK;
+		struct iovec v = { b, want };
+		/* (the first piece waits as the call does; later ones take only what is there,
+		 * unless MSG_WAITALL asks for all) */
+		ssize_t r = pl_recv(s, fd, &v, 1,
+				    done && !(flags & MSG_WAITALL) ? flags | MSG_DONTWAIT : flags);
+
+		if (r <= 0) {
+			if (!done) {
+				free(b);
+				return r;
+			}
+			break;
+		}
+		done += (size_t)r;
+		if ((size_t)r < want && !(flags & MSG_WAITALL))
+			break;
+	}
+	free(b);
+	return (ssize_t)done;
+}
+
 ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, int flags)
 {
 	bool bad;
@@ -327,7 +382,7 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	if (flags & MSG_ERRQUEUE)
 		return -EAGAIN;
 	if (flags & MSG_TRUNC)
-		return -EOPNOTSUPP; /* discarding receive: not supported over NTB */
+		return pl_recv_trunc(s, fd, total, flags & ~MSG_TRUNC); /* (the buffer unused) */
 	if (total == 0)
 		return 0;
 	PL_ENTER();
