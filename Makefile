@@ -71,7 +71,7 @@ help:
 	@echo "make            build $(SO) and $(TOOL)"
 	@echo "make deps       install the Debian packages the project needs (apt-get, as root)"
 	@echo "make check      build and run every unit and integration test"
-	@echo "make check-cpython  CPython's socket test suites over a loopback link (tests/cpython/)"
+	@echo "make check-cpython  CPython's socket, asyncio and server test suites over a loopback link (tests/cpython/)"
 	@echo "make check-load the failure-path tests without and beside a CPU hog (tests/run_load.sh)"
 	@echo "make check-unit-load  the unit suites three times beside a CPU hog"
 	@echo "make demo       the comparison against kernel TCP (iperf3, sockperf)"

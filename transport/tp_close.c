@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 #include "util/log.h"
 
@@ -163,7 +164,7 @@ void tp_close_one(struct tp_conn *c)
 		int w = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed) - 1;
 
 		if (w >= 0 && c->keep_fd < 0)
-			c->keep_fd = raw_dupfd_cloexec(w, 3);
+			c->keep_fd = fd_dup_high(w);
 		tp_mutex_unlock(&c->witness_lock);
 	}
 	/* the caller's descriptor (the witness) closes next: no look may still use it */

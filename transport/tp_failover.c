@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 #include "util/log.h"
 
@@ -162,7 +163,7 @@ static int fo_dup_socket(struct tp_conn *c)
 	c->rst_off = true; /* (not armed again: a timer pass may be at it now) */
 	tp_witness_rst_locked(c, false);
 	if (w >= 0)
-		fd = raw_dupfd_cloexec(w, 3);
+		fd = fd_dup_high(w);
 	tp_mutex_unlock(&c->witness_lock);
 	return fd;
 }

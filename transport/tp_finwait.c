@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "transport/tp_int.h"
+#include "util/fdpark.h"
 #include "util/rawsys.h"
 
 #define FW_MAX   4096 /* pending closes at most; more wait in the caller, as before */
@@ -83,7 +84,7 @@ int tp_finwait_add(int fd, int timeout_ms)
 		fw_alloc = n;
 	}
 	/* (the lowest free number from 3, as the other private duplicates: tp_close()) */
-	kfd = raw_dupfd_cloexec(fd, 3);
+	kfd = fd_dup_high(fd);
 	if (kfd < 0) {
 		rc = -errno;
 		goto out;

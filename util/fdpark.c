@@ -65,6 +65,13 @@ int fd_park(int fd)
 	return fd;
 }
 
+int fd_dup_high(int fd)
+{
+	int b = fd_park_base(), nfd = b >= 0 ? raw_dupfd_cloexec(fd, b) : -1;
+
+	return nfd >= 0 ? nfd : raw_dupfd_cloexec(fd, 3);
+}
+
 bool fd_parked(int fd)
 {
 	int b = atomic_load_explicit(&g_base, memory_order_relaxed);

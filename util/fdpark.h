@@ -19,6 +19,11 @@ int fd_park_base(void);
  * recorded as the library's; returns the descriptor to use from now on: FD itself when it is
  * negative, already high, or cannot move (no free number up there). */
 int fd_park(int fd);
+/* A close-on-exec duplicate of FD among the library's numbers (not recorded: for the library's
+ * shorter-lived duplicates of a program's socket, which are closed with raw_close()), so that
+ * it never takes the number of a descriptor the program has just closed; -1 and errno when
+ * none is free at all. */
+int fd_dup_high(int fd);
 /* Whether FD is one of the library's parked descriptors. */
 bool fd_parked(int fd);
 /* The lowest parked descriptor in [FIRST, LAST], -1 when none. */

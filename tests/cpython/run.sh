@@ -76,8 +76,10 @@ suite() {
 	fi
 }
 
-suite test_socket 300 test_socket -m '*TCP*' -m '*NetworkConnection*' -m '*FileObject*' \
-	-m '*Sendfile*' -m '*Timeout*'
+# All of test_socket but its VSOCK tests (whose stream test hangs without ntbsock in a VM
+# with no vsock transport): the TCP groups over the link, every other family, socketpair and
+# the options beside them through the library's wrappers to the kernel.
+suite test_socket 300 -u network test_socket --ignore '*VSOCK*'
 suite asyncio_selectors 150 test_asyncio.test_sock_lowlevel test_asyncio.test_streams \
 	test_asyncio.test_sendfile test_selectors
 # Servers and clients of the standard library over TCP (http, xmlrpc, ftp with its urgent
