@@ -161,3 +161,26 @@ pl_count_log() { _n=$(grep -cF -- "$2" "$PL_TMP/$1.log" 2>/dev/null); echo "${_n
 
 # A free-ish port per test run (tests may run while others use fixed ports).
 pl_port() { echo $(( 20000 + ($$ * 7 + ${1:-0}) % 30000 )); }
+
+# pl_echo_server: the path of a Python echo server (ADDR PORT: every connection echoed in a
+# thread of its own until its end of stream), written into $PL_TMP once.
+pl_echo_server() {
+	[ -f "$PL_TMP/echo_srv.py" ] || cat >"$PL_TMP/echo_srv.py" <<'EOF'
+import socket, sys, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(16)
+def serve(c):
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        c.sendall(b)
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+EOF
+	echo "$PL_TMP/echo_srv.py"
+}

@@ -19,23 +19,7 @@ pl_need python3
 pl_setup fds
 port=$(pl_port 1)
 
-cat >"$PL_TMP/srv.py" <<'EOF'
-import socket, sys, threading
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2])))
-s.listen(16)
-def serve(c):
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-    c.close()
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-EOF
+srv=$(pl_echo_server)
 # numbers.py DST PORT LPORT: the numbers the kernel hands out, one line each
 cat >"$PL_TMP/numbers.py" <<'EOF'
 import os, socket, sys
@@ -89,13 +73,13 @@ while True:
     c, _ = s.accept()
     c.close()
 EOF
-pl_bg plain python3 "$PL_TMP/srv.py" 127.0.0.1 $port
+pl_bg plain python3 "$srv" 127.0.0.1 $port
 pl_bg plain python3 "$PL_TMP/closer.py" 127.0.0.1 $((port + 2))
 pl_wait_port 127.0.0.1 $port
 pl_wait_port 127.0.0.1 $((port + 2))
 timeout 30 python3 "$PL_TMP/numbers.py" 127.0.0.1 $port $((port + 1)) 127.0.0.1 $((port + 2)) >"$PL_TMP/n-plain.out" 2>&1 ||
 	{ cat "$PL_TMP/n-plain.out"; pl_fail "numbers fail on kernel TCP"; }
-pl_bg b python3 "$PL_TMP/srv.py" 127.0.0.2 $port
+pl_bg b python3 "$srv" 127.0.0.2 $port
 pl_bg b python3 "$PL_TMP/closer.py" 127.0.0.2 $((port + 2))
 pl_wait_port 127.0.0.2 $port
 pl_wait_port 127.0.0.2 $((port + 2))

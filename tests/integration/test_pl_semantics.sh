@@ -48,21 +48,31 @@ wait $ls || { cat "$PL_LAST_OUT"; pl_fail "abortive close not seen as ECONNRESET
 grep -q "SO_RCVTIMEO inherited from the listener" "$PL_LAST_OUT" ||
 	pl_fail "the listener's SO_RCVTIMEO not honoured on the accepted ntb connection"
 [ "$(pl_count_log a "127.0.0.2:$port3: ntb (link")" -ge 1 ] || pl_fail "linger client not over ntb"
+# sem_pair SERVER CLIENT PORT NAME: pl_sem's SERVER and CLIENT roles on kernel TCP (127.0.0.1),
+# then over ntb (server on B, client on A); the client's output in $PL_TMP/NAME-plain.out and
+# NAME-ntb.out, the server's in NAME-plain.srv and NAME-ntb.srv.
+sem_pair() {
+	pl_bg plain "$SEM" "$1" 127.0.0.1 "$3"
+	sp=$PL_LAST
+	pl_wait_port 127.0.0.1 "$3"
+	timeout 60 "$SEM" "$2" 127.0.0.1 "$3" >"$PL_TMP/$4-plain.out" 2>&1 || {
+		cat "$PL_TMP/$4-plain.out"; pl_fail "$4: $2 fails on kernel TCP"; }
+	wait $sp || { cat "$PL_LAST_OUT"; pl_fail "$4: $1 fails on kernel TCP"; }
+	cp "$PL_LAST_OUT" "$PL_TMP/$4-plain.srv"
+	pl_bg b "$SEM" "$1" 127.0.0.2 "$3"
+	sp=$PL_LAST
+	pl_wait_port 127.0.0.2 "$3"
+	pl_run a "$SEM" "$2" 127.0.0.2 "$3" >"$PL_TMP/$4-ntb.out" 2>&1 || {
+		cat "$PL_TMP/$4-ntb.out"; pl_fail "$4: $2 failed over ntb"; }
+	wait $sp || { cat "$PL_LAST_OUT"; pl_fail "$4: $1 failed over ntb"; }
+	cp "$PL_LAST_OUT" "$PL_TMP/$4-ntb.srv"
+}
+
 # Readiness transcript (pl_sem edgeclient: EPOLLET edges with unread data, EPOLLOUT edges,
 # one-shot re-arming, nested sets, threads sharing a set; select, poll, MSG_PEEK and SIOCINQ
 # after partial reads): kernel TCP first, then NTB; the same lines.
 port4=$(pl_port 4)
-pl_bg plain "$SEM" edgeserver 127.0.0.1 $port4
-es=$PL_LAST
-pl_wait_port 127.0.0.1 $port4
-timeout 60 "$SEM" edgeclient 127.0.0.1 $port4 >"$PL_TMP/edge-plain.out" 2>&1 || {
-	cat "$PL_TMP/edge-plain.out"; pl_fail "edge transcript fails on kernel TCP"; }
-wait $es || { cat "$PL_LAST_OUT"; pl_fail "edge server fails on kernel TCP"; }
-pl_bg b "$SEM" edgeserver 127.0.0.2 $port4
-es=$PL_LAST
-pl_wait_port 127.0.0.2 $port4
-pl_run a "$SEM" edgeclient 127.0.0.2 $port4 >"$PL_TMP/edge-ntb.out" 2>&1
-wait $es || { cat "$PL_LAST_OUT"; pl_fail "edge server failed over ntb"; }
+sem_pair edgeserver edgeclient $port4 edge
 [ "$(pl_count_log a "127.0.0.2:$port4: ntb (link")" -ge 1 ] || pl_fail "edge client not over ntb"
 diff -u "$PL_TMP/edge-plain.out" "$PL_TMP/edge-ntb.out" ||
 	pl_fail "readiness transcript over ntb differs from kernel TCP's (- kernel, + ntb)"
@@ -71,18 +81,7 @@ diff -u "$PL_TMP/edge-plain.out" "$PL_TMP/edge-ntb.out" ||
 # one whole, and so must ntb (the data ring comes with the set-up: an offer carries one), every
 # byte then checked by the server; kernel TCP first.
 port5=$(pl_port 5)
-pl_bg plain "$SEM" firstserver 127.0.0.1 $port5
-fs=$PL_LAST
-pl_wait_port 127.0.0.1 $port5
-timeout 60 "$SEM" firstclient 127.0.0.1 $port5 >"$PL_TMP/first-plain.out" 2>&1 || {
-	cat "$PL_TMP/first-plain.out"; pl_fail "first writes checker fails on kernel TCP"; }
-wait $fs || { cat "$PL_LAST_OUT"; pl_fail "first writes server fails on kernel TCP"; }
-pl_bg b "$SEM" firstserver 127.0.0.2 $port5
-fs=$PL_LAST
-pl_wait_port 127.0.0.2 $port5
-pl_run a "$SEM" firstclient 127.0.0.2 $port5 >"$PL_TMP/first-ntb.out" 2>&1 || {
-	cat "$PL_TMP/first-ntb.out"; pl_fail "a first write after connect not taken whole over ntb"; }
-wait $fs || { cat "$PL_LAST_OUT"; pl_fail "first writes server failed over ntb"; }
+sem_pair firstserver firstclient $port5 first
 [ "$(pl_count_log a "127.0.0.2:$port5: ntb (link")" -eq 4 ] ||
 	pl_fail "first writes client: not all 4 connections over ntb"
 cat "$PL_TMP/first-ntb.out"
@@ -92,21 +91,11 @@ cat "$PL_TMP/first-ntb.out"
 # ntb, moved to its kernel socket by the urgent byte, every byte before it exact).
 port6=$(pl_port 6)
 for mode in oobserver oobserver-inline; do
-	pl_bg plain "$SEM" $mode 127.0.0.1 $port6
-	os=$PL_LAST
-	pl_wait_port 127.0.0.1 $port6
-	timeout 60 "$SEM" oobclient 127.0.0.1 $port6 >/dev/null 2>&1 ||
-		pl_fail "urgent data client fails on kernel TCP"
-	wait $os || { cat "$PL_LAST_OUT"; pl_fail "urgent data server ($mode) fails on kernel TCP"; }
-	grep '^oob:' "$PL_LAST_OUT" >"$PL_TMP/$mode-plain.out"
-	pl_bg b "$SEM" $mode 127.0.0.2 $port6
-	os=$PL_LAST
-	pl_wait_port 127.0.0.2 $port6
-	pl_run a "$SEM" oobclient 127.0.0.2 $port6 >"$PL_TMP/$mode-client.out" 2>&1 || {
-		cat "$PL_TMP/$mode-client.out"; pl_fail "urgent data client failed over ntb"; }
-	wait $os || { cat "$PL_LAST_OUT"; pl_fail "urgent data server ($mode) failed over ntb"; }
-	grep '^oob:' "$PL_LAST_OUT" >"$PL_TMP/$mode-ntb.out"
-	diff -u "$PL_TMP/$mode-plain.out" "$PL_TMP/$mode-ntb.out" ||
+	sem_pair $mode oobclient $port6 $mode
+	grep '^oob:' "$PL_TMP/$mode-plain.srv" >"$PL_TMP/$mode-plain.tr"
+	grep '^oob:' "$PL_TMP/$mode-ntb.srv" >"$PL_TMP/$mode-ntb.tr"
+	[ "$(wc -l <"$PL_TMP/$mode-plain.tr")" -eq 7 ] || pl_fail "$mode: no transcript on kernel TCP"
+	diff -u "$PL_TMP/$mode-plain.tr" "$PL_TMP/$mode-ntb.tr" ||
 		pl_fail "urgent data ($mode) over ntb differs from kernel TCP's (- kernel, + ntb)"
 	port6=$((port6 + 1))
 done
@@ -115,5 +104,5 @@ done
 [ "$(pl_count_log b "tcp (failed over: peer moved to tcp)")" -ge 2 ] ||
 	pl_fail "the servers' connections did not follow"
 [ "$(pl_count_log a "ntb (link")" -ge 2 ] || pl_fail "urgent data clients not set up over ntb"
-cat "$PL_TMP/oobserver-ntb.out"
+cat "$PL_TMP/oobserver-ntb.tr"
 echo "semantics over ntb: ok"

@@ -23,23 +23,7 @@ pl_setup src-addr
 [ "$PL_NETNS" = 1 ] || pl_skip "needs a network namespace of its own (the test changes a route)"
 port=$(pl_port 1)
 
-cat >"$PL_TMP/srv.py" <<'EOF'
-import socket, sys, threading
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2])))
-s.listen(16)
-def serve(c):
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-    c.close()
-while True:
-    c, _ = s.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-EOF
+srv=$(pl_echo_server)
 # cli.py DST PORT N [GATE]: N connections one after another, each: the socket's
 # IP_BIND_ADDRESS_NO_PORT and source address after connect(), and 100 KB echoed byte for byte.
 # With GATE, it waits for that file to exist before its connection number AT (GATE.ready says
@@ -72,7 +56,7 @@ for i in range(n):
 EOF
 
 # 1. A to B
-pl_bg b python3 "$PL_TMP/srv.py" 127.0.0.2 $port
+pl_bg b python3 "$srv" 127.0.0.2 $port
 pl_wait_port 127.0.0.2 $port
 pl_run a python3 "$PL_TMP/cli.py" 127.0.0.2 $port 2 >"$PL_TMP/c1.out" 2>&1 || pl_fail "case 1: client failed: $(cat "$PL_TMP/c1.out")"
 cat "$PL_TMP/c1.out"
@@ -81,7 +65,7 @@ grep -q '^0 [a-z]* 127.0.0.1 ok$' "$PL_TMP/c1.out" && grep -q '^1 nobind 127.0.0
 [ "$(pl_count_log a ': ntb (link')" -eq 2 ] || pl_fail "case 1: expected 2 ntb connections on A"
 
 # 2. B to A
-pl_bg a python3 "$PL_TMP/srv.py" 127.0.0.1 $((port + 1))
+pl_bg a python3 "$srv" 127.0.0.1 $((port + 1))
 pl_wait_port 127.0.0.1 $((port + 1))
 : >"$PL_TMP/b.log"
 pl_run b python3 "$PL_TMP/cli.py" 127.0.0.1 $((port + 1)) 2 >"$PL_TMP/c2.out" 2>&1 || pl_fail "case 2: client failed: $(cat "$PL_TMP/c2.out")"
