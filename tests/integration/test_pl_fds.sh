@@ -140,6 +140,6 @@ grep -q "^kept connection echoes True$" "$PL_TMP/d.out" &&
 	grep -q "^new connection echoes True True$" "$PL_TMP/d.out" &&
 	grep -q "^files exact True$" "$PL_TMP/d.out" || pl_fail "case 2: $(cat "$PL_TMP/d.out")"
 [ "$(pl_count_log a "127.0.0.2:$port: ntb (link")" -eq 6 ] ||
-	pl_fail "case 2: expected both of its connections ntb (5 in all on A)"
+	pl_fail "case 2: expected both of its connections ntb (6 in all on A)"
 pl_refute_log a "failed over"
 echo "PASS"

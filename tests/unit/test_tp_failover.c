@@ -57,6 +57,19 @@ static void pump(struct tp_conn *ca, struct tp_conn *cb, int *ret_a, int *ret_b)
 	*ret_b = tp_conn_failover_state(cb);
 }
 
+/* Both ends closed, the socketpair, the link pair and the buffers freed. */
+static void pair_end(struct tl_pair *p, struct tp_conn *ca, struct tp_conn *cb, int sv[2],
+		     uint8_t *buf, uint8_t *want)
+{
+	tp_close(ca);
+	tp_close(cb);
+	close(sv[0]);
+	close(sv[1]);
+	tl_pair_close(p);
+	free(buf);
+	free(want);
+}
+
 /* Read exactly LEN bytes from FD (timeout 5 s); the count read. */
 static size_t read_fd(int fd, uint8_t *buf, size_t len)
 {
@@ -125,13 +138,7 @@ static void test_failover_exact_both_ways(void **state)
 
 	snprintf(reason, sizeof(reason), "%s", tp_conn_failover_reason(cb));
 	assert_string_equal(reason, "peer moved to tcp");
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	tl_pair_close(&p);
-	free(buf);
-	free(want);
+	pair_end(&p, ca, cb, sv, buf, want);
 }
 
 /* A program's urgent send (preload/: send(MSG_OOB)) moves its connection to the kernel socket
@@ -181,13 +188,7 @@ static void test_urgent_moves_to_kernel(void **state)
 	assert_string_equal(reason, "urgent data");
 	snprintf(reason, sizeof(reason), "%s", tp_conn_failover_reason(cb));
 	assert_string_equal(reason, "peer moved to tcp");
-	tp_close(ca);
-	tp_close(cb);
-	close(sv[0]);
-	close(sv[1]);
-	tl_pair_close(&p);
-	free(buf);
-	free(want);
+	pair_end(&p, ca, cb, sv, buf, want);
 }
 
 static void test_failover_fin_in_flight(void **state)
