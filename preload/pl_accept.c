@@ -163,7 +163,9 @@ tcp:
 		pl_links_refuse(&key);
 }
 
-bool pl_listened(int fd)
+/* FD listens (or is about to): advertise its port on every link and track it. SHARED: it came
+ * from another process, which may change its options (accept() then asks the kernel). */
+static bool listener_install(int fd, bool shared)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -186,6 +188,7 @@ bool pl_listened(int fd)
 	s->port = port;
 	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (accept_opts()) */
 	s->opts_gen = atomic_load_explicit(&pl_fork_gen, memory_order_relaxed);
+	s->opts_shared = shared;
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
 		struct tp_link *l = pl_link_get_at(i, true, false, NULL);
 		if (!l)
@@ -202,5 +205,23 @@ bool pl_listened(int fd)
 	}
 	pl_fd_install(fd, s);
 	pl_sock_put(s);
+	return true;
+}
+
+bool pl_listened(int fd)
+{
+	return listener_install(fd, false);
+}
+
+bool pl_listener_adopt(int fd)
+{
+	int acc = 0;
+	socklen_t al = sizeof(acc);
+
+	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || !acc)
+		return false; /* (not a socket, or not listening) */
+	if (!listener_install(fd, true))
+		return false;
+	LOG(LL_DEBUG, "fd %d: listener received from another process, advertised", fd);
 	return true;
 }

@@ -238,6 +238,10 @@ static void plan_conn(struct ex_obj *o, bool follows)
 
 static void plan_listener(struct ex_obj *o, bool follows)
 {
+	/* One passed to another process (pl_pass.c) is advertised again first: the new image
+	 * names it and withdraws it at its close, a failed exec keeps it, as any listener. */
+	if (atomic_exchange_explicit(&o->s->unadvertised, false, memory_order_relaxed))
+		pl_listener_links(o->s->port, true);
 	if (o->inherit && follows) {
 		o->outcome = EX_LISTEN_KEPT;
 		return;

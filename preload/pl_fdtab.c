@@ -95,6 +95,7 @@ struct pl_sock *pl_sock_alloc(enum pl_kind kind)
 	/* relaxed: the slot is being reset, not in use by a connection yet */
 	atomic_store_explicit(&s->link_moves, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->defer_left, false, memory_order_relaxed);
+	atomic_store_explicit(&s->unadvertised, false, memory_order_relaxed);
 	s->desc[0] = 0;
 	s->ep = NULL;
 	atomic_store_explicit(&s->refs, 1, memory_order_relaxed); /* the creator's */
@@ -211,7 +212,9 @@ void pl_sock_release(struct pl_sock *s)
 		s->conn = NULL;
 		break;
 	case PL_LISTENER:
-		pl_listener_links(s->port, false);
+		/* relaxed: the last reference; the flag was set under a reference of ours */
+		if (!atomic_load_explicit(&s->unadvertised, memory_order_relaxed))
+			pl_listener_links(s->port, false);
 		break;
 	case PL_EPOLL:
 		pl_epoll_free(s->ep);

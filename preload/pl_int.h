@@ -220,6 +220,8 @@ struct pl_sock {
 	bool moved;                  /* failed over to its kernel socket (pl_failover.c; written
 				      * under lock, before state's release store of FAILED) */
 	_Atomic unsigned link_moves; /* moves to another link logged so far (pl_failover.c) */
+	_Atomic bool unadvertised;   /* a listener passed to another process: its advertisement
+				      * withdrawn (pl_pass.c); the last close leaves the links */
 	_Atomic bool defer_left;     /* our TCP_DEFER_ACCEPT is still set on the kernel socket
 				      * (pl_connect_late.c: cleared when it could matter; set
 				      * before the install, cleared under lock after the kernel's
@@ -313,6 +315,15 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags,
 /* FD (bound to a port) is about to listen: advertise the port, track FD as a listener. True
  * when it did (false: not a bound TCP socket, port 0, or already a listener). */
 bool pl_listened(int fd);
+/* FD came from another process (SCM_RIGHTS): when it is a TCP listener on a port, advertise it
+ * and track it as listen() does (pl_pass.c). */
+bool pl_listener_adopt(int fd);
+/* sendmsg()/sendmmsg() on a socket that is not ours, MSG carrying SCM_RIGHTS: make each of
+ * our descriptors in it fit to live in another process (pl_pass.c). 0, or a negative errno
+ * (then nothing is sent). UFD: the sending socket; FLAGS: the call's. */
+int pl_pass_out(int ufd, const struct msghdr *msg, int flags);
+/* recvmsg()/recvmmsg() returned MSG: adopt the listeners among the descriptors it carries. */
+void pl_pass_in(const struct msghdr *msg);
 /* Build the canonical key: client address and port, then server address and port. IPv4 and
  * IPv4-mapped IPv6 give the same key. -EAFNOSUPPORT for other families. */
 int pl_key_build(const struct sockaddr *client, const struct sockaddr *server,

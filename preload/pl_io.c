@@ -228,7 +228,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		 * pl_moved_send()). Meanwhile a non-blocking send says EAGAIN (POLLOUT follows the
 		 * move), a blocking one waits. */
 		PL_ENTER();
-		bool moving = tp_conn_to_kernel(s->conn);
+		bool moving = tp_conn_to_kernel(s->conn, "urgent data");
 		PL_LEAVE();
 		if (!moving)
 			return -EOPNOTSUPP;
@@ -569,16 +569,31 @@ static ssize_t recv_msg(struct pl_sock *s, int fd, struct msghdr *msg, int flags
 	return r;
 }
 
+/* Descriptors in MSG (SCM_RIGHTS) made fit to leave: false with errno set (pl_pass.c). */
+static bool pass_out(int fd, const struct msghdr *msg, int flags)
+{
+	int r = msg && msg->msg_controllen ? pl_pass_out(fd, msg, flags) : 0;
+
+	if (r < 0)
+		errno = -r;
+	return r == 0;
+}
+
 NTB_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	PL_IO(fd, flags, send_msg(s, fd, msg, flags));
+	if (!pass_out(fd, msg, flags))
+		return -1;
 	return pl_real.sendmsg(fd, msg, flags);
 }
 
 NTB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	PL_IO(fd, flags, recv_msg(s, fd, msg, flags));
-	return pl_real.recvmsg(fd, msg, flags);
+	ssize_t r = pl_real.recvmsg(fd, msg, flags);
+	if (r >= 0 && msg->msg_controllen)
+		pl_pass_in(msg); /* listeners received (pl_pass.c) */
+	return r;
 }
 
 static long send_mmsg(struct pl_sock *s, int fd, struct mmsghdr *vec, unsigned vlen, int flags)
@@ -618,6 +633,9 @@ static long recv_mmsg(struct pl_sock *s, int fd, struct mmsghdr *vec, unsigned v
 NTB_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	PL_IO(fd, flags, send_mmsg(s, fd, vec, vlen, flags));
+	for (unsigned i = 0; vec && i < vlen && i < 1024; i++)
+		if (!pass_out(fd, &vec[i].msg_hdr, flags))
+			return -1;
 	return pl_real.sendmmsg(fd, vec, vlen, flags);
 }
 
@@ -625,7 +643,11 @@ NTB_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
 			struct timespec *tmo)
 {
 	PL_IO(fd, flags, recv_mmsg(s, fd, vec, vlen, flags, tmo));
-	return pl_real.recvmmsg(fd, vec, vlen, flags, tmo);
+	int r = pl_real.recvmmsg(fd, vec, vlen, flags, tmo);
+	for (int i = 0; i < r; i++)
+		if (vec[i].msg_hdr.msg_controllen)
+			pl_pass_in(&vec[i].msg_hdr);
+	return r;
 }
 
 /* --- sendfile / splice onto (or from) an NTB socket ------------------------------------------ */

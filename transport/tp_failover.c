@@ -127,6 +127,7 @@ _Atomic int tp_fo_active;
 static const char *const fo_reasons[] = {
 	"link broke", "link down", "link region gone", "link restarted", "retries exhausted",
 	"link down (admin)", "peer moved to tcp", "exit", "peer moved link", "urgent data",
+	"passed to another process",
 };
 
 const char *tp_fo_reason(uint32_t code)
@@ -188,6 +189,7 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	/* acquire: pairs with the store of closed in tp_close() */
 	bool sock = !strcmp(why, "exit") || !strcmp(why, "peer moved to tcp") ||
 		    !strcmp(why, "stripe lost") || !strcmp(why, "urgent data") ||
+		    !strcmp(why, "passed to another process") ||
 		    atomic_load_explicit(&c->closed, memory_order_acquire);
 	/* A framed stream's part (tp_stripe.c): its kernel socket's program would read frames.
 	 * Part 0 takes the stream there unframed (fo_build_tail()); part 1 never goes there (its
@@ -241,14 +243,14 @@ bool tp_fo_request(struct tp_conn *c, const char *why)
 	return true;
 }
 
-bool tp_conn_to_kernel(struct tp_conn *c)
+bool tp_conn_to_kernel(struct tp_conn *c, const char *why)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	/* (a balanced stream's parts carry frames: its kernel socket's program would read them
 	 * unframed only after part 0 took the whole stream there, which a lost stripe does) */
 	if (c->sp || c->framed_part)
 		return false;
-	return tp_fo_request(c, "urgent data");
+	return tp_fo_request(c, why);
 }
 
 unsigned tp_conn_moves(struct tp_conn *c)

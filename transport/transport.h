@@ -356,13 +356,15 @@ void tp_abort(struct tp_conn *c);
  * (bytes missing, the peer's socket gone) fails the connection with -ECONNRESET.
  * tp_conn_failover_state(): 0 none, 1 running, 2 done, 3 failed; the reason is a static
  * string ("link down", "retries exhausted", "link down (admin)", "peer moved to tcp",
- * "exit", "urgent data"), NULL when none. */
+ * "exit", "urgent data", "passed to another process"), NULL when none. */
 int tp_conn_failover_state(struct tp_conn *c);
-/* Move C to its kernel TCP socket now, as a failover does ("urgent data": the program sends
- * MSG_OOB, which only the kernel's TCP carries, with its urgent pointer, SIOCATMARK, SIGURG and
- * the peer's SO_OOBINLINE). The peer follows (TP_ST_FAILOVER). False when it cannot (a balanced
- * stream's part, a connection already failed); true also while such a move is under way. */
-bool tp_conn_to_kernel(struct tp_conn *c);
+/* Move C to its kernel TCP socket now, as a failover does, for WHY: "urgent data" (the program
+ * sends MSG_OOB, which only the kernel's TCP carries, with its urgent pointer, SIOCATMARK,
+ * SIGURG and the peer's SO_OOBINLINE) or "passed to another process" (its descriptor goes out
+ * with SCM_RIGHTS: the receiver has only the kernel socket). The peer follows
+ * (TP_ST_FAILOVER). False when it cannot (a balanced stream's part, a connection already
+ * failed); true also while such a move is under way. */
+bool tp_conn_to_kernel(struct tp_conn *c, const char *why);
 /* How many times C moved to another link of its group (0: it is on the link it was set up on),
  * and the link that carries it now. */
 unsigned tp_conn_moves(struct tp_conn *c);

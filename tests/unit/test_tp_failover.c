@@ -168,8 +168,8 @@ static void test_urgent_moves_to_kernel(void **state)
 		assert_memory_equal(buf, want, (size_t)n);
 		b_read += (size_t)n;
 	}
-	assert_true(tp_conn_to_kernel(ca));
-	assert_true(tp_conn_to_kernel(ca)); /* (again while it runs: still true) */
+	assert_true(tp_conn_to_kernel(ca, "urgent data"));
+	assert_true(tp_conn_to_kernel(ca, "urgent data")); /* (again while it runs: still true) */
 	struct iovec v = { buf, 16 };
 
 	assert_int_equal(tp_send(ca, &v, 1), -EAGAIN); /* no byte goes over NTB any more */

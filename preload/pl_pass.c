@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+/* Descriptors passed to another process over a Unix socket (SCM_RIGHTS).
+ *
+ * What travels is the kernel socket only. An NTB connection's bytes and state live in this
+ * process (its rings, its library): a receiver would read nothing from the socket, and what it
+ * wrote there would reach the peer as a broken failover header (the peer resets). So before
+ * sendmsg() passes one, the connection moves to its kernel socket as a failover does (reason
+ * "passed to another process"; every byte sent before goes there first, every byte not read
+ * yet the peer sends again, none lost or duplicated), and the call waits for the move: from
+ * then on it is an ordinary TCP connection in every process that holds it (at kernel speed).
+ *
+ * A listener: whoever holds it accepts from one kernel queue, and a connection its client set
+ * up over NTB must be accepted by a process whose library finds the set-up, or the client
+ * sends over NTB what the server reads from TCP. A receiver without the library cannot, so the
+ * sender withdraws its own advertisement of the port (its accepts still attach any NTB set-up
+ * they find), and a receiver under the library adopts the listener when recvmsg() returns it
+ * (advertised again, under the receiver's pid): passed to such a process, the port stays NTB;
+ * to any other, clients get TCP. */
+#include "preload/pl_int.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+/* How long a non-blocking sendmsg() waits for a passed connection's move before EAGAIN (a
+ * blocking one waits until it ends; it needs the peer's answer, ~1 ms here). */
+#define PL_PASS_NB_WAIT_MS 100
+
+#define PL_PASS_WHY "passed to another process"
+
+/* Calls F(fd, arg) for each descriptor of MSG's SCM_RIGHTS messages until it returns < 0. */
+static int each_fd(const struct msghdr *msg, int (*f)(int, void *), void *arg)
+{
+	struct msghdr m = *msg; /* (CMSG_NXTHDR() takes a non-const header) */
+
+	if (!m.msg_control || m.msg_controllen < sizeof(struct cmsghdr))
+		return 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		const unsigned char *p = CMSG_DATA(c);
+
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, p + i * sizeof(int), sizeof(fd));
+			int r = f(fd, arg);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+/* S (connection FD) is about to leave: wait until it carries its stream on the kernel socket.
+ * NB: give up with -EAGAIN after PL_PASS_NB_WAIT_MS. */
+static int pass_conn(struct pl_sock *s, int fd, bool nb)
+{
+	int64_t end = pl_now_ns() + (int64_t)PL_PASS_NB_WAIT_MS * 1000000;
+	bool asked = false;
+
+	for (;;) {
+		/* acquire: pairs with pl_set_state() (conn final once open) */
+		int st = atomic_load_explicit(&s->state, memory_order_acquire);
+
+		if (st == PL_CS_PENDING)
+			st = pl_check_pending(s, fd);
+		if (st == PL_CS_FAILED || (st == PL_CS_OPEN && pl_conn_check_moved(s, fd)))
+			return 0; /* the kernel's already */
+		if (st == PL_CS_OPEN) {
+			PL_ENTER();
+			int fo = tp_conn_failover_state(s->conn);
+			/* (0: none, or a move to another link finished: the kernel socket now) */
+			bool ok = fo == 3 || (fo == 1 && asked) ||
+				  tp_conn_to_kernel(s->conn, PL_PASS_WHY);
+			PL_LEAVE();
+			if (fo == 3)
+				return 0; /* failed: reset; the socket is all there is */
+			if (!ok) {
+				LOG(LL_WARN, "fd %d %s: cannot be passed to another process: a "
+				    "balanced stream stays on its links", fd, s->desc);
+				return -EOPNOTSUPP;
+			}
+			asked = true;
+		}
+		if (nb && pl_now_ns() >= end)
+			return -EAGAIN;
+		if (st == PL_CS_OPEN) {
+			PL_ENTER();
+			tp_wait(s->conn, TP_EV_OUT, 10); /* (nothing is ready while it moves) */
+			PL_LEAVE();
+		} else {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+			pl_real.poll(&p, 1, 10); /* the kernel connect, then its NTB confirm */
+		}
+	}
+}
+
+struct pass_ctx {
+	int ufd, flags, nb; /* nb: -1 until asked */
+};
+
+static int pass_one(int fd, void *arg)
+{
+	struct pass_ctx *x = arg;
+	struct pl_sock *s = fd >= 0 ? pl_sock_get(fd) : NULL;
+	int r = 0;
+
+	if (!s)
+		return 0;
+	if (s->kind == PL_LISTENER) {
+		if (!atomic_exchange_explicit(&s->unadvertised, true, memory_order_relaxed)) {
+			pl_listener_links(s->port, false);
+			LOG(LL_DEBUG, "fd %d: listener on port %u passed to another process: "
+			    "advertisement withdrawn", fd, s->port);
+		}
+	} else if (s->kind == PL_CONN && s->conn) {
+		if (x->nb < 0) {
+			int fl = (int)syscall(SYS_fcntl, x->ufd, F_GETFL);
+			x->nb = (x->flags & MSG_DONTWAIT) || (fl >= 0 && (fl & O_NONBLOCK));
+		}
+		r = pass_conn(s, fd, x->nb);
+	}
+	pl_sock_put(s);
+	return r;
+}
+
+int pl_pass_out(int ufd, const struct msghdr *msg, int flags)
+{
+	struct pass_ctx x = { ufd, flags, -1 };
+
+	if (!msg || !pl_fds || !atomic_load_explicit(&pl_nsocks, memory_order_relaxed))
+		return 0;
+	return each_fd(msg, pass_one, &x);
+}
+
+static int adopt_one(int fd, void *arg)
+{
+	(void)arg;
+	if (fd >= 0 && fd < pl_nfds && !atomic_load_explicit(&pl_fds[fd], memory_order_relaxed))
+		pl_listener_adopt(fd);
+	return 0;
+}
+
+void pl_pass_in(const struct msghdr *msg)
+{
+	int saved = errno;
+
+	if (msg && pl_active())
+		each_fd(msg, adopt_one, NULL);
+	errno = saved;
+}
