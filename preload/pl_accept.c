@@ -215,11 +215,6 @@ bool pl_listened(int fd)
 
 bool pl_listener_adopt(int fd)
 {
-	int acc = 0;
-	socklen_t al = sizeof(acc);
-
-	if (pl_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || !acc)
-		return false; /* (not a socket, or not listening) */
 	if (!listener_install(fd, true))
 		return false;
 	LOG(LL_DEBUG, "fd %d: listener received from another process, advertised", fd);

@@ -315,15 +315,16 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags,
 /* FD (bound to a port) is about to listen: advertise the port, track FD as a listener. True
  * when it did (false: not a bound TCP socket, port 0, or already a listener). */
 bool pl_listened(int fd);
-/* FD came from another process (SCM_RIGHTS): when it is a TCP listener on a port, advertise it
- * and track it as listen() does (pl_pass.c). */
+/* FD, a listening socket, came from another process (SCM_RIGHTS): when it is TCP on a port,
+ * advertise it and track it as listen() does (pl_pass.c). */
 bool pl_listener_adopt(int fd);
 /* sendmsg()/sendmmsg() on a socket that is not ours, MSG carrying SCM_RIGHTS: make each of
  * our descriptors in it fit to live in another process (pl_pass.c). 0, or a negative errno
  * (then nothing is sent). UFD: the sending socket; FLAGS: the call's. */
 int pl_pass_out(int ufd, const struct msghdr *msg, int flags);
-/* recvmsg()/recvmmsg() returned MSG: adopt the listeners among the descriptors it carries. */
-void pl_pass_in(const struct msghdr *msg);
+/* recvmsg()/recvmmsg() on UFD returned MSG: adopt the listeners among the descriptors it
+ * carries (from a sender under the library). */
+void pl_pass_in(int ufd, const struct msghdr *msg);
 /* Build the canonical key: client address and port, then server address and port. IPv4 and
  * IPv4-mapped IPv6 give the same key. -EAFNOSUPPORT for other families. */
 int pl_key_build(const struct sockaddr *client, const struct sockaddr *server,

@@ -592,7 +592,7 @@ NTB_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	PL_IO(fd, flags, recv_msg(s, fd, msg, flags));
 	ssize_t r = pl_real.recvmsg(fd, msg, flags);
 	if (r >= 0 && msg->msg_controllen)
-		pl_pass_in(msg); /* listeners received (pl_pass.c) */
+		pl_pass_in(fd, msg); /* listeners received (pl_pass.c) */
 	return r;
 }
 
@@ -646,7 +646,7 @@ NTB_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flag
 	int r = pl_real.recvmmsg(fd, vec, vlen, flags, tmo);
 	for (int i = 0; i < r; i++)
 		if (vec[i].msg_hdr.msg_controllen)
-			pl_pass_in(&vec[i].msg_hdr);
+			pl_pass_in(fd, &vec[i].msg_hdr);
 	return r;
 }
 

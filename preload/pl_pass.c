@@ -14,11 +14,12 @@
  * sends over NTB what the server reads from TCP. A receiver without the library cannot, so the
  * sender withdraws its own advertisement of the port (its accepts still attach any NTB set-up
  * they find), and a receiver under the library adopts the listener when recvmsg() returns it
- * (advertised again, under the receiver's pid): passed to such a process, the port stays NTB;
- * to any other, clients get TCP. */
+ * (advertised again, under the receiver's pid) if the sender runs the library too: passed
+ * between such processes, the port stays NTB; otherwise clients get TCP. */
 #include "preload/pl_int.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -138,19 +139,74 @@ int pl_pass_out(int ufd, const struct msghdr *msg, int flags)
 	return each_fd(msg, pass_one, &x);
 }
 
+/* Does process PID run the library (its memory maps name it)? False when that cannot be told
+ * (gone, or its maps not ours to read). */
+static bool pid_runs_lib(pid_t pid)
+{
+	char path[32], buf[8192];
+	size_t keep = 0;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	for (;;) {
+		ssize_t n = pl_real.read(fd, buf + keep, sizeof(buf) - 1 - keep);
+
+		if (n <= 0)
+			break;
+		size_t len = keep + (size_t)n;
+		buf[len] = 0;
+		if (strstr(buf, "libntbsock")) {
+			found = true;
+			break;
+		}
+		keep = len < 16 ? len : 16; /* (a name cut by the read) */
+		memmove(buf, buf + len - keep, keep);
+	}
+	pl_real.close(fd);
+	return found;
+}
+
+struct adopt_ctx {
+	int ufd, sender_ok; /* sender_ok: -1 until asked */
+};
+
+/* A listener adopted only from a sender under the library: one without it may accept on it
+ * too, and would take for TCP what our advertisement sets up over NTB (that sender's peer is
+ * asked: SO_PEERCRED names the process that connected or created the Unix socket). */
 static int adopt_one(int fd, void *arg)
 {
-	(void)arg;
-	if (fd >= 0 && fd < pl_nfds && !atomic_load_explicit(&pl_fds[fd], memory_order_relaxed))
-		pl_listener_adopt(fd);
+	struct adopt_ctx *x = arg;
+	int acc = 0;
+	socklen_t al = sizeof(acc);
+
+	if (fd < 0 || fd >= pl_nfds || atomic_load_explicit(&pl_fds[fd], memory_order_relaxed) ||
+	    pl_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) < 0 || !acc)
+		return 0;
+	if (x->sender_ok < 0) {
+		struct ucred uc;
+		socklen_t ul = sizeof(uc);
+
+		x->sender_ok = pl_real.getsockopt(x->ufd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0 &&
+			       uc.pid > 0 && (uc.pid == getpid() || pid_runs_lib(uc.pid));
+	}
+	if (!x->sender_ok) {
+		LOG(LL_DEBUG, "fd %d: listener received from a process without the library: not "
+		    "advertised (its connections stay tcp)", fd);
+		return 0;
+	}
+	pl_listener_adopt(fd);
 	return 0;
 }
 
-void pl_pass_in(const struct msghdr *msg)
+void pl_pass_in(int ufd, const struct msghdr *msg)
 {
 	int saved = errno;
+	struct adopt_ctx x = { ufd, -1 };
 
 	if (msg && pl_active())
-		each_fd(msg, adopt_one, NULL);
+		each_fd(msg, adopt_one, &x);
 	errno = saved;
 }
