@@ -103,6 +103,7 @@ void pl_init_once(void)
 			LOG(LL_DEBUG, "CRC32C path: %s", crc32c_impl_name());
 			pthread_atfork(pl_atfork_prepare, pl_atfork_parent, pl_atfork_child);
 			pl_inherit(true);
+			pl_pass_listen_fds();
 		}
 		else
 			LOG(LL_WARN, "out of memory for the fd table: all sockets use the kernel");

@@ -325,6 +325,8 @@ int pl_pass_out(int ufd, const struct msghdr *msg, int flags);
 /* recvmsg()/recvmmsg() on UFD returned MSG: adopt the listeners among the descriptors it
  * carries (from a sender under the library). */
 void pl_pass_in(int ufd, const struct msghdr *msg);
+/* At start: adopt the listeners of systemd's socket activation (LISTEN_PID, LISTEN_FDS). */
+void pl_pass_listen_fds(void);
 /* Build the canonical key: client address and port, then server address and port. IPv4 and
  * IPv4-mapped IPv6 give the same key. -EAFNOSUPPORT for other families. */
 int pl_key_build(const struct sockaddr *client, const struct sockaddr *server,

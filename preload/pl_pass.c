@@ -20,6 +20,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -209,4 +210,28 @@ void pl_pass_in(int ufd, const struct msghdr *msg)
 	if (msg && pl_active())
 		each_fd(msg, adopt_one, &x);
 	errno = saved;
+}
+
+/* systemd's socket activation (sd_listen_fds(3)): LISTEN_PID names this process and LISTEN_FDS
+ * counts the descriptors from 3 on that its service manager opened for it. The manager runs
+ * without the library and does not accept on a listener it passes (Accept=no; with Accept=yes
+ * the program gets a connected socket instead), so the program's library adopts them as
+ * listen() would have them: their clients get NTB. (Not unset: the program reads them.) */
+void pl_pass_listen_fds(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *n = getenv("LISTEN_FDS");
+
+	if (!pid || !n || atol(pid) != (long)getpid())
+		return;
+	long k = atol(n);
+	for (long i = 0; i < k && i < 4096 && 3 + i < pl_nfds; i++) {
+		int fd = (int)(3 + i), acc = 0;
+		socklen_t al = sizeof(acc);
+
+		if (!atomic_load_explicit(&pl_fds[fd], memory_order_relaxed) &&
+		    pl_real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &al) == 0 && acc &&
+		    pl_listener_adopt(fd))
+			LOG(LL_INFO, "fd %d: listener from socket activation (LISTEN_FDS), "
+			    "advertised", fd);
+	}
 }

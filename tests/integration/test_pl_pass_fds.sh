@@ -14,6 +14,8 @@
 #   listen-plain  the server keeps its listener; the worker (no library) accepts
 #   listen-from-plain  the server, without the library, keeps its listener; the worker (library)
 #                 accepts, and must not advertise it (the server could take its NTB clients)
+#   activation   systemd's socket activation: a launcher without the library listens, hands the
+#                 listener to a server under the library as fd 3 with LISTEN_PID/LISTEN_FDS
 . "$(dirname "$0")/lib.sh"
 pl_need python3
 pl_setup pass-fds
@@ -60,6 +62,29 @@ else:
 print("server passed", mode, flush=True)
 time.sleep(float(sys.argv[5]) if len(sys.argv) > 5 else 3)
 EOF
+cat >"$PL_TMP/launch.py" <<'EOF'
+import os, socket, sys
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(8)
+os.dup2(l.fileno(), 3) if l.fileno() != 3 else l.set_inheritable(True)
+os.environ["LISTEN_PID"], os.environ["LISTEN_FDS"] = str(os.getpid()), "1"
+os.execvp(sys.argv[3], sys.argv[3:])
+EOF
+cat >"$PL_TMP/activated.py" <<'EOF'
+import hashlib, socket
+s = socket.socket(fileno=3)
+c = s.accept()[0]
+data = b""
+while not data.endswith(b"\n"):
+    d = c.recv(65536)
+    if not d:
+        break
+    data += d
+print("activated read", len(data), hashlib.sha256(data).hexdigest()[:16], flush=True)
+c.sendall(b"activated:%d\n" % len(data))
+c.close()
+EOF
 cat >"$PL_TMP/cli.py" <<'EOF'
 import os, socket, sys
 mode, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -88,10 +113,19 @@ one() {
 		{ shost=b chost=a addr=127.0.0.2; }
 	[ $t = plain ] && whost=plain
 	[ $mode = listen-from-plain ] && shost=plain
-	pl_bg $whost python3 "$PL_TMP/worker.py" "$us"; wk=$PL_LAST wout=$PL_LAST_OUT
-	i=0; while [ ! -e "$us.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-	pl_bg $shost python3 "$PL_TMP/server.py" $mode "$us" $addr $port; sv=$PL_LAST sout=$PL_LAST_OUT
-	pl_wait_port $addr $port
+	if [ $mode = activation ]; then
+		# (the launcher execs the server: the library comes with the server's environment)
+		pl_bg plain python3 "$PL_TMP/launch.py" $addr $port env $(pl_env $whost) python3 \
+			"$PL_TMP/activated.py"
+		wk=$PL_LAST wout=$PL_LAST_OUT sv=
+		pl_wait_port $addr $port
+		sleep 0.5 # (the server's start: its library adopts the listener)
+	else
+		pl_bg $whost python3 "$PL_TMP/worker.py" "$us"; wk=$PL_LAST wout=$PL_LAST_OUT
+		i=0; while [ ! -e "$us.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+		pl_bg $shost python3 "$PL_TMP/server.py" $mode "$us" $addr $port; sv=$PL_LAST
+		pl_wait_port $addr $port
+	fi
 	# a listener's clients come once the worker holds it
 	case $mode in listen*)
 		i=0; while [ ! -e "$us.got" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done;;
@@ -100,12 +134,12 @@ one() {
 	pl_run $chost python3 "$PL_TMP/cli.py" $mode $addr $port >"$out.cli" 2>&1 ||
 		{ cat "$out.cli" "$wout"; pl_fail "$mode over $t: the client failed"; }
 	wait $wk || { cat "$wout"; pl_fail "$mode over $t: the worker failed"; }
-	kill $sv 2>/dev/null; wait $sv 2>/dev/null
+	[ -z "$sv" ] || { kill $sv 2>/dev/null; wait $sv 2>/dev/null; }
 	cat "$wout" "$out.cli" >"$out"
 }
 
 n=0
-for mode in ${PASS_MODES:-conn conn-plain listen listen-keep listen-plain listen-from-plain}; do
+for mode in ${PASS_MODES:-conn conn-plain listen listen-keep listen-plain listen-from-plain activation}; do
 	n=$((n + 2))
 	case $mode in conn-plain|listen-plain) w=plain;; *) w=b;; esac
 	one $mode plain plain $n
@@ -121,7 +155,7 @@ for mode in ${PASS_MODES:-conn conn-plain listen listen-keep listen-plain listen
 	conn*)	# set up over ntb, moved to the kernel socket when passed
 		[ $((a1 - a0)) -eq 1 ] && [ $((bf1 - bf0)) -eq 1 ] ||
 			pl_fail "$mode: expected an ntb connection moved for the pass (a ntb +$((a1 - a0)), b moved +$((bf1 - bf0)))";;
-	listen|listen-keep)	# the worker adopted the listener: its connection is ntb
+	listen|listen-keep|activation)	# the listener was adopted: its connection is ntb
 		[ $((a1 - a0)) -eq 1 ] && [ $((b1 - b0)) -eq 1 ] ||
 			pl_fail "$mode: the worker's connection was not ntb (a +$((a1 - a0)), b +$((b1 - b0)))";;
 	listen-plain|listen-from-plain)	# not all its holders run the library: the client stays tcp
