@@ -181,6 +181,12 @@ __attribute__((destructor)) static void pl_dtor(void)
 		* with pl_init_once */
 		pl_exit_linger("exit");
 		PL_ENTER();
+		/* The closed connections that still linger (waiting for the peer's FIN, or for a
+		 * pass to answer data that came after the close): nobody here finishes them once we
+		 * are gone, and the peer, told CLOSING, would wait its peer_timeout_ms for them.
+		 * Released now, as before exec: an RST where data came after the close (as the
+		 * kernel answers it), else GONE. */
+		tp_exec_release_closed();
 		tp_exit_announce(); /* the peer host need not wait for our heartbeat to stop */
 		PL_LEAVE();
 	}

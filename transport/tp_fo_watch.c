@@ -23,19 +23,37 @@ uint64_t tp_fo_new_id(void)
 	return atomic_fetch_add_explicit(&g_fo_ids, 1, memory_order_relaxed) + 1;
 }
 
+/* Under g_wep_lock: the set, made if there is none yet. */
+static int wep_make(void)
+{
+	int wep = atomic_load_explicit(&g_wep, memory_order_relaxed); /* (ours: under the lock) */
+
+	if (wep < 0) {
+		wep = fd_park((int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC));
+		/* release: pairs with the acquire load in tp_fo_watched_events() */
+		atomic_store_explicit(&g_wep, wep, memory_order_release);
+	}
+	return wep;
+}
+
+void tp_fo_watch_make(void)
+{
+	/* relaxed: a hint; made (or not) under the lock */
+	if (atomic_load_explicit(&g_wep, memory_order_relaxed) >= 0)
+		return;
+	pthread_mutex_lock(&g_wep_lock);
+	wep_make();
+	pthread_mutex_unlock(&g_wep_lock);
+}
+
 void tp_fo_watch(struct tp_conn *c, int fd)
 {
 	/* relaxed: under witness_lock (tp_conn_set_witness()) or in a fork's child alone */
 	int old = atomic_load_explicit(&c->witness_fd1, memory_order_relaxed) - 1;
 
 	pthread_mutex_lock(&g_wep_lock);
-	int wep = atomic_load_explicit(&g_wep, memory_order_relaxed); /* (ours: under the lock) */
+	int wep = fd >= 0 ? wep_make() : atomic_load_explicit(&g_wep, memory_order_relaxed);
 
-	if (wep < 0 && fd >= 0) {
-		wep = fd_park((int)syscall(SYS_epoll_create1, EPOLL_CLOEXEC));
-		/* release: pairs with the acquire load in tp_fo_watched_events() */
-		atomic_store_explicit(&g_wep, wep, memory_order_release);
-	}
 	/* (only what is in the set: a witness whose watch was never added costs no call) */
 	if (wep >= 0 && old >= 0 && c->fo_watched)
 		syscall(SYS_epoll_ctl, wep, EPOLL_CTL_DEL, old, NULL);

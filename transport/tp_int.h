@@ -1204,6 +1204,9 @@ void tp_fo_abandon(struct tp_conn *c);
 void tp_conn_st_add(struct tp_conn *c, uint32_t flags);
 /* The witness of C joins (FD >= 0) or leaves (-1) the process's failover epoll set. */
 void tp_fo_watch(struct tp_conn *c, int fd);
+/* The process's failover epoll set made now if it is not yet (a descriptor the process keeps
+ * from then on: made with the first witness, not when the first watch is added later). */
+void tp_fo_watch_make(void);
 extern _Atomic int tp_fo_active;
 void tp_fo_atfork_child(void);
 /* A new key for a connection's witness (tp_conn_new(): c->fo_id), never 0. */

@@ -33,6 +33,11 @@ void tp_conn_set_witness(struct tp_conn *c, int fd)
 		return;
 	tp_mutex_lock(&c->witness_lock); /* after any look in progress (tp_witness_look()) */
 	later = fd >= 0 && tp_helper_on(); /* (a pass calls us under tp_links_lock) */
+	/* the set itself now, even when the watch comes later: the process's descriptors are
+	 * then the same after its first connection as after any longer one (a program that
+	 * counts its descriptors to find leaks sees none appear later) */
+	if (later)
+		tp_fo_watch_make();
 	/* (before the old descriptor is forgotten: it leaves the set) */
 	tp_fo_watch(c, later ? -1 : fd);
 	/* relaxed: under witness_lock; a reader without it (a hint) finds no witness */
