@@ -198,6 +198,9 @@ void tp_close_one(struct tp_conn *c)
 		tp_conn_st_add(c, TP_ST_CLOSING);
 	tp_shutdown(c, SHUT_WR);
 	c->closed_ms = tp_now_ms();
+	/* no descriptor of the program's any more: `ntbsock stat` says "closing" while it lingers
+	 * (relaxed: informational, as the other fields of the entry stat reads) */
+	atomic_store_explicit(&c->ent->fd, TP_ENT_FD_CLOSED, memory_order_relaxed);
 	/* Once closed is set, C is the helper's: its next pass may release it (linger_done() is
 	 * true at once for a connection in error or moved to TCP) and the cache may reuse or free
 	 * it. So nothing of C is read after the store: the link (which outlives its connections)

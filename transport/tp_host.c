@@ -632,8 +632,12 @@ static void stat_fill(struct tp_stat_entry *o, const struct tp_host_entry *e, ui
 	o->fd = atomic_load_explicit(&e->fd, memory_order_relaxed);
 	o->slot = slot;
 	o->side = side;
-	o->state = e->state == TP_ES_OPEN ? "open" : e->state == TP_ES_PENDING ? "pending"
-		 : "connecting";
+	/* (open, its program's descriptor closed: it lingers for the peer's end or
+	 * acknowledgements, tp_close_one()) */
+	o->state = e->state == TP_ES_OPEN ? (o->fd == TP_ENT_FD_CLOSED ? "closing" : "open")
+		 : e->state == TP_ES_PENDING ? "pending" : "connecting";
+	if (o->fd == TP_ENT_FD_CLOSED)
+		o->fd = -1;
 	o->role = e->role ? "server" : "client";
 	o->key = e->key;
 	tp_stats_load(&o->stats, &e->stats); /* relaxed: the owner's data path writes them */

@@ -607,7 +607,8 @@ struct tp_host_entry {
 				* last fork (single-owner rule, see the header comment) */
 	_Atomic uint64_t fork_ms; /* last fork of an owner: the child may not be listed yet */
 	_Atomic int32_t fd;    /* informational (tp_conn_set_owner); with pid, copied by a
-				 * move's helper while the program sets them: relaxed */
+				 * move's helper while the program sets them: relaxed;
+				 * TP_ENT_FD_CLOSED once its program closed it (lingering) */
 	uint32_t role;         /* 0 client, 1 server, TP_ROLE_OFFER: an offer (PENDING) */
 	struct tp_key key;
 	uint32_t nonce;        /* ours: seeds what the peer writes into this slot */
@@ -1179,6 +1180,9 @@ int tp_fo_rx_skip(const uint8_t *b, size_t len, uint64_t consumed, uint64_t *ret
 /* An OPEN host entry whose connection moved to its kernel socket: result holds this, and
  * result_reason the index of its reason (tp_fo_reason()); both unused once set up. */
 #define TP_ENT_MOVED 0x4d4f5644u
+/* tp_host_entry.fd of a connection its program closed and that lingers (`ntbsock stat`:
+ * "closing", fd shown as -1) */
+#define TP_ENT_FD_CLOSED (-2)
 const char *tp_fo_reason(uint32_t code);
 /* LINKED: moved to another link; C is a shell (c->moved_to carries the stream) */
 enum tp_fo_state { TP_FO_NONE = 0, TP_FO_RUN = 1, TP_FO_DONE = 2, TP_FO_FAILED = 3,

@@ -641,7 +641,9 @@ static void test_claim_rewrite_after_skip(void **state)
 		       tl_now_ms() < end)
 			;
 		tp_mbox_process(p.b); /* published and invalid: skipped */
-		assert_int_equal(p.b->host->mbox_cons, cons + 1);
+		/* (and the client's Apply after it, when the client thread, reading back the
+		 * spoilt Claim, wrote it meanwhile: 2 of 8 runs beside a soak) */
+		assert_true(p.b->host->mbox_cons == cons + 1 || p.b->host->mbox_cons == cons + 2);
 		tp_host_unlock(p.b);
 		pthread_join(t, NULL);
 		ntb_fault_set_delay(p.a->ntb->fault, 0);
@@ -1053,6 +1055,10 @@ static void test_peek_counts_stats(void **state)
 	assert_int_equal(stat_count(p.path, 1, e, 8), 1);
 	assert_string_equal(e[0].state, "open");
 	tp_close(ca);
+	/* closed by its program, lingering for the peer's end: "closing", no descriptor */
+	assert_int_equal(stat_count(p.path, 0, e, 8), 1);
+	assert_string_equal(e[0].state, "closing");
+	assert_int_equal(e[0].fd, -1);
 	tp_close(cb);
 	end = tl_now_ms() + 5000;
 	while ((stat_count(p.path, 0, e, 8) || stat_count(p.path, 1, e, 8)) && tl_now_ms() < end)
