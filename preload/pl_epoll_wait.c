@@ -25,10 +25,13 @@ static bool ep_entry_valid(const struct pl_ep_entry *e, struct pl_sock **ret_cur
 static uint64_t ep_stamp(struct pl_epoll *ep, bool arm);
 
 /* The arrival stamp of S for an edge-triggered entry registered for input: changes with every
- * message the peer publishes (tp_rx_arrivals()); for an epoll set, with every arrival at its
- * enabled entries (the kernel wakes a set's watchers on each wake-up of an entry; adding,
- * removing or re-arming an entry there may raise a spurious edge). ARM: the caller sleeps next,
- * waiting for an arrival: the peers are asked to ring for their next message. */
+ * message the peer publishes (tp_rx_arrivals()) and with every receive that said EAGAIN (a
+ * message seen arriving may not be readable yet: one that came spoilt is read only once its
+ * retransmission came, which the peer does not publish anew, and the kernel reports an edge
+ * for any data readable after an EAGAIN); for an epoll set, with every arrival at its enabled
+ * entries (the kernel wakes a set's watchers on each wake-up of an entry; adding, removing or
+ * re-arming an entry there may raise a spurious edge). ARM: the caller sleeps next, waiting for
+ * an arrival: the peers are asked to ring for their next message. */
 static uint64_t sock_rx_stamp(struct pl_sock *s, bool arm)
 {
 	if (s->kind == PL_EPOLL)
@@ -40,7 +43,7 @@ static uint64_t sock_rx_stamp(struct pl_sock *s, bool arm)
 	PL_ENTER();
 	uint64_t st = arm ? tp_rx_arm_arrival(s->conn) : tp_rx_arrivals(s->conn);
 	PL_LEAVE();
-	return st;
+	return st + atomic_load_explicit(&s->rx_eagain, memory_order_relaxed);
 }
 
 static uint64_t ep_stamp(struct pl_epoll *ep, bool arm)

@@ -200,6 +200,8 @@ struct pl_sock {
 	_Atomic bool nospace;        /* a send or a readiness look found no room (the kernel's
 				      * SOCK_NOSPACE): room found afterwards is an EPOLLOUT edge */
 	_Atomic unsigned room_gen;   /* bumped on each such edge (edge-triggered epoll) */
+	_Atomic unsigned rx_eagain;  /* receives that said EAGAIN: readable data after one is an
+				      * EPOLLIN edge (pl_epoll_wait.c: sock_rx_stamp()) */
 	_Atomic unsigned wlen;       /* bytes of the last send call: POLLOUT means room for as
 				      * many in one message (pl_ready.c, tp_send_fits()) */
 	pthread_mutex_t lock;

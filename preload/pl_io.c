@@ -436,6 +436,8 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 	PL_LEAVE();
 	if (done)
 		return (ssize_t)done;
+	if (r == -EAGAIN && !peek) /* the next readable data is an edge (pl_epoll_wait.c) */
+		atomic_fetch_add_explicit(&s->rx_eagain, 1, memory_order_relaxed);
 	return r;
 }
 
