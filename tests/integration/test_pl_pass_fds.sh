@@ -22,12 +22,16 @@ pl_setup pass-fds
 
 cat >"$PL_TMP/worker.py" <<'EOF'
 import hashlib, os, socket, sys
-u = socket.socket(socket.AF_UNIX)
-u.bind(sys.argv[1]); u.listen(1)
-open(sys.argv[1] + ".ready", "w").close()
-v, _ = u.accept()
-tag, fds, _, _ = socket.recv_fds(v, 16, 1)
-s = socket.socket(fileno=fds[0])
+if sys.argv[1] == "fd3":  # (socket activation: the listener is fd 3; argv[2] names the files)
+    tag, s = b"L", socket.socket(fileno=3)
+    sys.argv[1] = sys.argv[2]
+else:
+    u = socket.socket(socket.AF_UNIX)
+    u.bind(sys.argv[1]); u.listen(1)
+    open(sys.argv[1] + ".ready", "w").close()
+    v, _ = u.accept()
+    tag, fds, _, _ = socket.recv_fds(v, 16, 1)
+    s = socket.socket(fileno=fds[0])
 print("worker got", tag, "listening" if s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) else "connected", flush=True)
 open(sys.argv[1] + ".got", "w").close()
 c = s.accept()[0] if tag == b"L" else s
@@ -71,20 +75,6 @@ os.dup2(l.fileno(), 3) if l.fileno() != 3 else l.set_inheritable(True)
 os.environ["LISTEN_PID"], os.environ["LISTEN_FDS"] = str(os.getpid()), "1"
 os.execvp(sys.argv[3], sys.argv[3:])
 EOF
-cat >"$PL_TMP/activated.py" <<'EOF'
-import hashlib, socket
-s = socket.socket(fileno=3)
-c = s.accept()[0]
-data = b""
-while not data.endswith(b"\n"):
-    d = c.recv(65536)
-    if not d:
-        break
-    data += d
-print("activated read", len(data), hashlib.sha256(data).hexdigest()[:16], flush=True)
-c.sendall(b"activated:%d\n" % len(data))
-c.close()
-EOF
 cat >"$PL_TMP/cli.py" <<'EOF'
 import os, socket, sys
 mode, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -116,10 +106,9 @@ one() {
 	if [ $mode = activation ]; then
 		# (the launcher execs the server: the library comes with the server's environment)
 		pl_bg plain python3 "$PL_TMP/launch.py" $addr $port env $(pl_env $whost) python3 \
-			"$PL_TMP/activated.py"
+			"$PL_TMP/worker.py" fd3 "$us"
 		wk=$PL_LAST wout=$PL_LAST_OUT sv=
 		pl_wait_port $addr $port
-		sleep 0.5 # (the server's start: its library adopts the listener)
 	else
 		pl_bg $whost python3 "$PL_TMP/worker.py" "$us"; wk=$PL_LAST wout=$PL_LAST_OUT
 		i=0; while [ ! -e "$us.ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -127,7 +116,7 @@ one() {
 		pl_wait_port $addr $port
 	fi
 	# a listener's clients come once the worker holds it
-	case $mode in listen*)
+	case $mode in listen*|activation) # (the worker's library adopted it before its main)
 		i=0; while [ ! -e "$us.got" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done;;
 	esac
 	out=$PL_TMP/$mode-$t.out
