@@ -432,6 +432,12 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 	 * (a pass must not both clear a close's flag and miss its connection; a closing one is on
 	 * the active list from before its closed store: tp_act_hold()) */
 	atomic_store_explicit(&l->lingering, false, memory_order_seq_cst);
+	/* probe_soon too, for the same reason: a waiter's flag (tp_link_probe_soon()) stored after
+	 * our visit of its connection must outlive the pass. Stored at the end (our visits' result)
+	 * a flag set meanwhile was lost, and the helper slept up to 50 ms on the quick probes of a
+	 * poll/epoll sleeper whose request the link dropped. seq_cst: as lingering's. */
+	if (!closed_only)
+		atomic_store_explicit(&l->probe_soon, false, memory_order_seq_cst);
 	pthread_mutex_lock(&l->conns_lock);
 	t_pass_locked = true;
 	for (c = tp_act_take(l, now, closed_only); c; c = next) {
@@ -459,10 +465,10 @@ bool tp_link_conns_pass(struct tp_link *l, uint64_t now, bool closed_only, bool 
 		ntb_peer_db_ring(l->ntb); /* one ring for every connection that needs it */
 	if (ps.lingering) /* (relaxed: setting it only asks for a pass sooner) */
 		atomic_store_explicit(&l->lingering, true, memory_order_relaxed);
-	/* quick probes still to come on some connection: keep coming (a sleeper may set it again
-	 * meanwhile: a pass at most TP_QUICK_PROBE_MS later clears it once more) */
-	if (!closed_only) /* (relaxed: a hint for the helper's sleep) */
-		atomic_store_explicit(&l->probe_soon, ps.quick, memory_order_relaxed);
+	/* quick probes still to come on some connection: keep coming (cleared above; a sleeper
+	 * may set it meanwhile: a pass at most TP_QUICK_PROBE_MS later clears it once more) */
+	if (!closed_only && ps.quick) /* (relaxed: a hint for the helper's sleep) */
+		atomic_store_explicit(&l->probe_soon, true, memory_order_relaxed);
 	pass_release(l, ps.done);
 	/* release: pairs with the CAS that starts the next pass */
 	atomic_store_explicit(&l->pass_busy, false, memory_order_release);

@@ -1567,6 +1567,12 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
 /* The helper thread's tid (0: none has run yet): for diagnostics and tests. */
 int tp_helper_tid(void);
 #define TP_QUICK_PROBE_MS 1u /* the helper's period while probe_soon (its sleep is in ms) */
+/* A waiter about to sleep with quick probes or re-asks due (tp_wait.c: arm_quick_probe()): set
+ * L's probe_soon, and wake the helper when it already sleeps for longer than TP_QUICK_PROBE_MS
+ * (its sleep was planned before the flag was set: helper_plan() reads it once per sleep, and a
+ * helper left in its long sleep, up to half a heartbeat, ran the quick probes of a poll/epoll
+ * sleeper ~50 ms late). A fence and a load while the helper is awake or already comes soon. */
+void tp_link_probe_soon(struct tp_link *l);
 /* Quick probes sent unanswered before a writer's death resets its socket (tp_witness.c): the
  * one at 2 ms without progress (250, 500, 1000, 2000 µs), as when probes were 1 ms apart. */
 #define TP_QUICK_RST_N 4u

@@ -73,6 +73,10 @@ static uint64_t g_helper_round;       /* its sleeps so far (under tp_links_lock)
 /* Bumped (and futex-woken) to make the helper look at tp_links again: a link added or being
  * closed. Process-private; the helper sleeps on it beside the doorbells (ntb_db_wait_many()). */
 static _Atomic uint32_t g_helper_kick;
+/* The helper's planned sleep (ms) while it sleeps, INT_MAX from before it reads the links' flags
+ * (helper_plan()) until it knows, 0 while it serves: tp_link_probe_soon() kicks a sleep longer
+ * than TP_QUICK_PROBE_MS. */
+static _Atomic int g_helper_slice;
 static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 
 /* Set once a waiter was handed the event fd (tp_event_fd()): until then nobody can sleep on it,
@@ -360,6 +364,22 @@ static void helper_kick(void)
 	syscall(SYS_futex, &g_helper_kick, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+void tp_link_probe_soon(struct tp_link *l)
+{
+	/* seq_cst (store or fence), then seq_cst load of the slice: a Dekker pair with
+	 * helper_main()'s store of INT_MAX and fence before helper_plan() reads probe_soon. Either
+	 * its plan sees the flag (a sleep of TP_QUICK_PROBE_MS), or we see its slice and kick */
+	if (!atomic_load_explicit(&l->probe_soon, memory_order_relaxed))
+		atomic_store_explicit(&l->probe_soon, true, memory_order_seq_cst);
+	else
+		atomic_thread_fence(memory_order_seq_cst);
+	/* (the exchange: one kick per sleep, however many waiters arm) */
+	if (atomic_load_explicit(&g_helper_slice, memory_order_seq_cst) > (int)TP_QUICK_PROBE_MS &&
+	    atomic_exchange_explicit(&g_helper_slice, 0, memory_order_relaxed) >
+	    (int)TP_QUICK_PROBE_MS)
+		helper_kick();
+}
+
 void tp_exec_release_closed(void)
 {
 	/* A pass of another thread's tp_link_reap() (the helper's run under tp_links_lock) makes ours
@@ -611,11 +631,18 @@ static void *helper_main(void *arg)
 		bool signal;
 
 		pthread_mutex_lock(&tp_links_lock);
+		/* (tp_link_probe_soon(): a flag set from here on is seen by the plan, or kicks) */
+		atomic_store_explicit(&g_helper_slice, INT_MAX, memory_order_seq_cst);
+		atomic_thread_fence(memory_order_seq_cst);
 		helper_plan(&r);
+		/* relaxed: a kick after helper_plan()'s read of the kick count ends the sleep
+		 * anyway; this only spares one */
+		atomic_store_explicit(&g_helper_slice, r.slice, memory_order_relaxed);
 		g_helper_waiting = true; /* tp_link_close() waits until we are off the links */
 		g_helper_round++;
 		pthread_mutex_unlock(&tp_links_lock);
 		helper_sleep(&r);
+		atomic_store_explicit(&g_helper_slice, 0, memory_order_relaxed); /* (awake) */
 		uint64_t now = tp_now_ms();
 
 		pthread_mutex_lock(&tp_links_lock);

@@ -54,13 +54,14 @@ static uint32_t quick_wait(struct tp_conn *c, uint64_t now)
 }
 
 /* The caller may sleep: if C has unacknowledged data (or waits gated for a retransmission), the
- * helper comes for its quick probes (its re-asks). Only a flag on the link; the helper clears
- * it when nothing needs it. */
+ * helper comes for its quick probes (its re-asks): the link's flag, and a kick when the helper
+ * already sleeps for longer (tp_link_probe_soon()); the helper clears the flag when nothing
+ * needs it. Two trylocks, only before a sleep (the flag found up from an earlier wait is not
+ * enough: the helper's pass may be about to clear it, or its sleep was planned without it). */
 static void arm_quick_probe(struct tp_conn *c)
 {
-	if (!atomic_load_explicit(&c->link->probe_soon, memory_order_relaxed) &&
-	    quick_wait(c, tp_now_ms()))
-		atomic_store_explicit(&c->link->probe_soon, true, memory_order_relaxed); /* a hint */
+	if (quick_wait(c, tp_now_ms()))
+		tp_link_probe_soon(c->link);
 }
 
 /* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
