@@ -5,7 +5,8 @@
  *
  *   soak_epoll server ADDR PORT
  *   soak_epoll client ADDR PORT -c CONNS -t SECONDS [-m MAXMSG] [-s SEED]
- *     prints "END msgs=N bytes=N bad=N errors=N" and exits 0 only if bad == errors == 0 */
+ *     prints "END msgs=N bytes=N bad=N errors=N maxwait_ms=N" (the longest any message took
+ *     or still waited at the end) and exits 0 only if bad == errors == 0 */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -128,7 +129,7 @@ static int server(struct sockaddr_in *sin)
 
 /* --- client: ping-pong ------------------------------------------------------------------- */
 struct cconn {
-	uint64_t seed, msg;
+	uint64_t seed, msg, t0_ms; /* t0_ms: when the message in flight started */
 	size_t len, sent, got;
 	uint8_t *out;
 };
@@ -150,6 +151,7 @@ static void cnext(struct cconn *c, size_t maxmsg)
 	for (size_t i = 0; i < c->len; i++)
 		c->out[i] = (uint8_t)mix(r + i);
 	c->sent = c->got = 0;
+	c->t0_ms = now_ms();
 }
 
 static int client(struct sockaddr_in *sin, int conns, int secs, size_t maxmsg, uint64_t seed)
@@ -157,6 +159,7 @@ static int client(struct sockaddr_in *sin, int conns, int secs, size_t maxmsg, u
 	static struct cconn cc[MAXFD];
 	struct epoll_event ev, evs[64];
 	uint64_t msgs = 0, bytes = 0, bad = 0, errors = 0, end = now_ms() + (uint64_t)secs * 1000u;
+	uint64_t maxwait = 0; /* the longest any message took, or waits still (a stall, a hang) */
 	int ep = epoll_create1(0), live = 0;
 	uint8_t *in = malloc(maxmsg);
 
@@ -208,6 +211,9 @@ static int client(struct sockaddr_in *sin, int conns, int secs, size_t maxmsg, u
 				}
 			}
 			if (!dead && c->got == c->len) {
+				uint64_t w = now_ms() - c->t0_ms;
+
+				maxwait = w > maxwait ? w : maxwait;
 				msgs++;
 				c->msg++;
 				cnext(c, maxmsg);
@@ -224,11 +230,15 @@ static int client(struct sockaddr_in *sin, int conns, int secs, size_t maxmsg, u
 	}
 	for (int fd = 0; fd < MAXFD; fd++)
 		if (cc[fd].out) {
+			uint64_t w = now_ms() - cc[fd].t0_ms; /* (its last message, unanswered) */
+
+			maxwait = w > maxwait ? w : maxwait;
 			close(fd);
 			free(cc[fd].out);
 		}
-	printf("END msgs=%llu bytes=%llu bad=%llu errors=%llu\n", (unsigned long long)msgs,
-	       (unsigned long long)bytes, (unsigned long long)bad, (unsigned long long)errors);
+	printf("END msgs=%llu bytes=%llu bad=%llu errors=%llu maxwait_ms=%llu\n",
+	       (unsigned long long)msgs, (unsigned long long)bytes, (unsigned long long)bad,
+	       (unsigned long long)errors, (unsigned long long)maxwait);
 	free(in);
 	return bad || errors || msgs == 0 ? 1 : 0;
 }

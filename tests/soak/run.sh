@@ -7,7 +7,8 @@
 #   - many short connections: fail_peer 4 KiB each way per connection, in a loop;
 #   - ping-pong: soak_epoll clients (SOAK_CONNS connections) against an edge-triggered epoll
 #     echo server, random message sizes (inline, short, long), every echo verified.
-# Checks per phase: every stream and echo byte-exact and ended by EOF; the long-lived servers'
+# Checks per phase: every stream and echo byte-exact and ended by EOF; no echo waiting longer
+# than SOAK_MAXWAIT_MS (default 5000: liveness, not speed); the long-lived servers'
 # fd count back to its baseline, their anonymous RSS (RssAnon: the shared window pages do not count) within SOAK_RSS_SLACK_KB (default 16384) of it;
 # no connection left in either host's table (contexts back in the pools); no stray files in
 # /dev/shm for the link. Prints traffic totals per phase.
@@ -18,6 +19,7 @@ SECS=${SOAK_SECONDS:-300}
 RATES=${SOAK_RATES:-"none drop=0.01,corrupt=0.01 drop=0.05,corrupt=0.05 drop=0.1,corrupt=0.02,delay_us=20"}
 CONNS=${SOAK_CONNS:-8}
 SLACK=${SOAK_RSS_SLACK_KB:-16384}
+MAXWAIT=${SOAK_MAXWAIT_MS:-5000}
 pl_setup soak
 F=$BUILD/tests/fail_peer
 E=$BUILD/tests/soak_epoll
@@ -87,8 +89,13 @@ for rate in $RATES; do
 		pl_fail "phase $p ($rate): RSS grew: stream server ${r1} → ${q1} KiB, epoll server ${r2} → ${q2} KiB"
 	pp=$(cat "$PL_TMP/p$p.pp.out")
 	msgs=$(echo "$pp" | sed 's/.*msgs=\([0-9]*\).*/\1/'); byt=$(echo "$pp" | sed 's/.*bytes=\([0-9]*\).*/\1/')
+	# liveness, not speed: no echo may wait longer than SOAK_MAXWAIT_MS (a hang, or a stall
+	# of the kind an edge-triggered server under loss had: 224 echoes in 60 s)
+	mw=$(echo "$pp" | sed -n 's/.*maxwait_ms=\([0-9]*\).*/\1/p')
+	[ -n "$mw" ] && [ "$mw" -le "$MAXWAIT" ] ||
+		pl_fail "phase $p ($rate): an echo waited ${mw:-?} ms (at most $MAXWAIT): $pp"
 	bulk_b=$(grep '^END' "$PL_TMP/p$p.bulk.out" | sed 's/.*tx=\([0-9]*\).*/\1/' | awk '{ s += $1 } END { printf "%.0f", s }')
-	echo "phase $p: ${phase_s}s, faults: $rate — bulk $nb conns ($((bulk_b / 1048576)) MiB sent by clients), short $ns conns, ping-pong $CONNS conns $msgs msgs $((byt / 1048576)) MiB echoed; fds $f1/$f2 → $g1/$g2, RSS ${r1}/${r2} → ${q1}/${q2} KiB: ok"
+	echo "phase $p: ${phase_s}s, faults: $rate — bulk $nb conns ($((bulk_b / 1048576)) MiB sent by clients), short $ns conns, ping-pong $CONNS conns $msgs msgs $((byt / 1048576)) MiB echoed (longest wait ${mw} ms); fds $f1/$f2 → $g1/$g2, RSS ${r1}/${r2} → ${q1}/${q2} KiB: ok"
 	total_conns=$((total_conns + nb + ns + CONNS)); total_msgs=$((total_msgs + msgs))
 	kill $S1 $S2 2>/dev/null; wait $S1 $S2 2>/dev/null
 done
