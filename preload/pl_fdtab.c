@@ -85,6 +85,7 @@ struct pl_sock *pl_sock_alloc(enum pl_kind kind)
 	atomic_store_explicit(&s->wlen, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->nospace, false, memory_order_relaxed);
 	atomic_store_explicit(&s->rx_eagain, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->err_taken, false, memory_order_relaxed);
 	s->conn = NULL;
 	s->link_index = -1;
 	s->port = 0;

@@ -202,6 +202,8 @@ struct pl_sock {
 	_Atomic unsigned room_gen;   /* bumped on each such edge (edge-triggered epoll) */
 	_Atomic unsigned rx_eagain;  /* receives that said EAGAIN: readable data after one is an
 				      * EPOLLIN edge (pl_epoll_wait.c: sock_rx_stamp()) */
+	_Atomic bool err_taken;      /* the connection's error (a reset, a timeout) was reported
+				      * once: pl_err_take() */
 	_Atomic unsigned wlen;       /* bytes of the last send call: POLLOUT means room for as
 				      * many in one message (pl_ready.c, tp_send_fits()) */
 	pthread_mutex_t lock;
@@ -287,6 +289,16 @@ bool pl_conn_check_moved(struct pl_sock *s, int fd);
 /* The rest of a call that found the connection moved, through the kernel (negative errno). */
 ssize_t pl_moved_send(int fd, const struct iovec *iov, int iovcnt, size_t done, int flags);
 ssize_t pl_moved_recv(int fd, const struct iovec *iov, int iovcnt, int flags);
+
+/* A connection's error R (a negative errno) as the kernel reports a socket's pending error:
+ * once (by a call, or SO_ERROR), then the socket is closed both ways: a receive says 0, a send
+ * EPIPE, poll no POLLERR. R itself when it is no such error or the first report; else AFTER. */
+static inline long pl_err_take(struct pl_sock *s, long r, long after)
+{
+	if (r != -ECONNRESET && r != -ETIMEDOUT)
+		return r;
+	return atomic_exchange_explicit(&s->err_taken, true, memory_order_relaxed) ? after : r;
+}
 
 /* Publish connection S's state ST (enum pl_cstate). */
 static inline void pl_set_state(struct pl_sock *s, int st)

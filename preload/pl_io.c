@@ -296,6 +296,7 @@ ssize_t pl_send(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		if (done)
 			break;
 		PL_LEAVE();
+		r = pl_err_take(s, r, -EPIPE); /* (a reset reported: then a broken pipe) */
 		if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);
 		return r;
@@ -438,7 +439,7 @@ ssize_t pl_recv(struct pl_sock *s, int fd, const struct iovec *iov, int iovcnt, 
 		return (ssize_t)done;
 	if (r == -EAGAIN && !peek) /* the next readable data is an edge (pl_epoll_wait.c) */
 		atomic_fetch_add_explicit(&s->rx_eagain, 1, memory_order_relaxed);
-	return r;
+	return pl_err_take(s, r, 0); /* (a reset reported: then the end of the stream) */
 }
 
 /* --- wrappers ------------------------------------------------------------------------------------ */

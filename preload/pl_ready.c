@@ -75,6 +75,13 @@ static unsigned sock_revents_now(struct pl_sock *s, int fd, bool arm, unsigned e
 	    !tp_send_fits(s->conn, atomic_load_explicit(&s->wlen, memory_order_relaxed), arm))
 		ev &= ~TP_EV_OUT;
 	PL_LEAVE();
+	/* Hung up: the kernel's socket is shut both ways then (POLLRDHUP too); its pending error
+	 * shows until a call or SO_ERROR took it (pl_err_take()). */
+	if (unlikely(ev & TP_EV_HUP)) {
+		ev |= TP_EV_IN | TP_EV_RDHUP;
+		if (atomic_load_explicit(&s->err_taken, memory_order_relaxed))
+			ev &= ~TP_EV_ERR;
+	}
 	return tp_to_poll(ev);
 }
 

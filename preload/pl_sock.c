@@ -440,7 +440,7 @@ NTB_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len
 			r = 0;
 		} else if (st == PL_CS_OPEN) {
 			PL_ENTER();
-			err = -tp_conn_error(s->conn);
+			err = -(int)pl_err_take(s, tp_conn_error(s->conn), 0);
 			PL_LEAVE();
 			r = 0;
 		} else {

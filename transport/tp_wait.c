@@ -191,6 +191,9 @@ lost:
 		ev |= TP_EV_OUT | TP_EV_HUP;
 		if (!(ev & TP_EV_IN))
 			ev |= TP_EV_IN | (tp_rx_fin_seen(c) ? 0 : TP_EV_ERR);
+		/* a reset: pending at once, data still to read or not, as the kernel shows it */
+		if (tp_st_flags(c) & TP_ST_RST)
+			ev |= TP_EV_ERR;
 	}
 	return ev;
 }
