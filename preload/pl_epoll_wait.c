@@ -368,6 +368,25 @@ static int ep_nested_filter(struct pl_epoll *ep, struct epoll_event *evs, int n)
 
 #define PL_EP_NOT_OURS (-1000)
 
+static atomic_bool ep_pwait2_missing; /* the kernel has no epoll_pwait2 (before 5.11) */
+
+/* The kernel's wait on the set for NS: epoll_pwait2() where NS is no whole number of
+ * milliseconds (a recovery timer's microsecond: pl_sleep_ns()), else (or without it, the sleep
+ * rounded up) epoll_pwait(). */
+static int ep_sleep(int epfd, struct epoll_event *evs, int max, int64_t ns, const sigset_t *mask)
+{
+	/* relaxed: a sticky flag, read again after any failure */
+	if (ns % 1000000 && !atomic_load_explicit(&ep_pwait2_missing, memory_order_relaxed)) {
+		struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+		int r = pl_real.epoll_pwait2(epfd, evs, max, &ts, mask);
+
+		if (r >= 0 || errno != ENOSYS)
+			return r;
+		atomic_store_explicit(&ep_pwait2_missing, true, memory_order_relaxed);
+	}
+	return pl_real.epoll_pwait(epfd, evs, max, (int)((ns + 999999) / 1000000), mask);
+}
+
 static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct timespec *tmo,
 		   const sigset_t *mask)
 {
@@ -401,7 +420,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			ret = n;
 			break;
 		}
-		int ms = 0;
+		int64_t ns = 0;
 		bool spin = !n && pl_spinning(&tm, &kcheck);
 		quick = spin && !kcheck;
 		if (spin && !kcheck)
@@ -413,13 +432,13 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 			PL_ENTER();
 			tp_event_ack();
 			PL_LEAVE();
+			(void)tp_arm_due_take(); /* (what the look below finds) */
 			pthread_mutex_lock(&ep->lock);
 			n = ep_collect(ep, epfd, evs, max, &pending, true, false);
 			pthread_mutex_unlock(&ep->lock);
-			ms = n ? 0 : pl_sleep_ms(&tm, pending || !evfd_ok);
+			ns = n ? 0 : pl_sleep_ns(&tm, pending || !evfd_ok);
 		}
-		int r = pl_real.epoll_pwait(epfd, evs + n, max - n, ms,
-					    pl_sig_wait_mask(&sh, mask));
+		int r = ep_sleep(epfd, evs + n, max - n, ns, pl_sig_wait_mask(&sh, mask));
 		if (r < 0) {
 			ret = n ? n : -1;
 			break;

@@ -50,10 +50,10 @@ static int poll_scan(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, st
 	return nready;
 }
 
-/* Ask the kernel about the kernel fds of KFDS (plus EVFD when >= 0), waiting at most MS, and
+/* Ask the kernel about the kernel fds of KFDS (plus EVFD when >= 0), waiting at most NS, and
  * merge its answers into FDS. Returns the number of fds it made ready, or -1 (errno). */
 static int poll_kernel(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks,
-		       struct pollfd *kfds, int evfd, int ms, const sigset_t *mask)
+		       struct pollfd *kfds, int evfd, int64_t ns, const sigset_t *mask)
 {
 	nfds_t kn = nfds;
 	int nready = 0;
@@ -64,7 +64,7 @@ static int poll_kernel(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks,
 		kfds[nfds].revents = 0;
 		kn++;
 	}
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
 	int r = pl_real.ppoll(kfds, kn, &ts, mask);
 	if (r < 0)
 		return -1;
@@ -175,13 +175,14 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 		int evfd = tp_event_fd();
 		tp_event_ack();
 		PL_LEAVE();
+		(void)tp_arm_due_take(); /* (what the look below finds) */
 		nready = poll_scan(fds, nfds, socks, kfds, true, false, &sc);
-		int ms = nready ? 0 : pl_sleep_ms(&tm, evfd < 0);
+		int64_t ns = nready ? 0 : pl_sleep_ns(&tm, evfd < 0);
 		if (nready && sc.nkernel == 0) {
 			ret = nready;
 			break;
 		}
-		int r = poll_kernel(fds, nfds, socks, kfds, ms ? evfd : -1, ms,
+		int r = poll_kernel(fds, nfds, socks, kfds, ns ? evfd : -1, ns,
 				    pl_sig_wait_mask(&sh, mask));
 		if (r < 0) {
 			ret = nready ? nready : -1;

@@ -63,6 +63,9 @@ bool pl_spinning(struct pl_timing *t, bool *ret_kcheck);
 
 /* Sleep length for the real call: the time left, capped (at 1 ms with CAP_SHORT). */
 int pl_sleep_ms(struct pl_timing *t, bool cap_short);
+/* The same in ns, ending by the next recovery timer that the arming look before it found
+ * (tp_arm_due_take(): a quick probe of data the link may have dropped); 0: do not sleep. */
+int64_t pl_sleep_ns(struct pl_timing *t, bool cap_short);
 
 /* Has the call's timeout passed? */
 bool pl_timed_out(struct pl_timing *t);

@@ -13,6 +13,10 @@
 #include <signal.h>
 
 #define PL_SLEEP_CAP_MS 100 /* bound on a sleep: covers a wake-up another waiter consumed */
+/* The shortest sleep for a recovery timer (pl_sleep_ns()): the kernel's timer slack is 50 µs
+ * anyway, and one that stays due (its lock busy) wakes the sleeper at most 20,000 times a
+ * second */
+#define PL_RECOVERY_MIN_NS 50000
 
 /* How often a wait that finds NTB fds ready also asks the kernel about the kernel fds of the
  * same call (zero timeout): on every PL_KCHECK_EVERY-th such call, and at least once per tick
@@ -138,6 +142,22 @@ int pl_sleep_ms(struct pl_timing *t, bool cap_short)
 	if (ms < 0 || ms > cap)
 		ms = cap;
 	return ms;
+}
+
+int64_t pl_sleep_ns(struct pl_timing *t, bool cap_short)
+{
+	int64_t ns = (int64_t)pl_sleep_ms(t, cap_short) * 1000000;
+	uint64_t due = tp_arm_due_take();
+
+	if (due && ns > 0) {
+		int64_t left = (int64_t)due - pl_now_ns();
+
+		if (left < PL_RECOVERY_MIN_NS)
+			left = PL_RECOVERY_MIN_NS;
+		if (left < ns)
+			ns = left;
+	}
+	return ns;
 }
 
 void pl_sig_hold(struct pl_sighold *h)

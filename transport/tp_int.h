@@ -1608,6 +1608,9 @@ uint32_t tp_rx_reask_wait(struct tp_conn *c, uint64_t now);
  * recovery is under way: the receiver gated on its Retry, or the sender not yet sure that its
  * retransmission's epoch word arrived; a waiter spins on for those (TP_RECOVERY_SPIN_US). */
 uint64_t tp_tx_quick_due_ns(struct tp_conn *c, bool *urgent);
+/* Has C sent bytes that its receiver has not acknowledged yet, its quick probes to come (the
+ * receiver's feedback read first)? Also true when tx_lock is busy. */
+bool tp_tx_unacked(struct tp_conn *c);
 uint64_t tp_rx_reask_due_ns(struct tp_conn *c, bool *urgent);
 uint64_t tp_conn_recovery_due_ns(struct tp_conn *c, bool *ret_urgent);
 /* Under tx_lock, before C writes a message: when everything it sent was acknowledged (as far as

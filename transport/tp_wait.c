@@ -2,7 +2,6 @@
 /* Readiness and waiting: poll bits (arming the peer's doorbell), the spinning then sleeping
  * tp_wait(), readable / unacknowledged byte counts. */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -53,15 +52,44 @@ static uint32_t quick_wait(struct tp_conn *c, uint64_t now)
 	return tp_wait_min(tp_tx_quick_wait(c, now), tp_rx_reask_wait(c, now));
 }
 
-/* The caller may sleep: if C has unacknowledged data (or waits gated for a retransmission), the
- * helper comes for its quick probes (its re-asks): the link's flag, and a kick when the helper
- * already sleeps for longer (tp_link_probe_soon()); the helper clears the flag when nothing
- * needs it. Two trylocks, only before a sleep (the flag found up from an earlier wait is not
- * enough: the helper's pass may be about to clear it, or its sleep was planned without it). */
+/* The earliest recovery timer (quick probe, re-ask) due among the connections this thread's
+ * arming looks found since tp_arm_due_take() last took it; 0: none (CLOCK_MONOTONIC ns). */
+static __thread uint64_t t_arm_due_ns;
+
+uint64_t tp_arm_due_take(void)
+{
+	uint64_t due = t_arm_due_ns;
+
+	t_arm_due_ns = 0;
+	return due;
+}
+
+/* The caller may sleep: if C has unacknowledged data (or waits gated for a retransmission), its
+ * next quick probe (re-ask) is due at some microsecond. A timer already due runs now (the
+ * caller of poll, select or epoll_wait woke for it: tp_arm_due_take()); the next one is noted
+ * for the caller's sleep to end by, and the helper comes too, on its millisecond clock, for a
+ * caller that does not look again (the link's flag, and a kick when the helper already sleeps
+ * for longer: tp_link_probe_soon(); the helper clears the flag when nothing needs it). Two
+ * trylocks, only before a sleep (the flag found up from an earlier wait is not enough: the
+ * helper's pass may be about to clear it, or its sleep was planned without it). No lock of
+ * ours is held here; the caller's (an epoll set's) may be: the timers take only the
+ * transport's, and those with trylocks. */
 static void arm_quick_probe(struct tp_conn *c)
 {
-	if (quick_wait(c, tp_now_ms()))
-		tp_link_probe_soon(c->link);
+	bool urgent = false;
+	uint64_t due = tp_conn_recovery_due_ns(c, &urgent);
+
+	if (!due)
+		return;
+	if (due <= clock_mono_ns()) {
+		tp_conn_timers(c, tp_now_ms());
+		due = tp_conn_recovery_due_ns(c, &urgent);
+		if (!due)
+			return;
+	}
+	tp_link_probe_soon(c->link);
+	if (!t_arm_due_ns || due < t_arm_due_ns)
+		t_arm_due_ns = due;
 }
 
 /* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its

@@ -232,6 +232,13 @@ unsigned tp_poll_peek(struct tp_conn *c);
  * ring for room); ARM as tp_poll() does, else as tp_poll_peek(). The receive side is always
  * looked at (RDHUP/HUP/ERR are reported whatever WANT says). */
 unsigned tp_poll_dir(struct tp_conn *c, unsigned want, bool arm);
+/* When the earliest recovery timer (a quick probe of unacknowledged data, a re-ask of a
+ * retransmission) of the connections this thread's arming looks (tp_poll(), tp_poll_dir() with
+ * ARM) found since the last call is due, CLOCK_MONOTONIC ns; 0: none. Clears it. A poll,
+ * select or epoll sleeper ends its kernel sleep then and looks again arming, which runs the
+ * timers that are due: it recovers from a loss as soon as a blocking receive does, not on the
+ * helper's millisecond clock. */
+uint64_t tp_arm_due_take(void);
 
 /* Wait until (tp_poll(c) & EVENTS) or TIMEOUT_MS (-1 forever): spin for the configured
  * budget, then sleep on the doorbell. Returns the ready bits, 0 on timeout, -EINTR. */
