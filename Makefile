@@ -114,12 +114,16 @@ $(BUILD)/tests/%: tests/helpers/%.c $(CORE_LIB)
 	@$(if $(Q),echo "  HELPER  $@")
 	$(Q)$(CC) $(ALL_CFLAGS) $(pkg_cflags) -o $@ $< $(CORE_LIB) $(LDLIBS_ALL)
 
+# The io_uring test helper uses liburing, as the programs it stands for do (test_pl_uring).
+$(BUILD)/tests/uring_io: LDLIBS_ALL += -luring
+
 # --- dependencies (Debian 12) ------------------------------------------------------------------
 # Each entry is a Debian package; `make deps` installs the missing ones and is silent otherwise.
 DEB_PKGS := gcc make pkg-config libpci-dev liburcu-dev libconfig-dev libcmocka-dev \
             iperf3 sockperf socat iproute2 pciutils procps psmisc coreutils python3 \
             qemu-system-x86 linux-image-amd64 busybox-static cpio gzip \
-            clang libclang-rt-14-dev gnuplot-nox strace memcached libpython3.11-testsuite
+            clang libclang-rt-14-dev gnuplot-nox strace memcached libpython3.11-testsuite \
+            liburing-dev
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \

@@ -133,6 +133,10 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags,
 		goto tcp;
 	}
 	have_key = true;
+	if (pl_uring_on()) {
+		reason = PL_URING_WHY; /* (its set-up refused: the client goes on over TCP) */
+		goto tcp;
+	}
 	if (nfd >= pl_nfds) {
 		reason = "fd beyond the fd table";
 		goto tcp;
@@ -189,6 +193,14 @@ static bool listener_install(int fd, bool shared)
 	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (accept_opts()) */
 	s->opts_gen = atomic_load_explicit(&pl_fork_gen, memory_order_relaxed);
 	s->opts_shared = shared;
+	if (pl_uring_on()) {
+		/* (tracked, not advertised: clients of its port use TCP) */
+		atomic_store_explicit(&s->unadvertised, true, memory_order_relaxed);
+		LOG(LL_DEBUG, "fd %d: port %u not advertised (%s)", fd, s->port, PL_URING_WHY);
+		pl_fd_install(fd, s);
+		pl_sock_put(s);
+		return true;
+	}
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
 		struct tp_link *l = pl_link_get_at(i, true, false, NULL);
 		if (!l)

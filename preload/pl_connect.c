@@ -292,8 +292,10 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 	r = conf_route(pl_conf, dst, dlen, &c.rt);
 	PL_LEAVE();
 	pl_addr_str(dst, c.desc, sizeof(c.desc));
-	if (r < 0 || c.rt.action != CONF_ACTION_NTB) {
-		const char *reason = r < 0 ? "not an IP address" : route_reason_tcp(&c.rt);
+	if (r < 0 || c.rt.action != CONF_ACTION_NTB || pl_uring_on()) {
+		const char *reason = r < 0 ? "not an IP address" :
+				     c.rt.action != CONF_ACTION_NTB ? route_reason_tcp(&c.rt) :
+				     PL_URING_WHY;
 
 		LOG(LL_INFO, "fd %d -> %s: tcp (%s)", fd, c.desc, reason);
 		return connect_tcp(fd, dst, dlen, reason, c.saved_errno);

@@ -392,6 +392,19 @@ void pl_addr_atfork_child(void);
 void pl_cand_atfork_child(void);
 /* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
 void pl_listener_links(uint16_t port, bool advertise);
+/* pl_pass.c: withdraw listener S's (FD's) advertisement, once (WHY for the log): clients of its
+ * port use TCP from now on; its accepts still attach any NTB set-up they find. */
+void pl_listener_withdraw(struct pl_sock *s, int fd, const char *why);
+/* pl_pass.c: move connection S (FD) to its kernel socket as a failover does (every byte sent
+ * before goes there first, every byte not read yet the peer sends again), reason WHY, and wait
+ * for the move, at most WAIT_MS (-1: until it ends). 0: on the kernel socket; -EAGAIN: still
+ * moving; -EOPNOTSUPP: it cannot move (a balanced stream). */
+int pl_conn_to_kernel_wait(struct pl_sock *s, int fd, const char *why, int wait_ms);
+/* pl_uring.c: the process set up an io_uring (its sockets stay on TCP from then on, unless
+ * NTBSOCK_IO_URING=ignore); pl_uring_note() is called where one is made (HOW: by what). */
+#define PL_URING_WHY "io_uring in this process"
+bool pl_uring_on(void);
+void pl_uring_note(const char *how);
 /* Open every configured link not open yet (pl_link_get() of each): the number open after. */
 int pl_links_open_all(void);
 

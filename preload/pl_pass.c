@@ -57,11 +57,9 @@ static int each_fd(const struct msghdr *msg, int (*f)(int, void *), void *arg)
 	return 0;
 }
 
-/* S (connection FD) is about to leave: wait until it carries its stream on the kernel socket.
- * NB: give up with -EAGAIN after PL_PASS_NB_WAIT_MS. */
-static int pass_conn(struct pl_sock *s, int fd, bool nb)
+int pl_conn_to_kernel_wait(struct pl_sock *s, int fd, const char *why, int wait_ms)
 {
-	int64_t end = pl_now_ns() + (int64_t)PL_PASS_NB_WAIT_MS * 1000000;
+	int64_t end = pl_now_ns() + (int64_t)wait_ms * 1000000;
 	bool asked = false;
 
 	for (;;) {
@@ -76,19 +74,18 @@ static int pass_conn(struct pl_sock *s, int fd, bool nb)
 			PL_ENTER();
 			int fo = tp_conn_failover_state(s->conn);
 			/* (0: none, or a move to another link finished: the kernel socket now) */
-			bool ok = fo == 3 || (fo == 1 && asked) ||
-				  tp_conn_to_kernel(s->conn, PL_PASS_WHY);
+			bool ok = fo == 3 || (fo == 1 && asked) || tp_conn_to_kernel(s->conn, why);
 			PL_LEAVE();
 			if (fo == 3)
 				return 0; /* failed: reset; the socket is all there is */
 			if (!ok) {
-				LOG(LL_WARN, "fd %d %s: cannot be passed to another process: a "
-				    "balanced stream stays on its links", fd, s->desc);
+				LOG(LL_WARN, "fd %d %s: cannot move to its kernel socket (%s): a "
+				    "balanced stream stays on its links", fd, s->desc, why);
 				return -EOPNOTSUPP;
 			}
 			asked = true;
 		}
-		if (nb && pl_now_ns() >= end)
+		if (wait_ms >= 0 && pl_now_ns() >= end)
 			return -EAGAIN;
 		if (st == PL_CS_OPEN) {
 			PL_ENTER();
@@ -99,6 +96,15 @@ static int pass_conn(struct pl_sock *s, int fd, bool nb)
 
 			pl_real.poll(&p, 1, 10); /* the kernel connect, then its NTB confirm */
 		}
+	}
+}
+
+void pl_listener_withdraw(struct pl_sock *s, int fd, const char *why)
+{
+	if (!atomic_exchange_explicit(&s->unadvertised, true, memory_order_relaxed)) {
+		pl_listener_links(s->port, false);
+		LOG(LL_DEBUG, "fd %d: listener on port %u %s: advertisement withdrawn", fd, s->port,
+		    why);
 	}
 }
 
@@ -115,17 +121,13 @@ static int pass_one(int fd, void *arg)
 	if (!s)
 		return 0;
 	if (s->kind == PL_LISTENER) {
-		if (!atomic_exchange_explicit(&s->unadvertised, true, memory_order_relaxed)) {
-			pl_listener_links(s->port, false);
-			LOG(LL_DEBUG, "fd %d: listener on port %u passed to another process: "
-			    "advertisement withdrawn", fd, s->port);
-		}
+		pl_listener_withdraw(s, fd, "passed to another process");
 	} else if (s->kind == PL_CONN && s->conn) {
 		if (x->nb < 0) {
 			int fl = (int)syscall(SYS_fcntl, x->ufd, F_GETFL);
 			x->nb = (x->flags & MSG_DONTWAIT) || (fl >= 0 && (fl & O_NONBLOCK));
 		}
-		r = pass_conn(s, fd, x->nb);
+		r = pl_conn_to_kernel_wait(s, fd, PL_PASS_WHY, x->nb ? PL_PASS_NB_WAIT_MS : -1);
 	}
 	pl_sock_put(s);
 	return r;

@@ -1,0 +1,111 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Programs whose socket I/O goes through io_uring (tests/helpers/uring_io, liburing): the ring's
+# sends, receives and accepts never pass through the C library. Kernel TCP first, then the same
+# under the library, where every case must work byte-exact (before: a ring's send on an NTB
+# connection reached the kernel socket and both ends got ECONNRESET; the client read the
+# peer's failover header as data; a server accepting through the ring left its NTB clients'
+# bytes on the link while it read the kernel socket):
+#   client liburing|raw, after   the connection is made (ntb), then the ring: the connection
+#                                moves to its kernel socket ("failed over: io_uring in this
+#                                process"; the server's side "peer moved to tcp")
+#   client liburing|raw, before  the ring first: the connection stays tcp with that reason
+#   server                       a server that makes its ring first, then listens and accepts
+#                                through it: its port is not advertised, its clients (Python,
+#                                under the library) use tcp ("no listener")
+#   files + NTBSOCK_IO_URING=ignore  a ring for a pipe only, socket I/O through the C library:
+#                                the connection stays ntb; without the variable it moves
+. "$(dirname "$0")/lib.sh"
+pl_need python3
+U=$BUILD/tests/uring_io
+[ -x "$U" ] || pl_skip "uring_io not built (liburing-dev: make deps)"
+pl_setup uring
+BYTES=3000000
+E=$(pl_echo_server)
+
+# Kernel TCP: the helper itself against a plain echo server.
+port=$(pl_port 1)
+pl_bg plain python3 "$E" 127.0.0.1 $port; srv=$PL_LAST
+pl_wait_port 127.0.0.1 $port
+for how in liburing raw; do
+	out=$(pl_run plain "$U" client 127.0.0.1 $port $BYTES $how after) ||
+		pl_fail "kernel TCP, $how: the client failed: $out"
+	[ "$out" = "ok $BYTES" ] || pl_fail "kernel TCP, $how: $out"
+done
+kill $srv 2>/dev/null; wait $srv 2>/dev/null
+echo "kernel TCP: ok $BYTES both ways (liburing and raw rings)"
+
+# Under the library, each client case against an echo server on host B.
+port=$(pl_port 2)
+pl_bg b python3 "$E" 127.0.0.2 $port; E_SRV=$PL_LAST
+pl_wait_port 127.0.0.2 $port
+n=0
+for how in liburing raw; do
+	for when in after before; do
+		n=$((n + 1))
+		: >"$PL_TMP/a.log"
+		out=$(pl_run a "$U" client 127.0.0.2 $port $BYTES $how $when 2>&1) ||
+			{ cat "$PL_TMP/a.log"; pl_fail "client $how $when: failed: $out"; }
+		[ "$out" = "ok $BYTES" ] || pl_fail "client $how $when: $out"
+		pl_assert_log a "io_uring set up"
+		if [ $when = after ]; then
+			pl_assert_log a "ntb (link ab)" # (it was ntb before the ring)
+			pl_assert_log a "tcp (failed over: io_uring in this process)"
+			pl_wait_count b "tcp (failed over: peer moved to tcp)" $((n / 2 + 1)) ||
+				pl_fail "client $how $when: the server's side did not move"
+		else
+			pl_refute_log a "ntb (link"
+			pl_assert_log a "tcp (io_uring in this process)"
+		fi
+		echo "client $how, ring $when connect(): ok $BYTES"
+	done
+done
+
+# A ring for files only: moved by default; kept on NTB with NTBSOCK_IO_URING=ignore.
+: >"$PL_TMP/a.log"
+out=$(pl_run a "$U" client 127.0.0.2 $port $BYTES files after 2>&1) || pl_fail "files: $out"
+[ "$out" = "ok $BYTES" ] || pl_fail "files: $out"
+pl_assert_log a "tcp (failed over: io_uring in this process)"
+: >"$PL_TMP/a.log"
+out=$(NTBSOCK_IO_URING=ignore pl_run a "$U" client 127.0.0.2 $port $BYTES files after 2>&1) ||
+	pl_fail "files, ignore: $out"
+[ "$out" = "ok $BYTES" ] || pl_fail "files, ignore: $out"
+pl_assert_log a "ntb (link ab)"
+pl_refute_log a "io_uring set up"
+pl_refute_log a "failed over"
+echo "a ring for files: moved by default, kept ntb with NTBSOCK_IO_URING=ignore: ok"
+
+# A server that accepts through its ring (the echo server above keeps host B's side of the
+# link up: its clients find the link, and no listener on the ring server's port).
+port=$(pl_port 3)
+: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
+pl_bg b "$U" server $port 3 liburing; srv=$PL_LAST; srv_out=$PL_LAST_OUT
+pl_wait_port 0.0.0.0 $port
+cat >"$PL_TMP/cli.py" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.2", int(sys.argv[1])))
+data = bytes((i * 7 + 3) % 251 for i in range(200000))
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+assert got == data, (len(got), len(data))
+print("ok", len(got))
+EOF
+for i in 1 2 3; do
+	out=$(pl_run a python3 "$PL_TMP/cli.py" $port 2>&1) ||
+		{ cat "$PL_TMP/b.log"; pl_fail "server case, client $i: $out"; }
+	[ "$out" = "ok 200000" ] || pl_fail "server case, client $i: $out"
+done
+wait $srv || { cat "$srv_out"; pl_fail "the ring server failed"; }
+pl_assert_log b "io_uring set up (liburing)"
+[ "$(pl_count_log a ": tcp (no listener)")" -eq 3 ] ||
+	{ cat "$PL_TMP/a.log"; pl_fail "the ring server's clients did not all use tcp at once"; }
+pl_refute_log a "ntb (link"
+echo "a server accepting through its ring: 3 clients over tcp, byte-exact: ok"
+kill $E_SRV 2>/dev/null
+echo "io_uring programs: their sockets on kernel TCP, every byte exact: ok"
