@@ -89,10 +89,11 @@ static void uring_release_all(void)
 
 void pl_uring_note(const char *how)
 {
-	if (!pl_active() || uring_ignored())
+	if (uring_ignored())
 		return;
-	/* (one ring is enough; later ones find everything on the kernel already) */
-	if (atomic_exchange_explicit(&pl_uring, true, memory_order_relaxed))
+	/* (one ring is enough; later ones find everything on the kernel already. Set also
+	 * before the library is active: a ring made in another constructor counts) */
+	if (atomic_exchange_explicit(&pl_uring, true, memory_order_relaxed) || !pl_active())
 		return;
 	LOG(LL_INFO, "io_uring set up (%s): sockets stay on TCP from now on "
 	    "(NTBSOCK_IO_URING=ignore keeps them on NTB)", how);
