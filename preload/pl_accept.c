@@ -159,6 +159,7 @@ void pl_accepted(int fd, int nfd, struct pl_sock *listener, int flags,
 		goto tcp;
 	LOG(LL_INFO, "fd %d %s: ntb (link %s, accepted on fd %d)", nfd, desc,
 	    pl_conf->links[link_index].name, fd);
+	pl_uring_recheck(nfd);
 	return;
 tcp:
 	LOG(LL_INFO, "fd %d %s: tcp (%s, accepted on fd %d)", nfd, desc, reason, fd);

@@ -305,14 +305,22 @@ int pl_connect(int fd, const struct sockaddr *dst, socklen_t dlen)
 		return connect_fallback(&c);
 	switch (connect_source(&c)) {
 	case CONNECT_LATE:
-		return pl_connect_late(fd, dst, dlen, c.link, c.rt.link_index, c.cf, c.saved_errno);
+		r = pl_connect_late(fd, dst, dlen, c.link, c.rt.link_index, c.cf, c.saved_errno);
+		break;
 	case CONNECT_BOUND:
 		r = connect_bound(&c);
-		return r <= 0 ? r : connect_fallback(&c);
+		if (r > 0)
+			return connect_fallback(&c);
+		break;
 	case CONNECT_TCP:
 	default:
 		return connect_fallback(&c);
 	}
+	int e = errno;
+
+	pl_uring_recheck(fd); /* (a ring made meanwhile) */
+	errno = e;
+	return r;
 }
 
 int pl_check_pending(struct pl_sock *s, int fd)

@@ -368,11 +368,13 @@ static int ep_nested_filter(struct pl_epoll *ep, struct epoll_event *evs, int n)
 
 #define PL_EP_NOT_OURS (-1000)
 
-static atomic_bool ep_pwait2_missing; /* the kernel has no epoll_pwait2 (before 5.11) */
+/* epoll_pwait2 failed other than by a signal: a kernel without it (before 5.11), or a seccomp
+ * filter older than it that refuses it (EPERM) */
+static atomic_bool ep_pwait2_missing;
 
 /* The kernel's wait on the set for NS: epoll_pwait2() where NS is no whole number of
  * milliseconds (a recovery timer's microsecond: pl_sleep_ns()), else (or without it, the sleep
- * rounded up) epoll_pwait(). */
+ * rounded up) epoll_pwait(), which the program's own call would have made. */
 static int ep_sleep(int epfd, struct epoll_event *evs, int max, int64_t ns, const sigset_t *mask)
 {
 	/* relaxed: a sticky flag, read again after any failure */
@@ -380,8 +382,8 @@ static int ep_sleep(int epfd, struct epoll_event *evs, int max, int64_t ns, cons
 		struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
 		int r = pl_real.epoll_pwait2(epfd, evs, max, &ts, mask);
 
-		if (r >= 0 || errno != ENOSYS)
-			return r;
+		if (r >= 0 || (errno != ENOSYS && errno != EPERM))
+			return r; /* (a signal, or what epoll_pwait would say too: EBADF...) */
 		atomic_store_explicit(&ep_pwait2_missing, true, memory_order_relaxed);
 	}
 	return pl_real.epoll_pwait(epfd, evs, max, (int)((ns + 999999) / 1000000), mask);

@@ -405,6 +405,10 @@ int pl_conn_to_kernel_wait(struct pl_sock *s, int fd, const char *why, int wait_
 #define PL_URING_WHY "io_uring in this process"
 bool pl_uring_on(void);
 void pl_uring_note(const char *how);
+/* A connection was just installed at FD over NTB: if a ring was made meanwhile (after the
+ * check that let it take NTB, before pl_uring_note()'s scan could see it), it moves now. A
+ * fence and a load when none was. */
+void pl_uring_recheck(int fd);
 /* Open every configured link not open yet (pl_link_get() of each): the number open after. */
 int pl_links_open_all(void);
 

@@ -379,7 +379,9 @@ static void pl_atfork_links_child(void)
 		struct pl_sock *s = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed);
 		if (s && s->kind == PL_CONN && s->conn)
 			tp_conn_set_owner(s->conn, tp_process_id(), fd);
-		if (!s || s->kind != PL_LISTENER)
+		/* (one withdrawn stays so: passed to another process, or an io_uring made) */
+		if (!s || s->kind != PL_LISTENER ||
+		    atomic_load_explicit(&s->unadvertised, memory_order_relaxed))
 			continue;
 		bool seen = false; /* once per listener object, not per fd */
 		for (int j = 0; j < fd && !seen; j++)

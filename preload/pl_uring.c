@@ -29,6 +29,8 @@
 #ifndef __NR_io_uring_setup
 #define __NR_io_uring_setup 425
 #endif
+#define PL_STR_(x) #x
+#define PL_STR(x) PL_STR_(x)
 
 /* How long the set-up of a ring waits for the open connections' moves (each needs its peer's
  * answer, ~1 ms; one whose peer is stopped goes on moving after that) */
@@ -36,13 +38,6 @@
 
 static _Atomic bool pl_uring;      /* a ring was set up: sockets stay on TCP */
 static _Atomic int pl_uring_ignore = -1; /* NTBSOCK_IO_URING=ignore (-1: not read yet) */
-
-bool pl_uring_on(void)
-{
-	/* relaxed: a flag set once; a set-up that misses it by a hair is one made before the
-	 * ring, which the moves of pl_uring_note() then take */
-	return atomic_load_explicit(&pl_uring, memory_order_relaxed);
-}
 
 static bool uring_ignored(void)
 {
@@ -56,6 +51,27 @@ static bool uring_ignored(void)
 		atomic_store_explicit(&pl_uring_ignore, v, memory_order_relaxed);
 	}
 	return v;
+}
+
+bool pl_uring_on(void)
+{
+	/* seq_cst: against pl_uring_note()'s exchange, then its scan of the fd table (see
+	 * pl_uring_recheck()) */
+	return atomic_load_explicit(&pl_uring, memory_order_seq_cst);
+}
+
+void pl_uring_recheck(int fd)
+{
+	/* The socket is in the fd table: a Dekker pair with pl_uring_note() (its flag, then its
+	 * scan). Either the scan finds this socket, or this load finds the flag */
+	atomic_thread_fence(memory_order_seq_cst);
+	if (likely(!pl_uring_on()) || uring_ignored())
+		return;
+	struct pl_sock *s = pl_sock_get(fd);
+
+	if (s && s->kind == PL_CONN && s->conn)
+		(void)pl_conn_to_kernel_wait(s, fd, PL_URING_WHY, PL_URING_MOVE_WAIT_MS);
+	pl_sock_put(s);
 }
 
 /* The open NTB connections to their kernel sockets, the listeners' advertisements withdrawn. */
@@ -87,57 +103,97 @@ static void uring_release_all(void)
 		    "sockets%s", moved + left, left ? ", some still moving" : "");
 }
 
+/* A ring was made (after the call succeeded: a program that only probes for io_uring, and
+ * is refused, keeps NTB; the program submits nothing before the call returns). errno as the
+ * call left it. */
 void pl_uring_note(const char *how)
 {
+	int saved = errno;
+
 	if (uring_ignored())
 		return;
 	/* (one ring is enough; later ones find everything on the kernel already. Set also
-	 * before the library is active: a ring made in another constructor counts) */
-	if (atomic_exchange_explicit(&pl_uring, true, memory_order_relaxed) || !pl_active())
+	 * before the library is active: a ring made in another constructor counts. seq_cst:
+	 * see pl_uring_recheck()) */
+	if (atomic_exchange_explicit(&pl_uring, true, memory_order_seq_cst) || !pl_active()) {
+		errno = saved;
 		return;
+	}
 	LOG(LL_INFO, "io_uring set up (%s): sockets stay on TCP from now on "
 	    "(NTBSOCK_IO_URING=ignore keeps them on NTB)", how);
 	uring_release_all();
+	errno = saved;
 }
 
-/* The C library's syscall(): the kernel's, with io_uring_setup noted first. Made here with the
- * instruction (the library's own calls come here too: no lookup, no recursion). The six
- * arguments are read whatever the call passes, as the C library's own syscall() does. */
+/* The C library's syscall(): the kernel's, with a successful io_uring_setup noted. An assembly
+ * stub as the C library's own is (it takes the seventh argument from the stack whatever the
+ * caller passed: in C that read would be a variable argument the caller did not pass, which a
+ * sanitizer may report); the library's own calls come here too (no lookup, no recursion). The
+ * rare paths are C: an error result (errno) and io_uring_setup (the system call, then the
+ * note). */
+#if defined(__x86_64__)
+__attribute__((used)) static long uring_syscall_err(unsigned long ret)
+{
+	errno = -(int)ret;
+	return -1;
+}
+
+__attribute__((used)) static long uring_syscall_setup(long entries, long params)
+{
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)__NR_io_uring_setup), "D"(entries), "S"(params)
+			 : "rcx", "r11", "memory");
+	if ((unsigned long)ret > -4096UL)
+		return uring_syscall_err((unsigned long)ret);
+	pl_uring_note("io_uring_setup system call");
+	return ret;
+}
+
+__asm__(".text\n"
+	".globl syscall\n"
+	".type syscall, @function\n"
+	"syscall:\n"
+	"	cmpq $" PL_STR(__NR_io_uring_setup) ", %rdi\n"
+	"	je 2f\n"
+	"	movq %rdi, %rax\n"
+	"	movq %rsi, %rdi\n"
+	"	movq %rdx, %rsi\n"
+	"	movq %rcx, %rdx\n"
+	"	movq %r8, %r10\n"
+	"	movq %r9, %r8\n"
+	"	movq 8(%rsp), %r9\n"
+	"	syscall\n"
+	"	cmpq $-4095, %rax\n"
+	"	jae 1f\n"
+	"	ret\n"
+	"1:	movq %rax, %rdi\n"
+	"	jmp uring_syscall_err\n"
+	"2:	movq %rsi, %rdi\n"
+	"	movq %rdx, %rsi\n"
+	"	jmp uring_syscall_setup\n"
+	".size syscall, .-syscall\n");
+#else
 NTB_EXPORT long syscall(long nr, ...)
 {
+	static long (*next)(long, ...);
 	va_list ap;
-	long a[6];
-	unsigned long ret;
+	long a[6], r;
 
 	va_start(ap, nr);
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
-	if (unlikely(nr == __NR_io_uring_setup))
-		pl_uring_note("io_uring_setup system call");
-#if defined(__x86_64__)
-	register long r10 __asm__("r10") = a[3];
-	register long r8 __asm__("r8") = a[4];
-	register long r9 __asm__("r9") = a[5];
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "0"(nr), "D"(a[0]), "S"(a[1]), "d"(a[2]), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	if (ret > -4096UL) {
-		errno = -(int)ret;
-		return -1;
-	}
-	return (long)ret;
-#else
-	static long (*next)(long, ...);
-
 	if (!next)
 		next = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
-	(void)ret;
-	return next(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-#endif
+	r = next(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+	if (nr == __NR_io_uring_setup && r >= 0)
+		pl_uring_note("io_uring_setup system call");
+	return r;
 }
+#endif
 
 /* liburing's entry points that make a ring: noted, then liburing's own. */
 static void *uring_next(const char *name)
@@ -155,8 +211,11 @@ NTB_EXPORT int io_uring_queue_init(unsigned entries, struct io_uring *ring, unsi
 
 	if (!f)
 		return -ENOSYS;
-	pl_uring_note("liburing");
-	return f(entries, ring, flags);
+	int r = f(entries, ring, flags);
+
+	if (r >= 0)
+		pl_uring_note("liburing");
+	return r;
 }
 
 NTB_EXPORT int io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
@@ -168,8 +227,11 @@ NTB_EXPORT int io_uring_queue_init_params(unsigned entries, struct io_uring *rin
 
 	if (!f)
 		return -ENOSYS;
-	pl_uring_note("liburing");
-	return f(entries, ring, p);
+	int r = f(entries, ring, p);
+
+	if (r >= 0)
+		pl_uring_note("liburing");
+	return r;
 }
 
 NTB_EXPORT int io_uring_queue_init_mem(unsigned entries, struct io_uring *ring,
@@ -181,8 +243,11 @@ NTB_EXPORT int io_uring_queue_init_mem(unsigned entries, struct io_uring *ring,
 
 	if (!f)
 		return -ENOSYS;
-	pl_uring_note("liburing");
-	return f(entries, ring, p, buf, buf_size);
+	int r = f(entries, ring, p, buf, buf_size);
+
+	if (r >= 0)
+		pl_uring_note("liburing");
+	return r;
 }
 
 NTB_EXPORT int io_uring_setup(unsigned entries, struct io_uring_params *p)
@@ -192,6 +257,9 @@ NTB_EXPORT int io_uring_setup(unsigned entries, struct io_uring_params *p)
 
 	if (!f)
 		return -ENOSYS;
-	pl_uring_note("liburing");
-	return f(entries, p);
+	int r = f(entries, p);
+
+	if (r >= 0)
+		pl_uring_note("liburing");
+	return r;
 }

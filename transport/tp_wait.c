@@ -88,6 +88,10 @@ static void arm_quick_probe(struct tp_conn *c)
 			return;
 	}
 	tp_link_probe_soon(c->link);
+	/* (not while the peer is silent: its timers are held, each run setting the next probe
+	 * 250 µs ahead again, tp_timers.c; the helper watches it) */
+	if (ntb_link_peer_silent(c->link->ntb))
+		return;
 	if (!t_arm_due_ns || due < t_arm_due_ns)
 		t_arm_due_ns = due;
 }

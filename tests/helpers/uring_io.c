@@ -7,12 +7,14 @@
  *       64 KiB each), reads the echo through the ring (IORING_OP_RECV) and checks it, then
  *       closes. HOW: "liburing" (io_uring_queue_init()) or "raw" (the io_uring_setup system
  *       call through syscall(), then io_uring_queue_mmap()); "files": a liburing ring that
- *       writes to a pipe only, the socket's I/O through send(2)/recv(2). WHEN: "before" (the
+ *       writes to a pipe only, the socket's I/O through send(2)/recv(2); "fail": two set-ups
+ *       the kernel refuses, the socket's I/O through the C library. WHEN: "before" (the
  *       ring is made before connect()) or "after" (after it, the connection then open).
- *   uring_io server PORT COUNT HOW
+ *   uring_io server PORT COUNT HOW [WHEN]
  *       makes the ring, listens on 0.0.0.0:PORT with listen(2), then accepts COUNT connections
  *       one after the other through the ring (IORING_OP_ACCEPT) and echoes each through it
- *       until the client's end of stream.
+ *       until the client's end of stream. WHEN "after": listens first, then makes the ring;
+ *       "fork": listens, makes a ring, forks, and the child makes its own ring and serves.
  * Prints "ok BYTES" (client) or "served COUNT" (server); exits 2 on corrupt bytes, 1 on
  * errors (with the failing step). */
 #include <arpa/inet.h>
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define CHUNK 65536
@@ -41,6 +44,16 @@ static void ring_make(const char *how)
 {
 	int r;
 
+	if (!strcmp(how, "fail")) {
+		struct io_uring_params p;
+
+		/* a probe the kernel refuses (no entries), both ways: nothing is made */
+		memset(&p, 0, sizeof(p));
+		if (io_uring_queue_init(0, &ring, 0) >= 0 ||
+		    syscall(__NR_io_uring_setup, 0, &p) >= 0 || errno != EINVAL)
+			die("a refused ring", EEXIST);
+		return;
+	}
 	if (!strcmp(how, "files")) {
 		struct io_uring_sqe *sqe;
 		struct io_uring_cqe *cqe;
@@ -129,7 +142,7 @@ static int client(const char *addr, int port, size_t bytes, const char *how, con
 
 	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
 		die("address", EINVAL);
-	libc_io = !strcmp(how, "files");
+	libc_io = !strcmp(how, "files") || !strcmp(how, "fail");
 	if (!strcmp(when, "before"))
 		ring_make(how);
 	fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -169,17 +182,34 @@ static int client(const char *addr, int port, size_t bytes, const char *how, con
 	return 0;
 }
 
-static int server(int port, int count, const char *how)
+static int server(int port, int count, const char *how, const char *when)
 {
 	static unsigned char buf[CHUNK];
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	int one = 1, l;
 
-	ring_make(how);
+	if (!strcmp(when, "before"))
+		ring_make(how);
 	l = socket(AF_INET, SOCK_STREAM, 0);
 	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0)
 		die("listen", errno);
+	if (strcmp(when, "before"))
+		ring_make(how);
+	if (!strcmp(when, "fork")) {
+		int st;
+		pid_t pid = fork();
+
+		if (pid < 0)
+			die("fork", errno);
+		if (pid > 0) {
+			if (waitpid(pid, &st, 0) < 0)
+				die("waitpid", errno);
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+		}
+		io_uring_queue_exit(&ring);
+		ring_make(how);
+	}
 	printf("listening\n");
 	fflush(stdout);
 	for (int k = 0; k < count; k++) {
@@ -207,9 +237,9 @@ int main(int argc, char **argv)
 {
 	if (argc == 7 && !strcmp(argv[1], "client"))
 		return client(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argv[5], argv[6]);
-	if (argc == 5 && !strcmp(argv[1], "server"))
-		return server(atoi(argv[2]), atoi(argv[3]), argv[4]);
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "server"))
+		return server(atoi(argv[2]), atoi(argv[3]), argv[4], argc == 6 ? argv[5] : "before");
 	fprintf(stderr, "usage: uring_io client ADDR PORT BYTES liburing|raw|files before|after\n"
-			"       uring_io server PORT COUNT liburing|raw\n");
+			"       uring_io server PORT COUNT liburing|raw [before|after|fork]\n");
 	return 1;
 }

@@ -10,9 +10,11 @@
 #                                moves to its kernel socket ("failed over: io_uring in this
 #                                process"; the server's side "peer moved to tcp")
 #   client liburing|raw, before  the ring first: the connection stays tcp with that reason
-#   server                       a server that makes its ring first, then listens and accepts
-#                                through it: its port is not advertised, its clients (Python,
-#                                under the library) use tcp ("no listener")
+#   server                       a server that accepts through its ring, made before listen(),
+#                                after it, or in a child after fork(): its port is not (or no
+#                                longer) advertised, its clients (Python, under the library)
+#                                use tcp at once ("no listener")
+#   fail                         io_uring set-ups the kernel refuses: the connection stays ntb
 #   files + NTBSOCK_IO_URING=ignore  a ring for a pipe only, socket I/O through the C library:
 #                                the connection stays ntb; without the variable it moves
 . "$(dirname "$0")/lib.sh"
@@ -74,13 +76,19 @@ pl_assert_log a "ntb (link ab)"
 pl_refute_log a "io_uring set up"
 pl_refute_log a "failed over"
 echo "a ring for files: moved by default, kept ntb with NTBSOCK_IO_URING=ignore: ok"
+# Set-ups the kernel refuses (a program probing for io_uring): nothing changes.
+: >"$PL_TMP/a.log"
+out=$(pl_run a "$U" client 127.0.0.2 $port $BYTES fail after 2>&1) || pl_fail "fail: $out"
+[ "$out" = "ok $BYTES" ] || pl_fail "fail: $out"
+pl_assert_log a "ntb (link ab)"
+pl_refute_log a "io_uring set up"
+pl_refute_log a "failed over"
+echo "a ring the kernel refuses: the connection stays ntb: ok"
 
-# A server that accepts through its ring (the echo server above keeps host B's side of the
-# link up: its clients find the link, and no listener on the ring server's port).
-port=$(pl_port 3)
-: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
-pl_bg b "$U" server $port 3 liburing; srv=$PL_LAST; srv_out=$PL_LAST_OUT
-pl_wait_port 0.0.0.0 $port
+# A server that accepts through its ring: made before listen(), after it (its advertisement
+# withdrawn), and in a child after fork() (the child must not advertise the port again). The
+# echo server above keeps host B's side of the link up: the clients find the link and no
+# listener on the ring server's port.
 cat >"$PL_TMP/cli.py" <<'EOF'
 import socket, sys
 s = socket.create_connection(("127.0.0.2", int(sys.argv[1])))
@@ -96,16 +104,27 @@ while True:
 assert got == data, (len(got), len(data))
 print("ok", len(got))
 EOF
-for i in 1 2 3; do
-	out=$(pl_run a python3 "$PL_TMP/cli.py" $port 2>&1) ||
-		{ cat "$PL_TMP/b.log"; pl_fail "server case, client $i: $out"; }
-	[ "$out" = "ok 200000" ] || pl_fail "server case, client $i: $out"
+k=3
+for when in before after fork; do
+	k=$((k + 1)); port=$(pl_port $k)
+	: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
+	pl_bg b "$U" server $port 3 liburing $when; srv=$PL_LAST; srv_out=$PL_LAST_OUT
+	pl_wait_text "$srv_out" listening
+	for i in 1 2 3; do
+		out=$(pl_run a python3 "$PL_TMP/cli.py" $port 2>&1) ||
+			{ cat "$PL_TMP/b.log"; pl_fail "server $when, client $i: $out"; }
+		[ "$out" = "ok 200000" ] || pl_fail "server $when, client $i: $out"
+	done
+	wait $srv || { cat "$srv_out"; pl_fail "the ring server ($when) failed"; }
+	pl_assert_log b "io_uring set up (liburing)"
+	[ "$(pl_count_log a ": tcp (no listener)")" -eq 3 ] ||
+		{ cat "$PL_TMP/a.log"; pl_fail "the ring server's ($when) clients did not all use tcp at once"; }
+	pl_refute_log a "ntb (link"
+	case $when in
+	fork) what="made after listen(), then fork(), and the child's own";;
+	*) what="made $when listen()";;
+	esac
+	echo "a server accepting through its ring ($what): 3 clients over tcp, byte-exact: ok"
 done
-wait $srv || { cat "$srv_out"; pl_fail "the ring server failed"; }
-pl_assert_log b "io_uring set up (liburing)"
-[ "$(pl_count_log a ": tcp (no listener)")" -eq 3 ] ||
-	{ cat "$PL_TMP/a.log"; pl_fail "the ring server's clients did not all use tcp at once"; }
-pl_refute_log a "ntb (link"
-echo "a server accepting through its ring: 3 clients over tcp, byte-exact: ok"
 kill $E_SRV 2>/dev/null
 echo "io_uring programs: their sockets on kernel TCP, every byte exact: ok"
