@@ -392,6 +392,9 @@ void pl_addr_atfork_child(void);
 void pl_cand_atfork_child(void);
 /* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
 void pl_listener_links(uint16_t port, bool advertise);
+/* PORT withdrawn on every link for the whole host while this process lives (tp_listen_veto()):
+ * a listener it shares with processes that advertise it. */
+void pl_listener_veto(uint16_t port);
 /* pl_pass.c: withdraw listener S's (FD's) advertisement, once (WHY for the log): clients of its
  * port use TCP from now on; its accepts still attach any NTB set-up they find. */
 void pl_listener_withdraw(struct pl_sock *s, int fd, const char *why);

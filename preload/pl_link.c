@@ -335,6 +335,21 @@ void pl_listener_links(uint16_t port, bool advertise)
 	}
 }
 
+void pl_listener_veto(uint16_t port)
+{
+	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		struct tp_link *l = pl_links[listen_slot(i)].tp;
+		if (!l)
+			continue;
+		PL_ENTER();
+		int r = tp_listen_veto(l, port);
+		PL_LEAVE();
+		if (r < 0)
+			LOG(LL_WARN, "port %u: cannot withdraw it on link %s for the host: %s", port,
+			    pl_conf->links[i].name, strerror(-r));
+	}
+}
+
 int pl_links_open_all(void)
 {
 	int n = 0;

@@ -7,8 +7,10 @@
  * that travel over NTB, an accept took an NTB client for a TCP one. The library cannot see what
  * a ring carries, so once the process sets up a ring it stops carrying sockets: open NTB
  * connections move to their kernel sockets as a failover does (no byte lost or duplicated;
- * reason "io_uring in this process"), listeners withdraw their advertisement (new clients use
- * TCP at once), and new connections, made or accepted, stay on TCP with that reason.
+ * reason "io_uring in this process"), listeners withdraw their advertisement for the whole host
+ * while the process lives (a parent that listened and forked it advertises them no more: new
+ * clients use TCP at once), and new connections, made or accepted, stay on TCP with that
+ * reason.
  *
  * A ring is seen where it is made: liburing's io_uring_queue_init*() and io_uring_setup()
  * (Debian's liburing makes the system call itself, not through the C library), and the raw
@@ -86,7 +88,10 @@ static void uring_release_all(void)
 		if (!s)
 			continue;
 		if (s->kind == PL_LISTENER) {
+			/* (and for the host: another process that shares it, a parent that
+			 * listened before it forked us, must not bring NTB clients we may accept) */
 			pl_listener_withdraw(s, fd, PL_URING_WHY);
+			pl_listener_veto(s->port);
 		} else if (s->kind == PL_CONN && s->conn) {
 			int64_t ms = (end - pl_now_ns()) / 1000000;
 			int r = pl_conn_to_kernel_wait(s, fd, PL_URING_WHY, ms > 0 ? (int)ms : 0);

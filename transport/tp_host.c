@@ -488,8 +488,11 @@ void tp_listen_publish(struct tp_link *l, bool force)
 	if (!bits)
 		return;
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
-		if (h->listen[i].count)
+		if (tp_listen_refs(&h->listen[i]))
 			bits[h->listen[i].port / 32u] |= 1u << (h->listen[i].port % 32u);
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) /* (vetoed ports: tp_listen_veto()) */
+		if (h->listen[i].count == TP_LISTEN_VETO)
+			bits[h->listen[i].port / 32u] &= ~(1u << (h->listen[i].port % 32u));
 	for (uint32_t w = 0; w < TP_LISTEN_WORDS; w++) {
 		/* FORCE rewrites every word, zero ones too: a word a faulty link lost or spoilt,
 		 * or one left seeded with an earlier session's epoch, is repaired by the next

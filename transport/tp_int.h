@@ -667,8 +667,15 @@ static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
 struct tp_host_listen {
 	int32_t  pid;
 	uint16_t port;
-	uint16_t count;
+	uint16_t count; /* references, or TP_LISTEN_VETO */
 };
+/* An entry whose count is this vetoes its port for the host while its pid lives
+ * (tp_listen_veto()): not published, Applies for it refused. */
+#define TP_LISTEN_VETO 0x8000u
+static inline bool tp_listen_refs(const struct tp_host_listen *e)
+{
+	return e->count && !(e->count & TP_LISTEN_VETO);
+}
 
 /* Per-link counters of this host (tp_link_stat()): the counters of connections whose slot was
  * freed are added in at tp_slot_free() (under the host lock); failovers by an atomic add

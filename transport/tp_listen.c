@@ -14,7 +14,8 @@ int tp_listen(struct tp_link *l, uint16_t port)
 
 	tp_host_lock(l);
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
-		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
+		if (tp_listen_refs(&h->listen[i]) && h->listen[i].pid == me &&
+		    h->listen[i].port == port) {
 			h->listen[i].count++;
 			/* relaxed: a count for the helper's choice of link to sleep on */
 			atomic_fetch_add_explicit(&l->listening, 1, memory_order_relaxed);
@@ -44,7 +45,8 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 
 	tp_host_lock(l);
 	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
-		if (h->listen[i].count && h->listen[i].pid == me && h->listen[i].port == port) {
+		if (tp_listen_refs(&h->listen[i]) && h->listen[i].pid == me &&
+		    h->listen[i].port == port) {
 			h->listen[i].count--;
 			/* relaxed: as in tp_listen() */
 			atomic_fetch_sub_explicit(&l->listening, 1, memory_order_relaxed);
@@ -53,6 +55,32 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 		}
 	}
 	tp_listen_publish(l, false);
+	tp_host_unlock(l);
+	return rc;
+}
+
+int tp_listen_veto(struct tp_link *l, uint16_t port)
+{
+	struct tp_host *h = l->host;
+	int me = tp_self_pid(), free_i = -1, rc = 0;
+
+	tp_host_lock(l);
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
+		if (h->listen[i].count == TP_LISTEN_VETO && h->listen[i].pid == me &&
+		    h->listen[i].port == port)
+			goto out; /* (ours already) */
+		if (!h->listen[i].count && free_i < 0)
+			free_i = (int)i;
+	}
+	if (free_i < 0) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	h->listen[free_i].pid = me;
+	h->listen[free_i].port = port;
+	h->listen[free_i].count = TP_LISTEN_VETO;
+	tp_listen_publish(l, false);
+out:
 	tp_host_unlock(l);
 	return rc;
 }

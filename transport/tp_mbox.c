@@ -191,12 +191,18 @@ bool tp_mbox_host_listens(struct tp_host *h, uint16_t port)
 {
 	int me = tp_self_pid();
 
+	bool any = false;
+
 	/* (our own listener needs no liveness check: the admission often runs in its process) */
-	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
-		if (h->listen[i].count && h->listen[i].port == port &&
-		    (h->listen[i].pid == me || tp_pid_alive(h->listen[i].pid)))
-			return true;
-	return false;
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
+		if (!h->listen[i].count || h->listen[i].port != port ||
+		    !(h->listen[i].pid == me || tp_pid_alive(h->listen[i].pid)))
+			continue;
+		if (h->listen[i].count == TP_LISTEN_VETO)
+			return false; /* (a process that may accept it cannot serve NTB) */
+		any = true;
+	}
+	return any;
 }
 
 /* Is the geometry a peer announced for its slot inside our outbound window and sane? */

@@ -170,6 +170,10 @@ const char *tp_reason_str(enum tp_reason r);
  * counted per host (pre-forked workers share one); tp_unlisten() drops one reference. */
 int tp_listen(struct tp_link *link, uint16_t port);
 int tp_unlisten(struct tp_link *link, uint16_t port);
+/* Withdraw PORT for the whole host while this process lives, whoever else listens on it (a
+ * process that makes an io_uring may accept from a listener it shares with others: their
+ * advertisement would bring NTB clients it cannot serve). 0, or -ENOSPC. */
+int tp_listen_veto(struct tp_link *link, uint16_t port);
 /* Does the peer host advertise a listener on PORT? */
 bool tp_peer_listens(struct tp_link *link, uint16_t port);
 

@@ -14,7 +14,8 @@
  *       makes the ring, listens on 0.0.0.0:PORT with listen(2), then accepts COUNT connections
  *       one after the other through the ring (IORING_OP_ACCEPT) and echoes each through it
  *       until the client's end of stream. WHEN "after": listens first, then makes the ring;
- *       "fork": listens, makes a ring, forks, and the child makes its own ring and serves.
+ *       "fork": listens, makes a ring, forks, and the child makes its own ring and serves;
+ *       "fork-child": listens and forks without a ring, the child makes one and serves.
  * Prints "ok BYTES" (client) or "served COUNT" (server); exits 2 on corrupt bytes, 1 on
  * errors (with the failing step). */
 #include <arpa/inet.h>
@@ -194,9 +195,9 @@ static int server(int port, int count, const char *how, const char *when)
 	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0)
 		die("listen", errno);
-	if (strcmp(when, "before"))
+	if (!strcmp(when, "after") || !strcmp(when, "fork"))
 		ring_make(how);
-	if (!strcmp(when, "fork")) {
+	if (!strcmp(when, "fork") || !strcmp(when, "fork-child")) {
 		int st;
 		pid_t pid = fork();
 
@@ -207,7 +208,8 @@ static int server(int port, int count, const char *how, const char *when)
 				die("waitpid", errno);
 			return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 		}
-		io_uring_queue_exit(&ring);
+		if (!strcmp(when, "fork"))
+			io_uring_queue_exit(&ring);
 		ring_make(how);
 	}
 	printf("listening\n");
@@ -240,6 +242,6 @@ int main(int argc, char **argv)
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "server"))
 		return server(atoi(argv[2]), atoi(argv[3]), argv[4], argc == 6 ? argv[5] : "before");
 	fprintf(stderr, "usage: uring_io client ADDR PORT BYTES liburing|raw|files before|after\n"
-			"       uring_io server PORT COUNT liburing|raw [before|after|fork]\n");
+			"       uring_io server PORT COUNT liburing|raw [before|after|fork|fork-child]\n");
 	return 1;
 }

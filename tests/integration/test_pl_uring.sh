@@ -11,9 +11,10 @@
 #                                process"; the server's side "peer moved to tcp")
 #   client liburing|raw, before  the ring first: the connection stays tcp with that reason
 #   server                       a server that accepts through its ring, made before listen(),
-#                                after it, or in a child after fork(): its port is not (or no
-#                                longer) advertised, its clients (Python, under the library)
-#                                use tcp at once ("no listener")
+#                                after it, or in a child after fork() (the parent with a ring or
+#                                without): its port is not (or no longer) advertised by anyone
+#                                on the host, its clients (Python, under the library) use tcp at
+#                                once ("no listener")
 #   fail                         io_uring set-ups the kernel refuses: the connection stays ntb
 #   files + NTBSOCK_IO_URING=ignore  a ring for a pipe only, socket I/O through the C library:
 #                                the connection stays ntb; without the variable it moves
@@ -105,7 +106,7 @@ assert got == data, (len(got), len(data))
 print("ok", len(got))
 EOF
 k=3
-for when in before after fork; do
+for when in before after fork fork-child; do
 	k=$((k + 1)); port=$(pl_port $k)
 	: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
 	pl_bg b "$U" server $port 3 liburing $when; srv=$PL_LAST; srv_out=$PL_LAST_OUT
@@ -122,6 +123,7 @@ for when in before after fork; do
 	pl_refute_log a "ntb (link"
 	case $when in
 	fork) what="made after listen(), then fork(), and the child's own";;
+	fork-child) what="listen(), fork(), a ring in the child only: the parent's advertisement withdrawn";;
 	*) what="made $when listen()";;
 	esac
 	echo "a server accepting through its ring ($what): 3 clients over tcp, byte-exact: ok"

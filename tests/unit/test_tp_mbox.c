@@ -324,6 +324,59 @@ static void test_apply_other_version_refused(void **state)
 	tl_unlink(path);
 }
 
+/* tp_listen_veto(): the port leaves the published bitmap and the host's admission while the
+ * vetoing process lives, whoever else listens on it (a process with an io_uring that shares
+ * the listener); this process's own references come and go beside it untouched. */
+static void test_listen_veto(void **state)
+{
+	struct tp_link *a, *b;
+	struct tp_params tpp;
+	char path[128];
+
+	(void)state;
+	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-veto-%d", getpid());
+	tl_unlink(path);
+	tp_params_init(&tpp);
+	tpp.contexts = 4;
+	tpp.connections = 4;
+	assert_int_equal(tl_open(path, 0, 4u << 20, &tpp, &a), 0);
+	assert_int_equal(tl_open(path, 1, 4u << 20, &tpp, &b), 0);
+	assert_int_equal(tp_listen(b, 8080), 0);
+	assert_int_equal(tp_listen(b, 8081), 0);
+	assert_int_equal(tl_wait_listen(a, 8080, 5000), 0);
+	assert_true(tp_mbox_host_listens(b->host, 8080));
+	assert_int_equal(tp_listen_veto(b, 8080), 0);
+	assert_int_equal(tp_listen_veto(b, 8080), 0); /* (once is enough: the same entry) */
+	assert_false(tp_mbox_host_listens(b->host, 8080));
+	assert_true(tp_mbox_host_listens(b->host, 8081));
+	tp_host_lock(b);
+	uint32_t pub = b->host->listen_pub[8080 / 32u], pub1 = b->host->listen_pub[8081 / 32u];
+	int n = 0;
+
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
+		n += b->host->listen[i].count == TP_LISTEN_VETO;
+	tp_host_unlock(b);
+	assert_int_equal(pub & (1u << (8080 % 32u)), 0);
+	assert_int_not_equal(pub1 & (1u << (8081 % 32u)), 0);
+	assert_int_equal(n, 1);
+	/* another listen() and unlisten() of ours beside it: still vetoed, the veto kept */
+	assert_int_equal(tp_listen(b, 8080), 0);
+	assert_false(tp_mbox_host_listens(b->host, 8080));
+	assert_int_equal(tp_unlisten(b, 8080), 0);
+	assert_int_equal(tp_unlisten(b, 8080), 0);
+	assert_int_equal(tp_unlisten(b, 8080), -ENOENT);
+	assert_false(tp_mbox_host_listens(b->host, 8080));
+	tp_host_lock(b);
+	n = 0;
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
+		n += b->host->listen[i].count == TP_LISTEN_VETO;
+	tp_host_unlock(b);
+	assert_int_equal(n, 1);
+	tp_link_close(a);
+	tp_link_close(b);
+	tl_unlink(path);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -335,6 +388,7 @@ int main(void)
 		cmocka_unit_test(test_link_geometry_big),
 		cmocka_unit_test(test_conn_above_4g),
 		cmocka_unit_test(test_apply_other_version_refused),
+		cmocka_unit_test(test_listen_veto),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
