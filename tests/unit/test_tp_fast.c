@@ -15,6 +15,7 @@
 
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
+#include "util/clock.h"
 
 static void pair_open(struct tl_pair *p, const char *name, uint16_t cport)
 {
@@ -405,6 +406,45 @@ static void test_news_detect(void **state)
 	tl_pair_close(&p);
 }
 
+/* A sleeper's arming look (tp_poll_dir() with ARM: poll, select, epoll) notes when the next
+ * quick probe of its unacknowledged bytes is due (tp_arm_due_take(), to end its kernel sleep
+ * then), and a look after that time sends the probe itself: the loss recovery of a poll/epoll
+ * sleeper no longer waits for the helper's millisecond clock. */
+static void test_arm_due(void **state)
+{
+	struct tl_pair p;
+	uint64_t now, due;
+
+	(void)state;
+	pair_open(&p, "fast-armdue", 40012);
+	(void)tp_arm_due_take();
+	tp_poll_dir(p.ca, TP_EV_IN, true);
+	assert_true(tp_arm_due_take() == 0); /* (nothing sent: nothing to probe) */
+	now = clock_mono_ns();
+	send_bytes(p.ca, 100, 40);
+	tp_poll_dir(p.ca, TP_EV_IN, false);
+	assert_true(tp_arm_due_take() == 0); /* (a look that does not arm notes nothing) */
+	tp_poll_dir(p.ca, TP_EV_IN, true);
+	due = tp_arm_due_take();
+	/* (the next probe after the send: TP_QUICK_PROBE_US << quick_n, quick_n 0 unless this
+	 * thread was held up past it and the look sent the first) */
+	assert_true(due > now &&
+		    due == p.ca->quick_ns + ((uint64_t)TP_QUICK_PROBE_US * 1000u << p.ca->quick_n));
+	assert_true(tp_arm_due_take() == 0); /* (taken) */
+	/* past it: the arming look sends the probe and notes the next, later one */
+	uint16_t det = p.ca->detect_seq;
+
+	/* (the first probe 1.2 x TP_QUICK_PROBE_US ago, the next at twice it: still ahead) */
+	now = clock_mono_ns();
+	p.ca->quick_n = 0;
+	p.ca->quick_ns = now - (uint64_t)TP_QUICK_PROBE_US * 1200u;
+	tp_poll_dir(p.ca, TP_EV_IN, true);
+	assert_int_equal((uint16_t)(p.ca->detect_seq - det), 1);
+	due = tp_arm_due_take();
+	assert_true(due > now && due <= now + (uint64_t)TP_QUICK_PROBE_US * 1000u);
+	tl_pair_close(&p);
+}
+
 /* A client's COMMIT is repeated by its timers until the server shows it attached: its first
  * word in the client's slot, written by tp_attach(), ends the repeats at the next timer look,
  * although no byte went either way (the connection then leaves the timers' active list; before,
@@ -436,6 +476,7 @@ int main(void)
 		cmocka_unit_test(test_send_fits),
 		cmocka_unit_test(test_send_fits_peer_lost),
 		cmocka_unit_test(test_news_detect),
+		cmocka_unit_test(test_arm_due),
 		cmocka_unit_test(test_news),
 		cmocka_unit_test(test_commit_repeats_end_at_attach),
 	};
