@@ -870,6 +870,7 @@ struct tp_rec {          /* a validated inbound message, private copy */
 #define TP_RECS 1024u
 #define TP_STALE_MAX 8u /* stale first-lap slots noted per connection (0 expected) */
 #define TP_SPIN_ACTIVE_US 300 /* spin budget of a streaming connection (tp_wait) */
+#define TP_SPIN_LOST_MAX 2u   /* ... not after this many of its waits in a row spun it out */
 
 /* Connections in a failover one pass drives with conns_lock released (tp_link.c); more wait
  * for the next pass. */
@@ -958,6 +959,8 @@ struct tp_conn {
 	uint32_t act_ix;           /* its entry in link->act_idle + 1, 0: none (conns_lock) */
 	uint32_t act_visits;       /* passes that visited it (conns_lock; tests) */
 	_Atomic uint64_t last_wake_ms; /* last tp_wait() that found the connection ready */
+	_Atomic uint8_t spin_lost;     /* tp_wait()s in a row that spun their budget out and slept
+				        * (up to 2) */
 	bool released;
 	/* --- send side (tx_lock) */
 	struct tp_mutex tx_lock;
