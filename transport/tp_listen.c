@@ -7,35 +7,50 @@
 #include "transport/tp_int.h"
 #include "util/log.h"
 
+/* Under the host lock: this process's entry for PORT of kind VETO (a veto, or references), or a
+ * free one made so with COUNT; NULL when the table is full. *RET_NEW: it was free. */
+static struct tp_host_listen *listen_entry(struct tp_host *h, uint16_t port, bool veto,
+					   uint16_t count, bool *ret_new)
+{
+	int me = tp_self_pid();
+	struct tp_host_listen *free_e = NULL;
+
+	*ret_new = false;
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
+		struct tp_host_listen *e = &h->listen[i];
+
+		if (e->count && e->pid == me && e->port == port &&
+		    (veto ? e->count == TP_LISTEN_VETO : tp_listen_refs(e)))
+			return e;
+		if (!e->count && !free_e)
+			free_e = e;
+	}
+	if (free_e) {
+		free_e->pid = me;
+		free_e->port = port;
+		free_e->count = count;
+		*ret_new = true;
+	}
+	return free_e;
+}
+
 int tp_listen(struct tp_link *l, uint16_t port)
 {
-	struct tp_host *h = l->host;
-	int me = tp_self_pid(), free_i = -1, rc = 0;
+	bool fresh;
 
 	tp_host_lock(l);
-	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
-		if (tp_listen_refs(&h->listen[i]) && h->listen[i].pid == me &&
-		    h->listen[i].port == port) {
-			h->listen[i].count++;
-			/* relaxed: a count for the helper's choice of link to sleep on */
-			atomic_fetch_add_explicit(&l->listening, 1, memory_order_relaxed);
-			goto out;
-		}
-		if (!h->listen[i].count && free_i < 0)
-			free_i = (int)i;
+	struct tp_host_listen *e = listen_entry(l->host, port, false, 1, &fresh);
+
+	if (e) {
+		if (!fresh)
+			e->count++;
+		/* relaxed: a count for the helper's choice of link to sleep on */
+		atomic_fetch_add_explicit(&l->listening, 1, memory_order_relaxed);
+		if (fresh)
+			tp_listen_publish(l, false);
 	}
-	if (free_i < 0) {
-		rc = -ENOSPC;
-		goto out;
-	}
-	h->listen[free_i].pid = me;
-	h->listen[free_i].port = port;
-	h->listen[free_i].count = 1;
-	atomic_fetch_add_explicit(&l->listening, 1, memory_order_relaxed); /* (as above) */
-	tp_listen_publish(l, false);
-out:
 	tp_host_unlock(l);
-	return rc;
+	return e ? 0 : -ENOSPC;
 }
 
 int tp_unlisten(struct tp_link *l, uint16_t port)
@@ -61,28 +76,15 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 
 int tp_listen_veto(struct tp_link *l, uint16_t port)
 {
-	struct tp_host *h = l->host;
-	int me = tp_self_pid(), free_i = -1, rc = 0;
+	bool fresh;
 
 	tp_host_lock(l);
-	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++) {
-		if (h->listen[i].count == TP_LISTEN_VETO && h->listen[i].pid == me &&
-		    h->listen[i].port == port)
-			goto out; /* (ours already) */
-		if (!h->listen[i].count && free_i < 0)
-			free_i = (int)i;
-	}
-	if (free_i < 0) {
-		rc = -ENOSPC;
-		goto out;
-	}
-	h->listen[free_i].pid = me;
-	h->listen[free_i].port = port;
-	h->listen[free_i].count = TP_LISTEN_VETO;
-	tp_listen_publish(l, false);
-out:
+	struct tp_host_listen *e = listen_entry(l->host, port, true, TP_LISTEN_VETO, &fresh);
+
+	if (e && fresh)
+		tp_listen_publish(l, false);
 	tp_host_unlock(l);
-	return rc;
+	return e ? 0 : -ENOSPC;
 }
 
 /* A word of the peer's listener bitmap that fails its check was spoilt on the way (a faulty

@@ -268,20 +268,28 @@ static uint32_t apply_raw(struct tp_link *a, uint16_t port, uint32_t version)
 	return (uint32_t)slot;
 }
 
-static void test_apply_other_version_refused(void **state)
+/* Both sides of a small link (4 contexts, 4 connections) named after TAG, at PATH. */
+static void small_links_open(const char *tag, char *path, size_t len, struct tp_link **a,
+			     struct tp_link **b)
 {
-	struct tp_link *a, *b;
 	struct tp_params tpp;
-	char path[128];
 
-	(void)state;
-	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-wirever-%d", getpid());
+	snprintf(path, len, "/dev/shm/ntbsock-test-%s-%d", tag, getpid());
 	tl_unlink(path);
 	tp_params_init(&tpp);
 	tpp.contexts = 4;
 	tpp.connections = 4;
-	assert_int_equal(tl_open(path, 0, 4u << 20, &tpp, &a), 0);
-	assert_int_equal(tl_open(path, 1, 4u << 20, &tpp, &b), 0);
+	assert_int_equal(tl_open(path, 0, 4u << 20, &tpp, a), 0);
+	assert_int_equal(tl_open(path, 1, 4u << 20, &tpp, b), 0);
+}
+
+static void test_apply_other_version_refused(void **state)
+{
+	struct tp_link *a, *b;
+	char path[128];
+
+	(void)state;
+	small_links_open("wirever", path, sizeof(path), &a, &b);
 	assert_int_equal(tp_listen(b, 443), 0);
 	assert_int_equal(tl_wait_listen(a, 443, 5000), 0);
 	for (int i = 0; i < 2000 && !tp_link_is_up(b); i++)
@@ -330,17 +338,10 @@ static void test_apply_other_version_refused(void **state)
 static void test_listen_veto(void **state)
 {
 	struct tp_link *a, *b;
-	struct tp_params tpp;
 	char path[128];
 
 	(void)state;
-	snprintf(path, sizeof(path), "/dev/shm/ntbsock-test-veto-%d", getpid());
-	tl_unlink(path);
-	tp_params_init(&tpp);
-	tpp.contexts = 4;
-	tpp.connections = 4;
-	assert_int_equal(tl_open(path, 0, 4u << 20, &tpp, &a), 0);
-	assert_int_equal(tl_open(path, 1, 4u << 20, &tpp, &b), 0);
+	small_links_open("veto", path, sizeof(path), &a, &b);
 	assert_int_equal(tp_listen(b, 8080), 0);
 	assert_int_equal(tp_listen(b, 8081), 0);
 	assert_int_equal(tl_wait_listen(a, 8080, 5000), 0);
