@@ -320,34 +320,31 @@ void pl_links_refuse(const struct tp_key *key)
 	}
 }
 
-void pl_listener_links(uint16_t port, bool advertise)
+/* FN(link, PORT) on every open link that listens for this process; WHAT names a failure. */
+static void listener_each_link(uint16_t port, int (*fn)(struct tp_link *, uint16_t),
+			       const char *what)
 {
 	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
 		struct tp_link *l = pl_links[listen_slot(i)].tp;
 		if (!l)
 			continue;
 		PL_ENTER();
-		if (advertise)
-			tp_listen(l, port);
-		else
-			tp_unlisten(l, port);
+		int r = fn(l, port);
 		PL_LEAVE();
+		if (r < 0 && what)
+			LOG(LL_WARN, "port %u: cannot %s on link %s: %s", port, what,
+			    pl_conf->links[i].name, strerror(-r));
 	}
+}
+
+void pl_listener_links(uint16_t port, bool advertise)
+{
+	listener_each_link(port, advertise ? tp_listen : tp_unlisten, NULL);
 }
 
 void pl_listener_veto(uint16_t port)
 {
-	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
-		struct tp_link *l = pl_links[listen_slot(i)].tp;
-		if (!l)
-			continue;
-		PL_ENTER();
-		int r = tp_listen_veto(l, port);
-		PL_LEAVE();
-		if (r < 0)
-			LOG(LL_WARN, "port %u: cannot withdraw it on link %s for the host: %s", port,
-			    pl_conf->links[i].name, strerror(-r));
-	}
+	listener_each_link(port, tp_listen_veto, "withdraw it for the host");
 }
 
 int pl_links_open_all(void)
