@@ -110,7 +110,18 @@ for when in before after fork fork-child; do
 	k=$((k + 1)); port=$(pl_port $k)
 	: >"$PL_TMP/a.log"; : >"$PL_TMP/b.log"
 	pl_bg b "$U" server $port 3 liburing $when; srv=$PL_LAST; srv_out=$PL_LAST_OUT
-	pl_wait_text "$srv_out" listening
+	i=0
+	while ! grep -q listening "$srv_out" 2>/dev/null; do
+		i=$((i + 1))
+		if [ $i -gt $((300 * PL_SLOW)) ] || ! kill -0 $srv 2>/dev/null; then
+			echo "--- the ring server ($when), after $((i / 10)) s:"; cat "$srv_out"
+			for c in $(pgrep -P $srv); do
+				ps -L -o pid,tid,stat,wchan:30,args -p $c 2>/dev/null
+			done
+			pl_fail "the ring server ($when) did not start listening"
+		fi
+		sleep 0.1
+	done
 	for i in 1 2 3; do
 		out=$(pl_run a python3 "$PL_TMP/cli.py" $port 2>&1) ||
 			{ cat "$PL_TMP/b.log"; pl_fail "server $when, client $i: $out"; }
