@@ -1053,6 +1053,9 @@ struct tp_conn {
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
+	bool rx_turn;                 /* a read or a wait for input came after a send of ours,
+				       * and no read caught up since (tp_rx_release_turn()) */
+	uint64_t pub_tick;            /* clock_ticks() at the last publication */
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
 	bool rx_news;                 /* FB_WAIT asks for NEWS (tp_rx_news_arm()), for good */
@@ -1686,6 +1689,13 @@ bool tp_tx_flush_held_ready(struct tp_conn *c);
 /* Under rx_lock: the receive side's lazy release, which publishes at once while the sender
  * says it waits (TX_WAIT: for room, or holding a merged message until we consume) */
 void tp_rx_release(struct tp_conn *c);
+/* Under rx_lock, after a read that delivered bytes: as tp_rx_release(), and at once when the
+ * read consumed everything validated and the connection takes turns (c->rx_turn: it sent
+ * since the last read that caught up). */
+void tp_rx_release_turn(struct tp_conn *c);
+/* ... when the last publication is this many clock_ticks() old (25-100 µs, well within
+ * TP_QUICK_PROBE_US): a faster exchange's lazy releases keep the peer's probes away. */
+#define TP_TURN_TICKS 100000u
 int tp_tx_fin(struct tp_conn *c);
 void tp_tx_feedback(struct tp_conn *c);
 /* The helper, on a doorbell: C's last retransmission unconfirmed (its epoch word may have

@@ -490,10 +490,13 @@ ssize_t tp_recv_one(struct tp_conn *c, const struct iovec *iov, int iovcnt, int 
 	/* a read: this connection is not a one-way stream of writes, whose small writes merge
 	 * (tp_tx_merge.c), and what we hold goes out now, the peer may be waiting for it to answer
 	 * (before rx_lock: the tx lock is taken first) */
-	if (atomic_load_explicit(&c->tx_streak, memory_order_relaxed))
+	bool turn = atomic_load_explicit(&c->tx_streak, memory_order_relaxed);
+
+	if (turn)
 		atomic_store_explicit(&c->tx_streak, false, memory_order_relaxed);
 	tp_tx_flush_held(c);
 	tp_mutex_lock(&c->rx_lock);
+	c->rx_turn |= turn; /* (kept by a read that finds nothing: for the read after its wait) */
 	if (recv_refused(c, &rc)) {
 		tp_mutex_unlock(&c->rx_lock);
 		return rc;
@@ -536,7 +539,10 @@ ssize_t tp_recv_one(struct tp_conn *c, const struct iovec *iov, int iovcnt, int 
 	if (!rd.peek)
 		c->rec_off = rd.off;
 	rc = recv_result(c, &rd);
-	tp_rx_release(c);
+	if (rc > 0 && !rd.peek)
+		tp_rx_release_turn(c); /* (a turn of request and answer: at once) */
+	else
+		tp_rx_release(c);
 	if (rc == -EAGAIN)
 		tp_rx_idle(c, false);
 	tp_act_note_rx(c); /* (what it consumed is released lazily: tp_active.c) */

@@ -392,6 +392,10 @@ uint64_t tp_tx_quick_due_ns(struct tp_conn *c, bool *urgent)
 	uint64_t due = 0;
 
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
+		/* (the feedback first: a peer that read our bytes since our last look has most
+		 * likely published that, and a sleeper woke for a probe it then did not send) */
+		if (tx_pending(c))
+			tp_tx_feedback(c);
 		due = quick_due(c);
 		if (due && c->epoch_unconfirmed)
 			*urgent = true;

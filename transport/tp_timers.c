@@ -22,16 +22,10 @@ static void hold_timers(struct tp_conn *c, uint64_t now)
 	}
 }
 
-uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
+/* Queue fill levels for `ntbsock stat`: the cursors are read under their locks (trylock: a
+ * busy side keeps its last value until the next tick; callers may hold a lock). */
+static void show_fill(struct tp_conn *c)
 {
-	uint32_t next;
-
-	/* acquire: pairs with the release store of slot_gone in tp_conn_free_slot() */
-	if (atomic_load_explicit(&c->slot_gone, memory_order_acquire))
-		return 0; /* a shell (moved to another link): its entry is another's now */
-
-	/* queue fill levels for `ntbsock stat`: the cursors are read under their locks (trylock:
-	 * a busy side keeps its last value until the next tick; callers may hold a lock) */
 	if (tp_mutex_trylock(&c->tx_lock) == 0) {
 		TP_STAT_SET(c->st->tx_queue_fill,
 			    (c->tx_d - c->fb_rx_d) + (c->tx_i - c->fb_rx_i) * 128u);
@@ -41,6 +35,12 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 		TP_STAT_SET(c->st->rx_queue_fill, (c->v_d - c->c_d) + (c->v_i - c->c_i) * 128u);
 		tp_mutex_unlock(&c->rx_lock);
 	}
+}
+
+static uint32_t conn_timers(struct tp_conn *c, uint64_t now)
+{
+	uint32_t next;
+
 	/* acquire (error): pairs with the CAS in tp_set_error_at(); (owned): with the release
 	 * store in tp_conn_own(): never for a connection another process drives (our copy of its
 	 * state is stale) */
@@ -74,6 +74,20 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	next = tp_tx_timers(c, now);
 	/* (a gated receiver's re-asks count as quick probes: the helper comes for them too) */
 	return tp_wait_min(next, tp_rx_timers(c));
+}
+
+uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
+{
+	/* acquire: pairs with the release store of slot_gone in tp_conn_free_slot() */
+	if (atomic_load_explicit(&c->slot_gone, memory_order_acquire))
+		return 0; /* a shell (moved to another link): its entry is another's now */
+
+	uint32_t next = conn_timers(c, now);
+
+	/* (after the timers, which read the feedback: before them, the levels shown lagged a pass
+	 * behind, and a connection whose next pass is far, backed off, showed them so for long) */
+	show_fill(c);
+	return next;
 }
 
 uint64_t tp_conn_recovery_due_ns(struct tp_conn *c, bool *ret_urgent)

@@ -118,6 +118,7 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 {
 	unsigned ev = 0;
+	bool turn = false;
 	int err = tp_conn_own(c);
 
 	if (!err)
@@ -131,13 +132,16 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 	if (!(want & TP_EV_OUT)) {
 		/* waiting for input alone: not a one-way stream (tp_tx_merge.c), and what we
 		 * hold goes out (the peer may answer it) */
-		if (atomic_load_explicit(&c->tx_streak, memory_order_relaxed))
+		if (atomic_load_explicit(&c->tx_streak, memory_order_relaxed)) {
 			atomic_store_explicit(&c->tx_streak, false, memory_order_relaxed);
+			turn = true;
+		}
 		tp_tx_flush_held(c);
 	} else if (arm) {
 		tp_tx_flush_held(c); /* the caller may sleep */
 	}
 	tp_mutex_lock(&c->rx_lock);
+	c->rx_turn |= turn; /* (the read after this wait releases at once: tp_rx_release_turn()) */
 	/* (tp_rx_quiet(): nothing published since the last look, nothing to validate) */
 	if (!tp_rx_quiet(c))
 		tp_rx_progress(c, 1);

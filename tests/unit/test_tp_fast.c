@@ -471,6 +471,69 @@ static void test_spin_lost(void **state)
 	tl_pair_close(&p);
 }
 
+/* A read that catches up publishes its release at once when the connection takes turns (it sent
+ * since its last such read: a request answered, an answer read) and its last publication is
+ * TP_TURN_TICKS old, so that the peer's quick probe of what it sent finds it acknowledged
+ * instead of sending a Detect; also when the read that catches up comes after one that found
+ * nothing (a blocking read's first try). A fast exchange (a publication just now) and a
+ * one-way stream's reader keep the lazy release. And a sleeper's look for its next probe reads
+ * the feedback first (tp_tx_quick_due_ns()): no probe is due for bytes the peer acknowledged. */
+static void age_pub(struct tl_pair *p)
+{
+	p->ca->pub_tick -= TP_TURN_TICKS;
+	p->cb->pub_tick -= TP_TURN_TICKS;
+}
+
+static void test_turn_release(void **state)
+{
+	struct tl_pair p;
+	bool urgent = false;
+	uint8_t buf[64];
+	struct iovec v = { buf, sizeof(buf) };
+
+	(void)state;
+	pair_open(&p, "fast-turn", 40014);
+	age_pub(&p);
+	/* B has sent nothing: the lazy release */
+	send_bytes(p.ca, 100, 60);
+	recv_bytes(p.cb, 100, 60);
+	assert_true(p.cb->pub_ack != p.cb->v_msn);
+	assert_true(tp_tx_quick_due_ns(p.ca, &urgent) != 0);
+	/* B answers: its send publishes no release; A reads the answer: its turn */
+	send_bytes(p.cb, 100, 61);
+	assert_true(p.cb->pub_ack != p.cb->v_msn);
+	assert_true(tp_tx_quick_due_ns(p.ca, &urgent) != 0);
+	recv_bytes(p.ca, 100, 61);
+	assert_true(p.ca->pub_ack == p.ca->v_msn);
+	assert_true(tp_tx_quick_due_ns(p.cb, &urgent) == 0); /* B's answer acknowledged */
+	/* A's next request, read first without its answer (EAGAIN), then with it */
+	age_pub(&p);
+	send_bytes(p.ca, 100, 62);
+	assert_int_equal(tp_recv(p.ca, &v, 1, 0), -EAGAIN);
+	recv_bytes(p.cb, 100, 62);
+	assert_true(p.cb->pub_ack == p.cb->v_msn); /* B answered before: its turn */
+	assert_true(tp_tx_quick_due_ns(p.ca, &urgent) == 0);
+	send_bytes(p.cb, 100, 63);
+	recv_bytes(p.ca, 100, 63); /* (the turn noted by the read that found nothing) */
+	assert_true(p.ca->pub_ack == p.ca->v_msn);
+	assert_true(tp_tx_quick_due_ns(p.cb, &urgent) == 0);
+	/* a fast exchange: the publications just made hold the next turns back */
+	send_bytes(p.ca, 100, 64);
+	recv_bytes(p.cb, 100, 64);
+	send_bytes(p.cb, 100, 65);
+	recv_bytes(p.ca, 100, 65);
+	assert_true(p.ca->pub_ack != p.ca->v_msn);
+	assert_true(p.cb->pub_ack != p.cb->v_msn);
+	/* a one-way stream from A: B reads each message, publishes at most at its first */
+	age_pub(&p);
+	for (unsigned i = 0; i < 4; i++) {
+		send_bytes(p.ca, 100, 66 + i);
+		recv_bytes(p.cb, 100, 66 + i);
+	}
+	assert_true(p.cb->v_msn - p.cb->pub_ack >= 3);
+	tl_pair_close(&p);
+}
+
 /* A client's COMMIT is repeated by its timers until the server shows it attached: its first
  * word in the client's slot, written by tp_attach(), ends the repeats at the next timer look,
  * although no byte went either way (the connection then leaves the timers' active list; before,
@@ -504,6 +567,7 @@ int main(void)
 		cmocka_unit_test(test_news_detect),
 		cmocka_unit_test(test_arm_due),
 		cmocka_unit_test(test_spin_lost),
+		cmocka_unit_test(test_turn_release),
 		cmocka_unit_test(test_news),
 		cmocka_unit_test(test_commit_repeats_end_at_attach),
 	};
