@@ -61,16 +61,66 @@ static void waiter_count(struct ntb_link *link, int d)
 	}
 }
 
-int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
+/* One entry of futex_waitv(2) (the kernel's struct futex_waitv, not in every libc's headers). */
+struct db_waitv {
+	uint64_t val;
+	uint64_t uaddr;
+	uint32_t flags;
+	uint32_t reserved;
+};
+#define DB_FUTEX_32       2u   /* FUTEX2_SIZE_U32 */
+#define DB_FUTEX_PRIVATE  128u /* FUTEX2_PRIVATE */
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+
+static _Atomic bool db_waitv_missing; /* the kernel has no futex_waitv (before 5.16) */
+
+/* Sleep on the doorbell and the direct doorbell together for SLICE_US: 0 (moved, woken, or
+ * slice over), -EINTR, or -ENOTSUP (no futex_waitv, or a word the kernel cannot read). */
+static int wait_both(struct ntb_link *link, uint32_t seen, uint32_t seen_direct, long slice_us)
+{
+	struct db_waitv w[2] = {
+		{ .val = seen, .uaddr = (uintptr_t)&link->ctrl_in->doorbell.v, .flags = DB_FUTEX_32 },
+		{ .val = seen_direct, .uaddr = (uintptr_t)&link->ctrl_in->db_direct.v,
+		  .flags = DB_FUTEX_32 },
+	};
+	struct timespec abs;
+
+	clock_gettime(CLOCK_MONOTONIC, &abs);
+	abs.tv_sec += slice_us / 1000000L;
+	abs.tv_nsec += (slice_us % 1000000L) * 1000L;
+	if (abs.tv_nsec >= 1000000000L) {
+		abs.tv_sec++;
+		abs.tv_nsec -= 1000000000L;
+	}
+	/* (as in ntb_db_wait_many(): each word compared and slept on atomically) */
+	if (syscall(SYS_futex_waitv, w, 2, 0, &abs, CLOCK_MONOTONIC) < 0) {
+		if (errno == EINTR)
+			return -EINTR;
+		if (errno == ENOSYS) {
+			atomic_store_explicit(&db_waitv_missing, true, memory_order_relaxed);
+			return -ENOTSUP;
+		}
+		if (errno == EFAULT)
+			return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* ntb_db_wait_us(), and with SEEN_DIRECT the direct doorbell too. */
+static int db_wait(struct ntb_link *link, uint32_t seen, const uint32_t *seen_direct,
+		   long timeout_us)
 {
 	_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
+	_Atomic uint32_t *ddb = &link->ctrl_in->db_direct.v;
 	uint64_t start = clock_mono_ns();
 	int rc;
-
 	if (!link->inspect)
 		waiter_count(link, 1);
 	for (;;) {
-		if (atomic_load_explicit(db, memory_order_seq_cst) != seen) {
+		if (atomic_load_explicit(db, memory_order_seq_cst) != seen ||
+		    (seen_direct && atomic_load_explicit(ddb, memory_order_seq_cst) != *seen_direct)) {
 			rc = 0;
 			break;
 		}
@@ -92,9 +142,15 @@ int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
 		}
 		/* relaxed: written before enable (release) and read after observe_peer()'s
 		 * acquire of enable in the tick above; a stale reading only polls */
-		bool peer_wakes = atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
-				  (NTB_CAP_FUTEX_WAKE | NTB_CAP_EVENT_DB);
-		if (link->ops->db_wait_slice && peer_wakes) {
+		uint32_t caps = atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed);
+		bool peer_wakes = caps & (NTB_CAP_FUTEX_WAKE | NTB_CAP_EVENT_DB);
+		rc = -ENOTSUP;
+		if (seen_direct && (caps & NTB_CAP_FUTEX_WAKE) &&
+		    !atomic_load_explicit(&db_waitv_missing, memory_order_relaxed))
+			rc = wait_both(link, seen, *seen_direct, slice);
+		if (rc != -ENOTSUP) {
+			/* (slept on both) */
+		} else if (link->ops->db_wait_slice && peer_wakes) {
 			rc = link->ops->db_wait_slice(link, db, seen, (int)slice);
 		} else {
 			/* The peer cannot wake us (pci): poll in short slices (1 ms at most). */
@@ -109,20 +165,52 @@ int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
 	return rc;
 }
 
-/* One entry of futex_waitv(2) (the kernel's struct futex_waitv, not in every libc's headers). */
-struct db_waitv {
-	uint64_t val;
-	uint64_t uaddr;
-	uint32_t flags;
-	uint32_t reserved;
-};
-#define DB_FUTEX_32       2u   /* FUTEX2_SIZE_U32 */
-#define DB_FUTEX_PRIVATE  128u /* FUTEX2_PRIVATE */
-#ifndef SYS_futex_waitv
-#define SYS_futex_waitv 449
-#endif
+int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
+{
+	return db_wait(link, seen, NULL, timeout_us);
+}
 
-static _Atomic bool db_waitv_missing; /* the kernel has no futex_waitv (before 5.16) */
+/* --- the direct doorbell (ntb_int.h) ---------------------------------------------------------- */
+
+bool ntb_db_direct_ok(const struct ntb_link *link)
+{
+	/* relaxed: as in db_wait() (a stale reading only has the peer ring the doorbell) */
+	return !link->inspect && (link->caps & NTB_CAP_FUTEX_WAKE) &&
+	       (atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+		NTB_CAP_FUTEX_WAKE) &&
+	       !ntb_db_event_mine(link) &&
+	       !atomic_load_explicit(&db_waitv_missing, memory_order_relaxed);
+}
+
+int ntb_peer_db_ring_direct(struct ntb_link *link)
+{
+	if (link->inspect)
+		return -EPERM;
+	/* (a peer that takes interrupts, or a side whose ring wakes no futex: the doorbell) */
+	if (!(link->caps & NTB_CAP_FUTEX_WAKE) || !link->ops->db_wake ||
+	    ntb_peer_db_target(link))
+		return ntb_peer_db_ring(link);
+	if (ntb_ctrl_cut(link))
+		return 0;
+	uint32_t v = atomic_fetch_add_explicit(&link->local->db_seq, 1, memory_order_relaxed) + 1;
+	/* Release: window writes before the ring; pairs with the acquire in ntb_db_direct_read()
+	 * (and the waiter's seq_cst re-read in db_wait()). */
+	atomic_store_explicit(&link->ctrl_out->db_direct.v, v, memory_order_release);
+	link->ops->db_wake(link, &link->ctrl_out->db_direct.v);
+	return 0;
+}
+
+uint32_t ntb_db_direct_read(const struct ntb_link *link)
+{
+	/* Acquire: pairs with the release store in the peer's ntb_peer_db_ring_direct(). */
+	return atomic_load_explicit(&link->ctrl_in->db_direct.v, memory_order_acquire);
+}
+
+int ntb_db_wait_direct_us(struct ntb_link *link, uint32_t seen, uint32_t seen_direct,
+			  long timeout_us)
+{
+	return db_wait(link, seen, &seen_direct, timeout_us);
+}
 
 int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsigned n,
 		     const _Atomic uint32_t *kick, uint32_t kick_seen, int timeout_ms)

@@ -211,6 +211,18 @@ int ntb_db_wait(struct ntb_link *link, uint32_t seen, int timeout_ms);
  * within the millisecond (a recovery's re-ask, a quick probe) sleeps until then, not longer. */
 int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us);
 
+/* The direct doorbell (ntb_int.h): may this process sleep on it (the peer wakes futexes, our
+ * doorbells are no interrupts, futex_waitv works)? */
+bool ntb_db_direct_ok(const struct ntb_link *link);
+/* Ring the peer's direct doorbell (its doorbell where the peer takes interrupts or this side
+ * wakes no futexes). */
+int ntb_peer_db_ring_direct(struct ntb_link *link);
+/* Current value of our inbound direct doorbell. */
+uint32_t ntb_db_direct_read(const struct ntb_link *link);
+/* As ntb_db_wait_us(), woken also when the direct doorbell differs from SEEN_DIRECT. */
+int ntb_db_wait_direct_us(struct ntb_link *link, uint32_t seen, uint32_t seen_direct,
+			  long timeout_us);
+
 /* Sleep until one of N links' doorbells differs from its SEEN[i], or *KICK (when not NULL: a
  * futex word private to this process, bumped and woken by another of its threads) differs from
  * KICK_SEEN, or TIMEOUT_MS passes (-1: no limit), for at most half a heartbeat of each link

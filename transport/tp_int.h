@@ -242,6 +242,10 @@ static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
  * The NEWS words of all slots are one array, which a set reads in few cache lines. */
 #define TP_FBW_RING       1u
 #define TP_FBW_NEWS       2u
+/* A thread sleeps in tp_wait() for this connection's data on both doorbells: ring the direct one
+ * (ntb_peer_db_ring_direct(): the helper thread, on the doorbell alone, is not woken) unless
+ * TP_FBW_RING asks for the doorbell too. A sender that predates it rings the doorbell. */
+#define TP_FBW_DIRECT     4u
 /* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
  * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
  * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
@@ -1058,6 +1062,7 @@ struct tp_conn {
 	uint64_t pub_tick;            /* clock_ticks() at the last publication */
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
+	bool rx_wait_direct;          /* FB_WAIT asks for TP_FBW_DIRECT (tp_set_wait_direct()) */
 	bool rx_news;                 /* FB_WAIT asks for NEWS (tp_rx_news_arm()), for good */
 	/* A release published while the sender held a merged message (TX_WAIT HELD alone) owes
 	 * it a ring once we wait for data or find none for a while (tp_rx_idle()); owe_vi/vd:
@@ -1922,6 +1927,11 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);
 /* tp_set_wait_flag()'s store, flush and fence, whether or not the flag changed (FB_WAIT: with
  * TP_FBW_NEWS while c->rx_news). */
 void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on);
+/* Under rx_lock: FB_WAIT's TP_FBW_DIRECT on or off (written when it changes, as
+ * tp_set_wait_flag()). */
+void tp_set_wait_direct(struct tp_conn *c, bool on);
+/* Under rx_lock: neither ring asked for any more (TP_FBW_RING, TP_FBW_DIRECT; NEWS stays). */
+void tp_rx_wait_clear(struct tp_conn *c);
 /* TX_WAIT's TP_TXW_* bits (under tx_lock; written when they change). */
 void tp_set_tx_wait(struct tp_conn *c, uint32_t bits);
 /* Under rx_lock, at a look that found nothing to read (SLEEP: the caller may sleep now): the

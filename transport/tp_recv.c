@@ -459,8 +459,7 @@ static ssize_t recv_result(struct tp_conn *c, const struct rx_read *rd)
 		if (!rd->peek)
 			TP_STAT_ADD(c->st->rx_bytes, rd->got);
 		/* reading without polling: the peer need not ring for us any more */
-		if (c->rx_wait_set)
-			tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
+		tp_rx_wait_clear(c);
 		return (ssize_t)rd->got;
 	}
 	if (c->eof)

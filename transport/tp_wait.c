@@ -27,11 +27,29 @@ void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on)
 
 	if (word == TP_W_FB_WAIT && c->rx_news)
 		v |= TP_FBW_NEWS; /* (kept while the ring request comes and goes) */
+	if (word == TP_W_FB_WAIT && c->rx_wait_direct)
+		v |= TP_FBW_DIRECT;
 	tp_out_word(c->link, c->out.slot_off + word, c->nonce_out, v);
 	ntb_wc_flush(c->link->ntb);
 	/* the flag store before our re-check of the rings: Dekker pair with the fence in
 	 * wake_peer() on the peer */
 	atomic_thread_fence(memory_order_seq_cst);
+}
+
+void tp_set_wait_direct(struct tp_conn *c, bool on)
+{
+	if (c->rx_wait_direct == on)
+		return;
+	c->rx_wait_direct = on;
+	tp_fb_wait_write(c, TP_W_FB_WAIT, c->rx_wait_set);
+}
+
+void tp_rx_wait_clear(struct tp_conn *c)
+{
+	if (!c->rx_wait_set && !c->rx_wait_direct)
+		return;
+	c->rx_wait_set = c->rx_wait_direct = false;
+	tp_fb_wait_write(c, TP_W_FB_WAIT, false);
 }
 
 void tp_set_tx_wait(struct tp_conn *c, uint32_t bits)
@@ -99,23 +117,32 @@ static void arm_quick_probe(struct tp_conn *c)
 /* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
  * feedback words; TP_EV_IN: the receive side, which is always checked as it also yields
  * RDHUP/HUP); ARM asks the peer to ring for what WANT lacks. */
-static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want);
+static unsigned poll_bits_now(struct tp_conn *c, bool arm, bool direct, unsigned want);
 
 /* poll_bits_now(), with no room reported while the rest of a moved connection's tail is still
  * going out (pushed on here too). */
-static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
+static unsigned poll_bits_dir(struct tp_conn *c, bool arm, bool direct, unsigned want)
 {
 	if (likely(!atomic_load_explicit(&c->pre_on, memory_order_relaxed)))
-		return poll_bits_now(c, arm, want);
+		return poll_bits_now(c, arm, direct, want);
 	tp_prefix_flush(c);
 	/* relaxed: tp_prefix_flush() just looked under the prefix lock; a stale yes only hides
 	 * the room until the next poll */
 	if (!atomic_load_explicit(&c->pre_on, memory_order_relaxed))
-		return poll_bits_now(c, arm, want);
-	return poll_bits_now(c, arm, want & ~TP_EV_OUT) & ~TP_EV_OUT;
+		return poll_bits_now(c, arm, direct, want);
+	return poll_bits_now(c, arm, direct, want & ~TP_EV_OUT) & ~TP_EV_OUT;
 }
 
-static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
+static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
+{
+	return poll_bits_dir(c, arm, false, want);
+}
+
+/* ARM: the caller may sleep, ask the peer to ring for what WANT lacks; DIRECT: it sleeps in
+ * tp_wait_one() on both doorbells, and asks for data on the direct one (TP_FBW_DIRECT) unless
+ * another waiter of this connection asked for the doorbell (poll, epoll: their wake-ups go
+ * through the helper). */
+static unsigned poll_bits_now(struct tp_conn *c, bool arm, bool direct, unsigned want)
 {
 	unsigned ev = 0;
 	bool turn = false;
@@ -152,13 +179,16 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, unsigned want)
 		tp_rx_idle(c, arm);
 	if (arm && (want & TP_EV_IN) && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
-		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+		if (direct && !c->rx_wait_set)
+			tp_set_wait_direct(c, true);
+		else
+			tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
 		if (!tp_rx_quiet(c)) /* (fresh loads of the ring words: the Dekker re-check) */
 			tp_rx_progress(c, 1);
 	}
 	if (c->rec_head != c->rec_tail || c->eof) {
 		ev |= TP_EV_IN;
-		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, false);
+		tp_rx_wait_clear(c);
 	}
 	if (tp_rx_fin_seen(c))
 		ev |= TP_EV_RDHUP;
@@ -410,8 +440,14 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 
 	if (lost < TP_SPIN_LOST_MAX)
 		atomic_store_explicit(&c->spin_lost, (uint8_t)(lost + 1), memory_order_relaxed);
+	/* reading alone: asleep on both doorbells, the data's ring on the direct one (the helper
+	 * thread, on the doorbell, stays asleep for it) */
+	bool direct = (events & (TP_EV_IN | TP_EV_OUT)) == TP_EV_IN &&
+		      ntb_db_direct_ok(c->link->ntb);
+
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);
+		uint32_t seen_d = direct ? ntb_db_direct_read(c->link->ntb) : 0;
 		uint64_t now = tp_now_ms();
 		/* (a failover, or a moved connection's tail going out first: short slices;
 		 * relaxed: pre_on picks a slice length, a hint) */
@@ -421,7 +457,7 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 		uint64_t due;
 		int rc;
 
-		ev = poll_bits(c, true, events);
+		ev = poll_bits_dir(c, true, direct, events);
 		if (ev & events) {
 			/* (soon enough that a long spin would have seen it) */
 			if (clock_mono_ns() - t0 < (uint64_t)TP_SPIN_ACTIVE_US * 1000u)
@@ -450,7 +486,8 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 			if ((uint64_t)slice > (start + (uint64_t)timeout_ms - now) * 1000u)
 				slice = (long)((start + (uint64_t)timeout_ms - now) * 1000u);
 		}
-		rc = ntb_db_wait_us(c->link->ntb, seen, slice);
+		rc = direct ? ntb_db_wait_direct_us(c->link->ntb, seen, seen_d, slice) :
+			      ntb_db_wait_us(c->link->ntb, seen, slice);
 		if (rc == -EINTR)
 			return -EINTR;
 		if (rc == -ENOLINK || rc == -EINVAL)

@@ -222,10 +222,15 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 				      c->msn_next, c->msn_next);
 			ntb_wc_flush(c->link->ntb);
 		}
-		if (!(v & TP_FBW_RING))
+		if (!(v & (TP_FBW_RING | TP_FBW_DIRECT)))
 			return;
 	}
-	ntb_peer_db_ring(c->link->ntb);
+	/* a reader asleep in tp_wait() alone: its direct doorbell, not the one its helper
+	 * sleeps on too (ntb_int.h) */
+	if (flag_word == TP_W_FB_WAIT && (v & (TP_FBW_RING | TP_FBW_DIRECT)) == TP_FBW_DIRECT)
+		ntb_peer_db_ring_direct(c->link->ntb);
+	else
+		ntb_peer_db_ring(c->link->ntb);
 }
 
 /* --- queues -------------------------------------------------------------------------------- */

@@ -892,6 +892,71 @@ static void open_slow_pair(const char *path2, struct ntb_link **ret_a, struct nt
 	assert_true(both_up(*ret_a, *ret_b));
 }
 
+static void *ring_direct_later(void *arg)
+{
+	struct ringer *r = arg;
+
+	sleep_ms(r->delay_ms);
+	ntb_peer_db_ring_direct(r->l);
+	return NULL;
+}
+
+/* The direct doorbell: a ring of it wakes a sleeper on both doorbells (ntb_db_wait_direct_us())
+ * and leaves the doorbell, on which the helper thread sleeps alone, unrung: a sleeper there
+ * sleeps its whole slice. A ring of the doorbell wakes the sleeper on both. Each wait below
+ * would last 20 s if nothing woke it. */
+static void test_doorbell_direct(void **state)
+{
+	(void)state;
+	char p2[sizeof(path) + 4];
+	struct ntb_link *a, *b;
+
+	snprintf(p2, sizeof(p2), "%s-d", path);
+	open_slow_pair(p2, &a, &b);
+	assert_true(ntb_db_direct_ok(b));
+	uint32_t seen = ntb_db_read(b), seen_d = ntb_db_direct_read(b);
+
+	/* rung before: at once; the doorbell unchanged */
+	assert_int_equal(ntb_peer_db_ring_direct(a), 0);
+	assert_int_not_equal(ntb_db_direct_read(b), seen_d);
+	assert_int_equal(ntb_db_read(b), seen);
+	assert_int_equal(ntb_db_wait_direct_us(b, seen, seen_d, 60000000L), 0);
+	seen_d = ntb_db_direct_read(b);
+
+	/* from another thread: wakes the sleeper on both, not one on the doorbell */
+	pthread_t th;
+	struct ringer r = { a, 50 };
+	uint64_t t0 = clock_mono_ns();
+
+	pthread_create(&th, NULL, ring_direct_later, &r);
+	assert_int_equal(ntb_db_wait_direct_us(b, seen, seen_d, 60000000L), 0);
+	assert_true(clock_mono_ns() - t0 < 10000000000ull);
+	pthread_join(th, NULL);
+	assert_int_not_equal(ntb_db_direct_read(b), seen_d);
+	seen_d = ntb_db_direct_read(b);
+	r.delay_ms = 20;
+	pthread_create(&th, NULL, ring_direct_later, &r);
+	t0 = clock_mono_ns();
+	assert_int_equal(ntb_db_wait_us(b, seen, 300000L), -ETIMEDOUT);
+	assert_true(clock_mono_ns() - t0 >= 300000000ull);
+	pthread_join(th, NULL);
+	assert_int_equal(ntb_db_read(b), seen);
+	seen_d = ntb_db_direct_read(b);
+
+	/* the doorbell wakes the sleeper on both */
+	r.delay_ms = 50;
+	pthread_create(&th, NULL, ring_later, &r);
+	t0 = clock_mono_ns();
+	assert_int_equal(ntb_db_wait_direct_us(b, seen, seen_d, 60000000L), 0);
+	assert_true(clock_mono_ns() - t0 < 10000000000ull);
+	pthread_join(th, NULL);
+	assert_int_not_equal(ntb_db_read(b), seen);
+	assert_int_equal(atomic_load(&b->local->db_waiters), 0);
+	ntb_link_close(a);
+	ntb_link_close(b);
+	unlink(p2);
+}
+
 /* One sleeper on two links' doorbells and a kick word: a ring on the second link (which
  * ntb_db_wait() on the first would not see) or the kick wakes it. Each wait below would last
  * 20 s if nothing woke it; a wake-up is asserted within 10 s. */
@@ -1249,6 +1314,7 @@ int main(void)
 		T(test_windows),        T(test_spads),
 		T(test_doorbells),
 		T(test_doorbells_many),
+		T(test_doorbell_direct),
 		T(test_inspect),        T(test_bad_files),
 		T(test_foreign_owner),    T(test_exec_image_reaped), T(test_exec_image_session),    T(test_zero_file),      T(test_check_mapping),
 		T(test_backend_ops_dispatch),

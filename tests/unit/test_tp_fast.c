@@ -7,6 +7,7 @@
  * false answer asks the receiver to ring, and the receiver's release then makes it true.
  * tp_writable_hint(): true only while the cached credits show room for the size, false for
  * sizes it does not judge, a busy lock, shutdown. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -534,6 +535,59 @@ static void test_turn_release(void **state)
 	tl_pair_close(&p);
 }
 
+struct waiter {
+	struct tp_conn *c;
+	int rc;
+};
+
+static void *wait_in(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = tp_wait(w->c, TP_EV_IN | TP_EV_ERR | TP_EV_HUP, 10000);
+	return NULL;
+}
+
+/* A thread asleep in tp_wait() for input asks for the direct doorbell (FB_WAIT's
+ * TP_FBW_DIRECT), and the sender's message rings that one, not the doorbell the helper thread
+ * sleeps on; the reader wakes with the bytes and takes the request back. A look that arms for
+ * a poll or epoll sleeper (tp_poll_dir()) asks for the doorbell (TP_FBW_RING). */
+static void test_direct_wake(void **state)
+{
+	struct tl_pair p;
+	struct waiter w;
+	pthread_t t;
+	uint32_t v = 0;
+
+	(void)state;
+	pair_open(&p, "fast-direct", 40015);
+	assert_true(ntb_db_direct_ok(p.cb->link->ntb));
+	w.c = p.cb;
+	assert_int_equal(pthread_create(&t, NULL, wait_in, &w), 0);
+	for (int i = 0; i < 5000; i++) {
+		if (tp_slot_word(p.ca, TP_W_FB_WAIT, &v) && (v & TP_FBW_DIRECT))
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING), TP_FBW_DIRECT);
+	usleep(20000); /* (asleep by now: its spin is 300 µs at most) */
+	uint32_t db = ntb_db_read(p.cb->link->ntb), dd = ntb_db_direct_read(p.cb->link->ntb);
+
+	send_bytes(p.ca, 100, 70);
+	pthread_join(t, NULL);
+	assert_int_equal(w.rc & TP_EV_IN, TP_EV_IN);
+	assert_int_not_equal(ntb_db_direct_read(p.cb->link->ntb), dd);
+	assert_int_equal(ntb_db_read(p.cb->link->ntb), db);
+	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v));
+	assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING), 0);
+	recv_bytes(p.cb, 100, 70);
+	/* a poll's arming look: the doorbell */
+	assert_int_equal(tp_poll_dir(p.cb, TP_EV_IN, true) & TP_EV_IN, 0);
+	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v));
+	assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING), TP_FBW_RING);
+	tl_pair_close(&p);
+}
+
 /* A client's COMMIT is repeated by its timers until the server shows it attached: its first
  * word in the client's slot, written by tp_attach(), ends the repeats at the next timer look,
  * although no byte went either way (the connection then leaves the timers' active list; before,
@@ -568,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_arm_due),
 		cmocka_unit_test(test_spin_lost),
 		cmocka_unit_test(test_turn_release),
+		cmocka_unit_test(test_direct_wake),
 		cmocka_unit_test(test_news),
 		cmocka_unit_test(test_commit_repeats_end_at_attach),
 	};
