@@ -564,6 +564,15 @@ static void helper_sleep(const struct helper_round *r)
 		usleep(first ? (useconds_t)r->slice * 1000u : 100000u);
 }
 
+/* Under tp_links_lock: has a link's doorbell rung since the last service (nothing changed)? */
+static bool helper_rung(void)
+{
+	for (struct tp_link *l = tp_links; l; l = l->next_link)
+		if (ntb_db_read(l->ntb) != l->db_seen)
+			return true;
+	return false;
+}
+
 /* Under tp_links_lock: serve every link at NOW after a sleep (doorbells read, link_service()); true
  * when one rang. */
 static bool helper_service(uint64_t now)
@@ -647,10 +656,18 @@ static void *helper_main(void *arg)
 
 		pthread_mutex_lock(&tp_links_lock);
 		g_helper_waiting = false;
+		/* A doorbell: the event first, then the pass. What a poll or epoll sleeper wakes for
+		 * is news in the slots, which it reads itself; what a pass changes for it signals
+		 * on its own (tp_event_signal()). After the pass, the sleeper woke only when it was
+		 * done: an epoll server's request waited for every link's pass. */
+		bool early = helper_rung();
+
+		if (early)
+			event_write(); /* (doorbells: news for epoll sets is in the slots) */
 		signal = helper_service(now);
 		pthread_mutex_unlock(&tp_links_lock);
-		if (signal)
-			event_write(); /* (doorbells: news for epoll sets is in the slots) */
+		if (signal && !early)
+			event_write();
 		tp_finwait_service();
 	}
 	return NULL;
