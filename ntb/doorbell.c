@@ -98,12 +98,14 @@ static int wait_both(struct ntb_link *link, uint32_t seen, uint32_t seen_direct,
 	if (syscall(SYS_futex_waitv, w, 2, 0, &abs, CLOCK_MONOTONIC) < 0) {
 		if (errno == EINTR)
 			return -EINTR;
-		if (errno == ENOSYS) {
+		if (errno == EFAULT)
+			return -ENOTSUP; /* (a mapping gone bad, as in ntb_db_wait_many()) */
+		if (errno != EAGAIN && errno != ETIMEDOUT) {
+			/* ENOSYS (before 5.16), EPERM (a seccomp filter), EINVAL: never again in
+			 * this process (returned as a wake-up, the caller would spin) */
 			atomic_store_explicit(&db_waitv_missing, true, memory_order_relaxed);
 			return -ENOTSUP;
 		}
-		if (errno == EFAULT)
-			return -ENOTSUP;
 	}
 	return 0;
 }
@@ -150,6 +152,11 @@ static int db_wait(struct ntb_link *link, uint32_t seen, const uint32_t *seen_di
 			rc = wait_both(link, seen, *seen_direct, slice);
 		if (rc != -ENOTSUP) {
 			/* (slept on both) */
+		} else if (seen_direct) {
+			/* the peer may ring the direct doorbell, which one futex wait would not
+			 * see: polled (1 ms at most), until the caller asks for the doorbell */
+			struct timespec ts = { 0, (slice < 1000 ? slice : 1000) * 1000L };
+			rc = nanosleep(&ts, NULL) && errno == EINTR ? -EINTR : 0;
 		} else if (link->ops->db_wait_slice && peer_wakes) {
 			rc = link->ops->db_wait_slice(link, db, seen, (int)slice);
 		} else {
@@ -175,9 +182,11 @@ int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
 bool ntb_db_direct_ok(const struct ntb_link *link)
 {
 	/* relaxed: as in db_wait() (a stale reading only has the peer ring the doorbell) */
+	const uint32_t both = NTB_CAP_FUTEX_WAKE | NTB_CAP_DB_DIRECT;
+
 	return !link->inspect && (link->caps & NTB_CAP_FUTEX_WAKE) &&
-	       (atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
-		NTB_CAP_FUTEX_WAKE) &&
+	       (atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) & both) ==
+		       both &&
 	       !ntb_db_event_mine(link) &&
 	       !atomic_load_explicit(&db_waitv_missing, memory_order_relaxed);
 }
@@ -276,7 +285,9 @@ int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsign
 	if (syscall(SYS_futex_waitv, w, i, 0, &abs, CLOCK_MONOTONIC) < 0) {
 		if (errno == EINTR)
 			rc = -EINTR;
-		else if (errno == ENOSYS) {
+		else if (errno != EAGAIN && errno != ETIMEDOUT && errno != EFAULT) {
+			/* ENOSYS (before 5.16), EPERM (a seccomp filter), EINVAL: as 0, the
+			 * helper would spin */
 			atomic_store_explicit(&db_waitv_missing, true, memory_order_relaxed);
 			rc = -ENOTSUP;
 		} else if (errno == EFAULT) {

@@ -92,7 +92,9 @@
  *   helper beside the reader, which on two CPUs then queued behind it (request/answer p50 50
  *   against 20 µs without). Only between shm writers that wake futexes, for a waiter that does
  *   not take interrupt doorbells (ntb_db_direct_ok()); elsewhere ntb_peer_db_ring_direct()
- *   rings the doorbell.
+ *   rings the doorbell. A writer advertises NTB_CAP_DB_DIRECT when its side rings the direct
+ *   doorbell on request: a peer that predates it ignores the request, and with a connection's
+ *   news word asked for as well it would ring nothing (its rule: news alone needs no ring).
  *
  * SIGBUS: a shm file truncated by someone else makes accesses beyond its end fault. Callers
  *   that want to be defensive call ntb_link_check_mapping() (fstat size, and whether the path
@@ -126,6 +128,7 @@
 /* ctrl.caps bits (written by the writer of the page, describe the writer) */
 #define NTB_CAP_FUTEX_WAKE  0x1u /* the writer issues FUTEX_WAKE after a doorbell store */
 #define NTB_CAP_EVENT_DB    0x2u /* the writer rings ivshmem doorbells and takes them at db_id */
+#define NTB_CAP_DB_DIRECT   0x4u /* the writer's side rings the direct doorbell when asked */
 
 /* Region header, offset 0. Written once by the initialiser (magic last, release), then never. */
 struct ntb_region_hdr {

@@ -817,6 +817,7 @@ struct tp_link {
 	uint64_t last_short_reclaim_ms; /* tp_host_reclaim_if_short() (under the host lock) */
 	bool mbox_missed;          /* the helper found the host lock taken: retry soon (tp_link.c) */
 	uint32_t db_seen;
+	uint32_t db_early;   /* the doorbell as the helper's early look read it (tp_link.c) */
 	int refs;
 	atomic_bool up;             /* up, or down for less than down_grace_ms (helper's view) */
 	/* its connections are lost: down past the grace, or only silent (stale heartbeat, see

@@ -564,11 +564,26 @@ static void helper_sleep(const struct helper_round *r)
 		usleep(first ? (useconds_t)r->slice * 1000u : 100000u);
 }
 
-/* Under tp_links_lock: has a link's doorbell rung since the last service (nothing changed)? */
+/* Under tp_links_lock: has a link's doorbell rung since the last service? Notes each value read
+ * (db_early) for helper_rung_since(). */
 static bool helper_rung(void)
 {
+	bool rung = false;
+
+	for (struct tp_link *l = tp_links; l; l = l->next_link) {
+		l->db_early = ntb_db_read(l->ntb);
+		rung |= l->db_early != l->db_seen;
+	}
+	return rung;
+}
+
+/* Under tp_links_lock, after helper_service(): did a doorbell ring after helper_rung() read it
+ * (the service took that ring as seen: its sleeper, woken by the early event and asleep again,
+ * needs another)? */
+static bool helper_rung_since(void)
+{
 	for (struct tp_link *l = tp_links; l; l = l->next_link)
-		if (ntb_db_read(l->ntb) != l->db_seen)
+		if (l->db_seen != l->db_early)
 			return true;
 	return false;
 }
@@ -665,8 +680,10 @@ static void *helper_main(void *arg)
 		if (early)
 			event_write(); /* (doorbells: news for epoll sets is in the slots) */
 		signal = helper_service(now);
+		if (early)
+			signal = helper_rung_since();
 		pthread_mutex_unlock(&tp_links_lock);
-		if (signal && !early)
+		if (signal)
 			event_write();
 		tp_finwait_service();
 	}

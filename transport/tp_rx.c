@@ -558,7 +558,9 @@ void tp_rx_release_turn(struct tp_conn *c)
 {
 	if (c->rx_turn && c->rec_head == c->rec_tail) {
 		c->rx_turn = false;
-		if (fb_pending(c) && clock_ticks() - c->pub_tick >= TP_TURN_TICKS) {
+		/* (signed: a stamp another CPU's counter made a little ahead is recent) */
+		if (fb_pending(c) &&
+		    (int64_t)(clock_ticks() - c->pub_tick) >= (int64_t)TP_TURN_TICKS) {
 			fb_publish(c);
 			return;
 		}

@@ -85,8 +85,11 @@ uint32_t tp_conn_timers(struct tp_conn *c, uint64_t now)
 	uint32_t next = conn_timers(c, now);
 
 	/* (after the timers, which read the feedback: before them, the levels shown lagged a pass
-	 * behind, and a connection whose next pass is far, backed off, showed them so for long) */
-	show_fill(c);
+	 * behind, and a connection whose next pass is far, backed off, showed them so for long;
+	 * not when the timers finished a move: its entry, and the statistics in it, may be
+	 * another connection's now) */
+	if (!atomic_load_explicit(&c->slot_gone, memory_order_acquire))
+		show_fill(c);
 	return next;
 }
 

@@ -198,7 +198,9 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, bool direct, unsigned
 	tp_mutex_unlock(&c->rx_lock);
 	if (!(want & TP_EV_OUT)) {
 		/* waiting to read: leave the send side (and its feedback words) alone, but for a
-		 * Retry of what we sent (one load while none came) */
+		 * Retry of what we sent (one load while none came), and, before a sleep, the
+		 * feedback a probe of our unacknowledged bytes is timed by (arm_quick_probe():
+		 * tp_tx_quick_due_ns()) */
 		tp_tx_retry_check(c);
 		tp_tx_epoch_again(c); /* (a re-ask of a Retry answered) */
 		if (arm)
