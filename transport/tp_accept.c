@@ -107,7 +107,6 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	 * connection that carried nothing yet on its timers' active list for setup_timeout_ms. */
 	tp_mutex_lock(&c->rx_lock);
 	tp_fb_wait_write(c, TP_W_FB_WAIT, c->rx_wait_set);
-	tp_rx_ring_republish(c); /* (our grant, at once: as tp_connect.c) */
 	tp_mutex_unlock(&c->rx_lock);
 	*ret_conn = c;
 	return 0;

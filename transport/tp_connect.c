@@ -340,12 +340,6 @@ static int connect_reserve(struct tp_link *l, const struct tp_key *key, int time
 	/* (the Claim's ring request: answered at once or never; none when the offer carried
 	 * a ring) */
 	c->rq_claim = claimed && !s.e->peer_ring;
-	/* our grant of a ring of our pool, at once: else its first write came with the first
-	 * republication of our feedback, and a peer's connection already idle came back for it
-	 * (its scans watch the word) */
-	tp_mutex_lock(&c->rx_lock);
-	tp_rx_ring_republish(c);
-	tp_mutex_unlock(&c->rx_lock);
 	tp_conn_register(c);
 	*ret_conn = c;
 	*ret_reason = TP_REASON_NONE;
