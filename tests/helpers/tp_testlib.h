@@ -212,9 +212,14 @@ static inline int tl_send_all(struct tp_conn *c, const void *buf, size_t len)
 }
 
 /* Receive into BUF up to LEN bytes (at least 1, blocking): count, 0 at EOF, or -errno. */
+/* (a wait that keeps reporting readiness the read then refuses is a busy loop in a program's
+ * blocking recv(): after a million such rounds and the timeout passed, the test fails with
+ * what the wait reported instead of spinning for ever) */
 static inline ssize_t tl_recv_some(struct tp_conn *c, void *buf, size_t len, int timeout_ms)
 {
-	for (;;) {
+	uint64_t t0 = tl_now_ms();
+
+	for (unsigned long rounds = 0;; rounds++) {
 		struct iovec v = { buf, len };
 		ssize_t n = tp_recv(c, &v, 1, 0);
 
@@ -226,6 +231,13 @@ static inline ssize_t tl_recv_some(struct tp_conn *c, void *buf, size_t len, int
 			return -ETIMEDOUT;
 		if (r < 0)
 			return r;
+		if (rounds >= 1000000 && timeout_ms >= 0 &&
+		    tl_now_ms() - t0 > (uint64_t)timeout_ms + 1000u) {
+			fprintf(stderr, "tl_recv_some: tp_wait() reported 0x%x %lu times, tp_recv() "
+				"said EAGAIN each time (error %d)\n", (unsigned)r, rounds,
+				tp_conn_error(c));
+			abort();
+		}
 	}
 }
 
