@@ -226,6 +226,7 @@ void ntb_link_close(struct ntb_link *link)
 	ntb_fault_destroy(link->fault);
 	link->ops->close(link);
 	ntb_speed_destroy(link->speed);
+	ntb_ev_cache_free(atomic_load_explicit(&link->evc, memory_order_relaxed));
 	free(link);
 }
 

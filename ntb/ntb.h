@@ -235,6 +235,17 @@ int ntb_db_wait_direct_us(struct ntb_link *link, uint32_t seen, uint32_t seen_di
 int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsigned n,
 		     const _Atomic uint32_t *kick, uint32_t kick_seen, int timeout_ms);
 
+/* The event doorbell (ntb_int.h): publish EFD, this process's eventfd that its poll and epoll
+ * sleepers wait on, so that the peer's ringers (on this host, shm) may write it directly. The
+ * claim slot's index (what the peer is told to ring), or -ENOTSUP (not shm, no claim, no
+ * eventfd-id in /proc/self/fdinfo), -EBADF. */
+int ntb_event_publish(struct ntb_link *link, int efd);
+/* Does the peer's side write published eventfds (NTB_CAP_EV_RING)? */
+bool ntb_event_peer_rings(const struct ntb_link *link);
+/* Write the eventfd that the peer's process in claim slot SLOT published: 0, or -errno (none
+ * published, not that process's any more, pidfd_getfd(2) refused): ring the doorbell then. */
+int ntb_peer_event_ring(struct ntb_link *link, unsigned slot);
+
 /* A pollable fd (an eventfd) that turns readable when the peer rings, or -ENOTSUP. Only
  * links with interrupt doorbells have one: a pci link on an ivshmem-doorbell device bound to
  * vfio-pci, and a shm link that joined an ivshmem server (params.ivshmem_server). Readable

@@ -96,6 +96,18 @@
  *   doorbell on request: a peer that predates it ignores the request, and with a connection's
  *   news word asked for as well it would ring nothing (its rule: news alone needs no ring).
  *
+ * EVENT DOORBELL: a process of a shm side publishes the eventfd its poll and epoll sleepers wait
+ *   on (ntb_event_publish(): the fd + 1 in its claim slot's ev_fd, its eventfd-id + 1 in the
+ *   peer's ctrl.ev_id[slot]). A ringer of the other side, on the same host, may write that
+ *   eventfd itself (ntb_peer_event_ring(): a duplicate taken once with pidfd_getfd(2)) instead of
+ *   ringing the doorbell, whose waker in that process (its helper thread) would then write it:
+ *   one wake-up instead of two, and the helper sleeps on (an epoll server's request took the
+ *   doorbell, the helper, then the eventfd, stacked on one CPU). The duplicate is taken only
+ *   when the slot's process is the one that claimed it (its start time) and the file is the
+ *   eventfd it published (the eventfd-id in /proc/self/fdinfo): a recycled pid, an exec'd
+ *   image, another pid namespace get the doorbell. A writer advertises NTB_CAP_EV_RING when
+ *   its side rings eventfds on request (transport: FB_WAIT's TP_FBW_EVENT).
+ *
  * SIGBUS: a shm file truncated by someone else makes accesses beyond its end fault. Callers
  *   that want to be defensive call ntb_link_check_mapping() (fstat size, and whether the path
  *   still names our file) e.g. from a housekeeping thread; full SIGBUS handling is not done.
@@ -129,6 +141,7 @@
 #define NTB_CAP_FUTEX_WAKE  0x1u /* the writer issues FUTEX_WAKE after a doorbell store */
 #define NTB_CAP_EVENT_DB    0x2u /* the writer rings ivshmem doorbells and takes them at db_id */
 #define NTB_CAP_DB_DIRECT   0x4u /* the writer's side rings the direct doorbell when asked */
+#define NTB_CAP_EV_RING     0x8u /* the writer's side writes the eventfds of the event doorbell */
 
 /* Region header, offset 0. Written once by the initialiser (magic last, release), then never. */
 struct ntb_region_hdr {
@@ -168,7 +181,9 @@ struct ntb_side_slot {
 	 * those of a process that died asleep: left counted, every ring of the peer made a wake
 	 * system call for nobody, for the life of the link file) */
 	_Atomic uint32_t waiting;
-	uint32_t pad;
+	/* the eventfd the claimer's poll and epoll sleepers wait on, + 1 (0: none; see EVENT
+	 * DOORBELL), written by the claimer, read by the peer's ringers */
+	_Atomic uint32_t ev_fd;
 };
 static_assert(sizeof(struct ntb_side_slot) == 32, "slot size");
 
@@ -262,7 +277,11 @@ struct ntb_ctrl_page {
 	 * for a waiter that sleeps for one connection's data and asked for it (see DIRECT
 	 * DOORBELL above); 0 from a writer that predates the field (it rings the doorbell) */
 	struct ntb_ctrl_word db_direct;
-	uint8_t reserved[NTB_CTRL_SIZE - 0xd80];
+	/* 0xd80 the event doorbell (see EVENT DOORBELL above): per claim slot of the writer's
+	 * side, the eventfd-id + 1 of the eventfd that slot's process published in its slot's
+	 * ev_fd (written by that process, one writer per word); 0: none */
+	_Atomic uint32_t ev_id[NTB_SIDE_SLOTS];
+	uint8_t reserved[NTB_CTRL_SIZE - 0xd80 - 4 * NTB_SIDE_SLOTS];
 };
 static_assert(offsetof(struct ntb_ctrl_page, enable) == 0x080, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, heartbeat) == 0x100, "ctrl layout");
@@ -274,6 +293,7 @@ static_assert(offsetof(struct ntb_ctrl_page, hb_wall) == 0xb80, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, hb_mono) == 0xc00, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, beat_req) == 0xc80, "ctrl layout");
 static_assert(offsetof(struct ntb_ctrl_page, db_direct) == 0xd00, "ctrl layout");
+static_assert(offsetof(struct ntb_ctrl_page, ev_id) == 0xd80, "ctrl layout");
 static_assert(sizeof(struct ntb_ctrl_page) == NTB_CTRL_SIZE, "ctrl size");
 
 /* --- region helpers (ntb/region.c) ----------------------------------------------------------- */
@@ -432,6 +452,8 @@ struct ntb_link {
 	struct ntb_fault *fault;
 	/* emulated speed (NULL: off; ops then is the backend's own) */
 	struct ntb_speed *speed;
+	/* the event doorbell's duplicates of the peer processes' eventfds (ntb/evring.c) */
+	_Atomic(struct ntb_ev_cache *) evc;
 };
 
 /* Set the thread's detail string for ntb_strerror_detail(). */
@@ -457,6 +479,11 @@ static inline bool ntb_ctrl_cut(struct ntb_link *link)
 {
 	return unlikely(link->fault) && !ntb_fault_ctrl_pass(link);
 }
+
+/* The event doorbell's duplicates in this process (ntb/evring.c), NULL until the first ring. */
+struct ntb_ev_cache;
+void ntb_ev_cache_free(struct ntb_ev_cache *c);
+void ntb_ev_cache_atfork_child(struct ntb_link *link); /* its lock, re-created */
 
 /* --- process coordination among one side's processes (ntb/side.c) ----------------------------- */
 /* The side lock: 0, or -EDEADLK when a live process held it for 3 s (a dead holder's is

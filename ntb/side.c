@@ -198,6 +198,7 @@ static int side_claim_locked(struct ntb_link *link, struct ntb_side_local *l, in
 		atomic_store_explicit(&s->image, ntb_image_tag(), memory_order_relaxed);
 		atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
 		atomic_store_explicit(&s->waiting, 0, memory_order_relaxed);
+		atomic_store_explicit(&s->ev_fd, 0, memory_order_relaxed); /* (nothing published) */
 		/* Release: starttime before owner; pairs with the acquire in slot_live(). */
 		atomic_store_explicit(&s->owner, owner, memory_order_release);
 		link->slot = i;
@@ -269,6 +270,10 @@ void ntb_side_release(struct ntb_link *link)
 	 * dead, which cannot happen while we run, but be exact). */
 	uint64_t expect = link->owner;
 	atomic_store_explicit(&s->enabled, 0, memory_order_relaxed);
+	/* (the event doorbell's publication withdrawn: ntb/evring.c) */
+	if (link->ctrl_out)
+		atomic_store_explicit(&link->ctrl_out->ev_id[link->slot], 0, memory_order_relaxed);
+	atomic_store_explicit(&s->ev_fd, 0, memory_order_relaxed);
 	atomic_compare_exchange_strong_explicit(&s->owner, &expect, 0, memory_order_release,
 						memory_order_relaxed);
 	if (locked)
@@ -282,6 +287,7 @@ int ntb_link_atfork_child(struct ntb_link *link)
 		return -EINVAL;
 	/* (a thread of the parent may have held it at the fork: not in this process) */
 	pthread_mutex_init(&link->clk_mu, NULL);
+	ntb_ev_cache_atfork_child(link);
 	if (link->inspect || ntb_side_owns_slot(link))
 		return 0;
 	link->slot = -1;

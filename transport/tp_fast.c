@@ -110,7 +110,7 @@ uint64_t tp_rx_arm_arrival_one(struct tp_conn *c)
 	/* (tp_poll() asks for a ring only when nothing is readable; tp_recv() and a poll that
 	 * finds data readable take the request back) */
 	if (!tp_conn_own(c))
-		tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+		tp_rx_ask_ring(c, true); /* (the caller sleeps on the event fd) */
 	uint64_t r = arrivals(c, true);
 
 	tp_mutex_unlock(&c->rx_lock);
@@ -248,13 +248,13 @@ const void *tp_rx_news_arm_one(struct tp_conn *c, bool ring, uint64_t *ret_seen,
 
 	if (!off || tp_mutex_trylock(&c->rx_lock))
 		return NULL; /* (a reader is consuming: look again next time) */
-	if (!c->rx_news || (ring && !c->rx_wait_set)) {
-		c->rx_news = true;
-		c->rx_wait_set |= ring;
-		/* the flag, then (after its fence) the word and the re-check below: Dekker pair
-		 * with the sender's fence and flag load in tp_wake_peer() */
+	/* the flag, then (after its fence) the word and the re-check below: Dekker pair with the
+	 * sender's fence and flag load in tp_wake_peer() (the set sleeps on the event fd) */
+	bool news_new = !c->rx_news;
+
+	c->rx_news = true;
+	if (!(ring && tp_rx_ask_ring(c, true)) && news_new)
 		tp_fb_wait_write(c, TP_W_FB_WAIT, c->rx_wait_set);
-	}
 	const _Atomic uint64_t *news =
 		(const _Atomic uint64_t *)(const void *)(c->link->in + off);
 	if (ret_sums) {

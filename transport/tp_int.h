@@ -246,6 +246,14 @@ static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
  * (ntb_peer_db_ring_direct(): the helper thread, on the doorbell alone, is not woken) unless
  * TP_FBW_RING asks for the doorbell too. A sender that predates it rings the doorbell. */
 #define TP_FBW_DIRECT     4u
+/* Every sleeper of the connection waits on its process's event fd (poll, epoll), which that
+ * process published as claim slot (v >> TP_FBW_EV_SHIFT) & 0xff of its side (ntb_int.h: EVENT
+ * DOORBELL): write that eventfd (ntb_peer_event_ring()) instead of ringing the doorbell, whose
+ * waker (the helper thread) would write it. Asked only of a peer with NTB_CAP_EV_RING (one
+ * that predates it rang nothing where the news word was asked for too); a ringer that cannot
+ * take the eventfd rings the doorbell. */
+#define TP_FBW_EVENT      8u
+#define TP_FBW_EV_SHIFT   8
 /* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
  * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
  * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
@@ -789,6 +797,9 @@ struct tp_link {
 	 * ours), bit r - 1 for ring r (tp_link_ring_prefault()): once per ring and process, not
 	 * once per grant. */
 	_Atomic uint64_t ring_mapped[2][TP_MAX_CONTEXTS / 64u];
+	/* The claim slot under which this process published its event fd on this link (FB_WAIT's
+	 * TP_FBW_EVENT), -1: none (not possible), -2: not tried yet (tp_link_ev_slot()) */
+	_Atomic int ev_slot;
 	size_t in_size, out_size;
 	struct tp_geom geom;      /* our slots' geometry */
 	uint32_t slot_size;       /* (< 4 GiB: 65536 inline slots are 8 MiB; offsets of slots are
@@ -1064,6 +1075,8 @@ struct tp_conn {
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
 	bool rx_wait_direct;          /* FB_WAIT asks for TP_FBW_DIRECT (tp_set_wait_direct()) */
+	/* with rx_wait_set: the ring asked for is TP_FBW_EVENT to this claim slot; -1: RING */
+	int16_t rx_wait_slot;
 	bool rx_news;                 /* FB_WAIT asks for NEWS (tp_rx_news_arm()), for good */
 	/* A release published while the sender held a merged message (TX_WAIT HELD alone) owes
 	 * it a ring once we wait for data or find none for a while (tp_rx_idle()); owe_vi/vd:
@@ -1933,6 +1946,14 @@ void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on);
 void tp_set_wait_direct(struct tp_conn *c, bool on);
 /* Under rx_lock: neither ring asked for any more (TP_FBW_RING, TP_FBW_DIRECT; NEWS stays). */
 void tp_rx_wait_clear(struct tp_conn *c);
+/* Under rx_lock: ask the peer to ring for data. EVFD: the asker sleeps on the process's event
+ * fd (poll, epoll), and may be rung there directly (TP_FBW_EVENT) while every asker so far
+ * does; otherwise the doorbell (TP_FBW_RING). True when FB_WAIT was written. */
+bool tp_rx_ask_ring(struct tp_conn *c, bool evfd);
+/* tp_link.c: the claim slot to name in TP_FBW_EVENT for a sleeper of L on the event fd, -1
+ * when the peer is not to be asked (no event fd yet, a peer without NTB_CAP_EV_RING, a backend
+ * that cannot publish). */
+int tp_link_ev_slot(struct tp_link *l);
 /* TX_WAIT's TP_TXW_* bits (under tx_lock; written when they change). */
 void tp_set_tx_wait(struct tp_conn *c, uint32_t bits);
 /* Under rx_lock, at a look that found nothing to read (SLEEP: the caller may sleep now): the

@@ -109,6 +109,28 @@ int tp_event_fd(void)
 	return fd;
 }
 
+int tp_link_ev_slot(struct tp_link *l)
+{
+	/* relaxed: a cache of what ntb_event_publish() answered (a racing first call publishes
+	 * the same again) */
+	int slot = atomic_load_explicit(&l->ev_slot, memory_order_relaxed);
+
+	if (!ntb_event_peer_rings(l->ntb))
+		return -1;
+	if (slot != -2)
+		return slot;
+	/* (the event fd exists: a sleeper on it asks) */
+	int fd = g_efd;
+
+	if (fd < 0)
+		return -1;
+	slot = ntb_event_publish(l->ntb, fd);
+	if (slot < 0)
+		slot = -1;
+	atomic_store_explicit(&l->ev_slot, slot, memory_order_relaxed);
+	return slot;
+}
+
 void tp_event_ack(void)
 {
 	uint64_t v;
@@ -884,6 +906,8 @@ void tp_atfork_child(void)
 			}
 		}
 		tp_act_atfork_child(l); /* (the list without the parent's lingering ones) */
+		/* (its own claim slot and event counter: published again when a sleeper asks) */
+		atomic_store_explicit(&l->ev_slot, -2, memory_order_relaxed);
 		/* (fork copies no page table of a shared mapping: the child maps its rings anew) */
 		memset((void *)l->ring_mapped, 0, sizeof(l->ring_mapped));
 		tp_host_unlock(l);
@@ -1008,6 +1032,7 @@ int tp_link_open(const struct ntb_link_params *lp, const struct tp_params *tpp,
 	if (l->params.peer_timeout_ms == 0)
 		l->params.peer_timeout_ms = 30000;
 	l->host_fd = -1;
+	atomic_init(&l->ev_slot, -2);
 	l->down_grace_ms = lp->link_timeout_ms ? lp->link_timeout_ms : 500u; /* dead at 2x */
 	pthread_mutex_init(&l->conns_lock, NULL);
 	pthread_mutex_init(&l->sh_lock, NULL);

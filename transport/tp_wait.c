@@ -22,9 +22,34 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on)
 	tp_fb_wait_write(c, word, on);
 }
 
+bool tp_rx_ask_ring(struct tp_conn *c, bool evfd)
+{
+	int slot = -1;
+
+	/* (not for a connection another process holds too: the word names one process) */
+	if (evfd && c->ent) {
+		/* relaxed: fork adds one before the child runs; a hint otherwise */
+		uint32_t refs = atomic_load_explicit(&c->ent->refs, memory_order_relaxed);
+
+		if (refs <= 1 || refs > 1000u)
+			slot = tp_link_ev_slot(c->link);
+	}
+	/* asked already for a ring that wakes this asker too */
+	if (c->rx_wait_set && (c->rx_wait_slot < 0 || c->rx_wait_slot == slot))
+		return false;
+	/* (a second kind of sleeper, or another slot: the doorbell, which wakes them all) */
+	c->rx_wait_slot = (int16_t)(c->rx_wait_set ? -1 : slot);
+	c->rx_wait_set = true;
+	tp_fb_wait_write(c, TP_W_FB_WAIT, true);
+	return true;
+}
+
 void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on)
 {
 	uint32_t v = on ? TP_FBW_RING : 0;
+
+	if (on && word == TP_W_FB_WAIT && c->rx_wait_slot >= 0)
+		v = TP_FBW_EVENT | (uint32_t)c->rx_wait_slot << TP_FBW_EV_SHIFT;
 
 	if (word == TP_W_FB_WAIT && c->rx_news)
 		v |= TP_FBW_NEWS; /* (kept while the ring request comes and goes) */
@@ -50,6 +75,7 @@ void tp_rx_wait_clear(struct tp_conn *c)
 	if (!c->rx_wait_set && !c->rx_wait_direct)
 		return;
 	c->rx_wait_set = c->rx_wait_direct = false;
+	c->rx_wait_slot = -1;
 	tp_fb_wait_write(c, TP_W_FB_WAIT, false);
 }
 
@@ -118,32 +144,38 @@ static void arm_quick_probe(struct tp_conn *c)
 /* Readiness of C. Only the directions in WANT are looked at (TP_EV_OUT: the send side and its
  * feedback words; TP_EV_IN: the receive side, which is always checked as it also yields
  * RDHUP/HUP); ARM asks the peer to ring for what WANT lacks. */
-static unsigned poll_bits_now(struct tp_conn *c, bool arm, bool direct, unsigned want);
+/* How the caller of poll_bits_dir() that arms sleeps: on the event fd (poll, epoll: the
+ * default), on the doorbell (tp_wait_one()), on both doorbells reading alone (TP_SLEEP_DIRECT). */
+#define TP_SLEEP_EVFD   0
+#define TP_SLEEP_DB     1
+#define TP_SLEEP_DIRECT 2
+
+static unsigned poll_bits_now(struct tp_conn *c, bool arm, int sleep, unsigned want);
 
 /* poll_bits_now(), with no room reported while the rest of a moved connection's tail is still
  * going out (pushed on here too). */
-static unsigned poll_bits_dir(struct tp_conn *c, bool arm, bool direct, unsigned want)
+static unsigned poll_bits_dir(struct tp_conn *c, bool arm, int sleep, unsigned want)
 {
 	if (likely(!atomic_load_explicit(&c->pre_on, memory_order_relaxed)))
-		return poll_bits_now(c, arm, direct, want);
+		return poll_bits_now(c, arm, sleep, want);
 	tp_prefix_flush(c);
 	/* relaxed: tp_prefix_flush() just looked under the prefix lock; a stale yes only hides
 	 * the room until the next poll */
 	if (!atomic_load_explicit(&c->pre_on, memory_order_relaxed))
-		return poll_bits_now(c, arm, direct, want);
-	return poll_bits_now(c, arm, direct, want & ~TP_EV_OUT) & ~TP_EV_OUT;
+		return poll_bits_now(c, arm, sleep, want);
+	return poll_bits_now(c, arm, sleep, want & ~TP_EV_OUT) & ~TP_EV_OUT;
 }
 
 static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 {
-	return poll_bits_dir(c, arm, false, want);
+	return poll_bits_dir(c, arm, TP_SLEEP_EVFD, want);
 }
 
-/* ARM: the caller may sleep, ask the peer to ring for what WANT lacks; DIRECT: it sleeps in
- * tp_wait_one() on both doorbells, and asks for data on the direct one (TP_FBW_DIRECT) unless
- * another waiter of this connection asked for the doorbell (poll, epoll: their wake-ups go
- * through the helper). */
-static unsigned poll_bits_now(struct tp_conn *c, bool arm, bool direct, unsigned want)
+/* ARM: the caller may sleep, ask the peer to ring for what WANT lacks; SLEEP: how it sleeps
+ * (TP_SLEEP_*): on the event fd, the peer may be asked to write it (TP_FBW_EVENT); reading alone
+ * in tp_wait_one(), on both doorbells, it asks for data on the direct one (TP_FBW_DIRECT) unless
+ * another waiter of this connection asked for a ring already. */
+static unsigned poll_bits_now(struct tp_conn *c, bool arm, int sleep, unsigned want)
 {
 	unsigned ev = 0;
 	bool turn = false;
@@ -180,10 +212,10 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, bool direct, unsigned
 		tp_rx_idle(c, arm);
 	if (arm && (want & TP_EV_IN) && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
-		if (direct && !c->rx_wait_set)
+		if (sleep == TP_SLEEP_DIRECT && !c->rx_wait_set)
 			tp_set_wait_direct(c, true);
 		else
-			tp_set_wait_flag(c, TP_W_FB_WAIT, &c->rx_wait_set, true);
+			tp_rx_ask_ring(c, sleep == TP_SLEEP_EVFD);
 		if (!tp_rx_quiet(c)) /* (fresh loads of the ring words: the Dekker re-check) */
 			tp_rx_progress(c, 1);
 	}
@@ -477,7 +509,7 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 		uint64_t due;
 		int rc;
 
-		ev = poll_bits_dir(c, true, direct, events);
+		ev = poll_bits_dir(c, true, direct ? TP_SLEEP_DIRECT : TP_SLEEP_DB, events);
 		if (ev & events) {
 			/* (soon enough that a long spin would have seen it) */
 			if (clock_mono_ns() - t0 < (uint64_t)TP_SPIN_ACTIVE_US * 1000u)

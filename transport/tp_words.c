@@ -222,15 +222,25 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 				      c->msn_next, c->msn_next);
 			ntb_wc_flush(c->link->ntb);
 		}
-		if (!(v & (TP_FBW_RING | TP_FBW_DIRECT)))
+		if (!(v & (TP_FBW_RING | TP_FBW_DIRECT | TP_FBW_EVENT)))
 			return;
 	}
-	/* a reader asleep in tp_wait() alone: its direct doorbell, not the one its helper
-	 * sleeps on too (ntb_int.h) */
-	if (flag_word == TP_W_FB_WAIT && (v & (TP_FBW_RING | TP_FBW_DIRECT)) == TP_FBW_DIRECT)
-		ntb_peer_db_ring_direct(c->link->ntb);
-	else
-		ntb_peer_db_ring(c->link->ntb);
+	if (flag_word == TP_W_FB_WAIT && !(v & TP_FBW_RING) &&
+	    (v & (TP_FBW_DIRECT | TP_FBW_EVENT))) {
+		/* sleepers on their process's event fd: that eventfd, written here (ntb_int.h:
+		 * EVENT DOORBELL), not through the helper thread's doorbell */
+		if ((v & TP_FBW_EVENT) &&
+		    ntb_peer_event_ring(c->link->ntb, (v >> TP_FBW_EV_SHIFT) & 0xffu)) {
+			ntb_peer_db_ring(c->link->ntb); /* (not possible: the doorbell wakes all) */
+			return;
+		}
+		/* a reader asleep in tp_wait() alone: its direct doorbell, not the one its
+		 * helper sleeps on too */
+		if (v & TP_FBW_DIRECT)
+			ntb_peer_db_ring_direct(c->link->ntb);
+		return;
+	}
+	ntb_peer_db_ring(c->link->ntb);
 }
 
 /* --- queues -------------------------------------------------------------------------------- */

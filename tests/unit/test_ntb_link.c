@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -957,6 +958,74 @@ static void test_doorbell_direct(void **state)
 	unlink(p2);
 }
 
+/* The 8-byte count an eventfd holds (drained), 0 when it holds none. */
+static uint64_t efd_take(int fd)
+{
+	uint64_t v = 0;
+
+	if (read(fd, &v, sizeof(v)) != (ssize_t)sizeof(v))
+		return 0;
+	return v;
+}
+
+/* The event doorbell: nothing published, nothing rung (-ENOENT); B publishes an eventfd, A's
+ * ring writes it (B's doorbell unchanged), again without taking it anew; a new eventfd published
+ * in the slot gets the next ring, the old one none; a publication whose number now holds another
+ * eventfd (an exec'd image, a closed and reused number) is refused (-ESTALE) and that file left
+ * alone; a released slot (B closed) is not rung. */
+static void test_event_doorbell(void **state)
+{
+	(void)state;
+	char p2[sizeof(path) + 4];
+	struct ntb_link *a, *b;
+
+	snprintf(p2, sizeof(p2), "%s-e", path);
+	open_slow_pair(p2, &a, &b);
+	assert_true(ntb_event_peer_rings(b)); /* (both shm) */
+	int e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), e2 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int slot;
+
+	assert_true(e1 >= 0 && e2 >= 0);
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)b->slot), -ENOENT);
+	assert_int_equal(ntb_peer_event_ring(a, NTB_SIDE_SLOTS), -ENOTSUP);
+	slot = ntb_event_publish(b, e1);
+	assert_int_equal(slot, b->slot);
+	uint32_t db = ntb_db_read(b);
+
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), 0);
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), 0);
+	assert_int_equal(efd_take(e1), 2);
+	assert_int_equal(ntb_db_read(b), db);
+	/* another eventfd published: the ring goes there */
+	assert_int_equal(ntb_event_publish(b, e2), slot);
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), 0);
+	assert_int_equal(efd_take(e2), 1);
+	assert_int_equal(efd_take(e1), 0);
+	/* e1's number now another eventfd, the published id still e1's: refused, untouched */
+	assert_int_equal(ntb_event_publish(b, e1), slot);
+	int e3 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	assert_true(e3 >= 0);
+	assert_int_equal(dup3(e3, e1, O_CLOEXEC), e1);
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), -ESTALE);
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), -ESTALE); /* (not retried) */
+	assert_int_equal(efd_take(e1), 0);
+	assert_int_equal(efd_take(e3), 0);
+	/* published again (e1's number, e3's id now): rung */
+	assert_int_equal(ntb_event_publish(b, e1), slot);
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), 0);
+	assert_int_equal(efd_take(e3), 1);
+	/* a released slot (B closed) is not rung */
+	ntb_link_close(b);
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), -ENOENT);
+	assert_int_equal(efd_take(e3), 0);
+	ntb_link_close(a);
+	close(e1);
+	close(e2);
+	close(e3);
+	unlink(p2);
+}
+
 /* One sleeper on two links' doorbells and a kick word: a ring on the second link (which
  * ntb_db_wait() on the first would not see) or the kick wakes it. Each wait below would last
  * 20 s if nothing woke it; a wake-up is asserted within 10 s. */
@@ -1314,7 +1383,7 @@ int main(void)
 		T(test_windows),        T(test_spads),
 		T(test_doorbells),
 		T(test_doorbells_many),
-		T(test_doorbell_direct),
+		T(test_doorbell_direct), T(test_event_doorbell),
 		T(test_inspect),        T(test_bad_files),
 		T(test_foreign_owner),    T(test_exec_image_reaped), T(test_exec_image_session),    T(test_zero_file),      T(test_check_mapping),
 		T(test_backend_ops_dispatch),

@@ -7,6 +7,7 @@
  * false answer asks the receiver to ring, and the receiver's release then makes it true.
  * tp_writable_hint(): true only while the cached credits show room for the size, false for
  * sizes it does not judge, a busy lock, shutdown. */
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "tests/helpers/tp_testlib.h"
+#include "ntb/ntb_int.h"
 #include "transport/tp_int.h"
 #include "util/clock.h"
 
@@ -311,6 +313,7 @@ static void test_news(void **state)
 	(void)state;
 	struct tp_news_sums ns, ns2;
 
+	assert_true(tp_event_fd() >= 0); /* (an epoll set holds it) */
 	pair_open(&p, "fast-news", 40008);
 	w = tp_rx_news_arm(p.cb, false, &seen, &ns);
 	assert_non_null(w);
@@ -354,10 +357,11 @@ static void test_news(void **state)
 	assert_true(tp_rx_news_arm(p.cb, true, &seen, &ns2) == w);
 	/* (read before the word: what they were when the word was seen) */
 	assert_true(tp_news_read(ns2.sum) == ns2.sum_seen && ns2.sum_seen != ns.sum_seen);
-	assert_true(p.cb->rx_wait_set); /* RING: the peer rings too */
+	assert_true(p.cb->rx_wait_set); /* RING: the peer rings too (the set's event fd) */
 	uint32_t fbw = 0;
 	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &fbw));
-	assert_int_equal(fbw, TP_FBW_RING | TP_FBW_NEWS);
+	assert_int_equal(fbw, TP_FBW_EVENT | TP_FBW_NEWS |
+			      (uint32_t)tp_link_ev_slot(p.cb->link) << TP_FBW_EV_SHIFT);
 	assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0); /* FIN */
 	assert_true(tp_news_read(w) != seen);
 	assert_null(tp_rx_news_arm(p.cb, false, &seen, NULL));
@@ -571,7 +575,7 @@ static void *wait_in(void *arg)
  * sleeps on (which moves then only for a Detect of the sender's); the reader wakes with the
  * bytes, within its 50 ms sleep (a ring it missed would end none of three before its slice),
  * and takes the request back. A look that arms for a poll or epoll sleeper (tp_poll_dir())
- * asks for the doorbell (TP_FBW_RING). */
+ * asks for its event fd (TP_FBW_EVENT: test_event_wake()). */
 static void test_direct_wake(void **state)
 {
 	struct tl_pair p;
@@ -614,9 +618,75 @@ static void test_direct_wake(void **state)
 	/* a poll's arming look: the doorbell */
 	uint32_t v = 0;
 
+	assert_true(tp_event_fd() >= 0);
 	assert_int_equal(tp_poll_dir(p.cb, TP_EV_IN, true) & TP_EV_IN, 0);
 	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v));
-	assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING), TP_FBW_RING);
+	assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING | TP_FBW_EVENT), TP_FBW_EVENT);
+	/* and a reader that sleeps in tp_wait() after it: the doorbell, which wakes both */
+	struct waiter w = { .c = p.cb };
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, wait_in, &w), 0);
+	for (int i = 0; i < 5000; i++) {
+		if (tp_slot_word(p.ca, TP_W_FB_WAIT, &v) && (v & TP_FBW_RING))
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING | TP_FBW_EVENT), TP_FBW_RING);
+	send_bytes(p.ca, 100, 80);
+	pthread_join(t, NULL);
+	assert_int_equal(w.rc & TP_EV_IN, TP_EV_IN);
+	recv_bytes(p.cb, 100, 80);
+	tl_pair_close(&p);
+}
+
+/* A sleeper on the process's event fd (poll, epoll: a look that arms, tp_poll_dir()) asks for
+ * its event fd (FB_WAIT's TP_FBW_EVENT, with the claim slot its process published it under),
+ * and the sender's message writes that eventfd itself (ntb_peer_event_ring()): the event fd
+ * turns readable and the doorbell, which the helper thread sleeps on, does not move (but for a
+ * Detect of the sender's). The read takes the request back. A publication that names another
+ * file gets the doorbell instead. */
+static void test_event_wake(void **state)
+{
+	struct tl_pair p;
+	int efd = tp_event_fd();
+	uint32_t v = 0;
+
+	(void)state;
+	assert_true(efd >= 0);
+	pair_open(&p, "fast-event", 40016);
+	int slot = tp_link_ev_slot(p.cb->link);
+
+	assert_true(slot >= 0);
+	for (unsigned k = 0; k < 3; k++) {
+		tp_event_ack();
+		assert_int_equal(tp_poll_dir(p.cb, TP_EV_IN, true) & TP_EV_IN, 0);
+		assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v));
+		assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING | TP_FBW_EVENT), TP_FBW_EVENT);
+		assert_int_equal(v >> TP_FBW_EV_SHIFT & 0xffu, (unsigned)slot);
+		uint32_t db = ntb_db_read(p.cb->link->ntb);
+		uint16_t det = p.ca->detect_seq;
+		struct pollfd pf = { .fd = efd, .events = POLLIN };
+
+		send_bytes(p.ca, 100, 90 + k);
+		assert_int_equal(poll(&pf, 1, 10000), 1);
+		assert_true(ntb_db_read(p.cb->link->ntb) == db || p.ca->detect_seq != det);
+		recv_bytes(p.cb, 100, 90 + k);
+		assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v));
+		assert_int_equal(v & (TP_FBW_RING | TP_FBW_EVENT), 0);
+	}
+	/* the publication spoilt (an id that is not the event fd's): the doorbell */
+	struct ntb_link *nb = p.cb->link->ntb;
+
+	atomic_fetch_add(&nb->ctrl_out->ev_id[slot], 1000u);
+	tp_event_ack();
+	assert_int_equal(tp_poll_dir(p.cb, TP_EV_IN, true) & TP_EV_IN, 0);
+	uint32_t db = ntb_db_read(nb);
+
+	send_bytes(p.ca, 100, 95);
+	assert_int_not_equal(ntb_db_read(nb), db);
+	recv_bytes(p.cb, 100, 95);
+	atomic_fetch_sub(&nb->ctrl_out->ev_id[slot], 1000u);
 	tl_pair_close(&p);
 }
 
@@ -655,6 +725,7 @@ int main(void)
 		cmocka_unit_test(test_spin_lost),
 		cmocka_unit_test(test_turn_release),
 		cmocka_unit_test(test_direct_wake),
+		cmocka_unit_test(test_event_wake),
 		cmocka_unit_test(test_news),
 		cmocka_unit_test(test_commit_repeats_end_at_attach),
 	};

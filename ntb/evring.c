@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/* The event doorbell (ntb_int.h: EVENT DOORBELL): a process of one side publishes the eventfd
+ * its poll and epoll sleepers wait on; a ringer of the other side writes that eventfd itself,
+ * through a duplicate it takes once with pidfd_getfd(2). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ntb/ntb_int.h"
+#include "util/fdpark.h"
+#include "util/proc.h"
+#include "util/rawsys.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_getfd
+#define SYS_pidfd_getfd 438
+#endif
+
+/* One peer slot's duplicate: KEY names the publication it was taken for (the slot owner's
+ * generation, high 32 bits, and the eventfd-id + 1); FD stays the same number for the link's
+ * life (a new publication's duplicate is put in its place with dup3(), so a ringer that read
+ * an old key writes an old, valid eventfd at worst, never a closed or reused number). BAD: a
+ * publication that could not be taken (ring the doorbell, do not try again until it changes). */
+struct ntb_ev_dup {
+	_Atomic uint64_t key;
+	_Atomic uint64_t bad;
+	_Atomic int fd;
+};
+
+struct ntb_ev_cache {
+	pthread_mutex_t mu; /* taking a duplicate */
+	struct ntb_ev_dup e[NTB_SIDE_SLOTS];
+};
+
+/* This kernel has no pidfd_getfd(2): every ring goes to the doorbell */
+static _Atomic bool ev_refused;
+
+static pthread_mutex_t evc_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ntb_ev_cache_free(struct ntb_ev_cache *c)
+{
+	if (!c)
+		return;
+	for (unsigned i = 0; i < NTB_SIDE_SLOTS; i++) {
+		int fd = atomic_load_explicit(&c->e[i].fd, memory_order_relaxed);
+
+		if (fd >= 0)
+			raw_close(fd);
+	}
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+void ntb_ev_cache_atfork_child(struct ntb_link *link)
+{
+	struct ntb_ev_cache *c = atomic_load_explicit(&link->evc, memory_order_relaxed);
+
+	pthread_mutex_init(&evc_mu, NULL);
+	if (c)
+		pthread_mutex_init(&c->mu, NULL);
+}
+
+static struct ntb_ev_cache *cache_get(struct ntb_link *link)
+{
+	/* acquire: pairs with the release store below (the table initialised before) */
+	struct ntb_ev_cache *c = atomic_load_explicit(&link->evc, memory_order_acquire);
+
+	if (likely(c))
+		return c;
+	pthread_mutex_lock(&evc_mu);
+	c = atomic_load_explicit(&link->evc, memory_order_relaxed);
+	if (!c && (c = calloc(1, sizeof(*c)))) {
+		pthread_mutex_init(&c->mu, NULL);
+		for (unsigned i = 0; i < NTB_SIDE_SLOTS; i++)
+			atomic_init(&c->e[i].fd, -1);
+		atomic_store_explicit(&link->evc, c, memory_order_release);
+	}
+	pthread_mutex_unlock(&evc_mu);
+	return c;
+}
+
+/* The eventfd-id of FD in this process (/proc/self/fdinfo), -1 when it is no eventfd or the
+ * kernel does not show one. */
+static long eventfd_id(int fd)
+{
+	char path[64], buf[512];
+	long id = -1;
+	ssize_t n;
+	int f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = raw_open(path, O_RDONLY | O_CLOEXEC, 0);
+	if (f < 0)
+		return -1;
+	n = raw_read(f, buf, sizeof(buf) - 1);
+	raw_close(f);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	const char *p = strstr(buf, "\neventfd-id:");
+
+	if (p)
+		id = strtol(p + 12, NULL, 10);
+	return id >= 0 && id < 0x7fffffff ? id : -1;
+}
+
+int ntb_event_publish(struct ntb_link *link, int efd)
+{
+	if (efd < 0)
+		return -EBADF;
+	if (link->inspect || !link->ops->name || strcmp(link->ops->name, "shm") ||
+	    !ntb_side_owns_slot(link))
+		return -ENOTSUP;
+	long id = eventfd_id(efd);
+
+	if (id < 0)
+		return -ENOTSUP;
+	/* the fd first, then (release) the id: a ringer loads the id (acquire), then the fd */
+	atomic_store_explicit(&link->local->slots[link->slot].ev_fd, (uint32_t)efd + 1u,
+			      memory_order_relaxed);
+	atomic_store_explicit(&link->ctrl_out->ev_id[link->slot], (uint32_t)id + 1u,
+			      memory_order_release);
+	return link->slot;
+}
+
+bool ntb_event_peer_rings(const struct ntb_link *link)
+{
+	/* relaxed: a hint (a peer that stopped ringing eventfds gets the doorbell: the bit is
+	 * read again at each request) */
+	return !link->inspect &&
+	       (atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+		NTB_CAP_EV_RING);
+}
+
+/* Under C->mu: take the duplicate of the eventfd published in peer slot SLOT for KEY. 0, or
+ * -errno (the publication is not what it says, or is gone). */
+static int dup_take(struct ntb_link *link, struct ntb_ev_cache *c, unsigned slot, uint64_t key)
+{
+	struct ntb_side_slot *s = &link->peer_local->slots[slot];
+	uint64_t owner = atomic_load_explicit(&s->owner, memory_order_acquire);
+	uint64_t start = atomic_load_explicit(&s->starttime, memory_order_relaxed);
+	uint32_t fd1 = atomic_load_explicit(&s->ev_fd, memory_order_relaxed);
+	pid_t pid = (pid_t)(owner & 0xffffffffu);
+	int pfd, nfd, rc = 0;
+
+	if (!owner || !fd1 || (owner >> 32) != (key >> 32))
+		return -ENOENT;
+	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0)
+		return -errno;
+	/* the process the pidfd names claimed the slot (a dead claimer's pid given to another
+	 * process: another start time) */
+	if (start && proc_starttime(pid, NULL) != start) {
+		raw_close(pfd);
+		return -ESRCH;
+	}
+	nfd = (int)syscall(SYS_pidfd_getfd, pfd, (int)fd1 - 1, 0);
+	rc = nfd < 0 ? -errno : 0;
+	raw_close(pfd);
+	if (rc) {
+		/* (EPERM: that process only, a setuid one, or all under a seccomp filter: its
+		 * publication is not tried again, the next one is, once) */
+		if (rc == -ENOSYS)
+			atomic_store_explicit(&ev_refused, true, memory_order_relaxed);
+		return rc;
+	}
+	/* the eventfd it published (an exec'd image may hold another file at that number) */
+	if (eventfd_id(nfd) != (long)(key & 0xffffffffu) - 1) {
+		raw_close(nfd);
+		return -ESTALE;
+	}
+	int cur = atomic_load_explicit(&c->e[slot].fd, memory_order_relaxed);
+
+	if (cur >= 0) {
+		rc = raw_dup3(nfd, cur, O_CLOEXEC) < 0 ? -errno : 0;
+		raw_close(nfd);
+		return rc;
+	}
+	cur = fd_park(nfd);
+	if (!fd_parked(cur)) {
+		/* (among the program's numbers, a close loop of the program could take it) */
+		raw_close(cur);
+		return -EMFILE;
+	}
+	atomic_store_explicit(&c->e[slot].fd, cur, memory_order_relaxed);
+	return 0;
+}
+
+int ntb_peer_event_ring(struct ntb_link *link, unsigned slot)
+{
+	static const uint64_t one = 1;
+
+	if (link->inspect || slot >= NTB_SIDE_SLOTS || !link->peer_local)
+		return -ENOTSUP;
+	if (ntb_ctrl_cut(link))
+		return 0; /* rung into the void, as the doorbell */
+	struct ntb_side_slot *s = &link->peer_local->slots[slot];
+	/* acquire: pairs with the release store in ntb_event_publish() (its fd before) */
+	uint32_t id1 = atomic_load_explicit(&link->ctrl_in->ev_id[slot], memory_order_acquire);
+	uint64_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
+	uint64_t key = (owner >> 32) << 32 | id1;
+	struct ntb_ev_cache *c;
+	int fd, rc;
+
+	if (!id1 || !owner || !(c = cache_get(link)))
+		return -ENOENT;
+	/* acquire: pairs with the release store of the key below (the duplicate in place) */
+	if (likely(atomic_load_explicit(&c->e[slot].key, memory_order_acquire) == key)) {
+		fd = atomic_load_explicit(&c->e[slot].fd, memory_order_relaxed);
+		return raw_write(fd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN ? 0 :
+		       -errno;
+	}
+	if (atomic_load_explicit(&c->e[slot].bad, memory_order_relaxed) == key ||
+	    atomic_load_explicit(&ev_refused, memory_order_relaxed))
+		return -ESTALE;
+	pthread_mutex_lock(&c->mu);
+	rc = 0;
+	if (atomic_load_explicit(&c->e[slot].key, memory_order_relaxed) != key) {
+		rc = dup_take(link, c, slot, key);
+		if (!rc)
+			atomic_store_explicit(&c->e[slot].key, key, memory_order_release);
+		else
+			atomic_store_explicit(&c->e[slot].bad, key, memory_order_relaxed);
+	}
+	fd = atomic_load_explicit(&c->e[slot].fd, memory_order_relaxed);
+	pthread_mutex_unlock(&c->mu);
+	if (rc)
+		return rc;
+	return raw_write(fd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN ? 0 : -errno;
+}
