@@ -42,6 +42,11 @@ struct ntb_ev_cache {
 /* This kernel has no pidfd_getfd(2): every ring goes to the doorbell */
 static _Atomic bool ev_refused;
 
+/* Duplicates this process holds, over all links: each takes one of the library's parked
+ * numbers (64 in all, util/fdpark.h), so at most NTB_EV_DUPS; past them, the doorbell. */
+#define NTB_EV_DUPS 8
+static _Atomic unsigned ev_dups;
+
 static pthread_mutex_t evc_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void ntb_ev_cache_free(struct ntb_ev_cache *c)
@@ -51,14 +56,16 @@ void ntb_ev_cache_free(struct ntb_ev_cache *c)
 	for (unsigned i = 0; i < NTB_SIDE_SLOTS; i++) {
 		int fd = atomic_load_explicit(&c->e[i].fd, memory_order_relaxed);
 
-		if (fd >= 0)
-			raw_close(fd);
+		if (fd >= 0) {
+			fd_close_own(fd);
+			atomic_fetch_sub_explicit(&ev_dups, 1, memory_order_relaxed);
+		}
 	}
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 }
 
-void ntb_ev_cache_atfork_child(struct ntb_link *link)
+void ntb_event_atfork_child(struct ntb_link *link)
 {
 	struct ntb_ev_cache *c = atomic_load_explicit(&link->evc, memory_order_relaxed);
 
@@ -86,16 +93,19 @@ static struct ntb_ev_cache *cache_get(struct ntb_link *link)
 	return c;
 }
 
-/* The eventfd-id of FD in this process (/proc/self/fdinfo), -1 when it is no eventfd or the
- * kernel does not show one. */
-static long eventfd_id(int fd)
+/* The eventfd-id of descriptor FD of process PID (0: this one; /proc/PID/fdinfo), -1 when it
+ * is no eventfd or the kernel does not show one. */
+static long eventfd_id(pid_t pid, int fd)
 {
 	char path[64], buf[512];
 	long id = -1;
 	ssize_t n;
 	int f;
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
+	else
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	f = raw_open(path, O_RDONLY | O_CLOEXEC, 0);
 	if (f < 0)
 		return -1;
@@ -115,19 +125,21 @@ int ntb_event_publish(struct ntb_link *link, int efd)
 {
 	if (efd < 0)
 		return -EBADF;
-	if (link->inspect || !link->ops->name || strcmp(link->ops->name, "shm") ||
+	int slot = link->slot; /* (read once: a release sets -1) */
+
+	if (link->inspect || !link->ops->name || strcmp(link->ops->name, "shm") || slot < 0 ||
 	    !ntb_side_owns_slot(link))
 		return -ENOTSUP;
-	long id = eventfd_id(efd);
+	long id = eventfd_id(0, efd);
 
 	if (id < 0)
 		return -ENOTSUP;
 	/* the fd first, then (release) the id: a ringer loads the id (acquire), then the fd */
-	atomic_store_explicit(&link->local->slots[link->slot].ev_fd, (uint32_t)efd + 1u,
+	atomic_store_explicit(&link->local->slots[slot].ev_fd, (uint32_t)efd + 1u,
 			      memory_order_relaxed);
-	atomic_store_explicit(&link->ctrl_out->ev_id[link->slot], (uint32_t)id + 1u,
+	atomic_store_explicit(&link->ctrl_out->ev_id[slot], (uint32_t)id + 1u,
 			      memory_order_release);
-	return link->slot;
+	return slot;
 }
 
 bool ntb_event_peer_rings(const struct ntb_link *link)
@@ -140,7 +152,10 @@ bool ntb_event_peer_rings(const struct ntb_link *link)
 }
 
 /* Under C->mu: take the duplicate of the eventfd published in peer slot SLOT for KEY. 0, or
- * -errno (the publication is not what it says, or is gone). */
+ * -errno (the publication is not what it says, or is gone: -ESTALE, -ESRCH, -EPERM... not
+ * tried again for this publication; -ENOENT, -EMFILE: tried again at the next ring). Nothing
+ * but an eventfd is ever taken: the file's eventfd-id is read from the owner's /proc entry
+ * first (closing a duplicate of another file would drop this process's record locks on it). */
 static int dup_take(struct ntb_link *link, struct ntb_ev_cache *c, unsigned slot, uint64_t key)
 {
 	struct ntb_side_slot *s = &link->peer_local->slots[slot];
@@ -148,18 +163,30 @@ static int dup_take(struct ntb_link *link, struct ntb_ev_cache *c, unsigned slot
 	uint64_t start = atomic_load_explicit(&s->starttime, memory_order_relaxed);
 	uint32_t fd1 = atomic_load_explicit(&s->ev_fd, memory_order_relaxed);
 	pid_t pid = (pid_t)(owner & 0xffffffffu);
+	int cur = atomic_load_explicit(&c->e[slot].fd, memory_order_relaxed);
 	int pfd, nfd, rc = 0;
 
 	if (!owner || !fd1 || (owner >> 32) != (key >> 32))
 		return -ENOENT;
+	/* (the fd word read after the owner: a slot released and claimed again meanwhile) */
+	if (atomic_load_explicit(&s->owner, memory_order_acquire) != owner)
+		return -ENOENT;
+	if (!start || pid <= 0)
+		return -ESRCH; /* (no start time to tell the claimer from a later process) */
+	if (cur < 0 && atomic_load_explicit(&ev_dups, memory_order_relaxed) >= NTB_EV_DUPS)
+		return -EMFILE;
 	pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pfd < 0)
 		return -errno;
 	/* the process the pidfd names claimed the slot (a dead claimer's pid given to another
-	 * process: another start time) */
-	if (start && proc_starttime(pid, NULL) != start) {
+	 * process: another start time), and its file at that number is the eventfd published */
+	if (proc_starttime(pid, NULL) != start) {
 		raw_close(pfd);
 		return -ESRCH;
+	}
+	if (eventfd_id(pid, (int)fd1 - 1) != (long)(key & 0xffffffffu) - 1) {
+		raw_close(pfd);
+		return -ESTALE;
 	}
 	nfd = (int)syscall(SYS_pidfd_getfd, pfd, (int)fd1 - 1, 0);
 	rc = nfd < 0 ? -errno : 0;
@@ -171,13 +198,11 @@ static int dup_take(struct ntb_link *link, struct ntb_ev_cache *c, unsigned slot
 			atomic_store_explicit(&ev_refused, true, memory_order_relaxed);
 		return rc;
 	}
-	/* the eventfd it published (an exec'd image may hold another file at that number) */
-	if (eventfd_id(nfd) != (long)(key & 0xffffffffu) - 1) {
+	/* again on what we hold (the number may have been closed and reused in between) */
+	if (eventfd_id(0, nfd) != (long)(key & 0xffffffffu) - 1) {
 		raw_close(nfd);
 		return -ESTALE;
 	}
-	int cur = atomic_load_explicit(&c->e[slot].fd, memory_order_relaxed);
-
 	if (cur >= 0) {
 		rc = raw_dup3(nfd, cur, O_CLOEXEC) < 0 ? -errno : 0;
 		raw_close(nfd);
@@ -189,6 +214,7 @@ static int dup_take(struct ntb_link *link, struct ntb_ev_cache *c, unsigned slot
 		raw_close(cur);
 		return -EMFILE;
 	}
+	atomic_fetch_add_explicit(&ev_dups, 1, memory_order_relaxed);
 	atomic_store_explicit(&c->e[slot].fd, cur, memory_order_relaxed);
 	return 0;
 }
@@ -220,13 +246,16 @@ int ntb_peer_event_ring(struct ntb_link *link, unsigned slot)
 	if (atomic_load_explicit(&c->e[slot].bad, memory_order_relaxed) == key ||
 	    atomic_load_explicit(&ev_refused, memory_order_relaxed))
 		return -ESTALE;
+	/* (a ringer on a shm link only: the peer's pids are this host's) */
+	if (!link->ops->name || strcmp(link->ops->name, "shm"))
+		return -ENOTSUP;
 	pthread_mutex_lock(&c->mu);
 	rc = 0;
 	if (atomic_load_explicit(&c->e[slot].key, memory_order_relaxed) != key) {
 		rc = dup_take(link, c, slot, key);
 		if (!rc)
 			atomic_store_explicit(&c->e[slot].key, key, memory_order_release);
-		else
+		else if (rc != -ENOENT && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM)
 			atomic_store_explicit(&c->e[slot].bad, key, memory_order_relaxed);
 	}
 	fd = atomic_load_explicit(&c->e[slot].fd, memory_order_relaxed);

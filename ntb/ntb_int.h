@@ -483,7 +483,6 @@ static inline bool ntb_ctrl_cut(struct ntb_link *link)
 /* The event doorbell's duplicates in this process (ntb/evring.c), NULL until the first ring. */
 struct ntb_ev_cache;
 void ntb_ev_cache_free(struct ntb_ev_cache *c);
-void ntb_ev_cache_atfork_child(struct ntb_link *link); /* its lock, re-created */
 
 /* --- process coordination among one side's processes (ntb/side.c) ----------------------------- */
 /* The side lock: 0, or -EDEADLK when a live process held it for 3 s (a dead holder's is

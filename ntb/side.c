@@ -287,7 +287,7 @@ int ntb_link_atfork_child(struct ntb_link *link)
 		return -EINVAL;
 	/* (a thread of the parent may have held it at the fork: not in this process) */
 	pthread_mutex_init(&link->clk_mu, NULL);
-	ntb_ev_cache_atfork_child(link);
+	ntb_event_atfork_child(link);
 	if (link->inspect || ntb_side_owns_slot(link))
 		return 0;
 	link->slot = -1;

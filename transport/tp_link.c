@@ -906,8 +906,10 @@ void tp_atfork_child(void)
 			}
 		}
 		tp_act_atfork_child(l); /* (the list without the parent's lingering ones) */
-		/* (its own claim slot and event counter: published again when a sleeper asks) */
+		/* (its own event counter, published again when a sleeper asks, under its own
+		 * claim slot: without one, not at all) */
 		atomic_store_explicit(&l->ev_slot, -2, memory_order_relaxed);
+		ntb_event_atfork_child(l->ntb);
 		/* (fork copies no page table of a shared mapping: the child maps its rings anew) */
 		memset((void *)l->ring_mapped, 0, sizeof(l->ring_mapped));
 		tp_host_unlock(l);
