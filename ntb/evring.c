@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,10 @@ struct ntb_ev_dup {
 	_Atomic uint64_t key;
 	_Atomic uint64_t bad;
 	_Atomic int fd;
+	/* ringers between their look at KEY and the end of their write: a duplicate whose
+	 * publication is gone is closed (ntb_event_sweep()) only once KEY is 0 and this is 0 */
+	_Atomic unsigned users;
+	pid_t pid; /* whose eventfd it is (under the cache's lock) */
 };
 
 struct ntb_ev_cache {
@@ -206,6 +212,8 @@ static int dup_take(struct ntb_link *link, struct ntb_ev_cache *c, unsigned slot
 	if (cur >= 0) {
 		rc = raw_dup3(nfd, cur, O_CLOEXEC) < 0 ? -errno : 0;
 		raw_close(nfd);
+		if (!rc)
+			c->e[slot].pid = pid;
 		return rc;
 	}
 	cur = fd_park(nfd);
@@ -216,33 +224,84 @@ static int dup_take(struct ntb_link *link, struct ntb_ev_cache *c, unsigned slot
 	}
 	atomic_fetch_add_explicit(&ev_dups, 1, memory_order_relaxed);
 	atomic_store_explicit(&c->e[slot].fd, cur, memory_order_relaxed);
+	c->e[slot].pid = pid;
 	return 0;
+}
+
+/* Write the duplicate E holds while it is the one for KEY: 0, 1 (not, or no more: take it
+ * anew), or -errno. */
+static int dup_write(struct ntb_ev_dup *e, uint64_t key)
+{
+	static const uint64_t one = 1;
+	int rc = 1;
+
+	/* seq_cst, both: a Dekker pair with ntb_event_sweep() (key cleared, then users read):
+	 * either the sweep waits for this write, or this ringer sees the key gone */
+	atomic_fetch_add_explicit(&e->users, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&e->key, memory_order_seq_cst) == key) {
+		int fd = atomic_load_explicit(&e->fd, memory_order_relaxed);
+
+		rc = raw_write(fd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN ? 0 : -errno;
+	}
+	atomic_fetch_sub_explicit(&e->users, 1, memory_order_release);
+	return rc;
+}
+
+/* The key of what peer slot SLOT publishes now (0: nothing). */
+static uint64_t slot_key(struct ntb_link *link, unsigned slot)
+{
+	/* acquire: pairs with the release store in ntb_event_publish() (its fd before) */
+	uint32_t id1 = atomic_load_explicit(&link->ctrl_in->ev_id[slot], memory_order_acquire);
+	uint64_t owner = atomic_load_explicit(&link->peer_local->slots[slot].owner,
+					      memory_order_relaxed);
+
+	return id1 && owner ? (owner >> 32) << 32 | id1 : 0;
+}
+
+void ntb_event_sweep(struct ntb_link *link)
+{
+	/* acquire: as cache_get() */
+	struct ntb_ev_cache *c = atomic_load_explicit(&link->evc, memory_order_acquire);
+
+	if (!c || link->inspect || pthread_mutex_trylock(&c->mu))
+		return;
+	for (unsigned i = 0; i < NTB_SIDE_SLOTS; i++) {
+		struct ntb_ev_dup *e = &c->e[i];
+		int fd = atomic_load_explicit(&e->fd, memory_order_relaxed);
+		uint64_t key = atomic_load_explicit(&e->key, memory_order_relaxed);
+
+		/* (a process that exited leaves its publication until its slot is reaped) */
+		if (fd < 0 || (key && key == slot_key(link, i) &&
+			       (kill(e->pid, 0) == 0 || errno != ESRCH)))
+			continue;
+		/* its publication is gone (the process closed the link, exited, published
+		 * another eventfd): no ringer may be writing it when it closes */
+		atomic_store_explicit(&e->key, 0, memory_order_seq_cst);
+		while (atomic_load_explicit(&e->users, memory_order_seq_cst))
+			sched_yield(); /* (a write of 8 bytes) */
+		atomic_store_explicit(&e->fd, -1, memory_order_relaxed);
+		fd_close_own(fd);
+		atomic_fetch_sub_explicit(&ev_dups, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&c->mu);
 }
 
 int ntb_peer_event_ring(struct ntb_link *link, unsigned slot)
 {
-	static const uint64_t one = 1;
-
 	if (link->inspect || slot >= NTB_SIDE_SLOTS || !link->peer_local)
 		return -ENOTSUP;
 	if (ntb_ctrl_cut(link))
 		return 0; /* rung into the void, as the doorbell */
-	struct ntb_side_slot *s = &link->peer_local->slots[slot];
-	/* acquire: pairs with the release store in ntb_event_publish() (its fd before) */
-	uint32_t id1 = atomic_load_explicit(&link->ctrl_in->ev_id[slot], memory_order_acquire);
-	uint64_t owner = atomic_load_explicit(&s->owner, memory_order_relaxed);
-	uint64_t key = (owner >> 32) << 32 | id1;
+	uint64_t key = slot_key(link, slot);
 	struct ntb_ev_cache *c;
-	int fd, rc;
+	int rc;
 
-	if (!id1 || !owner || !(c = cache_get(link)))
+	if (!key || !(c = cache_get(link)))
 		return -ENOENT;
-	/* acquire: pairs with the release store of the key below (the duplicate in place) */
-	if (likely(atomic_load_explicit(&c->e[slot].key, memory_order_acquire) == key)) {
-		fd = atomic_load_explicit(&c->e[slot].fd, memory_order_relaxed);
-		return raw_write(fd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN ? 0 :
-		       -errno;
-	}
+	/* (the duplicate in place before its key: dup_write() reads the key again, seq_cst) */
+	if (likely(atomic_load_explicit(&c->e[slot].key, memory_order_acquire) == key) &&
+	    (rc = dup_write(&c->e[slot], key)) <= 0)
+		return rc;
 	if (atomic_load_explicit(&c->e[slot].bad, memory_order_relaxed) == key ||
 	    atomic_load_explicit(&ev_refused, memory_order_relaxed))
 		return -ESTALE;
@@ -258,9 +317,9 @@ int ntb_peer_event_ring(struct ntb_link *link, unsigned slot)
 		else if (rc != -ENOENT && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM)
 			atomic_store_explicit(&c->e[slot].bad, key, memory_order_relaxed);
 	}
-	fd = atomic_load_explicit(&c->e[slot].fd, memory_order_relaxed);
+	/* (under the lock: no sweep closes it meanwhile) */
+	if (!rc)
+		rc = dup_write(&c->e[slot], key) > 0 ? -ESTALE : rc;
 	pthread_mutex_unlock(&c->mu);
-	if (rc)
-		return rc;
-	return raw_write(fd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN ? 0 : -errno;
+	return rc;
 }

@@ -245,6 +245,9 @@ bool ntb_event_peer_rings(const struct ntb_link *link);
 /* Write the eventfd that the peer's process in claim slot SLOT published: 0, or -errno (none
  * published, not that process's any more, pidfd_getfd(2) refused): ring the doorbell then. */
 int ntb_peer_event_ring(struct ntb_link *link, unsigned slot);
+/* Close the duplicates whose publication is gone (the peer process closed the link, exited or
+ * published another eventfd): from a maintenance pass, every 100 ms or so. */
+void ntb_event_sweep(struct ntb_link *link);
 /* In a forked child, before it rings: the locks of the event doorbell's cache re-created (a
  * thread of the parent may have held one at the fork). */
 void ntb_event_atfork_child(struct ntb_link *link);

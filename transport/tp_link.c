@@ -311,6 +311,7 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 	if (now - l->admin_ms >= 100) {
 		l->admin_ms = now;
 		tp_link_admin_down(l);
+		ntb_event_sweep(l->ntb); /* (the peer processes' eventfds that are gone) */
 		int mc = ntb_link_check_mapping(l->ntb);
 
 		/* relaxed: a sticky flag (logged once); readers take it as a hint */

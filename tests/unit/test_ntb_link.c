@@ -2,6 +2,7 @@
 /* Unit tests for ntb/link.c and ntb/shm.c in one process: parameters, file creation and
  * validation, side claiming and crash recovery, sessions and epochs, link state, windows,
  * doorbells, scratchpads, inspect-only handles, mapping checks. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -959,6 +960,19 @@ static void test_doorbell_direct(void **state)
 	unlink(p2);
 }
 
+/* How many descriptors this process has open. */
+static int fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
 /* The 8-byte count an eventfd holds (drained), 0 when it holds none. */
 static uint64_t efd_take(int fd)
 {
@@ -973,7 +987,7 @@ static uint64_t efd_take(int fd)
  * ring writes it (B's doorbell unchanged), again without taking it anew; a new eventfd published
  * in the slot gets the next ring, the old one none; a publication whose number now holds another
  * eventfd (an exec'd image, a closed and reused number) is refused (-ESTALE) and that file left
- * alone; a released slot (B closed) is not rung. */
+ * alone; a released slot (B closed) is not rung, and its duplicate is closed by the sweep. */
 static void test_event_doorbell(void **state)
 {
 	(void)state;
@@ -1018,10 +1032,16 @@ static void test_event_doorbell(void **state)
 	assert_int_equal(ntb_event_publish(b, e1), slot);
 	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), 0);
 	assert_int_equal(efd_take(e3), 1);
-	/* a released slot (B closed) is not rung */
+	/* a released slot (B closed) is not rung, and the sweep closes its duplicate */
 	ntb_link_close(b);
 	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), -ENOENT);
 	assert_int_equal(efd_take(e3), 0);
+	int fds = fd_count();
+
+	ntb_event_sweep(a);
+	assert_int_equal(fd_count(), fds - 1);
+	ntb_event_sweep(a);
+	assert_int_equal(fd_count(), fds - 1);
 	ntb_link_close(a);
 	close(e1);
 	close(e2);
