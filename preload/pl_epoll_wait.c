@@ -467,6 +467,7 @@ static int ep_wait(int epfd, struct epoll_event *evs, int max, const struct time
 		}
 	}
 	pl_sig_release(&sh);
+	pl_timing_done(&tm);
 	pl_sock_put(s);
 	return ret;
 }

@@ -111,16 +111,23 @@ static int pl_wait(struct pl_sock *s, unsigned events, int timeout_ms)
 		return tp_wait(s->conn, events, timeout_ms);
 	do {
 		if (events & TP_EV_IN) {
-			if (tp_readable_hint(s->conn))
+			if (tp_readable_hint(s->conn)) {
+				pl_timing_done(&tm);
 				return TP_EV_IN;
+			}
 		} else {
 			/* (no arming: tp_wait() arms before it sleeps) */
 			unsigned ev = tp_poll_dir(s->conn, events, false);
-			if (ev & events)
+			if (ev & events) {
+				pl_timing_done(&tm);
 				return (int)(ev & events);
+			}
 		}
 	} while (pl_spinning(&tm, &kcheck));
-	return tp_wait(s->conn, events, timeout_ms);
+	int r = tp_wait(s->conn, events, timeout_ms);
+
+	pl_timing_done(&tm);
+	return r;
 }
 
 

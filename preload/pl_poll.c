@@ -198,6 +198,7 @@ int pl_poll_run(struct pollfd *fds, nfds_t nfds, struct pl_sock **socks, struct 
 		}
 	}
 	pl_sig_release(&sh);
+	pl_timing_done(&tm);
 	if (ret_wait_ns)
 		*ret_wait_ns = pl_waited_ns(&tm);
 	return ret;

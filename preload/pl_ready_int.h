@@ -51,6 +51,7 @@ struct pl_timing {
 	unsigned spins;
 	unsigned step;              /* rounds between two clock reads (pl_spinning()) */
 	int64_t check_ns;           /* the last one */
+	bool spun_out;              /* the spin ran its budget out */
 };
 
 bool pl_zero_timeout(const struct timespec *tmo);
@@ -72,6 +73,13 @@ bool pl_timed_out(struct pl_timing *t);
 
 /* Nanoseconds since the call first had to wait (0: it never did). */
 int64_t pl_waited_ns(const struct pl_timing *t);
+
+/* The wait of T ended (what it waited for came, or its time ran out): the thread's next waits
+ * spin shorter after PL_SPIN_LOST_MAX waits in a row that spun their budget out and waited
+ * long past it, and the full budget again after one whose event came within it. */
+void pl_timing_done(const struct pl_timing *t);
+#define PL_SPIN_LOST_MAX 8u
+#define PL_SPIN_SHORT_US 5u
 
 /* The signals of a wait that sleeps more than once. In the kernel a signal that comes while a
  * poll() sleeps ends it with EINTR; a wait here sleeps in pieces (a doorbell, a capped sleep)

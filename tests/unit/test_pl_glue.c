@@ -399,6 +399,57 @@ static void test_spin_yields_adapt(void **state)
 	assert_true(busy_ok);
 }
 
+/* One wait of T: spin until the budget runs out (SPIN_OUT), then "sleep" SLEEP_US more, end;
+ * the spin budget it was given (µs). */
+static int64_t one_wait(bool spin_out, unsigned sleep_us)
+{
+	struct pl_timing t = { .tmo = NULL };
+	bool kcheck;
+	bool spinning = pl_spinning(&t, &kcheck);
+	int64_t budget = (t.spin_until - t.start) / 1000;
+
+	assert_true(spinning);
+	while (spin_out && pl_spinning(&t, &kcheck))
+		;
+	if (sleep_us)
+		usleep(sleep_us);
+	pl_timing_done(&t);
+	return budget;
+}
+
+/* The adaptive spin: after PL_SPIN_LOST_MAX waits in a row that spun out and waited long past
+ * twice the budget, a thread's waits spin PL_SPIN_SHORT_US; one caught by its spin, or whose
+ * event came within twice the full budget, gives the full budget back. Fewer lost waits in a
+ * row keep it. (The budget is read from the wait's own deadline: no timing is asserted.) */
+static void test_spin_adapts(void **state)
+{
+	uint32_t saved = pl_spin_us;
+
+	(void)state;
+	pl_spin_us = 50;
+	assert_int_equal(one_wait(false, 0), 50); /* (caught: a clean start) */
+	for (unsigned i = 0; i < PL_SPIN_LOST_MAX - 1; i++)
+		assert_int_equal(one_wait(true, 300), 50);
+	assert_int_equal(one_wait(false, 0), 50); /* caught: the count starts again */
+	for (unsigned i = 0; i < PL_SPIN_LOST_MAX; i++)
+		assert_int_equal(one_wait(true, 300), 50);
+	assert_int_equal(one_wait(true, 300), PL_SPIN_SHORT_US);
+	assert_int_equal(one_wait(false, 0), PL_SPIN_SHORT_US); /* caught by the short spin */
+	assert_int_equal(one_wait(false, 0), 50);
+	/* spun out, but the event came within 2 x 50 µs (a thread preempted there for that long
+	 * misses it: tried again) */
+	bool back = false;
+
+	for (int k = 0; k < 5 && !back; k++) {
+		for (unsigned i = 0; i < PL_SPIN_LOST_MAX; i++)
+			one_wait(true, 300);
+		assert_int_equal(one_wait(true, 0), PL_SPIN_SHORT_US);
+		back = one_wait(false, 0) == 50;
+	}
+	assert_true(back);
+	pl_spin_us = saved;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_backend),
 		cmocka_unit_test(test_fdtab_refcount),
 		cmocka_unit_test(test_room_spin_ends),
+		cmocka_unit_test(test_spin_adapts),
 		cmocka_unit_test(test_spin_slow_rounds),
 		cmocka_unit_test(test_spin_yields_adapt),
 	};
