@@ -9,6 +9,9 @@
  *   fail_peer client ADDR PORT [-b BYTES] [-w MAXWRITE] [-p POLL_MS] [-s SEED]
  *     -b: send BYTES, then shutdown(SHUT_WR) and read until the peer's EOF (else: forever)
  *     -p: poll timeout; every expiry prints "TIMEOUT t=<ms>" (the peer is silent)
+ *   both: -t FILE: the bytes send() has accepted on the current connection, stored in FILE
+ *     (8 bytes, host order) after each send, so that a test can tell, after a kill -9, what
+ *     the survivor must have received before an end of file
  * The server echoes its mode from the client: it sends until the client's EOF, then closes. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +67,7 @@ struct opts {
 	size_t maxw;
 	int poll_ms;
 	uint64_t seed;
+	volatile uint64_t *sent; /* -t: the shared count of accepted bytes, or NULL */
 };
 
 static const char *errname(int e)
@@ -91,6 +96,8 @@ static int duplex(int fd, const struct opts *o, uint64_t tx_seed, uint64_t rx_se
 	const char *reason = NULL;
 
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	if (o->sent)
+		*o->sent = 0;
 	while (!reason) {
 		struct pollfd p = { fd, POLLIN | (wr_done ? 0 : POLLOUT), 0 };
 		int r = poll(&p, 1, o->poll_ms);
@@ -136,6 +143,8 @@ static int duplex(int fd, const struct opts *o, uint64_t tx_seed, uint64_t rx_se
 					reason = errname(errno);
 			} else {
 				tx += (uint64_t)w;
+				if (o->sent)
+					*o->sent = tx;
 			}
 			if (o->bytes && tx == o->bytes && !is_server) {
 				shutdown(fd, SHUT_WR);
@@ -171,13 +180,27 @@ int main(int argc, char **argv)
 		return 64;
 	}
 	optind = 4;
-	while ((opt = getopt(argc, argv, "n:b:w:p:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:b:w:p:s:t:")) != -1) {
 		switch (opt) {
 		case 'n': conns = atol(optarg); break;
 		case 'b': o.bytes = strtoull(optarg, NULL, 0); break;
 		case 'w': o.maxw = strtoul(optarg, NULL, 0); break;
 		case 'p': o.poll_ms = atoi(optarg); break;
 		case 's': o.seed = strtoull(optarg, NULL, 0); break;
+		case 't': {
+			int tf = open(optarg, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+			void *m;
+
+			if (tf < 0 || ftruncate(tf, 4096) ||
+			    (m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, tf, 0)) ==
+				    MAP_FAILED) {
+				perror("fail_peer: -t");
+				return 64;
+			}
+			o.sent = m;
+			close(tf);
+			break;
+		}
 		default: return 64;
 		}
 	}
