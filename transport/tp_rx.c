@@ -609,6 +609,16 @@ bool tp_rx_death_end(struct tp_conn *c)
 		return false;
 	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &v) && (int32_t)(v - c->v_msn) > 0)
 		return false;
+	/* it held a merged message (TX_WAIT's HELD, set before the send() that began it
+	 * returned: tp_tx_merge.c): bytes its send()s accepted that it never published died with
+	 * it, and an end of stream here would hide them (a writer of small writes killed while the
+	 * reader was behind: EOF 12,000 bytes short, two runs in five). A reset says so. (The bit
+	 * may outlive the message's publication: a reset then although nothing is missing.) */
+	if (tp_slot_word(c, TP_W_TX_WAIT, &v) && (v & TP_TXW_HELD)) {
+		LOG(LL_INFO, "transport: slot %u: the peer process died holding a merged message: "
+		    "what its last writes sent is missing: reset", c->slot);
+		return false;
+	}
 	/* bytes we sent that it never read: its kernel would have reset the connection */
 	if (tp_mutex_trylock(&c->tx_lock))
 		return false;

@@ -26,6 +26,7 @@ static pid_t g_child; /* a child a failed test may have left stopped: teardown k
 /* Bytes the streaming child's tp_send() accepted, stored after each send returns (shared with
  * the children: what a dead writer's peer must get, then EOF, as over kernel TCP) */
 static _Atomic uint64_t *g_sent;
+static size_t g_wsize; /* the streaming child's write size (0: 4 KiB) */
 
 static int setup(void **state)
 {
@@ -169,9 +170,11 @@ static void child_stream_witness(uint16_t sport, int keep, int drop)
 	close(drop);
 	c = child_connect(1000, sport);
 	for (;;) {
-		tl_fill(buf, sizeof(buf), 3, off);
-		for (size_t done = 0; done < sizeof(buf);) {
-			struct iovec v = { buf + done, sizeof(buf) - done };
+		size_t wsz = g_wsize ? g_wsize : sizeof(buf);
+
+		tl_fill(buf, wsz, 3, off);
+		for (size_t done = 0; done < wsz;) {
+			struct iovec v = { buf + done, wsz - done };
 			ssize_t n = tp_send(c, &v, 1);
 
 			if (n == -EAGAIN) {
@@ -279,7 +282,7 @@ static void test_stopped_peer_survives(void **state)
  * socket, as a connection's own), so the survivor ends the connection once the link goes
  * silent instead of waiting out peer_timeout_ms (20 s here), as kernel TCP ends it: every byte
  * the dead writer's send() accepted, then end of file (its link spoke until it died). */
-static void test_witness_sees_death(void **state)
+static void witness_death(size_t wsize)
 {
 	static uint8_t buf[65536];
 	uint64_t got = 0;
@@ -287,7 +290,7 @@ static void test_witness_sees_death(void **state)
 	pid_t pid;
 	ssize_t n;
 
-	(void)state;
+	g_wsize = wsize;
 	struct tp_link *l;
 	struct tp_conn *c = start_witness_peer(&l, 6007, sv, &pid);
 	read_exact(c, buf, sizeof(buf), &got, 4u << 20);
@@ -308,14 +311,39 @@ static void test_witness_sees_death(void **state)
 		      "of %llu accepted, then %zd\n", (unsigned long long)dt,
 		      (unsigned long long)got, (unsigned long long)sent, n);
 	/* as over kernel TCP: every byte the dead writer's send() accepted, then end of file
-	 * (its count is stored after each send returns: the last write, 4 KiB at most, may be
-	 * delivered and not yet counted) */
-	assert_int_equal(n, 0);
-	assert_true(got >= sent && got - sent <= 4096u);
+	 * (its count is stored after each send returns: the last write may be delivered and not
+	 * yet counted). Small writes: the writer may have died holding a merged message, whose
+	 * bytes died with it; the reader is then told so (ECONNRESET after what arrived) where
+	 * kernel TCP would deliver them: never an end of file short of the count. */
+	size_t slack = wsize ? wsize : 4096u;
+
+	if (wsize && n == -ECONNRESET)
+		assert_true(got <= sent + slack);
+	else {
+		assert_int_equal(n, 0);
+		assert_true(got >= sent && got - sent <= slack);
+	}
 	assert_true(dt < 10000);
 	close(sv[0]);
 	tp_close(c);
 	tp_link_close(l);
+	g_wsize = 0;
+}
+
+static void test_witness_sees_death(void **state)
+{
+	(void)state;
+	witness_death(0);
+}
+
+/* The same with writes of 200 B, which the sender merges into one held message while the
+ * reader is behind (tp_tx_merge.c): a writer killed while it held one had its send()s accept
+ * bytes that it never published. Before the reader looked at TX_WAIT's HELD bit, it got end of
+ * file 5,000-12,000 bytes short in two runs of five: silent truncation. */
+static void test_witness_sees_death_small(void **state)
+{
+	(void)state;
+	witness_death(200);
 }
 
 /* Child: fills the connection without blocking, reports the count on REPORT, closes it (its
@@ -826,6 +854,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_peer_exit_after_fin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stopped_peer_survives, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_witness_sees_death, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_witness_sees_death_small, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_silent_peer_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_closed_then_stopped_peer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_starvation, setup, teardown),
