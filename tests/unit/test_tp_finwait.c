@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tests/helpers/tcp_pair.h"
 #include "transport/tp_int.h"
 
 /* Has the other end of PEER's pair gone (end of stream readable), within WAIT_MS? */
@@ -134,20 +135,7 @@ static void test_cap(void **state)
 /* A loopback TCP connection: *OURS (the accepted end) and *PEER. */
 static void tcp_pair(int *ours, int *peer)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(sa);
-	int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(ls >= 0);
-	assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(ls, 1), 0);
-	assert_int_equal(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
-	*peer = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(*peer >= 0);
-	assert_int_equal(connect(*peer, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	*ours = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-	assert_true(*ours >= 0);
-	close(ls);
+	assert_int_equal(tl_tcp_pair(ours, peer), 0);
 }
 
 static unsigned local_port(int fd)

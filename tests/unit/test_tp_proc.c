@@ -9,13 +9,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 
+#include "tests/helpers/tcp_pair.h"
 #include "tests/helpers/tp_testlib.h"
 #include "util/log.h"
 
@@ -196,20 +195,7 @@ static void child_stream_witness(uint16_t sport, int keep, int drop)
  * through it is taken as one after a silence, a reset). */
 static void tcp_pair(int sv[2])
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t al = sizeof(a);
-	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(l >= 0);
-	assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(listen(l, 1), 0);
-	assert_int_equal(getsockname(l, (struct sockaddr *)&a, &al), 0);
-	sv[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(sv[1] >= 0);
-	assert_int_equal(connect(sv[1], (struct sockaddr *)&a, sizeof(a)), 0);
-	sv[0] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-	assert_true(sv[0] >= 0);
-	close(l);
+	assert_int_equal(tl_tcp_pair(&sv[0], &sv[1]), 0);
 }
 
 /* Fork a child_stream_witness() peer (its pid in *RET_PID and g_child), then open side 1 (in
