@@ -275,6 +275,13 @@ static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
 #define TP_RANS_NACK      0x10000u
 /* ST unit */
 #define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
+/* The sender's held merged message (tp_tx_merge.c), a raw word in a line of its own that only a
+ * death reads (tp_rx_death_end()): its descriptor's CRC (high 32 bits), its payload length (bits
+ * 16-31) and its MSN's low 16 bits, rewritten at each merge after the payload; 0 once it is
+ * published (tp_tx_publish()). Written by the sender (tx_lock), not by the host as ST_FLAGS. */
+#define TP_W_TX_HELD      (TP_SLOT_ST + 0x40)
+#define TP_HELD_WORD(dcrc, len, msn) \
+	((uint64_t)(dcrc) << 32 | (uint64_t)(uint16_t)(len) << 16 | (uint16_t)(msn))
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
 #define TP_ST_GONE        0x2u  /* peer process died / released without FIN exchange */
 #define TP_ST_CLOSING     0x4u  /* peer closed it (tp_close): its socket's close is deliberate,
@@ -1677,6 +1684,9 @@ void tp_rx_progress(struct tp_conn *c, uint32_t want);
  * set) when its process died with nothing missing, as kernel TCP ends a killed writer's stream
  * with a FIN (tp_rx.c) */
 bool tp_rx_death_end(struct tp_conn *c);
+/* Whether the sender's TP_W_TX_HELD names a held message next in line (its death leaves it to
+ * us to deliver: its data ring stays ours until then). Under rx_lock. */
+bool tp_rx_held_next(const struct tp_conn *c);
 /* Bytes received and not yet read, after validating what arrived; under the rx lock. */
 size_t tp_rx_queued(struct tp_conn *c);
 /* Are bytes validated and not yet read waiting on C (tp_rx.c)? Takes rx_lock; with TRY, a busy

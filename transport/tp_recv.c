@@ -472,7 +472,8 @@ static ssize_t recv_result(struct tp_conn *c, const struct rx_read *rd)
 	if (c->rec_head != c->rec_tail)
 		return -EAGAIN;
 	if (tp_rx_death_end(c))
-		return 0;
+		/* (a dead sender's held message may have joined the queue: the caller reads it) */
+		return c->rec_head != c->rec_tail ? -EAGAIN : 0;
 	/* (relaxed: for the log) */
 	LOG(LL_DEBUG, "transport: slot %u: peer lost (flags %#x, died %d)", c->slot,
 	    tp_st_flags(c), (int)atomic_load_explicit(&c->peer_died, memory_order_relaxed));
@@ -484,6 +485,7 @@ ssize_t tp_recv_one(struct tp_conn *c, const struct iovec *iov, int iovcnt, int 
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	struct rx_read rd = { .iov = iov, .iovcnt = iovcnt, .peek = flags & TP_RECV_PEEK };
+	bool retried = false;
 	ssize_t rc;
 
 	/* a read: this connection is not a one-way stream of writes, whose small writes merge
@@ -502,6 +504,7 @@ ssize_t tp_recv_one(struct tp_conn *c, const struct iovec *iov, int iovcnt, int 
 	}
 	rd.h = c->rec_head;
 	rd.off = c->rec_off;
+again:
 	if (!recv_fast(c, &rd)) {
 		for (;;) {
 			while (rd.vi < iovcnt && rd.voff == iov[rd.vi].iov_len) {
@@ -538,6 +541,11 @@ ssize_t tp_recv_one(struct tp_conn *c, const struct iovec *iov, int iovcnt, int 
 	if (!rd.peek)
 		c->rec_off = rd.off;
 	rc = recv_result(c, &rd);
+	if (rc == -EAGAIN && rd.h != c->rec_tail && !retried) {
+		/* records the result's look queued (a dead sender's held message): read them */
+		retried = true;
+		goto again;
+	}
 	if (rc > 0 && !rd.peek)
 		tp_rx_release_turn(c); /* (a turn of request and answer: at once) */
 	else

@@ -361,8 +361,8 @@ static void rx_ring_free(struct tp_conn *c, const char *why)
 	struct tp_host_entry *e = c->ent;
 	uint32_t txd;
 
-	if (c->c_d != c->v_d || (tp_rx_txd(c, &txd) && txd != c->v_d))
-		return;
+	if (c->c_d != c->v_d || (tp_rx_txd(c, &txd) && txd != c->v_d) || tp_rx_held_next(c))
+		return; /* (a dead sender's held message: tp_rx_death_end() delivers it from there) */
 	if (!pool_lock(c->link))
 		return; /* (the next look) */
 	LOG(LL_DEBUG, "transport: slot %u: ring %u %s", c->slot, e->ring - 1u, why);

@@ -574,6 +574,64 @@ void tp_rx_flush_feedback(struct tp_conn *c)
 		fb_publish(c);
 }
 
+/*
+ * A dead sender's held merged message (tp_tx_merge.c), at the end of what it published (all of
+ * it validated): its bytes, which its send()s accepted, are in our window, its descriptor only
+ * in TP_W_TX_HELD. Under rx_lock. 1: the message, checked against that CRC, joins the record
+ * queue as the stream's last (a FIN after its bytes, as the sender's kernel would end it);
+ * 0: nothing held (the word is 0, or names a message validated already: it died between
+ * publishing one and clearing the word); -1: a held message that does not check out or is
+ * not next, bytes lost (a reset says so: an end of stream would hide them).
+ */
+static uint64_t held_word(const struct tp_conn *c)
+{
+	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot) + TP_W_TX_HELD;
+
+	/* acquire: read after the words that say the sender is dead and what it published */
+	return atomic_load_explicit((const _Atomic uint64_t *)(const void *)p,
+				    memory_order_acquire);
+}
+
+bool tp_rx_held_next(const struct tp_conn *c)
+{
+	uint64_t w = held_word(c);
+
+	return w && (uint16_t)w == (uint16_t)c->v_msn;
+}
+
+static int rx_held_take(struct tp_conn *c)
+{
+	uint64_t w = held_word(c);
+	uint32_t q = c->link->geom.qsize, len = (uint16_t)(w >> 16), fp;
+	uint16_t ahead = (uint16_t)((uint16_t)w - (uint16_t)c->v_msn);
+	struct tp_desc d = { .type = TP_MT_SHORT, .len = len, .msn = c->v_msn,
+			     .crc = (uint32_t)(w >> 32) };
+	struct tp_rec r;
+
+	if (!w || ahead >= 0x8000u)
+		return 0; /* (behind: validated already) */
+	fp = tp_footprint(TP_MT_SHORT, c->v_d, len);
+	if (ahead != 0 || !c->in_ring || !len || (c->v_d & (q - 1)) + fp > q ||
+	    fp > q - (c->v_d - c->c_d) ||
+	    tp_desc_crc(tp_rx_data_copy(c, NULL, c->v_d + TP_DESC_SIZE, len, c->dseed_in, false),
+			&d) != d.crc) {
+		LOG(LL_INFO, "transport: slot %u: the peer process died holding a merged message "
+		    "that does not check out (%u bytes, msn %u, ours %u): reset", c->slot, len,
+		    (unsigned)(uint16_t)w, c->v_msn);
+		return -1;
+	}
+	LOG(LL_DEBUG, "transport: slot %u: the peer process died holding a merged message of %u "
+	    "bytes: delivered, then end of stream", c->slot, len);
+	r = (struct tp_rec){ .desc = d, .msn = c->v_msn, .len = len, .pos = c->v_d,
+			     .payload = tp_payload_gap(TP_MT_SHORT, c->v_d), .footprint = fp,
+			     .ring = 1, .flags = TP_MSG_FIN, .type = TP_MT_SHORT };
+	/* (the FIN in the record's flags only: its descriptor stays the one its CRC covers, which
+	 * the copy checks again, rec_copy()) */
+	rec_take(c, &r, c->rec_tail == c->rec_head);
+	c->v_d += fp;
+	return 1;
+}
+
 /* Whether tp_rx_progress() would find nothing to do (under rx_lock, record queue empty): not
  * gated, the next inline slot not published, and the TX_D and TX_EPOCH words exactly as their
  * last valid reading (tp_slot_word()'s cache), with no Detect pending in the latter. Loads of
@@ -609,15 +667,15 @@ bool tp_rx_death_end(struct tp_conn *c)
 		return false;
 	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &v) && (int32_t)(v - c->v_msn) > 0)
 		return false;
-	/* it held a merged message (TX_WAIT's HELD, set before the send() that began it
-	 * returned: tp_tx_merge.c): bytes its send()s accepted that it never published died with
-	 * it, and an end of stream here would hide them (a writer of small writes killed while the
-	 * reader was behind: EOF 12,000 bytes short, two runs in five). A reset says so. (The bit
-	 * may outlive the message's publication: a reset then although nothing is missing.) */
-	if (tp_slot_word(c, TP_W_TX_WAIT, &v) && (v & TP_TXW_HELD)) {
-		LOG(LL_INFO, "transport: slot %u: the peer process died holding a merged message: "
-		    "what its last writes sent is missing: reset", c->slot);
+	/* it held a merged message: delivered, then the end (or a reset if it does not check
+	 * out) */
+	switch (rx_held_take(c)) {
+	case 1:
+		return true;
+	case -1:
 		return false;
+	default:
+		break;
 	}
 	/* bytes we sent that it never read: its kernel would have reset the connection */
 	if (tp_mutex_trylock(&c->tx_lock))

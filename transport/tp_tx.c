@@ -505,6 +505,9 @@ void tp_tx_publish(struct tp_conn *c)
 	c->tx_dirty = true;
 	c->last_tx_pub_ms = 0; /* stamped by the next timer run (no clock read per message) */
 	if (tp_tx_held(c)) {
+		/* nothing held any more (after TX_D, which covers it now: a death of ours between
+		 * the two finds the message both published and described, and takes it once) */
+		ntb_write64(c->link->ntb, c->out.slot_off + TP_W_TX_HELD, 0);
 		/* (relaxed: tp_tx_flush_held()'s unlocked look is a hint) */
 		atomic_store_explicit(&c->held, false, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&c->link->held_conns, 1, memory_order_relaxed);

@@ -34,7 +34,10 @@ void tp_tx_hold_drop(struct tp_conn *c)
  *     poll on the connection, the timers, fork and export publish it first.
  * The receiver cannot have read a held message (TX_D does not cover it), so rewriting it is
  * safe; once published it is an ordinary short message, and the shadow holds it whole for
- * retransmission and failover from the start.
+ * retransmission and failover from the start. If this process dies holding it, its bytes
+ * (which our send()s accepted) are in the receiver's window without a descriptor there: each
+ * merge leaves the descriptor's length, CRC and MSN in TP_W_TX_HELD, by which the receiver
+ * delivers them, then the end of the stream (tp_rx.c: rx_held_take()).
  */
 #define TX_MERGE_MAX   (16u << 10)  /* a held message grows to this at most */
 
@@ -52,6 +55,11 @@ static void held_desc(struct tp_conn *c, uint32_t len)
 	 * out over a prefix of the payload and leave the receiver inside the message. */
 	memcpy(s, &w0, 8); /* never wraps: 16-aligned */
 	memcpy(s + 8, &w1, 8);
+	/* what a death of ours leaves the receiver to deliver it by (TP_W_TX_HELD): after the
+	 * payload, which its CRC covers (a word that arrived before it does not check out there:
+	 * a reset, no byte invented) */
+	ntb_write64(c->link->ntb, c->out.slot_off + TP_W_TX_HELD,
+		    TP_HELD_WORD(w1 >> 32, len, c->msn_next - 1u));
 	c->held_len = len;
 	c->tx_d = c->held_pos + TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
 }

@@ -12,6 +12,7 @@
 
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
+#include "transport/tp_tx_int.h"
 #include "util/log.h"
 
 /* A fault of the link, played from this process: N bytes written at AT into the peer's window
@@ -2410,6 +2411,95 @@ static void test_merge_ring_owed(void **state)
 	tl_pair_close(&p);
 }
 
+/*
+ * A sender that dies holding a merged message (its bytes in the receiver's window, its
+ * descriptor not: tp_tx_merge.c): the receiver delivers them by TP_W_TX_HELD, then end of file,
+ * as kernel TCP delivers what a killed writer's send() accepted. A's tx_lock held stands for its
+ * death (nothing of A runs after: its helper cannot publish the message); B is told as its
+ * witness tells it (tp_witness.c). SPOIL: one payload byte flipped in the window after the
+ * word was written: ECONNRESET, no byte delivered, never an end of file.
+ */
+static void merge_held_death(bool spoil)
+{
+	static uint8_t pay[4096], out[4096];
+	struct tl_pair p;
+	size_t lead, total;
+	uint64_t w;
+	int tries = 0;
+	ssize_t n;
+
+	pair_open(&p, spoil ? "mergedeath1" : "mergedeath0", NULL, NULL);
+	for (unsigned i = 0; i < sizeof(pay); i++)
+		pay[i] = (uint8_t)(i * 11 + 5);
+	for (;;) {
+		assert_true(++tries < 100);
+		if (!hold_one(&p, pay, out, &lead, &total))
+			continue;
+		tp_mutex_lock(&p.ca->tx_lock);
+		if (p.ca->held)
+			break; /* (tx_lock kept: A is dead from here) */
+		tp_mutex_unlock(&p.ca->tx_lock);
+		recv_exact(p.cb, out + lead, total - lead);
+	}
+	w = tp_slot_raw(p.cb, TP_W_TX_HELD);
+	assert_int_equal((w >> 16) & 0xffffu, total - lead);
+	assert_int_equal((uint16_t)w, (uint16_t)p.cb->v_msn);
+	if (spoil)
+		p.ca->link->out_direct[tp_out_data_base(p.ca) +
+				       ((p.ca->held_pos + TP_DESC_SIZE + 7) & (p.ca->out.qsize - 1))] ^=
+			0x20;
+	atomic_store(&p.cb->peer_died, true);
+	atomic_store(&p.cb->peer_gone, true);
+	n = tl_recv_some(p.cb, out + lead, sizeof(out) - lead, 2000);
+	if (spoil) {
+		assert_int_equal(n, -ECONNRESET);
+	} else {
+		assert_int_equal(n, (ssize_t)(total - lead));
+		assert_memory_equal(out, pay, total);
+		assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 2000), 0);
+		assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 2000), 0);
+	}
+	tp_mutex_unlock(&p.ca->tx_lock);
+	print_message("mergedeath%d: %d tries, %zu held bytes: %zd\n", (int)spoil, tries,
+		      total - lead, n);
+	tl_pair_close(&p);
+}
+
+static void test_merge_held_death(void **state)
+{
+	(void)state;
+	merge_held_death(false);
+	merge_held_death(true);
+}
+
+/* Once a held message is published, its word says nothing is held (0): a sender's death later
+ * is an end of file after what it published, not a reset. */
+static void test_merge_held_cleared(void **state)
+{
+	static uint8_t pay[4096], out[4096];
+	struct tl_pair p;
+	size_t lead, total;
+	int tries = 0;
+
+	(void)state;
+	pair_open(&p, "mergeclear", NULL, NULL);
+	for (unsigned i = 0; i < sizeof(pay); i++)
+		pay[i] = (uint8_t)(i * 13 + 1);
+	while (!hold_one(&p, pay, out, &lead, &total))
+		assert_true(++tries < 100);
+	assert_int_not_equal(tp_slot_raw(p.cb, TP_W_TX_HELD), 0);
+	tp_tx_flush_held(p.ca);
+	assert_int_equal(tp_slot_raw(p.cb, TP_W_TX_HELD), 0);
+	recv_exact(p.cb, out + lead, total - lead);
+	assert_memory_equal(out, pay, total);
+	tp_mutex_lock(&p.ca->tx_lock); /* (A dead) */
+	atomic_store(&p.cb->peer_died, true);
+	atomic_store(&p.cb->peer_gone, true);
+	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 2000), 0);
+	tp_mutex_unlock(&p.ca->tx_lock);
+	tl_pair_close(&p);
+}
+
 struct merge_arg {
 	struct tp_conn *c;
 	uint64_t total, hash, writes;
@@ -2482,6 +2572,8 @@ int main(void)
 {
 	if (getenv("TP_DEBUG"))
 		log_set_level(LL_DEBUG);
+	if (getenv("TP_TEST_ONLY")) /* (one test, by name pattern) */
+		cmocka_set_test_filter(getenv("TP_TEST_ONLY"));
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_basic_exchange),
 		cmocka_unit_test(test_stream_clean),
@@ -2521,6 +2613,8 @@ int main(void)
 		cmocka_unit_test(test_small_reads_bounce),
 		cmocka_unit_test(test_merge_small_writes),
 		cmocka_unit_test(test_merge_ring_owed),
+		cmocka_unit_test(test_merge_held_death),
+		cmocka_unit_test(test_merge_held_cleared),
 		cmocka_unit_test(test_merge_stream_fault),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
