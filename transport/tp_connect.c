@@ -128,9 +128,28 @@ static int connect_check(struct tp_link *l, const struct tp_key *key, uint32_t a
  * error (the lock released) with *RET_REASON. */
 static int slot_reserve(struct tp_link *l, enum tp_reason *ret_reason)
 {
+	/* relaxed: a hint (see struct tp_link) */
+	uint64_t busy = atomic_load_explicit(&l->host_busy_ms, memory_order_relaxed), now;
 	int slot;
 
-	tp_host_lock(l);
+	/* A process of this host stopped while it holds the lock keeps it while it stays
+	 * stopped: the connection goes tcp once the wait finds the holder stopped (after
+	 * TP_HOST_WAIT_MS; within TP_HOST_BUSY_MS of such a find, at once), instead of every
+	 * connect() of the host hanging */
+	if (!tp_host_lock_within(l, busy && clock_age_ms(tp_now_ms(), busy) < TP_HOST_BUSY_MS ?
+				    0 : TP_HOST_WAIT_MS)) {
+		now = tp_now_ms();
+		if (!busy || clock_age_ms(now, busy) >= TP_HOST_BUSY_MS) {
+			LOG(busy ? LL_DEBUG : LL_WARN, "transport: the host lock is held by a "
+			    "stopped process (pid %d): new connections go tcp while it stays so",
+			    (int)atomic_load_explicit(&l->host->lock_pid, memory_order_relaxed));
+			atomic_store_explicit(&l->host_busy_ms, now ? now : 1, memory_order_relaxed);
+		}
+		*ret_reason = TP_REASON_HOST_BUSY;
+		return -EAGAIN;
+	}
+	if (busy)
+		atomic_store_explicit(&l->host_busy_ms, 0, memory_order_relaxed);
 	if (tp_host_lost(l)) { /* (checked under the lock: taking it may be what faults) */
 		tp_host_unlock(l);
 		*ret_reason = TP_REASON_LOCAL_ERROR;

@@ -85,7 +85,19 @@ void tp_conn_free_slot(struct tp_conn *c)
 
 /* Drop this process's ownership of C's context; the last owner frees it. ST_FLAGS (RST/GONE)
  * tell the peer when the connection did not end with both FINs. Frees C. */
+static int conn_release(struct tp_conn *c, uint32_t st_flags, bool try);
+
 bool tp_conn_release(struct tp_conn *c, uint32_t st_flags)
+{
+	return conn_release(c, st_flags, false) > 0;
+}
+
+int tp_conn_release_try(struct tp_conn *c, uint32_t st_flags)
+{
+	return conn_release(c, st_flags, true);
+}
+
+static int conn_release(struct tp_conn *c, uint32_t st_flags, bool try)
 {
 	struct tp_link *l = c->link;
 	bool closed = false;
@@ -96,7 +108,7 @@ bool tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 		tp_conn_unregister(c);
 		tp_fo_free(c);
 		tp_conn_recycle(c);
-		return false;
+		return 0;
 	}
 	struct tp_host_entry *e = c->ent;
 	int me = tp_self_pid();
@@ -106,7 +118,13 @@ bool tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 	bool last = true;
 
 	tp_conn_unregister(c);
-	tp_host_lock(l);
+	if (!try) {
+		tp_host_lock(l);
+	} else if (!tp_host_lock_within(l, 0)) {
+		/* held by a stopped process: back on the lists, for the next pass */
+		tp_conn_register(c);
+		return -1;
+	}
 	for (int i = 0; i < TP_OWNERS; i++)
 		if (e->owners[i] == me)
 			e->owners[i] = 0;
@@ -137,7 +155,7 @@ bool tp_conn_release(struct tp_conn *c, uint32_t st_flags)
 		closed = true;
 	}
 	tp_conn_recycle(c);
-	return closed;
+	return closed ? 1 : 0;
 }
 
 /* Has the peer acknowledged C's FIN (and so every byte before it)? (tx side state) */
@@ -324,7 +342,17 @@ static void pass_release(struct tp_link *l, struct tp_conn *done)
 		 * takes the host lock, writes the peer's slot and often closes the kernel socket;
 		 * measured, yielding only after those that closed one lost most of the gain
 		 * (connrate 16.2 against 15.2 k/s) */
-		tp_conn_release(c, (uint32_t)c->closed_ms);
+		if (tp_conn_release_try(c, (uint32_t)c->closed_ms) < 0) {
+			/* the host lock is held (a process of this host stopped in it: the
+			 * helper must not stop with it, its links' heartbeats and every other
+			 * connection's timers are its work): the next pass, 5 ms on, decides
+			 * again (a close time again in place of the flags: an age from the flags
+			 * would count as the linger's end) (seq_cst: as the store in
+			 * tp_close()) */
+			c->closed_ms = tp_now_ms();
+			atomic_store_explicit(&l->lingering, true, memory_order_seq_cst);
+			continue;
+		}
 		if (tp_on_helper())
 			sched_yield();
 	}

@@ -345,30 +345,71 @@ void tp_host_close(struct tp_link *l)
 	l->host_fd = -1;
 }
 
-void tp_host_lock(struct tp_link *l)
+/* After a lock call that returned RC: whether the lock is ours (the holder's pid noted). */
+static bool host_locked(struct tp_link *l, int rc)
 {
-	int rc = pthread_mutex_lock(&l->host->lock);
-
 	if (rc == EOWNERDEAD) { /* the holder died: its entry updates are whole or harmless */
 		pthread_mutex_consistent(&l->host->lock);
 		tp_hidx_rebuild(l->host); /* (an index may be half-updated) */
+	} else if (rc) {
+		return false;
 	}
+	/* relaxed: a hint for waiters (tp_host_lock_within()) */
+	atomic_store_explicit(&l->host->lock_pid, tp_self_pid(), memory_order_relaxed);
+	return true;
+}
+
+void tp_host_lock(struct tp_link *l)
+{
+	host_locked(l, pthread_mutex_lock(&l->host->lock));
 }
 
 bool tp_host_trylock(struct tp_link *l)
 {
-	int rc = pthread_mutex_trylock(&l->host->lock);
+	return host_locked(l, pthread_mutex_trylock(&l->host->lock));
+}
 
-	if (rc == EOWNERDEAD) {
-		pthread_mutex_consistent(&l->host->lock);
-		tp_hidx_rebuild(l->host);
+/* Is the host lock's holder a stopped process (SIGSTOP, a debugger's stop)? */
+static bool holder_stopped(struct tp_link *l)
+{
+	/* relaxed: a hint; a holder that changed meanwhile is looked at next time */
+	int32_t pid = atomic_load_explicit(&l->host->lock_pid, memory_order_relaxed);
+	char st = 0;
+
+	return pid > 0 && pid != tp_self_pid() && proc_starttime(pid, &st) && (st == 'T' || st == 't');
+}
+
+bool tp_host_lock_within(struct tp_link *l, uint32_t ms)
+{
+	if (tp_host_trylock(l))
 		return true;
+	if (!ms && holder_stopped(l))
+		return false;
+	if (!ms)
+		ms = TP_HOST_WAIT_MS;
+	for (;;) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts); /* (pthread_mutex_timedlock()'s clock) */
+		ts.tv_sec += ms / 1000u;
+		ts.tv_nsec += (long)(ms % 1000u) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		int rc = pthread_mutex_timedlock(&l->host->lock, &ts);
+
+		if (rc != ETIMEDOUT)
+			return host_locked(l, rc);
+		if (holder_stopped(l))
+			return false;
 	}
-	return rc == 0;
 }
 
 void tp_host_unlock(struct tp_link *l)
 {
+	/* relaxed: as in host_locked() */
+	atomic_store_explicit(&l->host->lock_pid, 0, memory_order_relaxed);
 	pthread_mutex_unlock(&l->host->lock);
 }
 

@@ -572,7 +572,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   13u
+#define TP_HOST_VERSION   14u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
@@ -677,7 +677,7 @@ struct tp_host_entry {
  * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
  * server entries by peer slot and by key); 8: transfer contexts (the pool, the entries' ring
  * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers; 11: e_used (entries above it not cleared); 12: maint_ms;
- * 13: offers (role TP_ROLE_OFFER, the offer_* fields) */
+ * 13: offers (role TP_ROLE_OFFER, the offer_* fields); 14: lock_pid */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -714,6 +714,10 @@ struct tp_host {
 	uint64_t pool_off;     /* and of its pool of transfer contexts (pool_n rings of qsize) */
 	uint32_t pool_n;
 	pthread_mutex_t lock;
+	/* the process that holds lock (0: none, or it died in it), written by its holder right
+	 * after taking it and before releasing it: read without the lock (relaxed) by a waiter
+	 * that waited long, to tell a holder that is stopped (tp_host_lock_within()) */
+	_Atomic int32_t lock_pid;
 	/* everything below under lock */
 	uint32_t peer_epoch;   /* peer session the mailbox indices belong to */
 	_Atomic uint32_t free_num; /* written under lock, read unlocked (tp_link_load()) */
@@ -826,6 +830,10 @@ struct tp_link {
 	uint32_t conn_cache_n;
 	bool conn_cache_used;       /* a set-up drew from it since the last trim */
 	atomic_bool lingering;      /* closed connections wait for the helper: it comes every 5 ms */
+	/* tp_now_ms() when a set-up last found the host lock held past TP_HOST_WAIT_MS (a process
+	 * of this host stopped inside it: SIGSTOP, a debugger); 0: never. Within
+	 * TP_HOST_BUSY_MS of it set-ups only try the lock (tp_connect.c). Relaxed: a hint. */
+	_Atomic uint64_t host_busy_ms;
 	atomic_bool probe_soon;     /* a sleeper has unacknowledged data: the helper comes every
 				     * TP_QUICK_PROBE_MS (tp_tx_timers()' quick probes) */
 	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
@@ -1299,6 +1307,15 @@ int tp_stat_table(const void *map, size_t map_size, int side, struct tp_stat_ent
 void tp_host_close(struct tp_link *l);
 void tp_host_lock(struct tp_link *l);
 bool tp_host_trylock(struct tp_link *l);
+/* The host lock, unless its holder is a stopped process: false then. A process stopped while
+ * it holds it (SIGSTOP or a debugger stop every thread, its helper's mailbox work included)
+ * keeps it for as long as it stays stopped: what need not wait for it (a set-up, which goes
+ * tcp instead; the helper's release of closed connections, which comes again) does not. The
+ * holder (/proc/PID/stat) is looked at after MS milliseconds of waiting, and every MS after
+ * (0: at once, then every TP_HOST_WAIT_MS); a running one, however slow, is waited for. */
+bool tp_host_lock_within(struct tp_link *l, uint32_t ms);
+#define TP_HOST_WAIT_MS 20u   /* a set-up's wait before it looks at the holder */
+#define TP_HOST_BUSY_MS 1000u /* ... at once, for this long after it found one stopped */
 void tp_host_unlock(struct tp_link *l);
 /* Add ST flags FLAGS to the ST word of the peer's slot that host entry E names: every flag
  * written so far (e->st_out), from whichever process of this host, in one store. Any lock or
@@ -1785,6 +1802,9 @@ void tp_event_signal(void);         /* tp_link.c */
 void tp_conn_register(struct tp_conn *c);
 void tp_conn_unregister(struct tp_conn *c);
 bool tp_conn_release(struct tp_conn *c, uint32_t st_flags); /* true: closed a kernel socket */
+/* tp_conn_release() when the host lock is free (tried briefly): -1 when it is not (C stays
+ * registered, as before the call), else 1 or 0 as tp_conn_release() returns true or false. */
+int tp_conn_release_try(struct tp_conn *c, uint32_t st_flags);
 /* Is this thread the helper? (Its passes close kernel sockets outside their locks and yield
  * after each: tp_conns.c.) */
 bool tp_on_helper(void);

@@ -55,6 +55,7 @@ const char *tp_reason_str(enum tp_reason r)
 	case TP_REASON_PEER_ERROR: return "peer error";
 	case TP_REASON_LOCAL_ERROR: return "local error";
 	case TP_REASON_ADMIN_DOWN: return "link down (admin)";
+	case TP_REASON_HOST_BUSY: return "host lock held";
 	}
 	return "unknown";
 }

@@ -161,6 +161,7 @@ enum tp_reason {
 	TP_REASON_PEER_ERROR,      /* the peer answered with an error */
 	TP_REASON_LOCAL_ERROR,     /* out of memory, etc. */
 	TP_REASON_ADMIN_DOWN,      /* `ntbsock link down` on either host */
+	TP_REASON_HOST_BUSY,       /* this host's lock held too long (a process stopped in it) */
 };
 const char *tp_reason_str(enum tp_reason r);
 

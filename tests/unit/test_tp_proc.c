@@ -16,6 +16,7 @@
 
 #include "tests/helpers/tcp_pair.h"
 #include "tests/helpers/tp_testlib.h"
+#include "transport/tp_int.h"
 #include "util/log.h"
 
 #define WIN (8u << 20)
@@ -325,6 +326,172 @@ static void test_witness_sees_death_small(void **state)
 {
 	(void)state;
 	witness_death(200);
+}
+
+/* Side SIDE's end of a connection from CPORT to SPORT (side 0 connects, side 1 attaches). */
+static void conn_both(struct tp_link *la, struct tp_link *lb, uint16_t cport, uint16_t sport,
+		      struct tp_conn **ca, struct tp_conn **cb)
+{
+	struct tp_key k;
+	enum tp_reason why;
+
+	tl_key(&k, cport, sport);
+	assert_int_equal(tp_connect(la, &k, 5000, ca, &why), 0);
+	*cb = attach_wait(lb, cport, sport, 5000);
+}
+
+/* N bytes of stream 5 from *OFF on, from A to B, exact. */
+static void carry(struct tp_conn *a, struct tp_conn *b, uint64_t *off, size_t n)
+{
+	static uint8_t out[4096], in[4096];
+	size_t got = 0;
+
+	assert_true(n <= sizeof(out));
+	tl_fill(out, n, 5, *off);
+	assert_int_equal(tl_send_all(a, out, n), 0);
+	while (got < n) {
+		ssize_t r = tl_recv_some(b, in + got, n - got, 5000);
+
+		assert_true(r > 0);
+		got += (size_t)r;
+	}
+	assert_memory_equal(in, out, n);
+	*off += n;
+}
+
+/*
+ * A process of this host stopped while it holds the host lock (SIGSTOP or a debugger stops
+ * every thread, a helper's mailbox work included) keeps it while it stays stopped. The other
+ * processes of the host go on: a connect goes tcp (TP_REASON_HOST_BUSY) after TP_HOST_WAIT_MS,
+ * the next ones at once; a closed connection's release waits for the lock in the helper's later
+ * passes, and the helper meanwhile does the rest of its work (the link's heartbeats, in both
+ * directions; an open connection carries on). Once the holder goes on, the closed
+ * connection's context is freed and set-ups are ntb again. Before, the connect waited for ever
+ * and the helper stopped in its release of the closed connection (alarm() ends a hang). A holder
+ * that is slow but runs is waited for (a set-up then is ntb).
+ */
+static void test_host_lock_stopped_holder(void **state)
+{
+	struct tp_conn *c1a, *c1b, *c2a, *c2b, *c3a = NULL, *c3b;
+	struct tp_link *la = NULL, *lb = NULL;
+	struct tp_params tpp;
+	struct tp_key k;
+	enum tp_reason why = TP_REASON_NONE;
+	uint64_t off = 0, t0, dt1, dt2;
+	int go[2], ready[2], st;
+	uint32_t slot1;
+	pid_t pid;
+	char b = 0;
+
+	(void)state;
+	alarm(60);
+	assert_int_equal(pipe(go), 0);
+	assert_int_equal(pipe(ready), 0);
+	pid = fork(); /* (before side 0 is opened here: the child opens its own) */
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct tp_link *l = NULL;
+
+		params(&tpp, 8);
+		if (read(go[0], &b, 1) != 1 || tl_open(g_path, 0, WIN, &tpp, &l))
+			_exit(2);
+		tp_host_lock(l); /* held 200 ms, running (asleep) */
+		if (write(ready[1], "r", 1) != 1)
+			_exit(3);
+		usleep(200000);
+		tp_host_unlock(l);
+		if (read(go[0], &b, 1) != 1)
+			_exit(2);
+		tp_host_lock(l); /* held, stopped */
+		if (write(ready[1], "r", 1) != 1)
+			_exit(3);
+		raise(SIGSTOP);
+		tp_host_unlock(l);
+		tp_link_close(l);
+		_exit(0);
+	}
+	g_child = pid;
+	params(&tpp, 8);
+	assert_int_equal(tl_open(g_path, 0, WIN, &tpp, &la), 0);
+	assert_int_equal(tl_open(g_path, 1, WIN, &tpp, &lb), 0);
+	assert_int_equal(tp_listen(lb, 7100), 0);
+	assert_int_equal(tl_wait_listen(la, 7100, 5000), 0);
+	conn_both(la, lb, 50001, 7100, &c1a, &c1b);
+	conn_both(la, lb, 50002, 7100, &c2a, &c2b);
+	carry(c1a, c1b, &off, 1000);
+	carry(c2a, c2b, &off, 1000);
+	slot1 = c1a->slot;
+
+	/* a holder that is slow but not stopped is waited for: ntb */
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(read(ready[0], &b, 1), 1);
+	t0 = tl_now_ms();
+	conn_both(la, lb, 50005, 7100, &c3a, &c3b);
+	dt1 = tl_now_ms() - t0;
+	carry(c3a, c3b, &off, 1000);
+	tp_close(c3a);
+	tp_close(c3b);
+	print_message("host lock held 200 ms by a running process: ntb set-up after %llu ms\n",
+		      (unsigned long long)dt1);
+
+	assert_int_equal(write(go[1], "g", 1), 1);
+	assert_int_equal(read(ready[0], &b, 1), 1);
+	assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+	assert_true(WIFSTOPPED(st));
+
+	/* set-ups go tcp: the first after its wait, the next at once */
+	tl_key(&k, 50003, 7100);
+	t0 = tl_now_ms();
+	assert_int_equal(tp_connect(la, &k, 5000, &c3a, &why), -EAGAIN);
+	dt1 = tl_now_ms() - t0;
+	assert_int_equal(why, TP_REASON_HOST_BUSY);
+	why = TP_REASON_NONE;
+	t0 = tl_now_ms();
+	assert_int_equal(tp_connect(la, &k, 5000, &c3a, &why), -EAGAIN);
+	dt2 = tl_now_ms() - t0;
+	assert_int_equal(why, TP_REASON_HOST_BUSY);
+	assert_true(dt1 < 5000); /* (not the set-up's timeout: TP_HOST_WAIT_MS) */
+
+	/* a closed connection: its release waits; the helper goes on serving */
+	tp_close(c1a);
+	tp_close(c1b);
+	for (int i = 0; i < 15; i++) {
+		usleep(100000);
+		carry(c2a, c2b, &off, 1000);
+		carry(c2b, c2a, &off, 1000);
+		/* (read from the windows: a helper that stopped would not say it is down) */
+		assert_true(ntb_link_peer_hb_age_ms(tp_link_ntb(la)) < 1000);
+		assert_true(ntb_link_peer_hb_age_ms(tp_link_ntb(lb)) < 1000);
+	}
+	/* (read without the lock: its holder is stopped) */
+	assert_int_not_equal(la->host->e[slot1].state, TP_ES_FREE);
+
+	/* the holder goes on: the release is done, set-ups are ntb again */
+	kill(pid, SIGCONT);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	g_child = 0;
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	t0 = tl_now_ms();
+	while (la->host->e[slot1].state != TP_ES_FREE && tl_now_ms() - t0 < 5000)
+		usleep(5000);
+	assert_int_equal(la->host->e[slot1].state, TP_ES_FREE);
+	conn_both(la, lb, 50004, 7100, &c3a, &c3b);
+	carry(c3a, c3b, &off, 1000);
+	carry(c2a, c2b, &off, 1000);
+	print_message("host lock held by a stopped process: connect tcp after %llu ms, then %llu "
+		      "ms; link up, %llu bytes exact\n", (unsigned long long)dt1,
+		      (unsigned long long)dt2, (unsigned long long)off);
+	tp_close(c3a);
+	tp_close(c3b);
+	tp_close(c2a);
+	tp_close(c2b);
+	tp_link_close(la);
+	tp_link_close(lb);
+	close(go[0]);
+	close(go[1]);
+	close(ready[0]);
+	close(ready[1]);
+	alarm(0);
 }
 
 /* Child: fills the connection without blocking, reports the count on REPORT, closes it (its
@@ -838,6 +1005,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_witness_sees_death_small, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_silent_peer_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_closed_then_stopped_peer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_host_lock_stopped_holder, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_starvation, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_idle_cpu, setup, teardown),
 	};
