@@ -295,7 +295,6 @@ int ntb_link_atfork_child(struct ntb_link *link)
 	int rc = ntb_side_lock(l);
 	if (rc)
 		return rc;
-	int live = ntb_side_reap(l, NULL);
 	if (atomic_load_explicit(&l->session_epoch, memory_order_relaxed) != link->epoch) {
 		/* Our side restarted between the fork and now: this handle is stale. */
 		ntb_side_unlock(l);
@@ -303,8 +302,12 @@ int ntb_link_atfork_child(struct ntb_link *link)
 			       link->side);
 		return -ESTALE;
 	}
-	/* Join the session (never start a new one: the epoch must stay). */
-	rc = side_claim_locked(link, l, live > 0 ? live : 1);
+	/* Join the session (never start a new one: the epoch must stay). The slots of dead
+	 * processes are reaped only when none is free: a reap looks at every live claimer's
+	 * /proc entry, and a server forking per connection pays this at each fork. */
+	rc = side_claim_locked(link, l, 1);
+	if (rc == -EUSERS && ntb_side_reap(l, NULL) >= 0)
+		rc = side_claim_locked(link, l, 1);
 	/* relaxed: this handle's flag (as in ntb_link_enable()) */
 	if (rc == 0 && atomic_load_explicit(&link->enabled, memory_order_relaxed))
 		atomic_store_explicit(&l->slots[link->slot].enabled, 1, memory_order_relaxed);

@@ -911,10 +911,21 @@ void tp_atfork_child(void)
 		/* (its own event counter, published again when a sleeper asks, under its own
 		 * claim slot: without one, not at all) */
 		atomic_store_explicit(&l->ev_slot, -2, memory_order_relaxed);
-		ntb_event_atfork_child(l->ntb);
 		/* (fork copies no page table of a shared mapping: the child maps its rings anew) */
 		memset((void *)l->ring_mapped, 0, sizeof(l->ring_mapped));
 		tp_host_unlock(l);
+		/* Our own claim on the link's side, in the parent's session (after the host lock:
+		 * the side lock is never taken under it). Without one, a parent that exits (a
+		 * daemon's first process) left the side with no live process while we used it:
+		 * the next process of the host to open the link started a new session, and our
+		 * connections were lost on both hosts; our doorbell sleepers were also counted in
+		 * the parent's slot, taken back at its death. Without a free slot (96 per side) we
+		 * go on unclaimed, as before. */
+		int rc = ntb_link_atfork_child(l->ntb);
+
+		if (rc)
+			LOG(LL_INFO, "transport: forked child: no claim of its own on the link's "
+			    "side (%s): %s", strerror(-rc), ntb_strerror_detail());
 	}
 	if (tp_links)
 		tp_helper_start();

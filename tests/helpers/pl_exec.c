@@ -21,6 +21,9 @@
  *                                      while the child streams, also reads and writes: both
  *                                      must fail with EPERM (single-owner rule, ntbsock(7));
  *                                      it closes its copy 2 s after the fork
+ *   pl_exec serve-daemon ADDR PORT     accept, echo 1000 bytes, fork; the parent exits at once
+ *                                      (a daemon's first process), the child waits 1.5 s,
+ *                                      then echoes until EOF and says how much
  *   pl_exec serve-listen-exec ADDR PORT listen, then execv(self, "child-accept", LFD): the new
  *                                      image accepts on the inherited listener and echoes
  *   pl_exec child FD DUPFD             (run by exec) close DUPFD, echo FD until EOF
@@ -270,6 +273,26 @@ static int serve_fork_both(char **argv)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
+static int serve_daemon(char **argv)
+{
+	int fd = accept_one(argv[2], argv[3]);
+
+	if (echo(fd, 1000) != 1000) {
+		fprintf(stderr, "pl_exec: early EOF before fork\n");
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid > 0)
+		_exit(0);
+	usleep(1500000); /* (the test starts another process of this host meanwhile) */
+	size_t n = echo(fd, SIZE_MAX);
+	fprintf(stderr, "pl_exec daemon child: echoed %zu bytes after fork\n", n);
+	close(fd);
+	return 0;
+}
+
 static int serve_cloexec(char **argv)
 {
 	int fd = accept_one(argv[2], argv[3]);
@@ -453,6 +476,8 @@ int main(int argc, char **argv)
 		return serve_fork_both(argv);
 	if (argc >= 4 && !strcmp(argv[1], "serve-fork"))
 		return serve_exec(argv, false, false, true, true);
+	if (argc >= 4 && !strcmp(argv[1], "serve-daemon"))
+		return serve_daemon(argv);
 	if (argc >= 4 && !strcmp(argv[1], "serve-cloexec"))
 		return serve_cloexec(argv);
 	if (argc >= 4 && !strcmp(argv[1], "serve-listen-exec"))

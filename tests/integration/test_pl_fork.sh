@@ -55,4 +55,28 @@ start serve-fork-exec
 client "fork+exec" 20000000
 pl_assert_log b "ntb (link ab, adopted across exec)"
 echo "fork + exec, parent closes late: 20000000 bytes exact"
+
+# 4. a daemon: the parent exits at once after the fork, and the child, alone on host B with the
+#    connection, serves it. Another process of host B uses the link meanwhile (its connect to a
+#    port nobody listens on). Before, the child had no claim of its own on the link's side:
+#    with its parent gone the side counted no live process, the newcomer started a new session
+#    there, and the child's connection was reset on both hosts.
+start serve-daemon
+before=$(pl_lo_bytes)
+pl_bg a "$EX" client 127.0.0.2 $port 20000000
+cli=$PL_LAST; cli_out=$PL_LAST_OUT
+sleep 0.5
+pl_run b "$EX" client 127.0.0.1 $(pl_port 99) 1000 >"$PL_TMP/other.out" 2>&1 &&
+	pl_fail "daemon: the other process's connect to nobody succeeded"
+wait $cli || pl_fail "daemon: client failed: $(cat "$cli_out") / server: $(cat "$srv_out")"
+grep -q "echoed 20000000 bytes exactly" "$cli_out" || pl_fail "daemon: client did not report"
+i=0
+while ! grep -q "daemon child: echoed 19999000 bytes" "$srv_out" && [ $i -lt 50 ]; do
+	sleep 0.1; i=$((i + 1))
+done
+grep -q "daemon child: echoed 19999000 bytes" "$srv_out" ||
+	pl_fail "daemon: the child did not echo the rest ($(cat "$srv_out"))"
+pl_assert_lo_below "$before" 1000000
+pl_refute_log a "reset"
+echo "daemon: parent gone after the fork, another process of its host meanwhile: 20000000 bytes exact over the link"
 echo "fork: ok"
