@@ -480,7 +480,18 @@ static int fo_snapshot(struct tp_conn *c, struct tp_fo *fo)
 							    memory_order_acquire,
 							    memory_order_relaxed))
 		return -EAGAIN;
-	int rc = fo_build_tail(c, fo, rx_consumed(c, fo));
+	/* The tail's place in each stream comes from the connection's counters in the host table
+	 * (tx_bytes, rx_bytes: shared with the processes that held it before a fork or exec). A
+	 * table another session of this side rebuilt (its processes all gone by its count: an
+	 * unclaimed process, as a forked child was before it claimed its own, went on using it)
+	 * holds zeros there: a header built from them put the tail at the wrong place of the
+	 * peer's stream (a client read 1000 bytes again, as new). Reset instead. */
+	int rc = c->link->host->session_epoch != ntb_link_epoch(c->link->ntb) ? -ESTALE :
+		 fo_build_tail(c, fo, rx_consumed(c, fo));
+
+	if (rc == -ESTALE)
+		LOG(LL_INFO, "transport: slot %u: failover: the host table was rebuilt by a new "
+		    "session of this side: the stream's position is lost: reset", c->slot);
 
 	if (pre && !rc) {
 		/* relaxed (pre_fin, pre_on): under the prefix lock, which every writer holds */

@@ -268,6 +268,54 @@ static void test_failover_missing_bytes_reset(void **state)
 	tl_pair_close(&p);
 }
 
+/* A host table rebuilt under a live connection by a new session of its side (its processes
+ * all gone by the side's count: a forked child that took no claim of its own, its parent
+ * exited, and another process opened the link) holds zeros where the connection's counters
+ * were: a failover must not build its header from them (it put B's tail at 0 of A's stream
+ * when B had sent 1000 bytes: A read them again), it resets; nothing reaches the socket. */
+static void test_failover_table_rebuilt(void **state)
+{
+	struct tl_pair p;
+	struct tp_conn *ca, *cb;
+	int sv[2];
+	uint8_t buf[4096];
+
+	(void)state;
+	pair_open(&p, "fo-rebuilt");
+	connect_pair(&p, 6, &ca, &cb, sv);
+	assert_int_equal(tu_send_mixed(cb, 55, 0, 1000), 1000);
+	assert_int_equal(tl_recv_some(ca, buf, 1000, 2000), 1000);
+	/* A's release published, and seen by B: nothing of B's is unacknowledged (with its
+	 * counter cleared, B's tail would otherwise look longer than what it sent) */
+	tp_mutex_lock(&ca->rx_lock);
+	tp_rx_flush_feedback(ca);
+	tp_mutex_unlock(&ca->rx_lock);
+	tp_mutex_lock(&cb->tx_lock);
+	tp_tx_feedback(cb);
+	assert_int_equal(cb->fb_rx_d, cb->tx_d);
+	assert_int_equal(cb->fb_rx_i, cb->tx_i);
+	tp_mutex_unlock(&cb->tx_lock);
+	/* (what tp_host_adopt() of the new session does to the table: a new epoch, entries and
+	 * counters cleared) */
+	p.b->host->session_epoch ^= 0x5a5a5a5au;
+	memset((void *)cb->st, 0, sizeof(*cb->st));
+	assert_true(tp_fo_request(cb, "link restarted"));
+	for (int i = 0; i < 5000 && tp_conn_failover_state(cb) == TP_FO_RUN; i++) {
+		tp_conn_timers(cb, tp_now_ms());
+		usleep(200);
+	}
+	assert_int_equal(tp_conn_failover_state(cb), TP_FO_FAILED);
+	struct iovec v = { buf, sizeof(buf) };
+	assert_int_equal(tp_recv(cb, &v, 1, 0), -ECONNRESET);
+	assert_int_equal(recv(sv[0], buf, sizeof(buf), MSG_DONTWAIT), -1); /* no header */
+	p.b->host->session_epoch ^= 0x5a5a5a5au; /* (for the pair's close) */
+	tp_abort(ca);
+	tp_abort(cb);
+	close(sv[0]);
+	close(sv[1]);
+	tl_pair_close(&p);
+}
+
 /* SO_LINGER of FD as the kernel has it. */
 static struct linger kernel_linger(int fd)
 {
@@ -545,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_failover_fin_in_flight),
 		cmocka_unit_test(test_urgent_moves_to_kernel),
 		cmocka_unit_test(test_failover_missing_bytes_reset),
+		cmocka_unit_test(test_failover_table_rebuilt),
 		cmocka_unit_test(test_witness_rst_armed),
 		cmocka_unit_test(test_failover_close_under_lock),
 		cmocka_unit_test(test_witness_watch_added_later),
