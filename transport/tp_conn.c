@@ -265,7 +265,7 @@ struct tp_conn *tp_conn_new(struct tp_link *l, uint32_t slot)
 	/* no held message of ours (a word a dead sender left in this peer slot names one of its
 	 * MSNs, which this connection's also pass through: tp_rx.c, rx_held_take()). A
 	 * connection adopted across exec may hold one: tp_exec.c publishes it first. */
-	ntb_write64(l->ntb, c->out.slot_off + TP_W_TX_HELD, 0);
+	tp_tx_held_word(c, 0);
 	/* this process drives it (set-up, adopt): the release pairs with the CAS in
 	 * tp_conn_own() of a process forked later */
 	atomic_store_explicit(&e->active, (int32_t)tp_self_pid(), memory_order_release);

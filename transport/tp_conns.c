@@ -328,13 +328,18 @@ void tp_walk_end(struct tp_link *l, struct tp_conn **pins, int npins)
 }
 
 /* The closed connections a pass of L took off the list (DONE, linked by next, their ST flags
- * in closed_ms) are released, each back on the list first (tp_conn_release() unregisters). */
+ * in release_fl) are released, each back on the list first (tp_conn_release() unregisters). */
 static void pass_release(struct tp_link *l, struct tp_conn *done)
 {
 	struct tp_conn *c, *next;
+	bool held = false;
 
 	for (c = done; c; c = next) {
 		next = c->next;
+		if (held) {
+			tp_conn_register(c); /* (back on the lists, untried: the next pass) */
+			continue;
+		}
 		pthread_mutex_lock(&l->conns_lock);
 		conns_add(l, c);
 		pthread_mutex_unlock(&l->conns_lock);
@@ -342,14 +347,12 @@ static void pass_release(struct tp_link *l, struct tp_conn *done)
 		 * takes the host lock, writes the peer's slot and often closes the kernel socket;
 		 * measured, yielding only after those that closed one lost most of the gain
 		 * (connrate 16.2 against 15.2 k/s) */
-		if (tp_conn_release_try(c, (uint32_t)c->closed_ms) < 0) {
-			/* the host lock is held (a process of this host stopped in it: the
-			 * helper must not stop with it, its links' heartbeats and every other
-			 * connection's timers are its work): the next pass, 5 ms on, decides
-			 * again (a close time again in place of the flags: an age from the flags
-			 * would count as the linger's end) (seq_cst: as the store in
-			 * tp_close()) */
-			c->closed_ms = tp_now_ms();
+		if (tp_conn_release_try(c, c->release_fl) < 0) {
+			/* the host lock is held by a stopped process of this host: the helper must
+			 * not stop with it (its links' heartbeats and every other connection's
+			 * timers are its work); this one and the rest wait for the next pass, 5 ms
+			 * on, which decides again (seq_cst: as the store in tp_close()) */
+			held = true;
 			atomic_store_explicit(&l->lingering, true, memory_order_seq_cst);
 			continue;
 		}
@@ -430,7 +433,7 @@ static enum pass_fate pass_visit(struct tp_link *l, struct tp_conn *c, struct pa
 	if (closed && (!owned || finished || ps->force)) {
 		conns_remove(l, c);
 		c->next = ps->done;
-		c->closed_ms = fl; /* reuse: flags for the release below */
+		c->release_fl = fl; /* (for the release below) */
 		ps->done = c;
 		return PASS_DONE;
 	}

@@ -364,7 +364,11 @@ int tp_fo_collect(struct tp_conn *c, size_t hdr, uint8_t **ret, size_t *ret_len,
 	size_t cap = hdr;
 	uint8_t *buf;
 
-	tp_tx_hold_drop(c); /* (a merged message held back is in the tail: tx_d covers it) */
+	/* (a merged message held back is in the tail: tx_d covers it; not for a death of ours to
+	 * deliver any more, and the peer's data ring is not kept for it: tp_rx_held_next()) */
+	if (tp_tx_held(c))
+		tp_tx_held_word(c, 0);
+	tp_tx_hold_drop(c);
 	/* the tail is at most what the rings hold */
 	cap += (size_t)(c->tx_i - c->fb_rx_i) * 128u + (size_t)(c->tx_d - c->fb_rx_d);
 	if (c->pre_buf) /* (and the rest of an earlier move's tail: tp_fo_snapshot()) */
@@ -552,6 +556,8 @@ static int fo_rx_switch(struct tp_conn *c, struct tp_fo *fo)
 
 	if (rc == -EPROTO)
 		return rc;
+	if (c->link->host->session_epoch != ntb_link_epoch(c->link->ntb))
+		return -ESTALE; /* (the count read zeros: as in fo_snapshot()) */
 	memcpy(&moves, fo->hdr + offsetof(struct tp_fo_hdr, flags), sizeof(moves));
 	if (!rc && moves != c->moves) {
 		/* the peer resumes another connection of the chain than we do (one side had

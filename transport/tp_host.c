@@ -188,6 +188,14 @@ int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t ep
 	bool live = magic == TP_HOST_MAGIC && h->version == TP_HOST_VERSION &&
 		    h->session_epoch == epoch && h->size == size;
 
+	if (magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->version != TP_HOST_VERSION) {
+		/* live processes of another build use it (an upgrade under a running program):
+		 * rebuilt, its lock and entries would be wiped under them. Not for us. */
+		LOG(LL_WARN, "transport: %s: the host table is in use by processes of another "
+		    "version (table version %u, ours %u): this process's connections on the link "
+		    "use the kernel", path, h->version, TP_HOST_VERSION);
+		return -EPROTONOSUPPORT;
+	}
 	if (magic == TP_HOST_MAGIC && h->session_epoch == epoch && h->contexts != l->contexts) {
 		/* (tp_host_open() took the host's count: the table changed in between) */
 		LOG(LL_DEBUG, "transport: %s: connection slots %u differ from the host's %u", path,
@@ -348,14 +356,15 @@ void tp_host_close(struct tp_link *l)
 /* After a lock call that returned RC: whether the lock is ours (the holder's pid noted). */
 static bool host_locked(struct tp_link *l, int rc)
 {
+	if (rc && rc != EOWNERDEAD)
+		return false;
+	/* relaxed: a hint for waiters (tp_host_lock_within()); first, so that the rebuild below,
+	 * the longest time the lock is held, is covered */
+	atomic_store_explicit(&l->host->lock_pid, tp_self_pid(), memory_order_relaxed);
 	if (rc == EOWNERDEAD) { /* the holder died: its entry updates are whole or harmless */
 		pthread_mutex_consistent(&l->host->lock);
 		tp_hidx_rebuild(l->host); /* (an index may be half-updated) */
-	} else if (rc) {
-		return false;
 	}
-	/* relaxed: a hint for waiters (tp_host_lock_within()) */
-	atomic_store_explicit(&l->host->lock_pid, tp_self_pid(), memory_order_relaxed);
 	return true;
 }
 
@@ -381,6 +390,8 @@ static bool holder_stopped(struct tp_link *l)
 
 bool tp_host_lock_within(struct tp_link *l, uint32_t ms)
 {
+	bool seen = false; /* the holder looked stopped at the last look */
+
 	if (tp_host_trylock(l))
 		return true;
 	if (!ms && holder_stopped(l))
@@ -401,8 +412,15 @@ bool tp_host_lock_within(struct tp_link *l, uint32_t ms)
 
 		if (rc != ETIMEDOUT)
 			return host_locked(l, rc);
-		if (holder_stopped(l))
-			return false;
+		/* twice in a row: a holder traced by strace shows 't' for a moment at each of its
+		 * system calls, while it runs */
+		if (holder_stopped(l)) {
+			if (seen)
+				return false;
+			seen = true;
+		} else {
+			seen = false;
+		}
 	}
 }
 

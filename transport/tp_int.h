@@ -275,11 +275,14 @@ static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
 #define TP_RANS_NACK      0x10000u
 /* ST unit */
 #define TP_W_ST_FLAGS     (TP_SLOT_ST + 0x00)
-/* The sender's held merged message (tp_tx_merge.c), a raw word in a line of its own that only a
- * death reads (tp_rx_death_end()): its descriptor's CRC (high 32 bits), its payload length (bits
- * 16-31) and its MSN's low 16 bits, rewritten at each merge after the payload; 0 once it is
- * published (tp_tx_publish()). Written by the sender (tx_lock), not by the host as ST_FLAGS. */
+/* The sender's held merged message (tp_tx_merge.c), a raw word that only a death reads
+ * (tp_rx_death_end()): its descriptor's CRC (high 32 bits), its payload length (bits 16-31) and
+ * its MSN's low 16 bits, rewritten at each merge after the payload; 0 once it is published
+ * (tp_tx_publish()) or dropped. Written twice, in two lines of their own (TX_HELD, TX_HELD2:
+ * tp_tx_held_word()), so that one lost write is seen (the copies differ) rather than taken for
+ * a shorter message or none. Written by the sender (tx_lock), not by the host as ST_FLAGS. */
 #define TP_W_TX_HELD      (TP_SLOT_ST + 0x40)
+#define TP_W_TX_HELD2     (TP_SLOT_ST + 0x80)
 #define TP_HELD_WORD(dcrc, len, msn) \
 	((uint64_t)(dcrc) << 32 | (uint64_t)(uint16_t)(len) << 16 | (uint16_t)(msn))
 #define TP_ST_RST         0x1u  /* peer aborted the connection */
@@ -968,6 +971,7 @@ struct tp_conn {
 	_Atomic bool owned;       /* this process drives it (ent->active is our pid): only then
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
+	uint32_t release_fl;      /* ST flags a pass found for its release (tp_conns.c) */
 	/* client: when tp_conn_commit() wrote COMMIT; the timers write the ST word again while
 	 * the server may still wait for it (a faulty link loses or spoils writes): 0 after that */
 	_Atomic uint64_t commit_ms;
@@ -1311,8 +1315,10 @@ bool tp_host_trylock(struct tp_link *l);
  * it holds it (SIGSTOP or a debugger stop every thread, its helper's mailbox work included)
  * keeps it for as long as it stays stopped: what need not wait for it (a set-up, which goes
  * tcp instead; the helper's release of closed connections, which comes again) does not. The
- * holder (/proc/PID/stat) is looked at after MS milliseconds of waiting, and every MS after
- * (0: at once, then every TP_HOST_WAIT_MS); a running one, however slow, is waited for. */
+ * holder (/proc/PID/stat) is looked at after MS milliseconds of waiting, and every MS after,
+ * and taken for stopped when two looks in a row say so (MS 0: one look at once, for a caller
+ * that saw it stopped a moment ago, then as with TP_HOST_WAIT_MS); a running one, however
+ * slow, is waited for. */
 bool tp_host_lock_within(struct tp_link *l, uint32_t ms);
 #define TP_HOST_WAIT_MS 20u   /* a set-up's wait before it looks at the holder */
 #define TP_HOST_BUSY_MS 1000u /* ... at once, for this long after it found one stopped */
@@ -1728,6 +1734,8 @@ void tp_tx_flush_held_locked(struct tp_conn *c);
  * in the link's held_conns (which keeps the helper looking every millisecond on a loopback
  * link, and its quick probes coming on others). */
 void tp_tx_hold_drop(struct tp_conn *c);
+/* Both copies of C's held-message word in the peer's slot (TP_W_TX_HELD) := W. */
+void tp_tx_held_word(struct tp_conn *c, uint64_t w);
 void tp_tx_flush_held(struct tp_conn *c);
 /* The helper's: publish C's held message if the receiver released everything published (its
  * ring said so); false when the tx lock was busy. */

@@ -502,9 +502,9 @@ ssize_t tp_recv_one(struct tp_conn *c, const struct iovec *iov, int iovcnt, int 
 		tp_mutex_unlock(&c->rx_lock);
 		return rc;
 	}
-	rd.h = c->rec_head;
-	rd.off = c->rec_off;
 again:
+	rd.h = c->rec_head;
+	rd.off = c->rec_off; /* (again: the queued record may come with an offset, rec_skip) */
 	if (!recv_fast(c, &rd)) {
 		for (;;) {
 			while (rd.vi < iovcnt && rd.voff == iov[rd.vi].iov_len) {

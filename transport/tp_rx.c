@@ -574,50 +574,66 @@ void tp_rx_flush_feedback(struct tp_conn *c)
 		fb_publish(c);
 }
 
-/*
- * A dead sender's held merged message (tp_tx_merge.c), at the end of what it published (all of
- * it validated): its bytes, which its send()s accepted, are in our window, its descriptor only
- * in TP_W_TX_HELD. Under rx_lock. 1: the message, checked against that CRC, joins the record
- * queue as the stream's last (a FIN after its bytes, as the sender's kernel would end it);
- * 0: nothing held (the word is 0, or names a message validated already: it died between
- * publishing one and clearing the word); -1: a held message that does not check out or is
- * not next, bytes lost (a reset says so: an end of stream would hide them).
- */
-static uint64_t held_word(const struct tp_conn *c)
+/* Held-message word W (TP_W_TX_HELD or TX_HELD2) of the sender's. */
+static uint64_t held_word(const struct tp_conn *c, uint32_t w)
 {
-	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot) + TP_W_TX_HELD;
+	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot) + w;
 
 	/* acquire: read after the words that say the sender is dead and what it published */
 	return atomic_load_explicit((const _Atomic uint64_t *)(const void *)p,
 				    memory_order_acquire);
 }
 
-bool tp_rx_held_next(const struct tp_conn *c)
+/* What held-message word W says against our next MSN: 0 nothing held (0, or a message we
+ * validated already: the sender died between publishing it and clearing the word, or the clear
+ * was lost), 1 the next message, -1 a later one (messages before it that we never saw: a lost
+ * inline slot). A word further ahead than the inline ring reaches is taken for a stale one (a
+ * clear lost 32768 messages ago reads so): 0. */
+static int held_says(const struct tp_conn *c, uint64_t w)
 {
-	uint64_t w = held_word(c);
+	uint16_t ahead = (uint16_t)((uint16_t)w - (uint16_t)c->v_msn);
 
-	return w && (uint16_t)w == (uint16_t)c->v_msn;
+	if (!w || ahead >= 0x8000u || ahead > c->link->geom.inline_n)
+		return 0;
+	return ahead ? -1 : 1;
 }
 
+bool tp_rx_held_next(const struct tp_conn *c)
+{
+	return held_says(c, held_word(c, TP_W_TX_HELD)) ||
+	       held_says(c, held_word(c, TP_W_TX_HELD2));
+}
+
+/*
+ * A dead sender's held merged message (tp_tx_merge.c), at the end of what it published (all of
+ * it validated): its bytes, which its send()s accepted, are in our window, its descriptor only
+ * in TP_W_TX_HELD (twice: TX_HELD2). Under rx_lock. 1: the message, checked against that CRC,
+ * joins the record queue as the stream's last (a FIN after its bytes, as the sender's kernel
+ * would end it); 0: nothing held (held_says()); -1: a held message that does not check out,
+ * is not next, or whose two copies differ (a lost write): bytes lost, and a reset says so (an
+ * end of stream would hide them).
+ */
 static int rx_held_take(struct tp_conn *c)
 {
-	uint64_t w = held_word(c);
+	uint64_t w = held_word(c, TP_W_TX_HELD), w2 = held_word(c, TP_W_TX_HELD2);
+	int says = held_says(c, w), says2 = held_says(c, w2);
 	uint32_t q = c->link->geom.qsize, len = (uint16_t)(w >> 16), fp;
-	uint16_t ahead = (uint16_t)((uint16_t)w - (uint16_t)c->v_msn);
 	struct tp_desc d = { .type = TP_MT_SHORT, .len = len, .msn = c->v_msn,
 			     .crc = (uint32_t)(w >> 32) };
 	struct tp_rec r;
 
-	if (!w || ahead >= 0x8000u)
-		return 0; /* (behind: validated already) */
+	if (!says && !says2)
+		return 0;
 	fp = tp_footprint(TP_MT_SHORT, c->v_d, len);
-	if (ahead != 0 || !c->in_ring || !len || (c->v_d & (q - 1)) + fp > q ||
+	/* (the copies differ: one write of them was lost, and which says what the sender held
+	 * is unknown) */
+	if (w != w2 || says != 1 || !c->in_ring || !len || (c->v_d & (q - 1)) + fp > q ||
 	    fp > q - (c->v_d - c->c_d) ||
 	    tp_desc_crc(tp_rx_data_copy(c, NULL, c->v_d + TP_DESC_SIZE, len, c->dseed_in, false),
 			&d) != d.crc) {
 		LOG(LL_INFO, "transport: slot %u: the peer process died holding a merged message "
-		    "that does not check out (%u bytes, msn %u, ours %u): reset", c->slot, len,
-		    (unsigned)(uint16_t)w, c->v_msn);
+		    "that does not check out (%u bytes, msn %u/%u, ours %u): reset", c->slot, len,
+		    (unsigned)(uint16_t)w, (unsigned)(uint16_t)w2, c->v_msn);
 		return -1;
 	}
 	LOG(LL_DEBUG, "transport: slot %u: the peer process died holding a merged message of %u "

@@ -507,7 +507,7 @@ void tp_tx_publish(struct tp_conn *c)
 	if (tp_tx_held(c)) {
 		/* nothing held any more (after TX_D, which covers it now: a death of ours between
 		 * the two finds the message both published and described, and takes it once) */
-		ntb_write64(c->link->ntb, c->out.slot_off + TP_W_TX_HELD, 0);
+		tp_tx_held_word(c, 0);
 		/* (relaxed: tp_tx_flush_held()'s unlocked look is a hint) */
 		atomic_store_explicit(&c->held, false, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&c->link->held_conns, 1, memory_order_relaxed);

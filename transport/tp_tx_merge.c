@@ -5,6 +5,12 @@
 #include "transport/tp_tx_int.h"
 #include "util/crc32c.h"
 
+void tp_tx_held_word(struct tp_conn *c, uint64_t w)
+{
+	ntb_write64(c->link->ntb, c->out.slot_off + TP_W_TX_HELD, w);
+	ntb_write64(c->link->ntb, c->out.slot_off + TP_W_TX_HELD2, w);
+}
+
 void tp_tx_hold_drop(struct tp_conn *c)
 {
 	if (!tp_tx_held(c))
@@ -47,9 +53,10 @@ static void held_desc(struct tp_conn *c, uint32_t len)
 	uint32_t q = c->out.qsize;
 	uint8_t *s = c->sh_data + (c->held_pos & (q - 1));
 	uint64_t w0, w1;
-
 	/* (from registers: tp_desc_crc_words()) */
-	tp_desc_crc_words(c->held_crc, TP_MT_SHORT, len, c->msn_next - 1u, &w0, &w1);
+	uint32_t dcrc = tp_desc_crc_words(c->held_crc, TP_MT_SHORT, len, c->msn_next - 1u, &w0,
+					  &w1);
+
 	/* to the shadow only: the window gets it once, when tp_tx_publish() publishes the message. An
 	 * earlier length written there and not overwritten (a write the link lost) would check
 	 * out over a prefix of the payload and leave the receiver inside the message. */
@@ -58,8 +65,7 @@ static void held_desc(struct tp_conn *c, uint32_t len)
 	/* what a death of ours leaves the receiver to deliver it by (TP_W_TX_HELD): after the
 	 * payload, which its CRC covers (a word that arrived before it does not check out there:
 	 * a reset, no byte invented) */
-	ntb_write64(c->link->ntb, c->out.slot_off + TP_W_TX_HELD,
-		    TP_HELD_WORD(w1 >> 32, len, c->msn_next - 1u));
+	tp_tx_held_word(c, TP_HELD_WORD(dcrc, len, c->msn_next - 1u));
 	c->held_len = len;
 	c->tx_d = c->held_pos + TP_DESC_SIZE + (uint32_t)ALIGN_UP(len, TP_DATA_ALIGN);
 }

@@ -295,12 +295,24 @@ static void put_ring(struct ctx *x, uint32_t pos, const uint8_t *src, uint32_t l
 static void op_word(struct ctx *x, struct rd *r)
 {
 	static const uint32_t words[] = { TP_W_TX_D, TP_W_TX_EPOCH, TP_W_TX_NEXT_MSN,
-					  TP_W_TX_WAIT, TP_W_ST_FLAGS };
+					  TP_W_TX_WAIT, TP_W_ST_FLAGS, TP_W_TX_HELD,
+					  TP_W_TX_HELD2 };
 	uint8_t sel = rd8(r), mode = rd8(r);
-	uint32_t val = rd32(r), v_i, v_d, v_msn, w = words[sel % 5];
+	uint32_t val = rd32(r), v_i, v_d, v_msn, w = words[sel % 7];
 	uint16_t ep;
 
 	snap(x, &v_i, &v_d, &v_msn, &ep);
+	if (w == TP_W_TX_HELD || w == TP_W_TX_HELD2) {
+		/* raw words (a dead sender's held message, read at its death: ST_FLAGS GONE):
+		 * near our next MSN with a short length, or anything */
+		uint64_t hw = (uint64_t)rd32(r) << 32;
+
+		hw |= mode & 1 ? (uint64_t)(val & 0x3fffu) << 16 |
+				 (uint16_t)(v_msn + (uint32_t)(int8_t)(val >> 24)) : val;
+		put_word(x, w, hw);
+		ntb_peer_db_ring(x->out);
+		return;
+	}
 	if (mode & 1) { /* near the receiver's own state: the interesting values */
 		if (w == TP_W_TX_D)
 			val = v_d + (uint32_t)(int16_t)val;

@@ -2416,10 +2416,12 @@ static void test_merge_ring_owed(void **state)
  * descriptor not: tp_tx_merge.c): the receiver delivers them by TP_W_TX_HELD, then end of file,
  * as kernel TCP delivers what a killed writer's send() accepted. A's tx_lock held stands for its
  * death (nothing of A runs after: its helper cannot publish the message); B is told as its
- * witness tells it (tp_witness.c). SPOIL: one payload byte flipped in the window after the
- * word was written: ECONNRESET, no byte delivered, never an end of file.
+ * witness tells it (tp_witness.c). SPOIL 1: one payload byte flipped in the window after the
+ * word was written; 2: the word's second copy is one append behind (its last write lost: the
+ * first copy alone would deliver a prefix, then end of file); 3: the second copy is 0 (the
+ * first merge's write to it lost). Each: ECONNRESET, no byte delivered, never an end of file.
  */
-static void merge_held_death(bool spoil)
+static void merge_held_death(int spoil)
 {
 	static uint8_t pay[4096], out[4096];
 	struct tl_pair p;
@@ -2428,7 +2430,10 @@ static void merge_held_death(bool spoil)
 	int tries = 0;
 	ssize_t n;
 
-	pair_open(&p, spoil ? "mergedeath1" : "mergedeath0", NULL, NULL);
+	char name[32];
+
+	snprintf(name, sizeof(name), "mergedeath%d", spoil);
+	pair_open(&p, name, NULL, NULL);
 	for (unsigned i = 0; i < sizeof(pay); i++)
 		pay[i] = (uint8_t)(i * 11 + 5);
 	for (;;) {
@@ -2444,10 +2449,16 @@ static void merge_held_death(bool spoil)
 	w = tp_slot_raw(p.cb, TP_W_TX_HELD);
 	assert_int_equal((w >> 16) & 0xffffu, total - lead);
 	assert_int_equal((uint16_t)w, (uint16_t)p.cb->v_msn);
-	if (spoil)
+	assert_int_equal(tp_slot_raw(p.cb, TP_W_TX_HELD2), w);
+	if (spoil == 1)
 		p.ca->link->out_direct[tp_out_data_base(p.ca) +
 				       ((p.ca->held_pos + TP_DESC_SIZE + 7) & (p.ca->out.qsize - 1))] ^=
 			0x20;
+	if (spoil >= 2) {
+		uint64_t w2 = spoil == 2 ? w - (UINT64_C(40) << 16) : 0;
+
+		memcpy(p.ca->link->out_direct + p.ca->out.slot_off + TP_W_TX_HELD2, &w2, 8);
+	}
 	atomic_store(&p.cb->peer_died, true);
 	atomic_store(&p.cb->peer_gone, true);
 	n = tl_recv_some(p.cb, out + lead, sizeof(out) - lead, 2000);
@@ -2460,7 +2471,7 @@ static void merge_held_death(bool spoil)
 		assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 2000), 0);
 	}
 	tp_mutex_unlock(&p.ca->tx_lock);
-	print_message("mergedeath%d: %d tries, %zu held bytes: %zd\n", (int)spoil, tries,
+	print_message("mergedeath%d: %d tries, %zu held bytes: %zd\n", spoil, tries,
 		      total - lead, n);
 	tl_pair_close(&p);
 }
@@ -2468,12 +2479,13 @@ static void merge_held_death(bool spoil)
 static void test_merge_held_death(void **state)
 {
 	(void)state;
-	merge_held_death(false);
-	merge_held_death(true);
+	for (int spoil = 0; spoil <= 3; spoil++)
+		merge_held_death(spoil);
 }
 
 /* Once a held message is published, its word says nothing is held (0): a sender's death later
- * is an end of file after what it published, not a reset. */
+ * is an end of file after what it published, not a reset (also when one copy's clear was lost:
+ * it names a message validated already). */
 static void test_merge_held_cleared(void **state)
 {
 	static uint8_t pay[4096], out[4096];
@@ -2487,9 +2499,14 @@ static void test_merge_held_cleared(void **state)
 		pay[i] = (uint8_t)(i * 13 + 1);
 	while (!hold_one(&p, pay, out, &lead, &total))
 		assert_true(++tries < 100);
-	assert_int_not_equal(tp_slot_raw(p.cb, TP_W_TX_HELD), 0);
+	uint64_t w = tp_slot_raw(p.cb, TP_W_TX_HELD);
+
+	assert_int_not_equal(w, 0);
 	tp_tx_flush_held(p.ca);
 	assert_int_equal(tp_slot_raw(p.cb, TP_W_TX_HELD), 0);
+	assert_int_equal(tp_slot_raw(p.cb, TP_W_TX_HELD2), 0);
+	/* one clear lost: that copy names a message B validates below, which is not missing */
+	memcpy(p.ca->link->out_direct + p.ca->out.slot_off + TP_W_TX_HELD2, &w, 8);
 	recv_exact(p.cb, out + lead, total - lead);
 	assert_memory_equal(out, pay, total);
 	tp_mutex_lock(&p.ca->tx_lock); /* (A dead) */
