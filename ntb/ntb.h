@@ -118,6 +118,12 @@ void ntb_link_close(struct ntb_link *link);
  * does not keep the side alive), -ESTALE (the side restarted meanwhile). Without it, the
  * child's close/disable never touches the parent's claim. */
 int ntb_link_atfork_child(struct ntb_link *link);
+/* Before an exec that hands nothing of LINK over: give up this process's claim on its side (a
+ * claim outlives exec with the pid: kept by a program that never uses the link, it would hold a
+ * slot, and the side up for the peer, for that program's life). ntb_link_rejoin() takes one
+ * again in the same session if the exec fails: 0, -EUSERS, -ESTALE as above. */
+void ntb_link_release_claim(struct ntb_link *link);
+int ntb_link_rejoin(struct ntb_link *link);
 
 /* A human-readable last error for open failures ("shm file /dev/shm/x: owned by uid 5"). */
 const char *ntb_strerror_detail(void);

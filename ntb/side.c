@@ -281,6 +281,12 @@ void ntb_side_release(struct ntb_link *link)
 	link->slot = -1;
 }
 
+void ntb_link_release_claim(struct ntb_link *link)
+{
+	if (link && !link->inspect)
+		ntb_side_release(link);
+}
+
 int ntb_link_atfork_child(struct ntb_link *link)
 {
 	if (!link)
@@ -288,6 +294,13 @@ int ntb_link_atfork_child(struct ntb_link *link)
 	/* (a thread of the parent may have held it at the fork: not in this process) */
 	pthread_mutex_init(&link->clk_mu, NULL);
 	ntb_event_atfork_child(link);
+	return ntb_link_rejoin(link);
+}
+
+int ntb_link_rejoin(struct ntb_link *link)
+{
+	if (!link)
+		return -EINVAL;
 	if (link->inspect || ntb_side_owns_slot(link))
 		return 0;
 	link->slot = -1;

@@ -383,6 +383,18 @@ static void exec_release_closed(void)
 	PL_LEAVE();
 }
 
+/* Before an exec that hands nothing over (RELEASE), and after it failed: this process's claims
+ * on its links' sides (tp_exec_claims()). A forked child holds one of its own (a program that
+ * fork-execs helpers would otherwise keep a slot per helper, and its side up, while they run). */
+static void exec_claims(bool release)
+{
+	if (pl_depth != 0) /* (not from a signal handler inside one of our calls) */
+		return;
+	PL_ENTER();
+	tp_exec_claims(release);
+	PL_LEAVE();
+}
+
 static int pl_exec(const struct ex_call *x, char *const envp[])
 {
 	struct ex_plan p;
@@ -393,8 +405,13 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 && !env_has_ours(envp)) {
 		pl_exit_linger("exec");
 		exec_release_closed();
+		exec_claims(true);
 		errno = saved;
-		return exec_real(x, envp);
+		exec_real(x, envp);
+		saved = errno;
+		exec_claims(false);
+		errno = saved;
+		return -1;
 	}
 	memset(&p, 0, sizeof(p));
 	if (plan_collect(&p) < 0)
@@ -419,9 +436,17 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 		goto nomem_undo;
 	if (r > 0)
 		LOG(LL_DEBUG, "exec %s: %s", x->path ? x->path : "(fd)", p.var);
+	bool handover = false;
+
+	for (int i = 0; i < p.nobjs; i++)
+		handover |= p.objs[i].outcome == EX_EXPORTED || p.objs[i].outcome == EX_LISTEN_KEPT;
+	if (!handover)
+		exec_claims(true);
 	errno = saved;
 	exec_real(x, r > 0 ? p.envp : envp);
 	saved = errno;
+	if (!handover)
+		exec_claims(false);
 	plan_undo(&p);
 	plan_free(&p);
 	errno = saved;

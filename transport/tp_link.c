@@ -426,6 +426,25 @@ void tp_exec_release_closed(void)
 	}
 }
 
+void tp_exec_claims(bool release)
+{
+	pthread_mutex_lock(&tp_links_lock);
+	for (struct tp_link *l = tp_links; l; l = l->next_link) {
+		if (release) {
+			ntb_link_release_claim(l->ntb);
+		} else {
+			int rc = ntb_link_rejoin(l->ntb);
+
+			if (rc)
+				LOG(LL_INFO, "transport: exec failed: no claim on the link's side again "
+				    "(%s): %s", strerror(-rc), ntb_strerror_detail());
+		}
+		/* (an event fd published under the claim: withdrawn with it; again on demand) */
+		atomic_store_explicit(&l->ev_slot, -2, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&tp_links_lock);
+}
+
 /* The witnesses' set is looked at once per TP_WATCH_GAP_NS at most: each look is a system call,
  * and a helper woken for every set-up made one per set-up (#21 item 3). A look put off makes
  * the next sleep short (helper_plan()): a failover header waits 1 ms more at most (an idle

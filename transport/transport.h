@@ -344,6 +344,11 @@ int tp_exit_drain(int timeout_ms);
  * connection gone (TP_ST_GONE), as for a program that exits. */
 void tp_exec_release_closed(void);
 
+/* Before an exec that hands no connection or listener over (RELEASE true): give up this
+ * process's claims on its links' sides, which would outlive the exec with the pid for a program
+ * that may never use them; after such an exec failed (RELEASE false): take them again. */
+void tp_exec_claims(bool release);
+
 /* FD is the kernel socket of an NTB connection the peer closed first: keep the socket open
  * through a private duplicate until the peer's TCP FIN (or anything) arrives on it, at most
  * TIMEOUT_MS, then close it from the helper thread; TIME_WAIT thus stays with the side that

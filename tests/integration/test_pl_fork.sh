@@ -9,7 +9,7 @@
 #     stream stays byte-exact;
 #  3. the child execs (the new image adopts the connection), the parent closes 1 s late.
 . "$(dirname "$0")/lib.sh"
-pl_need ss
+pl_need ss python3
 pl_setup fork
 EX=$BUILD/tests/pl_exec
 [ -x "$EX" ] || pl_skip "$EX not built"
@@ -79,4 +79,45 @@ grep -q "daemon child: echoed 19999000 bytes" "$srv_out" ||
 pl_assert_lo_below "$before" 1000000
 pl_refute_log a "reset"
 echo "daemon: parent gone after the fork, another process of its host meanwhile: 20000000 bytes exact over the link"
+
+# 5. claims on the side: a forked child that stays holds one of its own; one that execs a
+#    program handing nothing over (sleep) gives it up before the exec: the claim would outlive
+#    the exec with the pid, a slot (96 per side) per such helper for as long as it runs.
+port=$(pl_port 50)
+cat >"$PL_TMP/claims.py" <<'EOF2'
+import socket, os, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.2", int(sys.argv[1]))); s.listen(4)
+c, _ = s.accept()
+c.sendall(c.recv(100))
+c.close(); s.close()
+kids = []
+pid = os.fork()
+if pid == 0:
+    time.sleep(3); os._exit(0)
+kids.append(pid)
+pid = os.fork()
+if pid == 0:
+    os.execv("/bin/sleep", ["sleep", "3"])
+kids.append(pid)
+print("forked", flush=True)
+for k in kids: os.waitpid(k, 0)
+EOF2
+pl_bg b python3 "$PL_TMP/claims.py" $port
+srv=$PL_LAST; srv_out=$PL_LAST_OUT
+pl_wait_port 127.0.0.2 $port
+pl_run a python3 -c "import socket; c = socket.create_connection(('127.0.0.2', $port)); c.sendall(b'x'); assert c.recv(10) == b'x'" ||
+	pl_fail "claims: the echo failed"
+i=0
+while ! grep -q forked "$srv_out" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 0.5
+line=$("$BUILD/ntbsock" check -c "$PL_TMP/b.conf" | grep "claimed by" | head -n 1)
+echo "host B after the forks: $line"
+case $line in
+*"claimed by 2 handles"*) ;;
+*) pl_fail "claims: expected the parent's and the staying child's claims only: $line";;
+esac
+wait $srv || pl_fail "claims: server failed: $(cat "$srv_out")"
+pl_assert_log b ": ntb (link ab"
+echo "claims: a forked child holds its own, one that execs sleep none"
 echo "fork: ok"
