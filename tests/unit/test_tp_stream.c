@@ -1137,17 +1137,25 @@ static void test_lost_epoch_word_sent_again(void **state)
 	memset(c, 3, sizeof(c));
 	memset(d, 4, sizeof(d));
 	memset(e, 5, sizeof(e));
-	gated_pair(&p, "epword", b, c, fb_ep);
-	size_t tx_ep = p.ca->out.slot_off + TP_W_TX_EPOCH;
-	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
+	for (int tries = 0;; tries++) {
+		gated_pair(&p, "epword", b, c, fb_ep);
+		size_t tx_ep = p.ca->out.slot_off + TP_W_TX_EPOCH;
+		const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
 
-	for (int i = 0; i < 8; i++)
-		old_ep[i] = win_b[tx_ep + (size_t)i];
-	assert_int_equal(tp_send(p.ca, &vd, 1), 64); /* sees the Retry: retransmits, then D */
-	assert_int_equal(p.ca->tx_epoch, p.cb->rx_epoch);
-	link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep)); /* its epoch word lost */
-	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
-	assert_true(p.cb->gated);
+		for (int i = 0; i < 8; i++)
+			old_ep[i] = win_b[tx_ep + (size_t)i];
+		assert_int_equal(tp_send(p.ca, &vd, 1), 64); /* sees the Retry: retransmits, then D */
+		assert_int_equal(p.ca->tx_epoch, p.cb->rx_epoch);
+		link_fault_write(p.a, tx_ep, old_ep, sizeof(old_ep)); /* its epoch word lost */
+		ssize_t n = tp_recv(p.cb, &vo, 1, 0);
+
+		if (n == -EAGAIN && p.cb->gated)
+			break;
+		/* (a loaded machine: A's timers wrote the epoch word again between the loss and the
+		 * look, as they do after 50 ms (the republish) or at a quick probe; again) */
+		assert_true(tries < 5);
+		tl_pair_close(&p);
+	}
 	assert_int_equal(tp_send(p.ca, &ve, 1), 64);
 	/* at once: E came with the epoch word */
 	memset(out, 0, sizeof(out));
