@@ -63,7 +63,7 @@ int tp_shutdown_one(struct tp_conn *c, int how)
 /* Drop this process's reference to C (fork shares it). True when another process still
  * holds one and is alive (or was forked just now and may not have registered yet): then
  * closing here only releases our share, as closing one copy of a kernel socket does. */
-static bool shared_elsewhere(struct tp_conn *c)
+static bool shared_elsewhere(struct tp_conn *c, bool *ret_held)
 {
 	struct tp_host_entry *e = c->ent;
 	int me = tp_self_pid();
@@ -74,7 +74,10 @@ static bool shared_elsewhere(struct tp_conn *c)
 
 	if (refs == 0 || refs > 1000u) /* last reference (or never counted) */
 		return false;
-	tp_host_lock(c->link);
+	if (!tp_host_lock_within(c->link, TP_HOST_WAIT_MS)) {
+		*ret_held = true; /* (its holder is a stopped process: taken for shared) */
+		return true;
+	}
 	for (int i = 0; i < TP_OWNERS; i++)
 		if (e->owners[i] && e->owners[i] != me && tp_pid_alive(e->owners[i]))
 			other = true;
@@ -99,8 +102,21 @@ static bool close_drives(struct tp_conn *c, bool shared)
 
 /* A process that does not drive C drops its share. If it was the last holder, the owner is
  * gone without ending it: tell the peer (GONE), as the reclaim of a dead owner would. */
-static void release_share(struct tp_conn *c)
+static void release_share(struct tp_conn *c, bool held)
 {
+	if (held) {
+		/* the host lock is held by a stopped process: the helper's passes release our
+		 * share once they can take it (only our share: share_only) */
+		struct tp_link *l = c->link;
+
+		c->share_only = true;
+		c->closed_ms = tp_now_ms();
+		tp_act_hold(c);
+		/* seq_cst: as the stores of closed and lingering in tp_close_one() */
+		atomic_store_explicit(&c->closed, true, memory_order_seq_cst);
+		atomic_store_explicit(&l->lingering, true, memory_order_seq_cst);
+		return;
+	}
 	/* (written only by the last holder, added to what the owner wrote: an RST of an owner
 	 * that failed stays) */
 	tp_conn_release(c, TP_ST_GONE);
@@ -169,8 +185,10 @@ void tp_close_one(struct tp_conn *c)
 	}
 	/* the caller's descriptor (the witness) closes next: no look may still use it */
 	tp_conn_set_witness(c, -1);
-	if (!close_drives(c, shared_elsewhere(c))) {
-		release_share(c);
+	bool held = false;
+
+	if (!close_drives(c, shared_elsewhere(c, &held))) {
+		release_share(c, held);
 		return;
 	}
 	if (!tp_fo_get(c) && tp_rx_unread(c, false)) {
@@ -246,8 +264,10 @@ void tp_abort_one(struct tp_conn *c)
 		return;
 	}
 	tp_conn_set_witness(c, -1); /* as tp_close() */
-	if (!close_drives(c, shared_elsewhere(c))) {
-		release_share(c);
+	bool held = false;
+
+	if (!close_drives(c, shared_elsewhere(c, &held))) {
+		release_share(c, held);
 		return;
 	}
 	/* release: pairs with the acquire loads of error (tp_conn_error(), the waiters) */

@@ -397,8 +397,9 @@ static enum pass_fate pass_visit(struct tp_link *l, struct tp_conn *c, struct pa
 	c->act_visits++;
 	l->act_visits++;
 	fl = TP_ST_GONE;
-	/* closed here while a fork cleared its owner: finish it unless the child took it */
-	if (closed && !owned)
+	/* closed here while a fork cleared its owner: finish it unless the child took it (not
+	 * one whose close only gave up our share: tp_close.c, release_share()) */
+	if (closed && !owned && !c->share_only)
 		owned = tp_conn_own(c) == 0;
 	if (owned && tp_fo_get(c) != TP_FO_RUN)
 		ps->quick |= tp_conn_timers(c, ps->now) != 0; /* (it may start a failover) */

@@ -837,6 +837,9 @@ struct tp_link {
 	 * of this host stopped inside it: SIGSTOP, a debugger); 0: never. Within
 	 * TP_HOST_BUSY_MS of it set-ups only try the lock (tp_connect.c). Relaxed: a hint. */
 	_Atomic uint64_t host_busy_ms;
+	/* a forked child's name among its inherited connections' holders is still to be added
+	 * (its fork found the host lock held by a stopped process: tp_link.c) */
+	atomic_bool owners_due;
 	atomic_bool probe_soon;     /* a sleeper has unacknowledged data: the helper comes every
 				     * TP_QUICK_PROBE_MS (tp_tx_timers()' quick probes) */
 	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
@@ -972,6 +975,8 @@ struct tp_conn {
 				   * do its timers, feedback and Detect run here (tp_conn_own) */
 	uint64_t closed_ms;
 	uint32_t release_fl;      /* ST flags a pass found for its release (tp_conns.c) */
+	bool share_only;          /* closed here while others hold it and the host lock's holder
+				   * was stopped: a pass releases only our share (tp_close.c) */
 	/* client: when tp_conn_commit() wrote COMMIT; the timers write the ST word again while
 	 * the server may still wait for it (a faulty link loses or spoils writes): 0 after that */
 	_Atomic uint64_t commit_ms;

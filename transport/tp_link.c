@@ -302,6 +302,8 @@ static void answer_retries(struct tp_link *l)
 	active_owned_walk(l, answer_retry_conn);
 }
 
+static void owners_later(struct tp_link *l);
+
 /* Serve link L at NOW (RUNG: its doorbell moved): the mailbox, maintenance, held messages,
  * Retries and the timer pass. */
 static void link_service(struct tp_link *l, uint64_t now, bool rung)
@@ -311,6 +313,7 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 	tp_link_refresh(l);
 	if (now - l->admin_ms >= 100) {
 		l->admin_ms = now;
+		owners_later(l);
 		tp_link_admin_down(l);
 		ntb_event_sweep(l->ntb); /* (the peer processes' eventfds that are gone) */
 		int mc = ntb_link_check_mapping(l->ntb);
@@ -865,6 +868,40 @@ void tp_helper_hold(bool hold)
 	pthread_mutex_unlock(&tp_links_lock);
 }
 
+/* Under the host lock (and conns_lock, or in a forked child's one thread): ME among the holders
+ * of each connection of L's list (a forked child's: its inherited ones). */
+static void owners_add(struct tp_link *l, int me)
+{
+	for (struct tp_conn *c = l->conns; c; c = c->next) {
+		for (int i = 0; i < TP_OWNERS; i++) {
+			if (c->ent->owners[i] == me)
+				break;
+			if (!c->ent->owners[i] || !tp_pid_alive(c->ent->owners[i])) {
+				c->ent->owners[i] = me;
+				break;
+			}
+		}
+	}
+}
+
+/* The helper: a forked child's holder names that its fork could not add (the host lock's
+ * holder was stopped: tp_atfork_child()), once the lock is free. Try-locks (conns_lock, then
+ * the host lock: never waited for under the former). */
+static void owners_later(struct tp_link *l)
+{
+	/* relaxed: a flag set once at fork, cleared here */
+	if (!atomic_load_explicit(&l->owners_due, memory_order_relaxed))
+		return;
+	if (pthread_mutex_trylock(&l->conns_lock))
+		return;
+	if (tp_host_trylock(l)) {
+		owners_add(l, tp_self_pid());
+		tp_host_unlock(l);
+		atomic_store_explicit(&l->owners_due, false, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&l->conns_lock);
+}
+
 void tp_atfork_child(void)
 {
 	int me;
@@ -891,7 +928,6 @@ void tp_atfork_child(void)
 		pthread_mutex_init(&l->sh_lock, NULL);
 		/* a set-up's tp_link_reap() in another thread of the parent may have been running */
 		atomic_store_explicit(&l->pass_busy, false, memory_order_relaxed); /* (one thread) */
-		tp_host_lock(l);
 		for (struct tp_conn **pp = &l->conns, *c; (c = *pp); pp = &c->next) {
 			/* relaxed: the child's one thread (state copied at fork) */
 			while (c && atomic_load_explicit(&c->closed, memory_order_relaxed)) {
@@ -917,14 +953,6 @@ void tp_atfork_child(void)
 				tp_fo_watch(c, w1 - 1); /* our own set */
 			atomic_store_explicit(&c->watch_due_ms, 0, memory_order_relaxed); /* (so) */
 			/* c->owned is false: atfork_prepare() cleared it */
-			for (int i = 0; i < TP_OWNERS; i++) {
-				if (c->ent->owners[i] == me)
-					break;
-				if (!c->ent->owners[i] || !tp_pid_alive(c->ent->owners[i])) {
-					c->ent->owners[i] = me;
-					break;
-				}
-			}
 		}
 		tp_act_atfork_child(l); /* (the list without the parent's lingering ones) */
 		/* (its own event counter, published again when a sleeper asks, under its own
@@ -932,7 +960,18 @@ void tp_atfork_child(void)
 		atomic_store_explicit(&l->ev_slot, -2, memory_order_relaxed);
 		/* (fork copies no page table of a shared mapping: the child maps its rings anew) */
 		memset((void *)l->ring_mapped, 0, sizeof(l->ring_mapped));
-		tp_host_unlock(l);
+		/* Our name among the inherited connections' holders, under the host lock; a
+		 * holder of it that is a stopped process would keep this child (a server's worker,
+		 * a backend per connection) in fork() for as long: the helper adds it later then
+		 * (owners_later()) */
+		if (tp_host_lock_within(l, TP_HOST_WAIT_MS)) {
+			owners_add(l, me);
+			tp_host_unlock(l);
+		} else {
+			atomic_store_explicit(&l->owners_due, true, memory_order_relaxed);
+			LOG(LL_INFO, "transport: forked child: the host lock is held by a stopped "
+			    "process: this process is named among its connections' holders later");
+		}
 		/* Our own claim on the link's side, in the parent's session (after the host lock:
 		 * the side lock is never taken under it). Without one, a parent that exits (a
 		 * daemon's first process) left the side with no live process while we used it:

@@ -394,9 +394,10 @@ static void carry(struct tp_conn *a, struct tp_conn *b, uint64_t *off, size_t n)
  * the next ones at once; a closed connection's release waits for the lock in the helper's later
  * passes, and the helper meanwhile does the rest of its work (the link's heartbeats, in both
  * directions; an open connection carries on). Once the holder goes on, the closed
- * connection's context is freed and set-ups are ntb again. Before, the connect waited for ever
- * and the helper stopped in its release of the closed connection (alarm() ends a hang). A holder
- * that is slow but runs is waited for (a set-up then is ntb).
+ * connection's context is freed and set-ups are ntb again. A fork's child does not wait either.
+ * Before, the connect waited for ever, the helper stopped in its release of the closed
+ * connection and a fork's child in its fork (alarm() ends a hang). A holder that is slow but
+ * runs is waited for (a set-up then is ntb).
  */
 static void test_host_lock_stopped_holder(void **state)
 {
@@ -479,6 +480,15 @@ static void test_host_lock_stopped_holder(void **state)
 	dt2 = tl_now_ms() - t0;
 	assert_int_equal(why, TP_REASON_HOST_BUSY);
 	assert_true(dt1 < 5000); /* (not the set-up's timeout: TP_HOST_WAIT_MS) */
+
+	/* a fork: the child goes on (its fork's handlers do not wait for the lock) */
+	pid_t g = fork();
+
+	assert_true(g >= 0);
+	if (g == 0)
+		_exit(c2a->ent->owners[0] ? 7 : 8);
+	assert_int_equal(waitpid(g, &st, 0), g);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 7);
 
 	/* a closed connection: its release waits; the helper goes on serving */
 	tp_close(c1a);
