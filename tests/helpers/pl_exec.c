@@ -235,18 +235,29 @@ static int serve_exec(char **argv, bool fail, bool nolib, bool forked, bool noex
 	return 1;
 }
 
-static int serve_fork_both(char **argv)
+/* Accept one connection on ADDR PORT (ARGV[2], ARGV[3]) into *FD, echo its first 1000 bytes,
+ * fork: fork()'s result, or -1 after an early end of file. */
+static pid_t accept_echo_fork(char **argv, int *fd)
 {
-	int fd = accept_one(argv[2], argv[3]), st;
-	uint8_t b[16] = { 0 };
-
-	if (echo(fd, 1000) != 1000) {
+	*fd = accept_one(argv[2], argv[3]);
+	if (echo(*fd, 1000) != 1000) {
 		fprintf(stderr, "pl_exec: early EOF before fork\n");
-		return 1;
+		return -1;
 	}
 	pid_t pid = fork();
 	if (pid < 0)
 		die("fork");
+	return pid;
+}
+
+static int serve_fork_both(char **argv)
+{
+	int fd, st;
+	uint8_t b[16] = { 0 };
+	pid_t pid = accept_echo_fork(argv, &fd);
+
+	if (pid < 0)
+		return 1;
 	if (pid == 0) {
 		size_t n = echo(fd, SIZE_MAX);
 		fprintf(stderr, "pl_exec fork child: echoed %zu bytes after fork\n", n);
@@ -275,15 +286,11 @@ static int serve_fork_both(char **argv)
 
 static int serve_daemon(char **argv)
 {
-	int fd = accept_one(argv[2], argv[3]);
+	int fd;
+	pid_t pid = accept_echo_fork(argv, &fd);
 
-	if (echo(fd, 1000) != 1000) {
-		fprintf(stderr, "pl_exec: early EOF before fork\n");
-		return 1;
-	}
-	pid_t pid = fork();
 	if (pid < 0)
-		die("fork");
+		return 1;
 	if (pid > 0)
 		_exit(0);
 	usleep(1500000); /* (the test starts another process of this host meanwhile) */
