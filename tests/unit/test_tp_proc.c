@@ -894,8 +894,10 @@ static void child_client_loop(int id)
 
 	params(&tpp, 32);
 	tpp.setup_timeout_ms = 20000; /* a loaded test machine serves slowly: wait, do not fall back */
-	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, 6002, 5000))
+	if (tl_open(g_path, 0, WIN, &tpp, &l) || tl_wait_listen(l, 6002, 5000)) {
+		fprintf(stderr, "client %d: link not up or no listener\n", id);
 		_exit(2);
+	}
 	for (int r = 0; r < ROUNDS; r++) {
 		struct tp_key k;
 		struct tp_conn *c;
@@ -907,11 +909,19 @@ static void child_client_loop(int id)
 			fprintf(stderr, "client %d round %d: %s\n", id, r, tp_reason_str(why));
 			_exit(10);
 		}
-		if (tp_send(c, &v, 1) != 1)
+		ssize_t n = tp_send(c, &v, 1);
+
+		if (n != 1) {
+			fprintf(stderr, "client %d round %d: send %zd\n", id, r, n);
 			_exit(11);
+		}
 		char x;
-		if (tl_recv_some(c, &x, 1, 10000) != 0) /* the server closes: EOF */
+		n = tl_recv_some(c, &x, 1, 10000);
+		if (n != 0) { /* the server closes: EOF */
+			fprintf(stderr, "client %d round %d: %zd where end of file was due (error %d)\n",
+				id, r, n, tp_conn_error(c));
 			_exit(12);
+		}
 		tp_close(c);
 	}
 	_exit(0);
@@ -964,6 +974,8 @@ static void test_starvation(void **state)
 
 		waitpid(pids[i], &st, 0);
 		ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			print_message("starvation: client %d ended with status %#x\n", i, st);
 	}
 	print_message("starvation: %d connections served, %d/%d clients finished\n", served, ok,
 		      CLIENTS);
