@@ -557,6 +557,12 @@ size_t tp_readable_bytes_one(struct tp_conn *c)
 		return 0; /* (the error is reported by the next call) */
 	tp_mutex_lock(&c->rx_lock);
 	n = tp_rx_queued(c);
+	if (!n && tp_conn_peer_lost(c)) {
+		/* a dead sender's held message joins the queue here as at a read or a poll
+		 * (tp_rx.c: rx_held_take()) */
+		tp_rx_death_end(c);
+		n = tp_rx_queued(c);
+	}
 	tp_act_note_rx(c); /* (as in poll_bits_now()) */
 	tp_mutex_unlock(&c->rx_lock);
 	return n;

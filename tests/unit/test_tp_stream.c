@@ -2469,6 +2469,8 @@ static void merge_held_death(int spoil)
 	}
 	atomic_store(&p.cb->peer_died, true);
 	atomic_store(&p.cb->peer_gone, true);
+	/* FIONREAD (preload/) counts them before any read */
+	assert_int_equal(tp_readable_bytes(p.cb), spoil ? 0 : total - lead);
 	n = tl_recv_some(p.cb, out + lead, sizeof(out) - lead, 2000);
 	if (spoil) {
 		assert_int_equal(n, -ECONNRESET);
