@@ -557,9 +557,11 @@ size_t tp_readable_bytes_one(struct tp_conn *c)
 		return 0; /* (the error is reported by the next call) */
 	tp_mutex_lock(&c->rx_lock);
 	n = tp_rx_queued(c);
-	if (!n && tp_conn_peer_lost(c)) {
+	/* (relaxed: a sticky flag; the death path reads it again with acquire) */
+	if (!n && atomic_load_explicit(&c->peer_died, memory_order_relaxed)) {
 		/* a dead sender's held message joins the queue here as at a read or a poll
-		 * (tp_rx.c: rx_held_take()) */
+		 * (tp_rx.c: rx_held_take()); one flag load, not tp_conn_peer_lost()'s word
+		 * reads, for a reader that polls FIONREAD */
 		tp_rx_death_end(c);
 		n = tp_rx_queued(c);
 	}

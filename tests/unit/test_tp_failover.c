@@ -220,6 +220,21 @@ static void test_failover_fin_in_flight(void **state)
 	tl_pair_close(&p);
 }
 
+/* C's failover, requested: its timers run until it ends, which must be FAILED, and C's reads say
+ * ECONNRESET. */
+static void expect_fo_reset(struct tp_conn *c)
+{
+	uint8_t buf[64];
+	struct iovec v = { buf, sizeof(buf) };
+
+	for (int i = 0; i < 5000 && tp_conn_failover_state(c) == TP_FO_RUN; i++) {
+		tp_conn_timers(c, tp_now_ms());
+		usleep(200);
+	}
+	assert_int_equal(tp_conn_failover_state(c), TP_FO_FAILED);
+	assert_int_equal(tp_recv(c, &v, 1, 0), -ECONNRESET);
+}
+
 /* A header as a peer writes it (tp_failover.c's layout). */
 static void make_hdr(uint8_t h[32], uint32_t magic, uint16_t version, uint64_t start)
 {
@@ -253,13 +268,7 @@ static void test_failover_missing_bytes_reset(void **state)
 	make_hdr(h, 0x4f46544eu, 1, 500);
 	assert_int_equal(write(sv[0], h, sizeof(h)), (ssize_t)sizeof(h));
 	assert_true(tp_fo_request(cb, "link down"));
-	for (int i = 0; i < 5000 && tp_conn_failover_state(cb) == TP_FO_RUN; i++) {
-		tp_conn_timers(cb, tp_now_ms());
-		usleep(200);
-	}
-	assert_int_equal(tp_conn_failover_state(cb), TP_FO_FAILED);
-	struct iovec v = { buf, sizeof(buf) };
-	assert_int_equal(tp_recv(cb, &v, 1, 0), -ECONNRESET); /* never a short end of stream */
+	expect_fo_reset(cb); /* never a short end of stream */
 	assert_int_equal(tp_conn_error(cb), -ECONNRESET);
 	tp_abort(ca);
 	tp_abort(cb);
@@ -300,13 +309,7 @@ static void test_failover_table_rebuilt(void **state)
 	p.b->host->session_epoch ^= 0x5a5a5a5au;
 	memset((void *)cb->st, 0, sizeof(*cb->st));
 	assert_true(tp_fo_request(cb, "link restarted"));
-	for (int i = 0; i < 5000 && tp_conn_failover_state(cb) == TP_FO_RUN; i++) {
-		tp_conn_timers(cb, tp_now_ms());
-		usleep(200);
-	}
-	assert_int_equal(tp_conn_failover_state(cb), TP_FO_FAILED);
-	struct iovec v = { buf, sizeof(buf) };
-	assert_int_equal(tp_recv(cb, &v, 1, 0), -ECONNRESET);
+	expect_fo_reset(cb);
 	assert_int_equal(recv(sv[0], buf, sizeof(buf), MSG_DONTWAIT), -1); /* no header */
 	p.b->host->session_epoch ^= 0x5a5a5a5au; /* (for the pair's close) */
 	tp_abort(ca);
