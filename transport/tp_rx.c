@@ -290,6 +290,9 @@ bool tp_rx_txd(struct tp_conn *c, uint32_t *ret)
 	}
 	if (!tp_slot_word(c, TP_W_TX_D, ret))
 		return false;
+	if (c->v_d - *ret <= c->link->geom.qsize)
+		*ret = c->v_d; /* behind: messages validated before it published them (tp_recv.c:
+				* rx_short_direct()) */
 	c->rx_txd = *ret;
 	return true;
 }
@@ -679,7 +682,10 @@ bool tp_rx_death_end(struct tp_conn *c)
 	 * index and (when it said one) its next MSN reached */
 	if (c->gated || c->inline_bad)
 		return false;
-	if (tp_slot_word(c, TP_W_TX_D, &v) ? v != c->v_d : c->v_d != 0)
+	/* (TX_D behind v_d: it died after a message's descriptor and before TX_D, and the
+	 * message was validated by its descriptor: rx_short_direct()) */
+	if (tp_slot_word(c, TP_W_TX_D, &v) ? v != c->v_d && c->v_d - v > c->link->geom.qsize
+					    : c->v_d != 0)
 		return false;
 	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &v) && (int32_t)(v - c->v_msn) > 0)
 		return false;
@@ -756,7 +762,10 @@ bool tp_rx_quiet(struct tp_conn *c)
 	txd = tp_wc_raw(c, TP_W_TX_D);
 	txe = tp_wc_raw(c, TP_W_TX_EPOCH);
 	/* (none valid yet is 0: no data yet, no epoch or Detect published yet) */
-	if (txd ? (uint32_t)txd != c->v_d : c->v_d != 0)
+	/* (behind v_d: messages validated before it published them, tp_recv.c:
+	 * rx_short_direct(): nothing new) */
+	if (txd ? (uint32_t)txd != c->v_d && c->v_d - (uint32_t)txd > c->link->geom.qsize
+		: c->v_d != 0)
 		return false;
 	return !txe || (uint16_t)(txe >> 16) == c->det_seen;
 }
