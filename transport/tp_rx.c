@@ -651,6 +651,45 @@ static int rx_held_take(struct tp_conn *c)
 	return 1;
 }
 
+/*
+ * A dead sender's data-ring message written whole and not published: its descriptor at v_d names
+ * the next MSN while TX_D does not cover it (the sender died between the two stores, or TX_D's
+ * write was lost). Its send() may have returned: taken when its CRC checks out (a record: the
+ * reader delivers it, and the next look goes on from there), as rx_short_direct() takes one
+ * before TX_D. Under rx_lock, record queue empty. 1: taken; 0: no such message (a descriptor
+ * of another MSN: nothing written after what TX_D covers); -1: one that does not check out.
+ */
+static int rx_unpublished_take(struct tp_conn *c)
+{
+	uint32_t q = c->link->geom.qsize, fp, gap;
+	struct tp_desc d;
+	struct tp_rec r;
+
+	if (!c->in_ring)
+		return 0;
+	memcpy(&d, (const void *)(tp_rx_ring(c) + (c->v_d & (q - 1))), sizeof(d));
+	if (d.msn != c->v_msn)
+		return 0;
+	/* acquire: the descriptor before the payload (the sender's order of stores) */
+	atomic_thread_fence(memory_order_acquire);
+	if ((d.type != TP_MT_SHORT && d.type != TP_MT_LONG) || d.len > q)
+		return -1;
+	fp = tp_footprint(d.type, c->v_d, d.len);
+	gap = tp_payload_gap(d.type, c->v_d);
+	if (fp > q - (c->v_d - c->c_d) ||
+	    tp_desc_crc(tp_rx_data_copy(c, NULL, c->v_d + gap, d.len, c->dseed_in, false), &d) !=
+		    d.crc)
+		return -1;
+	LOG(LL_DEBUG, "transport: slot %u: the peer process died after writing message %u (%u "
+	    "bytes) and before publishing it: delivered", c->slot, c->v_msn, d.len);
+	r = (struct tp_rec){ .desc = d, .msn = c->v_msn, .len = d.len, .pos = c->v_d,
+			     .payload = gap, .footprint = fp, .ring = 1, .flags = d.flags,
+			     .type = d.type };
+	rec_take(c, &r, true);
+	c->v_d += fp;
+	return 1;
+}
+
 /* Whether tp_rx_progress() would find nothing to do (under rx_lock, record queue empty): not
  * gated, the next inline slot not published, and the TX_D and TX_EPOCH words exactly as their
  * last valid reading (tp_slot_word()'s cache), with no Detect pending in the latter. Loads of
@@ -687,6 +726,15 @@ bool tp_rx_death_end(struct tp_conn *c)
 	if (tp_slot_word(c, TP_W_TX_D, &v) ? v != c->v_d && c->v_d - v > c->link->geom.qsize
 					    : c->v_d != 0)
 		return false;
+	/* a message it wrote and did not publish (the reader reads it, then looks again) */
+	switch (rx_unpublished_take(c)) {
+	case 1:
+		return true;
+	case -1:
+		return false;
+	default:
+		break;
+	}
 	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &v) && (int32_t)(v - c->v_msn) > 0)
 		return false;
 	/* it held a merged message: delivered, then the end (or a reset if it does not check
