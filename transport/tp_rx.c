@@ -656,30 +656,31 @@ static int rx_held_take(struct tp_conn *c)
  * the next MSN while TX_D does not cover it (the sender died between the two stores, or TX_D's
  * write was lost). Its send() may have returned: taken when its CRC checks out (a record: the
  * reader delivers it, and the next look goes on from there), as rx_short_direct() takes one
- * before TX_D. Under rx_lock, record queue empty. 1: taken; 0: no such message (a descriptor
- * of another MSN: nothing written after what TX_D covers); -1: one that does not check out.
+ * before TX_D. Under rx_lock, record queue empty. Returns whether one was taken. One that does
+ * not check out is not told from what else may lie there (a ring never written: zeros naming
+ * MSN 0; another connection's message of the same MSN in a ring granted again after this
+ * sender's death freed it): nothing taken, as before (a corrupted last message of a dead sender
+ * is still an end of file short by it).
  */
-static int rx_unpublished_take(struct tp_conn *c)
+static bool rx_unpublished_take(struct tp_conn *c)
 {
 	uint32_t q = c->link->geom.qsize, fp, gap;
 	struct tp_desc d;
 	struct tp_rec r;
 
 	if (!c->in_ring)
-		return 0;
+		return false;
 	memcpy(&d, (const void *)(tp_rx_ring(c) + (c->v_d & (q - 1))), sizeof(d));
-	if (d.msn != c->v_msn)
-		return 0;
+	if (d.msn != c->v_msn || (d.type != TP_MT_SHORT && d.type != TP_MT_LONG) || d.len > q)
+		return false;
 	/* acquire: the descriptor before the payload (the sender's order of stores) */
 	atomic_thread_fence(memory_order_acquire);
-	if ((d.type != TP_MT_SHORT && d.type != TP_MT_LONG) || d.len > q)
-		return -1;
 	fp = tp_footprint(d.type, c->v_d, d.len);
 	gap = tp_payload_gap(d.type, c->v_d);
 	if (fp > q - (c->v_d - c->c_d) ||
 	    tp_desc_crc(tp_rx_data_copy(c, NULL, c->v_d + gap, d.len, c->dseed_in, false), &d) !=
 		    d.crc)
-		return -1;
+		return false;
 	LOG(LL_DEBUG, "transport: slot %u: the peer process died after writing message %u (%u "
 	    "bytes) and before publishing it: delivered", c->slot, c->v_msn, d.len);
 	r = (struct tp_rec){ .desc = d, .msn = c->v_msn, .len = d.len, .pos = c->v_d,
@@ -687,7 +688,7 @@ static int rx_unpublished_take(struct tp_conn *c)
 			     .type = d.type };
 	rec_take(c, &r, true);
 	c->v_d += fp;
-	return 1;
+	return true;
 }
 
 /* Whether tp_rx_progress() would find nothing to do (under rx_lock, record queue empty): not
@@ -727,14 +728,8 @@ bool tp_rx_death_end(struct tp_conn *c)
 					    : c->v_d != 0)
 		return false;
 	/* a message it wrote and did not publish (the reader reads it, then looks again) */
-	switch (rx_unpublished_take(c)) {
-	case 1:
+	if (rx_unpublished_take(c))
 		return true;
-	case -1:
-		return false;
-	default:
-		break;
-	}
 	if (tp_slot_word(c, TP_W_TX_NEXT_MSN, &v) && (int32_t)(v - c->v_msn) > 0)
 		return false;
 	/* it held a merged message: delivered, then the end (or a reset if it does not check
