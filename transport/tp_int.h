@@ -1090,6 +1090,9 @@ struct tp_conn {
 	struct tp_mutex rx_lock;
 	uint32_t v_i, v_d, v_msn;     /* validation cursor */
 	uint32_t rx_txd;              /* TX_D as last read valid (tp_rx.c: rx_txd()) */
+	uint32_t rx_spec_miss;        /* v_d where a descriptor naming the next MSN did not check
+				       * out before TX_D (tp_recv.c: rx_short_direct()) ... */
+	bool rx_spec_missed;          /* ... when set: there, TX_D first until v_d moves */
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */

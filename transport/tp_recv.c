@@ -124,6 +124,7 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	uint32_t q = c->link->geom.qsize, txd, p, crc, fp;
 	const uint8_t *base;
 	struct tp_desc d;
+	bool spec;
 
 	/* (relaxed error: a fast path declines; the validating path reads it with tp_conn_err()) */
 	if (c->gated || tp_rx_fin_seen(c) || c->rec_head != c->rec_tail || c->rec_skip ||
@@ -143,7 +144,8 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	 * TX_D meanwhile reads as nothing new (tp_rx_txd()).
 	 */
 	memcpy(&d, base + p, sizeof(d)); /* private copy, then validate */
-	if (d.msn == c->v_msn) {
+	spec = d.msn == c->v_msn && !(c->rx_spec_missed && c->rx_spec_miss == c->v_d);
+	if (spec) {
 		/* acquire: the descriptor before the payload it describes; pairs with the order
 		 * of the sender's stores (payload, then descriptor: send_short_direct()) */
 		atomic_thread_fence(memory_order_acquire);
@@ -164,8 +166,17 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	crc = crc32c_copy(c->dseed_in, dst, base + p + TP_DESC_SIZE, d.len);
 	crc = crc32c_word(crc, (uint64_t)d.type | (uint64_t)d.len << 32, 8);
 	crc = crc32c_word(crc, d.msn, 4);
-	if (crc != d.crc)
-		return 0; /* (the validating path finds it again and asks for a Retry) */
+	if (crc != d.crc) {
+		/* (the validating path finds it again and asks for a Retry once TX_D covers it;
+		 * one taken before TX_D was not whole yet, or is a stale one of an earlier holder
+		 * of the ring at the same place and MSN: not checked again here, at each read of an
+		 * idle connection, until v_d moves) */
+		if (spec) {
+			c->rx_spec_missed = true;
+			c->rx_spec_miss = c->v_d;
+		}
+		return 0;
+	}
 	c->v_d += fp;
 	c->v_msn++;
 	c->rerr = 0;
