@@ -84,10 +84,13 @@ static uint64_t arrivals(struct tp_conn *c, bool arm)
 	/* Data-ring messages: the peer's tail, published after each message's payload. A word that
 	 * fails its check counts as what was validated so far. */
 	/* (acquire, tp_slot_word(): pairs with ntb_to_peer_barrier() in tp_tx_publish()) */
-	if (!tp_slot_word(c, TP_W_TX_D, &txd) || c->v_d - txd <= c->link->geom.qsize)
-		txd = c->v_d; /* (behind: validated before it was published, rx_short_direct()) */
+	if (!tp_slot_word(c, TP_W_TX_D, &txd))
+		txd = c->v_d;
 	tp_rx_release(c); /* (at once while the sender holds a merged message for it) */
-	if (pos == c->v_i && txd == c->v_d && c->rec_head == c->rec_tail)
+	/* (TX_D behind v_d: validated before it was published, rx_short_direct(); nothing new.
+	 * The stamp keeps TX_D's own value: it changes when the sender publishes, not as we
+	 * read) */
+	if (pos == c->v_i && c->v_d - txd <= c->link->geom.qsize && c->rec_head == c->rec_tail)
 		tp_rx_idle(c, arm);
 	return (uint64_t)pos << 32 | txd;
 }

@@ -1093,6 +1093,10 @@ struct tp_conn {
 	uint32_t rx_spec_miss;        /* v_d where a descriptor naming the next MSN did not check
 				       * out before TX_D (tp_recv.c: rx_short_direct()) ... */
 	bool rx_spec_missed;          /* ... when set: there, TX_D first until v_d moves */
+	uint32_t rx_grant_vd;         /* v_d when the ring was granted (or adopted) ... */
+	bool rx_lapped;               /* ... and v_d a whole ring past it since: every place in
+				       * the ring holds this grant's bytes, no earlier holder's
+				       * descriptor (tp_rx_lapped()) */
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
@@ -1718,6 +1722,7 @@ bool tp_rx_death_end(struct tp_conn *c);
 /* Whether the sender's TP_W_TX_HELD names a held message next in line (its death leaves it to
  * us to deliver: its data ring stays ours until then). Under rx_lock. */
 bool tp_rx_held_next(const struct tp_conn *c);
+bool tp_rx_unpublished_next(struct tp_conn *c, struct tp_desc *d);
 /* Bytes received and not yet read, after validating what arrived; under the rx lock. */
 size_t tp_rx_queued(struct tp_conn *c);
 /* Are bytes validated and not yet read waiting on C (tp_rx.c)? Takes rx_lock; with TRY, a busy

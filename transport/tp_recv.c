@@ -135,16 +135,18 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	/*
 	 * The descriptor first, not TX_D: one carrying the next MSN is this message, written (the
 	 * payload before it, TX_D after) whether or not TX_D published it yet, and its CRC over the
-	 * payload says whether all of it arrived. A stale one cannot check out: the seed is this
-	 * connection's for this grant of the ring, and an MSN is used once (a retransmission
-	 * rewrites the same bytes). Reading TX_D first put its cache miss before the descriptor's,
+	 * payload says whether all of it arrived. Only once the sender wrote a whole ring in this
+	 * grant (tp_rx_lapped()): from then on every descriptor in the ring is this grant's, of an
+	 * earlier MSN unless it is this message (an MSN is used once; a retransmission rewrites
+	 * the same bytes). Reading TX_D first put its cache miss before the descriptor's,
 	 * one after the other on every message of a stream (#22 goal 5: 256 B writes ran at 0.6 of
 	 * 116 B ones). A message that does not check out here is the validating path's, which
 	 * waits for TX_D before it counts anything as lost or corrupt (tp_rx_data()); v_d ahead of
 	 * TX_D meanwhile reads as nothing new (tp_rx_txd()).
 	 */
 	memcpy(&d, base + p, sizeof(d)); /* private copy, then validate */
-	spec = d.msn == c->v_msn && !(c->rx_spec_missed && c->rx_spec_miss == c->v_d);
+	spec = d.msn == c->v_msn && !(c->rx_spec_missed && c->rx_spec_miss == c->v_d) &&
+	       tp_rx_lapped(c);
 	if (spec) {
 		/* acquire: the descriptor before the payload it describes; pairs with the order
 		 * of the sender's stores (payload, then descriptor: send_short_direct()) */

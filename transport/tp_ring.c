@@ -110,6 +110,8 @@ static void in_ring_load(struct tp_conn *c)
 	if (e->ring && e->ring <= l->geom.pool_n) {
 		c->in_ring = l->in + l->geom.pool_off + (uint64_t)(e->ring - 1u) * l->geom.qsize;
 		c->dseed_in = tp_ring_seed(c->nonce_in, e->ring_gen);
+		c->rx_grant_vd = c->v_d; /* (tp_rx_lapped()) */
+		c->rx_lapped = false;
 	} else {
 		c->in_ring = NULL;
 	}
@@ -359,10 +361,14 @@ void tp_rx_ring_republish(struct tp_conn *c)
 static void rx_ring_free(struct tp_conn *c, const char *why)
 {
 	struct tp_host_entry *e = c->ent;
+	struct tp_desc d;
 	uint32_t txd;
 
-	if (c->c_d != c->v_d || (tp_rx_txd(c, &txd) && txd != c->v_d) || tp_rx_held_next(c))
-		return; /* (a dead sender's held message: tp_rx_death_end() delivers it from there) */
+	/* (a dead sender's held message, or one it wrote and did not publish: tp_rx_death_end()
+	 * delivers it from there) */
+	if (c->c_d != c->v_d || (tp_rx_txd(c, &txd) && txd != c->v_d) || tp_rx_held_next(c) ||
+	    tp_rx_unpublished_next(c, &d))
+		return;
 	if (!pool_lock(c->link))
 		return; /* (the next look) */
 	LOG(LL_DEBUG, "transport: slot %u: ring %u %s", c->slot, e->ring - 1u, why);

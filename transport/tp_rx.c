@@ -290,9 +290,12 @@ bool tp_rx_txd(struct tp_conn *c, uint32_t *ret)
 	}
 	if (!tp_slot_word(c, TP_W_TX_D, ret))
 		return false;
-	if (c->v_d - *ret <= c->link->geom.qsize)
-		*ret = c->v_d; /* behind: messages validated before it published them (tp_recv.c:
-				* rx_short_direct()) */
+	if (c->v_d - *ret <= c->link->geom.qsize) {
+		/* behind: messages validated before it published them (tp_recv.c:
+		 * rx_short_direct()); not cached (a value TX_D never had) */
+		*ret = c->v_d;
+		return true;
+	}
 	c->rx_txd = *ret;
 	return true;
 }
@@ -652,15 +655,30 @@ static int rx_held_take(struct tp_conn *c)
 }
 
 /*
- * A dead sender's data-ring message written whole and not published: its descriptor at v_d names
- * the next MSN while TX_D does not cover it (the sender died between the two stores, or TX_D's
- * write was lost). Its send() may have returned: taken when its CRC checks out (a record: the
- * reader delivers it, and the next look goes on from there), as rx_short_direct() takes one
- * before TX_D. Under rx_lock, record queue empty. Returns whether one was taken. One that does
- * not check out is not told from what else may lie there (a ring never written: zeros naming
- * MSN 0; another connection's message of the same MSN in a ring granted again after this
- * sender's death freed it): nothing taken, as before (a corrupted last message of a dead sender
- * is still an end of file short by it).
+ * A data-ring message written and not published may lie at v_d: a descriptor there names the
+ * next MSN (in D) while TX_D does not cover it (its sender died between the two stores, or
+ * TX_D's write was lost). Only once the ring was written whole in this grant (tp_rx_lapped()):
+ * before, a descriptor an earlier holder of the ring left at the same place and MSN is not told
+ * apart but by its CRC. Under rx_lock.
+ */
+bool tp_rx_unpublished_next(struct tp_conn *c, struct tp_desc *d)
+{
+	uint32_t q = c->link->geom.qsize;
+
+	if (!c->in_ring || !tp_rx_lapped(c))
+		return false;
+	memcpy(d, (const void *)(tp_rx_ring(c) + (c->v_d & (q - 1))), sizeof(*d));
+	return d->msn == c->v_msn && (d->type == TP_MT_SHORT || d->type == TP_MT_LONG) &&
+	       d->len <= q;
+}
+
+/*
+ * A dead sender's message written whole and not published (tp_rx_unpublished_next()): its
+ * send() may have returned. Taken when its CRC checks out (a record: the reader delivers it,
+ * and the next look goes on from there), as rx_short_direct() takes one before TX_D. Under
+ * rx_lock, record queue empty. Returns whether one was taken. One that does not check out
+ * (spoilt, or not written whole when the sender died) is nothing taken: as before, an end of
+ * file short by it.
  */
 static bool rx_unpublished_take(struct tp_conn *c)
 {
@@ -668,10 +686,7 @@ static bool rx_unpublished_take(struct tp_conn *c)
 	struct tp_desc d;
 	struct tp_rec r;
 
-	if (!c->in_ring)
-		return false;
-	memcpy(&d, (const void *)(tp_rx_ring(c) + (c->v_d & (q - 1))), sizeof(d));
-	if (d.msn != c->v_msn || (d.type != TP_MT_SHORT && d.type != TP_MT_LONG) || d.len > q)
+	if (!tp_rx_unpublished_next(c, &d))
 		return false;
 	/* acquire: the descriptor before the payload (the sender's order of stores) */
 	atomic_thread_fence(memory_order_acquire);

@@ -467,6 +467,10 @@ static bool send_short_direct(struct tp_conn *c, const uint8_t *src, uint32_t le
 	crc = tp_desc_crc_words(crc, TP_MT_SHORT, len, c->msn_next, &w0, &w1);
 	memcpy(s, &w0, 8);
 	memcpy(s + 8, &w1, 8);
+	/* release: the payload before the descriptor, which a receiver takes the message by
+	 * before TX_D (tp_recv.c: rx_short_direct(); its CRC catches the other order, at the
+	 * cost of waiting for TX_D) */
+	atomic_thread_fence(memory_order_release);
 	memcpy(d, &w0, 8);
 	memcpy(d + 8, &w1, 8);
 	c->tx_d = pos + fp;

@@ -12,6 +12,7 @@
 
 #include "tests/helpers/tp_testlib.h"
 #include "transport/tp_int.h"
+#include "transport/tp_rx_int.h"
 #include "transport/tp_tx_int.h"
 #include "util/log.h"
 
@@ -2527,6 +2528,21 @@ static void test_merge_held_cleared(void **state)
 	tl_pair_close(&p);
 }
 
+/* 1000-byte messages from A to B until A has written B's ring whole in this grant: from
+ * then on B takes a message by its descriptor before TX_D (tp_rx_lapped()). */
+static void lap_ring(struct tl_pair *p)
+{
+	static uint8_t buf[1000], out[1000];
+
+	for (int i = 0; !tp_rx_lapped(p->cb); i++) {
+		assert_true(i < 100000);
+		memset(buf, i, sizeof(buf));
+		assert_int_equal(tl_send_all(p->ca, buf, sizeof(buf)), 0);
+		recv_exact(p->cb, out, sizeof(out));
+		assert_memory_equal(out, buf, sizeof(buf));
+	}
+}
+
 /*
  * A short message whose descriptor arrived while TX_D did not yet (the sender between its two
  * stores, or TX_D's write still on its way): the receiver takes it by its descriptor and CRC
@@ -2534,7 +2550,9 @@ static void test_merge_held_cleared(void **state)
  * later is nothing new, and the stream goes on (round 0). ROUND 1: the same with a payload byte
  * spoilt: nothing delivered and nothing counted lost or corrupt while TX_D does not cover it;
  * once it does, the Retry's retransmission delivers the message exact. ROUND 2: the sender dies
- * between the two stores: the message, then end of file (not a reset).
+ * between the two stores: the message, then end of file (not a reset). All after the ring's
+ * first lap in this grant; before it (ROUND -1) a message is taken only once TX_D covers it:
+ * a place may hold an earlier holder's descriptor of the same MSN (tp_rx_lapped()).
  */
 static void test_desc_before_txd(void **state)
 {
@@ -2549,7 +2567,9 @@ static void test_desc_before_txd(void **state)
 	/* (the data ring granted and its pages touched) */
 	assert_int_equal(tl_send_all(p.ca, pay, sizeof(pay)), 0);
 	recv_exact(p.cb, out, sizeof(pay));
-	for (int round = 0; round < 3; round++) {
+	for (int round = -1; round < 3; round++) {
+		if (round == 0)
+			lap_ring(&p);
 		uint8_t *txd_at = p.ca->link->out_direct + p.ca->out.slot_off + TP_W_TX_D;
 		uint32_t pos = p.ca->tx_d, q = p.ca->out.qsize;
 		uint64_t txd_old, txd_new;
@@ -2574,7 +2594,11 @@ static void test_desc_before_txd(void **state)
 			tp_mutex_unlock(&p.ca->tx_lock);
 			break;
 		}
-		if (round == 0) {
+		if (round == -1) {
+			assert_false(tp_rx_lapped(p.cb));
+			for (int i = 0; i < 10; i++)
+				assert_int_equal(tp_recv(p.cb, &v, 1, 0), -EAGAIN);
+		} else if (round == 0) {
 			assert_int_equal(tp_recv(p.cb, &v, 1, 0), sizeof(pay));
 			assert_memory_equal(out, pay, sizeof(pay));
 			/* TX_D behind what was validated: nothing new, nothing wrong */
@@ -2593,6 +2617,9 @@ static void test_desc_before_txd(void **state)
 		memcpy(txd_at, &txd_new, 8); /* TX_D arrives */
 		if (round == 0) {
 			assert_int_equal(tp_recv(p.cb, &v, 1, 0), -EAGAIN);
+		} else if (round == -1) {
+			assert_int_equal(tp_recv(p.cb, &v, 1, 0), sizeof(pay));
+			assert_memory_equal(out, pay, sizeof(pay));
 		} else {
 			recv_exact(p.cb, out, sizeof(pay));
 			assert_memory_equal(out, pay, sizeof(pay));
@@ -2608,8 +2635,9 @@ static void test_desc_before_txd(void **state)
  * rx_short_direct() takes) and before TX_D published it, or whose TX_D write was lost: the
  * reader delivers it by its descriptor (tp_rx_death_end(): rx_unpublished_take()), then end of
  * file, as kernel TCP delivers what a killed writer's send() accepted (before: an end of file
- * 2000 bytes short). Twice: the second time on a connection whose ring was never written before
- * (zeros there name MSN 0: nothing to take, an end of file).
+ * 2000 bytes short), also when the timers looked at its ring first (it is not freed). Twice:
+ * the second time on a connection whose ring was never written before (zeros there name MSN 0:
+ * nothing to take, an end of file).
  */
 static void unpublished_death(bool fresh)
 {
@@ -2622,6 +2650,7 @@ static void unpublished_death(bool fresh)
 	if (!fresh) {
 		assert_int_equal(tl_send_all(p.ca, pay, sizeof(pay)), 0);
 		recv_exact(p.cb, out, sizeof(pay));
+		lap_ring(&p);
 	}
 
 	uint8_t *txd_at = p.ca->link->out_direct + p.ca->out.slot_off + TP_W_TX_D;
@@ -2637,6 +2666,12 @@ static void unpublished_death(bool fresh)
 	memcpy(txd_at, &txd_old, 8); /* its TX_D never arrived */
 	atomic_store(&p.cb->peer_died, true);
 	atomic_store(&p.cb->peer_gone, true);
+	/* the timers' pass before the read, which frees a gone sender's ring once nothing in it
+	 * is left to read (tp_ring.c: rx_ring_free()): the message is */
+	tp_mutex_lock(&p.cb->rx_lock);
+	tp_rx_ring_service(p.cb, true);
+	tp_mutex_unlock(&p.cb->rx_lock);
+	assert_true(fresh || p.cb->in_ring);
 	if (!fresh) {
 		recv_exact(p.cb, out, sizeof(pay));
 		assert_memory_equal(out, pay, sizeof(pay));
