@@ -1093,6 +1093,8 @@ struct tp_conn {
 	uint32_t rx_spec_miss;        /* v_d where a descriptor naming the next MSN did not check
 				       * out before TX_D (tp_recv.c: rx_short_direct()) ... */
 	bool rx_spec_missed;          /* ... when set: there, TX_D first until v_d moves */
+	bool rx_dry;                  /* rx_short_direct()'s last look found nothing published:
+				       * TX_D first at the next */
 	uint32_t rx_grant_vd;         /* v_d when the ring was granted (or adopted) ... */
 	bool rx_lapped;               /* ... and v_d a whole ring past it since: every place in
 				       * the ring holds this grant's bytes, no earlier holder's

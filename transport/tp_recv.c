@@ -144,9 +144,12 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	 * waits for TX_D before it counts anything as lost or corrupt (tp_rx_data()); v_d ahead of
 	 * TX_D meanwhile reads as nothing new (tp_rx_txd()).
 	 */
-	memcpy(&d, base + p, sizeof(d)); /* private copy, then validate */
-	spec = d.msn == c->v_msn && !(c->rx_spec_missed && c->rx_spec_miss == c->v_d) &&
-	       tp_rx_lapped(c);
+	spec = false;
+	if (!c->rx_dry) {
+		memcpy(&d, base + p, sizeof(d)); /* private copy, then validate */
+		spec = d.msn == c->v_msn && !(c->rx_spec_missed && c->rx_spec_miss == c->v_d) &&
+		       tp_rx_lapped(c);
+	}
 	if (spec) {
 		/* acquire: the descriptor before the payload it describes; pairs with the order
 		 * of the sender's stores (payload, then descriptor: send_short_direct()) */
@@ -155,10 +158,13 @@ static size_t rx_short_direct(struct tp_conn *c, uint8_t *dst, size_t room)
 	} else {
 		/* acquire (tp_slot_word()): TX_D before the descriptor and payload it publishes;
 		 * pairs with the release before the sender's store of TX_D */
-		if (!tp_rx_txd(c, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q)
+		if (!tp_rx_txd(c, &txd) || txd - c->v_d < TP_DESC_SIZE || txd - c->v_d > q) {
+			c->rx_dry = true;
 			return 0;
+		}
 		memcpy(&d, base + p, sizeof(d));
 	}
+	c->rx_dry = false;
 	if (d.type != TP_MT_SHORT || d.flags || d.msn != c->v_msn || d.len == 0 ||
 	    d.len > RX_SHORT_DIRECT_MAX || d.len > room)
 		return 0;
