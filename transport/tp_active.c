@@ -21,12 +21,13 @@
  *     quanta): tp_act_mark() where tp_ring.c makes that work (ask, defer, yield seen, give
  *     back, answer); a ring held while nobody waits is no work (for ever, as in §6);
  *   - the peer: a Detect (TX_EPOCH), ST flags (RST, GONE, FAILOVER, MOVING...), a ring request
- *     (TX_RING_REQ: its first ask, or a repeat of an unanswered one) or a ring asked back
- *     (FB_GRANT's YIELD), each written before the peer rings: when the doorbell rang, the next
+ *     (TX_RING_REQ: its first ask, or a repeat of an unanswered one), a ring asked back
+ *     (FB_GRANT's YIELD) or a ring given back unasked (TX_RING_RET: a sender with no memory
+ *     for its shadow), each written before the peer rings: when the doorbell rang, the next
  *     pass (TP_ACT_SCAN_MS after the
  *     last scan at the soonest, as the doorbell's passes came when they visited all: a ring
  *     sooner waits for a later pass, which comes for the peer's next probe, at the latest the
- *     100 ms one) compares those four words of each idle connection with what they were when
+ *     100 ms one) compares those five words of each idle connection with what they were when
  *     it was taken off (tp_act_take()): loads of our own window from a table, no walk of the
  *     connections;
  *   - the pool: a request for a ring of this host's pool refused (by any of its processes:
@@ -41,9 +42,9 @@
  * nothing unacknowledged, held, unpublished or unsent (FIN), no reset armed; the receive side
  * has no feedback unpublished or not yet republished, no Retry outstanding, no Detect
  * unanswered, no reader shut with data to discard; neither side has ring work (above); and no
- * failover runs, no prefix, commit or closing is pending. (A connection in error, not owned since a fork, or moved, has nothing
- * for the timers either.) It records then the fill levels `ntbsock stat` shows (they change
- * only with work that puts it back), the four words the scan compares and whether it holds a
+ * failover runs, no prefix, commit or closing is pending. (A connection in error, not owned
+ * since a fork, or moved, has nothing for the timers either.) It records then the fill levels `ntbsock stat` shows (they change
+ * only with work that puts it back), the five words the scan compares and whether it holds a
  * ring of our pool.
  *
  * WHO WRITES / WHO READS
@@ -82,10 +83,11 @@
 #include "util/log.h"
 
 /* The words of an idle connection's slot (our inbound window) the scan compares: a Detect
- * (TX_EPOCH), ST flags, a ring request (TX_RING_REQ), a grant asked back (FB_GRANT). */
-enum { ACT_W_EP, ACT_W_ST, ACT_W_REQ, ACT_W_GRANT, ACT_NW };
+ * (TX_EPOCH), ST flags, a ring request (TX_RING_REQ), a grant asked back (FB_GRANT), a ring
+ * given back (TX_RING_RET). */
+enum { ACT_W_EP, ACT_W_ST, ACT_W_REQ, ACT_W_GRANT, ACT_W_RET, ACT_NW };
 static const uint32_t act_words[ACT_NW] = { TP_W_TX_EPOCH, TP_W_ST_FLAGS, TP_W_TX_RING_REQ,
-					    TP_W_FB_GRANT };
+					    TP_W_FB_GRANT, TP_W_TX_RING_RET };
 
 /* An idle connection as the scan sees it. */
 struct tp_act_idle {
@@ -271,14 +273,17 @@ bool tp_act_settle(struct tp_conn *c)
 	/* (acquire slot_gone: pairs with the release store in tp_conn_free_slot()) */
 	bool gone = atomic_load_explicit(&c->slot_gone, memory_order_acquire);
 
-	/* The ST, ring request and grant words as the scan will compare them: read now, so that a
-	 * later write is a change. One the timers have not seen (ST, the grant: not the reading
-	 * tp_slot_word() last checked valid; the request: not the one tp_rx_ring_service() last
-	 * looked at), written since this visit's timers looked, is work for the next visit. (ST
-	 * first: the ring's test may read ST checked, which moves what st_unseen() compares.) */
+	/* The ST, ring request, grant and return words as the scan will compare them: read now,
+	 * so that a later write is a change. One the timers have not seen (ST, the grant: not the
+	 * reading tp_slot_word() last checked valid; the request: not the one
+	 * tp_rx_ring_service() last looked at; the return: one naming the ring we hold, which
+	 * tp_rx_ring_quiet() counts as work), written since this visit's timers looked, is work
+	 * for the next visit. (ST first: the ring's test may read ST checked, which moves what
+	 * st_unseen() compares.) */
 	raw[ACT_W_ST] = slot_raw(slot, TP_W_ST_FLAGS);
 	raw[ACT_W_REQ] = slot_raw(slot, TP_W_TX_RING_REQ);
 	raw[ACT_W_GRANT] = slot_raw(slot, TP_W_FB_GRANT);
+	raw[ACT_W_RET] = slot_raw(slot, TP_W_TX_RING_RET);
 	quiet = !owned || tp_conn_err(c) || tp_fo_get(c) || gone ||
 		(!st_unseen(c, raw[ACT_W_ST]) && tx_quiet(c, raw[ACT_W_GRANT]) &&
 		 rx_quiet(c, raw[ACT_W_REQ], &raw[ACT_W_EP]));
@@ -341,9 +346,9 @@ static void wake_all(struct tp_link *l)
 	pthread_mutex_unlock(&l->act_lock);
 }
 
-/* Under conns_lock: the idle connections whose Detect, ST, ring request or grant word changed
- * since they were taken off back on the list. Loads of our own window (four per connection,
- * from a table: no walk of the connections). */
+/* Under conns_lock: the idle connections whose Detect, ST, ring request, grant or return word
+ * changed since they were taken off back on the list. Loads of our own window (five per
+ * connection, from a table: no walk of the connections). */
 static void scan(struct tp_link *l)
 {
 	for (uint32_t i = 0; i < l->act_idle_n; i++) {

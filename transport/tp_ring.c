@@ -382,15 +382,19 @@ static void rx_ring_free(struct tp_conn *c, const char *why)
 	atomic_store_explicit(&c->link->lingering, true, memory_order_relaxed);
 }
 
-/* The sender gave our ring back (RING_RET = its generation) once it was drained. */
-static void rx_ring_returned(struct tp_conn *c)
+/* Did the sender give our ring back (RING_RET = its generation)? */
+static bool rx_ring_given_back(struct tp_conn *c)
 {
-	struct tp_host_entry *e = c->ent;
 	uint32_t v;
 
-	if (!e->ring || !tp_slot_word(c, TP_W_TX_RING_RET, &v) || v != e->ring_gen)
-		return;
-	rx_ring_free(c, "given back");
+	return c->ent->ring && tp_slot_word(c, TP_W_TX_RING_RET, &v) && v == c->ent->ring_gen;
+}
+
+/* The sender gave our ring back once it was drained. */
+static void rx_ring_returned(struct tp_conn *c)
+{
+	if (rx_ring_given_back(c))
+		rx_ring_free(c, "given back");
 }
 
 void tp_rx_ring_service(struct tp_conn *c, bool timers)
@@ -399,7 +403,10 @@ void tp_rx_ring_service(struct tp_conn *c, bool timers)
 	uint64_t raw = tp_slot_raw(c, TP_W_TX_RING_REQ);
 	uint32_t v, rq;
 
-	if (e->ring && (e->ring_yield || timers))
+	/* given back: asked back, or unasked (a sender with no memory for its shadow), seen by
+	 * the timers, and before a new request is answered (the sender asks only after it gave
+	 * back what it held: answered with that ring, it would refuse the grant and ask again) */
+	if (e->ring && (e->ring_yield || timers || raw != c->rq_raw))
 		rx_ring_returned(c);
 	if (raw != c->rq_raw && tp_slot_word(c, TP_W_TX_RING_REQ, &v) && (rq = v & 0xffffu) &&
 	    rq != e->rq_ans) {
@@ -496,8 +503,10 @@ bool tp_rx_ring_quiet(struct tp_conn *c, uint64_t req_raw)
 		return false;
 	if (!e->ring)
 		return true;
-	/* asked back (RING_RET awaited, GRANT | YIELD written again), or its sender gone */
-	if (e->ring_yield || rx_sender_gone(c))
+	/* asked back (RING_RET awaited, GRANT | YIELD written again), given back unasked (the
+	 * timers free it; the scan compares the word only from the settle on), or its sender
+	 * gone */
+	if (e->ring_yield || rx_ring_given_back(c) || rx_sender_gone(c))
 		return false;
 	/* others refused lately: asked back after its quantum (relaxed: a hint, as there) */
 	uint64_t refused = atomic_load_explicit(&c->link->host->pool_refused_ms,

@@ -6,6 +6,7 @@
  * and every byte exact; a message written with an earlier grant's seed never validates; every
  * ring returns to the pool. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -70,6 +71,32 @@ static void connect_n(struct tl_pair *p, struct tp_conn **ca, struct tp_conn **c
 		ca[i] = p->ca;
 		cb[i] = p->cb;
 	}
+}
+
+/* The link's full passes: every SWEEP_MS (0: only for link events). */
+static void set_sweep(struct tp_link *l, uint32_t sweep_ms)
+{
+	pthread_mutex_lock(&l->conns_lock);
+	l->act_sweep_ms = sweep_ms;
+	l->act_sweep_last = tp_now_ms();
+	pthread_mutex_unlock(&l->conns_lock);
+}
+
+/* Wait (up to MS) until every connection of CS is off its link's active list. */
+static bool wait_idle(struct tp_conn **cs, int n, int ms)
+{
+	uint64_t end = tl_now_ms() + (uint64_t)ms;
+
+	while (tl_now_ms() < end) {
+		bool all = true;
+
+		for (int i = 0; i < n; i++)
+			all &= !tp_act_on(cs[i]);
+		if (all)
+			return true;
+		usleep(2000);
+	}
+	return false;
 }
 
 static uint32_t pool_free(struct tp_link *l)
@@ -195,7 +222,9 @@ static void test_ring_setup_and_inline_only(void **state)
 /* A grant whose shadow cannot be allocated (out of memory) is given back at once, drained as it
  * is, and asked for again later: the ring does not stay held unused by a connection that cannot
  * write into it (with no inline slots, its writes would have stalled for good), and once memory
- * is there again the connection gets a ring and every byte arrives. */
+ * is there again the connection gets a ring and every byte arrives. (The write that asks again
+ * comes after the ring is seen back: asked for again at once, it would be granted again before
+ * the loop below looked, on a slow machine.) */
 static void test_ring_shadow_oom(void **state)
 {
 	struct tl_pair p;
@@ -208,13 +237,10 @@ static void test_ring_shadow_oom(void **state)
 	assert_int_equal(tl_pair_connect(&p, 41500, 7000, true), 0);
 	struct tp_conn *ca = p.ca, *cb = p.cb;
 
-	/* granted at set-up, but no shadow: not usable, and going back */
+	/* granted at set-up, but no shadow: not usable, and going back (the feedback, ours or
+	 * the helper's timers', gives it back: nothing written into it) */
 	assert_false(ring_ok(ca));
 	assert_int_equal(atomic_load(&fail_allocs), 0);
-	tl_fill(msg, sizeof(msg), 35, 0);
-	struct iovec v = { msg, 16384 };
-
-	(void)tp_send(ca, &v, 1); /* (a write past the inline slots: its feedback gives it back) */
 	for (int i = 0; i < 3000 && pool_free(p.b) != 2; i++) {
 		tp_mutex_lock(&ca->tx_lock);
 		tp_tx_feedback(ca);
@@ -222,7 +248,12 @@ static void test_ring_shadow_oom(void **state)
 		usleep(1000);
 	}
 	assert_int_equal(pool_free(p.b), 2); /* the ring came back to B's pool */
-	/* memory again: asked for again, granted, used; every byte exact */
+	/* memory again: a write past the inline slots asks, is granted, uses it; every byte
+	 * exact */
+	tl_fill(msg, sizeof(msg), 35, 0);
+	struct iovec v = { msg, 16384 };
+
+	assert_int_equal(tp_send(ca, &v, 1), -EAGAIN);
 	for (int i = 0; i < 5000 && !ring_ok(ca); i++) {
 		tp_mutex_lock(&ca->tx_lock);
 		tp_tx_feedback(ca);
@@ -231,7 +262,45 @@ static void test_ring_shadow_oom(void **state)
 	}
 	assert_true(ring_ok(ca));
 	assert_non_null(ca->sh_data);
+	assert_int_equal(pool_free(p.b), 1);
 	move_checked(ca, cb, msg, sizeof(msg), 16384, got);
+	tp_close(ca);
+	tp_close(cb);
+	tl_pair_close(&p);
+}
+
+/* A ring given back unasked (its sender lost its shadow: the state out_ring_load() leaves on
+ * out of memory) while the receiver's connection is idle, off its link's active list, on a link
+ * that makes no periodic full pass: the return itself brings the connection back to the
+ * helper's pass (the scan compares TX_RING_RET), and the ring is the pool's again. Before, it
+ * stayed out of the pool until the sender's next request or the once-a-second full pass. */
+static void test_ring_returned_to_idle(void **state)
+{
+	struct tl_pair p;
+	static uint8_t msg[20000], got[20000];
+	struct tp_conn *cs[1];
+
+	(void)state;
+	open_pool(&p, "ringidle", 2);
+	set_sweep(p.b, 0);
+	assert_int_equal(tl_pair_connect(&p, 41600, 7000, true), 0);
+	struct tp_conn *ca = p.ca, *cb = p.cb;
+
+	assert_true(ring_ok(ca)); /* (granted at set-up) */
+	tl_fill(msg, sizeof(msg), 36, 0);
+	move_checked(ca, cb, msg, sizeof(msg), 16384, got);
+	assert_int_equal(pool_free(p.b), 1);
+	cs[0] = cb;
+	assert_true(wait_idle(cs, 1, 5000));
+	tp_mutex_lock(&ca->tx_lock);
+	ca->out_ring_ok = false;
+	ca->ent->peer_yield = 1;
+	tp_tx_feedback(ca); /* (drained: given back now) */
+	assert_int_equal(ca->ent->peer_ring, 0);
+	tp_mutex_unlock(&ca->tx_lock);
+	for (int i = 0; i < 3000 && pool_free(p.b) != 2; i++)
+		usleep(1000);
+	assert_int_equal(pool_free(p.b), 2);
 	tp_close(ca);
 	tp_close(cb);
 	tl_pair_close(&p);
@@ -375,6 +444,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ring_setup_and_inline_only),
 		cmocka_unit_test(test_ring_shadow_oom),
+		cmocka_unit_test(test_ring_returned_to_idle),
 		cmocka_unit_test(test_ring_rotation_no_starvation),
 		cmocka_unit_test(test_ring_stale_grant_rejected),
 	};
