@@ -27,8 +27,8 @@ trial() {
 	env $(pl_env a) "$F" client 127.0.0.2 $port -s 3 -p 500 -b $bytes \
 		>"$PL_TMP/cli$side.out" 2>&1 &
 	C=$!; PL_PIDS="$PL_PIDS $C"
-	sleep 1
-	grep -q '^CONNECTED' "$PL_TMP/cli$side.out" || pl_fail "side $side: client did not connect"
+	pl_wait_text "$PL_TMP/cli$side.out" CONNECTED 10
+	sleep 0.5 # (the stream under way)
 	[ "$(pl_count_log a ': ntb (link')" -ge $((side + 1)) ] ||
 		pl_fail "side $side: the stream is not over ntb"
 	[ -s "$table" ] || pl_fail "side $side: no host table $table"

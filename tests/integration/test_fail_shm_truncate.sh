@@ -19,10 +19,8 @@ S=$!; PL_PIDS="$PL_PIDS $S"
 pl_wait_port 127.0.0.2 $port
 env $(pl_env a) "$F" client 127.0.0.2 $port -s 3 -p 500 -b 134217728 -w 4096 >"$PL_TMP/cli.out" 2>&1 &
 C=$!; PL_PIDS="$PL_PIDS $C"
-i=0
-while ! grep -q '^CONNECTED' "$PL_TMP/cli.out" && [ $i -lt 100 ]; do sleep 0.01; i=$((i + 1)); done
+pl_wait_text "$PL_TMP/cli.out" CONNECTED 10
 sleep 0.1
-grep -q '^CONNECTED' "$PL_TMP/cli.out" || pl_fail "client did not connect"
 pl_assert_log a ': ntb (link'
 truncate -s "$size" "$PL_LINK" || pl_fail "cannot truncate $PL_LINK"
 echo "truncated $PL_LINK to $size bytes under a live stream"

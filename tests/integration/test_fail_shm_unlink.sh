@@ -15,8 +15,8 @@ S=$!; PL_PIDS="$PL_PIDS $S"
 pl_wait_port 127.0.0.2 $port
 env $(pl_env a) "$F" client 127.0.0.2 $port -s 3 -b 268435456 >"$PL_TMP/cli.out" 2>&1 &
 C=$!; PL_PIDS="$PL_PIDS $C"
-sleep 0.5
-grep -q '^CONNECTED' "$PL_TMP/cli.out" || pl_fail "client did not connect"
+pl_wait_text "$PL_TMP/cli.out" CONNECTED 10
+sleep 0.3 # (the stream under way)
 pl_assert_log a ': ntb (link'
 rm -f "$PL_LINK" "$PL_LINK".side0 "$PL_LINK".side1
 echo "deleted $PL_LINK (and its host tables) under a live stream"

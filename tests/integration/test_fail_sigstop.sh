@@ -24,8 +24,8 @@ bytes=1073741824
 for victim in server client; do
 	env $(pl_env a) "$F" client 127.0.0.2 $port -s 7 -b $bytes -p 500 >"$PL_TMP/cli.$victim.out" 2>&1 &
 	C=$!; PL_PIDS="$PL_PIDS $C"
-	sleep 0.7
-	grep -q '^CONNECTED' "$PL_TMP/cli.$victim.out" || pl_fail "client did not connect"
+	pl_wait_text "$PL_TMP/cli.$victim.out" CONNECTED 10
+	sleep 0.5 # (the stream under way)
 	if [ $victim = server ]; then v=$S; o="$PL_TMP/cli.$victim.out"; else v=$C; o="$PL_TMP/srv.out"; fi
 	t0=$(grep -c '^TIMEOUT' "$o")
 	kill -STOP $v

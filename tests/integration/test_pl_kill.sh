@@ -63,8 +63,8 @@ for how in close dup2 range; do
 	pl_wait_port 127.0.0.2 $port
 	env $(pl_env a) socat -u OPEN:/dev/zero TCP:127.0.0.2:$port >"$PL_TMP/cli-dup.out" 2>&1 &
 	cli=$!; PL_PIDS="$PL_PIDS $cli"
-	sleep 1
-	grep -q "reading on fd" "$out" || pl_fail "dupdrain did not start: $(cat "$out")"
+	pl_wait_text "$out" "reading on fd" 10
+	sleep 0.2 # (its reader in the read)
 	kill -9 $cli
 	gone_within $srv 15 ||
 		pl_fail "reader on a dup'ed descriptor ($how) hangs after its sender was killed"

@@ -281,11 +281,13 @@ static void test_lost_message_idle_recovers(void **state)
 		    TP_INL_SEQ;
 	const volatile uint8_t *win = ntb_in_window(tp_link_ntb(p.b), NULL);
 
+	tp_mutex_lock(&cb->rx_lock); /* (B's helper: not before the loss) */
 	assert_int_equal(tp_send(ca, &va, 1), 64);
 	/* lost: the slot's sequence byte as if the write never came (a fault of the link) */
 	uint8_t stale = (uint8_t)(win[at] ^ 0x80);
 
 	assert_int_equal(ntb_write(tp_link_ntb(p.a), at, &stale, 1), 0);
+	tp_mutex_unlock(&cb->rx_lock);
 	uint64_t t0 = tl_now_ms(), acked_ms = 0;
 
 	while (tl_now_ms() - t0 < 3000) {

@@ -217,7 +217,8 @@ static uint32_t mbox_consumed(struct tp_link *l)
 }
 
 /* The client's first Apply is lost (spoilt in the server's mailbox before the server reads it):
- * TimerCnct sends it again, and the set-up succeeds within the deadline. */
+ * TimerCnct sends it again, and the set-up succeeds. (Its time is printed, not asserted: under a
+ * sanitizer on a loaded machine it can pass preload/'s 150 ms.) */
 static void test_lost_apply_repeated(void **state)
 {
 	struct tl_pair p;
@@ -229,6 +230,7 @@ static void test_lost_apply_repeated(void **state)
 	(void)state;
 	pair_open(&p, "lostapply");
 	tl_key(&j.k, 21, 8080);
+	j.timeout_ms = 3000;
 	cons0 = mbox_consumed(p.b);
 	tp_host_lock(p.b); /* the server host reads no mailbox until the Apply is spoilt */
 	uint64_t raw0 = in_raw(p.b, TP_OFF_MBOX_TX);
@@ -254,7 +256,7 @@ static void test_lost_apply_repeated(void **state)
 
 /* The server's Ack is lost (spoilt in the client's mailbox before the client reads it): the
  * client repeats its Apply, the server answers the repeated MsgID with the same Ack and no
- * second context, and the set-up succeeds within the deadline. */
+ * second context, and the set-up succeeds (its time printed, as above). */
 static void test_lost_ack_repeated(void **state)
 {
 	struct tl_pair p;
@@ -266,6 +268,7 @@ static void test_lost_ack_repeated(void **state)
 	(void)state;
 	pair_open(&p, "lostack");
 	tl_key(&j.k, 22, 8080);
+	j.timeout_ms = 3000;
 	cons0 = mbox_consumed(p.b);
 	tp_host_lock(p.b);
 	free0 = p.b->host->free_num;
@@ -482,10 +485,25 @@ static void test_offer_claim_lost(void **state)
 	uint64_t claims0 = offer_claims(p.a);
 
 	tl_key(&j.k, 42, 8080);
+	j.timeout_ms = 3000;
+	tp_host_lock(p.a);
+	uint32_t cons0 = p.a->host->offer_cons;
+
+	tp_host_unlock(p.a);
 	ntb_fault_set_drop(p.a->ntb->fault, 1.0);
 	assert_int_equal(pthread_create(&t, NULL, connect_thread, &j), 0);
-	usleep(20000);
+	/* the link drops every write until the client took an offer: its Claim and the read-back
+	 * that finds it missing are made under the host lock with the take (tp_offer_claim()) */
+	bool taken = false;
+
+	for (int i = 0; i < 10000 && !taken; i++) {
+		usleep(500);
+		tp_host_lock(p.a);
+		taken = p.a->host->offer_cons != cons0;
+		tp_host_unlock(p.a);
+	}
 	ntb_fault_set_drop(p.a->ntb->fault, 0.0);
+	assert_true(taken);
 	pthread_join(t, NULL);
 	print_message("claim lost: set-up %d (%s) in %llu ms\n", j.rc, tp_reason_str(j.why),
 		      (unsigned long long)j.ms);

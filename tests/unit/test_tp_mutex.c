@@ -94,9 +94,11 @@ static void test_trylock_and_sleeper(void **state)
 	assert_int_equal(tp_mutex_trylock(&m), 0);
 	assert_int_equal(tp_mutex_trylock(&m), EBUSY); /* not recursive */
 	assert_int_equal(pthread_create(&t, NULL, take_and_release, &h), 0);
-	usleep(20000); /* the other thread is past its spin and asleep */
+	/* the other thread says it waits (the word at 2) before it sleeps */
+	for (int i = 0; i < 10000 && atomic_load(&m.v) != 2; i++)
+		usleep(500);
+	assert_int_equal(atomic_load(&m.v), 2);
 	assert_int_equal(h.go, 0);
-	assert_int_equal(atomic_load(&m.v), 2); /* it said so before sleeping */
 	tp_mutex_unlock(&m);
 	join_or_fail(t);
 	assert_int_equal(h.go, 1);

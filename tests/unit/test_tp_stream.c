@@ -727,6 +727,8 @@ static void test_lost_slot_seen_behind(void **state)
 	size_t at = p.ca->out.slot_off + TP_SLOT_RINGS + (pos & (p.ca->out.inline_n - 1)) * 128u +
 		    TP_INL_SEQ;
 
+	/* (B's rx_lock held: B's helper must not look at them before the slot is lost) */
+	tp_mutex_lock(&p.cb->rx_lock);
 	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
 	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
 	uint8_t stale = (uint8_t)(p.ca->out.slot_off ^ 0x5a); /* anything but B's sequence */
@@ -737,6 +739,7 @@ static void test_lost_slot_seen_behind(void **state)
 	link_fault_write(p.a, at, &stale, 1);
 	uint16_t ep = p.cb->rx_epoch;
 
+	tp_mutex_unlock(&p.cb->rx_lock);
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN);
 	assert_int_not_equal(p.cb->rx_epoch, ep); /* Retry, from this read alone */
 	assert_true(p.cb->gated);
@@ -1011,6 +1014,7 @@ static void test_gated_receiver_answers_detect(void **state)
 	size_t at = p.ca->out.slot_off + TP_SLOT_RINGS + (pos & (p.ca->out.inline_n - 1)) * 128u +
 		    TP_INL_SEQ;
 
+	tp_mutex_lock(&p.cb->rx_lock); /* (B's helper: not before the loss) */
 	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
 	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
 	uint8_t stale = (uint8_t)(win_a[0] ^ 0x5a); /* B's slot: as if its write never came */
@@ -1019,6 +1023,7 @@ static void test_gated_receiver_answers_detect(void **state)
 	if (stale == win_b[at])
 		stale ^= 0x80;
 	link_fault_write(p.a, at, &stale, 1);
+	tp_mutex_unlock(&p.cb->rx_lock);
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* Retry: gated */
 	assert_true(p.cb->gated);
 	/* the Retry's epoch word lost on its way to the sender */
@@ -1059,6 +1064,7 @@ static void gated_pair_hold(struct tl_pair *p, const char *name, const uint8_t *
 		    TP_INL_SEQ;
 	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p->b), NULL);
 
+	tp_mutex_lock(&p->cb->rx_lock); /* (B's helper: not before the loss) */
 	assert_int_equal(tp_send(p->ca, &vb, 1), 64);
 	assert_int_equal(tp_send(p->ca, &vc, 1), 64);
 	if (hold_tx) /* (its first quick probe is due 250 us after the first send) */
@@ -1071,6 +1077,7 @@ static void gated_pair_hold(struct tl_pair *p, const char *name, const uint8_t *
 
 	for (int i = 0; i < 8; i++)
 		ret_fb_ep[i] = win_a[p->cb->out.slot_off + TP_W_FB_EPOCH + (size_t)i];
+	tp_mutex_unlock(&p->cb->rx_lock);
 	assert_int_equal(tp_recv(p->cb, &vo, 1, 0), -EAGAIN); /* Retry: gated */
 	assert_true(p->cb->gated);
 }
@@ -1424,6 +1431,7 @@ static void test_retransmit_selective(void **state)
 			(pos_d & (p.ca->out.inline_n - 1)) * 128u;
 	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
 
+	tp_mutex_lock(&p.cb->rx_lock); /* (B's helper: not before the faults) */
 	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
 	assert_int_equal(tp_send(p.ca, &vc, 1), 64);
 	assert_int_equal(tp_send(p.ca, &vd, 1), 64);
@@ -1434,6 +1442,7 @@ static void test_retransmit_selective(void **state)
 		spoilt[i] = win_b[slot_d + (size_t)i];
 	spoilt[10] ^= 0x10; /* a payload byte: D fails its check */
 	link_fault_write(p.a, slot_d, spoilt, sizeof(spoilt));
+	tp_mutex_unlock(&p.cb->rx_lock);
 	assert_int_equal(tp_recv(p.cb, &vo, 1, 0), -EAGAIN); /* Retry: gated */
 	assert_true(p.cb->gated);
 	assert_int_equal(tp_send(p.ca, &ve, 1), 64); /* sees the Retry: retransmits */
@@ -1496,6 +1505,7 @@ static void retry_case_open(struct retry_case *rc, const char *name, uint8_t fil
 		     (rc->pos_d & (rc->p.ca->out.inline_n - 1)) * 128u;
 	rc->win_a = ntb_in_window(tp_link_ntb(rc->p.a), NULL);
 	rc->win_b = ntb_in_window(tp_link_ntb(rc->p.b), NULL);
+	tp_mutex_lock(&rc->p.cb->rx_lock); /* (B's helper: not before the fault) */
 	for (int k = 0; k < 4; k++) {
 		struct iovec v = { rc->m[k], 64 };
 
@@ -1506,6 +1516,7 @@ static void retry_case_open(struct retry_case *rc, const char *name, uint8_t fil
 		spoilt[i] = rc->win_b[rc->slot_d + (size_t)i];
 	spoilt[10] ^= 0x10; /* a payload byte: D fails its check */
 	link_fault_write(rc->p.a, rc->slot_d, spoilt, sizeof(spoilt));
+	tp_mutex_unlock(&rc->p.cb->rx_lock);
 }
 
 static void retry_positions_lost(const char *name, uint32_t wait_us)
@@ -2577,6 +2588,7 @@ static void test_desc_before_txd(void **state)
 
 		memcpy(&txd_old, txd_at, 8);
 		pay[0] = (uint8_t)round;
+		tp_mutex_lock(&p.cb->rx_lock); /* (B's helper: not before the faults) */
 		assert_int_equal(tl_send_all(p.ca, pay, sizeof(pay)), 0);
 		assert_int_not_equal(p.ca->tx_d, pos); /* (a data-ring message) */
 		memcpy(&txd_new, txd_at, 8);
@@ -2584,6 +2596,7 @@ static void test_desc_before_txd(void **state)
 		if (round == 1)
 			p.ca->link->out_direct[tp_out_data_base(p.ca) +
 					       ((pos + TP_DESC_SIZE + 9) & (q - 1))] ^= 0x40;
+		tp_mutex_unlock(&p.cb->rx_lock);
 		if (round == 2) {
 			tp_mutex_lock(&p.ca->tx_lock); /* (A dead from here) */
 			atomic_store(&p.cb->peer_died, true);
