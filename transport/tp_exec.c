@@ -122,6 +122,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	c->rx_txd = c->v_d; /* (nothing read yet: tp_rx_txd() reads the word) */
 	c->rx_grant_vd = c->v_d; /* (a ring's lap from here on: tp_rx_lapped()) */
 	c->rx_lapped = false;
+	c->rx_unpub = TP_UNPUB_UNKNOWN;
 	c->v_msn = x.c_msn;
 	c->rec_skip = x.rec_off;
 	c->rx_epoch = x.rx_epoch;

@@ -1099,6 +1099,9 @@ struct tp_conn {
 	bool rx_lapped;               /* ... and v_d a whole ring past it since: every place in
 				       * the ring holds this grant's bytes, no earlier holder's
 				       * descriptor (tp_rx_lapped()) */
+	uint8_t rx_unpub;             /* TP_UNPUB_*: a message at rx_unpub_vd written and not
+				       * published, checked (tp_rx_unpublished_next()) */
+	uint32_t rx_unpub_vd;
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
@@ -1724,7 +1727,9 @@ bool tp_rx_death_end(struct tp_conn *c);
 /* Whether the sender's TP_W_TX_HELD names a held message next in line (its death leaves it to
  * us to deliver: its data ring stays ours until then). Under rx_lock. */
 bool tp_rx_held_next(const struct tp_conn *c);
-bool tp_rx_unpublished_next(struct tp_conn *c, struct tp_desc *d);
+enum { TP_UNPUB_UNKNOWN, TP_UNPUB_YES, TP_UNPUB_NO };
+bool tp_rx_unpublished_next(struct tp_conn *c, struct tp_desc *d, uint32_t *ret_fp,
+			    uint32_t *ret_gap);
 /* Bytes received and not yet read, after validating what arrived; under the rx lock. */
 size_t tp_rx_queued(struct tp_conn *c);
 /* Are bytes validated and not yet read waiting on C (tp_rx.c)? Takes rx_lock; with TRY, a busy

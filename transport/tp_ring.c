@@ -112,6 +112,7 @@ static void in_ring_load(struct tp_conn *c)
 		c->dseed_in = tp_ring_seed(c->nonce_in, e->ring_gen);
 		c->rx_grant_vd = c->v_d; /* (tp_rx_lapped()) */
 		c->rx_lapped = false;
+		c->rx_unpub = TP_UNPUB_UNKNOWN; /* (tp_rx_unpublished_next()) */
 	} else {
 		c->in_ring = NULL;
 	}
@@ -362,12 +363,12 @@ static void rx_ring_free(struct tp_conn *c, const char *why)
 {
 	struct tp_host_entry *e = c->ent;
 	struct tp_desc d;
-	uint32_t txd;
+	uint32_t txd, fp, gap;
 
 	/* (a dead sender's held message, or one it wrote and did not publish: tp_rx_death_end()
 	 * delivers it from there) */
 	if (c->c_d != c->v_d || (tp_rx_txd(c, &txd) && txd != c->v_d) || tp_rx_held_next(c) ||
-	    tp_rx_unpublished_next(c, &d))
+	    tp_rx_unpublished_next(c, &d, &fp, &gap))
 		return;
 	if (!pool_lock(c->link))
 		return; /* (the next look) */

@@ -656,45 +656,61 @@ static int rx_held_take(struct tp_conn *c)
 
 /*
  * A data-ring message written and not published may lie at v_d: a descriptor there names the
- * next MSN (in D) while TX_D does not cover it (its sender died between the two stores, or
- * TX_D's write was lost). Only once the ring was written whole in this grant (tp_rx_lapped()):
- * before, a descriptor an earlier holder of the ring left at the same place and MSN is not told
- * apart but by its CRC. Under rx_lock.
+ * next MSN (in D, its footprint in *RET_FP, its payload's offset in *RET_GAP) while TX_D does not
+ * cover it (its sender died between the two stores, or TX_D's write was lost), whole, and its
+ * CRC checks out under this grant's seed. Asked only of a ring nothing writes into any more (its
+ * sender dead or gone, or drained and giving it back), so the answer is kept for the place
+ * (rx_unpub at rx_unpub_vd; a grant clears it): the CRC is computed once. Before the ring's
+ * first lap in this grant (tp_rx_lapped()) a place may hold a descriptor an earlier holder left
+ * with the same MSN: only the seed tells it apart (tp_ring_seed(): the grant's generation), and
+ * does but for one time in 2^32, the odds of any spoilt message passing its CRC; the live
+ * reader's look before TX_D (rx_short_direct()), which comes again and again, waits for the
+ * lap instead. Under rx_lock.
  */
-bool tp_rx_unpublished_next(struct tp_conn *c, struct tp_desc *d)
+bool tp_rx_unpublished_next(struct tp_conn *c, struct tp_desc *d, uint32_t *ret_fp,
+			    uint32_t *ret_gap)
 {
-	uint32_t q = c->link->geom.qsize;
+	uint32_t q = c->link->geom.qsize, fp, gap;
 
-	if (!c->in_ring || !tp_rx_lapped(c))
+	if (!c->in_ring || (c->rx_unpub == TP_UNPUB_NO && c->rx_unpub_vd == c->v_d))
 		return false;
 	memcpy(d, (const void *)(tp_rx_ring(c) + (c->v_d & (q - 1))), sizeof(*d));
-	return d->msn == c->v_msn && (d->type == TP_MT_SHORT || d->type == TP_MT_LONG) &&
-	       d->len <= q;
+	if (d->msn != c->v_msn || (d->type != TP_MT_SHORT && d->type != TP_MT_LONG) ||
+	    d->len > q)
+		return false;
+	/* acquire: the descriptor before the payload (the sender's order of stores) */
+	atomic_thread_fence(memory_order_acquire);
+	fp = tp_footprint(d->type, c->v_d, d->len);
+	gap = tp_payload_gap(d->type, c->v_d);
+	if (fp > q - (c->v_d - c->c_d))
+		return false; /* (not whole: over what is still unread) */
+	if (c->rx_unpub != TP_UNPUB_YES || c->rx_unpub_vd != c->v_d) {
+		c->rx_unpub_vd = c->v_d;
+		c->rx_unpub = tp_desc_crc(tp_rx_data_copy(c, NULL, c->v_d + gap, d->len, c->dseed_in,
+							  false), d) == d->crc ? TP_UNPUB_YES
+										: TP_UNPUB_NO;
+		if (c->rx_unpub == TP_UNPUB_NO)
+			return false;
+	}
+	*ret_fp = fp;
+	*ret_gap = gap;
+	return true;
 }
 
 /*
  * A dead sender's message written whole and not published (tp_rx_unpublished_next()): its
- * send() may have returned. Taken when its CRC checks out (a record: the reader delivers it,
- * and the next look goes on from there), as rx_short_direct() takes one before TX_D. Under
- * rx_lock, record queue empty. Returns whether one was taken. One that does not check out
- * (spoilt, or not written whole when the sender died) is nothing taken: as before, an end of
- * file short by it.
+ * send() may have returned. Taken (a record: the reader delivers it, and the next look goes on
+ * from there), as rx_short_direct() takes one before TX_D. Under rx_lock, record queue empty.
+ * Returns whether one was taken. One that does not check out (spoilt, or not written whole when
+ * the sender died) is nothing taken: as before, an end of file short by it.
  */
 static bool rx_unpublished_take(struct tp_conn *c)
 {
-	uint32_t q = c->link->geom.qsize, fp, gap;
+	uint32_t fp, gap;
 	struct tp_desc d;
 	struct tp_rec r;
 
-	if (!tp_rx_unpublished_next(c, &d))
-		return false;
-	/* acquire: the descriptor before the payload (the sender's order of stores) */
-	atomic_thread_fence(memory_order_acquire);
-	fp = tp_footprint(d.type, c->v_d, d.len);
-	gap = tp_payload_gap(d.type, c->v_d);
-	if (fp > q - (c->v_d - c->c_d) ||
-	    tp_desc_crc(tp_rx_data_copy(c, NULL, c->v_d + gap, d.len, c->dseed_in, false), &d) !=
-		    d.crc)
+	if (!tp_rx_unpublished_next(c, &d, &fp, &gap))
 		return false;
 	LOG(LL_DEBUG, "transport: slot %u: the peer process died after writing message %u (%u "
 	    "bytes) and before publishing it: delivered", c->slot, c->v_msn, d.len);
@@ -738,9 +754,12 @@ bool tp_rx_death_end(struct tp_conn *c)
 	if (c->gated || c->inline_bad)
 		return false;
 	/* (TX_D behind v_d: it died after a message's descriptor and before TX_D, and the
-	 * message was validated by its descriptor: rx_short_direct()) */
+	 * message was validated by its descriptor: rx_short_direct(), rx_unpublished_take(). TX_D
+	 * not valid: never written, as when the first message's TX_D never came, or spoilt; then
+	 * only a value read valid before and not reached yet says something is missing.) */
 	if (tp_slot_word(c, TP_W_TX_D, &v) ? v != c->v_d && c->v_d - v > c->link->geom.qsize
-					    : c->v_d != 0)
+					    : c->rx_txd != c->v_d &&
+						      c->rx_txd - c->v_d <= c->link->geom.qsize)
 		return false;
 	/* a message it wrote and did not publish (the reader reads it, then looks again) */
 	if (rx_unpublished_take(c))

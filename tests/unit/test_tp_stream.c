@@ -2648,44 +2648,72 @@ static void test_desc_before_txd(void **state)
  * rx_short_direct() takes) and before TX_D published it, or whose TX_D write was lost: the
  * reader delivers it by its descriptor (tp_rx_death_end(): rx_unpublished_take()), then end of
  * file, as kernel TCP delivers what a killed writer's send() accepted (before: an end of file
- * 2000 bytes short), also when the timers looked at its ring first (it is not freed). Twice:
- * the second time on a connection whose ring was never written before (zeros there name MSN 0:
- * nothing to take, an end of file).
+ * 2000 bytes short), also when the timers looked at its ring first (it is not freed). MODE:
+ *   UNPUB_LAPPED  after the ring's first lap in this grant;
+ *   UNPUB_FRESH   before it, on a ring never written before (before: not taken until the lap);
+ *   UNPUB_ZEROS   nothing written: the zeros of a fresh ring name MSN 0 and no type: end of file;
+ *   UNPUB_STALE   nothing written, the place holding a descriptor of the next MSN that does not
+ *                 check out (an earlier holder's, under its own seed): end of file, and the
+ *                 timers' pass gives the ring back to the pool (its answer is kept: the CRC is
+ *                 computed once).
  */
-static void unpublished_death(bool fresh)
+enum { UNPUB_LAPPED, UNPUB_FRESH, UNPUB_ZEROS, UNPUB_STALE };
+
+static void unpublished_death(int mode)
 {
 	static uint8_t pay[2000], out[4096];
+	static const char *const names[] = { "unpub0", "unpub1", "unpub2", "unpub3" };
 	struct tl_pair p;
+	bool sends = mode == UNPUB_LAPPED || mode == UNPUB_FRESH;
 
-	pair_open(&p, fresh ? "unpub1" : "unpub0", NULL, NULL);
+	print_message("mode %d\n", mode);
+	pair_open(&p, names[mode], NULL, NULL);
 	for (unsigned i = 0; i < sizeof(pay); i++)
 		pay[i] = (uint8_t)(i * 5 + 1);
-	if (!fresh) {
+	if (mode == UNPUB_LAPPED) {
 		assert_int_equal(tl_send_all(p.ca, pay, sizeof(pay)), 0);
 		recv_exact(p.cb, out, sizeof(pay));
 		lap_ring(&p);
 	}
+	if (mode == UNPUB_STALE) {
+		assert_int_equal(tl_send_all(p.ca, pay, sizeof(pay)), 0);
+		recv_exact(p.cb, out, sizeof(pay));
+	}
+	assert_true(mode == UNPUB_LAPPED || !tp_rx_lapped(p.cb));
 
 	uint8_t *txd_at = p.ca->link->out_direct + p.ca->out.slot_off + TP_W_TX_D;
 	uint32_t pos = p.ca->tx_d;
 	uint64_t txd_old;
 
 	memcpy(&txd_old, txd_at, 8);
-	if (!fresh) {
+	tp_mutex_lock(&p.cb->rx_lock); /* (B's helper: not before TX_D is rolled back) */
+	if (sends) {
 		assert_int_equal(tl_send_all(p.ca, pay, sizeof(pay)), 0);
 		assert_int_not_equal(p.ca->tx_d, pos);
 	}
 	tp_mutex_lock(&p.ca->tx_lock); /* (A dead from here) */
 	memcpy(txd_at, &txd_old, 8); /* its TX_D never arrived */
+	if (mode == UNPUB_STALE) {
+		struct tp_desc d = { .type = TP_MT_SHORT, .len = 100, .msn = p.cb->v_msn,
+				     .crc = 0x12345678u };
+
+		assert_int_equal(p.ca->tx_d, p.cb->v_d);
+		link_fault_write(p.a, p.ca->out_ring_off + (p.cb->v_d & (p.ca->out.qsize - 1)), &d,
+				 sizeof(d));
+	}
 	atomic_store(&p.cb->peer_died, true);
 	atomic_store(&p.cb->peer_gone, true);
 	/* the timers' pass before the read, which frees a gone sender's ring once nothing in it
 	 * is left to read (tp_ring.c: rx_ring_free()): the message is */
-	tp_mutex_lock(&p.cb->rx_lock);
 	tp_rx_ring_service(p.cb, true);
 	tp_mutex_unlock(&p.cb->rx_lock);
-	assert_true(fresh || p.cb->in_ring);
-	if (!fresh) {
+	if (sends)
+		assert_non_null(p.cb->in_ring);
+	if (mode == UNPUB_STALE) {
+		assert_null(p.cb->in_ring); /* (back in the pool) */
+		assert_int_equal(p.cb->rx_unpub, TP_UNPUB_NO);
+	}
+	if (sends) {
 		recv_exact(p.cb, out, sizeof(pay));
 		assert_memory_equal(out, pay, sizeof(pay));
 	}
@@ -2697,8 +2725,10 @@ static void unpublished_death(bool fresh)
 static void test_unpublished_death(void **state)
 {
 	(void)state;
-	unpublished_death(false);
-	unpublished_death(true);
+	unpublished_death(UNPUB_LAPPED);
+	unpublished_death(UNPUB_FRESH);
+	unpublished_death(UNPUB_ZEROS);
+	unpublished_death(UNPUB_STALE);
 }
 
 struct merge_arg {
