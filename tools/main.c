@@ -66,7 +66,8 @@ static const struct tool_cmd commands[] = {
 	  "                   {\"summary\":{\"total\",\"mode\",\"link\",\"reason\"}})\n"
 	  "  -h, --help       show this help\n"
 	  "\n"
-	  "Exit status: 0 on success (also when there are no connections), 1 on error.\n",
+	  "Exit status: 0 on success (also when there are no connections), 1 on error,\n"
+	  "2 on a usage error.\n",
 	  cmd_stat },
 	{ "perf", "measure the transport: message-size sweep and latency",
 	  "usage: ntbsock perf [-c CONF] [--sizes LIST] [--count N] [--fault SPEC] [--csv]\n"
@@ -85,7 +86,7 @@ static const struct tool_cmd commands[] = {
 	  "\n"
 	  "  -c, --conf CONF   take the tunables, window size and fault settings from the\n"
 	  "                    first link of CONF (the link itself stays untouched)\n"
-	  "      --sizes LIST  comma-separated message sizes (K/M suffixes); default\n"
+	  "      --sizes LIST  comma-separated message sizes (K/M/G suffixes); default\n"
 	  "                    64,128,...,512K (powers of two)\n"
 	  "      --count N     messages per size (default 5000)\n"
 	  "      --fault SPEC  inject faults: drop=P,corrupt=P,delay_us=N,seed=N,\n"
@@ -101,7 +102,8 @@ static const struct tool_cmd commands[] = {
 	  "the best this CPU runs (the table names the path in use); one it cannot run is\n"
 	  "a usage error.\n"
 	  "\n"
-	  "Exit status: 0 when every size was measured and verified, 1 otherwise.\n",
+	  "Exit status: 0 when every size was measured and verified, 1 otherwise, 2 on a\n"
+	  "usage error.\n",
 	  cmd_perf },
 	{ "link", "set a link down (its connections move to another link or tcp) or up on this host",
 	  "usage: ntbsock link down|up NAME [-c CONF]\n"
@@ -109,9 +111,9 @@ static const struct tool_cmd commands[] = {
 	  "Set the administrative state of link NAME of the config (CONF, else $NTBSOCK_CONF,\n"
 	  "else /etc/ntbsock.conf) on this host, as `ip link set' does for an interface.\n"
 	  "\n"
-	  "  down  every live connection of the link on this host moves to tcp without\n"
-	  "        loss (each one's peer follows), and new connections use tcp (reason\n"
-	  "        \"link down (admin)\")\n"
+	  "  down  every live connection of the link on this host moves without loss to\n"
+	  "        another live link to its peer, else to tcp (each one's peer follows),\n"
+	  "        and new connections use tcp (reason \"link down (admin)\")\n"
 	  "  up    new connections use ntb again; those moved to tcp stay there\n"
 	  "\n"
 	  "The state is a flag file beside the link file: PATH.admin-down for a shm link\n"
