@@ -552,6 +552,8 @@ static const struct bad_case bad_cases[] = {
 	{ H LNK("ivshmem_server = \"ivshmem.sock\";"), 3, "key 'links[0].ivshmem_server': must be an absolute path (value 'ivshmem.sock')" },
 	{ H LNK("doorbell = 1;"), 3, "key 'links[0].doorbell': must be true or false (value '1')" },
 	{ H LNK("mode = \"0999\";"), 3, "must be an octal string like \"0600\" (value '0999')" },
+	{ H LNK("mode = \"0400\";"), 3, "the owner must be able to read and write (0600) (value '0400')" },
+	{ H LNK("mode = \"0260\";"), 3, "the owner must be able to read and write (0600) (value '0260')" },
 	{ H LNK("path = \"shm/x\";"), 3, "key 'links[0].path': must be an absolute path (value 'shm/x')" },
 	{ H LNK("heartbeat_ms = 500; link_timeout_ms = 400;"), 3, "link_timeout_ms (400) must be greater than heartbeat_ms (500)" },
 	{ H LNK("group = \"ntbsock-no-such-group\";"), 3, "key 'links[0].group': no such group" },
