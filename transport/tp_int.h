@@ -1101,6 +1101,7 @@ struct tp_conn {
 				       * descriptor (tp_rx_lapped()) */
 	uint8_t rx_unpub;             /* TP_UNPUB_*: a message at rx_unpub_vd written and not
 				       * published, checked (tp_rx_unpublished_next()) */
+	bool rx_unpub_from0;          /* such a message taken at v_d 0 (tp_rx_death_end()) */
 	uint32_t rx_unpub_vd;
 	uint32_t c_i, c_d;            /* consumed (released) cursor */
 	uint32_t pub_i, pub_d;        /* released as last published */

@@ -358,17 +358,18 @@ void tp_rx_ring_republish(struct tp_conn *c)
 
 /* Free our ring of C (host lock; rx_lock) unless something in it is still to be read: a sender
  * gives it back only drained, so a RING_RET with unread records or unvalidated published bytes
- * in it is not believed (a peer's fault: the ring stays, nothing is lost). */
-static void rx_ring_free(struct tp_conn *c, const char *why)
+ * in it is not believed (a peer's fault: the ring stays, nothing is lost). DEAD_UNREAD: its
+ * sender is gone and did not reset (it may have died: what it held or wrote and did not publish
+ * is delivered from there, tp_rx_death_end()); not for a ring given back drained, which holds
+ * neither (nor a reset's: nothing is delivered after one). */
+static void rx_ring_free(struct tp_conn *c, const char *why, bool dead_unread)
 {
 	struct tp_host_entry *e = c->ent;
 	struct tp_desc d;
 	uint32_t txd, fp, gap;
 
-	/* (a dead sender's held message, or one it wrote and did not publish: tp_rx_death_end()
-	 * delivers it from there) */
-	if (c->c_d != c->v_d || (tp_rx_txd(c, &txd) && txd != c->v_d) || tp_rx_held_next(c) ||
-	    tp_rx_unpublished_next(c, &d, &fp, &gap))
+	if (c->c_d != c->v_d || (tp_rx_txd(c, &txd) && txd != c->v_d) ||
+	    (dead_unread && (tp_rx_held_next(c) || tp_rx_unpublished_next(c, &d, &fp, &gap))))
 		return;
 	if (!pool_lock(c->link))
 		return; /* (the next look) */
@@ -395,7 +396,7 @@ static bool rx_ring_given_back(struct tp_conn *c)
 static void rx_ring_returned(struct tp_conn *c)
 {
 	if (rx_ring_given_back(c))
-		rx_ring_free(c, "given back");
+		rx_ring_free(c, "given back", false);
 }
 
 void tp_rx_ring_service(struct tp_conn *c, bool timers)
@@ -453,12 +454,14 @@ void tp_rx_ring_service(struct tp_conn *c, bool timers)
 	c->rq_raw = raw;
 	if (!timers || !e->ring)
 		return;
+	uint32_t st = tp_st_flags(c);
+
 	if (atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->peer_died, memory_order_relaxed) ||
-	    (tp_st_flags(c) & (TP_ST_RST | TP_ST_GONE))) {
+	    (st & (TP_ST_RST | TP_ST_GONE))) {
 		/* its sender is gone: once what it wrote was read, the ring is the pool's (relaxed:
 		 * sticky flags, a late look frees it at the next pass) */
-		rx_ring_free(c, "freed: its sender is gone");
+		rx_ring_free(c, "freed: its sender is gone", !(st & TP_ST_RST));
 		return;
 	}
 	if (e->ring_yield) {

@@ -292,7 +292,9 @@ bool tp_rx_txd(struct tp_conn *c, uint32_t *ret)
 		return false;
 	if (c->v_d - *ret <= c->link->geom.qsize) {
 		/* behind: messages validated before it published them (tp_recv.c:
-		 * rx_short_direct()); not cached (a value TX_D never had) */
+		 * rx_short_direct()); the cache says nothing ahead (not the word's value, which
+		 * would read as ahead once v_d went on ~4 GiB) */
+		c->rx_txd = c->v_d;
 		*ret = c->v_d;
 		return true;
 	}
@@ -712,6 +714,8 @@ static bool rx_unpublished_take(struct tp_conn *c)
 
 	if (!tp_rx_unpublished_next(c, &d, &fp, &gap))
 		return false;
+	if (c->v_d == 0)
+		c->rx_unpub_from0 = true; /* (the death end's test of TX_D) */
 	LOG(LL_DEBUG, "transport: slot %u: the peer process died after writing message %u (%u "
 	    "bytes) and before publishing it: delivered", c->slot, c->v_msn, d.len);
 	r = (struct tp_rec){ .desc = d, .msn = c->v_msn, .len = d.len, .pos = c->v_d,
@@ -755,11 +759,12 @@ bool tp_rx_death_end(struct tp_conn *c)
 		return false;
 	/* (TX_D behind v_d: it died after a message's descriptor and before TX_D, and the
 	 * message was validated by its descriptor: rx_short_direct(), rx_unpublished_take(). TX_D
-	 * not valid: never written, as when the first message's TX_D never came, or spoilt; then
-	 * only a value read valid before and not reached yet says something is missing.) */
+	 * not valid: nothing validated from the ring, or everything was taken unpublished from
+	 * its start with TX_D never read valid here (the connection's first messages' TX_D never
+	 * came); otherwise a spoilt TX_D may hide published messages: a reset.) */
 	if (tp_slot_word(c, TP_W_TX_D, &v) ? v != c->v_d && c->v_d - v > c->link->geom.qsize
-					    : c->rx_txd != c->v_d &&
-						      c->rx_txd - c->v_d <= c->link->geom.qsize)
+					    : c->v_d != 0 && !(c->rx_unpub_from0 &&
+							       !tp_wc_raw(c, TP_W_TX_D)))
 		return false;
 	/* a message it wrote and did not publish (the reader reads it, then looks again) */
 	if (rx_unpublished_take(c))

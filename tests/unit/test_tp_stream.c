@@ -2655,14 +2655,17 @@ static void test_desc_before_txd(void **state)
  *   UNPUB_STALE   nothing written, the place holding a descriptor of the next MSN that does not
  *                 check out (an earlier holder's, under its own seed): end of file, and the
  *                 timers' pass gives the ring back to the pool (its answer is kept: the CRC is
- *                 computed once).
+ *                 computed once);
+ *   UNPUB_TXD_BAD nothing written, TX_D read valid before and now spoilt (it may hide messages
+ *                 published and lost): a reset, not an end of file. (UNPUB_FRESH's TX_D was
+ *                 never written: its first message taken unpublished from v_d 0 is the end.)
  */
-enum { UNPUB_LAPPED, UNPUB_FRESH, UNPUB_ZEROS, UNPUB_STALE };
+enum { UNPUB_LAPPED, UNPUB_FRESH, UNPUB_ZEROS, UNPUB_STALE, UNPUB_TXD_BAD };
 
 static void unpublished_death(int mode)
 {
 	static uint8_t pay[2000], out[4096];
-	static const char *const names[] = { "unpub0", "unpub1", "unpub2", "unpub3" };
+	static const char *const names[] = { "unpub0", "unpub1", "unpub2", "unpub3", "unpub4" };
 	struct tl_pair p;
 	bool sends = mode == UNPUB_LAPPED || mode == UNPUB_FRESH;
 
@@ -2675,7 +2678,7 @@ static void unpublished_death(int mode)
 		recv_exact(p.cb, out, sizeof(pay));
 		lap_ring(&p);
 	}
-	if (mode == UNPUB_STALE) {
+	if (mode == UNPUB_STALE || mode == UNPUB_TXD_BAD) {
 		assert_int_equal(tl_send_all(p.ca, pay, sizeof(pay)), 0);
 		recv_exact(p.cb, out, sizeof(pay));
 	}
@@ -2701,6 +2704,13 @@ static void unpublished_death(int mode)
 		link_fault_write(p.a, p.ca->out_ring_off + (p.cb->v_d & (p.ca->out.qsize - 1)), &d,
 				 sizeof(d));
 	}
+	if (mode == UNPUB_TXD_BAD) {
+		uint8_t w[8];
+
+		memcpy(w, txd_at, 8);
+		w[5] ^= 0x10; /* (its check fails) */
+		link_fault_write(p.a, p.ca->out.slot_off + TP_W_TX_D, w, sizeof(w));
+	}
 	atomic_store(&p.cb->peer_died, true);
 	atomic_store(&p.cb->peer_gone, true);
 	/* the timers' pass before the read, which frees a gone sender's ring once nothing in it
@@ -2717,7 +2727,8 @@ static void unpublished_death(int mode)
 		recv_exact(p.cb, out, sizeof(pay));
 		assert_memory_equal(out, pay, sizeof(pay));
 	}
-	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 2000), 0);
+	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 2000),
+			 mode == UNPUB_TXD_BAD ? -ECONNRESET : 0);
 	tp_mutex_unlock(&p.ca->tx_lock);
 	tl_pair_close(&p);
 }
@@ -2729,6 +2740,7 @@ static void test_unpublished_death(void **state)
 	unpublished_death(UNPUB_FRESH);
 	unpublished_death(UNPUB_ZEROS);
 	unpublished_death(UNPUB_STALE);
+	unpublished_death(UNPUB_TXD_BAD);
 }
 
 struct merge_arg {
