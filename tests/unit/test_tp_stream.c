@@ -2590,6 +2590,9 @@ static void test_desc_before_txd(void **state)
 		pay[0] = (uint8_t)round;
 		tp_mutex_lock(&p.cb->rx_lock); /* (B's helper: not before the faults) */
 		assert_int_equal(tl_send_all(p.ca, pay, sizeof(pay)), 0);
+		/* (A's tx lock until TX_D arrives: its helper neither writes the window meanwhile,
+		 * a retransmission, nor publishes TX_D again, a quick probe's Detect) */
+		tp_mutex_lock(&p.ca->tx_lock);
 		assert_int_not_equal(p.ca->tx_d, pos); /* (a data-ring message) */
 		memcpy(&txd_new, txd_at, 8);
 		memcpy(txd_at, &txd_old, 8); /* TX_D not arrived yet */
@@ -2597,8 +2600,7 @@ static void test_desc_before_txd(void **state)
 			p.ca->link->out_direct[tp_out_data_base(p.ca) +
 					       ((pos + TP_DESC_SIZE + 9) & (q - 1))] ^= 0x40;
 		tp_mutex_unlock(&p.cb->rx_lock);
-		if (round == 2) {
-			tp_mutex_lock(&p.ca->tx_lock); /* (A dead from here) */
+		if (round == 2) { /* (A dead from here) */
 			atomic_store(&p.cb->peer_died, true);
 			atomic_store(&p.cb->peer_gone, true);
 			assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 2000), sizeof(pay));
@@ -2628,6 +2630,7 @@ static void test_desc_before_txd(void **state)
 			assert_int_equal(sb.crc_errors, 0);
 		}
 		memcpy(txd_at, &txd_new, 8); /* TX_D arrives */
+		tp_mutex_unlock(&p.ca->tx_lock);
 		if (round == 0) {
 			assert_int_equal(tp_recv(p.cb, &v, 1, 0), -EAGAIN);
 		} else if (round == -1) {
