@@ -1876,7 +1876,9 @@ static void test_short_direct(void **state)
 	/* (B's rx_lock held: B's helper must not look at it before it is spoilt) */
 	tp_mutex_lock(&p.cb->rx_lock);
 	assert_int_equal(tp_send(p.ca, &v, 1), 200);
+	tp_mutex_lock(&p.ca->tx_lock); /* (its helper's retransmissions publish under it) */
 	assert_int_equal(p.ca->tx_d_pub, at_d + TP_DESC_SIZE + 208); /* where `at` says, published */
+	tp_mutex_unlock(&p.ca->tx_lock);
 	uint8_t bad = (uint8_t)(win_b[at] ^ 0x40);
 
 	link_fault_write(p.a, at, &bad, 1);
