@@ -58,6 +58,13 @@ while True:
 print("END", end, got, bad, flush=True)
 PY
 
+# The writer's last count: its second-to-last line (the last one may be cut short), 0 before
+# it wrote two.
+w_count() {
+	n=$(tail -n 2 "$PL_TMP/w.$mode.out" 2>/dev/null | head -n 1)
+	case $n in ''|*[!0-9]*) echo 0;; *) echo "$n";; esac
+}
+
 # run MODE PORT [env...]: writer killed 1 s in; prints "END reason bytes bad" and the last count
 run() {
 	mode=$1; p=$2; shift 2
@@ -69,7 +76,10 @@ run() {
 		>"$PL_TMP/r.$mode.out" 2>&1 &
 	R=$!; PL_PIDS="$PL_PIDS $R"
 	pl_wait_port 127.0.0.2 $p
-	env $env_w ${W_ENV:-} python3 "$PL_TMP/w.py" 127.0.0.2 $p >"$PL_TMP/w.$mode.out" 2>&1 &
+	# (its counts alone in w.MODE.out: a line on its stderr there, a sanitizer runtime's or
+	# the interpreter's, once read as the count and ended the wait for the cut early)
+	env $env_w ${W_ENV:-} python3 "$PL_TMP/w.py" 127.0.0.2 $p >"$PL_TMP/w.$mode.out" \
+		2>"$PL_TMP/w.$mode.err" &
 	W=$!; PL_PIDS="$PL_PIDS $W"
 	# the kill comes 1 s into the stream, not 1 s after the start: a program slowed down (a
 	# sanitizer's runtime) may not have connected by then, and its reader waits in accept();
@@ -89,8 +99,7 @@ run() {
 		kill -STOP $R
 		i=0
 	fi
-	while [ "$(tail -n 2 "$PL_TMP/w.$mode.out" 2>/dev/null | head -n 1)" -lt $from ] 2>/dev/null ||
-		[ ! -s "$PL_TMP/w.$mode.out" ]; do
+	while [ "$(w_count)" -lt $from ]; do
 		[ $i -lt 600 ] || pl_fail "$mode: the writer did not stream within 30 s"
 		sleep 0.05; i=$((i + 1))
 	done
@@ -104,7 +113,7 @@ run() {
 	while kill -0 $R 2>/dev/null && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
 	kill -0 $R 2>/dev/null && pl_fail "$mode: reader still running 15 s after the kill"
 	wait $R
-	last=$(tail -n 2 "$PL_TMP/w.$mode.out" | head -n 1)   # (the last line may be cut short)
+	last=$(w_count)
 	set -- $(grep '^END' "$PL_TMP/r.$mode.out")
 	[ $# -ge 4 ] || pl_fail "$mode: the reader printed no END line: $(cat "$PL_TMP/r.$mode.out")"
 	echo "$mode: reader $2 after $3 bytes (bad=$4); writer last reported $last accepted"
