@@ -29,15 +29,6 @@
 #define PORT 8090
 #define NIDLE 16
 
-/* The link's full passes: every SWEEP_MS (0: only for link events). */
-static void set_sweep(struct tp_link *l, uint32_t sweep_ms)
-{
-	pthread_mutex_lock(&l->conns_lock);
-	l->act_sweep_ms = sweep_ms;
-	l->act_sweep_last = tp_now_ms();
-	pthread_mutex_unlock(&l->conns_lock);
-}
-
 static void pair_open(struct tl_pair *p, const char *name)
 {
 	struct tp_params tpp;
@@ -46,8 +37,8 @@ static void pair_open(struct tl_pair *p, const char *name)
 	tpp.contexts = 64;
 	tpp.setup_timeout_ms = 1000;
 	assert_int_equal(tl_pair_open(p, name, 16u << 20, &tpp, PORT), 0);
-	set_sweep(p->a, 0);
-	set_sweep(p->b, 0);
+	tu_set_sweep(p->a, 0);
+	tu_set_sweep(p->b, 0);
 }
 
 static void connect_pair(struct tl_pair *p, uint16_t cport, struct tp_conn **ca,
@@ -87,23 +78,6 @@ static uint64_t link_visits(struct tp_link *l)
 
 	pthread_mutex_unlock(&l->conns_lock);
 	return v;
-}
-
-/* Wait (up to MS) until every connection of CS is off the active list. */
-static bool wait_idle(struct tp_conn **cs, int n, int ms)
-{
-	uint64_t end = tl_now_ms() + (uint64_t)ms;
-
-	while (tl_now_ms() < end) {
-		bool all = true;
-
-		for (int i = 0; i < n; i++)
-			all &= !tp_act_on(cs[i]);
-		if (all)
-			return true;
-		usleep(2000);
-	}
-	return false;
 }
 
 /* A's and B's fill levels as `ntbsock stat` reads them (the host table's statistics). */
@@ -169,8 +143,8 @@ static void test_idle_not_visited(void **state)
 	exchange_byte(sa, sb);
 	/* (all but the sender of the unread message: its unreleased message is probed, with
 	 * back-off, while the receiver does not read, as TimerSendData wants) */
-	assert_true(wait_idle(all, 2 * NIDLE - 2, 3000));
-	assert_true(wait_idle(&ib[NIDLE - 1], 1, 3000));
+	assert_true(tu_wait_idle(all, 2 * NIDLE - 2, 3000));
+	assert_true(tu_wait_idle(&ib[NIDLE - 1], 1, 3000));
 	/* A side may settle before its peer's first republication of the feedback reached it:
 	 * with it comes the first write of the grant word (a set-up's grant travels in its Ack),
 	 * which the scans watch, and the first doorbells bring the idle side back once. A read
@@ -187,8 +161,8 @@ static void test_idle_not_visited(void **state)
 		got += (size_t)n;
 	}
 	usleep(TP_ACT_SCAN_MS * 3000u);
-	assert_true(wait_idle(all, 2 * NIDLE - 2, 3000));
-	assert_true(wait_idle(&ib[NIDLE - 1], 1, 3000));
+	assert_true(tu_wait_idle(all, 2 * NIDLE - 2, 3000));
+	assert_true(tu_wait_idle(&ib[NIDLE - 1], 1, 3000));
 	for (int i = 0; i < NIDLE; i++) {
 		va[i] = visits(ia[i]);
 		vb[i] = visits(ib[i]);
@@ -247,7 +221,7 @@ static void test_idle_not_visited(void **state)
 	 * nothing shown */
 	struct tp_conn *last = ib[NIDLE - 1];
 
-	assert_true(wait_idle(&last, 1, 3000));
+	assert_true(tu_wait_idle(&last, 1, 3000));
 	shown_fill(last, &tx, &rx);
 	assert_int_equal(rx, 0);
 	tl_pair_close(&p);
@@ -271,7 +245,7 @@ static void test_lost_message_idle_recovers(void **state)
 	exchange_byte(ca, cb);
 	both[0] = ca;
 	both[1] = cb;
-	assert_true(wait_idle(both, 2, 3000));
+	assert_true(tu_wait_idle(both, 2, 3000));
 	uint16_t ep = cb->rx_epoch; /* (B's receive side is quiet: nothing changes it) */
 	uint32_t vb = visits(cb);
 
@@ -331,7 +305,7 @@ static void test_unread_probes_answered(void **state)
 	exchange_byte(ca, cb);
 	both[0] = ca;
 	both[1] = cb;
-	assert_true(wait_idle(both, 2, 3000));
+	assert_true(tu_wait_idle(both, 2, 3000));
 	memset(a, 0x17, sizeof(a));
 	assert_int_equal(tp_send(ca, &va, 1), (ssize_t)sizeof(a));
 	usleep(450 * 1000); /* TimerSendData (100 ms) several times over */
@@ -368,7 +342,7 @@ static void test_close_idle_releases(void **state)
 		exchange_byte(ca, cb);
 		both[0] = ca;
 		both[1] = cb;
-		assert_true(wait_idle(both, 2, 3000));
+		assert_true(tu_wait_idle(both, 2, 3000));
 		tp_close(ca);
 		if (round == 0) {
 			tp_close(cb);
@@ -413,7 +387,7 @@ static void test_admin_down_moves_idle(void **state)
 	exchange_byte(ca, cb);
 	both[0] = ca;
 	both[1] = cb;
-	assert_true(wait_idle(both, 2, 3000));
+	assert_true(tu_wait_idle(both, 2, 3000));
 	tl_params(&lp, p.path, 0, 16u << 20);
 	assert_int_equal(tp_link_admin_set(&lp, true), 0);
 	uint64_t t0 = tl_now_ms();
@@ -492,14 +466,14 @@ static void test_refused_gets_idle_holders_ring(void **state)
 	tpp.queue_size = 64u << 10;
 	tpp.setup_timeout_ms = 1000;
 	assert_int_equal(tl_pair_open(&p, "actring", 16u << 20, &tpp, PORT), 0);
-	set_sweep(p.a, 0);
-	set_sweep(p.b, 0);
+	tu_set_sweep(p.a, 0);
+	tu_set_sweep(p.b, 0);
 	for (int i = 0; i < 3; i++) {
 		connect_pair(&p, (uint16_t)(41500 + i), &ca[i], &cb[i]);
 		all[2 * i] = ca[i];
 		all[2 * i + 1] = cb[i];
 	}
-	assert_true(wait_idle(all, 6, 3000));
+	assert_true(tu_wait_idle(all, 6, 3000));
 	/* set-up: B's pool granted the first one's sender, not the others (a server's reservation
 	 * takes a ring only while more than half its pool is free; B's decision: the sender sees
 	 * it with the Ack, or at its first look at the feedback after a claimed offer's grant) */
@@ -515,7 +489,7 @@ static void test_refused_gets_idle_holders_ring(void **state)
 	move_checked(ca[1], cb[1], msg, 8192, got);
 	assert_int_equal(atomic_load_explicit(&p.b->host->pool_free, memory_order_relaxed), 0);
 	/* both holders idle again, nobody refused yet */
-	assert_true(wait_idle(all, 6, 3000));
+	assert_true(tu_wait_idle(all, 6, 3000));
 	uint64_t refusals = atomic_load_explicit(&p.b->host->pool_refusals, memory_order_relaxed);
 	struct iovec v = { msg, sizeof(msg) };
 	uint64_t t0 = tl_now_ms();
@@ -540,7 +514,7 @@ static void test_refused_gets_idle_holders_ring(void **state)
 	tp_conn_stats(ca[2], &st1);
 	assert_true(st1.tx_msgs_short + st1.tx_msgs_long > st0.tx_msgs_short + st0.tx_msgs_long);
 	/* and when all are idle again, both of B's rings are held or free, none lost */
-	assert_true(wait_idle(all, 6, 3000));
+	assert_true(tu_wait_idle(all, 6, 3000));
 	for (int i = 0; i < 3; i++) {
 		tp_close(ca[i]);
 		tp_close(cb[i]);

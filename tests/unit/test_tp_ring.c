@@ -6,7 +6,6 @@
  * and every byte exact; a message written with an earlier grant's seed never validates; every
  * ring returns to the pool. */
 #include <errno.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +17,7 @@
 #include <cmocka.h>
 
 #include "tests/helpers/tp_testlib.h"
+#include "tests/unit/tp_unitlib.h"
 #include "transport/tp_int.h"
 #include "transport/tp_rx_int.h"
 #include "util/crc32c.h"
@@ -71,32 +71,6 @@ static void connect_n(struct tl_pair *p, struct tp_conn **ca, struct tp_conn **c
 		ca[i] = p->ca;
 		cb[i] = p->cb;
 	}
-}
-
-/* The link's full passes: every SWEEP_MS (0: only for link events). */
-static void set_sweep(struct tp_link *l, uint32_t sweep_ms)
-{
-	pthread_mutex_lock(&l->conns_lock);
-	l->act_sweep_ms = sweep_ms;
-	l->act_sweep_last = tp_now_ms();
-	pthread_mutex_unlock(&l->conns_lock);
-}
-
-/* Wait (up to MS) until every connection of CS is off its link's active list. */
-static bool wait_idle(struct tp_conn **cs, int n, int ms)
-{
-	uint64_t end = tl_now_ms() + (uint64_t)ms;
-
-	while (tl_now_ms() < end) {
-		bool all = true;
-
-		for (int i = 0; i < n; i++)
-			all &= !tp_act_on(cs[i]);
-		if (all)
-			return true;
-		usleep(2000);
-	}
-	return false;
 }
 
 static uint32_t pool_free(struct tp_link *l)
@@ -282,7 +256,7 @@ static void test_ring_returned_to_idle(void **state)
 
 	(void)state;
 	open_pool(&p, "ringidle", 2);
-	set_sweep(p.b, 0);
+	tu_set_sweep(p.b, 0);
 	assert_int_equal(tl_pair_connect(&p, 41600, 7000, true), 0);
 	struct tp_conn *ca = p.ca, *cb = p.cb;
 
@@ -291,7 +265,7 @@ static void test_ring_returned_to_idle(void **state)
 	move_checked(ca, cb, msg, sizeof(msg), 16384, got);
 	assert_int_equal(pool_free(p.b), 1);
 	cs[0] = cb;
-	assert_true(wait_idle(cs, 1, 5000));
+	assert_true(tu_wait_idle(cs, 1, 5000));
 	tp_mutex_lock(&ca->tx_lock);
 	ca->out_ring_ok = false;
 	ca->ent->peer_yield = 1;

@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* CMocka helpers of the transport unit tests that move pattern streams through connections
- * (test_tp_failover.c, test_tp_move.c): include after <cmocka.h> and tp_testlib.h. */
+ * (test_tp_failover.c, test_tp_move.c...), and of the active list's tests (test_tp_active.c,
+ * test_tp_ring.c): include after <cmocka.h> and tp_testlib.h. */
 #ifndef NTBSOCK_TP_UNITLIB_H
 #define NTBSOCK_TP_UNITLIB_H
+
+#include <pthread.h>
+
+#include "transport/tp_int.h"
 
 /* Send the pattern SEED from OFF in messages of mixed sizes (each side of the inline, short and
  * long boundaries) until the rings are full or TOTAL is reached; returns the new offset. */
@@ -68,6 +73,32 @@ static inline void tu_connect_witnessed(struct tl_pair *p, uint16_t cport, uint1
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	tp_conn_set_witness(*ca, sv[0]);
 	tp_conn_set_witness(*cb, sv[1]);
+}
+
+/* A link's full passes: every SWEEP_MS (0: only for link events). */
+static inline void tu_set_sweep(struct tp_link *l, uint32_t sweep_ms)
+{
+	pthread_mutex_lock(&l->conns_lock);
+	l->act_sweep_ms = sweep_ms;
+	l->act_sweep_last = tp_now_ms();
+	pthread_mutex_unlock(&l->conns_lock);
+}
+
+/* Wait (up to MS) until every connection of CS is off its link's active list. */
+static inline bool tu_wait_idle(struct tp_conn **cs, int n, int ms)
+{
+	uint64_t end = tl_now_ms() + (uint64_t)ms;
+
+	while (tl_now_ms() < end) {
+		bool all = true;
+
+		for (int i = 0; i < n; i++)
+			all &= !tp_act_on(cs[i]);
+		if (all)
+			return true;
+		usleep(2000);
+	}
+	return false;
 }
 
 #endif
