@@ -1042,6 +1042,7 @@ struct tp_conn {
 	uint64_t rq_ms;           /* when it was made */
 	size_t rq_inline_bytes;   /* sent through the inline slots for want of a ring */
 	uint64_t ret_ms;          /* when we last gave a ring back (tp_tx_ring_want()) */
+	bool ret_rung;            /* its RING_RET repeated with the doorbell (tp_tx_ring_timers()) */
 	bool rq_deferred;         /* an ask held back for a quantum after that: the timers ask */
 	uint64_t hold_ms;         /* since when large writes wait for a ring (tp_tx_ring_hold_big()) */
 	/* epoch_unconfirmed's copy for the helper's look on a doorbell without the tx lock

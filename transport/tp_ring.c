@@ -194,6 +194,7 @@ static void tx_give_back(struct tp_conn *c)
 	e->peer_ring = 0;
 	e->peer_yield = 0;
 	c->ret_ms = tp_now_ms();
+	c->ret_rung = false;
 	c->hold_ms = c->ret_ms;
 	c->out_ring_ok = false;
 	/* our last writes into the ring (and their release) before the word that frees it */
@@ -278,9 +279,17 @@ void tp_tx_ring_timers(struct tp_conn *c, uint64_t now, bool republish)
 		return;
 	}
 	/* a RING_RET again for a second after it (the receiver keeps the ring, asked back, until
-	 * it sees one: a lost word would hold it for ever) */
-	if (e->ret_gen && c->ret_ms && clock_age_ms(now, c->ret_ms) < 1000u)
+	 * it sees one: a lost word would hold it for ever); once, a scan interval after it, with
+	 * the doorbell: an idle receiver compares the word only after a ring (tp_active.c), and
+	 * one whose first word was lost would see the repeats at its next full pass only */
+	if (e->ret_gen && c->ret_ms && clock_age_ms(now, c->ret_ms) < 1000u) {
 		tp_peer_word(c, TP_W_TX_RING_RET, e->ret_gen);
+		if (!c->ret_rung && clock_age_ms(now, c->ret_ms) >= TP_ACT_SCAN_MS) {
+			c->ret_rung = true;
+			ntb_wc_flush(c->link->ntb);
+			ntb_peer_db_ring(c->link->ntb);
+		}
+	}
 	if (republish) {
 		if (e->rq)
 			tp_peer_word(c, TP_W_TX_RING_REQ, e->rq | e->rq_pri << 16);

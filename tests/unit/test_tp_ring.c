@@ -6,6 +6,7 @@
  * and every byte exact; a message written with an earlier grant's seed never validates; every
  * ring returns to the pool. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -247,18 +248,23 @@ static void test_ring_shadow_oom(void **state)
  * out of memory) while the receiver's connection is idle, off its link's active list, on a link
  * that makes no periodic full pass: the return itself brings the connection back to the
  * helper's pass (the scan compares TX_RING_RET), and the ring is the pool's again. Before, it
- * stayed out of the pool until the sender's next request or the once-a-second full pass. */
-static void test_ring_returned_to_idle(void **state)
+ * stayed out of the pool until the sender's next request or the once-a-second full pass.
+ * LOST: the link lost the RING_RET write (the receiver's window keeps the word it had, and the
+ * doorbell's scan finds nothing changed): the sender's repeat, a scan interval later, rings
+ * again. Before, the repeats rang nobody, and only a full pass would have seen them. */
+static void returned_to_idle(bool lost)
 {
 	struct tl_pair p;
 	static uint8_t msg[20000], got[20000];
 	struct tp_conn *cs[1];
+	uint8_t old[8];
 
-	(void)state;
-	open_pool(&p, "ringidle", 2);
+	open_pool(&p, lost ? "ringlost" : "ringidle", 2);
 	tu_set_sweep(p.b, 0);
 	assert_int_equal(tl_pair_connect(&p, 41600, 7000, true), 0);
 	struct tp_conn *ca = p.ca, *cb = p.cb;
+	size_t ret_at = ca->out.slot_off + TP_W_TX_RING_RET;
+	const volatile uint8_t *win_b = ntb_in_window(tp_link_ntb(p.b), NULL);
 
 	assert_true(ring_ok(ca)); /* (granted at set-up) */
 	tl_fill(msg, sizeof(msg), 36, 0);
@@ -266,11 +272,21 @@ static void test_ring_returned_to_idle(void **state)
 	assert_int_equal(pool_free(p.b), 1);
 	cs[0] = cb;
 	assert_true(tu_wait_idle(cs, 1, 5000));
-	tp_mutex_lock(&ca->tx_lock);
+	if (lost) /* (B's passes, its scan among them, wait until the word is lost) */
+		pthread_mutex_lock(&p.b->conns_lock);
+	tp_mutex_lock(&ca->tx_lock); /* (A's timers: no repeat until we let them) */
+	for (int i = 0; i < 8; i++)
+		old[i] = win_b[ret_at + (size_t)i];
 	ca->out_ring_ok = false;
 	ca->ent->peer_yield = 1;
 	tp_tx_feedback(ca); /* (drained: given back now) */
 	assert_int_equal(ca->ent->peer_ring, 0);
+	if (lost) {
+		assert_int_equal(ntb_write(tp_link_ntb(p.a), ret_at, old, sizeof(old)), 0);
+		pthread_mutex_unlock(&p.b->conns_lock);
+		usleep(20000); /* (B's pass for the doorbell: nothing changed) */
+		assert_int_equal(pool_free(p.b), 1);
+	}
 	tp_mutex_unlock(&ca->tx_lock);
 	for (int i = 0; i < 3000 && pool_free(p.b) != 2; i++)
 		usleep(1000);
@@ -278,6 +294,13 @@ static void test_ring_returned_to_idle(void **state)
 	tp_close(ca);
 	tp_close(cb);
 	tl_pair_close(&p);
+}
+
+static void test_ring_returned_to_idle(void **state)
+{
+	(void)state;
+	returned_to_idle(false);
+	returned_to_idle(true);
 }
 
 /* NCONN senders streaming both ways through pools of 2 rings: every byte exact, every
