@@ -327,18 +327,29 @@ err_close:
 }
 
 /* The host table's file was truncated under us: our mapping now reads private zero pages
- * (util/mapguard), no longer the table the host's other processes share. Connections already
- * set up go on (their slots were allocated in the shared table); new set-ups and admissions
- * would allocate from the private copy and collide with other processes' slots, so they are
+ * (util/mapguard), no longer the table the host's other processes share. Or the table is
+ * another session's: the link file we mapped was removed or replaced, and a process that opened
+ * the new one began a session in the same table (tp_host_init()); our mailbox is the old file's,
+ * and its packets read against the new session's entries would free them ("its client slot is
+ * reused"). Connections already set up go on (their slots were allocated in the table); new
+ * set-ups and admissions would allocate from or act on a table that is not ours, so they are
  * refused (the caller falls back to TCP). Logged once per link. */
 bool tp_host_lost(struct tp_link *l)
 {
-	if (!l->host || !mapguard_lost(l->host))
+	if (!l->host)
+		return false;
+	bool truncated = mapguard_lost(l->host);
+
+	/* (session_epoch: written when a session's first process sets the table up, under the
+	 * flock; a process of another session writes it, ours only reads it) */
+	if (!truncated && l->host->session_epoch == ntb_link_epoch(l->ntb))
 		return false;
 	/* relaxed: one log line per link, nothing is published with it */
 	if (!atomic_exchange_explicit(&l->host_lost_logged, true, memory_order_relaxed))
-		LOG(LL_WARN, "transport: link %s: its host table was truncated: no new ntb "
-		    "connections in this process", ntb_link_name(l->ntb));
+		LOG(LL_WARN, "transport: link %s: %s: no new ntb connections in this process",
+		    ntb_link_name(l->ntb),
+		    truncated ? "its host table was truncated"
+			      : "its host table is another session's (the link file was replaced)");
 	return true;
 }
 
