@@ -43,9 +43,9 @@
  * has no feedback unpublished or not yet republished, no Retry outstanding, no Detect
  * unanswered, no reader shut with data to discard; neither side has ring work (above); and no
  * failover runs, no prefix, commit or closing is pending. (A connection in error, not owned
- * since a fork, or moved, has nothing for the timers either.) It records then the fill levels `ntbsock stat` shows (they change
- * only with work that puts it back), the five words the scan compares and whether it holds a
- * ring of our pool.
+ * since a fork, or moved, has nothing for the timers either.) It records then the fill levels
+ * `ntbsock stat` shows (they change only with work that puts it back), the five words the scan
+ * compares and whether it holds a ring of our pool.
  *
  * WHO WRITES / WHO READS
  *   field                 writer                                   reader

@@ -22,11 +22,12 @@ static inline const volatile uint8_t *tp_rx_ring(const struct tp_conn *c)
 	return c->in_ring;
 }
 
-/* Whether descriptors in our ring may be taken before TX_D publishes them (tp_recv.c:
- * rx_short_direct(), tp_rx.c: rx_unpublished_take()): once this grant's sender wrote a whole
- * ring. Before, a place may hold an earlier holder's descriptor of the same MSN (every
- * connection starts at MSN 0 and position 0: uniform message sizes line up), which only its
- * CRC's seed would tell apart (one chance in 2^32 of taking it). */
+/* Whether a live reader may take descriptors in our ring before TX_D publishes them (tp_recv.c:
+ * rx_short_direct()): once this grant's sender wrote a whole ring. Before, a place may hold an
+ * earlier holder's descriptor of the same MSN (every connection starts at MSN 0 and position 0:
+ * uniform message sizes line up), which only its CRC's seed would tell apart (one chance in
+ * 2^32 of taking it, drawn at every look). A dead sender's message is checked once and taken
+ * without the lap (tp_rx.c: tp_rx_unpublished_next()). */
 static inline bool tp_rx_lapped(struct tp_conn *c)
 {
 	if (!c->rx_lapped && c->v_d - c->rx_grant_vd >= c->link->geom.qsize)

@@ -684,6 +684,34 @@ static void test_claim_rewrite_after_skip(void **state)
 }
 
 
+/* A link file replaced under a live process: once a process opens the new file, it sets up a
+ * new session in the same host table (PATH.side1). The process still on the old file sees that
+ * the table is no longer its session's and admits nothing there: its old mailbox's packets
+ * would free the new session's reservations (the CI failure of test_pl_fallback_instant: "its
+ * client slot 8 is reused"). The new session's process uses the table as usual. */
+static void test_replaced_link_leaves_table(void **state)
+{
+	struct tl_pair p;
+	struct tp_link *b2 = NULL;
+	struct tp_params tpp;
+
+	(void)state;
+	pair_open(&p, "replaced");
+	assert_false(tp_host_lost(p.b));
+	assert_int_equal(unlink(p.path), 0); /* (the link file only: its host tables stay) */
+	tp_params_init(&tpp);
+	tpp.contexts = tpp.connections = 8; /* (as pair_open()) */
+	tpp.inline_slots = 64;
+	tpp.setup_timeout_ms = 1000;
+	assert_int_equal(tl_open(p.path, 1, 4u << 20, &tpp, &b2), 0);
+	assert_int_not_equal(ntb_link_epoch(b2->ntb), ntb_link_epoch(p.b->ntb));
+	assert_false(tp_host_lost(b2));
+	assert_true(tp_host_lost(p.b));
+	assert_int_equal(tp_mbox_process(p.b), 0);
+	tp_link_close(b2);
+	tl_pair_close(&p);
+}
+
 /* A Claim read while the server's link looks down in its process (a late heartbeat on a starved
  * host): the accept() still finds it, the reservation belongs to the session it came through (a
  * reclaim in a process that sees the link up keeps it), and the connection carries data both ways
@@ -1488,6 +1516,7 @@ int main(void)
 		cmocka_unit_test(test_claim_rewrite_after_skip),
 		cmocka_unit_test(test_claim_phantom_request),
 		cmocka_unit_test(test_claim_read_link_down),
+		cmocka_unit_test(test_replaced_link_leaves_table),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
