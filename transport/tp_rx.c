@@ -582,7 +582,7 @@ void tp_rx_flush_feedback(struct tp_conn *c)
 		fb_publish(c);
 }
 
-/* Held-message word W (TP_W_TX_HELD or TX_HELD2) of the sender's. */
+/* Raw word W of the sender's that only a death reads (TP_W_TX_HELD, TX_HELD2, TX_SENT). */
 static uint64_t held_word(const struct tp_conn *c, uint32_t w)
 {
 	const volatile uint8_t *p = c->link->in + tp_slot_off(c->link, c->slot) + w;
@@ -654,6 +654,18 @@ static int rx_held_take(struct tp_conn *c)
 	rec_take(c, &r, c->rec_tail == c->rec_head);
 	c->v_d += fp;
 	return 1;
+}
+
+/* Does the sender's TP_W_TX_SENT name an inline message after everything we validated? A word
+ * of another connection (its nonce), never written (0), or further ahead than the rings can hold
+ * unvalidated (a spoilt write) says nothing. */
+static bool rx_sent_ahead(const struct tp_conn *c)
+{
+	uint64_t w = held_word(c, TP_W_TX_SENT);
+	uint32_t ahead = (uint32_t)w - c->v_msn;
+
+	return w && (uint32_t)(w >> 32) == c->nonce_in && ahead && ahead < (1u << 31) &&
+	       ahead <= c->link->geom.inline_n + c->link->geom.qsize / TP_DESC_SIZE;
 }
 
 /*
@@ -781,6 +793,10 @@ bool tp_rx_death_end(struct tp_conn *c)
 	default:
 		break;
 	}
+	/* an inline message with bytes that it sent after everything we validated: its slot's
+	 * write was lost (a reset: an end of file would hide its bytes) */
+	if (rx_sent_ahead(c))
+		return false;
 	/* bytes we sent that it never read: its kernel would have reset the connection */
 	if (tp_mutex_trylock(&c->tx_lock))
 		return false;

@@ -217,6 +217,22 @@ static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s
 }
 #endif
 
+/* TP_W_TX_SENT after an inline message with bytes (msn_next: the MSN after it). After the slot
+ * in program order, no barrier: it orders nothing the receiver reads, and a sender that dies
+ * between the two left the slot whole. */
+static inline void tx_sent_word(struct tp_conn *c)
+{
+	uint64_t w = (uint64_t)c->nonce_out << 32 | c->msn_next;
+	uint8_t *d = c->link->out_direct;
+
+	if (d)
+		/* relaxed: as ntb_write64() */
+		atomic_store_explicit((_Atomic uint64_t *)(void *)(d + c->out.slot_off + TP_W_TX_SENT),
+				      w, memory_order_relaxed);
+	else
+		ntb_write64(c->link->ntb, c->out.slot_off + TP_W_TX_SENT, w);
+}
+
 static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uint8_t flags)
 {
 	/* MSN order across rings: earlier data-ring messages are published before this one */
@@ -244,6 +260,8 @@ static void send_inline(struct tp_conn *c, struct iov_cur *ic, unsigned len, uin
 	}
 	c->tx_i++;
 	c->msn_next++;
+	if (len)
+		tx_sent_word(c);
 	TP_STAT_ADD(c->st->tx_msgs_inline, 1);
 	/* the next slot's two lines, when the receiver released it (as tp_tx_prefetch()) */
 	if (c->link->out_direct && tp_tx_inline_free(c)) {

@@ -2748,6 +2748,73 @@ static void test_unpublished_death(void **state)
 	unpublished_death(UNPUB_TXD_BAD);
 }
 
+/*
+ * A sender that dies right after an inline message (64 B), whose slot's write was lost (its
+ * window keeps the slot's earlier bytes; A's quick probe or retransmission would have repaired
+ * it, A's death stops both). An inline slot has no index that tells a write was made, so the
+ * reader knew of the message only by TP_W_TX_SENT. MODE:
+ *   INL_LOST      the message's slot lost: a reset after the bytes before it (before the word:
+ *                 an end of file 64 bytes short);
+ *   INL_WHOLE     the slot arrived: the message, then end of file;
+ *   INL_FIN_LOST  a FIN's slot lost (shutdown after the bytes): end of file, not a reset (the
+ *                 word counts messages with bytes only).
+ */
+enum { INL_LOST, INL_WHOLE, INL_FIN_LOST };
+
+static void inline_death(int mode)
+{
+	static const char *const names[] = { "inldeath0", "inldeath1", "inldeath2" };
+	uint8_t pay[64], out[256], slot_old[128];
+	struct iovec v = { pay, sizeof(pay) };
+	struct tl_pair p;
+
+	print_message("mode %d\n", mode);
+	pair_open(&p, names[mode], NULL, NULL);
+	for (unsigned i = 0; i < sizeof(pay); i++)
+		pay[i] = (uint8_t)(i * 7 + mode);
+	assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)sizeof(pay));
+	recv_exact(p.cb, out, sizeof(pay));
+	assert_memory_equal(out, pay, sizeof(pay));
+
+	uint8_t *slot = p.ca->link->out_direct + tp_out_inline_off(p.ca, p.ca->tx_i);
+	const uint8_t *next_at = p.ca->link->out_direct + p.ca->out.slot_off + TP_W_TX_NEXT_MSN;
+	uint64_t next_old, next_now;
+
+	assert_non_null(p.ca->link->out_direct);
+	memcpy(slot_old, slot, sizeof(slot_old));
+	memcpy(&next_old, next_at, 8);
+	tp_mutex_lock(&p.cb->rx_lock); /* (B's helper: not before the slot is rolled back) */
+	if (mode == INL_FIN_LOST)
+		assert_int_equal(tp_shutdown(p.ca, SHUT_WR), 0);
+	else
+		assert_int_equal(tp_send(p.ca, &v, 1), (ssize_t)sizeof(pay));
+	tp_mutex_lock(&p.ca->tx_lock); /* (A dead from here) */
+	/* no Detect of A's came in between (it would tell B of the message by TX_NEXT_MSN) */
+	memcpy(&next_now, next_at, 8);
+	assert_true(next_now == next_old);
+	if (mode != INL_WHOLE)
+		memcpy(slot, slot_old, sizeof(slot_old)); /* its write never arrived */
+	atomic_store(&p.cb->peer_died, true);
+	atomic_store(&p.cb->peer_gone, true);
+	tp_mutex_unlock(&p.cb->rx_lock);
+	if (mode == INL_WHOLE) {
+		recv_exact(p.cb, out, sizeof(pay));
+		assert_memory_equal(out, pay, sizeof(pay));
+	}
+	assert_int_equal(tl_recv_some(p.cb, out, sizeof(out), 2000),
+			 mode == INL_LOST ? -ECONNRESET : 0);
+	tp_mutex_unlock(&p.ca->tx_lock);
+	tl_pair_close(&p);
+}
+
+static void test_inline_death(void **state)
+{
+	(void)state;
+	inline_death(INL_LOST);
+	inline_death(INL_WHOLE);
+	inline_death(INL_FIN_LOST);
+}
+
 struct merge_arg {
 	struct tp_conn *c;
 	uint64_t total, hash, writes;
@@ -2865,6 +2932,7 @@ int main(void)
 		cmocka_unit_test(test_merge_held_cleared),
 		cmocka_unit_test(test_desc_before_txd),
 		cmocka_unit_test(test_unpublished_death),
+		cmocka_unit_test(test_inline_death),
 		cmocka_unit_test(test_merge_stream_fault),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
