@@ -178,6 +178,42 @@ static void host_init(struct tp_host *h, uint32_t contexts, uint32_t epoch, size
 	atomic_store_explicit(&h->magic, TP_HOST_MAGIC, memory_order_release);
 }
 
+/* Does a process still use table H of an earlier session (its link file replaced under it)?
+ * Its listeners, and the owners of the entries it handed out (one that forked in the last 2 s
+ * may have a child not listed yet). Read only: the table stays as its processes left it. */
+static bool host_in_use(const struct tp_host *h, size_t map_size)
+{
+	uint64_t now = tp_now_ms();
+	uint32_t used = tp_host_used(h);
+	/* (entries within our mapping only: the table's own size may say more) */
+	size_t fit = (map_size - sizeof(*h)) / sizeof(h->e[0]);
+
+	if (used > fit)
+		used = (uint32_t)fit;
+
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
+		if (h->listen[i].count && tp_pid_alive(h->listen[i].pid))
+			return true;
+	for (uint32_t i = 0; i < used; i++) {
+		const struct tp_host_entry *e = &h->e[i];
+
+		if (e->state == TP_ES_FREE)
+			continue;
+		/* relaxed (both): the table's processes may still write them; a stale value only
+		 * makes the table look in use (a new file: harmless) */
+		int pid = atomic_load_explicit(&e->pid, memory_order_relaxed);
+
+		if (clock_age_ms(now, atomic_load_explicit(&e->fork_ms, memory_order_relaxed)) <
+			    2000u ||
+		    (pid && tp_pid_alive(pid)))
+			return true;
+		for (int k = 0; k < TP_OWNERS; k++)
+			if (e->owners[k] && tp_pid_alive(e->owners[k]))
+				return true;
+	}
+	return false;
+}
+
 int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t epoch,
 		  const char *path)
 {
@@ -202,6 +238,13 @@ int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t ep
 		    l->contexts, h->contexts);
 		return -EINVAL;
 	}
+	if (!live && magic == TP_HOST_MAGIC && h->session_epoch != epoch &&
+	    !l->host_in_place && host_in_use(h, size))
+		/* another session's processes live on it (their link file was replaced): rebuilt
+		 * in place, their releases and reclaims would free our entries, and their
+		 * failovers read our zeros as their streams' counts. The caller gives us a new
+		 * file and leaves them theirs. */
+		return -EBUSY;
 	if (!live) {
 		host_init(h, l->contexts, epoch, size);
 		h->inline_n = l->geom.inline_n;
@@ -251,6 +294,12 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	rc = tp_host_path(lp, ntb_link_side(l->ntb), path, sizeof(path));
 	if (rc)
 		return rc;
+	int round = 0;
+	uint32_t contexts = l->contexts;
+again:
+	l->contexts = contexts; /* (the table there may have set the host's: a new one ours) */
+	size = host_size_for(l->contexts);
+	created = false;
 	/* Create it, or open the one there (removed in between: try again). */
 	fd = -1;
 	for (int attempt = 0; fd < 0 && attempt < 4; attempt++) {
@@ -279,6 +328,13 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	if (fstat(fd, &st) < 0) {
 		rc = -errno;
 		goto err_unlock;
+	}
+	if (st.st_nlink == 0 && round < 4) {
+		/* replaced while we waited for the lock (below): the file there now */
+		flock(fd, LOCK_UN);
+		fd_close_own(fd);
+		round++;
+		goto again;
 	}
 	if ((size_t)st.st_size >= sizeof(struct tp_host)) {
 		/* a live table's layout is the host's, whatever our tunables say: its number of
@@ -309,6 +365,27 @@ int tp_host_open(struct tp_link *l, const struct ntb_link_params *lp)
 	/* A truncation of the host table under us must not SIGBUS the host program. */
 	(void)mapguard_add(h, size);
 	rc = tp_host_adopt(l, h, size, epoch, path);
+	if (rc == -EBUSY) {
+		/* An earlier session's table that live processes still use: they keep that file
+		 * (unlinked), our session gets a new one. Where it cannot be removed (another
+		 * user's, in a sticky directory) it is rebuilt in place, as before: those
+		 * processes then see it as another session's (tp_host_lost()). */
+		if (round < 4 && unlink(path) == 0) {
+			LOG(LL_INFO, "transport: %s: processes of the link's earlier session still use "
+			    "the host table: a new table for this session", path);
+		} else {
+			LOG(LL_WARN, "transport: %s: processes of the link's earlier session still "
+			    "use the host table, which cannot be replaced (%s): rebuilt under them",
+			    path, round < 4 ? strerror(errno) : "raced");
+			l->host_in_place = true;
+		}
+		mapguard_remove(h);
+		munmap(h, size);
+		flock(fd, LOCK_UN);
+		fd_close_own(fd);
+		round++;
+		goto again;
+	}
 	if (rc)
 		goto err_unmap;
 	flock(fd, LOCK_UN);

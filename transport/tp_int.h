@@ -813,6 +813,8 @@ struct tp_link {
 	size_t host_size;
 	int host_fd;
 	atomic_bool host_lost_logged; /* tp_host_lost() said so once */
+	bool host_in_place;       /* tp_host_open(): an earlier session's table in use that
+				   * could not be replaced is rebuilt under its processes */
 	const volatile uint8_t *in;
 	uint8_t *out_direct;      /* ntb_out_direct(): plain stores into the peer window, or NULL */
 	/* Pool rings whose pages this process mapped ([0]: the peer's, that we write into; [1]:

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -684,19 +685,30 @@ static void test_claim_rewrite_after_skip(void **state)
 }
 
 
-/* A link file replaced under a live process: once a process opens the new file, it sets up a
- * new session in the same host table (PATH.side1). The process still on the old file sees that
- * the table is no longer its session's and admits nothing there: its old mailbox's packets
- * would free the new session's reservations (the CI failure of test_pl_fallback_instant: "its
- * client slot 8 is reused"). The new session's process uses the table as usual. */
+/* A link file replaced under a live process with a connection: a process that opens the new file
+ * starts a new session, and the table the old one still uses (PATH.side1) is left to it: the new
+ * session gets a new file. Rebuilt in place (before), the old process's release of its
+ * connection freed the new session's entry of the same slot, its reclaim freed the new
+ * session's reservations, and its mailbox's packets, read against the new entries, freed
+ * them as "its client slot 8 is reused" (the CI failure of test_pl_fallback_instant). The old
+ * process's connection goes on in its own table (its failover's counts are there), and a table
+ * that cannot be replaced is still one the old process admits nothing from (tp_host_lost()). */
 static void test_replaced_link_leaves_table(void **state)
 {
 	struct tl_pair p;
 	struct tp_link *b2 = NULL;
 	struct tp_params tpp;
+	struct tp_conn *ca, *cb;
+	char hpath[512];
+	struct stat st_new, st_old;
+	uint32_t old_epoch;
+	int got = 0;
 
 	(void)state;
 	pair_open(&p, "replaced");
+	connect_pair(&p, 31, &ca, &cb);
+	byte_each_way(ca, cb);
+	old_epoch = p.b->host->session_epoch;
 	assert_false(tp_host_lost(p.b));
 	assert_int_equal(unlink(p.path), 0); /* (the link file only: its host tables stay) */
 	tp_params_init(&tpp);
@@ -706,8 +718,35 @@ static void test_replaced_link_leaves_table(void **state)
 	assert_int_equal(tl_open(p.path, 1, 4u << 20, &tpp, &b2), 0);
 	assert_int_not_equal(ntb_link_epoch(b2->ntb), ntb_link_epoch(p.b->ntb));
 	assert_false(tp_host_lost(b2));
-	assert_true(tp_host_lost(p.b));
-	assert_int_equal(tp_mbox_process(p.b), 0);
+	/* two tables now: the old process's, as it was (unlinked), and the new session's */
+	snprintf(hpath, sizeof(hpath), "%s.side1", p.path);
+	assert_int_equal(stat(hpath, &st_new), 0);
+	assert_int_equal(fstat(p.b->host_fd, &st_old), 0);
+	assert_int_not_equal(st_new.st_ino, st_old.st_ino);
+	assert_int_equal(st_old.st_nlink, 0);
+	assert_int_equal(p.b->host->session_epoch, old_epoch);
+	assert_false(tp_host_lost(p.b));
+	assert_int_equal(cb->ent->state, TP_ES_OPEN);
+	/* every slot of the new table handed out; the old process's release, reclaim and
+	 * mailbox leave them all */
+	tp_host_lock(b2);
+	while (tp_slot_alloc(b2, TP_ES_PENDING, getpid()) >= 0)
+		got++;
+	tp_host_unlock(b2);
+	assert_int_equal(got, 8);
+	tp_abort(ca);
+	tp_abort(cb);
+	tp_host_lock(p.b);
+	tp_host_reclaim(p.b);
+	tp_host_unlock(p.b);
+	tp_mbox_process(p.b);
+	assert_int_equal(atomic_load(&b2->host->free_num), 0);
+	for (uint32_t i = 0; i < 8; i++)
+		assert_int_equal(b2->host->e[i].state, TP_ES_PENDING);
+	tp_host_lock(b2);
+	for (uint32_t i = 0; i < 8; i++)
+		tp_slot_free(b2, i);
+	tp_host_unlock(b2);
 	tp_link_close(b2);
 	tl_pair_close(&p);
 }

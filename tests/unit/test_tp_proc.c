@@ -353,6 +353,7 @@ static void test_witness_sees_death_lossy(void **state)
 	g_drop = 0.02;
 	witness_death(0);
 	witness_death(200);
+	witness_death(64);
 	g_drop = 0;
 }
 
