@@ -238,8 +238,8 @@ int tp_host_adopt(struct tp_link *l, struct tp_host *h, size_t size, uint32_t ep
 		    l->contexts, h->contexts);
 		return -EINVAL;
 	}
-	if (!live && magic == TP_HOST_MAGIC && h->session_epoch != epoch &&
-	    !l->host_in_place && host_in_use(h, size))
+	if (!live && magic == TP_HOST_MAGIC && h->session_epoch != epoch && !l->host_in_place &&
+	    (h->version != TP_HOST_VERSION || host_in_use(h, size)))
 		/* another session's processes live on it (their link file was replaced): rebuilt
 		 * in place, their releases and reclaims would free our entries, and their
 		 * failovers read our zeros as their streams' counts. The caller gives us a new
@@ -329,12 +329,19 @@ again:
 		rc = -errno;
 		goto err_unlock;
 	}
-	if (st.st_nlink == 0 && round < 4) {
+	if (st.st_nlink == 0) {
 		/* replaced while we waited for the lock (below): the file there now */
 		flock(fd, LOCK_UN);
 		fd_close_own(fd);
-		round++;
+		if (++round > 4)
+			return -EAGAIN; /* (never a table nobody else can find) */
 		goto again;
+	}
+	if (ntb_link_check_mapping(l->ntb) == -ESTALE) {
+		/* our link file was removed or replaced: the table there may be the new session's,
+		 * which would be rebuilt (or removed) for our old one under its processes */
+		rc = -ESTALE;
+		goto err_unlock;
 	}
 	if ((size_t)st.st_size >= sizeof(struct tp_host)) {
 		/* a live table's layout is the host's, whatever our tunables say: its number of
@@ -367,16 +374,26 @@ again:
 	rc = tp_host_adopt(l, h, size, epoch, path);
 	if (rc == -EBUSY) {
 		/* An earlier session's table that live processes still use: they keep that file
-		 * (unlinked), our session gets a new one. Where it cannot be removed (another
-		 * user's, in a sticky directory) it is rebuilt in place, as before: those
-		 * processes then see it as another session's (tp_host_lost()). */
-		if (round < 4 && unlink(path) == 0) {
+		 * (unlinked), our session gets a new one: only the file we hold locked (the name
+		 * may have been given to another meanwhile), and within a few rounds. Where it cannot be removed
+		 * (another user's, in a sticky directory) it is rebuilt in place, as before:
+		 * those processes then see it as another session's (tp_host_lost()). */
+		struct stat sp;
+		int ue = 0;
+
+		if (round >= 4) {
+			rc = -EAGAIN;
+			goto err_unmap;
+		}
+		if (stat(path, &sp) == 0 && sp.st_dev == st.st_dev && sp.st_ino == st.st_ino)
+			ue = unlink(path) == 0 ? 0 : errno;
+		if (!ue) {
 			LOG(LL_INFO, "transport: %s: processes of the link's earlier session still use "
 			    "the host table: a new table for this session", path);
-		} else {
+		} else if (ue == EPERM || ue == EACCES || ue == EROFS) {
 			LOG(LL_WARN, "transport: %s: processes of the link's earlier session still "
 			    "use the host table, which cannot be replaced (%s): rebuilt under them",
-			    path, round < 4 ? strerror(errno) : "raced");
+			    path, strerror(ue));
 			l->host_in_place = true;
 		}
 		mapguard_remove(h);

@@ -657,15 +657,16 @@ static int rx_held_take(struct tp_conn *c)
 }
 
 /* Does the sender's TP_W_TX_SENT name an inline message after everything we validated? A word
- * of another connection (its nonce), never written (0), or further ahead than the rings can hold
- * unvalidated (a spoilt write) says nothing. */
+ * that fails its check (another connection's, a spoilt write), never written (0), or further
+ * ahead than the inline ring holds says nothing: with a data-ring message between, the gap
+ * gates the reader or TX_D shows it (tp_rx_death_end()). */
 static bool rx_sent_ahead(const struct tp_conn *c)
 {
 	uint64_t w = held_word(c, TP_W_TX_SENT);
 	uint32_t ahead = (uint32_t)w - c->v_msn;
 
-	return w && (uint32_t)(w >> 32) == c->nonce_in && ahead && ahead < (1u << 31) &&
-	       ahead <= c->link->geom.inline_n + c->link->geom.qsize / TP_DESC_SIZE;
+	return w && w == TP_SENT_WORD(c->nonce_in, (uint32_t)w) && ahead &&
+	       ahead <= c->link->geom.inline_n;
 }
 
 /*

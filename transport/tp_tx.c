@@ -222,7 +222,7 @@ static void send_inline_direct(struct tp_conn *c, struct iov_cur *ic, uint8_t *s
  * between the two left the slot whole. */
 static inline void tx_sent_word(struct tp_conn *c)
 {
-	uint64_t w = (uint64_t)c->nonce_out << 32 | c->msn_next;
+	uint64_t w = TP_SENT_WORD(c->nonce_out, c->msn_next);
 	uint8_t *d = c->link->out_direct;
 
 	if (d)

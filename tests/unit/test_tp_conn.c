@@ -704,17 +704,21 @@ static void test_replaced_link_leaves_table(void **state)
 	uint32_t old_epoch;
 	int got = 0;
 
+	struct tp_link *b_old = NULL;
+
 	(void)state;
 	pair_open(&p, "replaced");
 	connect_pair(&p, 31, &ca, &cb);
 	byte_each_way(ca, cb);
 	old_epoch = p.b->host->session_epoch;
 	assert_false(tp_host_lost(p.b));
-	assert_int_equal(unlink(p.path), 0); /* (the link file only: its host tables stay) */
 	tp_params_init(&tpp);
 	tpp.contexts = tpp.connections = 8; /* (as pair_open()) */
 	tpp.inline_slots = 64;
 	tpp.setup_timeout_ms = 1000;
+	/* a second process of the old session (its link file mapped before the removal) */
+	assert_int_equal(tl_open(p.path, 1, 4u << 20, &tpp, &b_old), 0);
+	assert_int_equal(unlink(p.path), 0); /* (the link file only: its host tables stay) */
 	assert_int_equal(tl_open(p.path, 1, 4u << 20, &tpp, &b2), 0);
 	assert_int_not_equal(ntb_link_epoch(b2->ntb), ntb_link_epoch(p.b->ntb));
 	assert_false(tp_host_lost(b2));
@@ -727,6 +731,24 @@ static void test_replaced_link_leaves_table(void **state)
 	assert_int_equal(p.b->host->session_epoch, old_epoch);
 	assert_false(tp_host_lost(p.b));
 	assert_int_equal(cb->ent->state, TP_ES_OPEN);
+	/* the old session's process opening the table now (a link open that mapped the old file
+	 * just before it was replaced) finds the new session's in use, but its link file is not
+	 * the one there: it leaves that table (removed, the new session's processes would split
+	 * over two tables of one window) and gets none */
+	struct tp_link *tmp = malloc(sizeof(*tmp));
+
+	assert_non_null(tmp);
+	memcpy(tmp, b_old, sizeof(*tmp)); /* (b_old itself stays served by the helper) */
+	tmp->host = NULL;
+	int orc = tp_host_open(tmp, &b_old->ntb->params);
+
+	if (!orc)
+		tp_host_close(tmp);
+	free(tmp);
+	assert_int_equal(orc, -ESTALE);
+	assert_int_equal(stat(hpath, &st_old), 0);
+	assert_int_equal(st_old.st_ino, st_new.st_ino);
+	assert_int_equal(b2->host->session_epoch, ntb_link_epoch(b2->ntb));
 	/* every slot of the new table handed out; the old process's release, reclaim and
 	 * mailbox leave them all */
 	tp_host_lock(b2);
@@ -748,6 +770,7 @@ static void test_replaced_link_leaves_table(void **state)
 		tp_slot_free(b2, i);
 	tp_host_unlock(b2);
 	tp_link_close(b2);
+	tp_link_close(b_old);
 	tl_pair_close(&p);
 }
 

@@ -304,8 +304,9 @@ static void test_failover_table_rebuilt(void **state)
 	assert_int_equal(cb->fb_rx_d, cb->tx_d);
 	assert_int_equal(cb->fb_rx_i, cb->tx_i);
 	tp_mutex_unlock(&cb->tx_lock);
-	/* (what tp_host_adopt() of the new session does to the table: a new epoch, entries and
-	 * counters cleared) */
+	/* (what a new session's rebuild in place does to the table, where the table its old
+	 * processes use cannot be replaced by a new file (tp_host_open()): a new epoch, entries
+	 * and counters cleared) */
 	p.b->host->session_epoch ^= 0x5a5a5a5au;
 	memset((void *)cb->st, 0, sizeof(*cb->st));
 	assert_true(tp_fo_request(cb, "link restarted"));

@@ -2757,13 +2757,15 @@ static void test_unpublished_death(void **state)
  *                 an end of file 64 bytes short);
  *   INL_WHOLE     the slot arrived: the message, then end of file;
  *   INL_FIN_LOST  a FIN's slot lost (shutdown after the bytes): end of file, not a reset (the
- *                 word counts messages with bytes only).
+ *                 word counts messages with bytes only);
+ *   INL_WORD_FLIP the slot arrived, the word's write spoilt (one bit of its MSN: it would name a
+ *                 later message): the message, then end of file (its check fails).
  */
-enum { INL_LOST, INL_WHOLE, INL_FIN_LOST };
+enum { INL_LOST, INL_WHOLE, INL_FIN_LOST, INL_WORD_FLIP };
 
 static void inline_death(int mode)
 {
-	static const char *const names[] = { "inldeath0", "inldeath1", "inldeath2" };
+	static const char *const names[] = { "inldeath0", "inldeath1", "inldeath2", "inldeath3" };
 	uint8_t pay[64], out[256], slot_old[128];
 	struct iovec v = { pay, sizeof(pay) };
 	struct tl_pair p;
@@ -2792,12 +2794,14 @@ static void inline_death(int mode)
 	/* no Detect of A's came in between (it would tell B of the message by TX_NEXT_MSN) */
 	memcpy(&next_now, next_at, 8);
 	assert_true(next_now == next_old);
-	if (mode != INL_WHOLE)
+	if (mode == INL_LOST || mode == INL_FIN_LOST)
 		memcpy(slot, slot_old, sizeof(slot_old)); /* its write never arrived */
+	if (mode == INL_WORD_FLIP)
+		p.ca->link->out_direct[p.ca->out.slot_off + TP_W_TX_SENT] ^= 0x04;
 	atomic_store(&p.cb->peer_died, true);
 	atomic_store(&p.cb->peer_gone, true);
 	tp_mutex_unlock(&p.cb->rx_lock);
-	if (mode == INL_WHOLE) {
+	if (mode == INL_WHOLE || mode == INL_WORD_FLIP) {
 		recv_exact(p.cb, out, sizeof(pay));
 		assert_memory_equal(out, pay, sizeof(pay));
 	}
@@ -2813,6 +2817,7 @@ static void test_inline_death(void **state)
 	inline_death(INL_LOST);
 	inline_death(INL_WHOLE);
 	inline_death(INL_FIN_LOST);
+	inline_death(INL_WORD_FLIP);
 }
 
 struct merge_arg {
