@@ -257,6 +257,13 @@ struct tp_conn *tp_conn_new(struct tp_link *l, uint32_t slot)
 	c->tx_epoch = (uint16_t)e->epoch;
 	c->rx_epoch = (uint16_t)e->epoch;
 	c->fo_id = tp_fo_new_id(); /* (a recycled one gets a new key: old events miss it) */
+	/* The first read that catches up publishes its release at once (tp_rx_release_turn()),
+	 * as one after a send of ours does: a server's answer to the first request then finds
+	 * the request acknowledged, and so does the client's close that follows it, which keeps
+	 * no duplicate of its socket for bytes out (tp_close.c: two system calls per set-up, the
+	 * duplicate and the helper's close of it, bench/connrate). Once per connection, however
+	 * recent the set-up's own publication. */
+	c->rx_first = true;
 	if (tp_conn_init_queues(c)) {
 		conn_destroy(c);
 		return NULL;

@@ -1122,6 +1122,7 @@ struct tp_conn {
 	uint32_t pub_ack, pub_ep;     /* CmpAck and epoch word as last published */
 	bool rx_turn;                 /* a read or a wait for input came after a send of ours,
 				       * and no read caught up since (tp_rx_release_turn()) */
+	bool rx_first;                /* no read caught up yet (tp_conn_new()) */
 	uint64_t pub_tick;            /* clock_ticks() at the last publication */
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
@@ -1780,7 +1781,8 @@ bool tp_tx_flush_held_ready(struct tp_conn *c);
 void tp_rx_release(struct tp_conn *c);
 /* Under rx_lock, after a read that delivered bytes: as tp_rx_release(), and at once when the
  * read consumed everything validated and the connection takes turns (c->rx_turn: it sent
- * since the last read that caught up). */
+ * since the last read that caught up), or it is the connection's first such read (rx_first:
+ * then however recent the last publication). */
 void tp_rx_release_turn(struct tp_conn *c);
 /* ... when the last publication is this many clock_ticks() old (25-100 µs, well within
  * TP_QUICK_PROBE_US): a faster exchange's lazy releases keep the peer's probes away. */

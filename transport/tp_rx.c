@@ -564,11 +564,15 @@ void tp_rx_release(struct tp_conn *c)
  * holds). A one-way stream's reader (it never sends) keeps the lazy release. */
 void tp_rx_release_turn(struct tp_conn *c)
 {
-	if (c->rx_turn && c->rec_head == c->rec_tail) {
+	if ((c->rx_turn || c->rx_first) && c->rec_head == c->rec_tail) {
+		bool first = c->rx_first;
+
 		c->rx_turn = false;
-		/* (signed: a stamp another CPU's counter made a little ahead is recent) */
+		c->rx_first = false;
+		/* (signed: a stamp another CPU's counter made a little ahead is recent; the set-up's
+		 * publication does not count against the first read's: tp_conn_new()) */
 		if (fb_pending(c) &&
-		    (int64_t)(clock_ticks() - c->pub_tick) >= (int64_t)TP_TURN_TICKS) {
+		    (first || (int64_t)(clock_ticks() - c->pub_tick) >= (int64_t)TP_TURN_TICKS)) {
 			fb_publish(c);
 			return;
 		}
