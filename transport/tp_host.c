@@ -333,14 +333,23 @@ again:
 		/* replaced while we waited for the lock (below): the file there now */
 		flock(fd, LOCK_UN);
 		fd_close_own(fd);
-		if (++round > 4)
-			return -EAGAIN; /* (never a table nobody else can find) */
+		if (++round > 4) {
+			/* (never a table nobody else can find) */
+			LOG(LL_WARN, "transport: %s: the host table was replaced again and again "
+			    "while this process opened it", path);
+			return -EAGAIN;
+		}
 		goto again;
 	}
-	if (ntb_link_check_mapping(l->ntb) == -ESTALE) {
-		/* our link file was removed or replaced: the table there may be the new session's,
-		 * which would be rebuilt (or removed) for our old one under its processes */
-		rc = -ESTALE;
+	int mc = ntb_link_check_mapping(l->ntb);
+
+	if (mc < 0 && mc != -EINVAL && mc != -ENOTSUP) {
+		/* our link file was removed, replaced or truncated: the table there may be the
+		 * new session's, which would be rebuilt (or removed) for our old one under its
+		 * processes */
+		LOG(LL_INFO, "transport: %s: the link file is no longer this process's (%s): no "
+		    "host table", path, strerror(-mc));
+		rc = mc == -ESTALE ? -ESTALE : -EIO;
 		goto err_unlock;
 	}
 	if ((size_t)st.st_size >= sizeof(struct tp_host)) {
@@ -375,13 +384,16 @@ again:
 	if (rc == -EBUSY) {
 		/* An earlier session's table that live processes still use: they keep that file
 		 * (unlinked), our session gets a new one: only the file we hold locked (the name
-		 * may have been given to another meanwhile), and within a few rounds. Where it cannot be removed
-		 * (another user's, in a sticky directory) it is rebuilt in place, as before:
-		 * those processes then see it as another session's (tp_host_lost()). */
+		 * may have been given to another meanwhile: then the file there now, again), and
+		 * within a few rounds. Where it cannot be removed (another user's, in a sticky
+		 * directory) it is rebuilt in place, as before: those processes then see it as
+		 * another session's (tp_host_lost()). */
 		struct stat sp;
-		int ue = 0;
+		int ue = -1;
 
 		if (round >= 4) {
+			LOG(LL_WARN, "transport: %s: the host table of the link's earlier session is "
+			    "still in use and was not replaced in %d rounds", path, round);
 			rc = -EAGAIN;
 			goto err_unmap;
 		}

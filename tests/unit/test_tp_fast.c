@@ -527,6 +527,9 @@ static void test_turn_release(void **state)
 	send_bytes(p.ca, 100, 59);
 	recv_bytes(p.cb, 100, 59);
 	assert_true(p.cb->pub_ack == p.cb->v_msn);
+	/* (the space handed back: only the read's release publishes it, not an answer to a
+	 * Detect of A's that a slow run let come first) */
+	assert_true(p.cb->pub_i == p.cb->c_i && p.cb->pub_d == p.cb->c_d);
 	assert_false(p.cb->rx_first);
 	age_pub(&p);
 	/* B has sent nothing since: the lazy release */
