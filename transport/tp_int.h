@@ -283,10 +283,10 @@ static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
  * a shorter message or none. Written by the sender (tx_lock), not by the host as ST_FLAGS. */
 #define TP_W_TX_HELD      (TP_SLOT_ST + 0x40)
 #define TP_W_TX_HELD2     (TP_SLOT_ST + 0x80)
-/* The sequence number after the sender's last inline message that carries bytes, raw: the MSN
- * (low 32 bits) under a check of it and the sender's nonce (high 32: TP_SENT_WORD(); one bit
- * flipped anywhere fails it, a stale word of the slot's earlier connection too), rewritten after each such message's slot
- * (send_inline()). Only a death reads it (tp_rx_death_end()): an inline slot has no index that
+/* The sequence number after the sender's last inline message that carries bytes: the MSN (low
+ * 32 bits) under a check of it and the sender's nonce (high 32: TP_SENT_WORD(); one bit flipped
+ * anywhere fails it, and so does a stale word of the slot's earlier connection), rewritten
+ * after each such message's slot (send_inline()). Only a death reads it (tp_rx_death_end()): an inline slot has no index that
  * tells the receiver a slot was written (TX_D does for the data ring), so a dead sender's last
  * message, its slot's write lost, looked like a stream that ended before it. In a line of its
  * own, which the receiver never reads while the sender lives (no line moves between the two per
