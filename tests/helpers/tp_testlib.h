@@ -84,6 +84,20 @@ static inline uint64_t tl_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* tp_rx_news_arm(C, RING, SEEN, SUMS) until it says settled (non-NULL), for up to 2 s: a look
+ * that finds the receive lock busy (the helper's timers, a sanitizer's slow run) answers NULL
+ * for "look again", so one NULL proves nothing. NULL when it never settled. */
+static inline const void *tl_news_settled(struct tp_conn *c, bool ring, uint64_t *seen,
+					  struct tp_news_sums *sums)
+{
+	uint64_t end = tl_now_ms() + 2000u;
+	const void *w;
+
+	while (!(w = tp_rx_news_arm(c, ring, seen, sums)) && tl_now_ms() < end)
+		usleep(1000);
+	return w;
+}
+
 /* Wait for the link to be up and the peer to advertise PORT. */
 static inline int tl_wait_listen(struct tp_link *l, uint16_t port, int timeout_ms)
 {

@@ -317,7 +317,7 @@ static void test_news(void **state)
 
 	assert_true(tp_event_fd() >= 0); /* (an epoll set holds it) */
 	pair_open(&p, "fast-news", 40008);
-	w = tp_rx_news_arm(p.cb, false, &seen, &ns);
+	w = tl_news_settled(p.cb, false, &seen, &ns);
 	assert_non_null(w);
 	assert_true(tp_news_read(w) == seen);
 	/* its summaries: the slot's group and the link's word, unchanged until news */
@@ -373,7 +373,7 @@ static void test_news(void **state)
 
 	/* ST flags (an abort) and local state changes */
 	pair_open(&p, "fast-news2", 40009);
-	w = tp_rx_news_arm(p.cb, false, &seen, NULL);
+	w = tl_news_settled(p.cb, false, &seen, NULL);
 	assert_non_null(w);
 	unsigned gen = tp_state_gen();
 	assert_int_equal(tp_shutdown(p.cb, SHUT_RD), 0);
@@ -382,7 +382,7 @@ static void test_news(void **state)
 	/* (readable, as the kernel's poll says after SHUT_RD: reads return 0) */
 	assert_int_equal(tp_poll_dir(p.cb, TP_EV_IN, false) & (TP_EV_IN | TP_EV_RDHUP),
 			 TP_EV_IN | TP_EV_RDHUP);
-	w = tp_rx_news_arm(p.ca, false, &seen, &ns);
+	w = tl_news_settled(p.ca, false, &seen, &ns);
 	assert_non_null(w);
 	tp_abort(p.cb);
 	assert_true(tp_news_read(w) != seen);
@@ -411,7 +411,7 @@ static void test_news_detect(void **state)
 	recv_bytes(p.cb, 100, 30);
 	assert_true(probe_due(p.ca)); /* (as far as A knows) */
 	assert_null(tp_rx_news_arm(p.ca, false, &seen, NULL));
-	w = tp_rx_news_arm(p.cb, false, &seen, NULL);
+	w = tl_news_settled(p.cb, false, &seen, NULL);
 	assert_non_null(w);
 	/* A's quick probe, due: its Detect */
 	uint16_t det = p.ca->detect_seq;
@@ -422,10 +422,10 @@ static void test_news_detect(void **state)
 	assert_true(tp_news_read(w) != seen);
 	/* B's look answers it (its feedback): then A, its bytes acknowledged, settles */
 	assert_int_equal(tp_poll_dir(p.cb, TP_EV_IN, true) & TP_EV_IN, 0);
-	assert_non_null(tp_rx_news_arm(p.cb, false, &seen2, NULL));
+	assert_non_null(tl_news_settled(p.cb, false, &seen2, NULL));
 	tp_conn_timers(p.ca, tp_now_ms());
 	assert_false(probe_due(p.ca));
-	assert_non_null(tp_rx_news_arm(p.ca, false, &seen, NULL));
+	assert_non_null(tl_news_settled(p.ca, false, &seen, NULL));
 	tl_pair_close(&p);
 }
 

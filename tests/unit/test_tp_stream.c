@@ -900,7 +900,7 @@ static void test_reused_slot_settles(void **state)
 		for (int s = 0; s < 2; s++) {
 			assert_false(tp_readable_hint(cs[s]));
 			/* settled: an epoll set may pass over it */
-			assert_non_null(tp_rx_news_arm(cs[s], false, &seen, NULL));
+			assert_non_null(tl_news_settled(cs[s], false, &seen, NULL));
 		}
 		/* and still news when its own sender writes */
 		uint8_t b = 7;
