@@ -435,9 +435,10 @@ err_close:
 /* The host table's file was truncated under us: our mapping now reads private zero pages
  * (util/mapguard), no longer the table the host's other processes share. Or the table is
  * another session's: the link file we mapped was removed or replaced, and a process that opened
- * the new one began a session in the same table (tp_host_init()); our mailbox is the old file's,
- * and its packets read against the new session's entries would free them ("its client slot is
- * reused"). Connections already set up go on (their slots were allocated in the table); new
+ * the new one began a session in the same table, rebuilt in place because it could not be
+ * replaced by a new file (tp_host_open(): another user's, in a sticky directory); our mailbox
+ * is the old file's, and its packets read against the new session's entries would free them
+ * ("its client slot is reused"). Connections already set up go on (their slots were allocated in the table); new
  * set-ups and admissions would allocate from or act on a table that is not ours, so they are
  * refused (the caller falls back to TCP). Logged once per link. */
 bool tp_host_lost(struct tp_link *l)

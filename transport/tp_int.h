@@ -286,9 +286,10 @@ static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
 /* The sequence number after the sender's last inline message that carries bytes: the MSN (low
  * 32 bits) under a check of it and the sender's nonce (high 32: TP_SENT_WORD(); one bit flipped
  * anywhere fails it, and so does a stale word of the slot's earlier connection), rewritten
- * after each such message's slot (send_inline()). Only a death reads it (tp_rx_death_end()): an inline slot has no index that
- * tells the receiver a slot was written (TX_D does for the data ring), so a dead sender's last
- * message, its slot's write lost, looked like a stream that ended before it. In a line of its
+ * after each such message's slot (send_inline()). Only a death reads it (tp_rx_death_end()):
+ * an inline slot has no index that tells the receiver a slot was written (TX_D does for the
+ * data ring), so a dead sender's last message, its slot's write lost, looked like a stream
+ * that ended before it. In a line of its
  * own, which the receiver never reads while the sender lives (no line moves between the two per
  * message). A FIN message leaves it as it was: its loss is an end of file either way. */
 #define TP_W_TX_SENT      (TP_SLOT_ST + 0xc0)
