@@ -202,21 +202,13 @@ static bool listener_install(int fd, bool shared)
 		pl_sock_put(s);
 		return true;
 	}
-	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
-		struct tp_link *l = pl_link_get_at(i, true, false, NULL);
-		if (!l)
-			continue;
-		PL_ENTER();
-		int r = tp_listen(l, s->port);
-		PL_LEAVE();
-		if (r < 0)
-			LOG(LL_WARN, "fd %d: cannot advertise port %u on link %s: %s", fd, s->port,
-			    pl_conf->links[i].name, strerror(-r));
-		else
-			LOG(LL_DEBUG, "fd %d: port %u advertised on link %s", fd, s->port,
-			    pl_conf->links[i].name);
-	}
+	/* Installed first, then advertised on the open links: a link whose open fails now
+	 * advertises it when it opens (pl_link.c, listeners_sweep()). */
+	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
+		pl_link_get_at(i, true, false, NULL);
 	pl_fd_install(fd, s);
+	pl_listener_links(s, true);
+	LOG(LL_DEBUG, "fd %d: port %u listened", fd, s->port);
 	pl_sock_put(s);
 	return true;
 }

@@ -241,12 +241,12 @@ static void plan_listener(struct ex_obj *o, bool follows)
 	/* One passed to another process (pl_pass.c) is advertised again first: the new image
 	 * names it and withdraws it at its close, a failed exec keeps it, as any listener. */
 	if (atomic_exchange_explicit(&o->s->unadvertised, false, memory_order_relaxed))
-		pl_listener_links(o->s->port, true);
+		pl_listener_links(o->s, true);
 	if (o->inherit && follows) {
 		o->outcome = EX_LISTEN_KEPT;
 		return;
 	}
-	pl_listener_links(o->s->port, false);
+	pl_listener_links(o->s, false);
 	o->outcome = EX_UNLISTENED;
 }
 
@@ -323,7 +323,7 @@ static void plan_undo(struct ex_plan *p)
 				LOG(LL_WARN, "fd %d %s: exec failed and the connection cannot be taken back: %s",
 				    o->first_fd, s->desc, strerror(-r));
 		} else if (o->outcome == EX_UNLISTENED) {
-			pl_listener_links(s->port, true);
+			pl_listener_links(s, true);
 		}
 	}
 }
@@ -604,11 +604,13 @@ static void inherit_listener(int fd)
 						 : ((struct sockaddr_in6 *)&ss)->sin6_port);
 	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (pl_accept.c) */
 	s->opts_shared = true; /* (its other holders, if any, may set them: accept() asks) */
-	/* The advertisement made before exec stays (same pid); open the links so that closing the
-	 * listener here withdraws it. */
+	/* The advertisement made before exec stays (same pid): on the links it was made on it is
+	 * this listener's (closing it here withdraws it); the others advertise it now. */
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
 		pl_link_get_at(i, true, false, NULL);
+	pl_listener_held(s);
 	pl_fd_install(fd, s);
+	pl_listener_links(s, true);
 	pl_sock_put(s);
 	LOG(LL_DEBUG, "fd %d: listener on port %u inherited across exec", fd, s->port);
 }

@@ -211,6 +211,9 @@ struct pl_sock {
 	int link_index;
 	bool link_listen_side;       /* accepted on side 1 of a loopback link (pl_link_get_at()) */
 	uint16_t port;               /* listener: advertised port */
+	uint64_t adv_links;          /* listener: the config links (bit = index) it is advertised
+				      * on, a reference each in their host tables (pl_link.c,
+				      * under pl_adv_lock) */
 	int pending_err;             /* failed non-blocking connect: SO_ERROR once */
 	char desc[128];              /* "127.0.0.1:40000 -> 127.0.0.2:5201" for logs */
 	/* a listener: pl_fork_gen when its options were loaded; another count (a fork since: the
@@ -254,7 +257,7 @@ void pl_fdtab_atfork_child(void);
 extern _Atomic(struct pl_sock *) *pl_fds;
 extern int pl_nfds;
 extern _Atomic int pl_nsocks;
-extern _Atomic int pl_fd_hi;   /* tracked objects alive: 0 → wrappers skip lookups */
+extern _Atomic int pl_fd_hi;   /* one above the highest fd ever installed: bounds scans */
 
 static inline void pl_fd_fresh(int fd)
 {
@@ -390,8 +393,13 @@ void pl_addr_atfork_parent(void);
 void pl_addr_atfork_child(void);
 /* pl_cand.c: its lock in a forked child (another thread of the parent may have held it). */
 void pl_cand_atfork_child(void);
-/* Advertise PORT on (ADVERTISE) or withdraw it from every link this process has open. */
-void pl_listener_links(uint16_t port, bool advertise);
+/* Advertise listener S on every link this process has open where it is not yet (ADVERTISE; not
+ * when S is withdrawn), or withdraw it from every link it is advertised on. A link opened later
+ * (its open had failed) advertises the listeners then. */
+void pl_listener_links(struct pl_sock *s, bool advertise);
+/* Inherited listener S (exec), not yet installed: its advertisements that this pid already
+ * holds on the open links, kept as its own. */
+void pl_listener_held(struct pl_sock *s);
 /* PORT withdrawn on every link for the whole host while this process lives (tp_listen_veto()):
  * a listener it shares with processes that advertise it. */
 void pl_listener_veto(uint16_t port);

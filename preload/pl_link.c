@@ -75,6 +75,19 @@ static void pl_atfork_register(void)
 	pthread_atfork(NULL, NULL, pl_atfork_links_child);
 }
 static pthread_mutex_t pl_link_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Listeners' advertisements (pl_sock.adv_links): taken before the host lock (tp_listen()), never
+ * under pl_link_lock. */
+static pthread_mutex_t pl_adv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Config link I where this process listens, if open. */
+static struct tp_link *listen_link(int i)
+{
+	pthread_mutex_lock(&pl_link_lock);
+	struct tp_link *l = pl_links[listen_slot(i)].tp;
+	pthread_mutex_unlock(&pl_link_lock);
+	return l;
+}
+static void listeners_sweep(int index);
 
 #define PL_FRESH_NS 3000000000LL /* a link opened this recently may still be coming up */
 
@@ -222,6 +235,7 @@ static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 {
 	struct tp_link *tl;
 	int64_t now = pl_now_ns();
+	bool opened = false;
 
 	if (!slot_valid(slot))
 		return NULL;
@@ -245,6 +259,7 @@ static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 			    has ? ": " : "", has ? d : "");
 		} else {
 			l->opened_ns = now;
+			opened = true;
 			if (cl->loopback && slot >= CONF_MAX_LINKS)
 				tp_link_set_self_rung(l->tp); /* our clients write into side 1 */
 			LOG(LL_DEBUG, "link %s: opened (side %d)", lp.name, ntb_link_side(tp_link_ntb(l->tp)));
@@ -264,6 +279,8 @@ static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 	if (wait)
 		l->waited_up = true;
 	pthread_mutex_unlock(&pl_link_lock);
+	if (opened && slot == listen_slot(slot % CONF_MAX_LINKS))
+		listeners_sweep(slot % CONF_MAX_LINKS);
 	if (tl && wait && !tp_link_is_up(tl)) {
 		int ms = (int)pl_tpp.setup_timeout_ms;
 		PL_ENTER();
@@ -325,7 +342,7 @@ static void listener_each_link(uint16_t port, int (*fn)(struct tp_link *, uint16
 			       const char *what)
 {
 	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
-		struct tp_link *l = pl_links[listen_slot(i)].tp;
+		struct tp_link *l = listen_link(i);
 		if (!l)
 			continue;
 		PL_ENTER();
@@ -337,9 +354,86 @@ static void listener_each_link(uint16_t port, int (*fn)(struct tp_link *, uint16
 	}
 }
 
-void pl_listener_links(uint16_t port, bool advertise)
+/* Under pl_adv_lock: listener S advertised on config link I, if that link is open and S is
+ * neither there yet nor withdrawn. */
+static void advertise_on(struct pl_sock *s, int i)
 {
-	listener_each_link(port, advertise ? tp_listen : tp_unlisten, NULL);
+	uint64_t bit = 1ull << i;
+
+	/* relaxed: set before the withdrawal takes this lock (pl_listener_withdraw()) */
+	if ((s->adv_links & bit) || atomic_load_explicit(&s->unadvertised, memory_order_relaxed))
+		return;
+	struct tp_link *l = listen_link(i); /* (always looked at: listeners_sweep()) */
+	if (!l)
+		return;
+	PL_ENTER();
+	int r = tp_listen(l, s->port);
+	PL_LEAVE();
+	if (r < 0) {
+		LOG(LL_WARN, "port %u: cannot advertise on link %s: %s", s->port,
+		    pl_conf->links[i].name, strerror(-r));
+		return;
+	}
+	s->adv_links |= bit;
+	LOG(LL_DEBUG, "port %u advertised on link %s", s->port, pl_conf->links[i].name);
+}
+
+void pl_listener_links(struct pl_sock *s, bool advertise)
+{
+	pthread_mutex_lock(&pl_adv_lock);
+	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		uint64_t bit = 1ull << i;
+
+		if (advertise) {
+			advertise_on(s, i);
+		} else if (s->adv_links & bit) {
+			struct tp_link *l = listen_link(i); /* (open: links stay open) */
+			s->adv_links &= ~bit;
+			if (!l)
+				continue;
+			PL_ENTER();
+			tp_unlisten(l, s->port);
+			PL_LEAVE();
+		}
+	}
+	pthread_mutex_unlock(&pl_adv_lock);
+}
+
+void pl_listener_held(struct pl_sock *s)
+{
+	pthread_mutex_lock(&pl_adv_lock);
+	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		struct tp_link *l = listen_link(i);
+		if (!l)
+			continue;
+		PL_ENTER();
+		bool held = tp_listen_held(l, s->port);
+		PL_LEAVE();
+		if (held)
+			s->adv_links |= 1ull << i;
+	}
+	pthread_mutex_unlock(&pl_adv_lock);
+}
+
+/* Config link INDEX has just been opened (where listeners are advertised): the listeners this
+ * process already has, made while its open failed, are advertised on it now. A listener being
+ * installed meanwhile is seen here or sees the link (listener_install(): installed before it
+ * looks at the links under pl_link_lock, and this scan runs after the link was set there). */
+static void listeners_sweep(int index)
+{
+	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
+
+	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
+		struct pl_sock *s = pl_sock_get(fd);
+		if (!s)
+			continue;
+		if (s->kind == PL_LISTENER) {
+			pthread_mutex_lock(&pl_adv_lock);
+			advertise_on(s, index);
+			pthread_mutex_unlock(&pl_adv_lock);
+		}
+		pl_sock_put(s); /* (not under pl_adv_lock: the last put withdraws) */
+	}
 }
 
 void pl_listener_veto(uint16_t port)
@@ -375,6 +469,7 @@ void pl_atfork_child(void)
 {
 	pthread_mutex_init(&pl_link_lock, NULL);
 	pthread_mutex_init(&pl_hold_lock, NULL);
+	pthread_mutex_init(&pl_adv_lock, NULL);
 	pl_addr_atfork_child();
 	pl_fdtab_atfork_child();
 	pl_cand_atfork_child();
@@ -398,9 +493,14 @@ static void pl_atfork_links_child(void)
 		bool seen = false; /* once per listener object, not per fd */
 		for (int j = 0; j < fd && !seen; j++)
 			seen = atomic_load_explicit(&pl_fds[j], memory_order_relaxed) == s;
-		for (int i = 0; !seen && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
-			if (pl_links[listen_slot(i)].tp)
-				tp_listen(pl_links[listen_slot(i)].tp, s->port);
+		if (seen)
+			continue;
+		s->adv_links = 0; /* (the parent's references) */
+		for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+			struct tp_link *l = pl_links[listen_slot(i)].tp;
+			if (l && tp_listen(l, s->port) == 0)
+				s->adv_links |= 1ull << i;
+		}
 	}
 	PL_LEAVE();
 }

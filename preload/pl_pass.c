@@ -102,7 +102,7 @@ int pl_conn_to_kernel_wait(struct pl_sock *s, int fd, const char *why, int wait_
 void pl_listener_withdraw(struct pl_sock *s, int fd, const char *why)
 {
 	if (!atomic_exchange_explicit(&s->unadvertised, true, memory_order_relaxed)) {
-		pl_listener_links(s->port, false);
+		pl_listener_links(s, false);
 		LOG(LL_DEBUG, "fd %d: listener on port %u %s: advertisement withdrawn", fd, s->port,
 		    why);
 	}

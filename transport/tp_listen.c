@@ -74,6 +74,20 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 	return rc;
 }
 
+bool tp_listen_held(struct tp_link *l, uint16_t port)
+{
+	struct tp_host *h = l->host;
+	int me = tp_self_pid();
+	bool held = false;
+
+	tp_host_lock(l);
+	for (uint32_t i = 0; i < TP_MAX_LISTEN && !held; i++)
+		held = tp_listen_refs(&h->listen[i]) && h->listen[i].pid == me &&
+		       h->listen[i].port == port;
+	tp_host_unlock(l);
+	return held;
+}
+
 int tp_listen_veto(struct tp_link *l, uint16_t port)
 {
 	bool fresh;

@@ -1,0 +1,126 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# A listener made while its link could not be opened is advertised when the link opens later,
+# and each listener withdraws only its own advertisements:
+#  1. host B's server listens while the link file's path is taken (a directory): the open fails;
+#  2. the path is freed; a client of host A goes over TCP (no peer side yet), and the server's
+#     accept of it opens the link (a failed open is retried after a second);
+#  3. the next client must go ntb: the link's open advertised the listener made before it
+#     (before, its clients used TCP for as long as that listener lived: "no listener");
+#  4. a second listener on the port (SO_REUSEPORT), then the first one closed: still ntb;
+#  5. the second one closed too (the process lives on): the port is no longer advertised, so a
+#     client of a plain server on it gets "no listener", not a set-up that nobody answers.
+# Every client's bytes are echoed and compared.
+. "$(dirname "$0")/lib.sh"
+pl_need ss python3
+PL_LOG_LEVEL=debug
+pl_setup listen-late-link
+port=$(pl_port 1)
+ctl=$PL_TMP/ctl
+mkdir "$ctl"
+
+cat >"$PL_TMP/srv.py" <<'PY'
+import os, selectors, socket, sys, time
+port, ctl = int(sys.argv[1]), sys.argv[2]
+sel = selectors.DefaultSelector()
+def listener():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    s.bind(("127.0.0.2", port))
+    s.listen(64)
+    s.setblocking(False)
+    sel.register(s, selectors.EVENT_READ, "l")
+    return s
+ls = {1: listener()}
+print("s1", flush=True)
+steps = [("two", 2), ("close1", -1), ("close2", -2)]
+while True:
+    if steps and os.path.exists(os.path.join(ctl, steps[0][0])):
+        n = steps.pop(0)[1]
+        if n > 0:
+            ls[n] = listener()
+        else:
+            sel.unregister(ls[-n]); ls.pop(-n).close()
+        print(steps and "step" or "done", n, flush=True)
+    for key, _ in sel.select(0.05):
+        s = key.fileobj
+        if key.data == "l":
+            try:
+                c, _ = s.accept()
+            except BlockingIOError:
+                continue
+            c.setblocking(True)
+            sel.register(c, selectors.EVENT_READ, "c")
+        else:
+            b = s.recv(65536)
+            if b:
+                s.sendall(b)
+            else:
+                sel.unregister(s); s.close()
+PY
+cat >"$PL_TMP/cli.py" <<'PY'
+import os, socket, sys
+data = os.urandom(100000)
+s = socket.create_connection(("127.0.0.2", int(sys.argv[1])))
+s.sendall(data)
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+assert got == data, "echo differs: %d bytes of %d" % (len(got), len(data))
+print("ok")
+PY
+
+# client CASE WHAT: a new host-A process; its bytes must come back, over WHAT ("ntb", or the
+# reason it logs for TCP).
+client() {
+	: >"$PL_TMP/a.log"
+	PL_TIMEOUT=$((60 * PL_SLOW)) pl_run a python3 "$PL_TMP/cli.py" $port >"$PL_TMP/cli.out" 2>&1 ||
+		pl_fail "$1: client failed: $(cat "$PL_TMP/cli.out")"
+	grep -q '^ok$' "$PL_TMP/cli.out" || pl_fail "$1: no echo: $(cat "$PL_TMP/cli.out")"
+	if [ "$2" = ntb ]; then
+		pl_assert_log a ': ntb (link ab'
+	else
+		pl_assert_log a "tcp ($2"
+		pl_refute_log a ': ntb (link'
+	fi
+	echo "$1: $2"
+}
+
+# 1. the link cannot be opened as the server listens
+rm -f "$PL_LINK"
+mkdir "$PL_LINK"
+pl_bg b python3 "$PL_TMP/srv.py" $port "$ctl"
+srv_out=$PL_LAST_OUT
+pl_wait_text "$srv_out" s1 30
+pl_wait_port 127.0.0.2 $port
+pl_assert_log b "link ab: cannot open"
+pl_refute_log b "advertised on link ab"
+
+# 2. freed; the first client goes TCP, the server's accept of it opens the link
+rmdir "$PL_LINK"
+sleep 1.2 # (a failed open is retried after a second)
+client "before the link opened" "link down: no ntbsock on the peer host"
+pl_wait_count b "port $port advertised on link ab" 1 10 || echo "note: the server did not log the advertisement"
+
+# 3. advertised now
+client "after the link opened" ntb
+
+# 4. a second listener, then the first closed
+touch "$ctl/two"
+pl_wait_text "$srv_out" "step 2" 10
+touch "$ctl/close1"
+pl_wait_text "$srv_out" "step -1" 10
+client "second listener, first closed" ntb
+
+# 5. both closed, the process alive; a plain server takes the port
+touch "$ctl/close2"
+pl_wait_text "$srv_out" "done -2" 10
+pl_bg plain python3 "$(pl_echo_server)" 127.0.0.2 $port
+pl_wait_port 127.0.0.2 $port
+client "both closed, plain server" "no listener"
+echo "PASS"
