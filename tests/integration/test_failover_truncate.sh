@@ -1,7 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Never lose a byte: the shm link file truncated (FO_CUT=truncate, default) or
-# removed and recreated (FO_CUT=unlink) under a bidirectional 256 MiB stream. Both ends must
+# Never lose a byte: the shm link file truncated (FO_CUT=truncate, default), removed and
+# recreated (FO_CUT=unlink), or removed and opened anew by a new process of the server's host
+# (FO_CUT=newsession: a new session of the link beside the old one, which must carry a new
+# connection over NTB at the end) under a bidirectional 256 MiB stream. Both ends must
 # go on over the connection's kernel TCP socket from exactly the byte each has delivered: the
 # client's 256 MiB arrive exact, the server's stream arrives exact up to the client's end of
 # file, both end with a clean EOF (never ECONNRESET, never a short EOF), the failover shows in
@@ -28,6 +30,12 @@ unlink) rm -f "$PL_LINK" || pl_fail "cannot remove $PL_LINK"
 	sleep 0.05
 	# a new file under the same name: the processes' mappings still hold the old one
 	head -c 4096 /dev/zero >"$PL_LINK";;
+newsession) rm -f "$PL_LINK" || pl_fail "cannot remove $PL_LINK"
+	# a new process of host B opens the link: a new file, a new session, a new host table,
+	# while the old processes still use theirs (they must fail over with their own counts)
+	port2=$(pl_port 12)
+	pl_bg b python3 "$(pl_echo_server)" 127.0.0.2 $port2
+	pl_wait_port 127.0.0.2 $port2;;
 esac
 echo "link cut (${FO_CUT:-truncate}) under a live stream"
 i=0
@@ -52,4 +60,23 @@ grep -h 'failed over' "$PL_TMP/a.log" "$PL_TMP/b.log"
 d=$(( $(pl_lo_bytes) - lo0 ))
 echo "kernel loopback carried $d bytes after the cut"
 [ "$d" -gt 1048576 ] || pl_fail "the kernel carried only $d bytes after the cut: no failover?"
+if [ "${FO_CUT:-truncate}" = newsession ]; then
+	# the new session serves a new connection over NTB, every byte echoed
+	: >"$PL_TMP/a.log"
+	pl_run a python3 -c '
+import os, socket, sys
+data = os.urandom(1 << 20)
+s = socket.create_connection(("127.0.0.2", int(sys.argv[1])))
+s.sendall(data); s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += b
+assert got == data, "echo: %d of %d bytes" % (len(got), len(data))' $port2 ||
+		pl_fail "the new session's connection failed"
+	pl_assert_log a ': ntb (link ab'
+	echo "the new session carries a new connection over ntb: ok"
+fi
 echo "link cut (${FO_CUT:-truncate}) mid-stream: every byte exact both ways, over TCP after: ok"
