@@ -63,18 +63,7 @@ echo "kernel loopback carried $d bytes after the cut"
 if [ "${FO_CUT:-truncate}" = newsession ]; then
 	# the new session serves a new connection over NTB, every byte echoed
 	: >"$PL_TMP/a.log"
-	pl_run a python3 -c '
-import os, socket, sys
-data = os.urandom(1 << 20)
-s = socket.create_connection(("127.0.0.2", int(sys.argv[1])))
-s.sendall(data); s.shutdown(socket.SHUT_WR)
-got = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    got += b
-assert got == data, "echo: %d of %d bytes" % (len(got), len(data))' $port2 ||
+	pl_run a python3 "$(pl_echo_client)" 127.0.0.2 $port2 1048576 ||
 		pl_fail "the new session's connection failed"
 	pl_assert_log a ': ntb (link ab'
 	echo "the new session carries a new connection over ntb: ok"

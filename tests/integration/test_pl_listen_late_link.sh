@@ -59,29 +59,14 @@ while True:
             else:
                 sel.unregister(s); s.close()
 PY
-cat >"$PL_TMP/cli.py" <<'PY'
-import os, socket, sys
-data = os.urandom(100000)
-s = socket.create_connection(("127.0.0.2", int(sys.argv[1])))
-s.sendall(data)
-s.shutdown(socket.SHUT_WR)
-got = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    got += b
-assert got == data, "echo differs: %d bytes of %d" % (len(got), len(data))
-print("ok")
-PY
 
 # client CASE WHAT: a new host-A process; its bytes must come back, over WHAT ("ntb", or the
 # reason it logs for TCP).
 client() {
 	: >"$PL_TMP/a.log"
-	PL_TIMEOUT=$((60 * PL_SLOW)) pl_run a python3 "$PL_TMP/cli.py" $port >"$PL_TMP/cli.out" 2>&1 ||
+	PL_TIMEOUT=$((60 * PL_SLOW)) pl_run a python3 "$(pl_echo_client)" 127.0.0.2 $port >"$PL_TMP/cli.out" 2>&1 ||
 		pl_fail "$1: client failed: $(cat "$PL_TMP/cli.out")"
-	grep -q '^ok$' "$PL_TMP/cli.out" || pl_fail "$1: no echo: $(cat "$PL_TMP/cli.out")"
+	grep -q '^ok 200000$' "$PL_TMP/cli.out" || pl_fail "$1: no echo: $(cat "$PL_TMP/cli.out")"
 	if [ "$2" = ntb ]; then
 		pl_assert_log a ': ntb (link ab'
 	else

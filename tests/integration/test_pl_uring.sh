@@ -90,21 +90,6 @@ echo "a ring the kernel refuses: the connection stays ntb: ok"
 # withdrawn), and in a child after fork() (the child must not advertise the port again). The
 # echo server above keeps host B's side of the link up: the clients find the link and no
 # listener on the ring server's port.
-cat >"$PL_TMP/cli.py" <<'EOF'
-import socket, sys
-s = socket.create_connection(("127.0.0.2", int(sys.argv[1])))
-data = bytes((i * 7 + 3) % 251 for i in range(200000))
-s.sendall(data)
-s.shutdown(socket.SHUT_WR)
-got = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    got += b
-assert got == data, (len(got), len(data))
-print("ok", len(got))
-EOF
 k=3
 for when in before after fork fork-child; do
 	k=$((k + 1)); port=$(pl_port $k)
@@ -123,7 +108,7 @@ for when in before after fork fork-child; do
 		sleep 0.1
 	done
 	for i in 1 2 3; do
-		out=$(pl_run a python3 "$PL_TMP/cli.py" $port 2>&1) ||
+		out=$(pl_run a python3 "$(pl_echo_client)" 127.0.0.2 $port 2>&1) ||
 			{ cat "$PL_TMP/b.log"; pl_fail "server $when, client $i: $out"; }
 		[ "$out" = "ok 200000" ] || pl_fail "server $when, client $i: $out"
 	done
