@@ -194,6 +194,7 @@ static bool listener_install(int fd, bool shared)
 	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (accept_opts()) */
 	s->opts_gen = atomic_load_explicit(&pl_fork_gen, memory_order_relaxed);
 	s->opts_shared = shared;
+	pl_listener_add(s);
 	if (pl_uring_on()) {
 		/* (tracked, not advertised: clients of its port use TCP) */
 		atomic_store_explicit(&s->unadvertised, true, memory_order_relaxed);
@@ -202,7 +203,7 @@ static bool listener_install(int fd, bool shared)
 		pl_sock_put(s);
 		return true;
 	}
-	/* Installed first, then advertised on the open links: a link whose open fails now
+	/* Listed first, then advertised on the open links: a link whose open fails now
 	 * advertises it when it opens (pl_link.c, listeners_sweep()). */
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
 		pl_link_get_at(i, true, false, NULL);

@@ -246,6 +246,8 @@ static void plan_listener(struct ex_obj *o, bool follows)
 		o->outcome = EX_LISTEN_KEPT;
 		return;
 	}
+	/* (marked withdrawn first: a link that opens meanwhile must not advertise it again) */
+	atomic_store_explicit(&o->s->unadvertised, true, memory_order_relaxed);
 	pl_listener_links(o->s, false);
 	o->outcome = EX_UNLISTENED;
 }
@@ -323,6 +325,7 @@ static void plan_undo(struct ex_plan *p)
 				LOG(LL_WARN, "fd %d %s: exec failed and the connection cannot be taken back: %s",
 				    o->first_fd, s->desc, strerror(-r));
 		} else if (o->outcome == EX_UNLISTENED) {
+			atomic_store_explicit(&s->unadvertised, false, memory_order_relaxed);
 			pl_listener_links(s, true);
 		}
 	}
@@ -604,11 +607,12 @@ static void inherit_listener(int fd)
 						 : ((struct sockaddr_in6 *)&ss)->sin6_port);
 	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (pl_accept.c) */
 	s->opts_shared = true; /* (its other holders, if any, may set them: accept() asks) */
-	/* The advertisement made before exec stays (same pid): on the links it was made on it is
-	 * this listener's (closing it here withdraws it); the others advertise it now. */
+	/* The advertisement made before exec stays (same pid): the listener takes over such a
+	 * reference where one is left (one per listener object before exec, while each of its fds
+	 * is one here), else makes its own, on each link as it opens (pl_listener_links()). */
+	pl_listener_add(s);
 	for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
 		pl_link_get_at(i, true, false, NULL);
-	pl_listener_held(s);
 	pl_fd_install(fd, s);
 	pl_listener_links(s, true);
 	pl_sock_put(s);

@@ -90,6 +90,7 @@ struct pl_sock *pl_sock_alloc(enum pl_kind kind)
 	s->link_index = -1;
 	s->port = 0;
 	s->adv_links = 0;
+	s->adv_next = NULL;
 	s->pending_err = 0;
 	s->moved = false;
 	s->opts_gen = 0;
@@ -215,9 +216,7 @@ void pl_sock_release(struct pl_sock *s)
 		s->conn = NULL;
 		break;
 	case PL_LISTENER:
-		/* relaxed: the last reference; the flag was set under a reference of ours */
-		if (!atomic_load_explicit(&s->unadvertised, memory_order_relaxed))
-			pl_listener_links(s, false);
+		pl_listener_gone(s); /* (withdrawn: nothing left to withdraw) */
 		break;
 	case PL_EPOLL:
 		pl_epoll_free(s->ep);

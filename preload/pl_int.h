@@ -214,6 +214,7 @@ struct pl_sock {
 	uint64_t adv_links;          /* listener: the config links (bit = index) it is advertised
 				      * on, a reference each in their host tables (pl_link.c,
 				      * under pl_adv_lock) */
+	struct pl_sock *adv_next;    /* listener: the process's list of them (pl_adv_lock) */
 	int pending_err;             /* failed non-blocking connect: SO_ERROR once */
 	char desc[128];              /* "127.0.0.1:40000 -> 127.0.0.2:5201" for logs */
 	/* a listener: pl_fork_gen when its options were loaded; another count (a fork since: the
@@ -227,8 +228,9 @@ struct pl_sock {
 	bool moved;                  /* failed over to its kernel socket (pl_failover.c; written
 				      * under lock, before state's release store of FAILED) */
 	_Atomic unsigned link_moves; /* moves to another link logged so far (pl_failover.c) */
-	_Atomic bool unadvertised;   /* a listener passed to another process: its advertisement
-				      * withdrawn (pl_pass.c); the last close leaves the links */
+	_Atomic bool unadvertised;   /* a listener withdrawn from the links: passed to another
+				      * process (pl_pass.c), an io_uring made, or an exec it
+				      * does not survive under way (set before the withdrawal) */
 	_Atomic bool defer_left;     /* our TCP_DEFER_ACCEPT is still set on the kernel socket
 				      * (pl_connect_late.c: cleared when it could matter; set
 				      * before the install, cleared under lock after the kernel's
@@ -393,13 +395,15 @@ void pl_addr_atfork_parent(void);
 void pl_addr_atfork_child(void);
 /* pl_cand.c: its lock in a forked child (another thread of the parent may have held it). */
 void pl_cand_atfork_child(void);
+/* Listener S joins this process's listeners (before it is advertised), or leaves them at its
+ * last reference, withdrawn from every link first. */
+void pl_listener_add(struct pl_sock *s);
+void pl_listener_gone(struct pl_sock *s);
 /* Advertise listener S on every link this process has open where it is not yet (ADVERTISE; not
  * when S is withdrawn), or withdraw it from every link it is advertised on. A link opened later
- * (its open had failed) advertises the listeners then. */
+ * (its open had failed) advertises the listeners then. A reference this pid holds that none of
+ * its listeners owns (taken by its image before exec) is taken over instead of a new one. */
 void pl_listener_links(struct pl_sock *s, bool advertise);
-/* Inherited listener S (exec), not yet installed: its advertisements that this pid already
- * holds on the open links, kept as its own. */
-void pl_listener_held(struct pl_sock *s);
 /* PORT withdrawn on every link for the whole host while this process lives (tp_listen_veto()):
  * a listener it shares with processes that advertise it. */
 void pl_listener_veto(uint16_t port);

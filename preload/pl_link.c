@@ -78,6 +78,7 @@ static pthread_mutex_t pl_link_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Listeners' advertisements (pl_sock.adv_links): taken before the host lock (tp_listen()), never
  * under pl_link_lock. */
 static pthread_mutex_t pl_adv_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pl_sock *pl_listeners; /* pl_listener_add() */
 
 /* Config link I where this process listens, if open. */
 static struct tp_link *listen_link(int i)
@@ -363,11 +364,15 @@ static void advertise_on(struct pl_sock *s, int i)
 	/* relaxed: set before the withdrawal takes this lock (pl_listener_withdraw()) */
 	if ((s->adv_links & bit) || atomic_load_explicit(&s->unadvertised, memory_order_relaxed))
 		return;
-	struct tp_link *l = listen_link(i); /* (always looked at: listeners_sweep()) */
+	struct tp_link *l = listen_link(i); /* (always looked at: listener_install()) */
 	if (!l)
 		return;
+	uint32_t owned = 0;
+	for (struct pl_sock *x = pl_listeners; x; x = x->adv_next)
+		owned += x != s && x->port == s->port && (x->adv_links & bit);
 	PL_ENTER();
-	int r = tp_listen(l, s->port);
+	uint32_t held = tp_listen_count(l, s->port);
+	int r = held > owned ? 0 : tp_listen(l, s->port);
 	PL_LEAVE();
 	if (r < 0) {
 		LOG(LL_WARN, "port %u: cannot advertise on link %s: %s", s->port,
@@ -375,7 +380,8 @@ static void advertise_on(struct pl_sock *s, int i)
 		return;
 	}
 	s->adv_links |= bit;
-	LOG(LL_DEBUG, "port %u advertised on link %s", s->port, pl_conf->links[i].name);
+	LOG(LL_DEBUG, "port %u advertised on link %s%s", s->port, pl_conf->links[i].name,
+	    held > owned ? " (a reference from before exec)" : "");
 }
 
 void pl_listener_links(struct pl_sock *s, bool advertise)
@@ -399,41 +405,48 @@ void pl_listener_links(struct pl_sock *s, bool advertise)
 	pthread_mutex_unlock(&pl_adv_lock);
 }
 
-void pl_listener_held(struct pl_sock *s)
+void pl_listener_add(struct pl_sock *s)
 {
 	pthread_mutex_lock(&pl_adv_lock);
-	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
-		struct tp_link *l = listen_link(i);
-		if (!l)
-			continue;
-		PL_ENTER();
-		bool held = tp_listen_held(l, s->port);
-		PL_LEAVE();
-		if (held)
-			s->adv_links |= 1ull << i;
-	}
+	s->adv_links = 0;
+	s->adv_next = pl_listeners;
+	pl_listeners = s;
+	pthread_mutex_unlock(&pl_adv_lock);
+}
+
+void pl_listener_gone(struct pl_sock *s)
+{
+	pl_listener_links(s, false);
+	pthread_mutex_lock(&pl_adv_lock);
+	for (struct pl_sock **p = &pl_listeners; *p; p = &(*p)->adv_next)
+		if (*p == s) {
+			*p = s->adv_next;
+			break;
+		}
+	s->adv_next = NULL;
 	pthread_mutex_unlock(&pl_adv_lock);
 }
 
 /* Config link INDEX has just been opened (where listeners are advertised): the listeners this
- * process already has, made while its open failed, are advertised on it now. A listener being
- * installed meanwhile is seen here or sees the link (listener_install(): installed before it
- * looks at the links under pl_link_lock, and this scan runs after the link was set there). */
+ * process already has, made while its open failed, are advertised on it now, and withdrawn for
+ * the host if this process made an io_uring (pl_uring.c). A listener being installed meanwhile
+ * is seen here or sees the link (listener_install(): it joins the list before it looks at the
+ * links under pl_link_lock, and this runs after the link was set there). */
 static void listeners_sweep(int index)
 {
-	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
+	bool veto = pl_uring_on();
 
-	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
-		struct pl_sock *s = pl_sock_get(fd);
-		if (!s)
-			continue;
-		if (s->kind == PL_LISTENER) {
-			pthread_mutex_lock(&pl_adv_lock);
-			advertise_on(s, index);
-			pthread_mutex_unlock(&pl_adv_lock);
+	pthread_mutex_lock(&pl_adv_lock);
+	for (struct pl_sock *s = pl_listeners; s; s = s->adv_next) {
+		advertise_on(s, index);
+		struct tp_link *l = veto ? listen_link(index) : NULL;
+		if (l) {
+			PL_ENTER();
+			tp_listen_veto(l, s->port);
+			PL_LEAVE();
 		}
-		pl_sock_put(s); /* (not under pl_adv_lock: the last put withdraws) */
 	}
+	pthread_mutex_unlock(&pl_adv_lock);
 }
 
 void pl_listener_veto(uint16_t port)
@@ -481,6 +494,8 @@ void pl_atfork_child(void)
 static void pl_atfork_links_child(void)
 {
 	PL_ENTER();
+	for (struct pl_sock *s = pl_listeners; s; s = s->adv_next)
+		s->adv_links = 0; /* (the parent's references; a listener no fd holds takes none) */
 	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
 		struct pl_sock *s = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed);
@@ -493,10 +508,7 @@ static void pl_atfork_links_child(void)
 		bool seen = false; /* once per listener object, not per fd */
 		for (int j = 0; j < fd && !seen; j++)
 			seen = atomic_load_explicit(&pl_fds[j], memory_order_relaxed) == s;
-		if (seen)
-			continue;
-		s->adv_links = 0; /* (the parent's references) */
-		for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		for (int i = 0; !seen && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
 			struct tp_link *l = pl_links[listen_slot(i)].tp;
 			if (l && tp_listen(l, s->port) == 0)
 				s->adv_links |= 1ull << i;

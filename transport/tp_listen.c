@@ -74,18 +74,19 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 	return rc;
 }
 
-bool tp_listen_held(struct tp_link *l, uint16_t port)
+uint32_t tp_listen_count(struct tp_link *l, uint16_t port)
 {
 	struct tp_host *h = l->host;
 	int me = tp_self_pid();
-	bool held = false;
+	uint32_t n = 0;
 
 	tp_host_lock(l);
-	for (uint32_t i = 0; i < TP_MAX_LISTEN && !held; i++)
-		held = tp_listen_refs(&h->listen[i]) && h->listen[i].pid == me &&
-		       h->listen[i].port == port;
+	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
+		if (tp_listen_refs(&h->listen[i]) && h->listen[i].pid == me &&
+		    h->listen[i].port == port)
+			n += h->listen[i].count;
 	tp_host_unlock(l);
-	return held;
+	return n;
 }
 
 int tp_listen_veto(struct tp_link *l, uint16_t port)

@@ -171,8 +171,8 @@ const char *tp_reason_str(enum tp_reason r);
  * counted per host (pre-forked workers share one); tp_unlisten() drops one reference. */
 int tp_listen(struct tp_link *link, uint16_t port);
 int tp_unlisten(struct tp_link *link, uint16_t port);
-/* This process holds a reference on PORT at LINK (its image before exec took it). */
-bool tp_listen_held(struct tp_link *link, uint16_t port);
+/* The references this process holds on PORT at LINK (its image before exec took some). */
+uint32_t tp_listen_count(struct tp_link *link, uint16_t port);
 /* Withdraw PORT for the whole host while this process lives, whoever else listens on it (a
  * process that makes an io_uring may accept from a listener it shares with others: their
  * advertisement would bring NTB clients it cannot serve). 0, or -ENOSPC. */

@@ -9,7 +9,9 @@
 #     (before, its clients used TCP for as long as that listener lived: "no listener");
 #  4. a second listener on the port (SO_REUSEPORT), then the first one closed: still ntb;
 #  5. the second one closed too (the process lives on): the port is no longer advertised, so a
-#     client of a plain server on it gets "no listener", not a set-up that nobody answers.
+#     client of a plain server on it gets "no listener", not a set-up that nobody answers;
+#  6. a listener and its dup inherited across exec (two listeners after it, one reference
+#     before): closing the dup leaves the port advertised, closing both withdraws it.
 # Every client's bytes are echoed and compared.
 . "$(dirname "$0")/lib.sh"
 pl_need ss python3
@@ -108,4 +110,69 @@ pl_wait_text "$srv_out" "done -2" 10
 pl_bg plain python3 "$(pl_echo_server)" 127.0.0.2 $port
 pl_wait_port 127.0.0.2 $port
 client "both closed, plain server" "no listener"
+kill $PL_LAST
+
+# 6. a listener with two fds (a dup) inherited across exec: one advertisement before exec, two
+# listeners after it (one per fd); closing the dup must leave the port advertised, closing the
+# other too must withdraw it.
+port=$(pl_port 2)
+rm -f "$ctl"/*
+cat >"$PL_TMP/exec1.py" <<'PY'
+import os, socket, sys
+port = int(sys.argv[1])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.2", port))
+s.listen(64)
+d = os.dup(s.fileno())
+os.set_inheritable(s.fileno(), True)
+os.set_inheritable(d, True)
+os.execv(sys.executable, [sys.executable, sys.argv[2], str(s.fileno()), str(d), sys.argv[3]])
+PY
+cat >"$PL_TMP/exec2.py" <<'PY'
+import os, selectors, socket, sys, time
+fd, dup, ctl = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.socket(fileno=fd)
+s.setblocking(False)
+sel = selectors.DefaultSelector()
+sel.register(s, selectors.EVENT_READ, "l")
+print("exec'd", flush=True)
+steps = ["closedup", "closeorig"]
+while True:
+    if steps and os.path.exists(os.path.join(ctl, steps[0])):
+        step = steps.pop(0)
+        if step == "closedup":
+            os.close(dup)
+        else:
+            sel.unregister(s); s.close()
+        print(step, flush=True)
+    for key, _ in sel.select(0.05):
+        c = key.fileobj
+        if key.data == "l":
+            try:
+                c, _ = c.accept()
+            except BlockingIOError:
+                continue
+            c.setblocking(True)
+            sel.register(c, selectors.EVENT_READ, "c")
+        else:
+            b = c.recv(65536)
+            if b:
+                c.sendall(b)
+            else:
+                sel.unregister(c); c.close()
+PY
+pl_bg b python3 "$PL_TMP/exec1.py" $port "$PL_TMP/exec2.py" "$ctl"
+srv_out=$PL_LAST_OUT
+pl_wait_text "$srv_out" "exec'd" 30
+pl_wait_port 127.0.0.2 $port
+client "exec'd with a dup" ntb
+touch "$ctl/closedup"
+pl_wait_text "$srv_out" closedup 10
+client "exec'd, its dup closed" ntb
+touch "$ctl/closeorig"
+pl_wait_text "$srv_out" closeorig 10
+pl_bg plain python3 "$(pl_echo_server)" 127.0.0.2 $port
+pl_wait_port 127.0.0.2 $port
+client "exec'd, both closed, plain server" "no listener"
 echo "PASS"
