@@ -194,10 +194,12 @@ static bool listener_install(int fd, bool shared)
 	pl_sock_load_opts(s, fd); /* what accepted sockets inherit (accept_opts()) */
 	s->opts_gen = atomic_load_explicit(&pl_fork_gen, memory_order_relaxed);
 	s->opts_shared = shared;
+	bool uring = pl_uring_on();
+	/* (tracked, not advertised: clients of its port use TCP; marked before it is listed,
+	 * where a link opening meanwhile looks) */
+	atomic_store_explicit(&s->unadvertised, uring, memory_order_relaxed);
 	pl_listener_add(s);
-	if (pl_uring_on()) {
-		/* (tracked, not advertised: clients of its port use TCP) */
-		atomic_store_explicit(&s->unadvertised, true, memory_order_relaxed);
+	if (uring) {
 		LOG(LL_DEBUG, "fd %d: port %u not advertised (%s)", fd, s->port, PL_URING_WHY);
 		pl_fd_install(fd, s);
 		pl_sock_put(s);

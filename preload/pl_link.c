@@ -37,7 +37,10 @@ struct pl_link {
 	struct tp_link *tp;
 	int64_t opened_ns;
 	int64_t failed_ns;   /* last open failure: retried after a second */
-	bool waited_up;      /* a connect already waited for this link to come up */
+	/* The first connects after the open wait for the link to come up until then (0: none
+	 * has yet; the window is set by the first): the connects a program makes at once from
+	 * several threads (a pool filled at start) all wait, not only the first. */
+	int64_t wait_end_ns;
 	/* A set-up over it was answered quickly: the peer host serves the link (pl_connect_late()
 	 * has 100 ms, which a peer that only now sees the link come up may need). A hint:
 	 * relaxed. */
@@ -171,7 +174,7 @@ static void loopback_open(int index)
 {
 	struct tp_link *a = link_get(index, false, NULL);
 	struct tp_link *b = link_get(listen_slot(index), false, NULL);
-	struct pl_link *flag = &pl_links[listen_slot(index)]; /* (its waited_up is unused) */
+	struct pl_link *flag = &pl_links[listen_slot(index)]; /* (its wait_end_ns is unused) */
 
 	/* relaxed: the exchange alone picks the one caller that waits; the links it waits for
 	 * publish their own state */
@@ -273,19 +276,24 @@ static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 	}
 	tl = l->tp;
 	bool fresh = tl && now - l->opened_ns < PL_FRESH_NS;
-	/* Only the first connect after the open waits for the link to come up, and only while
-	 * the peer side may be alive (ntb_link_wait_peer()): a peer host with no ntbsock process
-	 * on the link, or whose heartbeat stopped, is known at once and costs no wait. */
-	bool wait = wait_up && fresh && !l->waited_up;
-	if (wait)
-		l->waited_up = true;
+	/* Only the connects of the first wait after the open wait for the link to come up (the
+	 * first starts it, those made meanwhile join it, up to its end), and only while the peer
+	 * side may be alive (ntb_link_wait_peer()): a peer host with no ntbsock process on the
+	 * link, or whose heartbeat stopped, is known at once and costs no wait. */
+	int64_t wait_ns = 0;
+	if (wait_up && fresh) {
+		int ms = (int)pl_tpp.setup_timeout_ms;
+		if (!l->wait_end_ns)
+			l->wait_end_ns = now + (int64_t)(ms > 0 ? ms : 1000) * 1000000;
+		wait_ns = l->wait_end_ns - now;
+	}
 	pthread_mutex_unlock(&pl_link_lock);
 	if (opened && slot == listen_slot(slot % CONF_MAX_LINKS))
 		listeners_sweep(slot % CONF_MAX_LINKS);
-	if (tl && wait && !tp_link_is_up(tl)) {
-		int ms = (int)pl_tpp.setup_timeout_ms;
+	if (tl && wait_ns > 0 && !tp_link_is_up(tl)) {
+		int64_t ms = (wait_ns + 999999) / 1000000;
 		PL_ENTER();
-		int wr = ntb_link_wait_peer(tp_link_ntb(tl), ms > 0 ? ms : 1000);
+		int wr = ntb_link_wait_peer(tp_link_ntb(tl), ms < INT_MAX ? (int)ms : INT_MAX);
 		if (wr == -EHOSTDOWN)
 			LOG(LL_DEBUG, "link %s: peer side %s: not waiting for it",
 			    pl_conf->links[slot % CONF_MAX_LINKS].name,
@@ -371,8 +379,7 @@ static void advertise_on(struct pl_sock *s, int i)
 	for (struct pl_sock *x = pl_listeners; x; x = x->adv_next)
 		owned += x != s && x->port == s->port && (x->adv_links & bit);
 	PL_ENTER();
-	uint32_t held = tp_listen_count(l, s->port);
-	int r = held > owned ? 0 : tp_listen(l, s->port);
+	int r = tp_listen_take(l, s->port, owned);
 	PL_LEAVE();
 	if (r < 0) {
 		LOG(LL_WARN, "port %u: cannot advertise on link %s: %s", s->port,
@@ -381,27 +388,33 @@ static void advertise_on(struct pl_sock *s, int i)
 	}
 	s->adv_links |= bit;
 	LOG(LL_DEBUG, "port %u advertised on link %s%s", s->port, pl_conf->links[i].name,
-	    held > owned ? " (a reference from before exec)" : "");
+	    r > 0 ? " (a reference from before exec)" : "");
+}
+
+/* Under pl_adv_lock: listener S withdrawn from every link it is advertised on. */
+static void withdraw_all(struct pl_sock *s)
+{
+	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		uint64_t bit = 1ull << i;
+		struct tp_link *l = s->adv_links & bit ? listen_link(i) : NULL;
+
+		s->adv_links &= ~bit;
+		if (!l)
+			continue; /* (not there; links stay open once opened) */
+		PL_ENTER();
+		tp_unlisten(l, s->port);
+		PL_LEAVE();
+	}
 }
 
 void pl_listener_links(struct pl_sock *s, bool advertise)
 {
 	pthread_mutex_lock(&pl_adv_lock);
-	for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
-		uint64_t bit = 1ull << i;
-
-		if (advertise) {
+	if (advertise)
+		for (int i = 0; pl_conf && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++)
 			advertise_on(s, i);
-		} else if (s->adv_links & bit) {
-			struct tp_link *l = listen_link(i); /* (open: links stay open) */
-			s->adv_links &= ~bit;
-			if (!l)
-				continue;
-			PL_ENTER();
-			tp_unlisten(l, s->port);
-			PL_LEAVE();
-		}
-	}
+	else
+		withdraw_all(s);
 	pthread_mutex_unlock(&pl_adv_lock);
 }
 
@@ -416,8 +429,9 @@ void pl_listener_add(struct pl_sock *s)
 
 void pl_listener_gone(struct pl_sock *s)
 {
-	pl_listener_links(s, false);
+	/* one step: a sweep (a link opening now) must not advertise it between the two */
 	pthread_mutex_lock(&pl_adv_lock);
+	withdraw_all(s);
 	for (struct pl_sock **p = &pl_listeners; *p; p = &(*p)->adv_next)
 		if (*p == s) {
 			*p = s->adv_next;
@@ -494,21 +508,27 @@ void pl_atfork_child(void)
 static void pl_atfork_links_child(void)
 {
 	PL_ENTER();
-	for (struct pl_sock *s = pl_listeners; s; s = s->adv_next)
-		s->adv_links = 0; /* (the parent's references; a listener no fd holds takes none) */
 	int hi = atomic_load_explicit(&pl_fd_hi, memory_order_relaxed);
 	for (int fd = 0; fd < hi && fd < pl_nfds; fd++) {
 		struct pl_sock *s = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed);
 		if (s && s->kind == PL_CONN && s->conn)
 			tp_conn_set_owner(s->conn, tp_process_id(), fd);
-		/* (one withdrawn stays so: passed to another process, or an io_uring made) */
-		if (!s || s->kind != PL_LISTENER ||
-		    atomic_load_explicit(&s->unadvertised, memory_order_relaxed))
+	}
+	/* The list holds each listener once. One no fd holds here (being made or released by
+	 * another thread of the parent: its reference is that thread's) is never released here:
+	 * it stays withdrawn, as does one withdrawn (passed to another process, an io_uring
+	 * made). */
+	for (struct pl_sock *s = pl_listeners; s; s = s->adv_next) {
+		bool held = false;
+
+		s->adv_links = 0; /* (the parent's references) */
+		for (int fd = 0; fd < hi && fd < pl_nfds && !held; fd++)
+			held = atomic_load_explicit(&pl_fds[fd], memory_order_relaxed) == s;
+		if (!held)
+			atomic_store_explicit(&s->unadvertised, true, memory_order_relaxed);
+		if (atomic_load_explicit(&s->unadvertised, memory_order_relaxed))
 			continue;
-		bool seen = false; /* once per listener object, not per fd */
-		for (int j = 0; j < fd && !seen; j++)
-			seen = atomic_load_explicit(&pl_fds[j], memory_order_relaxed) == s;
-		for (int i = 0; !seen && i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
+		for (int i = 0; i < pl_conf->n_links && i < CONF_MAX_LINKS; i++) {
 			struct tp_link *l = pl_links[listen_slot(i)].tp;
 			if (l && tp_listen(l, s->port) == 0)
 				s->adv_links |= 1ull << i;

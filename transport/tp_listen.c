@@ -34,23 +34,41 @@ static struct tp_host_listen *listen_entry(struct tp_host *h, uint16_t port, boo
 	return free_e;
 }
 
-int tp_listen(struct tp_link *l, uint16_t port)
+int tp_listen_take(struct tp_link *l, uint16_t port, uint32_t owned)
 {
+	struct tp_host *h = l->host;
+	int me = tp_self_pid(), rc = -ENOSPC;
+	uint32_t held = 0;
 	bool fresh;
 
 	tp_host_lock(l);
-	struct tp_host_listen *e = listen_entry(l->host, port, false, 1, &fresh);
+	for (uint32_t i = 0; owned != UINT32_MAX && i < TP_MAX_LISTEN; i++)
+		if (tp_listen_refs(&h->listen[i]) && h->listen[i].pid == me &&
+		    h->listen[i].port == port)
+			held += h->listen[i].count;
+	if (held > owned) {
+		rc = 1; /* one nobody owns: taken over */
+	} else {
+		struct tp_host_listen *e = listen_entry(h, port, false, 1, &fresh);
 
-	if (e) {
-		if (!fresh)
-			e->count++;
+		if (e) {
+			if (!fresh)
+				e->count++;
+			if (fresh)
+				tp_listen_publish(l, false);
+			rc = 0;
+		}
+	}
+	if (rc >= 0)
 		/* relaxed: a count for the helper's choice of link to sleep on */
 		atomic_fetch_add_explicit(&l->listening, 1, memory_order_relaxed);
-		if (fresh)
-			tp_listen_publish(l, false);
-	}
 	tp_host_unlock(l);
-	return e ? 0 : -ENOSPC;
+	return rc;
+}
+
+int tp_listen(struct tp_link *l, uint16_t port)
+{
+	return tp_listen_take(l, port, UINT32_MAX);
 }
 
 int tp_unlisten(struct tp_link *l, uint16_t port)
@@ -72,21 +90,6 @@ int tp_unlisten(struct tp_link *l, uint16_t port)
 	tp_listen_publish(l, false);
 	tp_host_unlock(l);
 	return rc;
-}
-
-uint32_t tp_listen_count(struct tp_link *l, uint16_t port)
-{
-	struct tp_host *h = l->host;
-	int me = tp_self_pid();
-	uint32_t n = 0;
-
-	tp_host_lock(l);
-	for (uint32_t i = 0; i < TP_MAX_LISTEN; i++)
-		if (tp_listen_refs(&h->listen[i]) && h->listen[i].pid == me &&
-		    h->listen[i].port == port)
-			n += h->listen[i].count;
-	tp_host_unlock(l);
-	return n;
 }
 
 int tp_listen_veto(struct tp_link *l, uint16_t port)

@@ -171,8 +171,10 @@ const char *tp_reason_str(enum tp_reason r);
  * counted per host (pre-forked workers share one); tp_unlisten() drops one reference. */
 int tp_listen(struct tp_link *link, uint16_t port);
 int tp_unlisten(struct tp_link *link, uint16_t port);
-/* The references this process holds on PORT at LINK (its image before exec took some). */
-uint32_t tp_listen_count(struct tp_link *link, uint16_t port);
+/* tp_listen(), unless this process holds more references on PORT at LINK than OWNED (the ones
+ * its listeners own): then one of those is taken over (its image before exec took it), and 1
+ * returned. */
+int tp_listen_take(struct tp_link *link, uint16_t port, uint32_t owned);
 /* Withdraw PORT for the whole host while this process lives, whoever else listens on it (a
  * process that makes an io_uring may accept from a listener it shares with others: their
  * advertisement would bring NTB clients it cannot serve). 0, or -ENOSPC. */

@@ -167,6 +167,7 @@ srv_out=$PL_LAST_OUT
 pl_wait_text "$srv_out" "exec'd" 30
 pl_wait_port 127.0.0.2 $port
 client "exec'd with a dup" ntb
+pl_assert_log b "port $port advertised on link ab (a reference from before exec)"
 touch "$ctl/closedup"
 pl_wait_text "$srv_out" closedup 10
 client "exec'd, its dup closed" ntb
