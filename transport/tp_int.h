@@ -590,6 +590,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 #define TP_HOST_VERSION   14u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
+#define TP_RING_PARTS     8u      /* a data ring's pages are mapped in as many parts */
 #define TP_MAX_CONNS      16384u  /* connection slots per link and host */
 static_assert(TP_OFF_NEWS_GRP + TP_MAX_CONNS / TP_NEWS_GRP_SLOTS * 8u <= TP_OFF_MBOX &&
 		      TP_MAX_CONNS / TP_NEWS_GRP_SLOTS == TP_NEWS_GROUPS,
@@ -821,10 +822,11 @@ struct tp_link {
 				   * could not be replaced is rebuilt under its processes */
 	const volatile uint8_t *in;
 	uint8_t *out_direct;      /* ntb_out_direct(): plain stores into the peer window, or NULL */
-	/* Pool rings whose pages this process mapped ([0]: the peer's, that we write into; [1]:
-	 * ours), bit r - 1 for ring r (tp_link_ring_prefault()): once per ring and process, not
-	 * once per grant. */
-	_Atomic uint64_t ring_mapped[2][TP_MAX_CONTEXTS / 64u];
+	/* Parts of pool rings whose pages this process mapped ([0]: the peer's, that we write
+	 * into; [1]: ours), TP_RING_PARTS bits per ring, bits from (r - 1) * TP_RING_PARTS for ring
+	 * r (tp_link_ring_prefault()): once per part and process, not per grant, and only the
+	 * parts a connection's messages reach (a short connection maps one, not the ring). */
+	_Atomic uint64_t ring_mapped[2][TP_MAX_CONTEXTS * TP_RING_PARTS / 64u];
 	/* The claim slot under which this process published its event fd on this link (FB_WAIT's
 	 * TP_FBW_EVENT), -1: none (not possible), -2: not tried yet (tp_link_ev_slot()) */
 	_Atomic int ev_slot;
@@ -1039,7 +1041,7 @@ struct tp_conn {
 	uint64_t progress_ms;     /* the receiver's feedback last moved (tp_tx_feedback()) */
 	bool tx_dirty;
 	bool tx_faulted;          /* the data ring's pages, window and shadow, mapped: tp_tx_prefault() */
-	bool tx_ring_mapped;      /* (the window's part of it, for this grant) */
+	bool tx_ring_mapped;      /* (the window's parts of it, for this grant) */
 	uint64_t sh_mapped;       /* chunks of sh_data mapped (tp_tx_prefault()) */
 	/* the data ring granted to us (tp_ring.c; mirrors ent->peer_ring*): its window offset,
 	 * the CRC seed of its messages (tp_ring_seed()); usable: granted and not asked back */
@@ -1810,7 +1812,11 @@ uint32_t tp_st_flags(struct tp_conn *c);
 #define TP_FIN_NUDGE_MS 10
 /* Map the pages of pool ring RING (1-based; OUT: the peer's, at window offset OFF, else ours) of
  * Q bytes into this process, once per ring and process (ntb_prefault()). */
-void tp_link_ring_prefault(struct tp_link *l, bool out, uint32_t ring, uint64_t off, uint32_t q);
+/* Map the pages of ring RING (window offset OFF, size Q; OUT: the peer's, that we write) that
+ * LEN bytes from ring position POS reach, part by part, each once per process; true when every
+ * part of the ring is mapped. */
+bool tp_link_ring_prefault(struct tp_link *l, bool out, uint32_t ring, uint64_t off, uint32_t q,
+			   uint32_t pos, uint32_t len);
 void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_slot,
 		 uint32_t peer_nonce, uint32_t flags);
 /* The NEWS word at NEWS_OFF of the peer's slot PEER_SLOT (checked word V seeded with SEED),

@@ -989,18 +989,30 @@ void tp_atfork_child(void)
 		tp_helper_start();
 }
 
-void tp_link_ring_prefault(struct tp_link *l, bool out, uint32_t ring, uint64_t off, uint32_t q)
+bool tp_link_ring_prefault(struct tp_link *l, bool out, uint32_t ring, uint64_t off, uint32_t q,
+			   uint32_t pos, uint32_t len)
 {
-	if (!ring || ring > TP_MAX_CONTEXTS)
-		return;
-	_Atomic uint64_t *w = &l->ring_mapped[out ? 0 : 1][(ring - 1u) / 64u];
-	uint64_t bit = UINT64_C(1) << ((ring - 1u) % 64u);
+	if (!ring || ring > TP_MAX_CONTEXTS || q < TP_RING_PARTS)
+		return true;
+	static_assert(64u % TP_RING_PARTS == 0, "a ring's bits in one word");
+	uint32_t bit0 = (ring - 1u) * TP_RING_PARTS, part = q / TP_RING_PARTS;
+	_Atomic uint64_t *w = &l->ring_mapped[out ? 0 : 1][bit0 / 64u];
+	uint64_t all = ((UINT64_C(1) << TP_RING_PARTS) - 1u) << (bit0 % 64u);
+	/* relaxed (all): a hint, mapping twice costs a system call, nothing more */
+	uint64_t have = atomic_load_explicit(w, memory_order_relaxed);
+	uint32_t p = pos & (q - 1u), first = p / part;
+	uint32_t cnt = len >= q ? TP_RING_PARTS : (p % part + len + part - 1u) / part;
 
-	/* relaxed: a hint (mapping twice costs a system call, nothing more) */
-	if (atomic_load_explicit(w, memory_order_relaxed) & bit)
-		return;
-	ntb_prefault(l->ntb, out, off, q);
-	atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+	for (uint32_t k = 0; k < cnt && k < TP_RING_PARTS && (have & all) != all; k++) {
+		uint32_t i = (first + k) % TP_RING_PARTS;
+		uint64_t bit = UINT64_C(1) << (bit0 % 64u + i);
+
+		if (have & bit)
+			continue;
+		ntb_prefault(l->ntb, out, off + (uint64_t)i * part, part);
+		have = atomic_fetch_or_explicit(w, bit, memory_order_relaxed) | bit;
+	}
+	return (have & all) == all;
 }
 
 /* --- links ----------------------------------------------------------------------------------- */

@@ -316,13 +316,12 @@ enum tp_rx_look tp_rx_data(struct tp_conn *c, uint32_t msn, struct tp_rec *r, bo
 		return TP_RX_NONE;
 	if (avail > q || avail < TP_DESC_SIZE)
 		return TP_RX_BAD;
-	if (__builtin_expect(!c->rx_faulted, 0)) {
-		/* the first data: the ring's pages in one call, not a fault per page (a fresh
-		 * process), once per ring and process */
-		c->rx_faulted = true;
-		tp_link_ring_prefault(c->link, false, c->ent->ring,
-				      (uint64_t)(tp_rx_ring(c) - c->link->in), q);
-	}
+	if (__builtin_expect(!c->rx_faulted, 0))
+		/* the ring's pages the published bytes reach, in a call per part of the ring, not a
+		 * fault per page (a fresh process), once per part and process */
+		c->rx_faulted = tp_link_ring_prefault(c->link, false, c->ent->ring,
+						      (uint64_t)(tp_rx_ring(c) - c->link->in), q,
+						      c->v_d, avail);
 	memcpy(&d, (const void *)(tp_rx_ring(c) + (c->v_d & (q - 1))), sizeof(d));
 	if (d.msn != msn)
 		return TP_RX_OTHER;
