@@ -35,9 +35,18 @@ static int pick_link(const struct conf_route *rt)
 
 	if (!p || p->n_links <= 1)
 		return rt->link_index;
+	/* A link of the peer's that is up already: nobody waits for the others to come up (a
+	 * connect made while one of them waits for its first time would wait with it). */
+	bool any_up = false;
+	for (int k = 0; k < p->n_links && !any_up; k++) {
+		struct tp_link *l = pl_link_get(p->link_indices[k], false, NULL);
+		PL_ENTER();
+		any_up = l && tp_link_is_up(l);
+		PL_LEAVE();
+	}
 	for (int k = 0; k < p->n_links; k++) {
 		int idx = p->link_indices[k];
-		struct tp_link *l = pl_link_get(idx, true, NULL);
+		struct tp_link *l = pl_link_get(idx, !any_up, NULL);
 		int load;
 
 		if (!l)

@@ -174,7 +174,7 @@ static void loopback_open(int index)
 {
 	struct tp_link *a = link_get(index, false, NULL);
 	struct tp_link *b = link_get(listen_slot(index), false, NULL);
-	struct pl_link *flag = &pl_links[listen_slot(index)]; /* (its wait_end_ns is unused) */
+	struct pl_link *flag = &pl_links[listen_slot(index)];
 
 	/* relaxed: the exchange alone picks the one caller that waits; the links it waits for
 	 * publish their own state */
@@ -290,6 +290,8 @@ static struct tp_link *link_get(int slot, bool wait_up, bool *ret_fresh)
 	pthread_mutex_unlock(&pl_link_lock);
 	if (opened && slot == listen_slot(slot % CONF_MAX_LINKS))
 		listeners_sweep(slot % CONF_MAX_LINKS);
+	if (wait_ns > 0) /* (from now: the lock and the open may have taken a while) */
+		wait_ns -= pl_now_ns() - now;
 	if (tl && wait_ns > 0 && !tp_link_is_up(tl)) {
 		int64_t ms = (wait_ns + 999999) / 1000000;
 		PL_ENTER();

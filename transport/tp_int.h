@@ -1810,11 +1810,9 @@ uint32_t tp_st_flags(struct tp_conn *c);
  * TP_FIN_NUDGE_MS rings then (the helper's pass), and an exit rings at once
  * (tp_exit_handoff()). */
 #define TP_FIN_NUDGE_MS 10
-/* Map the pages of pool ring RING (1-based; OUT: the peer's, at window offset OFF, else ours) of
- * Q bytes into this process, once per ring and process (ntb_prefault()). */
-/* Map the pages of ring RING (window offset OFF, size Q; OUT: the peer's, that we write) that
- * LEN bytes from ring position POS reach, part by part, each once per process; true when every
- * part of the ring is mapped. */
+/* Map the pages of pool ring RING (1-based; window offset OFF, size Q; OUT: the peer's, that we
+ * write, else ours) that LEN bytes from ring position POS reach, part by part, each once per
+ * process (ntb_prefault()); true when every part of the ring is mapped. */
 bool tp_link_ring_prefault(struct tp_link *l, bool out, uint32_t ring, uint64_t off, uint32_t q,
 			   uint32_t pos, uint32_t len);
 void tp_write_st(struct tp_link *l, uint64_t peer_slot_off, uint64_t news_off, uint32_t peer_slot,
