@@ -35,28 +35,24 @@ static int pick_link(const struct conf_route *rt)
 
 	if (!p || p->n_links <= 1)
 		return rt->link_index;
-	/* A link of the peer's that is up already: nobody waits for the others to come up (a
-	 * connect made while one of them waits for its first time would wait with it). */
-	bool any_up = false;
-	for (int k = 0; k < p->n_links && !any_up; k++) {
-		struct tp_link *l = pl_link_get(p->link_indices[k], false, NULL);
-		PL_ENTER();
-		any_up = l && tp_link_is_up(l);
-		PL_LEAVE();
-	}
-	for (int k = 0; k < p->n_links; k++) {
-		int idx = p->link_indices[k];
-		struct tp_link *l = pl_link_get(idx, !any_up, NULL);
-		int load;
+	/* First without waiting: a live link of the peer's is taken as it is, nobody waits for
+	 * the others to come up (a connect made while one of them waits for its first time would
+	 * wait with it). Only when none is live, a second pass that may wait, as for one link. */
+	for (int pass = 0; pass < 2 && best_load == INT_MAX; pass++) {
+		for (int k = 0; k < p->n_links; k++) {
+			int idx = p->link_indices[k];
+			struct tp_link *l = pl_link_get(idx, pass == 1, NULL);
+			int load;
 
-		if (!l)
-			continue;
-		PL_ENTER();
-		load = tp_link_load(l);
-		PL_LEAVE();
-		if (load >= 0 && load < best_load) {
-			best = idx;
-			best_load = load;
+			if (!l)
+				continue;
+			PL_ENTER();
+			load = tp_link_load(l);
+			PL_LEAVE();
+			if (load >= 0 && load < best_load) {
+				best = idx;
+				best_load = load;
+			}
 		}
 	}
 	return best;
