@@ -187,23 +187,29 @@ EOF
 
 # pl_echo_client: the path of a Python echo client (ADDR PORT [BYTES, default 200000]: sends
 # BYTES of a fixed pattern, shuts its sending side, reads to the end of stream, asserts that the
-# echo is the same bytes, prints "ok BYTES"), written into $PL_TMP once.
+# echo is the same bytes, prints "ok BYTES"), written into $PL_TMP once. Other scripts there
+# import its echo(ADDR, PORT, DATA): the bytes that came back.
 pl_echo_client() {
 	[ -f "$PL_TMP/echo_cli.py" ] || cat >"$PL_TMP/echo_cli.py" <<'EOF'
 import socket, sys
-n = int(sys.argv[3]) if len(sys.argv) > 3 else 200000
-data = bytes((i * 7 + 3) % 251 for i in range(n))
-s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-s.sendall(data)
-s.shutdown(socket.SHUT_WR)
-got = bytearray()
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    got += b
-assert got == data, "echo differs: %d bytes of %d" % (len(got), len(data))
-print("ok", len(got))
+def echo(addr, port, data):
+    s = socket.create_connection((addr, port))
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+    got = bytearray()
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    s.close()
+    return bytes(got)
+if __name__ == "__main__":
+    n = int(sys.argv[3]) if len(sys.argv) > 3 else 200000
+    data = bytes((i * 7 + 3) % 251 for i in range(n))
+    got = echo(sys.argv[1], int(sys.argv[2]), data)
+    assert got == data, "echo differs: %d bytes of %d" % (len(got), len(data))
+    print("ok", len(got))
 EOF
 	echo "$PL_TMP/echo_cli.py"
 }

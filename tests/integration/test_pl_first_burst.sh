@@ -12,26 +12,19 @@ port=$(pl_port 1)
 pl_bg b python3 "$(pl_echo_server)" 127.0.0.2 $port
 pl_wait_port 127.0.0.2 $port
 N=16
+pl_echo_client >/dev/null # (its echo(), imported below)
 cat >"$PL_TMP/burst.py" <<'PY'
-import socket, sys, threading
+import sys, threading
+from echo_cli import echo
 port, n = int(sys.argv[1]), int(sys.argv[2])
 start = threading.Barrier(n)
 bad = []
 def one(k):
     data = bytes((i * 13 + k) % 251 for i in range(50000 + k * 1000))
     start.wait()
-    s = socket.create_connection(("127.0.0.2", port))
-    s.sendall(data)
-    s.shutdown(socket.SHUT_WR)
-    got = bytearray()
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        got += b
+    got = echo("127.0.0.2", port, data)
     if got != data:
         bad.append((k, len(got), len(data)))
-    s.close()
 ts = [threading.Thread(target=one, args=(k,)) for k in range(n)]
 for t in ts:
     t.start()

@@ -21,45 +21,55 @@ port=$(pl_port 1)
 ctl=$PL_TMP/ctl
 mkdir "$ctl"
 
-cat >"$PL_TMP/srv.py" <<'PY'
-import os, selectors, socket, sys, time
-port, ctl = int(sys.argv[1]), sys.argv[2]
+# serve.py: the servers' loop (imported by srv.py and exec2.py): listeners registered with the
+# selector as "l" accept, each connection is echoed until its end; STEPS (name, action) run,
+# in order, once the control file of that name exists.
+cat >"$PL_TMP/serve.py" <<'PY'
+import os, selectors
 sel = selectors.DefaultSelector()
+def listen(s):
+    s.setblocking(False)
+    sel.register(s, selectors.EVENT_READ, "l")
+    return s
+def run(ctl, steps):
+    while True:
+        if steps and os.path.exists(os.path.join(ctl, steps[0][0])):
+            name, act = steps.pop(0)
+            act()
+            print(name, flush=True)
+        for key, _ in sel.select(0.05):
+            s = key.fileobj
+            if key.data == "l":
+                try:
+                    c, _ = s.accept()
+                except BlockingIOError:
+                    continue
+                c.setblocking(True)
+                sel.register(c, selectors.EVENT_READ, "c")
+            else:
+                b = s.recv(65536)
+                if b:
+                    s.sendall(b)
+                else:
+                    sel.unregister(s); s.close()
+def close(s):
+    sel.unregister(s); s.close()
+PY
+cat >"$PL_TMP/srv.py" <<'PY'
+import socket, sys
+from serve import listen, run, close
+port, ctl = int(sys.argv[1]), sys.argv[2]
 def listener():
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     s.bind(("127.0.0.2", port))
     s.listen(64)
-    s.setblocking(False)
-    sel.register(s, selectors.EVENT_READ, "l")
-    return s
+    return listen(s)
 ls = {1: listener()}
 print("s1", flush=True)
-steps = [("two", 2), ("close1", -1), ("close2", -2)]
-while True:
-    if steps and os.path.exists(os.path.join(ctl, steps[0][0])):
-        n = steps.pop(0)[1]
-        if n > 0:
-            ls[n] = listener()
-        else:
-            sel.unregister(ls[-n]); ls.pop(-n).close()
-        print(steps and "step" or "done", n, flush=True)
-    for key, _ in sel.select(0.05):
-        s = key.fileobj
-        if key.data == "l":
-            try:
-                c, _ = s.accept()
-            except BlockingIOError:
-                continue
-            c.setblocking(True)
-            sel.register(c, selectors.EVENT_READ, "c")
-        else:
-            b = s.recv(65536)
-            if b:
-                s.sendall(b)
-            else:
-                sel.unregister(s); s.close()
+run(ctl, [("two", lambda: ls.update({2: listener()})), ("close1", lambda: close(ls.pop(1))),
+          ("close2", lambda: close(ls.pop(2)))])
 PY
 
 # client CASE WHAT: a new host-A process; its bytes must come back, over WHAT ("ntb", or the
@@ -99,14 +109,14 @@ client "after the link opened" ntb
 
 # 4. a second listener, then the first closed
 touch "$ctl/two"
-pl_wait_text "$srv_out" "step 2" 10
+pl_wait_text "$srv_out" two 10
 touch "$ctl/close1"
-pl_wait_text "$srv_out" "step -1" 10
+pl_wait_text "$srv_out" close1 10
 client "second listener, first closed" ntb
 
 # 5. both closed, the process alive; a plain server takes the port
 touch "$ctl/close2"
-pl_wait_text "$srv_out" "done -2" 10
+pl_wait_text "$srv_out" close2 10
 pl_bg plain python3 "$(pl_echo_server)" 127.0.0.2 $port
 pl_wait_port 127.0.0.2 $port
 client "both closed, plain server" "no listener"
@@ -130,37 +140,12 @@ os.set_inheritable(d, True)
 os.execv(sys.executable, [sys.executable, sys.argv[2], str(s.fileno()), str(d), sys.argv[3]])
 PY
 cat >"$PL_TMP/exec2.py" <<'PY'
-import os, selectors, socket, sys, time
+import os, socket, sys
+from serve import listen, run, close
 fd, dup, ctl = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-s = socket.socket(fileno=fd)
-s.setblocking(False)
-sel = selectors.DefaultSelector()
-sel.register(s, selectors.EVENT_READ, "l")
+s = listen(socket.socket(fileno=fd))
 print("exec'd", flush=True)
-steps = ["closedup", "closeorig"]
-while True:
-    if steps and os.path.exists(os.path.join(ctl, steps[0])):
-        step = steps.pop(0)
-        if step == "closedup":
-            os.close(dup)
-        else:
-            sel.unregister(s); s.close()
-        print(step, flush=True)
-    for key, _ in sel.select(0.05):
-        c = key.fileobj
-        if key.data == "l":
-            try:
-                c, _ = c.accept()
-            except BlockingIOError:
-                continue
-            c.setblocking(True)
-            sel.register(c, selectors.EVENT_READ, "c")
-        else:
-            b = c.recv(65536)
-            if b:
-                c.sendall(b)
-            else:
-                sel.unregister(c); c.close()
+run(ctl, [("closedup", lambda: os.close(dup)), ("closeorig", lambda: close(s))])
 PY
 pl_bg b python3 "$PL_TMP/exec1.py" $port "$PL_TMP/exec2.py" "$ctl"
 srv_out=$PL_LAST_OUT
