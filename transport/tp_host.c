@@ -618,7 +618,7 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	return best;
 }
 
-void tp_slot_free(struct tp_link *l, uint32_t slot)
+static void slot_free(struct tp_link *l, uint32_t slot, bool cold)
 {
 	struct tp_host_entry *e = &l->host->e[slot];
 
@@ -637,7 +637,7 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&t->congestion, st.tx_full, memory_order_relaxed);
 	if (e->ring) { /* (its sender writes no more: the connection ended, or is told GONE) */
-		tp_pool_put(l, e->ring - 1u, true);
+		tp_pool_put(l, e->ring - 1u, cold);
 		e->ring = 0;
 	}
 	if (e->asleep) /* a set-up's process died asleep (reclaimed): no longer counted */
@@ -654,6 +654,16 @@ void tp_slot_free(struct tp_link *l, uint32_t slot)
 	atomic_store_explicit(&l->host->free_num,
 			      atomic_load_explicit(&l->host->free_num, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
+}
+
+void tp_slot_free(struct tp_link *l, uint32_t slot)
+{
+	slot_free(l, slot, true);
+}
+
+void tp_slot_free_ended(struct tp_link *l, uint32_t slot)
+{
+	slot_free(l, slot, false);
 }
 
 void tp_listen_publish(struct tp_link *l, bool force)

@@ -1374,6 +1374,10 @@ void tp_proc_forked(void);   /* in a forked child: new pid, own random values */
 /* Under lock: allocate a free slot (state → STATE, pid), returns index or -ENOSPC. */
 int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid);
 void tp_slot_free(struct tp_link *l, uint32_t slot);
+/* As tp_slot_free(), for a connection whose peer's sender is known to write no more into the
+ * ring it held (its FIN validated, nothing unread, no error or failover): the ring goes back on
+ * top of the pool, to be granted again first (tp_conns.c: conn_release()). */
+void tp_slot_free_ended(struct tp_link *l, uint32_t slot);
 
 /* --- the host table's indexes (tp_host_index.c), all under the host lock --------------------
  * Set-up finds entries in O(1), not by a scan of every context: the FREE ones queued in the
@@ -1489,7 +1493,7 @@ void tp_pool_init(struct tp_host *h, uint32_t n);
  * whose refusal raises RCxtPRI and asks grants back; else a set-up's, which takes only a ring
  * nobody waits for) */
 int tp_pool_take(struct tp_link *l, uint32_t pri, bool ask);
-/* host lock; COLD: granted again last (freed with its connection: its sender may write late) */
+/* host lock; COLD: granted again last (freed with a connection whose sender may write late) */
 void tp_pool_put(struct tp_link *l, uint32_t idx, bool cold);
 void tp_ring_conn_init(struct tp_conn *c);           /* the conn's view, from its entry */
 /* sender, tx_lock: the feedback's grant words; data waits for a ring (ask for one); timers

@@ -51,7 +51,8 @@ void tp_pool_put(struct tp_link *l, uint32_t idx, bool cold)
 		return;
 	if (cold) {
 		/* at the bottom: granted again last (its old sender may not have seen the end of
-		 * its connection yet, and a late write would spoil another's messages) */
+		 * its connection yet, and a late write would spoil another's messages; a clean
+		 * end's ring goes on top, tp_slot_free_ended()) */
 		memmove(&h->pool_stack[1], &h->pool_stack[0], h->pool_top * sizeof(h->pool_stack[0]));
 		h->pool_stack[0] = (uint16_t)idx;
 		h->pool_top++;

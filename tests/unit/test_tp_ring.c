@@ -434,6 +434,65 @@ static void test_ring_stale_grant_rejected(void **state)
 	tl_pair_close(&p);
 }
 
+/* One connection of a sequential client on pair P (client port CPORT): set-up, 10,000 bytes each
+ * way through the rings, then a clean end (A's FIN read by B, B's by A) or, with ABORT, a reset
+ * by A. Returns, through RA and RB, the rings it held: A's pool's (B's sender) and B's. */
+static void one_conn(struct tl_pair *p, uint16_t cport, bool abort_it, uint32_t *ra, uint32_t *rb)
+{
+	static uint8_t msg[10000], got[10000];
+
+	assert_int_equal(tl_pair_connect(p, cport, 7000, true), 0);
+	struct tp_conn *a = p->ca, *b = p->cb;
+
+	*ra = a->ent->ring;
+	*rb = b->ent->ring;
+	assert_true(*ra != 0 && *rb != 0); /* (set-up grants while the pool has rings) */
+	tl_fill(msg, sizeof(msg), cport, 0);
+	move_checked(a, b, msg, sizeof(msg), sizeof(msg), got);
+	move_checked(b, a, msg, sizeof(msg), sizeof(msg), got);
+	if (abort_it) {
+		tp_abort(a);
+		assert_int_equal(tl_recv_some(b, got, sizeof(got), 3000), -ECONNRESET);
+		tp_close(b);
+	} else {
+		assert_int_equal(tp_shutdown(a, SHUT_WR), 0);
+		assert_int_equal(tl_recv_some(b, got, sizeof(got), 3000), 0);
+		tp_close(b);
+		assert_int_equal(tl_recv_some(a, got, sizeof(got), 3000), 0);
+		tp_close(a);
+	}
+	for (int i = 0; i < 3000 && (pool_free(p->a) != 8 || pool_free(p->b) != 8); i++)
+		usleep(1000);
+	assert_int_equal(pool_free(p->a), 8);
+	assert_int_equal(pool_free(p->b), 8);
+}
+
+/* A connection that ended with both FINs gives its rings back on top of the pools: the next
+ * connection gets the same ones, whose pages both processes mapped already (a sequential client
+ * otherwise went through every ring of the pool, mapping each anew). A reset puts them at the
+ * bottom (its peer's sender may still write): the next connection gets others. */
+static void test_ring_reused_after_clean_end(void **state)
+{
+	struct tl_pair p;
+	uint32_t ra0, rb0, ra, rb;
+
+	(void)state;
+	open_pool(&p, "ringreuse", 8);
+	one_conn(&p, 41100, false, &ra0, &rb0);
+	for (uint16_t k = 1; k < 4; k++) {
+		one_conn(&p, (uint16_t)(41100 + k), false, &ra, &rb);
+		assert_int_equal(ra, ra0);
+		assert_int_equal(rb, rb0);
+	}
+	one_conn(&p, 41110, true, &ra, &rb);
+	assert_int_equal(ra, ra0);
+	assert_int_equal(rb, rb0);
+	one_conn(&p, 41111, false, &ra, &rb);
+	assert_int_not_equal(ra, ra0);
+	assert_int_not_equal(rb, rb0);
+	tl_pair_close(&p);
+}
+
 int main(void)
 {
 	if (getenv("TP_DEBUG"))
@@ -444,6 +503,7 @@ int main(void)
 		cmocka_unit_test(test_ring_returned_to_idle),
 		cmocka_unit_test(test_ring_rotation_no_starvation),
 		cmocka_unit_test(test_ring_stale_grant_rejected),
+		cmocka_unit_test(test_ring_reused_after_clean_end),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
