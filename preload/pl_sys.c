@@ -126,7 +126,7 @@ static int sys_getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 static int sys_getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 { return (int)syscall(SYS_getpeername, fd, addr.__sockaddr__, len); }
 static int sys_close_range(unsigned int first, unsigned int last, int flags)
-{ return (int)syscall(SYS_close_range, first, last, flags); }
+{ return raw_close_range(first, last, flags); }
 static pid_t sys_fork(void)
 { return (pid_t)syscall(SYS_fork); }
 static ssize_t sys___read_chk(int fd, void *buf, size_t len, size_t buflen)

@@ -130,12 +130,16 @@ void pl_uring_note(const char *how)
 	errno = saved;
 }
 
-/* The C library's syscall(): the kernel's, with a successful io_uring_setup noted. An assembly
- * stub as the C library's own is (it takes the seventh argument from the stack whatever the
- * caller passed: in C that read would be a variable argument the caller did not pass, which a
- * sanitizer may report); the library's own calls come here too (no lookup, no recursion). The
- * rare paths are C: an error result (errno) and io_uring_setup (the system call, then the
- * note). */
+/* The C library's syscall(): the kernel's, with a successful io_uring_setup noted, and a close
+ * or close_range the program makes through it taken by our close() / close_range() as the
+ * named calls are: libuv (Node.js) closes every socket with syscall(SYS_close), and an NTB
+ * connection closed behind our back never ended (its peer waited for an end of file for ever,
+ * where over TCP the close sends a FIN). The library's own closes do not come here
+ * (util/rawsys.h: raw_close()). An assembly stub as the C library's own is (it takes the
+ * seventh argument from the stack whatever the caller passed: in C that read would be a
+ * variable argument the caller did not pass, which a sanitizer may report); the library's
+ * other calls come here too (no lookup, no recursion). The rare paths are C: an error result
+ * (errno), io_uring_setup (the system call, then the note) and the closes. */
 #if defined(__x86_64__)
 __attribute__((used)) static long uring_syscall_err(unsigned long ret)
 {
@@ -157,12 +161,26 @@ __attribute__((used)) static long uring_syscall_setup(long entries, long params)
 	return ret;
 }
 
+__attribute__((used)) static long uring_syscall_close(long fd)
+{
+	return close((int)fd);
+}
+
+__attribute__((used)) static long uring_syscall_close_range(long first, long last, long flags)
+{
+	return close_range((unsigned int)first, (unsigned int)last, (int)flags);
+}
+
 __asm__(".text\n"
 	".globl syscall\n"
 	".type syscall, @function\n"
 	"syscall:\n"
 	"	cmpq $" PL_STR(__NR_io_uring_setup) ", %rdi\n"
 	"	je 2f\n"
+	"	cmpq $" PL_STR(__NR_close) ", %rdi\n"
+	"	je 3f\n"
+	"	cmpq $" PL_STR(__NR_close_range) ", %rdi\n"
+	"	je 4f\n"
 	"	movq %rdi, %rax\n"
 	"	movq %rsi, %rdi\n"
 	"	movq %rdx, %rsi\n"
@@ -179,6 +197,12 @@ __asm__(".text\n"
 	"2:	movq %rsi, %rdi\n"
 	"	movq %rdx, %rsi\n"
 	"	jmp uring_syscall_setup\n"
+	"3:	movq %rsi, %rdi\n"
+	"	jmp uring_syscall_close\n"
+	"4:	movq %rsi, %rdi\n"
+	"	movq %rdx, %rsi\n"
+	"	movq %rcx, %rdx\n"
+	"	jmp uring_syscall_close_range\n"
 	".size syscall, .-syscall\n");
 #else
 NTB_EXPORT long syscall(long nr, ...)

@@ -8,6 +8,7 @@
 #ifndef NTBSOCK_UTIL_RAWSYS_H
 #define NTBSOCK_UTIL_RAWSYS_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -24,12 +25,41 @@
 void __sanitizer_syscall_pre_impl_close(long fd);
 #endif
 
+/* A system call of up to three arguments made here, not through syscall(): inside a program,
+ * syscall() is the preload library's (preload/pl_uring.c), which takes a close or close_range
+ * for the program's own (libuv closes its sockets with syscall(SYS_close)) and so would refuse
+ * the library's own descriptors (util/fdpark.h). Elsewhere than on x86-64, syscall(), whose
+ * preload version does not look at closes there. */
+static inline long raw_sys3(long nr, long a, long b, long c)
+{
+#if defined(__x86_64__)
+	long r;
+
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "0"(nr), "D"(a), "S"(b), "d"(c)
+			 : "rcx", "r11", "memory");
+	if ((unsigned long)r > -4096UL) {
+		errno = -(int)r;
+		return -1;
+	}
+	return r;
+#else
+	return syscall(nr, a, b, c);
+#endif
+}
+
 static inline int raw_close(int fd)
 {
 #ifdef __SANITIZE_THREAD__
 	__sanitizer_syscall_pre_impl_close(fd);
 #endif
-	return (int)syscall(SYS_close, fd);
+	return (int)raw_sys3(SYS_close, fd, 0, 0);
+}
+
+static inline int raw_close_range(unsigned int first, unsigned int last, int flags)
+{
+	return (int)raw_sys3(SYS_close_range, (long)first, (long)last, (long)flags);
 }
 
 static inline ssize_t raw_read(int fd, void *buf, size_t len)
