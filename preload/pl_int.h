@@ -284,6 +284,9 @@ static inline struct pl_sock *pl_lookup(int fd)
 /* A PENDING connection: see whether the kernel connect finished; confirm or fail. Returns the
  * resulting state. */
 int pl_check_pending(struct pl_sock *s, int fd);
+/* close() for syscall(SYS_close) (preload/pl_uring.c): the same, but the kernel's close is
+ * made without the C library's, which is a cancellation point (pl_sock.c). */
+int pl_close_nocancel(int fd);
 
 /* --- failover (pl_failover.c) -------------------------------------------------------------------- */
 

@@ -3,6 +3,7 @@
  * ioctl, socket options, fork. Each keeps the fd table in step with the kernel's fds. */
 #include "preload/pl_int.h"
 #include "util/fdpark.h"
+#include "util/rawsys.h"
 
 #include <linux/sockios.h>
 #include <netinet/in.h>
@@ -197,14 +198,14 @@ static bool peer_closed_first(struct pl_sock *s)
  * without SO_REUSEADDR fail to bind (sockperf's did, 1 run in ~8 of test_pl_sockperf).
  * Not done by close_range(), dup2() onto the descriptor, exec or exit: those close at once.
  */
-static void await_peer_fin(int fd)
+static void await_peer_fin(int fd, bool nocancel)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
 	int64_t end = pl_now_ns() + (int64_t)PL_PEER_FIN_WAIT_MS * 1000000;
 
 	for (;;) {
 		int ms = pl_ms_left(end);
-		int r = pl_real.poll(&p, 1, ms);
+		int r = nocancel ? raw_poll(&p, 1, ms) : pl_real.poll(&p, 1, ms);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -214,7 +215,10 @@ static void await_peer_fin(int fd)
 	}
 }
 
-NTB_EXPORT int close(int fd)
+/* close(), or with NOCANCEL the close of syscall(SYS_close) (preload/pl_uring.c): the same
+ * bookkeeping, then the kernel's close without the C library's (a cancellation point, which a
+ * caller of the system call, libuv's uv__close_nocancel(), avoids on purpose). */
+static int close_fd(int fd, bool nocancel)
 {
 	/* One of the library's own (util/fdpark.h): not the program's to close, which it cannot
 	 * know it has (a daemon's loop over every number): as for a number not open. */
@@ -242,17 +246,27 @@ NTB_EXPORT int close(int fd)
 			int kept = tp_close_after_fin(fd, PL_PEER_FIN_WAIT_MS);
 			PL_LEAVE();
 			if (kept < 0)
-				await_peer_fin(fd);
+				await_peer_fin(fd, nocancel);
 		}
 		errno = saved;
 	}
-	int r = pl_real.close(fd);
+	int r = nocancel ? raw_close(fd) : pl_real.close(fd);
 	if (pl_fds) {
 		int saved = errno;
 		pl_cand_closed(fd);
 		errno = saved;
 	}
 	return r;
+}
+
+NTB_EXPORT int close(int fd)
+{
+	return close_fd(fd, false);
+}
+
+int pl_close_nocancel(int fd)
+{
+	return close_fd(fd, true);
 }
 
 NTB_EXPORT int shutdown(int fd, int how)

@@ -163,7 +163,7 @@ __attribute__((used)) static long uring_syscall_setup(long entries, long params)
 
 __attribute__((used)) static long uring_syscall_close(long fd)
 {
-	return close((int)fd);
+	return pl_close_nocancel((int)fd);
 }
 
 __attribute__((used)) static long uring_syscall_close_range(long first, long last, long flags)

@@ -371,8 +371,9 @@ void tp_rx_ring_republish(struct tp_conn *c)
  * in it is not believed (a peer's fault: the ring stays, nothing is lost). DEAD_UNREAD: its
  * sender is gone and did not reset (it may have died: what it held or wrote and did not publish
  * is delivered from there, tp_rx_death_end()); not for a ring given back drained, which holds
- * neither (nor a reset's: nothing is delivered after one). */
-static void rx_ring_free(struct tp_conn *c, const char *why, bool dead_unread)
+ * neither (nor a reset's: nothing is delivered after one). COLD: to the pool's bottom
+ * (tp_pool_put()). */
+static void rx_ring_free(struct tp_conn *c, const char *why, bool dead_unread, bool cold)
 {
 	struct tp_host_entry *e = c->ent;
 	struct tp_desc d;
@@ -384,7 +385,7 @@ static void rx_ring_free(struct tp_conn *c, const char *why, bool dead_unread)
 	if (!pool_lock(c->link))
 		return; /* (the next look) */
 	LOG(LL_DEBUG, "transport: slot %u: ring %u %s", c->slot, e->ring - 1u, why);
-	tp_pool_put(c->link, e->ring - 1u, false);
+	tp_pool_put(c->link, e->ring - 1u, cold);
 	e->ring = 0;
 	e->ring_yield = 0;
 	tp_host_unlock(c->link);
@@ -406,7 +407,7 @@ static bool rx_ring_given_back(struct tp_conn *c)
 static void rx_ring_returned(struct tp_conn *c)
 {
 	if (rx_ring_given_back(c))
-		rx_ring_free(c, "given back", false);
+		rx_ring_free(c, "given back", false, false);
 }
 
 void tp_rx_ring_service(struct tp_conn *c, bool timers)
@@ -469,9 +470,10 @@ void tp_rx_ring_service(struct tp_conn *c, bool timers)
 	if (atomic_load_explicit(&c->peer_gone, memory_order_relaxed) ||
 	    atomic_load_explicit(&c->peer_died, memory_order_relaxed) ||
 	    (st & (TP_ST_RST | TP_ST_GONE))) {
-		/* its sender is gone: once what it wrote was read, the ring is the pool's (relaxed:
-		 * sticky flags, a late look frees it at the next pass) */
-		rx_ring_free(c, "freed: its sender is gone", !(st & TP_ST_RST));
+		/* its sender is gone: once what it wrote was read, the ring is the pool's, at the
+		 * bottom (a sender that reset or was lost may still write late, as at
+		 * tp_slot_free(); relaxed: sticky flags, a late look frees it at the next pass) */
+		rx_ring_free(c, "freed: its sender is gone", !(st & TP_ST_RST), true);
 		return;
 	}
 	if (e->ring_yield) {
