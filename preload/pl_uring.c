@@ -20,6 +20,7 @@
  * NTBSOCK_IO_URING=ignore keeps the sockets on NTB: for a program that uses io_uring for files
  * only (its socket calls through the C library work as ever). */
 #include "preload/pl_int.h"
+#include "util/rawsys.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -149,15 +150,10 @@ __attribute__((used)) static long uring_syscall_err(unsigned long ret)
 
 __attribute__((used)) static long uring_syscall_setup(long entries, long params)
 {
-	long ret;
+	long ret = raw_sys3(__NR_io_uring_setup, entries, params, 0); /* (-1 and errno) */
 
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "0"((long)__NR_io_uring_setup), "D"(entries), "S"(params)
-			 : "rcx", "r11", "memory");
-	if ((unsigned long)ret > -4096UL)
-		return uring_syscall_err((unsigned long)ret);
-	pl_uring_note("io_uring_setup system call");
+	if (ret >= 0)
+		pl_uring_note("io_uring_setup system call"); /* (keeps errno) */
 	return ret;
 }
 

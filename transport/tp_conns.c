@@ -159,10 +159,11 @@ static int conn_release(struct tp_conn *c, uint32_t st_flags, bool try)
 	 * they are the last holder. */
 	if (st_flags && (last || owned))
 		tp_conn_st_add(c, st_flags);
-	if (last && ended_clean(c, st_flags)) {
-		tp_slot_free_ended(l, c->slot);
-	} else if (last) {
-		tp_slot_free(l, c->slot);
+	if (last) {
+		if (ended_clean(c, st_flags))
+			tp_slot_free_ended(l, c->slot);
+		else
+			tp_slot_free(l, c->slot);
 	} else if (atomic_load_explicit(&e->pid, memory_order_relaxed) == me) {
 		/* relaxed: informational (as in tp_slot_alloc()) */
 		for (int i = 0; i < TP_OWNERS; i++)
