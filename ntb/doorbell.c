@@ -76,14 +76,15 @@ struct db_waitv {
 
 static _Atomic bool db_waitv_missing; /* the kernel has no futex_waitv (before 5.16) */
 
-/* Sleep on the doorbell and the direct doorbell together for SLICE_US: 0 (moved, woken, or
- * slice over), -EINTR, or -ENOTSUP (no futex_waitv, or a word the kernel cannot read). */
-static int wait_both(struct ntb_link *link, uint32_t seen, uint32_t seen_direct, long slice_us)
+/* Sleep on the doorbell and a second word W2 (the direct doorbell, a window word) together for
+ * SLICE_US: 0 (moved, woken, or slice over), -EINTR, or -ENOTSUP (no futex_waitv, or a word the
+ * kernel cannot read). */
+static int wait_both(struct ntb_link *link, uint32_t seen, const _Atomic uint32_t *w2,
+		     uint32_t seen2, long slice_us)
 {
 	struct db_waitv w[2] = {
 		{ .val = seen, .uaddr = (uintptr_t)&link->ctrl_in->doorbell.v, .flags = DB_FUTEX_32 },
-		{ .val = seen_direct, .uaddr = (uintptr_t)&link->ctrl_in->db_direct.v,
-		  .flags = DB_FUTEX_32 },
+		{ .val = seen2, .uaddr = (uintptr_t)w2, .flags = DB_FUTEX_32 },
 	};
 	struct timespec abs;
 
@@ -110,19 +111,19 @@ static int wait_both(struct ntb_link *link, uint32_t seen, uint32_t seen_direct,
 	return 0;
 }
 
-/* ntb_db_wait_us(), and with SEEN_DIRECT the direct doorbell too. */
-static int db_wait(struct ntb_link *link, uint32_t seen, const uint32_t *seen_direct,
-		   long timeout_us)
+/* ntb_db_wait_us(), and with W2 (the direct doorbell, a window word) that word too, while it
+ * reads SEEN2. */
+static int db_wait(struct ntb_link *link, uint32_t seen, const _Atomic uint32_t *w2,
+		   uint32_t seen2, long timeout_us)
 {
 	_Atomic uint32_t *db = &link->ctrl_in->doorbell.v;
-	_Atomic uint32_t *ddb = &link->ctrl_in->db_direct.v;
 	uint64_t start = clock_mono_ns();
 	int rc;
 	if (!link->inspect)
 		waiter_count(link, 1);
 	for (;;) {
 		if (atomic_load_explicit(db, memory_order_seq_cst) != seen ||
-		    (seen_direct && atomic_load_explicit(ddb, memory_order_seq_cst) != *seen_direct)) {
+		    (w2 && atomic_load_explicit(w2, memory_order_seq_cst) != seen2)) {
 			rc = 0;
 			break;
 		}
@@ -147,14 +148,14 @@ static int db_wait(struct ntb_link *link, uint32_t seen, const uint32_t *seen_di
 		uint32_t caps = atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed);
 		bool peer_wakes = caps & (NTB_CAP_FUTEX_WAKE | NTB_CAP_EVENT_DB);
 		rc = -ENOTSUP;
-		if (seen_direct && (caps & NTB_CAP_FUTEX_WAKE) &&
+		if (w2 && (caps & NTB_CAP_FUTEX_WAKE) &&
 		    !atomic_load_explicit(&db_waitv_missing, memory_order_relaxed))
-			rc = wait_both(link, seen, *seen_direct, slice);
+			rc = wait_both(link, seen, w2, seen2, slice);
 		if (rc != -ENOTSUP) {
 			/* (slept on both) */
-		} else if (seen_direct) {
-			/* the peer may ring the direct doorbell, which one futex wait would not
-			 * see: polled (1 ms at most), until the caller asks for the doorbell */
+		} else if (w2) {
+			/* the peer may wake the second word, which one futex wait would not see:
+			 * polled (1 ms at most), until the caller asks for the doorbell */
 			struct timespec ts = { 0, (slice < 1000 ? slice : 1000) * 1000L };
 			rc = nanosleep(&ts, NULL) && errno == EINTR ? -EINTR : 0;
 		} else if (link->ops->db_wait_slice && peer_wakes) {
@@ -174,7 +175,7 @@ static int db_wait(struct ntb_link *link, uint32_t seen, const uint32_t *seen_di
 
 int ntb_db_wait_us(struct ntb_link *link, uint32_t seen, long timeout_us)
 {
-	return db_wait(link, seen, NULL, timeout_us);
+	return db_wait(link, seen, NULL, 0, timeout_us);
 }
 
 /* --- the direct doorbell (ntb_int.h) ---------------------------------------------------------- */
@@ -218,7 +219,63 @@ uint32_t ntb_db_direct_read(const struct ntb_link *link)
 int ntb_db_wait_direct_us(struct ntb_link *link, uint32_t seen, uint32_t seen_direct,
 			  long timeout_us)
 {
-	return db_wait(link, seen, &seen_direct, timeout_us);
+	return db_wait(link, seen, &link->ctrl_in->db_direct.v, seen_direct, timeout_us);
+}
+
+/* --- the word wake (ntb_int.h) ---------------------------------------------------------------- */
+
+bool ntb_word_wake_ok(const struct ntb_link *link)
+{
+	/* relaxed: as in ntb_db_direct_ok() (a stale reading only has the peer ring the direct
+	 * doorbell, which the waiter does not sleep on: its slice and the doorbell bound it) */
+	return ntb_db_direct_ok(link) &&
+	       (atomic_load_explicit(&link->ctrl_in->caps.v, memory_order_relaxed) &
+		NTB_CAP_WORD_WAKE);
+}
+
+/* The word at OFF of our inbound window as a futex word (its low half, little-endian), NULL
+ * outside the window. */
+static const _Atomic uint32_t *in_word(const struct ntb_link *link, uint64_t off)
+{
+	if (!link->in || off % 8u || off > link->win_size || 8u > link->win_size - off)
+		return NULL;
+	return (const _Atomic uint32_t *)(const void *)(link->in + off);
+}
+
+uint32_t ntb_word_read(const struct ntb_link *link, uint64_t off)
+{
+	const _Atomic uint32_t *w = in_word(link, off);
+
+	/* Acquire: the peer stores the word after what it publishes (its fence) */
+	return w ? atomic_load_explicit(w, memory_order_acquire) : 0;
+}
+
+int ntb_peer_word_wake(struct ntb_link *link, uint64_t off)
+{
+	if (link->inspect)
+		return -EPERM;
+	/* (a peer that takes interrupts, a side whose ring wakes no futex, a backend that writes
+	 * through a call rather than a mapping: the direct doorbell, which rings the doorbell
+	 * there) */
+	if (!(link->caps & NTB_CAP_FUTEX_WAKE) || !link->ops->db_wake || link->ops->write ||
+	    ntb_peer_db_target(link) || off % 8u || off > link->out_size ||
+	    8u > link->out_size - off)
+		return ntb_peer_db_ring_direct(link);
+	if (ntb_ctrl_cut(link))
+		return 0;
+	/* the caller stored the word; db_wake's fence orders that store before its load of the
+	 * peer's db_waiters, which a sleeper raises before its re-read (db_wait()) */
+	link->ops->db_wake(link, (_Atomic uint32_t *)(void *)(link->out + off));
+	return 0;
+}
+
+int ntb_db_wait_word_us(struct ntb_link *link, uint32_t seen, uint64_t off, uint32_t seen_word,
+			long timeout_us)
+{
+	const _Atomic uint32_t *w = in_word(link, off);
+
+	return w ? db_wait(link, seen, w, seen_word, timeout_us) :
+		   db_wait(link, seen, NULL, 0, timeout_us);
 }
 
 int ntb_db_wait_many(struct ntb_link *const *links, const uint32_t *seen, unsigned n,

@@ -229,6 +229,18 @@ uint32_t ntb_db_direct_read(const struct ntb_link *link);
 int ntb_db_wait_direct_us(struct ntb_link *link, uint32_t seen, uint32_t seen_direct,
 			  long timeout_us);
 
+/* The word wake (ntb_int.h): may this process sleep on a word of its inbound window that the
+ * peer wakes (the peer advertises NTB_CAP_WORD_WAKE, and ntb_db_direct_ok()'s conditions)? */
+bool ntb_word_wake_ok(const struct ntb_link *link);
+/* The low 32 bits of the 64-bit word at OFF of our inbound window (acquire), 0 outside it. */
+uint32_t ntb_word_read(const struct ntb_link *link, uint64_t off);
+/* After a store to the word at OFF of the peer's window: wake the peer's sleepers on it (its
+ * direct doorbell where this side wakes no futexes, or the peer takes interrupts). */
+int ntb_peer_word_wake(struct ntb_link *link, uint64_t off);
+/* As ntb_db_wait_us(), woken also when ntb_word_read(OFF) differs from SEEN_WORD. */
+int ntb_db_wait_word_us(struct ntb_link *link, uint32_t seen, uint64_t off, uint32_t seen_word,
+			long timeout_us);
+
 /* Sleep until one of N links' doorbells differs from its SEEN[i], or *KICK (when not NULL: a
  * futex word private to this process, bumped and woken by another of its threads) differs from
  * KICK_SEEN, or TIMEOUT_MS passes (-1: no limit), for at most half a heartbeat of each link

@@ -96,6 +96,18 @@
  *   doorbell on request: a peer that predates it ignores the request, and with a connection's
  *   news word asked for as well it would ring nothing (its rule: news alone needs no ring).
  *
+ * WORD WAKE: a window word as a futex of its own. A thread that sleeps for one connection's data
+ *   sleeps on the doorbell and on a word of its inbound window that the connection's sender
+ *   rewrites (transport: the slot's NEWS word, FB_WAIT's TP_FBW_WORD), and the sender wakes
+ *   that word alone (ntb_peer_word_wake()): no other reader of the side wakes for it, where the
+ *   direct doorbell woke every reader of every connection of the side (a JVM's 16 threads,
+ *   each blocked in read() on its own connection, woke ~20 times per connection). Same
+ *   conditions as the direct doorbell: shm writers that wake futexes, a waiter without
+ *   interrupt doorbells, futex_waitv (ntb_word_wake_ok()). The word lies in the shared file, so
+ *   the futex key (file, offset) is the same in both processes' mappings. A writer advertises
+ *   NTB_CAP_WORD_WAKE when its side wakes words on request; ntb_peer_word_wake() on a side that
+ *   cannot rings the direct doorbell.
+ *
  * EVENT DOORBELL: a process of a shm side publishes the eventfd its poll and epoll sleepers wait
  *   on (ntb_event_publish(): the fd + 1 in its claim slot's ev_fd, its eventfd-id + 1 in the
  *   peer's ctrl.ev_id[slot]). A ringer of the other side, on the same host, may write that
@@ -142,6 +154,7 @@
 #define NTB_CAP_EVENT_DB    0x2u /* the writer rings ivshmem doorbells and takes them at db_id */
 #define NTB_CAP_DB_DIRECT   0x4u /* the writer's side rings the direct doorbell when asked */
 #define NTB_CAP_EV_RING     0x8u /* the writer's side writes the eventfds of the event doorbell */
+#define NTB_CAP_WORD_WAKE   0x10u /* the writer's side wakes a futex on a window word when asked */
 
 /* Region header, offset 0. Written once by the initialiser (magic last, release), then never. */
 struct ntb_region_hdr {

@@ -254,6 +254,13 @@ static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
  * take the eventfd rings the doorbell. */
 #define TP_FBW_EVENT      8u
 #define TP_FBW_EV_SHIFT   8
+/* As TP_FBW_DIRECT, but the thread sleeps on the doorbell and on this connection's NEWS word
+ * (ntb_int.h: WORD WAKE): the sender rewrites the word after each message (as for
+ * TP_FBW_NEWS, with a fresh value where the message's was written already) and wakes that word
+ * alone (ntb_peer_word_wake()), so that no reader of another connection wakes for it. Asked
+ * only of a peer with NTB_CAP_WORD_WAKE; TP_FBW_RING, asked too, rings the doorbell, which
+ * the sleeper also waits on. */
+#define TP_FBW_WORD       16u
 /* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
  * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
  * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
@@ -856,6 +863,9 @@ struct tp_link {
 	/* a forked child's name among its inherited connections' holders is still to be added
 	 * (its fork found the host lock held by a stopped process: tp_link.c) */
 	atomic_bool owners_due;
+	/* How long this link's receivers take to acknowledge, µs: a running mean (1/8) of
+	 * tp_tx_ack_sample()'s samples of every connection; relaxed, a hint (tp_quick_base_us()) */
+	_Atomic uint32_t ack_us;
 	atomic_bool probe_soon;     /* a sleeper has unacknowledged data: the helper comes every
 				     * TP_QUICK_PROBE_MS (tp_tx_timers()' quick probes) */
 	atomic_bool pass_busy;      /* a pass over conns runs (helper, or a set-up short of slots) */
@@ -1034,7 +1044,8 @@ struct tp_conn {
 	uint32_t terr;
 	uint32_t quick_n;          /* quick probes since the last progress (tp_tx_timers()) */
 	uint64_t quick_ns;         /* CLOCK_MONOTONIC (ns) they count from: the last progress or
-				    * retransmission (TP_QUICK_PROBE_US apart, doubling) */
+				    * retransmission (tp_quick_base_us() apart, doubling) */
+	uint32_t ack_us;           /* the link's ack_us for this connection alone, 0: no sample */
 	uint32_t det_backoff;      /* Detects answered without progress in a row */
 	uint16_t det_acked;        /* the last Detect sequence the receiver's feedback echoed */
 	uint64_t last_ack_ms, last_tx_pub_ms;
@@ -1129,7 +1140,8 @@ struct tp_conn {
 	uint64_t pub_tick;            /* clock_ticks() at the last publication */
 	uint16_t rx_epoch, det_seen;
 	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
-	bool rx_wait_direct;          /* FB_WAIT asks for TP_FBW_DIRECT (tp_set_wait_direct()) */
+	/* FB_WAIT asks for TP_FBW_DIRECT or TP_FBW_WORD (that bit; 0: neither) (tp_set_wait_direct()) */
+	uint8_t rx_wait_direct;
 	/* with rx_wait_set: the ring asked for is TP_FBW_EVENT to this claim slot; -1: RING */
 	int16_t rx_wait_slot;
 	bool rx_news;                 /* FB_WAIT asks for NEWS (tp_rx_news_arm()), for good */
@@ -1585,6 +1597,11 @@ void tp_peer_word(struct tp_conn *c, uint32_t w, uint32_t v);    /* the peer's s
 void tp_set_error_at(struct tp_conn *c, int err, const char *file, int line);
 #define tp_set_error(c, e) tp_set_error_at((c), (e), __FILE__, __LINE__)
 void tp_wake_peer(struct tp_conn *c, uint32_t flag_word);
+/* After words of C that no message carries (a Detect's answer), when the peer's only sleeper
+ * for C is a reader asleep on its NEWS word (FB_WAIT's TP_FBW_WORD, neither RING nor EVENT):
+ * that word rewritten and woken, true; false: the caller rings the doorbell. Under either lock
+ * of C (the word is only compared: two writers' fresh values are each news). */
+bool tp_wake_word_only(struct tp_conn *c);
 /* Statistics: writers (relaxed; partner: tp_stats_load()). A load + store instead of an RMW: each
  * field has one writer (struct tp_stats_sh). */
 #define TP_STAT_ADD(field, n)                                                                  \
@@ -1666,6 +1683,28 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
  * a sleeper with such data, also poll/epoll's through tp_poll()).
  */
 #define TP_QUICK_PROBE_US 250u
+/* ... or, where the receiver usually takes longer to acknowledge (a loaded host: a JVM's 16
+ * threads on 2 CPUs answered in ~5 ms, and every request was probed ~6 times, each probe and
+ * its answer a wake-up on both hosts), twice that (TCP's tail loss probe: 2 SRTT), up to
+ * TP_QUICK_PROBE_MAX_US: tp_quick_base_us(). The time is sampled from each progress that no
+ * probe or retransmission preceded (Karn: tp_tx_feedback()), per connection and per link
+ * (a new connection's first probes go by its link's). */
+#define TP_QUICK_PROBE_MAX_US 5000u
+/* The first quick probe's delay for C, µs (under tx_lock). */
+static inline uint64_t tp_quick_base_us(const struct tp_conn *c)
+{
+	/* relaxed: a hint */
+	uint64_t a = c->ack_us ? c->ack_us :
+				 atomic_load_explicit(&c->link->ack_us, memory_order_relaxed);
+
+	a *= 2u;
+	return a < TP_QUICK_PROBE_US ? TP_QUICK_PROBE_US :
+	       a > TP_QUICK_PROBE_MAX_US ? TP_QUICK_PROBE_MAX_US : a;
+}
+/* A quick probe sent this many µs or more after the last progress, its previous one unanswered,
+ * arms a writer's death to reset its socket (tp_witness.c): at the base delay, the fourth
+ * (250, 500, 1000, 2000 µs), as when probes were 1 ms apart. */
+#define TP_QUICK_RST_US 2000u
 /* The helper thread's tid (0: none has run yet): for diagnostics and tests. */
 int tp_helper_tid(void);
 #define TP_QUICK_PROBE_MS 1u /* the helper's period while probe_soon (its sleep is in ms) */
@@ -1675,9 +1714,6 @@ int tp_helper_tid(void);
  * helper left in its long sleep, up to half a heartbeat, ran the quick probes of a poll/epoll
  * sleeper ~50 ms late). A fence and a load while the helper is awake or already comes soon. */
 void tp_link_probe_soon(struct tp_link *l);
-/* Quick probes sent unanswered before a writer's death resets its socket (tp_witness.c): the
- * one at 2 ms without progress (250, 500, 1000, 2000 µs), as when probes were 1 ms apart. */
-#define TP_QUICK_RST_N 4u
 
 /* The receiver's counterpart: a Retry not answered within TP_REASK_US is asked again (the same
  * epoch, no error counted), again after twice that, and so on up to TimerRcvData
@@ -2025,10 +2061,10 @@ void tp_set_wait_flag(struct tp_conn *c, uint32_t word, bool *cur, bool on);
 /* tp_set_wait_flag()'s store, flush and fence, whether or not the flag changed (FB_WAIT: with
  * TP_FBW_NEWS while c->rx_news). */
 void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on);
-/* Under rx_lock: FB_WAIT's TP_FBW_DIRECT on or off (written when it changes, as
- * tp_set_wait_flag()). */
-void tp_set_wait_direct(struct tp_conn *c, bool on);
-/* Under rx_lock: neither ring asked for any more (TP_FBW_RING, TP_FBW_DIRECT; NEWS stays). */
+/* Under rx_lock: FB_WAIT's TP_FBW_DIRECT or TP_FBW_WORD (BIT), or neither (0) (written when it
+ * changes, as tp_set_wait_flag()). */
+void tp_set_wait_direct(struct tp_conn *c, uint8_t bit);
+/* Under rx_lock: no ring asked for any more (TP_FBW_RING, _DIRECT, _WORD; NEWS stays). */
 void tp_rx_wait_clear(struct tp_conn *c);
 /* Under rx_lock: ask the peer to ring for data. EVFD: the asker sleeps on the process's event
  * fd (poll, epoll), and may be rung there directly (TP_FBW_EVENT) while every asker so far

@@ -124,6 +124,22 @@ static bool retry_put_off(struct tp_conn *c, uint16_t ep)
 /* The peer asked for a retry (newer epoch): rewrite what it misses from the shadows (the
  * message where its validation stopped, else every unreleased byte), then announce the epoch.
  * Rewriting is idempotent: the shadow is what the window should hold. */
+/* A sample of how long C's receiver took to acknowledge (NS): into C's and its link's running
+ * means (1/8 of the difference; a sample over a second counts as one: tp_quick_base_us()
+ * stops at TP_QUICK_PROBE_MAX_US anyway). */
+static void ack_sample(struct tp_conn *c, uint64_t ns)
+{
+	uint32_t us = ns >= 1000000000u ? 1000000u : (uint32_t)(ns / 1000u);
+	/* relaxed: a hint, a lost update among racing connections costs nothing */
+	uint32_t l = atomic_load_explicit(&c->link->ack_us, memory_order_relaxed);
+
+	c->ack_us = c->ack_us ? (uint32_t)((int32_t)c->ack_us + ((int32_t)us - (int32_t)c->ack_us) / 8)
+			      : us;
+	atomic_store_explicit(&c->link->ack_us,
+			      l ? (uint32_t)((int32_t)l + ((int32_t)us - (int32_t)l) / 8) : us,
+			      memory_order_relaxed);
+}
+
 static void retransmit(struct tp_conn *c, uint16_t epoch)
 {
 	/* counted first: the peer may see the data before we return */
@@ -236,10 +252,16 @@ void tp_tx_feedback(struct tp_conn *c)
 			/* relaxed: a hint (tp_tx_epoch_again()) */
 			atomic_store_explicit(&c->epoch_hint, false, memory_order_relaxed);
 		}
+		uint64_t ns = clock_mono_ns();
+
+		/* how long the receiver took, where nothing but its own pace was waited for: no
+		 * probe, no error, no retransmission unconfirmed since quick_ns (Karn) */
+		if (!c->quick_n && !c->terr && !c->epoch_unconfirmed && ns > c->quick_ns)
+			ack_sample(c, ns - c->quick_ns);
 		c->terr = 0;
 		c->det_backoff = 0;
 		c->quick_n = 0;
-		c->quick_ns = clock_mono_ns();
+		c->quick_ns = ns;
 	}
 	/* the receiver answers our probes again, or validated everything: our death is a clean
 	 * end again (the timers do it when the witness lock is busy); relaxed: a hint, see
@@ -310,19 +332,34 @@ void tp_tx_epoch_again(struct tp_conn *c)
  * ping-pong under 1 % loss spent ~4.5 ms on one exchange in a thousand. A value its messages'
  * sequence numbers are unlikely to have had (as tp_write_st()'s), and the next message writes
  * its own again. The fence: our words before the load of the receiver's flag, as in
- * tp_wake_peer(). */
-static void detect_news(struct tp_conn *c)
+ * tp_wake_peer().
+ * A reader of the peer asleep in tp_wait() for this connection alone (FB_WAIT's TP_FBW_WORD,
+ * no other kind of sleeper) is woken on its word, and answers the Detect itself (its look:
+ * tp_rx_quiet() sees the Detect): false, the doorbell is not rung. Every reader of the peer's
+ * side sleeps on the doorbell, and its helper thread: the quick probes of a JVM's requests
+ * whose answers took over TP_QUICK_PROBE_US woke all its 16 blocked threads each. True: ring
+ * the doorbell. */
+static bool detect_wake(struct tp_conn *c)
 {
-	uint32_t v;
+	uint32_t v, n;
 
 	if (!c->news_out)
-		return;
+		return true;
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!tp_slot_word(c, TP_W_FB_WAIT, &v) || !(v & TP_FBW_NEWS))
-		return;
-	v = (uint32_t)clock_mono_ns() | 0x80000000u;
-	tp_news_write(c->link, c->news_out, c->news_slot, c->nonce_out, v, v);
-	c->news_done = false;
+	if (!tp_slot_word(c, TP_W_FB_WAIT, &v) || !(v & (TP_FBW_NEWS | TP_FBW_WORD)))
+		return true;
+	n = (uint32_t)clock_mono_ns() | 0x80000000u;
+	if (v & TP_FBW_NEWS) {
+		tp_news_write(c->link, c->news_out, c->news_slot, c->nonce_out, n, n);
+		c->news_done = false;
+	} else {
+		tp_out_word(c->link, c->news_out, c->nonce_out, n); /* (the word alone) */
+	}
+	if (!(v & TP_FBW_WORD) || (v & (TP_FBW_RING | TP_FBW_EVENT)))
+		return true;
+	ntb_wc_flush(c->link->ntb);
+	ntb_peer_word_wake(c->link->ntb, c->news_out);
+	return false;
 }
 
 static void send_detect(struct tp_conn *c)
@@ -340,9 +377,10 @@ static void send_detect(struct tp_conn *c)
 	 * TX_EPOCH in tp_rx_progress() */
 	ntb_to_peer_barrier(c->link->ntb);
 	tp_peer_word(c, TP_W_TX_EPOCH, (uint32_t)c->tx_epoch | (uint32_t)c->detect_seq << 16);
-	detect_news(c);
-	ntb_wc_flush(c->link->ntb);
-	ntb_peer_db_ring(c->link->ntb);
+	if (detect_wake(c)) {
+		ntb_wc_flush(c->link->ntb);
+		ntb_peer_db_ring(c->link->ntb);
+	}
 }
 
 static bool tx_pending(const struct tp_conn *c)
@@ -353,7 +391,7 @@ static bool tx_pending(const struct tp_conn *c)
 /* Under tx_lock: CLOCK_MONOTONIC (ns) at which the next quick probe is due, 0: none to come. */
 static uint64_t quick_due(const struct tp_conn *c)
 {
-	uint64_t at_us = (uint64_t)TP_QUICK_PROBE_US << (c->quick_n < 20 ? c->quick_n : 20);
+	uint64_t at_us = tp_quick_base_us(c) << (c->quick_n < 20 ? c->quick_n : 20);
 
 	/* (also after a retransmission, TErrCnt > 0: a retransmission the link dropped is found
 	 * the same way) */
@@ -464,7 +502,10 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			 * death resets our socket from now on (tp_witness.c), unless a failover is to
 			 * carry the bytes over it. A receiver that answers has what we wrote in its
 			 * window, read or not (a death then is a clean end, as over kernel TCP) */
-			if (probed && (c->quick_n >= TP_QUICK_RST_N || c->terr) &&
+			if (probed && (c->terr || (c->quick_n &&
+					 tp_quick_base_us(c) << (c->quick_n - 1 < 20 ?
+								 c->quick_n - 1 : 20) >=
+						 TP_QUICK_RST_US)) &&
 			    c->det_acked != prev &&
 			    c->msn_next != c->fb_ack && !tp_fo_get(c))
 				tp_witness_rst(c, true, false);

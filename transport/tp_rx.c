@@ -444,8 +444,10 @@ static void rx_detect_answer(struct tp_conn *c, uint16_t det, uint32_t want)
 		tp_rx_fail(c, c->inline_bad);
 	fb_publish_words(c, true);
 	/* the prober waits for this answer (it may not have asked to be rung: a sender that
-	 * waits for input, as a ping-pong's does) */
-	ntb_peer_db_ring(c->link->ntb);
+	 * waits for input, as a ping-pong's does); asleep in tp_wait() on this connection's
+	 * word, that word alone (the doorbell woke every reader of its side) */
+	if (!tp_wake_word_only(c))
+		ntb_peer_db_ring(c->link->ntb);
 }
 
 /* Validate ahead (under rx_lock): move messages in MSN order from the rings to the private

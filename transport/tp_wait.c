@@ -53,8 +53,8 @@ void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on)
 
 	if (word == TP_W_FB_WAIT && c->rx_news)
 		v |= TP_FBW_NEWS; /* (kept while the ring request comes and goes) */
-	if (word == TP_W_FB_WAIT && c->rx_wait_direct)
-		v |= TP_FBW_DIRECT;
+	if (word == TP_W_FB_WAIT)
+		v |= c->rx_wait_direct; /* (TP_FBW_DIRECT, TP_FBW_WORD or 0) */
 	tp_out_word(c->link, c->out.slot_off + word, c->nonce_out, v);
 	ntb_wc_flush(c->link->ntb);
 	/* the flag store before our re-check of the rings: Dekker pair with the fence in
@@ -62,11 +62,11 @@ void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on)
 	atomic_thread_fence(memory_order_seq_cst);
 }
 
-void tp_set_wait_direct(struct tp_conn *c, bool on)
+void tp_set_wait_direct(struct tp_conn *c, uint8_t bit)
 {
-	if (c->rx_wait_direct == on)
+	if (c->rx_wait_direct == bit)
 		return;
-	c->rx_wait_direct = on;
+	c->rx_wait_direct = bit;
 	tp_fb_wait_write(c, TP_W_FB_WAIT, c->rx_wait_set);
 }
 
@@ -74,7 +74,8 @@ void tp_rx_wait_clear(struct tp_conn *c)
 {
 	if (!c->rx_wait_set && !c->rx_wait_direct)
 		return;
-	c->rx_wait_set = c->rx_wait_direct = false;
+	c->rx_wait_set = false;
+	c->rx_wait_direct = 0;
 	c->rx_wait_slot = -1;
 	tp_fb_wait_write(c, TP_W_FB_WAIT, false);
 }
@@ -145,10 +146,12 @@ static void arm_quick_probe(struct tp_conn *c)
  * feedback words; TP_EV_IN: the receive side, which is always checked as it also yields
  * RDHUP/HUP); ARM asks the peer to ring for what WANT lacks. */
 /* How the caller of poll_bits_dir() that arms sleeps: on the event fd (poll, epoll: the
- * default), on the doorbell (tp_wait_one()), on both doorbells reading alone (TP_SLEEP_DIRECT). */
+ * default), on the doorbell (tp_wait_one()), reading alone on the doorbell and the direct
+ * doorbell (TP_SLEEP_DIRECT) or the connection's NEWS word (TP_SLEEP_WORD). */
 #define TP_SLEEP_EVFD   0
 #define TP_SLEEP_DB     1
 #define TP_SLEEP_DIRECT 2
+#define TP_SLEEP_WORD   3
 
 static unsigned poll_bits_now(struct tp_conn *c, bool arm, int sleep, unsigned want);
 
@@ -173,8 +176,8 @@ static unsigned poll_bits(struct tp_conn *c, bool arm, unsigned want)
 
 /* ARM: the caller may sleep, ask the peer to ring for what WANT lacks; SLEEP: how it sleeps
  * (TP_SLEEP_*): on the event fd, the peer may be asked to write it (TP_FBW_EVENT); reading alone
- * in tp_wait_one(), on both doorbells, it asks for data on the direct one (TP_FBW_DIRECT) unless
- * another waiter of this connection asked for a ring already. */
+ * in tp_wait_one(), it asks for data on the direct doorbell (TP_FBW_DIRECT) or the connection's
+ * NEWS word (TP_FBW_WORD) unless another waiter of this connection asked for a ring already. */
 static unsigned poll_bits_now(struct tp_conn *c, bool arm, int sleep, unsigned want)
 {
 	unsigned ev = 0;
@@ -212,8 +215,8 @@ static unsigned poll_bits_now(struct tp_conn *c, bool arm, int sleep, unsigned w
 		tp_rx_idle(c, arm);
 	if (arm && (want & TP_EV_IN) && c->rec_head == c->rec_tail && !c->eof) {
 		/* nothing to read: ask the peer to ring, then look once more */
-		if (sleep == TP_SLEEP_DIRECT && !c->rx_wait_set)
-			tp_set_wait_direct(c, true);
+		if (sleep >= TP_SLEEP_DIRECT && !c->rx_wait_set)
+			tp_set_wait_direct(c, sleep == TP_SLEEP_WORD ? TP_FBW_WORD : TP_FBW_DIRECT);
 		else
 			tp_rx_ask_ring(c, sleep == TP_SLEEP_EVFD);
 		if (!tp_rx_quiet(c)) /* (fresh loads of the ring words: the Dekker re-check) */
@@ -434,6 +437,17 @@ static unsigned spin_in_lean(struct tp_conn *c)
 	return 0;
 }
 
+/* A reader that leaves tp_wait_one() with nothing to read takes back its request for the
+ * direct doorbell or its word (the peer would wake nobody, and a Detect of the peer's that
+ * woke only that word would wait for the helper's pass): RC. */
+static int wait_direct_drop(struct tp_conn *c, int rc)
+{
+	tp_mutex_lock(&c->rx_lock);
+	tp_set_wait_direct(c, 0);
+	tp_mutex_unlock(&c->rx_lock);
+	return rc;
+}
+
 int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
@@ -492,14 +506,24 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 
 	if (lost < TP_SPIN_LOST_MAX)
 		atomic_store_explicit(&c->spin_lost, (uint8_t)(lost + 1), memory_order_relaxed);
-	/* reading alone: asleep on both doorbells, the data's ring on the direct one (the helper
-	 * thread, on the doorbell, stays asleep for it) */
-	bool direct = (events & (TP_EV_IN | TP_EV_OUT)) == TP_EV_IN &&
-		      ntb_db_direct_ok(c->link->ntb);
+	/* reading alone: asleep on the doorbell and the connection's NEWS word, which the sender
+	 * wakes for its data (neither the helper thread, on the doorbell, nor the readers of other
+	 * connections wake for it), or where the peer cannot, the direct doorbell (which wakes
+	 * every reader of the side, but not the helper) */
+	int sleep = TP_SLEEP_DB;
+	uint64_t news = 0;
 
+	if ((events & (TP_EV_IN | TP_EV_OUT)) == TP_EV_IN && ntb_db_direct_ok(c->link->ntb)) {
+		sleep = TP_SLEEP_DIRECT;
+		if (ntb_word_wake_ok(c->link->ntb) &&
+		    (news = tp_news_off(c->link->geom.pool_off, c->slot)))
+			sleep = TP_SLEEP_WORD;
+	}
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);
-		uint32_t seen_d = direct ? ntb_db_direct_read(c->link->ntb) : 0;
+		/* (before the arming's flag and re-check: a message after them changes it) */
+		uint32_t seen_d = sleep == TP_SLEEP_WORD ? ntb_word_read(c->link->ntb, news) :
+				  sleep == TP_SLEEP_DIRECT ? ntb_db_direct_read(c->link->ntb) : 0;
 		uint64_t now = tp_now_ms();
 		/* (a failover, or a moved connection's tail going out first: short slices;
 		 * relaxed: pre_on picks a slice length, a hint) */
@@ -509,7 +533,7 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 		uint64_t due;
 		int rc;
 
-		ev = poll_bits_dir(c, true, direct ? TP_SLEEP_DIRECT : TP_SLEEP_DB, events);
+		ev = poll_bits_dir(c, true, sleep, events);
 		if (ev & events) {
 			/* (soon enough that a long spin would have seen it) */
 			if (clock_mono_ns() - t0 < (uint64_t)TP_SPIN_ACTIVE_US * 1000u)
@@ -534,14 +558,17 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 		}
 		if (timeout_ms >= 0) {
 			if (now - start >= (uint64_t)timeout_ms)
-				return 0;
+				return wait_direct_drop(c, 0);
 			if ((uint64_t)slice > (start + (uint64_t)timeout_ms - now) * 1000u)
 				slice = (long)((start + (uint64_t)timeout_ms - now) * 1000u);
 		}
-		rc = direct ? ntb_db_wait_direct_us(c->link->ntb, seen, seen_d, slice) :
-			      ntb_db_wait_us(c->link->ntb, seen, slice);
+		rc = sleep == TP_SLEEP_WORD ?
+			     ntb_db_wait_word_us(c->link->ntb, seen, news, seen_d, slice) :
+		     sleep == TP_SLEEP_DIRECT ?
+			     ntb_db_wait_direct_us(c->link->ntb, seen, seen_d, slice) :
+			     ntb_db_wait_us(c->link->ntb, seen, slice);
 		if (rc == -EINTR)
-			return -EINTR;
+			return wait_direct_drop(c, -EINTR);
 		if (rc == -ENOLINK || rc == -EINVAL)
 			usleep((useconds_t)slice);
 		tp_conn_timers(c, tp_now_ms());

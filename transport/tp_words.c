@@ -43,9 +43,11 @@
  *                                                           rx_fail_at() / retransmit()
  *   FB_WAIT              receiver (rx_lock)      -          Dekker flag, as TX_WAIT (TP_FBW_* bits)
  *   NEWS (the array      sender (tx_lock), and   fence      that it published something: after
- *   below the pool)      with ST_FLAGS                      the fence and FB_WAIT's load in
- *                                                           tp_wake_peer() / tp_rx_news_arm(),
- *                                                           preload/'s epoll sets (acquire)
+ *   below the pool)      with ST_FLAGS; the                 the fence and FB_WAIT's load in
+ *                        slot's word alone: a               tp_wake_peer() / tp_rx_news_arm(),
+ *                        Detect's answer                    preload/'s epoll sets, a reader
+ *                        (rx_lock, WORD)                    asleep on it (TP_FBW_WORD: the
+ *                                                           futex compares; acquire)
  *   ST_FLAGS             any process of the      barrier    RST/GONE/CLOSING/FAILOVER, the flags
  *                        writer host, flags                 accumulated (tp_ent_st_add(),
  *                        only accumulate                    tp_host.c) / tp_st_flags(),
@@ -211,7 +213,7 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!tp_slot_word(c, flag_word, &v) || !v)
 		return;
-	if (flag_word == TP_W_FB_WAIT && (v & TP_FBW_NEWS) && c->news_out) {
+	if (flag_word == TP_W_FB_WAIT && (v & (TP_FBW_NEWS | TP_FBW_WORD)) && c->news_out) {
 		/* (after the fence, so after what was published: a receiver that reads the new
 		 * value reads the message too; the message sequence number is new each time, and
 		 * the words are written once per message: tp_news_tag()) */
@@ -221,12 +223,21 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 			tp_news_write(c->link, c->news_out, c->news_slot, c->nonce_out,
 				      c->msn_next, c->msn_next);
 			ntb_wc_flush(c->link->ntb);
+		} else if (v & TP_FBW_WORD) {
+			/* a sleeper on the word compares it with what it read before its last
+			 * look: a message's second wake (a merged message grown, a call that
+			 * publishes twice) changes it too, the word alone (the summaries take
+			 * each message once) and with a value no message gives it, as
+			 * detect_news() (tp_retx.c) */
+			tp_out_word(c->link, c->news_out, c->nonce_out,
+				    (uint32_t)clock_mono_ns() | 0x80000000u);
+			ntb_wc_flush(c->link->ntb);
 		}
-		if (!(v & (TP_FBW_RING | TP_FBW_DIRECT | TP_FBW_EVENT)))
+		if (!(v & (TP_FBW_RING | TP_FBW_DIRECT | TP_FBW_EVENT | TP_FBW_WORD)))
 			return;
 	}
 	if (flag_word == TP_W_FB_WAIT && !(v & TP_FBW_RING) &&
-	    (v & (TP_FBW_DIRECT | TP_FBW_EVENT))) {
+	    (v & (TP_FBW_DIRECT | TP_FBW_EVENT | TP_FBW_WORD))) {
 		/* sleepers on their process's event fd: that eventfd, written here (ntb_int.h:
 		 * EVENT DOORBELL), not through the helper thread's doorbell */
 		if ((v & TP_FBW_EVENT) &&
@@ -234,13 +245,33 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 			ntb_peer_db_ring(c->link->ntb); /* (not possible: the doorbell wakes all) */
 			return;
 		}
-		/* a reader asleep in tp_wait() alone: its direct doorbell, not the one its
-		 * helper sleeps on too */
-		if (v & TP_FBW_DIRECT)
+		/* a reader asleep in tp_wait() alone: the word it sleeps on (ntb_int.h: WORD
+		 * WAKE), or its direct doorbell, not the one its helper sleeps on too */
+		if ((v & TP_FBW_WORD) && c->news_out)
+			ntb_peer_word_wake(c->link->ntb, c->news_out);
+		else if (v & (TP_FBW_DIRECT | TP_FBW_WORD))
 			ntb_peer_db_ring_direct(c->link->ntb);
 		return;
 	}
 	ntb_peer_db_ring(c->link->ntb);
+}
+
+bool tp_wake_word_only(struct tp_conn *c)
+{
+	uint32_t v;
+
+	if (!c->news_out)
+		return false;
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!tp_slot_word(c, TP_W_FB_WAIT, &v) || !(v & TP_FBW_WORD) ||
+	    (v & (TP_FBW_RING | TP_FBW_EVENT)))
+		return false;
+	/* the word alone (the summaries are the sender's, once per message), a value no message
+	 * gives it (as detect_news()) */
+	tp_out_word(c->link, c->news_out, c->nonce_out, (uint32_t)clock_mono_ns() | 0x80000000u);
+	ntb_wc_flush(c->link->ntb);
+	ntb_peer_word_wake(c->link->ntb, c->news_out);
+	return true;
 }
 
 /* --- queues -------------------------------------------------------------------------------- */

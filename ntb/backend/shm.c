@@ -268,7 +268,7 @@ static int shm_open_backend(struct ntb_link *link)
 	link->base = base;
 	link->map_size = size;
 	link->wc = false;
-	link->caps = NTB_CAP_FUTEX_WAKE | NTB_CAP_DB_DIRECT | NTB_CAP_EV_RING;
+	link->caps = NTB_CAP_FUTEX_WAKE | NTB_CAP_DB_DIRECT | NTB_CAP_EV_RING | NTB_CAP_WORD_WAKE;
 	link->side_hint = -1;
 	if (p->ivshmem_server[0] && p->doorbell && !p->inspect_only) {
 		rc = join_ivshmem_server(link, sp);

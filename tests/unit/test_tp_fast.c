@@ -9,11 +9,13 @@
  * sizes it does not judge, a busy lock, shutdown. */
 #include <poll.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cmocka.h>
 
 #include "tests/helpers/tp_testlib.h"
@@ -416,7 +418,7 @@ static void test_news_detect(void **state)
 	/* A's quick probe, due: its Detect */
 	uint16_t det = p.ca->detect_seq;
 
-	p.ca->quick_ns -= (uint64_t)TP_QUICK_PROBE_US * 4000u;
+	p.ca->quick_ns -= tp_quick_base_us(p.ca) * 4000u;
 	tp_conn_timers(p.ca, tp_now_ms());
 	assert_int_equal((uint16_t)(p.ca->detect_seq - det), 1);
 	assert_true(tp_news_read(w) != seen);
@@ -449,22 +451,24 @@ static void test_arm_due(void **state)
 	assert_true(tp_arm_due_take() == 0); /* (a look that does not arm notes nothing) */
 	tp_poll_dir(p.ca, TP_EV_IN, true);
 	due = tp_arm_due_take();
-	/* (the next probe after the send: TP_QUICK_PROBE_US << quick_n, quick_n 0 unless this
+	/* (the next probe after the send: tp_quick_base_us() << quick_n, quick_n 0 unless this
 	 * thread was held up past it and the look sent the first) */
 	assert_true(due > now &&
-		    due == p.ca->quick_ns + ((uint64_t)TP_QUICK_PROBE_US * 1000u << p.ca->quick_n));
+		    due == p.ca->quick_ns + (tp_quick_base_us(p.ca) * 1000u << p.ca->quick_n));
 	assert_true(tp_arm_due_take() == 0); /* (taken) */
 	/* past it: the arming look sends the probe and notes the next, later one */
 	uint16_t det = p.ca->detect_seq;
 
-	/* (the first probe 1.2 x TP_QUICK_PROBE_US ago, the next at twice it: still ahead) */
+	/* (the first probe 1.2 x its delay ago, the next at twice it: still ahead) */
+	uint64_t base = tp_quick_base_us(p.ca);
+
 	now = clock_mono_ns();
 	p.ca->quick_n = 0;
-	p.ca->quick_ns = now - (uint64_t)TP_QUICK_PROBE_US * 1200u;
+	p.ca->quick_ns = now - base * 1200u;
 	tp_poll_dir(p.ca, TP_EV_IN, true);
 	assert_int_equal((uint16_t)(p.ca->detect_seq - det), 1);
 	due = tp_arm_due_take();
-	assert_true(due > now && due <= now + (uint64_t)TP_QUICK_PROBE_US * 1000u);
+	assert_true(due > now && due <= now + base * 1000u);
 	tl_pair_close(&p);
 }
 
@@ -613,12 +617,15 @@ static void *wait_in(void *arg)
 	return NULL;
 }
 
-/* A thread asleep in tp_wait() for input asks for the direct doorbell (FB_WAIT's
- * TP_FBW_DIRECT), and the sender's message rings that one, not the doorbell the helper thread
- * sleeps on (which moves then only for a Detect of the sender's); the reader wakes with the
- * bytes, within its 50 ms sleep (a ring it missed would end none of three before its slice),
- * and takes the request back. A look that arms for a poll or epoll sleeper (tp_poll_dir())
- * asks for its event fd (TP_FBW_EVENT: test_event_wake()). */
+/* A thread asleep in tp_wait() for input asks for a wake of its connection's NEWS word
+ * (FB_WAIT's TP_FBW_WORD), and the sender's message rewrites that word and wakes it, moving
+ * neither the doorbell the helper thread sleeps on (but for a Detect of the sender's) nor the
+ * direct doorbell every reader of the side sleeps on; the reader wakes with the bytes, within
+ * its 50 ms sleep (a wake it missed would end none of three before its slice), and takes the
+ * request back. Against a peer that does not advertise NTB_CAP_WORD_WAKE (one that predates
+ * it), the reader asks for the direct doorbell (TP_FBW_DIRECT), which the message rings. A look
+ * that arms for a poll or epoll sleeper (tp_poll_dir()) asks for its event fd (TP_FBW_EVENT:
+ * test_event_wake()). */
 static void test_direct_wake(void **state)
 {
 	struct tl_pair p;
@@ -627,21 +634,30 @@ static void test_direct_wake(void **state)
 	(void)state;
 	pair_open(&p, "fast-direct", 40015);
 	assert_true(ntb_db_direct_ok(p.cb->link->ntb));
-	for (unsigned k = 0; k < 3; k++) {
+	assert_true(ntb_word_wake_ok(p.cb->link->ntb));
+	uint64_t news = tp_news_off(p.cb->link->geom.pool_off, p.cb->slot);
+
+	assert_true(news != 0);
+	for (unsigned k = 0; k < 4; k++) {
 		struct waiter w = { .c = p.cb };
 		pthread_t t;
-		uint32_t v = 0;
+		uint32_t v = 0, ask = k < 3 ? TP_FBW_WORD : TP_FBW_DIRECT;
 
+		if (k == 3) /* (A's side as one that predates the word wake) */
+			atomic_fetch_and_explicit(&p.ca->link->ntb->ctrl_out->caps.v,
+						  ~NTB_CAP_WORD_WAKE, memory_order_relaxed);
+		assert_int_equal(ntb_word_wake_ok(p.cb->link->ntb), k < 3);
 		assert_int_equal(pthread_create(&t, NULL, wait_in, &w), 0);
 		for (int i = 0; i < 5000; i++) {
-			if (tp_slot_word(p.ca, TP_W_FB_WAIT, &v) && (v & TP_FBW_DIRECT))
+			if (tp_slot_word(p.ca, TP_W_FB_WAIT, &v) && (v & ask))
 				break;
 			usleep(1000);
 		}
-		assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING), TP_FBW_DIRECT);
+		assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING | TP_FBW_WORD), ask);
 		usleep(20000); /* (asleep by now: its spin is 300 µs at most) */
 		uint32_t db = ntb_db_read(p.cb->link->ntb);
 		uint32_t dd = ntb_db_direct_read(p.cb->link->ntb);
+		uint32_t nw = ntb_word_read(p.cb->link->ntb, news);
 		uint16_t det = p.ca->detect_seq;
 		uint64_t t0 = clock_mono_ns();
 
@@ -651,10 +667,15 @@ static void test_direct_wake(void **state)
 
 		fastest = took < fastest ? took : fastest;
 		assert_int_equal(w.rc & TP_EV_IN, TP_EV_IN);
-		assert_int_not_equal(ntb_db_direct_read(p.cb->link->ntb), dd);
+		if (k < 3) {
+			assert_int_not_equal(ntb_word_read(p.cb->link->ntb, news), nw);
+			assert_int_equal(ntb_db_direct_read(p.cb->link->ntb), dd);
+		} else {
+			assert_int_not_equal(ntb_db_direct_read(p.cb->link->ntb), dd);
+		}
 		assert_true(ntb_db_read(p.cb->link->ntb) == db || p.ca->detect_seq != det);
 		assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v));
-		assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING), 0);
+		assert_int_equal(v & (TP_FBW_DIRECT | TP_FBW_RING | TP_FBW_WORD), 0);
 		recv_bytes(p.cb, 100, 70 + k);
 	}
 	assert_true(fastest < 25000000u);
@@ -681,6 +702,124 @@ static void test_direct_wake(void **state)
 	pthread_join(t, NULL);
 	assert_int_equal(w.rc & TP_EV_IN, TP_EV_IN);
 	recv_bytes(p.cb, 100, 80);
+	tl_pair_close(&p);
+}
+
+/* Voluntary context switches of thread TID of this process so far (-1: not read). */
+static long vol_switches(pid_t tid)
+{
+	char path[64], line[128];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+struct herd_reader {
+	struct tp_conn *c;
+	unsigned n;
+	_Atomic unsigned got;
+	_Atomic pid_t tid;
+	int rc;
+};
+
+/* Wait for input (tp_wait()) and read one byte, N times (or until a wait or read fails: RC). */
+static void *herd_read(void *arg)
+{
+	struct herd_reader *r = arg;
+	uint8_t b;
+	struct iovec v = { &b, 1 };
+
+	atomic_store(&r->tid, (pid_t)syscall(SYS_gettid));
+	for (unsigned i = 0; i < r->n; i++) {
+		int ev = tp_wait(r->c, TP_EV_IN | TP_EV_ERR | TP_EV_HUP, 10000);
+
+		if (!(ev & TP_EV_IN) || tp_recv(r->c, &v, 1, 0) != 1 || b != (uint8_t)i) {
+			r->rc = -1;
+			return NULL;
+		}
+		atomic_store(&r->got, i + 1);
+	}
+	return NULL;
+}
+
+/* Until FB_WAIT on C's peer asks for a wake of one of BITS (5 s at most): the reader is about
+ * to sleep. */
+static bool fb_wait_asks(struct tp_conn *c, uint32_t bits)
+{
+	uint32_t v;
+
+	for (int i = 0; i < 500000; i++) {
+		if (tp_slot_word(c, TP_W_FB_WAIT, &v) && (v & bits))
+			return true;
+		usleep(10);
+	}
+	return false;
+}
+
+/* The word wake wakes one connection's reader alone: a thread blocked in tp_wait() on one
+ * connection sleeps on while another thread reads 200 messages on a second connection of the
+ * same link, each sent while that reader slept (its wake asked for). With the direct doorbell,
+ * which every reader of the side sleeps on, each message woke both (a JVM's 16 threads each
+ * blocked on its own connection: ~20 wake-ups per connection). The idle reader may wake for
+ * its 50 ms slices alone (counted with a margin, for a slow sanitizer run), and still wakes
+ * for its own connection's message. */
+static void test_word_wake_alone(void **state)
+{
+	struct tl_pair p;
+	struct herd_reader idle = { .n = 1 }, busy = { .n = 200 };
+	pthread_t ti, tb;
+
+	(void)state;
+	pair_open(&p, "fast-herd", 40016);
+	idle.c = p.cb;
+	struct tp_conn *ca1 = p.ca;
+
+	assert_int_equal(tl_pair_connect(&p, 40017, 5000, true), 0);
+	busy.c = p.cb;
+	assert_true(ntb_word_wake_ok(p.cb->link->ntb));
+	assert_int_equal(pthread_create(&ti, NULL, herd_read, &idle), 0);
+	assert_true(fb_wait_asks(ca1, TP_FBW_WORD | TP_FBW_DIRECT));
+	usleep(20000); /* (asleep by now: its spin is 300 µs at most) */
+	long sw0 = vol_switches(atomic_load(&idle.tid));
+	uint64_t t0 = clock_mono_ns();
+
+	assert_true(sw0 >= 0);
+	assert_int_equal(pthread_create(&tb, NULL, herd_read, &busy), 0);
+	for (unsigned i = 0; i < busy.n; i++) {
+		uint8_t b = (uint8_t)i;
+
+		assert_true(fb_wait_asks(p.ca, TP_FBW_WORD | TP_FBW_DIRECT));
+		assert_int_equal(tl_send_all(p.ca, &b, 1), 0);
+		for (int k = 0; k < 500000 && atomic_load(&busy.got) <= i && !busy.rc; k++)
+			usleep(10);
+		assert_int_equal(busy.rc, 0);
+		assert_int_equal(atomic_load(&busy.got), i + 1);
+	}
+	pthread_join(tb, NULL);
+	long woke = vol_switches(atomic_load(&idle.tid)) - sw0;
+	uint64_t ms = (clock_mono_ns() - t0) / 1000000u;
+
+	/* its slices: one per 50 ms, doubled, and a few */
+	assert_true(woke >= 0);
+	if (woke > 5 + (long)(ms / 25u))
+		fail_msg("the idle reader woke %ld times in %llu ms for 200 messages on another "
+			 "connection", woke, (unsigned long long)ms);
+	/* and for its own */
+	uint8_t b = 0;
+
+	assert_int_equal(atomic_load(&idle.got), 0);
+	assert_int_equal(tl_send_all(ca1, &b, 1), 0);
+	pthread_join(ti, NULL);
+	assert_int_equal(idle.rc, 0);
+	assert_int_equal(atomic_load(&idle.got), 1);
 	tl_pair_close(&p);
 }
 
@@ -869,6 +1008,7 @@ int main(void)
 		cmocka_unit_test(test_spin_lost),
 		cmocka_unit_test(test_turn_release),
 		cmocka_unit_test(test_direct_wake),
+		cmocka_unit_test(test_word_wake_alone),
 		cmocka_unit_test(test_event_wake),
 		cmocka_unit_test(test_event_wake_child),
 		cmocka_unit_test(test_news),

@@ -1319,10 +1319,98 @@ static void test_quick_probe_due_in_us(void **state)
 
 	due = tp_tx_quick_due_ns(p.ca, &urgent);
 	/* (from the send, which found nothing unacknowledged: tp_tx_timers_start()) */
+	/* (a fresh link's receivers not sampled yet: the shortest delay) */
+	assert_int_equal(tp_quick_base_us(p.ca), TP_QUICK_PROBE_US);
 	assert_true(due >= t0 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
 	assert_true(due <= t1 + (uint64_t)TP_QUICK_PROBE_US * 1000u);
 	assert_true(TP_QUICK_PROBE_US < 1000u);
 	assert_false(urgent); /* plain unacknowledged data: no recovery under way */
+	tl_pair_close(&p);
+}
+
+/* One exchange's acknowledgement after WAIT_US: A sends 64 bytes, B reads them WAIT_US later
+ * and publishes its release, A reads its feedback; A sent no probe meanwhile (the helper's
+ * timers may have: false then, the sample was not taken). */
+static bool ack_after(struct tl_pair *p, const uint8_t *b, unsigned wait_us)
+{
+	struct iovec vb = { (void *)b, 64 };
+	uint16_t det;
+
+	tp_mutex_lock(&p->ca->tx_lock);
+	det = p->ca->detect_seq;
+	tp_mutex_unlock(&p->ca->tx_lock);
+	assert_int_equal(tp_send(p->ca, &vb, 1), 64);
+	if (wait_us)
+		usleep(wait_us);
+	expect_64(p->cb, b);
+	tp_mutex_lock(&p->cb->rx_lock);
+	tp_rx_flush_feedback(p->cb);
+	tp_mutex_unlock(&p->cb->rx_lock);
+	tp_mutex_lock(&p->ca->tx_lock);
+	tp_tx_feedback(p->ca);
+	bool clean = p->ca->detect_seq == det && p->ca->msn_next == p->ca->fb_ack;
+	tp_mutex_unlock(&p->ca->tx_lock);
+	return clean;
+}
+
+/* The first quick probe waits twice as long as the receiver usually takes to acknowledge (a
+ * loaded host's slow answers were probed ~6 times each, every probe and answer a wake-up on
+ * both hosts), at least TP_QUICK_PROBE_US and at most TP_QUICK_PROBE_MAX_US: a receiver that
+ * acknowledges 3 ms after each send moves the delay to the cap, for the connection and its
+ * link (a new connection's first probes); fast exchanges bring it back to TP_QUICK_PROBE_US.
+ * A progress that a probe preceded is no sample (Karn): its time is the probe's. */
+static void test_quick_probe_follows_ack_time(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	uint8_t b[64];
+	unsigned clean = 0;
+
+	(void)state;
+	memset(b, 9, sizeof(b));
+	tp_params_init(&tpp);
+	pair_open(&p, "quickack", &tpp, NULL);
+	assert_int_equal(tp_quick_base_us(p.ca), TP_QUICK_PROBE_US);
+	for (unsigned k = 0; k < 40 && clean < 16; k++)
+		clean += ack_after(&p, b, 3000);
+	assert_true(clean >= 16);
+	assert_true(p.ca->ack_us >= 2500u);
+	assert_int_equal(tp_quick_base_us(p.ca), TP_QUICK_PROBE_MAX_US);
+	uint32_t link_us = atomic_load(&p.ca->link->ack_us);
+
+	assert_true(link_us >= 2500u);
+	/* the first probe of the data now unacknowledged: at the cap */
+	struct iovec vb = { b, sizeof(b) };
+	bool urgent = false;
+
+	assert_int_equal(tp_send(p.ca, &vb, 1), 64);
+	uint64_t due = tp_tx_quick_due_ns(p.ca, &urgent);
+
+	tp_mutex_lock(&p.ca->tx_lock);
+	assert_true(due == p.ca->quick_ns + ((uint64_t)TP_QUICK_PROBE_MAX_US * 1000u << p.ca->quick_n));
+	tp_mutex_unlock(&p.ca->tx_lock);
+	expect_64(p.cb, b);
+	/* Karn: a progress after a probe leaves the mean alone */
+	tp_mutex_lock(&p.ca->tx_lock);
+	uint32_t before = p.ca->ack_us;
+
+	p.ca->quick_n = 1;
+	tp_mutex_unlock(&p.ca->tx_lock);
+	tp_mutex_lock(&p.cb->rx_lock);
+	tp_rx_flush_feedback(p.cb);
+	tp_mutex_unlock(&p.cb->rx_lock);
+	tp_mutex_lock(&p.ca->tx_lock);
+	tp_tx_feedback(p.ca);
+	assert_int_equal(p.ca->msn_next, p.ca->fb_ack);
+	assert_int_equal(p.ca->ack_us, before);
+	assert_int_equal(p.ca->quick_n, 0);
+	tp_mutex_unlock(&p.ca->tx_lock);
+	/* fast answers: back to the shortest delay */
+	clean = 0;
+	for (unsigned k = 0; k < 200 && clean < 60; k++)
+		clean += ack_after(&p, b, 0);
+	assert_true(clean >= 60);
+	assert_int_equal(tp_quick_base_us(p.ca), TP_QUICK_PROBE_US);
 	tl_pair_close(&p);
 }
 
@@ -2922,6 +3010,7 @@ int main(void)
 		cmocka_unit_test(test_epoch_word_again_on_doorbell),
 		cmocka_unit_test(test_quick_probe_due_in_us),
 		cmocka_unit_test(test_quick_probe_counts_from_send_after_idle),
+		cmocka_unit_test(test_quick_probe_follows_ack_time),
 		cmocka_unit_test(test_retransmit_selective),
 		cmocka_unit_test(test_retry_positions_lost_waits),
 		cmocka_unit_test(test_retry_positions_never_come),
