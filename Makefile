@@ -126,7 +126,7 @@ DEB_PKGS := gcc make pkg-config libpci-dev liburcu-dev libconfig-dev libcmocka-d
             iperf3 sockperf socat iproute2 pciutils procps psmisc coreutils python3 \
             qemu-system-x86 linux-image-amd64 busybox-static cpio gzip \
             clang libclang-rt-14-dev gnuplot-nox strace memcached libpython3.11-testsuite \
-            liburing-dev nodejs
+            liburing-dev nodejs openjdk-17-jdk-headless
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
