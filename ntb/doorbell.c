@@ -233,11 +233,10 @@ bool ntb_word_wake_ok(const struct ntb_link *link)
 		NTB_CAP_WORD_WAKE);
 }
 
-/* The word at OFF of our inbound window as a futex word (its low half, little-endian), NULL
- * outside the window. */
+/* The 32-bit word at OFF of our inbound window as a futex word, NULL outside the window. */
 static const _Atomic uint32_t *in_word(const struct ntb_link *link, uint64_t off)
 {
-	if (!link->in || off % 8u || off > link->win_size || 8u > link->win_size - off)
+	if (!link->in || off % 4u || off > link->win_size || 4u > link->win_size - off)
 		return NULL;
 	return (const _Atomic uint32_t *)(const void *)(link->in + off);
 }
@@ -254,13 +253,13 @@ int ntb_peer_word_wake(struct ntb_link *link, uint64_t off)
 {
 	if (link->inspect)
 		return -EPERM;
-	/* (a peer that takes interrupts, a side whose ring wakes no futex, a backend that writes
-	 * through a call rather than a mapping: the direct doorbell, which rings the doorbell
-	 * there) */
-	if (!(link->caps & NTB_CAP_FUTEX_WAKE) || !link->ops->db_wake || link->ops->write ||
-	    ntb_peer_db_target(link) || off % 8u || off > link->out_size ||
-	    8u > link->out_size - off)
-		return ntb_peer_db_ring_direct(link);
+	/* (a peer that takes interrupts, a side whose ring wakes no futex, a word outside the
+	 * window: the doorbell, which a sleeper on the word sleeps on too; a backend that writes
+	 * through a call, the speed model, still stores into the mapping) */
+	if (!(link->caps & NTB_CAP_FUTEX_WAKE) || !link->ops->db_wake || !link->out ||
+	    ntb_peer_db_target(link) || off % 4u || off > link->out_size ||
+	    4u > link->out_size - off)
+		return ntb_peer_db_ring(link);
 	if (ntb_ctrl_cut(link))
 		return 0;
 	/* the caller stored the word; db_wake's fence orders that store before its load of the

@@ -232,10 +232,11 @@ int ntb_db_wait_direct_us(struct ntb_link *link, uint32_t seen, uint32_t seen_di
 /* The word wake (ntb_int.h): may this process sleep on a word of its inbound window that the
  * peer wakes (the peer advertises NTB_CAP_WORD_WAKE, and ntb_db_direct_ok()'s conditions)? */
 bool ntb_word_wake_ok(const struct ntb_link *link);
-/* The low 32 bits of the 64-bit word at OFF of our inbound window (acquire), 0 outside it. */
+/* The 32-bit word at OFF (4-aligned) of our inbound window (acquire), 0 outside it. */
 uint32_t ntb_word_read(const struct ntb_link *link, uint64_t off);
-/* After a store to the word at OFF of the peer's window: wake the peer's sleepers on it (its
- * direct doorbell where this side wakes no futexes, or the peer takes interrupts). */
+/* After a store to the 32-bit word at OFF of the peer's window: wake the peer's sleepers on it
+ * (its doorbell, which they sleep on too, where this side wakes no futexes or the peer takes
+ * interrupts). */
 int ntb_peer_word_wake(struct ntb_link *link, uint64_t off);
 /* As ntb_db_wait_us(), woken also when ntb_word_read(OFF) differs from SEEN_WORD. */
 int ntb_db_wait_word_us(struct ntb_link *link, uint32_t seen, uint64_t off, uint32_t seen_word,

@@ -261,6 +261,11 @@ static inline uint64_t tp_news_tag(uint32_t slot, uint32_t seed, uint32_t n)
  * only of a peer with NTB_CAP_WORD_WAKE; TP_FBW_RING, asked too, rings the doorbell, which
  * the sleeper also waits on. */
 #define TP_FBW_WORD       16u
+/* The half of a NEWS word that the sleeper's futex compares: the check (the upper half of the
+ * little-endian checked word, crc32c(seed, value)), which every new value of the connection
+ * changes, and a new connection in the slot too (its seed: the value alone, a message sequence
+ * number that starts at 0 again, may come back to one left by the slot's previous connection). */
+#define TP_NEWS_FUTEX     4u
 /* Where the receiver's validation stopped when it asked for a Retry (its v_d and v_i), written
  * before the Retry's epoch: the sender rewrites the message there first (selective repeat,
  * tp_retx.c: retransmit()); a peer that never writes them gets the whole unreleased rings. */
@@ -1046,6 +1051,9 @@ struct tp_conn {
 	uint64_t quick_ns;         /* CLOCK_MONOTONIC (ns) they count from: the last progress or
 				    * retransmission (tp_quick_base_us() apart, doubling) */
 	uint32_t ack_us;           /* the link's ack_us for this connection alone, 0: no sample */
+	uint32_t ack_msn;          /* the message timed for ack_us (tp_tx_timers_start()) ... */
+	uint64_t ack_stamp_ns;     /* ... sent then (CLOCK_MONOTONIC); 0: none timed (or its time
+				    * void: a probe or a retransmission came since, Karn) */
 	uint32_t det_backoff;      /* Detects answered without progress in a row */
 	uint16_t det_acked;        /* the last Detect sequence the receiver's feedback echoed */
 	uint64_t last_ack_ms, last_tx_pub_ms;
@@ -1142,6 +1150,8 @@ struct tp_conn {
 	bool gated, rx_wait_set, rd_shut, eof, fb_dirty;
 	/* FB_WAIT asks for TP_FBW_DIRECT or TP_FBW_WORD (that bit; 0: neither) (tp_set_wait_direct()) */
 	uint8_t rx_wait_direct;
+	uint16_t rx_direct_n;         /* threads in tp_wait_one()'s sleep on their word or the direct
+				       * doorbell (tp_rx_wait_clear() leaves their request to the last) */
 	/* with rx_wait_set: the ring asked for is TP_FBW_EVENT to this claim slot; -1: RING */
 	int16_t rx_wait_slot;
 	bool rx_news;                 /* FB_WAIT asks for NEWS (tp_rx_news_arm()), for good */
@@ -1686,9 +1696,10 @@ unsigned tp_probe_hit(const struct tp_conn *c, const struct tp_probe *p);
 /* ... or, where the receiver usually takes longer to acknowledge (a loaded host: a JVM's 16
  * threads on 2 CPUs answered in ~5 ms, and every request was probed ~6 times, each probe and
  * its answer a wake-up on both hosts), twice that (TCP's tail loss probe: 2 SRTT), up to
- * TP_QUICK_PROBE_MAX_US: tp_quick_base_us(). The time is sampled from each progress that no
- * probe or retransmission preceded (Karn: tp_tx_feedback()), per connection and per link
- * (a new connection's first probes go by its link's). */
+ * TP_QUICK_PROBE_MAX_US: tp_quick_base_us(). The time is that of one message at a time, from
+ * its send to the acknowledgement that covers it (tp_tx_timers_start(), tp_tx_feedback()),
+ * void when a probe or a retransmission came between (Karn), at most half the cap; a running
+ * mean per connection and per link (a new connection's first probes go by its link's). */
 #define TP_QUICK_PROBE_MAX_US 5000u
 /* The first quick probe's delay for C, µs (under tx_lock). */
 static inline uint64_t tp_quick_base_us(const struct tp_conn *c)
@@ -1701,9 +1712,10 @@ static inline uint64_t tp_quick_base_us(const struct tp_conn *c)
 	return a < TP_QUICK_PROBE_US ? TP_QUICK_PROBE_US :
 	       a > TP_QUICK_PROBE_MAX_US ? TP_QUICK_PROBE_MAX_US : a;
 }
-/* A quick probe sent this many µs or more after the last progress, its previous one unanswered,
- * arms a writer's death to reset its socket (tp_witness.c): at the base delay, the fourth
- * (250, 500, 1000, 2000 µs), as when probes were 1 ms apart. */
+/* A quick probe sent this many µs or more after the last progress, the one before it (since that
+ * progress: the second at least) unanswered, arms a writer's death to reset its socket
+ * (tp_witness.c): at the base delay, the fourth (250, 500, 1000, 2000 µs), as when probes were
+ * 1 ms apart. */
 #define TP_QUICK_RST_US 2000u
 /* The helper thread's tid (0: none has run yet): for diagnostics and tests. */
 int tp_helper_tid(void);
@@ -1760,10 +1772,19 @@ uint64_t tp_conn_recovery_due_ns(struct tp_conn *c, bool *ret_urgent);
  * One clock read, only on that transition (a stream's cached CmpAck lags its sends). */
 static inline void tp_tx_timers_start(struct tp_conn *c)
 {
-	if (c->msn_next != c->fb_ack)
+	if (c->msn_next != c->fb_ack) {
+		/* (a message timed for the acknowledgement's mean, tp_tx_feedback(): one at a
+		 * time, so one clock read per acknowledgement at most) */
+		if (!c->ack_stamp_ns) {
+			c->ack_stamp_ns = clock_mono_ns();
+			c->ack_msn = c->msn_next;
+		}
 		return;
+	}
 	uint64_t ns = clock_mono_ns();
 
+	c->ack_stamp_ns = ns;
+	c->ack_msn = c->msn_next;
 	c->quick_ns = ns;
 	c->last_ack_ms = ns / 1000000u; /* (tp_now_ms()'s clock) */
 	c->quick_n = 0;
@@ -2064,7 +2085,8 @@ void tp_fb_wait_write(struct tp_conn *c, uint32_t word, bool on);
 /* Under rx_lock: FB_WAIT's TP_FBW_DIRECT or TP_FBW_WORD (BIT), or neither (0) (written when it
  * changes, as tp_set_wait_flag()). */
 void tp_set_wait_direct(struct tp_conn *c, uint8_t bit);
-/* Under rx_lock: no ring asked for any more (TP_FBW_RING, _DIRECT, _WORD; NEWS stays). */
+/* Under rx_lock: no ring asked for any more (TP_FBW_RING, EVENT; DIRECT or WORD unless a
+ * sleeper of tp_wait_one() on them counts; NEWS stays). */
 void tp_rx_wait_clear(struct tp_conn *c);
 /* Under rx_lock: ask the peer to ring for data. EVFD: the asker sleeps on the process's event
  * fd (poll, epoll), and may be rung there directly (TP_FBW_EVENT) while every asker so far

@@ -125,11 +125,16 @@ static bool retry_put_off(struct tp_conn *c, uint16_t ep)
  * message where its validation stopped, else every unreleased byte), then announce the epoch.
  * Rewriting is idempotent: the shadow is what the window should hold. */
 /* A sample of how long C's receiver took to acknowledge (NS): into C's and its link's running
- * means (1/8 of the difference; a sample over a second counts as one: tp_quick_base_us()
- * stops at TP_QUICK_PROBE_MAX_US anyway). */
+ * means (1/8 of the difference). Over TP_QUICK_PROBE_MAX_US it is no sample: most likely the
+ * sender did not look meanwhile (it went idle after its send, and reads the acknowledgement at
+ * its next one), and the probe's delay stops there anyway; over half of it, it counts as that
+ * half (the probe's delay stops at twice it). */
 static void ack_sample(struct tp_conn *c, uint64_t ns)
 {
-	uint32_t us = ns >= 1000000000u ? 1000000u : (uint32_t)(ns / 1000u);
+	if (ns > TP_QUICK_PROBE_MAX_US * 1000u)
+		return;
+	uint32_t us = ns >= TP_QUICK_PROBE_MAX_US / 2u * 1000u ? TP_QUICK_PROBE_MAX_US / 2u :
+								 (uint32_t)(ns / 1000u);
 	/* relaxed: a hint, a lost update among racing connections costs nothing */
 	uint32_t l = atomic_load_explicit(&c->link->ack_us, memory_order_relaxed);
 
@@ -144,6 +149,7 @@ static void retransmit(struct tp_conn *c, uint16_t epoch)
 {
 	/* counted first: the peer may see the data before we return */
 	TP_STAT_ADD(c->st->retransmits, 1);
+	c->ack_stamp_ns = 0; /* (Karn: the acknowledgement may be the retransmission's) */
 
 	/* Whole slots (the sequence bytes with them): the receiver is gated until the epoch
 	 * below is published after a barrier, so it never sees a slot half rewritten; fewer
@@ -254,10 +260,13 @@ void tp_tx_feedback(struct tp_conn *c)
 		}
 		uint64_t ns = clock_mono_ns();
 
-		/* how long the receiver took, where nothing but its own pace was waited for: no
-		 * probe, no error, no retransmission unconfirmed since quick_ns (Karn) */
-		if (!c->quick_n && !c->terr && !c->epoch_unconfirmed && ns > c->quick_ns)
-			ack_sample(c, ns - c->quick_ns);
+		/* how long the receiver took to acknowledge the timed message (none timed, or its
+		 * time void: tp_tx_timers_start()) */
+		if (c->ack_stamp_ns && (int32_t)(c->fb_ack - c->ack_msn) > 0) {
+			if (ns > c->ack_stamp_ns)
+				ack_sample(c, ns - c->ack_stamp_ns);
+			c->ack_stamp_ns = 0;
+		}
 		c->terr = 0;
 		c->det_backoff = 0;
 		c->quick_n = 0;
@@ -358,7 +367,7 @@ static bool detect_wake(struct tp_conn *c)
 	if (!(v & TP_FBW_WORD) || (v & (TP_FBW_RING | TP_FBW_EVENT)))
 		return true;
 	ntb_wc_flush(c->link->ntb);
-	ntb_peer_word_wake(c->link->ntb, c->news_out);
+	ntb_peer_word_wake(c->link->ntb, c->news_out + TP_NEWS_FUTEX);
 	return false;
 }
 
@@ -367,6 +376,7 @@ static void send_detect(struct tp_conn *c)
 	if (tp_tx_held(c))
 		tp_tx_publish(c); /* (TX_D below covers it) */
 	c->detect_seq++;
+	c->ack_stamp_ns = 0; /* (Karn: the acknowledgement may be the probe's answer) */
 	/* TX_D publishes the data ring again: after the data, which another thread may have
 	 * written under tx_lock (the fence in its tp_tx_publish() does not order our store); pairs
 	 * with the acquire load of TX_D in rx_data() */
@@ -502,7 +512,7 @@ uint32_t tp_tx_timers(struct tp_conn *c, uint64_t now)
 			 * death resets our socket from now on (tp_witness.c), unless a failover is to
 			 * carry the bytes over it. A receiver that answers has what we wrote in its
 			 * window, read or not (a death then is a clean end, as over kernel TCP) */
-			if (probed && (c->terr || (c->quick_n &&
+			if (probed && (c->terr || (c->quick_n >= 2 &&
 					 tp_quick_base_us(c) << (c->quick_n - 1 < 20 ?
 								 c->quick_n - 1 : 20) >=
 						 TP_QUICK_RST_US)) &&

@@ -72,10 +72,14 @@ void tp_set_wait_direct(struct tp_conn *c, uint8_t bit)
 
 void tp_rx_wait_clear(struct tp_conn *c)
 {
-	if (!c->rx_wait_set && !c->rx_wait_direct)
+	/* (the direct doorbell or word stays while a sleeper of tp_wait_one() counts: the last
+	 * to leave takes it back) */
+	uint8_t direct = c->rx_direct_n ? c->rx_wait_direct : 0;
+
+	if (!c->rx_wait_set && c->rx_wait_direct == direct)
 		return;
 	c->rx_wait_set = false;
-	c->rx_wait_direct = 0;
+	c->rx_wait_direct = direct;
 	c->rx_wait_slot = -1;
 	tp_fb_wait_write(c, TP_W_FB_WAIT, false);
 }
@@ -437,22 +441,14 @@ static unsigned spin_in_lean(struct tp_conn *c)
 	return 0;
 }
 
-/* A reader that leaves tp_wait_one() with nothing to read takes back its request for the
- * direct doorbell or its word (the peer would wake nobody, and a Detect of the peer's that
- * woke only that word would wait for the helper's pass): RC. */
-static int wait_direct_drop(struct tp_conn *c, int rc)
-{
-	tp_mutex_lock(&c->rx_lock);
-	tp_set_wait_direct(c, 0);
-	tp_mutex_unlock(&c->rx_lock);
-	return rc;
-}
+static int wait_sleep(struct tp_conn *c, unsigned events, int timeout_ms, int sleep, uint64_t word,
+		      uint64_t t0);
 
 int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 {
 	c = tp_conn_cur(c); /* (moved to another link: that one) */
 	long budget = (long)c->link->params.spin_us;
-	uint64_t t0, start;
+	uint64_t t0;
 	unsigned ev;
 
 	if (!(events & TP_EV_OUT))
@@ -466,7 +462,6 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 	if (ev & events)
 		return woke(c, ev & events);
 	t0 = clock_mono_ns();
-	start = t0 / 1000000u;
 	/* Adaptive spinning: a connection that was waited on and woke within the last few ms is
 	 * streaming; sleeping there costs the peer a wake-up per message and us two context
 	 * switches per ring turn, so spin longer (still bounded: an idle connection sleeps). Not
@@ -510,7 +505,7 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 	 * wakes for its data (neither the helper thread, on the doorbell, nor the readers of other
 	 * connections wake for it), or where the peer cannot, the direct doorbell (which wakes
 	 * every reader of the side, but not the helper) */
-	int sleep = TP_SLEEP_DB;
+	int sleep = TP_SLEEP_DB, rc;
 	uint64_t news = 0;
 
 	if ((events & (TP_EV_IN | TP_EV_OUT)) == TP_EV_IN && ntb_db_direct_ok(c->link->ntb)) {
@@ -519,10 +514,36 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 		    (news = tp_news_off(c->link->geom.pool_off, c->slot)))
 			sleep = TP_SLEEP_WORD;
 	}
+	if (sleep == TP_SLEEP_DB)
+		return wait_sleep(c, events, timeout_ms, sleep, 0, t0);
+	/* counted while it may sleep on its own word or the direct doorbell: the request for
+	 * them stays while any such sleeper does (another thread's return, with data or not,
+	 * would leave it asleep with nobody to wake it), and goes with the last (the peer
+	 * would wake nobody, and a Detect of its that woke only the word would wait for the
+	 * helper's pass) */
+	tp_mutex_lock(&c->rx_lock);
+	c->rx_direct_n++;
+	tp_mutex_unlock(&c->rx_lock);
+	rc = wait_sleep(c, events, timeout_ms, sleep, news + TP_NEWS_FUTEX, t0);
+	tp_mutex_lock(&c->rx_lock);
+	if (!--c->rx_direct_n)
+		tp_set_wait_direct(c, 0);
+	tp_mutex_unlock(&c->rx_lock);
+	return rc;
+}
+
+/* tp_wait_one()'s sleep (TP_SLEEP_*), from T0 (its start), on the doorbell and, with
+ * TP_SLEEP_WORD, the 32-bit word at WORD of the inbound window. */
+static int wait_sleep(struct tp_conn *c, unsigned events, int timeout_ms, int sleep, uint64_t word,
+		      uint64_t t0)
+{
+	uint64_t start = t0 / 1000000u;
+	unsigned ev;
+
 	for (;;) {
 		uint32_t seen = ntb_db_read(c->link->ntb);
 		/* (before the arming's flag and re-check: a message after them changes it) */
-		uint32_t seen_d = sleep == TP_SLEEP_WORD ? ntb_word_read(c->link->ntb, news) :
+		uint32_t seen_d = sleep == TP_SLEEP_WORD ? ntb_word_read(c->link->ntb, word) :
 				  sleep == TP_SLEEP_DIRECT ? ntb_db_direct_read(c->link->ntb) : 0;
 		uint64_t now = tp_now_ms();
 		/* (a failover, or a moved connection's tail going out first: short slices;
@@ -558,17 +579,17 @@ int tp_wait_one(struct tp_conn *c, unsigned events, int timeout_ms)
 		}
 		if (timeout_ms >= 0) {
 			if (now - start >= (uint64_t)timeout_ms)
-				return wait_direct_drop(c, 0);
+				return 0;
 			if ((uint64_t)slice > (start + (uint64_t)timeout_ms - now) * 1000u)
 				slice = (long)((start + (uint64_t)timeout_ms - now) * 1000u);
 		}
 		rc = sleep == TP_SLEEP_WORD ?
-			     ntb_db_wait_word_us(c->link->ntb, seen, news, seen_d, slice) :
+			     ntb_db_wait_word_us(c->link->ntb, seen, word, seen_d, slice) :
 		     sleep == TP_SLEEP_DIRECT ?
 			     ntb_db_wait_direct_us(c->link->ntb, seen, seen_d, slice) :
 			     ntb_db_wait_us(c->link->ntb, seen, slice);
 		if (rc == -EINTR)
-			return wait_direct_drop(c, -EINTR);
+			return -EINTR;
 		if (rc == -ENOLINK || rc == -EINVAL)
 			usleep((useconds_t)slice);
 		tp_conn_timers(c, tp_now_ms());

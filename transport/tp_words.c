@@ -247,10 +247,15 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 		}
 		/* a reader asleep in tp_wait() alone: the word it sleeps on (ntb_int.h: WORD
 		 * WAKE), or its direct doorbell, not the one its helper sleeps on too */
-		if ((v & TP_FBW_WORD) && c->news_out)
-			ntb_peer_word_wake(c->link->ntb, c->news_out);
-		else if (v & (TP_FBW_DIRECT | TP_FBW_WORD))
+		if (v & TP_FBW_WORD) {
+			/* (no word to wake: the doorbell, which its sleeper waits on too) */
+			if (c->news_out)
+				ntb_peer_word_wake(c->link->ntb, c->news_out + TP_NEWS_FUTEX);
+			else
+				ntb_peer_db_ring(c->link->ntb);
+		} else if (v & TP_FBW_DIRECT) {
 			ntb_peer_db_ring_direct(c->link->ntb);
+		}
 		return;
 	}
 	ntb_peer_db_ring(c->link->ntb);
@@ -270,7 +275,7 @@ bool tp_wake_word_only(struct tp_conn *c)
 	 * gives it (as detect_news()) */
 	tp_out_word(c->link, c->news_out, c->nonce_out, (uint32_t)clock_mono_ns() | 0x80000000u);
 	ntb_wc_flush(c->link->ntb);
-	ntb_peer_word_wake(c->link->ntb, c->news_out);
+	ntb_peer_word_wake(c->link->ntb, c->news_out + TP_NEWS_FUTEX);
 	return true;
 }
 

@@ -50,7 +50,9 @@ $MAKE --no-print-directory -j"$JOBS" BUILD="$B" \
 export ASAN_OPTIONS="log_path=$logdir/asan:log_exe_name=1:detect_leaks=1:fast_unwind_on_malloc=0:abort_on_error=0:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0"
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitize/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="log_path=$logdir/ubsan:log_exe_name=1:print_stacktrace=1:halt_on_error=1"
-export TSAN_OPTIONS="log_path=$logdir/tsan:log_exe_name=1:halt_on_error=0:second_deadlock_stack=1:report_signal_unsafe=0"
+# history_size=7: the older access of a race keeps its stack (the default lost it for a test
+# thread's window writes, whose suppression, tsan.supp, names a frame of that stack)
+export TSAN_OPTIONS="log_path=$logdir/tsan:log_exe_name=1:halt_on_error=0:second_deadlock_stack=1:report_signal_unsafe=0:history_size=7"
 # The transport's stream tests hand shm link files between threads of one process: fine.
 # liburcu-bp is not instrumented: suppress what it does internally.
 # Transport tests (test_tp_proc, test_tp_fork) fork after the link helper thread started and

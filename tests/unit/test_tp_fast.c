@@ -657,7 +657,7 @@ static void test_direct_wake(void **state)
 		usleep(20000); /* (asleep by now: its spin is 300 µs at most) */
 		uint32_t db = ntb_db_read(p.cb->link->ntb);
 		uint32_t dd = ntb_db_direct_read(p.cb->link->ntb);
-		uint32_t nw = ntb_word_read(p.cb->link->ntb, news);
+		uint32_t nw = ntb_word_read(p.cb->link->ntb, news + TP_NEWS_FUTEX);
 		uint16_t det = p.ca->detect_seq;
 		uint64_t t0 = clock_mono_ns();
 
@@ -668,7 +668,7 @@ static void test_direct_wake(void **state)
 		fastest = took < fastest ? took : fastest;
 		assert_int_equal(w.rc & TP_EV_IN, TP_EV_IN);
 		if (k < 3) {
-			assert_int_not_equal(ntb_word_read(p.cb->link->ntb, news), nw);
+			assert_int_not_equal(ntb_word_read(p.cb->link->ntb, news + TP_NEWS_FUTEX), nw);
 			assert_int_equal(ntb_db_direct_read(p.cb->link->ntb), dd);
 		} else {
 			assert_int_not_equal(ntb_db_direct_read(p.cb->link->ntb), dd);
@@ -820,6 +820,130 @@ static void test_word_wake_alone(void **state)
 	pthread_join(ti, NULL);
 	assert_int_equal(idle.rc, 0);
 	assert_int_equal(atomic_load(&idle.got), 1);
+	tl_pair_close(&p);
+}
+
+/* Two readers asleep on one connection's word: the one whose wait times out leaves the request
+ * to the other (the last to leave takes it back), which then wakes for the message at once, not
+ * at the end of its 50 ms slice. */
+static void test_word_wake_two_readers(void **state)
+{
+	struct tl_pair p;
+	struct herd_reader stay = { .n = 1 };
+	pthread_t ts;
+	uint32_t v = 0;
+
+	(void)state;
+	pair_open(&p, "fast-two", 40018);
+	stay.c = p.cb;
+	assert_int_equal(pthread_create(&ts, NULL, herd_read, &stay), 0);
+	assert_true(fb_wait_asks(p.ca, TP_FBW_WORD));
+	/* a second reader, 30 ms */
+	assert_int_equal(tp_wait(p.cb, TP_EV_IN | TP_EV_ERR | TP_EV_HUP, 30) & TP_EV_IN, 0);
+	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v));
+	assert_int_equal(v & TP_FBW_WORD, TP_FBW_WORD);
+	usleep(5000);
+	uint8_t b = 0;
+	uint64_t t0 = clock_mono_ns();
+
+	assert_int_equal(tl_send_all(p.ca, &b, 1), 0);
+	for (int k = 0; k < 500000 && !atomic_load(&stay.got) && !stay.rc; k++)
+		usleep(10);
+	uint64_t took = clock_mono_ns() - t0;
+
+	pthread_join(ts, NULL);
+	assert_int_equal(stay.rc, 0);
+	assert_int_equal(atomic_load(&stay.got), 1);
+	if (took > 20000000u)
+		fail_msg("the reader left asleep woke %llu us after the message",
+			 (unsigned long long)(took / 1000u));
+	/* the last reader gone with its data: nothing asked for any more */
+	assert_true(tp_slot_word(p.ca, TP_W_FB_WAIT, &v));
+	assert_int_equal(v & (TP_FBW_WORD | TP_FBW_DIRECT | TP_FBW_RING), 0);
+	tl_pair_close(&p);
+}
+
+/* The futex compares a NEWS word's check, not its value: a value left in the word by the slot's
+ * previous connection (another seed) equal to the one the next message writes (a message number,
+ * which starts at 0 again) still wakes the sleeper, at once rather than at its slice's end. */
+static void test_word_wake_stale_value(void **state)
+{
+	struct tl_pair p;
+	struct herd_reader r = { .n = 1 };
+	pthread_t t;
+
+	(void)state;
+	pair_open(&p, "fast-stale", 40019);
+	/* (the value the next message writes: its sequence number + 1, under another seed) */
+	tp_mutex_lock(&p.ca->tx_lock);
+	tp_out_word(p.ca->link, p.ca->news_out, p.ca->nonce_out ^ 0x5a5a5a5au, p.ca->msn_next + 1u);
+	tp_mutex_unlock(&p.ca->tx_lock);
+	r.c = p.cb;
+	assert_int_equal(pthread_create(&t, NULL, herd_read, &r), 0);
+	assert_true(fb_wait_asks(p.ca, TP_FBW_WORD));
+	usleep(5000);
+	uint8_t b = 0;
+	uint64_t t0 = clock_mono_ns();
+
+	assert_int_equal(tl_send_all(p.ca, &b, 1), 0);
+	for (int k = 0; k < 500000 && !atomic_load(&r.got) && !r.rc; k++)
+		usleep(10);
+	uint64_t took = clock_mono_ns() - t0;
+
+	pthread_join(t, NULL);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(atomic_load(&r.got), 1);
+	if (took > 20000000u)
+		fail_msg("the reader woke %llu us after the message", (unsigned long long)(took / 1000u));
+	tl_pair_close(&p);
+}
+
+/* The word wake on a link with the speed model (link.speed: its writes go through a call, into
+ * the same mapping): the sender still wakes the word (a fallback to the direct doorbell, which
+ * the word's sleeper does not wait on, left it asleep until its slice ended). */
+static void test_word_wake_speed(void **state)
+{
+	struct tl_pair p;
+	struct tp_params tpp;
+	pthread_t t;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	tp_params_init(&tpp);
+	snprintf(p.path, sizeof(p.path), "/dev/shm/ntbsock-test-fast-speed-%d", getpid());
+	tl_unlink(p.path);
+	for (int side = 0; side < 2; side++) {
+		struct ntb_link_params lp;
+
+		tl_params(&lp, p.path, side, 16u << 20);
+		lp.speed.latency_ns = 1000;
+		assert_int_equal(tp_link_open(&lp, &tpp, side ? &p.b : &p.a), 0);
+	}
+	assert_int_equal(tp_listen(p.b, 5000), 0);
+	assert_int_equal(tl_wait_listen(p.a, 5000, 5000), 0);
+	for (int i = 0; i < 5000 && !(tp_link_is_up(p.a) && tp_link_is_up(p.b)); i++)
+		usleep(1000);
+	assert_int_equal(tl_pair_connect(&p, 40020, 5000, true), 0);
+	assert_non_null(p.a->ntb->speed);
+	for (unsigned k = 0; k < 3; k++) {
+		struct herd_reader r = { .c = p.cb, .n = 1 };
+
+		assert_int_equal(pthread_create(&t, NULL, herd_read, &r), 0);
+		assert_true(fb_wait_asks(p.ca, TP_FBW_WORD));
+		usleep(5000);
+		uint8_t b = 0;
+		uint64_t t0 = clock_mono_ns();
+
+		assert_int_equal(tl_send_all(p.ca, &b, 1), 0);
+		pthread_join(t, NULL);
+		uint64_t took = clock_mono_ns() - t0;
+
+		assert_int_equal(r.rc, 0);
+		assert_int_equal(atomic_load(&r.got), 1);
+		if (took > 20000000u)
+			fail_msg("the reader woke %llu us after the message",
+				 (unsigned long long)(took / 1000u));
+	}
 	tl_pair_close(&p);
 }
 
@@ -1009,6 +1133,9 @@ int main(void)
 		cmocka_unit_test(test_turn_release),
 		cmocka_unit_test(test_direct_wake),
 		cmocka_unit_test(test_word_wake_alone),
+		cmocka_unit_test(test_word_wake_two_readers),
+		cmocka_unit_test(test_word_wake_stale_value),
+		cmocka_unit_test(test_word_wake_speed),
 		cmocka_unit_test(test_event_wake),
 		cmocka_unit_test(test_event_wake_child),
 		cmocka_unit_test(test_news),
