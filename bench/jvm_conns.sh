@@ -47,16 +47,5 @@ run() {
 	echo "$r $c"
 }
 
-echo "| rep | transport | wall ms | client CPU ms | of kernel TCP | check |"
-echo "|---|---|---|---|---|---|"
-for rep in $(seq "$REPS"); do
-	bn_say "rep $rep: tcp"
-	set -- $(run tcp)
-	tcp=$1
-	echo "| $rep | kernel TCP | $1 | $2 | 1.00 | $3 |"
-	bn_say "rep $rep: ntb"
-	set -- $(run ntb)
-	share=$(awk -v a="$1" -v b="${tcp:-0}" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a / b; else print "-" }')
-	echo "| $rep | ntbsock | $1 | $2 | $share | $3 |"
-done
+bn_alternate "$REPS" run 1 "wall ms | client CPU ms"
 bn_say "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $N connections from $T threads per run; client on CPUs $BN_CPU_CLIENT, server on $BN_CPU_SERVER"

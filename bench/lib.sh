@@ -33,6 +33,9 @@ bn_die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
 bn_cleanup() {
 	trap - EXIT
+	# servers started in a $(...) subshell (a run() function), whose PL_PIDS never reached
+	# this shell: each was listed in bn_pids too (bn_srv)
+	[ -n "$PL_TMP" ] && [ -f "$PL_TMP/bn_pids" ] && PL_PIDS="$PL_PIDS $(cat "$PL_TMP/bn_pids")"
 	[ "${BN_KEEP:-0}" = 1 ] && { echo "kept $PL_TMP" >&2; PL_TMP=""; }
 	pl_cleanup
 	[ -n "$PL_LINK" ] && rm -f "$PL_LINK".side0 "$PL_LINK".side1 "$PL_LINK"-lo \
@@ -94,6 +97,7 @@ bn_srv() {
 	$(bn_cmd $_bn_m B $_bn_c "$PL_TMP/B.log") "$@" >"$PL_TMP/srv-$_bn_m-$_bn_p.out" 2>&1 &
 	BN_LAST=$!
 	PL_PIDS="$PL_PIDS $BN_LAST"
+	echo $BN_LAST >>"$PL_TMP/bn_pids" # (for bn_cleanup(), if this runs in a subshell)
 	if [ $_bn_m = netns ]; then
 		_bn_i=0
 		until ip netns exec $BN_NS-b ss -Hltn "sport = :$_bn_p" 2>/dev/null | grep -q "$_bn_a:$_bn_p"; do
@@ -245,4 +249,29 @@ bn_machine() {
 	cpu=$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1)
 	rev=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 	echo "$(hostname), $cpu, $(nproc) cores, Linux $(uname -r), load average $(cut -d' ' -f1 /proc/loadavg) at start, ntbsock $rev, $(date -u '+%Y-%m-%d %H:%M UTC')"
+}
+
+# bn_alternate REPS RUNFN RATIO COLUMNS: REPS repetitions of "RUNFN tcp" then "RUNFN ntb", each
+# printing its numbers and then a check word (bn_check), as Markdown rows "| rep | transport |
+# numbers | of kernel TCP | check |" under a header of COLUMNS ("|"-separated names of the
+# numbers); the ratio is number RATIO (from 1) to kernel TCP's in the same repetition ("-" for
+# a failed run). Progress on stderr.
+bn_alternate() {
+	_alt_fn=$2; _alt_ri=$3
+	echo "| rep | transport | $4 | of kernel TCP | check |"
+	echo "|---|---|$(echo "$4" | sed 's/[^|][^|]*/---/g')|---|---|"
+	for rep in $(seq "$1"); do
+		_alt_tcp=0
+		for _alt_m in tcp ntb; do
+			bn_say "rep $rep: $_alt_m"
+			_alt_r=$($_alt_fn $_alt_m)
+			[ $_alt_m = tcp ] && _alt_tcp=$(echo "$_alt_r" | awk -v i="$_alt_ri" '{ print $i + 0 }')
+			echo "$_alt_r" | awk -v rep="$rep" -v m="$_alt_m" -v i="$_alt_ri" -v b="$_alt_tcp" '{
+				row = "| " rep " | " (m == "tcp" ? "kernel TCP" : "ntbsock") " |"
+				for (k = 1; k < NF; k++)
+					row = row " " $k " |"
+				r = (b > 0 && $i + 0 > 0) ? sprintf("%.2f", $i / b) : "-"
+				print row " " r " | " $NF " |" }'
+		done
+	done
 }

@@ -37,16 +37,5 @@ run() {
 	echo "$r $c"
 }
 
-echo "| rep | transport | connect µs | first echo µs | connection µs | of kernel TCP | check |"
-echo "|---|---|---|---|---|---|---|"
-for rep in $(seq "$REPS"); do
-	bn_say "rep $rep: tcp"
-	set -- $(run tcp)
-	tcp=$3
-	echo "| $rep | kernel TCP | $1 | $2 | $3 | 1.00 | $4 |"
-	bn_say "rep $rep: ntb"
-	set -- $(run ntb)
-	share=$(awk -v a="$3" -v b="${tcp:-0}" 'BEGIN { if (b > 0 && a > 0) printf "%.2f", a / b; else print "-" }')
-	echo "| $rep | ntbsock | $1 | $2 | $3 | $share | $4 |"
-done
+bn_alternate "$REPS" run 3 "connect µs | first echo µs | connection µs"
 bn_say "CPU: $(lscpu | sed -n 's/^Model name: *//p'); $N connections of $BYTES B each way per run"
