@@ -1612,6 +1612,10 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word);
  * that word rewritten and woken, true; false: the caller rings the doorbell. Under either lock
  * of C (the word is only compared: two writers' fresh values are each news). */
 bool tp_wake_word_only(struct tp_conn *c);
+/* C's NEWS word in the peer's window (news_out, non-zero) rewritten alone, with a value no
+ * message gives it (bit 31 set, from the clock): news for a sleeper on the word, which
+ * compares it; the summaries are left alone (the sender writes them once per message). */
+void tp_news_fresh(struct tp_conn *c);
 /* Statistics: writers (relaxed; partner: tp_stats_load()). A load + store instead of an RMW: each
  * field has one writer (struct tp_stats_sh). */
 #define TP_STAT_ADD(field, n)                                                                  \

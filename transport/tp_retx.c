@@ -121,14 +121,17 @@ static bool retry_put_off(struct tp_conn *c, uint16_t ep)
 	return false;
 }
 
-/* The peer asked for a retry (newer epoch): rewrite what it misses from the shadows (the
- * message where its validation stopped, else every unreleased byte), then announce the epoch.
- * Rewriting is idempotent: the shadow is what the window should hold. */
 /* A sample of how long C's receiver took to acknowledge (NS): into C's and its link's running
  * means (1/8 of the difference). Over TP_QUICK_PROBE_MAX_US it is no sample: most likely the
  * sender did not look meanwhile (it went idle after its send, and reads the acknowledgement at
  * its next one), and the probe's delay stops there anyway; over half of it, it counts as that
  * half (the probe's delay stops at twice it). */
+/* Running mean M (0: none yet) moved by 1/8 towards sample US. */
+static uint32_t mean_add(uint32_t m, uint32_t us)
+{
+	return m ? (uint32_t)((int32_t)m + ((int32_t)us - (int32_t)m) / 8) : us;
+}
+
 static void ack_sample(struct tp_conn *c, uint64_t ns)
 {
 	if (ns > TP_QUICK_PROBE_MAX_US * 1000u)
@@ -138,13 +141,13 @@ static void ack_sample(struct tp_conn *c, uint64_t ns)
 	/* relaxed: a hint, a lost update among racing connections costs nothing */
 	uint32_t l = atomic_load_explicit(&c->link->ack_us, memory_order_relaxed);
 
-	c->ack_us = c->ack_us ? (uint32_t)((int32_t)c->ack_us + ((int32_t)us - (int32_t)c->ack_us) / 8)
-			      : us;
-	atomic_store_explicit(&c->link->ack_us,
-			      l ? (uint32_t)((int32_t)l + ((int32_t)us - (int32_t)l) / 8) : us,
-			      memory_order_relaxed);
+	c->ack_us = mean_add(c->ack_us, us);
+	atomic_store_explicit(&c->link->ack_us, mean_add(l, us), memory_order_relaxed);
 }
 
+/* The peer asked for a retry (newer epoch): rewrite what it misses from the shadows (the
+ * message where its validation stopped, else every unreleased byte), then announce the epoch.
+ * Rewriting is idempotent: the shadow is what the window should hold. */
 static void retransmit(struct tp_conn *c, uint16_t epoch)
 {
 	/* counted first: the peer may see the data before we return */
@@ -357,12 +360,12 @@ static bool detect_wake(struct tp_conn *c)
 	atomic_thread_fence(memory_order_seq_cst);
 	if (!tp_slot_word(c, TP_W_FB_WAIT, &v) || !(v & (TP_FBW_NEWS | TP_FBW_WORD)))
 		return true;
-	n = (uint32_t)clock_mono_ns() | 0x80000000u;
 	if (v & TP_FBW_NEWS) {
+		n = (uint32_t)clock_mono_ns() | 0x80000000u;
 		tp_news_write(c->link, c->news_out, c->news_slot, c->nonce_out, n, n);
 		c->news_done = false;
 	} else {
-		tp_out_word(c->link, c->news_out, c->nonce_out, n); /* (the word alone) */
+		tp_news_fresh(c);
 	}
 	if (!(v & TP_FBW_WORD) || (v & (TP_FBW_RING | TP_FBW_EVENT)))
 		return true;

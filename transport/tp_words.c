@@ -226,12 +226,8 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 		} else if (v & TP_FBW_WORD) {
 			/* a sleeper on the word compares it with what it read before its last
 			 * look: a message's second wake (a merged message grown, a call that
-			 * publishes twice) changes it too, the word alone (the summaries take
-			 * each message once) and with a value no message gives it, as
-			 * detect_news() (tp_retx.c) */
-			tp_out_word(c->link, c->news_out, c->nonce_out,
-				    (uint32_t)clock_mono_ns() | 0x80000000u);
-			ntb_wc_flush(c->link->ntb);
+			 * publishes twice) changes it too */
+			tp_news_fresh(c);
 		}
 		if (!(v & (TP_FBW_RING | TP_FBW_DIRECT | TP_FBW_EVENT | TP_FBW_WORD)))
 			return;
@@ -261,6 +257,12 @@ void tp_wake_peer(struct tp_conn *c, uint32_t flag_word)
 	ntb_peer_db_ring(c->link->ntb);
 }
 
+void tp_news_fresh(struct tp_conn *c)
+{
+	tp_out_word(c->link, c->news_out, c->nonce_out, (uint32_t)clock_mono_ns() | 0x80000000u);
+	ntb_wc_flush(c->link->ntb);
+}
+
 bool tp_wake_word_only(struct tp_conn *c)
 {
 	uint32_t v;
@@ -271,10 +273,7 @@ bool tp_wake_word_only(struct tp_conn *c)
 	if (!tp_slot_word(c, TP_W_FB_WAIT, &v) || !(v & TP_FBW_WORD) ||
 	    (v & (TP_FBW_RING | TP_FBW_EVENT)))
 		return false;
-	/* the word alone (the summaries are the sender's, once per message), a value no message
-	 * gives it (as detect_news()) */
-	tp_out_word(c->link, c->news_out, c->nonce_out, (uint32_t)clock_mono_ns() | 0x80000000u);
-	ntb_wc_flush(c->link->ntb);
+	tp_news_fresh(c);
 	ntb_peer_word_wake(c->link->ntb, c->news_out + TP_NEWS_FUTEX);
 	return true;
 }
