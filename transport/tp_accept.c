@@ -88,6 +88,7 @@ int tp_attach(struct tp_link *l, const struct tp_key *key, struct tp_conn **ret_
 	 * stat` (stored also without it: tp_conn_own(), tp_conn_set_owner()) */
 	atomic_store_explicit(&h->e[slot].pid, tp_self_pid(), memory_order_relaxed);
 	h->e[slot].owners[0] = tp_self_pid();
+	tp_host_proc_note(h, tp_self_pid());
 	tp_host_unlock(l);
 	c = tp_conn_new_first(l, (uint32_t)slot);
 	if (c && h->e[slot].framed && tp_stripe_new(c, false)) {

@@ -593,6 +593,7 @@ int tp_slot_alloc(struct tp_link *l, uint32_t state, int pid)
 	 * stat` (stored also without it: tp_conn_own(), tp_conn_set_owner()) */
 	atomic_store_explicit(&e->pid, pid, memory_order_relaxed);
 	e->owners[0] = pid;
+	tp_host_proc_note(h, pid);
 	e->nonce = slot_nonce(l, (uint32_t)best);
 	e->created_ms = tp_now_ms();
 	/* a data ring for the peer's bytes when the pool has one ([RT]'s rule: not the last
@@ -745,7 +746,56 @@ uint32_t tp_slot_st_flags(struct tp_link *l, uint32_t slot, uint32_t nonce)
 	return tp_cw_check(nonce, w, &f) ? f : 0;
 }
 
-void tp_host_reclaim(struct tp_link *l)
+/* Under lock: whether entry I is to be reclaimed (an expired or abandoned set-up, or no owner
+ * left), and if so reclaimed. PEER_EPOCH: the link's peer session now; PEND_MS: the backstop
+ * for a reservation that nobody accepted. */
+static void reclaim_entry(struct tp_link *l, uint32_t i, uint64_t now, uint32_t peer_epoch,
+			  uint64_t pend_ms)
+{
+	struct tp_host *h = l->host;
+	struct tp_host_entry *e = &h->e[i];
+	bool gone = false;
+
+	switch (e->state) {
+	case TP_ES_FREE:
+		return;
+	case TP_ES_PENDING:
+		if (e->role == TP_ROLE_OFFER) {
+			/* an offer (tp_offer.c) is never withdrawn within its peer session: the peer
+			 * may be claiming it; one of another session that the offers' reset missed,
+			 * or one its maker died before publishing (a process that died holding the
+			 * lock), is */
+			gone = e->peer_epoch != h->peer_epoch || !tp_offer_listed(h, i);
+			break;
+		}
+		gone = clock_age_ms(now, e->created_ms) > pend_ms ||
+		       (peer_epoch && peer_epoch != e->peer_epoch) ||
+		       (tp_slot_st_flags(l, i, e->nonce) & (TP_ST_RST | TP_ST_GONE));
+		break;
+	case TP_ES_CONNECTING:
+	case TP_ES_OPEN:
+		gone = !tp_entry_owned(e);
+		break;
+	}
+	if (!gone) {
+		/* (a walk after the registry overflowed lists the owners again: every pass walks
+		 * everything until they fit) */
+		if (h->procs_over == 2)
+			for (int k = 0; k < TP_OWNERS; k++)
+				tp_host_proc_note(h, e->owners[k]);
+		return;
+	}
+	LOG(LL_DEBUG, "transport: reclaim slot %u (state %u pid %d)", i, e->state,
+	    atomic_load_explicit(&e->pid, memory_order_relaxed));
+	/* GONE added to what the dead owner wrote (an RST it wrote stays: its peer reads
+	 * ECONNRESET, not a death's end of stream) */
+	if (e->state != TP_ES_CONNECTING && e->peer_slot_off)
+		tp_ent_st_add(l, e, TP_ST_GONE);
+	tp_slot_free(l, i);
+}
+
+/* Under lock: the listeners of dead processes, and entries [FROM, TO) (reclaim_entry()). */
+static void reclaim_walk(struct tp_link *l, uint32_t from, uint32_t to)
 {
 	struct tp_host *h = l->host;
 	uint64_t now = tp_now_ms();
@@ -764,41 +814,70 @@ void tp_host_reclaim(struct tp_link *l)
 	}
 	if (lchanged)
 		tp_listen_publish(l, false);
-	for (uint32_t i = 0, used = tp_host_used(h); i < used; i++) {
-		struct tp_host_entry *e = &h->e[i];
-		bool gone = false;
+	for (uint32_t i = from; i < to; i++)
+		reclaim_entry(l, i, now, peer_epoch, pend_ms);
+}
 
-		switch (e->state) {
-		case TP_ES_FREE:
-			continue;
-		case TP_ES_PENDING:
-			if (e->role == TP_ROLE_OFFER) {
-				/* an offer (tp_offer.c) is never withdrawn within its peer session:
-				 * the peer may be claiming it; one of another session that the
-				 * offers' reset missed, or one its maker died before publishing (a
-				 * process that died holding the lock), is */
-				gone = e->peer_epoch != h->peer_epoch || !tp_offer_listed(h, i);
-				break;
-			}
-			gone = clock_age_ms(now, e->created_ms) > pend_ms ||
-			       (peer_epoch && peer_epoch != e->peer_epoch) ||
-			       (tp_slot_st_flags(l, i, e->nonce) & (TP_ST_RST | TP_ST_GONE));
-			break;
-		case TP_ES_CONNECTING:
-		case TP_ES_OPEN:
-			gone = !tp_entry_owned(e);
-			break;
-		}
-		if (!gone)
-			continue;
-		LOG(LL_DEBUG, "transport: reclaim slot %u (state %u pid %d)", i, e->state,
-		    atomic_load_explicit(&e->pid, memory_order_relaxed));
-		/* GONE added to what the dead owner wrote (an RST it wrote stays: its peer reads
-		 * ECONNRESET, not a death's end of stream) */
-		if (e->state != TP_ES_CONNECTING && e->peer_slot_off)
-			tp_ent_st_add(l, e, TP_ST_GONE);
-		tp_slot_free(l, i);
+void tp_host_proc_note(struct tp_host *h, int pid)
+{
+	int32_t *room = NULL;
+
+	if (pid <= 0)
+		return;
+	for (uint32_t i = 0; i < TP_HOST_PROCS; i++) {
+		if (h->procs[i] == pid)
+			return;
+		if (!h->procs[i] && !room)
+			room = &h->procs[i];
 	}
+	if (room)
+		*room = pid;
+	else
+		h->procs_over = 1;
+}
+
+void tp_host_reclaim(struct tp_link *l)
+{
+	struct tp_host *h = l->host;
+
+	/* After an overflow the registry is made again from the owners the walk meets (2; one that
+	 * still does not fit sets it back to 1): processes that own nothing any more leave it. */
+	if (h->procs_over) {
+		memset(h->procs, 0, sizeof(h->procs));
+		h->procs_over = 2;
+	}
+	reclaim_walk(l, 0, tp_host_used(h));
+	if (h->procs_over == 2)
+		h->procs_over = 0;
+	h->reclaim_pe = ntb_link_peer_epoch(l->ntb);
+	h->reclaim_hpe = h->peer_epoch;
+	h->reclaim_next = 0;
+}
+
+uint32_t tp_host_reclaim_tick(struct tp_link *l)
+{
+	struct tp_host *h = l->host;
+	uint32_t used = tp_host_used(h), from, to;
+	bool whole = h->procs_over || used <= TP_RECLAIM_PART ||
+		     h->reclaim_pe != ntb_link_peer_epoch(l->ntb) || h->reclaim_hpe != h->peer_epoch;
+
+	/* one look per owner process (a dead one's entries are walked for at once, not met in
+	 * parts: its peers read the end within a pass, as before the walk in parts) */
+	for (uint32_t i = 0; i < TP_HOST_PROCS; i++) {
+		if (h->procs[i] && !tp_pid_alive(h->procs[i])) {
+			h->procs[i] = 0;
+			whole = true;
+		}
+	}
+	if (whole) {
+		tp_host_reclaim(l);
+		return used;
+	}
+	from = h->reclaim_next < used ? h->reclaim_next : 0;
+	to = used - from > TP_RECLAIM_PART ? from + TP_RECLAIM_PART : used;
+	reclaim_walk(l, from, to);
+	h->reclaim_next = to < used ? to : 0;
+	return to - from;
 }
 
 void tp_host_reclaim_if_short(struct tp_link *l)

@@ -599,7 +599,7 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 
 /* --- host-local table --------------------------------------------------------------------- */
 #define TP_HOST_MAGIC     0x54534f48504e5354ULL
-#define TP_HOST_VERSION   14u
+#define TP_HOST_VERSION   15u
 #define TP_MAX_LISTEN     1024u
 #define TP_MAX_CONTEXTS   4096u   /* transfer contexts (data rings) per link and host */
 #define TP_RING_PARTS     8u      /* a data ring's pages are mapped in as many parts */
@@ -610,6 +610,8 @@ static_assert(TP_OFF_NEWS_GRP + TP_MAX_CONNS / TP_NEWS_GRP_SLOTS * 8u <= TP_OFF_
 #define TP_AUTO_CONNS     4096u   /* connections "auto": at most this many (the host table of
 				   * 16384 is 7 MiB to set up, per side and link) */
 #define TP_OWNERS         4
+#define TP_HOST_PROCS     128u /* owner processes the reclaim looks at by name (struct tp_host) */
+#define TP_RECLAIM_PART   512u /* entries a maintenance pass walks when nobody died */
 
 enum tp_entry_state {
 	TP_ES_FREE = 0,
@@ -705,7 +707,8 @@ struct tp_host_entry {
  * 6: tp_stats.tx_full, the link's totals (struct tp_host_totals); 7: the indexes (free queue,
  * server entries by peer slot and by key); 8: transfer contexts (the pool, the entries' ring
  * fields); 9: framed (tp_stripe.c); 10: mbox_sleepers; 11: e_used (entries above it not cleared); 12: maint_ms;
- * 13: offers (role TP_ROLE_OFFER, the offer_* fields); 14: lock_pid */
+ * 13: offers (role TP_ROLE_OFFER, the offer_* fields); 14: lock_pid; 15: the owners' registry
+ * and the reclaim's walk in parts (procs, procs_over, reclaim_*) */
 static_assert(offsetof(struct tp_host_entry, fork_ms) == 32, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, peer_slot_off) % 8 == 0, "host entry layout");
 static_assert(offsetof(struct tp_host_entry, st_out) == 100 &&
@@ -794,6 +797,18 @@ struct tp_host {
 	_Atomic uint64_t pool_refused_ms;
 	_Atomic uint64_t pool_grants, pool_refusals, pool_yields; /* counters for display */
 	uint16_t pool_stack[TP_MAX_CONTEXTS];
+	/* The maintenance pass's reclaim (tp_host_reclaim_tick()), under lock. The processes that
+	 * own entries (tp_host_proc_note(): each process that writes itself into an entry's
+	 * owners), looked at once per pass: a death among them starts a walk of every entry, and
+	 * otherwise the pass walks TP_RECLAIM_PART entries from reclaim_next on (the backstop:
+	 * set-ups that expired, owners that the registry missed). procs_over: an owner did not fit
+	 * (every pass walks every entry until one walk finds room for them all). reclaim_pe and
+	 * reclaim_hpe: the peer sessions (the link's, peer_epoch) of the last whole walk; either
+	 * changed starts one (a peer session's set-ups end with it). */
+	int32_t procs[TP_HOST_PROCS];
+	uint32_t procs_over;
+	uint32_t reclaim_next;
+	uint32_t reclaim_pe, reclaim_hpe;
 	struct tp_host_entry e[];
 };
 
@@ -1432,8 +1447,16 @@ static inline uint32_t tp_hidx_key_next(const struct tp_host *h, uint32_t n)
 }
 /* Under lock: republish the listener bitmap words that changed (or all when FORCE). */
 void tp_listen_publish(struct tp_link *l, bool force);
-/* Under lock: reclaim entries of dead processes and expired pending set-ups. */
+/* Under lock: reclaim entries of dead processes and expired pending set-ups: a walk of every
+ * entry. */
 void tp_host_reclaim(struct tp_link *l);
+/* Under lock: the maintenance pass's reclaim (every 500 ms per host): tp_host_reclaim() when an
+ * owner process died (struct tp_host's procs), a peer session changed, the registry overflowed
+ * or the table is small; else a walk of the next TP_RECLAIM_PART entries. Returns the number of
+ * entries walked. */
+uint32_t tp_host_reclaim_tick(struct tp_link *l);
+/* Under lock: process PID owns an entry of H from now on (a no-op when listed). */
+void tp_host_proc_note(struct tp_host *h, int pid);
 /* Under lock: tp_host_reclaim() when at most one context is left free and none ran in the last
  * TP_RECLAIM_SOON_MS: a set-up is not refused (nor made to wait for the helper's next pass)
  * for contexts that processes which have died still hold. */

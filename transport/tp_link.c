@@ -339,7 +339,7 @@ static void link_service(struct tp_link *l, uint64_t now, bool rung)
 			 * process's reading may be later than our NOW: then it just did it) */
 			if (now >= l->host->maint_ms + 500) {
 				l->host->maint_ms = now;
-				tp_host_reclaim(l);
+				tp_host_reclaim_tick(l);
 				tp_listen_publish(l, true); /* repairs lost words */
 				tp_mbox_republish(l);
 			}
@@ -872,6 +872,8 @@ void tp_helper_hold(bool hold)
  * of each connection of L's list (a forked child's: its inherited ones). */
 static void owners_add(struct tp_link *l, int me)
 {
+	if (l->conns)
+		tp_host_proc_note(l->host, me);
 	for (struct tp_conn *c = l->conns; c; c = c->next) {
 		for (int i = 0; i < TP_OWNERS; i++) {
 			if (c->ent->owners[i] == me)

@@ -561,6 +561,107 @@ static void test_offer_spoilt_applies(void **state)
 	tl_pair_close(&p);
 }
 
+/* A pid that no process has any more (a child that exited and was reaped). */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	return pid;
+}
+
+static bool proc_listed(const struct tp_host *h, int pid)
+{
+	for (uint32_t i = 0; i < TP_HOST_PROCS; i++)
+		if (h->procs[i] == pid)
+			return true;
+	return false;
+}
+
+/* The maintenance pass's reclaim at scale (#21: no walk of every entry each pass): with more
+ * entries than TP_RECLAIM_PART and nobody dead, a pass walks TP_RECLAIM_PART of them; the death
+ * of a process that owns entries (listed at its slot's allocation) starts a walk of all at once,
+ * wherever its entries lie; an owner the registry does not list is still found by the walk in
+ * parts, at the pass that reaches it; after an overflow the registry is made again from the
+ * owners alive. */
+static void test_reclaim_tick_parts(void **state)
+{
+	const uint32_t n = 3u * TP_RECLAIM_PART / 2u; /* (the walk in parts takes two passes) */
+	struct tp_params tpp;
+	struct tl_pair p;
+	struct tp_host *h;
+	int me = getpid(), slots[3 * TP_RECLAIM_PART / 2], dead[3], nd = 0;
+	pid_t gone = dead_pid(), unlisted = dead_pid();
+	uint32_t used;
+
+	(void)state;
+	tp_params_init(&tpp);
+	tpp.connections = n + 16;
+	assert_int_equal(tl_pair_open(&p, "reclaimtick", 16u << 20, &tpp, 0), 0);
+	h = p.a->host;
+	tp_host_lock(p.a);
+	h->maint_ms = UINT64_MAX / 2; /* (this process's helper does no pass of its own) */
+	for (uint32_t i = 0; i < n; i++) {
+		slots[i] = tp_slot_alloc(p.a, TP_ES_OPEN, me);
+		assert_true(slots[i] >= 0);
+	}
+	used = tp_host_used(h);
+	assert_true(used >= n);
+	assert_true(proc_listed(h, me));
+	/* the first pass walks everything (the peer's session is new to it), the next ones in
+	 * parts, round the table */
+	assert_int_equal(tp_host_reclaim_tick(p.a), used);
+	assert_int_equal(tp_host_reclaim_tick(p.a), TP_RECLAIM_PART);
+	assert_int_equal(tp_host_reclaim_tick(p.a), used - TP_RECLAIM_PART);
+	assert_int_equal(tp_host_reclaim_tick(p.a), TP_RECLAIM_PART);
+
+	/* three entries spread over the table whose owner dies (as its allocations would list
+	 * it): one pass frees all three, and the registry forgets it */
+	for (uint32_t i = 0; i < n; i += n / 3u + 1u) {
+		struct tp_host_entry *e = &h->e[slots[i]];
+
+		e->owners[0] = gone;
+		tp_host_proc_note(h, gone);
+		dead[nd++] = slots[i];
+	}
+	assert_int_equal(nd, 3);
+	assert_true(proc_listed(h, gone));
+	assert_int_equal(tp_host_reclaim_tick(p.a), used);
+	for (int i = 0; i < nd; i++)
+		assert_int_equal(h->e[dead[i]].state, TP_ES_FREE);
+	assert_false(proc_listed(h, gone));
+	assert_int_equal(h->e[slots[1]].state, TP_ES_OPEN);
+
+	/* an owner the registry never listed, in the table's second part: the pass that walks
+	 * the first part leaves it, the next frees it */
+	uint32_t late = slots[n - 2];
+
+	assert_true(late >= TP_RECLAIM_PART && late < used);
+	h->e[late].owners[0] = unlisted;
+	assert_int_equal(tp_host_reclaim_tick(p.a), TP_RECLAIM_PART);
+	assert_int_equal(h->e[late].state, TP_ES_OPEN);
+	assert_int_equal(tp_host_reclaim_tick(p.a), used - TP_RECLAIM_PART);
+	assert_int_equal(h->e[late].state, TP_ES_FREE);
+
+	/* an overflowed registry: every pass walks all, until one made it again (from the owners
+	 * alive: only us, though dead ones were listed) */
+	h->procs[TP_HOST_PROCS - 1] = unlisted;
+	h->procs_over = 1;
+	assert_int_equal(tp_host_reclaim_tick(p.a), used);
+	assert_int_equal(h->procs_over, 0u);
+	assert_true(proc_listed(h, me));
+	assert_false(proc_listed(h, unlisted));
+	assert_int_equal(tp_host_reclaim_tick(p.a), TP_RECLAIM_PART);
+
+	for (uint32_t i = 0; i < n; i++)
+		tp_slot_free(p.a, (uint32_t)slots[i]);
+	tp_host_unlock(p.a);
+	tl_pair_close(&p);
+}
+
 /* An offer older than the reclaim's backstop for reservations (an idle server), claimed: the
  * maintenance pass that processes its Claim keeps the reservation for the accept() to come
  * (found by the review of the offers: created_ms was the offer's). */
@@ -1575,6 +1676,7 @@ int main(void)
 		cmocka_unit_test(test_offer_claim_lost),
 		cmocka_unit_test(test_offer_spoilt_applies),
 		cmocka_unit_test(test_old_offer_reclaimed),
+		cmocka_unit_test(test_reclaim_tick_parts),
 		cmocka_unit_test(test_claim_rewrite_after_skip),
 		cmocka_unit_test(test_claim_phantom_request),
 		cmocka_unit_test(test_claim_read_link_down),
