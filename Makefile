@@ -221,7 +221,7 @@ soak: deps all $(HELPER_BINS)
 demo: deps all
 	$(Q)BUILD=$(BUILD) sh bench/demo.sh
 
-bench: deps all $(BUILD)/tests/echo10k
+bench: deps all $(BUILD)/tests/echo10k $(BUILD)/tests/streams
 	$(Q)BUILD=$(BUILD) sh bench/bench.sh
 
 # CRC32C microbenchmark, not built by default: `make crc-bench; taskset -c 1 build/bench/crc_bench`

@@ -231,17 +231,18 @@ bn_reference() {
 	echo "${mc:-nan} ${cl:-nan} ${il:-nan nan nan} ${pp:-nan nan nan}"
 }
 
-# bn_helpers: build bench/uds_bench.c, bench/connrate.c and bench/streams.c into $BUILD/bench
-# (make does not know them); UDS, CONNRATE and STREAMS name them.
+# bn_helpers: build bench/uds_bench.c and bench/connrate.c into $BUILD/bench (make does not know
+# them); UDS and CONNRATE name them, STREAMS the test helper tests/helpers/streams.c (make bench
+# builds it).
 bn_helpers() {
 	mkdir -p "$BUILD/bench"
-	for h in uds_bench connrate streams; do
+	for h in uds_bench connrate; do
 		${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -o "$BUILD/bench/$h" "$ROOT/bench/$h.c" ||
 			bn_die "cannot build bench/$h.c"
 	done
 	UDS=$BUILD/bench/uds_bench
 	CONNRATE=$BUILD/bench/connrate
-	STREAMS=$BUILD/bench/streams
+	STREAMS=$BUILD/tests/streams
 }
 
 # bn_machine: one line naming the machine (and its load) and the code the numbers come from.
