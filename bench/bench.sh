@@ -9,7 +9,7 @@
 # bench/results), BENCH_SECTIONS (default "1 2 3 4 5 6 7 8"), BENCH_FABRIC_RATE (the modelled link
 # rate of section 6, bench/fabric.sh, default 1000M), STREAMS_N and STREAMS_T (section 7: streams,
 # and seconds measured, default 10), CONNS_N,
-# CONNS_ROUNDS, CONNS_SIZES, CONNS_CONTEXTS (section 8), CC. Progress goes to stderr. Each
+# CONNS_ROUNDS, CONNS_SIZES, CONNS_TUNABLES (section 8), CC. Progress goes to stderr. Each
 # run's transport check is as in the demo: an ntbsock value whose connection did not use the
 # link is marked, never counted as ntbsock.
 . "$(dirname "$0")/lib.sh"
@@ -334,9 +334,9 @@ fi
 # epoll echo server (the set-up time of all of them), then echoes CONNS_ROUNDS rounds (6) of a
 # message on every connection, the sizes of CONNS_SIZES (64,2000: inline and data ring) taking
 # turns, every byte checked (each size's mean round time), and holds them all while the RSS of
-# client and server is read. ntbsock on a link of its own with the demo's window and default
-# tunables but connections = 10240 (a 1.5 KiB connection slot each, 256 transfer contexts of
-# 512 KiB going round; CONNS_TUNABLES replaces the group), every connection
+# client and server is read. ntbsock on a link of its own with the demo's window and the default
+# tunables (16384 connection slots of 1.5 KiB, 256 transfer contexts of 512 KiB going round;
+# CONNS_TUNABLES, when set, is the link's tunables group), every connection
 # checked to be ntb in both logs; beside kernel TCP loopback.
 ECHO10K=$BUILD/tests/echo10k
 CN=${CONNS_N:-10000}
@@ -349,7 +349,7 @@ elif want 8; then
 	CS=${CONNS_SIZES:-64,2000}
 	for H in A B; do
 		sed "s#$PL_LINK\"#$PL_LINK-conns\"#" "$PL_TMP/$H.conf" >"$PL_TMP/C$H.conf"
-		echo "tunables = { ${CONNS_TUNABLES:-connections = 10240;} };" >>"$PL_TMP/C$H.conf"
+		[ -z "${CONNS_TUNABLES:-}" ] || echo "tunables = { $CONNS_TUNABLES };" >>"$PL_TMP/C$H.conf"
 	done
 	rm_conns() { rm -f "$PL_LINK-conns" "$PL_LINK-conns.side0" "$PL_LINK-conns.side1"; }
 	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_conns"

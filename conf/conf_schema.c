@@ -94,7 +94,7 @@ void conf_tunables_defaults(struct conf_tunables *t)
 	t->inline_max = 116;
 	t->short_max = 16 * KIB;
 	t->contexts = 256;
-	t->connections = 0; /* auto: as many as a quarter of the window holds, at most 4096 */
+	t->connections = 0; /* auto: as many as a quarter of the window holds, at most 16384 */
 	t->cnct_timeout_ms = 10;
 	t->send_timeout_ms = 100;
 	t->recv_timeout_ms = 50;

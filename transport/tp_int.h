@@ -607,8 +607,8 @@ static inline bool tp_rt_epoch_newer(uint16_t fb_epoch, uint16_t tx_epoch)
 static_assert(TP_OFF_NEWS_GRP + TP_MAX_CONNS / TP_NEWS_GRP_SLOTS * 8u <= TP_OFF_MBOX &&
 		      TP_MAX_CONNS / TP_NEWS_GRP_SLOTS == TP_NEWS_GROUPS,
 	      "news groups");
-#define TP_AUTO_CONNS     4096u   /* connections "auto": at most this many (the host table of
-				   * 16384 is 7 MiB to set up, per side and link) */
+#define TP_AUTO_CONNS     TP_MAX_CONNS /* connections "auto": at most this many (the host
+					* table's entries are cleared as they are first handed out) */
 #define TP_OWNERS         4
 #define TP_HOST_PROCS     128u /* owner processes the reclaim looks at by name (struct tp_host) */
 #define TP_RECLAIM_PART   512u /* entries a maintenance pass walks when nobody died */

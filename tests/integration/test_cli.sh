@@ -56,9 +56,9 @@ expect_out 'peer B via link ab' "check prints the peers"
 expect_out '^link state:' "check prints the link state"
 expect_out 'demo-a.conf: valid$' "check says valid"
 # 256 MiB window, 8 inline slots: connection slots of 512 + 8 x 128 B, as many as a quarter of
-# the window holds up to 4096 (6 MiB, 2 %); 256 transfer contexts share the rest: the largest
-# power-of-two ring of (256M - 64K - 6M) / 256 is 512 KiB
-expect_out 'capacity: 4096 connections at once, each 1.5 KiB of window per direction .*8 inline slots.* 2 % of the window' \
+# the window holds up to 16384 (24 MiB, 9 %); 256 transfer contexts share the rest: the largest
+# power-of-two ring of (256M - 64K - 24M) / 256 is 512 KiB
+expect_out 'capacity: 16384 connections at once, each 1.5 KiB of window per direction .*8 inline slots.* 9 % of the window' \
 	"check prints the link's capacity and cost per connection"
 expect_out 'transfers: 256 at once through data rings of 512 KiB' \
 	"check prints the transfer contexts"

@@ -8,8 +8,8 @@
 # times and tcp never, and the kernel's loopback must have carried no more than the TCP
 # handshakes and a twentieth of the payload.
 #
-# The link is the demo's (a 256 MiB window) with the default tunables but `connections = 10240`
-# (auto stops at 4096): a connection slot of 1.5 KiB per direction each (control words and 8
+# The link is the demo's (a 256 MiB window) with the default tunables (auto: 16384 connection
+# slots, as many as a quarter of the window holds up to that): a connection slot of 1.5 KiB per direction each (control words and 8
 # inline slots) and a pool of 256 transfer contexts (data rings of 512 KiB) that the
 # connections' transfers take in turn (transport/tp_ring.c). The test also checks that an idle
 # connection costs at most 2 KiB of window per direction (`ntbsock check`). Environment:
@@ -17,7 +17,7 @@
 #   CONNS_ROUNDS        echo rounds (default 3)
 #   CONNS_SIZES         message sizes taking turns by round, comma-separated (default 64,2000)
 #   CONNS_WINDOW        window_size (default the demo's 256M)
-#   CONNS_TUNABLES      the tunables group body to add (default 'connections = 10240;')
+#   CONNS_TUNABLES      the tunables group body to add (default none)
 # Every process needs N descriptors and some: the hard limit (ulimit -Hn) must allow N + 64.
 . "$(dirname "$0")/lib.sh"
 pl_need ss python3
@@ -27,7 +27,7 @@ N=${CONNS_N:-10000}
 [ -z "${PL_PRELOAD_FIRST:-}" ] || N=${CONNS_N:-1000}
 ROUNDS=${CONNS_ROUNDS:-3}
 SIZES=${CONNS_SIZES:-64,2000}
-TUNABLES=${CONNS_TUNABLES:-connections = 10240;}
+TUNABLES=${CONNS_TUNABLES:-}
 hard=$(ulimit -Hn)
 [ "$hard" = unlimited ] || [ "$hard" -ge $((N + 64)) ] ||
 	pl_skip "$N connections need $((N + 64)) descriptors per process; the hard limit (ulimit -Hn) is $hard"
