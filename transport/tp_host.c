@@ -482,6 +482,7 @@ static bool host_locked(struct tp_link *l, int rc)
 	if (rc == EOWNERDEAD) { /* the holder died: its entry updates are whole or harmless */
 		pthread_mutex_consistent(&l->host->lock);
 		tp_hidx_rebuild(l->host); /* (an index may be half-updated) */
+		tp_pool_rebuild(l->host); /* (the pool's stack too) */
 	}
 	return true;
 }

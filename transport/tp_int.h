@@ -1534,6 +1534,10 @@ static inline uint32_t tp_ring_seed(uint32_t nonce, uint32_t gen)
 	return nonce ^ (gen * 0x9e3779b1u);
 }
 void tp_pool_init(struct tp_host *h, uint32_t n);
+/* Host lock, taken from a holder that died in it (EOWNERDEAD): the pool's stack made again from
+ * the entries' grants (a ring it lost is free again, one it listed twice or that is granted
+ * leaves it). */
+void tp_pool_rebuild(struct tp_host *h);
 /* Host lock: a ring's index, or -1 ([RT]'s rule with CnctPRI PRI; ASK: a sender's request,
  * whose refusal raises RCxtPRI and asks grants back; else a set-up's, which takes only a ring
  * nobody waits for) */

@@ -3,6 +3,8 @@
  * connection's sender per transfer (tp_int.h: TRANSFER CONTEXTS). The pool (host table, host
  * lock), the sender's side (tx_lock) and the receiver's (rx_lock), both run by the
  * connection's owner. */
+#include <stdlib.h>
+
 #include "transport/tp_int.h"
 #include "util/log.h"
 
@@ -18,13 +20,64 @@ void tp_pool_init(struct tp_host *h, uint32_t n)
 	atomic_store_explicit(&h->pool_free, n, memory_order_relaxed); /* (host lock) */
 }
 
+/*
+ * A holder that died between the stack's change and the entry's (tp_pool_take(): the ring
+ * popped, not yet granted; tp_pool_put(): the ring stacked, still granted, or a cold put's
+ * memmove half done) leaves a ring lost or listed twice. The entries are what the peers write
+ * by: a ring granted in one is not free; every other ring is, once. Those the stack still lists
+ * keep their order (warm on top, cold below); the ones it lost go to the bottom (cold: their
+ * last sender is not known to have stopped).
+ */
+void tp_pool_rebuild(struct tp_host *h)
+{
+	uint32_t n = h->pool_n, top = h->pool_top <= n ? h->pool_top : 0, k = 0, used;
+	uint8_t *state; /* 0: free, not listed; 1: granted; 3: listed; 2: stacked again */
+	uint16_t *stack;
+
+	if (!n || n > TP_MAX_CONTEXTS)
+		return;
+	state = calloc(n, 1);
+	stack = malloc(n * sizeof(*stack));
+	if (!state || !stack) {
+		free(state);
+		free(stack);
+		return; /* (as it was: tp_pool_take() and tp_pool_put() check their bounds) */
+	}
+	used = tp_host_used(h);
+	for (uint32_t i = 0; i < used; i++) {
+		const struct tp_host_entry *e = &h->e[i];
+
+		if (e->state != TP_ES_FREE && e->ring && e->ring <= n)
+			state[e->ring - 1u] = 1;
+	}
+	for (uint32_t j = 0; j < top; j++) /* listed (and not granted) */
+		if (h->pool_stack[j] < n && !state[h->pool_stack[j]])
+			state[h->pool_stack[j]] = 3;
+	for (uint32_t r = 0; r < n; r++) /* the lost ones first: the bottom */
+		if (!state[r])
+			stack[k++] = (uint16_t)r;
+	for (uint32_t j = 0; j < top; j++) { /* then the listed ones, in order, each once */
+		uint16_t r = h->pool_stack[j];
+
+		if (r < n && state[r] == 3) {
+			stack[k++] = r;
+			state[r] = 2;
+		}
+	}
+	memcpy(h->pool_stack, stack, k * sizeof(*stack));
+	h->pool_top = k;
+	atomic_store_explicit(&h->pool_free, k, memory_order_relaxed); /* (host lock) */
+	free(state);
+	free(stack);
+}
+
 int tp_pool_take(struct tp_link *l, uint32_t pri, bool ask)
 {
 	struct tp_host *h = l->host;
 	struct tp_rt_pool pool = { .free_num = h->pool_top, .pri = h->pool_pri };
 
 	if (h->pool_top > h->pool_n || h->pool_top > TP_MAX_CONTEXTS)
-		h->pool_top = 0; /* (a table a dead holder spoilt: no ring until rebuilt) */
+		h->pool_top = 0; /* (spoilt: no ring; tp_pool_rebuild() after a holder's death) */
 	if (!ask && (pool.free_num == 0 || (pool.pri && pool.free_num == 1)))
 		return -1; /* (a set-up's ring: not a request, nobody is refused) */
 	if (!tp_rt_admit(&pool, pri)) {

@@ -2,7 +2,7 @@
 /* The host table's indexes (tp_host_index.c): the free queue gives the entry released longest
  * ago, the server indexes find exactly the entries with a peer slot or a key, and a table whose
  * indexes a dying lock holder left half-updated (a lying queue head, a bucket that loops) is
- * rebuilt from its entries. */
+ * rebuilt from its entries, and so is the pool of transfer contexts (tp_pool_rebuild()). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -281,6 +281,63 @@ static void test_lock_holder_death(void **state)
 	munmap(h, size);
 }
 
+/* A holder that died in the pool's update (tp_ring.c): a ring popped and never granted, a ring
+ * granted and stacked again, a ring listed twice. The next holder's pool lists every ring that
+ * no entry holds, once: the lost ones at the bottom, the others in their order. */
+static void test_pool_after_dead_holder(void **state)
+{
+	(void)state;
+	size_t size = sizeof(struct tp_host) + N * sizeof(struct tp_host_entry) + tp_hidx_size(N);
+	struct tp_host *h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				 -1, 0);
+	pthread_mutexattr_t a;
+	struct tp_link l;
+	const uint32_t rings = 16;
+
+	assert_true(h != MAP_FAILED);
+	memset(&l, 0, sizeof(l));
+	l.host = h;
+	h->contexts = N;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&h->lock, &a);
+	pthread_mutexattr_destroy(&a);
+	tp_hidx_init(h);
+	h->pool_n = rings;
+	tp_pool_init(h, rings);
+	/* entries 0..5 granted rings 0..5 (the stack pops ring 0 first) */
+	for (uint32_t i = 0; i < 6; i++) {
+		assert_int_equal(tp_hidx_free_pop(h), (int)i);
+		serve(h, i, i, i);
+		h->e[i].ring = (uint32_t)tp_pool_take(&l, 0, false) + 1u;
+		assert_int_equal(h->e[i].ring, i + 1u);
+	}
+	assert_int_equal(h->pool_top, rings - 6);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		tp_host_lock(&l);
+		h->pool_top -= 2;                     /* rings 6 and 7 popped, never granted */
+		h->pool_stack[h->pool_top++] = 2;     /* ring 2 stacked, still granted */
+		h->pool_stack[h->pool_top++] = 9;     /* ring 9 listed twice */
+		_exit(0);                             /* holding the lock */
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	tp_host_lock(&l);
+	/* rings 8..15 free and listed (15 at the bottom, 8 on top), 6 and 7 lost: 10 in all */
+	assert_int_equal(h->pool_top, rings - 6);
+	assert_int_equal(atomic_load(&h->pool_free), rings - 6);
+	const uint16_t want_stack[] = { 6, 7, 15, 14, 13, 12, 11, 10, 9, 8 };
+
+	assert_memory_equal(h->pool_stack, want_stack, sizeof(want_stack));
+	/* the next grants: the warm ones first, the lost ones last */
+	assert_int_equal(tp_pool_take(&l, 0, true), 8);
+	tp_host_unlock(&l);
+	munmap(h, size);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -288,6 +345,7 @@ int main(void)
 		cmocka_unit_test(test_server_lookup),
 		cmocka_unit_test(test_rebuild_after_dead_holder),
 		cmocka_unit_test(test_lock_holder_death),
+		cmocka_unit_test(test_pool_after_dead_holder),
 		cmocka_unit_test(test_new_session_leaves_entries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
