@@ -104,6 +104,7 @@ int tp_conn_adopt(struct tp_link *l, uint64_t token, struct tp_conn **ret_conn)
 	/* relaxed: informational, read without the host lock by a move's helper and `ntbsock
 	 * stat` (stored also without it: tp_conn_own(), tp_conn_set_owner()) */
 	atomic_store_explicit(&e->pid, tp_self_pid(), memory_order_relaxed);
+	tp_entry_own(l, e, tp_self_pid());
 	tp_host_unlock(l);
 	c = tp_conn_new(l, slot); /* refs unchanged: other processes may share it (fork) */
 	if (!c)

@@ -97,7 +97,7 @@ bool tp_entry_owned(struct tp_host_entry *e)
 {
 	/* acquire: pairs with the release store of fork_ms in atfork_prepare() */
 	bool any = clock_age_ms(tp_now_ms(),
-				atomic_load_explicit(&e->fork_ms, memory_order_acquire)) < 2000u;
+				atomic_load_explicit(&e->fork_ms, memory_order_acquire)) < TP_FORK_GRACE_MS;
 
 	for (int i = 0; i < TP_OWNERS; i++) {
 		if (e->owners[i] && !tp_pid_alive(e->owners[i]))
@@ -110,6 +110,19 @@ bool tp_entry_owned(struct tp_host_entry *e)
 /* proc_alive() reads /proc/PID/stat (a zombie or a reused pid is not the owner): a reclaim pass
  * asks for every owner of every entry, a few processes owning hundreds of entries, so each
  * thread keeps its last few answers for 100 ms (a dead owner is reclaimed that much later). */
+void tp_entry_own(struct tp_link *l, struct tp_host_entry *e, int pid)
+{
+	for (int i = 0; i < TP_OWNERS; i++) {
+		if (e->owners[i] == pid)
+			break;
+		if (!e->owners[i] || !tp_pid_alive(e->owners[i])) {
+			e->owners[i] = pid;
+			break;
+		}
+	}
+	tp_host_proc_note(l->host, pid);
+}
+
 bool tp_pid_alive(int pid)
 {
 	static __thread struct {
@@ -204,7 +217,7 @@ static bool host_in_use(const struct tp_host *h, size_t map_size)
 		int pid = atomic_load_explicit(&e->pid, memory_order_relaxed);
 
 		if (clock_age_ms(now, atomic_load_explicit(&e->fork_ms, memory_order_relaxed)) <
-			    2000u ||
+			    TP_FORK_GRACE_MS ||
 		    (pid && tp_pid_alive(pid)))
 			return true;
 		for (int k = 0; k < TP_OWNERS; k++)
@@ -776,6 +789,16 @@ static void reclaim_entry(struct tp_link *l, uint32_t i, uint64_t now, uint32_t 
 	case TP_ES_CONNECTING:
 	case TP_ES_OPEN:
 		gone = !tp_entry_owned(e);
+		if (!gone && !e->owners[0] && !e->owners[1] && !e->owners[2] && !e->owners[3]) {
+			/* kept only for a fork's child that may not be listed yet (its owners died
+			 * within 2 s of the fork): a whole walk again once that is over, the dead
+			 * ones having left the registry */
+			uint64_t again = atomic_load_explicit(&e->fork_ms, memory_order_relaxed) +
+					 TP_FORK_GRACE_MS + 1u;
+
+			if (again > h->reclaim_again_ms)
+				h->reclaim_again_ms = again;
+		}
 		break;
 	}
 	if (!gone) {
@@ -840,6 +863,7 @@ void tp_host_proc_note(struct tp_host *h, int pid)
 void tp_host_reclaim(struct tp_link *l)
 {
 	struct tp_host *h = l->host;
+	uint32_t pe = ntb_link_peer_epoch(l->ntb);
 
 	/* After an overflow the registry is made again from the owners the walk meets (2; one that
 	 * still does not fit sets it back to 1): processes that own nothing any more leave it. */
@@ -847,10 +871,12 @@ void tp_host_reclaim(struct tp_link *l)
 		memset(h->procs, 0, sizeof(h->procs));
 		h->procs_over = 2;
 	}
+	h->reclaim_again_ms = 0; /* (set again by the walk below) */
 	reclaim_walk(l, 0, tp_host_used(h));
 	if (h->procs_over == 2)
 		h->procs_over = 0;
-	h->reclaim_pe = ntb_link_peer_epoch(l->ntb);
+	if (pe) /* (a link down says nothing of the peer's set-ups: reclaim_entry()) */
+		h->reclaim_pe = pe;
 	h->reclaim_hpe = h->peer_epoch;
 	h->reclaim_next = 0;
 }
@@ -858,9 +884,10 @@ void tp_host_reclaim(struct tp_link *l)
 uint32_t tp_host_reclaim_tick(struct tp_link *l)
 {
 	struct tp_host *h = l->host;
-	uint32_t used = tp_host_used(h), from, to;
-	bool whole = h->procs_over || used <= TP_RECLAIM_PART ||
-		     h->reclaim_pe != ntb_link_peer_epoch(l->ntb) || h->reclaim_hpe != h->peer_epoch;
+	uint32_t used = tp_host_used(h), from, to, pe = ntb_link_peer_epoch(l->ntb);
+	bool whole = h->procs_over || used <= TP_RECLAIM_PART || (pe && h->reclaim_pe != pe) ||
+		     h->reclaim_hpe != h->peer_epoch ||
+		     (h->reclaim_again_ms && tp_now_ms() >= h->reclaim_again_ms);
 
 	/* one look per owner process (a dead one's entries are walked for at once, not met in
 	 * parts: its peers read the end within a pass, as before the walk in parts) */

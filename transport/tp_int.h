@@ -610,6 +610,9 @@ static_assert(TP_OFF_NEWS_GRP + TP_MAX_CONNS / TP_NEWS_GRP_SLOTS * 8u <= TP_OFF_
 #define TP_AUTO_CONNS     TP_MAX_CONNS /* connections "auto": at most this many (the host
 					* table's entries are cleared as they are first handed out) */
 #define TP_OWNERS         4
+#define TP_FORK_GRACE_MS  2000u   /* an entry whose owner forked this recently stays (the child
+				     * may not be listed among its owners yet) */
+#define TP_SLOT_REUSE_MS  100u    /* a released entry before a fresh one after this long */
 #define TP_HOST_PROCS     128u /* owner processes the reclaim looks at by name (struct tp_host) */
 #define TP_RECLAIM_PART   512u /* entries a maintenance pass walks when nobody died */
 
@@ -809,6 +812,9 @@ struct tp_host {
 	uint32_t procs_over;
 	uint32_t reclaim_next;
 	uint32_t reclaim_pe, reclaim_hpe;
+	/* tp_now_ms() after which a whole walk is due again (0: none): an entry whose owners all
+	 * died was kept for the fork grace (TP_FORK_GRACE_MS) */
+	uint64_t reclaim_again_ms;
 	struct tp_host_entry e[];
 };
 
@@ -1457,6 +1463,9 @@ void tp_host_reclaim(struct tp_link *l);
 uint32_t tp_host_reclaim_tick(struct tp_link *l);
 /* Under lock: process PID owns an entry of H from now on (a no-op when listed). */
 void tp_host_proc_note(struct tp_host *h, int pid);
+/* Under lock: PID among E's owners (in the place of a dead one; not when all TP_OWNERS live),
+ * and in the host's registry of owner processes. */
+void tp_entry_own(struct tp_link *l, struct tp_host_entry *e, int pid);
 /* Under lock: tp_host_reclaim() when at most one context is left free and none ran in the last
  * TP_RECLAIM_SOON_MS: a set-up is not refused (nor made to wait for the helper's next pass)
  * for contexts that processes which have died still hold. */

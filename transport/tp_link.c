@@ -872,18 +872,11 @@ void tp_helper_hold(bool hold)
  * of each connection of L's list (a forked child's: its inherited ones). */
 static void owners_add(struct tp_link *l, int me)
 {
-	if (l->conns)
-		tp_host_proc_note(l->host, me);
-	for (struct tp_conn *c = l->conns; c; c = c->next) {
-		for (int i = 0; i < TP_OWNERS; i++) {
-			if (c->ent->owners[i] == me)
-				break;
-			if (!c->ent->owners[i] || !tp_pid_alive(c->ent->owners[i])) {
-				c->ent->owners[i] = me;
-				break;
-			}
-		}
-	}
+	for (struct tp_conn *c = l->conns; c; c = c->next)
+		/* acquire: pairs with the release store of slot_gone in tp_conn_free_slot() (a
+		 * shell, moved to another link: its entry is another connection's now) */
+		if (!atomic_load_explicit(&c->slot_gone, memory_order_acquire))
+			tp_entry_own(l, c->ent, me);
 }
 
 /* The helper: a forked child's holder names that its fork could not add (the host lock's

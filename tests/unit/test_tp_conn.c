@@ -646,14 +646,34 @@ static void test_reclaim_tick_parts(void **state)
 	assert_int_equal(tp_host_reclaim_tick(p.a), used - TP_RECLAIM_PART);
 	assert_int_equal(h->e[late].state, TP_ES_FREE);
 
-	/* an overflowed registry: every pass walks all, until one made it again (from the owners
-	 * alive: only us, though dead ones were listed) */
-	h->procs[TP_HOST_PROCS - 1] = unlisted;
-	h->procs_over = 1;
+	/* an owner that died within the fork grace of its last fork (its child may not be listed
+	 * yet): the walk its death starts keeps the entry, and the walk when the grace is over
+	 * frees it (not the walk in parts, a round of the table later) */
+	uint32_t forked = slots[2];
+
+	h->e[forked].owners[0] = gone;
+	tp_host_proc_note(h, gone);
+	h->e[forked].fork_ms = tp_now_ms() - TP_FORK_GRACE_MS + 30u;
+	assert_int_equal(tp_host_reclaim_tick(p.a), used);
+	assert_int_equal(h->e[forked].state, TP_ES_OPEN);
+	assert_int_equal(tp_host_reclaim_tick(p.a), TP_RECLAIM_PART); /* (not yet over) */
+	usleep(60 * 1000);
+	assert_int_equal(tp_host_reclaim_tick(p.a), used);
+	assert_int_equal(h->e[forked].state, TP_ES_FREE);
+	assert_int_equal(tp_host_reclaim_tick(p.a), TP_RECLAIM_PART);
+
+	/* an overflowed registry: every pass walks all, until one made it again from the owners
+	 * alive (only us: a live process that owns nothing fills every other place, and leaves) */
+	int idle = getppid();
+
+	for (uint32_t i = 0; i < TP_HOST_PROCS; i++)
+		h->procs[i] = idle;
+	tp_host_proc_note(h, me);
+	assert_int_equal(h->procs_over, 1u);
 	assert_int_equal(tp_host_reclaim_tick(p.a), used);
 	assert_int_equal(h->procs_over, 0u);
 	assert_true(proc_listed(h, me));
-	assert_false(proc_listed(h, unlisted));
+	assert_false(proc_listed(h, idle));
 	assert_int_equal(tp_host_reclaim_tick(p.a), TP_RECLAIM_PART);
 
 	for (uint32_t i = 0; i < n; i++)
@@ -693,8 +713,10 @@ static void test_old_offer_reclaimed(void **state)
 	tp_host_lock(p.b);
 	tp_mbox_process(p.b);
 	tp_host_reclaim(p.b);
+	memset(p.b->host->procs, 0, sizeof(p.b->host->procs)); /* (the accept lists us again) */
 	tp_host_unlock(p.b);
 	assert_int_equal(tp_attach(p.b, &k, &s2), 0); /* (-ENOENT: the ends split) */
+	assert_true(proc_listed(p.b->host, getpid())); /* (the reclaim's registry) */
 	byte_each_way(c2, s2);
 	tp_close(c2);
 	tp_close(s2);

@@ -128,6 +128,18 @@ static void *late_close(void *arg)
 	return NULL;
 }
 
+/* Whether H's registry of owner processes (the reclaim's) lists PID, read under the lock. */
+static bool proc_listed(struct tp_link *l, int pid)
+{
+	bool found = false;
+
+	tp_host_lock(l);
+	for (uint32_t i = 0; i < TP_HOST_PROCS; i++)
+		found |= l->host->procs[i] == pid;
+	tp_host_unlock(l);
+	return found;
+}
+
 static void run_fork_stream(const char *name, uint16_t cport, bool use_it)
 {
 	struct tl_pair p;
@@ -151,6 +163,11 @@ static void run_fork_stream(const char *name, uint16_t cport, bool use_it)
 	t.use_it = use_it;
 	assert_int_equal(pthread_create(&th, NULL, late_close, &t), 0);
 	recv_stream(ca);
+	/* the child holds cb's entry with us: the reclaim's registry lists it (its fork's
+	 * handler, or its helper once the host lock was free) */
+	for (int i = 0; i < 1000 && !proc_listed(p.b, pid); i++)
+		usleep(1000);
+	assert_true(proc_listed(p.b, pid));
 	pthread_join(th, NULL);
 	assert_int_equal(write(hold[1], "x", 1), 1);
 	assert_int_equal(waitpid(pid, &st, 0), pid);

@@ -219,13 +219,17 @@ static void test_new_session_leaves_entries(void **state)
 	assert_true(peer_set(h, 5) == 0x8);
 	assert_int_equal(tp_hidx_peer_next(h, N), 0); /* (not read: beyond those handed out) */
 	/* a rebuild takes the servers from the entries handed out only */
-	release(h, 1, 10);
+	release(h, 1, tp_now_ms());
 	tp_hidx_rebuild(h);
 	assert_true(peer_set(h, 5) == 0xd);
 	assert_true(key_set(h, 2) == 0xd);
-	/* never-used entries before released ones (released longest ago), in order */
+	/* never-used entries before one released less than TP_SLOT_REUSE_MS ago, in order */
 	assert_int_equal(tp_hidx_free_pop(h), 4);
 	assert_memory_equal(&h->e[4], &zero, sizeof(zero));
+	/* ... and after one released longer ago (its window pages touched: no page fault) */
+	h->e[1].released_ms = tp_now_ms() - TP_SLOT_REUSE_MS;
+	assert_int_equal(tp_hidx_free_pop(h), 1);
+	assert_int_equal(tp_hidx_free_pop(h), 5);
 	free(old);
 	free(h);
 }
