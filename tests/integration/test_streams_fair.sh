@@ -33,8 +33,9 @@ srv_out=$PL_LAST_OUT
 pl_wait_port 127.0.0.2 $port
 lo0=$(pl_lo_bytes)
 t0=$(date +%s)
-# (the client writes until the server has measured: its set-ups, the warm-up and SECS, with room)
-pl_bg a "$STREAMS" client 127.0.0.2 $port $N $((SECS + 4 + N / 200))
+# (the client writes until the server has measured: its set-ups, the warm-up and SECS, with room
+# for a slow machine)
+pl_bg a "$STREAMS" client 127.0.0.2 $port $N $((SECS + (4 + N / 200) * PL_SLOW))
 cli=$PL_LAST
 cli_out=$PL_LAST_OUT
 wait $cli; crc=$?
