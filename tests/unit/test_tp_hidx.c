@@ -236,19 +236,18 @@ static void test_new_session_leaves_entries(void **state)
 
 /* The real path: a process that dies holding the host lock mid-update (its queue emptied, a
  * bucket made to loop) leaves the next holder (EOWNERDEAD) indexes rebuilt from the entries. */
-static void test_lock_holder_death(void **state)
+/* A table of N entries in memory shared with forked children, its robust lock made, and L a
+ * link that reaches it (the lock calls' only need); SIZE its mapping's. */
+static struct tp_host *shared_table(struct tp_link *l, size_t *size)
 {
-	(void)state;
-	size_t size = sizeof(struct tp_host) + N * sizeof(struct tp_host_entry) + tp_hidx_size(N);
-	struct tp_host *h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-				 -1, 0);
+	struct tp_host *h;
 	pthread_mutexattr_t a;
-	struct tp_link l;
-	uint64_t live = 0;
 
+	*size = sizeof(struct tp_host) + N * sizeof(struct tp_host_entry) + tp_hidx_size(N);
+	h = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(h != MAP_FAILED);
-	memset(&l, 0, sizeof(l));
-	l.host = h;
+	memset(l, 0, sizeof(*l));
+	l->host = h;
 	h->contexts = N;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -256,6 +255,17 @@ static void test_lock_holder_death(void **state)
 	pthread_mutex_init(&h->lock, &a);
 	pthread_mutexattr_destroy(&a);
 	tp_hidx_init(h);
+	return h;
+}
+
+static void test_lock_holder_death(void **state)
+{
+	(void)state;
+	struct tp_link l;
+	size_t size;
+	struct tp_host *h = shared_table(&l, &size);
+	uint64_t live = 0;
+
 	for (uint32_t i = 0; i < N; i++)
 		assert_int_equal(tp_hidx_free_pop(h), (int)i);
 	for (uint32_t i = 0; i < N; i++) {
@@ -291,23 +301,11 @@ static void test_lock_holder_death(void **state)
 static void test_pool_after_dead_holder(void **state)
 {
 	(void)state;
-	size_t size = sizeof(struct tp_host) + N * sizeof(struct tp_host_entry) + tp_hidx_size(N);
-	struct tp_host *h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-				 -1, 0);
-	pthread_mutexattr_t a;
 	struct tp_link l;
+	size_t size;
+	struct tp_host *h = shared_table(&l, &size);
 	const uint32_t rings = 16;
 
-	assert_true(h != MAP_FAILED);
-	memset(&l, 0, sizeof(l));
-	l.host = h;
-	h->contexts = N;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&h->lock, &a);
-	pthread_mutexattr_destroy(&a);
-	tp_hidx_init(h);
 	h->pool_n = rings;
 	tp_pool_init(h, rings);
 	/* entries 0..5 granted rings 0..5 (the stack pops ring 0 first) */
