@@ -33,6 +33,12 @@
 struct ntb_ev_dup {
 	_Atomic uint64_t key;
 	_Atomic uint64_t bad;
+	/* after a failure that may pass (no descriptor number free where the library keeps its
+	 * own, out of memory): clock_coarse_ms() before which the doorbell is rung without trying
+	 * again (each try is ~10 system calls and three /proc reads: a program holding 10,000
+	 * sockets, where no number was free, spent them on every ring, and its echo rounds took
+	 * 10x as long) */
+	_Atomic uint64_t later_ms;
 	_Atomic int fd;
 	/* ringers between their look at KEY and the end of their write: a duplicate whose
 	 * publication is gone is closed (ntb_event_sweep()) only once KEY is 0 and this is 0 */
@@ -305,6 +311,11 @@ int ntb_peer_event_ring(struct ntb_link *link, unsigned slot)
 	if (atomic_load_explicit(&c->e[slot].bad, memory_order_relaxed) == key ||
 	    atomic_load_explicit(&ev_refused, memory_order_relaxed))
 		return -ESTALE;
+	/* relaxed: a hint, written under the lock below */
+	uint64_t later = atomic_load_explicit(&c->e[slot].later_ms, memory_order_relaxed);
+
+	if (later && clock_coarse_ms() < later)
+		return -EAGAIN;
 	/* (a ringer on a shm link only: the peer's pids are this host's) */
 	if (!link->ops->name || strcmp(link->ops->name, "shm"))
 		return -ENOTSUP;
@@ -314,7 +325,10 @@ int ntb_peer_event_ring(struct ntb_link *link, unsigned slot)
 		rc = dup_take(link, c, slot, key);
 		if (!rc)
 			atomic_store_explicit(&c->e[slot].key, key, memory_order_release);
-		else if (rc != -ENOENT && rc != -EMFILE && rc != -ENFILE && rc != -ENOMEM)
+		else if (rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM)
+			atomic_store_explicit(&c->e[slot].later_ms,
+					      clock_coarse_ms() + NTB_EV_RETRY_MS, memory_order_relaxed);
+		else if (rc != -ENOENT)
 			atomic_store_explicit(&c->e[slot].bad, key, memory_order_relaxed);
 	}
 	/* (under the lock: no sweep closes it meanwhile) */

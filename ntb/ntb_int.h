@@ -117,8 +117,12 @@
  *   doorbell, the helper, then the eventfd, stacked on one CPU). The duplicate is taken only
  *   when the slot's process is the one that claimed it (its start time) and the file is the
  *   eventfd it published (the eventfd-id in /proc/self/fdinfo): a recycled pid, an exec'd
- *   image, another pid namespace get the doorbell. A writer advertises NTB_CAP_EV_RING when
- *   its side rings eventfds on request (transport: FB_WAIT's TP_FBW_EVENT).
+ *   image, another pid namespace get the doorbell. A duplicate is kept among the library's own
+ *   numbers (util/fdpark.h); where the program holds all of those (a server with thousands of
+ *   sockets) it cannot be kept, and the rings go to the doorbell for NTB_EV_RETRY_MS before the
+ *   next try (each try costs ~10 system calls and three /proc reads). A writer advertises
+ *   NTB_CAP_EV_RING when its side rings eventfds on request (transport: FB_WAIT's
+ *   TP_FBW_EVENT).
  *
  * SIGBUS: a shm file truncated by someone else makes accesses beyond its end fault. Callers
  *   that want to be defensive call ntb_link_check_mapping() (fstat size, and whether the path
@@ -495,6 +499,9 @@ static inline bool ntb_ctrl_cut(struct ntb_link *link)
 
 /* The event doorbell's duplicates in this process (ntb/evring.c), NULL until the first ring. */
 struct ntb_ev_cache;
+/* A publication that could not be taken for want of a descriptor number or memory is tried
+ * again this long after (ms); the rings meanwhile go to the doorbell (-EAGAIN). */
+#define NTB_EV_RETRY_MS 1000u
 void ntb_ev_cache_free(struct ntb_ev_cache *c);
 
 /* --- process coordination among one side's processes (ntb/side.c) ----------------------------- */

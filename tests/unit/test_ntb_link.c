@@ -26,6 +26,7 @@
 #include "ntb/ntb_int.h"
 #include "tests/helpers/ev_probe.h"
 #include "util/crc32c.h"
+#include "util/fdpark.h"
 
 #define WIN (256u * 1024)
 
@@ -983,6 +984,51 @@ static uint64_t efd_take(int fd)
 	return v;
 }
 
+/* The event doorbell in a program whose descriptors fill the numbers the library keeps its own
+ * at (fd_park_base(): a server holding thousands of sockets): the duplicate cannot be kept, the
+ * ring says so once (-EMFILE), and the rings after it go to the doorbell without trying again
+ * (-EAGAIN) for NTB_EV_RETRY_MS: each try is ~10 system calls and three /proc reads, and made
+ * at every ring it made echo10k's rounds 10x as long. Once numbers are free it is taken. */
+static void test_event_doorbell_no_number(void **state)
+{
+	(void)state;
+	char p2[sizeof(path) + 4];
+	struct ntb_link *a, *b;
+	int base = fd_park_base(), taken[128], nt = 0;
+
+	if (!ev_probe() || base < 0)
+		skip(); /* (pidfd_getfd refused, or no eventfd-id: the doorbell only) */
+	snprintf(p2, sizeof(p2), "%s-n", path);
+	open_slow_pair(p2, &a, &b);
+	int e1 = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	assert_true(e1 >= 0);
+	int slot = ntb_event_publish(b, e1);
+
+	assert_true(slot >= 0);
+	/* every number of the parked range taken, as the program's sockets would */
+	for (int fd = base; fd < base + 128; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && dup2(e1, fd) == fd)
+			taken[nt++] = fd;
+	uint32_t db = ntb_db_read(b);
+
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), -EMFILE);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), -EAGAIN);
+	assert_int_equal(efd_take(e1), 0);
+	assert_int_equal(ntb_db_read(b), db); /* (the caller rings the doorbell on an error) */
+	/* numbers free again: taken at the first ring after the wait */
+	for (int i = 0; i < nt; i++)
+		close(taken[i]);
+	usleep((NTB_EV_RETRY_MS + 20u) * 1000u);
+	assert_int_equal(ntb_peer_event_ring(a, (unsigned)slot), 0);
+	assert_int_equal(efd_take(e1), 1);
+	ntb_link_close(b);
+	ntb_link_close(a);
+	close(e1);
+	unlink(p2);
+}
+
 /* The event doorbell: nothing published, nothing rung (-ENOENT); B publishes an eventfd, A's
  * ring writes it (B's doorbell unchanged), again without taking it anew; a new eventfd published
  * in the slot gets the next ring, the old one none; a publication whose number now holds another
@@ -1406,7 +1452,7 @@ int main(void)
 		T(test_windows),        T(test_spads),
 		T(test_doorbells),
 		T(test_doorbells_many),
-		T(test_doorbell_direct), T(test_event_doorbell),
+		T(test_doorbell_direct), T(test_event_doorbell), T(test_event_doorbell_no_number),
 		T(test_inspect),        T(test_bad_files),
 		T(test_foreign_owner),    T(test_exec_image_reaped), T(test_exec_image_session),    T(test_zero_file),      T(test_check_mapping),
 		T(test_backend_ops_dispatch),
