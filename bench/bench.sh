@@ -294,7 +294,7 @@ if want 7; then
 	for H in A B; do
 		sed "s#$PL_LINK\"#$PL_LINK-streams\"#" "$PL_TMP/$H.conf" >"$PL_TMP/S$H.conf"
 	done
-	rm_streams() { rm -f "$PL_LINK-streams"; }
+	rm_streams() { rm -f "$PL_LINK-streams" "$PL_LINK-streams.side0" "$PL_LINK-streams.side1"; }
 	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP rm_streams"
 	for r in $(seq $REPS); do
 		for t in ntb tcp; do
