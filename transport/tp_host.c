@@ -789,7 +789,11 @@ static void reclaim_entry(struct tp_link *l, uint32_t i, uint64_t now, uint32_t 
 	case TP_ES_CONNECTING:
 	case TP_ES_OPEN:
 		gone = !tp_entry_owned(e);
-		if (!gone && !e->owners[0] && !e->owners[1] && !e->owners[2] && !e->owners[3]) {
+		bool named = false; /* (tp_entry_owned() cleared the dead ones) */
+
+		for (int k = 0; k < TP_OWNERS; k++)
+			named |= e->owners[k] != 0;
+		if (!gone && !named) {
 			/* kept only for a fork's child that may not be listed yet (its owners died
 			 * within 2 s of the fork): a whole walk again once that is over, the dead
 			 * ones having left the registry */
