@@ -2,9 +2,12 @@
 /* Connection objects: creation, the cache of finished ones, ownership (single-owner rule) and
  * accessors. Set-up: tp_connect.c, tp_accept.c; the end: tp_close.c. */
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "transport/tp_int.h"
@@ -147,6 +150,118 @@ struct tp_shadow_free {
 	uint64_t mapped;
 };
 
+/* A new process's first shadows from one huge page. A shadow's pages, mapped by
+ * MADV_POPULATE_WRITE before its first lap (tp_tx_prefault()), can still cost a trap each at
+ * their first touch where the hypervisor keeps the page tables (a shadow-paging VM: ~5 us per
+ * 4 KiB page on this project's test VM, ~0.65 ms per 512 KiB shadow, the first megabyte of a
+ * new process 18x slower than the next). One 2 MiB transparent huge page is one such trap, and
+ * one TLB entry. So the first shadows a process needs come from a 2 MiB slab made once, mapped
+ * whole, and go back to it (never to the heap) when the pool lets one go: at most 2 MiB per
+ * process, and only where the kernel gives huge pages on request (transparent_hugepage
+ * "always" or "madvise"); the others, and all of them without huge pages, from the heap. */
+#define TP_SHADOW_SLAB  (2u << 20)
+#define TP_SHADOW_SLAB_MAX 32u /* shadows in the slab at most (one bit each) */
+
+static pthread_mutex_t slab_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf lock */
+static uint8_t *slab;           /* (under slab_lock, all five) */
+static uint32_t slab_q, slab_n, slab_free;
+static int slab_state;          /* 0: not tried; 1: made; -1: none in this process */
+
+static bool thp_on_request(void)
+{
+	char b[128];
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+	bool on = false;
+
+	if (f) {
+		on = fgets(b, sizeof(b), f) && (strstr(b, "[always]") || strstr(b, "[madvise]"));
+		fclose(f);
+	}
+	return on;
+}
+
+/* The slab, made at the first call (under slab_lock). */
+static void slab_make(uint32_t q)
+{
+	slab_state = -1;
+	if (q < 4096u || (q & (q - 1u)) || q > TP_SHADOW_SLAB / 2u || !thp_on_request())
+		return;
+	/* twice the size, to cut a 2 MiB-aligned 2 MiB out of it */
+	size_t len = 2u * TP_SHADOW_SLAB;
+	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return;
+	uint8_t *a = (uint8_t *)(((uintptr_t)m + TP_SHADOW_SLAB - 1u) &
+				 ~(uintptr_t)(TP_SHADOW_SLAB - 1u));
+	size_t head = (size_t)(a - m), tail = len - head - TP_SHADOW_SLAB;
+
+	if (head)
+		munmap(m, head);
+	if (tail)
+		munmap(a + TP_SHADOW_SLAB, tail);
+	if (madvise(a, TP_SHADOW_SLAB, MADV_HUGEPAGE) < 0) {
+		munmap(a, TP_SHADOW_SLAB);
+		return;
+	}
+	ntb_prefault_mem(a, TP_SHADOW_SLAB); /* (one huge page, or its small ones if none was free) */
+	slab = a;
+	slab_q = q;
+	slab_n = TP_SHADOW_SLAB / q < TP_SHADOW_SLAB_MAX ? TP_SHADOW_SLAB / q : TP_SHADOW_SLAB_MAX;
+	slab_free = slab_n == 32u ? UINT32_MAX : (UINT32_C(1) << slab_n) - 1u;
+	slab_state = 1;
+}
+
+/* A free shadow of Q bytes from the slab, or NULL. */
+static uint8_t *slab_get(uint32_t q)
+{
+	uint8_t *p = NULL;
+
+	pthread_mutex_lock(&slab_lock);
+	if (!slab_state)
+		slab_make(q);
+	if (slab_state > 0 && slab_q == q && slab_free) {
+		uint32_t i = (uint32_t)__builtin_ctz(slab_free);
+
+		slab_free &= ~(UINT32_C(1) << i);
+		p = slab + (size_t)i * q;
+	}
+	pthread_mutex_unlock(&slab_lock);
+	return p;
+}
+
+/* SH back to the slab, if it came from there (true), else to the heap. */
+static void shadow_free(uint8_t *sh)
+{
+	pthread_mutex_lock(&slab_lock);
+	bool ours = slab && sh >= slab && sh < slab + (size_t)slab_n * slab_q;
+
+	if (ours)
+		slab_free |= UINT32_C(1) << ((size_t)(sh - slab) / slab_q);
+	pthread_mutex_unlock(&slab_lock);
+	if (!ours)
+		free(sh);
+}
+
+void tp_shadow_slab_atfork(int phase)
+{
+	if (phase == 0)
+		pthread_mutex_lock(&slab_lock);
+	else if (phase == 1)
+		pthread_mutex_unlock(&slab_lock);
+	else
+		pthread_mutex_init(&slab_lock, NULL); /* (held by the forking thread: a copy) */
+}
+
+uint32_t tp_shadow_slab_free(void)
+{
+	pthread_mutex_lock(&slab_lock);
+	uint32_t n = slab_state > 0 ? (uint32_t)__builtin_popcount(slab_free) : 0;
+
+	pthread_mutex_unlock(&slab_lock);
+	return n;
+}
+
 uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped)
 {
 	struct tp_shadow_free *f = NULL;
@@ -162,6 +277,12 @@ uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped)
 	if (f) {
 		*ret_mapped = f->mapped;
 		return (uint8_t *)f;
+	}
+	uint8_t *sh = slab_get(q);
+
+	if (sh) {
+		*ret_mapped = ~UINT64_C(0); /* (mapped whole when the slab was made) */
+		return sh;
 	}
 	*ret_mapped = 0;
 	return aligned_alloc(4096, q);
@@ -184,7 +305,8 @@ void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped, 
 		sh = NULL;
 	}
 	pthread_mutex_unlock(&l->sh_lock);
-	free(sh);
+	if (sh)
+		shadow_free(sh);
 }
 
 /* Free KEEP_NONE ? all : half (rounded up) of L's pooled shadows. */
@@ -203,7 +325,7 @@ static void shadow_pool_free(struct tp_link *l, bool keep_none)
 	pthread_mutex_unlock(&l->sh_lock);
 	while ((f = drop)) {
 		drop = f->next;
-		free(f);
+		shadow_free((uint8_t *)f);
 	}
 }
 

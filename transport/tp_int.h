@@ -2076,11 +2076,16 @@ void tp_witness_rst_locked(struct tp_conn *c, bool on);
  * (conn_take()) or free it. */
 void tp_conn_recycle(struct tp_conn *c);
 /* A connection's data shadow (Q bytes; its mapped chunks in *RET_MAPPED, tp_tx_prefault()) for
- * a ring granted to it: from L's pool of shadows given back, else new; NULL: no memory. */
+ * a ring granted to it: from L's pool of shadows given back, else from the process's huge-page
+ * slab (mapped whole), else new; NULL: no memory. */
 uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped);
 /* Give shadow SH (Q bytes, chunks MAPPED mapped; NULL: none) back: to L's pool, or freed (the
  * pool holds up to RINGS, the peer's pool of rings, or TP_SHADOW_POOL_BYTES). */
 void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped, uint32_t rings);
+/* Shadows free in this process's huge-page slab (tp_conn.c; 0 without one): for tests. */
+uint32_t tp_shadow_slab_free(void);
+/* fork around the slab's leaf lock: PHASE 0 before (taken), 1 in the parent, 2 in the child. */
+void tp_shadow_slab_atfork(int phase);
 void tp_conn_cache_drain(struct tp_link *l);  /* frees them all */
 void tp_conn_cache_trim(struct tp_link *l);   /* every 500 ms: unused, half are freed */
 

@@ -785,10 +785,12 @@ static void atfork_prepare(void)
 		 * from the pool or giving one back (tp_shadow_get()) */
 		pthread_mutex_lock(&l->sh_lock);
 	}
+	tp_shadow_slab_atfork(0); /* (a leaf lock, taken inside sh_lock) */
 }
 
 static void atfork_parent(void)
 {
+	tp_shadow_slab_atfork(1);
 	for (struct tp_link *l = tp_links; l; l = l->next_link) {
 		pthread_mutex_unlock(&l->sh_lock);
 		for (struct tp_conn *c = l->conns; c; c = c->next) {
@@ -905,6 +907,7 @@ void tp_atfork_child(void)
 	me = tp_self_pid();
 	tp_fo_atfork_child();
 	tp_finwait_atfork_child();
+	tp_shadow_slab_atfork(2);
 	pthread_mutex_init(&tp_links_lock, NULL);
 	g_helper = false;
 	atomic_store_explicit(&g_helper_on, false, memory_order_relaxed);

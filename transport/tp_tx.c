@@ -356,7 +356,7 @@ static __attribute__((noinline, cold)) void tp_tx_prefault(struct tp_conn *c, ui
 			c->sh_mapped |= UINT64_C(1) << ch;
 		}
 	}
-	c->tx_faulted = c->sh_mapped == all && c->tx_ring_mapped;
+	c->tx_faulted = (c->sh_mapped & all) == all && c->tx_ring_mapped;
 }
 
 static void send_data(struct tp_conn *c, struct iov_cur *ic, uint32_t len, uint8_t type,

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,6 +43,22 @@ void *aligned_alloc(size_t align, size_t size)
 		return NULL;
 	}
 	return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size) ? NULL : p;
+}
+
+/* Takes every shadow of Q bytes left in the process's huge-page slab (tp_conn.c) into TAKEN
+ * (at most MAX), so that the next ones come from aligned_alloc(); returns how many. */
+static int slab_take_all(struct tp_link *l, uint32_t q, uint8_t **taken, int max)
+{
+	int n = 0;
+	uint64_t m;
+
+	while (n < max && tp_shadow_slab_free() > 0) {
+		taken[n] = tp_shadow_get(l, q, &m);
+		assert_non_null(taken[n]);
+		assert_true(m == ~UINT64_C(0)); /* (a slab shadow is mapped whole) */
+		n++;
+	}
+	return n;
 }
 
 /* C's out_ring_ok, read under its tx lock (the helper's timers write it under that lock). */
@@ -207,6 +224,10 @@ static void test_ring_shadow_oom(void **state)
 
 	(void)state;
 	open_pool(&p, "ringoom", 2);
+	/* (the slab's shadows first: no aligned_alloc() would be asked for them) */
+	uint8_t *slab_sh[32];
+	int slab_n = slab_take_all(p.a, p.a->geom.qsize, slab_sh, 32);
+
 	fail_size = p.a->geom.qsize;
 	atomic_store(&fail_allocs, 2); /* (both sides' first grant at set-up) */
 	assert_int_equal(tl_pair_connect(&p, 41500, 7000, true), 0);
@@ -241,6 +262,112 @@ static void test_ring_shadow_oom(void **state)
 	move_checked(ca, cb, msg, sizeof(msg), 16384, got);
 	tp_close(ca);
 	tp_close(cb);
+	for (int i = 0; i < slab_n; i++)
+		tp_shadow_put(p.a, slab_sh[i], p.a->geom.qsize, ~UINT64_C(0), 0);
+	tl_pair_close(&p);
+}
+
+/* Does the kernel give transparent huge pages on request (madvise(MADV_HUGEPAGE))? */
+static bool thp_on_request(void)
+{
+	char b[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+
+	if (f) {
+		if (!fgets(b, sizeof(b), f))
+			b[0] = 0;
+		fclose(f);
+	}
+	return strstr(b, "[always]") || strstr(b, "[madvise]");
+}
+
+/* The "THPeligible" of the mapping holding P in /proc/self/smaps (-1: not found). */
+static int thp_eligible(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	bool in = false;
+	int r = -1;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+		else if (in && sscanf(line, "THPeligible: %d", &r) == 1)
+			break;
+	}
+	fclose(f);
+	return r;
+}
+
+/* A new process's first shadows come from one 2 MiB huge page, mapped whole (a shadow-paging
+ * VM traps at the first touch of each 4 KiB page even after MADV_POPULATE_WRITE: ~0.65 ms per
+ * 512 KiB shadow on the test VM), and go back to it when the pool lets them go; the slab once
+ * empty, shadows come from the heap, chunk by chunk. Without huge pages on request, no slab. */
+static void test_ring_shadow_slab(void **state)
+{
+	struct tl_pair p;
+	uint8_t *sh[40];
+	uint64_t m;
+
+	(void)state;
+	open_pool(&p, "ringslab", 2);
+	uint32_t q = p.a->geom.qsize; /* (64 KiB: 32 shadows in the slab) */
+	/* (the earlier tests' links gave theirs back when they closed: tp_conn_cache_drain()) */
+	uint32_t free0 = tp_shadow_slab_free();
+	uint8_t *first = tp_shadow_get(p.a, q, &m);
+
+	assert_non_null(first);
+	if (!thp_on_request()) {
+		assert_int_equal(m, 0); /* from the heap */
+		assert_int_equal(tp_shadow_slab_free(), 0);
+		tp_shadow_put(p.a, first, q, m, 0);
+		tl_pair_close(&p);
+		return;
+	}
+	assert_true(m == ~UINT64_C(0));
+	uintptr_t base = (uintptr_t)first & ~(uintptr_t)((2u << 20) - 1u);
+
+	assert_int_equal(thp_eligible(first), 1);
+	int n = 1 + slab_take_all(p.a, q, sh, 40);
+
+	/* 32 of them in all (the slab made by an earlier test, or now), every one in the one
+	 * 2 MiB-aligned block */
+	assert_true(free0 == 0 || free0 == 32);
+	assert_int_equal(n, 32);
+	for (int i = 0; i < n - 1; i++)
+		assert_true((uintptr_t)sh[i] >= base && (uintptr_t)sh[i] + q <= base + (2u << 20));
+	/* the slab empty: from the heap, to be mapped chunk by chunk */
+	uint8_t *heap = tp_shadow_get(p.a, q, &m);
+
+	assert_non_null(heap);
+	assert_int_equal(m, 0);
+	assert_true((uintptr_t)heap < base || (uintptr_t)heap >= base + (2u << 20));
+	/* given back: to the link's pool first, then (the pool emptied) to the slab, never to the
+	 * heap; the heap's one freed */
+	tp_shadow_put(p.a, first, q, ~UINT64_C(0), 0);
+	tp_shadow_put(p.a, heap, q, 0, 0);
+	assert_int_equal(tp_shadow_slab_free(), 0);
+	tp_conn_cache_drain(p.a);
+	assert_int_equal(tp_shadow_slab_free(), 1);
+	uint8_t *again = tp_shadow_get(p.a, q, &m);
+
+	assert_ptr_equal(again, first);
+	assert_true(m == ~UINT64_C(0));
+	/* a shadow of another size: not from the slab */
+	uint8_t *other = tp_shadow_get(p.b, 2u * q, &m);
+
+	assert_non_null(other);
+	assert_int_equal(m, 0);
+	tp_shadow_put(p.b, other, 2u * q, 0, 0);
+	tp_shadow_put(p.a, again, q, ~UINT64_C(0), 0);
+	for (int i = 0; i < n - 1; i++)
+		tp_shadow_put(p.a, sh[i], q, ~UINT64_C(0), 0);
+	tp_conn_cache_drain(p.a);
+	tp_conn_cache_drain(p.b);
+	assert_int_equal(tp_shadow_slab_free(), 32);
 	tl_pair_close(&p);
 }
 
@@ -500,6 +627,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ring_setup_and_inline_only),
 		cmocka_unit_test(test_ring_shadow_oom),
+		cmocka_unit_test(test_ring_shadow_slab),
 		cmocka_unit_test(test_ring_returned_to_idle),
 		cmocka_unit_test(test_ring_rotation_no_starvation),
 		cmocka_unit_test(test_ring_stale_grant_rejected),
