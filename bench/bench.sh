@@ -6,10 +6,10 @@
 #
 # Environment: BUILD (default build), BENCH_REPS (repetitions, default 3, at least 3 for the
 # record), BENCH_T (seconds per measurement, default 2), BENCH_OUT (results directory, default
-# bench/results), BENCH_SECTIONS (default "1 2 3 4 5 6 7 8"), BENCH_FABRIC_RATE (the modelled link
+# bench/results), BENCH_SECTIONS (default "1 2 3 4 5 6 7 8 9"), BENCH_FABRIC_RATE (the modelled link
 # rate of section 6, bench/fabric.sh, default 1000M), STREAMS_N and STREAMS_T (section 7: streams,
 # and seconds measured, default 10), CONNS_N,
-# CONNS_ROUNDS, CONNS_SIZES, CONNS_TUNABLES (section 8), CC. Progress goes to stderr. Each
+# CONNS_ROUNDS, CONNS_SIZES, CONNS_TUNABLES (section 8), FIRSTMB_MIB (section 9, default 16), CC. Progress goes to stderr. Each
 # run's transport check is as in the demo: an ntbsock value whose connection did not use the
 # link is marked, never counted as ntbsock.
 . "$(dirname "$0")/lib.sh"
@@ -57,7 +57,7 @@ addr_of() { case $1 in netns) echo $NS_B_IP;; lo) echo 127.0.0.1;; *) echo 127.0
 IPERF_SIZES="64 1K 16K 128K 1M"
 SP_SIZES="64 1K 16K"
 # BENCH_SECTIONS: which of the numbered sections below to run (default all).
-want() { case " ${BENCH_SECTIONS:-1 2 3 4 5 6 7 8} " in *" $1 "*) return 0;; esac; return 1; }
+want() { case " ${BENCH_SECTIONS:-1 2 3 4 5 6 7 8 9} " in *" $1 "*) return 0;; esac; return 1; }
 n=0
 step() { n=$((n + 1)); bn_say "[$n] $*"; }
 # record TEST TRANSPORT SIZE REP V1 V2 CHECK
@@ -414,6 +414,70 @@ elif want 8; then
 		done
 	done
 	rm_conns
+fi
+
+# --- 9. a new process's first mebibytes (#22 goal 6): bench/firstmb.c, two new processes per run,
+# 16 MiB in 64 KiB writes; the reader's first MiB against the median of its later ones. ntb: the
+# link file in /dev/shm, as in the demo; ntbhuge: the same link's file on a tmpfs mounted with
+# huge=always (root only; its window pages then come in 2 MiB pages), tcp: kernel TCP. A run
+# before the repetitions (not recorded) creates each link's window pages. ---
+if want 9; then
+	FM_MIB=${FIRSTMB_MIB:-16}
+	FM_TRS="ntb tcp"
+	# (not under PL_TMP: the cleanup removes that before its extra steps)
+	HUGE=$(mktemp -d /tmp/ntbsock-huge-XXXXXX)
+	umount_huge() { rm -f "$HUGE"/fm*; umount "$HUGE" 2>/dev/null; rmdir "$HUGE" 2>/dev/null; }
+	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP umount_huge"
+	if mount -t tmpfs -o huge=always,size=1g tmpfs "$HUGE" 2>/dev/null; then
+		FM_TRS="ntb ntbhuge tcp"
+		for H in A B; do
+			sed "s#$PL_LINK\"#$HUGE/fm\"#" "$PL_TMP/$H.conf" >"$PL_TMP/H$H.conf"
+		done
+	else
+		echo "first MiB on a huge-page tmpfs skipped: cannot mount one here (root only)" >>"$NOTES"
+	fi
+	# fm_run T PORT OUT: one run over T; prints the server's line
+	fm_run() {
+		case $1 in
+		ntb) pre_s="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$3.srv.log LD_PRELOAD=$PL_LIB NTBSOCK_CONF=$PL_TMP/B.conf"
+		     pre_c="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$3.cli.log LD_PRELOAD=$PL_LIB NTBSOCK_CONF=$PL_TMP/A.conf";;
+		ntbhuge) pre_s="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$3.srv.log LD_PRELOAD=$PL_LIB NTBSOCK_CONF=$PL_TMP/HB.conf"
+		     pre_c="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$3.cli.log LD_PRELOAD=$PL_LIB NTBSOCK_CONF=$PL_TMP/HA.conf";;
+		*) pre_s=env; pre_c=env;;
+		esac
+		$pre_s taskset -c $BN_CPU_SERVER $FIRSTMB server 127.0.0.2 $2 $FM_MIB >"$3.srv" 2>&1 &
+		_fs=$!
+		PL_PIDS="$PL_PIDS $_fs"
+		pl_wait_port 127.0.0.2 $2
+		$pre_c taskset -c $BN_CPU_CLIENT $FIRSTMB client 127.0.0.2 $2 $FM_MIB >"$3.cli" 2>&1
+		wait $_fs
+		PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $_fs / /")
+		sed -n 's/^server //p' "$3.srv"
+	}
+	for t in $FM_TRS; do
+		bn_next_port; BN_SEQ=$((BN_SEQ + 1))
+		fm_run $t $BN_PORT $PL_TMP/firstmb-warm-$BN_SEQ >/dev/null
+	done
+	for r in $(seq $REPS); do
+		for t in $FM_TRS; do
+			bn_next_port; BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/firstmb-$BN_SEQ
+			set -- $(fm_run $t $BN_PORT "$out") nan nan nan
+			chk=-
+			case $t in ntb*)
+				# the one connection ntb in both programs' logs
+				chk=ok
+				for f in "$out.cli.log" "$out.srv.log"; do
+					grep -q ': ntb (link' "$f" 2>/dev/null && ! grep -q ': tcp (' "$f" ||
+						chk=tcp-fallback
+				done;;
+			esac
+			[ "$1" != nan ] || chk=failed
+			record firstmb $t 1M $r $1 $2 $chk
+			record firstmb-ratio $t 1M $r $3 - $chk
+			step "rep $r: a new process's first MiB over $t: $1 us, later MiBs $2 us (median), ratio $3 ($chk)"
+		done
+	done
+	umount_huge
 fi
 
 mkdir -p "$OUTDIR"

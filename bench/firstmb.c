@@ -15,11 +15,12 @@
  *       first (the first MiB's time from the connect()'s return)
  *
  * FIRSTMB_ALL=1 prints every MiB's "mib US FAULTS" to stderr; FIRSTMB_TRACE=1 each read of the
- * server's first MiB, "read US BYTES FAULTS" from the first byte, and each write of the client's,
- * "write START_US TOOK_US BYTES FAULTS". */
+ * server's first MiB, "read US BYTES FAULTS @CLOCK_US" from the first byte, and each write of the
+ * client's, "write START_US TOOK_US BYTES FAULTS @CLOCK_US" (CLOCK_US: CLOCK_MONOTONIC, to line
+ * the two up).
+ */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
@@ -119,7 +120,7 @@ static int serve(const struct sockaddr_in *sa, int n)
 		}
 		if (trace && got < MIB)
 			fprintf(stderr, "read %.1f %zd %ld @%.1f\n", now_us() - t, r, faults() - f,
-				fmod(now_us(), 1e6));
+				now_us());
 		got += (uint64_t)r;
 		while (m < n && got >= (uint64_t)(m + 1) * MIB) {
 			double t2 = now_us();
@@ -165,7 +166,7 @@ static int client(const struct sockaddr_in *sa, int n, size_t wsz)
 
 		if (trace && sent < MIB)
 			fprintf(stderr, "write %.1f %.1f %zd %ld @%.1f\n", tw - t, now_us() - tw, r,
-				faults() - f, fmod(tw, 1e6));
+				faults() - f, tw);
 		if (r <= 0) {
 			perror("firstmb client: write");
 			return 1;

@@ -231,17 +231,18 @@ bn_reference() {
 	echo "${mc:-nan} ${cl:-nan} ${il:-nan nan nan} ${pp:-nan nan nan}"
 }
 
-# bn_helpers: build bench/uds_bench.c and bench/connrate.c into $BUILD/bench (make does not know
+# bn_helpers: build bench/uds_bench.c, bench/connrate.c and bench/firstmb.c into $BUILD/bench (make does not know
 # them); UDS and CONNRATE name them, STREAMS the test helper tests/helpers/streams.c (make bench
 # builds it).
 bn_helpers() {
 	mkdir -p "$BUILD/bench"
-	for h in uds_bench connrate; do
+	for h in uds_bench connrate firstmb; do
 		${CC:-cc} -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -o "$BUILD/bench/$h" "$ROOT/bench/$h.c" ||
 			bn_die "cannot build bench/$h.c"
 	done
 	UDS=$BUILD/bench/uds_bench
 	CONNRATE=$BUILD/bench/connrate
+	FIRSTMB=$BUILD/bench/firstmb
 	STREAMS=$BUILD/tests/streams
 }
 

@@ -11,10 +11,10 @@ import statistics
 import sys
 
 NAMES = {"ntb": "ntbsock", "lo": "ntbsock loopback link", "tcp": "TCP loopback",
-         "netns": "TCP netns/veth",
+         "netns": "TCP netns/veth", "ntbhuge": "ntbsock, link file on a huge-page tmpfs",
          "unix": "Unix socket", "transport": "ntbsock perf", "machine": "machine"}
 ORDER = ["ntb", "tcp", "netns", "unix"]      # plot.gp's blocks
-TABLE_ORDER = ["ntb", "lo", "tcp", "netns", "unix"]
+TABLE_ORDER = ["ntb", "ntbhuge", "lo", "tcp", "netns", "unix"]
 
 
 def size_bytes(s):
@@ -115,7 +115,10 @@ UNITS = {("iperf3", "v1"): "Gbit/s", ("iperf3-P4", "v1"): "Gbit/s", ("connrate",
          ("conns-round", "v1"): "ms per echo round on every connection",
          ("conns-rss", "v1"): "MiB client RSS", ("conns-rss", "v2"): "MiB server RSS",
          ("conns-shm", "v1"): "MiB client RSS of shared memory",
-         ("conns-shm", "v2"): "MiB server RSS of shared memory"}
+         ("conns-shm", "v2"): "MiB server RSS of shared memory",
+         ("firstmb", "v1"): "us for a new process's first MiB read",
+         ("firstmb", "v2"): "us per later MiB (median)",
+         ("firstmb-ratio", "v1"): "first MiB / later MiBs"}
 
 
 def unit_of(test, metric):
@@ -195,6 +198,14 @@ def goals(stats):
         out.append("| %d streams at once over ntbsock: slowest connection / mean | ≥ 0.25 | %s | %s |" % (
             sizes[-1], "n/a" if st is None or st.median is None else "%.2f" % st.median,
             "n/a" if st is None or st.median is None else ("yes" if st.median >= 0.25 else "**no**")))
+    fm = get("firstmb-ratio", 1 << 20, "ntb")
+    if fm is not None:
+        tm = get("firstmb-ratio", 1 << 20, "tcp")
+        out.append("| a new process's first MiB read / its later MiBs, ntbsock (kernel TCP: %s) "
+                   "| ≤ 1.5× | %s | %s |" % (
+                       "n/a" if tm is None or tm.median is None else "%.2f×" % tm.median,
+                       "n/a" if fm.median is None else "%.2f×" % fm.median,
+                       "n/a" if fm.median is None else ("yes" if fm.median <= 1.5 else "**no**")))
     # the transport's own goals (ntbsock perf alone)
     mem, bw = get("ref-memcpy", 4 << 20, "machine"), get("perf", 65536, "transport")
     frac = None if (mem is None or bw is None or mem.median is None or bw.median is None
@@ -322,6 +333,19 @@ def write_md(stats, notes, path, machine, reps, secs):
                 "## First connection of a new process over a live link, after a pause longer "
                 "than link_timeout_ms (connect + 1-byte exchange, µs; each repetition the median "
                 "of several new processes)")
+    trs = transports_of(stats, "firstmb")
+    if trs:
+        out += ["## A new process's first MiB (bench/firstmb.c: two new processes, 64 KiB "
+                "writes; the reader's time for its first MiB from the first byte, and the median "
+                "of its later MiBs)", ""]
+        out.append("| transport | first MiB (µs) | later MiBs (µs, median) | first / later |")
+        out.append("|---|---:|---:|---:|")
+        for t in trs:
+            out.append("| %s | %s | %s | %s |" % (
+                NAMES[t], cell(stats.get(("firstmb", 1 << 20, t, "v1"))),
+                cell(stats.get(("firstmb", 1 << 20, t, "v2"))),
+                cell(stats.get(("firstmb-ratio", 1 << 20, t, "v1")))))
+        out.append("")
     sizes = sizes_of(stats, "streams")
     if sizes:
         n = sizes[-1]
