@@ -198,12 +198,14 @@ def goals(stats):
         out.append("| %d streams at once over ntbsock: slowest connection / mean | ≥ 0.25 | %s | %s |" % (
             sizes[-1], "n/a" if st is None or st.median is None else "%.2f" % st.median,
             "n/a" if st is None or st.median is None else ("yes" if st.median >= 0.25 else "**no**")))
-    fm = get("firstmb-ratio", 1 << 20, "ntb")
-    if fm is not None:
-        tm = get("firstmb-ratio", 1 << 20, "tcp")
-        out.append("| a new process's first MiB read / its later MiBs, ntbsock (kernel TCP: %s) "
-                   "| ≤ 1.5× | %s | %s |" % (
-                       "n/a" if tm is None or tm.median is None else "%.2f×" % tm.median,
+    tm = get("firstmb-ratio", 1 << 20, "tcp")
+    for t, where in (("ntb", "link file in /dev/shm"), ("ntbhuge", "link file on a huge-page tmpfs")):
+        fm = get("firstmb-ratio", 1 << 20, t)
+        if fm is None:
+            continue
+        out.append("| a new process's first MiB read / its later MiBs, ntbsock, %s (kernel TCP: "
+                   "%s) | ≤ 1.5× | %s | %s |" % (
+                       where, "n/a" if tm is None or tm.median is None else "%.2f×" % tm.median,
                        "n/a" if fm.median is None else "%.2f×" % fm.median,
                        "n/a" if fm.median is None else ("yes" if fm.median <= 1.5 else "**no**")))
     # the transport's own goals (ntbsock perf alone)
