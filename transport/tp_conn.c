@@ -155,10 +155,11 @@ struct tp_shadow_free {
  * their first touch where the hypervisor keeps the page tables (a shadow-paging VM: ~5 us per
  * 4 KiB page on this project's test VM, ~0.65 ms per 512 KiB shadow, the first megabyte of a
  * new process 18x slower than the next). One 2 MiB transparent huge page is one such trap, and
- * one TLB entry. So the first shadows a process needs come from a 2 MiB slab made once, mapped
- * whole, and go back to it (never to the heap) when the pool lets one go: at most 2 MiB per
- * process, and only where the kernel gives huge pages on request (transparent_hugepage
- * "always" or "madvise"); the others, and all of them without huge pages, from the heap. */
+ * one TLB entry. So the first shadows a process needs come from a 2 MiB slab made once (the
+ * first chunk mapped brings the whole huge page), and go back to it (never to the heap) when
+ * the pool lets one go: at most 2 MiB per process, and only where the kernel gives huge pages
+ * on request (transparent_hugepage "always" or "madvise"); the others, and all of them without
+ * huge pages, from the heap. */
 #define TP_SHADOW_SLAB  (2u << 20)
 #define TP_SHADOW_SLAB_MAX 32u /* shadows in the slab at most (one bit each) */
 
@@ -204,7 +205,9 @@ static void slab_make(uint32_t q)
 		munmap(a, TP_SHADOW_SLAB);
 		return;
 	}
-	ntb_prefault_mem(a, TP_SHADOW_SLAB); /* (one huge page, or its small ones if none was free) */
+	/* (not mapped now: a connection's set-up takes a shadow with its grant, and most never
+	 * write past the inline slots; the first chunk a message maps, tp_tx_prefault(), brings
+	 * the whole huge page, or its small page alone if the kernel had none free) */
 	slab = a;
 	slab_q = q;
 	slab_n = TP_SHADOW_SLAB / q < TP_SHADOW_SLAB_MAX ? TP_SHADOW_SLAB / q : TP_SHADOW_SLAB_MAX;
@@ -280,12 +283,8 @@ uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped)
 	}
 	uint8_t *sh = slab_get(q);
 
-	if (sh) {
-		*ret_mapped = ~UINT64_C(0); /* (mapped whole when the slab was made) */
-		return sh;
-	}
 	*ret_mapped = 0;
-	return aligned_alloc(4096, q);
+	return sh ? sh : aligned_alloc(4096, q);
 }
 
 void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped, uint32_t rings)
