@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -84,6 +86,87 @@ static bool print_capacity(const char *path, const struct conf_link *cl,
 	return true;
 }
 
+/* The mount of the directory that holds PATH (its longest mount point, the last mounted there):
+ * its filesystem type into FS and its super-block options into OPTS. False: not found. */
+static bool mount_of(const char *path, char *fs, size_t fslen, char *opts, size_t optslen)
+{
+	char dir[PATH_MAX], real[PATH_MAX], line[4096], mp[PATH_MAX];
+	FILE *f;
+	size_t best = 0;
+	bool found = false;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+
+	if (!slash)
+		return false;
+	slash[slash == dir ? 1 : 0] = 0;
+	if (!realpath(dir, real) || !(f = fopen("/proc/self/mountinfo", "re")))
+		return false;
+	/* ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER-OPTIONS */
+	while (fgets(line, sizeof(line), f)) {
+		char t[64], o[1024];
+		const char *dash = strstr(line, " - ");
+
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
+		    sscanf(dash + 3, "%63s %*s %1023s", t, o) != 2)
+			continue;
+		size_t n = strlen(mp);
+
+		if (n < best || strncmp(real, mp, n) != 0 ||
+		    (n > 1 && real[n] != 0 && real[n] != '/'))
+			continue;
+		best = n;
+		snprintf(fs, fslen, "%s", t);
+		snprintf(opts, optslen, "%s", o);
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/* OPTS (comma-separated) has OPT (name=value, or a prefix such as "pagesize=")? Its value. */
+static const char *mount_opt(const char *opts, const char *opt)
+{
+	size_t n = strlen(opt);
+
+	for (const char *p = opts; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, opt, n) == 0)
+			return p + n;
+	return NULL;
+}
+
+/* The size of the pages a shm link's file at PATH is mapped with, from its filesystem: a tmpfs
+ * mounted huge=always, within_size or advise (the backend asks, madvise(MADV_HUGEPAGE)) gives
+ * 2 MiB pages, hugetlbfs its own. */
+static void print_pages(const char *path)
+{
+	char fs[64], opts[1024];
+	const char *huge;
+
+	if (!mount_of(path, fs, sizeof(fs), opts, sizeof(opts))) {
+		printf("    pages: unknown (no mount found for %s)\n", path);
+		return;
+	}
+	if (strcmp(fs, "hugetlbfs") == 0) {
+		const char *ps = mount_opt(opts, "pagesize=");
+		int len = ps ? (int)strcspn(ps, ",") : 0;
+
+		printf("    pages: %.*s (hugetlbfs)\n", len ? len : 7, len ? ps : "default");
+		return;
+	}
+	huge = strcmp(fs, "tmpfs") == 0 ? mount_opt(opts, "huge=") : NULL;
+	if (huge && (strncmp(huge, "always", 6) == 0 || strncmp(huge, "within_size", 11) == 0 ||
+		     strncmp(huge, "advise", 6) == 0)) {
+		printf("    pages: 2 MiB (tmpfs huge=%.*s)\n", (int)strcspn(huge, ","), huge);
+		return;
+	}
+	printf("    pages: 4 KiB (%s%s%.*s): each process maps a data ring it uses for the first "
+	       "time one 4 KiB page at a time; a tmpfs mounted huge=always maps it in 2 MiB pages "
+	       "(ntbsock.conf(5), path)\n", fs, huge ? " huge=" : "",
+	       huge ? (int)strcspn(huge, ",") : 0, huge ? huge : "");
+}
+
 static int print_link_state(const struct conf_link *cl)
 {
 	struct ntb_link_params p;
@@ -102,6 +185,7 @@ static int print_link_state(const struct conf_link *cl)
 		printf("device %s\n", cl->device[0] ? cl->device : "(first profile match)");
 	print_admin(&p);
 	if (strcmp(cl->backend, "shm") == 0) {
+		print_pages(cl->path);
 		if (stat(cl->path, &st) != 0) {
 			if (errno == ENOENT) {
 				printf("    not created (no process has opened it)\n");

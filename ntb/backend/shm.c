@@ -223,6 +223,11 @@ static int shm_map(struct ntb_link *link, int fd, const char *path, size_t size,
 		ntb_set_detail("shm file %s: mmap %zu bytes: %s", path, size, strerror(errno));
 		return rc;
 	}
+	/* 2 MiB pages where the file's tmpfs gives them on request (huge=advise; huge=always and
+	 * within_size give them anyway, huge=never not at all): a process's first touch of a ring
+	 * then maps 2 MiB at a time, not 4 KiB (a trap each where a hypervisor keeps the page
+	 * tables: ntbsock.conf(5), path). Best effort. */
+	madvise(base, size, MADV_HUGEPAGE);
 	rc = ntb_region_prepare(base, size, p->window_size, !inspect && p->side != 1, &link->hdr);
 	if (rc) {
 		char why[200];

@@ -67,6 +67,22 @@ expect_rc 0 "check with 1024 contexts" "$NTBSOCK" check -c "$tmp/ctx1024.conf"
 expect_out 'capacity: 10000 connections at once' "check's capacity follows the connections tunable"
 expect_out 'transfers: 1024 at once through data rings of 128 KiB' \
 	"check's transfers follow the contexts tunable"
+# the page size of the window: its file's tmpfs, mounted here in a mount namespace of our own
+# (root: the test runner's private /dev/shm needs one too)
+unshare -m true 2>/dev/null || fail "no mount namespace (unshare -m): the page-size checks need root"
+mkdir "$tmp/h"
+sed "s#/dev/shm/ntbsock-demo\"#$tmp/h/ab\"#" conf/examples/demo-a.conf >"$tmp/h.conf"
+for m in always within_size advise never; do
+	expect_rc 0 "check, link file on a tmpfs huge=$m" unshare -m sh -c \
+		"mount -t tmpfs -o huge=$m tmpfs '$tmp/h' && exec '$NTBSOCK' check -c '$tmp/h.conf'"
+	if [ $m = never ]; then
+		expect_out '^    pages: 4 KiB \(tmpfs\): each process maps a data ring' \
+			"check: a tmpfs huge=never maps the window in 4 KiB pages"
+	else
+		expect_out "^    pages: 2 MiB \\(tmpfs huge=$m\\)\$" \
+			"check: a tmpfs huge=$m maps the window in 2 MiB pages"
+	fi
+done
 expect_rc 0 "check demo-b.conf" "$NTBSOCK" check -c conf/examples/demo-b.conf
 expect_out '^host: B' "check demo-b prints host B"
 expect_rc 0 "check via NTBSOCK_CONF" env NTBSOCK_CONF=conf/examples/demo-b.conf "$NTBSOCK" check
