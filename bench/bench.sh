@@ -426,17 +426,23 @@ if want 9; then
 	FM_TRS="ntb tcp"
 	# (not under PL_TMP: the cleanup removes that before its extra steps)
 	HUGE=$(mktemp -d /tmp/ntbsock-huge-XXXXXX)
-	umount_huge() { rm -f "$HUGE"/fm*; umount "$HUGE" 2>/dev/null; rmdir "$HUGE" 2>/dev/null; }
+	umount_huge() {
+		rm -f "$HUGE"/fm*
+		umount "$HUGE" 2>/dev/null || umount -l "$HUGE" 2>/dev/null
+		rmdir "$HUGE" 2>/dev/null
+	}
 	BN_EXTRA_CLEANUP="$BN_EXTRA_CLEANUP umount_huge"
 	if mount -t tmpfs -o huge=always,size=1g tmpfs "$HUGE" 2>/dev/null; then
 		FM_TRS="ntb ntbhuge tcp"
 		for H in A B; do
 			sed "s#$PL_LINK\"#$HUGE/fm\"#" "$PL_TMP/$H.conf" >"$PL_TMP/H$H.conf"
+			grep -q "$HUGE/fm" "$PL_TMP/H$H.conf" || bn_die "$H.conf: link path not found"
 		done
 	else
 		echo "first MiB on a huge-page tmpfs skipped: cannot mount one here (root only)" >>"$NOTES"
 	fi
-	# fm_run T PORT OUT: one run over T; prints the server's line
+	# fm_run T PORT OUT: one run over T, in this shell (its pids reach the cleanup); the
+	# server's line into OUT.line ("nan" when a side failed; each side at most 60 s)
 	fm_run() {
 		case $1 in
 		ntb) pre_s="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$3.srv.log LD_PRELOAD=$PL_LIB NTBSOCK_CONF=$PL_TMP/B.conf"
@@ -445,23 +451,28 @@ if want 9; then
 		     pre_c="env NTBSOCK_LOG=info NTBSOCK_LOG_FILE=$3.cli.log LD_PRELOAD=$PL_LIB NTBSOCK_CONF=$PL_TMP/HA.conf";;
 		*) pre_s=env; pre_c=env;;
 		esac
-		$pre_s taskset -c $BN_CPU_SERVER $FIRSTMB server 127.0.0.2 $2 $FM_MIB >"$3.srv" 2>&1 &
+		echo nan >"$3.line"
+		timeout 60 $pre_s taskset -c $BN_CPU_SERVER $FIRSTMB server 127.0.0.2 $2 $FM_MIB >"$3.srv" 2>&1 &
 		_fs=$!
 		PL_PIDS="$PL_PIDS $_fs"
-		pl_wait_port 127.0.0.2 $2
-		$pre_c taskset -c $BN_CPU_CLIENT $FIRSTMB client 127.0.0.2 $2 $FM_MIB >"$3.cli" 2>&1
-		wait $_fs
+		if pl_wait_port 127.0.0.2 $2 >&2; then
+			timeout 60 $pre_c taskset -c $BN_CPU_CLIENT $FIRSTMB client 127.0.0.2 $2 $FM_MIB >"$3.cli" 2>&1 ||
+				kill $_fs 2>/dev/null
+		else
+			kill $_fs 2>/dev/null
+		fi
+		wait $_fs && sed -n 's/^server //p' "$3.srv" >"$3.line"
 		PL_PIDS=$(echo " $PL_PIDS " | sed "s/ $_fs / /")
-		sed -n 's/^server //p' "$3.srv"
 	}
 	for t in $FM_TRS; do
 		bn_next_port; BN_SEQ=$((BN_SEQ + 1))
-		fm_run $t $BN_PORT $PL_TMP/firstmb-warm-$BN_SEQ >/dev/null
+		fm_run $t $BN_PORT $PL_TMP/firstmb-warm-$BN_SEQ
 	done
 	for r in $(seq $REPS); do
 		for t in $FM_TRS; do
 			bn_next_port; BN_SEQ=$((BN_SEQ + 1)); out=$PL_TMP/firstmb-$BN_SEQ
-			set -- $(fm_run $t $BN_PORT "$out") nan nan nan
+			fm_run $t $BN_PORT "$out"
+			set -- $(cat "$out.line") nan nan nan
 			chk=-
 			case $t in ntb*)
 				# the one connection ntb in both programs' logs

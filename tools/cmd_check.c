@@ -86,9 +86,27 @@ static bool print_capacity(const char *path, const struct conf_link *cl,
 	return true;
 }
 
+/* S with mountinfo's escapes (\ooo: a space, tab, newline or backslash) decoded, in place. */
+static void mount_unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++, o++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o = *s;
+		}
+	}
+	*o = 0;
+}
+
 /* The mount of the directory that holds PATH (its longest mount point, the last mounted there):
- * its filesystem type into FS and its super-block options into OPTS. False: not found. */
-static bool mount_of(const char *path, char *fs, size_t fslen, char *opts, size_t optslen)
+ * its filesystem type into FS and its super-block options into OPTS. 0, or -errno (the
+ * directory cannot be resolved; -ENOENT: none found). */
+static int mount_of(const char *path, char *fs, size_t fslen, char *opts, size_t optslen)
 {
 	char dir[PATH_MAX], real[PATH_MAX], line[4096], mp[PATH_MAX];
 	FILE *f;
@@ -99,10 +117,10 @@ static bool mount_of(const char *path, char *fs, size_t fslen, char *opts, size_
 	char *slash = strrchr(dir, '/');
 
 	if (!slash)
-		return false;
+		return -EINVAL;
 	slash[slash == dir ? 1 : 0] = 0;
 	if (!realpath(dir, real) || !(f = fopen("/proc/self/mountinfo", "re")))
-		return false;
+		return -errno;
 	/* ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER-OPTIONS */
 	while (fgets(line, sizeof(line), f)) {
 		char t[64], o[1024];
@@ -111,6 +129,7 @@ static bool mount_of(const char *path, char *fs, size_t fslen, char *opts, size_
 		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
 		    sscanf(dash + 3, "%63s %*s %1023s", t, o) != 2)
 			continue;
+		mount_unescape(mp);
 		size_t n = strlen(mp);
 
 		if (n < best || strncmp(real, mp, n) != 0 ||
@@ -122,7 +141,26 @@ static bool mount_of(const char *path, char *fs, size_t fslen, char *opts, size_
 		found = true;
 	}
 	fclose(f);
-	return found;
+	return found ? 0 : -ENOENT;
+}
+
+/* The selected word of /sys/kernel/mm/transparent_hugepage/shmem_enabled ("deny" and "force"
+ * override every tmpfs mount's huge= option), or "" when it cannot be read. */
+static const char *shmem_thp(char *buf, size_t len)
+{
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "re");
+	char line[256] = "";
+	const char *a, *b;
+
+	buf[0] = 0;
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = 0;
+		fclose(f);
+	}
+	if ((a = strchr(line, '[')) && (b = strchr(a, ']')))
+		snprintf(buf, len, "%.*s", (int)(b - a - 1), a + 1);
+	return buf;
 }
 
 /* OPTS (comma-separated) has OPT (name=value, or a prefix such as "pagesize=")? Its value. */
@@ -141,21 +179,28 @@ static const char *mount_opt(const char *opts, const char *opt)
  * 2 MiB pages, hugetlbfs its own. */
 static void print_pages(const char *path)
 {
-	char fs[64], opts[1024];
+	char fs[64], opts[1024], sys[32];
 	const char *huge;
+	int rc = mount_of(path, fs, sizeof(fs), opts, sizeof(opts));
 
-	if (!mount_of(path, fs, sizeof(fs), opts, sizeof(opts))) {
-		printf("    pages: unknown (no mount found for %s)\n", path);
+	if (rc < 0) {
+		printf("    pages: unknown (the directory of %s: %s)\n", path, strerror(-rc));
 		return;
 	}
 	if (strcmp(fs, "hugetlbfs") == 0) {
-		const char *ps = mount_opt(opts, "pagesize=");
-		int len = ps ? (int)strcspn(ps, ",") : 0;
-
-		printf("    pages: %.*s (hugetlbfs)\n", len ? len : 7, len ? ps : "default");
+		printf("    pages: hugetlbfs cannot hold a link file (its size is not a multiple of "
+		       "the huge page): use a tmpfs mounted huge=always\n");
 		return;
 	}
-	huge = strcmp(fs, "tmpfs") == 0 ? mount_opt(opts, "huge=") : NULL;
+	bool tmpfs = strcmp(fs, "tmpfs") == 0;
+
+	huge = tmpfs ? mount_opt(opts, "huge=") : NULL;
+	shmem_thp(sys, sizeof(sys));
+	if (tmpfs && (strcmp(sys, "force") == 0 || strcmp(sys, "deny") == 0)) {
+		printf("    pages: %s (tmpfs; transparent_hugepage/shmem_enabled is %s)\n",
+		       sys[0] == 'f' ? "2 MiB" : "4 KiB", sys);
+		return;
+	}
 	if (huge && (strncmp(huge, "always", 6) == 0 || strncmp(huge, "within_size", 11) == 0 ||
 		     strncmp(huge, "advise", 6) == 0)) {
 		printf("    pages: 2 MiB (tmpfs huge=%.*s)\n", (int)strcspn(huge, ","), huge);

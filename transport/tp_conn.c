@@ -181,18 +181,31 @@ static bool thp_on_request(void)
 	return on;
 }
 
-/* The slab, made at the first call (under slab_lock). */
+/* Q fits the slab: a power of two from 4 KiB to half the slab (two shadows at least). */
+static bool slab_fits(uint32_t q)
+{
+	return q >= 4096u && !(q & (q - 1u)) && q <= TP_SHADOW_SLAB / 2u;
+}
+
+/* The slab for shadows of Q bytes (slab_fits()), made at the first such call (under slab_lock):
+ * slab_state 1, or -1 for good (no huge pages on request, no memory). errno kept. */
 static void slab_make(uint32_t q)
 {
+	int saved = errno;
+
 	slab_state = -1;
-	if (q < 4096u || (q & (q - 1u)) || q > TP_SHADOW_SLAB / 2u || !thp_on_request())
+	if (!thp_on_request()) {
+		errno = saved;
 		return;
+	}
 	/* twice the size, to cut a 2 MiB-aligned 2 MiB out of it */
 	size_t len = 2u * TP_SHADOW_SLAB;
 	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	if (m == MAP_FAILED)
+	if (m == MAP_FAILED) {
+		errno = saved;
 		return;
+	}
 	uint8_t *a = (uint8_t *)(((uintptr_t)m + TP_SHADOW_SLAB - 1u) &
 				 ~(uintptr_t)(TP_SHADOW_SLAB - 1u));
 	size_t head = (size_t)(a - m), tail = len - head - TP_SHADOW_SLAB;
@@ -203,6 +216,7 @@ static void slab_make(uint32_t q)
 		munmap(a + TP_SHADOW_SLAB, tail);
 	if (madvise(a, TP_SHADOW_SLAB, MADV_HUGEPAGE) < 0) {
 		munmap(a, TP_SHADOW_SLAB);
+		errno = saved;
 		return;
 	}
 	/* (not mapped now: a connection's set-up takes a shadow with its grant, and most never
@@ -213,6 +227,7 @@ static void slab_make(uint32_t q)
 	slab_n = TP_SHADOW_SLAB / q < TP_SHADOW_SLAB_MAX ? TP_SHADOW_SLAB / q : TP_SHADOW_SLAB_MAX;
 	slab_free = slab_n == 32u ? UINT32_MAX : (UINT32_C(1) << slab_n) - 1u;
 	slab_state = 1;
+	errno = saved;
 }
 
 /* A free shadow of Q bytes from the slab, or NULL. */
@@ -220,6 +235,8 @@ static uint8_t *slab_get(uint32_t q)
 {
 	uint8_t *p = NULL;
 
+	if (!slab_fits(q))
+		return NULL; /* (another link's geometry may fit it later) */
 	pthread_mutex_lock(&slab_lock);
 	if (!slab_state)
 		slab_make(q);
@@ -233,14 +250,24 @@ static uint8_t *slab_get(uint32_t q)
 	return p;
 }
 
-/* SH back to the slab, if it came from there (true), else to the heap. */
+/* SH back to the slab, if it came from there, else to the heap. */
 static void shadow_free(uint8_t *sh)
 {
 	pthread_mutex_lock(&slab_lock);
-	bool ours = slab && sh >= slab && sh < slab + (size_t)slab_n * slab_q;
+	uintptr_t p = (uintptr_t)sh, b = (uintptr_t)slab;
+	bool ours = slab && p >= b && p < b + (size_t)slab_n * slab_q;
 
-	if (ours)
-		slab_free |= UINT32_C(1) << ((size_t)(sh - slab) / slab_q);
+	if (ours) {
+		uint32_t bit = UINT32_C(1) << ((p - b) / slab_q);
+
+		/* (a pointer inside a shadow, or one given back twice: kept out, not handed out
+		 * twice) */
+		if ((p - b) % slab_q == 0 && !(slab_free & bit))
+			slab_free |= bit;
+		else
+			LOG(LL_ERROR, "transport: a shadow given back to the slab twice or misplaced "
+			    "(%p): left out of it", (void *)sh);
+	}
 	pthread_mutex_unlock(&slab_lock);
 	if (!ours)
 		free(sh);

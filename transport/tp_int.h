@@ -2077,7 +2077,7 @@ void tp_witness_rst_locked(struct tp_conn *c, bool on);
 void tp_conn_recycle(struct tp_conn *c);
 /* A connection's data shadow (Q bytes; its mapped chunks in *RET_MAPPED, tp_tx_prefault()) for
  * a ring granted to it: from L's pool of shadows given back, else from the process's huge-page
- * slab (mapped whole), else new; NULL: no memory. */
+ * slab, else new; NULL: no memory. */
 uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped);
 /* Give shadow SH (Q bytes, chunks MAPPED mapped; NULL: none) back: to L's pool, or freed (the
  * pool holds up to RINGS, the peer's pool of rings, or TP_SHADOW_POOL_BYTES). */

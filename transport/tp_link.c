@@ -785,7 +785,7 @@ static void atfork_prepare(void)
 		 * from the pool or giving one back (tp_shadow_get()) */
 		pthread_mutex_lock(&l->sh_lock);
 	}
-	tp_shadow_slab_atfork(0); /* (a leaf lock, taken inside sh_lock) */
+	tp_shadow_slab_atfork(0); /* (last: a leaf lock, no lock is taken under it) */
 }
 
 static void atfork_parent(void)

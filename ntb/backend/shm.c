@@ -22,6 +22,8 @@
 #include "util/fdpark.h"
 #include "util/rawsys.h"
 
+#define NTB_HUGE_PAGE (2u << 20) /* (x86-64's transparent huge page) */
+
 struct shm_priv {
 	int   fd;
 	dev_t dev;
@@ -37,6 +39,18 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct ti
 
 /* Create the file under a temporary name, initialise it, then link() it into place (atomic;
  * EEXIST: another opener won). Returns 0, -EEXIST (use the existing file), or -errno. */
+/* 2 MiB pages for [BASE, BASE + LEN) of a link file where its tmpfs gives them on request
+ * (huge=advise; huge=always and within_size give them anyway, huge=never not at all): a
+ * process's first touch of a ring then maps 2 MiB at a time, not 4 KiB (a trap each where a
+ * hypervisor keeps the page tables: ntbsock.conf(5), path). Best effort; errno kept. */
+static void shm_ask_huge(void *base, size_t len)
+{
+	int saved = errno;
+
+	madvise(base, len, MADV_HUGEPAGE);
+	errno = saved;
+}
+
 static int shm_create(struct ntb_link *nl, const char *path)
 {
 	const struct ntb_link_params *p = &nl->params;
@@ -66,12 +80,17 @@ static int shm_create(struct ntb_link *nl, const char *path)
 		ntb_set_detail("shm file %s: cannot set mode/group/size: %s", tmp, strerror(errno));
 		goto err_unlink;
 	}
-	void *base = mmap(NULL, NTB_HDR_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* The header's page is the first the file gets: on a tmpfs that gives huge pages on
+	 * request (huge=advise) it must be asked for here already, else the file's first 2 MiB
+	 * stay small pages for good (shm_map()). */
+	size_t hmap = size >= NTB_HUGE_PAGE ? NTB_HUGE_PAGE : NTB_HDR_SIZE;
+	void *base = mmap(NULL, hmap, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
 		rc = -errno;
 		ntb_set_detail("shm file %s: mmap: %s", tmp, strerror(errno));
 		goto err_unlink;
 	}
+	shm_ask_huge(base, hmap);
 	ntb_region_hdr_build(&h, p->window_size);
 	atomic_init(&h.init_word, NTB_INIT_DONE); /* (a private header, copied below) */
 	memcpy(base, &h, sizeof(h));
@@ -79,7 +98,7 @@ static int shm_create(struct ntb_link *nl, const char *path)
 	 * (link() below publishes the whole file anyway.) */
 	atomic_store_explicit(&((struct ntb_region_hdr *)base)->magic, NTB_REGION_MAGIC,
 			      memory_order_release);
-	munmap(base, NTB_HDR_SIZE);
+	munmap(base, hmap);
 	raw_close(fd);
 	/* link() fails if PATH exists: atomic create-if-absent of an initialised file. Where
 	 * hard links are not supported, renameat2(RENAME_NOREPLACE) does the same. */
@@ -223,11 +242,8 @@ static int shm_map(struct ntb_link *link, int fd, const char *path, size_t size,
 		ntb_set_detail("shm file %s: mmap %zu bytes: %s", path, size, strerror(errno));
 		return rc;
 	}
-	/* 2 MiB pages where the file's tmpfs gives them on request (huge=advise; huge=always and
-	 * within_size give them anyway, huge=never not at all): a process's first touch of a ring
-	 * then maps 2 MiB at a time, not 4 KiB (a trap each where a hypervisor keeps the page
-	 * tables: ntbsock.conf(5), path). Best effort. */
-	madvise(base, size, MADV_HUGEPAGE);
+	if (!inspect) /* (a look, ntbsock stat or check, allocates nothing it need not) */
+		shm_ask_huge(base, size);
 	rc = ntb_region_prepare(base, size, p->window_size, !inspect && p->side != 1, &link->hdr);
 	if (rc) {
 		char why[200];

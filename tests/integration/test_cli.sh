@@ -69,10 +69,13 @@ expect_out 'transfers: 1024 at once through data rings of 128 KiB' \
 	"check's transfers follow the contexts tunable"
 # the page size of the window: its file's tmpfs, mounted here in a mount namespace of our own
 # (root: the test runner's private /dev/shm needs one too)
-unshare -m true 2>/dev/null || fail "no mount namespace (unshare -m): the page-size checks need root"
 mkdir "$tmp/h"
 sed "s#/dev/shm/ntbsock-demo\"#$tmp/h/ab\"#" conf/examples/demo-a.conf >"$tmp/h.conf"
-for m in always within_size advise never; do
+ms="always within_size advise never"
+if ! unshare -m true 2>/dev/null; then
+	echo "SKIP (part): the page-size checks need a mount namespace (unshare -m: root)"; ms=""
+fi
+for m in $ms; do
 	expect_rc 0 "check, link file on a tmpfs huge=$m" unshare -m sh -c \
 		"mount -t tmpfs -o huge=$m tmpfs '$tmp/h' && exec '$NTBSOCK' check -c '$tmp/h.conf'"
 	if [ $m = never ]; then
