@@ -156,16 +156,18 @@ struct tp_shadow_free {
  * 4 KiB page on this project's test VM, ~0.65 ms per 512 KiB shadow, the first megabyte of a
  * new process 18x slower than the next). One 2 MiB transparent huge page is one such trap, and
  * one TLB entry. So the first shadows a process needs come from a 2 MiB slab made once (the
- * first chunk mapped brings the whole huge page), and go back to it (never to the heap) when
- * the pool lets one go: at most 2 MiB per process, and only where the kernel gives huge pages
- * on request (transparent_hugepage "always" or "madvise"); the others, and all of them without
- * huge pages, from the heap. */
+ * first chunk mapped brings the whole huge page; a connection that never wrote past its inline
+ * slots brings none), taken before the link's pool and given back straight to the slab, its
+ * mapped chunks kept beside it: at most 2 MiB per process, and only where the kernel gives huge
+ * pages on request (transparent_hugepage "always" or "madvise"); the others, and all of them
+ * without huge pages, from the pool and the heap. */
 #define TP_SHADOW_SLAB  (2u << 20)
 #define TP_SHADOW_SLAB_MAX 32u /* shadows in the slab at most (one bit each) */
 
 static pthread_mutex_t slab_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf lock */
-static uint8_t *slab;           /* (under slab_lock, all five) */
+static uint8_t *slab;           /* (under slab_lock, all six) */
 static uint32_t slab_q, slab_n, slab_free;
+static uint64_t slab_mapped[TP_SHADOW_SLAB_MAX]; /* each shadow's mapped chunks, kept here */
 static int slab_state;          /* 0: not tried; 1: made; -1: none in this process */
 
 static bool thp_on_request(void)
@@ -230,8 +232,8 @@ static void slab_make(uint32_t q)
 	errno = saved;
 }
 
-/* A free shadow of Q bytes from the slab, or NULL. */
-static uint8_t *slab_get(uint32_t q)
+/* A free shadow of Q bytes from the slab (its mapped chunks in *RET_MAPPED), or NULL. */
+static uint8_t *slab_get(uint32_t q, uint64_t *ret_mapped)
 {
 	uint8_t *p = NULL;
 
@@ -245,31 +247,42 @@ static uint8_t *slab_get(uint32_t q)
 
 		slab_free &= ~(UINT32_C(1) << i);
 		p = slab + (size_t)i * q;
+		*ret_mapped = slab_mapped[i];
 	}
 	pthread_mutex_unlock(&slab_lock);
 	return p;
 }
 
-/* SH back to the slab, if it came from there, else to the heap. */
-static void shadow_free(uint8_t *sh)
+/* SH (chunks MAPPED mapped) back to the slab if it came from there: true. Nothing is written
+ * into it (a pool's link in its first bytes would bring the huge page in at the close of a
+ * connection that never used it). */
+static bool slab_put(uint8_t *sh, uint64_t mapped)
 {
 	pthread_mutex_lock(&slab_lock);
 	uintptr_t p = (uintptr_t)sh, b = (uintptr_t)slab;
 	bool ours = slab && p >= b && p < b + (size_t)slab_n * slab_q;
 
 	if (ours) {
-		uint32_t bit = UINT32_C(1) << ((p - b) / slab_q);
+		uint32_t i = (uint32_t)((p - b) / slab_q), bit = UINT32_C(1) << i;
 
 		/* (a pointer inside a shadow, or one given back twice: kept out, not handed out
 		 * twice) */
-		if ((p - b) % slab_q == 0 && !(slab_free & bit))
+		if ((p - b) % slab_q == 0 && !(slab_free & bit)) {
 			slab_free |= bit;
-		else
+			slab_mapped[i] = mapped;
+		} else {
 			LOG(LL_ERROR, "transport: a shadow given back to the slab twice or misplaced "
 			    "(%p): left out of it", (void *)sh);
+		}
 	}
 	pthread_mutex_unlock(&slab_lock);
-	if (!ours)
+	return ours;
+}
+
+/* SH back to the slab, if it came from there, else to the heap. */
+static void shadow_free(uint8_t *sh)
+{
+	if (!slab_put(sh, 0))
 		free(sh);
 }
 
@@ -295,7 +308,10 @@ uint32_t tp_shadow_slab_free(void)
 uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped)
 {
 	struct tp_shadow_free *f = NULL;
+	uint8_t *sh = slab_get(q, ret_mapped); /* (first: the pool holds heap shadows only) */
 
+	if (sh)
+		return sh;
 	pthread_mutex_lock(&l->sh_lock);
 	if (l->sh_pool && l->sh_pool_q == q) {
 		f = l->sh_pool;
@@ -308,15 +324,13 @@ uint8_t *tp_shadow_get(struct tp_link *l, uint32_t q, uint64_t *ret_mapped)
 		*ret_mapped = f->mapped;
 		return (uint8_t *)f;
 	}
-	uint8_t *sh = slab_get(q);
-
 	*ret_mapped = 0;
-	return sh ? sh : aligned_alloc(4096, q);
+	return aligned_alloc(4096, q);
 }
 
 void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped, uint32_t rings)
 {
-	if (!sh)
+	if (!sh || slab_put(sh, mapped))
 		return;
 	pthread_mutex_lock(&l->sh_lock);
 	if ((!l->sh_pool_n || l->sh_pool_q == q) &&
