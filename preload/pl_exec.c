@@ -39,8 +39,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-
-#define PL_INHERIT_VAR "NTBSOCK_INHERIT"
 #define PL_INHERIT_LEN (sizeof(PL_INHERIT_VAR) - 1)
 /* How long exec waits for the peer to acknowledge what a connection sent before handing it
  * over (the transport hands over only acknowledged state). */
@@ -403,7 +401,9 @@ static int pl_exec(const struct ex_call *x, char *const envp[])
 	struct ex_plan p;
 	int saved = errno;
 
-	if (!pl_active())
+	/* (not initialised: no socket of ours exists, nothing to hand over; pl_active() would
+	 * initialise the library only for the exec) */
+	if (atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_NONE || !pl_active())
 		return exec_real(x, envp);
 	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 && !env_has_ours(envp)) {
 		pl_exit_linger("exec");

@@ -81,6 +81,9 @@ enum { PL_MODE_NONE = 0, PL_MODE_PASS = 1, PL_MODE_ACTIVE = 2 };
 
 void pl_init_slow(void);
 
+/* The variable exec passes the connections it hands over in (pl_exec.c). */
+#define PL_INHERIT_VAR "NTBSOCK_INHERIT"
+
 /* Make sure init ran (constructor, else first wrapper). True when sockets may be NTB. */
 static inline bool pl_active(void)
 {
@@ -92,6 +95,14 @@ static inline bool pl_active(void)
 		m = atomic_load_explicit(&pl_mode, memory_order_acquire); /* as above */
 	}
 	return m == PL_MODE_ACTIVE && pl_depth == 0;
+}
+
+/* pl_active() without initialising: false until something did. */
+static inline bool pl_inited(void)
+{
+	/* acquire: pairs with pl_init_once's release */
+	return atomic_load_explicit(&pl_mode, memory_order_acquire) == PL_MODE_ACTIVE &&
+	       pl_depth == 0;
 }
 
 #define PL_ENTER() (pl_depth++)

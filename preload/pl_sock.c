@@ -14,7 +14,9 @@
 
 NTB_EXPORT int socket(int domain, int type, int protocol)
 {
-	bool act = pl_active();
+	/* (an AF_UNIX or netlink socket, a program's first look at its name service or log,
+	 * does not initialise the library: only what could become an NTB socket does) */
+	bool act = domain == AF_INET || domain == AF_INET6 ? pl_active() : pl_inited();
 	int fd = pl_real.socket(domain, type, protocol);
 	if (act && fd >= 0) {
 		pl_fd_fresh(fd);
@@ -31,8 +33,8 @@ NTB_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	const struct sockaddr *sa = addr.__sockaddr__;
 
-	if (!pl_active() || !sa || len < sizeof(sa_family_t) ||
-	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+	if (!sa || len < sizeof(sa_family_t) ||
+	    (sa->sa_family != AF_INET && sa->sa_family != AF_INET6) || !pl_active())
 		return pl_real.connect(fd, addr, len);
 	struct pl_sock *s = pl_sock_get(fd);
 	if (s) {
@@ -636,7 +638,8 @@ NTB_EXPORT pid_t fork(void)
 {
 	int pfd[2];
 
-	if (!pl_active() || atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0)
+	/* (no socket of ours: nothing to hand the child; not initialised, nothing to start) */
+	if (atomic_load_explicit(&pl_nsocks, memory_order_relaxed) == 0 || !pl_active())
 		return pl_real.fork();
 	/* Here, not in a pthread_atfork() handler: the transport's holds every connection's locks
 	 * across the fork, and a thread holding a socket's lock may wait for one of them. */

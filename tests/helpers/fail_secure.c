@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* Security probe for set-uid programs (tests/integration/test_security_setuid.sh installs a
  * set-uid copy and runs it as another user): prints what the config layer takes from the
- * environment, then dlopen()s libntbsock.so so that its constructor runs as it would in a
- * set-uid program that has the library (e.g. through /etc/ld.so.preload). Under AT_SECURE,
+ * environment, then dlopen()s libntbsock.so and makes a socket through it, so that its
+ * initialisation runs as it would in a set-uid program that has the library (e.g. through
+ * /etc/ld.so.preload). Under AT_SECURE,
  * NTBSOCK_CONF, NTBSOCK_LOG_FILE and NTBSOCK_FAULT must have no effect.
  *
  *   fail_secure LIB CONF    prints: secure=0|1, conf_path=..., fault=<drop>/<corrupt>,
- *                           log_file=..., dlopen=ok|<error> */
+ *                           log_file=..., dlopen=ok|<error>, socket=ok|failed */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "conf/conf.h"
@@ -40,6 +42,16 @@ int main(int argc, char **argv)
 	}
 	conf_free(c);
 	fflush(stdout);
-	printf("dlopen=%s\n", dlopen(argv[1], RTLD_NOW) ? "ok" : dlerror());
+	void *h = dlopen(argv[1], RTLD_NOW);
+
+	printf("dlopen=%s\n", h ? "ok" : dlerror());
+	/* the library initialises at its first socket call (a program that makes none never
+	 * reads its config): make one through it */
+	int (*sock)(int, int, int) = h ? (int (*)(int, int, int))dlsym(h, "socket") : NULL;
+	int fd = sock ? sock(AF_INET, SOCK_STREAM, 0) : -1;
+
+	printf("socket=%s\n", fd >= 0 ? "ok" : "failed");
+	if (fd >= 0)
+		close(fd);
 	return 0;
 }

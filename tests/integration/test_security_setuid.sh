@@ -3,9 +3,9 @@
 # No environment knob lets an unprivileged user steer a set-uid program that has the library:
 # a set-uid-root copy of tests/helpers/fail_secure, run by user nobody with NTBSOCK_CONF,
 # NTBSOCK_LOG_FILE and NTBSOCK_FAULT set, must ignore all three (secure_getenv: AT_SECURE) —
-# in conf/ (config path, overrides) and in the library's constructor (dlopen()ed: no log file
-# appears in a directory only root may write). A control run without set-uid shows that the
-# same probe does see the variables.
+# in conf/ (config path, overrides) and in the library's initialisation (dlopen()ed, then a
+# socket made through it: no log file appears in a directory only root may write). A control
+# run without set-uid shows that the same probe does see the variables.
 . "$(dirname "$0")/lib.sh"
 pl_need setpriv
 [ "$(id -u)" = 0 ] || pl_skip "needs root (installs a set-uid copy, runs it as nobody)"
@@ -39,7 +39,8 @@ bad=""
 grep -q "conf_path=$T/evil.conf" "$T/setuid.out" && bad="$bad NTBSOCK_CONF(conf/)"
 grep -q 'fault=0.5' "$T/setuid.out" && bad="$bad NTBSOCK_FAULT(conf/conf_env.c)"
 grep -q "log_file=$T" "$T/setuid.out" && bad="$bad NTBSOCK_LOG_FILE(conf/conf_env.c)"
-[ -e "$T/rootonly/evil.log" ] && bad="$bad NTBSOCK_LOG_FILE(library constructor: created $T/rootonly/evil.log as root)"
+[ -e "$T/rootonly/evil.log" ] && bad="$bad NTBSOCK_LOG_FILE(library initialisation: created $T/rootonly/evil.log as root)"
 grep -q 'dlopen=ok' "$T/setuid.out" || pl_fail "the library did not load in the set-uid program"
+grep -q 'socket=ok' "$T/setuid.out" || pl_fail "no socket through the library in the set-uid program"
 [ -z "$bad" ] || pl_fail "a set-uid program obeyed the caller's environment:$bad"
 echo "set-uid program: NTBSOCK_CONF, NTBSOCK_LOG_FILE, NTBSOCK_FAULT ignored under AT_SECURE: ok"
