@@ -78,6 +78,21 @@ static void report(const char *who, const double *us, const long *fl, int n)
 	free(rest);
 }
 
+/* BYTES moved in all: for each of the N MiBs it completed since, its time and faults into
+ * US[*M] and FL[*M], from *T and *F (then moved on to now). */
+static void mib_done(uint64_t bytes, int n, int *m, double *t, long *f, double *us, long *fl)
+{
+	while (*m < n && bytes >= (uint64_t)(*m + 1) * MIB) {
+		double t2 = now_us();
+		long f2 = faults();
+
+		us[*m] = t2 - *t;
+		fl[(*m)++] = f2 - *f;
+		*t = t2;
+		*f = f2;
+	}
+}
+
 static int addr_of(const char *ip, const char *port, struct sockaddr_in *sa)
 {
 	memset(sa, 0, sizeof(*sa));
@@ -122,15 +137,7 @@ static int serve(const struct sockaddr_in *sa, int n)
 			fprintf(stderr, "read %.1f %zd %ld @%.1f\n", now_us() - t, r, faults() - f,
 				now_us());
 		got += (uint64_t)r;
-		while (m < n && got >= (uint64_t)(m + 1) * MIB) {
-			double t2 = now_us();
-			long f2 = faults();
-
-			us[m] = t2 - t;
-			fl[m++] = f2 - f;
-			t = t2;
-			f = f2;
-		}
+		mib_done(got, n, &m, &t, &f, us, fl);
 	}
 	if (write(c, "k", 1) != 1)
 		return 1;
@@ -172,15 +179,7 @@ static int client(const struct sockaddr_in *sa, int n, size_t wsz)
 			return 1;
 		}
 		sent += (uint64_t)r;
-		while (m < n && sent >= (uint64_t)(m + 1) * MIB) {
-			double t2 = now_us();
-			long f2 = faults();
-
-			us[m] = t2 - t;
-			fl[m++] = f2 - f;
-			t = t2;
-			f = f2;
-		}
+		mib_done(sent, n, &m, &t, &f, us, fl);
 	}
 	if (read(s, &ack, 1) != 1) {
 		fprintf(stderr, "firstmb client: no answer\n");
