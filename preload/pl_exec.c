@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+
 #define PL_INHERIT_LEN (sizeof(PL_INHERIT_VAR) - 1)
 /* How long exec waits for the peer to acknowledge what a connection sent before handing it
  * over (the transport hands over only acknowledged state). */

@@ -279,13 +279,6 @@ static bool slab_put(uint8_t *sh, uint64_t mapped)
 	return ours;
 }
 
-/* SH back to the slab, if it came from there, else to the heap. */
-static void shadow_free(uint8_t *sh)
-{
-	if (!slab_put(sh, 0))
-		free(sh);
-}
-
 void tp_shadow_slab_atfork(int phase)
 {
 	if (phase == 0)
@@ -345,8 +338,7 @@ void tp_shadow_put(struct tp_link *l, uint8_t *sh, uint32_t q, uint64_t mapped, 
 		sh = NULL;
 	}
 	pthread_mutex_unlock(&l->sh_lock);
-	if (sh)
-		shadow_free(sh);
+	free(sh); /* (a heap shadow: the slab's went back above) */
 }
 
 /* Free KEEP_NONE ? all : half (rounded up) of L's pooled shadows. */
@@ -365,7 +357,7 @@ static void shadow_pool_free(struct tp_link *l, bool keep_none)
 	pthread_mutex_unlock(&l->sh_lock);
 	while ((f = drop)) {
 		drop = f->next;
-		shadow_free((uint8_t *)f);
+		free(f); /* (the pool holds heap shadows only) */
 	}
 }
 

@@ -37,8 +37,6 @@ static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct ti
 	return syscall(SYS_futex, (uint32_t *)uaddr, op, val, ts, NULL, 0);
 }
 
-/* Create the file under a temporary name, initialise it, then link() it into place (atomic;
- * EEXIST: another opener won). Returns 0, -EEXIST (use the existing file), or -errno. */
 /* 2 MiB pages for [BASE, BASE + LEN) of a link file where its tmpfs gives them on request
  * (huge=advise; huge=always and within_size give them anyway, huge=never not at all): a
  * process's first touch of a ring then maps 2 MiB at a time, not 4 KiB (a trap each where a
@@ -51,6 +49,8 @@ static void shm_ask_huge(void *base, size_t len)
 	errno = saved;
 }
 
+/* Create the file under a temporary name, initialise it, then link() it into place (atomic;
+ * EEXIST: another opener won). Returns 0, -EEXIST (use the existing file), or -errno. */
 static int shm_create(struct ntb_link *nl, const char *path)
 {
 	const struct ntb_link_params *p = &nl->params;
