@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The library initialises at the first call that may make an NTB socket, not at every process's
 # start: a program that makes none (/bin/true, a shell that only execs another such program)
-# never parses the config nor writes a log line; one that makes a socket does, once, and its
-# connection is ntb; a process started with connections handed over across exec (or socket
+# never parses the config nor writes a log line (an AF_UNIX socket neither); one that makes a
+# TCP socket does, once, and its connection is ntb; a process started with connections handed over across exec (or socket
 # activation) initialises at once (the hand-over itself: test_pl_exec).
 . "$(dirname "$0")/lib.sh"
 pl_need python3
@@ -15,6 +15,10 @@ run() { env NTBSOCK_CONF="$PL_TMP/a.conf" NTBSOCK_LOG=debug NTBSOCK_LOG_FILE="$l
 run /bin/true || pl_fail "/bin/true under the library failed"
 run sh -c 'exec /bin/true' || pl_fail "sh -c 'exec /bin/true' under the library failed"
 run sh -c 'echo x | cat >/dev/null; ls / >/dev/null' || pl_fail "a pipeline under the library failed"
+# an AF_UNIX socket (a name service's or a log's) is no NTB socket either (the C module: the
+# socket module's imports make an epoll set, which does initialise)
+run python3 -c 'import _socket; _socket.socket(_socket.AF_UNIX).close()' ||
+	pl_fail "an AF_UNIX socket under the library failed"
 [ ! -s "$log" ] || { cat "$log"; pl_fail "programs that make no socket initialised the library"; }
 echo "no socket, no initialisation: ok"
 
